@@ -1,0 +1,52 @@
+// Runs a method over a whole cache, layer by layer, and reports bytes, errors and histograms.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/method.h"
+#include "kvlab/engine/metrics.h"
+#include "kvlab/engine/progress.h"
+#include "kvlab/engine/quantizer.h"
+
+namespace kvlab {
+
+struct ErrorMetrics {
+  double mse = 0, max_abs = 0, snr_db = 0;
+  // Attention-level; zero when the cache has no queries.
+  double logit_rmse = 0, softmax_kl = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
+};
+
+struct LayerReport {
+  int layer = 0;
+  ByteBreakdown key_bytes, value_bytes;
+  double ratio = 0;           // fp16 bytes / compressed bytes, this layer
+  double bits_per_value = 0;
+  ErrorMetrics key_error, value_error;  // element-wise parts only
+  ErrorMetrics error;                   // K and V together, with attention metrics
+  std::vector<CodeHistogram> key_histograms, value_histograms;
+};
+
+struct CompressionReport {
+  std::string source;
+  std::string method;  // method id
+  std::string method_label;
+  MethodConfig config;
+  ModelShape shape;
+  int tokens = 0;
+  std::uint64_t values = 0;       // K and V elements
+  std::uint64_t fp16_bytes = 0;   // the baseline: every value in fp16
+  ByteBreakdown bytes;            // compressed, by component
+  double ratio = 0;               // fp16_bytes / bytes.total()
+  double bits_per_value = 0;
+  ErrorMetrics error;
+  std::vector<LayerReport> layers;
+  double quantize_seconds = 0, dequantize_seconds = 0, total_seconds = 0;
+};
+
+Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
+                                         const ProgressFn& progress = {});
+
+}  // namespace kvlab
