@@ -11,9 +11,12 @@ namespace kvlab {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F32: return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::F32:
+      return "f32";
   }
   return "?";
 }
@@ -101,7 +104,9 @@ void float_to_fp16(std::span<const float> in, std::span<std::uint16_t> out) {
 
 void convert_to_float(DType t, const std::byte* src, std::size_t count, float* out) {
   switch (t) {
-    case DType::F32: std::memcpy(out, src, count * sizeof(float)); return;
+    case DType::F32:
+      std::memcpy(out, src, count * sizeof(float));
+      return;
     case DType::F16:
       fp16_to_float({reinterpret_cast<const std::uint16_t*>(src), count}, {out, count});
       return;
@@ -115,7 +120,9 @@ void convert_to_float(DType t, const std::byte* src, std::size_t count, float* o
 
 void convert_from_float(DType t, const float* src, std::size_t count, std::byte* dst) {
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, count * sizeof(float)); return;
+    case DType::F32:
+      std::memcpy(dst, src, count * sizeof(float));
+      return;
     case DType::F16:
       float_to_fp16({src, count}, {reinterpret_cast<std::uint16_t*>(dst), count});
       return;

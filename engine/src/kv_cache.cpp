@@ -12,9 +12,9 @@ Status ModelShape::validate() const {
         name, layers, q_heads, kv_heads, head_dim));
   }
   if (q_heads % kv_heads != 0) {
-    return make_error(fmt::format(
-        "model shape '{}': q_heads ({}) must be a multiple of kv_heads ({})", name, q_heads,
-        kv_heads));
+    return make_error(
+        fmt::format("model shape '{}': q_heads ({}) must be a multiple of kv_heads ({})", name,
+                    q_heads, kv_heads));
   }
   return Ok{};
 }
@@ -45,21 +45,22 @@ Status KvCache::validate() const {
   const bool queries = has_queries();
   for (std::size_t i = 0; i < layers.size(); ++i) {
     const LayerKv& l = layers[i];
-    const auto check = [&](const Tensor& x, const char* what, int heads, bool check_tokens) -> Status {
+    const auto check = [&](const Tensor& x, const char* what, int heads,
+                           bool check_tokens) -> Status {
       if (x.heads() != heads || x.dim() != shape.head_dim || (check_tokens && x.tokens() != t)) {
-        return make_error(fmt::format(
-            "KV cache '{}': layers.{}.{} is [{}, {}, {}], expected [{}, {}, {}]", source, i, what,
-            x.tokens(), x.heads(), x.dim(), check_tokens ? std::to_string(t) : "queries", heads,
-            shape.head_dim));
+        return make_error(
+            fmt::format("KV cache '{}': layers.{}.{} is [{}, {}, {}], expected [{}, {}, {}]",
+                        source, i, what, x.tokens(), x.heads(), x.dim(),
+                        check_tokens ? std::to_string(t) : "queries", heads, shape.head_dim));
       }
       return Ok{};
     };
     if (auto s = check(l.key, "key", shape.kv_heads, true); !s) return s;
     if (auto s = check(l.value, "value", shape.kv_heads, true); !s) return s;
     if (queries != !l.query.empty()) {
-      return make_error(fmt::format(
-          "KV cache '{}': layers.{} {} queries while layer 0 {}", source, i,
-          l.query.empty() ? "has no" : "has", queries ? "has them" : "does not"));
+      return make_error(fmt::format("KV cache '{}': layers.{} {} queries while layer 0 {}", source,
+                                    i, l.query.empty() ? "has no" : "has",
+                                    queries ? "has them" : "does not"));
     }
     if (queries) {
       if (auto s = check(l.query, "query", shape.q_heads, false); !s) return s;

@@ -41,7 +41,10 @@ TensorView TensorView::token_range(int begin, int end) const {
 }
 
 Tensor::Tensor(DType dtype, int tokens, int heads, int dim)
-    : m_dtype(dtype), m_tokens(tokens), m_heads(heads), m_dim(dim),
+    : m_dtype(dtype),
+      m_tokens(tokens),
+      m_heads(heads),
+      m_dim(dim),
       m_bytes(static_cast<std::size_t>(tokens) * heads * dim * dtype_size(dtype)) {}
 
 Tensor Tensor::from_float(const std::vector<float>& values, DType dtype, int tokens, int heads,

@@ -22,7 +22,7 @@ struct ErrorMetrics {
 struct LayerReport {
   int layer = 0;
   ByteBreakdown key_bytes, value_bytes;
-  double ratio = 0;           // fp16 bytes / compressed bytes, this layer
+  double ratio = 0;  // fp16 bytes / compressed bytes, this layer
   double bits_per_value = 0;
   ErrorMetrics key_error, value_error;  // element-wise parts only
   ErrorMetrics error;                   // K and V together, with attention metrics
@@ -36,10 +36,10 @@ struct CompressionReport {
   MethodConfig config;
   ModelShape shape;
   int tokens = 0;
-  std::uint64_t values = 0;       // K and V elements
-  std::uint64_t fp16_bytes = 0;   // the baseline: every value in fp16
-  ByteBreakdown bytes;            // compressed, by component
-  double ratio = 0;               // fp16_bytes / bytes.total()
+  std::uint64_t values = 0;      // K and V elements
+  std::uint64_t fp16_bytes = 0;  // the baseline: every value in fp16
+  ByteBreakdown bytes;           // compressed, by component
+  double ratio = 0;              // fp16_bytes / bytes.total()
   double bits_per_value = 0;
   ErrorMetrics error;
   std::vector<LayerReport> layers;

@@ -11,8 +11,10 @@ namespace kvlab {
 
 enum class DType : std::uint8_t { F16, BF16, F32 };
 
-constexpr std::size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
-std::string_view dtype_name(DType t);                      // "f16", "bf16", "f32"
+constexpr std::size_t dtype_size(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
+std::string_view dtype_name(DType t);                     // "f16", "bf16", "f32"
 std::optional<DType> parse_dtype(std::string_view name);  // also accepts "fp16", "float16", ...
 
 // IEEE binary16 <-> binary32, round to nearest even, NaN and infinities preserved.

@@ -21,11 +21,11 @@ struct ElementErrorSums {
 struct AttentionErrorSums {
   double sum_sq_logit_err = 0;  // over every (query, head, token) logit q.k/sqrt(d)
   std::size_t logit_count = 0;
-  double sum_kl = 0;            // KL(p || p_hat) summed over (query, head)
-  double sum_sq_out_err = 0;    // |o - o_hat|^2 summed
-  double sum_sq_out = 0;        // |o|^2 summed
-  double sum_cosine = 0;        // cos(o, o_hat) summed
-  std::size_t rows = 0;         // (query, head) pairs
+  double sum_kl = 0;          // KL(p || p_hat) summed over (query, head)
+  double sum_sq_out_err = 0;  // |o - o_hat|^2 summed
+  double sum_sq_out = 0;      // |o|^2 summed
+  double sum_cosine = 0;      // cos(o, o_hat) summed
+  std::size_t rows = 0;       // (query, head) pairs
   AttentionErrorSums& operator+=(const AttentionErrorSums& o);
   double logit_rmse() const;
   double softmax_kl() const;

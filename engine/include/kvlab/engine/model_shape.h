@@ -14,7 +14,9 @@ struct ModelShape {
   int kv_heads = 0;
   int head_dim = 0;
 
-  int group_size() const { return kv_heads > 0 ? q_heads / kv_heads : 0; }  // GQA: queries per KV head
+  int group_size() const {
+    return kv_heads > 0 ? q_heads / kv_heads : 0;
+  }  // GQA: queries per KV head
   // Checks the numbers make sense (positive, q_heads a multiple of kv_heads).
   Status validate() const;
 };

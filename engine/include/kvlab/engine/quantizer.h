@@ -13,7 +13,9 @@
 namespace kvlab {
 
 enum class TensorRole : std::uint8_t { Key, Value };
-inline const char* role_name(TensorRole r) { return r == TensorRole::Key ? "key" : "value"; }
+inline const char* role_name(TensorRole r) {
+  return r == TensorRole::Key ? "key" : "value";
+}
 
 // Bytes kept for one tensor, by component. Everything stored counts.
 struct ByteBreakdown {

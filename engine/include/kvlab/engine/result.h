@@ -39,6 +39,8 @@ class [[nodiscard]] Result {
 struct Ok {};
 using Status = Result<Ok>;
 
-inline Error make_error(std::string message) { return Error{std::move(message)}; }
+inline Error make_error(std::string message) {
+  return Error{std::move(message)};
+}
 
 }  // namespace kvlab

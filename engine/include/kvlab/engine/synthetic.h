@@ -38,16 +38,16 @@ Result<SyntheticPreset> find_synthetic_preset(std::string_view name);
 
 struct SyntheticConfig {
   std::string preset = "llama3-8b";
-  int layers = 0;        // 0: the preset's layer count
-  int context = 4096;    // tokens in the cache
+  int layers = 0;      // 0: the preset's layer count
+  int context = 4096;  // tokens in the cache
   std::uint64_t seed = 1;
   DType dtype = DType::F16;
-  int queries = 8;       // decode-time queries per layer (0: none)
+  int queries = 8;  // decode-time queries per layer (0: none)
 
-  int outlier_channels = 4;      // per KV head
-  double outlier_scale = 12.0;   // outlier channel std / normal channel std
-  double sink_strength = 6.0;    // logit boost of token 0 over a typical token
-  int heavy_hitters = 6;         // tokens every query attends to strongly
+  int outlier_channels = 4;     // per KV head
+  double outlier_scale = 12.0;  // outlier channel std / normal channel std
+  double sink_strength = 6.0;   // logit boost of token 0 over a typical token
+  int heavy_hitters = 6;        // tokens every query attends to strongly
   double heavy_hitter_strength = 4.0;
   double needle_position = 0.37;  // where the needle sits, as a fraction of the context
   double needle_strength = 10.0;  // logit of the needle for the last query

@@ -17,16 +17,19 @@ class TensorView {
   TensorView() = default;
   TensorView(const std::byte* data, DType dtype, int tokens, int heads, int dim,
              std::ptrdiff_t token_stride, std::ptrdiff_t head_stride)
-      : m_data(data), m_dtype(dtype), m_tokens(tokens), m_heads(heads), m_dim(dim),
-        m_token_stride(token_stride), m_head_stride(head_stride) {}
+      : m_data(data),
+        m_dtype(dtype),
+        m_tokens(tokens),
+        m_heads(heads),
+        m_dim(dim),
+        m_token_stride(token_stride),
+        m_head_stride(head_stride) {}
 
   DType dtype() const { return m_dtype; }
   int tokens() const { return m_tokens; }
   int heads() const { return m_heads; }
   int dim() const { return m_dim; }
-  std::size_t elements() const {
-    return static_cast<std::size_t>(m_tokens) * m_heads * m_dim;
-  }
+  std::size_t elements() const { return static_cast<std::size_t>(m_tokens) * m_heads * m_dim; }
   std::ptrdiff_t token_stride() const { return m_token_stride; }  // in elements
   std::ptrdiff_t head_stride() const { return m_head_stride; }    // in elements
   bool contiguous() const {
@@ -44,7 +47,7 @@ class TensorView {
   // Converts the whole view to float, row-major [tokens][heads][dim].
   std::vector<float> to_float() const;
 
-  TensorView head(int h) const;                     // [tokens, 1, dim]
+  TensorView head(int h) const;                      // [tokens, 1, dim]
   TensorView token_range(int begin, int end) const;  // [end-begin, heads, dim]
 
  private:
@@ -65,9 +68,7 @@ class Tensor {
   int tokens() const { return m_tokens; }
   int heads() const { return m_heads; }
   int dim() const { return m_dim; }
-  std::size_t elements() const {
-    return static_cast<std::size_t>(m_tokens) * m_heads * m_dim;
-  }
+  std::size_t elements() const { return static_cast<std::size_t>(m_tokens) * m_heads * m_dim; }
   std::size_t nbytes() const { return m_bytes.size(); }
   std::byte* data() { return m_bytes.data(); }
   const std::byte* data() const { return m_bytes.data(); }

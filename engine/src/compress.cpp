@@ -1,0 +1,134 @@
+#include "kvlab/engine/compress.h"
+
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kvlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A NaN or infinity would poison every statistic downstream: name where it is.
+Status check_finite(const std::vector<float>& x, const Tensor& t, const std::string& name) {
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      const std::size_t row = i / t.dim();
+      return make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name, x[i],
+                                    row / t.heads(), row % t.heads(), i % t.dim()));
+    }
+  }
+  return Ok{};
+}
+
+void fill_element(ErrorMetrics& m, const ElementErrorSums& s) {
+  m.mse = s.mse();
+  m.max_abs = s.max_abs;
+  m.snr_db = s.snr_db();
+}
+
+void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
+  m.logit_rmse = a.logit_rmse();
+  m.softmax_kl = a.softmax_kl();
+  m.attn_output_rel_error = a.output_rel_error();
+  m.attn_output_cosine = a.output_cosine();
+}
+
+}  // namespace
+
+Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
+                                         const ProgressFn& progress) {
+  const auto start = Clock::now();
+  if (auto s = cache.validate(); !s) return s.error();
+  auto quantizer = make_quantizer(config);
+  if (!quantizer) return quantizer.error();
+
+  CompressionReport report;
+  report.source = cache.source;
+  report.method = std::string(method_id(config.kind));
+  report.method_label = method_label(config);
+  report.config = config;
+  report.shape = cache.shape;
+  report.tokens = cache.tokens();
+  report.values = cache.values_count();
+  report.fp16_bytes = report.values * 2;
+
+  ElementErrorSums total_elem;
+  AttentionErrorSums total_attn;
+  const int layers = static_cast<int>(cache.layers.size());
+  for (int l = 0; l < layers; ++l) {
+    if (!report_progress(progress, static_cast<double>(l) / layers,
+                         fmt::format("layer {} of {}", l + 1, layers))) {
+      return make_error(std::string(kCancelledMessage));
+    }
+    const LayerKv& lkv = cache.layers[l];
+    LayerReport lr;
+    lr.layer = l;
+    std::vector<float> xs[2], hats[2];
+    ElementErrorSums elem[2];
+    const Tensor* tensors[2] = {&lkv.key, &lkv.value};
+    for (int r = 0; r < 2; ++r) {
+      const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+      const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
+      xs[r] = tensors[r]->view().to_float();
+      if (auto s = check_finite(xs[r], *tensors[r], name); !s) return s.error();
+      auto t0 = Clock::now();
+      auto q = (*quantizer)->quantize(tensors[r]->view(), role);
+      if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
+      report.quantize_seconds += seconds_since(t0);
+      hats[r].resize(xs[r].size());
+      t0 = Clock::now();
+      (*quantizer)->dequantize(*q, hats[r].data());
+      report.dequantize_seconds += seconds_since(t0);
+      elem[r].add(xs[r].data(), hats[r].data(), xs[r].size());
+      (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
+      (r == 0 ? lr.key_histograms : lr.value_histograms) = (*quantizer)->histograms(*q);
+      fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
+    }
+    ElementErrorSums both = elem[0];
+    both += elem[1];
+    fill_element(lr.error, both);
+    if (cache.has_queries()) {
+      const std::vector<float> q = lkv.query.view().to_float();
+      const AttentionErrorSums a =
+          attention_errors(q.data(), lkv.query.tokens(), cache.shape.q_heads, xs[0].data(),
+                           xs[1].data(), hats[0].data(), hats[1].data(), lkv.key.tokens(),
+                           cache.shape.kv_heads, cache.shape.head_dim);
+      fill_attention(lr.error, a);
+      total_attn += a;
+    }
+    ByteBreakdown layer_bytes = lr.key_bytes;
+    layer_bytes += lr.value_bytes;
+    const std::uint64_t layer_values = lkv.key.elements() + lkv.value.elements();
+    lr.ratio = layer_bytes.total() ? 2.0 * layer_values / layer_bytes.total() : 0.0;
+    lr.bits_per_value = layer_values ? 8.0 * layer_bytes.total() / layer_values : 0.0;
+    report.bytes += layer_bytes;
+    total_elem += both;
+    report.layers.push_back(std::move(lr));
+  }
+  fill_element(report.error, total_elem);
+  if (cache.has_queries()) fill_attention(report.error, total_attn);
+  report.ratio =
+      report.bytes.total() ? static_cast<double>(report.fp16_bytes) / report.bytes.total() : 0.0;
+  report.bits_per_value = report.values ? 8.0 * report.bytes.total() / report.values : 0.0;
+  report.total_seconds = seconds_since(start);
+  report_progress(progress, 1.0, "done");
+  return report;
+}
+
+ByteBreakdown& ByteBreakdown::operator+=(const ByteBreakdown& o) {
+  codes += o.codes;
+  scales += o.scales;
+  zero_points += o.zero_points;
+  residual += o.residual;
+  metadata += o.metadata;
+  return *this;
+}
+
+}  // namespace kvlab

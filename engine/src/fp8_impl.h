@@ -1,0 +1,62 @@
+// Inline FP8 conversions, written so the quantizer's loops vectorise (no branches on data).
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace kvlab::detail {
+
+template <int ExpBits, int MantBits, int Bias, std::uint32_t MaxCode, bool HasInf>
+struct Fp8Traits {
+  static constexpr int kExp = ExpBits;
+  static constexpr int kMant = MantBits;
+  static constexpr int kBias = Bias;
+  static constexpr std::uint32_t kMaxCode = MaxCode;  // largest finite magnitude code
+  static constexpr bool kHasInf = HasInf;
+};
+using E4M3 = Fp8Traits<4, 3, 7, 0x7e, false>;
+using E5M2 = Fp8Traits<5, 2, 15, 0x7b, true>;
+
+template <class F>
+inline std::uint8_t fp8_encode(float value) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(value);
+  const std::uint32_t sign = (u >> 24) & 0x80u;
+  const std::uint32_t a = u & 0x7fffffffu;
+  // Below the smallest normal: a multiple of the subnormal step 2^(1 - bias - mant), rounded to
+  // nearest even by the float adder (q < 2^22, so adding 2^23 leaves integer resolution).
+  const float q = std::bit_cast<float>(a) * static_cast<float>(1u << (F::kBias - 1 + F::kMant));
+  // Clamped before the cast so large inputs (which take the normal path) stay defined.
+  const std::uint32_t sub = static_cast<std::uint32_t>(std::fmin((q + 0x1p23f) - 0x1p23f, 255.f));
+  // Normal: round the 23-bit mantissa to kMant bits (nearest even), then rebias the exponent.
+  constexpr int kShift = 23 - F::kMant;
+  const std::uint32_t r = a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u);
+  const std::uint32_t normal =
+      (r >> kShift) - (static_cast<std::uint32_t>(127 - F::kBias) << F::kMant);
+  constexpr std::uint32_t kMinNormalBits = static_cast<std::uint32_t>(127 + 1 - F::kBias) << 23;
+  std::uint32_t code = a < kMinNormalBits ? sub : normal;
+  code = code > F::kMaxCode ? F::kMaxCode : code;  // saturate (infinities too)
+  code = a > 0x7f800000u ? 0x7fu : code;           // NaN
+  return static_cast<std::uint8_t>(sign | code);
+}
+
+template <class F>
+inline float fp8_decode(std::uint8_t code) {
+  const bool negative = (code & 0x80u) != 0;
+  const int e = (code >> F::kMant) & ((1 << F::kExp) - 1);
+  const int m = code & ((1 << F::kMant) - 1);
+  float v;
+  if (F::kHasInf && e == (1 << F::kExp) - 1) {
+    v = m == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  } else if (!F::kHasInf && e == (1 << F::kExp) - 1 && m == (1 << F::kMant) - 1) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<float>(m), 1 - F::kBias - F::kMant);
+  } else {
+    v = std::ldexp(1.f + static_cast<float>(m) / static_cast<float>(1 << F::kMant), e - F::kBias);
+  }
+  return negative ? -v : v;
+}
+
+}  // namespace kvlab::detail
