@@ -82,7 +82,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
     }
     const HeadPlan plan = plan_head(rng, d);
     // Ordinary keys: mean + sd * noise, rotated by position (RoPE on adjacent pairs).
-    double sum_proj = 0, sum_proj2 = 0;
+    double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;
     std::vector<float> keys(static_cast<std::size_t>(t_count) * d);
     for (int t = 0; t < t_count; ++t) {
       for (int i = 0; i < d; ++i) k[i] = mean[i] + sd[i] * rng.normal();
@@ -97,6 +97,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       for (int i = 0; i < d; ++i) {
         keys[static_cast<std::size_t>(t) * d + i] = static_cast<float>(k[i]);
         proj += k[i] * plan.attention[i];
+        sum_needle_proj += k[i] * plan.needle[i];
       }
       sum_proj += proj;
       sum_proj2 += proj * proj;
@@ -105,15 +106,21 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
     const double mean_proj = sum_proj / t_count;
     const double sd_proj = std::sqrt(std::max(1e-6, sum_proj2 / t_count - mean_proj * mean_proj));
     const double q_scale = 1.5 * std::sqrt(static_cast<double>(d)) / sd_proj;
-    const auto plant = [&](int t, const std::vector<double>& dir, double logit_boost) {
-      const double amount = logit_boost * std::sqrt(static_cast<double>(d)) / q_scale;
-      for (int i = 0; i < d; ++i) {
-        keys[static_cast<std::size_t>(t) * d + i] += static_cast<float>(amount * dir[i]);
-      }
+    // A planted token's projection on `dir` is set (not added to) so its logit sits
+    // `logit_boost` above an average token's, whatever its own random part was.
+    const auto plant = [&](int t, const std::vector<double>& dir, double base, double logit_boost) {
+      float* key = keys.data() + static_cast<std::size_t>(t) * d;
+      double proj = 0;
+      for (int i = 0; i < d; ++i) proj += key[i] * dir[i];
+      const double target = base + logit_boost * std::sqrt(static_cast<double>(d)) / q_scale;
+      for (int i = 0; i < d; ++i) key[i] += static_cast<float>((target - proj) * dir[i]);
     };
-    plant(marks.sink, plan.attention, c.sink_strength);
-    for (int t : marks.heavy_hitters) plant(t, plan.attention, c.heavy_hitter_strength);
-    if (t_count > 1) plant(marks.needle, plan.needle, c.needle_strength);
+    plant(marks.sink, plan.attention, mean_proj, c.sink_strength);
+    for (int t : marks.heavy_hitters) plant(t, plan.attention, mean_proj, c.heavy_hitter_strength);
+    if (t_count > 1) {  // an average token for ordinary queries, a strong match for the last
+      plant(marks.needle, plan.attention, mean_proj, 0.0);
+      plant(marks.needle, plan.needle, sum_needle_proj / t_count, c.needle_strength);
+    }
     for (int t = 0; t < t_count; ++t)
       out.key.store_row(t, g, keys.data() + static_cast<std::size_t>(t) * d);
 
@@ -124,10 +131,12 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       out.value.store_row(t, g, row.data());
     }
     // Decode-time queries for the heads of this group; the last one also looks for the needle.
+    const double noise = 0.1 * q_scale / std::sqrt(static_cast<double>(d));
     for (int n = 0; n < c.queries; ++n) {
       for (int h = 0; h < group; ++h) {
         for (int i = 0; i < d; ++i) {
-          double v = q_scale * plan.attention[i] + 0.3 * rng.normal();
+          // Noise at 10% of the query's norm, so the planted directions stay dominant.
+          double v = q_scale * plan.attention[i] + noise * rng.normal();
           if (n == c.queries - 1) v += q_scale * plan.needle[i];
           row[i] = static_cast<float>(v);
         }

@@ -46,11 +46,11 @@ struct SyntheticConfig {
 
   int outlier_channels = 4;     // per KV head
   double outlier_scale = 12.0;  // outlier channel std / normal channel std
-  double sink_strength = 6.0;   // logit boost of token 0 over a typical token
+  double sink_strength = 10.0;  // logit boost of token 0 over an average token
   int heavy_hitters = 6;        // tokens every query attends to strongly
-  double heavy_hitter_strength = 4.0;
+  double heavy_hitter_strength = 6.0;
   double needle_position = 0.37;  // where the needle sits, as a fraction of the context
-  double needle_strength = 10.0;  // logit of the needle for the last query
+  double needle_strength = 16.0;  // logit boost of the needle for the last query
 };
 
 Result<KvCache> generate_synthetic(const SyntheticConfig& config, const ProgressFn& progress = {});

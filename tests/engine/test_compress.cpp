@@ -1,0 +1,131 @@
+// The compression pipeline over a whole cache: totals agree with per-layer parts and with the
+// quantizers, the JSON record round-trips, bad input and cancel give errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kvlab/engine/compress.h"
+#include "kvlab/engine/report_json.h"
+#include "kvlab/engine/synthetic.h"
+
+namespace kvlab {
+namespace {
+
+KvCache tiny_cache(int context = 300) {
+  SyntheticConfig c;
+  c.preset = "tiny";
+  c.context = context;
+  auto r = generate_synthetic(c);
+  EXPECT_TRUE(r.ok());
+  return std::move(*r);
+}
+
+TEST(Compress, TotalsAreSumsOfLayersAndRatioIsHonest) {
+  const KvCache cache = tiny_cache();
+  MethodConfig m;
+  m.kind = MethodKind::Kivi;
+  m.residual = 32;
+  auto r = compress_cache(cache, m);
+  ASSERT_TRUE(r.ok()) << r.message();
+  ByteBreakdown sum;
+  for (const auto& l : r->layers) {
+    sum += l.key_bytes;
+    sum += l.value_bytes;
+  }
+  EXPECT_EQ(sum.total(), r->bytes.total());
+  EXPECT_EQ(r->fp16_bytes, cache.values_count() * 2);
+  EXPECT_DOUBLE_EQ(r->ratio, double(r->fp16_bytes) / r->bytes.total());
+  EXPECT_NEAR(r->bits_per_value, 16.0 / r->ratio, 1e-12);
+  // KIVI-2 with 32-group float scales costs more than 2 bits but well under 16.
+  EXPECT_GT(r->bits_per_value, 2.0);
+  EXPECT_LT(r->bits_per_value, 8.0);
+  EXPECT_GT(r->error.snr_db, 5.0);
+  EXPECT_GT(r->error.attn_output_cosine, 0.8);
+  EXPECT_EQ(r->layers.size(), 2u);
+}
+
+TEST(Compress, MoreBitsMeanLessError) {
+  const KvCache cache = tiny_cache();
+  MethodConfig two, four;
+  two.kind = four.kind = MethodKind::Kivi;
+  two.bits = 2;
+  four.bits = 4;
+  two.residual = four.residual = 0;
+  auto a = compress_cache(cache, two);
+  auto b = compress_cache(cache, four);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_LT(b->error.mse, a->error.mse);
+  EXPECT_LT(b->error.attn_output_rel_error, a->error.attn_output_rel_error);
+  EXPECT_LT(b->ratio, a->ratio);
+}
+
+TEST(Compress, KiviBeatsPerTensorInt4OnKeysWithOutliers) {
+  // The reason KIVI quantizes keys per channel: outlier channels ruin a per-tensor scale.
+  const KvCache cache = tiny_cache();
+  MethodConfig kivi, int4;
+  kivi.kind = MethodKind::Kivi;
+  kivi.bits = 4;
+  kivi.residual = 0;
+  int4.kind = MethodKind::Int4;
+  auto a = compress_cache(cache, kivi);
+  auto b = compress_cache(cache, int4);
+  ASSERT_TRUE(a.ok() && b.ok());
+  double ka = 0, kb = 0;
+  for (std::size_t l = 0; l < a->layers.size(); ++l) {
+    ka += a->layers[l].key_error.mse;
+    kb += b->layers[l].key_error.mse;
+  }
+  EXPECT_LT(ka * 4, kb);
+}
+
+TEST(Compress, ReportJsonRoundTrips) {
+  const KvCache cache = tiny_cache(100);
+  MethodConfig m;
+  m.kind = MethodKind::Tiered;
+  m.residual = 16;
+  m.int8_tokens = 32;
+  m.group_size = 16;
+  auto r = compress_cache(cache, m);
+  ASSERT_TRUE(r.ok());
+  const auto j = report_to_json(*r);
+  const auto h = histograms_to_json(*r);
+  for (const char* key : {"ratio", "bits_per_value", "bytes", "error", "per_layer"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  for (const char* key : {"mse", "max_abs", "snr_db", "logit_rmse", "softmax_kl",
+                          "attn_output_rel_error", "attn_output_cosine"}) {
+    EXPECT_TRUE(j["error"].contains(key)) << key;
+  }
+  auto back = report_from_json(nlohmann::json::parse(j.dump()), &h);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(report_to_json(*back).dump(), j.dump());
+  EXPECT_EQ(histograms_to_json(*back).dump(), h.dump());
+  ASSERT_EQ(back->layers[1].key_histograms.size(), 2u);  // int4 and int8 tiers
+
+  nlohmann::json broken = j;
+  broken["per_layer"][0].erase("ratio");
+  auto bad = report_from_json(broken);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("per_layer[0].ratio"), std::string::npos) << bad.message();
+}
+
+TEST(Compress, NonFiniteInputIsNamed) {
+  KvCache cache = tiny_cache(50);
+  cache.layers[1].value.set(7, 1, 3, NAN);
+  auto r = compress_cache(cache, MethodConfig{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("layers.1.value"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("token 7, head 1, channel 3"), std::string::npos) << r.message();
+}
+
+TEST(Compress, CancelReturnsCancelled) {
+  const KvCache cache = tiny_cache(50);
+  int calls = 0;
+  auto r =
+      compress_cache(cache, MethodConfig{}, [&](double, std::string_view) { return ++calls < 2; });
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.message(), kCancelledMessage);
+}
+
+}  // namespace
+}  // namespace kvlab
