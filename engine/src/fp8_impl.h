@@ -28,7 +28,8 @@ inline std::uint8_t fp8_encode(float value) {
   // nearest even by the float adder (q < 2^22, so adding 2^23 leaves integer resolution).
   const float q = std::bit_cast<float>(a) * static_cast<float>(1u << (F::kBias - 1 + F::kMant));
   // Clamped before the cast so large inputs (which take the normal path) stay defined.
-  const std::uint32_t sub = static_cast<std::uint32_t>(std::fmin((q + 0x1p23f) - 0x1p23f, 255.f));
+  const std::uint32_t sub =
+      static_cast<std::uint32_t>(static_cast<int>(std::fmin((q + 0x1p23f) - 0x1p23f, 255.f)));
   // Normal: round the 23-bit mantissa to kMant bits (nearest even), then rebias the exponent.
   constexpr int kShift = 23 - F::kMant;
   const std::uint32_t r = a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u);

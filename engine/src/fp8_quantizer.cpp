@@ -65,13 +65,51 @@ class Fp8Quantizer final : public Quantizer {
       if (m_per_head || h == 0) q.params.push_back(scale);
       inv[h] = 1.f / scale;
     }
+    if (x.dtype() == DType::F16) {
+      encode_fp16(x, inv, q.codes.data());
+    } else {
+      encode_float(x, inv, buf, q.codes.data());
+    }
+    q.bytes.codes = q.codes.size();
+    q.bytes.scales = q.params.size() * sizeof(float);
+    q.bytes.metadata = kTensorHeaderBytes;
+    return q;
+  }
+
+  // fp16 input has only 2^15 magnitudes: encode each once per scale into a table, then every
+  // element is one lookup (the same codes as encoding float(x) * inv directly).
+  void encode_fp16(const TensorView& x, const std::vector<float>& inv, std::uint8_t* codes) const {
+    const int heads = x.heads(), dim = x.dim();
+    std::vector<std::array<std::uint8_t, 32768>> tables(m_per_head ? heads : 1);
+    for (std::size_t i = 0; i < tables.size(); ++i) {
+      for (std::uint32_t h = 0; h < 32768; ++h) {
+        tables[i][h] =
+            float_to_fp8(fp16_to_float(static_cast<std::uint16_t>(h)) * inv[i], m_format);
+      }
+    }
+    for (int t = 0; t < x.tokens(); ++t) {
+      for (int h = 0; h < heads; ++h) {
+        const auto* in = reinterpret_cast<const std::uint16_t*>(x.row_ptr(t, h));
+        const std::uint8_t* table = tables[m_per_head ? h : 0].data();
+        std::uint8_t* out = codes + (static_cast<std::size_t>(t) * heads + h) * dim;
+        for (int i = 0; i < dim; ++i) {
+          out[i] = static_cast<std::uint8_t>(table[in[i] & 0x7fffu] | ((in[i] >> 8) & 0x80u));
+        }
+      }
+    }
+  }
+
+  void encode_float(const TensorView& x, const std::vector<float>& inv, std::vector<float>& buf,
+                    std::uint8_t* codes) const {
+    const int heads = x.heads(), dim = x.dim();
+    const std::size_t hd = static_cast<std::size_t>(heads) * dim;
     for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
       const int rows = std::min(kChunkTokens, x.tokens() - t0);
       load_rows(x, t0, t0 + rows, buf.data());
       for (int r = 0; r < rows; ++r) {
         for (int h = 0; h < heads; ++h) {
           const float* row = buf.data() + r * hd + h * dim;
-          std::uint8_t* out = q.codes.data() + (t0 + r) * hd + h * dim;
+          std::uint8_t* out = codes + (t0 + r) * hd + h * dim;
           if (m_format == Fp8Format::E4M3) {
             encode_span<E4M3>(row, dim, inv[h], out);
           } else {
@@ -80,10 +118,6 @@ class Fp8Quantizer final : public Quantizer {
         }
       }
     }
-    q.bytes.codes = q.codes.size();
-    q.bytes.scales = q.params.size() * sizeof(float);
-    q.bytes.metadata = kTensorHeaderBytes;
-    return q;
   }
 
   void dequantize(const QuantizedTensor& q, float* out) const override {

@@ -124,10 +124,18 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
     for (int t = 0; t < t_count; ++t)
       out.key.store_row(t, g, keys.data() + static_cast<std::size_t>(t) * d);
 
-    // Values: no channel outliers, a mild per-token scale.
+    // Values: no channel outliers, a mild per-token scale. The sink's value is small, as in
+    // trained models, where the sink serves as a near no-op target for spare attention
+    // (Xiao et al. 2024, Sec. 3; Sun et al. 2024, "Massive Activations", Sec. 4).
+    // Each head's values also share a per-channel mean, so attention outputs have a norm well
+    // above the noise of averaging random vectors.
+    std::vector<double> value_mean(d);
+    for (auto& m : value_mean) m = 0.7 * rng.normal();
     for (int t = 0; t < t_count; ++t) {
-      const double scale = std::exp(0.2 * rng.normal());
-      for (int i = 0; i < d; ++i) row[i] = static_cast<float>(scale * rng.normal());
+      const double scale = std::exp(0.2 * rng.normal()) * (t == marks.sink ? 0.1 : 1.0);
+      for (int i = 0; i < d; ++i) {
+        row[i] = static_cast<float>(scale * (value_mean[i] + rng.normal()));
+      }
       out.value.store_row(t, g, row.data());
     }
     // Decode-time queries for the heads of this group; the last one also looks for the needle.

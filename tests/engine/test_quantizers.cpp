@@ -258,8 +258,12 @@ TEST(Quantizers, KvCompErrorBoundHoldsForEveryElement) {
 }
 
 TEST(Quantizers, Fp8IsNearestCodeTimesScale) {
+  // fp16 input takes the table path, f32 input the direct encoder: both must agree with search.
   for (MethodKind kind : {MethodKind::Fp8E4M3, MethodKind::Fp8E5M2}) {
-    for (bool per_head : {false, true}) {
+    for (auto [per_head, dtype] : {std::pair{false, DType::F16},
+                                   {true, DType::F16},
+                                   {false, DType::F32},
+                                   {true, DType::F32}}) {
       MethodConfig c;
       c.kind = kind;
       c.per_head_scale = per_head;
@@ -267,7 +271,7 @@ TEST(Quantizers, Fp8IsNearestCodeTimesScale) {
       ASSERT_TRUE(q.ok());
       const Fp8Format f = kind == MethodKind::Fp8E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
       const Shape s{50, 3, 16};
-      const Tensor t = random_tensor(s, 123);
+      const Tensor t = random_tensor(s, 123, dtype);
       const std::vector<float> x = t.view().to_float();
       QuantizedTensor qt;
       const std::vector<float> hat = roundtrip(**q, t, TensorRole::Key, &qt);

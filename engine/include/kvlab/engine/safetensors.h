@@ -31,7 +31,21 @@ namespace kvlab {
 
 // Every element type the safetensors format defines.
 enum class SafetensorsDType : std::uint8_t {
-  Bool, U8, I8, F8_E4M3, F8_E5M2, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64
+  Bool,
+  U8,
+  I8,
+  F8_E4M3,
+  F8_E5M2,
+  I16,
+  U16,
+  F16,
+  BF16,
+  I32,
+  U32,
+  F32,
+  F64,
+  I64,
+  U64
 };
 std::string_view safetensors_dtype_name(SafetensorsDType t);  // as in the file: "F16", "BF16"
 std::optional<SafetensorsDType> parse_safetensors_dtype(std::string_view name);

@@ -6,7 +6,7 @@
 //    real models show them, so they stay put as positions advance;
 //  - RoPE: keys are rotated by position on adjacent pairs (theta from the preset);
 //  - values have no channel outliers, only a mild per-token scale;
-//  - an attention sink at token 0 (StreamingLLM, Xiao et al. 2024);
+//  - an attention sink at token 0 with a small value vector (StreamingLLM, Xiao et al. 2024);
 //  - a few heavy-hitter tokens that every query attends to strongly (H2O, Zhang et al. 2023);
 //  - one "needle" token that only the last query retrieves (needle-in-a-haystack).
 // Queries are decode-time queries at position `context`, generated from the same per-head
