@@ -1,0 +1,96 @@
+// RunsStore: every run the lab makes (compression, eviction, planning) kept in one SQLite file
+// with its parameters, metrics and artifacts (histograms, code lengths, eviction maps), so any
+// chart can be redrawn later. WAL, foreign keys, a 10 s busy timeout, writes in transactions,
+// and forward schema migrations keyed by PRAGMA user_version. No Qt.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvlab/engine/result.h"
+
+namespace kvlab {
+
+// What a caller hands to save_run; the store adds the id and the creation time.
+struct NewRun {
+  std::string kind;  // "compression", "eviction", "plan", ...
+  std::string source;
+  std::string method;
+  std::string label;
+  nlohmann::json params;
+  nlohmann::json metrics;
+  // Large per-run data by name ("histograms", "code_lengths", "eviction_map"); names unique.
+  std::vector<std::pair<std::string, nlohmann::json>> artifacts;
+};
+
+// One line of the runs list: enough for a table and for charts across runs, without artifacts.
+struct RunSummary {
+  std::int64_t id = 0;
+  std::string created_at;  // UTC ISO-8601 with milliseconds: "2024-05-01T12:34:56.789Z"
+  std::string kind;
+  std::string source;
+  std::string method;
+  std::string label;
+  nlohmann::json metrics;
+};
+
+// A whole run.
+struct RunRecord : RunSummary {
+  std::string notes;
+  nlohmann::json params;
+  std::map<std::string, nlohmann::json> artifacts;
+};
+
+// $KVLAB_DB if set, else $XDG_DATA_HOME/kvlab/runs.sqlite, else ~/.local/share/kvlab/runs.sqlite.
+std::filesystem::path default_db_path();
+
+// One connection to a runs database. Movable, not copyable. Its methods may be called from
+// several threads (they take turns); several processes may use the same file at once.
+// Every error names the database file and the operation:
+//   "/home/me/.local/share/kvlab/runs.sqlite: saving run: database is locked".
+class RunsStore {
+ public:
+  // Creates the parent folders and the file when missing, then migrates the schema to the
+  // latest version. A file that is not a SQLite database, or one whose schema is newer than
+  // this program knows, is an error and is left unmodified.
+  static Result<RunsStore> open(const std::filesystem::path& path);
+  // The schema version this program creates and migrates to.
+  static int latest_schema_version();
+
+  RunsStore(RunsStore&&) noexcept;
+  RunsStore& operator=(RunsStore&&) noexcept;
+  RunsStore(const RunsStore&) = delete;
+  RunsStore& operator=(const RunsStore&) = delete;
+  ~RunsStore();
+
+  const std::filesystem::path& path() const;
+  int schema_version() const;  // PRAGMA user_version after migrations; 0 when moved from
+
+  // Saves the run and all its artifacts in one transaction; returns the new run's id.
+  Result<std::int64_t> save_run(const NewRun& run);
+  // Newest first; a negative limit lists every run.
+  Result<std::vector<RunSummary>> list_runs(int limit = 1000) const;
+  // Error "run 42 not found" when there is no such run.
+  Result<RunRecord> load_run(std::int64_t id) const;
+  // Deletes the run and (by cascade) its artifacts; an error when there is no such run.
+  Status delete_run(std::int64_t id);
+  Status set_notes(std::int64_t id, std::string_view notes);
+  // "ok", or SQLite's integrity and foreign-key problems, one per line.
+  Result<std::string> integrity_check() const;
+
+ private:
+  struct Impl;
+  explicit RunsStore(std::unique_ptr<Impl> impl);
+
+  std::unique_ptr<Impl> m_impl;
+};
+
+}  // namespace kvlab

@@ -1,0 +1,350 @@
+#include "kvlab/store/runs_store.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <system_error>
+#include <thread>
+
+#include "migrations.h"
+#include "sqlite_handles.h"
+
+namespace kvlab {
+
+namespace {
+
+constexpr int kBusyTimeoutMs = 10'000;
+
+// Milliseconds, so runs saved in the same second still sort newest first.
+constexpr std::string_view kNowUtc = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
+
+// Column order shared by list_runs and load_run, so read_summary can read both.
+constexpr std::string_view kSummaryColumns =
+    "id, created_at, kind, source, method, label, metrics_json";
+
+Result<std::string> to_json_text(const sqlite::Database& db, std::string_view operation,
+                                 std::string_view what, const nlohmann::json& value) {
+  try {
+    return value.dump();
+  } catch (const nlohmann::json::exception& e) {  // a string that is not valid UTF-8
+    return db.error(operation, fmt::format("{} cannot be written as JSON: {}", what, e.what()));
+  }
+}
+
+Result<nlohmann::json> from_json_text(const sqlite::Database& db, std::string_view operation,
+                                      std::string_view what, const std::string& text) {
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) return db.error(operation, fmt::format("{} is not valid JSON", what));
+  return value;
+}
+
+Status read_text(const sqlite::Statement& stmt, int column, std::string& out) {
+  auto text = stmt.column_text(column);
+  if (!text) return text.error();
+  out = std::move(*text);
+  return Ok{};
+}
+
+Status read_summary(const sqlite::Database& db, std::string_view operation,
+                    const sqlite::Statement& stmt, RunSummary& run) {
+  run.id = stmt.column_int64(0);
+  std::string* fields[] = {&run.created_at, &run.kind, &run.source, &run.method, &run.label};
+  for (int i = 0; i < 5; ++i) {
+    if (auto read = read_text(stmt, i + 1, *fields[i]); !read) return read;
+  }
+  std::string metrics;
+  if (auto read = read_text(stmt, 6, metrics); !read) return read;
+  auto parsed = from_json_text(db, operation, fmt::format("run {} metrics", run.id), metrics);
+  if (!parsed) return parsed.error();
+  run.metrics = std::move(*parsed);
+  return Ok{};
+}
+
+Error not_found(const sqlite::Database& db, std::string_view operation, std::int64_t id) {
+  return db.error(operation, fmt::format("run {} not found", id));
+}
+
+// Switching a new database to WAL needs an exclusive lock, and SQLite returns SQLITE_BUSY for
+// it at once, without calling the busy handler, when another connection holds a shared lock
+// (two processes opening a new file together). So retry here, for as long as the busy
+// timeout would have waited. Once the file is in WAL mode (it is persistent) this is a no-op.
+Status enable_wal(sqlite::Database& db) {
+  constexpr std::string_view op = "enabling WAL";
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    auto mode = db.query_texts("PRAGMA journal_mode = WAL", op);
+    if (mode) {
+      if (!mode->empty() && mode->front() == "wal") return Ok{};
+      return db.error(
+          op, fmt::format("the journal mode stayed '{}'", mode->empty() ? "" : mode->front()));
+    }
+    if (!db.last_error_was_busy() || std::chrono::steady_clock::now() >= give_up) {
+      return mode.error();
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+Error moved_from() {
+  return make_error("runs store: used after being moved from");
+}
+
+}  // namespace
+
+struct RunsStore::Impl {
+  explicit Impl(sqlite::Database database, int version)
+      : db(std::move(database)), schema_version(version) {}
+
+  sqlite::Database db;
+  int schema_version;
+  // One connection must not interleave two callers' transactions.
+  std::mutex mutex;
+};
+
+RunsStore::RunsStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+RunsStore::RunsStore(RunsStore&&) noexcept = default;
+RunsStore& RunsStore::operator=(RunsStore&&) noexcept = default;
+RunsStore::~RunsStore() = default;
+
+int RunsStore::latest_schema_version() {
+  return store_schema::latest_version();
+}
+
+const std::filesystem::path& RunsStore::path() const {
+  static const std::filesystem::path none;
+  return m_impl ? m_impl->db.path() : none;
+}
+
+int RunsStore::schema_version() const {
+  return m_impl ? m_impl->schema_version : 0;
+}
+
+Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
+  if (path.empty()) return make_error("runs store: the database path is empty");
+  if (const auto parent = path.parent_path(); !parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec) {
+      return make_error(
+          fmt::format("{}: creating folder {}: {}", path.string(), parent.string(), ec.message()));
+    }
+  }
+  auto db = sqlite::Database::open(path, kBusyTimeoutMs);
+  if (!db) return db.error();
+
+  // Read-only checks first: garbage and databases from a newer kvlab are refused before the
+  // journal mode (or anything else) is written.
+  auto version = store_schema::read_version(*db);
+  if (!version) return version.error();
+  if (auto newer = store_schema::check_not_newer(*db, *version); !newer) return newer.error();
+
+  if (auto wal = enable_wal(*db); !wal) return wal.error();
+  // In WAL mode NORMAL loses no committed transaction when a process crashes, only (possibly)
+  // the last ones at a power loss; the database stays consistent either way.
+  if (auto sync = db->exec("PRAGMA synchronous = NORMAL", "setting synchronous"); !sync) {
+    return sync.error();
+  }
+  if (auto fk = db->exec("PRAGMA foreign_keys = ON", "enabling foreign keys"); !fk) {
+    return fk.error();
+  }
+  auto fk_on = db->query_int("PRAGMA foreign_keys", "enabling foreign keys");
+  if (!fk_on) return fk_on.error();
+  if (*fk_on != 1) return db->error("enabling foreign keys", "this SQLite lacks them");
+
+  auto migrated = store_schema::migrate(*db);
+  if (!migrated) return migrated.error();
+  return RunsStore(std::make_unique<Impl>(std::move(*db), *migrated));
+}
+
+Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
+  constexpr std::string_view op = "saving run";
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+
+  // Validate and serialise before taking the write lock, so other writers wait less.
+  std::set<std::string_view> names;
+  for (const auto& [name, data] : run.artifacts) {
+    if (!names.insert(name).second) {
+      return db.error(op, fmt::format("artifact '{}' appears twice", name));
+    }
+  }
+  auto params = to_json_text(db, op, "params", run.params);
+  if (!params) return params.error();
+  auto metrics = to_json_text(db, op, "metrics", run.metrics);
+  if (!metrics) return metrics.error();
+  std::vector<std::string> artifact_texts;
+  artifact_texts.reserve(run.artifacts.size());
+  for (const auto& [name, data] : run.artifacts) {
+    auto text = to_json_text(db, op, fmt::format("artifact '{}'", name), data);
+    if (!text) return text.error();
+    artifact_texts.push_back(std::move(*text));
+  }
+
+  std::lock_guard lock(m_impl->mutex);
+  auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
+  if (!tx) return tx.error();
+
+  auto insert = db.prepare(fmt::format("INSERT INTO runs (created_at, kind, source, method, "
+                                       "label, params_json, metrics_json) "
+                                       "VALUES ({}, ?1, ?2, ?3, ?4, ?5, ?6)",
+                                       kNowUtc),
+                           op);
+  if (!insert) return insert.error();
+  const std::string_view values[] = {run.kind,  run.source, run.method,
+                                     run.label, *params,    *metrics};
+  for (int i = 0; i < 6; ++i) {
+    if (auto bound = insert->bind(i + 1, values[i]); !bound) return bound.error();
+  }
+  if (auto inserted = insert->run(); !inserted) return inserted.error();
+  const std::int64_t id = db.last_insert_rowid();
+
+  if (!run.artifacts.empty()) {
+    auto add =
+        db.prepare("INSERT INTO artifacts (run_id, name, data_json) VALUES (?1, ?2, ?3)", op);
+    if (!add) return add.error();
+    for (std::size_t i = 0; i < run.artifacts.size(); ++i) {
+      if (auto b = add->bind(1, id); !b) return b.error();
+      if (auto b = add->bind(2, run.artifacts[i].first); !b) return b.error();
+      if (auto b = add->bind(3, artifact_texts[i]); !b) return b.error();
+      if (auto added = add->run(); !added) return added.error();
+    }
+  }
+  if (auto committed = tx->commit(); !committed) return committed.error();
+  return id;
+}
+
+Result<std::vector<RunSummary>> RunsStore::list_runs(int limit) const {
+  constexpr std::string_view op = "listing runs";
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+
+  auto stmt = db.prepare(fmt::format("SELECT {} FROM runs ORDER BY created_at DESC, id DESC "
+                                     "LIMIT ?1",
+                                     kSummaryColumns),
+                         op);
+  if (!stmt) return stmt.error();
+  if (auto bound = stmt->bind(1, std::int64_t{limit}); !bound) return bound.error();
+  std::vector<RunSummary> runs;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    RunSummary run;
+    if (auto read = read_summary(db, op, *stmt, run); !read) return read.error();
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
+  const std::string op = fmt::format("loading run {}", id);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+
+  // One read transaction, so the run and its artifacts come from the same snapshot.
+  auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Deferred, op);
+  if (!tx) return tx.error();
+  auto stmt = db.prepare(
+      fmt::format("SELECT {}, notes, params_json FROM runs WHERE id = ?1", kSummaryColumns), op);
+  if (!stmt) return stmt.error();
+  if (auto bound = stmt->bind(1, id); !bound) return bound.error();
+  auto row = stmt->step();
+  if (!row) return row.error();
+  if (!*row) return not_found(db, op, id);
+
+  RunRecord run;
+  if (auto read = read_summary(db, op, *stmt, run); !read) return read.error();
+  if (auto read = read_text(*stmt, 7, run.notes); !read) return read.error();
+  std::string params;
+  if (auto read = read_text(*stmt, 8, params); !read) return read.error();
+  auto parsed = from_json_text(db, op, "params", params);
+  if (!parsed) return parsed.error();
+  run.params = std::move(*parsed);
+
+  auto artifacts =
+      db.prepare("SELECT name, data_json FROM artifacts WHERE run_id = ?1 ORDER BY name", op);
+  if (!artifacts) return artifacts.error();
+  if (auto bound = artifacts->bind(1, id); !bound) return bound.error();
+  for (;;) {
+    auto next = artifacts->step();
+    if (!next) return next.error();
+    if (!*next) break;
+    std::string name;
+    std::string data;
+    if (auto read = read_text(*artifacts, 0, name); !read) return read.error();
+    if (auto read = read_text(*artifacts, 1, data); !read) return read.error();
+    auto value = from_json_text(db, op, fmt::format("artifact '{}'", name), data);
+    if (!value) return value.error();
+    run.artifacts.emplace(std::move(name), std::move(*value));
+  }
+  if (auto done = tx->commit(); !done) return done.error();
+  return run;
+}
+
+Status RunsStore::delete_run(std::int64_t id) {
+  const std::string op = fmt::format("deleting run {}", id);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+
+  // One statement is its own transaction; ON DELETE CASCADE removes the artifacts with it.
+  auto stmt = db.prepare("DELETE FROM runs WHERE id = ?1", op);
+  if (!stmt) return stmt.error();
+  if (auto bound = stmt->bind(1, id); !bound) return bound.error();
+  if (auto deleted = stmt->run(); !deleted) return deleted.error();
+  if (db.changes() == 0) return not_found(db, op, id);
+  return Ok{};
+}
+
+Status RunsStore::set_notes(std::int64_t id, std::string_view notes) {
+  const std::string op = fmt::format("setting notes of run {}", id);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+
+  auto stmt = db.prepare("UPDATE runs SET notes = ?1 WHERE id = ?2", op);
+  if (!stmt) return stmt.error();
+  if (auto bound = stmt->bind(1, notes); !bound) return bound.error();
+  if (auto bound = stmt->bind(2, id); !bound) return bound.error();
+  if (auto updated = stmt->run(); !updated) return updated.error();
+  if (db.changes() == 0) return not_found(db, op, id);
+  return Ok{};
+}
+
+Result<std::string> RunsStore::integrity_check() const {
+  constexpr std::string_view op = "checking integrity";
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+
+  auto problems = db.query_texts("PRAGMA integrity_check", op);
+  if (!problems) return problems.error();
+  if (problems->size() == 1 && problems->front() == "ok") problems->clear();
+
+  // Rows that point at a missing parent: (table, rowid, parent table, constraint index).
+  auto fk = db.prepare("PRAGMA foreign_key_check", op);
+  if (!fk) return fk.error();
+  for (;;) {
+    auto row = fk->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    std::string table;
+    std::string parent;
+    if (auto read = read_text(*fk, 0, table); !read) return read.error();
+    if (auto read = read_text(*fk, 2, parent); !read) return read.error();
+    problems->push_back(fmt::format("foreign key: {} row {} refers to a missing {} row", table,
+                                    fk->column_int64(1), parent));
+  }
+  if (problems->empty()) return std::string("ok");
+  return fmt::format("{}", fmt::join(*problems, "\n"));
+}
+
+}  // namespace kvlab
