@@ -1,1 +1,29 @@
-int main(){return 0;}
+// kvlab: the command line of the KV-cache compression lab.
+#include <CLI/CLI.hpp>
+
+#include "cli_common.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "kvlab: a lab and capacity planner for LLM key/value-cache compression.\n"
+      "Compress real or synthetic KV caches, measure ratio and error, keep every run."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kvlab 0.1.0");
+  kvlab::cli::add_compress_command(app);
+  kvlab::cli::add_runs_command(app);
+  kvlab::cli::add_sources_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, then where to look.
+    std::fprintf(stderr, "kvlab: %s\nRun 'kvlab --help' or 'kvlab <command> --help'.\n", e.what());
+    return 2;
+  }
+  return kvlab::cli::exit_code();
+}

@@ -27,7 +27,7 @@ std::string format_bytes(double bytes) {
 
 std::string explain_kv_bytes(const ModelShape& s, std::int64_t tokens, double bits_per_value) {
   const double bytes_per_value = bits_per_value / 8.0;
-  return fmt::format("2 × {} layers × {} kv_heads × {} head_dim × {:L} tokens × {:g} bytes = {}",
+  return fmt::format("2 × {} layers × {} kv_heads × {} head_dim × {:L} tokens × {:.4g} bytes = {}",
                      s.layers, s.kv_heads, s.head_dim, tokens, bytes_per_value,
                      format_bytes(kv_bytes(s, tokens, bits_per_value)));
 }

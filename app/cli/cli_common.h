@@ -1,0 +1,49 @@
+// Shared pieces of the kvlab command line: options every command takes and how results and
+// errors are printed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/progress.h"
+#include "kvlab/engine/result.h"
+#include "kvlab/engine/synthetic.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab::cli {
+
+// Exit codes: 0 success, 1 the work failed (bad file, bad parameter, I/O), 2 bad usage.
+inline constexpr int kExitFailure = 1;
+
+// The exit code of the command that ran (commands run from CLI11 callbacks during parse).
+int& exit_code();
+
+// Prints "kvlab: <message>" to stderr and returns kExitFailure.
+int fail(const std::string& message);
+
+// Progress on stderr when it is a terminal ("\r  37% layer 12 of 32"), silent otherwise.
+ProgressFn terminal_progress();
+
+// Options naming a KV source: --source synthetic:PRESET | file:PATH, and synthetic knobs.
+struct SourceOptions {
+  std::string source = "synthetic:llama3-8b";
+  SyntheticConfig synthetic;
+  void add_to(CLI::App& app);
+  Result<KvCache> load(const ProgressFn& progress) const;
+};
+
+// --db PATH (default: the user's data directory).
+struct DbOption {
+  std::string path;
+  void add_to(CLI::App& app);
+  Result<RunsStore> open() const;
+};
+
+void add_compress_command(CLI::App& app);
+void add_runs_command(CLI::App& app);
+void add_sources_command(CLI::App& app);
+
+}  // namespace kvlab::cli

@@ -1,0 +1,131 @@
+// kvlab compress: run one method over a KV source and report ratio, bytes and error.
+#include <cstdio>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "kvlab/engine/compress.h"
+#include "kvlab/engine/report_json.h"
+#include "kvlab/planners/memory_formula.h"
+
+namespace kvlab::cli {
+
+namespace {
+
+struct CompressOptions {
+  SourceOptions source;
+  DbOption db;
+  std::string method = "kivi";
+  MethodConfig config;
+  bool json = false;
+  bool save = false;
+  std::string label;
+};
+
+void print_text(const CompressionReport& r) {
+  const auto& b = r.bytes;
+  fmt::print("source   {}  ({} layers x {} kv_heads x {} head_dim, {} tokens)\n", r.source,
+             r.shape.layers, r.shape.kv_heads, r.shape.head_dim, r.tokens);
+  fmt::print("method   {}\n\n", r.method_label);
+  fmt::print("ratio            {:.3f}x vs fp16\n", r.ratio);
+  fmt::print("bits per value   {:.3f}\n", r.bits_per_value);
+  fmt::print("fp16 memory      {}\n", planners::explain_kv_bytes(r.shape, r.tokens, 16.0));
+  fmt::print("compressed       {}\n\n",
+             planners::explain_kv_bytes(r.shape, r.tokens, r.bits_per_value));
+  fmt::print(
+      "bytes            codes {}  scales {}  zero-points {}  fp16 residual {}  "
+      "metadata {}  total {}\n\n",
+      b.codes, b.scales, b.zero_points, b.residual, b.metadata, b.total());
+  const auto& e = r.error;
+  fmt::print("error            MSE {:.4g}  max|err| {:.4g}  SNR {:.2f} dB\n", e.mse, e.max_abs,
+             e.snr_db);
+  fmt::print(
+      "attention        logit RMSE {:.4g}  softmax KL {:.4g}  output rel. error {:.4g}  "
+      "output cosine {:.6f}\n\n",
+      e.logit_rmse, e.softmax_kl, e.attn_output_rel_error, e.attn_output_cosine);
+  fmt::print("{:>5} {:>9} {:>9} {:>12} {:>10} {:>12}\n", "layer", "ratio", "bits/val", "MSE",
+             "SNR dB", "attn rel err");
+  for (const auto& l : r.layers) {
+    fmt::print("{:>5} {:>9.3f} {:>9.3f} {:>12.4g} {:>10.2f} {:>12.4g}\n", l.layer, l.ratio,
+               l.bits_per_value, l.error.mse, l.error.snr_db, l.error.attn_output_rel_error);
+  }
+  fmt::print("\ntime             {:.2f} s (quantize {:.3f} s, dequantize {:.3f} s)\n",
+             r.total_seconds, r.quantize_seconds, r.dequantize_seconds);
+}
+
+int run(const CompressOptions& o) {
+  auto kind = parse_method(o.method);
+  if (!kind) return fail("--method: " + kind.message());
+  MethodConfig config = o.config;
+  config.kind = *kind;
+  if (auto q = make_quantizer(config); !q) return fail(q.message());
+  // Open the store before the long work, so a bad --db fails fast.
+  std::unique_ptr<RunsStore> store;
+  if (o.save) {
+    auto s = o.db.open();
+    if (!s) return fail(s.message());
+    store = std::make_unique<RunsStore>(std::move(*s));
+  }
+  const ProgressFn progress = terminal_progress();
+  auto cache = o.source.load(progress);
+  if (!cache) return fail(cache.message());
+  auto report = compress_cache(*cache, config, progress);
+  if (!report) return fail(report.message());
+  nlohmann::json j = report_to_json(*report);
+  if (store) {
+    NewRun run{"compression",
+               report->source,
+               report->method,
+               o.label.empty() ? report->method_label : o.label,
+               method_params_json(config),
+               j,
+               {{"histograms", histograms_to_json(*report)}}};
+    auto id = store->save_run(run);
+    if (!id) return fail(id.message());
+    j["run_id"] = *id;
+    if (!o.json) fmt::print(stderr, "saved as run {} in {}\n", *id, store->path().string());
+  }
+  if (o.json) {
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_text(*report);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_compress_command(CLI::App& app) {
+  auto o = std::make_shared<CompressOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "compress", "Compress a KV cache with one method; report ratio, bytes and error");
+  o->source.add_to(*cmd);
+  cmd->add_option("--method", o->method,
+                  "int8 | int4 | kivi | fp8-e4m3 | fp8-e5m2 | tiered | kvcomp")
+      ->capture_default_str();
+  MethodConfig& c = o->config;
+  cmd->add_option("--bits", c.bits, "kivi: code bits, 2 or 4")->capture_default_str();
+  cmd->add_option("--group-size", c.group_size,
+                  "kivi, tiered: tokens per key group / channels per value group")
+      ->capture_default_str();
+  cmd->add_option("--residual", c.residual, "kivi, tiered: newest tokens kept in fp16")
+      ->capture_default_str();
+  cmd->add_flag("--per-head-scale", c.per_head_scale, "fp8: one scale per KV head");
+  cmd->add_option("--int8-tokens", c.int8_tokens, "tiered: tokens in the INT8 tier")
+      ->capture_default_str();
+  cmd->add_option("--old-bits", c.old_bits, "tiered: bits of the oldest tier, 4 or 2")
+      ->capture_default_str();
+  cmd->add_option("--block-size", c.block_size, "kvcomp: tokens per key block")
+      ->capture_default_str();
+  cmd->add_option("--rel-scale", c.rel_scale,
+                  "kvcomp: quantization step as a fraction of each unit's range")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print the result as JSON");
+  cmd->add_flag("--save", o->save, "save the run to the runs database");
+  cmd->add_option("--label", o->label, "label for the saved run");
+  o->db.add_to(*cmd);
+  cmd->callback([o] { exit_code() = run(*o); });
+}
+
+}  // namespace kvlab::cli

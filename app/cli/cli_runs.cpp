@@ -1,0 +1,147 @@
+// kvlab runs: list, show, export and delete saved runs.
+#include <fstream>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "kvlab/store/run_export.h"
+
+namespace kvlab::cli {
+
+namespace {
+
+double metric(const nlohmann::json& m, const char* key) {
+  return m.contains(key) && m[key].is_number() ? m[key].get<double>() : 0.0;
+}
+
+double error_metric(const nlohmann::json& m, const char* key) {
+  return m.contains("error") ? metric(m["error"], key) : 0.0;
+}
+
+int list(const DbOption& db, bool json) {
+  auto store = db.open();
+  if (!store) return fail(store.message());
+  auto runs = store->list_runs(-1);
+  if (!runs) return fail(runs.message());
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : *runs) {
+      out.push_back({{"id", r.id},
+                     {"created_at", r.created_at},
+                     {"kind", r.kind},
+                     {"source", r.source},
+                     {"method", r.method},
+                     {"label", r.label},
+                     {"ratio", metric(r.metrics, "ratio")},
+                     {"bits_per_value", metric(r.metrics, "bits_per_value")}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  if (runs->empty()) {
+    fmt::print("no runs yet in {} (save one with 'kvlab compress ... --save')\n",
+               store->path().string());
+    return 0;
+  }
+  fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8} {:>8} {:>12}\n", "id", "created (UTC)", "source",
+             "method", "ratio", "bits/val", "attn rel err");
+  for (const auto& r : *runs) {
+    fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8.3f} {:>8.3f} {:>12.4g}\n", r.id, r.created_at,
+               r.source, r.label.empty() ? r.method : r.label, metric(r.metrics, "ratio"),
+               metric(r.metrics, "bits_per_value"),
+               error_metric(r.metrics, "attn_output_rel_error"));
+  }
+  return 0;
+}
+
+int show(const DbOption& db, std::int64_t id, bool json) {
+  auto store = db.open();
+  if (!store) return fail(store.message());
+  auto run = store->load_run(id);
+  if (!run) return fail(run.message());
+  if (json) {
+    fmt::print("{}\n", run_to_json(*run).dump(2));
+    return 0;
+  }
+  fmt::print("run {}  ({}, {})\nsource  {}\nmethod  {}\nlabel   {}\n", run->id, run->kind,
+             run->created_at, run->source, run->method, run->label);
+  fmt::print("params  {}\n", run->params.dump());
+  fmt::print("ratio   {:.3f}x   bits/value {:.3f}\n", metric(run->metrics, "ratio"),
+             metric(run->metrics, "bits_per_value"));
+  if (run->metrics.contains("error")) fmt::print("error   {}\n", run->metrics["error"].dump());
+  if (!run->notes.empty()) fmt::print("notes   {}\n", run->notes);
+  fmt::print("artifacts:");
+  for (const auto& [name, data] : run->artifacts) fmt::print(" {}", name);
+  fmt::print("\n");
+  return 0;
+}
+
+int export_run(const DbOption& db, std::int64_t id, const std::string& format,
+               const std::string& out) {
+  auto store = db.open();
+  if (!store) return fail(store.message());
+  auto run = store->load_run(id);
+  if (!run) return fail(run.message());
+  const std::string text = format == "csv" ? run_to_csv(*run) : run_to_json(*run).dump(2) + "\n";
+  if (out.empty() || out == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  std::ofstream f(out, std::ios::binary);
+  if (!f || !f.write(text.data(), static_cast<std::streamsize>(text.size()))) {
+    return fail(fmt::format("{}: cannot write the export", out));
+  }
+  fmt::print(stderr, "wrote run {} to {}\n", id, out);
+  return 0;
+}
+
+int remove(const DbOption& db, std::int64_t id) {
+  auto store = db.open();
+  if (!store) return fail(store.message());
+  if (auto s = store->delete_run(id); !s) return fail(s.message());
+  fmt::print("deleted run {}\n", id);
+  return 0;
+}
+
+}  // namespace
+
+void add_runs_command(CLI::App& app) {
+  struct Options {
+    DbOption db;
+    bool json = false;
+    std::int64_t id = 0;
+    std::string format = "json";
+    std::string out;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* runs = app.add_subcommand("runs", "List, show, export and delete saved runs");
+  runs->require_subcommand(1);
+
+  CLI::App* l = runs->add_subcommand("list", "List saved runs, newest first");
+  o->db.add_to(*l);
+  l->add_flag("--json", o->json, "print as JSON");
+  l->callback([o] { exit_code() = list(o->db, o->json); });
+
+  CLI::App* s = runs->add_subcommand("show", "Show one run");
+  s->add_option("id", o->id, "run id")->required();
+  o->db.add_to(*s);
+  s->add_flag("--json", o->json, "print the whole run as JSON");
+  s->callback([o] { exit_code() = show(o->db, o->id, o->json); });
+
+  CLI::App* e = runs->add_subcommand("export", "Export one run as CSV or JSON");
+  e->add_option("id", o->id, "run id")->required();
+  e->add_option("--format", o->format, "csv or json")
+      ->check(CLI::IsMember({"csv", "json"}))
+      ->capture_default_str();
+  e->add_option("--out", o->out, "file to write (default: standard output)");
+  o->db.add_to(*e);
+  e->callback([o] { exit_code() = export_run(o->db, o->id, o->format, o->out); });
+
+  CLI::App* d = runs->add_subcommand("delete", "Delete one run");
+  d->add_option("id", o->id, "run id")->required();
+  o->db.add_to(*d);
+  d->callback([o] { exit_code() = remove(o->db, o->id); });
+}
+
+}  // namespace kvlab::cli

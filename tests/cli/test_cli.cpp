@@ -1,0 +1,133 @@
+// The kvlab command line, run as a user would: exit codes, one-line errors, --json fields,
+// and the runs database across invocations.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Output {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Output run(const std::string& args) {
+  const std::string cmd = std::string(KVLAB_CLI_PATH) + " " + args + " 2>&1";
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  std::array<char, 4096> buf;
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) o.out.append(buf.data(), n);
+  const int status = pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string tmp(const std::string& name) {
+  std::filesystem::create_directories(KVLAB_TEST_TMPDIR);
+  const std::string path = std::string(KVLAB_TEST_TMPDIR) + "/" + name;
+  std::filesystem::remove(path);
+  return path;
+}
+
+TEST(Cli, HelpOnEveryCommand) {
+  for (const char* c : {"", "compress", "runs", "runs list", "runs show", "runs export",
+                        "runs delete", "sources", "sources export-synthetic", "sources info"}) {
+    const Output o = run(std::string(c) + " --help");
+    EXPECT_EQ(o.code, 0) << c;
+    EXPECT_NE(o.out.find("Usage"), std::string::npos) << c;
+  }
+}
+
+TEST(Cli, CompressJsonHasTheDocumentedFields) {
+  const Output o = run("compress --source synthetic:tiny --context 200 --method kivi --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  for (const char* k : {"ratio", "bits_per_value", "bytes", "error", "per_layer"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  for (const char* k : {"mse", "max_abs", "snr_db", "logit_rmse", "softmax_kl",
+                        "attn_output_rel_error", "attn_output_cosine"}) {
+    EXPECT_TRUE(j["error"].contains(k)) << k;
+  }
+  EXPECT_EQ(j["per_layer"].size(), 2u);
+  EXPECT_NEAR(j["ratio"].get<double>() * j["bits_per_value"].get<double>(), 16.0, 1e-9);
+}
+
+TEST(Cli, BadInputGivesOneLineAndNonZeroExit) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"compress --method kivi --bits 3 --source synthetic:tiny", "--bits must be 2 or 4"},
+      {"compress --method zip --source synthetic:tiny", "unknown method 'zip'"},
+      {"compress --source synthetic:tiny --context 0", "--context"},
+      {"compress --source synthetic:nope", "unknown synthetic preset"},
+      {"compress --source file:/does/not/exist.safetensors", "/does/not/exist.safetensors"},
+      {"compress --source ftp:x", "expected synthetic:PRESET or file:PATH"},
+      {"compress --method kvcomp --rel-scale 0.0001 --source synthetic:tiny", "--rel-scale"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Output o = run(args);
+    EXPECT_NE(o.code, 0) << args;
+    EXPECT_NE(o.out.find(want), std::string::npos) << args << "\n" << o.out;
+    EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+  }
+  EXPECT_EQ(run("frobnicate").code, 2);
+}
+
+TEST(Cli, SaveListShowExportDelete) {
+  const std::string db = tmp("cli-runs.sqlite");
+  const std::string dbo = " --db " + db;
+  const Output saved =
+      run("compress --source synthetic:tiny --context 100 --method int4 --save --json" + dbo);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  const auto j = nlohmann::json::parse(saved.out);
+  const int id = j["run_id"].get<int>();
+
+  const Output list = run("runs list --json" + dbo);
+  ASSERT_EQ(list.code, 0) << list.out;
+  const auto runs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["id"].get<int>(), id);
+  EXPECT_DOUBLE_EQ(runs[0]["ratio"].get<double>(), j["ratio"].get<double>());
+
+  const std::string csv = tmp("run.csv");
+  ASSERT_EQ(run("runs export " + std::to_string(id) + " --format csv --out " + csv + dbo).code, 0);
+  std::ifstream f(csv);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("metrics.ratio"), std::string::npos);
+  EXPECT_NE(text.find("metrics.error.mse"), std::string::npos);
+
+  const Output shown = run("runs show " + std::to_string(id) + " --json" + dbo);
+  ASSERT_EQ(shown.code, 0);
+  EXPECT_EQ(nlohmann::json::parse(shown.out)["metrics"]["ratio"], j["ratio"]);
+
+  EXPECT_EQ(run("runs delete " + std::to_string(id) + dbo).code, 0);
+  const Output gone = run("runs show " + std::to_string(id) + dbo);
+  EXPECT_NE(gone.code, 0);
+  EXPECT_NE(gone.out.find("not found"), std::string::npos) << gone.out;
+}
+
+TEST(Cli, ExportSyntheticThenCompressTheFile) {
+  const std::string file = tmp("tiny.safetensors");
+  const Output w = run("sources export-synthetic --preset tiny --context 64 --out " + file);
+  ASSERT_EQ(w.code, 0) << w.out;
+  const Output a = run("compress --source file:" + file + " --method int8 --json");
+  const Output b = run("compress --source synthetic:tiny --context 64 --method int8 --json");
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  // The file holds the same cache (queries included), so the metrics agree exactly.
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["error"], jb["error"]);
+  EXPECT_EQ(ja["bytes"], jb["bytes"]);
+  const Output info = run("sources info " + file);
+  EXPECT_EQ(info.code, 0);
+  EXPECT_NE(info.out.find("64"), std::string::npos);
+}
+
+}  // namespace
