@@ -1,0 +1,90 @@
+// Quantize and dequantize throughput of every method, in GB/s of fp16 input, on one layer's
+// keys and values shaped like Llama-3-8B (4096 tokens x 8 KV heads x 128) from the synthetic
+// source. The fp16 -> float conversion alone runs beside them as the floor every method pays.
+// bench/quantizer_report.py turns the JSON output into the table in docs/PERFORMANCE.md.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "kvlab/engine/method.h"
+#include "kvlab/engine/synthetic.h"
+
+namespace {
+
+const kvlab::KvCache& cache() {
+  static const kvlab::KvCache c = [] {
+    kvlab::SyntheticConfig s;
+    s.preset = "llama3-8b";
+    s.layers = 1;
+    s.context = 4096;
+    return std::move(*kvlab::generate_synthetic(s));
+  }();
+  return c;
+}
+
+const kvlab::Tensor& tensor(kvlab::TensorRole role) {
+  const auto& l = cache().layers[0];
+  return role == kvlab::TensorRole::Key ? l.key : l.value;
+}
+
+kvlab::MethodConfig config(int index) {
+  kvlab::MethodConfig c;
+  c.kind = *kvlab::parse_method(kvlab::method_ids()[index]);
+  return c;
+}
+
+void set_label(benchmark::State& state, kvlab::TensorRole role) {
+  state.SetLabel(std::string(kvlab::method_ids()[state.range(0)]) + "/" + kvlab::role_name(role));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(tensor(role).elements() * 2));
+}
+
+void BM_Quantize(benchmark::State& state) {
+  const auto role = static_cast<kvlab::TensorRole>(state.range(1));
+  auto q = kvlab::make_quantizer(config(static_cast<int>(state.range(0))));
+  const kvlab::TensorView x = tensor(role).view();
+  for (auto _ : state) {
+    auto r = (*q)->quantize(x, role);
+    benchmark::DoNotOptimize(r);
+  }
+  set_label(state, role);
+}
+
+void BM_Dequantize(benchmark::State& state) {
+  const auto role = static_cast<kvlab::TensorRole>(state.range(1));
+  auto q = kvlab::make_quantizer(config(static_cast<int>(state.range(0))));
+  const auto packed = (*q)->quantize(tensor(role).view(), role);
+  std::vector<float> out(tensor(role).elements());
+  for (auto _ : state) {
+    (*q)->dequantize(*packed, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  set_label(state, role);
+}
+
+// The floor: converting the fp16 input to float, which every quantizer does first.
+void BM_Fp16ToFloat(benchmark::State& state) {
+  const kvlab::Tensor& t = tensor(kvlab::TensorRole::Key);
+  std::vector<float> out(t.elements());
+  for (auto _ : state) {
+    kvlab::convert_to_float(t.dtype(), t.data(), t.elements(), out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(t.elements() * 2));
+}
+
+void methods(benchmark::internal::Benchmark* b) {
+  for (int m = 0; m < static_cast<int>(kvlab::method_ids().size()); ++m) {
+    for (int role = 0; role < 2; ++role) b->Args({m, role});
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Fp16ToFloat)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Quantize)->Apply(methods)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Dequantize)->Apply(methods)->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();
