@@ -160,6 +160,22 @@ TEST(StoreMigrations, GarbageFileIsRefusedAndUntouched) {
   EXPECT_FALSE(std::filesystem::exists(path.string() + "-wal"));
 }
 
+TEST(StoreMigrations, OtherProgramsDatabaseIsRefusedAndUntouched) {
+  const auto path = fresh_dir() / "runs.sqlite";
+  {
+    RawDb raw(path);
+    raw.exec(
+        "CREATE TABLE photos (id INTEGER PRIMARY KEY, name TEXT);"
+        "INSERT INTO photos VALUES (1, 'cat.jpg');");
+  }
+  const std::string before = file_bytes(path);
+  auto store = RunsStore::open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.message().find("not a kvlab runs database"), std::string::npos)
+      << store.message();
+  EXPECT_EQ(file_bytes(path), before);
+}
+
 TEST(StoreMigrations, UnopenablePathNamesTheFile) {
   const auto dir = fresh_dir();
   const auto blocker = dir / "not_a_folder";

@@ -143,6 +143,17 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
   auto version = store_schema::read_version(*db);
   if (!version) return version.error();
   if (auto newer = store_schema::check_not_newer(*db, *version); !newer) return newer.error();
+  if (*version == 0) {
+    // Version 0 with tables in it is some other program's database (a mistyped $KVLAB_DB):
+    // refuse it rather than switch its journal mode and add kvlab's tables to it.
+    auto tables = db->query_int("SELECT count(*) FROM sqlite_master", "checking the schema");
+    if (!tables) return tables.error();
+    if (*tables > 0) {
+      return db->error("checking the schema",
+                       "the file holds tables but no kvlab schema version; it is not a kvlab "
+                       "runs database and was left untouched");
+    }
+  }
 
   if (auto wal = enable_wal(*db); !wal) return wal.error();
   // In WAL mode NORMAL loses no committed transaction when a process crashes, only (possibly)
@@ -268,6 +279,7 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
   auto parsed = from_json_text(db, op, "params", params);
   if (!parsed) return parsed.error();
   run.params = std::move(*parsed);
+  if (auto done = stmt->reset(); !done) return done.error();
 
   auto artifacts =
       db.prepare("SELECT name, data_json FROM artifacts WHERE run_id = ?1 ORDER BY name", op);
