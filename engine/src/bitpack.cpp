@@ -30,6 +30,7 @@ void unpack_slow(const std::uint8_t* packed, std::size_t first, std::size_t coun
 
 void pack_codes(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
                 std::size_t first) {
+  if (count == 0) return;  // nothing to write; also keeps null buffers away from memcpy
   if (bits == 8) {
     std::memcpy(out + first, codes, count);
     return;
@@ -62,6 +63,7 @@ void pack_codes(const std::uint8_t* codes, std::size_t count, int bits, std::uin
 
 void unpack_codes(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
                   std::uint8_t* codes) {
+  if (count == 0) return;
   if (bits == 8) {
     std::memcpy(codes, packed + first, count);
     return;

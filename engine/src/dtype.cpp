@@ -103,6 +103,7 @@ void float_to_fp16(std::span<const float> in, std::span<std::uint16_t> out) {
 }
 
 void convert_to_float(DType t, const std::byte* src, std::size_t count, float* out) {
+  if (count == 0) return;  // empty tensors may have null buffers
   switch (t) {
     case DType::F32:
       std::memcpy(out, src, count * sizeof(float));
@@ -119,6 +120,7 @@ void convert_to_float(DType t, const std::byte* src, std::size_t count, float* o
 }
 
 void convert_from_float(DType t, const float* src, std::size_t count, std::byte* dst) {
+  if (count == 0) return;
   switch (t) {
     case DType::F32:
       std::memcpy(dst, src, count * sizeof(float));
