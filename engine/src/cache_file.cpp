@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cache_readers.h"
 #include "kvlab/engine/npy.h"
 #include "kvlab/engine/safetensors.h"
 
@@ -70,6 +71,26 @@ Result<KvCache> load_cache_file(const std::filesystem::path& path, const Progres
       return load_npy_directory_cache(path, progress);
   }
   return make_error(fmt::format("{}: unsupported file type", path.string()));
+}
+
+Result<KvCache> load_cache_bytes(std::span<const std::byte> bytes, std::string_view name,
+                                 const ProgressFn& progress) {
+  const std::filesystem::path path(name);
+  const std::string ext = lower_extension(path);
+  const auto file = detail::InputFile::from_memory(bytes, std::string(name));
+  std::string source = "memory:" + std::string(name);
+  if (ext == ".safetensors") {
+    return detail::read_safetensors_cache(file, path.stem().string(), std::move(source), progress);
+  }
+  if (ext == ".npz") {
+    return detail::read_npz_cache(file, path.stem().string(), std::move(source), progress);
+  }
+  if (ext == ".npy") {
+    return detail::read_npy_cache(file, path.stem().string(), std::move(source), progress);
+  }
+  return make_error(
+      fmt::format("{}: unsupported file type '{}' (expected .safetensors, .npz or .npy)", name,
+                  path.extension().string()));
 }
 
 Status save_cache_file(const KvCache& cache, const std::filesystem::path& path) {

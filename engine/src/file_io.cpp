@@ -34,7 +34,11 @@ Result<InputFile> InputFile::open(const std::filesystem::path& path) {
     ::close(fd);
     return make_error(fmt::format("{}: not a regular file", label));
   }
-  return InputFile(fd, static_cast<std::uint64_t>(st.st_size), std::move(label));
+  return InputFile(fd, nullptr, static_cast<std::uint64_t>(st.st_size), std::move(label));
+}
+
+InputFile InputFile::from_memory(std::span<const std::byte> bytes, std::string label) {
+  return InputFile(-1, bytes.data(), bytes.size(), std::move(label));
 }
 
 InputFile::InputFile(InputFile&& other) noexcept
@@ -46,6 +50,7 @@ InputFile& InputFile::operator=(InputFile&& other) noexcept {
   if (this != &other) {
     if (m_fd >= 0) ::close(m_fd);
     m_fd = std::exchange(other.m_fd, -1);
+    m_memory = other.m_memory;
     m_size = other.m_size;
     m_label = std::move(other.m_label);
   }
@@ -60,6 +65,10 @@ Status InputFile::read_at(std::uint64_t offset, std::span<std::byte> out) const 
   if (offset > m_size || out.size() > m_size - offset) {
     return make_error(fmt::format("{}: cannot read {} bytes at offset {}: the file is {} bytes",
                                   m_label, out.size(), offset, m_size));
+  }
+  if (m_fd < 0) {  // in memory (or empty)
+    if (!out.empty()) std::memcpy(out.data(), m_memory + offset, out.size());
+    return Ok{};
   }
   std::size_t done = 0;
   while (done < out.size()) {

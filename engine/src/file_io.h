@@ -13,10 +13,13 @@
 
 namespace kvlab::detail {
 
-// A regular file opened for reading. Owns its descriptor (closed on destruction).
+// A regular file opened for reading (owning its descriptor), or bytes in memory read the same
+// way, so every parser runs unchanged on both.
 class InputFile {
  public:
   static Result<InputFile> open(const std::filesystem::path& path);
+  // `bytes` must outlive the InputFile; `label` names them in messages.
+  static InputFile from_memory(std::span<const std::byte> bytes, std::string label);
   InputFile(InputFile&& other) noexcept;
   InputFile& operator=(InputFile&& other) noexcept;
   InputFile(const InputFile&) = delete;
@@ -30,9 +33,10 @@ class InputFile {
   Status read_at(std::uint64_t offset, std::span<std::byte> out) const;
 
  private:
-  InputFile(int fd, std::uint64_t size, std::string label)
-      : m_fd(fd), m_size(size), m_label(std::move(label)) {}
+  InputFile(int fd, const std::byte* memory, std::uint64_t size, std::string label)
+      : m_fd(fd), m_memory(memory), m_size(size), m_label(std::move(label)) {}
   int m_fd = -1;
+  const std::byte* m_memory = nullptr;
   std::uint64_t m_size = 0;
   std::string m_label;
 };

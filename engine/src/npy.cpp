@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "cache_readers.h"
 #include "file_io.h"
 #include "kv_layout.h"
 #include "zip_reader.h"
@@ -298,8 +299,13 @@ Result<NpyHeader> parse_npy_header(std::span<const std::byte> bytes, std::string
 Result<KvCache> load_npy_cache(const std::filesystem::path& path, const ProgressFn& progress) {
   auto file = detail::InputFile::open(path);
   if (!file) return file.error();
-  const std::string& label = file->label();
-  auto header = read_npy_file_header(*file);
+  return detail::read_npy_cache(*file, path.stem().string(), "file:" + path.string(), progress);
+}
+
+Result<KvCache> detail::read_npy_cache(const InputFile& file, const std::string& model_name,
+                                       std::string source, const ProgressFn& progress) {
+  const std::string& label = file.label();
+  auto header = read_npy_file_header(file);
   if (!header) return header.error();
   const auto& s = header->shape;
   if (s.size() != 5 || s[1] != 2) {
@@ -326,19 +332,24 @@ Result<KvCache> load_npy_cache(const std::filesystem::path& path, const Progress
       offsets.push_back(header->data_offset + offsets.size() * tensor_bytes);
     }
   }
-  auto layout = detail::plan_kv_layout(label, descs, {}, path.stem().string());
+  auto layout = detail::plan_kv_layout(label, descs, {}, model_name);
   if (!layout) return layout.error();
   return detail::build_kv_cache(
       label, *layout, descs,
-      [&](std::size_t i, std::span<std::byte> out) { return file->read_at(offsets[i], out); },
-      progress, "file:" + label);
+      [&](std::size_t i, std::span<std::byte> out) { return file.read_at(offsets[i], out); },
+      progress, std::move(source));
 }
 
 Result<KvCache> load_npz_cache(const std::filesystem::path& path, const ProgressFn& progress) {
   auto file = detail::InputFile::open(path);
   if (!file) return file.error();
-  const std::string& label = file->label();
-  auto entries = detail::read_zip_directory(*file);
+  return detail::read_npz_cache(*file, path.stem().string(), "file:" + path.string(), progress);
+}
+
+Result<KvCache> detail::read_npz_cache(const InputFile& file, const std::string& model_name,
+                                       std::string source, const ProgressFn& progress) {
+  const std::string& label = file.label();
+  auto entries = detail::read_zip_directory(file);
   if (!entries) return entries.error();
 
   std::vector<detail::TensorDesc> descs;
@@ -348,7 +359,7 @@ Result<KvCache> load_npz_cache(const std::filesystem::path& path, const Progress
     if (!entry.name.ends_with(".npy")) continue;
     std::string name = entry.name.substr(0, entry.name.size() - 4);
     if (!detail::is_kv_candidate(name)) continue;
-    auto reader = detail::ZipEntryReader::open(*file, entry);
+    auto reader = detail::ZipEntryReader::open(file, entry);
     if (!reader) return reader.error();
     const std::string where = fmt::format("{}: entry '{}'", label, entry.name);
     auto header = read_npy_header([&](std::span<std::byte> out) { return reader->read(out); },
@@ -358,17 +369,17 @@ Result<KvCache> load_npz_cache(const std::filesystem::path& path, const Progress
     sources.push_back(&entry);
     header_sizes.push_back(header->data_offset);
   }
-  auto layout = detail::plan_kv_layout(label, descs, {}, path.stem().string());
+  auto layout = detail::plan_kv_layout(label, descs, {}, model_name);
   if (!layout) return layout.error();
   const auto read = [&](std::size_t i, std::span<std::byte> out) -> Status {
-    auto reader = detail::ZipEntryReader::open(*file, *sources[i]);
+    auto reader = detail::ZipEntryReader::open(file, *sources[i]);
     if (!reader) return reader.error();
     std::vector<std::byte> header(header_sizes[i]);
     if (auto s = reader->read(header); !s) return s;
     if (auto s = reader->read(out); !s) return s;
     return reader->finish();
   };
-  return detail::build_kv_cache(label, *layout, descs, read, progress, "file:" + label);
+  return detail::build_kv_cache(label, *layout, descs, read, progress, std::move(source));
 }
 
 Result<KvCache> load_npy_directory_cache(const std::filesystem::path& dir,

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cache_readers.h"
 #include "file_io.h"
 #include "kv_layout.h"
 
@@ -248,6 +249,7 @@ Result<SafetensorsIndex> parse_safetensors_header(std::string_view json, std::ui
   SafetensorsIndex index;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
+      if (value.is_null()) continue;  // some writers put null for "no metadata"
       if (!value.is_object()) {
         return make_error(fmt::format("{}: __metadata__ is not a JSON object", label));
       }
@@ -310,26 +312,32 @@ Result<KvCache> load_safetensors_cache(const std::filesystem::path& path,
                                        const ProgressFn& progress) {
   auto file = detail::InputFile::open(path);
   if (!file) return file.error();
-  auto index = read_index(*file, path);
+  return detail::read_safetensors_cache(*file, path.stem().string(), "file:" + path.string(),
+                                        progress);
+}
+
+Result<KvCache> detail::read_safetensors_cache(const InputFile& file, const std::string& model_name,
+                                               std::string source, const ProgressFn& progress) {
+  auto index = read_index(file, file.label());
   if (!index) return index.error();
 
-  std::vector<detail::TensorDesc> descs;
+  std::vector<TensorDesc> descs;
   descs.reserve(index->tensors.size());
   for (const auto& t : index->tensors) {
     descs.push_back(
         {t.name, kv_dtype(t.dtype), std::string(safetensors_dtype_name(t.dtype)), t.shape});
   }
-  const std::string& label = file->label();
-  auto layout = detail::plan_kv_layout(label, descs, index->metadata, path.stem().string());
+  const std::string& label = file.label();
+  auto layout = plan_kv_layout(label, descs, index->metadata, model_name);
   if (!layout) return layout.error();
   const auto read = [&](std::size_t i, std::span<std::byte> out) -> Status {
     const SafetensorsEntry& t = index->tensors[i];
-    if (auto s = file->read_at(index->data_offset + t.begin, out); !s) {
+    if (auto s = file.read_at(index->data_offset + t.begin, out); !s) {
       return make_error(fmt::format("{} (reading tensor '{}')", s.message(), t.name));
     }
     return Ok{};
   };
-  return detail::build_kv_cache(label, *layout, descs, read, progress, "file:" + label);
+  return build_kv_cache(label, *layout, descs, read, progress, std::move(source));
 }
 
 Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path& path) {

@@ -15,7 +15,7 @@
 
 #include "kvlab/engine/kv_cache.h"
 
-namespace kvlab::test {
+namespace kvlab::file_test {
 
 using Bytes = std::vector<std::uint8_t>;
 
@@ -61,7 +61,7 @@ inline void put64(Bytes& out, std::uint64_t v) {
 template <class T>
 Bytes as_bytes(const std::vector<T>& values) {
   Bytes out(values.size() * sizeof(T));
-  std::memcpy(out.data(), values.data(), out.size());
+  if (!out.empty()) std::memcpy(out.data(), values.data(), out.size());
   return out;
 }
 
@@ -101,8 +101,11 @@ struct ZipMember {
   Bytes data;
 };
 
-// A zip archive of stored (uncompressed) members, as zipfile.ZIP_STORED writes it.
-inline Bytes stored_zip(const std::vector<ZipMember>& members) {
+// A zip archive of stored (uncompressed) members, as zipfile.ZIP_STORED writes it. With
+// `zip64`, every size and offset goes through the zip64 records (APPNOTE 4.3.14, 4.3.15, 4.5.3)
+// as writers do for archives over 4 GiB: 0xFFFFFFFF in the 32-bit fields, the values in a zip64
+// extra field, and a zip64 end record plus locator before the classic end record.
+inline Bytes stored_zip(const std::vector<ZipMember>& members, bool zip64 = false) {
   Bytes out, cd;
   for (const auto& m : members) {
     const auto offset = static_cast<std::uint32_t>(out.size());
@@ -131,26 +134,50 @@ inline Bytes stored_zip(const std::vector<ZipMember>& members) {
     put16(cd, 0);
     put16(cd, 0x21);
     put32(cd, crc);
-    put32(cd, size);
-    put32(cd, size);
+    put32(cd, zip64 ? 0xFFFFFFFFu : size);
+    put32(cd, zip64 ? 0xFFFFFFFFu : size);
     put16(cd, name_len);
-    put16(cd, 0);  // extra
-    put16(cd, 0);  // comment
-    put16(cd, 0);  // disk
-    put16(cd, 0);  // internal attributes
-    put32(cd, 0);  // external attributes
-    put32(cd, offset);
+    put16(cd, zip64 ? 28 : 0);  // extra
+    put16(cd, 0);               // comment
+    put16(cd, 0);               // disk
+    put16(cd, 0);               // internal attributes
+    put32(cd, 0);               // external attributes
+    put32(cd, zip64 ? 0xFFFFFFFFu : offset);
     append(cd, m.name);
+    if (zip64) {
+      put16(cd, 0x0001);
+      put16(cd, 24);
+      put64(cd, size);    // uncompressed
+      put64(cd, size);    // compressed
+      put64(cd, offset);  // local header
+    }
   }
   const auto cd_offset = static_cast<std::uint32_t>(out.size());
   out.insert(out.end(), cd.begin(), cd.end());
+  if (zip64) {
+    const auto end64 = out.size();
+    put32(out, 0x06064b50);
+    put64(out, 44);  // size of the rest of this record
+    put16(out, 45);
+    put16(out, 45);
+    put32(out, 0);
+    put32(out, 0);
+    put64(out, members.size());
+    put64(out, members.size());
+    put64(out, cd.size());
+    put64(out, cd_offset);
+    put32(out, 0x07064b50);  // locator
+    put32(out, 0);
+    put64(out, end64);
+    put32(out, 1);
+  }
   put32(out, 0x06054b50);
   put16(out, 0);
   put16(out, 0);
-  put16(out, static_cast<std::uint32_t>(members.size()));
-  put16(out, static_cast<std::uint32_t>(members.size()));
-  put32(out, static_cast<std::uint32_t>(cd.size()));
-  put32(out, cd_offset);
+  put16(out, zip64 ? 0xFFFF : static_cast<std::uint32_t>(members.size()));
+  put16(out, zip64 ? 0xFFFF : static_cast<std::uint32_t>(members.size()));
+  put32(out, zip64 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(cd.size()));
+  put32(out, zip64 ? 0xFFFFFFFFu : cd_offset);
   put16(out, 0);
   return out;
 }
@@ -255,4 +282,4 @@ inline Bytes deflated_npz() {
       "0400fc0000008a0200000000");
 }
 
-}  // namespace kvlab::test
+}  // namespace kvlab::file_test

@@ -1,6 +1,9 @@
 // Fuzz-style robustness of the file sources: every truncation and thousands of seeded bit flips
 // of small valid files must give either a cache that passes KvCache::validate() or an Error
 // naming the file, never a crash or an out-of-bounds read (run under ASan/UBSan too).
+// The variants are read from memory (load_cache_bytes runs the same readers as load_cache_file
+// over an in-memory InputFile) so the test does not depend on disk speed; the intact file is
+// also read from disk, and the two results must agree.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,22 +18,21 @@
 namespace kvlab {
 namespace {
 
-using test::Bytes;
+using file_test::Bytes;
 
 struct FuzzStats {
   int loaded = 0, errors = 0;
 };
 
-// Loads `bytes` written to `path`; checks the contract and counts the outcome.
-void check_one(const std::filesystem::path& path, const Bytes& bytes, FuzzStats& stats) {
-  test::write_bytes(path, bytes);
-  auto cache = load_cache_file(path);
+// Loads `bytes` as the file `name`; checks the contract and counts the outcome.
+void check_one(const std::string& name, const Bytes& bytes, FuzzStats& stats) {
+  auto cache = load_cache_bytes(std::as_bytes(std::span(bytes)), name);
   if (cache) {
     const Status valid = cache->validate();
     EXPECT_TRUE(valid) << valid.message();
     ++stats.loaded;
   } else {
-    EXPECT_NE(cache.message().find(path.filename().string()), std::string::npos) << cache.message();
+    EXPECT_NE(cache.message().find(name), std::string::npos) << cache.message();
     ++stats.errors;
   }
 }
@@ -39,15 +41,26 @@ void fuzz_file(const std::filesystem::path& path, const Bytes& valid, int flips,
                std::uint32_t seed) {
   const auto start = std::chrono::steady_clock::now();
   FuzzStats truncated, flipped;
+  const std::string name = path.filename().string();
   {
     SCOPED_TRACE("intact");
-    FuzzStats intact;
-    check_one(path, valid, intact);
-    ASSERT_EQ(intact.loaded, 1) << "the unmodified file must load";
+    file_test::write_bytes(path, valid);
+    auto from_disk = load_cache_file(path);
+    ASSERT_TRUE(from_disk) << from_disk.message();
+    auto from_memory = load_cache_bytes(std::as_bytes(std::span(valid)), name);
+    ASSERT_TRUE(from_memory) << from_memory.message();
+    EXPECT_EQ(from_memory->source, "memory:" + name);
+    EXPECT_EQ(from_disk->shape.name, from_memory->shape.name);
+    EXPECT_EQ(from_disk->stored_bytes(), from_memory->stored_bytes());
+    for (std::size_t l = 0; l < from_disk->layers.size(); ++l) {
+      EXPECT_TRUE(file_test::same_bytes(from_disk->layers[l].key, from_memory->layers[l].key));
+      EXPECT_TRUE(file_test::same_bytes(from_disk->layers[l].value, from_memory->layers[l].value));
+      EXPECT_TRUE(file_test::same_bytes(from_disk->layers[l].query, from_memory->layers[l].query));
+    }
   }
   for (std::size_t len = 0; len < valid.size(); ++len) {
     SCOPED_TRACE("truncated to " + std::to_string(len));
-    check_one(path, Bytes(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(len)),
+    check_one(name, Bytes(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(len)),
               truncated);
   }
   std::mt19937 rng(seed);
@@ -63,7 +76,7 @@ void fuzz_file(const std::filesystem::path& path, const Bytes& valid, int flips,
       where += std::to_string(bit) + " ";
     }
     SCOPED_TRACE("flipped bits " + where);
-    check_one(path, b, flipped);
+    check_one(name, b, flipped);
   }
   // Every strict prefix is missing something the format needs.
   EXPECT_EQ(truncated.loaded, 0);
@@ -76,39 +89,64 @@ void fuzz_file(const std::filesystem::path& path, const Bytes& valid, int flips,
       seconds);
 }
 
-constexpr int kFlips = 2500;
+constexpr int kFlips = 3000;
 
 TEST(FileFuzz, SafetensorsTruncationsAndBitFlips) {
-  const auto dir = test::scratch_dir("fuzz_safetensors");
+  const auto dir = file_test::scratch_dir("fuzz_safetensors");
   const auto path = dir / "fuzz.safetensors";
-  ASSERT_TRUE(save_cache_file(test::random_cache(DType::F16, 2, 3, 2, 4, 4, 2), path));
-  fuzz_file(path, test::read_bytes(path), kFlips, 1);
+  ASSERT_TRUE(save_cache_file(file_test::random_cache(DType::F16, 2, 3, 2, 4, 4, 2), path));
+  fuzz_file(path, file_test::read_bytes(path), kFlips, 1);
 }
 
 TEST(FileFuzz, StoredNpzTruncationsAndBitFlips) {
-  const auto dir = test::scratch_dir("fuzz_npz");
+  const auto dir = file_test::scratch_dir("fuzz_npz");
   const auto npy = [](std::string_view shape, std::size_t bytes, int version) {
     Bytes data(bytes);
     for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::uint8_t>(i * 37);
-    return test::npy_bytes("<f2", shape, data, version);
+    return file_test::npy_bytes("<f2", shape, data, version);
   };
-  const Bytes zip = test::stored_zip({{"layers.0.key.npy", npy("(2, 1, 4)", 16, 1)},
-                                      {"layers.0.value.npy", npy("(2, 1, 4)", 16, 2)},
-                                      {"layers.1.key.npy", npy("(2, 1, 4)", 16, 3)},
-                                      {"layers.1.value.npy", npy("(2, 1, 4)", 16, 1)}});
+  const Bytes zip = file_test::stored_zip({{"layers.0.key.npy", npy("(2, 1, 4)", 16, 1)},
+                                           {"layers.0.value.npy", npy("(2, 1, 4)", 16, 2)},
+                                           {"layers.1.key.npy", npy("(2, 1, 4)", 16, 3)},
+                                           {"layers.1.value.npy", npy("(2, 1, 4)", 16, 1)}});
   fuzz_file(dir / "fuzz.npz", zip, kFlips, 2);
 }
 
+TEST(FileFuzz, Zip64NpzTruncationsAndBitFlips) {
+  const auto dir = file_test::scratch_dir("fuzz_npz64");
+  Bytes data(16);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 53);
+  const Bytes zip = file_test::stored_zip(
+      {{"layers.0.key.npy", file_test::npy_bytes("<u2", "(2, 1, 4)", data)},
+       {"layers.0.value.npy", file_test::npy_bytes("<u2", "(2, 1, 4)", data)}},
+      true);
+  fuzz_file(dir / "fuzz64.npz", zip, kFlips, 5);
+}
+
 TEST(FileFuzz, DeflatedNpzTruncationsAndBitFlips) {
-  const auto dir = test::scratch_dir("fuzz_npz_deflated");
-  fuzz_file(dir / "fuzz.npz", test::deflated_npz(), kFlips, 3);
+  const auto dir = file_test::scratch_dir("fuzz_npz_deflated");
+  fuzz_file(dir / "fuzz.npz", file_test::deflated_npz(), kFlips, 3);
 }
 
 TEST(FileFuzz, NpyTruncationsAndBitFlips) {
-  const auto dir = test::scratch_dir("fuzz_npy");
+  const auto dir = file_test::scratch_dir("fuzz_npy");
   Bytes data(2 * 2 * 2 * 1 * 4 * 4);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 11);
-  fuzz_file(dir / "fuzz.npy", test::npy_bytes("<f4", "(2, 2, 2, 1, 4)", data), kFlips, 4);
+  fuzz_file(dir / "fuzz.npy", file_test::npy_bytes("<f4", "(2, 2, 2, 1, 4)", data), kFlips, 4);
+}
+
+TEST(FileFuzz, MemoryLoadsNameTheDataAndRefuseUnknownTypes) {
+  const Bytes junk = {1, 2, 3};
+  auto r = load_cache_bytes(std::as_bytes(std::span(junk)), "upload.bin");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("upload.bin: unsupported file type '.bin'"), std::string::npos);
+  r = load_cache_bytes(std::as_bytes(std::span(junk)), "upload.safetensors");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("upload.safetensors: the file is too short"), std::string::npos)
+      << r.message();
+  r = load_cache_bytes({}, "empty.npz");
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("empty.npz: the file is empty"), std::string::npos) << r.message();
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace kvlab {
 namespace {
 
-using test::Bytes;
+using file_test::Bytes;
 
 // Values for element i of a tensor, exactly representable in f16, bf16 and f32.
 float value_at(std::size_t i, float base) {
@@ -53,7 +53,7 @@ class NpySingleArray : public ::testing::TestWithParam<NpyCase> {};
 
 TEST_P(NpySingleArray, FiveDimArrayIsKeysThenValues) {
   const NpyCase c = GetParam();
-  const auto dir = test::scratch_dir("npy_single");
+  const auto dir = file_test::scratch_dir("npy_single");
   const int layers = 2, tokens = 3, heads = 2, dim = 4;
   const std::size_t per = tokens * heads * dim;
   std::vector<float> values;
@@ -62,8 +62,8 @@ TEST_P(NpySingleArray, FiveDimArrayIsKeysThenValues) {
     values.insert(values.end(), part.begin(), part.end());
   }
   const auto path = dir / "kv.npy";
-  test::write_bytes(
-      path, test::npy_bytes(c.descr, "(2, 2, 3, 2, 4)", encode(c.dtype, values), c.version));
+  file_test::write_bytes(
+      path, file_test::npy_bytes(c.descr, "(2, 2, 3, 2, 4)", encode(c.dtype, values), c.version));
   auto cache = load_cache_file(path);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.name, "kv");
@@ -91,8 +91,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(Npy, HeaderParserAcceptsNumpyVariants) {
   const auto parse = [](std::string_view dict) {
     Bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-    test::put16(b, static_cast<std::uint32_t>(dict.size()));
-    test::append(b, dict);
+    file_test::put16(b, static_cast<std::uint32_t>(dict.size()));
+    file_test::append(b, dict);
     return parse_npy_header(std::as_bytes(std::span(b)), "x.npy");
   };
   const std::string_view py2 = "{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }\n";
@@ -118,20 +118,20 @@ struct NpyBad {
 };
 
 TEST(Npy, BadFilesGiveClearErrors) {
-  const auto dir = test::scratch_dir("npy_bad");
+  const auto dir = file_test::scratch_dir("npy_bad");
   const Bytes f16_8 = encode(DType::F16, ramp(8, 0));
-  Bytes bad_magic = test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
+  Bytes bad_magic = file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
   bad_magic[1] = 'X';
-  Bytes bad_version = test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
+  Bytes bad_version = file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
   bad_version[6] = 4;
-  Bytes long_header = test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", {});
+  Bytes long_header = file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", {});
   long_header[8] = 0xFF;
   long_header[9] = 0x7F;
-  Bytes huge_header = test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", {}, 2);
+  Bytes huge_header = file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", {}, 2);
   huge_header[11] = 0x10;  // 256 MiB
-  Bytes truncated = test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
+  Bytes truncated = file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
   truncated.resize(truncated.size() - 3);
-  Bytes trailing = test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
+  Bytes trailing = file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8);
   trailing.push_back(0);
   const std::vector<NpyBad> cases = {
       {"empty", {}, "the file is empty"},
@@ -140,26 +140,31 @@ TEST(Npy, BadFilesGiveClearErrors) {
       {"bad_version", bad_version, "unsupported .npy format version 4.0"},
       {"header_past_end", long_header, "the .npy header says it is 32777 bytes but the file holds"},
       {"huge_header", huge_header, "exceeds the limit"},
-      {"fortran", test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8, 1, "True"), "fortran_order"},
-      {"big_endian", test::npy_bytes(">f4", "(1, 2, 1, 1, 2)", Bytes(16)),
+      {"fortran", file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8, 1, "True"),
+       "fortran_order"},
+      {"big_endian", file_test::npy_bytes(">f4", "(1, 2, 1, 1, 2)", Bytes(16)),
        "big-endian data ('>f4') is not supported"},
-      {"f64", test::npy_bytes("<f8", "(1, 2, 1, 1, 1)", Bytes(16)), "dtype '<f8' is not supported"},
-      {"garbage_dict", test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8, 1, "Maybe"),
+      {"f64", file_test::npy_bytes("<f8", "(1, 2, 1, 1, 1)", Bytes(16)),
+       "dtype '<f8' is not supported"},
+      {"garbage_dict", file_test::npy_bytes("<f2", "(1, 2, 2, 1, 2)", f16_8, 1, "Maybe"),
        "'fortran_order' is not True or False"},
-      {"negative_dim", test::npy_bytes("<f2", "(1, -2, 2, 1, 2)", f16_8), "'shape' is not a tuple"},
-      {"overflow", test::npy_bytes("<f2", "(4294967296, 4294967296, 2)", {}), "overflows"},
+      {"negative_dim", file_test::npy_bytes("<f2", "(1, -2, 2, 1, 2)", f16_8),
+       "'shape' is not a tuple"},
+      {"overflow", file_test::npy_bytes("<f2", "(4294967296, 4294967296, 2)", {}), "overflows"},
       {"truncated", truncated,
        "truncated: shape (1, 2, 2, 1, 2) of '<f2' needs 16 bytes of data but only 13"},
       {"trailing", trailing, "1 bytes follow the array data"},
-      {"wrong_rank", test::npy_bytes("<f2", "(2, 2, 2)", f16_8), "expected a 5-D array"},
-      {"not_kv_pair", test::npy_bytes("<f2", "(1, 3, 1, 1, 2)", Bytes(12)), "expected a 5-D array"},
-      {"zero_layers", test::npy_bytes("<f2", "(0, 2, 1, 1, 2)", {}), "0 layers is out of range"},
+      {"wrong_rank", file_test::npy_bytes("<f2", "(2, 2, 2)", f16_8), "expected a 5-D array"},
+      {"not_kv_pair", file_test::npy_bytes("<f2", "(1, 3, 1, 1, 2)", Bytes(12)),
+       "expected a 5-D array"},
+      {"zero_layers", file_test::npy_bytes("<f2", "(0, 2, 1, 1, 2)", {}),
+       "0 layers is out of range"},
   };
   // Headers written raw: numpy's structured dtypes, extra keys, text after the dict.
   const auto raw_npy = [](std::string_view dict, const Bytes& data) {
     Bytes b = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-    test::put16(b, static_cast<std::uint32_t>(dict.size()));
-    test::append(b, dict);
+    file_test::put16(b, static_cast<std::uint32_t>(dict.size()));
+    file_test::append(b, dict);
     b.insert(b.end(), data.begin(), data.end());
     return b;
   };
@@ -183,7 +188,7 @@ TEST(Npy, BadFilesGiveClearErrors) {
   for (const auto& c : all) {
     SCOPED_TRACE(c.name);
     const auto path = dir / (std::string(c.name) + ".npy");
-    test::write_bytes(path, c.bytes);
+    file_test::write_bytes(path, c.bytes);
     auto cache = load_cache_file(path);
     ASSERT_FALSE(cache);
     EXPECT_NE(cache.message().find(path.string()), std::string::npos) << cache.message();
@@ -192,19 +197,19 @@ TEST(Npy, BadFilesGiveClearErrors) {
 }
 
 // layers.{0,1}.{key,value,query}.npy with f16 ramps; queries [2, 4, 2] (q_heads 4, kv_heads 2).
-std::vector<test::ZipMember> kv_members(bool queries = true) {
-  std::vector<test::ZipMember> members;
+std::vector<file_test::ZipMember> kv_members(bool queries = true) {
+  std::vector<file_test::ZipMember> members;
   for (int l = 0; l < 2; ++l) {
     members.push_back(
         {"layers." + std::to_string(l) + ".key.npy",
-         test::npy_bytes("<f2", "(3, 2, 2)", encode(DType::F16, ramp(12, 10.0f * l)))});
+         file_test::npy_bytes("<f2", "(3, 2, 2)", encode(DType::F16, ramp(12, 10.0f * l)))});
     members.push_back(
         {"layers." + std::to_string(l) + ".value.npy",
-         test::npy_bytes("<f2", "(3, 2, 2)", encode(DType::F16, ramp(12, 10.0f * l + 5)), 2)});
+         file_test::npy_bytes("<f2", "(3, 2, 2)", encode(DType::F16, ramp(12, 10.0f * l + 5)), 2)});
     if (queries) {
       members.push_back(
           {"layers." + std::to_string(l) + ".query.npy",
-           test::npy_bytes("<f2", "(2, 4, 2)", encode(DType::F16, ramp(16, -3.0f)), 3)});
+           file_test::npy_bytes("<f2", "(2, 4, 2)", encode(DType::F16, ramp(16, -3.0f)), 3)});
     }
   }
   return members;
@@ -224,11 +229,11 @@ void expect_kv_members(const KvCache& cache) {
 }
 
 TEST(Npy, DirectoryOfNpyFiles) {
-  const auto dir = test::scratch_dir("npy_dir") / "run1";
+  const auto dir = file_test::scratch_dir("npy_dir") / "run1";
   std::filesystem::create_directories(dir);
-  for (const auto& m : kv_members()) test::write_bytes(dir / m.name, m.data);
-  test::write_bytes(dir / "notes.txt", {'h', 'i'});
-  test::write_bytes(dir / "tokens.npy", {1, 2, 3});  // not a layers.* name: ignored
+  for (const auto& m : kv_members()) file_test::write_bytes(dir / m.name, m.data);
+  file_test::write_bytes(dir / "notes.txt", {'h', 'i'});
+  file_test::write_bytes(dir / "tokens.npy", {1, 2, 3});  // not a layers.* name: ignored
   auto cache = load_cache_file(dir);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.name, "run1");
@@ -241,18 +246,29 @@ TEST(Npy, DirectoryOfNpyFiles) {
   EXPECT_NE(cache.message().find("tensor 'layers.1.key' is missing"), std::string::npos)
       << cache.message();
 
-  const auto empty = test::scratch_dir("npy_dir_empty");
+  const auto empty = file_test::scratch_dir("npy_dir_empty");
   cache = load_cache_file(empty);
   ASSERT_FALSE(cache);
   EXPECT_NE(cache.message().find("no KV tensors found"), std::string::npos) << cache.message();
 }
 
+// Where the first record with signature `sig` starts (or b.size() when there is none).
+std::size_t find(const Bytes& b, std::uint32_t sig, std::size_t from = 0) {
+  for (std::size_t i = from; i + 4 <= b.size(); ++i) {
+    if (b[i] == (sig & 0xFF) && b[i + 1] == ((sig >> 8) & 0xFF) &&
+        b[i + 2] == ((sig >> 16) & 0xFF) && b[i + 3] == (sig >> 24)) {
+      return i;
+    }
+  }
+  return b.size();
+}
+
 TEST(Npz, StoredArchive) {
-  const auto dir = test::scratch_dir("npz_stored");
+  const auto dir = file_test::scratch_dir("npz_stored");
   const auto path = dir / "cache.npz";
   auto members = kv_members();
   members.push_back({"positions.npy", {0x93, 'N'}});  // not ours: ignored even though broken
-  test::write_bytes(path, test::stored_zip(members));
+  file_test::write_bytes(path, file_test::stored_zip(members));
   auto cache = load_cache_file(path);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.name, "cache");
@@ -260,10 +276,42 @@ TEST(Npz, StoredArchive) {
   expect_kv_members(*cache);
 }
 
+TEST(Npz, Zip64Archive) {
+  const auto dir = file_test::scratch_dir("npz_zip64");
+  const auto path = dir / "big.npz";
+  const Bytes zip = file_test::stored_zip(kv_members(), true);
+  file_test::write_bytes(path, zip);
+  auto cache = load_cache_file(path);
+  ASSERT_TRUE(cache) << cache.message();
+  expect_kv_members(*cache);
+
+  // A zip64 end record whose locator points nowhere.
+  Bytes bad = zip;
+  const std::size_t locator = bad.size() - 22 - 20;
+  ASSERT_EQ(bad[locator], 0x50);
+  bad[locator + 8] = 0xF0;
+  bad[locator + 15] = 0x70;
+  file_test::write_bytes(path, bad);
+  cache = load_cache_file(path);
+  ASSERT_FALSE(cache);
+  EXPECT_NE(cache.message().find("big.npz: zip64 end-of-central-directory offset"),
+            std::string::npos)
+      << cache.message();
+
+  // 0xFFFFFFFF sizes without the zip64 extra field that must carry them.
+  bad = zip;
+  const std::size_t cd = find(bad, 0x02014b50);
+  bad[cd + 30] = 0;  // extra length 0: the 28 bytes now read as the next header's start
+  file_test::write_bytes(path, bad);
+  cache = load_cache_file(path);
+  ASSERT_FALSE(cache);
+  EXPECT_NE(cache.message().find("big.npz"), std::string::npos) << cache.message();
+}
+
 TEST(Npz, DeflatedArchiveAsNumpyWritesIt) {
-  const auto dir = test::scratch_dir("npz_deflated");
+  const auto dir = file_test::scratch_dir("npz_deflated");
   const auto path = dir / "compressed.npz";
-  test::write_bytes(path, test::deflated_npz());
+  file_test::write_bytes(path, file_test::deflated_npz());
   auto cache = load_cache_file(path);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.layers, 2);
@@ -278,21 +326,9 @@ TEST(Npz, DeflatedArchiveAsNumpyWritesIt) {
   }
 }
 
-// Offsets inside the stored archive built from kv_members(): the first entry's local header is
-// at 0 and its data at 30 + name length.
-std::size_t find(const Bytes& b, std::uint32_t sig, std::size_t from = 0) {
-  for (std::size_t i = from; i + 4 <= b.size(); ++i) {
-    if (b[i] == (sig & 0xFF) && b[i + 1] == ((sig >> 8) & 0xFF) &&
-        b[i + 2] == ((sig >> 16) & 0xFF) && b[i + 3] == (sig >> 24)) {
-      return i;
-    }
-  }
-  return b.size();
-}
-
 TEST(Npz, BadArchivesGiveClearErrors) {
-  const auto dir = test::scratch_dir("npz_bad");
-  const Bytes good = test::stored_zip(kv_members(false));
+  const auto dir = file_test::scratch_dir("npz_bad");
+  const Bytes good = file_test::stored_zip(kv_members(false));
   const std::size_t cd = find(good, 0x02014b50);
   const std::size_t eocd = find(good, 0x06054b50);
   ASSERT_LT(cd, good.size());
@@ -356,21 +392,21 @@ TEST(Npz, BadArchivesGiveClearErrors) {
   }
   {
     auto members = kv_members(false);
-    members[1].data = test::npy_bytes("<f2", "(3, 2, 2)", Bytes(20));  // 4 bytes short
-    add("npy_in_zip", test::stored_zip(members), "entry 'layers.0.value.npy': truncated");
+    members[1].data = file_test::npy_bytes("<f2", "(3, 2, 2)", Bytes(20));  // 4 bytes short
+    add("npy_in_zip", file_test::stored_zip(members), "entry 'layers.0.value.npy': truncated");
   }
   {
     auto members = kv_members(false);
     members.push_back(members[0]);
-    add("duplicate", test::stored_zip(members), "tensor 'layers.0.key' appears twice");
+    add("duplicate", file_test::stored_zip(members), "tensor 'layers.0.key' appears twice");
   }
   {
     auto members = kv_members(false);
     members.erase(members.begin(), members.begin() + 2);  // layer 0 gone
-    add("missing_layer", test::stored_zip(members), "layers.0 is missing");
+    add("missing_layer", file_test::stored_zip(members), "layers.0 is missing");
   }
   {
-    Bytes b = test::deflated_npz();
+    Bytes b = file_test::deflated_npz();
     b[0x5d] ^= 0xFF;  // inside the first entry's deflate stream
     add("deflate_corrupt", b, "entry 'layers.0.key.npy'");
   }
@@ -378,7 +414,7 @@ TEST(Npz, BadArchivesGiveClearErrors) {
   for (const auto& [name, c] : cases) {
     SCOPED_TRACE(name);
     const auto path = dir / (std::string(name) + ".npz");
-    test::write_bytes(path, c.first);
+    file_test::write_bytes(path, c.first);
     auto cache = load_cache_file(path);
     ASSERT_FALSE(cache);
     EXPECT_NE(cache.message().find(path.string()), std::string::npos) << cache.message();

@@ -15,7 +15,7 @@
 namespace kvlab {
 namespace {
 
-using test::Bytes;
+using file_test::Bytes;
 using json = nlohmann::json;
 
 void expect_same_cache(const KvCache& a, const KvCache& b) {
@@ -26,9 +26,9 @@ void expect_same_cache(const KvCache& a, const KvCache& b) {
   EXPECT_EQ(a.shape.head_dim, b.shape.head_dim);
   ASSERT_EQ(a.layers.size(), b.layers.size());
   for (std::size_t l = 0; l < a.layers.size(); ++l) {
-    EXPECT_TRUE(test::same_bytes(a.layers[l].key, b.layers[l].key)) << "layer " << l;
-    EXPECT_TRUE(test::same_bytes(a.layers[l].value, b.layers[l].value)) << "layer " << l;
-    EXPECT_TRUE(test::same_bytes(a.layers[l].query, b.layers[l].query)) << "layer " << l;
+    EXPECT_TRUE(file_test::same_bytes(a.layers[l].key, b.layers[l].key)) << "layer " << l;
+    EXPECT_TRUE(file_test::same_bytes(a.layers[l].value, b.layers[l].value)) << "layer " << l;
+    EXPECT_TRUE(file_test::same_bytes(a.layers[l].query, b.layers[l].query)) << "layer " << l;
   }
 }
 
@@ -36,8 +36,9 @@ class SafetensorsRoundTrip : public ::testing::TestWithParam<std::tuple<DType, b
 
 TEST_P(SafetensorsRoundTrip, WriteThenReadIsBitwiseEqual) {
   const auto [dtype, queries] = GetParam();
-  const auto dir = test::scratch_dir("safetensors_round_trip");
-  const KvCache cache = test::random_cache(dtype, 3, 5, 2, 8, queries ? 4 : 0, queries ? 3 : 0);
+  const auto dir = file_test::scratch_dir("safetensors_round_trip");
+  const KvCache cache =
+      file_test::random_cache(dtype, 3, 5, 2, 8, queries ? 4 : 0, queries ? 3 : 0);
   ASSERT_TRUE(cache.validate());
   const auto path = dir / "cache.safetensors";
   ASSERT_TRUE(save_cache_file(cache, path));
@@ -61,13 +62,13 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, SafetensorsRoundTrip,
                          });
 
 TEST(Safetensors, HeaderIsPaddedAndCarriesMetadata) {
-  const auto dir = test::scratch_dir("safetensors_header");
+  const auto dir = file_test::scratch_dir("safetensors_header");
   const auto path = dir / "cache.safetensors";
-  KvCache cache = test::random_cache(DType::F16, 2, 3, 1, 4, 2, 1);
+  KvCache cache = file_test::random_cache(DType::F16, 2, 3, 1, 4, 2, 1);
   cache.shape.name = "llama-ish";
   ASSERT_TRUE(save_safetensors_cache(cache, path));
 
-  const Bytes bytes = test::read_bytes(path);
+  const Bytes bytes = file_test::read_bytes(path);
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   EXPECT_EQ(n % 8, 0u);
@@ -95,21 +96,21 @@ TEST(Safetensors, HeaderIsPaddedAndCarriesMetadata) {
 }
 
 TEST(Safetensors, SaveIsAtomicAndNeverDamagesAGoodFile) {
-  const auto dir = test::scratch_dir("safetensors_atomic");
+  const auto dir = file_test::scratch_dir("safetensors_atomic");
   const auto path = dir / "cache.safetensors";
-  ASSERT_TRUE(save_cache_file(test::random_cache(DType::F32, 1, 2, 1, 2), path));
-  const Bytes before = test::read_bytes(path);
+  ASSERT_TRUE(save_cache_file(file_test::random_cache(DType::F32, 1, 2, 1, 2), path));
+  const Bytes before = file_test::read_bytes(path);
 
-  KvCache bad = test::random_cache(DType::F32, 2, 2, 1, 2);
+  KvCache bad = file_test::random_cache(DType::F32, 2, 2, 1, 2);
   bad.layers[1].value = Tensor(DType::F32, 3, 1, 2);  // invalid: tokens differ
   const Status s = save_cache_file(bad, path);
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("cache.safetensors"), std::string::npos) << s.message();
-  EXPECT_EQ(test::read_bytes(path), before);
+  EXPECT_EQ(file_test::read_bytes(path), before);
   EXPECT_FALSE(std::filesystem::exists(dir / "cache.safetensors.tmp"));
 
   // Overwriting with a good cache replaces the file.
-  const KvCache other = test::random_cache(DType::BF16, 2, 4, 2, 2, 0, 0, 99);
+  const KvCache other = file_test::random_cache(DType::BF16, 2, 4, 2, 2, 0, 0, 99);
   ASSERT_TRUE(save_cache_file(other, path));
   auto loaded = load_cache_file(path);
   ASSERT_TRUE(loaded) << loaded.message();
@@ -140,11 +141,11 @@ Bytes hand_file(const std::vector<HandTensor>& tensors, const json& metadata = n
         {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, data.size() * 4}}};
   }
   if (all_values != nullptr) *all_values = data;
-  return test::safetensors_bytes(header, test::as_bytes(data));
+  return file_test::safetensors_bytes(header, file_test::as_bytes(data));
 }
 
 TEST(Safetensors, MissingMetadataInfersShapeFromTensors) {
-  const auto dir = test::scratch_dir("safetensors_infer");
+  const auto dir = file_test::scratch_dir("safetensors_infer");
   std::vector<float> values;
   const Bytes bytes = hand_file({{"layers.0.key", {3, 2, 4}},
                                  {"layers.0.value", {3, 2, 4}},
@@ -155,7 +156,7 @@ TEST(Safetensors, MissingMetadataInfersShapeFromTensors) {
                                  {"model.norm.weight", {4, 1, 1}}},  // not ours: ignored
                                 nullptr, &values);
   const auto path = dir / "my_model.safetensors";
-  test::write_bytes(path, bytes);
+  file_test::write_bytes(path, bytes);
   auto cache = load_cache_file(path);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.name, "my_model");
@@ -170,13 +171,15 @@ TEST(Safetensors, MissingMetadataInfersShapeFromTensors) {
   EXPECT_EQ(cache->layers[0].query.at(0, 3, 3), values[48 + 15]);
 
   // Without queries q_heads falls back to kv_heads, or to the metadata when it has it.
-  test::write_bytes(path, hand_file({{"layers.0.key", {3, 2, 4}}, {"layers.0.value", {3, 2, 4}}}));
+  file_test::write_bytes(path,
+                         hand_file({{"layers.0.key", {3, 2, 4}}, {"layers.0.value", {3, 2, 4}}}));
   cache = load_cache_file(path);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.q_heads, 2);
   EXPECT_FALSE(cache->has_queries());
-  test::write_bytes(path, hand_file({{"layers.0.key", {3, 2, 4}}, {"layers.0.value", {3, 2, 4}}},
-                                    {{"kvlab.q_heads", "8"}, {"kvlab.model", "named"}}));
+  file_test::write_bytes(path,
+                         hand_file({{"layers.0.key", {3, 2, 4}}, {"layers.0.value", {3, 2, 4}}},
+                                   {{"kvlab.q_heads", "8"}, {"kvlab.model", "named"}}));
   cache = load_cache_file(path);
   ASSERT_TRUE(cache) << cache.message();
   EXPECT_EQ(cache->shape.q_heads, 8);
@@ -184,7 +187,7 @@ TEST(Safetensors, MissingMetadataInfersShapeFromTensors) {
 }
 
 TEST(Safetensors, GenericIndexReadsAnyDtype) {
-  const auto dir = test::scratch_dir("safetensors_generic");
+  const auto dir = file_test::scratch_dir("safetensors_generic");
   json header = {{"__metadata__", {{"format", "pt"}}},
                  {"model.embed_tokens.weight",
                   {{"dtype", "BF16"}, {"shape", {2, 3}}, {"data_offsets", {0, 12}}}},
@@ -193,7 +196,7 @@ TEST(Safetensors, GenericIndexReadsAnyDtype) {
   Bytes data(20);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i);
   const auto path = dir / "model.safetensors";
-  test::write_bytes(path, test::safetensors_bytes(header, data));
+  file_test::write_bytes(path, file_test::safetensors_bytes(header, data));
   auto index = read_safetensors_index(path);
   ASSERT_TRUE(index) << index.message();
   ASSERT_EQ(index->tensors.size(), 3u);
@@ -225,8 +228,8 @@ struct BadCase {
 
 Bytes raw_header(std::string_view text, const Bytes& data = {}) {
   Bytes out;
-  test::put64(out, text.size());
-  test::append(out, text);
+  file_test::put64(out, text.size());
+  file_test::append(out, text);
   out.insert(out.end(), data.begin(), data.end());
   return out;
 }
@@ -241,14 +244,14 @@ std::vector<BadCase> bad_cases() {
                                               {"layers.1.key", {2, 1, 2}},
                                               {"layers.1.value", {2, 1, 2}}};
   Bytes absurd;
-  test::put64(absurd, 200'000'000);
-  test::append(absurd, "{}");
-  Bytes truncated_data = hand_file(two_layers);
-  truncated_data.resize(truncated_data.size() - 5);
+  file_test::put64(absurd, 200'000'000);
+  file_test::append(absurd, "{}");
+  const Bytes whole = hand_file(two_layers);
+  const Bytes truncated_data(whole.begin(), whole.end() - 5);  // 5 bytes of layers.1.value gone
   const Bytes sixteen(16);
   Bytes length_past_end;
-  test::put64(length_past_end, 1000);
-  test::append(length_past_end, "{}");
+  file_test::put64(length_past_end, 1000);
+  file_test::append(length_past_end, "{}");
 
   return {
       {"empty", {}, "the file is empty"},
@@ -270,23 +273,23 @@ std::vector<BadCase> bad_cases() {
        raw_header(R"({"layers.0.key": {"dtype": "F32", "shape": [1]}})", {0, 0, 0, 0}),
        "tensor 'layers.0.key': missing 'data_offsets'"},
       {"unknown_dtype",
-       test::safetensors_bytes({{"layers.0.key", entry("F17", {1}, 0, 4)}}, {0, 0, 0, 0}),
+       file_test::safetensors_bytes({{"layers.0.key", entry("F17", {1}, 0, 4)}}, {0, 0, 0, 0}),
        "tensor 'layers.0.key': unknown dtype \"F17\""},
       {"size_mismatch",
-       test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 1, 2}, 0, 12)}}, sixteen),
+       file_test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 1, 2}, 0, 12)}}, sixteen),
        "tensor 'layers.0.key': shape [2, 1, 2] of F32 needs 16 bytes but data range [0, 12) holds "
        "12"},
       {"overlap",
-       test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 1, 2}, 0, 16)},
-                                {"layers.0.value", entry("F32", {2, 1, 2}, 8, 24)}},
-                               Bytes(24)),
+       file_test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 1, 2}, 0, 16)},
+                                     {"layers.0.value", entry("F32", {2, 1, 2}, 8, 24)}},
+                                    Bytes(24)),
        "tensor 'layers.0.value': data range [8, 24) overlaps tensor 'layers.0.key' [0, 16)"},
       {"past_end",
-       test::safetensors_bytes({{"layers.3.value", entry("F32", {2, 1, 2}, 16, 32)}}, sixteen),
+       file_test::safetensors_bytes({{"layers.3.value", entry("F32", {2, 1, 2}, 16, 32)}}, sixteen),
        "tensor 'layers.3.value': data range [16, 32) is past the end of the file"},
       {"overflow",
-       test::safetensors_bytes({{"layers.0.key", entry("F32", {1ull << 32, 1ull << 32, 2}, 0, 16)}},
-                               sixteen),
+       file_test::safetensors_bytes(
+           {{"layers.0.key", entry("F32", {1ull << 32, 1ull << 32, 2}, 0, 16)}}, sixteen),
        "tensor 'layers.0.key': shape [4294967296, 4294967296, 2] overflows"},
       {"negative_offset",
        raw_header(R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}})"),
@@ -295,7 +298,7 @@ std::vector<BadCase> bad_cases() {
        raw_header(R"({"x": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})",
                   {0, 0, 0, 0}),
        "tensor 'x': 'shape' [1.5] has an element"},
-      {"reversed_offsets", test::safetensors_bytes({{"x", entry("F32", {0}, 8, 4)}}, sixteen),
+      {"reversed_offsets", file_test::safetensors_bytes({{"x", entry("F32", {0}, 8, 4)}}, sixteen),
        "tensor 'x': data range [8, 4) ends before it begins"},
       {"three_offsets",
        raw_header(R"({"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 8]}})", sixteen),
@@ -345,9 +348,9 @@ std::vector<BadCase> bad_cases() {
                   {"layers.1.value", {2, 1, 2}}}),
        "tensor 'layers.1.query' is missing"},
       {"not_3d",
-       test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 2}, 0, 16)},
-                                {"layers.0.value", entry("F32", {2, 1, 2}, 16, 32)}},
-                               Bytes(32)),
+       file_test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 2}, 0, 16)},
+                                     {"layers.0.value", entry("F32", {2, 1, 2}, 16, 32)}},
+                                    Bytes(32)),
        "tensor 'layers.0.key': expected 3 dimensions [tokens, heads, head_dim], got 2"},
       {"zero_heads", hand_file({{"layers.0.key", {2, 0, 2}}, {"layers.0.value", {2, 0, 2}}}),
        "tensor 'layers.0.key': shape [2, 0, 2] has no heads"},
@@ -355,9 +358,9 @@ std::vector<BadCase> bad_cases() {
        hand_file({{"layers.0.key", {2, 1, 2}, "I32"}, {"layers.0.value", {2, 1, 2}, "I32"}}),
        "tensor 'layers.0.key': dtype I32 is not supported for KV tensors"},
       {"dtype_mismatch",
-       test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 1, 2}, 0, 16)},
-                                {"layers.0.value", entry("F16", {2, 1, 2}, 16, 24)}},
-                               Bytes(24)),
+       file_test::safetensors_bytes({{"layers.0.key", entry("F32", {2, 1, 2}, 0, 16)},
+                                     {"layers.0.value", entry("F16", {2, 1, 2}, 16, 24)}},
+                                    Bytes(24)),
        "tensor 'layers.0.value': dtype mismatch: F16 but 'layers.0.key' is F32"},
       {"bad_name", hand_file({{"layers.x.key", {2, 1, 2}}}), "tensor 'layers.x.key': name is not"},
       {"huge_layer_index", hand_file({{"layers.99999.key", {2, 1, 2}}}),
@@ -384,11 +387,11 @@ std::vector<BadCase> bad_cases() {
 }
 
 TEST(Safetensors, BadFilesGiveErrorsNamingFileTensorAndProblem) {
-  const auto dir = test::scratch_dir("safetensors_bad");
+  const auto dir = file_test::scratch_dir("safetensors_bad");
   for (const BadCase& c : bad_cases()) {
     SCOPED_TRACE(c.name);
     const auto path = dir / (std::string(c.name) + ".safetensors");
-    test::write_bytes(path, c.bytes);
+    file_test::write_bytes(path, c.bytes);
     auto cache = load_cache_file(path);
     ASSERT_FALSE(cache) << c.name;
     EXPECT_NE(cache.message().find(path.string()), std::string::npos) << cache.message();
@@ -397,28 +400,28 @@ TEST(Safetensors, BadFilesGiveErrorsNamingFileTensorAndProblem) {
 }
 
 TEST(Safetensors, DuplicateOfAValidFileWithGarbageAfterItsJsonFails) {
-  const auto dir = test::scratch_dir("safetensors_trailing");
+  const auto dir = file_test::scratch_dir("safetensors_trailing");
   const auto path = dir / "trailing.safetensors";
-  test::write_bytes(path, raw_header("{}  xyz"));
+  file_test::write_bytes(path, raw_header("{}  xyz"));
   auto index = read_safetensors_index(path);
   ASSERT_FALSE(index);
   EXPECT_NE(index.message().find("not valid JSON"), std::string::npos) << index.message();
 }
 
 TEST(CacheFile, DispatchAndErrors) {
-  const auto dir = test::scratch_dir("cache_file");
+  const auto dir = file_test::scratch_dir("cache_file");
   auto missing = load_cache_file(dir / "nope.safetensors");
   ASSERT_FALSE(missing);
   EXPECT_NE(missing.message().find("nope.safetensors: no such file"), std::string::npos);
 
-  test::write_bytes(dir / "cache.bin", {1, 2, 3});
+  file_test::write_bytes(dir / "cache.bin", {1, 2, 3});
   auto unsupported = load_cache_file(dir / "cache.bin");
   ASSERT_FALSE(unsupported);
   EXPECT_NE(unsupported.message().find("cache.bin: unsupported file type '.bin'"),
             std::string::npos)
       << unsupported.message();
 
-  const KvCache cache = test::random_cache(DType::F16, 1, 2, 1, 2);
+  const KvCache cache = file_test::random_cache(DType::F16, 1, 2, 1, 2);
   const Status npz = save_cache_file(cache, dir / "out.npz");
   ASSERT_FALSE(npz);
   EXPECT_NE(npz.message().find("out.npz"), std::string::npos);
@@ -433,9 +436,9 @@ TEST(CacheFile, DispatchAndErrors) {
 }
 
 TEST(Safetensors, ProgressIsReportedAndCanCancel) {
-  const auto dir = test::scratch_dir("safetensors_progress");
+  const auto dir = file_test::scratch_dir("safetensors_progress");
   const auto path = dir / "cache.safetensors";
-  ASSERT_TRUE(save_cache_file(test::random_cache(DType::F16, 4, 8, 2, 4), path));
+  ASSERT_TRUE(save_cache_file(file_test::random_cache(DType::F16, 4, 8, 2, 4), path));
   std::vector<double> seen;
   auto cache = load_cache_file(path, [&](double f, std::string_view) {
     seen.push_back(f);
