@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# kvlab quick start: installs what is missing (Debian packages), configures and builds, then
+#   app   opens kvlab-gui on its built-in default data (or, with no display, renders every
+#         view to PNG offscreen and says where), or
+#   test  runs the whole test suite with ctest.
+# Idempotent: a second run installs nothing and rebuilds only what changed. Works without a GPU;
+# when nvcc is present (/usr/local/cuda/bin/nvcc) the CUDA backend is configured too.
+set -euo pipefail
+
+mode=${1:-app}
+case "$mode" in
+  app | test) ;;
+  -h | --help)
+    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *)
+    echo "usage: $0 app|test" >&2
+    exit 2
+    ;;
+esac
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+packages=(build-essential cmake pkg-config qt6-base-dev libqcustomplot-dev libeigen3-dev
+  libsqlite3-dev googletest libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  libfmt-dev zlib1g-dev libgl1-mesa-dev xvfb xauth python3)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "kvlab: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+jobs=${KVLAB_JOBS:-2}
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+
+if [ "$mode" = test ]; then
+  exec ctest --preset release -j "$jobs"
+fi
+
+gui=build/release/app/gui/kvlab-gui
+if [ -z "${DISPLAY:-}${WAYLAND_DISPLAY:-}" ] && [ -z "${QT_QPA_PLATFORM:-}" ]; then
+  out="$root/kvlab-screenshots"
+  echo "kvlab: no display found; rendering every view offscreen to $out instead"
+  QT_QPA_PLATFORM=offscreen "$gui" --screenshot "$out"
+  ls "$out"
+else
+  exec "$gui"
+fi
