@@ -1,0 +1,71 @@
+// Plain value structs the charts and panels draw from. The charts never call the engine: the
+// Compression view turns a CompressionReport (fresh or reloaded from the runs store) into these
+// with chart_set_from_report() and hands each widget its part.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include <QString>
+#include <QStringList>
+
+namespace kvlab::gui {
+
+// The five byte components every quantizer accounts for, in this order.
+inline constexpr int kByteComponentCount = 5;
+const std::array<QString, kByteComponentCount>& byte_component_names();
+
+// Compressed bytes by component, keys and values apart (summed over layers).
+struct ByteBarsData {
+  std::array<double, kByteComponentCount> key_bytes{};
+  std::array<double, kByteComponentCount> value_bytes{};
+  double fp16_bytes = 0;  // the baseline, for the title
+  double total_bytes = 0;
+};
+
+// One point per layer.
+struct LayerSeriesData {
+  std::vector<double> layer;
+  std::vector<double> attn_output_rel_error;
+  std::vector<double> mse;
+  std::vector<double> ratio;
+};
+
+// Counts of each quantized code in one group of codes of equal width.
+struct HistogramData {
+  QString label;
+  int bits = 0;
+  std::vector<std::uint64_t> counts;
+};
+
+struct LayerHistograms {
+  int layer = 0;
+  std::vector<HistogramData> key;
+  std::vector<HistogramData> value;
+};
+
+// The numbers of the results panel, already computed.
+struct ReportSummary {
+  QString source;
+  QString method_label;
+  int tokens = 0;
+  int layers = 0;
+  double ratio = 0;
+  double bits_per_value = 0;
+  double mse = 0, max_abs = 0, snr_db = 0;
+  double logit_rmse = 0, softmax_kl = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
+  double total_seconds = 0;
+  // The memory formula with the run's numbers: in fp16, and at the measured bits/value.
+  QString fp16_formula;
+  QString measured_formula;
+};
+
+struct ChartSet {
+  ReportSummary summary;
+  ByteBarsData bytes;
+  LayerSeriesData layers;
+  std::vector<LayerHistograms> histograms;
+};
+
+}  // namespace kvlab::gui

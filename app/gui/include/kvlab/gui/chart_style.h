@@ -1,0 +1,39 @@
+// Shared look of the QCustomPlot charts: fonts, colours, titles, and byte units for axes.
+#pragma once
+
+#include <QColor>
+#include <QString>
+
+class QCustomPlot;
+class QCPAxisRect;
+class QCPLegend;
+class QCPTextElement;
+
+namespace kvlab::gui {
+
+namespace palette {
+inline const QColor kKey{52, 101, 164};    // keys: blue
+inline const QColor kValue{230, 140, 40};  // values: orange
+inline const QColor kError{200, 55, 55};   // error curves: red
+inline const QColor kMse{120, 80, 170};    // MSE: purple
+inline const QColor kRatio{60, 150, 90};   // ratios: green
+inline const QColor kCodes{70, 110, 170};  // histogram bars
+}  // namespace palette
+
+// Fonts, white background, light grid on every axis rect of the plot.
+void style_plot(QCustomPlot* plot);
+void style_axis_rect(QCPAxisRect* rect);
+// Inserts a bold title row above the plot's first layout row and returns it.
+QCPTextElement* add_title(QCustomPlot* plot, const QString& text);
+// Puts `legend` (taken out of wherever it is) as one horizontal, centred line in a new row
+// `row` of the plot layout, so it never covers data.
+void add_legend_row(QCustomPlot* plot, QCPLegend* legend, int row);
+
+// A unit for an axis measured in bytes, chosen so the largest value reads 1..1023.
+struct ByteUnit {
+  double bytes = 1;  // bytes per axis unit
+  QString name;      // "B", "KiB", "MiB", "GiB"
+};
+ByteUnit byte_unit_for(double max_bytes);
+
+}  // namespace kvlab::gui

@@ -1,0 +1,103 @@
+// The Compression page: pick a source and a method, run it on a worker thread, and see the
+// ratio, the errors, the memory formula, bytes by component, per-layer error and ratio, and the
+// histogram of quantized codes. Every successful run is saved to the runs store; a stored run
+// can be shown again from its JSON without recomputing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <QString>
+#include <QWidget>
+
+#include "kvlab/engine/compress.h"
+#include "kvlab/store/runs_store.h"
+
+class QLabel;
+class QProgressBar;
+class QPushButton;
+
+namespace kvlab::gui {
+
+class BytesChart;
+class CompressionRunner;
+class HistogramPanel;
+class LayerChart;
+class MethodPanel;
+class ResultsPanel;
+class SourcePanel;
+
+class CompressionView : public QWidget {
+  Q_OBJECT
+
+ public:
+  // `store` may be null (the store could not be opened): runs are then shown but not saved.
+  explicit CompressionView(std::shared_ptr<RunsStore> store, QWidget* parent = nullptr);
+  ~CompressionView() override;
+
+  // Starts a run with the panels' current source and method; false when one is running.
+  bool run();
+  void cancel();
+  bool is_running() const;
+  // Runs and waits (processing events) until the result is shown and saved; true on success.
+  bool run_and_wait(int timeout_ms = 10 * 60 * 1000);
+  // Processes events until the running run (if any) has finished; true when none is running.
+  bool wait_until_done(int timeout_ms);
+
+  // Redraws everything from a report (fresh or loaded from the store); `origin` is shown in
+  // the results heading ("run #12, 2024-05-01 12:00").
+  void show_report(const CompressionReport& report, const QString& origin);
+
+  const std::optional<CompressionReport>& current_report() const { return m_report; }
+  std::int64_t last_saved_run_id() const { return m_last_saved_id; }
+  const QString& last_error() const { return m_last_error; }
+  // Whether the last successful run reused the cache in memory (only the method changed).
+  bool last_run_reused_cache() const { return m_last_reused_cache; }
+
+  SourcePanel* source_panel() const { return m_source; }
+  MethodPanel* method_panel() const { return m_method; }
+  ResultsPanel* results_panel() const { return m_results; }
+  BytesChart* bytes_chart() const { return m_bytes_chart; }
+  LayerChart* layer_chart() const { return m_layer_chart; }
+  HistogramPanel* histogram_panel() const { return m_histograms; }
+  QProgressBar* progress_bar() const { return m_progress; }
+  QPushButton* run_button() const { return m_run_button; }
+  QPushButton* cancel_button() const { return m_cancel_button; }
+
+ signals:
+  void status_message(const QString& text, int timeout_ms);
+  void run_saved(qint64 id);
+
+ private:
+  QWidget* build_controls();
+  QWidget* build_charts();
+  void set_running(bool running);
+  void on_progress(int percent, const QString& stage);
+  void on_succeeded(const CompressionReport& report, bool reused_cache);
+  void on_failed(const QString& message, bool cancelled);
+  void save_run(const CompressionReport& report);
+  void show_error(const QString& message);
+
+  std::shared_ptr<RunsStore> m_store;
+  CompressionRunner* m_runner = nullptr;
+  SourcePanel* m_source = nullptr;
+  MethodPanel* m_method = nullptr;
+  QPushButton* m_run_button = nullptr;
+  QPushButton* m_cancel_button = nullptr;
+  QProgressBar* m_progress = nullptr;
+  QLabel* m_stage = nullptr;
+  QLabel* m_cache_note = nullptr;
+  ResultsPanel* m_results = nullptr;
+  BytesChart* m_bytes_chart = nullptr;
+  LayerChart* m_layer_chart = nullptr;
+  HistogramPanel* m_histograms = nullptr;
+
+  std::optional<CompressionReport> m_report;
+  std::int64_t m_last_saved_id = 0;
+  QString m_last_error;
+  bool m_last_ok = false;
+  bool m_last_reused_cache = false;
+};
+
+}  // namespace kvlab::gui

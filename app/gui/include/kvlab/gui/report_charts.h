@@ -1,0 +1,12 @@
+// Turns an engine CompressionReport into the plain structs the charts draw. The one place the
+// charts' data meets the engine and the planners' memory formula.
+#pragma once
+
+#include "kvlab/engine/compress.h"
+#include "kvlab/gui/chart_data.h"
+
+namespace kvlab::gui {
+
+ChartSet chart_set_from_report(const CompressionReport& report);
+
+}  // namespace kvlab::gui

@@ -1,0 +1,61 @@
+// The Runs page: every run in the store, newest first. Open redraws a compression run's charts
+// from its stored JSON (no recomputation); Delete asks first (unless auto-confirm is set, for
+// scripts and tests).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <QString>
+#include <QWidget>
+
+#include "kvlab/engine/compress.h"
+#include "kvlab/store/runs_store.h"
+
+class QLabel;
+class QPushButton;
+class QTableWidget;
+
+namespace kvlab::gui {
+
+class RunsView : public QWidget {
+  Q_OBJECT
+
+ public:
+  enum Column { kId, kWhen, kKind, kSource, kMethod, kRatio, kBits, kAttnError, kColumnCount };
+
+  // `store` may be null; `store_error` then says why, and the page shows it.
+  RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent = nullptr);
+
+  void refresh();
+  // Loads the run and emits compression_run_opened; false (with a message) when it cannot.
+  bool open_run(std::int64_t id);
+  // Asks for confirmation unless auto-confirm is on, then deletes.
+  bool delete_run(std::int64_t id);
+  // Deletes without asking.
+  bool delete_run_confirmed(std::int64_t id);
+  void set_auto_confirm(bool on) { m_auto_confirm = on; }
+
+  QTableWidget* table() const { return m_table; }
+  // Row showing run `id`, or -1.
+  int row_of(std::int64_t id) const;
+  std::int64_t selected_run_id() const;  // 0 when none
+
+ signals:
+  void compression_run_opened(const kvlab::CompressionReport& report, const QString& origin);
+  void status_message(const QString& text, int timeout_ms);
+
+ private:
+  void update_buttons();
+  void report_error(const QString& message);
+
+  std::shared_ptr<RunsStore> m_store;
+  QTableWidget* m_table = nullptr;
+  QLabel* m_summary = nullptr;
+  QPushButton* m_refresh = nullptr;
+  QPushButton* m_open = nullptr;
+  QPushButton* m_delete = nullptr;
+  bool m_auto_confirm = false;
+};
+
+}  // namespace kvlab::gui

@@ -1,0 +1,16 @@
+// Grabs every page of the main window to PNG files (compression.png, eviction.png, ...), for
+// documentation and for checking the layout without a display.
+#pragma once
+
+#include <QString>
+#include <QStringList>
+
+namespace kvlab::gui {
+
+class MainWindow;
+
+// Shows each page in turn, lets the layout settle, and saves QWidget::grab() of the window to
+// `dir`/<page>.png. Creates `dir`. Returns the files written; `error` is set when one fails.
+QStringList save_page_screenshots(MainWindow& window, const QString& dir, QString* error);
+
+}  // namespace kvlab::gui

@@ -1,0 +1,81 @@
+#include "kvlab/gui/chart_style.h"
+
+#include <array>
+
+#include <qcustomplot.h>
+
+namespace kvlab::gui {
+
+namespace {
+
+void style_axis(QCPAxis* axis) {
+  QFont label_font = axis->labelFont();
+  label_font.setPointSize(10);
+  axis->setLabelFont(label_font);
+  QFont tick_font = axis->tickLabelFont();
+  tick_font.setPointSize(9);
+  axis->setTickLabelFont(tick_font);
+  axis->grid()->setPen(QPen(QColor(225, 225, 225), 1, Qt::SolidLine));
+  axis->grid()->setSubGridVisible(false);
+  axis->setBasePen(QPen(QColor(120, 120, 120)));
+  axis->setTickPen(QPen(QColor(120, 120, 120)));
+  axis->setSubTickPen(QPen(QColor(160, 160, 160)));
+}
+
+}  // namespace
+
+void style_axis_rect(QCPAxisRect* rect) {
+  for (QCPAxis* axis : rect->axes()) style_axis(axis);
+}
+
+void style_plot(QCustomPlot* plot) {
+  plot->setBackground(Qt::white);
+  plot->setAntialiasedElements(QCP::aeAll);
+  for (QCPAxisRect* rect : plot->axisRects()) style_axis_rect(rect);
+}
+
+QCPTextElement* add_title(QCustomPlot* plot, const QString& text) {
+  plot->plotLayout()->insertRow(0);
+  QFont font = plot->font();
+  font.setPointSize(11);
+  font.setBold(true);
+  auto* title = new QCPTextElement(plot, text, font);
+  plot->plotLayout()->addElement(0, 0, title);
+  return title;
+}
+
+void add_legend_row(QCustomPlot* plot, QCPLegend* legend, int row) {
+  if (legend->layout()) legend->layout()->take(legend);
+  legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  legend->setBorderPen(Qt::NoPen);
+  legend->setBrush(Qt::NoBrush);
+  legend->setFont(QFont(plot->font().family(), 9));
+  legend->setIconSize(18, 10);
+  legend->setColumnSpacing(14);
+  legend->setMargins(QMargins(2, 2, 2, 4));
+  legend->setVisible(true);
+
+  // Empty elements either side with equal stretch centre the legend in its row.
+  auto* line = new QCPLayoutGrid;
+  plot->plotLayout()->insertRow(row);
+  plot->plotLayout()->addElement(row, 0, line);
+  plot->plotLayout()->setRowStretchFactor(row, 0.001);
+  line->addElement(0, 0, new QCPLayoutElement(plot));
+  line->addElement(0, 1, legend);
+  line->addElement(0, 2, new QCPLayoutElement(plot));
+  line->setColumnStretchFactor(0, 1);
+  line->setColumnStretchFactor(1, 0.001);
+  line->setColumnStretchFactor(2, 1);
+  legend->setLayer(QStringLiteral("legend"));
+}
+
+ByteUnit byte_unit_for(double max_bytes) {
+  static const std::array<const char*, 4> kNames{"B", "KiB", "MiB", "GiB"};
+  ByteUnit unit{1.0, QString::fromLatin1(kNames[0])};
+  for (std::size_t i = 1; i < kNames.size() && max_bytes >= 1024.0 * unit.bytes; ++i) {
+    unit = {unit.bytes * 1024.0, QString::fromLatin1(kNames[i])};
+  }
+  return unit;
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,260 @@
+#include "kvlab/gui/compression_view.h"
+
+#include <QDateTime>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include "kvlab/engine/report_json.h"
+#include "kvlab/gui/bytes_chart.h"
+#include "kvlab/gui/compression_runner.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/layer_chart.h"
+#include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/report_charts.h"
+#include "kvlab/gui/results_panel.h"
+#include "kvlab/gui/source_panel.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kControlsWidth = 360;
+constexpr int kStatusTimeoutMs = 8000;
+
+}  // namespace
+
+CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_runner = new CompressionRunner(this);
+
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  splitter->addWidget(build_controls());
+  splitter->addWidget(build_charts());
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->addWidget(splitter);
+
+  connect(m_runner, &CompressionRunner::progress, this, &CompressionView::on_progress);
+  connect(m_runner, &CompressionRunner::succeeded, this, &CompressionView::on_succeeded);
+  connect(m_runner, &CompressionRunner::failed, this, &CompressionView::on_failed);
+  connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
+  connect(m_cancel_button, &QPushButton::clicked, this, &CompressionView::cancel);
+  connect(m_source, &SourcePanel::changed, this, [this] {
+    m_cache_note->setText(m_runner->would_reuse_cache(m_source->spec())
+                              ? tr("The cache in memory will be reused.")
+                              : tr("The cache will be generated or loaded on Run."));
+  });
+  set_running(false);
+}
+
+CompressionView::~CompressionView() = default;
+
+QWidget* CompressionView::build_controls() {
+  auto* controls = new QWidget;
+  m_source = new SourcePanel(controls);
+  m_method = new MethodPanel(controls);
+
+  m_run_button = new QPushButton(tr("Run"), controls);
+  m_run_button->setDefault(true);
+  m_run_button->setToolTip(tr("Compress the cache with the method and save the run"));
+  m_cancel_button = new QPushButton(tr("Cancel"), controls);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_run_button);
+  buttons->addWidget(m_cancel_button);
+
+  m_progress = new QProgressBar(controls);
+  m_progress->setRange(0, 100);
+  m_progress->setValue(0);
+  m_stage = new QLabel(controls);
+  m_stage->setWordWrap(true);
+  m_cache_note = new QLabel(tr("The cache will be generated or loaded on Run."), controls);
+  m_cache_note->setWordWrap(true);
+  QPalette muted = m_cache_note->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  m_cache_note->setPalette(muted);
+  m_stage->setPalette(muted);
+
+  auto* layout = new QVBoxLayout(controls);
+  layout->setContentsMargins(0, 0, 6, 0);
+  layout->addWidget(m_source);
+  layout->addWidget(m_method);
+  layout->addLayout(buttons);
+  layout->addWidget(m_progress);
+  layout->addWidget(m_stage);
+  layout->addWidget(m_cache_note);
+  layout->addStretch(1);
+
+  // Scrolls rather than clips when the window is short.
+  auto* scroll = new QScrollArea;
+  scroll->setWidget(controls);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(kControlsWidth);
+  scroll->setMaximumWidth(kControlsWidth + 120);
+  return scroll;
+}
+
+QWidget* CompressionView::build_charts() {
+  auto* charts = new QWidget;
+  m_results = new ResultsPanel(charts);
+  m_bytes_chart = new BytesChart;
+  m_layer_chart = new LayerChart;
+  m_histograms = new HistogramPanel;
+
+  auto* top = new QSplitter(Qt::Horizontal);
+  top->addWidget(m_bytes_chart);
+  top->addWidget(m_layer_chart);
+  top->setChildrenCollapsible(false);
+  top->setStretchFactor(0, 1);
+  top->setStretchFactor(1, 1);
+  top->setSizes({500, 500});
+  auto* vertical = new QSplitter(Qt::Vertical);
+  vertical->addWidget(top);
+  vertical->addWidget(m_histograms);
+  vertical->setChildrenCollapsible(false);
+  vertical->setStretchFactor(0, 3);
+  vertical->setStretchFactor(1, 2);
+  vertical->setSizes({420, 300});
+
+  auto* layout = new QVBoxLayout(charts);
+  layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_results);
+  layout->addWidget(vertical, 1);
+  return charts;
+}
+
+void CompressionView::set_running(bool running) {
+  m_run_button->setEnabled(!running);
+  m_cancel_button->setEnabled(running);
+  m_source->setEnabled(!running);
+  m_method->setEnabled(!running);
+  if (!running) m_stage->clear();
+  m_stage->setVisible(running);
+}
+
+bool CompressionView::is_running() const {
+  return m_runner->busy();
+}
+
+bool CompressionView::run() {
+  const CompressionJob job{m_source->spec(), m_method->config()};
+  if (!m_runner->start(job)) return false;
+  m_last_ok = false;
+  m_last_error.clear();
+  m_progress->setValue(0);
+  m_stage->setText(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
+                                                           : tr("Preparing the cache"));
+  set_running(true);
+  emit status_message(
+      tr("Running %1 on %2…")
+          .arg(QString::fromStdString(method_label(job.method)), job.source.describe()),
+      0);
+  return true;
+}
+
+void CompressionView::cancel() {
+  if (!m_runner->busy()) return;
+  m_runner->cancel();
+  m_stage->setText(tr("Cancelling…"));
+}
+
+bool CompressionView::run_and_wait(int timeout_ms) {
+  if (!run()) return false;
+  if (!m_runner->wait_until_done(timeout_ms)) {
+    cancel();
+    m_runner->wait_until_done(timeout_ms);
+    m_last_error = tr("the run did not finish within %1 s").arg(timeout_ms / 1000);
+    return false;
+  }
+  return m_last_ok;
+}
+
+bool CompressionView::wait_until_done(int timeout_ms) {
+  return m_runner->wait_until_done(timeout_ms);
+}
+
+void CompressionView::on_progress(int percent, const QString& stage) {
+  m_progress->setValue(percent);
+  m_stage->setText(stage);
+}
+
+void CompressionView::on_succeeded(const CompressionReport& report, bool reused_cache) {
+  set_running(false);
+  m_progress->setValue(100);
+  m_last_ok = true;
+  m_last_reused_cache = reused_cache;
+  m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the method changed).")
+                                     : tr("Cache kept in memory: changing only the method "
+                                          "will not regenerate it."));
+  show_report(report, tr("computed in %1").arg(format_seconds(report.total_seconds)));
+  save_run(report);
+}
+
+void CompressionView::on_failed(const QString& message, bool cancelled) {
+  set_running(false);
+  m_progress->setValue(0);
+  m_last_error = message;
+  if (cancelled) {
+    emit status_message(tr("Run cancelled."), kStatusTimeoutMs);
+    return;
+  }
+  show_error(tr("The run failed: %1").arg(message));
+}
+
+void CompressionView::show_error(const QString& message) {
+  emit status_message(message, 0);
+  // Non-blocking (open(), not exec()), so scripted runs and tests never hang on it.
+  auto* box = new QMessageBox(QMessageBox::Warning, tr("kvlab"), message, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
+}
+
+void CompressionView::show_report(const CompressionReport& report, const QString& origin) {
+  m_report = report;
+  ChartSet set = chart_set_from_report(report);
+  m_results->set_summary(set.summary, origin);
+  m_bytes_chart->set_data(set.bytes);
+  m_layer_chart->set_data(set.layers);
+  m_histograms->set_histograms(std::move(set.histograms));
+}
+
+void CompressionView::save_run(const CompressionReport& report) {
+  const QString done =
+      tr("%1: ratio %2, %3 bits/value")
+          .arg(QString::fromStdString(report.method_label), format_ratio(report.ratio),
+               format_bits_per_value(report.bits_per_value));
+  if (!m_store) {
+    emit status_message(done + tr(" (not saved: no runs database)"), kStatusTimeoutMs);
+    return;
+  }
+  NewRun run;
+  run.kind = "compression";
+  run.source = report.source;
+  run.method = report.method;
+  run.label = report.method_label;
+  run.params = method_params_json(report.config);
+  run.metrics = report_to_json(report);
+  run.artifacts.emplace_back("histograms", histograms_to_json(report));
+  auto id = m_store->save_run(run);
+  if (!id) {
+    m_last_error = QString::fromStdString(id.message());
+    show_error(tr("The run was computed but could not be saved: %1").arg(m_last_error));
+    return;
+  }
+  m_last_saved_id = *id;
+  emit status_message(done + tr(", saved as run #%1").arg(*id), kStatusTimeoutMs);
+  emit run_saved(*id);
+}
+
+}  // namespace kvlab::gui

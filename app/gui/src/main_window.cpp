@@ -1,0 +1,163 @@
+#include "kvlab/gui/main_window.h"
+
+#include <QHBoxLayout>
+#include <QListWidget>
+#include <QStackedWidget>
+#include <QStatusBar>
+
+#include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/placeholder_page.h"
+#include "kvlab/gui/runs_view.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kStatusTimeoutMs = 8000;
+
+struct PageInfo {
+  const char* title;
+  const char* file_name;
+};
+
+constexpr PageInfo kPages[kPageCount] = {
+    {"Compression", "compression"},
+    {"Eviction", "eviction"},
+    {"Planner", "planner"},
+    {"Runs", "runs"},
+    {"Learn", "learn"},
+};
+
+QWidget* eviction_page() {
+  return new PlaceholderPage(
+      QObject::tr("Eviction"),
+      QObject::tr("Will compare token-eviction policies on the same cache: sliding window, "
+                  "StreamingLLM (attention sinks plus a recent window), H2O (heavy hitters by "
+                  "cumulative attention plus a recent window), attention-threshold pruning and "
+                  "importance scoring."),
+      {QObject::tr("An eviction map: which tokens each layer and head keeps, with the synthetic "
+                   "cache's sink, heavy hitters and needle marked."),
+       QObject::tr("Attention-output error and memory saved against the token budget (counts or "
+                   "fractions, per layer or per head)."),
+       QObject::tr("Token merging by key cosine similarity, side by side with eviction."),
+       QObject::tr("Runs saved to the same database as compression runs.")});
+}
+
+QWidget* planner_page() {
+  return new PlaceholderPage(
+      QObject::tr("Planner"),
+      QObject::tr("Will size deployments: how much KV memory models × contexts × batches need, "
+                  "and whether they fit on a given GPU next to the weights."),
+      {QObject::tr("GQA/MQA, MLA latent KV and sliding-window or hybrid layers modelled."),
+       QObject::tr("Bytes per token taken from a measured compression run (Runs page) instead of "
+                   "a nominal bit width."),
+       QObject::tr("The largest batch or context that fits each GPU, and a throughput roofline."),
+       QObject::tr("Today the Compression page already shows the memory formula with your "
+                   "numbers, in fp16 and at the measured bits per value.")});
+}
+
+QWidget* learn_page() {
+  return new PlaceholderPage(
+      QObject::tr("Learn"),
+      QObject::tr("Will explain, step by step and with the lab's own numbers, how KV-cache "
+                  "compression works."),
+      {QObject::tr("Why the cache grows: 2 × layers × kv_heads × head_dim × tokens × bytes, "
+                   "worked for common models."),
+       QObject::tr("Quantization: scales and zero-points, and why KIVI quantizes keys per channel "
+                   "and values per token."),
+       QObject::tr("Entropy coding: Huffman codebooks shared per layer, as in KVComp."),
+       QObject::tr("Eviction: attention sinks and heavy hitters.")});
+}
+
+}  // namespace
+
+QString page_file_name(Page page) {
+  return QString::fromLatin1(kPages[static_cast<int>(page)].file_name);
+}
+
+MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
+    : QMainWindow(parent) {
+  setWindowTitle(QStringLiteral("kvlab"));
+  resize(1400, 900);
+
+  auto opened = RunsStore::open(db_path);
+  if (opened) {
+    m_store = std::make_shared<RunsStore>(std::move(opened).value());
+  } else {
+    m_store_error = QString::fromStdString(opened.message());
+  }
+
+  m_compression = new CompressionView(m_store);
+  m_runs = new RunsView(m_store, m_store_error);
+
+  m_nav = new QListWidget;
+  m_stack = new QStackedWidget;
+  for (int i = 0; i < kPageCount; ++i) m_nav->addItem(tr(kPages[i].title));
+  m_stack->addWidget(m_compression);
+  m_stack->addWidget(eviction_page());
+  m_stack->addWidget(planner_page());
+  m_stack->addWidget(m_runs);
+  m_stack->addWidget(learn_page());
+
+  QFont nav_font = m_nav->font();
+  nav_font.setPointSize(nav_font.pointSize() + 1);
+  m_nav->setFont(nav_font);
+  m_nav->setFixedWidth(150);
+  m_nav->setSpacing(3);
+  for (int i = 0; i < kPageCount; ++i) {
+    const auto page = static_cast<Page>(i);
+    const bool ready = page == Page::Compression || page == Page::Runs;
+    if (!ready) {
+      m_nav->item(i)->setForeground(QColor(120, 120, 120));
+      m_nav->item(i)->setToolTip(tr("Arrives in a later version"));
+    }
+  }
+
+  auto* central = new QWidget;
+  auto* layout = new QHBoxLayout(central);
+  layout->setContentsMargins(6, 6, 6, 0);
+  layout->addWidget(m_nav);
+  layout->addWidget(m_stack, 1);
+  setCentralWidget(central);
+
+  connect(m_nav, &QListWidget::currentRowChanged, m_stack, &QStackedWidget::setCurrentIndex);
+  connect(m_stack, &QStackedWidget::currentChanged, this, [this](int index) {
+    if (static_cast<Page>(index) == Page::Runs) m_runs->refresh();
+  });
+  const auto show_message = [this](const QString& text, int timeout_ms) {
+    statusBar()->showMessage(text, timeout_ms);
+  };
+  connect(m_compression, &CompressionView::status_message, this, show_message);
+  connect(m_runs, &RunsView::status_message, this, show_message);
+  connect(m_compression, &CompressionView::run_saved, m_runs, &RunsView::refresh);
+  connect(m_runs, &RunsView::compression_run_opened, this,
+          [this](const CompressionReport& report, const QString& origin) {
+            m_compression->show_report(report, origin);
+            show_page(Page::Compression);
+          });
+
+  m_nav->setCurrentRow(0);
+  if (m_store) {
+    statusBar()->showMessage(
+        tr("Runs database: %1").arg(QString::fromStdString(m_store->path().string())),
+        kStatusTimeoutMs);
+  } else {
+    statusBar()->showMessage(tr("Runs will not be saved: %1").arg(m_store_error));
+  }
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::show_page(Page page) {
+  m_nav->setCurrentRow(static_cast<int>(page));
+}
+
+Page MainWindow::current_page() const {
+  return static_cast<Page>(m_stack->currentIndex());
+}
+
+QWidget* MainWindow::page_widget(Page page) const {
+  return m_stack->widget(static_cast<int>(page));
+}
+
+}  // namespace kvlab::gui

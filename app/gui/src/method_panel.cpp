@@ -1,0 +1,167 @@
+#include "kvlab/gui/method_panel.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QSpinBox>
+
+namespace kvlab::gui {
+
+namespace {
+
+QString about(MethodKind kind) {
+  switch (kind) {
+    case MethodKind::Int8:
+      return QObject::tr("Symmetric INT8, one scale max|x|/127 per tensor: the naive baseline.");
+    case MethodKind::Int4:
+      return QObject::tr("Symmetric INT4, one scale max|x|/7 per tensor: the naive baseline.");
+    case MethodKind::Kivi:
+      return QObject::tr(
+          "KIVI (Liu et al. 2024): keys per channel over groups of G tokens, values per token; "
+          "the newest R tokens stay fp16.");
+    case MethodKind::Fp8E4M3:
+    case MethodKind::Fp8E5M2:
+      return QObject::tr(
+          "FP8 with a per-tensor (or per-head) scale, as vLLM's kv_cache_dtype=fp8.");
+    case MethodKind::Tiered:
+      return QObject::tr(
+          "Age-tiered: newest tokens fp16, the next ones INT8, the oldest at fewer bits.");
+    case MethodKind::KvComp:
+      return QObject::tr(
+          "KVComp (Jiang et al. 2025) blockwise, error-bounded: step = rel_scale × (max − min) of "
+          "each block channel (keys) or token (values); uint8 codes.");
+  }
+  return {};
+}
+
+QSpinBox* make_spin(QWidget* parent, int lo, int hi, int value, const QString& tip) {
+  auto* spin = new QSpinBox(parent);
+  spin->setRange(lo, hi);
+  spin->setValue(value);
+  spin->setToolTip(tip);
+  return spin;
+}
+
+QComboBox* make_bits_combo(QWidget* parent) {
+  auto* combo = new QComboBox(parent);
+  combo->addItem(QStringLiteral("2"), 2);
+  combo->addItem(QStringLiteral("4"), 4);
+  return combo;
+}
+
+}  // namespace
+
+MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
+  const MethodConfig defaults;
+  m_method = new QComboBox(this);
+  for (auto id : method_ids()) m_method->addItem(QString::fromUtf8(id.data(), id.size()));
+  m_about = new QLabel(this);
+  m_about->setWordWrap(true);
+  QPalette muted = m_about->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  m_about->setPalette(muted);
+
+  m_bits = make_bits_combo(this);
+  m_bits->setToolTip(tr("Bits per quantized code"));
+  m_group_size = make_spin(this, 1, 4096, defaults.group_size,
+                           tr("G: tokens per key group (per-channel statistics), channels per "
+                              "value group"));
+  m_residual = make_spin(this, 0, 1 << 24, defaults.residual, tr("R: newest tokens kept in fp16"));
+  m_residual->setSuffix(tr(" tokens"));
+  m_per_head = new QCheckBox(tr("one scale per KV head"), this);
+  m_int8_tokens = make_spin(this, 0, 1 << 24, defaults.int8_tokens,
+                            tr("Tokens after the fp16 window kept in INT8"));
+  m_int8_tokens->setSuffix(tr(" tokens"));
+  m_old_bits = make_bits_combo(this);
+  m_old_bits->setToolTip(tr("Bits for tokens older than the INT8 tier"));
+  m_block_size = make_spin(this, 1, 4096, defaults.block_size, tr("B: tokens per key block"));
+  m_rel_scale = new QDoubleSpinBox(this);
+  m_rel_scale->setDecimals(4);
+  m_rel_scale->setRange(1.0 / 255.0, 1.0);
+  m_rel_scale->setSingleStep(0.01);
+  m_rel_scale->setValue(defaults.rel_scale);
+  m_rel_scale->setToolTip(tr("Quantization step as a fraction of each unit's range"));
+
+  m_form = new QFormLayout(this);
+  m_form->addRow(tr("Method"), m_method);
+  m_form->addRow(m_about);
+  m_form->addRow(tr("Bits"), m_bits);
+  m_form->addRow(tr("Group size"), m_group_size);
+  m_form->addRow(tr("Residual"), m_residual);
+  m_form->addRow(tr("Scale"), m_per_head);
+  m_form->addRow(tr("INT8 tokens"), m_int8_tokens);
+  m_form->addRow(tr("Old bits"), m_old_bits);
+  m_form->addRow(tr("Block size"), m_block_size);
+  m_form->addRow(tr("Rel. scale"), m_rel_scale);
+
+  connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
+    update_visible_fields();
+    emit changed();
+  });
+  for (QComboBox* c : {m_bits, m_old_bits}) {
+    connect(c, &QComboBox::currentIndexChanged, this, &MethodPanel::changed);
+  }
+  for (QSpinBox* s : {m_group_size, m_residual, m_int8_tokens, m_block_size}) {
+    connect(s, &QSpinBox::valueChanged, this, &MethodPanel::changed);
+  }
+  connect(m_per_head, &QCheckBox::toggled, this, &MethodPanel::changed);
+  connect(m_rel_scale, &QDoubleSpinBox::valueChanged, this, &MethodPanel::changed);
+
+  set_config(defaults);
+}
+
+MethodConfig MethodPanel::config() const {
+  MethodConfig c;
+  if (auto kind = parse_method(m_method->currentText().toStdString())) c.kind = *kind;
+  c.bits = m_bits->currentData().toInt();
+  c.group_size = m_group_size->value();
+  c.residual = m_residual->value();
+  c.per_head_scale = m_per_head->isChecked();
+  c.int8_tokens = m_int8_tokens->value();
+  c.old_bits = m_old_bits->currentData().toInt();
+  c.block_size = m_block_size->value();
+  c.rel_scale = m_rel_scale->value();
+  return c;
+}
+
+void MethodPanel::set_config(const MethodConfig& c) {
+  const auto id = method_id(c.kind);
+  m_method->setCurrentText(QString::fromUtf8(id.data(), id.size()));
+  m_bits->setCurrentIndex(m_bits->findData(c.bits));
+  m_group_size->setValue(c.group_size);
+  m_residual->setValue(c.residual);
+  m_per_head->setChecked(c.per_head_scale);
+  m_int8_tokens->setValue(c.int8_tokens);
+  m_old_bits->setCurrentIndex(m_old_bits->findData(c.old_bits));
+  m_block_size->setValue(c.block_size);
+  m_rel_scale->setValue(c.rel_scale);
+  update_visible_fields();
+}
+
+bool MethodPanel::is_field_visible(QWidget* field) const {
+  int row = -1;
+  QFormLayout::ItemRole role{};
+  m_form->getWidgetPosition(field, &row, &role);
+  return row >= 0 && m_form->isRowVisible(row);
+}
+
+void MethodPanel::update_visible_fields() {
+  const MethodKind kind = config().kind;
+  const bool kivi = kind == MethodKind::Kivi;
+  const bool tiered = kind == MethodKind::Tiered;
+  const bool fp8 = kind == MethodKind::Fp8E4M3 || kind == MethodKind::Fp8E5M2;
+  const bool kvcomp = kind == MethodKind::KvComp;
+  m_form->setRowVisible(m_bits, kivi);
+  m_form->setRowVisible(m_group_size, kivi || tiered);
+  m_form->setRowVisible(m_residual, kivi || tiered);
+  m_form->setRowVisible(m_per_head, fp8);
+  m_form->setRowVisible(m_int8_tokens, tiered);
+  m_form->setRowVisible(m_old_bits, tiered);
+  m_form->setRowVisible(m_block_size, kvcomp);
+  m_form->setRowVisible(m_rel_scale, kvcomp);
+  m_about->setText(about(kind));
+}
+
+}  // namespace kvlab::gui

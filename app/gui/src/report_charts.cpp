@@ -1,0 +1,80 @@
+#include "kvlab/gui/report_charts.h"
+
+#include "kvlab/planners/memory_formula.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+std::array<double, kByteComponentCount> components(const ByteBreakdown& b) {
+  return {static_cast<double>(b.codes), static_cast<double>(b.scales),
+          static_cast<double>(b.zero_points), static_cast<double>(b.residual),
+          static_cast<double>(b.metadata)};
+}
+
+void add_into(std::array<double, kByteComponentCount>& sum, const ByteBreakdown& b) {
+  const auto c = components(b);
+  for (int i = 0; i < kByteComponentCount; ++i) sum[i] += c[i];
+}
+
+std::vector<HistogramData> histograms(const std::vector<CodeHistogram>& in) {
+  std::vector<HistogramData> out;
+  out.reserve(in.size());
+  for (const auto& h : in) {
+    out.push_back({QString::fromStdString(h.label), h.bits, h.counts});
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::array<QString, kByteComponentCount>& byte_component_names() {
+  static const std::array<QString, kByteComponentCount> kNames{
+      QStringLiteral("codes"), QStringLiteral("scales"), QStringLiteral("zero-points"),
+      QStringLiteral("residual fp16"), QStringLiteral("metadata")};
+  return kNames;
+}
+
+ChartSet chart_set_from_report(const CompressionReport& r) {
+  ChartSet set;
+
+  ReportSummary& s = set.summary;
+  s.source = QString::fromStdString(r.source);
+  s.method_label = QString::fromStdString(r.method_label);
+  s.tokens = r.tokens;
+  s.layers = static_cast<int>(r.layers.size());
+  s.ratio = r.ratio;
+  s.bits_per_value = r.bits_per_value;
+  s.mse = r.error.mse;
+  s.max_abs = r.error.max_abs;
+  s.snr_db = r.error.snr_db;
+  s.logit_rmse = r.error.logit_rmse;
+  s.softmax_kl = r.error.softmax_kl;
+  s.attn_output_rel_error = r.error.attn_output_rel_error;
+  s.attn_output_cosine = r.error.attn_output_cosine;
+  s.total_seconds = r.total_seconds;
+  s.fp16_formula = QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, 16.0));
+  s.measured_formula =
+      QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, r.bits_per_value));
+
+  set.bytes.fp16_bytes = static_cast<double>(r.fp16_bytes);
+  set.bytes.total_bytes = static_cast<double>(r.bytes.total());
+  for (const auto& l : r.layers) {
+    add_into(set.bytes.key_bytes, l.key_bytes);
+    add_into(set.bytes.value_bytes, l.value_bytes);
+
+    set.layers.layer.push_back(l.layer);
+    set.layers.attn_output_rel_error.push_back(l.error.attn_output_rel_error);
+    set.layers.mse.push_back(l.error.mse);
+    set.layers.ratio.push_back(l.ratio);
+
+    set.histograms.push_back(
+        {l.layer, histograms(l.key_histograms), histograms(l.value_histograms)});
+  }
+  // A report without layers (never from the engine, but possible in a hand-edited record) still
+  // shows its totals, counted as key bytes.
+  if (r.layers.empty()) add_into(set.bytes.key_bytes, r.bytes);
+  return set;
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,117 @@
+#include "kvlab/gui/results_panel.h"
+
+#include <QGridLayout>
+#include <QLabel>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/gui_format.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+struct MetricInfo {
+  const char* name;
+  const char* tooltip;
+};
+
+// Same order as Metric.
+constexpr std::array<MetricInfo, kMetricCount> kMetrics{{
+    {"Ratio", "fp16 bytes / compressed bytes, every byte counted"},
+    {"Bits / value", "compressed bits per K or V element, scales and residual included"},
+    {"MSE", "mean squared error of the reconstructed K and V"},
+    {"Max abs error", "largest absolute error of any K or V element"},
+    {"SNR", "signal-to-noise ratio of the reconstruction, 10 log10(signal / error)"},
+    {"Logit RMSE", "RMS error of the attention logits q·k/√d"},
+    {"Softmax KL", "KL divergence of the attention weights, averaged over queries and heads"},
+    {"Attn-out rel. error", "|o − ô| / |o| of the attention output"},
+    {"Attn-out cosine", "cosine similarity of the attention outputs"},
+}};
+
+QLabel* selectable_label(QWidget* parent) {
+  auto* label = new QLabel(parent);
+  label->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  return label;
+}
+
+}  // namespace
+
+ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
+  m_heading = selectable_label(this);
+  m_heading->setWordWrap(true);
+
+  auto* grid = new QGridLayout;
+  grid->setHorizontalSpacing(10);
+  grid->setVerticalSpacing(4);
+  constexpr int kColumns = 3;
+  QFont value_font = font();
+  value_font.setBold(true);
+  for (int i = 0; i < kMetricCount; ++i) {
+    auto* name = new QLabel(tr(kMetrics[i].name) + QStringLiteral(":"), this);
+    name->setToolTip(tr(kMetrics[i].tooltip));
+    m_values[i] = selectable_label(this);
+    m_values[i]->setFont(value_font);
+    m_values[i]->setToolTip(name->toolTip());
+    m_values[i]->setMinimumWidth(90);
+    const int row = i / kColumns, column = 2 * (i % kColumns);
+    grid->addWidget(name, row, column, Qt::AlignRight);
+    grid->addWidget(m_values[i], row, column + 1);
+  }
+  for (int c = 1; c < 2 * kColumns; c += 2) grid->setColumnStretch(c, 1);
+
+  auto* formula = new QGridLayout;
+  formula->setHorizontalSpacing(10);
+  formula->addWidget(new QLabel(tr("KV memory, fp16:"), this), 0, 0, Qt::AlignRight);
+  m_measured_caption = new QLabel(tr("at measured bits:"), this);
+  formula->addWidget(m_measured_caption, 1, 0, Qt::AlignRight);
+  m_fp16_formula = selectable_label(this);
+  m_measured_formula = selectable_label(this);
+  QFont mono = font();
+  mono.setFamily(QStringLiteral("monospace"));
+  mono.setStyleHint(QFont::TypeWriter);
+  m_fp16_formula->setFont(mono);
+  m_measured_formula->setFont(mono);
+  formula->addWidget(m_fp16_formula, 0, 1);
+  formula->addWidget(m_measured_formula, 1, 1);
+  formula->setColumnStretch(1, 1);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(m_heading);
+  layout->addLayout(grid);
+  layout->addSpacing(4);
+  layout->addLayout(formula);
+  clear();
+}
+
+void ResultsPanel::clear() {
+  m_heading->setText(tr("No run yet: pick a source and a method, then press Run."));
+  for (QLabel* v : m_values) v->setText(QStringLiteral("–"));
+  m_fp16_formula->setText(QStringLiteral("–"));
+  m_measured_formula->setText(QStringLiteral("–"));
+  m_measured_caption->setText(tr("at measured bits:"));
+}
+
+void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
+  m_heading->setText(tr("%1 · <b>%2</b> · %3 tokens × %4 layers · %5")
+                         .arg(s.source.toHtmlEscaped(), s.method_label.toHtmlEscaped())
+                         .arg(s.tokens)
+                         .arg(s.layers)
+                         .arg(origin.toHtmlEscaped()));
+  const std::array<QString, kMetricCount> texts{
+      format_ratio(s.ratio),
+      format_bits_per_value(s.bits_per_value),
+      format_metric(s.mse),
+      format_metric(s.max_abs),
+      format_snr_db(s.snr_db),
+      format_metric(s.logit_rmse),
+      format_metric(s.softmax_kl),
+      format_percent(s.attn_output_rel_error),
+      QString::number(s.attn_output_cosine, 'f', 5),
+  };
+  for (int i = 0; i < kMetricCount; ++i) m_values[i]->setText(texts[i]);
+  m_fp16_formula->setText(s.fp16_formula);
+  m_measured_formula->setText(s.measured_formula);
+  m_measured_caption->setText(tr("at %1 bits/value:").arg(format_bits_per_value(s.bits_per_value)));
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,238 @@
+#include "kvlab/gui/runs_view.h"
+
+#include <optional>
+
+#include <QDateTime>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "kvlab/engine/report_json.h"
+#include "kvlab/gui/gui_format.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kStatusTimeoutMs = 8000;
+
+// The store keeps UTC ISO-8601; people read local time.
+QString local_time(const std::string& created_at) {
+  const QDateTime t = QDateTime::fromString(QString::fromStdString(created_at), Qt::ISODateWithMs);
+  if (!t.isValid()) return QString::fromStdString(created_at);
+  return t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"));
+}
+
+// A number from the metrics JSON, or nothing when the run kind has no such metric.
+std::optional<double> json_number(const nlohmann::json& metrics, const char* key,
+                                  const char* sub = nullptr) {
+  const nlohmann::json* j = &metrics;
+  if (!j->is_object() || !j->contains(key)) return std::nullopt;
+  j = &(*j)[key];
+  if (sub) {
+    if (!j->is_object() || !j->contains(sub)) return std::nullopt;
+    j = &(*j)[sub];
+  }
+  if (!j->is_number()) return std::nullopt;
+  return j->get<double>();
+}
+
+QTableWidgetItem* item(const QString& text, Qt::Alignment align = Qt::AlignLeft) {
+  auto* it = new QTableWidgetItem(text);
+  it->setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
+  it->setTextAlignment(align | Qt::AlignVCenter);
+  return it;
+}
+
+}  // namespace
+
+RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_table = new QTableWidget(0, kColumnCount, this);
+  m_table->setHorizontalHeaderLabels({tr("ID"), tr("When"), tr("Kind"), tr("Source"),
+                                      tr("Method / label"), tr("Ratio"), tr("Bits/value"),
+                                      tr("Attn-out rel. error")});
+  m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  m_table->setAlternatingRowColors(true);
+  m_table->verticalHeader()->setVisible(false);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_table->horizontalHeader()->setSectionResizeMode(kMethod, QHeaderView::Stretch);
+  m_table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+
+  m_refresh = new QPushButton(tr("Refresh"), this);
+  m_open = new QPushButton(tr("Open"), this);
+  m_open->setToolTip(tr("Show this run's charts on the Compression page, from the stored data"));
+  m_delete = new QPushButton(tr("Delete…"), this);
+  m_summary = new QLabel(this);
+  m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  auto* hint = new QLabel(tr("Open (or double-click) redraws a compression run's charts from "
+                             "what was stored, without recomputing."),
+                          this);
+  QPalette muted = hint->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  hint->setPalette(muted);
+
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_refresh);
+  buttons->addWidget(m_open);
+  buttons->addWidget(m_delete);
+  buttons->addSpacing(12);
+  buttons->addWidget(m_summary, 1);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(buttons);
+  layout->addWidget(m_table, 1);
+  layout->addWidget(hint);
+
+  connect(m_refresh, &QPushButton::clicked, this, &RunsView::refresh);
+  connect(m_open, &QPushButton::clicked, this, [this] {
+    if (const auto id = selected_run_id()) open_run(id);
+  });
+  connect(m_delete, &QPushButton::clicked, this, [this] {
+    if (const auto id = selected_run_id()) delete_run(id);
+  });
+  connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsView::update_buttons);
+  connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
+    if (auto* it = m_table->item(row, kId)) open_run(it->data(Qt::UserRole).toLongLong());
+  });
+
+  if (!m_store) {
+    m_summary->setText(tr("No runs database: %1").arg(store_error));
+    m_refresh->setEnabled(false);
+  }
+  refresh();
+}
+
+void RunsView::refresh() {
+  if (!m_store) {
+    update_buttons();
+    return;
+  }
+  const std::int64_t keep = selected_run_id();
+  auto runs = m_store->list_runs(-1);
+  if (!runs) {
+    report_error(QString::fromStdString(runs.message()));
+    return;
+  }
+  m_table->setRowCount(0);
+  m_table->setRowCount(static_cast<int>(runs->size()));
+  int row = 0;
+  for (const RunSummary& r : *runs) {
+    auto* id = item(QString::number(r.id), Qt::AlignRight);
+    id->setData(Qt::UserRole, static_cast<qlonglong>(r.id));
+    m_table->setItem(row, kId, id);
+    m_table->setItem(row, kWhen, item(local_time(r.created_at)));
+    m_table->setItem(row, kKind, item(QString::fromStdString(r.kind)));
+    m_table->setItem(row, kSource, item(QString::fromStdString(r.source)));
+    m_table->setItem(row, kMethod,
+                     item(QStringLiteral("%1 · %2").arg(QString::fromStdString(r.method),
+                                                        QString::fromStdString(r.label))));
+    const auto ratio = json_number(r.metrics, "ratio");
+    const auto bits = json_number(r.metrics, "bits_per_value");
+    const auto attn = json_number(r.metrics, "error", "attn_output_rel_error");
+    m_table->setItem(row, kRatio, item(ratio ? format_ratio(*ratio) : QString(), Qt::AlignRight));
+    m_table->setItem(row, kBits,
+                     item(bits ? format_bits_per_value(*bits) : QString(), Qt::AlignRight));
+    m_table->setItem(row, kAttnError,
+                     item(attn ? format_percent(*attn) : QString(), Qt::AlignRight));
+    ++row;
+  }
+  // Keep the selection across refreshes; otherwise select the newest run so Open is one click.
+  if (const int r = row_of(keep); r >= 0) {
+    m_table->selectRow(r);
+  } else if (m_table->rowCount() > 0) {
+    m_table->selectRow(0);
+  }
+  const auto count = static_cast<int>(runs->size());
+  const QString path = QString::fromStdString(m_store->path().string());
+  m_summary->setText(count == 1 ? tr("1 run in %1").arg(path)
+                                : tr("%1 runs in %2").arg(count).arg(path));
+  update_buttons();
+}
+
+int RunsView::row_of(std::int64_t id) const {
+  for (int row = 0; row < m_table->rowCount(); ++row) {
+    const auto* it = m_table->item(row, kId);
+    if (it && it->data(Qt::UserRole).toLongLong() == id) return row;
+  }
+  return -1;
+}
+
+std::int64_t RunsView::selected_run_id() const {
+  const auto rows = m_table->selectionModel()->selectedRows();
+  if (rows.isEmpty()) return 0;
+  const auto* it = m_table->item(rows.front().row(), kId);
+  return it ? it->data(Qt::UserRole).toLongLong() : 0;
+}
+
+void RunsView::update_buttons() {
+  const int row = row_of(selected_run_id());
+  const bool selected = m_store && row >= 0;
+  const auto* kind = selected ? m_table->item(row, kKind) : nullptr;
+  m_open->setEnabled(kind && kind->text() == QStringLiteral("compression"));
+  m_delete->setEnabled(selected);
+}
+
+void RunsView::report_error(const QString& message) {
+  emit status_message(message, 0);
+  auto* box = new QMessageBox(QMessageBox::Warning, tr("kvlab"), message, QMessageBox::Ok, this);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->open();
+}
+
+bool RunsView::open_run(std::int64_t id) {
+  if (!m_store) return false;
+  auto record = m_store->load_run(id);
+  if (!record) {
+    report_error(QString::fromStdString(record.message()));
+    return false;
+  }
+  if (record->kind != "compression") {
+    report_error(tr("Run %1 is a %2 run; only compression runs open in this version.")
+                     .arg(id)
+                     .arg(QString::fromStdString(record->kind)));
+    return false;
+  }
+  const auto hist = record->artifacts.find("histograms");
+  auto report =
+      report_from_json(record->metrics, hist != record->artifacts.end() ? &hist->second : nullptr);
+  if (!report) {
+    report_error(
+        tr("Run %1 cannot be shown: %2").arg(id).arg(QString::fromStdString(report.message())));
+    return false;
+  }
+  emit compression_run_opened(
+      *report, tr("stored run #%1 from %2").arg(id).arg(local_time(record->created_at)));
+  emit status_message(tr("Opened run #%1 (redrawn from the stored data)").arg(id),
+                      kStatusTimeoutMs);
+  return true;
+}
+
+bool RunsView::delete_run(std::int64_t id) {
+  if (!m_auto_confirm) {
+    const auto answer = QMessageBox::question(
+        this, tr("Delete run"),
+        tr("Delete run #%1 and its stored charts? This cannot be undone.").arg(id),
+        QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
+    if (answer != QMessageBox::Yes) return false;
+  }
+  return delete_run_confirmed(id);
+}
+
+bool RunsView::delete_run_confirmed(std::int64_t id) {
+  if (!m_store) return false;
+  if (auto s = m_store->delete_run(id); !s) {
+    report_error(QString::fromStdString(s.message()));
+    return false;
+  }
+  emit status_message(tr("Deleted run #%1").arg(id), kStatusTimeoutMs);
+  refresh();
+  return true;
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,164 @@
+#include "kvlab/gui/source_panel.h"
+
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSpinBox>
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kDefaultContext = 1024;  // snappy in the GUI; the CLI defaults to 4096
+
+QString shape_text(const ModelShape& s) {
+  return QObject::tr("%1 layers · %2 q heads · %3 kv heads · head_dim %4")
+      .arg(s.layers)
+      .arg(s.q_heads)
+      .arg(s.kv_heads)
+      .arg(s.head_dim);
+}
+
+}  // namespace
+
+std::string SourceSpec::cache_key() const {
+  if (kind == Kind::File) {
+    const QFileInfo info(file);
+    return "file:" + info.absoluteFilePath().toStdString() + ":" + std::to_string(info.size()) +
+           ":" + std::to_string(info.lastModified().toMSecsSinceEpoch());
+  }
+  const SyntheticConfig& s = synthetic;
+  return "synthetic:" + s.preset + ":" + std::to_string(s.layers) + ":" +
+         std::to_string(s.context) + ":" + std::to_string(s.seed);
+}
+
+QString SourceSpec::describe() const {
+  if (kind == Kind::File) return QObject::tr("file %1").arg(QFileInfo(file).fileName());
+  return QObject::tr("synthetic %1, %2 tokens, seed %3")
+      .arg(QString::fromStdString(synthetic.preset))
+      .arg(synthetic.context)
+      .arg(synthetic.seed);
+}
+
+SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
+  m_kind = new QComboBox(this);
+  m_kind->addItem(tr("synthetic preset"));
+  m_kind->addItem(tr("file…"));
+  m_kind->setToolTip(tr("A seeded synthetic cache shaped like a real model, or your own file"));
+
+  m_preset = new QComboBox(this);
+  for (const auto& p : synthetic_presets()) m_preset->addItem(QString::fromStdString(p.name));
+  m_preset->setCurrentText(QStringLiteral("llama3-8b"));
+
+  m_layers = new QSpinBox(this);
+  m_layers->setRange(0, 512);
+  m_layers->setToolTip(tr("How many layers to generate; 0 takes the preset's count"));
+  m_context = new QSpinBox(this);
+  m_context->setRange(1, 1 << 20);
+  m_context->setSingleStep(256);
+  m_context->setValue(kDefaultContext);
+  m_context->setSuffix(tr(" tokens"));
+  m_seed = new QSpinBox(this);
+  m_seed->setRange(0, 1 << 30);
+  m_seed->setValue(1);
+
+  m_file = new QLineEdit(this);
+  m_file->setPlaceholderText(tr(".safetensors, .npz, .npy or a folder"));
+  auto* browse_file = new QPushButton(tr("File…"), this);
+  auto* browse_folder = new QPushButton(tr("Folder…"), this);
+  browse_folder->setToolTip(tr("A folder of layers.{i}.key.npy / layers.{i}.value.npy files"));
+  m_file_row = new QWidget(this);
+  auto* file_layout = new QHBoxLayout(m_file_row);
+  file_layout->setContentsMargins(0, 0, 0, 0);
+  file_layout->addWidget(m_file, 1);
+  file_layout->addWidget(browse_file);
+  file_layout->addWidget(browse_folder);
+
+  m_shape = new QLabel(this);
+  m_shape->setWordWrap(true);
+  QPalette muted = m_shape->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  m_shape->setPalette(muted);
+
+  m_form = new QFormLayout(this);
+  m_form->addRow(tr("Source"), m_kind);
+  m_form->addRow(tr("Preset"), m_preset);
+  m_form->addRow(tr("Layers"), m_layers);
+  m_form->addRow(tr("Context"), m_context);
+  m_form->addRow(tr("Seed"), m_seed);
+  m_form->addRow(tr("File"), m_file_row);
+  m_form->addRow(QString(), m_shape);
+
+  connect(m_kind, &QComboBox::currentIndexChanged, this, &SourcePanel::on_kind_changed);
+  connect(m_preset, &QComboBox::currentIndexChanged, this, &SourcePanel::on_preset_changed);
+  for (QSpinBox* spin : {m_layers, m_context, m_seed}) {
+    connect(spin, &QSpinBox::valueChanged, this, &SourcePanel::changed);
+  }
+  connect(m_file, &QLineEdit::textChanged, this, &SourcePanel::changed);
+  connect(browse_file, &QPushButton::clicked, this, [this] { browse(false); });
+  connect(browse_folder, &QPushButton::clicked, this, [this] { browse(true); });
+  on_preset_changed();
+  on_kind_changed();
+}
+
+void SourcePanel::on_kind_changed() {
+  const bool file = m_kind->currentIndex() == 1;
+  for (QWidget* w : {static_cast<QWidget*>(m_preset), static_cast<QWidget*>(m_layers),
+                     static_cast<QWidget*>(m_context), static_cast<QWidget*>(m_seed)}) {
+    m_form->setRowVisible(w, !file);
+  }
+  m_form->setRowVisible(m_file_row, file);
+  m_form->setRowVisible(m_shape, !file);
+  emit changed();
+}
+
+void SourcePanel::on_preset_changed() {
+  const auto preset = find_synthetic_preset(m_preset->currentText().toStdString());
+  if (preset) {
+    m_layers->setSpecialValueText(tr("preset (%1)").arg(preset->shape.layers));
+    m_context->setMaximum(preset->max_context);
+    m_shape->setText(shape_text(preset->shape));
+  }
+  emit changed();
+}
+
+void SourcePanel::browse(bool folder) {
+  const QString start = m_file->text().isEmpty() ? QString() : QFileInfo(m_file->text()).path();
+  const QString path =
+      folder ? QFileDialog::getExistingDirectory(this, tr("Folder of .npy files"), start)
+             : QFileDialog::getOpenFileName(
+                   this, tr("KV cache file"), start,
+                   tr("KV caches (*.safetensors *.npz *.npy);;All files (*)"));
+  if (!path.isEmpty()) m_file->setText(path);
+}
+
+SourceSpec SourcePanel::spec() const {
+  SourceSpec s;
+  s.kind = m_kind->currentIndex() == 1 ? SourceSpec::Kind::File : SourceSpec::Kind::Synthetic;
+  s.synthetic.preset = m_preset->currentText().toStdString();
+  s.synthetic.layers = m_layers->value();
+  s.synthetic.context = m_context->value();
+  s.synthetic.seed = static_cast<std::uint64_t>(m_seed->value());
+  s.file = m_file->text().trimmed();
+  return s;
+}
+
+void SourcePanel::set_synthetic(const SyntheticConfig& config) {
+  m_kind->setCurrentIndex(0);
+  m_preset->setCurrentText(QString::fromStdString(config.preset));
+  m_layers->setValue(config.layers);
+  m_context->setValue(config.context);
+  m_seed->setValue(static_cast<int>(config.seed));
+}
+
+void SourcePanel::set_file(const QString& path) {
+  m_kind->setCurrentIndex(1);
+  m_file->setText(path);
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,59 @@
+// Helpers shared by the GUI tests: a fresh folder per test, the tiny synthetic source, and the
+// engine's own report for it (computed here, independently of the widgets).
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "kvlab/engine/compress.h"
+#include "kvlab/engine/synthetic.h"
+
+namespace kvlab::gui_test {
+
+// KVLAB_TEST_TMPDIR/<suite>.<test>.<pid>, emptied first (ctest runs tests as parallel processes).
+inline std::filesystem::path fresh_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : name) {
+    if (c == '/') c = '_';
+  }
+  const auto dir = std::filesystem::path(KVLAB_TEST_TMPDIR) /
+                   (name + "." + std::to_string(static_cast<long>(getpid())));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// Two layers, 2 KV heads of 16 channels, 96 tokens: milliseconds to generate and compress.
+inline SyntheticConfig tiny_source() {
+  SyntheticConfig c;
+  c.preset = "tiny";
+  c.layers = 0;
+  c.context = 96;
+  c.seed = 7;
+  return c;
+}
+
+// Age-tiered with small windows, so every layer has two histograms (INT8 tier, INT4 tier).
+inline MethodConfig tiered_method() {
+  MethodConfig m;
+  m.kind = MethodKind::Tiered;
+  m.group_size = 8;
+  m.residual = 16;
+  m.int8_tokens = 32;
+  m.old_bits = 4;
+  return m;
+}
+
+inline CompressionReport engine_report(const SyntheticConfig& source, const MethodConfig& method) {
+  auto cache = generate_synthetic(source);
+  EXPECT_TRUE(cache.ok()) << cache.message();
+  auto report = compress_cache(*cache, method);
+  EXPECT_TRUE(report.ok()) << report.message();
+  return *report;
+}
+
+}  // namespace kvlab::gui_test
