@@ -9,6 +9,7 @@
 
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QTimer>
 
 #include "kvlab/engine/method.h"
 #include "kvlab/engine/synthetic.h"
@@ -130,5 +131,6 @@ int main(int argc, char** argv) {
   kvlab::gui::MainWindow window(options.db.value_or(kvlab::default_db_path()));
   window.show();
   if (options.screenshot_dir) return take_screenshots(window, *options.screenshot_dir);
+  QTimer::singleShot(0, &window, [&window] { window.open_latest_or_run_default(); });
   return QApplication::exec();
 }

@@ -15,6 +15,8 @@
 #include <QTableWidget>
 
 #include "gui_test_support.h"
+#include "kvlab/engine/report_json.h"
+#include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/histogram_chart.h"
 #include "kvlab/gui/histogram_panel.h"
 #include "kvlab/gui/main_window.h"
@@ -23,6 +25,7 @@
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/gui/screenshots.h"
 #include "kvlab/gui/source_panel.h"
+#include "kvlab/store/runs_store.h"
 
 namespace kvlab::gui {
 namespace {
@@ -173,6 +176,45 @@ TEST(MainWindow, UnopenableStoreStillWorks) {
   MainWindow window(not_a_db);
   EXPECT_FALSE(window.store_error().isEmpty());
   EXPECT_EQ(window.runs_view()->table()->rowCount(), 0);
+}
+
+TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {
+  const auto db = gui_test::fresh_dir() / "runs.sqlite";
+  {  // First launch: nothing stored, so the default run starts in the background.
+    MainWindow window(db);
+    ASSERT_TRUE(window.open_latest_or_run_default());
+    EXPECT_TRUE(window.compression_view()->is_running());
+    window.compression_view()->cancel();
+    window.compression_view()->wait_until_done(60 * 1000);
+  }
+  // A stored run is reopened from the store: nothing is recomputed or saved again.
+  const CompressionReport report =
+      gui_test::engine_report(gui_test::tiny_source(), gui_test::tiered_method());
+  std::int64_t id = 0;
+  {
+    auto store = RunsStore::open(db);
+    ASSERT_TRUE(store.ok()) << store.message();
+    auto saved = store->save_run(NewRun{"compression",
+                                        report.source,
+                                        report.method,
+                                        report.method_label,
+                                        method_params_json(report.config),
+                                        report_to_json(report),
+                                        {{"histograms", histograms_to_json(report)}}});
+    ASSERT_TRUE(saved.ok()) << saved.message();
+    id = *saved;
+  }
+  MainWindow window(db);
+  window.show_page(Page::Runs);
+  ASSERT_TRUE(window.open_latest_or_run_default());
+  EXPECT_FALSE(window.compression_view()->is_running());
+  EXPECT_EQ(window.current_page(), Page::Compression);
+  auto store = RunsStore::open(db);
+  ASSERT_TRUE(store.ok());
+  auto runs = store->list_runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().id, id);
 }
 
 }  // namespace

@@ -148,6 +148,18 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
 
 MainWindow::~MainWindow() = default;
 
+bool MainWindow::open_latest_or_run_default() {
+  if (m_store) {
+    auto runs = m_store->list_runs(-1);
+    if (runs) {
+      for (const auto& run : *runs) {  // newest first
+        if (run.kind == "compression") return m_runs->open_run(run.id);
+      }
+    }
+  }
+  return m_compression->run();
+}
+
 void MainWindow::show_page(Page page) {
   m_nav->setCurrentRow(static_cast<int>(page));
 }

@@ -32,6 +32,10 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(const std::filesystem::path& db_path, QWidget* parent = nullptr);
   ~MainWindow() override;
 
+  // What a person sees at start: the newest stored compression run, redrawn from the store, or,
+  // on a first launch, the default run (synthetic llama3-8b) started in the background.
+  bool open_latest_or_run_default();
+
   void show_page(Page page);
   Page current_page() const;
   QWidget* page_widget(Page page) const;
