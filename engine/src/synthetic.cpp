@@ -241,6 +241,9 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   }
   const SyntheticLandmarks marks = synthetic_landmarks(config);
 
+  if (!report_progress(progress, 0.0, "generating")) {
+    return make_error(std::string(kCancelledMessage));
+  }
   // Layers are independent streams: generate them on every core; the calling thread reports.
   std::atomic<int> next{0}, done{0};
   std::atomic<bool> cancel{false};

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -19,9 +22,18 @@ namespace kvlab::file_test {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// A fresh, empty folder under the test build's tmp dir.
+// A fresh, empty folder under the test build's tmp dir, unique to the running test and process
+// (ctest runs tests, and each instance of a parameterised test, as parallel processes).
 inline std::filesystem::path scratch_dir(std::string_view name) {
-  const std::filesystem::path dir = std::filesystem::path(KVLAB_TEST_TMPDIR) / "files" / name;
+  std::string unique(name);
+  if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
+    unique += std::string(".") + info->test_suite_name() + "." + info->name();
+  }
+  unique += "." + std::to_string(static_cast<long>(::getpid()));
+  for (char& c : unique) {
+    if (c == '/') c = '_';
+  }
+  const std::filesystem::path dir = std::filesystem::path(KVLAB_TEST_TMPDIR) / "files" / unique;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
