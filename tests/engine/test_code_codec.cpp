@@ -1,0 +1,322 @@
+// The three code codecs over KVComp's block layout: decode(encode(x)) == x on boundary and seeded
+// random sizes and distributions, single vectors equal slices of the whole decode, appended blocks
+// give the bytes of a one-shot encoding, Huffman's payload is within 3% of the order-0 entropy on
+// KVComp-like code streams, every byte is accounted for, and the worked example of
+// docs/FORMAT.md holds byte for byte.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "kvlab/engine/code_codec.h"
+#include "random.h"
+
+namespace kvlab {
+namespace {
+
+constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman};
+
+enum class Dist { Gaussian, Single, All256, Zeros, Uniform16 };
+
+// KVComp-like codes: a discretised Gaussian around the middle of a 0..20 code range (rel_scale
+// 0.05), sigma 1.4 giving an entropy of about 2.5 bits.
+std::uint8_t gaussian_code(detail::Rng& rng, double sigma = 1.4, double mid = 10.0) {
+  const double x = std::round(mid + sigma * rng.normal());
+  return static_cast<std::uint8_t>(std::clamp(x, 0.0, 20.0));
+}
+
+std::vector<std::uint8_t> make_codes(Dist d, std::size_t n, std::uint64_t seed) {
+  detail::Rng rng(seed);
+  std::vector<std::uint8_t> c(n);
+  for (auto& x : c) {
+    switch (d) {
+      case Dist::Gaussian:
+        x = gaussian_code(rng);
+        break;
+      case Dist::Single:
+        x = 201;
+        break;
+      case Dist::All256:
+        x = static_cast<std::uint8_t>(rng.below(256));
+        break;
+      case Dist::Zeros:
+        x = 0;
+        break;
+      case Dist::Uniform16:
+        x = static_cast<std::uint8_t>(rng.below(16));
+        break;
+    }
+  }
+  return c;
+}
+
+struct Case {
+  CodecKind kind;
+  int tokens, heads, dim, block;
+  Dist dist;
+  std::uint64_t seed;
+};
+
+std::string describe(const Case& c) {
+  return std::string(codec_id(c.kind)) + " [" + std::to_string(c.tokens) + "," +
+         std::to_string(c.heads) + "," + std::to_string(c.dim) + "] block " +
+         std::to_string(c.block) + " dist " + std::to_string(static_cast<int>(c.dist)) + " seed " +
+         std::to_string(c.seed);
+}
+
+// Encodes and decodes (whole and per vector) and checks equality; the Huffman book comes from
+// `book_codes` (the prefill) so values outside it go through the escape.
+void check_round_trip(const Case& c, const std::vector<std::uint8_t>& book_codes) {
+  SCOPED_TRACE(describe(c));
+  const std::size_t n = static_cast<std::size_t>(c.tokens) * c.heads * c.dim;
+  const std::vector<std::uint8_t> codes = make_codes(c.dist, n, c.seed);
+  auto book = HuffmanCodebook::from_histogram(count_codes(book_codes));
+  ASSERT_TRUE(book.ok());
+  auto enc = encode_codes(codes, c.tokens, c.heads, c.dim, {c.kind, c.block, 0}, &*book);
+  ASSERT_TRUE(enc.ok()) << enc.message();
+  ASSERT_TRUE(validate_encoded(*enc).ok()) << validate_encoded(*enc).message();
+  std::vector<std::uint8_t> out(n, 0xee);
+  Status st = decode_codes(*enc, &*book, out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(out, codes);
+  // Every vector alone equals its slice; sample them on big tensors.
+  std::vector<std::uint8_t> vec(static_cast<std::size_t>(c.dim));
+  const int step = std::max(1, c.tokens * c.heads / 64);
+  for (int v = 0; v < c.tokens * c.heads; v += step) {
+    const int t = v / c.heads, h = v % c.heads;
+    Status vs = decode_vector(*enc, &*book, t, h, vec);
+    ASSERT_TRUE(vs.ok()) << vs.message();
+    const auto at = codes.begin() + (static_cast<std::ptrdiff_t>(t) * c.heads + h) * c.dim;
+    ASSERT_TRUE(std::equal(vec.begin(), vec.end(), at)) << "token " << t << " head " << h;
+  }
+}
+
+TEST(CodeCodec, RoundTripBoundarySizes) {
+  const int block = 16;
+  for (CodecKind kind : kKinds) {
+    for (int tokens : {0, 1, block - 1, block, block + 1, 2 * block + 3}) {
+      for (Dist d : {Dist::Gaussian, Dist::Single, Dist::All256, Dist::Zeros}) {
+        for (auto [heads, dim] : {std::pair{1, 1}, std::pair{2, 7}, std::pair{3, 16},
+                                  std::pair{2, 33}, std::pair{1, 128}}) {
+          const Case c{kind, tokens, heads, dim, block, d, 7u + static_cast<unsigned>(tokens)};
+          // Book from the same distribution, and from a Gaussian prefill (escapes for the rest).
+          check_round_trip(c, make_codes(d, 4096, 99));
+          check_round_trip(c, make_codes(Dist::Gaussian, 4096, 98));
+        }
+      }
+    }
+  }
+}
+
+TEST(CodeCodec, RoundTripSeededRandomSizes) {
+  detail::Rng rng(2025);
+  for (int trial = 0; trial < 120; ++trial) {
+    const Case c{kKinds[rng.below(3)],
+                 static_cast<int>(rng.below(300)),
+                 1 + static_cast<int>(rng.below(4)),
+                 1 + static_cast<int>(rng.below(160)),
+                 1 + static_cast<int>(rng.below(100)),
+                 static_cast<Dist>(rng.below(5)),
+                 rng.next()};
+    check_round_trip(c, make_codes(static_cast<Dist>(rng.below(5)), 1 + rng.below(5000), trial));
+  }
+}
+
+TEST(CodeCodec, EmptyHistogramBookEscapesEverything) {
+  const Case c{CodecKind::Huffman, 40, 2, 24, 16, Dist::All256, 5};
+  check_round_trip(c, {});
+}
+
+TEST(CodeCodec, HuffmanWithinThreePercentOfEntropy) {
+  // A KVComp-sized tensor: 4096 tokens, 8 KV heads, head_dim 128, blocks of 64 tokens.
+  const int tokens = 4096, heads = 8, dim = 128, block = 64;
+  const std::vector<std::uint8_t> codes =
+      make_codes(Dist::Gaussian, static_cast<std::size_t>(tokens) * heads * dim, 31);
+  const CodeCounts hist = count_codes(codes);
+  const double entropy = shannon_entropy_bits(hist);
+  auto book = HuffmanCodebook::from_histogram(hist);
+  ASSERT_TRUE(book.ok());
+  const double n = static_cast<double>(codes.size());
+  double bits_per_code[3];
+  for (CodecKind kind : kKinds) {
+    auto enc = encode_codes(codes, tokens, heads, dim, {kind, block, 0}, &*book);
+    ASSERT_TRUE(enc.ok()) << enc.message();
+    const double payload = 8.0 * static_cast<double>(enc->payload_bytes()) / n;
+    const double total =
+        8.0 *
+        static_cast<double>(enc->total_bytes() +
+                            (kind == CodecKind::Huffman ? book->serialized_bytes() : 0)) /
+        n;
+    bits_per_code[static_cast<int>(kind)] = payload;
+    std::printf(
+        "[ codec   ] %-8s entropy %.4f  payload %.4f bits/code (%.2f%% over)  total with "
+        "metadata %.4f bits/code\n",
+        std::string(codec_id(kind)).c_str(), entropy, payload, 100.0 * (payload / entropy - 1.0),
+        total);
+  }
+  EXPECT_GT(entropy, 2.0);
+  EXPECT_LT(entropy, 3.0);
+  EXPECT_LE(bits_per_code[2], 1.03 * entropy);
+  EXPECT_GE(bits_per_code[2], entropy);
+  EXPECT_LT(bits_per_code[2], bits_per_code[1]);
+  EXPECT_LT(bits_per_code[1], bits_per_code[0]);
+}
+
+TEST(CodeCodec, AppendGivesTheBytesOfOneShotEncoding) {
+  for (CodecKind kind : kKinds) {
+    SCOPED_TRACE(std::string(codec_id(kind)));
+    const int heads = 3, dim = 20, block = 8, total = 8 * 7 + 5;
+    const std::size_t row = static_cast<std::size_t>(heads) * dim;
+    std::vector<std::uint8_t> codes = make_codes(Dist::Gaussian, total * row, 17);
+    codes[row * 50 + 3] = 250;  // a late outlier: escape for Huffman, wider group for VarWidth
+    const CodecConfig config{kind, block, kind == CodecKind::BitPack ? 8 : 0};
+    auto book = HuffmanCodebook::from_histogram(count_codes(std::span(codes).first(row * 16)));
+    ASSERT_TRUE(book.ok());
+    auto whole = encode_codes(codes, total, heads, dim, config, &*book);
+    ASSERT_TRUE(whole.ok()) << whole.message();
+
+    // Prefill of 16 tokens, then one block, then two blocks and a partial one.
+    auto grown = encode_codes(std::span(codes).first(16 * row), 16, heads, dim, config, &*book);
+    ASSERT_TRUE(grown.ok());
+    const std::vector<std::uint8_t> prefill_payload = grown->payload;
+    ASSERT_TRUE(append_tokens(*grown, std::span(codes).subspan(16 * row, 8 * row), 8, &*book).ok());
+    ASSERT_TRUE(std::equal(prefill_payload.begin(), prefill_payload.end(), grown->payload.begin()));
+    Status st = append_tokens(*grown, std::span(codes).subspan(24 * row), total - 24, &*book);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(grown->tokens, whole->tokens);
+    EXPECT_EQ(grown->payload, whole->payload);
+    EXPECT_EQ(grown->block_offsets, whole->block_offsets);
+    EXPECT_EQ(grown->vector_bits, whole->vector_bits);
+
+    // The last block is partial now: appending would have to rewrite it.
+    const EncodedCodes before = *grown;
+    Status partial = append_tokens(*grown, std::span(codes).first(row), 1, &*book);
+    ASSERT_FALSE(partial.ok());
+    EXPECT_NE(partial.message().find("partial"), std::string::npos);
+    EXPECT_EQ(grown->payload, before.payload);
+  }
+}
+
+TEST(CodeCodec, FailedAppendLeavesTheTensorUnchanged) {
+  const int heads = 1, dim = 8000, block = 4;  // 8000 escaped 9-bit codes = 72000 bits > u16
+  auto book = HuffmanCodebook::from_histogram(count_codes(std::vector<std::uint8_t>(100, 1)));
+  ASSERT_TRUE(book.ok());
+  auto enc = encode_codes(std::vector<std::uint8_t>(4 * dim, 1), 4, heads, dim,
+                          {CodecKind::Huffman, block, 0}, &*book);
+  ASSERT_TRUE(enc.ok()) << enc.message();
+  const EncodedCodes before = *enc;
+  std::vector<std::uint8_t> more(4 * dim, 1);
+  std::fill(more.begin() + 3 * dim, more.end(), 77);
+  Status st = append_tokens(*enc, more, 4, &*book);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("u16"), std::string::npos) << st.message();
+  EXPECT_EQ(enc->tokens, before.tokens);
+  EXPECT_EQ(enc->payload, before.payload);
+  EXPECT_EQ(enc->block_offsets, before.block_offsets);
+  EXPECT_EQ(enc->vector_bits, before.vector_bits);
+}
+
+TEST(CodeCodec, BitPackWidthAndAccounting) {
+  const int tokens = 37, heads = 2, dim = 7, block = 16;
+  const std::size_t n = static_cast<std::size_t>(tokens) * heads * dim;
+  for (auto [dist, width] :
+       {std::pair{Dist::Zeros, 2}, std::pair{Dist::Uniform16, 4}, std::pair{Dist::All256, 8}}) {
+    auto enc =
+        encode_codes(make_codes(dist, n, 3), tokens, heads, dim, {CodecKind::BitPack, block, 0});
+    ASSERT_TRUE(enc.ok());
+    EXPECT_EQ(enc->bitpack_width, width);
+    // Two full token blocks and one of 5 tokens, per head, each rounded up to whole bytes.
+    const std::uint64_t expect =
+        2 * heads * ((16 * dim * width + 7) / 8) + heads * ((5 * dim * width + 7) / 8);
+    EXPECT_EQ(enc->payload_bytes(), expect);
+    EXPECT_EQ(enc->metadata_bytes(), EncodedCodes::kHeaderBytes);
+  }
+  auto narrow = encode_codes(make_codes(Dist::Uniform16, n, 3), tokens, heads, dim,
+                             {CodecKind::BitPack, block, 2});
+  ASSERT_FALSE(narrow.ok());
+  EXPECT_NE(narrow.message().find("does not fit 2 bits"), std::string::npos);
+  EXPECT_FALSE(encode_codes({}, 0, 1, 1, {CodecKind::BitPack, block, 3}).ok());
+}
+
+TEST(CodeCodec, StreamCodecMetadataIsCounted) {
+  const int tokens = 37, heads = 2, dim = 33, block = 16;
+  const auto codes = make_codes(Dist::Gaussian, static_cast<std::size_t>(tokens) * heads * dim, 4);
+  for (CodecKind kind : {CodecKind::VarWidth, CodecKind::Huffman}) {
+    auto book = HuffmanCodebook::from_histogram(count_codes(codes));
+    auto enc = encode_codes(codes, tokens, heads, dim, {kind, block, 0}, &*book);
+    ASSERT_TRUE(enc.ok());
+    EXPECT_EQ(enc->block_offsets.size(), 3u * heads);
+    EXPECT_EQ(enc->vector_bits.size(), static_cast<std::size_t>(tokens) * heads);
+    EXPECT_EQ(enc->metadata_bytes(), EncodedCodes::kHeaderBytes + 4 * 3 * heads +
+                                         2 * static_cast<std::uint64_t>(tokens) * heads);
+    EXPECT_EQ(enc->header_bits(), kind == CodecKind::VarWidth
+                                      ? static_cast<std::uint64_t>(tokens) * heads * 3 * 4
+                                      : 0u);
+  }
+}
+
+// The worked example of docs/FORMAT.md, byte for byte: the contract a CUDA encoder follows.
+TEST(CodeCodec, FormatWorkedExample) {
+  CodeCounts h{};
+  h[0] = 4;
+  h[1] = 2;
+  h[2] = 1;
+  h[3] = 1;
+  auto book = HuffmanCodebook::from_histogram(h);
+  ASSERT_TRUE(book.ok());
+  EXPECT_EQ(book->length(0), 1);
+  for (int s : {1, 2, 3, HuffmanCodebook::kEscape}) EXPECT_EQ(book->length(s), 3);
+  EXPECT_EQ(book->code(0), 0b0u);
+  EXPECT_EQ(book->code(1), 0b100u);
+  EXPECT_EQ(book->code(2), 0b101u);
+  EXPECT_EQ(book->code(3), 0b110u);
+  EXPECT_EQ(book->code(HuffmanCodebook::kEscape), 0b111u);
+  const std::vector<std::uint8_t> ser = book->serialize();
+  EXPECT_EQ(ser[0], 0x31);
+  EXPECT_EQ(ser[1], 0x33);
+  EXPECT_EQ(ser[2], 0x00);
+  EXPECT_EQ(ser[128], 0x03);
+
+  const std::vector<std::uint8_t> codes = {0, 0, 1, 2, 0, 3, 0, 7, 1, 0, 0, 0};
+  using Bytes = std::vector<std::uint8_t>;
+  auto huff = encode_codes(codes, 3, 1, 4, {CodecKind::Huffman, 2, 0}, &*book);
+  ASSERT_TRUE(huff.ok());
+  EXPECT_EQ(huff->payload, (Bytes{0xa4, 0xe6, 0x07, 0x01}));
+  EXPECT_EQ(huff->block_offsets, (std::vector<std::uint32_t>{0, 3}));
+  EXPECT_EQ(huff->vector_bits, (std::vector<std::uint16_t>{8, 16, 6}));
+  auto var = encode_codes(codes, 3, 1, 4, {CodecKind::VarWidth, 2, 0});
+  ASSERT_TRUE(var.ok());
+  EXPECT_EQ(var->payload, (Bytes{0x02, 0x39, 0x18, 0x0e, 0x11}));
+  EXPECT_EQ(var->block_offsets, (std::vector<std::uint32_t>{0, 4}));
+  EXPECT_EQ(var->vector_bits, (std::vector<std::uint16_t>{12, 16, 8}));
+  auto pack = encode_codes(codes, 3, 1, 4, {CodecKind::BitPack, 2, 0});
+  ASSERT_TRUE(pack.ok());
+  EXPECT_EQ(pack->bitpack_width, 4);
+  EXPECT_EQ(pack->payload, (Bytes{0x00, 0x21, 0x30, 0x70, 0x01, 0x00}));
+}
+
+TEST(CodeCodec, RejectsBadArguments) {
+  auto book = HuffmanCodebook::from_histogram(CodeCounts{});
+  const std::vector<std::uint8_t> codes(2 * 3 * 4, 1);
+  EXPECT_FALSE(encode_codes(codes, 2, 3, 4, {CodecKind::Huffman, 8, 0}, nullptr).ok());
+  EXPECT_FALSE(encode_codes(codes, 2, 3, 5, {CodecKind::VarWidth, 8, 0}).ok());
+  EXPECT_FALSE(encode_codes(codes, 2, 3, 4, {CodecKind::VarWidth, 0, 0}).ok());
+  EXPECT_FALSE(encode_codes(codes, -2, 3, 4, {CodecKind::VarWidth, 8, 0}).ok());
+  EXPECT_FALSE(encode_codes(codes, 2, 3, 4, {static_cast<CodecKind>(9), 8, 0}).ok());
+  auto enc = encode_codes(codes, 2, 3, 4, {CodecKind::Huffman, 8, 0}, &*book);
+  ASSERT_TRUE(enc.ok());
+  std::vector<std::uint8_t> out(codes.size());
+  EXPECT_FALSE(decode_codes(*enc, nullptr, out).ok());
+  EXPECT_FALSE(decode_codes(*enc, &*book, std::span(out).first(5)).ok());
+  std::vector<std::uint8_t> vec(4);
+  EXPECT_FALSE(decode_vector(*enc, &*book, 2, 0, vec).ok());
+  EXPECT_FALSE(decode_vector(*enc, &*book, 0, 3, vec).ok());
+  EXPECT_FALSE(decode_vector(*enc, &*book, 0, 0, std::span(vec).first(3)).ok());
+  EXPECT_EQ(parse_codec("varwidth").value(), CodecKind::VarWidth);
+  EXPECT_FALSE(parse_codec("zstd").ok());
+}
+
+}  // namespace
+}  // namespace kvlab
