@@ -17,6 +17,7 @@ struct CompressOptions {
   SourceOptions source;
   DbOption db;
   std::string method = "kivi";
+  std::string codec = "none";
   MethodConfig config;
   bool json = false;
   bool save = false;
@@ -37,6 +38,14 @@ void print_text(const CompressionReport& r) {
       "bytes            codes {}  scales {}  zero-points {}  fp16 residual {}  "
       "metadata {}  total {}\n\n",
       b.codes, b.scales, b.zero_points, b.residual, b.metadata, b.total());
+  if (r.config.codec) {
+    const auto& c = r.codec;
+    fmt::print(
+        "codec            {}: entropy {:.3f} bits/code, payload {:.3f} bits/code, "
+        "offsets+counts {} B, codebooks {} B\n\n",
+        codec_id(*r.config.codec), c.entropy_bits_per_code, c.payload_bits_per_code,
+        c.metadata_bytes, c.codebook_bytes);
+  }
   const auto& e = r.error;
   fmt::print("error            MSE {:.4g}  max|err| {:.4g}  SNR {:.2f} dB\n", e.mse, e.max_abs,
              e.snr_db);
@@ -59,6 +68,9 @@ int run(const CompressOptions& o) {
   if (!kind) return fail("--method: " + kind.message());
   MethodConfig config = o.config;
   config.kind = *kind;
+  auto codec = parse_codec_option(o.codec);
+  if (!codec) return fail("--codec: " + codec.message());
+  config.codec = *codec;
   if (auto q = make_quantizer(config); !q) return fail(q.message());
   // Open the store before the long work, so a bad --db fails fast.
   std::unique_ptr<RunsStore> store;
@@ -120,6 +132,10 @@ void add_compress_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--rel-scale", c.rel_scale,
                   "kvcomp: quantization step as a fraction of each unit's range")
+      ->capture_default_str();
+  cmd->add_option("--codec", o->codec,
+                  "kvcomp: entropy coding of the byte codes: none | bitpack | varwidth | huffman "
+                  "(blocks of --block-size tokens)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the result as JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");

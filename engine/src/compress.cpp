@@ -27,6 +27,38 @@ Status check_finite(const std::vector<float>& x, const Tensor& t, const std::str
   return Ok{};
 }
 
+// Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
+// prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
+// the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
+// metadata.
+Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config,
+                                const std::string& name) {
+  CodecStats stats;
+  const CodeCounts counts = count_codes(q.codes);
+  stats.codes = q.codes.size();
+  stats.entropy_bits_per_code = shannon_entropy_bits(counts);
+  HuffmanCodebook book;
+  if (*config.codec == CodecKind::Huffman) {
+    auto built = HuffmanCodebook::from_histogram(counts);
+    if (!built) return make_error(fmt::format("{}: codebook: {}", name, built.message()));
+    book = std::move(*built);
+    stats.codebook_bytes = book.serialized_bytes();
+  }
+  const CodecConfig codec{*config.codec, config.block_size, 0};
+  auto encoded = encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &book);
+  if (!encoded) return make_error(fmt::format("{}: encoding: {}", name, encoded.message()));
+  if (auto s = decode_codes(*encoded, &book, q.codes); !s) {
+    return make_error(fmt::format("{}: decoding: {}", name, s.message()));
+  }
+  stats.payload_bytes = encoded->payload_bytes();
+  stats.metadata_bytes = encoded->metadata_bytes();
+  stats.payload_bits_per_code =
+      stats.codes ? 8.0 * static_cast<double>(stats.payload_bytes) / stats.codes : 0.0;
+  q.bytes.codes = stats.payload_bytes;
+  q.bytes.metadata += stats.metadata_bytes + stats.codebook_bytes;
+  return stats;
+}
+
 void fill_element(ErrorMetrics& m, const ElementErrorSums& s) {
   m.mse = s.mse();
   m.max_abs = s.max_abs;
@@ -81,6 +113,12 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
       auto t0 = Clock::now();
       auto q = (*quantizer)->quantize(tensors[r]->view(), role);
       if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
+      if (config.codec) {
+        auto stats = entropy_code(*q, config, name);
+        if (!stats) return stats.error();
+        (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
+        report.codec += *stats;
+      }
       report.quantize_seconds += seconds_since(t0);
       hats[r].resize(xs[r].size());
       t0 = Clock::now();
@@ -120,6 +158,21 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   report.total_seconds = seconds_since(start);
   report_progress(progress, 1.0, "done");
   return report;
+}
+
+CodecStats& CodecStats::operator+=(const CodecStats& o) {
+  const std::uint64_t n = codes + o.codes;
+  if (n > 0) {
+    entropy_bits_per_code = (entropy_bits_per_code * static_cast<double>(codes) +
+                             o.entropy_bits_per_code * static_cast<double>(o.codes)) /
+                            static_cast<double>(n);
+  }
+  codes = n;
+  payload_bytes += o.payload_bytes;
+  metadata_bytes += o.metadata_bytes;
+  codebook_bytes += o.codebook_bytes;
+  payload_bits_per_code = n ? 8.0 * static_cast<double>(payload_bytes) / n : 0.0;
+  return *this;
 }
 
 ByteBreakdown& ByteBreakdown::operator+=(const ByteBreakdown& o) {

@@ -33,6 +33,12 @@ Status check_range(std::string_view what, long long value, long long lo, long lo
 }
 
 Status validate(const MethodConfig& c) {
+  if (c.codec && c.kind != MethodKind::KvComp) {
+    return make_error(fmt::format(
+        "--codec {}: only kvcomp's byte codes are entropy-coded; {} packs its own codes (use "
+        "--codec none)",
+        codec_id(*c.codec), method_id(c.kind)));
+  }
   switch (c.kind) {
     case MethodKind::Kivi:
       if (c.bits != 2 && c.bits != 4) {
@@ -79,6 +85,16 @@ std::vector<std::string_view> method_ids() {
   return ids;
 }
 
+Result<std::optional<CodecKind>> parse_codec_option(std::string_view id) {
+  if (id == "none") return std::optional<CodecKind>{};
+  auto kind = parse_codec(id);
+  if (!kind) {
+    return make_error(
+        fmt::format("unknown codec '{}' (known: none, bitpack, varwidth, huffman)", id));
+  }
+  return std::optional<CodecKind>{*kind};
+}
+
 Result<MethodKind> parse_method(std::string_view id) {
   for (const auto& [k, name] : kMethods) {
     if (name == id) return k;
@@ -108,6 +124,7 @@ nlohmann::json method_params_json(const MethodConfig& c) {
     case MethodKind::KvComp:
       j["block_size"] = c.block_size;
       j["rel_scale"] = c.rel_scale;
+      j["codec"] = c.codec ? std::string(codec_id(*c.codec)) : std::string("none");
       break;
     default:
       break;
@@ -144,6 +161,12 @@ Result<MethodConfig> method_config_from_json(const nlohmann::json& j) {
       return make_error("method parameters: 'rel_scale' must be a number");
     c.rel_scale = j["rel_scale"].get<double>();
   }
+  if (j.contains("codec")) {
+    if (!j["codec"].is_string()) return make_error("method parameters: 'codec' must be a string");
+    auto codec = parse_codec_option(j["codec"].get<std::string>());
+    if (!codec) return codec.error();
+    c.codec = *codec;
+  }
   if (j.contains("per_head_scale")) {
     if (!j["per_head_scale"].is_boolean()) {
       return make_error("method parameters: 'per_head_scale' must be true or false");
@@ -169,7 +192,8 @@ std::string method_label(const MethodConfig& c) {
       return fmt::format("tiered fp16:{} int8:{} int{} G={}", c.residual, c.int8_tokens, c.old_bits,
                          c.group_size);
     case MethodKind::KvComp:
-      return fmt::format("kvcomp B={} rel={:g}", c.block_size, c.rel_scale);
+      return fmt::format("kvcomp B={} rel={:g}{}", c.block_size, c.rel_scale,
+                         c.codec ? fmt::format(" + {}", codec_id(*c.codec)) : std::string());
   }
   return "?";
 }

@@ -23,6 +23,21 @@ json error_json(const ErrorMetrics& e) {
           {"attn_output_cosine", e.attn_output_cosine}};
 }
 
+json codec_json(const CodecStats& c) {
+  return {{"codes", c.codes},
+          {"entropy_bits_per_code", c.entropy_bits_per_code},
+          {"payload_bits_per_code", c.payload_bits_per_code},
+          {"payload_bytes", c.payload_bytes},
+          {"metadata_bytes", c.metadata_bytes},
+          {"codebook_bytes", c.codebook_bytes}};
+}
+
+// The codec's numbers at the top level of a report or layer, as the CLI documents them.
+void add_codec_fields(json& j, const CodecStats& c) {
+  const json fields = codec_json(c);  // items() refers into it: keep it alive
+  for (const auto& [key, value] : fields.items()) j[key] = value;
+}
+
 json histogram_list_json(const std::vector<CodeHistogram>& hs) {
   json out = json::array();
   for (const auto& h : hs)
@@ -71,6 +86,16 @@ Status error_from(const json& j, ErrorMetrics& e, const std::string& where) {
   return Ok{};
 }
 
+Status codec_from(const json& j, CodecStats& c, const std::string& where) {
+  KVLAB_TRY(get(j, "codes", c.codes, where));
+  KVLAB_TRY(get(j, "entropy_bits_per_code", c.entropy_bits_per_code, where));
+  KVLAB_TRY(get(j, "payload_bits_per_code", c.payload_bits_per_code, where));
+  KVLAB_TRY(get(j, "payload_bytes", c.payload_bytes, where));
+  KVLAB_TRY(get(j, "metadata_bytes", c.metadata_bytes, where));
+  KVLAB_TRY(get(j, "codebook_bytes", c.codebook_bytes, where));
+  return Ok{};
+}
+
 Status histograms_from(const json& j, std::vector<CodeHistogram>& out, const std::string& where) {
   if (!j.is_array()) return make_error(fmt::format("run record: '{}' is not a list", where));
   for (const auto& h : j) {
@@ -90,38 +115,51 @@ json report_to_json(const CompressionReport& r) {
   for (const auto& l : r.layers) {
     ByteBreakdown both = l.key_bytes;
     both += l.value_bytes;
-    layers.push_back({{"layer", l.layer},
-                      {"ratio", l.ratio},
-                      {"bits_per_value", l.bits_per_value},
-                      {"bytes", bytes_json(both)},
-                      {"key_bytes", bytes_json(l.key_bytes)},
-                      {"value_bytes", bytes_json(l.value_bytes)},
-                      {"error", error_json(l.error)},
-                      {"key_error", error_json(l.key_error)},
-                      {"value_error", error_json(l.value_error)}});
+    json lj = {{"layer", l.layer},
+               {"ratio", l.ratio},
+               {"bits_per_value", l.bits_per_value},
+               {"bytes", bytes_json(both)},
+               {"key_bytes", bytes_json(l.key_bytes)},
+               {"value_bytes", bytes_json(l.value_bytes)},
+               {"error", error_json(l.error)},
+               {"key_error", error_json(l.key_error)},
+               {"value_error", error_json(l.value_error)}};
+    if (r.config.codec) {
+      CodecStats both = l.key_codec;
+      both += l.value_codec;
+      add_codec_fields(lj, both);
+      lj["key_codec"] = codec_json(l.key_codec);
+      lj["value_codec"] = codec_json(l.value_codec);
+    }
+    layers.push_back(std::move(lj));
   }
-  return {{"source", r.source},
-          {"method", r.method},
-          {"method_label", r.method_label},
-          {"params", method_params_json(r.config)},
-          {"shape",
-           {{"name", r.shape.name},
-            {"layers", r.shape.layers},
-            {"q_heads", r.shape.q_heads},
-            {"kv_heads", r.shape.kv_heads},
-            {"head_dim", r.shape.head_dim}}},
-          {"tokens", r.tokens},
-          {"values", r.values},
-          {"fp16_bytes", r.fp16_bytes},
-          {"ratio", r.ratio},
-          {"bits_per_value", r.bits_per_value},
-          {"bytes", bytes_json(r.bytes)},
-          {"error", error_json(r.error)},
-          {"timings",
-           {{"quantize_s", r.quantize_seconds},
-            {"dequantize_s", r.dequantize_seconds},
-            {"total_s", r.total_seconds}}},
-          {"per_layer", layers}};
+  json out = {{"source", r.source},
+              {"method", r.method},
+              {"method_label", r.method_label},
+              {"params", method_params_json(r.config)},
+              {"shape",
+               {{"name", r.shape.name},
+                {"layers", r.shape.layers},
+                {"q_heads", r.shape.q_heads},
+                {"kv_heads", r.shape.kv_heads},
+                {"head_dim", r.shape.head_dim}}},
+              {"tokens", r.tokens},
+              {"values", r.values},
+              {"fp16_bytes", r.fp16_bytes},
+              {"ratio", r.ratio},
+              {"bits_per_value", r.bits_per_value},
+              {"bytes", bytes_json(r.bytes)},
+              {"error", error_json(r.error)},
+              {"timings",
+               {{"quantize_s", r.quantize_seconds},
+                {"dequantize_s", r.dequantize_seconds},
+                {"total_s", r.total_seconds}}},
+              {"per_layer", layers}};
+  if (r.config.codec) {
+    out["codec"] = std::string(codec_id(*r.config.codec));
+    add_codec_fields(out, r.codec);
+  }
+  return out;
 }
 
 json histograms_to_json(const CompressionReport& r) {
@@ -183,6 +221,15 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
       KVLAB_TRY(error_from(lj["key_error"], l.key_error, where + "key_error."));
     if (lj.contains("value_error"))
       KVLAB_TRY(error_from(lj["value_error"], l.value_error, where + "value_error."));
+    if (r.config.codec) {
+      if (!lj.contains("key_codec") || !lj.contains("value_codec")) {
+        return make_error(fmt::format("run record: {} lacks key_codec or value_codec", where));
+      }
+      KVLAB_TRY(codec_from(lj["key_codec"], l.key_codec, where + "key_codec."));
+      KVLAB_TRY(codec_from(lj["value_codec"], l.value_codec, where + "value_codec."));
+      r.codec += l.key_codec;
+      r.codec += l.value_codec;
+    }
     r.layers.push_back(std::move(l));
   }
   if (histograms) {

@@ -130,4 +130,20 @@ TEST(Cli, ExportSyntheticThenCompressTheFile) {
   EXPECT_NE(info.out.find("64"), std::string::npos);
 }
 
+TEST(Cli, KvCompWithHuffmanReportsTheCodecNumbers) {
+  const Output o =
+      run("compress --source synthetic:tiny --context 200 --method kvcomp --codec huffman --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  for (const char* k :
+       {"entropy_bits_per_code", "payload_bits_per_code", "metadata_bytes", "codebook_bytes"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+    EXPECT_TRUE(j["per_layer"][1].contains(k)) << k;
+  }
+  EXPECT_GE(j["payload_bits_per_code"].get<double>(), j["entropy_bits_per_code"].get<double>());
+  const Output bad = run("compress --source synthetic:tiny --method kivi --codec huffman");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("only kvcomp"), std::string::npos) << bad.out;
+}
+
 }  // namespace

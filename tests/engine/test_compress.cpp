@@ -127,5 +127,58 @@ TEST(Compress, CancelReturnsCancelled) {
   EXPECT_EQ(r.message(), kCancelledMessage);
 }
 
+TEST(Compress, CodecsAreLosslessAndHuffmanApproachesTheEntropy) {
+  const KvCache cache = tiny_cache(300);
+  MethodConfig plain;
+  plain.kind = MethodKind::KvComp;
+  plain.rel_scale = 0.1;
+  plain.block_size = 32;
+  auto base = compress_cache(cache, plain);
+  ASSERT_TRUE(base.ok()) << base.message();
+  std::uint64_t huffman_total = 0;
+  for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+    MethodConfig m = plain;
+    m.codec = kind;
+    auto r = compress_cache(cache, m);
+    ASSERT_TRUE(r.ok()) << r.message();
+    // Entropy coding is lossless: the reconstruction, decoded from the coded bits, is the same.
+    EXPECT_EQ(report_to_json(*r)["error"], report_to_json(*base)["error"]) << codec_id(kind);
+    EXPECT_LT(r->bytes.total(), base->bytes.total()) << codec_id(kind);
+    EXPECT_EQ(r->bytes.scales, base->bytes.scales);
+    EXPECT_EQ(r->bytes.codes, r->codec.payload_bytes);
+    EXPECT_GE(r->codec.payload_bits_per_code, r->codec.entropy_bits_per_code - 1e-9);
+    EXPECT_EQ(r->codec.codes, cache.values_count());
+    if (kind == CodecKind::Huffman) {
+      huffman_total = r->bytes.total();
+      EXPECT_EQ(r->codec.codebook_bytes,
+                2u * cache.layers.size() * HuffmanCodebook::kSerializedBytes);
+      EXPECT_LT(r->codec.payload_bits_per_code, 1.05 * r->codec.entropy_bits_per_code + 0.05);
+      auto back = report_from_json(nlohmann::json::parse(report_to_json(*r).dump()));
+      ASSERT_TRUE(back.ok()) << back.message();
+      EXPECT_EQ(report_to_json(*back).dump(), report_to_json(*r).dump());
+      const auto j = report_to_json(*r);
+      for (const char* k :
+           {"entropy_bits_per_code", "payload_bits_per_code", "metadata_bytes", "codebook_bytes"}) {
+        EXPECT_TRUE(j.contains(k)) << k;
+        EXPECT_TRUE(j["per_layer"][0].contains(k)) << k;
+      }
+    } else if (kind == CodecKind::VarWidth) {
+      EXPECT_GT(r->bytes.total(), 0u);
+    }
+  }
+  EXPECT_GT(huffman_total, 0u);
+}
+
+TEST(Compress, CodecOnlyForKvCompCodes) {
+  MethodConfig m;
+  m.kind = MethodKind::Kivi;
+  m.codec = CodecKind::Huffman;
+  auto r = compress_cache(tiny_cache(40), m);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("--codec huffman"), std::string::npos) << r.message();
+  EXPECT_FALSE(parse_codec_option("lz77").ok());
+  EXPECT_FALSE(parse_codec_option("none")->has_value());
+}
+
 }  // namespace
 }  // namespace kvlab

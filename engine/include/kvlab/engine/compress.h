@@ -19,6 +19,17 @@ struct ErrorMetrics {
   double logit_rmse = 0, softmax_kl = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
 };
 
+// What entropy coding did to one stream of codes (or to all of them, in the totals).
+struct CodecStats {
+  std::uint64_t codes = 0;           // codes coded
+  double entropy_bits_per_code = 0;  // order-0 entropy: the bound for a code-by-code coder
+  double payload_bits_per_code = 0;  // coded bits, codebook and offsets excluded
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t metadata_bytes = 0;  // block offsets, vector bit counts, codec header
+  std::uint64_t codebook_bytes = 0;  // the serialized Huffman codebook (0 for the others)
+  CodecStats& operator+=(const CodecStats& o);
+};
+
 struct LayerReport {
   int layer = 0;
   ByteBreakdown key_bytes, value_bytes;
@@ -27,6 +38,7 @@ struct LayerReport {
   ErrorMetrics key_error, value_error;  // element-wise parts only
   ErrorMetrics error;                   // K and V together, with attention metrics
   std::vector<CodeHistogram> key_histograms, value_histograms;
+  CodecStats key_codec, value_codec;  // all zero when no codec ran
 };
 
 struct CompressionReport {
@@ -42,6 +54,7 @@ struct CompressionReport {
   double ratio = 0;              // fp16_bytes / bytes.total()
   double bits_per_value = 0;
   ErrorMetrics error;
+  CodecStats codec;  // summed over layers; entropy is the code-weighted mean of the streams'
   std::vector<LayerReport> layers;
   double quantize_seconds = 0, dequantize_seconds = 0, total_seconds = 0;
 };

@@ -3,12 +3,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "kvlab/engine/code_codec.h"
 #include "kvlab/engine/quantizer.h"
 #include "kvlab/engine/result.h"
 
@@ -32,11 +34,17 @@ struct MethodConfig {
   // values per token; step = rel_scale * (max - min) of the unit.
   int block_size = 64;
   double rel_scale = 0.05;
+  // Entropy coding of KVComp's byte codes (KVComp Sec. 3.3), in blocks of `block_size` tokens
+  // with one Huffman codebook per layer and K/V built from that tensor's histogram; none when
+  // empty.
+  std::optional<CodecKind> codec;
 };
 
 std::string_view method_id(MethodKind kind);  // "int8", "kivi", "fp8-e4m3", ...
 std::vector<std::string_view> method_ids();
 Result<MethodKind> parse_method(std::string_view id);
+// "none" (no entropy coding), "bitpack", "varwidth" or "huffman".
+Result<std::optional<CodecKind>> parse_codec_option(std::string_view id);
 
 // Only the parameters that matter for the method, as JSON (for run records).
 nlohmann::json method_params_json(const MethodConfig& config);

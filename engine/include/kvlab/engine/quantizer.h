@@ -23,7 +23,7 @@ struct ByteBreakdown {
   std::uint64_t scales = 0;       // scales / steps
   std::uint64_t zero_points = 0;  // minimums / zero-points
   std::uint64_t residual = 0;     // values kept in fp16 (recent windows)
-  std::uint64_t metadata = 0;     // per-tensor headers (shape, method, tier bounds)
+  std::uint64_t metadata = 0;     // headers, tier bounds, codec offsets, bit counts, codebooks
 
   std::uint64_t total() const { return codes + scales + zero_points + residual + metadata; }
   ByteBreakdown& operator+=(const ByteBreakdown& o);
