@@ -349,6 +349,16 @@ Status decode_codes(const EncodedCodes& e, const HuffmanCodebook* book,
     }
     std::uint64_t bit =
         8 * static_cast<std::uint64_t>(e.block_offsets[static_cast<std::size_t>(b)]);
+    if (e.kind == CodecKind::Huffman) {  // a block's vectors decode interleaved
+      const detail::BlockProblem bp = detail::decode_huffman_block(
+          e.payload.data(), e.payload.size(), bit, e.vector_bits.data() + p.first_vector, p.tokens,
+          e.dim, *book, first, row);
+      if (bp.problem == nullptr) continue;
+      return make_error(fmt::format(
+          "{}, vector {} (token {}, {} bits): {}", block_name(e, b), bp.vector,
+          p.first_token + bp.vector,
+          e.vector_bits[p.first_vector + static_cast<std::uint64_t>(bp.vector)], bp.problem));
+    }
     for (int i = 0; i < p.tokens; ++i) {
       if (Status st = decode_one(e, book, b, i, bit, first + static_cast<std::size_t>(i) * row);
           !st) {

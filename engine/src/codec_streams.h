@@ -3,6 +3,7 @@
 // the engine.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
@@ -13,37 +14,67 @@
 
 namespace kvlab::detail {
 
-// Appends bits to a byte vector, LSB-first: stream bit k is bit k % 8 of byte k / 8.
+inline void store_le64(std::uint8_t* p, std::uint64_t v) {
+  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap64(v);
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Appends bits to a byte vector, LSB-first: stream bit k is bit k % 8 of byte k / 8. Every put
+// stores the whole 64-bit accumulator unaligned and advances by the whole bytes it completed
+// (F. Giesen, "Reading bits in far too many ways", applied to writing), so there is no per-byte
+// loop and no branch on the fill level. The vector keeps at least 8 bytes of slack past the
+// write position while writing; flush() cuts it back to the exact stream length.
 class BitWriter {
  public:
-  explicit BitWriter(std::vector<std::uint8_t>& out) : m_out(out) {}
+  explicit BitWriter(std::vector<std::uint8_t>& out)
+      : m_out(out), m_start(out.size()), m_byte(out.size()) {}
   // `bits` holds exactly `count` (<= 32) significant bits; the first to go out is bit 0.
   void put(std::uint32_t bits, int count) {
+    reserve(8);
     m_acc |= static_cast<std::uint64_t>(bits) << m_pending;
-    m_pending += count;
-    m_written += static_cast<std::uint64_t>(count);
-    if (m_pending >= 32) {
-      emit(4);
-      m_acc >>= 32;
-      m_pending -= 32;
-    }
+    m_pending += static_cast<unsigned>(count);
+    store_le64(m_out.data() + m_byte, m_acc);
+    m_byte += m_pending >> 3;
+    m_acc >>= m_pending & ~7u;  // m_pending < 40: the shift is defined
+    m_pending &= 7;
   }
-  // Writes the pending bits, zero-padded to a whole byte.
+  // Writes the pending bits, zero-padded to a whole byte, and drops the slack.
   void flush() {
-    emit((m_pending + 7) / 8);
+    m_byte += (m_pending + 7) / 8;
+    m_out.resize(m_byte);
     m_acc = 0;
     m_pending = 0;
   }
-  std::uint64_t bits_written() const { return m_written; }
+  std::uint64_t bits_written() const { return 8 * (m_byte - m_start) + m_pending; }
+
+  // Raw access for tight loops: room for `bytes` more bytes past the write position (plus the
+  // 8-byte slack), then the state to write through and hand back with commit().
+  struct Cursor {
+    std::uint8_t* p;
+    std::uint64_t acc;
+    unsigned pending;
+  };
+  Cursor begin(std::size_t bytes) {
+    reserve(bytes + 8);
+    return {m_out.data() + m_byte, m_acc, m_pending};
+  }
+  void commit(const Cursor& c) {
+    m_byte = static_cast<std::size_t>(c.p - m_out.data());
+    m_acc = c.acc;
+    m_pending = c.pending;
+  }
 
  private:
-  void emit(int bytes) {
-    for (int i = 0; i < bytes; ++i) m_out.push_back(static_cast<std::uint8_t>(m_acc >> (8 * i)));
+  void reserve(std::size_t bytes) {
+    if (m_out.size() < m_byte + bytes) {
+      m_out.resize(std::max(m_byte + bytes, m_out.size() + m_out.size() / 2));
+    }
   }
   std::vector<std::uint8_t>& m_out;
+  std::size_t m_start;
+  std::size_t m_byte;  // bytes complete; the pending bits go at m_out[m_byte]
   std::uint64_t m_acc = 0;
-  int m_pending = 0;
-  std::uint64_t m_written = 0;
+  unsigned m_pending = 0;  // < 8 between calls
 };
 
 // Little-endian 64-bit load; the caller guarantees 8 readable bytes.
@@ -79,6 +110,36 @@ void encode_huffman_vector(const std::uint8_t* codes, int dim, const HuffmanCode
 DecodeProblem decode_huffman_vector(const std::uint8_t* data, std::size_t readable,
                                     std::uint64_t start_bit, std::uint32_t bit_count, int dim,
                                     const HuffmanCodebook& book, std::uint8_t* out);
+
+// Decodes the `count` consecutive vectors of one Huffman block: vector i starts at bit
+// start_bit + sum(vector_bits[0 .. i-1]) of data[0, readable) and goes to out + i * out_stride.
+// Several vectors decode interleaved to hide the lookup -> shift latency of each stream. On
+// failure, `vector` is the first vector that fails (as decoding them one by one would report)
+// and `problem` says why; problem == nullptr on success.
+struct BlockProblem {
+  int vector = 0;
+  DecodeProblem problem = nullptr;
+};
+BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable,
+                                  std::uint64_t start_bit, const std::uint16_t* vector_bits,
+                                  int count, int dim, const HuffmanCodebook& book,
+                                  std::uint8_t* out, std::size_t out_stride);
+
+// The codebook's multi-symbol table, right after its 4096 single-symbol entries in the same
+// storage (huffman.cpp builds both): 4096 u32 entries indexed by the next 12 stream bits, each
+// holding as many whole codes (up to kMultiSymbols, escape excluded) as fit in those 12 bits.
+// Entry: total length in bits 0..5 (so a 64-bit shift by the entry itself consumes the codes:
+// x86's shrx ignores the higher bits, saving a step on the lookup -> shift chain), symbol count
+// in bits 6..7, symbols in bits 8..31 (first decoded in the low byte); count 0 = the first code
+// is the escape or no code.
+constexpr int kMultiSymbols = 3;
+// Fills the multi-symbol table behind the 4096 single-symbol entries of `table`.
+void fill_multi_symbol_table(std::uint16_t* table);
+inline std::uint32_t multi_entry(const HuffmanCodebook& book, std::uint32_t index) {
+  std::uint32_t e;
+  std::memcpy(&e, book.decode_table() + HuffmanCodebook::kTableSize + 2 * index, sizeof e);
+  return e;
+}
 
 // VarWidth: per group of 16 codes (the last may be shorter), a 4-bit width w = bit width of the
 // group's largest code (0..8), then the group's codes in w bits each.

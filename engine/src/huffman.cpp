@@ -4,10 +4,12 @@
 // 12 bits so that a decoder resolves one symbol with one lookup in a 4096-entry table.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include <fmt/format.h>
 
+#include "codec_streams.h"
 #include "huffman_lengths.h"
 #include "kvlab/engine/code_codec.h"
 
@@ -111,6 +113,30 @@ std::vector<std::uint32_t> canonical_codes(std::span<const std::uint8_t> lengths
   return codes;
 }
 
+// Greedy decode of each 12-bit window with the single-symbol table: a code is taken while it ends
+// inside the window (its bits are then all known, so the higher unknown bits cannot change it),
+// up to kMultiSymbols codes; the escape ends the run (its raw bits may lie past the window).
+void fill_multi_symbol_table(std::uint16_t* table) {
+  constexpr std::uint32_t kMask = HuffmanCodebook::kTableSize - 1;
+  for (std::uint32_t x = 0; x < static_cast<std::uint32_t>(HuffmanCodebook::kTableSize); ++x) {
+    std::uint32_t syms = 0, used = 0, n = 0;
+    while (n < static_cast<std::uint32_t>(kMultiSymbols)) {
+      const std::uint16_t single = table[(x >> used) & kMask];
+      const std::uint32_t len = single >> 9;
+      const std::uint32_t sym = single & 0x1ff;
+      if (len == 0 || sym == static_cast<std::uint32_t>(HuffmanCodebook::kEscape) ||
+          used + len > static_cast<std::uint32_t>(HuffmanCodebook::kMaxCodeLength)) {
+        break;
+      }
+      syms |= sym << (8 * n);
+      used += len;
+      ++n;
+    }
+    const std::uint32_t entry = used | (n << 6) | (syms << 8);
+    std::memcpy(table + HuffmanCodebook::kTableSize + 2 * x, &entry, sizeof entry);
+  }
+}
+
 }  // namespace detail
 
 CodeCounts count_codes(std::span<const std::uint8_t> codes) {
@@ -180,7 +206,9 @@ Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8
 Status HuffmanCodebook::build_tables() {
   const std::vector<std::uint32_t> codes = detail::canonical_codes(m_lengths);
   std::copy(codes.begin(), codes.end(), m_codes.begin());
-  m_table.assign(kTableSize, 0);
+  // The 4096 single-symbol entries, then the multi-symbol table (detail::multi_entry) as 4096
+  // u32 entries in the same storage, so the public decode_table() stays the documented table.
+  m_table.assign(3 * kTableSize, 0);
   for (int s = 0; s < kSymbols; ++s) {
     const int l = m_lengths[static_cast<std::size_t>(s)];
     if (l == 0) continue;
@@ -192,6 +220,7 @@ Status HuffmanCodebook::build_tables() {
       m_table[i] = entry;
     }
   }
+  detail::fill_multi_symbol_table(m_table.data());
   const int esc_len = m_lengths[kEscape];
   const std::uint32_t esc_rev = detail::reverse_bits(m_codes[kEscape], esc_len);
   for (int v = 0; v < 256; ++v) {

@@ -1,0 +1,33 @@
+// The code streams the codec benchmarks share: one layer of the synthetic llama3-8b preset at
+// 4,096 tokens, quantized by KVComp with its defaults, keys and values separately, with the
+// per-layer Huffman codebook built from the stream's own histogram (the prefill, KVComp Sec. 3.3).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvlab/engine/code_codec.h"
+#include "kvlab/engine/quantizer.h"
+
+namespace kvlab::bench {
+
+struct CodeStream {
+  std::string name;  // "key" or "value"
+  int tokens = 0, heads = 0, dim = 0;
+  std::vector<std::uint8_t> codes;  // [token][head][dim]
+  HuffmanCodebook book;
+  double entropy_bits = 0.0;  // order-0 Shannon entropy per code
+};
+
+// role 0: keys, 1: values. Built once per process.
+const CodeStream& code_stream(int role);
+
+// Decoded code bytes per second, the stream's entropy, and the compressed size per code:
+// `payload_bytes` alone and `total_bytes` with all metadata and codebooks.
+void report_codec(benchmark::State& state, const CodeStream& s, const std::string& codec,
+                  std::uint64_t payload_bytes, std::uint64_t total_bytes);
+
+}  // namespace kvlab::bench
