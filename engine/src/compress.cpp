@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -30,28 +31,38 @@ Status check_finite(const std::vector<float>& x, const Tensor& t, const std::str
 // Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
 // prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
 // the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
-// metadata.
+// metadata. The two other codecs encode the same stream too, for the side-by-side comparison.
 Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config,
-                                const std::string& name) {
+                                const std::string& name, std::vector<std::uint8_t>& code_lengths) {
   CodecStats stats;
   const CodeCounts counts = count_codes(q.codes);
   stats.codes = q.codes.size();
   stats.entropy_bits_per_code = shannon_entropy_bits(counts);
-  HuffmanCodebook book;
-  if (*config.codec == CodecKind::Huffman) {
-    auto built = HuffmanCodebook::from_histogram(counts);
-    if (!built) return make_error(fmt::format("{}: codebook: {}", name, built.message()));
-    book = std::move(*built);
-    stats.codebook_bytes = book.serialized_bytes();
+  stats.entropy_bound_bytes = static_cast<std::uint64_t>(
+      std::ceil(stats.entropy_bits_per_code * static_cast<double>(stats.codes) / 8.0));
+  auto book = HuffmanCodebook::from_histogram(counts);
+  if (!book) return make_error(fmt::format("{}: codebook: {}", name, book.message()));
+  code_lengths.assign(book->lengths().begin(), book->lengths().end());
+  std::optional<EncodedCodes> chosen;
+  for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+    const CodecConfig codec{kind, config.block_size, 0};
+    auto encoded = encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
+    if (!encoded) {
+      return make_error(
+          fmt::format("{}: {} encoding: {}", name, codec_id(kind), encoded.message()));
+    }
+    const std::uint64_t book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0;
+    stats.codec_bytes[static_cast<std::size_t>(kind)] = encoded->total_bytes() + book_bytes;
+    if (kind == *config.codec) {
+      stats.codebook_bytes = book_bytes;
+      chosen = std::move(*encoded);
+    }
   }
-  const CodecConfig codec{*config.codec, config.block_size, 0};
-  auto encoded = encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &book);
-  if (!encoded) return make_error(fmt::format("{}: encoding: {}", name, encoded.message()));
-  if (auto s = decode_codes(*encoded, &book, q.codes); !s) {
+  if (auto s = decode_codes(*chosen, &*book, q.codes); !s) {
     return make_error(fmt::format("{}: decoding: {}", name, s.message()));
   }
-  stats.payload_bytes = encoded->payload_bytes();
-  stats.metadata_bytes = encoded->metadata_bytes();
+  stats.payload_bytes = chosen->payload_bytes();
+  stats.metadata_bytes = chosen->metadata_bytes();
   stats.payload_bits_per_code =
       stats.codes ? 8.0 * static_cast<double>(stats.payload_bytes) / stats.codes : 0.0;
   q.bytes.codes = stats.payload_bytes;
@@ -114,7 +125,8 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
       auto q = (*quantizer)->quantize(tensors[r]->view(), role);
       if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
       if (config.codec) {
-        auto stats = entropy_code(*q, config, name);
+        auto stats =
+            entropy_code(*q, config, name, r == 0 ? lr.key_code_lengths : lr.value_code_lengths);
         if (!stats) return stats.error();
         (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
         report.codec += *stats;
@@ -172,7 +184,37 @@ CodecStats& CodecStats::operator+=(const CodecStats& o) {
   metadata_bytes += o.metadata_bytes;
   codebook_bytes += o.codebook_bytes;
   payload_bits_per_code = n ? 8.0 * static_cast<double>(payload_bytes) / n : 0.0;
+  for (std::size_t i = 0; i < codec_bytes.size(); ++i) codec_bytes[i] += o.codec_bytes[i];
+  entropy_bound_bytes += o.entropy_bound_bytes;
   return *this;
+}
+
+namespace {
+
+// fp16 bytes over the layer's bytes with its coded codes (payload, metadata and codebook of the
+// codec that ran) swapped for `coded` bytes.
+double layer_ratio_with_coded_bytes(const LayerReport& l, std::uint64_t coded) {
+  if (l.key_codec.codes + l.value_codec.codes == 0) return 0.0;
+  ByteBreakdown b = l.key_bytes;
+  b += l.value_bytes;
+  const std::uint64_t ran = l.key_codec.payload_bytes + l.key_codec.metadata_bytes +
+                            l.key_codec.codebook_bytes + l.value_codec.payload_bytes +
+                            l.value_codec.metadata_bytes + l.value_codec.codebook_bytes;
+  const double bytes = static_cast<double>(b.total() - ran + coded);
+  return bytes > 0 ? 2.0 * static_cast<double>(l.key_codec.codes + l.value_codec.codes) / bytes
+                   : 0.0;
+}
+
+}  // namespace
+
+double layer_ratio_with_codec(const LayerReport& l, CodecKind kind) {
+  const auto i = static_cast<std::size_t>(kind);
+  return layer_ratio_with_coded_bytes(l, l.key_codec.codec_bytes[i] + l.value_codec.codec_bytes[i]);
+}
+
+double layer_ratio_at_entropy(const LayerReport& l) {
+  return layer_ratio_with_coded_bytes(
+      l, l.key_codec.entropy_bound_bytes + l.value_codec.entropy_bound_bytes);
 }
 
 ByteBreakdown& ByteBreakdown::operator+=(const ByteBreakdown& o) {

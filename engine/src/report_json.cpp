@@ -29,7 +29,12 @@ json codec_json(const CodecStats& c) {
           {"payload_bits_per_code", c.payload_bits_per_code},
           {"payload_bytes", c.payload_bytes},
           {"metadata_bytes", c.metadata_bytes},
-          {"codebook_bytes", c.codebook_bytes}};
+          {"codebook_bytes", c.codebook_bytes},
+          {"codec_bytes",
+           {{"bitpack", c.codec_bytes[0]},
+            {"varwidth", c.codec_bytes[1]},
+            {"huffman", c.codec_bytes[2]}}},
+          {"entropy_bound_bytes", c.entropy_bound_bytes}};
 }
 
 // The codec's numbers at the top level of a report or layer, as the CLI documents them.
@@ -93,6 +98,14 @@ Status codec_from(const json& j, CodecStats& c, const std::string& where) {
   KVLAB_TRY(get(j, "payload_bytes", c.payload_bytes, where));
   KVLAB_TRY(get(j, "metadata_bytes", c.metadata_bytes, where));
   KVLAB_TRY(get(j, "codebook_bytes", c.codebook_bytes, where));
+  KVLAB_TRY(get(j, "entropy_bound_bytes", c.entropy_bound_bytes, where));
+  if (!j.contains("codec_bytes")) {
+    return make_error(fmt::format("run record: missing '{}codec_bytes'", where));
+  }
+  const std::string inner = where + "codec_bytes.";
+  KVLAB_TRY(get(j["codec_bytes"], "bitpack", c.codec_bytes[0], inner));
+  KVLAB_TRY(get(j["codec_bytes"], "varwidth", c.codec_bytes[1], inner));
+  KVLAB_TRY(get(j["codec_bytes"], "huffman", c.codec_bytes[2], inner));
   return Ok{};
 }
 
@@ -165,9 +178,14 @@ json report_to_json(const CompressionReport& r) {
 json histograms_to_json(const CompressionReport& r) {
   json out = json::array();
   for (const auto& l : r.layers) {
-    out.push_back({{"layer", l.layer},
-                   {"key", histogram_list_json(l.key_histograms)},
-                   {"value", histogram_list_json(l.value_histograms)}});
+    json lj = {{"layer", l.layer},
+               {"key", histogram_list_json(l.key_histograms)},
+               {"value", histogram_list_json(l.value_histograms)}};
+    if (!l.key_code_lengths.empty()) {
+      lj["key_code_lengths"] = l.key_code_lengths;
+      lj["value_code_lengths"] = l.value_code_lengths;
+    }
+    out.push_back(std::move(lj));
   }
   return out;
 }
@@ -247,6 +265,10 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
       }
       KVLAB_TRY(histograms_from(hj["key"], r.layers[layer].key_histograms, where + ".key"));
       KVLAB_TRY(histograms_from(hj["value"], r.layers[layer].value_histograms, where + ".value"));
+      if (hj.contains("key_code_lengths")) {
+        KVLAB_TRY(get(hj, "key_code_lengths", r.layers[layer].key_code_lengths, where + "."));
+        KVLAB_TRY(get(hj, "value_code_lengths", r.layers[layer].value_code_lengths, where + "."));
+      }
     }
   }
   return r;

@@ -1,6 +1,7 @@
 // Runs a method over a whole cache, layer by layer, and reports bytes, errors and histograms.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct CodecStats {
   std::uint64_t payload_bytes = 0;
   std::uint64_t metadata_bytes = 0;  // block offsets, vector bit counts, codec header
   std::uint64_t codebook_bytes = 0;  // the serialized Huffman codebook (0 for the others)
+  // All three codecs on the same stream, for comparison: payload + metadata + codebook bytes,
+  // indexed by CodecKind (bitpack, varwidth, huffman); and the order-0 entropy bound in bytes.
+  std::array<std::uint64_t, 3> codec_bytes{};
+  std::uint64_t entropy_bound_bytes = 0;
   CodecStats& operator+=(const CodecStats& o);
 };
 
@@ -39,7 +44,14 @@ struct LayerReport {
   ErrorMetrics error;                   // K and V together, with attention metrics
   std::vector<CodeHistogram> key_histograms, value_histograms;
   CodecStats key_codec, value_codec;  // all zero when no codec ran
+  // Huffman code length of each symbol (256 code values + escape), when a codec ran.
+  std::vector<std::uint8_t> key_code_lengths, value_code_lengths;
 };
+
+// A layer's compression ratio had its codes been coded with `kind` (everything else equal), and
+// with codes at their entropy bound. Zero when no codec ran.
+double layer_ratio_with_codec(const LayerReport& layer, CodecKind kind);
+double layer_ratio_at_entropy(const LayerReport& layer);
 
 struct CompressionReport {
   std::string source;
