@@ -1,14 +1,18 @@
 // kvlab-gui [--db PATH] [--screenshot DIR]: the desktop lab. With --screenshot it runs the
-// default compression (synthetic llama3-8b, 1024 tokens, KIVI) and saves a PNG of every page.
+// default compression (synthetic llama3-8b, 1024 tokens, KIVI) and saves a PNG of every page,
+// then runs KVComp with Huffman coding and saves the Compression page's codec charts.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <QApplication>
+#include <QDir>
 #include <QElapsedTimer>
+#include <QTabWidget>
 #include <QTimer>
 
 #include "kvlab/engine/method.h"
@@ -32,7 +36,8 @@ constexpr const char* kUsage =
     "                     $XDG_DATA_HOME/kvlab/runs.sqlite, else "
     "~/.local/share/kvlab/runs.sqlite)\n"
     "  --screenshot DIR   run the default compression (synthetic llama3-8b, 1024 tokens, kivi),\n"
-    "                     save DIR/{compression,eviction,planner,runs,learn}.png, and exit\n"
+    "                     save DIR/{compression,eviction,planner,runs,learn}.png, then run\n"
+    "                     kvcomp + huffman and save DIR/compression-codec{,-ratio}.png, and exit\n"
     "  -h, --help         show this help\n"
     "\n"
     "Without a display (no DISPLAY or WAYLAND_DISPLAY, QT_QPA_PLATFORM unset) it renders\n"
@@ -81,6 +86,44 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+// KVComp with Huffman coding on the same cache (reused): the Compression page with the code
+// lengths tab, then with the ratio-by-codec tab.
+int take_codec_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
+  using namespace kvlab;
+  auto& view = *window.compression_view();
+  MethodConfig kvcomp;
+  kvcomp.kind = MethodKind::KvComp;
+  kvcomp.codec = CodecKind::Huffman;
+  view.method_panel()->set_config(kvcomp);
+  QElapsedTimer timer;
+  timer.start();
+  if (!view.run_and_wait()) {
+    std::fprintf(stderr, "kvlab-gui: the kvcomp + huffman run failed: %s\n",
+                 view.last_error().toLocal8Bit().constData());
+    return 1;
+  }
+  std::printf("kvlab-gui: kvcomp + huffman run took %.2f s\n", timer.elapsed() / 1000.0);
+  window.show_page(gui::Page::Compression);
+  const std::pair<int, const char*> shots[] = {
+      {gui::CompressionView::kCodeLengthTab, "compression-codec.png"},
+      {gui::CompressionView::kCodecRatioTab, "compression-codec-ratio.png"},
+  };
+  for (const auto& [tab, name] : shots) {
+    view.lower_tabs()->setCurrentIndex(tab);
+    QApplication::processEvents();
+    QApplication::processEvents();
+    const QString path = QDir(dir).filePath(QString::fromLatin1(name));
+    if (!window.grab().save(path)) {
+      std::fprintf(stderr, "kvlab-gui: %s: cannot write the image\n",
+                   path.toLocal8Bit().constData());
+      return 1;
+    }
+    std::printf("kvlab-gui: wrote %s\n", path.toLocal8Bit().constData());
+  }
+  view.lower_tabs()->setCurrentIndex(gui::CompressionView::kHistogramTab);
+  return 0;
+}
+
 int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
   using namespace kvlab;
   SyntheticConfig source;
@@ -106,7 +149,7 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
     std::fprintf(stderr, "kvlab-gui: %s\n", error.toLocal8Bit().constData());
     return 1;
   }
-  return 0;
+  return take_codec_screenshots(window, dir);
 }
 
 }  // namespace

@@ -7,11 +7,15 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include "kvlab/engine/report_json.h"
 #include "kvlab/gui/bytes_chart.h"
+#include "kvlab/gui/code_length_panel.h"
+#include "kvlab/gui/codec_ratio_chart.h"
 #include "kvlab/gui/compression_runner.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/histogram_panel.h"
@@ -111,6 +115,29 @@ QWidget* CompressionView::build_charts() {
   m_bytes_chart = new BytesChart;
   m_layer_chart = new LayerChart;
   m_histograms = new HistogramPanel;
+  m_code_lengths = new CodeLengthPanel;
+  m_codec_ratios = new CodecRatioChart;
+  m_lower_tabs = new QTabWidget;
+  m_lower_tabs->setDocumentMode(true);
+  m_lower_tabs->addTab(m_histograms, tr("Codes histogram"));
+  m_lower_tabs->addTab(m_code_lengths, tr("Code lengths"));
+  m_lower_tabs->addTab(m_codec_ratios, tr("Ratio by codec"));
+  m_lower_tabs->setTabToolTip(kCodeLengthTab,
+                              tr("Huffman code length of each code value beside its frequency"));
+  m_lower_tabs->setTabToolTip(kCodecRatioTab,
+                              tr("Per-layer ratio with each codec and at the entropy bound"));
+  m_lower_tabs->setTabVisible(kCodecRatioTab, false);
+  // Both pickers show the same layer and tensor.
+  connect(m_histograms, &HistogramPanel::selection_changed, this,
+          [this](int layer, TensorPick tensor) {
+            const QSignalBlocker block(m_code_lengths);
+            m_code_lengths->select(layer, tensor);
+          });
+  connect(m_code_lengths, &CodeLengthPanel::selection_changed, this,
+          [this](int layer, TensorPick tensor) {
+            const QSignalBlocker block(m_histograms);
+            m_histograms->select(layer, tensor, m_histograms->selected_histogram());
+          });
 
   auto* top = new QSplitter(Qt::Horizontal);
   top->addWidget(m_bytes_chart);
@@ -121,7 +148,7 @@ QWidget* CompressionView::build_charts() {
   top->setSizes({500, 500});
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(top);
-  vertical->addWidget(m_histograms);
+  vertical->addWidget(m_lower_tabs);
   vertical->setChildrenCollapsible(false);
   vertical->setStretchFactor(0, 3);
   vertical->setStretchFactor(1, 2);
@@ -227,6 +254,20 @@ void CompressionView::show_report(const CompressionReport& report, const QString
   m_bytes_chart->set_data(set.bytes);
   m_layer_chart->set_data(set.layers);
   m_histograms->set_histograms(std::move(set.histograms));
+  const bool coded = !set.code_lengths.empty();
+  m_code_lengths->set_code_lengths(std::move(set.code_lengths), set.codec_ratios.ran);
+  {
+    const QSignalBlocker block(m_code_lengths);
+    m_code_lengths->select(m_histograms->selected_layer(), m_histograms->selected_tensor());
+  }
+  if (coded) {
+    m_codec_ratios->set_data(set.codec_ratios);
+  } else {
+    m_codec_ratios->clear_data();
+    if (m_lower_tabs->currentIndex() == kCodecRatioTab)
+      m_lower_tabs->setCurrentIndex(kHistogramTab);
+  }
+  m_lower_tabs->setTabVisible(kCodecRatioTab, coded);
 }
 
 void CompressionView::save_run(const CompressionReport& report) {

@@ -66,14 +66,13 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   layout->addLayout(controls);
   layout->addWidget(m_chart, 1);
 
-  connect(m_layer, &QSpinBox::valueChanged, this, [this] {
+  const auto picked = [this] {
     refill_histogram_combo();
     redraw();
-  });
-  connect(m_tensor, &QComboBox::currentIndexChanged, this, [this] {
-    refill_histogram_combo();
-    redraw();
-  });
+    emit selection_changed(selected_layer(), selected_tensor());
+  };
+  connect(m_layer, &QSpinBox::valueChanged, this, picked);
+  connect(m_tensor, &QComboBox::currentIndexChanged, this, picked);
   connect(m_which, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
   clear();
 }
@@ -107,6 +106,7 @@ void HistogramPanel::select(int layer, TensorPick tensor, int histogram_index) {
     m_which->setCurrentIndex(std::clamp(histogram_index, 0, std::max(0, m_which->count() - 1)));
   }
   redraw();
+  emit selection_changed(selected_layer(), selected_tensor());
 }
 
 int HistogramPanel::selected_layer() const {

@@ -1,5 +1,9 @@
 #include "kvlab/gui/method_panel.h"
 
+#include <algorithm>
+#include <array>
+#include <utility>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -84,6 +88,31 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_rel_scale->setValue(defaults.rel_scale);
   m_rel_scale->setToolTip(tr("Quantization step as a fraction of each unit's range"));
 
+  m_codec = new QComboBox(this);
+  m_codec->addItem(tr("none"), -1);
+  m_codec->setItemData(0, tr("No entropy coding: the uint8 codes are stored as bytes"),
+                       Qt::ToolTipRole);
+  const std::array<std::pair<CodecKind, QString>, 3> codecs{{
+      {CodecKind::BitPack,
+       tr("Fixed-width bit packing: every code in the smallest of 2, 4 or 8 bits that holds the "
+          "largest code")},
+      {CodecKind::VarWidth,
+       tr("Variable width: each group of 16 codes packed at the width of its largest code, the "
+          "width in a 4-bit header")},
+      {CodecKind::Huffman,
+       tr("Canonical Huffman (max 12 bits) with one codebook per layer and K/V built from the "
+          "prefill histogram, as in KVComp; unseen codes take an escape")},
+  }};
+  for (const auto& [kind, tip] : codecs) {
+    const auto id = codec_id(kind);
+    m_codec->addItem(QString::fromUtf8(id.data(), static_cast<qsizetype>(id.size())),
+                     static_cast<int>(kind));
+    m_codec->setItemData(m_codec->count() - 1, tip, Qt::ToolTipRole);
+  }
+  m_codec->setToolTip(
+      tr("Entropy coding of KVComp's byte codes, in blocks of B tokens per head; the results "
+         "then compare all three codecs and the entropy bound"));
+
   m_form = new QFormLayout(this);
   m_form->addRow(tr("Method"), m_method);
   m_form->addRow(m_about);
@@ -95,12 +124,13 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_form->addRow(tr("Old bits"), m_old_bits);
   m_form->addRow(tr("Block size"), m_block_size);
   m_form->addRow(tr("Rel. scale"), m_rel_scale);
+  m_form->addRow(tr("Codec"), m_codec);
 
   connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
     update_visible_fields();
     emit changed();
   });
-  for (QComboBox* c : {m_bits, m_old_bits}) {
+  for (QComboBox* c : {m_bits, m_old_bits, m_codec}) {
     connect(c, &QComboBox::currentIndexChanged, this, &MethodPanel::changed);
   }
   for (QSpinBox* s : {m_group_size, m_residual, m_int8_tokens, m_block_size}) {
@@ -123,6 +153,8 @@ MethodConfig MethodPanel::config() const {
   c.old_bits = m_old_bits->currentData().toInt();
   c.block_size = m_block_size->value();
   c.rel_scale = m_rel_scale->value();
+  const int codec = m_codec->currentData().toInt();
+  if (c.kind == MethodKind::KvComp && codec >= 0) c.codec = static_cast<CodecKind>(codec);
   return c;
 }
 
@@ -137,6 +169,8 @@ void MethodPanel::set_config(const MethodConfig& c) {
   m_old_bits->setCurrentIndex(m_old_bits->findData(c.old_bits));
   m_block_size->setValue(c.block_size);
   m_rel_scale->setValue(c.rel_scale);
+  m_codec->setCurrentIndex(
+      std::max(0, m_codec->findData(c.codec ? static_cast<int>(*c.codec) : -1)));
   update_visible_fields();
 }
 
@@ -161,6 +195,7 @@ void MethodPanel::update_visible_fields() {
   m_form->setRowVisible(m_old_bits, tiered);
   m_form->setRowVisible(m_block_size, kvcomp);
   m_form->setRowVisible(m_rel_scale, kvcomp);
+  m_form->setRowVisible(m_codec, kvcomp);
   m_about->setText(about(kind));
 }
 

@@ -26,7 +26,30 @@ std::vector<HistogramData> histograms(const std::vector<CodeHistogram>& in) {
   return out;
 }
 
+// The 256-bin "uint8" histogram of KVComp's byte codes, or empty.
+std::vector<std::uint64_t> byte_code_counts(const std::vector<CodeHistogram>& in) {
+  for (const auto& h : in) {
+    if (h.counts.size() == 256) return h.counts;
+  }
+  return {};
+}
+
+CodeLengthData code_lengths(const std::vector<CodeHistogram>& histograms,
+                            const std::vector<std::uint8_t>& lengths) {
+  return {byte_code_counts(histograms), std::vector<int>(lengths.begin(), lengths.end())};
+}
+
+bool codec_ran(const LayerReport& l) {
+  return l.key_codec.codes + l.value_codec.codes > 0;
+}
+
 }  // namespace
+
+const std::array<QString, kCodecCount>& codec_names() {
+  static const std::array<QString, kCodecCount> kNames{
+      QStringLiteral("bitpack"), QStringLiteral("varwidth"), QStringLiteral("huffman")};
+  return kNames;
+}
 
 const std::array<QString, kByteComponentCount>& byte_component_names() {
   static const std::array<QString, kByteComponentCount> kNames{
@@ -57,6 +80,21 @@ ChartSet chart_set_from_report(const CompressionReport& r) {
   s.measured_formula =
       QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, r.bits_per_value));
 
+  const bool any_codec = r.codec.codes > 0;
+  const QString ran =
+      r.config.codec ? QString::fromUtf8(codec_id(*r.config.codec).data(),
+                                         static_cast<qsizetype>(codec_id(*r.config.codec).size()))
+                     : QString();
+  if (any_codec) {
+    s.codec = CodecSummary{ran,
+                           r.codec.entropy_bits_per_code,
+                           r.codec.payload_bits_per_code,
+                           static_cast<double>(r.codec.payload_bytes),
+                           static_cast<double>(r.codec.metadata_bytes),
+                           static_cast<double>(r.codec.codebook_bytes)};
+    set.codec_ratios.ran = ran;
+  }
+
   set.bytes.fp16_bytes = static_cast<double>(r.fp16_bytes);
   set.bytes.total_bytes = static_cast<double>(r.bytes.total());
   for (const auto& l : r.layers) {
@@ -70,6 +108,18 @@ ChartSet chart_set_from_report(const CompressionReport& r) {
 
     set.histograms.push_back(
         {l.layer, histograms(l.key_histograms), histograms(l.value_histograms)});
+
+    if (any_codec) {
+      set.code_lengths.push_back({l.layer, code_lengths(l.key_histograms, l.key_code_lengths),
+                                  code_lengths(l.value_histograms, l.value_code_lengths)});
+      CodecRatioData& c = set.codec_ratios;
+      c.layer.push_back(l.layer);
+      for (int k = 0; k < kCodecCount; ++k) {
+        c.ratio[k].push_back(codec_ran(l) ? layer_ratio_with_codec(l, static_cast<CodecKind>(k))
+                                          : 0.0);
+      }
+      c.entropy_ratio.push_back(codec_ran(l) ? layer_ratio_at_entropy(l) : 0.0);
+    }
   }
   // A report without layers (never from the engine, but possible in a hand-edited record) still
   // shows its totals, counted as key bytes.

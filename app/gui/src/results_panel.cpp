@@ -1,6 +1,7 @@
 #include "kvlab/gui/results_panel.h"
 
 #include <QGridLayout>
+#include <QHBoxLayout>
 #include <QLabel>
 #include <QVBoxLayout>
 
@@ -26,6 +27,16 @@ constexpr std::array<MetricInfo, kMetricCount> kMetrics{{
     {"Softmax KL", "KL divergence of the attention weights, averaged over queries and heads"},
     {"Attn-out rel. error", "|o − ô| / |o| of the attention output"},
     {"Attn-out cosine", "cosine similarity of the attention outputs"},
+}};
+
+// Same order as CodecMetric.
+constexpr std::array<MetricInfo, kCodecMetricCount> kCodecMetrics{{
+    {"Entropy",
+     "order-0 Shannon entropy of the codes, bits per code: the bound for any "
+     "code-by-code coder"},
+    {"Payload", "coded bits per code, offsets, bit counts and codebook excluded"},
+    {"Offsets + counts", "block byte offsets, per-vector bit counts and codec headers"},
+    {"Codebook", "the serialized Huffman codebooks, one per layer for K and for V"},
 }};
 
 QLabel* selectable_label(QWidget* parent) {
@@ -59,6 +70,27 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   }
   for (int c = 1; c < 2 * kColumns; c += 2) grid->setColumnStretch(c, 1);
 
+  m_codec_row = new QWidget(this);
+  auto* codec = new QHBoxLayout(m_codec_row);
+  codec->setContentsMargins(0, 0, 0, 0);
+  codec->setSpacing(6);
+  m_codec_caption = new QLabel(m_codec_row);
+  QFont caption_font = font();
+  caption_font.setItalic(true);
+  m_codec_caption->setFont(caption_font);
+  codec->addWidget(m_codec_caption);
+  for (int i = 0; i < kCodecMetricCount; ++i) {
+    auto* name = new QLabel(tr(kCodecMetrics[i].name) + QStringLiteral(":"), m_codec_row);
+    name->setToolTip(tr(kCodecMetrics[i].tooltip));
+    m_codec_values[i] = selectable_label(m_codec_row);
+    m_codec_values[i]->setFont(value_font);
+    m_codec_values[i]->setToolTip(name->toolTip());
+    codec->addSpacing(8);
+    codec->addWidget(name);
+    codec->addWidget(m_codec_values[i]);
+  }
+  codec->addStretch(1);
+
   auto* formula = new QGridLayout;
   formula->setHorizontalSpacing(10);
   formula->addWidget(new QLabel(tr("KV memory, fp16:"), this), 0, 0, Qt::AlignRight);
@@ -78,6 +110,7 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(m_heading);
   layout->addLayout(grid);
+  layout->addWidget(m_codec_row);
   layout->addSpacing(4);
   layout->addLayout(formula);
   clear();
@@ -89,6 +122,8 @@ void ResultsPanel::clear() {
   m_fp16_formula->setText(QStringLiteral("–"));
   m_measured_formula->setText(QStringLiteral("–"));
   m_measured_caption->setText(tr("at measured bits:"));
+  for (QLabel* v : m_codec_values) v->setText(QStringLiteral("–"));
+  m_codec_row->setVisible(false);
 }
 
 void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
@@ -112,6 +147,19 @@ void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
   m_fp16_formula->setText(s.fp16_formula);
   m_measured_formula->setText(s.measured_formula);
   m_measured_caption->setText(tr("at %1 bits/value:").arg(format_bits_per_value(s.bits_per_value)));
+
+  m_codec_row->setVisible(s.codec.has_value());
+  if (s.codec) {
+    const CodecSummary& c = *s.codec;
+    m_codec_caption->setText(tr("%1 codes:").arg(c.codec.isEmpty() ? tr("coded") : c.codec));
+    const std::array<QString, kCodecMetricCount> codec_texts{
+        tr("%1 bits/code").arg(format_bits_per_value(c.entropy_bits_per_code)),
+        tr("%1 bits/code").arg(format_bits_per_value(c.payload_bits_per_code)),
+        format_byte_count(c.metadata_bytes),
+        format_byte_count(c.codebook_bytes),
+    };
+    for (int i = 0; i < kCodecMetricCount; ++i) m_codec_values[i]->setText(codec_texts[i]);
+  }
 }
 
 }  // namespace kvlab::gui

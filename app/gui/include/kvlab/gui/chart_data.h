@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <QString>
@@ -45,6 +46,41 @@ struct LayerHistograms {
   std::vector<HistogramData> value;
 };
 
+// What entropy coding of the byte codes did, K and V together (present only when a codec ran).
+struct CodecSummary {
+  QString codec;  // "bitpack", "varwidth" or "huffman"
+  double entropy_bits_per_code = 0;
+  double payload_bits_per_code = 0;
+  double payload_bytes = 0;
+  double metadata_bytes = 0;  // block offsets, vector bit counts, codec header
+  double codebook_bytes = 0;
+};
+
+// One K or V tensor's Huffman code: how often each uint8 code value occurs (256 counts) and the
+// code length of each symbol (257: the 256 values, then the escape; 0 = no code of its own).
+struct CodeLengthData {
+  std::vector<std::uint64_t> counts;
+  std::vector<int> lengths;
+};
+
+struct LayerCodeLengths {
+  int layer = 0;
+  CodeLengthData key, value;
+};
+
+// Three codecs, in CodecKind order.
+inline constexpr int kCodecCount = 3;
+const std::array<QString, kCodecCount>& codec_names();  // "bitpack", "varwidth", "huffman"
+
+// Per layer: the compression ratio had the codes been coded with each codec, and with codes at
+// their order-0 entropy bound.
+struct CodecRatioData {
+  QString ran;  // the codec the run used
+  std::vector<double> layer;
+  std::array<std::vector<double>, kCodecCount> ratio;
+  std::vector<double> entropy_ratio;
+};
+
 // The numbers of the results panel, already computed.
 struct ReportSummary {
   QString source;
@@ -59,6 +95,7 @@ struct ReportSummary {
   // The memory formula with the run's numbers: in fp16, and at the measured bits/value.
   QString fp16_formula;
   QString measured_formula;
+  std::optional<CodecSummary> codec;  // empty when no codec ran
 };
 
 struct ChartSet {
@@ -66,6 +103,9 @@ struct ChartSet {
   ByteBarsData bytes;
   LayerSeriesData layers;
   std::vector<LayerHistograms> histograms;
+  // Both empty when no codec ran.
+  std::vector<LayerCodeLengths> code_lengths;
+  CodecRatioData codec_ratios;
 };
 
 }  // namespace kvlab::gui

@@ -12,12 +12,18 @@ class QCPTextElement;
 namespace kvlab::gui {
 
 namespace palette {
-inline const QColor kKey{52, 101, 164};    // keys: blue
-inline const QColor kValue{230, 140, 40};  // values: orange
-inline const QColor kError{200, 55, 55};   // error curves: red
-inline const QColor kMse{120, 80, 170};    // MSE: purple
-inline const QColor kRatio{60, 150, 90};   // ratios: green
-inline const QColor kCodes{70, 110, 170};  // histogram bars
+inline const QColor kKey{52, 101, 164};        // keys: blue
+inline const QColor kValue{230, 140, 40};      // values: orange
+inline const QColor kError{200, 55, 55};       // error curves: red
+inline const QColor kMse{120, 80, 170};        // MSE: purple
+inline const QColor kRatio{60, 150, 90};       // ratios: green
+inline const QColor kCodes{70, 110, 170};      // histogram bars
+inline const QColor kCodeLength{200, 55, 55};  // Huffman code lengths: red
+// The three codecs, in CodecKind order, and the entropy bound.
+inline const QColor kBitPack{150, 150, 150};
+inline const QColor kVarWidth{110, 160, 210};
+inline const QColor kHuffman{60, 150, 90};
+inline const QColor kEntropy{30, 30, 30};
 }  // namespace palette
 
 // Fonts, white background, light grid on every axis rect of the plot.

@@ -1,7 +1,8 @@
 // The Compression page: pick a source and a method, run it on a worker thread, and see the
 // ratio, the errors, the memory formula, bytes by component, per-layer error and ratio, and the
-// histogram of quantized codes. Every successful run is saved to the runs store; a stored run
-// can be shown again from its JSON without recomputing.
+// histogram of quantized codes; when KVComp's codes were entropy-coded, the Huffman code lengths
+// and the per-layer ratio of each codec. Every successful run is saved to the runs store; a stored
+// run can be shown again from its JSON without recomputing.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +18,13 @@
 class QLabel;
 class QProgressBar;
 class QPushButton;
+class QTabWidget;
 
 namespace kvlab::gui {
 
 class BytesChart;
+class CodecRatioChart;
+class CodeLengthPanel;
 class CompressionRunner;
 class HistogramPanel;
 class LayerChart;
@@ -61,6 +65,12 @@ class CompressionView : public QWidget {
   BytesChart* bytes_chart() const { return m_bytes_chart; }
   LayerChart* layer_chart() const { return m_layer_chart; }
   HistogramPanel* histogram_panel() const { return m_histograms; }
+  CodeLengthPanel* code_length_panel() const { return m_code_lengths; }
+  CodecRatioChart* codec_ratio_chart() const { return m_codec_ratios; }
+  // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (the last shown
+  // only when a codec ran).
+  QTabWidget* lower_tabs() const { return m_lower_tabs; }
+  enum LowerTab { kHistogramTab = 0, kCodeLengthTab = 1, kCodecRatioTab = 2 };
   QProgressBar* progress_bar() const { return m_progress; }
   QPushButton* run_button() const { return m_run_button; }
   QPushButton* cancel_button() const { return m_cancel_button; }
@@ -92,6 +102,9 @@ class CompressionView : public QWidget {
   BytesChart* m_bytes_chart = nullptr;
   LayerChart* m_layer_chart = nullptr;
   HistogramPanel* m_histograms = nullptr;
+  CodeLengthPanel* m_code_lengths = nullptr;
+  CodecRatioChart* m_codec_ratios = nullptr;
+  QTabWidget* m_lower_tabs = nullptr;
 
   std::optional<CompressionReport> m_report;
   std::int64_t m_last_saved_id = 0;

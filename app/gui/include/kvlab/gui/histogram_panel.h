@@ -36,6 +36,10 @@ class HistogramPanel : public QWidget {
   HistogramChart* chart() const { return m_chart; }
   QLabel* entropy_label() const { return m_entropy; }
 
+ signals:
+  // The layer or tensor picked changed (by a person or by select()).
+  void selection_changed(int layer, kvlab::gui::TensorPick tensor);
+
  private:
   void refill_histogram_combo();
   void redraw();

@@ -1,6 +1,6 @@
 // The compression method and its parameters; only the fields that matter for the chosen method
 // are shown (KIVI: bits, group size, residual; FP8: per-head scale; age-tiered: group size,
-// residual, INT8 tokens, old bits; KVComp: block size, relative scale).
+// residual, INT8 tokens, old bits; KVComp: block size, relative scale, entropy codec).
 #pragma once
 
 #include <QGroupBox>
@@ -36,6 +36,8 @@ class MethodPanel : public QGroupBox {
   QComboBox* old_bits_combo() const { return m_old_bits; }
   QSpinBox* block_size_spin() const { return m_block_size; }
   QDoubleSpinBox* rel_scale_spin() const { return m_rel_scale; }
+  // none, bitpack, varwidth, huffman (item data: -1 for none, else the CodecKind).
+  QComboBox* codec_combo() const { return m_codec; }
 
  signals:
   void changed();
@@ -54,6 +56,7 @@ class MethodPanel : public QGroupBox {
   QComboBox* m_old_bits = nullptr;
   QSpinBox* m_block_size = nullptr;
   QDoubleSpinBox* m_rel_scale = nullptr;
+  QComboBox* m_codec = nullptr;
 };
 
 }  // namespace kvlab::gui

@@ -25,6 +25,10 @@ enum class Metric {
 };
 inline constexpr int kMetricCount = 9;
 
+// The entropy-coding numbers, shown in one more row when a codec ran.
+enum class CodecMetric { EntropyBits, PayloadBits, MetadataBytes, CodebookBytes };
+inline constexpr int kCodecMetricCount = 4;
+
 class ResultsPanel : public QGroupBox {
   Q_OBJECT
 
@@ -35,6 +39,12 @@ class ResultsPanel : public QGroupBox {
   void clear();
 
   QLabel* value_label(Metric metric) const { return m_values[static_cast<int>(metric)]; }
+  QLabel* codec_value_label(CodecMetric metric) const {
+    return m_codec_values[static_cast<int>(metric)];
+  }
+  // The codec row (hidden when no codec ran) and its caption ("huffman codes:").
+  QWidget* codec_row() const { return m_codec_row; }
+  QLabel* codec_caption() const { return m_codec_caption; }
   QLabel* heading_label() const { return m_heading; }
   QLabel* fp16_formula_label() const { return m_fp16_formula; }
   QLabel* measured_formula_label() const { return m_measured_formula; }
@@ -42,6 +52,9 @@ class ResultsPanel : public QGroupBox {
  private:
   QLabel* m_heading = nullptr;
   std::array<QLabel*, kMetricCount> m_values{};
+  QWidget* m_codec_row = nullptr;
+  QLabel* m_codec_caption = nullptr;
+  std::array<QLabel*, kCodecMetricCount> m_codec_values{};
   QLabel* m_fp16_formula = nullptr;
   QLabel* m_measured_formula = nullptr;
   QLabel* m_measured_caption = nullptr;

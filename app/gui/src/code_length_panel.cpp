@@ -1,0 +1,113 @@
+#include "kvlab/gui/code_length_panel.h"
+
+#include <algorithm>
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSignalBlocker>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/code_length_chart.h"
+
+namespace kvlab::gui {
+
+CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
+  m_layer = new QSpinBox(this);
+  m_layer->setRange(0, 0);
+  m_layer->setToolTip(tr("Layer whose Huffman code is shown"));
+  m_tensor = new QComboBox(this);
+  m_tensor->addItem(tr("keys"));
+  m_tensor->addItem(tr("values"));
+  m_tensor->setToolTip(tr("Keys and values have a codebook each, per layer"));
+  m_about = new QLabel(this);
+  QPalette muted = m_about->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  m_about->setPalette(muted);
+  m_chart = new CodeLengthChart(this);
+
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(tr("Layer"), this));
+  controls->addWidget(m_layer);
+  controls->addSpacing(12);
+  controls->addWidget(new QLabel(tr("Tensor"), this));
+  controls->addWidget(m_tensor);
+  controls->addSpacing(12);
+  controls->addWidget(m_about, 1);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(controls);
+  layout->addWidget(m_chart, 1);
+
+  const auto changed = [this] {
+    redraw();
+    emit selection_changed(selected_layer(), selected_tensor());
+  };
+  connect(m_layer, &QSpinBox::valueChanged, this, changed);
+  connect(m_tensor, &QComboBox::currentIndexChanged, this, changed);
+  clear();
+}
+
+void CodeLengthPanel::set_code_lengths(std::vector<LayerCodeLengths> code_lengths,
+                                       const QString& codec) {
+  m_data = std::move(code_lengths);
+  m_codec = codec;
+  {
+    const QSignalBlocker block(m_layer);
+    m_layer->setRange(0, std::max(0, static_cast<int>(m_data.size()) - 1));
+  }
+  m_layer->setEnabled(!m_data.empty());
+  m_tensor->setEnabled(!m_data.empty());
+  redraw();
+}
+
+void CodeLengthPanel::clear() {
+  set_code_lengths({}, QString());
+}
+
+void CodeLengthPanel::select(int layer, TensorPick tensor) {
+  {
+    const QSignalBlocker block_layer(m_layer);
+    const QSignalBlocker block_tensor(m_tensor);
+    m_layer->setValue(layer);
+    m_tensor->setCurrentIndex(static_cast<int>(tensor));
+  }
+  redraw();
+  emit selection_changed(selected_layer(), selected_tensor());
+}
+
+int CodeLengthPanel::selected_layer() const {
+  return m_layer->value();
+}
+
+TensorPick CodeLengthPanel::selected_tensor() const {
+  return m_tensor->currentIndex() == 1 ? TensorPick::Values : TensorPick::Keys;
+}
+
+void CodeLengthPanel::redraw() {
+  const int layer = m_layer->value();
+  if (m_data.empty() || layer < 0 || layer >= static_cast<int>(m_data.size())) {
+    m_about->setText(m_data.empty() ? tr("No codec ran on the shown run.") : QString());
+    m_chart->clear_data(tr("Run kvcomp with a codec (Method → Codec) to see code lengths"));
+    return;
+  }
+  const LayerCodeLengths& l = m_data[layer];
+  const bool keys = selected_tensor() == TensorPick::Keys;
+  const CodeLengthData& d = keys ? l.key : l.value;
+  if (d.lengths.empty() || d.counts.empty()) {
+    m_about->clear();
+    m_chart->clear_data(tr("No code lengths for this layer and tensor"));
+    return;
+  }
+  m_about->setText(
+      m_codec == QStringLiteral("huffman")
+          ? tr("The codebook this run's Huffman coding used.")
+          : tr("The Huffman codebook built for comparison (this run used %1).").arg(m_codec));
+  m_chart->set_data(d, tr("Huffman code length vs frequency: layer %1 %2")
+                           .arg(l.layer)
+                           .arg(keys ? tr("keys") : tr("values")));
+}
+
+}  // namespace kvlab::gui

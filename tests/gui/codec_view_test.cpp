@@ -1,0 +1,205 @@
+// Entropy coding in the GUI: the codec picker of the method panel, and a KVComp + Huffman run on
+// the Compression page whose code-length chart, ratio-by-codec bars and codec metrics match the
+// engine's report, also after reopening the run from the Runs page.
+#include <gtest/gtest.h>
+
+#include <QComboBox>
+#include <QLabel>
+#include <QTabWidget>
+
+#include "gui_test_support.h"
+#include "kvlab/gui/code_length_chart.h"
+#include "kvlab/gui/code_length_panel.h"
+#include "kvlab/gui/codec_ratio_chart.h"
+#include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/main_window.h"
+#include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/results_panel.h"
+#include "kvlab/gui/runs_view.h"
+#include "kvlab/gui/source_panel.h"
+
+namespace kvlab::gui {
+namespace {
+
+using gui_test::engine_report;
+using gui_test::fresh_dir;
+using gui_test::tiny_source;
+
+constexpr int kTimeoutMs = 60'000;
+
+MethodConfig kvcomp_huffman() {
+  MethodConfig m;
+  m.kind = MethodKind::KvComp;
+  m.block_size = 32;
+  m.codec = CodecKind::Huffman;
+  return m;
+}
+
+TEST(MethodPanel, CodecPickerOnlyForKvComp) {
+  MethodPanel panel;
+  panel.show();
+  QComboBox* codec = panel.codec_combo();
+  ASSERT_EQ(codec->count(), 4);
+  EXPECT_EQ(codec->itemText(0), QStringLiteral("none"));
+  EXPECT_EQ(codec->itemText(3), QStringLiteral("huffman"));
+  for (int i = 0; i < codec->count(); ++i) {
+    EXPECT_FALSE(codec->itemData(i, Qt::ToolTipRole).toString().isEmpty()) << i;
+  }
+
+  EXPECT_FALSE(panel.config().codec.has_value());  // default: none
+  EXPECT_FALSE(panel.is_field_visible(codec));     // default method is kivi
+  panel.method_combo()->setCurrentText(QStringLiteral("kvcomp"));
+  EXPECT_TRUE(panel.is_field_visible(codec));
+  EXPECT_FALSE(panel.config().codec.has_value());
+  codec->setCurrentText(QStringLiteral("varwidth"));
+  ASSERT_TRUE(panel.config().codec.has_value());
+  EXPECT_EQ(*panel.config().codec, CodecKind::VarWidth);
+  // Another method never takes the codec along.
+  panel.method_combo()->setCurrentText(QStringLiteral("kivi"));
+  EXPECT_FALSE(panel.is_field_visible(codec));
+  EXPECT_FALSE(panel.config().codec.has_value());
+
+  panel.set_config(kvcomp_huffman());
+  EXPECT_EQ(codec->currentText(), QStringLiteral("huffman"));
+  EXPECT_EQ(method_label(panel.config()), method_label(kvcomp_huffman()));
+  panel.set_config(MethodConfig{});
+  EXPECT_EQ(codec->currentText(), QStringLiteral("none"));
+}
+
+// The code-length chart shows layer `layer`, `tensor` of `expected`.
+void expect_code_lengths(CompressionView& view, const CompressionReport& expected, int layer,
+                         TensorPick tensor) {
+  // Picked on the histogram panel; the code-length panel follows.
+  view.histogram_panel()->select(layer, tensor);
+  CodeLengthPanel& panel = *view.code_length_panel();
+  EXPECT_EQ(panel.selected_layer(), layer);
+  EXPECT_EQ(panel.selected_tensor(), tensor);
+
+  const LayerReport& l = expected.layers.at(static_cast<std::size_t>(layer));
+  const bool keys = tensor == TensorPick::Keys;
+  const auto& lengths = keys ? l.key_code_lengths : l.value_code_lengths;
+  const auto& histograms = keys ? l.key_histograms : l.value_histograms;
+  ASSERT_EQ(lengths.size(), 257u);
+  ASSERT_EQ(histograms.size(), 1u);
+  const auto& counts = histograms[0].counts;
+  ASSERT_EQ(counts.size(), 256u);
+
+  const CodeLengthChart& chart = *panel.chart();
+  const auto drawn_lengths = chart.length_graph()->data();
+  const auto drawn_counts = chart.count_bars()->data();
+  std::vector<int> want_values;
+  for (int v = 0; v < 256; ++v) {
+    if (counts[static_cast<std::size_t>(v)] > 0) want_values.push_back(v);
+  }
+  ASSERT_EQ(drawn_lengths->size(), static_cast<int>(want_values.size()));
+  ASSERT_EQ(drawn_counts->size(), static_cast<int>(want_values.size()));
+  for (int i = 0; i < drawn_lengths->size(); ++i) {
+    const int v = want_values[static_cast<std::size_t>(i)];
+    EXPECT_EQ(drawn_lengths->at(i)->mainKey(), v);
+    EXPECT_EQ(drawn_lengths->at(i)->mainValue(), lengths[static_cast<std::size_t>(v)])
+        << "code " << v;
+    EXPECT_GT(drawn_lengths->at(i)->mainValue(), 0) << "code " << v;
+    EXPECT_EQ(drawn_counts->at(i)->mainKey(), v);
+    EXPECT_EQ(drawn_counts->at(i)->mainValue(),
+              static_cast<double>(counts[static_cast<std::size_t>(v)]));
+  }
+  EXPECT_EQ(chart.escape_length(), lengths[256]);
+  EXPECT_TRUE(chart.note().contains(QStringLiteral("escape"))) << chart.note().toStdString();
+  EXPECT_TRUE(chart.note().contains(QString::number(lengths[256]))) << chart.note().toStdString();
+}
+
+void expect_codec_results(CompressionView& view, const CompressionReport& expected) {
+  const CodecRatioChart& chart = *view.codec_ratio_chart();
+  for (int k = 0; k < kCodecCount; ++k) {
+    const auto bars = chart.bars(k)->data();
+    ASSERT_EQ(bars->size(), static_cast<int>(expected.layers.size()));
+    for (int i = 0; i < bars->size(); ++i) {
+      const LayerReport& l = expected.layers[static_cast<std::size_t>(i)];
+      EXPECT_EQ(bars->at(i)->mainKey(), l.layer);
+      EXPECT_DOUBLE_EQ(bars->at(i)->mainValue(),
+                       layer_ratio_with_codec(l, static_cast<CodecKind>(k)))
+          << codec_names()[static_cast<std::size_t>(k)].toStdString() << ", layer " << i;
+      EXPECT_GT(bars->at(i)->mainValue(), 0);
+    }
+  }
+  const auto entropy = chart.entropy_graph()->data();
+  ASSERT_EQ(entropy->size(), static_cast<int>(expected.layers.size()));
+  for (int i = 0; i < entropy->size(); ++i) {
+    EXPECT_DOUBLE_EQ(entropy->at(i)->mainValue(),
+                     layer_ratio_at_entropy(expected.layers[static_cast<std::size_t>(i)]));
+  }
+  // Huffman is the codec that ran: its bar is the layer's own ratio.
+  EXPECT_NEAR(chart.bars(static_cast<int>(CodecKind::Huffman))->data()->at(0)->mainValue(),
+              expected.layers[0].ratio, 1e-9 * expected.layers[0].ratio);
+  EXPECT_TRUE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
+
+  const ResultsPanel& results = *view.results_panel();
+  EXPECT_FALSE(results.codec_row()->isHidden());
+  EXPECT_TRUE(results.codec_caption()->text().contains(QStringLiteral("huffman")));
+  const QString payload = results.codec_value_label(CodecMetric::PayloadBits)->text();
+  EXPECT_TRUE(payload.contains(format_bits_per_value(expected.codec.payload_bits_per_code)))
+      << payload.toStdString();
+  EXPECT_TRUE(results.codec_value_label(CodecMetric::EntropyBits)
+                  ->text()
+                  .contains(format_bits_per_value(expected.codec.entropy_bits_per_code)));
+  EXPECT_EQ(results.codec_value_label(CodecMetric::CodebookBytes)->text(),
+            format_byte_count(static_cast<double>(expected.codec.codebook_bytes)));
+  EXPECT_EQ(results.codec_value_label(CodecMetric::MetadataBytes)->text(),
+            format_byte_count(static_cast<double>(expected.codec.metadata_bytes)));
+}
+
+TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  ASSERT_TRUE(window.store_error().isEmpty()) << window.store_error().toStdString();
+  window.resize(1400, 900);
+  window.show();
+  CompressionView& view = *window.compression_view();
+
+  // Before any codec ran: no ratio tab, and the code-length chart says how to get one.
+  EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
+  EXPECT_EQ(view.code_length_panel()->chart()->length_graph()->data()->size(), 0);
+  EXPECT_TRUE(view.code_length_panel()->chart()->note().contains(QStringLiteral("codec")));
+
+  view.source_panel()->set_synthetic(tiny_source());
+  view.method_panel()->set_config(kvcomp_huffman());
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  const CompressionReport expected = engine_report(tiny_source(), kvcomp_huffman());
+  ASSERT_GT(expected.codec.codes, 0u);
+  ASSERT_EQ(view.current_report()->bytes.total(), expected.bytes.total());
+
+  expect_code_lengths(view, expected, 1, TensorPick::Values);
+  expect_code_lengths(view, expected, 0, TensorPick::Keys);
+  // Picking on the code-length panel moves the histogram too.
+  view.code_length_panel()->select(1, TensorPick::Keys);
+  EXPECT_EQ(view.histogram_panel()->selected_layer(), 1);
+  EXPECT_EQ(view.histogram_panel()->selected_tensor(), TensorPick::Keys);
+  expect_codec_results(view, expected);
+  const std::int64_t id = view.last_saved_run_id();
+  ASSERT_GT(id, 0);
+
+  // A run without a codec: the ratio tab goes, the code lengths say why they are empty.
+  MethodConfig kivi;
+  kivi.residual = 16;
+  view.lower_tabs()->setCurrentIndex(CompressionView::kCodecRatioTab);
+  view.method_panel()->set_config(kivi);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
+  EXPECT_EQ(view.lower_tabs()->currentIndex(), CompressionView::kHistogramTab);
+  EXPECT_EQ(view.code_length_panel()->chart()->length_graph()->data()->size(), 0);
+  EXPECT_TRUE(view.code_length_panel()->chart()->note().contains(QStringLiteral("codec")));
+  EXPECT_TRUE(view.results_panel()->codec_row()->isHidden());
+
+  // Reopened from the Runs page: the same code lengths and ratios, from the stored JSON.
+  window.show_page(Page::Runs);
+  ASSERT_TRUE(window.runs_view()->open_run(id));
+  EXPECT_EQ(window.current_page(), Page::Compression);
+  ASSERT_TRUE(view.current_report()->config.codec.has_value());
+  expect_code_lengths(view, expected, 1, TensorPick::Values);
+  expect_code_lengths(view, expected, 1, TensorPick::Keys);
+  expect_codec_results(view, expected);
+}
+
+}  // namespace
+}  // namespace kvlab::gui
