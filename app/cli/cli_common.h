@@ -45,5 +45,6 @@ struct DbOption {
 void add_compress_command(CLI::App& app);
 void add_runs_command(CLI::App& app);
 void add_sources_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace kvlab::cli

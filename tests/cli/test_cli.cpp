@@ -38,8 +38,9 @@ std::string tmp(const std::string& name) {
 }
 
 TEST(Cli, HelpOnEveryCommand) {
-  for (const char* c : {"", "compress", "runs", "runs list", "runs show", "runs export",
-                        "runs delete", "sources", "sources export-synthetic", "sources info"}) {
+  for (const char* c :
+       {"", "compress", "runs", "runs list", "runs show", "runs export", "runs delete", "sources",
+        "sources export-synthetic", "sources info", "bench", "bench codec"}) {
     const Output o = run(std::string(c) + " --help");
     EXPECT_EQ(o.code, 0) << c;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << c;
@@ -144,6 +145,18 @@ TEST(Cli, KvCompWithHuffmanReportsTheCodecNumbers) {
   const Output bad = run("compress --source synthetic:tiny --method kivi --codec huffman");
   EXPECT_NE(bad.code, 0);
   EXPECT_NE(bad.out.find("only kvcomp"), std::string::npos) << bad.out;
+}
+
+TEST(Cli, BenchCodecMeasuresAllThreeCodecs) {
+  const Output o = run("bench codec --context 128 --seconds 0.01 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto rows = nlohmann::json::parse(o.out);
+  ASSERT_EQ(rows.size(), 6u);  // keys and values, three codecs each
+  for (const auto& r : rows) {
+    EXPECT_GT(r["decode_gb_s"].get<double>(), 0.0);
+    EXPECT_GE(r["payload_bits_per_code"].get<double>(), r["entropy_bits_per_code"].get<double>());
+  }
+  EXPECT_NE(run("bench codec --seconds 0").code, 0);
 }
 
 }  // namespace
