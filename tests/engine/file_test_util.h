@@ -2,10 +2,10 @@
 // stored zip archives (with our own CRC-32) and raw safetensors files.
 #pragma once
 
-#include <cstdint>
-#include <cstring>
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <cstdint>
+#include <cstring>
 
 #include <filesystem>
 #include <fstream>
@@ -17,26 +17,15 @@
 #include <nlohmann/json.hpp>
 
 #include "kvlab/engine/kv_cache.h"
+#include "scratch_dir.h"
 
 namespace kvlab::file_test {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// A fresh, empty folder under the test build's tmp dir, unique to the running test and process
-// (ctest runs tests, and each instance of a parameterised test, as parallel processes).
+// A fresh, empty folder under the test build's tmp dir, unique to the running test.
 inline std::filesystem::path scratch_dir(std::string_view name) {
-  std::string unique(name);
-  if (const auto* info = ::testing::UnitTest::GetInstance()->current_test_info()) {
-    unique += std::string(".") + info->test_suite_name() + "." + info->name();
-  }
-  unique += "." + std::to_string(static_cast<long>(::getpid()));
-  for (char& c : unique) {
-    if (c == '/') c = '_';
-  }
-  const std::filesystem::path dir = std::filesystem::path(KVLAB_TEST_TMPDIR) / "files" / unique;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return test::fresh_test_dir(std::filesystem::path(KVLAB_TEST_TMPDIR) / "files", name);
 }
 
 inline void write_bytes(const std::filesystem::path& path, const Bytes& bytes) {

@@ -10,21 +10,13 @@
 
 #include "kvlab/engine/compress.h"
 #include "kvlab/engine/synthetic.h"
+#include "scratch_dir.h"
 
 namespace kvlab::gui_test {
 
-// KVLAB_TEST_TMPDIR/<suite>.<test>.<pid>, emptied first (ctest runs tests as parallel processes).
+// KVLAB_TEST_TMPDIR/<suite>.<test>.<pid>, emptied first.
 inline std::filesystem::path fresh_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  const auto dir = std::filesystem::path(KVLAB_TEST_TMPDIR) /
-                   (name + "." + std::to_string(static_cast<long>(getpid())));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return test::fresh_test_dir(KVLAB_TEST_TMPDIR);
 }
 
 // Two layers, 2 KV heads of 16 channels, 96 tokens: milliseconds to generate and compress.

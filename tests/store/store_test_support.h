@@ -16,22 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include "kvlab/store/runs_store.h"
+#include "scratch_dir.h"
 
 namespace kvlab::store_test {
 
-// KVLAB_TEST_TMPDIR/<suite>.<test>.<pid>, emptied at the start; tests run as separate ctest
-// processes, possibly in parallel, so each gets its own folder.
+// KVLAB_TEST_TMPDIR/<suite>.<test>.<pid>, emptied first.
 inline std::filesystem::path fresh_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  for (char& c : name) {
-    if (c == '/') c = '_';
-  }
-  const auto dir = std::filesystem::path(KVLAB_TEST_TMPDIR) /
-                   (name + "." + std::to_string(static_cast<long>(getpid())));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
+  return test::fresh_test_dir(KVLAB_TEST_TMPDIR);
 }
 
 inline std::string file_bytes(const std::filesystem::path& path) {
