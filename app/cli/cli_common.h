@@ -45,6 +45,7 @@ struct DbOption {
 void add_compress_command(CLI::App& app);
 void add_runs_command(CLI::App& app);
 void add_sources_command(CLI::App& app);
+void add_stream_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 
 }  // namespace kvlab::cli

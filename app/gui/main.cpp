@@ -1,6 +1,7 @@
 // kvlab-gui [--db PATH] [--screenshot DIR]: the desktop lab. With --screenshot it runs the
 // default compression (synthetic llama3-8b, 1024 tokens, KIVI) and saves a PNG of every page,
-// then runs KVComp with Huffman coding and saves the Compression page's codec charts.
+// then runs KVComp with Huffman coding and saves the Compression page's codec charts and its
+// memory over decode steps.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,7 +38,8 @@ constexpr const char* kUsage =
     "~/.local/share/kvlab/runs.sqlite)\n"
     "  --screenshot DIR   run the default compression (synthetic llama3-8b, 1024 tokens, kivi),\n"
     "                     save DIR/{compression,eviction,planner,runs,learn}.png, then run\n"
-    "                     kvcomp + huffman and save DIR/compression-codec{,-ratio}.png, and exit\n"
+    "                     kvcomp + huffman and save DIR/compression-codec{,-ratio}.png and\n"
+    "                     DIR/compression-stream.png (memory over decode steps), and exit\n"
     "  -h, --help         show this help\n"
     "\n"
     "Without a display (no DISPLAY or WAYLAND_DISPLAY, QT_QPA_PLATFORM unset) it renders\n"
@@ -107,6 +109,7 @@ int take_codec_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
   const std::pair<int, const char*> shots[] = {
       {gui::CompressionView::kCodeLengthTab, "compression-codec.png"},
       {gui::CompressionView::kCodecRatioTab, "compression-codec-ratio.png"},
+      {gui::CompressionView::kStreamTab, "compression-stream.png"},
   };
   for (const auto& [tab, name] : shots) {
     view.lower_tabs()->setCurrentIndex(tab);

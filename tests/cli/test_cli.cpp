@@ -159,4 +159,43 @@ TEST(Cli, BenchCodecMeasuresAllThreeCodecs) {
   EXPECT_NE(run("bench codec --seconds 0").code, 0);
 }
 
+TEST(Cli, StreamReportsMemoryOverDecodeSteps) {
+  const std::string common =
+      "stream --source synthetic:tiny --context 160 --prefill 64 --block-size 16 "
+      "--buffer-size 32 --codec huffman --every 16";
+  const Output o = run(common + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  const auto& points = j["points"];
+  ASSERT_EQ(points.size(), 7u);  // steps 0, 16, ..., 96
+  EXPECT_EQ(points.front()["tokens"], 64);
+  EXPECT_EQ(points.back()["step"], 96);
+  EXPECT_EQ(points.back()["tokens"], 160);
+  for (const auto& p : points) {
+    EXPECT_EQ(p["total"].get<std::uint64_t>(),
+              p["payload"].get<std::uint64_t>() + p["metadata"].get<std::uint64_t>() +
+                  p["codebooks"].get<std::uint64_t>() + p["quant_params"].get<std::uint64_t>() +
+                  p["buffer"].get<std::uint64_t>());
+    EXPECT_GT(p["ratio"].get<double>(), 1.0);
+  }
+  const Output table = run(common);
+  ASSERT_EQ(table.code, 0) << table.out;
+  for (const char* k : {"step", "tokens", "compressed", "buffer", "meta+books", "ratio"}) {
+    EXPECT_NE(table.out.find(k), std::string::npos) << k;
+  }
+  const std::string dbo = " --db " + tmp("stream.sqlite");
+  const Output saved = run(common + " --json --save" + dbo);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  const auto id = nlohmann::json::parse(saved.out)["run_id"].get<long long>();
+  const Output show = run("runs show " + std::to_string(id) + dbo);
+  EXPECT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("stream"), std::string::npos) << show.out;
+  const Output bad = run("stream --source synthetic:tiny --context 64 --prefill 65");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("prefill"), std::string::npos) << bad.out;
+  const Output bad_codec = run("stream --source synthetic:tiny --codec varwidth");
+  EXPECT_NE(bad_codec.code, 0);
+  EXPECT_NE(bad_codec.out.find("varwidth"), std::string::npos) << bad_codec.out;
+}
+
 }  // namespace

@@ -10,6 +10,7 @@ namespace kvlab::gui {
 
 struct CompressionRunner::Outcome {
   std::optional<CompressionReport> report;
+  std::optional<StreamReport> stream;
   QString error;
   bool cancelled = false;
   std::shared_ptr<const KvCache> cache;  // set when this job loaded a new cache
@@ -23,6 +24,21 @@ Result<KvCache> load_source(const SourceSpec& source, const ProgressFn& progress
     return load_cache_file(std::filesystem::path(source.file.toStdString()), progress);
   }
   return generate_synthetic(source.synthetic, progress);
+}
+
+std::optional<StreamConfig> stream_config_for(const MethodConfig& method, int tokens) {
+  if (method.kind != MethodKind::KvComp || !method.codec) return std::nullopt;
+  if (*method.codec != CodecKind::Huffman && *method.codec != CodecKind::BitPack) {
+    return std::nullopt;
+  }
+  StreamConfig c;
+  c.prefill_tokens = tokens / 2;
+  c.block_size = method.block_size;
+  c.buffer_size = 2 * method.block_size;
+  c.rel_scale = method.rel_scale;
+  c.codec = *method.codec;
+  c.record_every = 16;
+  return c;
 }
 
 CompressionRunner::CompressionRunner(QObject* parent) : QObject(parent) {}
@@ -103,11 +119,23 @@ void CompressionRunner::run_job(CompressionJob job, std::shared_ptr<const KvCach
   }
   if (cache) {
     const double base = outcome->reused_cache ? 0.0 : 0.5;
-    auto report = compress_cache(*cache, job.method, progress_fn(base, 1.0 - base));
+    const auto stream_config = stream_config_for(job.method, cache->tokens());
+    const double span = (1.0 - base) * (stream_config ? 0.7 : 1.0);
+    auto report = compress_cache(*cache, job.method, progress_fn(base, span));
     if (report) {
       outcome->report = std::move(report).value();
     } else {
       fail(report.message());
+    }
+    if (outcome->report && stream_config) {
+      auto stream =
+          simulate_stream(*cache, *stream_config, progress_fn(base + span, 1.0 - base - span));
+      if (stream) {
+        outcome->stream = std::move(stream).value();
+      } else {
+        outcome->report.reset();
+        fail(stream.message());
+      }
     }
   }
   QMetaObject::invokeMethod(
@@ -122,6 +150,7 @@ void CompressionRunner::finish(const std::shared_ptr<Outcome>& outcome) {
   }
   m_busy = false;
   if (outcome->report) {
+    if (outcome->stream) emit stream_simulated(*outcome->stream);
     emit succeeded(*outcome->report, outcome->reused_cache);
   } else {
     emit failed(outcome->error, outcome->cancelled);

@@ -1,5 +1,7 @@
 #include "kvlab/gui/compression_view.h"
 
+#include <utility>
+
 #include <QDateTime>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -24,6 +26,7 @@
 #include "kvlab/gui/report_charts.h"
 #include "kvlab/gui/results_panel.h"
 #include "kvlab/gui/source_panel.h"
+#include "kvlab/gui/stream_chart.h"
 
 namespace kvlab::gui {
 
@@ -49,6 +52,8 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   layout->addWidget(splitter);
 
   connect(m_runner, &CompressionRunner::progress, this, &CompressionView::on_progress);
+  connect(m_runner, &CompressionRunner::stream_simulated, this,
+          [this](const StreamReport& stream) { m_pending_stream = stream; });
   connect(m_runner, &CompressionRunner::succeeded, this, &CompressionView::on_succeeded);
   connect(m_runner, &CompressionRunner::failed, this, &CompressionView::on_failed);
   connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
@@ -117,16 +122,22 @@ QWidget* CompressionView::build_charts() {
   m_histograms = new HistogramPanel;
   m_code_lengths = new CodeLengthPanel;
   m_codec_ratios = new CodecRatioChart;
+  m_stream_chart = new StreamChart;
   m_lower_tabs = new QTabWidget;
   m_lower_tabs->setDocumentMode(true);
   m_lower_tabs->addTab(m_histograms, tr("Codes histogram"));
   m_lower_tabs->addTab(m_code_lengths, tr("Code lengths"));
   m_lower_tabs->addTab(m_codec_ratios, tr("Ratio by codec"));
+  m_lower_tabs->addTab(m_stream_chart, tr("Decode stream"));
   m_lower_tabs->setTabToolTip(kCodeLengthTab,
                               tr("Huffman code length of each code value beside its frequency"));
   m_lower_tabs->setTabToolTip(kCodecRatioTab,
                               tr("Per-layer ratio with each codec and at the entropy bound"));
+  m_lower_tabs->setTabToolTip(
+      kStreamTab, tr("Streaming cache memory over decode steps: prefill half, then one token a "
+                     "step (compressed blocks vs the fp16 buffer)"));
   m_lower_tabs->setTabVisible(kCodecRatioTab, false);
+  m_lower_tabs->setTabVisible(kStreamTab, false);
   // Both pickers show the same layer and tensor.
   connect(m_histograms, &HistogramPanel::selection_changed, this,
           [this](int layer, TensorPick tensor) {
@@ -225,10 +236,12 @@ void CompressionView::on_succeeded(const CompressionReport& report, bool reused_
                                      : tr("Cache kept in memory: changing only the method "
                                           "will not regenerate it."));
   show_report(report, tr("computed in %1").arg(format_seconds(report.total_seconds)));
+  show_stream(std::exchange(m_pending_stream, std::nullopt));
   save_run(report);
 }
 
 void CompressionView::on_failed(const QString& message, bool cancelled) {
+  m_pending_stream.reset();
   set_running(false);
   m_progress->setValue(0);
   m_last_error = message;
@@ -268,6 +281,18 @@ void CompressionView::show_report(const CompressionReport& report, const QString
       m_lower_tabs->setCurrentIndex(kHistogramTab);
   }
   m_lower_tabs->setTabVisible(kCodecRatioTab, coded);
+  show_stream(std::nullopt);  // a fresh run shows its stream right after this
+}
+
+void CompressionView::show_stream(const std::optional<StreamReport>& stream) {
+  m_stream = stream;
+  if (stream) {
+    m_stream_chart->set_data(stream_series_from_report(*stream));
+  } else {
+    m_stream_chart->clear_data();
+    if (m_lower_tabs->currentIndex() == kStreamTab) m_lower_tabs->setCurrentIndex(kHistogramTab);
+  }
+  m_lower_tabs->setTabVisible(kStreamTab, stream.has_value());
 }
 
 void CompressionView::save_run(const CompressionReport& report) {
@@ -287,6 +312,7 @@ void CompressionView::save_run(const CompressionReport& report) {
   run.params = method_params_json(report.config);
   run.metrics = report_to_json(report);
   run.artifacts.emplace_back("histograms", histograms_to_json(report));
+  if (m_stream) run.artifacts.emplace_back("stream", stream_to_json(*m_stream));
   auto id = m_store->save_run(run);
   if (!id) {
     m_last_error = QString::fromStdString(id.message());

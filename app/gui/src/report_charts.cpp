@@ -127,4 +127,27 @@ ChartSet chart_set_from_report(const CompressionReport& r) {
   return set;
 }
 
+StreamSeriesData stream_series_from_report(const StreamReport& r) {
+  StreamSeriesData d;
+  const StreamConfig& c = r.config;
+  d.note = QStringLiteral("%1, prefill %2 tokens, block %3, buffer %4, %5 layer%6")
+               .arg(QString::fromLatin1(codec_id(c.codec).data(),
+                                        static_cast<int>(codec_id(c.codec).size())))
+               .arg(c.prefill_tokens)
+               .arg(c.block_size)
+               .arg(c.buffer_size)
+               .arg(r.layers)
+               .arg(r.layers == 1 ? QString() : QStringLiteral("s"));
+  for (const StreamPoint& p : r.points) {
+    const CacheMemory& m = p.memory;
+    d.step.push_back(p.step);
+    d.tokens.push_back(p.tokens);
+    d.compressed.push_back(
+        static_cast<double>(m.payload + m.metadata + m.codebooks + m.quant_params));
+    d.buffer.push_back(static_cast<double>(m.buffer));
+    d.fp16.push_back(static_cast<double>(p.fp16_bytes));
+  }
+  return d;
+}
+
 }  // namespace kvlab::gui

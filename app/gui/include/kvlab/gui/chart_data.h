@@ -98,6 +98,17 @@ struct ReportSummary {
   std::optional<CodecSummary> codec;  // empty when no codec ran
 };
 
+// Memory of the streaming compressed cache over decode steps, summed over the simulated layers,
+// in bytes: one entry per recorded step.
+struct StreamSeriesData {
+  QString note;  // "huffman, prefill 512, block 64, buffer 128, 32 layers"
+  std::vector<double> step;
+  std::vector<double> tokens;
+  std::vector<double> compressed;  // payload + metadata + codebooks + quantization parameters
+  std::vector<double> buffer;      // the fp16 buffer
+  std::vector<double> fp16;        // the same tokens uncompressed: the reference line
+};
+
 struct ChartSet {
   ReportSummary summary;
   ByteBarsData bytes;

@@ -15,6 +15,7 @@
 #include "kvlab/engine/compress.h"
 #include "kvlab/engine/kv_cache.h"
 #include "kvlab/engine/method.h"
+#include "kvlab/engine/stream_sim.h"
 #include "kvlab/gui/source_panel.h"
 
 namespace kvlab::gui {
@@ -26,6 +27,11 @@ struct CompressionJob {
 
 // Loads the cache a source spec names (synthetic generation or a file). Runs on any thread.
 Result<KvCache> load_source(const SourceSpec& source, const ProgressFn& progress);
+
+// The decode-stream simulation that follows a KVComp run coded with Huffman or bit packing:
+// the first half of the `tokens` as the prefill, the rest one per step, recorded every 16 steps,
+// the method's block size and a buffer of two blocks. Empty for other methods and codecs.
+std::optional<StreamConfig> stream_config_for(const MethodConfig& method, int tokens);
 
 class CompressionRunner : public QObject {
   Q_OBJECT
@@ -48,6 +54,8 @@ class CompressionRunner : public QObject {
 
  signals:
   void progress(int percent, const QString& stage);
+  // Emitted just before succeeded() when the job also simulated the decode stream.
+  void stream_simulated(const kvlab::StreamReport& stream);
   void succeeded(const kvlab::CompressionReport& report, bool reused_cache);
   void failed(const QString& message, bool cancelled);
   void finished();

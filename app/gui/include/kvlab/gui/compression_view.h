@@ -13,6 +13,7 @@
 #include <QWidget>
 
 #include "kvlab/engine/compress.h"
+#include "kvlab/engine/stream_sim.h"
 #include "kvlab/store/runs_store.h"
 
 class QLabel;
@@ -31,6 +32,7 @@ class LayerChart;
 class MethodPanel;
 class ResultsPanel;
 class SourcePanel;
+class StreamChart;
 
 class CompressionView : public QWidget {
   Q_OBJECT
@@ -67,10 +69,14 @@ class CompressionView : public QWidget {
   HistogramPanel* histogram_panel() const { return m_histograms; }
   CodeLengthPanel* code_length_panel() const { return m_code_lengths; }
   CodecRatioChart* codec_ratio_chart() const { return m_codec_ratios; }
-  // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (the last shown
-  // only when a codec ran).
+  StreamChart* stream_chart() const { return m_stream_chart; }
+  // The decode-stream simulation of the last fresh kvcomp + huffman/bitpack run; empty after
+  // any other run or a report reopened from the store.
+  const std::optional<StreamReport>& current_stream() const { return m_stream; }
+  // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (shown only when a
+  // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run).
   QTabWidget* lower_tabs() const { return m_lower_tabs; }
-  enum LowerTab { kHistogramTab = 0, kCodeLengthTab = 1, kCodecRatioTab = 2 };
+  enum LowerTab { kHistogramTab = 0, kCodeLengthTab = 1, kCodecRatioTab = 2, kStreamTab = 3 };
   QProgressBar* progress_bar() const { return m_progress; }
   QPushButton* run_button() const { return m_run_button; }
   QPushButton* cancel_button() const { return m_cancel_button; }
@@ -87,6 +93,7 @@ class CompressionView : public QWidget {
   void on_succeeded(const CompressionReport& report, bool reused_cache);
   void on_failed(const QString& message, bool cancelled);
   void save_run(const CompressionReport& report);
+  void show_stream(const std::optional<StreamReport>& stream);
   void show_error(const QString& message);
 
   std::shared_ptr<RunsStore> m_store;
@@ -104,9 +111,12 @@ class CompressionView : public QWidget {
   HistogramPanel* m_histograms = nullptr;
   CodeLengthPanel* m_code_lengths = nullptr;
   CodecRatioChart* m_codec_ratios = nullptr;
+  StreamChart* m_stream_chart = nullptr;
   QTabWidget* m_lower_tabs = nullptr;
 
   std::optional<CompressionReport> m_report;
+  std::optional<StreamReport> m_stream;
+  std::optional<StreamReport> m_pending_stream;  // from the runner, until its report is shown
   std::int64_t m_last_saved_id = 0;
   QString m_last_error;
   bool m_last_ok = false;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include "kvlab/engine/compress.h"
+#include "kvlab/engine/stream_sim.h"
 #include "kvlab/gui/chart_data.h"
 
 namespace kvlab::gui {
 
 ChartSet chart_set_from_report(const CompressionReport& report);
+StreamSeriesData stream_series_from_report(const StreamReport& report);
 
 }  // namespace kvlab::gui
