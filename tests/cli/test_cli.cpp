@@ -40,7 +40,7 @@ std::string tmp(const std::string& name) {
 TEST(Cli, HelpOnEveryCommand) {
   for (const char* c :
        {"", "compress", "runs", "runs list", "runs show", "runs export", "runs delete", "sources",
-        "sources export-synthetic", "sources info", "bench", "bench codec"}) {
+        "sources export-synthetic", "sources info", "bench", "bench codec", "stream"}) {
     const Output o = run(std::string(c) + " --help");
     EXPECT_EQ(o.code, 0) << c;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << c;
