@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "attention_common.h"
+
 namespace kvlab {
 
 namespace {
@@ -364,74 +366,15 @@ Status check_view(const CompressedKvView& v, int q_heads) {
   return Ok{};
 }
 
-// The buffered fp16 rows of `tokens` tokens, [tokens][heads][dim], starting at token `first`.
-void buffer_logits(std::span<const std::uint16_t> keys, int first, int tokens, int heads, int dim,
-                   int group, const float* q, float scale, int total_tokens, float* logits) {
-  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
-  std::vector<float> row(hd);
-  for (int i = 0; i < tokens; ++i) {
-    fp16_to_float(keys.subspan(static_cast<std::size_t>(i) * hd, hd), row);
-    for (int qh = 0; qh < heads * group; ++qh) {
-      const float* k = row.data() + static_cast<std::size_t>(qh / group) * dim;
-      const float* qv = q + static_cast<std::size_t>(qh) * dim;
-      float a = 0.f;
-#pragma omp simd reduction(+ : a)
-      for (int c = 0; c < dim; ++c) a += qv[c] * k[c];
-      logits[static_cast<std::size_t>(qh) * total_tokens + first + i] = a * scale;
-    }
-  }
-}
-
-void buffer_values(std::span<const std::uint16_t> values, int first, int tokens, int heads, int dim,
-                   int group, const float* probs, int total_tokens, float* out) {
-  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
-  std::vector<float> row(hd);
-  for (int i = 0; i < tokens; ++i) {
-    fp16_to_float(values.subspan(static_cast<std::size_t>(i) * hd, hd), row);
-    for (int qh = 0; qh < heads * group; ++qh) {
-      const float* v = row.data() + static_cast<std::size_t>(qh / group) * dim;
-      const float p = probs[static_cast<std::size_t>(qh) * total_tokens + first + i];
-      float* o = out + static_cast<std::size_t>(qh) * dim;
-#pragma omp simd
-      for (int c = 0; c < dim; ++c) o[c] += p * v[c];
-    }
-  }
-}
-
-Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::size_t out,
-                   std::size_t out_need) {
-  if (in != in_need || out != out_need) {
-    return make_error(fmt::format("{}: input holds {} floats (needs {}), output {} (needs {})",
-                                  what, in, in_need, out, out_need));
-  }
-  return Ok{};
-}
-
 }  // namespace
-
-void softmax_rows(std::span<float> x, int rows) {
-  if (rows <= 0) return;
-  const std::size_t n = x.size() / static_cast<std::size_t>(rows);
-  for (int r = 0; r < rows; ++r) {
-    float* v = x.data() + static_cast<std::size_t>(r) * n;
-    const float mx = *std::max_element(v, v + n);
-    float sum = 0.f;
-    for (std::size_t i = 0; i < n; ++i) {
-      v[i] = std::exp(v[i] - mx);
-      sum += v[i];
-    }
-    const float inv = 1.f / sum;
-    for (std::size_t i = 0; i < n; ++i) v[i] *= inv;
-  }
-}
 
 Status fused_attention_logits(const CompressedKvView& cache, std::span<const float> q, int q_heads,
                               std::span<float> logits) {
   if (Status st = check_view(cache, q_heads); !st) return st;
   const int T = cache.tokens(), dim = cache.head_dim, group = q_heads / cache.kv_heads;
-  if (Status st =
-          check_sizes("fused attention logits", q.size(), static_cast<std::size_t>(q_heads) * dim,
-                      logits.size(), static_cast<std::size_t>(q_heads) * T);
+  if (Status st = detail::check_sizes("fused attention logits", q.size(),
+                                      static_cast<std::size_t>(q_heads) * dim, logits.size(),
+                                      static_cast<std::size_t>(q_heads) * T);
       !st) {
     return st;
   }
@@ -444,8 +387,8 @@ Status fused_attention_logits(const CompressedKvView& cache, std::span<const flo
       return st;
     }
   }
-  buffer_logits(cache.buffer_keys, cache.compressed_tokens, cache.buffered_tokens, cache.kv_heads,
-                dim, group, q.data(), scale, T, logits.data());
+  detail::fp16_rows_logits(cache.buffer_keys, cache.compressed_tokens, cache.buffered_tokens,
+                           cache.kv_heads, dim, group, q.data(), scale, T, logits.data());
   return Ok{};
 }
 
@@ -453,9 +396,9 @@ Status fused_attention_values(const CompressedKvView& cache, std::span<const flo
                               int q_heads, std::span<float> out) {
   if (Status st = check_view(cache, q_heads); !st) return st;
   const int T = cache.tokens(), dim = cache.head_dim, group = q_heads / cache.kv_heads;
-  if (Status st =
-          check_sizes("fused attention values", probs.size(), static_cast<std::size_t>(q_heads) * T,
-                      out.size(), static_cast<std::size_t>(q_heads) * dim);
+  if (Status st = detail::check_sizes("fused attention values", probs.size(),
+                                      static_cast<std::size_t>(q_heads) * T, out.size(),
+                                      static_cast<std::size_t>(q_heads) * dim);
       !st) {
     return st;
   }
@@ -468,8 +411,8 @@ Status fused_attention_values(const CompressedKvView& cache, std::span<const flo
       return st;
     }
   }
-  buffer_values(cache.buffer_values, cache.compressed_tokens, cache.buffered_tokens, cache.kv_heads,
-                dim, group, probs.data(), T, out.data());
+  detail::fp16_rows_values(cache.buffer_values, cache.compressed_tokens, cache.buffered_tokens,
+                           cache.kv_heads, dim, group, probs.data(), T, out.data());
   return Ok{};
 }
 
@@ -480,65 +423,6 @@ Status fused_attention(const CompressedKvView& cache, std::span<const float> q, 
   if (Status st = fused_attention_logits(cache, q, q_heads, scratch); !st) return st;
   softmax_rows(scratch, q_heads);
   return fused_attention_values(cache, scratch, q_heads, out);
-}
-
-namespace {
-
-Status check_fp16(const Fp16KvView& kv, int q_heads) {
-  if (kv.tokens < 1 || kv.kv_heads < 1 || kv.head_dim < 1) {
-    return make_error(fmt::format("fp16 attention: shape [{}, {}, {}] is empty", kv.tokens,
-                                  kv.kv_heads, kv.head_dim));
-  }
-  if (q_heads < 1 || q_heads % kv.kv_heads != 0) {
-    return make_error(fmt::format(
-        "fp16 attention: {} query heads are not a multiple of {} KV heads", q_heads, kv.kv_heads));
-  }
-  const std::size_t need = static_cast<std::size_t>(kv.tokens) * kv.kv_heads * kv.head_dim;
-  if (kv.keys.size() != need || kv.values.size() != need) {
-    return make_error(fmt::format("fp16 attention: {} keys and {} values given, the shape needs {}",
-                                  kv.keys.size(), kv.values.size(), need));
-  }
-  return Ok{};
-}
-
-}  // namespace
-
-Status fp16_attention_logits(const Fp16KvView& kv, std::span<const float> q, int q_heads,
-                             std::span<float> logits) {
-  if (Status st = check_fp16(kv, q_heads); !st) return st;
-  if (Status st = check_sizes("fp16 attention logits", q.size(),
-                              static_cast<std::size_t>(q_heads) * kv.head_dim, logits.size(),
-                              static_cast<std::size_t>(q_heads) * kv.tokens);
-      !st) {
-    return st;
-  }
-  buffer_logits(kv.keys, 0, kv.tokens, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads, q.data(),
-                1.f / std::sqrt(static_cast<float>(kv.head_dim)), kv.tokens, logits.data());
-  return Ok{};
-}
-
-Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs, int q_heads,
-                             std::span<float> out) {
-  if (Status st = check_fp16(kv, q_heads); !st) return st;
-  if (Status st = check_sizes("fp16 attention values", probs.size(),
-                              static_cast<std::size_t>(q_heads) * kv.tokens, out.size(),
-                              static_cast<std::size_t>(q_heads) * kv.head_dim);
-      !st) {
-    return st;
-  }
-  std::fill(out.begin(), out.end(), 0.f);
-  buffer_values(kv.values, 0, kv.tokens, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
-                probs.data(), kv.tokens, out.data());
-  return Ok{};
-}
-
-Status fp16_attention(const Fp16KvView& kv, std::span<const float> q, int q_heads,
-                      std::span<float> out, std::vector<float>& scratch) {
-  scratch.resize(static_cast<std::size_t>(std::max(q_heads, 0)) *
-                 static_cast<std::size_t>(std::max(kv.tokens, 0)));
-  if (Status st = fp16_attention_logits(kv, q, q_heads, scratch); !st) return st;
-  softmax_rows(scratch, q_heads);
-  return fp16_attention_values(kv, scratch, q_heads, out);
 }
 
 }  // namespace kvlab
