@@ -25,7 +25,7 @@ cd "$root"
 
 packages=(build-essential cmake pkg-config qt6-base-dev libqcustomplot-dev libeigen3-dev
   libsqlite3-dev googletest libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  libfmt-dev zlib1g-dev libgl1-mesa-dev xvfb xauth python3)
+  libfmt-dev zlib1g-dev libzstd-dev libgl1-mesa-dev xvfb xauth python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
