@@ -71,4 +71,27 @@ Result<RunsStore> DbOption::open() const {
   return RunsStore::open(path.empty() ? default_db_path() : std::filesystem::path(path));
 }
 
+Result<std::unique_ptr<RunsStore>> DbOption::open_if(bool save) const {
+  if (!save) return std::unique_ptr<RunsStore>{};
+  auto store = open();
+  if (!store) return store.error();
+  return std::make_unique<RunsStore>(std::move(*store));
+}
+
+int save_and_print(RunsStore* store, const NewRun& run, nlohmann::json& j, bool json,
+                   const std::function<void()>& print_text) {
+  if (store) {
+    auto id = store->save_run(run);
+    if (!id) return fail(id.message());
+    j["run_id"] = *id;
+    if (!json) fmt::print(stderr, "saved as run {} in {}\n", *id, store->path().string());
+  }
+  if (json) {
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    print_text();
+  }
+  return 0;
+}
+
 }  // namespace kvlab::cli

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -40,7 +42,15 @@ struct DbOption {
   std::string path;
   void add_to(CLI::App& app);
   Result<RunsStore> open() const;
+  // The store when `save` is set (opened before any long work, so a bad --db fails fast), else
+  // null.
+  Result<std::unique_ptr<RunsStore>> open_if(bool save) const;
 };
+
+// The end of every command that makes a run: saves `run` when `store` is set (adding "run_id"
+// to `j`), then prints `j` as JSON or calls `print_text`.
+int save_and_print(RunsStore* store, const NewRun& run, nlohmann::json& j, bool json,
+                   const std::function<void()>& print_text);
 
 void add_compress_command(CLI::App& app);
 void add_runs_command(CLI::App& app);

@@ -72,38 +72,25 @@ int run(const CompressOptions& o) {
   if (!codec) return fail("--codec: " + codec.message());
   config.codec = *codec;
   if (auto q = make_quantizer(config); !q) return fail(q.message());
-  // Open the store before the long work, so a bad --db fails fast.
-  std::unique_ptr<RunsStore> store;
-  if (o.save) {
-    auto s = o.db.open();
-    if (!s) return fail(s.message());
-    store = std::make_unique<RunsStore>(std::move(*s));
-  }
+  auto store = o.db.open_if(o.save);
+  if (!store) return fail(store.message());
   const ProgressFn progress = terminal_progress();
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
   auto report = compress_cache(*cache, config, progress);
   if (!report) return fail(report.message());
   nlohmann::json j = report_to_json(*report);
-  if (store) {
-    NewRun run{"compression",
-               report->source,
-               report->method,
-               o.label.empty() ? report->method_label : o.label,
-               method_params_json(config),
-               j,
-               {{"histograms", histograms_to_json(*report)}}};
-    auto id = store->save_run(run);
-    if (!id) return fail(id.message());
-    j["run_id"] = *id;
-    if (!o.json) fmt::print(stderr, "saved as run {} in {}\n", *id, store->path().string());
+  NewRun run;
+  if (*store) {
+    run = NewRun{"compression",
+                 report->source,
+                 report->method,
+                 o.label.empty() ? report->method_label : o.label,
+                 method_params_json(config),
+                 j,
+                 {{"histograms", histograms_to_json(*report)}}};
   }
-  if (o.json) {
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    print_text(*report);
-  }
-  return 0;
+  return save_and_print(store->get(), run, j, o.json, [&] { print_text(*report); });
 }
 
 }  // namespace

@@ -44,19 +44,16 @@ int run(StreamOptions& o) {
   if (!codec) return fail("--codec: " + codec.message());
   o.config.codec = *codec;
   if (auto c = stream_cache_config(o.config); !c) return fail(c.message());
-  std::unique_ptr<RunsStore> store;
-  if (o.save) {
-    auto s = o.db.open();
-    if (!s) return fail(s.message());
-    store = std::make_unique<RunsStore>(std::move(*s));
-  }
+  auto store = o.db.open_if(o.save);
+  if (!store) return fail(store.message());
   const ProgressFn progress = terminal_progress();
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
   auto report = simulate_stream(*cache, o.config, progress);
   if (!report) return fail(report.message());
   nlohmann::json j = stream_to_json(*report);
-  if (store) {
+  NewRun run;
+  if (*store) {
     const std::string method = fmt::format("kvcomp+{}", codec_id(o.config.codec));
     const std::string label =
         o.label.empty()
@@ -69,19 +66,10 @@ int run(StreamOptions& o) {
                               {"total_bytes", last.memory.total()},
                               {"fp16_bytes", last.fp16_bytes},
                               {"points", report->points.size()}};
-    NewRun run{"stream", report->source, method, label, stream_config_to_json(o.config),
-               metrics,  {{"stream", j}}};
-    auto id = store->save_run(run);
-    if (!id) return fail(id.message());
-    j["run_id"] = *id;
-    if (!o.json) fmt::print(stderr, "saved as run {} in {}\n", *id, store->path().string());
+    run = NewRun{"stream", report->source, method, label, stream_config_to_json(o.config),
+                 metrics,  {{"stream", j}}};
   }
-  if (o.json) {
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    print_text(*report);
-  }
-  return 0;
+  return save_and_print(store->get(), run, j, o.json, [&] { print_text(*report); });
 }
 
 }  // namespace
