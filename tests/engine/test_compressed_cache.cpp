@@ -11,6 +11,7 @@
 #include "group_quant.h"
 #include "kvlab/engine/compressed_cache.h"
 #include "random.h"
+#include "tensor_test_util.h"
 
 namespace kvlab {
 namespace {
@@ -26,11 +27,7 @@ Tensor random_fp16(int tokens, int heads, int dim, std::uint64_t seed) {
   return Tensor::from_float(x, DType::F16, tokens, heads, dim);
 }
 
-std::vector<float> row_of(const Tensor& t, int token) {
-  std::vector<float> r(static_cast<std::size_t>(t.heads()) * t.dim());
-  for (int h = 0; h < t.heads(); ++h) t.view().load_row(token, h, r.data() + h * t.dim());
-  return r;
-}
+using tensor_test::row_of;
 
 detail::GroupSpec spec_of(const CompressedCacheConfig& c) {
   return detail::GroupSpec{8, c.block_size, 0, detail::StepRule::Relative, c.rel_scale};

@@ -10,6 +10,7 @@
 
 #include "kvlab/engine/fused_attention.h"
 #include "random.h"
+#include "tensor_test_util.h"
 
 namespace kvlab {
 namespace {
@@ -24,11 +25,7 @@ Tensor random_fp16(int tokens, int heads, int dim, std::uint64_t seed) {
   return Tensor::from_float(x, DType::F16, tokens, heads, dim);
 }
 
-std::vector<float> row_of(const Tensor& t, int token) {
-  std::vector<float> r(static_cast<std::size_t>(t.heads()) * t.dim());
-  for (int h = 0; h < t.heads(); ++h) t.view().load_row(token, h, r.data() + h * t.dim());
-  return r;
-}
+using tensor_test::row_of;
 
 // softmax(q K^T / sqrt(d)) V in double; query head h reads KV head h / group.
 std::vector<double> reference(const std::vector<float>& q, int q_heads, const float* k,
