@@ -139,7 +139,10 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
   if (!db) return db.error();
 
   // Read-only checks first: garbage and databases from a newer kvlab are refused before the
-  // journal mode (or anything else) is written.
+  // journal mode (or anything else) is written. They run in one read transaction so the version
+  // and the table count come from the same snapshot: another process may be creating the schema
+  // at this moment, and seeing its tables without its version would look like a foreign file.
+  if (auto begin = db->exec("BEGIN", "checking the schema"); !begin) return begin.error();
   auto version = store_schema::read_version(*db);
   if (!version) return version.error();
   if (auto newer = store_schema::check_not_newer(*db, *version); !newer) return newer.error();
@@ -154,6 +157,7 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
                        "runs database and was left untouched");
     }
   }
+  if (auto end = db->exec("COMMIT", "checking the schema"); !end) return end.error();
 
   if (auto wal = enable_wal(*db); !wal) return wal.error();
   // In WAL mode NORMAL loses no committed transaction when a process crashes, only (possibly)
