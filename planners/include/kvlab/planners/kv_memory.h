@@ -1,0 +1,82 @@
+// The planner's memory model: bytes of KV cache per sequence under a storage scheme and a
+// deployment (tensor and pipeline parallelism, paged allocation), weights, and the formula
+// written out with the numbers in it.
+//
+// What is counted, per GPU:
+//  - every layer the GPU holds (pipeline parallelism: layers split into `pp` stages, the largest
+//    stage is what must fit);
+//  - per layer, the tokens it keeps: all of them, at most `sliding_window` on a sliding-window
+//    layer, at most the scheme's eviction budget; rounded up to whole pages of `page_tokens`;
+//  - per token, K and V of the KV heads the GPU holds: kv_heads / tp, or one replicated head when
+//    tp > kv_heads; an MLA latent is not split by tp;
+//  - the scheme's bytes: fp16/bf16 2 bytes per value; fp8 and int8 1 byte plus one float scale
+//    per tensor; int4 half a byte plus a scale; KIVI as the engine's quantizer allocates it
+//    (codes, a float scale and minimum per group, the newest `residual` tokens in fp16, a 28-byte
+//    header per tensor); or a measured bits per value from a saved compression run.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kvlab/engine/result.h"
+#include "kvlab/planners/catalog.h"
+
+namespace kvlab::planners {
+
+enum class SchemeKind : std::uint8_t { Fp16, Fp8, Int8, Int4, Kivi, Measured };
+
+struct Scheme {
+  std::string id;  // "fp16", "kivi2", "run:12", "int4+evict:0.25"
+  std::string label;
+  SchemeKind kind = SchemeKind::Fp16;
+  int bits = 16;
+  int group_size = 32, residual = 128;  // KIVI
+  double measured_bits_per_value = 0;   // Measured
+  // Eviction: at most this many tokens per layer, or this fraction of the context.
+  std::optional<std::int64_t> evict_tokens;
+  std::optional<double> evict_fraction;
+};
+
+// "fp16" (or "bf16"), "fp8", "int8", "int4", "kivi2", "kivi4", each optionally followed by
+// "+evict:N" (tokens) or "+evict:F" (fraction < 1) or "+evict:25%". "run:ID" is resolved by the
+// caller (it needs the runs store): use measured_scheme().
+Result<Scheme> parse_scheme(std::string_view id);
+Scheme measured_scheme(std::string id, std::string label, double bits_per_value);
+
+struct Deployment {
+  int tp = 1, pp = 1;
+  double gpu_memory_utilization = 0.9;        // the serving engine's share of the GPU's memory
+  std::uint64_t reserve_bytes = 1ull << 30;   // activations, CUDA graphs, runtime: not for KV
+  int page_tokens = 16;                       // KV allocated in pages of this many tokens
+  std::string weights_dtype;                  // empty: the model's own
+  Status validate(const ModelSpec& m) const;  // names the option
+};
+
+// KV heads one GPU holds (after tensor parallelism, with replication).
+int kv_heads_per_gpu(const ModelSpec& m, int tp);
+
+// Bytes one tensor (K or V) of `tokens` tokens × `heads` × `dim` takes under the scheme
+// (eviction not applied). For KIVI this is the engine's allocation for the same shape.
+std::uint64_t scheme_tensor_bytes(const Scheme& s, bool key, std::int64_t tokens, int heads,
+                                  int dim);
+
+// Tokens a layer keeps for a sequence of `context` tokens (window, eviction; no pages).
+std::int64_t layer_tokens(const ModelSpec& m, const Scheme& s, int layer, std::int64_t context);
+
+// KV bytes of one sequence on the most loaded GPU.
+std::uint64_t kv_bytes_per_sequence(const ModelSpec& m, const Scheme& s, const Deployment& d,
+                                    std::int64_t context);
+// KV bytes per token for the whole model (one GPU, no pages, no window, no eviction): the
+// headline number, e.g. 327,680 for Llama-3-70B in fp16.
+double kv_bytes_per_token(const ModelSpec& m, const Scheme& s);
+
+std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d);
+std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d);
+
+// The formula with the numbers substituted at every step, one step per line.
+std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
+                       std::int64_t context, int batch);
+
+}  // namespace kvlab::planners

@@ -1,0 +1,343 @@
+// The planner's memory model (see kv_memory.h for what is counted).
+#include "kvlab/planners/kv_memory.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kvlab/planners/memory_formula.h"
+
+namespace kvlab::planners {
+namespace {
+
+constexpr std::uint64_t kTensorHeaderBytes = 16;  // as the engine's quantizers count them
+constexpr std::uint64_t kScaleBytes = 4;          // one float
+
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {
+  return (a + b - 1) / b;
+}
+
+std::string thousands(std::int64_t v) {
+  const std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string s = v < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) s += ',';
+    s += digits[i];
+  }
+  return s;
+}
+
+std::string bytes_text(double b) {
+  return b < 1024 ? fmt::format("{} B", thousands(static_cast<std::int64_t>(std::llround(b))))
+                  : format_bytes(b);
+}
+
+Result<double> parse_number(std::string_view t) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (t.empty() || ec != std::errc{} || end != t.data() + t.size() || !std::isfinite(v)) {
+    return make_error("not a number");
+  }
+  return v;
+}
+
+// Layers of each kind (global, sliding) in each pipeline stage.
+struct Stage {
+  int global = 0, sliding = 0;
+};
+
+std::vector<Stage> stages(const ModelSpec& m, int pp) {
+  std::vector<Stage> out(static_cast<std::size_t>(pp));
+  for (int l = 0; l < m.layers; ++l) {
+    // Stage sizes differ by at most one layer, larger stages first.
+    const int s = static_cast<int>(static_cast<std::int64_t>(l) * pp / m.layers);
+    (m.layer_is_sliding(l) ? out[s].sliding : out[s].global) += 1;
+  }
+  return out;
+}
+
+std::int64_t paged(std::int64_t tokens, int page) {
+  return static_cast<std::int64_t>(ceil_div(static_cast<std::uint64_t>(tokens), page)) * page;
+}
+
+// Bytes of one layer holding `tokens` tokens on one GPU.
+std::uint64_t layer_bytes(const ModelSpec& m, const Scheme& s, int heads, std::int64_t tokens) {
+  if (m.is_mla()) return scheme_tensor_bytes(s, true, tokens, 1, m.head_dim);
+  return scheme_tensor_bytes(s, true, tokens, heads, m.head_dim) +
+         scheme_tensor_bytes(s, false, tokens, heads, m.head_dim);
+}
+
+double value_bytes(const Scheme& s) {
+  switch (s.kind) {
+    case SchemeKind::Fp16:
+      return 2.0;
+    case SchemeKind::Fp8:
+    case SchemeKind::Int8:
+      return 1.0;
+    case SchemeKind::Int4:
+      return 0.5;
+    case SchemeKind::Kivi:
+      return s.bits / 8.0 + 2.0 * kScaleBytes / s.group_size;
+    case SchemeKind::Measured:
+      return s.measured_bits_per_value / 8.0;
+  }
+  return 2.0;
+}
+
+}  // namespace
+
+Result<Scheme> parse_scheme(std::string_view id) {
+  Scheme s;
+  s.id = std::string(id);
+  std::string_view base = id;
+  std::string_view evict;
+  if (const auto plus = id.find('+'); plus != std::string_view::npos) {
+    base = id.substr(0, plus);
+    evict = id.substr(plus + 1);
+    if (evict.rfind("evict:", 0) != 0) {
+      return make_error(fmt::format(
+          "scheme '{}': after '+' expected evict:N (tokens) or evict:F (fraction)", id));
+    }
+    evict.remove_prefix(6);
+  }
+  if (base == "fp16" || base == "bf16") {
+    s.kind = SchemeKind::Fp16, s.bits = 16, s.label = std::string(base);
+  } else if (base == "fp8") {
+    s.kind = SchemeKind::Fp8, s.bits = 8, s.label = "fp8";
+  } else if (base == "int8") {
+    s.kind = SchemeKind::Int8, s.bits = 8, s.label = "int8";
+  } else if (base == "int4") {
+    s.kind = SchemeKind::Int4, s.bits = 4, s.label = "int4";
+  } else if (base == "kivi2" || base == "kivi4") {
+    s.kind = SchemeKind::Kivi, s.bits = base == "kivi2" ? 2 : 4;
+    s.label = fmt::format("kivi-{} G=32 R=128", s.bits);
+  } else {
+    return make_error(fmt::format(
+        "unknown scheme '{}' (expected fp16, bf16, fp8, int8, int4, kivi2, kivi4 or run:ID, "
+        "optionally +evict:N or +evict:F)",
+        id));
+  }
+  if (!evict.empty() || id.find('+') != std::string_view::npos) {
+    const bool pct = !evict.empty() && evict.back() == '%';
+    auto v = parse_number(pct ? evict.substr(0, evict.size() - 1) : evict);
+    if (!v || !(*v > 0)) {
+      return make_error(
+          fmt::format("scheme '{}': the eviction budget must be a positive number", id));
+    }
+    const double f = pct ? *v / 100 : *v;
+    if (pct || f < 1) {
+      if (f > 1)
+        return make_error(fmt::format("scheme '{}': a budget fraction is at most 100%", id));
+      s.evict_fraction = f;
+      s.label += fmt::format(" + evict to {:g}%", f * 100);
+    } else {
+      if (f != std::floor(f)) {
+        return make_error(fmt::format("scheme '{}': a token budget is a whole number", id));
+      }
+      s.evict_tokens = static_cast<std::int64_t>(f);
+      s.label += fmt::format(" + evict to {} tokens", thousands(*s.evict_tokens));
+    }
+  }
+  return s;
+}
+
+Scheme measured_scheme(std::string id, std::string label, double bits_per_value) {
+  Scheme s;
+  s.id = std::move(id);
+  s.label = std::move(label);
+  s.kind = SchemeKind::Measured;
+  s.measured_bits_per_value = bits_per_value;
+  s.bits = static_cast<int>(std::ceil(bits_per_value));
+  return s;
+}
+
+Status Deployment::validate(const ModelSpec& m) const {
+  if (tp < 1 || tp > 1024)
+    return make_error(fmt::format("--tp {}: must be between 1 and 1024", tp));
+  if (pp < 1 || pp > m.layers) {
+    return make_error(
+        fmt::format("--pp {}: must be between 1 and the model's {} layers", pp, m.layers));
+  }
+  if (!m.is_mla() && m.kv_heads % tp != 0 && tp % m.kv_heads != 0) {
+    return make_error(fmt::format("--tp {}: must divide the {} KV heads or be a multiple of them",
+                                  tp, m.kv_heads));
+  }
+  if (!(gpu_memory_utilization > 0 && gpu_memory_utilization <= 1)) {
+    return make_error(fmt::format("--util {}: must be in (0, 1]", gpu_memory_utilization));
+  }
+  if (page_tokens < 1 || page_tokens > 65536) {
+    return make_error(fmt::format("--page {}: must be between 1 and 65536 tokens", page_tokens));
+  }
+  if (!weights_dtype.empty()) {
+    if (auto b = dtype_bytes(weights_dtype); !b) return make_error("--weights: " + b.message());
+  }
+  return Ok{};
+}
+
+int kv_heads_per_gpu(const ModelSpec& m, int tp) {
+  if (m.is_mla()) return 1;
+  return m.kv_heads >= tp ? m.kv_heads / tp : 1;  // tp > kv_heads: each GPU holds a replica
+}
+
+std::uint64_t scheme_tensor_bytes(const Scheme& s, bool key, std::int64_t tokens, int heads,
+                                  int dim) {
+  const std::uint64_t t = static_cast<std::uint64_t>(std::max<std::int64_t>(0, tokens));
+  const std::uint64_t n = t * heads * dim;
+  switch (s.kind) {
+    case SchemeKind::Fp16:
+      return 2 * n;
+    case SchemeKind::Fp8:
+    case SchemeKind::Int8:
+      return n + kScaleBytes + kTensorHeaderBytes;
+    case SchemeKind::Int4:
+      return ceil_div(n, 2) + kScaleBytes + kTensorHeaderBytes;
+    case SchemeKind::Measured:
+      return static_cast<std::uint64_t>(
+          std::ceil(static_cast<double>(n) * s.measured_bits_per_value / 8));
+    case SchemeKind::Kivi: {
+      const std::uint64_t g = static_cast<std::uint64_t>(s.group_size);
+      const std::uint64_t r = static_cast<std::uint64_t>(s.residual);
+      const std::uint64_t q = (t > r ? t - r : 0) / g * g;  // whole groups quantized
+      const std::uint64_t units = key ? q / g * heads * dim : q * heads * ceil_div(dim, g);
+      const std::uint64_t codes = ceil_div(q * heads * dim * s.bits, 8);
+      const std::uint64_t residual = (t - q) * heads * dim * 2;
+      return codes + 2 * kScaleBytes * units + residual + kTensorHeaderBytes + 3 * 4;
+    }
+  }
+  return 2 * n;
+}
+
+std::int64_t layer_tokens(const ModelSpec& m, const Scheme& s, int layer, std::int64_t context) {
+  std::int64_t t = context;
+  if (m.layer_is_sliding(layer)) t = std::min<std::int64_t>(t, *m.sliding_window);
+  if (s.evict_tokens) t = std::min(t, *s.evict_tokens);
+  if (s.evict_fraction) {
+    t = std::min(t, std::max<std::int64_t>(1, std::llround(*s.evict_fraction * context)));
+  }
+  return t;
+}
+
+std::uint64_t kv_bytes_per_sequence(const ModelSpec& m, const Scheme& s, const Deployment& d,
+                                    std::int64_t context) {
+  const int heads = kv_heads_per_gpu(m, d.tp);
+  const int first_sliding = [&] {
+    for (int l = 0; l < m.layers; ++l) {
+      if (m.layer_is_sliding(l)) return l;
+    }
+    return -1;
+  }();
+  const int first_global = [&] {
+    for (int l = 0; l < m.layers; ++l) {
+      if (!m.layer_is_sliding(l)) return l;
+    }
+    return -1;
+  }();
+  const std::uint64_t global =
+      first_global < 0
+          ? 0
+          : layer_bytes(m, s, heads,
+                        paged(layer_tokens(m, s, first_global, context), d.page_tokens));
+  const std::uint64_t sliding =
+      first_sliding < 0
+          ? 0
+          : layer_bytes(m, s, heads,
+                        paged(layer_tokens(m, s, first_sliding, context), d.page_tokens));
+  std::uint64_t most = 0;
+  for (const Stage& st : stages(m, d.pp)) {
+    most = std::max(most, st.global * global + st.sliding * sliding);
+  }
+  return most;
+}
+
+double kv_bytes_per_token(const ModelSpec& m, const Scheme& s) {
+  const double per_layer =
+      m.is_mla() ? static_cast<double>(m.head_dim) : 2.0 * m.kv_heads * m.head_dim;
+  return per_layer * m.layers * value_bytes(s);
+}
+
+std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d) {
+  const auto b = dtype_bytes(d.weights_dtype.empty() ? m.weights_dtype : d.weights_dtype);
+  return static_cast<std::uint64_t>(m.params_billion * 1e9 * (b ? *b : 2.0));
+}
+
+std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d) {
+  return ceil_div(weights_bytes_total(m, d), static_cast<std::uint64_t>(d.tp) * d.pp);
+}
+
+std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
+                       std::int64_t context, int batch) {
+  std::string out;
+  const auto line = [&](std::string text) { out += text + "\n"; };
+  line(fmt::format("{} · {} · context {} tokens · batch {} · TP {} · PP {}", m.name, s.label,
+                   thousands(context), batch, d.tp, d.pp));
+  const int heads = kv_heads_per_gpu(m, d.tp);
+  const double vb = value_bytes(s);
+  const std::string vb_text =
+      s.kind == SchemeKind::Kivi
+          ? fmt::format("({} bits / 8 + 2 × 4 B / {} group) bytes", s.bits, s.group_size)
+          : fmt::format("{:g} bytes", vb);
+  if (m.is_mla()) {
+    line(
+        fmt::format("MLA latent per token per layer = ({} kv_lora_rank + {} rope) × {} = {} "
+                    "(one latent for all heads; not split by TP)",
+                    m.kv_lora_rank, m.qk_rope_head_dim, vb_text, bytes_text(m.head_dim * vb)));
+  } else if (d.tp > 1) {
+    line(m.kv_heads >= d.tp
+             ? fmt::format("KV heads per GPU = {} kv_heads / TP {} = {}", m.kv_heads, d.tp, heads)
+             : fmt::format("KV heads per GPU = 1: TP {} is more than the {} kv_heads, so each "
+                           "GPU holds a replica",
+                           d.tp, m.kv_heads));
+  }
+  const auto st = stages(m, d.pp);
+  const Stage biggest = *std::max_element(st.begin(), st.end(), [](Stage a, Stage b) {
+    return a.global + a.sliding < b.global + b.sliding;
+  });
+  if (d.pp > 1) {
+    line(fmt::format("layers per GPU = {} layers / PP {} → {} on the largest stage", m.layers, d.pp,
+                     biggest.global + biggest.sliding));
+  }
+  std::uint64_t total = 0;
+  for (const bool sliding : {false, true}) {
+    const int n = sliding ? biggest.sliding : biggest.global;
+    if (n == 0) continue;
+    int layer = 0;
+    while (layer < m.layers && m.layer_is_sliding(layer) != sliding) ++layer;
+    const std::int64_t kept = layer_tokens(m, s, layer, context);
+    const std::int64_t pages = paged(kept, d.page_tokens);
+    const std::uint64_t bytes = n * layer_bytes(m, s, heads, pages);
+    total += bytes;
+    std::string tokens_text = thousands(kept) + " tokens";
+    if (sliding) tokens_text += fmt::format(" (window {})", thousands(*m.sliding_window));
+    if (kept < std::min<std::int64_t>(context, sliding ? *m.sliding_window : context)) {
+      tokens_text += " (eviction budget)";
+    }
+    if (pages != kept) {
+      tokens_text += fmt::format(" → {} in pages of {}", thousands(pages), d.page_tokens);
+    }
+    const std::string kind =
+        sliding ? " sliding-window" : (st.size() && biggest.sliding ? " global" : "");
+    const std::string exact =
+        s.kind == SchemeKind::Kivi
+            ? fmt::format(" (exact, with the newest {} tokens in fp16 and per-tensor headers)",
+                          s.residual)
+            : "";
+    if (m.is_mla()) {
+      line(fmt::format("{}{} layers × {} × {} latent × {} = {}{}", n, kind, tokens_text, m.head_dim,
+                       vb_text, bytes_text(static_cast<double>(bytes)), exact));
+    } else {
+      line(fmt::format("2 (K and V) × {}{} layers × {} kv_heads × {} head_dim × {} × {} = {}{}", n,
+                       kind, heads, m.head_dim, tokens_text, vb_text,
+                       bytes_text(static_cast<double>(bytes)), exact));
+    }
+  }
+  line(fmt::format("= {} per sequence{}", bytes_text(static_cast<double>(total)),
+                   d.tp * d.pp > 1 ? " on each GPU" : ""));
+  line(fmt::format("× batch {} = {} of KV cache{}", batch,
+                   bytes_text(static_cast<double>(total) * batch),
+                   d.tp * d.pp > 1 ? " on each GPU" : ""));
+  return out;
+}
+
+}  // namespace kvlab::planners
