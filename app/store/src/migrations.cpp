@@ -35,6 +35,15 @@ CREATE TABLE artifacts (
 ALTER TABLE runs ADD COLUMN notes TEXT NOT NULL DEFAULT '';
 CREATE INDEX runs_by_created_at ON runs(created_at);
 )sql"},
+    Migration{"the user's own catalogue entries (GPUs, imported models)",
+              R"sql(
+CREATE TABLE catalog (
+  kind       TEXT NOT NULL,              -- 'gpu', 'model'
+  id         TEXT NOT NULL,
+  entry_json TEXT NOT NULL,
+  PRIMARY KEY (kind, id)
+);
+)sql"},
 };
 
 }  // namespace

@@ -335,6 +335,63 @@ Status RunsStore::set_notes(std::int64_t id, std::string_view notes) {
   return Ok{};
 }
 
+Status RunsStore::save_catalog_entry(std::string_view kind, std::string_view id,
+                                     const nlohmann::json& entry) {
+  const std::string op = fmt::format("saving {} '{}'", kind, id);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+  if (id.empty()) return db.error(op, "the id is empty");
+  auto text = to_json_text(db, op, "the entry", entry);
+  if (!text) return text.error();
+  auto stmt = db.prepare(
+      "INSERT INTO catalog (kind, id, entry_json) VALUES (?1, ?2, ?3) "
+      "ON CONFLICT (kind, id) DO UPDATE SET entry_json = excluded.entry_json",
+      op);
+  if (!stmt) return stmt.error();
+  if (auto b = stmt->bind(1, kind); !b) return b.error();
+  if (auto b = stmt->bind(2, id); !b) return b.error();
+  if (auto b = stmt->bind(3, std::string_view(*text)); !b) return b.error();
+  return stmt->run();
+}
+
+Result<std::vector<nlohmann::json>> RunsStore::list_catalog_entries(std::string_view kind) const {
+  const std::string op = fmt::format("listing the user's {} entries", kind);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+  auto stmt = db.prepare("SELECT id, entry_json FROM catalog WHERE kind = ?1 ORDER BY id", op);
+  if (!stmt) return stmt.error();
+  if (auto b = stmt->bind(1, kind); !b) return b.error();
+  std::vector<nlohmann::json> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return row.error();
+    if (!*row) break;
+    std::string id, text;
+    if (auto r = read_text(*stmt, 0, id); !r) return r.error();
+    if (auto r = read_text(*stmt, 1, text); !r) return r.error();
+    auto parsed = from_json_text(db, op, fmt::format("{} '{}'", kind, id), text);
+    if (!parsed) return parsed.error();
+    out.push_back(std::move(*parsed));
+  }
+  return out;
+}
+
+Status RunsStore::delete_catalog_entry(std::string_view kind, std::string_view id) {
+  const std::string op = fmt::format("deleting {} '{}'", kind, id);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  std::lock_guard lock(m_impl->mutex);
+  auto stmt = db.prepare("DELETE FROM catalog WHERE kind = ?1 AND id = ?2", op);
+  if (!stmt) return stmt.error();
+  if (auto b = stmt->bind(1, kind); !b) return b.error();
+  if (auto b = stmt->bind(2, id); !b) return b.error();
+  if (auto r = stmt->run(); !r) return r.error();
+  if (db.changes() == 0) return db.error(op, fmt::format("no {} '{}' is stored", kind, id));
+  return Ok{};
+}
+
 Result<std::string> RunsStore::integrity_check() const {
   constexpr std::string_view op = "checking integrity";
   if (!m_impl) return moved_from();

@@ -83,6 +83,13 @@ class RunsStore {
   // Deletes the run and (by cascade) its artifacts; an error when there is no such run.
   Status delete_run(std::int64_t id);
   Status set_notes(std::int64_t id, std::string_view notes);
+
+  // The user's own catalogue entries by kind ("gpu", "model") and id, as JSON: saving an id that
+  // exists replaces it; listing is by id; deleting a missing one is an error.
+  Status save_catalog_entry(std::string_view kind, std::string_view id,
+                            const nlohmann::json& entry);
+  Result<std::vector<nlohmann::json>> list_catalog_entries(std::string_view kind) const;
+  Status delete_catalog_entry(std::string_view kind, std::string_view id);
   // "ok", or SQLite's integrity and foreign-key problems, one per line.
   Result<std::string> integrity_check() const;
 
