@@ -46,20 +46,74 @@ void SourceOptions::add_to(CLI::App& app) {
       ->capture_default_str();
 }
 
+std::optional<SyntheticConfig> SourceOptions::synthetic_config() const {
+  const auto colon = source.find(':');
+  if (source.substr(0, colon) != "synthetic") return std::nullopt;
+  const std::string rest = colon == std::string::npos ? "" : source.substr(colon + 1);
+  SyntheticConfig c = synthetic;
+  c.preset = rest.empty() ? "llama3-8b" : rest;
+  return c;
+}
+
 Result<KvCache> SourceOptions::load(const ProgressFn& progress) const {
+  if (auto c = synthetic_config()) return generate_synthetic(*c, progress);
   const auto colon = source.find(':');
   const std::string kind = source.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : source.substr(colon + 1);
-  if (kind == "synthetic") {
-    SyntheticConfig c = synthetic;
-    c.preset = rest.empty() ? "llama3-8b" : rest;
-    return generate_synthetic(c, progress);
-  }
   if (kind == "file") {
     if (rest.empty()) return make_error("--source file: needs a path, e.g. file:cache.safetensors");
     return load_cache_file(rest, progress);
   }
   return make_error(fmt::format("--source '{}': expected synthetic:PRESET or file:PATH", source));
+}
+
+nlohmann::json SourceOptions::to_json() const {
+  nlohmann::json j = {{"source", source}};
+  if (auto c = synthetic_config()) {
+    j["preset"] = c->preset;
+    j["layers"] = c->layers;
+    j["context"] = c->context;
+    j["seed"] = c->seed;
+    j["queries"] = c->queries;
+  }
+  return j;
+}
+
+void MethodOptions::add_to(CLI::App& app) {
+  MethodConfig& c = config;
+  app.add_option("--bits", c.bits, "kivi: code bits, 2 or 4")->capture_default_str();
+  app.add_option("--group-size", c.group_size,
+                 "kivi, tiered: tokens per key group / channels per value group")
+      ->capture_default_str();
+  app.add_option("--residual", c.residual, "kivi, tiered: newest tokens kept in fp16")
+      ->capture_default_str();
+  app.add_flag("--per-head-scale", c.per_head_scale, "fp8: one scale per KV head");
+  app.add_option("--int8-tokens", c.int8_tokens, "tiered: tokens in the INT8 tier")
+      ->capture_default_str();
+  app.add_option("--old-bits", c.old_bits, "tiered: bits of the oldest tier, 4 or 2")
+      ->capture_default_str();
+  app.add_option("--block-size", c.block_size, "kvcomp: tokens per key block")
+      ->capture_default_str();
+  app.add_option("--rel-scale", c.rel_scale,
+                 "kvcomp: quantization step as a fraction of each unit's range")
+      ->capture_default_str();
+  app.add_option("--codec", codec,
+                 "kvcomp: entropy coding of the byte codes: none | bitpack | varwidth | huffman "
+                 "(blocks of --block-size tokens)")
+      ->capture_default_str();
+}
+
+Result<MethodConfig> MethodOptions::resolve(std::string_view id,
+                                            std::string_view method_option) const {
+  auto kind = parse_method(id);
+  if (!kind) return make_error(fmt::format("{}: {}", method_option, kind.message()));
+  MethodConfig c = config;
+  c.kind = *kind;
+  auto parsed_codec = parse_codec_option(codec);
+  if (!parsed_codec) return make_error("--codec: " + parsed_codec.message());
+  c.codec = *parsed_codec;
+  if (auto q = make_quantizer(c); !q) return q.error();
+  return c;
 }
 
 void DbOption::add_to(CLI::App& app) {

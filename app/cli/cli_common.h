@@ -5,11 +5,14 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
 #include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/method.h"
 #include "kvlab/engine/progress.h"
 #include "kvlab/engine/result.h"
 #include "kvlab/engine/synthetic.h"
@@ -34,7 +37,24 @@ struct SourceOptions {
   std::string source = "synthetic:llama3-8b";
   SyntheticConfig synthetic;
   void add_to(CLI::App& app);
+  // The generator's configuration, preset resolved, when the source is synthetic.
+  std::optional<SyntheticConfig> synthetic_config() const;
   Result<KvCache> load(const ProgressFn& progress) const;
+  // What a saved run needs to load the same cache again: the source text, and for a synthetic
+  // source the generator knobs that shape it.
+  nlohmann::json to_json() const;
+};
+
+// The parameters of a compression method (--bits, --group-size, ..., --codec), shared by every
+// command that runs one ('kvlab compress --method M', 'kvlab evict --quant M'). The option naming
+// the method itself belongs to the command.
+struct MethodOptions {
+  MethodConfig config;
+  std::string codec = "none";
+  void add_to(CLI::App& app);
+  // The configuration for method `id`, validated by building its quantizer; an error names
+  // `method_option` (e.g. "--method") when the method is unknown.
+  Result<MethodConfig> resolve(std::string_view id, std::string_view method_option) const;
 };
 
 // --db PATH (default: the user's data directory).
@@ -57,5 +77,6 @@ void add_runs_command(CLI::App& app);
 void add_sources_command(CLI::App& app);
 void add_stream_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_evict_command(CLI::App& app);
 
 }  // namespace kvlab::cli

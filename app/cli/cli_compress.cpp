@@ -17,8 +17,7 @@ struct CompressOptions {
   SourceOptions source;
   DbOption db;
   std::string method = "kivi";
-  std::string codec = "none";
-  MethodConfig config;
+  MethodOptions method_options;
   bool json = false;
   bool save = false;
   std::string label;
@@ -64,14 +63,9 @@ void print_text(const CompressionReport& r) {
 }
 
 int run(const CompressOptions& o) {
-  auto kind = parse_method(o.method);
-  if (!kind) return fail("--method: " + kind.message());
-  MethodConfig config = o.config;
-  config.kind = *kind;
-  auto codec = parse_codec_option(o.codec);
-  if (!codec) return fail("--codec: " + codec.message());
-  config.codec = *codec;
-  if (auto q = make_quantizer(config); !q) return fail(q.message());
+  auto resolved = o.method_options.resolve(o.method, "--method");
+  if (!resolved) return fail(resolved.message());
+  const MethodConfig& config = *resolved;
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
   const ProgressFn progress = terminal_progress();
@@ -103,27 +97,7 @@ void add_compress_command(CLI::App& app) {
   cmd->add_option("--method", o->method,
                   "int8 | int4 | kivi | fp8-e4m3 | fp8-e5m2 | tiered | kvcomp")
       ->capture_default_str();
-  MethodConfig& c = o->config;
-  cmd->add_option("--bits", c.bits, "kivi: code bits, 2 or 4")->capture_default_str();
-  cmd->add_option("--group-size", c.group_size,
-                  "kivi, tiered: tokens per key group / channels per value group")
-      ->capture_default_str();
-  cmd->add_option("--residual", c.residual, "kivi, tiered: newest tokens kept in fp16")
-      ->capture_default_str();
-  cmd->add_flag("--per-head-scale", c.per_head_scale, "fp8: one scale per KV head");
-  cmd->add_option("--int8-tokens", c.int8_tokens, "tiered: tokens in the INT8 tier")
-      ->capture_default_str();
-  cmd->add_option("--old-bits", c.old_bits, "tiered: bits of the oldest tier, 4 or 2")
-      ->capture_default_str();
-  cmd->add_option("--block-size", c.block_size, "kvcomp: tokens per key block")
-      ->capture_default_str();
-  cmd->add_option("--rel-scale", c.rel_scale,
-                  "kvcomp: quantization step as a fraction of each unit's range")
-      ->capture_default_str();
-  cmd->add_option("--codec", o->codec,
-                  "kvcomp: entropy coding of the byte codes: none | bitpack | varwidth | huffman "
-                  "(blocks of --block-size tokens)")
-      ->capture_default_str();
+  o->method_options.add_to(*cmd);
   cmd->add_flag("--json", o->json, "print the result as JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");
   cmd->add_option("--label", o->label, "label for the saved run");

@@ -1,6 +1,7 @@
 // kvlab runs: list, show, export and delete saved runs.
 #include <fstream>
 #include <memory>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -19,6 +20,43 @@ double error_metric(const nlohmann::json& m, const char* key) {
   return m.contains("error") ? metric(m["error"], key) : 0.0;
 }
 
+// The numbers the runs table shows, for every kind of run. An eviction run's ratio is its
+// memory against the full fp16 cache, and its bits per value the fp16 bits over that ratio.
+double run_ratio(const RunSummary& r) {
+  return r.kind == "eviction" ? metric(r.metrics, "memory_ratio") : metric(r.metrics, "ratio");
+}
+
+double run_bits_per_value(const RunSummary& r) {
+  if (r.kind != "eviction") return metric(r.metrics, "bits_per_value");
+  const double ratio = run_ratio(r);
+  return ratio > 0 ? 16.0 / ratio : 0.0;
+}
+
+double run_attn_error(const RunSummary& r) {
+  return r.kind == "eviction" ? metric(r.metrics, "attn_output_rel_error")
+                              : error_metric(r.metrics, "attn_output_rel_error");
+}
+
+// A cell of at most `width` characters, so that long labels keep the table's columns.
+std::string cell(const std::string& text, std::size_t width) {
+  return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+}
+
+void show_eviction(const RunRecord& run) {
+  const nlohmann::json& m = run.metrics;
+  fmt::print("memory  {:.0f} B vs {:.0f} B full fp16 cache ({:.3f}x smaller)\n",
+             metric(m, "memory_bytes"), metric(m, "full_memory_bytes"), run_ratio(run));
+  fmt::print("kept    {:.1f} of {:.0f} tokens ({:.0f} decode steps)\n", metric(m, "kept_tokens"),
+             metric(m, "tokens"), metric(m, "steps"));
+  fmt::print("quality attention mass {:.4f}  output rel. error {:.4g}  output cosine {:.6f}\n",
+             metric(m, "attention_mass_retained"), metric(m, "attn_output_rel_error"),
+             metric(m, "attn_output_cosine"));
+  if (m.contains("needle_retained") && m["needle_retained"].is_number()) {
+    fmt::print("needle  retained {:.3f}  in top-k {:.3f} (fractions of KV heads)\n",
+               metric(m, "needle_retained"), metric(m, "needle_in_top_k"));
+  }
+}
+
 int list(const DbOption& db, bool json) {
   auto store = db.open();
   if (!store) return fail(store.message());
@@ -33,8 +71,9 @@ int list(const DbOption& db, bool json) {
                      {"source", r.source},
                      {"method", r.method},
                      {"label", r.label},
-                     {"ratio", metric(r.metrics, "ratio")},
-                     {"bits_per_value", metric(r.metrics, "bits_per_value")}});
+                     {"ratio", run_ratio(r)},
+                     {"bits_per_value", run_bits_per_value(r)},
+                     {"attn_output_rel_error", run_attn_error(r)}});
     }
     fmt::print("{}\n", out.dump(2));
     return 0;
@@ -48,9 +87,8 @@ int list(const DbOption& db, bool json) {
              "method", "ratio", "bits/val", "attn rel err");
   for (const auto& r : *runs) {
     fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8.3f} {:>8.3f} {:>12.4g}\n", r.id, r.created_at,
-               r.source, r.label.empty() ? r.method : r.label, metric(r.metrics, "ratio"),
-               metric(r.metrics, "bits_per_value"),
-               error_metric(r.metrics, "attn_output_rel_error"));
+               cell(r.source, 24), cell(r.label.empty() ? r.method : r.label, 28), run_ratio(r),
+               run_bits_per_value(r), run_attn_error(r));
   }
   return 0;
 }
@@ -67,8 +105,12 @@ int show(const DbOption& db, std::int64_t id, bool json) {
   fmt::print("run {}  ({}, {})\nsource  {}\nmethod  {}\nlabel   {}\n", run->id, run->kind,
              run->created_at, run->source, run->method, run->label);
   fmt::print("params  {}\n", run->params.dump());
-  fmt::print("ratio   {:.3f}x   bits/value {:.3f}\n", metric(run->metrics, "ratio"),
-             metric(run->metrics, "bits_per_value"));
+  if (run->kind == "eviction") {
+    show_eviction(*run);
+  } else {
+    fmt::print("ratio   {:.3f}x   bits/value {:.3f}\n", metric(run->metrics, "ratio"),
+               metric(run->metrics, "bits_per_value"));
+  }
   if (run->metrics.contains("error")) fmt::print("error   {}\n", run->metrics["error"].dump());
   if (!run->notes.empty()) fmt::print("notes   {}\n", run->notes);
   fmt::print("artifacts:");

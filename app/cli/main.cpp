@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   kvlab::cli::add_runs_command(app);
   kvlab::cli::add_sources_command(app);
   kvlab::cli::add_stream_command(app);
+  kvlab::cli::add_evict_command(app);
   kvlab::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kvlab/engine/eviction.h"
+
 namespace {
 
 struct Output {
@@ -40,7 +42,7 @@ std::string tmp(const std::string& name) {
 TEST(Cli, HelpOnEveryCommand) {
   for (const char* c :
        {"", "compress", "runs", "runs list", "runs show", "runs export", "runs delete", "sources",
-        "sources export-synthetic", "sources info", "bench", "bench codec", "stream"}) {
+        "sources export-synthetic", "sources info", "bench", "bench codec", "stream", "evict"}) {
     const Output o = run(std::string(c) + " --help");
     EXPECT_EQ(o.code, 0) << c;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << c;
@@ -196,6 +198,208 @@ TEST(Cli, StreamReportsMemoryOverDecodeSteps) {
   const Output bad_codec = run("stream --source synthetic:tiny --codec varwidth");
   EXPECT_NE(bad_codec.code, 0);
   EXPECT_NE(bad_codec.out.find("varwidth"), std::string::npos) << bad_codec.out;
+}
+
+// The tiny preset at 256 tokens with 16 decode steps: small enough to simulate in a moment.
+const std::string kEvictTiny = "evict --source synthetic:tiny --context 256 --steps 16";
+
+nlohmann::json evict_json(const std::string& args) {
+  const Output o = run(kEvictTiny + " " + args + " --json");
+  EXPECT_EQ(o.code, 0) << args << "\n" << o.out;
+  return o.code == 0 ? nlohmann::json::parse(o.out) : nlohmann::json::object();
+}
+
+TEST(Cli, EvictHelpExplainsBudgetsAndEveryPolicy) {
+  const Output o = run("evict --help");
+  ASSERT_EQ(o.code, 0) << o.out;
+  for (const char* k : {"full",
+                        "window",
+                        "streaming",
+                        "h2o",
+                        "threshold",
+                        "importance",
+                        "merge",
+                        "token count",
+                        "fraction",
+                        "--budget",
+                        "--layer-budgets",
+                        "--sinks",
+                        "--recent-fraction",
+                        "--protect",
+                        "--merge-similarity",
+                        "--needle",
+                        "--quant",
+                        "--bits",
+                        "--steps",
+                        "--save"}) {
+    EXPECT_NE(o.out.find(k), std::string::npos) << k;
+  }
+}
+
+TEST(Cli, EvictH2oOnTheTinyPresetReportsEveryField) {
+  const auto j = evict_json("--policy h2o --budget 0.25");
+  ASSERT_FALSE(j.empty());
+  for (const char* k : {"kept_tokens", "memory_bytes", "full_memory_bytes", "memory_ratio",
+                        "attention_mass_retained", "attn_output_rel_error", "attn_output_cosine",
+                        "needle_retained", "needle_in_top_k", "per_layer", "per_step", "seconds"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["policy"], "h2o");
+  EXPECT_EQ(j["tokens"], 256);
+  EXPECT_EQ(j["steps"], 16);
+  EXPECT_EQ(j["per_layer"].size(), 2u);
+  EXPECT_EQ(j["per_step"]["context"].size(), 16u);
+  const double mass = j["attention_mass_retained"].get<double>();
+  EXPECT_GT(mass, 0.0);
+  EXPECT_LE(mass, 1.0 + 1e-6);
+  EXPECT_GE(j["attn_output_rel_error"].get<double>(), 0.0);
+  EXPECT_LE(j["attn_output_cosine"].get<double>(), 1.0 + 1e-9);
+  // A quarter of the 256 tokens at the last step.
+  EXPECT_NEAR(j["kept_tokens"].get<double>(), 64.0, 1.0);
+  EXPECT_LT(j["memory_bytes"].get<double>(), j["full_memory_bytes"].get<double>());
+  EXPECT_NEAR(j["memory_ratio"].get<double>(), 4.0, 0.1);
+  // The synthetic source knows its needle, so the needle numbers are fractions, not null.
+  EXPECT_TRUE(j["needle_retained"].is_number());
+  EXPECT_GE(j["needle_retained"].get<double>(), 0.0);
+  EXPECT_LE(j["needle_retained"].get<double>(), 1.0);
+
+  // A token count budget keeps that many tokens.
+  const auto count = evict_json("--policy window --budget 100");
+  ASSERT_FALSE(count.empty());
+  EXPECT_NEAR(count["kept_tokens"].get<double>(), 100.0, 1e-9);
+}
+
+TEST(Cli, EvictFullIsTheReference) {
+  const auto j = evict_json("--policy full");
+  ASSERT_FALSE(j.empty());
+  EXPECT_NEAR(j["attention_mass_retained"].get<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(j["attn_output_rel_error"].get<double>(), 0.0, 1e-6);
+  EXPECT_NEAR(j["attn_output_cosine"].get<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(j["kept_tokens"].get<double>(), 256.0, 1e-9);
+  EXPECT_EQ(j["needle_retained"].get<double>(), 1.0);
+}
+
+TEST(Cli, EvictEveryPolicyRunsAndPrintsATable) {
+  for (const char* p : {"window", "streaming", "threshold", "importance", "merge"}) {
+    const Output o = run(kEvictTiny + " --policy " + p);
+    ASSERT_EQ(o.code, 0) << p << "\n" << o.out;
+    for (const char* k : {"policy", "kept tokens", "memory", "attention mass", "rel. error",
+                          "cosine", "needle", "layer", "time"}) {
+      EXPECT_NE(o.out.find(k), std::string::npos) << p << ": " << k << "\n" << o.out;
+    }
+    EXPECT_NE(o.out.find(p), std::string::npos) << o.out;
+  }
+}
+
+TEST(Cli, EvictWithKiviQuantizationSavesMoreMemory) {
+  const auto plain = evict_json("--policy h2o --budget 0.5");
+  const auto quant = evict_json("--policy h2o --budget 0.5 --quant kivi --residual 32");
+  ASSERT_FALSE(plain.empty());
+  ASSERT_FALSE(quant.empty());
+  EXPECT_LT(quant["memory_bytes"].get<double>(), plain["memory_bytes"].get<double>());
+  EXPECT_GT(quant["quant_bytes_per_token"].get<double>(), 0.0);
+  EXPECT_NE(quant["label"].get<std::string>().find("kivi"), std::string::npos) << quant["label"];
+  // Same policy, same kept count: only the storage of a kept token changed.
+  EXPECT_NEAR(quant["kept_tokens"].get<double>(), plain["kept_tokens"].get<double>(), 1e-9);
+}
+
+TEST(Cli, EvictFileSourceNeedsNeedleForNeedleNumbers) {
+  const std::string file = tmp("evict-tiny.safetensors");
+  const Output w =
+      run("sources export-synthetic --preset tiny --context 128 --queries 8 --out " + file);
+  ASSERT_EQ(w.code, 0) << w.out;
+  const Output a = run("evict --source file:" + file + " --steps 8 --json");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_TRUE(nlohmann::json::parse(a.out)["needle_retained"].is_null());
+  const Output b = run("evict --source file:" + file + " --steps 8 --needle 47 --json");
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_TRUE(nlohmann::json::parse(b.out)["needle_retained"].is_number());
+}
+
+TEST(Cli, EvictSaveShowListExport) {
+  const std::string dbo = " --db " + tmp("evict.sqlite");
+  const Output saved = run(kEvictTiny + " --policy merge --budget 0.3 --json --save" + dbo);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  const auto j = nlohmann::json::parse(saved.out);
+  const auto id = j["run_id"].get<long long>();
+
+  const Output full = run("runs show " + std::to_string(id) + " --json" + dbo);
+  ASSERT_EQ(full.code, 0) << full.out;
+  const auto r = nlohmann::json::parse(full.out);
+  EXPECT_EQ(r["kind"], "eviction");
+  EXPECT_EQ(r["metrics"]["kept_tokens"], j["kept_tokens"]);
+  EXPECT_EQ(r["params"]["policy"], "merge");
+  EXPECT_EQ(r["params"]["source"]["context"], 256);
+  auto config = kvlab::eviction_config_from_json(r["params"]);
+  ASSERT_TRUE(config) << config.message();
+  EXPECT_EQ(config->steps, 16);
+  ASSERT_TRUE(r["artifacts"].contains("eviction_map"));
+  auto maps = kvlab::eviction_maps_from_json(r["artifacts"]["eviction_map"]);
+  ASSERT_TRUE(maps) << maps.message();
+  ASSERT_EQ(maps->size(), 2u);  // layers
+  for (const auto& layer : *maps) {
+    ASSERT_FALSE(layer.empty());
+    for (const auto& m : layer) {
+      EXPECT_EQ(m.steps, 16);
+      EXPECT_EQ(m.positions, 256);
+    }
+  }
+  auto report = kvlab::eviction_report_from_json(r["metrics"]);
+  ASSERT_TRUE(report) << report.message();
+
+  const Output show = run("runs show " + std::to_string(id) + dbo);
+  ASSERT_EQ(show.code, 0) << show.out;
+  for (const char* k : {"eviction", "merge", "memory", "attention mass", "eviction_map"}) {
+    EXPECT_NE(show.out.find(k), std::string::npos) << k << "\n" << show.out;
+  }
+
+  const Output list = run("runs list --json" + dbo);
+  ASSERT_EQ(list.code, 0) << list.out;
+  const auto runs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["kind"], "eviction");
+  EXPECT_DOUBLE_EQ(runs[0]["ratio"].get<double>(), j["memory_ratio"].get<double>());
+  EXPECT_DOUBLE_EQ(runs[0]["attn_output_rel_error"].get<double>(),
+                   j["attn_output_rel_error"].get<double>());
+  const Output table = run("runs list" + dbo);
+  ASSERT_EQ(table.code, 0) << table.out;
+  EXPECT_NE(table.out.find("merge"), std::string::npos) << table.out;
+
+  const std::string csv = tmp("evict.csv");
+  ASSERT_EQ(run("runs export " + std::to_string(id) + " --format csv --out " + csv + dbo).code, 0);
+  std::ifstream f(csv);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("metrics.attention_mass_retained"), std::string::npos);
+  EXPECT_NE(text.find("params.policy"), std::string::npos);
+  const Output exported = run("runs export " + std::to_string(id) + " --format json" + dbo);
+  ASSERT_EQ(exported.code, 0);
+  EXPECT_TRUE(nlohmann::json::parse(exported.out)["artifacts"].contains("eviction_map"));
+}
+
+TEST(Cli, EvictBadInputNamesTheOption) {
+  const std::pair<std::string, const char*> cases[] = {
+      {kEvictTiny + " --policy lru", "--policy"},
+      {kEvictTiny + " --policy lru", "unknown eviction policy 'lru'"},
+      {kEvictTiny + " --budget lots", "--budget"},
+      {kEvictTiny + " --budget 1.5", "--budget"},
+      {kEvictTiny + " --budget -3", "--budget"},
+      {"evict --source synthetic:tiny --context 256 --steps 256", "--steps"},
+      {"evict --source synthetic:tiny --context 256 --steps 0", "--steps"},
+      {kEvictTiny + " --quant zip", "--quant"},
+      {kEvictTiny + " --quant kivi --bits 3", "--bits"},
+      {kEvictTiny + " --layer-budgets 0.5", "--layer-budgets"},
+      {kEvictTiny + " --layer-budgets 0.5,x", "--layer-budgets"},
+      {kEvictTiny + " --needle 999", "--needle"},
+      {kEvictTiny + " --policy importance --protect 300", "--protect"},
+      {kEvictTiny + " --merge-similarity 2", "--merge-similarity"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Output o = run(args);
+    EXPECT_NE(o.code, 0) << args;
+    EXPECT_NE(o.out.find(want), std::string::npos) << args << "\n" << o.out;
+    EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+    EXPECT_EQ(o.out.rfind("kvlab: ", 0), 0u) << o.out;
+  }
 }
 
 }  // namespace
