@@ -77,6 +77,9 @@ void add_runs_command(CLI::App& app);
 void add_sources_command(CLI::App& app);
 void add_stream_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
+void add_models_command(CLI::App& app);
+void add_gpus_command(CLI::App& app);
 void add_evict_command(CLI::App& app);
 
 }  // namespace kvlab::cli

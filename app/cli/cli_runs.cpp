@@ -57,6 +57,22 @@ void show_eviction(const RunRecord& run) {
   }
 }
 
+void show_plan(const RunRecord& run) {
+  const nlohmann::json& m = run.metrics;
+  fmt::print("plan    {} on {}, context {:.0f}, batch {:.0f}, TP {:.0f}, PP {:.0f}\n",
+             m.value("model_name", run.source), m.value("gpu_name", std::string("?")),
+             metric(m, "context"), metric(m, "batch"), metric(m, "tp"), metric(m, "pp"));
+  if (!m.contains("schemes") || !m["schemes"].is_array()) return;
+  for (const auto& s : m["schemes"]) {
+    fmt::print(
+        "  {:<28} KV {:>14.0f} B total  fits {:<3}  max batch {:>6.0f}  max context "
+        "{:>7.0f}  min GPUs {:>3.0f}  {:>8.0f} tokens/s\n",
+        cell(s.value("scheme_label", std::string("?")), 28), metric(s, "kv_bytes_total"),
+        s.value("fits", false) ? "yes" : "no", metric(s, "max_batch"), metric(s, "max_context"),
+        metric(s, "min_gpus"), metric(s, "decode_tokens_per_s"));
+  }
+}
+
 int list(const DbOption& db, bool json) {
   auto store = db.open();
   if (!store) return fail(store.message());
@@ -86,6 +102,12 @@ int list(const DbOption& db, bool json) {
   fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8} {:>8} {:>12}\n", "id", "created (UTC)", "source",
              "method", "ratio", "bits/val", "attn rel err");
   for (const auto& r : *runs) {
+    if (r.kind == "plan") {  // a scenario: no ratio or error of its own
+      fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8} {:>8} {:>12}\n", r.id, r.created_at,
+                 cell(r.source, 24), cell(r.label.empty() ? r.method : r.label, 28), "plan", "-",
+                 "-");
+      continue;
+    }
     fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8.3f} {:>8.3f} {:>12.4g}\n", r.id, r.created_at,
                cell(r.source, 24), cell(r.label.empty() ? r.method : r.label, 28), run_ratio(r),
                run_bits_per_value(r), run_attn_error(r));
@@ -107,6 +129,8 @@ int show(const DbOption& db, std::int64_t id, bool json) {
   fmt::print("params  {}\n", run->params.dump());
   if (run->kind == "eviction") {
     show_eviction(*run);
+  } else if (run->kind == "plan") {
+    show_plan(*run);
   } else {
     fmt::print("ratio   {:.3f}x   bits/value {:.3f}\n", metric(run->metrics, "ratio"),
                metric(run->metrics, "bits_per_value"));

@@ -30,8 +30,8 @@ std::string thousands(std::int64_t v) {
 }
 
 std::string bytes_text(double b) {
-  return b < 1024 ? fmt::format("{} B", thousands(static_cast<std::int64_t>(std::llround(b))))
-                  : format_bytes(b);
+  return b < 65536 ? fmt::format("{} B", thousands(static_cast<std::int64_t>(std::llround(b))))
+                   : format_bytes(b);
 }
 
 Result<double> parse_number(std::string_view t) {
@@ -277,7 +277,7 @@ std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
   const std::string vb_text =
       s.kind == SchemeKind::Kivi
           ? fmt::format("({} bits / 8 + 2 × 4 B / {} group) bytes", s.bits, s.group_size)
-          : fmt::format("{:g} bytes", vb);
+          : fmt::format("{:g} {}", vb, vb == 1 ? "byte" : "bytes");
   if (m.is_mla()) {
     line(
         fmt::format("MLA latent per token per layer = ({} kv_lora_rank + {} rope) × {} = {} "

@@ -40,9 +40,29 @@ std::string tmp(const std::string& name) {
 }
 
 TEST(Cli, HelpOnEveryCommand) {
-  for (const char* c :
-       {"", "compress", "runs", "runs list", "runs show", "runs export", "runs delete", "sources",
-        "sources export-synthetic", "sources info", "bench", "bench codec", "stream", "evict"}) {
+  for (const char* c : {"",
+                        "compress",
+                        "runs",
+                        "runs list",
+                        "runs show",
+                        "runs export",
+                        "runs delete",
+                        "sources",
+                        "sources export-synthetic",
+                        "sources info",
+                        "bench",
+                        "bench codec",
+                        "stream",
+                        "evict",
+                        "plan",
+                        "plan sweep",
+                        "models",
+                        "models list",
+                        "models import",
+                        "gpus",
+                        "gpus list",
+                        "gpus add",
+                        "gpus remove"}) {
     const Output o = run(std::string(c) + " --help");
     EXPECT_EQ(o.code, 0) << c;
     EXPECT_NE(o.out.find("Usage"), std::string::npos) << c;

@@ -1,0 +1,157 @@
+// kvlab plan, plan sweep, models and gpus, run as a user would; the numbers are the hand-worked
+// golden values of the planner tests, so the CLI passes them on unchanged.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Output {
+  int code = -1;
+  std::string out;
+};
+
+// Every command gets its own database through KVLAB_DB, so the user's real one is never read.
+Output run(const std::string& db, const std::string& args) {
+  const std::string cmd =
+      "KVLAB_DB='" + db + "' " + std::string(KVLAB_CLI_PATH) + " " + args + " 2>&1";
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  std::array<char, 4096> buf;
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) o.out.append(buf.data(), n);
+  const int status = pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+std::string fresh(const std::string& name) {
+  const std::string dir = std::string(KVLAB_TEST_TMPDIR) + "/plan-" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+TEST(CliPlan, JsonHasTheDocumentedFieldsAndGoldenNumbers) {
+  const std::string db = fresh("json") + "/runs.sqlite";
+  const Output o = run(db,
+                       "plan --model llama-2-7b --gpu a100-80gb --context 4096 --batch 29 "
+                       "--scheme fp16,kivi2 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  for (const char* k : {"kv_bytes_per_token", "kv_bytes_total", "weights_bytes", "fits",
+                        "max_batch", "max_context", "min_gpus", "decode_tokens_per_s", "formula"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["kv_bytes_per_token"], 524288.0);
+  EXPECT_EQ(j["kv_bytes_total"], 29ull * 2147483648ull);
+  EXPECT_EQ(j["weights_bytes"], 13480000000ull);
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_EQ(j["max_batch"], 29);
+  ASSERT_EQ(j["schemes"].size(), 2u);
+  EXPECT_GT(j["schemes"][1]["max_batch"].get<int>(), 29 * 3);  // KIVI-2: about 3.6x smaller
+  EXPECT_FALSE(std::filesystem::exists(db));                   // nothing saved, nothing created
+}
+
+TEST(CliPlan, ExplainWritesTheFormulaOut) {
+  const std::string db = fresh("explain") + "/runs.sqlite";
+  const Output o = run(db,
+                       "plan --model llama-3-70b --gpu h100-sxm --tp 16 --context 8192 "
+                       "--batch 4 --explain");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("TP 16 is more than the 8 kv_heads"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("2 (K and V) × 80 layers × 1 kv_heads × 128 head_dim × 8,192 tokens × 2 "
+                       "bytes = 320.0 MiB"),
+            std::string::npos)
+      << o.out;
+}
+
+TEST(CliPlan, SavedScenarioAndMeasuredScheme) {
+  const std::string db = fresh("save") + "/runs.sqlite";
+  Output c = run(db, "compress --source synthetic:tiny --context 256 --method kivi --save --json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  const auto cj = nlohmann::json::parse(c.out);
+  const std::string scheme = "run:" + std::to_string(cj["run_id"].get<long long>());
+  const Output o = run(db,
+                       "plan --model llama-3-8b --gpu l40s --context 8192 --batch 8 "
+                       "--scheme fp16," +
+                           scheme + " --save --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  // The measured scheme stores exactly the run's bits per value.
+  EXPECT_NEAR(j["schemes"][1]["kv_bytes_per_token"].get<double>(),
+              131072.0 / 16 * cj["bits_per_value"].get<double>(), 1e-6);
+  const Output show = run(db, "runs show " + std::to_string(j["run_id"].get<long long>()));
+  EXPECT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("plan"), std::string::npos) << show.out;
+  const Output bad = run(db, "plan --scheme run:999");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("run 999 not found"), std::string::npos) << bad.out;
+}
+
+TEST(CliPlan, SweepCsvHasEveryCombination) {
+  const std::string db = fresh("sweep") + "/runs.sqlite";
+  const Output o = run(db,
+                       "plan sweep --model qwen2.5-7b --gpus h100-sxm,rtx-4090 --schemes "
+                       "fp16,fp8,int4 --contexts 1024,8192 --batches 1,16,64 --csv");
+  ASSERT_EQ(o.code, 0) << o.out;
+  int lines = 0;
+  for (char ch : o.out) lines += ch == '\n';
+  EXPECT_EQ(lines, 1 + 2 * 3 * 2 * 3);
+  EXPECT_EQ(o.out.rfind("gpu,scheme,context,batch,fits", 0), 0u);
+}
+
+TEST(CliPlan, ModelsImportAndUserGpus) {
+  const std::string dir = fresh("import");
+  const std::string db = dir + "/runs.sqlite";
+  std::filesystem::create_directories(dir + "/my-llama");
+  std::ofstream(dir + "/my-llama/config.json")
+      << R"({"model_type": "llama", "num_hidden_layers": 16, "num_attention_heads": 32,
+             "num_key_value_heads": 8, "hidden_size": 2048, "intermediate_size": 8192,
+             "vocab_size": 128256, "max_position_embeddings": 131072, "head_dim": 64})";
+  Output o = run(db, "models import " + dir + "/my-llama/config.json --save");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("my-llama: 16 layers"), std::string::npos) << o.out;
+  o = run(db, "models list");
+  EXPECT_NE(o.out.find("my-llama"), std::string::npos) << o.out;
+  o = run(db, "gpus add --id lab-gpu --memory-gib 40 --bandwidth 1200");
+  ASSERT_EQ(o.code, 0) << o.out;
+  o = run(db, "plan --model my-llama --gpu lab-gpu --context 65536 --batch 2 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  // 2 × 16 × 8 × 64 × 2 bytes per token.
+  EXPECT_EQ(nlohmann::json::parse(o.out)["kv_bytes_per_token"], 32768.0);
+  EXPECT_EQ(run(db, "gpus remove lab-gpu").code, 0);
+  o = run(db, "plan --model my-llama --gpu lab-gpu");
+  EXPECT_NE(o.code, 0);
+  EXPECT_NE(o.out.find("unknown GPU 'lab-gpu'"), std::string::npos) << o.out;
+}
+
+TEST(CliPlan, BadInputNamesTheProblem) {
+  const std::string db = fresh("bad") + "/runs.sqlite";
+  const std::pair<const char*, const char*> cases[] = {
+      {"plan --batch 0", "--batch 0"},
+      {"plan --model llama-2-7b --context 9000", "limit of 4096"},
+      {"plan --gpu h900", "unknown GPU 'h900'"},
+      {"plan --model nope", "unknown model 'nope'"},
+      {"plan --tp 3", "--tp 3"},
+      {"plan --scheme fp12", "unknown scheme 'fp12'"},
+      {"plan --util 2", "--util 2"},
+      {"plan sweep --contexts 10,x", "--contexts"},
+      {"models import /does/not/config.json", "/does/not/config.json"},
+      {"gpus add --id h100-sxm --memory-gib 80 --bandwidth 1", "built-in"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Output o = run(db, args);
+    EXPECT_NE(o.code, 0) << args;
+    EXPECT_NE(o.out.find(want), std::string::npos) << args << "\n" << o.out;
+  }
+}
+
+}  // namespace
