@@ -1,7 +1,8 @@
 // kvlab-gui [--db PATH] [--screenshot DIR]: the desktop lab. With --screenshot it runs the
-// default compression (synthetic llama3-8b, 1024 tokens, KIVI) and saves a PNG of every page,
-// then runs KVComp with Huffman coding and saves the Compression page's codec charts and its
-// memory over decode steps.
+// default compression (synthetic llama3-8b, 1024 tokens, KIVI) and the default eviction
+// comparison (H2O 25% against a 25% window, 64 decode steps), saves a PNG of every page, then
+// runs KVComp with Huffman coding and saves the Compression page's codec charts and its memory
+// over decode steps, and the Eviction page zoomed in on one layer's needle.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,9 +17,13 @@
 #include <QTabWidget>
 #include <QTimer>
 
+#include "kvlab/engine/eviction.h"
 #include "kvlab/engine/method.h"
 #include "kvlab/engine/synthetic.h"
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/eviction_map_chart.h"
+#include "kvlab/gui/eviction_policy_panel.h"
+#include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/screenshots.h"
@@ -36,10 +41,12 @@ constexpr const char* kUsage =
     "  --db PATH          runs database (default: $KVLAB_DB, else\n"
     "                     $XDG_DATA_HOME/kvlab/runs.sqlite, else "
     "~/.local/share/kvlab/runs.sqlite)\n"
-    "  --screenshot DIR   run the default compression (synthetic llama3-8b, 1024 tokens, kivi),\n"
-    "                     save DIR/{compression,eviction,planner,runs,learn}.png, then run\n"
+    "  --screenshot DIR   run the default compression (synthetic llama3-8b, 1024 tokens, kivi)\n"
+    "                     and eviction (h2o 25% vs window 25%, 64 steps), save\n"
+    "                     DIR/{compression,eviction,planner,runs,learn}.png, then run\n"
     "                     kvcomp + huffman and save DIR/compression-codec{,-ratio}.png and\n"
-    "                     DIR/compression-stream.png (memory over decode steps), and exit\n"
+    "                     DIR/compression-stream.png (memory over decode steps) and\n"
+    "                     DIR/eviction-needle.png (one layer, zoomed on the needle), and exit\n"
     "  -h, --help         show this help\n"
     "\n"
     "Without a display (no DISPLAY or WAYLAND_DISPLAY, QT_QPA_PLATFORM unset) it renders\n"
@@ -88,6 +95,18 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+bool save_window(kvlab::gui::MainWindow& window, const QString& dir, const char* name) {
+  QApplication::processEvents();
+  QApplication::processEvents();
+  const QString path = QDir(dir).filePath(QString::fromLatin1(name));
+  if (!window.grab().save(path)) {
+    std::fprintf(stderr, "kvlab-gui: %s: cannot write the image\n", path.toLocal8Bit().constData());
+    return false;
+  }
+  std::printf("kvlab-gui: wrote %s\n", path.toLocal8Bit().constData());
+  return true;
+}
+
 // KVComp with Huffman coding on the same cache (reused): the Compression page with the code
 // lengths tab, then with the ratio-by-codec tab.
 int take_codec_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
@@ -113,18 +132,55 @@ int take_codec_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
   };
   for (const auto& [tab, name] : shots) {
     view.lower_tabs()->setCurrentIndex(tab);
-    QApplication::processEvents();
-    QApplication::processEvents();
-    const QString path = QDir(dir).filePath(QString::fromLatin1(name));
-    if (!window.grab().save(path)) {
-      std::fprintf(stderr, "kvlab-gui: %s: cannot write the image\n",
-                   path.toLocal8Bit().constData());
-      return 1;
-    }
-    std::printf("kvlab-gui: wrote %s\n", path.toLocal8Bit().constData());
+    if (!save_window(window, dir, name)) return 1;
   }
   view.lower_tabs()->setCurrentIndex(gui::CompressionView::kHistogramTab);
   return 0;
+}
+
+// The default eviction comparison on the same synthetic source: H2O at 25% of the context
+// against a 25% sliding window, 64 decode steps.
+bool run_default_eviction(kvlab::gui::MainWindow& window, const kvlab::SyntheticConfig& source) {
+  using namespace kvlab;
+  auto& view = *window.eviction_view();
+  view.source_panel()->set_synthetic(source);
+  EvictionConfig h2o;
+  h2o.policy = EvictionPolicy::H2O;
+  h2o.budget = Budget{0.25, true};
+  h2o.steps = 64;
+  EvictionConfig window_policy = h2o;
+  window_policy.policy = EvictionPolicy::Window;
+  view.policy_panel()->set_config(h2o);
+  view.policy_panel()->set_compare(window_policy);
+  QElapsedTimer timer;
+  timer.start();
+  if (!view.run_and_wait()) {
+    std::fprintf(stderr, "kvlab-gui: the eviction run failed: %s\n",
+                 view.last_error().toLocal8Bit().constData());
+    return false;
+  }
+  std::printf("kvlab-gui: eviction run (h2o vs window, 64 steps) took %.2f s\n",
+              timer.elapsed() / 1000.0);
+  return true;
+}
+
+// One layer's numbers and curves, both maps zoomed on the last steps around the needle.
+int take_eviction_needle_screenshot(kvlab::gui::MainWindow& window, const QString& dir) {
+  using namespace kvlab;
+  auto& view = *window.eviction_view();
+  if (!view.current_report()) return 1;
+  window.show_page(gui::Page::Eviction);
+  view.select(view.current_report()->layers.size() / 2, 1);
+  view.set_all_layers(false);
+  QApplication::processEvents();
+  if (const auto needle = view.current_report()->config.needle) {
+    view.map_chart()->xAxis->setRange(*needle - 60, *needle + 60);
+    view.map_chart()->replot();
+  }
+  const bool ok = save_window(window, dir, "eviction-needle.png");
+  view.select(0, 0);
+  view.set_all_layers(true);
+  return ok ? 0 : 1;
 }
 
 int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
@@ -145,6 +201,7 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
   }
   std::printf("kvlab-gui: default run (llama3-8b, %d tokens, kivi) took %.2f s\n",
               kScreenshotContext, timer.elapsed() / 1000.0);
+  if (!run_default_eviction(window, source)) return 1;
   QString error;
   const QStringList files = kvlab::gui::save_page_screenshots(window, dir, &error);
   for (const QString& f : files) std::printf("kvlab-gui: wrote %s\n", f.toLocal8Bit().constData());
@@ -152,7 +209,8 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
     std::fprintf(stderr, "kvlab-gui: %s\n", error.toLocal8Bit().constData());
     return 1;
   }
-  return take_codec_screenshots(window, dir);
+  if (const int rc = take_codec_screenshots(window, dir); rc != 0) return rc;
+  return take_eviction_needle_screenshot(window, dir);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "gui_test_support.h"
 #include "kvlab/engine/report_json.h"
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/histogram_chart.h"
 #include "kvlab/gui/histogram_panel.h"
 #include "kvlab/gui/main_window.h"
@@ -138,7 +139,9 @@ TEST(MainWindow, PagesTitleAndScreenshots) {
   ASSERT_EQ(nav->count(), kPageCount);
   EXPECT_EQ(nav->item(0)->text(), QStringLiteral("Compression"));
   EXPECT_EQ(nav->item(3)->text(), QStringLiteral("Runs"));
-  for (Page later : {Page::Eviction, Page::Planner, Page::Learn}) {
+  EXPECT_NE(window.eviction_view(), nullptr);
+  EXPECT_EQ(window.page_widget(Page::Eviction), window.eviction_view());
+  for (Page later : {Page::Planner, Page::Learn}) {
     auto* page = qobject_cast<PlaceholderPage*>(window.page_widget(later));
     ASSERT_NE(page, nullptr);
     bool says_later = false;

@@ -5,22 +5,18 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
 
 #include "kvlab/gui/code_length_chart.h"
+#include "kvlab/gui/layer_picker.h"
 
 namespace kvlab::gui {
 
 CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
-  m_layer = new QSpinBox(this);
-  m_layer->setRange(0, 0);
-  m_layer->setToolTip(tr("Layer whose Huffman code is shown"));
-  m_tensor = new QComboBox(this);
-  m_tensor->addItem(tr("keys"));
-  m_tensor->addItem(tr("values"));
-  m_tensor->setToolTip(tr("Keys and values have a codebook each, per layer"));
+  m_picker = new LayerPicker(tr("Tensor"), tensor_choices(), this);
+  m_picker->layer_spin()->setToolTip(tr("Layer whose Huffman code is shown"));
+  m_picker->choice_combo()->setToolTip(tr("Keys and values have a codebook each, per layer"));
   m_about = new QLabel(this);
   QPalette muted = m_about->palette();
   muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
@@ -28,11 +24,7 @@ CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
   m_chart = new CodeLengthChart(this);
 
   auto* controls = new QHBoxLayout;
-  controls->addWidget(new QLabel(tr("Layer"), this));
-  controls->addWidget(m_layer);
-  controls->addSpacing(12);
-  controls->addWidget(new QLabel(tr("Tensor"), this));
-  controls->addWidget(m_tensor);
+  controls->addWidget(m_picker);
   controls->addSpacing(12);
   controls->addWidget(m_about, 1);
 
@@ -45,8 +37,7 @@ CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
     redraw();
     emit selection_changed(selected_layer(), selected_tensor());
   };
-  connect(m_layer, &QSpinBox::valueChanged, this, changed);
-  connect(m_tensor, &QComboBox::currentIndexChanged, this, changed);
+  connect(m_picker, &LayerPicker::changed, this, changed);
   clear();
 }
 
@@ -54,12 +45,8 @@ void CodeLengthPanel::set_code_lengths(std::vector<LayerCodeLengths> code_length
                                        const QString& codec) {
   m_data = std::move(code_lengths);
   m_codec = codec;
-  {
-    const QSignalBlocker block(m_layer);
-    m_layer->setRange(0, std::max(0, static_cast<int>(m_data.size()) - 1));
-  }
-  m_layer->setEnabled(!m_data.empty());
-  m_tensor->setEnabled(!m_data.empty());
+  m_picker->set_layer_count(static_cast<int>(m_data.size()));
+  m_picker->setEnabled(!m_data.empty());
   redraw();
 }
 
@@ -68,26 +55,21 @@ void CodeLengthPanel::clear() {
 }
 
 void CodeLengthPanel::select(int layer, TensorPick tensor) {
-  {
-    const QSignalBlocker block_layer(m_layer);
-    const QSignalBlocker block_tensor(m_tensor);
-    m_layer->setValue(layer);
-    m_tensor->setCurrentIndex(static_cast<int>(tensor));
-  }
+  m_picker->select(layer, static_cast<int>(tensor));
   redraw();
   emit selection_changed(selected_layer(), selected_tensor());
 }
 
 int CodeLengthPanel::selected_layer() const {
-  return m_layer->value();
+  return m_picker->layer();
 }
 
 TensorPick CodeLengthPanel::selected_tensor() const {
-  return m_tensor->currentIndex() == 1 ? TensorPick::Values : TensorPick::Keys;
+  return m_picker->choice() == 1 ? TensorPick::Values : TensorPick::Keys;
 }
 
 void CodeLengthPanel::redraw() {
-  const int layer = m_layer->value();
+  const int layer = m_picker->layer();
   if (m_data.empty() || layer < 0 || layer >= static_cast<int>(m_data.size())) {
     m_about->setText(m_data.empty() ? tr("No codec ran on the shown run.") : QString());
     m_chart->clear_data(tr("Run kvcomp with a codec (Method → Codec) to see code lengths"));

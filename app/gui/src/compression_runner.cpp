@@ -1,8 +1,5 @@
 #include "kvlab/gui/compression_runner.h"
 
-#include <QEventLoop>
-#include <QTimer>
-
 #include "kvlab/engine/cache_file.h"
 #include "kvlab/engine/synthetic.h"
 
@@ -41,66 +38,24 @@ std::optional<StreamConfig> stream_config_for(const MethodConfig& method, int to
   return c;
 }
 
-CompressionRunner::CompressionRunner(QObject* parent) : QObject(parent) {}
-
-CompressionRunner::~CompressionRunner() {
-  m_cancel = true;
-  if (m_thread.joinable()) m_thread.join();
-}
+CompressionRunner::CompressionRunner(QObject* parent) : WorkerRunner(parent) {}
 
 bool CompressionRunner::would_reuse_cache(const SourceSpec& source) const {
   return m_cache && source.cache_key() == m_cache_key;
 }
 
 bool CompressionRunner::start(const CompressionJob& job) {
-  if (m_busy) return false;
-  if (m_thread.joinable()) m_thread.join();
-  m_busy = true;
-  m_cancel = false;
   std::string key = job.source.cache_key();
   std::shared_ptr<const KvCache> cache = key == m_cache_key ? m_cache : nullptr;
-  m_thread = std::thread([this, job, cache = std::move(cache), key = std::move(key)]() mutable {
-    run_job(std::move(job), std::move(cache), std::move(key));
+  return launch([this, job, cache = std::move(cache), key = std::move(key)]() -> Completion {
+    auto outcome = run_job(job, cache, key);
+    return [this, outcome] { finish(outcome); };
   });
-  return true;
 }
 
-void CompressionRunner::cancel() {
-  m_cancel = true;
-}
-
-bool CompressionRunner::wait_until_done(int timeout_ms) {
-  if (!m_busy) return true;
-  QEventLoop loop;
-  QTimer timer;
-  timer.setSingleShot(true);
-  connect(this, &CompressionRunner::finished, &loop, &QEventLoop::quit);
-  connect(&timer, &QTimer::timeout, &loop, &QEventLoop::quit);
-  timer.start(timeout_ms);
-  loop.exec();
-  return !m_busy;
-}
-
-// Maps the engine's fraction of one stage onto [base, base + span] of the whole job and posts
-// it to the UI thread only when the percentage or the stage changes (the engine may call often).
-ProgressFn CompressionRunner::progress_fn(double base, double span) {
-  auto last_percent = std::make_shared<int>(-1);
-  auto last_stage = std::make_shared<std::string>();
-  return [this, base, span, last_percent, last_stage](double fraction, std::string_view stage) {
-    const int percent = static_cast<int>(100.0 * (base + span * fraction));
-    if (percent != *last_percent || stage != *last_stage) {
-      *last_percent = percent;
-      *last_stage = std::string(stage);
-      const QString text = QString::fromUtf8(stage.data(), static_cast<int>(stage.size()));
-      QMetaObject::invokeMethod(
-          this, [this, percent, text] { emit progress(percent, text); }, Qt::QueuedConnection);
-    }
-    return !m_cancel.load();
-  };
-}
-
-void CompressionRunner::run_job(CompressionJob job, std::shared_ptr<const KvCache> cache,
-                                std::string key) {
+// On the worker thread: touches only its arguments and the progress functions.
+std::shared_ptr<CompressionRunner::Outcome> CompressionRunner::run_job(
+    const CompressionJob& job, std::shared_ptr<const KvCache> cache, const std::string& key) {
   auto outcome = std::make_shared<Outcome>();
   outcome->reused_cache = cache != nullptr;
   const auto fail = [&](const std::string& message) {
@@ -138,24 +93,20 @@ void CompressionRunner::run_job(CompressionJob job, std::shared_ptr<const KvCach
       }
     }
   }
-  QMetaObject::invokeMethod(
-      this, [this, outcome] { finish(outcome); }, Qt::QueuedConnection);
+  return outcome;
 }
 
 void CompressionRunner::finish(const std::shared_ptr<Outcome>& outcome) {
-  if (m_thread.joinable()) m_thread.join();
   if (outcome->cache) {
     m_cache = outcome->cache;
     m_cache_key = outcome->cache_key;
   }
-  m_busy = false;
   if (outcome->report) {
     if (outcome->stream) emit stream_simulated(*outcome->stream);
     emit succeeded(*outcome->report, outcome->reused_cache);
   } else {
     emit failed(outcome->error, outcome->cancelled);
   }
-  emit finished();
 }
 
 }  // namespace kvlab::gui

@@ -11,6 +11,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/histogram_chart.h"
+#include "kvlab/gui/layer_picker.h"
 
 namespace kvlab::gui {
 
@@ -34,12 +35,8 @@ double entropy_bits(const std::vector<std::uint64_t>& counts) {
 }  // namespace
 
 HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
-  m_layer = new QSpinBox(this);
-  m_layer->setRange(0, 0);
-  m_layer->setToolTip(tr("Layer whose codes are shown"));
-  m_tensor = new QComboBox(this);
-  m_tensor->addItem(tr("keys"));
-  m_tensor->addItem(tr("values"));
+  m_picker = new LayerPicker(tr("Tensor"), tensor_choices(), this);
+  m_picker->layer_spin()->setToolTip(tr("Layer whose codes are shown"));
   m_which = new QComboBox(this);
   m_which->setMinimumContentsLength(14);
   m_which->setSizeAdjustPolicy(QComboBox::AdjustToContents);
@@ -50,11 +47,7 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   m_chart = new HistogramChart(this);
 
   auto* controls = new QHBoxLayout;
-  controls->addWidget(new QLabel(tr("Layer"), this));
-  controls->addWidget(m_layer);
-  controls->addSpacing(12);
-  controls->addWidget(new QLabel(tr("Tensor"), this));
-  controls->addWidget(m_tensor);
+  controls->addWidget(m_picker);
   controls->addSpacing(12);
   controls->addWidget(new QLabel(tr("Histogram"), this));
   controls->addWidget(m_which);
@@ -71,20 +64,14 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
     redraw();
     emit selection_changed(selected_layer(), selected_tensor());
   };
-  connect(m_layer, &QSpinBox::valueChanged, this, picked);
-  connect(m_tensor, &QComboBox::currentIndexChanged, this, picked);
+  connect(m_picker, &LayerPicker::changed, this, picked);
   connect(m_which, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
   clear();
 }
 
 void HistogramPanel::set_histograms(std::vector<LayerHistograms> histograms) {
   m_histograms = std::move(histograms);
-  const int previous_layer = m_layer->value();
-  {
-    const QSignalBlocker block(m_layer);
-    m_layer->setRange(0, std::max(0, static_cast<int>(m_histograms.size()) - 1));
-    m_layer->setValue(std::min(previous_layer, m_layer->maximum()));
-  }
+  m_picker->set_layer_count(static_cast<int>(m_histograms.size()));
   refill_histogram_combo();
   redraw();
 }
@@ -94,12 +81,7 @@ void HistogramPanel::clear() {
 }
 
 void HistogramPanel::select(int layer, TensorPick tensor, int histogram_index) {
-  {
-    const QSignalBlocker block_layer(m_layer);
-    const QSignalBlocker block_tensor(m_tensor);
-    m_layer->setValue(layer);  // QSpinBox clamps
-    m_tensor->setCurrentIndex(static_cast<int>(tensor));
-  }
+  m_picker->select(layer, static_cast<int>(tensor));
   refill_histogram_combo();
   {
     const QSignalBlocker block(m_which);
@@ -110,11 +92,11 @@ void HistogramPanel::select(int layer, TensorPick tensor, int histogram_index) {
 }
 
 int HistogramPanel::selected_layer() const {
-  return m_layer->value();
+  return m_picker->layer();
 }
 
 TensorPick HistogramPanel::selected_tensor() const {
-  return m_tensor->currentIndex() == 1 ? TensorPick::Values : TensorPick::Keys;
+  return m_picker->choice() == 1 ? TensorPick::Values : TensorPick::Keys;
 }
 
 int HistogramPanel::selected_histogram() const {
@@ -122,7 +104,7 @@ int HistogramPanel::selected_histogram() const {
 }
 
 const std::vector<HistogramData>* HistogramPanel::current_list() const {
-  const int layer = m_layer->value();
+  const int layer = m_picker->layer();
   if (layer < 0 || layer >= static_cast<int>(m_histograms.size())) return nullptr;
   const LayerHistograms& lh = m_histograms[layer];
   return selected_tensor() == TensorPick::Keys ? &lh.key : &lh.value;
@@ -154,7 +136,7 @@ void HistogramPanel::redraw() {
   const HistogramData& h = (*list)[index];
   const QString tensor = selected_tensor() == TensorPick::Keys ? tr("keys") : tr("values");
   m_chart->set_histogram(h, tr("Quantized codes: layer %1 %2, %3")
-                                .arg(m_histograms[m_layer->value()].layer)
+                                .arg(m_histograms[m_picker->layer()].layer)
                                 .arg(tensor, h.label));
   int used = 0;
   for (auto c : h.counts) used += c > 0 ? 1 : 0;

@@ -6,6 +6,7 @@
 #include <QStatusBar>
 
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/placeholder_page.h"
 #include "kvlab/gui/runs_view.h"
 
@@ -27,21 +28,6 @@ constexpr PageInfo kPages[kPageCount] = {
     {"Runs", "runs"},
     {"Learn", "learn"},
 };
-
-QWidget* eviction_page() {
-  return new PlaceholderPage(
-      QObject::tr("Eviction"),
-      QObject::tr("Will compare token-eviction policies on the same cache: sliding window, "
-                  "StreamingLLM (attention sinks plus a recent window), H2O (heavy hitters by "
-                  "cumulative attention plus a recent window), attention-threshold pruning and "
-                  "importance scoring."),
-      {QObject::tr("An eviction map: which tokens each layer and head keeps, with the synthetic "
-                   "cache's sink, heavy hitters and needle marked."),
-       QObject::tr("Attention-output error and memory saved against the token budget (counts or "
-                   "fractions, per layer or per head)."),
-       QObject::tr("Token merging by key cosine similarity, side by side with eviction."),
-       QObject::tr("Runs saved to the same database as compression runs.")});
-}
 
 QWidget* planner_page() {
   return new PlaceholderPage(
@@ -88,13 +74,14 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   }
 
   m_compression = new CompressionView(m_store);
+  m_eviction = new EvictionView(m_store);
   m_runs = new RunsView(m_store, m_store_error);
 
   m_nav = new QListWidget;
   m_stack = new QStackedWidget;
   for (int i = 0; i < kPageCount; ++i) m_nav->addItem(tr(kPages[i].title));
   m_stack->addWidget(m_compression);
-  m_stack->addWidget(eviction_page());
+  m_stack->addWidget(m_eviction);
   m_stack->addWidget(planner_page());
   m_stack->addWidget(m_runs);
   m_stack->addWidget(learn_page());
@@ -106,7 +93,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   m_nav->setSpacing(3);
   for (int i = 0; i < kPageCount; ++i) {
     const auto page = static_cast<Page>(i);
-    const bool ready = page == Page::Compression || page == Page::Runs;
+    const bool ready = page == Page::Compression || page == Page::Eviction || page == Page::Runs;
     if (!ready) {
       m_nav->item(i)->setForeground(QColor(120, 120, 120));
       m_nav->item(i)->setToolTip(tr("Arrives in a later version"));
@@ -128,12 +115,20 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
     statusBar()->showMessage(text, timeout_ms);
   };
   connect(m_compression, &CompressionView::status_message, this, show_message);
+  connect(m_eviction, &EvictionView::status_message, this, show_message);
   connect(m_runs, &RunsView::status_message, this, show_message);
   connect(m_compression, &CompressionView::run_saved, m_runs, &RunsView::refresh);
+  connect(m_eviction, &EvictionView::run_saved, m_runs, &RunsView::refresh);
   connect(m_runs, &RunsView::compression_run_opened, this,
           [this](const CompressionReport& report, const QString& origin) {
             m_compression->show_report(report, origin);
             show_page(Page::Compression);
+          });
+  connect(m_runs, &RunsView::eviction_run_opened, this,
+          [this](const EvictionReport& report, const std::optional<EvictionReport>& compare,
+                 const QString& origin) {
+            m_eviction->show_reports(report, compare, origin);
+            show_page(Page::Eviction);
           });
 
   m_nav->setCurrentRow(0);

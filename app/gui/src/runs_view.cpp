@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/engine/report_json.h"
+#include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/gui_format.h"
 
 namespace kvlab::gui {
@@ -66,12 +67,13 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
 
   m_refresh = new QPushButton(tr("Refresh"), this);
   m_open = new QPushButton(tr("Open"), this);
-  m_open->setToolTip(tr("Show this run's charts on the Compression page, from the stored data"));
+  m_open->setToolTip(
+      tr("Show this run's charts on the Compression or Eviction page, from the stored data"));
   m_delete = new QPushButton(tr("Delete…"), this);
   m_summary = new QLabel(this);
   m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* hint = new QLabel(tr("Open (or double-click) redraws a compression run's charts from "
-                             "what was stored, without recomputing."),
+  auto* hint = new QLabel(tr("Open (or double-click) redraws a compression or eviction run's "
+                             "charts from what was stored, without recomputing."),
                           this);
   QPalette muted = hint->palette();
   muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
@@ -132,9 +134,13 @@ void RunsView::refresh() {
     m_table->setItem(row, kMethod,
                      item(QStringLiteral("%1 · %2").arg(QString::fromStdString(r.method),
                                                         QString::fromStdString(r.label))));
-    const auto ratio = json_number(r.metrics, "ratio");
+    // Compression runs keep "ratio" and error.attn_output_rel_error; eviction runs keep the
+    // memory ratio and the error at the top level.
+    auto ratio = json_number(r.metrics, "ratio");
+    if (!ratio) ratio = json_number(r.metrics, "memory_ratio");
     const auto bits = json_number(r.metrics, "bits_per_value");
-    const auto attn = json_number(r.metrics, "error", "attn_output_rel_error");
+    auto attn = json_number(r.metrics, "error", "attn_output_rel_error");
+    if (!attn) attn = json_number(r.metrics, "attn_output_rel_error");
     m_table->setItem(row, kRatio, item(ratio ? format_ratio(*ratio) : QString(), Qt::AlignRight));
     m_table->setItem(row, kBits,
                      item(bits ? format_bits_per_value(*bits) : QString(), Qt::AlignRight));
@@ -174,7 +180,8 @@ void RunsView::update_buttons() {
   const int row = row_of(selected_run_id());
   const bool selected = m_store && row >= 0;
   const auto* kind = selected ? m_table->item(row, kKind) : nullptr;
-  m_open->setEnabled(kind && kind->text() == QStringLiteral("compression"));
+  m_open->setEnabled(kind && (kind->text() == QStringLiteral("compression") ||
+                              kind->text() == QStringLiteral("eviction")));
   m_delete->setEnabled(selected);
 }
 
@@ -192,8 +199,10 @@ bool RunsView::open_run(std::int64_t id) {
     report_error(QString::fromStdString(record.message()));
     return false;
   }
+  const QString origin = tr("stored run #%1 from %2").arg(id).arg(local_time(record->created_at));
+  if (record->kind == "eviction") return open_eviction_run(id, origin);
   if (record->kind != "compression") {
-    report_error(tr("Run %1 is a %2 run; only compression runs open in this version.")
+    report_error(tr("Run %1 is a %2 run; only compression and eviction runs open.")
                      .arg(id)
                      .arg(QString::fromStdString(record->kind)));
     return false;
@@ -206,9 +215,23 @@ bool RunsView::open_run(std::int64_t id) {
         tr("Run %1 cannot be shown: %2").arg(id).arg(QString::fromStdString(report.message())));
     return false;
   }
-  emit compression_run_opened(
-      *report, tr("stored run #%1 from %2").arg(id).arg(local_time(record->created_at)));
+  emit compression_run_opened(*report, origin);
   emit status_message(tr("Opened run #%1 (redrawn from the stored data)").arg(id),
+                      kStatusTimeoutMs);
+  return true;
+}
+
+bool RunsView::open_eviction_run(std::int64_t id, const QString& origin) {
+  auto stored = load_eviction_run(*m_store, id);
+  if (!stored) {
+    report_error(
+        tr("Run %1 cannot be shown: %2").arg(id).arg(QString::fromStdString(stored.message())));
+    return false;
+  }
+  const QString shown =
+      stored->compare_id ? origin + tr(", compared with run #%1").arg(stored->compare_id) : origin;
+  emit eviction_run_opened(stored->report, stored->compare, shown);
+  emit status_message(tr("Opened eviction run #%1 (redrawn from the stored data)").arg(id),
                       kStatusTimeoutMs);
   return true;
 }

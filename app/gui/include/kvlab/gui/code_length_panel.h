@@ -9,13 +9,12 @@
 #include "kvlab/gui/chart_data.h"
 #include "kvlab/gui/histogram_panel.h"
 
-class QComboBox;
 class QLabel;
-class QSpinBox;
 
 namespace kvlab::gui {
 
 class CodeLengthChart;
+class LayerPicker;
 
 class CodeLengthPanel : public QWidget {
   Q_OBJECT
@@ -43,8 +42,7 @@ class CodeLengthPanel : public QWidget {
 
   std::vector<LayerCodeLengths> m_data;
   QString m_codec;
-  QSpinBox* m_layer = nullptr;
-  QComboBox* m_tensor = nullptr;
+  LayerPicker* m_picker = nullptr;
   QLabel* m_about = nullptr;
   CodeLengthChart* m_chart = nullptr;
 };

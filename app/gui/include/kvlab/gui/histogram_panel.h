@@ -10,11 +10,11 @@
 
 class QComboBox;
 class QLabel;
-class QSpinBox;
 
 namespace kvlab::gui {
 
 class HistogramChart;
+class LayerPicker;
 
 enum class TensorPick { Keys = 0, Values = 1 };
 
@@ -46,8 +46,7 @@ class HistogramPanel : public QWidget {
   const std::vector<HistogramData>* current_list() const;
 
   std::vector<LayerHistograms> m_histograms;
-  QSpinBox* m_layer = nullptr;
-  QComboBox* m_tensor = nullptr;
+  LayerPicker* m_picker = nullptr;
   QComboBox* m_which = nullptr;
   QLabel* m_entropy = nullptr;
   HistogramChart* m_chart = nullptr;

@@ -16,6 +16,7 @@ class QStackedWidget;
 namespace kvlab::gui {
 
 class CompressionView;
+class EvictionView;
 class RunsView;
 
 enum class Page { Compression = 0, Eviction, Planner, Runs, Learn };
@@ -41,6 +42,7 @@ class MainWindow : public QMainWindow {
   QWidget* page_widget(Page page) const;
 
   CompressionView* compression_view() const { return m_compression; }
+  EvictionView* eviction_view() const { return m_eviction; }
   RunsView* runs_view() const { return m_runs; }
   const QString& store_error() const { return m_store_error; }
 
@@ -50,6 +52,7 @@ class MainWindow : public QMainWindow {
   QListWidget* m_nav = nullptr;
   QStackedWidget* m_stack = nullptr;
   CompressionView* m_compression = nullptr;
+  EvictionView* m_eviction = nullptr;
   RunsView* m_runs = nullptr;
 };
 

@@ -1,15 +1,17 @@
-// The Runs page: every run in the store, newest first. Open redraws a compression run's charts
-// from its stored JSON (no recomputation); Delete asks first (unless auto-confirm is set, for
-// scripts and tests).
+// The Runs page: every run in the store, newest first. Open redraws a compression or eviction
+// run's charts from its stored JSON (no recomputation); Delete asks first (unless auto-confirm is
+// set, for scripts and tests).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include <QString>
 #include <QWidget>
 
 #include "kvlab/engine/compress.h"
+#include "kvlab/engine/eviction.h"
 #include "kvlab/store/runs_store.h"
 
 class QLabel;
@@ -28,7 +30,8 @@ class RunsView : public QWidget {
   RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent = nullptr);
 
   void refresh();
-  // Loads the run and emits compression_run_opened; false (with a message) when it cannot.
+  // Loads the run and emits compression_run_opened or eviction_run_opened; false (with a
+  // message) when it cannot.
   bool open_run(std::int64_t id);
   // Asks for confirmation unless auto-confirm is on, then deletes.
   bool delete_run(std::int64_t id);
@@ -43,9 +46,14 @@ class RunsView : public QWidget {
 
  signals:
   void compression_run_opened(const kvlab::CompressionReport& report, const QString& origin);
+  // An eviction run, and the run it was compared with when there was one.
+  void eviction_run_opened(const kvlab::EvictionReport& report,
+                           const std::optional<kvlab::EvictionReport>& compare,
+                           const QString& origin);
   void status_message(const QString& text, int timeout_ms);
 
  private:
+  bool open_eviction_run(std::int64_t id, const QString& origin);
   void update_buttons();
   void report_error(const QString& message);
 

@@ -1,0 +1,117 @@
+#include "kvlab/gui/eviction_metrics_panel.h"
+
+#include <QGridLayout>
+#include <QLabel>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/gui_format.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+const std::array<const char*, kEvictionMetricCount> kNames{
+    "Policy",
+    "Kept at the last step",
+    "Memory (vs full cache)",
+    "Memory ratio",
+    "Attention mass retained",
+    "Attn-output rel. error",
+    "Attn-output cosine",
+    "Needle retained",
+    "Needle in top-k",
+};
+
+const std::array<const char*, kEvictionMetricCount> kTips{
+    "The policy and its budget",
+    "Entries kept at the last decode step, mean over KV heads, of the tokens the sequence has",
+    "KV memory of the kept entries at the last step, beside the full cache's",
+    "Full cache memory / kept memory at the last step",
+    "Full-cache attention that falls on tokens still held, mean over steps and query heads",
+    "sqrt(Σ|o − ô|² / Σ|o|²) of the attention output against the full cache",
+    "Cosine similarity of the attention output to the full cache's, mean over query heads",
+    "Fraction of KV heads that still hold the planted needle as its own entry at the last step",
+    "Fraction of KV heads where the needle is among the top-k attended entries for every query "
+    "head of the group",
+};
+
+QString needle_text(const std::optional<double>& f) {
+  if (!f) return QObject::tr("— (no needle known)");
+  return QObject::tr("%1 of KV heads").arg(format_percent(*f));
+}
+
+}  // namespace
+
+EvictionMetricsPanel::EvictionMetricsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
+  m_heading = new QLabel(this);
+  m_heading->setWordWrap(true);
+  auto* grid = new QGridLayout;
+  grid->setHorizontalSpacing(18);
+  grid->setVerticalSpacing(3);
+  for (int m = 0; m < kEvictionMetricCount; ++m) {
+    auto* name = new QLabel(tr(kNames[m]), this);
+    name->setToolTip(tr(kTips[m]));
+    grid->addWidget(name, m, 0);
+    for (int c = 0; c < kColumns; ++c) {
+      auto* value = new QLabel(this);
+      value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+      value->setToolTip(tr(kTips[m]));
+      if (m == static_cast<int>(EvictionMetric::Policy)) {
+        QFont bold = value->font();
+        bold.setBold(true);
+        value->setFont(bold);
+      }
+      grid->addWidget(value, m, c + 1);
+      m_values[c][m] = value;
+    }
+  }
+  grid->setColumnStretch(1, 1);
+  grid->setColumnStretch(2, 1);
+  auto* layout = new QVBoxLayout(this);
+  layout->addWidget(m_heading);
+  layout->addLayout(grid);
+  clear();
+}
+
+void EvictionMetricsPanel::clear() {
+  m_heading->setText(tr("Run a policy (or open a stored eviction run) to see its numbers."));
+  for (auto& column : m_values) {
+    for (QLabel* l : column) l->clear();
+  }
+}
+
+void EvictionMetricsPanel::fill(int column, const EvictionSummary& s) {
+  const auto set = [&](EvictionMetric m, const QString& text) {
+    value_label(m, column)->setText(text);
+  };
+  set(EvictionMetric::Policy, s.label);
+  const double kept_fraction = s.context > 0 ? s.kept_tokens / s.context : 0.0;
+  set(EvictionMetric::Kept, tr("%1 of %2 tokens (%3)")
+                                .arg(QString::number(s.kept_tokens, 'f', 1))
+                                .arg(s.context)
+                                .arg(format_percent(kept_fraction)));
+  set(EvictionMetric::Memory,
+      tr("%1 of %2")
+          .arg(format_byte_count(s.memory_bytes), format_byte_count(s.full_memory_bytes)));
+  set(EvictionMetric::Ratio,
+      s.memory_bytes > 0 ? format_ratio(s.full_memory_bytes / s.memory_bytes) : tr("—"));
+  set(EvictionMetric::MassRetained, format_percent(s.mass_retained));
+  set(EvictionMetric::RelError, format_percent(s.rel_error));
+  set(EvictionMetric::Cosine, QString::number(s.cosine, 'f', 4));
+  set(EvictionMetric::NeedleRetained, needle_text(s.needle_retained));
+  set(EvictionMetric::NeedleTopK, needle_text(s.needle_in_top_k));
+}
+
+void EvictionMetricsPanel::set_summaries(const EvictionSummary& first,
+                                         const std::optional<EvictionSummary>& second,
+                                         const QString& origin) {
+  clear();
+  m_heading->setText(tr("%1 · %2 tokens, numbers over %3 · %4")
+                         .arg(first.label)
+                         .arg(first.context)
+                         .arg(first.scope, origin));
+  fill(0, first);
+  if (second) fill(1, *second);
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,356 @@
+#include "kvlab/gui/eviction_view.h"
+
+#include <utility>
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/eviction_chart_data.h"
+#include "kvlab/gui/eviction_map_chart.h"
+#include "kvlab/gui/eviction_metrics_panel.h"
+#include "kvlab/gui/eviction_policy_panel.h"
+#include "kvlab/gui/eviction_runner.h"
+#include "kvlab/gui/eviction_runs.h"
+#include "kvlab/gui/eviction_series_chart.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/layer_picker.h"
+#include "kvlab/gui/source_panel.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kControlsWidth = 360;
+constexpr int kStatusTimeoutMs = 8000;
+
+QLabel* muted_label(const QString& text, QWidget* parent) {
+  auto* label = new QLabel(text, parent);
+  label->setWordWrap(true);
+  QPalette muted = label->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  label->setPalette(muted);
+  return label;
+}
+
+}  // namespace
+
+EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_runner = new EvictionRunner(this);
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  splitter->addWidget(build_controls());
+  splitter->addWidget(build_results());
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->addWidget(splitter);
+
+  connect(m_runner, &EvictionRunner::progress, this, [this](int percent, const QString& stage) {
+    m_progress->setValue(percent);
+    m_stage->setText(stage);
+  });
+  connect(m_runner, &EvictionRunner::succeeded, this, &EvictionView::on_succeeded);
+  connect(m_runner, &EvictionRunner::failed, this, &EvictionView::on_failed);
+  connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
+  connect(m_cancel_button, &QPushButton::clicked, this, &EvictionView::cancel);
+  const auto update_note = [this] {
+    const auto job = make_eviction_job(m_source->spec(), m_policy->config(), std::nullopt);
+    m_cache_note->setText(m_runner->would_reuse_cache(job.source)
+                              ? tr("The cache in memory will be reused.")
+                              : tr("The cache will be generated or loaded on Run."));
+  };
+  connect(m_source, &SourcePanel::changed, this, update_note);
+  connect(m_policy, &EvictionPolicyPanel::changed, this, update_note);
+  connect(m_picker, &LayerPicker::changed, this, [this] { redraw(); });
+  connect(m_scope, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
+  connect(m_reset_zoom, &QPushButton::clicked, this, [this] {
+    m_map->reset_zoom();
+    m_compare_map->reset_zoom();
+  });
+  connect(m_map->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_map, m_compare_map); });
+  connect(m_map->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_map, m_compare_map); });
+  connect(m_compare_map->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_compare_map, m_map); });
+  connect(m_compare_map->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_compare_map, m_map); });
+  set_running(false);
+}
+
+EvictionView::~EvictionView() = default;
+
+QWidget* EvictionView::build_controls() {
+  auto* controls = new QWidget;
+  m_source = new SourcePanel(controls);
+  m_policy = new EvictionPolicyPanel(controls);
+  m_run_button = new QPushButton(tr("Run"), controls);
+  m_run_button->setDefault(true);
+  m_run_button->setToolTip(tr("Simulate decoding with the policy and save the run"));
+  m_cancel_button = new QPushButton(tr("Cancel"), controls);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_run_button);
+  buttons->addWidget(m_cancel_button);
+  m_progress = new QProgressBar(controls);
+  m_progress->setRange(0, 100);
+  m_progress->setValue(0);
+  m_stage = muted_label(QString(), controls);
+  m_cache_note = muted_label(tr("The cache will be generated or loaded on Run."), controls);
+  auto* note = muted_label(
+      tr("A synthetic source gets one decode-time query per step; its planted needle is marked "
+         "on the maps."),
+      controls);
+
+  auto* layout = new QVBoxLayout(controls);
+  layout->setContentsMargins(0, 0, 6, 0);
+  layout->addWidget(m_source);
+  layout->addWidget(m_policy);
+  layout->addLayout(buttons);
+  layout->addWidget(m_progress);
+  layout->addWidget(m_stage);
+  layout->addWidget(m_cache_note);
+  layout->addWidget(note);
+  layout->addStretch(1);
+
+  auto* scroll = new QScrollArea;  // scrolls rather than clips when the window is short
+  scroll->setWidget(controls);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(kControlsWidth);
+  scroll->setMaximumWidth(kControlsWidth + 120);
+  return scroll;
+}
+
+QWidget* EvictionView::build_results() {
+  auto* results = new QWidget;
+  m_error = new QLabel(results);
+  m_error->setWordWrap(true);
+  m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_error->setStyleSheet(QStringLiteral(
+      "QLabel { color: #a01818; background: #fbe9e7; border: 1px solid #e0a09a; padding: 6px; }"));
+  m_error->setVisible(false);
+  m_metrics = new EvictionMetricsPanel(results);
+
+  m_picker = new LayerPicker(tr("KV head"), {QStringLiteral("0")}, results);
+  m_picker->layer_spin()->setToolTip(tr("Layer whose eviction map is shown"));
+  m_picker->choice_combo()->setToolTip(tr("Every KV head keeps its own set of tokens"));
+  m_scope = new QComboBox(results);
+  m_scope->addItem(tr("all layers"));
+  m_scope->addItem(tr("the selected layer"));
+  m_scope->setToolTip(tr("What the curves and the numbers cover"));
+  m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
+  m_reset_zoom->setToolTip(tr("Show the whole map again (drag pans, the wheel zooms)"));
+  auto* selectors = new QHBoxLayout;
+  selectors->addWidget(m_picker);
+  selectors->addSpacing(18);
+  selectors->addWidget(new QLabel(tr("Curves and numbers over"), results));
+  selectors->addWidget(m_scope);
+  selectors->addStretch(1);
+  selectors->addWidget(m_reset_zoom);
+
+  m_map = new EvictionMapChart;
+  m_compare_map = new EvictionMapChart;
+  m_compare_map->setVisible(false);
+  m_series = new EvictionSeriesChart;
+  auto* maps = new QSplitter(Qt::Horizontal);
+  maps->addWidget(m_map);
+  maps->addWidget(m_compare_map);
+  maps->setChildrenCollapsible(false);
+  auto* vertical = new QSplitter(Qt::Vertical);
+  vertical->addWidget(maps);
+  vertical->addWidget(m_series);
+  vertical->setChildrenCollapsible(false);
+  vertical->setStretchFactor(0, 3);
+  vertical->setStretchFactor(1, 2);
+  vertical->setSizes({420, 300});
+
+  auto* layout = new QVBoxLayout(results);
+  layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_error);
+  layout->addWidget(m_metrics);
+  layout->addLayout(selectors);
+  layout->addWidget(vertical, 1);
+  return results;
+}
+
+void EvictionView::set_running(bool running) {
+  m_run_button->setEnabled(!running);
+  m_cancel_button->setEnabled(running);
+  m_source->setEnabled(!running);
+  m_policy->setEnabled(!running);
+  if (!running) m_stage->clear();
+  m_stage->setVisible(running);
+}
+
+bool EvictionView::is_running() const {
+  return m_runner->busy();
+}
+
+bool EvictionView::run() {
+  const EvictionJob job =
+      make_eviction_job(m_source->spec(), m_policy->config(), m_policy->compare_config());
+  if (!m_runner->start(job)) return false;
+  m_last_ok = false;
+  m_last_error.clear();
+  m_error->setVisible(false);
+  m_progress->setValue(0);
+  m_stage->setText(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
+                                                           : tr("Preparing the cache"));
+  set_running(true);
+  emit status_message(
+      tr("Simulating %1 on %2…")
+          .arg(QString::fromStdString(eviction_label(job.policy)), job.source.describe()),
+      0);
+  return true;
+}
+
+void EvictionView::cancel() {
+  if (!m_runner->busy()) return;
+  m_runner->cancel();
+  m_stage->setText(tr("Cancelling…"));
+}
+
+bool EvictionView::run_and_wait(int timeout_ms) {
+  if (!run()) return false;
+  if (!m_runner->wait_until_done(timeout_ms)) {
+    cancel();
+    m_runner->wait_until_done(timeout_ms);
+    m_last_error = tr("the run did not finish within %1 s").arg(timeout_ms / 1000);
+    return false;
+  }
+  return m_last_ok;
+}
+
+bool EvictionView::wait_until_done(int timeout_ms) {
+  return m_runner->wait_until_done(timeout_ms);
+}
+
+void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cache) {
+  set_running(false);
+  m_progress->setValue(100);
+  m_last_ok = true;
+  m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the policy changed).")
+                                     : tr("Cache kept in memory: changing only the policy will "
+                                          "not regenerate it."));
+  double seconds = outcome.report.seconds;
+  if (outcome.compare) seconds += outcome.compare->seconds;
+  show_reports(outcome.report, outcome.compare, tr("computed in %1").arg(format_seconds(seconds)));
+  save_runs();
+}
+
+void EvictionView::on_failed(const QString& message, bool cancelled) {
+  set_running(false);
+  m_progress->setValue(0);
+  m_last_error = message;
+  if (cancelled) {
+    emit status_message(tr("Run cancelled."), kStatusTimeoutMs);
+    return;
+  }
+  show_error(tr("The run failed: %1").arg(message));
+}
+
+void EvictionView::show_error(const QString& message) {
+  m_error->setText(message);
+  m_error->setVisible(true);
+  emit status_message(message, 0);
+}
+
+void EvictionView::show_reports(const EvictionReport& report,
+                                const std::optional<EvictionReport>& compare,
+                                const QString& origin) {
+  m_report = report;
+  m_compare = compare;
+  m_origin = origin;
+  m_error->setVisible(false);
+  const int layers = static_cast<int>(report.maps.size());
+  const int heads = layers > 0 ? static_cast<int>(report.maps.front().size()) : 0;
+  QStringList head_names;
+  for (int h = 0; h < heads; ++h) head_names << QString::number(h);
+  m_picker->set_layer_count(layers);
+  m_picker->set_choices(head_names);
+  m_compare_map->setVisible(compare.has_value());
+  redraw();
+  m_map->reset_zoom();
+  m_compare_map->reset_zoom();
+}
+
+void EvictionView::select(int layer, int kv_head) {
+  m_picker->select(layer, kv_head);
+  redraw();
+}
+
+void EvictionView::set_all_layers(bool all) {
+  m_scope->setCurrentIndex(all ? 0 : 1);  // redraws through the signal
+  redraw();
+}
+
+void EvictionView::redraw() {
+  if (!m_report) return;
+  const int layer = m_picker->layer();
+  const int head = m_picker->choice();
+  const int scope = m_scope->currentIndex() == 0 ? -1 : layer;
+  // Keep the zoom across layer and head changes: both maps have the same shape.
+  const QCPRange x = m_map->xAxis->range(), y = m_map->yAxis->range();
+  const bool had_map = m_map->data().positions > 0;
+  m_map->set_data(eviction_map_data(*m_report, layer, head));
+  std::vector<EvictionSeriesData> series{eviction_series_data(*m_report, scope)};
+  std::optional<EvictionSummary> second;
+  if (m_compare) {
+    m_compare_map->set_data(eviction_map_data(*m_compare, layer, head));
+    series.push_back(eviction_series_data(*m_compare, scope));
+    second = eviction_summary(*m_compare, scope);
+  } else {
+    m_compare_map->clear_data(tr("Tick \"Compare with\" to run a second policy"));
+  }
+  if (had_map) {
+    m_map->xAxis->setRange(x);
+    m_map->yAxis->setRange(y);
+    m_map->replot();
+  }
+  const QString scope_text = scope < 0 ? tr("all layers") : tr("layer %1").arg(layer);
+  m_series->set_data(series, scope_text);
+  m_metrics->set_summaries(eviction_summary(*m_report, scope), second, m_origin);
+}
+
+void EvictionView::sync_zoom(EvictionMapChart* from, EvictionMapChart* to) {
+  if (m_syncing_zoom || !to->isVisible() || to->data().positions != from->data().positions) {
+    return;
+  }
+  m_syncing_zoom = true;
+  to->xAxis->setRange(from->xAxis->range());
+  to->yAxis->setRange(from->yAxis->range());
+  to->replot(QCustomPlot::rpQueuedReplot);
+  m_syncing_zoom = false;
+}
+
+void EvictionView::save_runs() {
+  if (!m_report) return;
+  const QString done = tr("%1: %2 kept, %3 of attention retained")
+                           .arg(QString::fromStdString(m_report->label))
+                           .arg(m_report->kept_tokens, 0, 'f', 1)
+                           .arg(format_percent(m_report->attention_mass_retained));
+  if (!m_store) {
+    emit status_message(done + tr(" (not saved: no runs database)"), kStatusTimeoutMs);
+    return;
+  }
+  auto saved = save_eviction_runs(*m_store, *m_report, m_compare);
+  if (!saved) {
+    m_last_error = QString::fromStdString(saved.message());
+    show_error(tr("The run was computed but could not be saved: %1").arg(m_last_error));
+    return;
+  }
+  m_last_saved_id = saved->id;
+  emit status_message(done + tr(", saved as run #%1").arg(saved->id), kStatusTimeoutMs);
+  emit run_saved(saved->id);
+}
+
+}  // namespace kvlab::gui
