@@ -7,6 +7,7 @@ the fp16 speed, Huffman >= 0.5x).
 
 usage: bench/fused_attention_report.py BUILD_DIR [extra benchmark args]"""
 import json
+import os
 import subprocess
 import sys
 
@@ -19,7 +20,11 @@ def main():
     # The median of three repetitions, so a burst of other work on a shared machine moves no row.
     args = [exe, "--benchmark_format=json", "--benchmark_min_time=0.3",
             "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true", *sys.argv[2:]]
+    # Other people's work on a shared machine moves the times: the load average goes with them.
+    load_before = os.getloadavg()[0]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
+    load_after = os.getloadavg()[0]
+    print(f"load average (1 min): {load_before:.2f} before, {load_after:.2f} after")
     # times[context][path][op] = CPU microseconds per decode step; tps = tokens per second
     times = {}
     for r in json.loads(out)["benchmarks"]:

@@ -1,5 +1,7 @@
 // The plain baseline: decode-time attention over uncompressed fp16 keys and values, one query per
-// head, GQA by head index. The benchmarks set the fused compressed paths against it
+// head, GQA by head index. Rows are converted with F16C and go through the same register-blocked
+// AVX2 loops as the fused compressed paths (fused_kernels.h), so the benchmark compares decoding
+// costs, not loop quality. The benchmarks set the fused compressed paths against it
 // (bench/fused_attention_bench.cpp); its row loops also serve the compressed cache's fp16 buffer.
 #include "kvlab/engine/fused_attention.h"
 
@@ -10,16 +12,48 @@
 #include <fmt/format.h>
 
 #include "attention_common.h"
+#include "fused_kernels.h"
 #include "kvlab/engine/dtype.h"
 
 namespace kvlab {
 
 namespace detail {
 
+namespace {
+
+// Tokens per pass over the heads: their rows (64 x kv_heads x head_dim halves) stay in L2 while
+// every head reads its part, and the value accumulators go to memory once per pass.
+constexpr int kTokenChunk = 64;
+
+}  // namespace
+
 void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens, int heads,
                       int dim, int group, const float* q, float scale, int total_tokens,
                       float* logits) {
   const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+#if KVLAB_FUSED_SIMD
+  if (dim % kLaneGroup == 0) {
+    // The scale goes into the query once; every query head of a GQA group reads each converted
+    // key row while it is in registers (key_tile).
+    std::vector<float> qf(static_cast<std::size_t>(heads) * group * dim);
+    for (std::size_t i = 0; i < qf.size(); ++i) qf[i] = q[i] * scale;
+    const float zero[kHeadTile] = {};
+    for (int t0 = 0; t0 < tokens; t0 += kTokenChunk) {
+      const int n = std::min(kTokenChunk, tokens - t0);
+      for (int h = 0; h < heads; ++h) {
+        const Fp16Rows rows{keys.data() + static_cast<std::size_t>(h) * dim, hd, dim,
+                            static_cast<std::size_t>(tokens)};
+        for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+          const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+          key_tile(rows, static_cast<std::size_t>(t0), n, std::min(kHeadTile, group - g0),
+                   dim / kLaneGroup, qf.data() + qh * dim, dim, zero,
+                   logits + qh * total_tokens + first + t0, total_tokens);
+        }
+      }
+    }
+    return;
+  }
+#endif
   std::vector<float> row(hd);
   for (int i = 0; i < tokens; ++i) {
     fp16_to_float(keys.subspan(static_cast<std::size_t>(i) * hd, hd), row);
@@ -37,6 +71,24 @@ void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens
 void fp16_rows_values(std::span<const std::uint16_t> values, int first, int tokens, int heads,
                       int dim, int group, const float* probs, int total_tokens, float* out) {
   const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+#if KVLAB_FUSED_SIMD
+  if (dim % kLaneGroup == 0) {
+    for (int t0 = 0; t0 < tokens; t0 += kTokenChunk) {
+      const int n = std::min(kTokenChunk, tokens - t0);
+      for (int h = 0; h < heads; ++h) {
+        const Fp16Rows rows{values.data() + static_cast<std::size_t>(h) * dim, hd, dim,
+                            static_cast<std::size_t>(tokens)};
+        for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+          const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+          value_tile(rows, static_cast<std::size_t>(t0), n, std::min(kHeadTile, group - g0),
+                     dim / kLaneGroup, probs + qh * total_tokens + first + t0, total_tokens,
+                     out + qh * dim, dim);
+        }
+      }
+    }
+    return;
+  }
+#endif
   std::vector<float> row(hd);
   for (int i = 0; i < tokens; ++i) {
     fp16_to_float(values.subspan(static_cast<std::size_t>(i) * hd, hd), row);

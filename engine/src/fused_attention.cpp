@@ -1,197 +1,112 @@
-// Attention straight from KVComp's compressed streams (Jiang et al. 2025, Sec. 4). Each symbol is
-// one table lookup on a 64-bit bit window (docs/FORMAT.md, "Decoding"); four vectors of a block
-// decode interleaved, a chunk of 32 codes at a time into a register-sized array, where they are
-// dequantized (x = min + code * step) and folded into every query head of the GQA group. No
-// decoded vector, let alone a decoded cache, is ever stored. Every vector must consume exactly
-// its stored bit count and every lookup must hit a code; anything else is a corrupt stream.
+// Attention straight from KVComp's compressed streams (Jiang et al. 2025, Sec. 4). Per block of
+// tokens and KV head, the dequantization x = min + code * step is folded out of the inner loops
+// (fused_kernels.h): keys are quantized per channel over the block, so the query heads of the
+// GQA group are scaled by the steps once per block and the minimums give one bias per head;
+// values are quantized per token, so each softmax weight is scaled by its token's step and the
+// minimums add one bias per head at the end. The inner loops then multiply integer codes read
+// straight from the payload: 4-bit codes two per byte, 8-bit codes as bytes. Huffman streams
+// decode a tile of at most kTile vectors into a small byte-per-code row buffer (L1-resident,
+// like the shared-memory staging of the paper's GPU kernels) that the same loops read at once;
+// no dequantized vector, let alone a decoded cache, is ever stored. Every Huffman vector must
+// consume exactly its stored bit count and every lookup must hit a code; anything else is a
+// corrupt stream.
 #include "kvlab/engine/fused_attention.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "attention_common.h"
+#include "fused_block_rows.h"
+#include "fused_kernels.h"
 
 namespace kvlab {
 
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the bit window reads little-endian u64 words (docs/FORMAT.md, Bit order)");
-
-// Decoded codes go to a chunk of kChunk floats per stream (a few vector registers), so the
-// serial decoder and the SIMD arithmetic over the GQA group are separate loops.
-constexpr int kChunk = 32;
-// The vectors of a block are independent bit streams (KVComp Sec. 3.3): kLanes of them decode
-// interleaved so their table lookups overlap instead of waiting on one another.
-constexpr int kLanes = 4;
-// Query heads per KV head the general kernels hold accumulators for.
+using detail::BlockRows;
+using detail::ceil_div;
+using detail::kTile;
+// Query heads per KV head.
 constexpr int kMaxGroup = 32;
 
-// The stream bits from `pos` on, LSB = next bit: at least 57 valid ones (docs/FORMAT.md,
-// "Decoding"). Bytes past the payload's end read as zero, so a corrupt stream never reads out of
-// bounds; the bit count check at the end of each vector then reports it.
-inline std::uint64_t load_bits(const std::uint8_t* data, std::size_t size, std::uint64_t pos) {
-  const std::uint64_t byte = pos >> 3;
-  std::uint64_t w = 0;
-  if (byte + 8 <= size) [[likely]] {
-    std::memcpy(&w, data + byte, 8);
-  } else {
-    for (std::uint64_t k = 0; byte + k < size && k < 8; ++k) {
-      w |= static_cast<std::uint64_t>(data[byte + k]) << (8 * k);
-    }
-  }
-  return w >> (pos & 7);
-}
-
-// One stream's decoding state: position, bit window and how many window bits are valid.
-struct Stream {
-  std::uint64_t pos = 0, win = 0;
-  int avail = 0;
-};
-
-struct Payload {
-  const std::uint8_t* data;
-  std::size_t size;
-};
-
-inline void refill(const Payload& p, std::uint64_t pos, std::uint64_t& win, int& avail) {
-  win = load_bits(p.data, p.size, pos);
-  avail = 64 - static_cast<int>(pos & 7);
-}
-
-// Decodes n Huffman symbols from each of L streams into out[j][0..n). One 12-bit lookup per
-// symbol; the escape (symbol 256) carries the value in the next 8 raw bits. A lookup that hits
-// no code sets `invalid` and consumes nothing, which the bit count check also catches.
-template <int L>
-inline void huffman_chunk(const Payload& p, const std::uint16_t* table, Stream* st,
-                          float (*out)[kChunk], int n, std::uint32_t& invalid) {
-  std::uint64_t pos[L], win[L];
-  int avail[L];
-  for (int j = 0; j < L; ++j) {
-    pos[j] = st[j].pos;
-    win[j] = st[j].win;
-    avail[j] = st[j].avail;
-  }
-  std::uint32_t bad = 0;
-  for (int i = 0; i < n; ++i) {
-#pragma GCC unroll 8
-    for (int j = 0; j < L; ++j) {
-      if (avail[j] < HuffmanCodebook::kMaxCodeLength + 8) refill(p, pos[j], win[j], avail[j]);
-      const std::uint32_t e = table[win[j] & (HuffmanCodebook::kTableSize - 1)];
-      bad |= e == 0;
-      const int len = static_cast<int>(e >> 9);
-      win[j] >>= len;
-      avail[j] -= len;
-      pos[j] += static_cast<std::uint64_t>(len);
-      std::uint32_t sym = e & 511u;
-      if (sym == HuffmanCodebook::kEscape) [[unlikely]] {
-        sym = static_cast<std::uint32_t>(win[j] & 255u);
-        win[j] >>= 8;
-        avail[j] -= 8;
-        pos[j] += 8;
-      }
-      out[j][i] = static_cast<float>(sym);
-    }
-  }
-  for (int j = 0; j < L; ++j) st[j] = Stream{pos[j], win[j], avail[j]};
-  invalid |= bad;
-}
-
-// Fixed-width codes, LSB-first (engine/src/bitpack.h's packing). 4-bit codes on a byte boundary
-// (every chunk when dim is even) are read two per byte without the bit window; in bounds because
-// validate_encoded checked that the payload holds every block exactly.
-inline void packed_chunk(const Payload& p, int width, Stream& s, float* out, int n) {
-  if (width == 4 && (s.pos & 7) == 0 && n % 2 == 0) {
-    const std::uint8_t* b = p.data + (s.pos >> 3);
-#pragma omp simd
-    for (int j = 0; j < n / 2; ++j) {
-      out[2 * j] = static_cast<float>(b[j] & 15u);
-      out[2 * j + 1] = static_cast<float>(b[j] >> 4);
-    }
-    s.pos += static_cast<std::uint64_t>(n) * 4;
-    s.avail = 0;  // the window is stale: reload on the next generic read
-    return;
-  }
-  const std::uint64_t mask = (1u << width) - 1u;
-  for (int i = 0; i < n; ++i) {
-    if (s.avail < width) refill(p, s.pos, s.win, s.avail);
-    out[i] = static_cast<float>(s.win & mask);
-    s.win >>= width;
-    s.avail -= width;
-    s.pos += static_cast<std::uint64_t>(width);
-  }
-}
-
-std::size_t ceil_div(std::size_t a, std::size_t b) {
-  return (a + b - 1) / b;
-}
-
-// Walks every block of `e` in block order, kLanes vectors at a time; for each vector the kernel
-// gets begin(lane, token, head), chunk(lane, first channel, count, codes) for each chunk of
-// channels, and end(lane) once the vector consumed exactly its stored bit count.
-template <class Kernel>
-Status run_blocks(const EncodedCodes& e, const HuffmanCodebook* book, Kernel& kernel,
-                  const char* what) {
-  const Payload payload{e.payload.data(), e.payload.size()};
-  const bool packed = e.kind == CodecKind::BitPack;
-  const std::uint16_t* table = packed ? nullptr : book->decode_table();
-  const std::size_t B = static_cast<std::size_t>(e.block_size);
-  const std::size_t dim = static_cast<std::size_t>(e.dim);
-  const std::size_t width = static_cast<std::size_t>(e.bitpack_width);
-  const std::size_t full_block_bytes = packed ? ceil_div(B * dim * width, 8) : 0;
-  alignas(32) float x[kLanes][kChunk];
+// logits for every compressed token: per block, the query heads of the group folded with the
+// block's per-channel steps and minimums, then plain code dot products.
+Status key_logits(const CompressedKvView& v, const float* q, int group, float scale, int T,
+                  float* logits) {
+  const EncodedCodes& e = *v.keys;
+  const int dim = e.dim, H = e.heads;
+  BlockRows src(e, v.key_book);
+  std::vector<float> qf(static_cast<std::size_t>(group) * dim), bias(group);
   for (int tb = 0; tb < e.token_blocks(); ++tb) {
     const int first = tb * e.block_size;
     const int n = std::min(e.block_size, e.tokens - first);
-    for (int h = 0; h < e.heads; ++h) {
-      const std::size_t b = static_cast<std::size_t>(tb) * e.heads + h;
-      const std::size_t first_vector =
-          static_cast<std::size_t>(tb) * e.heads * B + static_cast<std::size_t>(h) * n;
-      std::uint64_t bit = packed
-                              ? 8 * (static_cast<std::uint64_t>(tb) * e.heads * full_block_bytes +
-                                     h * ceil_div(static_cast<std::size_t>(n) * dim * width, 8))
-                              : 8 * static_cast<std::uint64_t>(e.block_offsets[b]);
-      for (int i0 = 0; i0 < n; i0 += kLanes) {
-        const int m = std::min(kLanes, n - i0);
-        Stream st[kLanes];
-        std::uint64_t start[kLanes], len[kLanes];
-        for (int j = 0; j < m; ++j) {
-          len[j] = packed ? dim * width : e.vector_bits[first_vector + i0 + j];
-          start[j] = bit;
-          st[j].pos = bit;
-          refill(payload, bit, st[j].win, st[j].avail);
-          bit += len[j];
-          kernel.begin(j, first + i0 + j, h);
+    for (int h = 0; h < H; ++h) {
+      const std::size_t unit = (static_cast<std::size_t>(tb) * H + h) * dim;
+      const float* st = v.key_steps.data() + unit;
+      const float* mn = v.key_mins.data() + unit;
+      const float* qh = q + static_cast<std::size_t>(h) * group * dim;
+#if KVLAB_FUSED_SIMD
+      if (dim % detail::kLaneGroup == 0) {
+        if (src.nibbles()) {
+          detail::fold_keys<true>(qh, group, dim, st, mn, scale, qf.data(), bias.data());
+        } else {
+          detail::fold_keys<false>(qh, group, dim, st, mn, scale, qf.data(), bias.data());
         }
-        std::uint32_t invalid = 0;
-        for (int c0 = 0; c0 < e.dim; c0 += kChunk) {
-          const int nc = std::min(kChunk, e.dim - c0);
-          if (packed) {
-            for (int j = 0; j < m; ++j) packed_chunk(payload, e.bitpack_width, st[j], x[j], nc);
-          } else if (m == kLanes) {
-            huffman_chunk<kLanes>(payload, table, st, x, nc, invalid);
-          } else {
-            for (int j = 0; j < m; ++j)
-              huffman_chunk<1>(payload, table, &st[j], &x[j], nc, invalid);
+      } else
+#endif
+      {
+        for (int g = 0; g < group; ++g) {
+          const float* qg = qh + static_cast<std::size_t>(g) * dim;
+          float* fg = qf.data() + static_cast<std::size_t>(g) * dim;
+          float b = 0.f;
+          for (int c = 0; c < dim; ++c) {
+            b += qg[c] * mn[c];
+            fg[c] = qg[c] * st[c] * scale;
           }
-          for (int j = 0; j < m; ++j) kernel.chunk(j, c0, nc, x[j]);
+          bias[g] = b * scale;
         }
-        for (int j = 0; j < m; ++j) {
-          if (invalid != 0 || st[j].pos - start[j] != len[j]) [[unlikely]] {
-            return make_error(fmt::format(
-                "fused attention: corrupt {} stream in block {} (tokens from {}, head {}), "
-                "vector {}: {}",
-                what, b, first, h, i0 + j,
-                invalid != 0
-                    ? std::string("bits that start no code")
-                    : fmt::format("{} bits decoded, {} stored", st[j].pos - start[j], len[j])));
+      }
+      src.start_block(tb, h, n);
+      for (int i0 = 0; i0 < n; i0 += kTile) {
+        const int m = std::min(kTile, n - i0);
+        float* out = logits + static_cast<std::size_t>(h) * group * T + first + i0;
+        if (!src.in_place()) {
+          if (const int bad = src.decode(i0, m); bad >= 0) return src.corrupt("key", first, h, bad);
+        }
+#if KVLAB_FUSED_SIMD
+        if (dim % detail::kLaneGroup == 0) {
+          for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+            const int gt = std::min(detail::kHeadTile, group - g0);
+            const float* qg = qf.data() + static_cast<std::size_t>(g0) * dim;
+            float* og = out + static_cast<std::size_t>(g0) * T;
+            if (src.nibbles()) {
+              const detail::NibbleRows rows{src.block_base(), src.row_bytes()};
+              detail::key_tile(rows, i0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og,
+                               T);
+            } else if (src.in_place()) {
+              const detail::ByteRows rows{src.block_base(), src.row_bytes()};
+              detail::key_tile(rows, i0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og,
+                               T);
+            } else {
+              const detail::ByteRows rows{src.rows(), src.stride()};
+              detail::key_tile(rows, 0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og, T);
+            }
           }
-          kernel.end(j);
+          continue;
+        }
+#endif
+        for (int i = 0; i < m; ++i) {
+          const std::uint8_t* row = src.rows() + static_cast<std::size_t>(i) * src.stride();
+          for (int g = 0; g < group; ++g) {
+            const float* fg = qf.data() + static_cast<std::size_t>(g) * dim;
+            float a = 0.f;
+#pragma omp simd reduction(+ : a)
+            for (int c = 0; c < dim; ++c) a += fg[c] * static_cast<float>(row[c]);
+            out[static_cast<std::size_t>(g) * T + i] = a + bias[g];
+          }
         }
       }
     }
@@ -199,113 +114,82 @@ Status run_blocks(const EncodedCodes& e, const HuffmanCodebook* book, Kernel& ke
   return Ok{};
 }
 
-// q . x / sqrt(d) for each query head of the group, x = min + code * step per channel (keys are
-// quantized per channel over a block, KVComp Sec. 3.2). G > 0 fixes the group size at compile
-// time so the accumulators stay in registers; G == 0 takes it from `group`.
-template <int G>
-struct KeyLogitKernel {
-  static constexpr int kG = G > 0 ? G : kMaxGroup;
-  const float* q;
-  int group, dim, heads, tokens, block;
-  float scale;
-  const float* steps;
-  const float* mins;
-  float* logits;
-  // Lane-wise partial sums over channels, reduced once per vector in end(): one horizontal sum
-  // per (vector, query head) instead of one per chunk.
-  alignas(32) float part[kLanes][kG][kChunk] = {};
-  int token[kLanes] = {};
-  int head = 0;
-  const float* st = nullptr;
-  const float* mn = nullptr;
-
-  int ng() const { return G > 0 ? G : group; }
-  void begin(int j, int t, int h) {
-    token[j] = t;
-    head = h;  // every lane of a call is in the same block: one head, one set of steps
-    const std::size_t unit = (static_cast<std::size_t>(t / block) * heads + h) * dim;
-    st = steps + unit;
-    mn = mins + unit;
-    for (int g = 0; g < ng(); ++g) std::fill_n(part[j][g], kChunk, 0.f);
-  }
-  void chunk(int j, int c0, int n, float* x) {
+// out += probs . V for every compressed token: the weights scaled by each token's step, the
+// minimums summed into one bias per query head, then plain weighted sums of codes.
+Status value_sums(const CompressedKvView& v, const float* probs, int group, int T, float* out) {
+  const EncodedCodes& e = *v.values;
+  const int dim = e.dim, H = e.heads;
+  BlockRows src(e, v.value_book);
+  std::vector<float> w(static_cast<std::size_t>(group) * kTile);
+  float sv[kTile], mv[kTile];  // the tile's value steps and minimums
+  std::vector<double> bias(static_cast<std::size_t>(H) * group, 0.0);
+  for (int tb = 0; tb < e.token_blocks(); ++tb) {
+    const int first = tb * e.block_size;
+    const int n = std::min(e.block_size, e.tokens - first);
+    for (int h = 0; h < H; ++h) {
+      src.start_block(tb, h, n);
+      float* oh = out + static_cast<std::size_t>(h) * group * dim;
+      for (int i0 = 0; i0 < n; i0 += kTile) {
+        const int m = std::min(kTile, n - i0);
+        for (int i = 0; i < m; ++i) {
+          const std::size_t unit = static_cast<std::size_t>(first + i0 + i) * H + h;
+          sv[i] = v.value_steps[unit];
+          mv[i] = v.value_mins[unit];
+        }
+        for (int g = 0; g < group; ++g) {
+          const float* pg = probs + (static_cast<std::size_t>(h) * group + g) * T + first + i0;
+          float* wg = w.data() + static_cast<std::size_t>(g) * kTile;
+          float b = 0.f;
+#pragma omp simd reduction(+ : b)
+          for (int i = 0; i < m; ++i) {
+            wg[i] = pg[i] * sv[i];
+            b += pg[i] * mv[i];
+          }
+          bias[static_cast<std::size_t>(h) * group + g] += b;
+        }
+        if (!src.in_place()) {
+          if (const int bad = src.decode(i0, m); bad >= 0) {
+            return src.corrupt("value", first, h, bad);
+          }
+        }
+#if KVLAB_FUSED_SIMD
+        if (dim % detail::kLaneGroup == 0) {
+          for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+            const int gt = std::min(detail::kHeadTile, group - g0);
+            const float* wg = w.data() + static_cast<std::size_t>(g0) * kTile;
+            float* og = oh + static_cast<std::size_t>(g0) * dim;
+            const int groups = dim / detail::kLaneGroup;
+            if (src.nibbles()) {
+              const detail::NibbleRows rows{src.block_base(), src.row_bytes()};
+              detail::value_tile(rows, i0, m, gt, groups, wg, kTile, og, dim);
+            } else if (src.in_place()) {
+              const detail::ByteRows rows{src.block_base(), src.row_bytes()};
+              detail::value_tile(rows, i0, m, gt, groups, wg, kTile, og, dim);
+            } else {
+              const detail::ByteRows rows{src.rows(), src.stride()};
+              detail::value_tile(rows, 0, m, gt, groups, wg, kTile, og, dim);
+            }
+          }
+          continue;
+        }
+#endif
+        for (int i = 0; i < m; ++i) {
+          const std::uint8_t* row = src.rows() + static_cast<std::size_t>(i) * src.stride();
+          for (int g = 0; g < group; ++g) {
+            const float wi = w[static_cast<std::size_t>(g) * kTile + i];
+            float* o = oh + static_cast<std::size_t>(g) * dim;
 #pragma omp simd
-    for (int i = 0; i < n; ++i) x[i] = mn[c0 + i] + x[i] * st[c0 + i];
-    const float* qh = q + static_cast<std::size_t>(head) * ng() * dim + c0;
-    for (int g = 0; g < ng(); ++g) {
-      const float* qg = qh + static_cast<std::size_t>(g) * dim;
-      float* pg = part[j][g];
-#pragma omp simd
-      for (int i = 0; i < n; ++i) pg[i] += qg[i] * x[i];
+            for (int c = 0; c < dim; ++c) o[c] += wi * static_cast<float>(row[c]);
+          }
+        }
+      }
     }
   }
-  void end(int j) {
-    for (int g = 0; g < ng(); ++g) {
-      float a = 0.f;
-#pragma omp simd reduction(+ : a)
-      for (int i = 0; i < kChunk; ++i) a += part[j][g][i];
-      logits[(static_cast<std::size_t>(head) * ng() + g) * tokens + token[j]] = a * scale;
-    }
+  for (std::size_t qh = 0; qh < bias.size(); ++qh) {
+    const float b = static_cast<float>(bias[qh]);
+    for (int c = 0; c < dim; ++c) out[qh * dim + c] += b;
   }
-};
-
-// out += p * x for each query head of the group, x = min + code * step (values are quantized
-// per token, KVComp Sec. 3.2).
-template <int G>
-struct ValueSumKernel {
-  static constexpr int kG = G > 0 ? G : kMaxGroup;
-  const float* probs;
-  int group, dim, heads, tokens;
-  const float* steps;
-  const float* mins;
-  float* out;
-  float p[kLanes][kG] = {};
-  float st[kLanes] = {}, mn[kLanes] = {};
-  int head = 0;
-
-  int ng() const { return G > 0 ? G : group; }
-  void begin(int j, int t, int h) {
-    head = h;
-    const std::size_t unit = static_cast<std::size_t>(t) * heads + h;
-    st[j] = steps[unit];
-    mn[j] = mins[unit];
-    for (int g = 0; g < ng(); ++g) {
-      p[j][g] = probs[(static_cast<std::size_t>(h) * ng() + g) * tokens + t];
-    }
-  }
-  void chunk(int j, int c0, int n, float* x) {
-    const float s = st[j], m = mn[j];
-#pragma omp simd
-    for (int i = 0; i < n; ++i) x[i] = m + x[i] * s;
-    float* oh = out + static_cast<std::size_t>(head) * ng() * dim + c0;
-    for (int g = 0; g < ng(); ++g) {
-      float* o = oh + static_cast<std::size_t>(g) * dim;
-      const float pg = p[j][g];
-#pragma omp simd
-      for (int i = 0; i < n; ++i) o[i] += pg * x[i];
-    }
-  }
-  void end(int) {}
-};
-
-// Group sizes of common GQA models get their own instantiation; others (up to kMaxGroup) the
-// general one.
-template <template <int> class Kernel, class... Args>
-Status run_grouped(int group, const EncodedCodes& e, const HuffmanCodebook* book, const char* what,
-                   Args... args) {
-  auto run = [&](auto kernel) { return run_blocks(e, book, kernel, what); };
-  switch (group) {
-    case 1:
-      return run(Kernel<1>{args...});
-    case 2:
-      return run(Kernel<2>{args...});
-    case 4:
-      return run(Kernel<4>{args...});
-    case 8:
-      return run(Kernel<8>{args...});
-    default:
-      return run(Kernel<0>{args...});
-  }
+  return Ok{};
 }
 
 Status check_encoded(const EncodedCodes* e, const HuffmanCodebook* book, const CompressedKvView& v,
@@ -380,12 +264,7 @@ Status fused_attention_logits(const CompressedKvView& cache, std::span<const flo
   }
   const float scale = 1.f / std::sqrt(static_cast<float>(dim));
   if (cache.compressed_tokens > 0) {
-    if (Status st = run_grouped<KeyLogitKernel>(
-            group, *cache.keys, cache.key_book, "key", q.data(), group, dim, cache.kv_heads, T,
-            cache.block_size, scale, cache.key_steps.data(), cache.key_mins.data(), logits.data());
-        !st) {
-      return st;
-    }
+    if (Status st = key_logits(cache, q.data(), group, scale, T, logits.data()); !st) return st;
   }
   detail::fp16_rows_logits(cache.buffer_keys, cache.compressed_tokens, cache.buffered_tokens,
                            cache.kv_heads, dim, group, q.data(), scale, T, logits.data());
@@ -404,12 +283,7 @@ Status fused_attention_values(const CompressedKvView& cache, std::span<const flo
   }
   std::fill(out.begin(), out.end(), 0.f);
   if (cache.compressed_tokens > 0) {
-    if (Status st = run_grouped<ValueSumKernel>(
-            group, *cache.values, cache.value_book, "value", probs.data(), group, dim,
-            cache.kv_heads, T, cache.value_steps.data(), cache.value_mins.data(), out.data());
-        !st) {
-      return st;
-    }
+    if (Status st = value_sums(cache, probs.data(), group, T, out.data()); !st) return st;
   }
   detail::fp16_rows_values(cache.buffer_values, cache.compressed_tokens, cache.buffered_tokens,
                            cache.kv_heads, dim, group, probs.data(), T, out.data());

@@ -1,13 +1,16 @@
 // Attention computed straight from the compressed cache (KVComp, Jiang et al. 2025, Sec. 4)
 // against a double-precision reference over the dequantized cache (dequantize_all): the outputs
-// agree to float rounding for GQA groups 1 and 4, Huffman and 4-bit packed streams, with and
-// without buffered tokens; the fp16 baseline agrees with the same reference over its own
-// tensors; corrupt streams give an Error or a finite result, never a crash.
+// agree to float rounding for GQA groups 1 to 8, Huffman and 2/4/8-bit packed streams, head sizes
+// on and off the SIMD width, blocks of 1 to 100 tokens, with and without buffered tokens; the fp16
+// baseline agrees with the same reference over its own tensors; corrupt streams give an Error or a
+// finite result, never a crash.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "kvlab/engine/code_codec.h"
 #include "kvlab/engine/fused_attention.h"
 #include "random.h"
 #include "tensor_test_util.h"
@@ -70,14 +73,17 @@ struct Built {
   Tensor keys, values;
 };
 
-Built build(CodecKind codec, int prefill, int appends, int kv_heads, int dim, std::uint64_t seed) {
+// `width` is the bitpack width (ignored for Huffman); the relative step keeps every code inside
+// it (codes <= 1 / rel_scale).
+Built build(CodecKind codec, int prefill, int appends, int kv_heads, int dim, std::uint64_t seed,
+            int block_size = 16, int width = 4) {
   CompressedCacheConfig c;
-  c.block_size = 16;
-  c.buffer_size = 32;
+  c.block_size = block_size;
+  c.buffer_size = block_size * ((32 + block_size - 1) / block_size);
   c.codec = codec;
-  // Relative step 0.07 keeps every code <= 14, so 4-bit packing holds them.
-  c.rel_scale = codec == CodecKind::BitPack ? 0.07 : 0.05;
-  c.bitpack_width = codec == CodecKind::BitPack ? 4 : 0;
+  const bool packed = codec == CodecKind::BitPack;
+  c.rel_scale = !packed ? 0.05 : (width == 2 ? 0.34 : 0.07);
+  c.bitpack_width = packed ? width : 0;
   const int total = prefill + appends;
   Built b{*CompressedKvCache::create(c, kv_heads, dim), random_fp16(total, kv_heads, dim, seed),
           random_fp16(total, kv_heads, dim, seed + 1)};
@@ -99,14 +105,16 @@ std::vector<float> random_queries(int q_heads, int dim, std::uint64_t seed) {
 struct Case {
   CodecKind codec;
   int group, prefill, appends;
+  int dim = 64, block_size = 16, width = 4, kv_heads = 2;
 };
 
 class FusedAttention : public ::testing::TestWithParam<Case> {};
 
 TEST_P(FusedAttention, MatchesDoubleReferenceOverDequantizedCache) {
   const Case p = GetParam();
-  constexpr int kKvHeads = 2, kDim = 64;
-  Built b = build(p.codec, p.prefill, p.appends, kKvHeads, kDim, 42 + p.prefill);
+  const int kKvHeads = p.kv_heads, kDim = p.dim;
+  Built b =
+      build(p.codec, p.prefill, p.appends, kKvHeads, kDim, 42 + p.prefill, p.block_size, p.width);
   const int T = b.cache.tokens();
   const int q_heads = kKvHeads * p.group;
   const std::vector<float> q = random_queries(q_heads, kDim, 7 + p.group);
@@ -132,20 +140,159 @@ TEST_P(FusedAttention, MatchesDoubleReferenceOverDequantizedCache) {
   EXPECT_LT(rel_error(out, reference(q, q_heads, kf.data(), vf.data(), T, kKvHeads, kDim)), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, FusedAttention,
-    ::testing::Values(Case{CodecKind::Huffman, 1, 64, 0},  // compressed only
-                      Case{CodecKind::Huffman, 4, 64, 0},
-                      Case{CodecKind::Huffman, 1, 50, 45},  // flushes, non-empty buffer
-                      Case{CodecKind::Huffman, 4, 50, 45},
-                      Case{CodecKind::Huffman, 3, 50, 45},  // the general group kernel
-                      Case{CodecKind::Huffman, 4, 5, 0},    // buffer only
-                      Case{CodecKind::Huffman, 4, 0, 100},  // codebooks from the first flush
-                      Case{CodecKind::BitPack, 1, 50, 45}, Case{CodecKind::BitPack, 4, 50, 45}),
-    [](const ::testing::TestParamInfo<Case>& info) {
-      return std::string(codec_id(info.param.codec)) + "_g" + std::to_string(info.param.group) +
-             "_p" + std::to_string(info.param.prefill) + "_a" + std::to_string(info.param.appends);
-    });
+// head_dim 64 and 48 take the SIMD loops (multiples of 16 lanes); 20 and 33 the scalar ones
+// (33 also puts 4-bit vectors off byte boundaries). Groups 5 and 8 take two head tiles of the
+// SIMD loops; blocks of 100 tokens take two decode tiles (64 + 36); 1, block - 1, block and
+// block + 1 compressed or buffered tokens.
+const Case kCases[] = {
+    {CodecKind::Huffman, 1, 64, 0},  // compressed only
+    {CodecKind::Huffman, 4, 64, 0},
+    {CodecKind::Huffman, 1, 50, 45},  // flushes, non-empty buffer
+    {CodecKind::Huffman, 4, 50, 45},
+    {CodecKind::Huffman, 3, 50, 45},                // a head tile of 3
+    {CodecKind::Huffman, 4, 5, 0},                  // buffer only
+    {CodecKind::Huffman, 4, 0, 100},                // codebooks from the first flush
+    {CodecKind::Huffman, 8, 130, 3, 64, 64, 4, 8},  // GQA 8, kTile-sized blocks
+    {CodecKind::Huffman, 5, 201, 0, 48, 100},       // decode tiles of 64 + 36, group 4 + 1
+    {CodecKind::Huffman, 2, 65, 0, 20},             // scalar head size
+    {CodecKind::Huffman, 4, 3, 0, 64, 1},           // blocks of one token
+    {CodecKind::Huffman, 2, 15, 0},                 // block - 1: buffer only
+    {CodecKind::Huffman, 2, 16, 0},                 // exactly one block
+    {CodecKind::Huffman, 2, 17, 0},                 // block + 1
+    {CodecKind::Huffman, 6, 17, 0, 16, 16, 4, 1},   // one KV head, 16 lanes
+    {CodecKind::BitPack, 1, 50, 45},
+    {CodecKind::BitPack, 4, 50, 45},
+    {CodecKind::BitPack, 8, 130, 3, 64, 64, 4, 8},
+    {CodecKind::BitPack, 3, 201, 0, 48, 100},
+    {CodecKind::BitPack, 2, 65, 0, 20},
+    {CodecKind::BitPack, 2, 40, 7, 33},
+    {CodecKind::BitPack, 4, 3, 0, 64, 1},
+    {CodecKind::BitPack, 2, 17, 0},
+    {CodecKind::BitPack, 4, 50, 45, 64, 16, 8},  // bytes read in place
+    {CodecKind::BitPack, 3, 50, 45, 64, 16, 2},  // 2-bit codes: decoded into rows
+    {CodecKind::BitPack, 2, 50, 45, 20, 16, 8},
+};
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           const Case& c = info.param;
+                           return std::string(codec_id(c.codec)) + "_g" + std::to_string(c.group) +
+                                  "_p" + std::to_string(c.prefill) + "_a" +
+                                  std::to_string(c.appends) + "_d" + std::to_string(c.dim) + "_b" +
+                                  std::to_string(c.block_size) + "_w" + std::to_string(c.width) +
+                                  "_h" + std::to_string(c.kv_heads);
+                         });
+
+// q.K and softmax.V apart, at every query head and token, against the double reference: the
+// folded query (steps, minimums, scale) and the folded weights must not cost more than float
+// rounding anywhere, not only on average.
+TEST(FusedAttentionParts, LogitsAndValuesMatchPerElement) {
+  for (const Case& p : kCases) {
+    SCOPED_TRACE(testing::Message()
+                 << codec_id(p.codec) << " g" << p.group << " p" << p.prefill << " a" << p.appends
+                 << " d" << p.dim << " b" << p.block_size << " w" << p.width);
+    Built b = build(p.codec, p.prefill, p.appends, p.kv_heads, p.dim, 5 + p.prefill, p.block_size,
+                    p.width);
+    const int T = b.cache.tokens(), H = p.kv_heads, D = p.dim, qh = H * p.group;
+    if (T == 0) continue;
+    const std::vector<float> q = random_queries(qh, D, 11);
+    std::vector<float> k(static_cast<std::size_t>(T) * H * D), v(k.size());
+    ASSERT_TRUE(b.cache.dequantize_all(k.data(), v.data()));
+    std::vector<float> logits(static_cast<std::size_t>(qh) * T),
+        out(static_cast<std::size_t>(qh) * D);
+    ASSERT_TRUE(fused_attention_logits(b.cache.view(), q, qh, logits));
+    double worst = 0;
+    for (int h = 0; h < qh; ++h) {
+      for (int t = 0; t < T; ++t) {
+        double a = 0, mag = 0;
+        for (int c = 0; c < D; ++c) {
+          const double x = k[(static_cast<std::size_t>(t) * H + h / p.group) * D + c];
+          a += q[h * D + c] * x;
+          mag += std::abs(q[h * D + c] * x);
+        }
+        const double want = a / std::sqrt(static_cast<double>(D));
+        mag /= std::sqrt(static_cast<double>(D));
+        worst = std::max(
+            worst, std::abs(logits[static_cast<std::size_t>(h) * T + t] - want) / (mag + 1e-30));
+      }
+    }
+    EXPECT_LT(worst, 1e-5);
+    // Weights of both signs and sizes, not only a softmax.
+    detail::Rng rng(3);
+    std::vector<float> w(logits.size());
+    for (float& x : w) x = static_cast<float>(rng.normal());
+    ASSERT_TRUE(fused_attention_values(b.cache.view(), w, qh, out));
+    worst = 0;
+    for (int h = 0; h < qh; ++h) {
+      for (int c = 0; c < D; ++c) {
+        double a = 0, mag = 0;
+        for (int t = 0; t < T; ++t) {
+          const double x = v[(static_cast<std::size_t>(t) * H + h / p.group) * D + c];
+          a += w[static_cast<std::size_t>(h) * T + t] * x;
+          mag += std::abs(w[static_cast<std::size_t>(h) * T + t] * x);
+        }
+        worst =
+            std::max(worst, std::abs(out[static_cast<std::size_t>(h) * D + c] - a) / (mag + 1e-30));
+      }
+    }
+    EXPECT_LT(worst, 1e-5);
+  }
+}
+
+// Values the codebook has no code for go through the escape (docs/FORMAT.md): re-encoding the
+// same codes with a book built from only the commonest values must give the same logits and
+// outputs, bit for bit, as the original streams.
+TEST(FusedAttentionParts, EscapedValuesDecodeLikeCodedOnes) {
+  Built b = build(CodecKind::Huffman, 96, 0, 2, 64, 21);
+  const CompressedKvView good = b.cache.view();
+  CompressedKvView esc = good;
+  std::vector<EncodedCodes> streams;
+  std::vector<HuffmanCodebook> books;
+  for (const bool keys : {true, false}) {
+    const EncodedCodes& e = keys ? *good.keys : *good.values;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(e.tokens) * e.heads * e.dim);
+    ASSERT_TRUE(decode_codes(e, keys ? good.key_book : good.value_book, codes));
+    CodeCounts counts = count_codes(codes);
+    // The rarer half of the values present lose their codes.
+    std::vector<std::uint64_t> present;
+    for (std::uint64_t c : counts) {
+      if (c > 0) present.push_back(c);
+    }
+    std::sort(present.begin(), present.end());
+    const std::uint64_t cut = present[present.size() / 2];
+    std::uint64_t escaped = 0;
+    for (std::uint64_t& c : counts) {
+      if (c < cut) {
+        escaped += c;
+        c = 0;
+      }
+    }
+    ASSERT_GT(escaped, 0u);
+    auto book = HuffmanCodebook::from_histogram(counts);
+    ASSERT_TRUE(book);
+    books.push_back(*book);
+    CodecConfig config;
+    config.block_size = e.block_size;
+    auto enc = encode_codes(codes, e.tokens, e.heads, e.dim, config, &books.back());
+    ASSERT_TRUE(enc);
+    streams.push_back(*enc);
+  }
+  esc.keys = &streams[0];
+  esc.values = &streams[1];
+  esc.key_book = &books[0];
+  esc.value_book = &books[1];
+  const int qh = 8, T = good.tokens();
+  const std::vector<float> q = random_queries(qh, 64, 5);
+  std::vector<float> want(static_cast<std::size_t>(qh) * T), got(want.size());
+  ASSERT_TRUE(fused_attention_logits(good, q, qh, want));
+  ASSERT_TRUE(fused_attention_logits(esc, q, qh, got));
+  EXPECT_EQ(want, got);
+  softmax_rows(want, qh);
+  std::vector<float> out_want(static_cast<std::size_t>(qh) * 64), out_got(out_want.size());
+  ASSERT_TRUE(fused_attention_values(good, want, qh, out_want));
+  ASSERT_TRUE(fused_attention_values(esc, want, qh, out_got));
+  EXPECT_EQ(out_want, out_got);
+}
 
 TEST(FusedAttentionErrors, RejectsBadShapes) {
   Built b = build(CodecKind::Huffman, 40, 3, 2, 16, 3);

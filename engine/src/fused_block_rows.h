@@ -1,0 +1,154 @@
+// Private to the fused attention paths: where the codes of one block come from, one tile of
+// vectors at a time. 4-bit and 8-bit codes on lane boundaries are read in place by the SIMD
+// loops; Huffman streams (fused_huffman.h) and the other fixed widths decode into a row buffer
+// of one byte per code, at most kTile rows, that the same loops read at once.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "fused_huffman.h"
+#include "fused_kernels.h"
+#include "kvlab/engine/code_codec.h"
+#include "kvlab/engine/result.h"
+
+namespace kvlab::detail {
+
+// Vectors decoded into the row buffer at a time: a KVComp block (B = 64) in one go, and a
+// bound on the buffer whatever the block size.
+constexpr int kTile = 64;
+
+inline std::size_t ceil_div(std::size_t a, std::size_t b) {
+  return (a + b - 1) / b;
+}
+
+// Fixed-width codes, LSB-first (engine/src/bitpack.h's packing), read through a bounded 64-bit
+// window: the generic path for widths and head sizes the SIMD loads do not take.
+inline std::uint64_t load_bits(const std::uint8_t* data, std::size_t size, std::uint64_t pos) {
+  const std::uint64_t byte = pos >> 3;
+  std::uint64_t w = 0;
+  if (byte + 8 <= size) [[likely]] {
+    std::memcpy(&w, data + byte, 8);
+  } else {
+    for (std::uint64_t k = 0; byte + k < size && k < 8; ++k) {
+      w |= static_cast<std::uint64_t>(data[byte + k]) << (8 * k);
+    }
+  }
+  return w >> (pos & 7);
+}
+
+// Where the codes of one block come from, one tile of vectors at a time.
+class BlockRows {
+ public:
+  BlockRows(const EncodedCodes& e, const HuffmanCodebook* book)
+      : m_e(e),
+        m_stride(static_cast<std::size_t>(e.dim) + 16),
+        m_rows(static_cast<std::size_t>(kTile) * m_stride) {
+    if (e.kind == CodecKind::Huffman) m_table.emplace(*book);
+#if KVLAB_FUSED_SIMD
+    const bool lanes = e.dim % kLaneGroup == 0 && e.kind == CodecKind::BitPack;
+    m_nibbles = lanes && e.bitpack_width == 4;
+    m_bytes = lanes && e.bitpack_width == 8;
+#endif
+  }
+  // 4-bit or 8-bit codes read in place (the SIMD loops); otherwise decode() fills the buffer.
+  bool nibbles() const {
+    return m_nibbles;
+  }
+  bool in_place() const {
+    return m_nibbles || m_bytes;
+  }
+  std::size_t stride() const {
+    return m_stride;
+  }
+  const std::uint8_t* rows() const {
+    return m_rows.data();
+  }
+
+  // Block tb * heads + h: its first byte and first vector index.
+  void start_block(int tb, int h, int n) {
+    const std::size_t B = static_cast<std::size_t>(m_e.block_size), dim = m_e.dim;
+    const std::size_t b = static_cast<std::size_t>(tb) * m_e.heads + h;
+    m_block = b;
+    if (m_e.kind == CodecKind::BitPack) {
+      const std::size_t w = static_cast<std::size_t>(m_e.bitpack_width);
+      m_byte = static_cast<std::size_t>(tb) * m_e.heads * ceil_div(B * dim * w, 8) +
+               h * ceil_div(static_cast<std::size_t>(n) * dim * w, 8);
+    } else {
+      m_byte = m_e.block_offsets[b];
+      m_first_vector =
+          static_cast<std::size_t>(tb) * m_e.heads * B + static_cast<std::size_t>(h) * n;
+      m_bit = 8 * static_cast<std::uint64_t>(m_byte);
+    }
+  }
+  // The in-place codes of the block: row i at base + i * row_bytes.
+  const std::uint8_t* block_base() const {
+    return m_e.payload.data() + m_byte;
+  }
+  std::size_t row_bytes() const {
+    return static_cast<std::size_t>(m_e.dim) * m_e.bitpack_width / 8;
+  }
+
+  // Decodes vectors i0 .. i0 + m - 1 of the block (called in order) into rows 0 .. m - 1; the
+  // index of a corrupt vector in `bad`, else -1.
+  int decode(int i0, int m) {
+    const int dim = m_e.dim;
+    if (m_e.kind == CodecKind::BitPack) {
+      const int w = m_e.bitpack_width;
+      const std::uint64_t mask = (1u << w) - 1u;
+      for (int i = 0; i < m; ++i) {
+        std::uint64_t pos =
+            8 * static_cast<std::uint64_t>(m_byte) + static_cast<std::uint64_t>(i0 + i) * dim * w;
+        std::uint8_t* row = m_rows.data() + static_cast<std::size_t>(i) * m_stride;
+        for (int c = 0; c < dim; ++c, pos += w) {
+          row[c] = static_cast<std::uint8_t>(
+              load_bits(m_e.payload.data(), m_e.payload.size(), pos) & mask);
+        }
+      }
+      return -1;
+    }
+    const std::uint16_t* bits = m_e.vector_bits.data() + m_first_vector + i0;
+    std::uint64_t total = 0;
+    for (int i = 0; i < m; ++i) total += bits[i];
+    const std::uint8_t* data = m_e.payload.data();
+    std::size_t readable = m_e.payload.size();
+    std::uint64_t start = m_bit;
+    if ((start + total) / 8 + 16 > readable) {
+      // The stream ends near the payload's end: decode from a zero-padded copy of its bytes.
+      m_tail.assign(data + start / 8, data + readable);
+      m_tail.resize(m_tail.size() + 16, 0);
+      data = m_tail.data();
+      readable = m_tail.size();
+      start %= 8;
+    }
+    const int bad =
+        decode_huffman_rows(*m_table, data, readable, start, bits, m, dim, m_rows.data(), m_stride);
+    m_bit += total;
+    return bad < 0 ? -1 : i0 + bad;
+  }
+
+  Status corrupt(const char* what, int first, int h, int vector) const {
+    return make_error(fmt::format(
+        "fused attention: corrupt {} stream in block {} (tokens from {}, head {}), vector {}: "
+        "bits that start no code, or a bit count other than the {} stored",
+        what, m_block, first, h, vector,
+        m_e.vector_bits[m_first_vector + static_cast<std::size_t>(vector)]));
+  }
+
+ private:
+  const EncodedCodes& m_e;
+  std::size_t m_stride;
+  std::vector<std::uint8_t> m_rows, m_tail;
+  std::optional<FusedHuffmanTable> m_table;
+  bool m_nibbles = false, m_bytes = false;
+  std::size_t m_block = 0, m_byte = 0, m_first_vector = 0;
+  std::uint64_t m_bit = 0;
+};
+
+}  // namespace kvlab::detail
