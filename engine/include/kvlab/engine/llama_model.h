@@ -1,0 +1,99 @@
+// A CPU runner for Llama-architecture decoders (RMSNorm, RoPE, SwiGLU, GQA), so kvlab can work
+// on the real K, V and queries of a real model. Weights are memory-mapped, never copied.
+//
+// Today it loads llama2.c checkpoints (the legacy "v0" format: a 7 × int32 header, then fp32
+// weights; a negative vocab size means the classifier is not shared with the embedding) and
+// their tokenizer (tok*.bin). RoPE comes in two layouts: llama2.c rotates adjacent pairs
+// (x[2i], x[2i+1]); Hugging Face checkpoints rotate the two halves (x[i], x[i + d/2]).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/result.h"
+
+namespace kvlab {
+
+struct LlamaConfig {
+  int dim = 0, hidden_dim = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, seq_len = 0;
+  double rope_theta = 10000.0;
+  float norm_eps = 1e-5f;
+  bool rope_half_split = false;  // Hugging Face layout; false: llama2.c's adjacent pairs
+  bool shared_classifier = true;
+  int head_dim() const { return heads > 0 ? dim / heads : 0; }
+  int kv_dim() const { return kv_heads * head_dim(); }
+};
+
+// The weights of one layer, row-major [out][in] as both llama2.c and Hugging Face store them.
+struct LlamaLayerWeights {
+  const float* attn_norm = nullptr;  // [dim]
+  const float* wq = nullptr;         // [dim][dim]
+  const float* wk = nullptr;         // [kv_dim][dim]
+  const float* wv = nullptr;         // [kv_dim][dim]
+  const float* wo = nullptr;         // [dim][dim]
+  const float* ffn_norm = nullptr;   // [dim]
+  const float* w1 = nullptr;         // gate [hidden][dim]
+  const float* w2 = nullptr;         // down [dim][hidden]
+  const float* w3 = nullptr;         // up [hidden][dim]
+};
+
+class LlamaModel {
+ public:
+  // A llama2.c v0 checkpoint; errors name the file and what does not fit.
+  static Result<LlamaModel> load_llama2c(const std::string& path);
+
+  LlamaModel(LlamaModel&&) noexcept;
+  LlamaModel& operator=(LlamaModel&&) noexcept;
+  ~LlamaModel();
+
+  const LlamaConfig& config() const;
+  const std::string& path() const;
+
+  // The running state of one sequence: its KV cache (post-RoPE) and, when asked, the queries.
+  struct State {
+    int pos = 0;
+    std::vector<std::vector<float>> keys, values;  // per layer [pos][kv_dim]
+    std::vector<std::vector<float>> queries;       // per layer [pos][dim], when kept
+    bool keep_queries = false;
+    bool keep_pre_rope = false;
+    std::vector<std::vector<float>> keys_pre_rope;  // per layer [pos][kv_dim], when kept
+  };
+  State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
+
+  // Runs `tokens` at positions state.pos.. (one prefill chunk, batched with matrix products)
+  // and returns the logits of the last token [vocab]. An error when a token is out of the
+  // vocabulary or the positions pass seq_len.
+  Result<std::vector<float>> forward(State& state, const std::vector<int>& tokens) const;
+
+ private:
+  struct Impl;
+  explicit LlamaModel(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> m_impl;
+};
+
+// The llama2.c tokenizer (tok*.bin: int32 max token length, then per token a float score, an
+// int32 length and the bytes). Pieces "<0xXX>" stand for raw bytes.
+class LlamaTokenizer {
+ public:
+  static Result<LlamaTokenizer> load_llama2c(const std::string& path, int vocab);
+  // SentencePiece-style BPE as llama2.c does it: a leading space is added, characters are
+  // looked up (bytes + 3 as fallback), then the best-scoring pairs are merged.
+  std::vector<int> encode(const std::string& text, bool bos, bool eos) const;
+  // The text of `token` following `previous` (a leading space is dropped after BOS).
+  std::string decode(int previous, int token) const;
+  int vocab() const { return static_cast<int>(m_pieces.size()); }
+  static constexpr int kBos = 1, kEos = 2;
+
+ private:
+  std::vector<std::string> m_pieces;
+  std::vector<float> m_scores;
+};
+
+// The cache the model built for `state`, as a KvCache the rest of kvlab reads: K, V per layer
+// [tokens, kv_heads, head_dim] in f32, and the queries [tokens, heads, head_dim] when kept.
+KvCache state_to_cache(const LlamaModel& model, const LlamaModel::State& state, bool pre_rope);
+
+}  // namespace kvlab

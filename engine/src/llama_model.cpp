@@ -1,0 +1,297 @@
+// The Llama-architecture CPU runner (see llama_model.h).
+#include "kvlab/engine/llama_model.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace kvlab {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstWeights = Eigen::Map<const RowMatrix>;
+
+// A read-only memory mapping of a whole file.
+class Mapping {
+ public:
+  static Result<Mapping> open(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return make_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return make_error(fmt::format("{}: not a regular file", path));
+    }
+    Mapping m;
+    m.m_size = static_cast<std::size_t>(st.st_size);
+    if (m.m_size > 0) {
+      void* p = ::mmap(nullptr, m.m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        ::close(fd);
+        return make_error(fmt::format("{}: cannot map: {}", path, std::strerror(errno)));
+      }
+      m.m_data = static_cast<const std::byte*>(p);
+    }
+    ::close(fd);
+    return m;
+  }
+  Mapping() = default;
+  Mapping(Mapping&& o) noexcept : m_data(o.m_data), m_size(o.m_size) { o.m_data = nullptr; }
+  Mapping& operator=(Mapping&& o) noexcept {
+    std::swap(m_data, o.m_data);
+    std::swap(m_size, o.m_size);
+    return *this;
+  }
+  ~Mapping() {
+    if (m_data) ::munmap(const_cast<std::byte*>(m_data), m_size);
+  }
+  const std::byte* data() const { return m_data; }
+  std::size_t size() const { return m_size; }
+
+ private:
+  const std::byte* m_data = nullptr;
+  std::size_t m_size = 0;
+};
+
+void rms_norm(const float* x, const float* w, int n, float eps, float* out) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+// Rotates the heads of `v` ([heads][head_dim]) for position `pos`.
+void rope(float* v, int heads, int head_dim, int pos, double theta, bool half_split) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double freq = std::pow(theta, -2.0 * i / head_dim);
+    const double angle = pos * freq;
+    const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+    for (int h = 0; h < heads; ++h) {
+      float* x = v + static_cast<std::size_t>(h) * head_dim;
+      float& a = half_split ? x[i] : x[2 * i];
+      float& b = half_split ? x[i + half] : x[2 * i + 1];
+      const float a0 = a, b0 = b;
+      a = a0 * c - b0 * s;
+      b = a0 * s + b0 * c;
+    }
+  }
+}
+
+}  // namespace
+
+struct LlamaModel::Impl {
+  std::string path;
+  Mapping mapping;
+  LlamaConfig config;
+  const float* embedding = nullptr;  // [vocab][dim]
+  std::vector<LlamaLayerWeights> layers;
+  const float* final_norm = nullptr;
+  const float* classifier = nullptr;  // [vocab][dim]
+};
+
+LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
+LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
+LlamaModel::~LlamaModel() = default;
+const LlamaConfig& LlamaModel::config() const {
+  return m_impl->config;
+}
+const std::string& LlamaModel::path() const {
+  return m_impl->path;
+}
+
+Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
+  auto mapping = Mapping::open(path);
+  if (!mapping) return mapping.error();
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  constexpr std::size_t kHeader = 7 * sizeof(std::int32_t);
+  if (mapping->size() < kHeader) {
+    return make_error(
+        fmt::format("{}: {} bytes, too short for a llama2.c header", path, mapping->size()));
+  }
+  std::int32_t h[7];
+  std::memcpy(h, mapping->data(), kHeader);
+  LlamaConfig& c = impl->config;
+  c.dim = h[0], c.hidden_dim = h[1], c.layers = h[2], c.heads = h[3], c.kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;
+  c.vocab = std::abs(h[5]), c.seq_len = h[6];
+  const auto bad = [&](const char* what) {
+    return make_error(fmt::format(
+        "{}: not a llama2.c v0 checkpoint: {} (dim {}, hidden {}, "
+        "layers {}, heads {}, kv_heads {}, vocab {}, seq_len {})",
+        path, what, c.dim, c.hidden_dim, c.layers, c.heads, c.kv_heads, c.vocab, c.seq_len));
+  };
+  if (c.dim <= 0 || c.hidden_dim <= 0 || c.layers <= 0 || c.heads <= 0 || c.kv_heads <= 0 ||
+      c.vocab <= 0 || c.seq_len <= 0 || c.dim > 65536 || c.hidden_dim > 262144 || c.layers > 1024 ||
+      c.vocab > 1 << 22 || c.seq_len > 1 << 22) {
+    return bad("a header field is out of range");
+  }
+  if (c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0) {
+    return bad("dim, heads and kv_heads do not divide");
+  }
+  const std::size_t L = c.layers, D = c.dim, F = c.hidden_dim, KV = c.kv_dim(), V = c.vocab;
+  const std::size_t half_head = c.head_dim() / 2;
+  const std::size_t floats = V * D + L * D + L * D * D + 2 * L * KV * D + L * D * D + L * D +
+                             2 * L * F * D + L * D * F + D + 2 * c.seq_len * half_head +
+                             (c.shared_classifier ? 0 : V * D);
+  if (mapping->size() != kHeader + floats * sizeof(float)) {
+    return make_error(fmt::format("{}: {} bytes, but a llama2.c checkpoint of this shape has {}",
+                                  path, mapping->size(), kHeader + floats * sizeof(float)));
+  }
+  const float* p = reinterpret_cast<const float*>(mapping->data() + kHeader);
+  const auto take = [&](std::size_t n) {
+    const float* at = p;
+    p += n;
+    return at;
+  };
+  impl->embedding = take(V * D);
+  impl->layers.resize(L);
+  const auto per_layer = [&](auto member, std::size_t n) {
+    for (auto& l : impl->layers) l.*member = take(n);
+  };
+  per_layer(&LlamaLayerWeights::attn_norm, D);
+  per_layer(&LlamaLayerWeights::wq, D * D);
+  per_layer(&LlamaLayerWeights::wk, KV * D);
+  per_layer(&LlamaLayerWeights::wv, KV * D);
+  per_layer(&LlamaLayerWeights::wo, D * D);
+  per_layer(&LlamaLayerWeights::ffn_norm, D);
+  per_layer(&LlamaLayerWeights::w1, F * D);
+  per_layer(&LlamaLayerWeights::w2, D * F);
+  per_layer(&LlamaLayerWeights::w3, F * D);
+  impl->final_norm = take(D);
+  take(2 * c.seq_len * half_head);  // precomputed RoPE tables of old exports: recomputed here
+  impl->classifier = c.shared_classifier ? impl->embedding : take(V * D);
+  impl->mapping = std::move(*mapping);
+  return LlamaModel(std::move(impl));
+}
+
+LlamaModel::State LlamaModel::new_state(bool keep_queries, bool keep_pre_rope) const {
+  State s;
+  const int L = m_impl->config.layers;
+  s.keys.resize(L);
+  s.values.resize(L);
+  s.keep_queries = keep_queries;
+  s.keep_pre_rope = keep_pre_rope;
+  if (keep_queries) s.queries.resize(L);
+  if (keep_pre_rope) s.keys_pre_rope.resize(L);
+  return s;
+}
+
+Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<int>& tokens) const {
+  const LlamaConfig& c = m_impl->config;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return make_error("forward: no tokens");
+  if (state.pos + n > c.seq_len) {
+    return make_error(fmt::format("forward: positions {}..{} pass the model's seq_len {}",
+                                  state.pos, state.pos + n - 1, c.seq_len));
+  }
+  for (int t : tokens) {
+    if (t < 0 || t >= c.vocab) {
+      return make_error(
+          fmt::format("forward: token {} is outside the vocabulary of {}", t, c.vocab));
+    }
+  }
+  const int D = c.dim, KV = c.kv_dim(), F = c.hidden_dim, hd = c.head_dim();
+  const int group = c.heads / c.kv_heads;
+  RowMatrix x(n, D), xn(n, D), q(n, D), k(n, KV), v(n, KV), att(n, D), h1(n, F), h3(n, F);
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(x.row(i).data(), m_impl->embedding + static_cast<std::size_t>(tokens[i]) * D,
+                sizeof(float) * D);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> scores;
+  for (int l = 0; l < c.layers; ++l) {
+    const LlamaLayerWeights& w = m_impl->layers[static_cast<std::size_t>(l)];
+    for (int i = 0; i < n; ++i)
+      rms_norm(x.row(i).data(), w.attn_norm, D, c.norm_eps, xn.row(i).data());
+    q.noalias() = xn * ConstWeights(w.wq, D, D).transpose();
+    k.noalias() = xn * ConstWeights(w.wk, KV, D).transpose();
+    v.noalias() = xn * ConstWeights(w.wv, KV, D).transpose();
+    auto& kc = state.keys[l];
+    auto& vc = state.values[l];
+    if (state.keep_pre_rope) {
+      state.keys_pre_rope[l].insert(state.keys_pre_rope[l].end(), k.data(), k.data() + n * KV);
+    }
+    for (int i = 0; i < n; ++i) {
+      rope(q.row(i).data(), c.heads, hd, state.pos + i, c.rope_theta, c.rope_half_split);
+      rope(k.row(i).data(), c.kv_heads, hd, state.pos + i, c.rope_theta, c.rope_half_split);
+    }
+    kc.insert(kc.end(), k.data(), k.data() + static_cast<std::size_t>(n) * KV);
+    vc.insert(vc.end(), v.data(), v.data() + static_cast<std::size_t>(n) * KV);
+    if (state.keep_queries) {
+      state.queries[l].insert(state.queries[l].end(), q.data(),
+                              q.data() + static_cast<std::size_t>(n) * D);
+    }
+    // Causal attention of each new token over every cached one.
+    for (int i = 0; i < n; ++i) {
+      const int ctx = state.pos + i + 1;
+      scores.resize(static_cast<std::size_t>(ctx));
+      for (int head = 0; head < c.heads; ++head) {
+        const int kvh = head / group;
+        const float* qh = q.row(i).data() + head * hd;
+        float m = -INFINITY;
+        for (int t = 0; t < ctx; ++t) {
+          const float* kt = kc.data() + static_cast<std::size_t>(t) * KV + kvh * hd;
+          float s = 0;
+          for (int d = 0; d < hd; ++d) s += qh[d] * kt[d];
+          scores[t] = s * scale;
+          m = std::max(m, scores[t]);
+        }
+        double sum = 0;
+        for (int t = 0; t < ctx; ++t) sum += (scores[t] = std::exp(scores[t] - m));
+        float* out = att.row(i).data() + head * hd;
+        std::fill(out, out + hd, 0.0f);
+        for (int t = 0; t < ctx; ++t) {
+          const float p = static_cast<float>(scores[t] / sum);
+          const float* vt = vc.data() + static_cast<std::size_t>(t) * KV + kvh * hd;
+          for (int d = 0; d < hd; ++d) out[d] += p * vt[d];
+        }
+      }
+    }
+    x.noalias() += att * ConstWeights(w.wo, D, D).transpose();
+    for (int i = 0; i < n; ++i)
+      rms_norm(x.row(i).data(), w.ffn_norm, D, c.norm_eps, xn.row(i).data());
+    h1.noalias() = xn * ConstWeights(w.w1, F, D).transpose();
+    h3.noalias() = xn * ConstWeights(w.w3, F, D).transpose();
+    h1 = (h1.array() / (1.0f + (-h1.array()).exp()) * h3.array()).matrix();  // SwiGLU
+    x.noalias() += h1 * ConstWeights(w.w2, D, F).transpose();
+  }
+  state.pos += n;
+  std::vector<float> last(static_cast<std::size_t>(D)), logits(static_cast<std::size_t>(c.vocab));
+  rms_norm(x.row(n - 1).data(), m_impl->final_norm, D, c.norm_eps, last.data());
+  Eigen::Map<Eigen::VectorXf>(logits.data(), c.vocab).noalias() =
+      ConstWeights(m_impl->classifier, c.vocab, D) *
+      Eigen::Map<const Eigen::VectorXf>(last.data(), D);
+  return logits;
+}
+
+KvCache state_to_cache(const LlamaModel& model, const LlamaModel::State& state, bool pre_rope) {
+  const LlamaConfig& c = model.config();
+  KvCache cache;
+  cache.shape = ModelShape{model.path(), c.layers, c.heads, c.kv_heads, c.head_dim()};
+  cache.source = "model:" + model.path();
+  const int T = state.pos;
+  for (int l = 0; l < c.layers; ++l) {
+    LayerKv lkv;
+    const auto& keys = pre_rope ? state.keys_pre_rope[l] : state.keys[l];
+    lkv.key = Tensor::from_float(keys, DType::F32, T, c.kv_heads, c.head_dim());
+    lkv.value = Tensor::from_float(state.values[l], DType::F32, T, c.kv_heads, c.head_dim());
+    if (state.keep_queries) {
+      lkv.query = Tensor::from_float(state.queries[l], DType::F32, T, c.heads, c.head_dim());
+    }
+    cache.layers.push_back(std::move(lkv));
+  }
+  return cache;
+}
+
+}  // namespace kvlab

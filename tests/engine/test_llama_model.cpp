@@ -1,0 +1,242 @@
+// The Llama runner on real trained weights (../shared/models/stories260K): greedy text, logits
+// against a deliberately simple double-precision forward written here from the llama2.c format
+// (its own file reader, plain loops, no Eigen), batched prefill against one token at a time, the
+// tokenizer, and bad files. Skipped with a message when the models folder is absent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "kvlab/engine/llama_model.h"
+#include "scratch_dir.h"
+
+namespace kvlab {
+namespace {
+
+const std::string kDir = std::string(KVLAB_MODELS_DIR) + "/stories260K";
+const std::string kModel = kDir + "/stories260K.bin";
+const std::string kTokenizer = kDir + "/tok512.bin";
+
+#define REQUIRE_MODEL() \
+  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " is absent: skipped"
+
+// ---- The reference: llama2.c's forward in double, one token at a time --------------------------
+
+struct Reference {
+  int dim, hidden, layers, heads, kv_heads, vocab, seq_len;
+  bool shared;
+  std::vector<double> w;  // every float of the file after the header
+  std::size_t emb, att_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3, final_norm, cls;
+  std::vector<std::vector<double>> kc, vc;  // per layer [pos][kv_dim]
+
+  explicit Reference(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::int32_t h[7];
+    in.read(reinterpret_cast<char*>(h), sizeof h);
+    dim = h[0], hidden = h[1], layers = h[2], heads = h[3], kv_heads = h[4];
+    shared = h[5] > 0, vocab = std::abs(h[5]), seq_len = h[6];
+    std::vector<float> f;
+    float x;
+    while (in.read(reinterpret_cast<char*>(&x), 4)) f.push_back(x);
+    w.assign(f.begin(), f.end());
+    const std::size_t D = dim, KV = kv_dim(), F = hidden, L = layers;
+    std::size_t at = 0;
+    emb = at, at += vocab * D;
+    att_norm = at, at += L * D;
+    wq = at, at += L * D * D;
+    wk = at, at += L * KV * D;
+    wv = at, at += L * KV * D;
+    wo = at, at += L * D * D;
+    ffn_norm = at, at += L * D;
+    w1 = at, at += L * F * D;
+    w2 = at, at += L * D * F;
+    w3 = at, at += L * F * D;
+    final_norm = at, at += D;
+    at += seq_len * (D / heads);  // the two RoPE tables
+    cls = shared ? emb : at;
+    kc.resize(L), vc.resize(L);
+  }
+  std::size_t kv_dim() const { return static_cast<std::size_t>(kv_heads) * (dim / heads); }
+
+  // out[i] = sum_j W[i][j] x[j], W at `off` with `n` rows of `m`.
+  std::vector<double> matvec(std::size_t off, const std::vector<double>& x, int n) const {
+    std::vector<double> out(n, 0.0);
+    for (int i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < x.size(); ++j) out[i] += w[off + i * x.size() + j] * x[j];
+    }
+    return out;
+  }
+  std::vector<double> norm(const std::vector<double>& x, std::size_t off) const {
+    double ss = 0;
+    for (double v : x) ss += v * v;
+    const double s = 1.0 / std::sqrt(ss / x.size() + 1e-5);
+    std::vector<double> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = x[i] * s * w[off + i];
+    return out;
+  }
+
+  std::vector<double> step(int token, int pos) {
+    const int hd = dim / heads, KV = static_cast<int>(kv_dim());
+    std::vector<double> x(w.begin() + emb + token * dim, w.begin() + emb + (token + 1) * dim);
+    for (int l = 0; l < layers; ++l) {
+      auto xn = norm(x, att_norm + l * dim);
+      auto q = matvec(wq + l * dim * dim, xn, dim);
+      auto k = matvec(wk + l * KV * dim, xn, KV);
+      auto v = matvec(wv + l * KV * dim, xn, KV);
+      // llama2.c: rotate adjacent pairs, frequency from the index within the head.
+      for (int i = 0; i < dim; i += 2) {
+        const double f = 1.0 / std::pow(10000.0, static_cast<double>(i % hd) / hd);
+        const double c = std::cos(pos * f), s = std::sin(pos * f);
+        for (auto* vec : {&q, &k}) {
+          if (vec == &k && i >= KV) continue;
+          const double a = (*vec)[i], b = (*vec)[i + 1];
+          (*vec)[i] = a * c - b * s;
+          (*vec)[i + 1] = a * s + b * c;
+        }
+      }
+      kc[l].insert(kc[l].end(), k.begin(), k.end());
+      vc[l].insert(vc[l].end(), v.begin(), v.end());
+      std::vector<double> att(dim, 0.0);
+      for (int h = 0; h < heads; ++h) {
+        const int kvh = h / (heads / kv_heads);
+        std::vector<double> sc(pos + 1);
+        double m = -1e300;
+        for (int t = 0; t <= pos; ++t) {
+          double d = 0;
+          for (int i = 0; i < hd; ++i) d += q[h * hd + i] * kc[l][t * KV + kvh * hd + i];
+          sc[t] = d / std::sqrt(static_cast<double>(hd));
+          m = std::max(m, sc[t]);
+        }
+        double sum = 0;
+        for (double& s : sc) sum += (s = std::exp(s - m));
+        for (int t = 0; t <= pos; ++t) {
+          for (int i = 0; i < hd; ++i)
+            att[h * hd + i] += sc[t] / sum * vc[l][t * KV + kvh * hd + i];
+        }
+      }
+      auto o = matvec(wo + l * dim * dim, att, dim);
+      for (int i = 0; i < dim; ++i) x[i] += o[i];
+      xn = norm(x, ffn_norm + l * dim);
+      auto g = matvec(w1 + l * hidden * dim, xn, hidden);
+      auto u = matvec(w3 + l * hidden * dim, xn, hidden);
+      for (int i = 0; i < hidden; ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      auto d = matvec(w2 + l * dim * hidden, g, dim);
+      for (int i = 0; i < dim; ++i) x[i] += d[i];
+    }
+    return matvec(cls, norm(x, final_norm), vocab);
+  }
+};
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+TEST(LlamaModel, GreedyStoryFromBos) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto tok = LlamaTokenizer::load_llama2c(kTokenizer, model->config().vocab);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  auto state = model->new_state();
+  int token = LlamaTokenizer::kBos;
+  std::string text;
+  for (int i = 0; i < 40; ++i) {
+    auto logits = model->forward(state, {token});
+    ASSERT_TRUE(logits.ok()) << logits.message();
+    const int next = argmax(*logits);
+    text += tok->decode(token, next);
+    token = next;
+  }
+  EXPECT_EQ(text.rfind("Once upon a time, there was a little girl named Lily", 0), 0u) << text;
+}
+
+TEST(LlamaModel, LogitsMatchADoublePrecisionReference) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  Reference ref(kModel);
+  auto state = model->new_state();
+  const std::vector<int> tokens = {1, 403, 407, 261, 378, 283, 2, 500, 14, 77, 300, 301};
+  for (std::size_t p = 0; p < tokens.size(); ++p) {
+    auto got = model->forward(state, {tokens[p]}).value();
+    const auto want = ref.step(tokens[p], static_cast<int>(p));
+    double worst = 0;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+    EXPECT_LT(worst, 1e-4) << "position " << p;
+  }
+}
+
+TEST(LlamaModel, BatchedPrefillEqualsOneTokenAtATime) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel).value();
+  const std::vector<int> tokens = {1, 403, 407, 261, 378, 283, 500, 14, 77};
+  auto batched = model.new_state(true, true);
+  const auto a = model.forward(batched, tokens).value();
+  auto single = model.new_state(true, true);
+  std::vector<float> b;
+  for (int t : tokens) b = model.forward(single, {t}).value();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4);
+  EXPECT_EQ(batched.pos, 9);
+  for (int l = 0; l < model.config().layers; ++l) {
+    ASSERT_EQ(batched.keys[l].size(), single.keys[l].size());
+    for (std::size_t i = 0; i < batched.keys[l].size(); ++i) {
+      EXPECT_NEAR(batched.keys[l][i], single.keys[l][i],
+                  1e-5 * std::max(1.0f, std::abs(single.keys[l][i])));
+    }
+  }
+  // As a KvCache every part of kvlab reads.
+  const KvCache cache = state_to_cache(model, batched, false);
+  ASSERT_TRUE(cache.validate().ok()) << cache.validate().message();
+  EXPECT_EQ(cache.tokens(), 9);
+  EXPECT_TRUE(cache.has_queries());
+  EXPECT_EQ(cache.shape.kv_heads, 4);
+  EXPECT_EQ(cache.shape.head_dim, 8);
+  // Position 0 is not rotated, so pre- and post-RoPE keys agree there and differ later.
+  const KvCache pre = state_to_cache(model, batched, true);
+  EXPECT_FLOAT_EQ(pre.layers[0].key.at(0, 1, 3), cache.layers[0].key.at(0, 1, 3));
+  EXPECT_NE(pre.layers[0].key.at(5, 1, 3), cache.layers[0].key.at(5, 1, 3));
+}
+
+TEST(LlamaModel, TokenizerRoundTrip) {
+  REQUIRE_MODEL();
+  auto tok = LlamaTokenizer::load_llama2c(kTokenizer, 512).value();
+  const std::string text = "Once upon a time, there was a little girl named Lily. She liked cats!";
+  const auto ids = tok.encode(text, true, false);
+  ASSERT_GT(ids.size(), 5u);
+  EXPECT_EQ(ids[0], LlamaTokenizer::kBos);
+  EXPECT_LT(ids.size(), text.size());  // merges happened
+  std::string back;
+  for (std::size_t i = 1; i < ids.size(); ++i) back += tok.decode(ids[i - 1], ids[i]);
+  EXPECT_EQ(back, text);
+}
+
+TEST(LlamaModel, BadFilesAndInputsAreErrors) {
+  const auto dir = test::fresh_test_dir(KVLAB_TEST_TMPDIR);
+  const std::string tiny = (dir / "short.bin").string();
+  std::ofstream(tiny) << "abc";
+  auto r = LlamaModel::load_llama2c(tiny);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("too short"), std::string::npos) << r.message();
+  EXPECT_FALSE(LlamaModel::load_llama2c((dir / "missing.bin").string()).ok());
+  REQUIRE_MODEL();
+  // A truncated copy of the real checkpoint.
+  std::ifstream in(kModel, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string cut = (dir / "cut.bin").string();
+  std::ofstream(cut, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 100));
+  r = LlamaModel::load_llama2c(cut);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("cut.bin"), std::string::npos) << r.message();
+  auto model = LlamaModel::load_llama2c(kModel).value();
+  auto state = model.new_state();
+  EXPECT_FALSE(model.forward(state, {512}).ok());
+  EXPECT_FALSE(model.forward(state, {}).ok());
+  std::vector<int> too_many(513, 5);
+  EXPECT_FALSE(model.forward(state, too_many).ok());
+}
+
+}  // namespace
+}  // namespace kvlab
