@@ -90,12 +90,8 @@ void rope(float* v, int heads, int head_dim, int pos, double theta, bool half_sp
 
 struct LlamaModel::Impl {
   std::string path;
-  Mapping mapping;
   LlamaConfig config;
-  const float* embedding = nullptr;  // [vocab][dim]
-  std::vector<LlamaLayerWeights> layers;
-  const float* final_norm = nullptr;
-  const float* classifier = nullptr;  // [vocab][dim]
+  LlamaWeights w;
 };
 
 LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -112,8 +108,7 @@ const std::string& LlamaModel::path() const {
 Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
   auto mapping = Mapping::open(path);
   if (!mapping) return mapping.error();
-  auto impl = std::make_unique<Impl>();
-  impl->path = path;
+  LlamaConfig c;
   constexpr std::size_t kHeader = 7 * sizeof(std::int32_t);
   if (mapping->size() < kHeader) {
     return make_error(
@@ -121,7 +116,6 @@ Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
   }
   std::int32_t h[7];
   std::memcpy(h, mapping->data(), kHeader);
-  LlamaConfig& c = impl->config;
   c.dim = h[0], c.hidden_dim = h[1], c.layers = h[2], c.heads = h[3], c.kv_heads = h[4];
   c.shared_classifier = h[5] > 0;
   c.vocab = std::abs(h[5]), c.seq_len = h[6];
@@ -154,10 +148,11 @@ Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
     p += n;
     return at;
   };
-  impl->embedding = take(V * D);
-  impl->layers.resize(L);
+  LlamaWeights w;
+  w.embedding = take(V * D);
+  w.layers.resize(L);
   const auto per_layer = [&](auto member, std::size_t n) {
-    for (auto& l : impl->layers) l.*member = take(n);
+    for (auto& l : w.layers) l.*member = take(n);
   };
   per_layer(&LlamaLayerWeights::attn_norm, D);
   per_layer(&LlamaLayerWeights::wq, D * D);
@@ -168,10 +163,30 @@ Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
   per_layer(&LlamaLayerWeights::w1, F * D);
   per_layer(&LlamaLayerWeights::w2, D * F);
   per_layer(&LlamaLayerWeights::w3, F * D);
-  impl->final_norm = take(D);
+  w.final_norm = take(D);
   take(2 * c.seq_len * half_head);  // precomputed RoPE tables of old exports: recomputed here
-  impl->classifier = c.shared_classifier ? impl->embedding : take(V * D);
-  impl->mapping = std::move(*mapping);
+  w.classifier = c.shared_classifier ? w.embedding : take(V * D);
+  w.owner = std::make_shared<Mapping>(std::move(*mapping));
+  return from_weights(path, c, std::move(w));
+}
+
+Result<LlamaModel> LlamaModel::from_weights(std::string path, LlamaConfig config,
+                                            LlamaWeights weights) {
+  const LlamaConfig& c = config;
+  if (c.dim <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.dim % c.heads != 0 ||
+      c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0 || c.layers <= 0 || c.vocab <= 0 ||
+      c.hidden_dim <= 0 || c.seq_len <= 0) {
+    return make_error(fmt::format("{}: inconsistent model shape (dim {}, heads {}, kv_heads {})",
+                                  path, c.dim, c.heads, c.kv_heads));
+  }
+  if (static_cast<int>(weights.layers.size()) != c.layers || !weights.embedding ||
+      !weights.final_norm || !weights.classifier) {
+    return make_error(fmt::format("{}: weights missing for the model's {} layers", path, c.layers));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->path = std::move(path);
+  impl->config = config;
+  impl->w = std::move(weights);
   return LlamaModel(std::move(impl));
 }
 
@@ -205,13 +220,13 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
   const int group = c.heads / c.kv_heads;
   RowMatrix x(n, D), xn(n, D), q(n, D), k(n, KV), v(n, KV), att(n, D), h1(n, F), h3(n, F);
   for (int i = 0; i < n; ++i) {
-    std::memcpy(x.row(i).data(), m_impl->embedding + static_cast<std::size_t>(tokens[i]) * D,
+    std::memcpy(x.row(i).data(), m_impl->w.embedding + static_cast<std::size_t>(tokens[i]) * D,
                 sizeof(float) * D);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> scores;
   for (int l = 0; l < c.layers; ++l) {
-    const LlamaLayerWeights& w = m_impl->layers[static_cast<std::size_t>(l)];
+    const LlamaLayerWeights& w = m_impl->w.layers[static_cast<std::size_t>(l)];
     for (int i = 0; i < n; ++i)
       rms_norm(x.row(i).data(), w.attn_norm, D, c.norm_eps, xn.row(i).data());
     q.noalias() = xn * ConstWeights(w.wq, D, D).transpose();
@@ -268,9 +283,9 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
   }
   state.pos += n;
   std::vector<float> last(static_cast<std::size_t>(D)), logits(static_cast<std::size_t>(c.vocab));
-  rms_norm(x.row(n - 1).data(), m_impl->final_norm, D, c.norm_eps, last.data());
+  rms_norm(x.row(n - 1).data(), m_impl->w.final_norm, D, c.norm_eps, last.data());
   Eigen::Map<Eigen::VectorXf>(logits.data(), c.vocab).noalias() =
-      ConstWeights(m_impl->classifier, c.vocab, D) *
+      ConstWeights(m_impl->w.classifier, c.vocab, D) *
       Eigen::Map<const Eigen::VectorXf>(last.data(), D);
   return logits;
 }

@@ -40,10 +40,23 @@ struct LlamaLayerWeights {
   const float* w3 = nullptr;         // up [hidden][dim]
 };
 
+// Every weight of a model: pointers into memory that `owner` keeps alive (a file mapping, or
+// converted buffers).
+struct LlamaWeights {
+  const float* embedding = nullptr;  // [vocab][dim]
+  std::vector<LlamaLayerWeights> layers;
+  const float* final_norm = nullptr;  // [dim]
+  const float* classifier = nullptr;  // [vocab][dim]
+  std::shared_ptr<const void> owner;
+};
+
 class LlamaModel {
  public:
   // A llama2.c v0 checkpoint; errors name the file and what does not fit.
   static Result<LlamaModel> load_llama2c(const std::string& path);
+  // Any other loader: a checked config and its weights; `path` names the model in messages.
+  static Result<LlamaModel> from_weights(std::string path, LlamaConfig config,
+                                         LlamaWeights weights);
 
   LlamaModel(LlamaModel&&) noexcept;
   LlamaModel& operator=(LlamaModel&&) noexcept;
