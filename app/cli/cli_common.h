@@ -80,6 +80,7 @@ void add_bench_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
+void add_capture_command(CLI::App& app);
 void add_evict_command(CLI::App& app);
 
 }  // namespace kvlab::cli

@@ -337,7 +337,25 @@ Result<KvCache> detail::read_safetensors_cache(const InputFile& file, const std:
     }
     return Ok{};
   };
-  return build_kv_cache(label, *layout, descs, read, progress, std::move(source));
+  auto cache = build_kv_cache(label, *layout, descs, read, progress, std::move(source));
+  if (!cache) return cache;
+  // A capture's token ids, when present: one I32 per cached token.
+  if (const SafetensorsEntry* ids = index->find("tokens")) {
+    if (ids->dtype != SafetensorsDType::I32 || ids->shape.size() != 1 ||
+        ids->shape[0] != static_cast<std::uint64_t>(cache->tokens())) {
+      return make_error(fmt::format("{}: tensor 'tokens' must be I32 [{}] (the cached tokens), "
+                                    "not {} with {} dimensions",
+                                    label, cache->tokens(), safetensors_dtype_name(ids->dtype),
+                                    ids->shape.size()));
+    }
+    cache->token_ids.resize(static_cast<std::size_t>(ids->shape[0]));
+    if (auto s = file.read_at(index->data_offset + ids->begin,
+                              std::as_writable_bytes(std::span(cache->token_ids)));
+        !s) {
+      return make_error(fmt::format("{} (reading tensor 'tokens')", s.message()));
+    }
+  }
+  return cache;
 }
 
 Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path& path) {
@@ -369,6 +387,17 @@ Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path&
     add(fmt::format("layers.{}.value", l), layer.value);
     if (!layer.query.empty()) add(fmt::format("layers.{}.query", l), layer.query);
   }
+  const auto id_bytes = std::as_bytes(std::span(cache.token_ids));
+  if (!cache.token_ids.empty()) {
+    if (cache.token_ids.size() != static_cast<std::size_t>(cache.tokens())) {
+      return make_error(fmt::format("{}: cannot save: {} token ids for {} cached tokens",
+                                    path.string(), cache.token_ids.size(), cache.tokens()));
+    }
+    header["tokens"] = {{"dtype", "I32"},
+                        {"shape", {cache.token_ids.size()}},
+                        {"data_offsets", {offset, offset + id_bytes.size()}}};
+    offset += id_bytes.size();
+  }
   // Names and metadata may hold invalid UTF-8; replace it rather than fail to save.
   std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
@@ -382,6 +411,7 @@ Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path&
     for (const Tensor* t : order) {
       if (auto s = out.write({t->data(), t->nbytes()}); !s) return s;
     }
+    if (!id_bytes.empty()) return out.write(id_bytes);
     return Ok{};
   });
 }

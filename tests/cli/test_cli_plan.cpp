@@ -155,3 +155,48 @@ TEST(CliPlan, BadInputNamesTheProblem) {
 }
 
 }  // namespace
+
+namespace {
+
+// kvlab capture on the real stories260K weights (skipped when ../shared/models is absent).
+TEST(CliCapture, WritesACacheEveryCommandReads) {
+  const std::string models = std::string(KVLAB_MODELS_DIR) + "/stories260K";
+  if (!std::filesystem::exists(models + "/stories260K.bin")) {
+    GTEST_SKIP() << models << " is absent: skipped";
+  }
+  const std::string dir = fresh("capture");
+  const std::string out = dir + "/cap.safetensors";
+  Output o = run(dir + "/runs.sqlite", "capture --model " + models +
+                                           "/stories260K.bin --prompt 'Once upon a time' "
+                                           "--max-tokens 40 --out " +
+                                           out + " --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["tokens"], 45);  // BOS + 4 prompt tokens + 40 generated
+  EXPECT_EQ(j["generated"].get<std::string>().rfind(", there was a little girl named Lily", 0), 0u)
+      << j["generated"];
+  o = run(dir + "/runs.sqlite", "sources info " + out);
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("5 layers, 8 q_heads, 4 kv_heads, head_dim 8"), std::string::npos) << o.out;
+  o = run(dir + "/runs.sqlite", "evict --source file:" + out +
+                                    " --policy h2o --budget 0.5 "
+                                    "--steps 16 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_GT(nlohmann::json::parse(o.out)["attention_mass_retained"].get<double>(), 0.5);
+  const std::pair<const char*, const char*> bad[] = {
+      {"capture --model /nope.bin --prompt hi --out x.safetensors", "/nope.bin"},
+      {"capture --model M --out x.safetensors", "--prompt"},
+      {"capture --model M --prompt hi --out x.npy", ".safetensors"},
+  };
+  for (auto [args, want] : bad) {
+    std::string a = args;
+    if (const auto at = a.find(" M "); at != std::string::npos) {
+      a.replace(at, 3, " " + models + "/stories260K.bin ");
+    }
+    o = run(dir + "/runs.sqlite", a);
+    EXPECT_NE(o.code, 0) << a;
+    EXPECT_NE(o.out.find(want), std::string::npos) << a << "\n" << o.out;
+  }
+}
+
+}  // namespace

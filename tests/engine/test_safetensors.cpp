@@ -95,6 +95,35 @@ TEST(Safetensors, HeaderIsPaddedAndCarriesMetadata) {
   EXPECT_EQ(std::memcmp(raw.data(), cache.layers[1].value.data(), raw.size()), 0);
 }
 
+TEST(Safetensors, CapturedTokenIdsRoundTripAndAreChecked) {
+  const auto dir = file_test::scratch_dir("safetensors_tokens");
+  KvCache cache = file_test::random_cache(DType::F32, 2, 5, 2, 4, 2, 1);
+  cache.token_ids = {1, 403, 7, 99, 2};
+  ASSERT_TRUE(save_safetensors_cache(cache, dir / "ids.safetensors"));
+  auto back = load_cache_file(dir / "ids.safetensors");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->token_ids, cache.token_ids);
+  expect_same_cache(cache, *back);
+  // Ids that do not match the tokens are refused on save and on load.
+  cache.token_ids.pop_back();
+  auto saved = save_safetensors_cache(cache, dir / "bad.safetensors");
+  ASSERT_FALSE(saved.ok());
+  EXPECT_NE(saved.message().find("4 token ids for 5 cached tokens"), std::string::npos);
+  Bytes bytes = file_test::read_bytes(dir / "ids.safetensors");
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+  const auto at = header.find("\"I32\"");
+  ASSERT_NE(at, std::string::npos);
+  header.replace(at, 5, "\"U32\"");
+  std::memcpy(bytes.data() + 8, header.data(), n);
+  file_test::write_bytes(dir / "u32.safetensors", bytes);
+  auto wrong = load_cache_file(dir / "u32.safetensors");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("tensor 'tokens' must be I32"), std::string::npos)
+      << wrong.message();
+}
+
 TEST(Safetensors, SaveIsAtomicAndNeverDamagesAGoodFile) {
   const auto dir = file_test::scratch_dir("safetensors_atomic");
   const auto path = dir / "cache.safetensors";

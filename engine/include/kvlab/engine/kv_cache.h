@@ -3,6 +3,7 @@
 // token (used for attention-level error metrics).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct LayerKv {
 struct KvCache {
   ModelShape shape;
   std::vector<LayerKv> layers;
+  // The token ids the cache was built from (a model capture); empty when unknown. Stored in
+  // files as the I32 tensor "tokens" [tokens].
+  std::vector<std::int32_t> token_ids;
   std::string source;  // where it came from, for run records ("synthetic:llama3-8b", "file:...")
 
   int tokens() const { return layers.empty() ? 0 : layers.front().key.tokens(); }

@@ -1,0 +1,133 @@
+// kvlab capture: run a real model on a prompt and write its KV cache, queries and token ids.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "kvlab/engine/cache_file.h"
+#include "kvlab/engine/llama_model.h"
+
+namespace kvlab::cli {
+namespace {
+
+struct CaptureOptions {
+  std::string model, tokenizer, prompt, prompt_file, out;
+  int max_tokens = 64;
+  bool pre_rope = false, json = false;
+};
+
+// The tokenizer next to a llama2.c checkpoint: the one tok*.bin or tokenizer.bin in its folder.
+Result<std::string> find_tokenizer(const std::string& model) {
+  const auto dir = std::filesystem::path(model).parent_path();
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir.empty() ? "." : dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".bin" && (name.rfind("tok", 0) == 0)) found.push_back(e.path());
+  }
+  if (found.size() == 1) return found.front();
+  return make_error(fmt::format(
+      "--tokenizer: {} tokenizer files (tok*.bin) next to {}; name one with --tokenizer",
+      found.size(), model));
+}
+
+int run_capture(const CaptureOptions& o) {
+  if (o.prompt.empty() == o.prompt_file.empty()) {
+    return fail("give the prompt with exactly one of --prompt TEXT or --prompt-file FILE");
+  }
+  if (o.max_tokens < 0)
+    return fail(fmt::format("--max-tokens {}: must not be negative", o.max_tokens));
+  if (o.out.empty()) return fail("--out: name the .safetensors file to write");
+  if (std::filesystem::path(o.out).extension() != ".safetensors") {
+    return fail(fmt::format("--out {}: captures are written as .safetensors", o.out));
+  }
+  std::string prompt = o.prompt;
+  if (!o.prompt_file.empty()) {
+    std::ifstream in(o.prompt_file);
+    if (!in) return fail(fmt::format("--prompt-file {}: cannot open it", o.prompt_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    prompt = ss.str();
+  }
+  auto model = LlamaModel::load_llama2c(o.model);
+  if (!model) return fail(model.message());
+  std::string tok_path = o.tokenizer;
+  if (tok_path.empty()) {
+    auto found = find_tokenizer(o.model);
+    if (!found) return fail(found.message());
+    tok_path = *found;
+  }
+  auto tok = LlamaTokenizer::load_llama2c(tok_path, model->config().vocab);
+  if (!tok) return fail(tok.message());
+
+  std::vector<int> ids = tok->encode(prompt, true, false);
+  const int limit = model->config().seq_len;
+  if (static_cast<int>(ids.size()) > limit) {
+    return fail(fmt::format("the prompt is {} tokens, more than the model's {} positions",
+                            ids.size(), limit));
+  }
+  auto state = model->new_state(true, o.pre_rope);
+  auto logits = model->forward(state, ids);
+  if (!logits) return fail(logits.message());
+  std::string generated;
+  const auto progress = terminal_progress();
+  for (int i = 0; i < o.max_tokens && state.pos < limit; ++i) {
+    const int next =
+        static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    generated += tok->decode(ids.back(), next);
+    ids.push_back(next);
+    if (next == LlamaTokenizer::kEos || state.pos >= limit) break;
+    logits = model->forward(state, {next});
+    if (!logits) return fail(logits.message());
+    if (progress) progress(static_cast<double>(i + 1) / o.max_tokens, "generating");
+  }
+  // The cache holds the tokens that went through the model (a last sampled one did not).
+  ids.resize(static_cast<std::size_t>(state.pos));
+  KvCache cache = state_to_cache(*model, state, o.pre_rope);
+  cache.token_ids.assign(ids.begin(), ids.end());
+  if (auto s = save_cache_file(cache, o.out); !s) return fail(s.message());
+  if (o.json) {
+    nlohmann::json j = {{"out", o.out},
+                        {"model", o.model},
+                        {"tokens", state.pos},
+                        {"layers", cache.shape.layers},
+                        {"kv_heads", cache.shape.kv_heads},
+                        {"head_dim", cache.shape.head_dim},
+                        {"pre_rope", o.pre_rope},
+                        {"generated", generated}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print(
+        "{}{}\n\nwrote {} tokens × {} layers × {} KV heads × {} ({} keys, queries, token "
+        "ids) to {}\n",
+        prompt, generated, state.pos, cache.shape.layers, cache.shape.kv_heads,
+        cache.shape.head_dim, o.pre_rope ? "pre-RoPE" : "post-RoPE", o.out);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_capture_command(CLI::App& app) {
+  auto o = std::make_shared<CaptureOptions>();
+  auto* cmd = app.add_subcommand(
+      "capture",
+      "Run a real model (llama2.c checkpoint) on a prompt, continue it greedily, and write the "
+      "K, V, queries and token ids of every layer to a .safetensors file that every kvlab "
+      "command reads (--source file:PATH)");
+  cmd->add_option("--model", o->model, "llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "llama2.c tokenizer (default: the tok*.bin next to the model)");
+  cmd->add_option("--prompt", o->prompt, "the prompt text");
+  cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
+  cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate after the prompt")
+      ->capture_default_str();
+  cmd->add_flag("--pre-rope", o->pre_rope, "write keys before RoPE instead of after");
+  cmd->add_option("--out", o->out, "the .safetensors file to write")->required();
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->callback([o] { exit_code() = run_capture(*o); });
+}
+
+}  // namespace kvlab::cli
