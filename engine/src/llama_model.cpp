@@ -13,53 +13,13 @@
 
 #include <fmt/format.h>
 
+#include "file_mapping.h"
+
 namespace kvlab {
 namespace {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstWeights = Eigen::Map<const RowMatrix>;
-
-// A read-only memory mapping of a whole file.
-class Mapping {
- public:
-  static Result<Mapping> open(const std::string& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return make_error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return make_error(fmt::format("{}: not a regular file", path));
-    }
-    Mapping m;
-    m.m_size = static_cast<std::size_t>(st.st_size);
-    if (m.m_size > 0) {
-      void* p = ::mmap(nullptr, m.m_size, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        ::close(fd);
-        return make_error(fmt::format("{}: cannot map: {}", path, std::strerror(errno)));
-      }
-      m.m_data = static_cast<const std::byte*>(p);
-    }
-    ::close(fd);
-    return m;
-  }
-  Mapping() = default;
-  Mapping(Mapping&& o) noexcept : m_data(o.m_data), m_size(o.m_size) { o.m_data = nullptr; }
-  Mapping& operator=(Mapping&& o) noexcept {
-    std::swap(m_data, o.m_data);
-    std::swap(m_size, o.m_size);
-    return *this;
-  }
-  ~Mapping() {
-    if (m_data) ::munmap(const_cast<std::byte*>(m_data), m_size);
-  }
-  const std::byte* data() const { return m_data; }
-  std::size_t size() const { return m_size; }
-
- private:
-  const std::byte* m_data = nullptr;
-  std::size_t m_size = 0;
-};
 
 void rms_norm(const float* x, const float* w, int n, float eps, float* out) {
   double ss = 0;
@@ -106,16 +66,16 @@ const std::string& LlamaModel::path() const {
 }
 
 Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
-  auto mapping = Mapping::open(path);
+  auto mapping = detail::FileMapping::open(path);
   if (!mapping) return mapping.error();
   LlamaConfig c;
   constexpr std::size_t kHeader = 7 * sizeof(std::int32_t);
-  if (mapping->size() < kHeader) {
+  if ((*mapping)->size() < kHeader) {
     return make_error(
-        fmt::format("{}: {} bytes, too short for a llama2.c header", path, mapping->size()));
+        fmt::format("{}: {} bytes, too short for a llama2.c header", path, (*mapping)->size()));
   }
   std::int32_t h[7];
-  std::memcpy(h, mapping->data(), kHeader);
+  std::memcpy(h, (*mapping)->data(), kHeader);
   c.dim = h[0], c.hidden_dim = h[1], c.layers = h[2], c.heads = h[3], c.kv_heads = h[4];
   c.shared_classifier = h[5] > 0;
   c.vocab = std::abs(h[5]), c.seq_len = h[6];
@@ -138,11 +98,11 @@ Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
   const std::size_t floats = V * D + L * D + L * D * D + 2 * L * KV * D + L * D * D + L * D +
                              2 * L * F * D + L * D * F + D + 2 * c.seq_len * half_head +
                              (c.shared_classifier ? 0 : V * D);
-  if (mapping->size() != kHeader + floats * sizeof(float)) {
+  if ((*mapping)->size() != kHeader + floats * sizeof(float)) {
     return make_error(fmt::format("{}: {} bytes, but a llama2.c checkpoint of this shape has {}",
-                                  path, mapping->size(), kHeader + floats * sizeof(float)));
+                                  path, (*mapping)->size(), kHeader + floats * sizeof(float)));
   }
-  const float* p = reinterpret_cast<const float*>(mapping->data() + kHeader);
+  const float* p = reinterpret_cast<const float*>((*mapping)->data() + kHeader);
   const auto take = [&](std::size_t n) {
     const float* at = p;
     p += n;
@@ -166,7 +126,7 @@ Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
   w.final_norm = take(D);
   take(2 * c.seq_len * half_head);  // precomputed RoPE tables of old exports: recomputed here
   w.classifier = c.shared_classifier ? w.embedding : take(V * D);
-  w.owner = std::make_shared<Mapping>(std::move(*mapping));
+  w.owner = std::shared_ptr<const detail::FileMapping>(std::move(*mapping));
   return from_weights(path, c, std::move(w));
 }
 
@@ -224,7 +184,7 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
                 sizeof(float) * D);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> scores;
+  std::vector<float> scores, read_keys, read_values;
   for (int l = 0; l < c.layers; ++l) {
     const LlamaLayerWeights& w = m_impl->w.layers[static_cast<std::size_t>(l)];
     for (int i = 0; i < n; ++i)
@@ -243,6 +203,21 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
     }
     kc.insert(kc.end(), k.data(), k.data() + static_cast<std::size_t>(n) * KV);
     vc.insert(vc.end(), v.data(), v.data() + static_cast<std::size_t>(n) * KV);
+    const float* read_k = kc.data();
+    const float* read_v = vc.data();
+    if (state.attention_reader) {
+      if (auto r = state.attention_reader(l, kc, vc, read_keys, read_values); !r) {
+        return make_error(fmt::format("layer {}: {}", l, r.message()));
+      }
+      if (read_keys.size() != kc.size() || read_values.size() != vc.size()) {
+        return make_error(
+            fmt::format("layer {}: the attention reader returned {} keys and {} "
+                        "values for a cache of {}",
+                        l, read_keys.size(), read_values.size(), kc.size()));
+      }
+      read_k = read_keys.data();
+      read_v = read_values.data();
+    }
     if (state.keep_queries) {
       state.queries[l].insert(state.queries[l].end(), q.data(),
                               q.data() + static_cast<std::size_t>(n) * D);
@@ -256,7 +231,7 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
         const float* qh = q.row(i).data() + head * hd;
         float m = -INFINITY;
         for (int t = 0; t < ctx; ++t) {
-          const float* kt = kc.data() + static_cast<std::size_t>(t) * KV + kvh * hd;
+          const float* kt = read_k + static_cast<std::size_t>(t) * KV + kvh * hd;
           float s = 0;
           for (int d = 0; d < hd; ++d) s += qh[d] * kt[d];
           scores[t] = s * scale;
@@ -268,7 +243,7 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
         std::fill(out, out + hd, 0.0f);
         for (int t = 0; t < ctx; ++t) {
           const float p = static_cast<float>(scores[t] / sum);
-          const float* vt = vc.data() + static_cast<std::size_t>(t) * KV + kvh * hd;
+          const float* vt = read_v + static_cast<std::size_t>(t) * KV + kvh * hd;
           for (int d = 0; d < hd; ++d) out[d] += p * vt[d];
         }
       }

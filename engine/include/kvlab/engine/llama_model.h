@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,6 +74,14 @@ class LlamaModel {
     bool keep_queries = false;
     bool keep_pre_rope = false;
     std::vector<std::vector<float>> keys_pre_rope;  // per layer [pos][kv_dim], when kept
+    // When set, attention reads what this returns instead of the exact cache: called for each
+    // layer after the new tokens' keys and values are appended, with the layer's whole cache
+    // ([pos][kv_dim], post-RoPE); it fills keys_read and values_read with the same shape (a
+    // quantized cache, dequantized). An error stops the forward.
+    std::function<Status(int layer, const std::vector<float>& keys,
+                         const std::vector<float>& values, std::vector<float>& keys_read,
+                         std::vector<float>& values_read)>
+        attention_reader;
   };
   State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
 

@@ -1,0 +1,468 @@
+// Hugging Face checkpoints for the Llama runner (see hf_model.h).
+#include "kvlab/engine/hf_model.h"
+
+#include "file_mapping.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "file_io.h"
+#include "kvlab/engine/safetensors.h"
+
+namespace kvlab {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian and is used in place");
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+struct Shard {
+  SafetensorsIndex index;
+  std::unique_ptr<detail::FileMapping> map;
+  std::unordered_map<std::string, const SafetensorsEntry*> by_name;
+};
+
+// What LlamaWeights::owner keeps alive: the shard mappings and the converted F16/BF16 tensors.
+struct WeightStore {
+  std::map<std::string, std::unique_ptr<Shard>> shards;  // by file name
+  std::vector<std::vector<float>> converted;
+};
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+Result<json> read_json(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return make_error(fmt::format("{}: cannot open", file.string()));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return json::parse(text.str());
+  } catch (const json::exception& e) {
+    return make_error(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+}
+
+// Finds a tensor by name across the shards, maps shards on first use, checks shape and dtype.
+class TensorSource {
+ public:
+  static Result<TensorSource> open(const fs::path& dir) {
+    TensorSource s;
+    s.m_dir = dir;
+    s.m_store = std::make_shared<WeightStore>();
+    const fs::path single = dir / "model.safetensors",
+                   listed = dir / "model.safetensors.index.json";
+    if (fs::exists(single)) {
+      s.m_single = "model.safetensors";
+      return s;
+    }
+    if (!fs::exists(listed)) {
+      return make_error(fmt::format("{}: neither model.safetensors nor {} is there", dir.string(),
+                                    listed.filename().string()));
+    }
+    auto index = read_json(listed);
+    if (!index) return index.error();
+    const auto map = index->find("weight_map");
+    if (map == index->end() || !map->is_object()) {
+      return make_error(fmt::format("{}: no \"weight_map\" object", listed.string()));
+    }
+    for (const auto& [name, file] : map->items()) {
+      // Shards are files of this folder: no path separators, so the map cannot point outside.
+      if (!file.is_string() || file.get_ref<const std::string&>().empty() ||
+          file.get_ref<const std::string&>().find('/') != std::string::npos ||
+          file.get_ref<const std::string&>() == "..") {
+        return make_error(fmt::format("{}: weight_map entry for '{}' is not a shard file name",
+                                      listed.string(), name));
+      }
+      s.m_weight_map.emplace(name, file.get<std::string>());
+    }
+    return s;
+  }
+
+  bool has(const std::string& name) {
+    const std::string file = shard_of(name);
+    if (file.empty()) return false;
+    auto shard = open_shard(file);
+    return shard && (*shard)->by_name.count(name) > 0;
+  }
+
+  // The tensor as F32 [shape], checked.
+  Result<const float*> get(const std::string& name, const std::vector<std::uint64_t>& shape) {
+    const std::string file = shard_of(name);
+    if (file.empty()) {
+      return make_error(fmt::format("{}: tensor '{}' is missing", where(), name));
+    }
+    auto shard = open_shard(file);
+    if (!shard) return shard.error();
+    const Shard& sh = **shard;
+    const std::string label = (m_dir / file).string();
+    const auto it = sh.by_name.find(name);
+    if (it == sh.by_name.end()) {
+      return make_error(fmt::format("{}: tensor '{}' is missing", label, name));
+    }
+    const SafetensorsEntry& e = *it->second;
+    if (e.shape != shape) {
+      return make_error(fmt::format("{}: tensor '{}' has shape {}, expected {}", label, name,
+                                    shape_text(e.shape), shape_text(shape)));
+    }
+    const auto dtype = kv_dtype(e.dtype);
+    if (!dtype) {
+      return make_error(fmt::format("{}: tensor '{}' is {}; only F32, F16 and BF16 are supported",
+                                    label, name, safetensors_dtype_name(e.dtype)));
+    }
+    const std::byte* bytes = sh.map->data() + sh.index.data_offset + e.begin;
+    const std::size_t count = e.nbytes() / dtype_size(*dtype);
+    if (*dtype == DType::F32 && reinterpret_cast<std::uintptr_t>(bytes) % alignof(float) == 0) {
+      return reinterpret_cast<const float*>(bytes);  // in place
+    }
+    std::vector<std::uint16_t> aligned;  // convert_to_float reads 16-bit words
+    if (*dtype != DType::F32 && reinterpret_cast<std::uintptr_t>(bytes) % 2 != 0) {
+      aligned.resize(count);
+      std::memcpy(aligned.data(), bytes, e.nbytes());
+      bytes = reinterpret_cast<const std::byte*>(aligned.data());
+    }
+    std::vector<float> out(count);
+    convert_to_float(*dtype, bytes, count, out.data());
+    m_store->converted.push_back(std::move(out));
+    return m_store->converted.back().data();
+  }
+
+  std::shared_ptr<WeightStore> store() const { return m_store; }
+
+ private:
+  std::string where() const {
+    return (m_dir / (m_single.empty() ? "model.safetensors.index.json" : m_single)).string();
+  }
+  std::string shard_of(const std::string& name) const {
+    if (!m_single.empty()) return m_single;
+    const auto it = m_weight_map.find(name);
+    return it == m_weight_map.end() ? std::string() : it->second;
+  }
+  Result<Shard*> open_shard(const std::string& file) {
+    auto& slot = m_store->shards[file];
+    if (slot) return slot.get();
+    const fs::path path = m_dir / file;
+    auto index = read_safetensors_index(path);
+    if (!index) return index.error();
+    auto map = detail::FileMapping::open(path.string());
+    if (!map) return map.error();
+    if ((*map)->size() != index->file_size) {
+      return make_error(fmt::format("{}: the file changed while it was opened", path.string()));
+    }
+    auto shard = std::make_unique<Shard>();
+    shard->index = std::move(*index);
+    shard->map = std::move(*map);
+    for (const auto& e : shard->index.tensors) shard->by_name.emplace(e.name, &e);
+    slot = std::move(shard);
+    return slot.get();
+  }
+
+  fs::path m_dir;
+  std::string m_single;                                       // "model.safetensors", or sharded
+  std::unordered_map<std::string, std::string> m_weight_map;  // tensor -> shard file
+  std::shared_ptr<WeightStore> m_store;
+};
+
+// Reads config fields, keeping the first error (naming the file and the key) for the caller.
+struct ConfigReader {
+  const json& j;
+  std::string label;
+  std::optional<Error> error;
+
+  const json* find(const char* key) const {
+    const auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  void fail(const char* key, const char* what, const json* v) {
+    if (!error)
+      error = make_error(fmt::format("{}: '{}' {}{}", label, key, what,
+                                     v ? fmt::format(" (got {})", v->dump()) : ""));
+  }
+  int positive(const char* key, std::optional<int> fallback = std::nullopt) {
+    const json* v = find(key);
+    if (!v) return fallback ? *fallback : (fail(key, "is missing", nullptr), 0);
+    if (v->is_number_integer() && v->get<std::int64_t>() > 0 && v->get<std::int64_t>() <= 1 << 30)
+      return static_cast<int>(v->get<std::int64_t>());
+    return fail(key, "is not a positive integer", v), 0;
+  }
+  double number(const char* key, std::optional<double> fallback = std::nullopt) {
+    const json* v = find(key);
+    if (!v) return fallback ? *fallback : (fail(key, "is missing", nullptr), 0.0);
+    if (v->is_number() && v->get<double>() > 0) return v->get<double>();
+    return fail(key, "is not a positive number", v), 0.0;
+  }
+  bool boolean(const char* key, bool fallback) {
+    const json* v = find(key);
+    if (!v) return fallback;
+    if (v->is_boolean()) return v->get<bool>();
+    return fail(key, "is not true or false", v), fallback;
+  }
+};
+
+}  // namespace
+
+Result<LlamaConfig> read_hf_config(const std::string& dir) {
+  const fs::path file = fs::path(dir) / "config.json";
+  auto j = read_json(file);
+  if (!j) return j.error();
+  if (!j->is_object()) return make_error(fmt::format("{}: not a JSON object", file.string()));
+  ConfigReader r{*j, file.string(), std::nullopt};
+  const json* type = r.find("model_type");
+  if (!type || !type->is_string()) r.fail("model_type", "is missing or not a string", type);
+  if (type && *type != "llama" && *type != "mistral" && *type != "qwen2") {
+    r.fail("model_type", "is not llama, mistral or qwen2", type);
+  }
+  if (const json* act = r.find("hidden_act"); act && *act != "silu") {
+    r.fail("hidden_act", "is not silu, the only activation of this runner", act);
+  }
+  if (const json* s = r.find("rope_scaling"); s) {
+    if (!s->is_object() || s->value("rope_type", s->value("type", "")) != "default")
+      r.fail("rope_scaling", "is not supported by this runner", s);
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (r.boolean(key, false))
+      r.fail(key, "is true; biases are not supported by this runner", nullptr);
+  }
+  LlamaConfig c;
+  c.rope_half_split = true;
+  c.dim = r.positive("hidden_size");
+  c.hidden_dim = r.positive("intermediate_size");
+  c.layers = r.positive("num_hidden_layers");
+  c.heads = r.positive("num_attention_heads");
+  c.kv_heads = r.positive("num_key_value_heads", c.heads);
+  c.vocab = r.positive("vocab_size");
+  c.seq_len = r.positive("max_position_embeddings");
+  c.rope_theta = r.number("rope_theta", 10000.0);
+  c.norm_eps = static_cast<float>(r.number("rms_norm_eps"));
+  c.shared_classifier = r.boolean("tie_word_embeddings", false);
+  if (r.error) return *r.error;
+  if (c.dim % c.heads != 0 || c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0) {
+    return make_error(fmt::format(
+        "{}: hidden_size {}, num_attention_heads {} and num_key_value_heads {} do not divide into "
+        "even heads",
+        r.label, c.dim, c.heads, c.kv_heads));
+  }
+  if (const int head_dim = r.positive("head_dim", c.head_dim()); head_dim != c.head_dim()) {
+    r.fail("head_dim",
+           "differs from hidden_size / num_attention_heads; this runner needs them equal",
+           r.find("head_dim"));
+  }
+  // Mistral's sliding window: within it, full attention is exact, so cap the positions there.
+  if (r.boolean("use_sliding_window", true) && r.find("sliding_window")) {
+    c.seq_len = std::min(c.seq_len, r.positive("sliding_window"));
+  }
+  if (r.error) return *r.error;
+  return c;
+}
+
+Result<LlamaModel> load_hf_model(const std::string& dir) {
+  auto config = read_hf_config(dir);
+  if (!config) return config.error();
+  const LlamaConfig& c = *config;
+  auto source = TensorSource::open(dir);
+  if (!source) return source.error();
+  TensorSource& src = *source;
+  const std::uint64_t D = c.dim, F = c.hidden_dim, KV = c.kv_dim(), V = c.vocab;
+  std::optional<Error> error;  // the first one
+  const auto get = [&](const std::string& name, std::vector<std::uint64_t> shape) -> const float* {
+    if (error) return nullptr;
+    auto t = src.get(name, shape);
+    if (t) return *t;
+    error = t.error();
+    return nullptr;
+  };
+  LlamaWeights w;
+  w.embedding = get("model.embed_tokens.weight", {V, D});
+  w.layers.resize(static_cast<std::size_t>(c.layers));
+  for (int i = 0; i < c.layers && !error; ++i) {
+    const std::string p = fmt::format("model.layers.{}.", i);
+    for (const char* bias : {"self_attn.q_proj.bias", "self_attn.k_proj.bias",
+                             "self_attn.v_proj.bias", "self_attn.o_proj.bias", "mlp.gate_proj.bias",
+                             "mlp.up_proj.bias", "mlp.down_proj.bias"}) {
+      if (src.has(p + bias)) {
+        return make_error(fmt::format(
+            "{}: tensor '{}{}': projection biases (as in Qwen2) are not supported by this runner "
+            "yet",
+            dir, p, bias));
+      }
+    }
+    LlamaLayerWeights& l = w.layers[static_cast<std::size_t>(i)];
+    l.attn_norm = get(p + "input_layernorm.weight", {D});
+    l.wq = get(p + "self_attn.q_proj.weight", {D, D});
+    l.wk = get(p + "self_attn.k_proj.weight", {KV, D});
+    l.wv = get(p + "self_attn.v_proj.weight", {KV, D});
+    l.wo = get(p + "self_attn.o_proj.weight", {D, D});
+    l.ffn_norm = get(p + "post_attention_layernorm.weight", {D});
+    l.w1 = get(p + "mlp.gate_proj.weight", {F, D});
+    l.w2 = get(p + "mlp.down_proj.weight", {D, F});
+    l.w3 = get(p + "mlp.up_proj.weight", {F, D});
+  }
+  w.final_norm = get("model.norm.weight", {D});
+  // Tied: transformers ignores a stored lm_head as well.
+  w.classifier = c.shared_classifier ? w.embedding : get("lm_head.weight", {V, D});
+  if (error) return *error;
+  w.owner = src.store();
+  return LlamaModel::from_weights(dir, c, std::move(w));
+}
+
+namespace {
+
+// One tensor of the converted checkpoint: where its floats start in the llama2.c file, and the
+// number of heads whose rows are permuted (0: none).
+struct ConvertedTensor {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::uint64_t from = 0;
+  int permute_heads = 0;
+  std::uint64_t count() const {
+    std::uint64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+};
+
+// Rows of head h in the llama2.c order (x[2i], x[2i+1] rotate together) to the Hugging Face
+// order (x[i], x[i + hd/2] rotate together): new row h*hd + j*hd/2 + i = old row h*hd + 2i + j.
+void permute_rows(const float* in, float* out, int heads, std::uint64_t head_dim,
+                  std::uint64_t cols) {
+  const std::uint64_t half = head_dim / 2;
+  for (std::uint64_t h = 0; h < static_cast<std::uint64_t>(heads); ++h) {
+    for (std::uint64_t r = 0; r < head_dim; ++r) {
+      const std::uint64_t old_row = r < half ? 2 * r : 2 * (r - half) + 1;
+      std::memcpy(out + (h * head_dim + r) * cols, in + (h * head_dim + old_row) * cols,
+                  cols * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+Status convert_llama2c_to_hf(const std::string& llama2c_path, const std::string& out_dir,
+                             DType dtype) {
+  auto model = LlamaModel::load_llama2c(llama2c_path);  // validates the header and the size
+  if (!model) return model.error();
+  const LlamaConfig& c = model->config();
+  const std::uint64_t L = c.layers, D = c.dim, F = c.hidden_dim, KV = c.kv_dim(), V = c.vocab;
+  const std::uint64_t hd = c.head_dim();
+
+  // The llama2.c v0 layout: each kind of weight for all layers, one after the other.
+  std::vector<ConvertedTensor> tensors;
+  std::uint64_t at = 0;
+  tensors.push_back({"model.embed_tokens.weight", {V, D}, at});
+  at += V * D;
+  const auto per_layer = [&](const char* suffix, std::vector<std::uint64_t> shape, int heads) {
+    for (std::uint64_t l = 0; l < L; ++l) {
+      tensors.push_back({fmt::format("model.layers.{}.{}", l, suffix), shape, at, heads});
+      at += tensors.back().count();
+    }
+  };
+  per_layer("input_layernorm.weight", {D}, 0);
+  per_layer("self_attn.q_proj.weight", {D, D}, c.heads);
+  per_layer("self_attn.k_proj.weight", {KV, D}, c.kv_heads);
+  per_layer("self_attn.v_proj.weight", {KV, D}, 0);
+  per_layer("self_attn.o_proj.weight", {D, D}, 0);
+  per_layer("post_attention_layernorm.weight", {D}, 0);
+  per_layer("mlp.gate_proj.weight", {F, D}, 0);
+  per_layer("mlp.down_proj.weight", {D, F}, 0);
+  per_layer("mlp.up_proj.weight", {F, D}, 0);
+  tensors.push_back({"model.norm.weight", {D}, at});
+  at += D + static_cast<std::uint64_t>(c.seq_len) * hd;  // skip the two RoPE tables
+  if (!c.shared_classifier) tensors.push_back({"lm_head.weight", {V, D}, at});
+
+  json header = json::object();
+  header["__metadata__"] = {{"format", "pt"}, {"kvlab.source", llama2c_path}};
+  std::uint64_t offset = 0;
+  const std::string_view dtype_text = dtype == DType::F32   ? "F32"
+                                      : dtype == DType::F16 ? "F16"
+                                                            : "BF16";
+  for (const auto& t : tensors) {
+    const std::uint64_t bytes = t.count() * dtype_size(dtype);
+    header[t.name] = {
+        {"dtype", dtype_text}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump(-1, ' ', false, json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
+
+  json config = {{"architectures", {"LlamaForCausalLM"}},
+                 {"model_type", "llama"},
+                 {"hidden_size", c.dim},
+                 {"intermediate_size", c.hidden_dim},
+                 {"num_hidden_layers", c.layers},
+                 {"num_attention_heads", c.heads},
+                 {"num_key_value_heads", c.kv_heads},
+                 {"vocab_size", c.vocab},
+                 {"max_position_embeddings", c.seq_len},
+                 {"rope_theta", c.rope_theta},
+                 {"rms_norm_eps", std::stod(fmt::format("{}", c.norm_eps))},  // 1e-05, not 9.99e-06
+                 {"hidden_act", "silu"},
+                 {"tie_word_embeddings", c.shared_classifier},
+                 {"bos_token_id", LlamaTokenizer::kBos},
+                 {"eos_token_id", LlamaTokenizer::kEos},
+                 {"torch_dtype", dtype == DType::F32   ? "float32"
+                                 : dtype == DType::F16 ? "float16"
+                                                       : "bfloat16"}};
+
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return make_error(fmt::format("{}: cannot create the folder: {}", out_dir, ec.message()));
+  auto in = detail::InputFile::open(llama2c_path);
+  if (!in) return in.error();
+  const fs::path weights_path = fs::path(out_dir) / "model.safetensors";
+  auto written =
+      detail::write_file_atomically(weights_path, [&](detail::OutputFile& out) -> Status {
+        const std::uint64_t len = text.size();
+        std::byte len_bytes[8];
+        std::memcpy(len_bytes, &len, 8);
+        if (auto s = out.write(len_bytes); !s) return s;
+        if (auto s = out.write(std::as_bytes(std::span(text))); !s) return s;
+        std::vector<float> raw, permuted;
+        std::vector<std::byte> encoded;
+        constexpr std::uint64_t kHeader = 7 * sizeof(std::int32_t);
+        for (const auto& t : tensors) {
+          raw.resize(t.count());
+          if (auto s = in->read_at(kHeader + t.from * sizeof(float),
+                                   std::as_writable_bytes(std::span(raw)));
+              !s) {
+            return s;
+          }
+          const float* values = raw.data();
+          if (t.permute_heads > 0) {
+            permuted.resize(raw.size());
+            permute_rows(raw.data(), permuted.data(), t.permute_heads, hd, D);
+            values = permuted.data();
+          }
+          encoded.resize(t.count() * dtype_size(dtype));
+          convert_from_float(dtype, values, t.count(), encoded.data());
+          if (auto s = out.write(encoded); !s) return s;
+        }
+        return Ok{};
+      });
+  if (!written) return written;
+  const std::string config_text = config.dump(2) + "\n";
+  return detail::write_file_atomically(
+      fs::path(out_dir) / "config.json",
+      [&](detail::OutputFile& out) { return out.write(std::as_bytes(std::span(config_text))); });
+}
+
+}  // namespace kvlab

@@ -1,0 +1,274 @@
+// Hugging Face checkpoints: stories260K converted from llama2.c (F32, F16, BF16, sharded) gives
+// the llama2.c path's logits and greedy text; broken folders give errors naming the problem.
+// The tests on the real model skip with a message when ../shared/models is absent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "file_test_util.h"
+#include "kvlab/engine/hf_model.h"
+#include "kvlab/engine/safetensors.h"
+
+namespace kvlab {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kModel = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
+
+#define REQUIRE_MODEL() \
+  if (!fs::exists(kModel)) GTEST_SKIP() << kModel << " is absent: skipped"
+
+#define EXPECT_ERROR_HAS(result, ...)                                        \
+  do {                                                                       \
+    const auto& r_ = (result);                                               \
+    ASSERT_FALSE(r_.ok());                                                   \
+    for (const std::string part : {__VA_ARGS__}) {                           \
+      EXPECT_NE(r_.message().find(part), std::string::npos) << r_.message(); \
+    }                                                                        \
+  } while (0)
+
+fs::path scratch() {
+  return file_test::scratch_dir("hf");
+}
+
+const std::vector<int> kTokens = {1, 403, 407, 261, 378, 283, 2, 500, 14, 77, 300, 301};
+
+// Logits at every position, one token at a time.
+std::vector<std::vector<float>> run(const LlamaModel& model, const std::vector<int>& tokens) {
+  auto state = model.new_state();
+  std::vector<std::vector<float>> out;
+  for (int t : tokens) out.push_back(model.forward(state, {t}).value());
+  return out;
+}
+
+double worst(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  double w = 0;
+  for (std::size_t p = 0; p < a.size(); ++p) {
+    for (std::size_t i = 0; i < a[p].size(); ++i)
+      w = std::max(w, double(std::abs(a[p][i] - b[p][i])));
+  }
+  return w;
+}
+
+std::vector<int> greedy(const LlamaModel& model, int steps) {
+  auto state = model.new_state();
+  std::vector<int> out = {1};
+  for (int i = 0; i < steps; ++i) {
+    const auto logits = model.forward(state, {out.back()}).value();
+    out.push_back(
+        static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+  }
+  return out;
+}
+
+// A safetensors file as a list of named tensors, to take apart and write again.
+struct StTensor {
+  std::string name, dtype;
+  std::vector<std::uint64_t> shape;
+  file_test::Bytes bytes;
+};
+
+std::vector<StTensor> read_tensors(const fs::path& path) {
+  const auto index = read_safetensors_index(path).value();
+  std::vector<StTensor> out;
+  for (const auto& e : index.tensors) {
+    StTensor t{e.name, std::string(safetensors_dtype_name(e.dtype)), e.shape, {}};
+    t.bytes.resize(e.nbytes());
+    EXPECT_TRUE(read_safetensors_tensor(index, e, std::as_writable_bytes(std::span(t.bytes))).ok());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+void write_tensors(const fs::path& path, const std::vector<StTensor>& tensors) {
+  json header = json::object();
+  file_test::Bytes data;
+  for (const auto& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+    data.insert(data.end(), t.bytes.begin(), t.bytes.end());
+  }
+  file_test::write_bytes(path, file_test::safetensors_bytes(header, data));
+}
+
+TEST(HfModel, ConvertedF32GivesTheLlama2cLogitsAndText) {
+  REQUIRE_MODEL();
+  const fs::path dir = scratch();
+  ASSERT_TRUE(convert_llama2c_to_hf(kModel, dir.string()).ok());
+  auto hf = load_hf_model(dir.string());
+  ASSERT_TRUE(hf.ok()) << hf.message();
+  const auto ref = LlamaModel::load_llama2c(kModel).value();
+  const LlamaConfig& c = hf->config();
+  EXPECT_TRUE(c.rope_half_split);
+  EXPECT_TRUE(c.shared_classifier);
+  EXPECT_EQ(c.dim, 64);
+  EXPECT_EQ(c.kv_heads, 4);
+  EXPECT_EQ(c.seq_len, 512);
+  EXPECT_FLOAT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_LT(worst(run(*hf, kTokens), run(ref, kTokens)), 1e-4);
+  EXPECT_EQ(greedy(*hf, 40), greedy(ref, 40));
+  // The batched prefill agrees as well (the permuted rows go through the matrix products).
+  auto state = hf->new_state();
+  const auto last = hf->forward(state, kTokens).value();
+  EXPECT_LT(worst({last}, {run(ref, kTokens).back()}), 1e-4);
+}
+
+// F16 and BF16 weights keep 11 and 8 significant bits. On stories260K (logits up to ~19) the
+// logits then move by at most ~0.017 (F16) and ~0.1 (BF16); the tolerances are 3x and 2.5x that,
+// and the first 40 greedy tokens from BOS stay the same.
+TEST(HfModel, ConvertedHalfPrecisionStaysClose) {
+  REQUIRE_MODEL();
+  const auto ref = LlamaModel::load_llama2c(kModel).value();
+  const auto want = run(ref, kTokens);
+  for (const auto& [dtype, tolerance, same_tokens] :
+       {std::tuple{DType::F16, 0.05, 40}, std::tuple{DType::BF16, 0.25, 40}}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const fs::path dir = scratch() / std::string(dtype_name(dtype));
+    ASSERT_TRUE(convert_llama2c_to_hf(kModel, dir.string(), dtype).ok());
+    EXPECT_EQ(read_tensors(dir / "model.safetensors").front().dtype,
+              dtype == DType::F16 ? "F16" : "BF16");
+    auto hf = load_hf_model(dir.string());
+    ASSERT_TRUE(hf.ok()) << hf.message();
+    const double w = worst(run(*hf, kTokens), want);
+    EXPECT_LT(w, tolerance);
+    EXPECT_GT(w, 0.0);  // really rounded
+    EXPECT_EQ(greedy(*hf, same_tokens), greedy(ref, same_tokens));
+  }
+}
+
+TEST(HfModel, ShardedCheckpointGivesTheSameLogits) {
+  REQUIRE_MODEL();
+  const fs::path dir = scratch();
+  ASSERT_TRUE(convert_llama2c_to_hf(kModel, dir.string()).ok());
+  const auto whole = run(load_hf_model(dir.string()).value(), kTokens);
+  const auto tensors = read_tensors(dir / "model.safetensors");
+  fs::remove(dir / "model.safetensors");
+  const std::size_t half = tensors.size() / 2;
+  json map = json::object();
+  const std::string names[2] = {"model-00001-of-00002.safetensors",
+                                "model-00002-of-00002.safetensors"};
+  for (int s = 0; s < 2; ++s) {
+    std::vector<StTensor> part(tensors.begin() + (s ? half : 0),
+                               s ? tensors.end() : tensors.begin() + half);
+    for (const auto& t : part) map[t.name] = names[s];
+    write_tensors(dir / names[s], part);
+  }
+  std::ofstream(dir / "model.safetensors.index.json")
+      << json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump(2);
+  auto sharded = load_hf_model(dir.string());
+  ASSERT_TRUE(sharded.ok()) << sharded.message();
+  EXPECT_EQ(worst(run(*sharded, kTokens), whole), 0.0);
+
+  // A shard the index names but that is gone.
+  fs::remove(dir / names[1]);
+  EXPECT_ERROR_HAS(load_hf_model(dir.string()), names[1]);
+}
+
+TEST(HfModel, BrokenCheckpointsAreErrorsNamingTheProblem) {
+  REQUIRE_MODEL();
+  const fs::path good = scratch() / "good";
+  ASSERT_TRUE(convert_llama2c_to_hf(kModel, good.string()).ok());
+  const auto tensors = read_tensors(good / "model.safetensors");
+  const auto variant = [&](const std::string& name, auto&& edit) {
+    const fs::path dir = good.parent_path() / name;
+    fs::create_directories(dir);
+    fs::copy_file(good / "config.json", dir / "config.json");
+    auto copy = tensors;
+    edit(copy);
+    write_tensors(dir / "model.safetensors", copy);
+    return dir.string();
+  };
+  const std::string missing = variant("missing", [](auto& t) {
+    std::erase_if(t,
+                  [](const StTensor& x) { return x.name == "model.layers.3.mlp.up_proj.weight"; });
+  });
+  EXPECT_ERROR_HAS(load_hf_model(missing), "model.layers.3.mlp.up_proj.weight", "is missing",
+                   "missing/model.safetensors");
+  const std::string reshaped = variant("reshaped", [](auto& t) {
+    for (auto& x : t) {
+      if (x.name == "model.layers.1.self_attn.k_proj.weight") x.shape = {64, 32};
+    }
+  });
+  EXPECT_ERROR_HAS(load_hf_model(reshaped), "model.layers.1.self_attn.k_proj.weight",
+                   "shape [64, 32], expected [32, 64]", "reshaped/model.safetensors");
+  const std::string ints = variant("ints", [](auto& t) {
+    for (auto& x : t) {
+      if (x.name == "model.norm.weight") x.dtype = "I32";
+    }
+  });
+  EXPECT_ERROR_HAS(load_hf_model(ints), "model.norm.weight", "I32");
+  // Qwen2-style projection biases are refused by name.
+  const std::string bias = variant("bias", [](auto& t) {
+    t.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {64}, file_test::Bytes(256)});
+  });
+  EXPECT_ERROR_HAS(load_hf_model(bias), "model.layers.0.self_attn.q_proj.bias");
+  // Untied classifier without lm_head.weight.
+  const std::string untied = variant("untied", [](auto&) {});
+  auto config = json::parse(std::ifstream(good / "config.json"));
+  config["tie_word_embeddings"] = false;
+  std::ofstream(fs::path(untied) / "config.json") << config.dump();
+  EXPECT_ERROR_HAS(load_hf_model(untied), "lm_head.weight", "is missing");
+
+  // A truncated file.
+  auto bytes = file_test::read_bytes(good / "model.safetensors");
+  bytes.resize(bytes.size() - 1000);
+  file_test::write_bytes(good / "model.safetensors", bytes);
+  EXPECT_ERROR_HAS(load_hf_model(good.string()), "good/model.safetensors", "past the end");
+  fs::remove(good / "model.safetensors");
+  EXPECT_ERROR_HAS(load_hf_model(good.string()), "model.safetensors.index.json");
+}
+
+// config.json alone: every field checked, with the file and the key in the message.
+TEST(HfModel, ConfigErrorsNameTheField) {
+  const fs::path dir = scratch();
+  const json base = {{"model_type", "llama"},    {"hidden_size", 64},
+                     {"intermediate_size", 172}, {"num_hidden_layers", 5},
+                     {"num_attention_heads", 8}, {"num_key_value_heads", 4},
+                     {"vocab_size", 512},        {"max_position_embeddings", 512},
+                     {"rms_norm_eps", 1e-5},     {"tie_word_embeddings", true}};
+  const auto with = [&](auto&& edit) {
+    json c = base;
+    edit(c);
+    std::ofstream(dir / "config.json") << c.dump();
+    return read_hf_config(dir.string());
+  };
+  auto ok = with([](json&) {});
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->head_dim(), 8);
+  EXPECT_DOUBLE_EQ(ok->rope_theta, 10000.0);
+  auto mha = with([](json& c) { c.erase("num_key_value_heads"); });
+  EXPECT_EQ(mha->kv_heads, 8);
+  auto mistral = with([](json& c) {
+    c["model_type"] = "mistral";
+    c["sliding_window"] = 128;
+  });
+  EXPECT_EQ(mistral->seq_len, 128);
+
+  EXPECT_ERROR_HAS(with([](json& c) { c.erase("hidden_size"); }), "config.json",
+                   "'hidden_size' is missing");
+  EXPECT_ERROR_HAS(with([](json& c) { c["num_attention_heads"] = "eight"; }),
+                   "'num_attention_heads' is not a positive integer");
+  EXPECT_ERROR_HAS(with([](json& c) { c["vocab_size"] = -3; }), "'vocab_size'");
+  EXPECT_ERROR_HAS(with([](json& c) { c["rms_norm_eps"] = nullptr; }), "'rms_norm_eps' is missing");
+  EXPECT_ERROR_HAS(with([](json& c) { c["head_dim"] = 16; }), "'head_dim' differs", "(got 16)");
+  EXPECT_ERROR_HAS(with([](json& c) { c["model_type"] = "gpt2"; }), "\"gpt2\"");
+  EXPECT_ERROR_HAS(with([](json& c) { c["num_key_value_heads"] = 3; }), "do not divide");
+  EXPECT_ERROR_HAS(with([](json& c) { c["hidden_act"] = "gelu"; }), "'hidden_act'");
+  EXPECT_ERROR_HAS(with([](json& c) {
+                     c["rope_scaling"] = {{"rope_type", "llama3"}};
+                   }),
+                   "'rope_scaling'");
+  EXPECT_ERROR_HAS(with([](json& c) { c["tie_word_embeddings"] = 1; }), "'tie_word_embeddings'");
+  std::ofstream(dir / "config.json") << "{\"model_type\": ";
+  EXPECT_ERROR_HAS(read_hf_config(dir.string()), "config.json", "not valid JSON");
+  EXPECT_ERROR_HAS(read_hf_config((dir / "nowhere").string()), "nowhere/config.json");
+}
+
+}  // namespace
+}  // namespace kvlab
