@@ -18,8 +18,9 @@ struct CaptureOptions {
   bool pre_rope = false, json = false;
 };
 
-// The tokenizer next to a llama2.c checkpoint: the one tok*.bin or tokenizer.bin in its folder.
-Result<std::string> find_tokenizer(const std::string& model) {
+}  // namespace
+
+Result<std::string> find_llama2c_tokenizer(const std::string& model) {
   const auto dir = std::filesystem::path(model).parent_path();
   std::vector<std::string> found;
   std::error_code ec;
@@ -32,6 +33,8 @@ Result<std::string> find_tokenizer(const std::string& model) {
       "--tokenizer: {} tokenizer files (tok*.bin) next to {}; name one with --tokenizer",
       found.size(), model));
 }
+
+namespace {
 
 int run_capture(const CaptureOptions& o) {
   if (o.prompt.empty() == o.prompt_file.empty()) {
@@ -55,7 +58,7 @@ int run_capture(const CaptureOptions& o) {
   if (!model) return fail(model.message());
   std::string tok_path = o.tokenizer;
   if (tok_path.empty()) {
-    auto found = find_tokenizer(o.model);
+    auto found = find_llama2c_tokenizer(o.model);
     if (!found) return fail(found.message());
     tok_path = *found;
   }

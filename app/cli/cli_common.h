@@ -81,6 +81,9 @@ void add_plan_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
 void add_capture_command(CLI::App& app);
+void add_quality_command(CLI::App& app);
+// The tokenizer next to a llama2.c checkpoint: the one tok*.bin in its folder.
+Result<std::string> find_llama2c_tokenizer(const std::string& model);
 void add_evict_command(CLI::App& app);
 
 }  // namespace kvlab::cli

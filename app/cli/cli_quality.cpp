@@ -1,0 +1,113 @@
+// kvlab quality: perplexity, next-token agreement and KL of a real model whose attention reads
+// a quantized KV cache, against the exact run.
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "kvlab/engine/model_quality.h"
+
+namespace kvlab::cli {
+namespace {
+
+struct QualityOptions {
+  std::string model, tokenizer, text_file, method = "kivi", label;
+  int sample = 4096, window = 0;
+  std::uint64_t seed = 1;
+  MethodOptions method_options;
+  bool json = false, save = false;
+  DbOption db;
+};
+
+int run_quality(const QualityOptions& o) {
+  auto mc = o.method_options.resolve(o.method, "--method");
+  if (!mc) return fail(mc.message());
+  auto store = o.db.open_if(o.save);
+  if (!store) return fail(store.message());
+  auto model = LlamaModel::load_llama2c(o.model);
+  if (!model) return fail(model.message());
+  std::vector<int> tokens;
+  std::string text_source;
+  if (!o.text_file.empty()) {
+    std::ifstream in(o.text_file);
+    if (!in) return fail(fmt::format("--text-file {}: cannot open it", o.text_file));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string tok_path = o.tokenizer;
+    if (tok_path.empty()) {
+      auto found = find_llama2c_tokenizer(o.model);
+      if (!found) return fail(found.message());
+      tok_path = *found;
+    }
+    auto tok = LlamaTokenizer::load_llama2c(tok_path, model->config().vocab);
+    if (!tok) return fail(tok.message());
+    tokens = tok->encode(ss.str(), false, false);
+    text_source = "file:" + o.text_file;
+  } else {
+    auto sampled = sample_text(*model, o.sample, o.seed);
+    if (!sampled) return fail(sampled.message());
+    tokens = std::move(*sampled);
+    text_source = fmt::format("sampled:{} tokens, seed {}", o.sample, o.seed);
+  }
+  QualityConfig qc;
+  qc.method = *mc;
+  qc.window = o.window;
+  auto r = measure_quality(*model, tokens, qc, terminal_progress());
+  if (!r) return fail(r.message());
+  nlohmann::json j = quality_report_to_json(*r);
+  j["model"] = o.model;
+  j["text"] = text_source;
+  NewRun run;
+  run.kind = "quality";
+  run.source = "model:" + o.model;
+  run.method = r->method_label;
+  run.label = o.label;
+  run.params = method_params_json(*mc);
+  run.params["text"] = text_source;
+  run.params["window"] = o.window;
+  run.metrics = j;
+  return save_and_print(store->get(), run, j, o.json, [&] {
+    fmt::print("model       {}\ntext        {} ({} tokens predicted in {} windows)\n", o.model,
+               text_source, r->tokens, r->windows);
+    fmt::print("method      {} ({:.3f} bits/value, {:.2f}x vs fp16)\n", r->method_label,
+               r->bits_per_value, r->ratio);
+    fmt::print("perplexity  {:.4f} exact → {:.4f} ({:+.3f}%)\n", r->perplexity_exact, r->perplexity,
+               100 * r->perplexity_change);
+    fmt::print("next token  same greedy choice {:.2f}% of the time; mean KL {:.3g} nats\n",
+               100 * r->next_token_agreement, r->kl_mean);
+    fmt::print("time        {:.1f} s\n", r->seconds);
+  });
+}
+
+}  // namespace
+
+void add_quality_command(CLI::App& app) {
+  auto o = std::make_shared<QualityOptions>();
+  auto* cmd = app.add_subcommand(
+      "quality",
+      "Run a real model (llama2.c checkpoint) over a text twice, exactly and with attention "
+      "reading a quantized KV cache, and compare: perplexity, greedy next-token agreement, KL");
+  cmd->add_option("--model", o->model, "llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "llama2.c tokenizer for --text-file (default: the tok*.bin next to the model)");
+  cmd->add_option("--text-file", o->text_file,
+                  "the text to score (default: the model's own "
+                  "sampled text)");
+  cmd->add_option("--sample", o->sample, "without --text-file: tokens of sampled text")
+      ->capture_default_str();
+  cmd->add_option("--seed", o->seed, "seed of the sampled text")->capture_default_str();
+  cmd->add_option("--window", o->window, "tokens per window (0: the model's context)")
+      ->capture_default_str();
+  cmd->add_option("--method", o->method,
+                  "quantization method: int8, int4, kivi, fp8-e4m3, fp8-e5m2, tiered, kvcomp")
+      ->capture_default_str();
+  o->method_options.add_to(*cmd);
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->add_flag("--save", o->save, "save the run to the runs database");
+  cmd->add_option("--label", o->label, "a label for the saved run");
+  o->db.add_to(*cmd);
+  cmd->callback([o] { exit_code() = run_quality(*o); });
+}
+
+}  // namespace kvlab::cli

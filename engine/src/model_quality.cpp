@@ -1,0 +1,161 @@
+// Perplexity, next-token agreement and KL with a quantized KV cache in the loop.
+#include "kvlab/engine/model_quality.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kvlab/engine/compress.h"
+#include "kvlab/engine/quantizer.h"
+#include "random.h"
+
+namespace kvlab {
+namespace {
+
+// Log-softmax in double.
+std::vector<double> log_probs(const std::vector<float>& logits) {
+  const double m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(x - m);
+  const double lse = m + std::log(sum);
+  std::vector<double> out(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - lse;
+  return out;
+}
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+}  // namespace
+
+Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
+                                      const QualityConfig& config, const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const LlamaConfig& mc = model.config();
+  const int window = config.window > 0 ? config.window : mc.seq_len;
+  if (window < 2 || window > mc.seq_len) {
+    return make_error(fmt::format("--window {}: must be between 2 and the model's {} positions",
+                                  window, mc.seq_len));
+  }
+  const int per_window = window - 1;  // BOS, then text
+  const int windows = static_cast<int>(tokens.size()) / per_window;
+  if (windows < 1) {
+    return make_error(fmt::format("the text has {} tokens; at least {} are needed for one window",
+                                  tokens.size(), per_window));
+  }
+  auto quantizer = make_quantizer(config.method);
+  if (!quantizer) return quantizer.error();
+  const int kv_heads = mc.kv_heads, hd = mc.head_dim();
+
+  // Attention reads the prefix as the method holds it: quantize, dequantize.
+  const auto reader = [&](int, const std::vector<float>& keys, const std::vector<float>& values,
+                          std::vector<float>& keys_read,
+                          std::vector<float>& values_read) -> Status {
+    const int t = static_cast<int>(keys.size() / (static_cast<std::size_t>(kv_heads) * hd));
+    for (auto [src, dst, role] : {std::tuple{&keys, &keys_read, TensorRole::Key},
+                                  std::tuple{&values, &values_read, TensorRole::Value}}) {
+      const TensorView view(reinterpret_cast<const std::byte*>(src->data()), DType::F32, t,
+                            kv_heads, hd, static_cast<std::ptrdiff_t>(kv_heads) * hd, hd);
+      auto q = (*quantizer)->quantize(view, role);
+      if (!q) return q.error();
+      dst->resize(src->size());
+      (*quantizer)->dequantize(*q, dst->data());
+    }
+    return Ok{};
+  };
+
+  QualityReport r;
+  r.method = std::string(method_id(config.method.kind));
+  r.method_label = method_label(config.method);
+  r.windows = windows;
+  double nll_exact = 0, nll = 0, kl = 0;
+  std::int64_t agree = 0, count = 0;
+  KvCache first_window;
+  for (int w = 0; w < windows; ++w) {
+    auto exact = model.new_state();
+    auto lossy = model.new_state();
+    lossy.attention_reader = reader;
+    int prev = LlamaTokenizer::kBos;
+    for (int i = 0; i < per_window; ++i) {
+      auto le = model.forward(exact, {prev});
+      if (!le) return le.error();
+      auto lq = model.forward(lossy, {prev});
+      if (!lq) return make_error(fmt::format("{}: {}", r.method_label, lq.message()));
+      const int next = tokens[static_cast<std::size_t>(w) * per_window + i];
+      const auto pe = log_probs(*le), pq = log_probs(*lq);
+      nll_exact -= pe[next];
+      nll -= pq[next];
+      double k = 0;
+      for (std::size_t v = 0; v < pe.size(); ++v) k += std::exp(pe[v]) * (pe[v] - pq[v]);
+      kl += k;
+      agree += argmax(*le) == argmax(*lq);
+      ++count;
+      prev = next;
+    }
+    if (w == 0) first_window = state_to_cache(model, exact, false);
+    if (!report_progress(progress, static_cast<double>(w + 1) / windows,
+                         fmt::format("window {} of {}", w + 1, windows))) {
+      return make_error(std::string(kCancelledMessage));
+    }
+  }
+  r.tokens = static_cast<int>(count);
+  r.perplexity_exact = std::exp(nll_exact / count);
+  r.perplexity = std::exp(nll / count);
+  r.perplexity_change = r.perplexity / r.perplexity_exact - 1;
+  r.next_token_agreement = static_cast<double>(agree) / count;
+  r.kl_mean = kl / count;
+  auto measured = compress_cache(first_window, config.method);
+  if (!measured) return measured.error();
+  r.bits_per_value = measured->bits_per_value;
+  r.ratio = measured->ratio;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed) {
+  if (count < 1) return make_error(fmt::format("--tokens {}: must be positive", count));
+  detail::Rng rng(seed);
+  std::vector<int> out;
+  while (static_cast<int>(out.size()) < count) {
+    auto state = model.new_state();
+    int token = LlamaTokenizer::kBos;
+    while (state.pos < model.config().seq_len && static_cast<int>(out.size()) < count) {
+      auto logits = model.forward(state, {token});
+      if (!logits) return logits.error();
+      const auto lp = log_probs(*logits);
+      double u = rng.uniform();
+      int next = static_cast<int>(lp.size()) - 1;
+      for (std::size_t v = 0; v < lp.size(); ++v) {
+        u -= std::exp(lp[v]);
+        if (u <= 0) {
+          next = static_cast<int>(v);
+          break;
+        }
+      }
+      if (next == LlamaTokenizer::kEos || next == LlamaTokenizer::kBos) break;
+      out.push_back(next);
+      token = next;
+    }
+  }
+  return out;
+}
+
+nlohmann::json quality_report_to_json(const QualityReport& r) {
+  return {{"method", r.method},
+          {"method_label", r.method_label},
+          {"tokens", r.tokens},
+          {"windows", r.windows},
+          {"perplexity_exact", r.perplexity_exact},
+          {"perplexity", r.perplexity},
+          {"perplexity_change", r.perplexity_change},
+          {"next_token_agreement", r.next_token_agreement},
+          {"kl_mean", r.kl_mean},
+          {"bits_per_value", r.bits_per_value},
+          {"ratio", r.ratio},
+          {"seconds", r.seconds}};
+}
+
+}  // namespace kvlab
