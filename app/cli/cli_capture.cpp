@@ -18,24 +18,6 @@ struct CaptureOptions {
   bool pre_rope = false, json = false;
 };
 
-}  // namespace
-
-Result<std::string> find_llama2c_tokenizer(const std::string& model) {
-  const auto dir = std::filesystem::path(model).parent_path();
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir.empty() ? "." : dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (e.path().extension() == ".bin" && (name.rfind("tok", 0) == 0)) found.push_back(e.path());
-  }
-  if (found.size() == 1) return found.front();
-  return make_error(fmt::format(
-      "--tokenizer: {} tokenizer files (tok*.bin) next to {}; name one with --tokenizer",
-      found.size(), model));
-}
-
-namespace {
-
 int run_capture(const CaptureOptions& o) {
   if (o.prompt.empty() == o.prompt_file.empty()) {
     return fail("give the prompt with exactly one of --prompt TEXT or --prompt-file FILE");
@@ -54,41 +36,39 @@ int run_capture(const CaptureOptions& o) {
     ss << in.rdbuf();
     prompt = ss.str();
   }
-  auto model = LlamaModel::load_llama2c(o.model);
-  if (!model) return fail(model.message());
-  std::string tok_path = o.tokenizer;
-  if (tok_path.empty()) {
-    auto found = find_llama2c_tokenizer(o.model);
-    if (!found) return fail(found.message());
-    tok_path = *found;
-  }
-  auto tok = LlamaTokenizer::load_llama2c(tok_path, model->config().vocab);
-  if (!tok) return fail(tok.message());
-
-  std::vector<int> ids = tok->encode(prompt, true, false);
-  const int limit = model->config().seq_len;
+  auto loaded = load_model(o.model, o.tokenizer);
+  if (!loaded) return fail(loaded.message());
+  const LlamaModel& model = loaded->model;
+  auto encoded = loaded->encode(prompt);
+  if (!encoded) return fail(encoded.message());
+  std::vector<int> ids = std::move(*encoded);
+  const int limit = model.config().seq_len;
   if (static_cast<int>(ids.size()) > limit) {
     return fail(fmt::format("the prompt is {} tokens, more than the model's {} positions",
                             ids.size(), limit));
   }
-  auto state = model->new_state(true, o.pre_rope);
-  auto logits = model->forward(state, ids);
+  const std::size_t prompt_tokens = ids.size();
+  auto state = model.new_state(true, o.pre_rope);
+  auto logits = model.forward(state, ids);
   if (!logits) return fail(logits.message());
-  std::string generated;
   const auto progress = terminal_progress();
   for (int i = 0; i < o.max_tokens && state.pos < limit; ++i) {
     const int next =
         static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    generated += tok->decode(ids.back(), next);
     ids.push_back(next);
-    if (next == LlamaTokenizer::kEos || state.pos >= limit) break;
-    logits = model->forward(state, {next});
+    if (next == loaded->eos || state.pos >= limit) break;
+    logits = model.forward(state, {next});
     if (!logits) return fail(logits.message());
     if (progress) progress(static_cast<double>(i + 1) / o.max_tokens, "generating");
   }
+  const std::string generated =
+      loaded
+          ->decode(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt_tokens) - 1,
+                                    ids.end()))
+          .substr(loaded->decode({ids[prompt_tokens - 1]}).size());
   // The cache holds the tokens that went through the model (a last sampled one did not).
   ids.resize(static_cast<std::size_t>(state.pos));
-  KvCache cache = state_to_cache(*model, state, o.pre_rope);
+  KvCache cache = state_to_cache(model, state, o.pre_rope);
   cache.token_ids.assign(ids.begin(), ids.end());
   if (auto s = save_cache_file(cache, o.out); !s) return fail(s.message());
   if (o.json) {
@@ -117,12 +97,16 @@ void add_capture_command(CLI::App& app) {
   auto o = std::make_shared<CaptureOptions>();
   auto* cmd = app.add_subcommand(
       "capture",
-      "Run a real model (llama2.c checkpoint) on a prompt, continue it greedily, and write the "
+      "Run a real model (llama2.c checkpoint or Hugging Face folder) on a prompt, continue it "
+      "greedily, and write the "
       "K, V, queries and token ids of every layer to a .safetensors file that every kvlab "
       "command reads (--source file:PATH)");
-  cmd->add_option("--model", o->model, "llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("--model", o->model,
+                  "llama2.c checkpoint (.bin) or Hugging Face folder (config.json, safetensors)")
+      ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "llama2.c tokenizer (default: the tok*.bin next to the model)");
+                  "tokenizer (default: the tok*.bin next to a llama2.c model, or the folder's "
+                  "tokenizer.json)");
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate after the prompt")

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/hf_model.h"
 #include "kvlab/planners/memory_formula.h"
 #include "kvlab/planners/solvers.h"
 
@@ -353,6 +354,8 @@ void add_plan_command(CLI::App& app) {
   });
 }
 
+void add_models_convert_command(CLI::App& models);
+
 void add_models_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("models", "The model catalogue: list, show, import config.json");
   cmd->require_subcommand(1);
@@ -383,6 +386,7 @@ void add_models_command(CLI::App& app) {
       return 0;
     }();
   });
+  add_models_convert_command(*cmd);
   auto path = std::make_shared<std::string>();
   auto save = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
@@ -419,6 +423,28 @@ void add_models_command(CLI::App& app) {
             m->params_billion, m->weights_dtype, m->max_context,
             planners::kv_bytes_per_token(*m, fp16), *save ? "; saved" : "");
       }
+      return 0;
+    }();
+  });
+}
+
+void add_models_convert_command(CLI::App& models) {
+  auto in = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto dtype = std::make_shared<std::string>("f32");
+  auto* cmd =
+      models.add_subcommand("convert-llama2c",
+                            "Write a llama2.c checkpoint as a Hugging Face folder (config.json, "
+                            "model.safetensors), with the query/key rows permuted for the HF RoPE");
+  cmd->add_option("checkpoint", *in, "llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("out_dir", *out, "the folder to write")->required();
+  cmd->add_option("--dtype", *dtype, "weights dtype: f32, f16 or bf16")->capture_default_str();
+  cmd->callback([=] {
+    exit_code() = [&]() -> int {
+      const auto d = parse_dtype(*dtype);
+      if (!d) return fail(fmt::format("--dtype {}: expected f32, f16 or bf16", *dtype));
+      if (auto s = convert_llama2c_to_hf(*in, *out, *d); !s) return fail(s.message());
+      fmt::print("wrote {}/config.json and {}/model.safetensors\n", *out, *out);
       return 0;
     }();
   });

@@ -25,8 +25,9 @@ int run_quality(const QualityOptions& o) {
   if (!mc) return fail(mc.message());
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
-  auto model = LlamaModel::load_llama2c(o.model);
-  if (!model) return fail(model.message());
+  auto loaded = load_model(o.model, o.tokenizer);
+  if (!loaded) return fail(loaded.message());
+  const LlamaModel& model = loaded->model;
   std::vector<int> tokens;
   std::string text_source;
   if (!o.text_file.empty()) {
@@ -34,18 +35,12 @@ int run_quality(const QualityOptions& o) {
     if (!in) return fail(fmt::format("--text-file {}: cannot open it", o.text_file));
     std::stringstream ss;
     ss << in.rdbuf();
-    std::string tok_path = o.tokenizer;
-    if (tok_path.empty()) {
-      auto found = find_llama2c_tokenizer(o.model);
-      if (!found) return fail(found.message());
-      tok_path = *found;
-    }
-    auto tok = LlamaTokenizer::load_llama2c(tok_path, model->config().vocab);
-    if (!tok) return fail(tok.message());
-    tokens = tok->encode(ss.str(), false, false);
+    auto ids = loaded->encode(ss.str());
+    if (!ids) return fail(ids.message());
+    tokens.assign(ids->begin() + 1, ids->end());  // windows add their own BOS
     text_source = "file:" + o.text_file;
   } else {
-    auto sampled = sample_text(*model, o.sample, o.seed);
+    auto sampled = sample_text(model, o.sample, o.seed, loaded->bos, loaded->eos);
     if (!sampled) return fail(sampled.message());
     tokens = std::move(*sampled);
     text_source = fmt::format("sampled:{} tokens, seed {}", o.sample, o.seed);
@@ -53,7 +48,8 @@ int run_quality(const QualityOptions& o) {
   QualityConfig qc;
   qc.method = *mc;
   qc.window = o.window;
-  auto r = measure_quality(*model, tokens, qc, terminal_progress());
+  qc.bos = loaded->bos;
+  auto r = measure_quality(model, tokens, qc, terminal_progress());
   if (!r) return fail(r.message());
   nlohmann::json j = quality_report_to_json(*r);
   j["model"] = o.model;
@@ -86,9 +82,11 @@ void add_quality_command(CLI::App& app) {
   auto o = std::make_shared<QualityOptions>();
   auto* cmd = app.add_subcommand(
       "quality",
-      "Run a real model (llama2.c checkpoint) over a text twice, exactly and with attention "
+      "Run a real model (llama2.c or Hugging Face) over a text twice, exactly and with attention "
       "reading a quantized KV cache, and compare: perplexity, greedy next-token agreement, KL");
-  cmd->add_option("--model", o->model, "llama2.c checkpoint (.bin)")->required();
+  cmd->add_option("--model", o->model,
+                  "llama2.c checkpoint (.bin) or Hugging Face folder (config.json, safetensors)")
+      ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "llama2.c tokenizer for --text-file (default: the tok*.bin next to the model)");
   cmd->add_option("--text-file", o->text_file,

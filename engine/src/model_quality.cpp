@@ -46,6 +46,9 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     return make_error(fmt::format("the text has {} tokens; at least {} are needed for one window",
                                   tokens.size(), per_window));
   }
+  if (config.bos < 0 || config.bos >= mc.vocab) {
+    return make_error(fmt::format("BOS token {} is outside the vocabulary", config.bos));
+  }
   auto quantizer = make_quantizer(config.method);
   if (!quantizer) return quantizer.error();
   const int kv_heads = mc.kv_heads, hd = mc.head_dim();
@@ -78,7 +81,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     auto exact = model.new_state();
     auto lossy = model.new_state();
     lossy.attention_reader = reader;
-    int prev = LlamaTokenizer::kBos;
+    int prev = config.bos;
     for (int i = 0; i < per_window; ++i) {
       auto le = model.forward(exact, {prev});
       if (!le) return le.error();
@@ -115,13 +118,14 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   return r;
 }
 
-Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed) {
+Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
+                                     int bos, int eos) {
   if (count < 1) return make_error(fmt::format("--tokens {}: must be positive", count));
   detail::Rng rng(seed);
   std::vector<int> out;
   while (static_cast<int>(out.size()) < count) {
     auto state = model.new_state();
-    int token = LlamaTokenizer::kBos;
+    int token = bos;
     while (state.pos < model.config().seq_len && static_cast<int>(out.size()) < count) {
       auto logits = model.forward(state, {token});
       if (!logits) return logits.error();
@@ -135,7 +139,7 @@ Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::ui
           break;
         }
       }
-      if (next == LlamaTokenizer::kEos || next == LlamaTokenizer::kBos) break;
+      if (next == eos || next == bos) break;
       out.push_back(next);
       token = next;
     }

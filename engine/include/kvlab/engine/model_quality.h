@@ -24,7 +24,8 @@ namespace kvlab {
 
 struct QualityConfig {
   MethodConfig method;
-  int window = 0;  // tokens per window; 0: the model's seq_len
+  int window = 0;                  // tokens per window; 0: the model's seq_len
+  int bos = LlamaTokenizer::kBos;  // the token each window starts from
 };
 
 struct QualityReport {
@@ -46,7 +47,9 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
 
 // `count` tokens of the model's own text: stories sampled from BOS at temperature 1 with a
 // seeded generator, one after another (BOS and EOS left out).
-Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed);
+Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
+                                     int bos = LlamaTokenizer::kBos,
+                                     int eos = LlamaTokenizer::kEos);
 
 nlohmann::json quality_report_to_json(const QualityReport& r);
 
