@@ -65,10 +65,13 @@ class BitWriter {
   }
 
  private:
+  // Grows the vector's size (zero-filled, so every byte past the write position costs a memset)
+  // by what is needed plus kGrowBytes, not by a factor: flush() cuts the slack off after every
+  // block, so growing by half the payload each time zero-filled most of the payload again per
+  // block. The capacity still grows geometrically inside resize().
+  static constexpr std::size_t kGrowBytes = 4096;
   void reserve(std::size_t bytes) {
-    if (m_out.size() < m_byte + bytes) {
-      m_out.resize(std::max(m_byte + bytes, m_out.size() + m_out.size() / 2));
-    }
+    if (m_out.size() < m_byte + bytes) m_out.resize(m_byte + bytes + kGrowBytes);
   }
   std::vector<std::uint8_t>& m_out;
   std::size_t m_start;
@@ -113,9 +116,10 @@ DecodeProblem decode_huffman_vector(const std::uint8_t* data, std::size_t readab
 
 // Decodes the `count` consecutive vectors of one Huffman block: vector i starts at bit
 // start_bit + sum(vector_bits[0 .. i-1]) of data[0, readable) and goes to out + i * out_stride.
-// Several vectors decode interleaved to hide the lookup -> shift latency of each stream. On
-// failure, `vector` is the first vector that fails (as decoding them one by one would report)
-// and `problem` says why; problem == nullptr on success.
+// The caller has checked that the block's bytes lie inside `data`. The vectors decode as a few
+// continuous runs side by side to hide the lookup -> shift latency of each stream. On failure,
+// `vector` is the first vector that fails (as decoding them one by one would report) and
+// `problem` says why; problem == nullptr on success.
 struct BlockProblem {
   int vector = 0;
   DecodeProblem problem = nullptr;
@@ -125,21 +129,38 @@ BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable
                                   int count, int dim, const HuffmanCodebook& book,
                                   std::uint8_t* out, std::size_t out_stride);
 
-// The codebook's multi-symbol table, right after its 4096 single-symbol entries in the same
-// storage (huffman.cpp builds both): 4096 u32 entries indexed by the next 12 stream bits, each
-// holding as many whole codes (up to kMultiSymbols, escape excluded) as fit in those 12 bits.
-// Entry: total length in bits 0..5 (so a 64-bit shift by the entry itself consumes the codes:
-// x86's shrx ignores the higher bits, saving a step on the lookup -> shift chain), symbol count
-// in bits 6..7, symbols in bits 8..31 (first decoded in the low byte); count 0 = the first code
-// is the escape or no code.
+// The codebook's decoder tables, behind its 4096 single-symbol entries in the same storage
+// (huffman.cpp fills them, build_tables sizes the storage with kDecodeStorage):
+// - the multi-symbol table, indexed like the single one by the next 12 stream bits, giving as
+//   many whole codes as fit in those 12 bits (up to kMultiSymbols, escape excluded). It is split
+//   so that a step needs no shift or mask: `syms`, one u32 per index holding the symbols (first
+//   decoded in the low byte; stored as 4 bytes it writes them in order), and `len_count`, a byte
+//   pair per index: the codes' total length in bits, then their count (0 = the first code is
+//   the escape or no code);
+// - `cost`: the bits each of the 256 values takes (HuffmanCodebook::cost_bits), for the check of
+//   each decoded vector's bit count.
 constexpr int kMultiSymbols = 3;
-// Fills the multi-symbol table behind the 4096 single-symbol entries of `table`.
-void fill_multi_symbol_table(std::uint16_t* table);
-inline std::uint32_t multi_entry(const HuffmanCodebook& book, std::uint32_t index) {
-  std::uint32_t e;
-  std::memcpy(&e, book.decode_table() + HuffmanCodebook::kTableSize + 2 * index, sizeof e);
-  return e;
+struct DecodeTables {
+  const std::uint8_t* syms;       // 4096 x u32
+  const std::uint8_t* len_count;  // 4096 x {u8 length, u8 count}
+  const std::uint8_t* cost;       // 256 x u8
+};
+constexpr std::size_t kSymsOffset = HuffmanCodebook::kTableSize * 2;  // bytes
+constexpr std::size_t kLenCountOffset = kSymsOffset + HuffmanCodebook::kTableSize * 4;
+constexpr std::size_t kCostOffset = kLenCountOffset + HuffmanCodebook::kTableSize * 2;
+constexpr std::size_t kDecodeStorage = (kCostOffset + 256) / 2;  // u16 entries in all
+inline DecodeTables decode_tables(const HuffmanCodebook& book) {
+  const auto* base = reinterpret_cast<const std::uint8_t*>(book.decode_table());
+  return {base + kSymsOffset, base + kLenCountOffset, base + kCostOffset};
 }
+// Sum of cost[codes[i]] over n codes: the bits the codes take, for the decoder's check of each
+// vector's bit count. AVX-512 VBMI where the build has it, else the scalar loop (kept for tests).
+std::uint64_t sum_code_bits(const std::uint8_t* codes, std::size_t n, const std::uint8_t* cost);
+std::uint64_t sum_code_bits_scalar(const std::uint8_t* codes, std::size_t n,
+                                   const std::uint8_t* cost);
+// Fills the tables behind the 4096 single-symbol entries of `table` (kDecodeStorage entries),
+// `cost` from the codebook's cost_bits.
+void fill_decode_tables(std::uint16_t* table, const std::uint8_t* cost);
 
 // VarWidth: per group of 16 codes (the last may be shorter), a 4-bit width w = bit width of the
 // group's largest code (0..8), then the group's codes in w bits each.

@@ -116,8 +116,9 @@ std::vector<std::uint32_t> canonical_codes(std::span<const std::uint8_t> lengths
 // Greedy decode of each 12-bit window with the single-symbol table: a code is taken while it ends
 // inside the window (its bits are then all known, so the higher unknown bits cannot change it),
 // up to kMultiSymbols codes; the escape ends the run (its raw bits may lie past the window).
-void fill_multi_symbol_table(std::uint16_t* table) {
+void fill_decode_tables(std::uint16_t* table, const std::uint8_t* cost) {
   constexpr std::uint32_t kMask = HuffmanCodebook::kTableSize - 1;
+  auto* bytes = reinterpret_cast<std::uint8_t*>(table);
   for (std::uint32_t x = 0; x < static_cast<std::uint32_t>(HuffmanCodebook::kTableSize); ++x) {
     std::uint32_t syms = 0, used = 0, n = 0;
     while (n < static_cast<std::uint32_t>(kMultiSymbols)) {
@@ -132,9 +133,11 @@ void fill_multi_symbol_table(std::uint16_t* table) {
       used += len;
       ++n;
     }
-    const std::uint32_t entry = used | (n << 6) | (syms << 8);
-    std::memcpy(table + HuffmanCodebook::kTableSize + 2 * x, &entry, sizeof entry);
+    std::memcpy(bytes + kSymsOffset + 4 * x, &syms, sizeof syms);
+    bytes[kLenCountOffset + 2 * x] = static_cast<std::uint8_t>(used);
+    bytes[kLenCountOffset + 2 * x + 1] = static_cast<std::uint8_t>(n);
   }
+  std::memcpy(bytes + kCostOffset, cost, 256);
 }
 
 }  // namespace detail
@@ -206,9 +209,9 @@ Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8
 Status HuffmanCodebook::build_tables() {
   const std::vector<std::uint32_t> codes = detail::canonical_codes(m_lengths);
   std::copy(codes.begin(), codes.end(), m_codes.begin());
-  // The 4096 single-symbol entries, then the multi-symbol table (detail::multi_entry) as 4096
-  // u32 entries in the same storage, so the public decode_table() stays the documented table.
-  m_table.assign(3 * kTableSize, 0);
+  // The 4096 single-symbol entries, then the private decoder tables (detail::DecodeTables) in
+  // the same storage, so the public decode_table() stays the documented table.
+  m_table.assign(detail::kDecodeStorage, 0);
   for (int s = 0; s < kSymbols; ++s) {
     const int l = m_lengths[static_cast<std::size_t>(s)];
     if (l == 0) continue;
@@ -220,7 +223,6 @@ Status HuffmanCodebook::build_tables() {
       m_table[i] = entry;
     }
   }
-  detail::fill_multi_symbol_table(m_table.data());
   const int esc_len = m_lengths[kEscape];
   const std::uint32_t esc_rev = detail::reverse_bits(m_codes[kEscape], esc_len);
   for (int v = 0; v < 256; ++v) {
@@ -236,6 +238,7 @@ Status HuffmanCodebook::build_tables() {
       m_enc_len[static_cast<std::size_t>(v)] = static_cast<std::uint8_t>(esc_len + 8);
     }
   }
+  detail::fill_decode_tables(m_table.data(), m_enc_len.data());
   return Ok{};
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "codec_streams.h"
 #include "kvlab/engine/code_codec.h"
 #include "random.h"
 
@@ -122,6 +123,88 @@ TEST(CodeCodec, RoundTripSeededRandomSizes) {
                  rng.next()};
     check_round_trip(c, make_codes(static_cast<Dist>(rng.below(5)), 1 + rng.below(5000), trial));
   }
+}
+
+// The shapes the Huffman block decoder treats apart: blocks of fewer than four vectors (fewer
+// runs side by side), blocks over 16 Ki codes (decoded chunk by chunk), vectors too wide for
+// runs (dim > 4096: vector by vector), one-code vectors, each at the boundary token counts.
+TEST(CodeCodec, HuffmanBlockShapesRoundTrip) {
+  struct Shape {
+    int heads, dim, block;
+  };
+  for (const Shape sh :
+       {Shape{1, 128, 1}, Shape{2, 128, 3}, Shape{1, 128, 4}, Shape{3, 5, 5}, Shape{1, 128, 300},
+        Shape{2, 1, 20000}, Shape{2, 4096, 5}, Shape{1, 4100, 6}, Shape{1, 3, 2}}) {
+    for (int tokens : {0, 1, sh.block - 1, sh.block, sh.block + 1}) {
+      for (Dist d : {Dist::Gaussian, Dist::Single, Dist::All256}) {
+        const Case c{CodecKind::Huffman,
+                     tokens,
+                     sh.heads,
+                     sh.dim,
+                     sh.block,
+                     d,
+                     11u + static_cast<unsigned>(tokens)};
+        check_round_trip(c, make_codes(d, 4096, 99));
+        // Escapes take up to 20 bits: wide vectors of them pass the u16 bit count.
+        if (sh.dim <= 3000) check_round_trip(c, make_codes(Dist::Gaussian, 4096, 98));
+      }
+    }
+  }
+}
+
+// The vector check of the block decoder sums the bits of each value over the decoded codes; its
+// SIMD form equals the plain loop for any length and table.
+TEST(CodeCodec, CodeBitSumsAgree) {
+  detail::Rng rng(77);
+  std::vector<std::uint8_t> cost(256), codes(300);
+  for (int trial = 0; trial < 200; ++trial) {
+    for (auto& c : cost) c = static_cast<std::uint8_t>(rng.below(21));
+    for (auto& c : codes) c = static_cast<std::uint8_t>(rng.below(256));
+    const std::size_t n = rng.below(codes.size() + 1);
+    EXPECT_EQ(detail::sum_code_bits(codes.data(), n, cost.data()),
+              detail::sum_code_bits_scalar(codes.data(), n, cost.data()))
+        << "n " << n;
+  }
+}
+
+// A value that has a code of its own written as escape + 8 bits: no encoder writes it, but the
+// one-by-one decoder takes it (it is a valid code path), so the block decoder must as well.
+TEST(CodeCodec, EscapedValueWithItsOwnCodeDecodes) {
+  CodeCounts h{};
+  h[0] = 40;
+  h[1] = 30;
+  h[2] = 20;
+  auto book = HuffmanCodebook::from_histogram(h);
+  ASSERT_TRUE(book.ok());
+  const int esc_len = book->length(HuffmanCodebook::kEscape);
+  const std::uint32_t esc_bits = book->enc_bits(9) & ((1u << esc_len) - 1);  // 9 has no code
+  const int tokens = 9, dim = 16;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(tokens) * dim);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>(i % 3);
+  auto enc = encode_codes(codes, tokens, 1, dim, {CodecKind::Huffman, tokens, 0}, &*book);
+  ASSERT_TRUE(enc.ok());
+  // Rewrite the block with token 5's code 4 (value 1) escaped: 8 + esc_len bits instead of its own.
+  std::vector<std::uint8_t> payload;
+  detail::BitWriter w(payload);
+  for (int t = 0; t < tokens; ++t) {
+    const std::uint64_t before = w.bits_written();
+    for (int j = 0; j < dim; ++j) {
+      const std::uint8_t v = codes[static_cast<std::size_t>(t) * dim + j];
+      if (t == 5 && j == 4) {
+        w.put(esc_bits | (static_cast<std::uint32_t>(v) << esc_len), esc_len + 8);
+      } else {
+        w.put(book->enc_bits(v), book->cost_bits(v));
+      }
+    }
+    enc->vector_bits[static_cast<std::size_t>(t)] =
+        static_cast<std::uint16_t>(w.bits_written() - before);
+  }
+  w.flush();
+  enc->payload = payload;
+  std::vector<std::uint8_t> out(codes.size());
+  Status st = decode_codes(*enc, &*book, out);
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(out, codes);
 }
 
 TEST(CodeCodec, EmptyHistogramBookEscapesEverything) {

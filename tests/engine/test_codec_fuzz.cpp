@@ -3,6 +3,7 @@
 // decode of the right size, never a crash or an out-of-bounds read (run under ASan + UBSan).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -145,6 +146,55 @@ TEST(CodecFuzz, CorruptStreamsGiveErrorsNotCrashes) {
     // Most corruptions are caught: only payload bit flips that still decode can pass.
     EXPECT_GT(errors, kind == CodecKind::BitPack ? 300 : 700) << codec_id(kind);
   }
+}
+
+// The block decoder (runs of vectors side by side, checked afterwards) against the one-vector
+// decoder on corrupt payloads and bit counts that still pass the structural checks: the same
+// success, the same codes, and on failure the same first bad vector and reason.
+TEST(CodecFuzz, BlockDecodeAgreesWithVectorDecode) {
+  auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
+  ASSERT_TRUE(book.ok());
+  const int tokens = 150, heads = 2, dim = 40, block = 64;
+  const auto codes = skewed_codes(static_cast<std::size_t>(tokens) * heads * dim, 9);
+  auto clean = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, block, 0}, &*book);
+  ASSERT_TRUE(clean.ok());
+  detail::Rng rng(4242);
+  std::vector<std::uint8_t> whole(codes.size()), one(static_cast<std::size_t>(dim));
+  int failures = 0;
+  for (int v = 0; v < 600; ++v) {
+    EncodedCodes e = *clean;
+    for (int k = 0, n = 1 + static_cast<int>(rng.below(4)); k < n; ++k) {
+      if (rng.below(3) != 0) {
+        e.payload[rng.below(e.payload.size())] ^= static_cast<std::uint8_t>(1u << rng.below(8));
+      } else {  // move bits between neighbours (in one block, the block sums stay right)
+        const std::size_t i = rng.below(e.vector_bits.size() - 1);
+        const int d = 1 + static_cast<int>(rng.below(6));
+        e.vector_bits[i] = static_cast<std::uint16_t>(e.vector_bits[i] + d);
+        e.vector_bits[i + 1] = static_cast<std::uint16_t>(e.vector_bits[i + 1] - d);
+      }
+    }
+    if (!validate_encoded(e).ok()) continue;  // neighbours in two blocks
+    const Status st = decode_codes(e, &*book, whole);
+    // The first failing vector in block order (token block, head, token), as decode_codes goes.
+    Status first_bad = Ok{};
+    for (int tb = 0; tb * block < tokens && first_bad.ok(); ++tb) {
+      for (int h = 0; h < heads && first_bad.ok(); ++h) {
+        for (int t = tb * block; t < std::min(tokens, (tb + 1) * block); ++t) {
+          first_bad = decode_vector(e, &*book, t, h, one);
+          if (!first_bad.ok()) break;
+          const std::size_t at = (static_cast<std::size_t>(t) * heads + h) * dim;
+          ASSERT_TRUE(std::equal(one.begin(), one.end(), whole.begin() + at))
+              << "variant " << v << " token " << t << " head " << h;
+        }
+      }
+    }
+    ASSERT_EQ(st.ok(), first_bad.ok()) << "variant " << v << ": " << st.message();
+    if (!st.ok()) {
+      ++failures;
+      EXPECT_EQ(st.message(), first_bad.message()) << "variant " << v;
+    }
+  }
+  EXPECT_GT(failures, 300);
 }
 
 TEST(CodecFuzz, IncompleteCodebookRejectsUnknownCodes) {

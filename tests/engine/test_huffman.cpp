@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <queue>
 #include <vector>
 
+#include "codec_streams.h"
 #include "huffman_lengths.h"
 #include "kvlab/engine/code_codec.h"
 #include "random.h"
@@ -183,6 +185,37 @@ TEST(HuffmanCodebook, CanonicalPrefixFreeAndTableConsistent) {
       const std::uint16_t e = book->decode_table()[rev];
       EXPECT_EQ(e & 0x1ff, s);
       EXPECT_EQ(e >> 9, l);
+    }
+  }
+}
+
+// The decoder's multi-symbol table: each entry's codes are the first codes of its 12 bits, as
+// many as end inside them (at most kMultiSymbols, never the escape), and the cost table is
+// cost_bits.
+TEST(HuffmanCodebook, MultiSymbolTableMatchesCodeByCodeDecoding) {
+  detail::Rng rng(17);
+  for (int trial = 0; trial < 20; ++trial) {
+    auto book = Book::from_histogram(random_histogram(rng));
+    ASSERT_TRUE(book.ok());
+    const detail::DecodeTables t = detail::decode_tables(*book);
+    for (int v = 0; v < 256; ++v) {
+      EXPECT_EQ(t.cost[v], book->cost_bits(static_cast<std::uint8_t>(v)));
+    }
+    for (std::uint32_t x = 0; x < static_cast<std::uint32_t>(Book::kTableSize); ++x) {
+      // Code by code through the single-symbol table.
+      std::uint32_t used = 0, n = 0, syms = 0;
+      for (; n < static_cast<std::uint32_t>(detail::kMultiSymbols); ++n) {
+        const std::uint16_t e = book->decode_table()[(x >> used) & (Book::kTableSize - 1)];
+        const std::uint32_t len = e >> 9, sym = e & 0x1ff;
+        if (len == 0 || sym == Book::kEscape || used + len > Book::kMaxCodeLength) break;
+        syms |= sym << (8 * n);
+        used += len;
+      }
+      std::uint32_t entry_syms = 0;
+      std::memcpy(&entry_syms, t.syms + 4 * x, 4);
+      ASSERT_EQ(t.len_count[2 * x + 1], n) << "index " << x;
+      EXPECT_EQ(t.len_count[2 * x], used) << "index " << x;
+      EXPECT_EQ(entry_syms, syms) << "index " << x;
     }
   }
 }
