@@ -116,6 +116,54 @@ Result<MethodConfig> MethodOptions::resolve(std::string_view id,
   return c;
 }
 
+void EvictionOptions::add_to(CLI::App& app, const std::string& policy_help) {
+  EvictionConfig& c = config;
+  app.add_option("--policy", policy, policy_help)->capture_default_str();
+  app.add_option("--budget", budget,
+                 "tokens kept per KV head: a count (512) or a fraction (0.25, 25%)")
+      ->capture_default_str();
+  app.add_option("--layer-budgets", layer_budgets, "one budget per layer: B0,B1,...")
+      ->delimiter(',');
+  app.add_option("--sinks", c.sinks, "streaming: first tokens always kept")->capture_default_str();
+  app.add_option("--recent-fraction", c.recent_fraction,
+                 "h2o, merge: share of the budget for the newest tokens")
+      ->capture_default_str();
+  app.add_option("--recent", c.recent, "threshold: steps of grace for a new token")
+      ->capture_default_str();
+  app.add_option("--threshold", c.threshold,
+                 "threshold: drop below this fraction of uniform attention")
+      ->capture_default_str();
+  app.add_option("--w-attention", c.w_attention, "importance: weight of received attention")
+      ->capture_default_str();
+  app.add_option("--w-recency", c.w_recency, "importance: weight of recency")
+      ->capture_default_str();
+  app.add_option("--protect", c.protected_tokens,
+                 "importance: positions never evicted, POS,POS (default: 0, the BOS token)")
+      ->delimiter(',');
+  app.add_option("--merge-similarity", c.merge_similarity,
+                 "merge: least key cosine similarity to merge")
+      ->capture_default_str();
+  app.add_option("--merge-window", c.merge_window, "merge: kept neighbours searched each side")
+      ->capture_default_str();
+}
+
+Result<EvictionConfig> EvictionOptions::resolve() const {
+  EvictionConfig c = config;
+  auto parsed = parse_eviction_policy(policy);
+  if (!parsed) return make_error("--policy: " + parsed.message());
+  c.policy = *parsed;
+  auto b = Budget::parse(budget);
+  if (!b) return make_error("--budget: " + b.message());
+  c.budget = *b;
+  c.layer_budgets.clear();
+  for (const auto& text : layer_budgets) {
+    auto lb = Budget::parse(text);
+    if (!lb) return make_error("--layer-budgets: " + lb.message());
+    c.layer_budgets.push_back(*lb);
+  }
+  return c;
+}
+
 void DbOption::add_to(CLI::App& app) {
   app.add_option("--db", path,
                  "runs database (default: $KVLAB_DB or ~/.local/share/kvlab/runs.sqlite)");

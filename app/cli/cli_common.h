@@ -8,9 +8,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "kvlab/engine/eviction.h"
 #include "kvlab/engine/kv_cache.h"
 #include "kvlab/engine/llama_model.h"
 #include "kvlab/engine/method.h"
@@ -56,6 +58,21 @@ struct MethodOptions {
   // The configuration for method `id`, validated by building its quantizer; an error names
   // `method_option` (e.g. "--method") when the method is unknown.
   Result<MethodConfig> resolve(std::string_view id, std::string_view method_option) const;
+};
+
+// The options of an eviction policy (--policy, --budget, --layer-budgets, --sinks,
+// --recent-fraction, --recent, --threshold, --w-attention, --w-recency, --protect,
+// --merge-similarity, --merge-window), shared by 'kvlab evict' and 'kvlab quality'. What only
+// the simulation takes (--steps, --needle, --top-k, --quant) belongs to 'kvlab evict'.
+struct EvictionOptions {
+  EvictionConfig config;
+  std::string policy = "h2o";  // a command may change the default before add_to
+  std::string budget = "0.25";
+  std::vector<std::string> layer_budgets;
+  void add_to(CLI::App& app, const std::string& policy_help);
+  // Parses --policy, --budget and --layer-budgets into a copy of `config`; the error names the
+  // option.
+  Result<EvictionConfig> resolve() const;
 };
 
 // --db PATH (default: the user's data directory).

@@ -24,10 +24,9 @@ constexpr int kMaxSyntheticQueries = 4096;
 struct EvictOptions {
   SourceOptions source;
   DbOption db;
-  EvictionConfig config;
-  std::string policy = "h2o";
-  std::string budget = "0.25";
-  std::vector<std::string> layer_budgets;
+  EvictionOptions policy;  // --policy, --budget and the policy's options
+  EvictionConfig config;   // resolved from `policy`, with the simulation's own options
+  int steps = EvictionConfig{}.steps, top_k = EvictionConfig{}.top_k;
   std::optional<int> needle;
   std::string quant = "none";
   MethodOptions quant_options;
@@ -94,19 +93,12 @@ void print_text(const EvictionReport& r) {
 
 // Parses the options that need it into `o.config`; the error names the option.
 Status finish_config(EvictOptions& o) {
+  auto resolved = o.policy.resolve();
+  if (!resolved) return resolved.error();
+  o.config = *resolved;
   EvictionConfig& c = o.config;
-  auto policy = parse_eviction_policy(o.policy);
-  if (!policy) return make_error("--policy: " + policy.message());
-  c.policy = *policy;
-  auto budget = Budget::parse(o.budget);
-  if (!budget) return make_error("--budget: " + budget.message());
-  c.budget = *budget;
-  c.layer_budgets.clear();
-  for (const auto& text : o.layer_budgets) {
-    auto b = Budget::parse(text);
-    if (!b) return make_error("--layer-budgets: " + b.message());
-    c.layer_budgets.push_back(*b);
-  }
+  c.steps = o.steps;
+  c.top_k = o.top_k;
   if (o.quant != "none") {
     auto q = o.quant_options.resolve(o.quant, "--quant");
     if (!q) return q.error();
@@ -185,39 +177,10 @@ void add_evict_command(CLI::App& app) {
   cmd->get_option("--queries")
       ->description("synthetic: decode-time queries per layer (default: one per --steps)")
       ->default_str("");
-  EvictionConfig& c = o->config;
-  cmd->add_option("--policy", o->policy,
-                  "full | window | streaming | h2o | threshold | importance | merge")
+  o->policy.add_to(*cmd, "full | window | streaming | h2o | threshold | importance | merge");
+  cmd->add_option("--steps", o->steps, "decode steps simulated (the last tokens of the cache)")
       ->capture_default_str();
-  cmd->add_option("--budget", o->budget,
-                  "tokens kept per KV head: a count (512) or a fraction (0.25, 25%)")
-      ->capture_default_str();
-  cmd->add_option("--layer-budgets", o->layer_budgets, "one budget per layer: B0,B1,...")
-      ->delimiter(',');
-  cmd->add_option("--steps", c.steps, "decode steps simulated (the last tokens of the cache)")
-      ->capture_default_str();
-  cmd->add_option("--sinks", c.sinks, "streaming: first tokens always kept")->capture_default_str();
-  cmd->add_option("--recent-fraction", c.recent_fraction,
-                  "h2o, merge: share of the budget for the newest tokens")
-      ->capture_default_str();
-  cmd->add_option("--recent", c.recent, "threshold: steps of grace for a new token")
-      ->capture_default_str();
-  cmd->add_option("--threshold", c.threshold,
-                  "threshold: drop below this fraction of uniform attention")
-      ->capture_default_str();
-  cmd->add_option("--w-attention", c.w_attention, "importance: weight of received attention")
-      ->capture_default_str();
-  cmd->add_option("--w-recency", c.w_recency, "importance: weight of recency")
-      ->capture_default_str();
-  cmd->add_option("--protect", c.protected_tokens,
-                  "importance: positions never evicted, POS,POS (default: 0, the BOS token)")
-      ->delimiter(',');
-  cmd->add_option("--merge-similarity", c.merge_similarity,
-                  "merge: least key cosine similarity to merge")
-      ->capture_default_str();
-  cmd->add_option("--merge-window", c.merge_window, "merge: kept neighbours searched each side")
-      ->capture_default_str();
-  cmd->add_option("--top-k", c.top_k, "needle: counted as found when in the top k attended")
+  cmd->add_option("--top-k", o->top_k, "needle: counted as found when in the top k attended")
       ->capture_default_str();
   cmd->add_option("--needle", o->needle,
                   "position of a planted needle (default: the synthetic source's)");

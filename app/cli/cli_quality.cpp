@@ -1,5 +1,5 @@
 // kvlab quality: perplexity, next-token agreement and KL of a real model whose attention reads
-// a quantized KV cache, against the exact run.
+// a quantized KV cache, an evicted one, or both, against the exact run.
 #include <fstream>
 #include <sstream>
 
@@ -16,13 +16,28 @@ struct QualityOptions {
   int sample = 4096, window = 0;
   std::uint64_t seed = 1;
   MethodOptions method_options;
+  EvictionOptions eviction;  // --policy none: no eviction
   bool json = false, save = false;
   DbOption db;
 };
 
 int run_quality(const QualityOptions& o) {
-  auto mc = o.method_options.resolve(o.method, "--method");
-  if (!mc) return fail(mc.message());
+  QualityConfig qc;
+  qc.method.reset();
+  if (o.method != "none") {
+    auto mc = o.method_options.resolve(o.method, "--method");
+    if (!mc) return fail(mc.message());
+    qc.method = *mc;
+  }
+  if (o.eviction.policy != "none") {
+    auto ec = o.eviction.resolve();
+    if (!ec) return fail(ec.message());
+    qc.eviction = *ec;
+  }
+  if (!qc.method && !qc.eviction) {
+    return fail(
+        "--method none without --policy: nothing to measure (give a method, a policy or both)");
+  }
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
   auto loaded = load_model(o.model, o.tokenizer);
@@ -45,8 +60,6 @@ int run_quality(const QualityOptions& o) {
     tokens = std::move(*sampled);
     text_source = fmt::format("sampled:{} tokens, seed {}", o.sample, o.seed);
   }
-  QualityConfig qc;
-  qc.method = *mc;
   qc.window = o.window;
   qc.bos = loaded->bos;
   auto r = measure_quality(model, tokens, qc, terminal_progress());
@@ -57,17 +70,31 @@ int run_quality(const QualityOptions& o) {
   NewRun run;
   run.kind = "quality";
   run.source = "model:" + o.model;
-  run.method = r->method_label;
+  run.method = qc.eviction && qc.method ? r->policy_label + " + " + r->method_label
+               : qc.eviction            ? r->policy_label
+                                        : r->method_label;
   run.label = o.label;
-  run.params = method_params_json(*mc);
+  run.params = qc.method ? method_params_json(*qc.method) : nlohmann::json::object();
+  if (qc.eviction) {
+    nlohmann::json e = eviction_params_json(*qc.eviction);
+    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
+      e.erase(simulation_only);
+    run.params["eviction"] = e;
+  }
   run.params["text"] = text_source;
   run.params["window"] = o.window;
   run.metrics = j;
   return save_and_print(store->get(), run, j, o.json, [&] {
     fmt::print("model       {}\ntext        {} ({} tokens predicted in {} windows)\n", o.model,
                text_source, r->tokens, r->windows);
-    fmt::print("method      {} ({:.3f} bits/value, {:.2f}x vs fp16)\n", r->method_label,
-               r->bits_per_value, r->ratio);
+    if (qc.method) {
+      fmt::print("method      {} ({:.3f} bits/value, {:.2f}x vs fp16)\n", r->method_label,
+                 r->bits_per_value, r->ratio);
+    }
+    if (qc.eviction) {
+      fmt::print("eviction    {} (kept {:.2f}% of the tokens so far, mean over steps and heads)\n",
+                 r->policy_label, 100 * r->kept_fraction);
+    }
     fmt::print("perplexity  {:.4f} exact → {:.4f} ({:+.3f}%)\n", r->perplexity_exact, r->perplexity,
                100 * r->perplexity_change);
     fmt::print("next token  same greedy choice {:.2f}% of the time; mean KL {:.3g} nats\n",
@@ -83,7 +110,8 @@ void add_quality_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "quality",
       "Run a real model (llama2.c or Hugging Face) over a text twice, exactly and with attention "
-      "reading a quantized KV cache, and compare: perplexity, greedy next-token agreement, KL");
+      "reading a quantized or evicted KV cache (or both), and compare: perplexity, greedy "
+      "next-token agreement, KL");
   cmd->add_option("--model", o->model,
                   "llama2.c checkpoint (.bin) or Hugging Face folder (config.json, safetensors)")
       ->required();
@@ -98,9 +126,15 @@ void add_quality_command(CLI::App& app) {
   cmd->add_option("--window", o->window, "tokens per window (0: the model's context)")
       ->capture_default_str();
   cmd->add_option("--method", o->method,
-                  "quantization method: int8, int4, kivi, fp8-e4m3, fp8-e5m2, tiered, kvcomp")
+                  "quantization method: none, int8, int4, kivi, fp8-e4m3, fp8-e5m2, tiered, "
+                  "kvcomp")
       ->capture_default_str();
   o->method_options.add_to(*cmd);
+  o->eviction.policy = "none";
+  o->eviction.budget = "0.5";
+  o->eviction.add_to(*cmd,
+                     "eviction in the loop: none | full | window | streaming | h2o | threshold | "
+                     "importance (merge runs in 'kvlab evict' only)");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");
   cmd->add_option("--label", o->label, "a label for the saved run");

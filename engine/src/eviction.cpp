@@ -5,17 +5,19 @@
 // steps (every query head of the group, every token position) come from one matrix product,
 // the per-step softmaxes and the policy run over rows of it, and the attention outputs come from
 // two more matrix products: the full-cache probabilities times V, and the kept entries'
-// probabilities (spread back over the tokens each entry holds) times V.
+// probabilities (spread back over the tokens each entry holds) times V. The policy's state and
+// rules live in EvictionHeadPolicy (eviction_policy.h), shared with the model loop.
 #include <Eigen/Dense>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <numeric>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 
+#include "eviction_policy.h"
 #include "kvlab/engine/compress.h"
 #include "kvlab/engine/eviction.h"
 #include "row_loader.h"
@@ -25,13 +27,6 @@ namespace {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using HeadRows = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
-
-// How a position left the cache, in the top two bits of its map cell.
-enum : std::uint16_t { kLeftNever = 0, kLeftEvicted = 1, kLeftMerged = 2, kLeftSink = 3 };
-
-std::uint16_t map_cell(int leave_step, std::uint16_t how) {
-  return static_cast<std::uint16_t>((leave_step & 0x3FFF) | (how << 14));
-}
 
 constexpr double kFp16BytesPerValue = 2.0;
 constexpr double kMergeCountBytes = 4.0;  // the token count a merged entry carries
@@ -81,46 +76,24 @@ class HeadSimulation {
       : m_p(p), m_c(*p.config), m_layer(layer) {}
 
   HeadOutcome run() {
-    const int T = m_p.tokens, P = m_p.prompt;
-    m_acc.assign(T, 0.0);
-    m_count.assign(T, 1);
-    m_members.assign(T, {});
-    m_held.assign(T, 0);
-    m_static_protect.assign(T, 0);
-    m_out.steps.assign(m_p.steps, {});
-    m_out.map.steps = m_p.steps;
-    m_out.map.positions = T;
-    m_out.map.prompt = P;
-    m_out.map.cells.assign(T, map_cell(EvictionMap::kNever, kLeftNever));
-    if (m_c.policy == EvictionPolicy::Streaming) {
-      for (int t = 0; t < std::min(m_c.sinks, T); ++t) m_static_protect[t] = 1;
-    } else if (m_c.policy == EvictionPolicy::Importance) {
-      for (int t : m_c.protected_tokens) {
-        if (t >= 0 && t < T) m_static_protect[t] = 1;
-      }
-    }
-    for (int t = 0; t < T; ++t) {
-      if (m_static_protect[t]) m_out.map.cells[t] = map_cell(EvictionMap::kNever, kLeftSink);
-    }
+    m_policy.emplace(m_c, m_p.budget, m_p.tokens, m_p.prompt, m_p.group);
     if (m_c.policy == EvictionPolicy::Merge) {
-      const auto& src = policy_keys();
-      m_merge_keys = head_rows(src, T);
+      m_policy->set_merge_keys(head_rows(policy_keys(), m_p.tokens));
     }
-    m_kept.resize(P);
-    std::iota(m_kept.begin(), m_kept.end(), 0);
-    std::fill(m_held.begin(), m_held.begin() + P, 1);
+    m_out.steps.assign(m_p.steps, {});
 
     // Chunks of steps small enough that a chunk's matrices stay around 16 MB each.
-    const std::int64_t cells_per_step = static_cast<std::int64_t>(m_p.group) * T;
+    const std::int64_t cells_per_step = static_cast<std::int64_t>(m_p.group) * m_p.tokens;
     const int chunk = static_cast<int>(std::clamp<std::int64_t>(
         (std::int64_t{1} << 22) / std::max<std::int64_t>(1, cells_per_step), 1, m_p.steps));
     for (int s0 = 0; s0 < m_p.steps; s0 += chunk) run_chunk(s0, std::min(m_p.steps, s0 + chunk));
 
     auto& r = m_out.result;
-    r.kept_tokens = static_cast<int>(m_kept.size());
+    r.kept_tokens = static_cast<int>(m_policy->kept().size());
     double mass = 0;
     for (const auto& st : m_out.steps) mass += st.mass;
     r.attention_mass_retained = mass / (static_cast<double>(m_p.steps) * m_p.group);
+    m_out.map = m_policy->take_map();
     return std::move(m_out);
   }
 
@@ -174,26 +147,20 @@ class HeadSimulation {
     }
   }
 
-  double entry_logit(const float* logits, int e) const {
-    const auto& mem = m_members[e];
-    if (mem.empty()) return logits[e];
-    double z = 0;
-    for (const auto& [t, c] : mem) z += static_cast<double>(c) * logits[t];
-    return z + std::log(static_cast<double>(m_count[e]));
-  }
-
   void step(int s, int s0, const RowMatrix& logits_kept) {
     const int G = m_p.group;
     const int t_new = m_p.prompt + s;
     const int context = t_new + 1;
-    m_kept.push_back(t_new);
-    m_held[t_new] = 1;
+    detail::EvictionHeadPolicy& policy = *m_policy;
+    policy.admit(t_new);
+    const std::vector<int>& kept = policy.kept();
+    const std::vector<char>& held = policy.held();
     StepSums& st = m_out.steps[s];
     const bool last = s == m_p.steps - 1;
     const bool needle = last && m_c.needle && *m_c.needle < context;
-    bool needle_in_top = needle && is_entry(*m_c.needle);
+    bool needle_in_top = needle && policy.is_entry(*m_c.needle);
 
-    const std::size_t n = m_kept.size();
+    const std::size_t n = kept.size();
     m_p_entry.resize(n);
     for (int g = 0; g < G; ++g) {
       const int r = (s - s0) * G + g;
@@ -207,7 +174,7 @@ class HeadSimulation {
       double mass = 0;
       for (int t = 0; t < context; ++t) {
         pf[t] *= inv;
-        if (m_held[t]) mass += pf[t];
+        if (held[t]) mass += pf[t];
       }
       st.mass += mass;
       st.rows += 1;
@@ -216,7 +183,7 @@ class HeadSimulation {
       const float* lk = logits_kept.row(r).data();
       double mk = -INFINITY;
       for (std::size_t i = 0; i < n; ++i) {
-        m_p_entry[i] = entry_logit(lk, m_kept[i]);
+        m_p_entry[i] = policy.entry_logit(lk, kept[i]);
         mk = std::max(mk, m_p_entry[i]);
       }
       double sk = 0;
@@ -224,14 +191,15 @@ class HeadSimulation {
       float* pk = m_probs_kept.row(r).data();
       double p_needle = -1;
       for (std::size_t i = 0; i < n; ++i) {
-        const int e = m_kept[i];
+        const int e = kept[i];
         const double p = m_p_entry[i] / sk;
         m_p_entry[i] = p;
-        m_acc[e] += p;
-        if (m_members[e].empty()) {
+        policy.add_attention(e, p);
+        const auto& members = policy.members(e);
+        if (members.empty()) {
           pk[e] = static_cast<float>(p);
         } else {
-          for (const auto& [t, c] : m_members[e]) pk[t] += static_cast<float>(p * c);
+          for (const auto& [t, c] : members) pk[t] += static_cast<float>(p * c);
         }
         if (needle && e == *m_c.needle) p_needle = p;
       }
@@ -242,172 +210,24 @@ class HeadSimulation {
       }
     }
     if (needle) {
-      m_out.result.needle_retained = is_entry(*m_c.needle);
+      m_out.result.needle_retained = policy.is_entry(*m_c.needle);
       m_out.result.needle_in_top_k = needle_in_top;
     }
 
-    evict(s, context);
+    policy.evict(s, context);
 
-    std::size_t merged = 0;
-    for (int e : m_kept) merged += !m_members[e].empty();
-    st.kept += static_cast<double>(m_kept.size());
-    st.memory += static_cast<double>(m_kept.size()) * m_p.bytes_per_entry +
+    const std::size_t merged = policy.merged_entries();
+    st.kept += static_cast<double>(kept.size());
+    st.memory += static_cast<double>(kept.size()) * m_p.bytes_per_entry +
                  static_cast<double>(merged) * kMergeCountBytes;
     st.kv_heads += 1;
-  }
-
-  bool is_entry(int t) const { return std::binary_search(m_kept.begin(), m_kept.end(), t); }
-
-  // Steps entry e has been attended in so far, this one included.
-  int steps_seen(int e, int context) const { return context - std::max(m_p.prompt, e); }
-
-  double mean_attention(int e, int context) const {
-    return m_acc[e] / (static_cast<double>(steps_seen(e, context)) * m_p.group);
-  }
-
-  void evict(int s, int context) {
-    if (m_c.policy == EvictionPolicy::Full) return;
-    const int budget = m_p.budget.tokens_at(context);
-    const std::size_t n = m_kept.size();
-    const double uniform = 1.0 / static_cast<double>(n);
-    const int last_pos = context - 1;
-
-    // Who may not go, and the score the rest are ranked by (lowest goes first).
-    std::vector<char> keep(n, 0);
-    std::vector<double> score(n, 0.0);
-    std::size_t recent = 0;
-    if (m_c.policy == EvictionPolicy::H2O || m_c.policy == EvictionPolicy::Merge) {
-      recent = static_cast<std::size_t>(std::floor(m_c.recent_fraction * budget));
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const int e = m_kept[i];
-      keep[i] = m_static_protect[e] || i + recent >= n;
-      switch (m_c.policy) {
-        case EvictionPolicy::Window:
-        case EvictionPolicy::Streaming:
-          score[i] = e;
-          break;
-        case EvictionPolicy::H2O:
-        case EvictionPolicy::Merge:
-          score[i] = m_acc[e];
-          break;
-        case EvictionPolicy::Threshold:
-          // Tokens generated during decoding get `recent` steps before they are judged.
-          keep[i] = keep[i] || (e >= m_p.prompt && steps_seen(e, context) <= m_c.recent);
-          score[i] = mean_attention(e, context) / uniform;
-          break;
-        case EvictionPolicy::Importance:
-          score[i] = m_c.w_attention * mean_attention(e, context) / uniform +
-                     m_c.w_recency * (1.0 - static_cast<double>(last_pos - e) / context);
-          break;
-        case EvictionPolicy::Full:
-          break;
-      }
-    }
-    std::vector<std::size_t> victims;
-    std::vector<std::size_t> candidates;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (keep[i]) continue;
-      if (m_c.policy == EvictionPolicy::Threshold && score[i] < m_c.threshold) {
-        victims.push_back(i);
-      } else {
-        candidates.push_back(i);
-      }
-    }
-    const std::size_t remaining = n - victims.size();
-    if (remaining > static_cast<std::size_t>(budget)) {
-      const std::size_t excess = std::min(remaining - budget, candidates.size());
-      const auto lower = [&](std::size_t a, std::size_t b) {
-        return score[a] != score[b] ? score[a] < score[b] : m_kept[a] < m_kept[b];
-      };
-      std::nth_element(candidates.begin(), candidates.begin() + excess, candidates.end(), lower);
-      candidates.resize(excess);
-      std::sort(candidates.begin(), candidates.end(), lower);
-      victims.insert(victims.end(), candidates.begin(), candidates.end());
-    }
-    if (victims.empty()) return;
-
-    std::vector<char> going(n, 0);
-    for (std::size_t i : victims) going[i] = 1;
-    for (std::size_t i : victims) {
-      const int e = m_kept[i];
-      const int into = m_c.policy == EvictionPolicy::Merge ? merge_partner(i, going) : -1;
-      if (into >= 0) {
-        merge(e, m_kept[into], s);
-      } else {
-        drop(e, s);
-      }
-    }
-    std::size_t w = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!going[i]) m_kept[w++] = m_kept[i];
-    }
-    m_kept.resize(w);
-  }
-
-  // The kept entry (index into m_kept) most similar to entry i among its `merge_window` kept
-  // neighbours on each side that stay, or -1 when none reaches `merge_similarity`.
-  int merge_partner(std::size_t i, const std::vector<char>& going) const {
-    const auto ki = m_merge_keys.row(m_kept[i]);
-    const double ni = ki.norm();
-    int best = -1;
-    double best_cos = m_c.merge_similarity;
-    const auto consider = [&](std::size_t j) {
-      const auto kj = m_merge_keys.row(m_kept[j]);
-      const double nj = kj.norm();
-      if (ni == 0 || nj == 0) return;
-      const double cosine = ki.dot(kj) / (ni * nj);
-      if (cosine >= best_cos) best_cos = cosine, best = static_cast<int>(j);
-    };
-    int seen = 0;
-    for (std::size_t j = i; j-- > 0 && seen < m_c.merge_window;) {
-      if (!going[j]) consider(j), ++seen;
-    }
-    seen = 0;
-    for (std::size_t j = i + 1; j < m_kept.size() && seen < m_c.merge_window; ++j) {
-      if (!going[j]) consider(j), ++seen;
-    }
-    return best;
-  }
-
-  void merge(int from, int into, int s) {
-    double wf = m_acc[from], wi = m_acc[into];
-    if (!(wf + wi > 0)) wf = m_count[from], wi = m_count[into];
-    const double a = wf / (wf + wi);
-    auto& dst = m_members[into];
-    if (dst.empty()) dst.emplace_back(into, 1.0f);
-    for (auto& [t, c] : dst) c = static_cast<float>(c * (1.0 - a));
-    if (m_members[from].empty()) {
-      dst.emplace_back(from, static_cast<float>(a));
-    } else {
-      for (const auto& [t, c] : m_members[from]) dst.emplace_back(t, static_cast<float>(c * a));
-      m_members[from].clear();
-    }
-    m_merge_keys.row(into) = (static_cast<float>(1.0 - a) * m_merge_keys.row(into) +
-                              static_cast<float>(a) * m_merge_keys.row(from))
-                                 .eval();
-    m_count[into] += m_count[from];
-    m_acc[into] += m_acc[from];
-    m_out.map.cells[from] = map_cell(s, kLeftMerged);
-  }
-
-  void drop(int e, int s) {
-    m_out.map.cells[e] = map_cell(s, kLeftEvicted);
-    m_held[e] = 0;
-    for (const auto& [t, c] : m_members[e]) m_held[t] = 0;
-    m_members[e].clear();
   }
 
   const HeadParams m_p;
   const EvictionConfig& m_c;
   const LayerData& m_layer;
   HeadOutcome m_out;
-  std::vector<int> m_kept;  // entries (their representative positions), ascending
-  std::vector<double> m_acc;
-  std::vector<int> m_count;
-  std::vector<std::vector<std::pair<int, float>>> m_members;  // merged entries: token, weight
-  std::vector<char> m_held, m_static_protect;
-  RowMatrix m_merge_keys;
+  std::optional<detail::EvictionHeadPolicy> m_policy;
   RowMatrix m_logits_full, m_logits_kept, m_probs_full, m_probs_kept;
   std::vector<double> m_p_entry;
 };
@@ -419,8 +239,10 @@ CellState EvictionMap::state(int step, int position) const {
   const std::uint16_t cell = cells[static_cast<std::size_t>(position)];
   const int leave = cell & 0x3FFF;
   const int how = cell >> 14;
-  if (leave == kNever || step < leave) return how == kLeftSink ? CellState::Sink : CellState::Kept;
-  return how == kLeftMerged ? CellState::Merged : CellState::Evicted;
+  if (leave == kNever || step < leave) {
+    return how == detail::kLeftSink ? CellState::Sink : CellState::Kept;
+  }
+  return how == detail::kLeftMerged ? CellState::Merged : CellState::Evicted;
 }
 
 namespace {

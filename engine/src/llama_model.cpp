@@ -184,7 +184,8 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
                 sizeof(float) * D);
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> scores, read_keys, read_values;
+  std::vector<float> scores, read_keys, read_values, probs;
+  std::vector<const char*> masks;
   for (int l = 0; l < c.layers; ++l) {
     const LlamaLayerWeights& w = m_impl->w.layers[static_cast<std::size_t>(l)];
     for (int i = 0; i < n; ++i)
@@ -222,15 +223,30 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
       state.queries[l].insert(state.queries[l].end(), q.data(),
                               q.data() + static_cast<std::size_t>(n) * D);
     }
-    // Causal attention of each new token over every cached one.
+    // The kept-token masks, when eviction runs in the loop.
+    masks.assign(static_cast<std::size_t>(c.kv_heads), nullptr);
+    if (state.kept_tokens) {
+      for (int h = 0; h < c.kv_heads; ++h) {
+        const std::vector<char>* mask = state.kept_tokens(l, h);
+        if (mask && static_cast<int>(mask->size()) < state.pos + n) {
+          return make_error(
+              fmt::format("layer {}, KV head {}: the kept-token mask covers {} positions of {}", l,
+                          h, mask->size(), state.pos + n));
+        }
+        masks[static_cast<std::size_t>(h)] = mask ? mask->data() : nullptr;
+      }
+    }
+    // Causal attention of each new token over every cached one (the kept ones, with a mask).
     for (int i = 0; i < n; ++i) {
       const int ctx = state.pos + i + 1;
       scores.resize(static_cast<std::size_t>(ctx));
       for (int head = 0; head < c.heads; ++head) {
         const int kvh = head / group;
+        const char* keep = masks[static_cast<std::size_t>(kvh)];
         const float* qh = q.row(i).data() + head * hd;
         float m = -INFINITY;
         for (int t = 0; t < ctx; ++t) {
+          if (keep && !keep[t]) continue;
           const float* kt = read_k + static_cast<std::size_t>(t) * KV + kvh * hd;
           float s = 0;
           for (int d = 0; d < hd; ++d) s += qh[d] * kt[d];
@@ -238,14 +254,26 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
           m = std::max(m, scores[t]);
         }
         double sum = 0;
-        for (int t = 0; t < ctx; ++t) sum += (scores[t] = std::exp(scores[t] - m));
+        for (int t = 0; t < ctx; ++t) {
+          if (keep && !keep[t]) continue;
+          sum += (scores[t] = std::exp(scores[t] - m));
+        }
+        if (!(sum > 0)) {
+          return make_error(fmt::format(
+              "layer {}, KV head {}: the kept-token mask leaves nothing to attend at position {}",
+              l, kvh, ctx - 1));
+        }
+        if (state.observe_attention) probs.assign(static_cast<std::size_t>(ctx), 0.0f);
         float* out = att.row(i).data() + head * hd;
         std::fill(out, out + hd, 0.0f);
         for (int t = 0; t < ctx; ++t) {
+          if (keep && !keep[t]) continue;
           const float p = static_cast<float>(scores[t] / sum);
+          if (state.observe_attention) probs[static_cast<std::size_t>(t)] = p;
           const float* vt = read_v + static_cast<std::size_t>(t) * KV + kvh * hd;
           for (int d = 0; d < hd; ++d) out[d] += p * vt[d];
         }
+        if (state.observe_attention) state.observe_attention(l, head, probs.data(), ctx);
       }
     }
     x.noalias() += att * ConstWeights(w.wo, D, D).transpose();

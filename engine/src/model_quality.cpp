@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 
+#include "eviction_policy.h"
 #include "kvlab/engine/compress.h"
 #include "kvlab/engine/quantizer.h"
 #include "random.h"
@@ -29,6 +32,85 @@ int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
+// The options of `e` the model loop uses; the error names the option.
+Status check_eviction(const EvictionConfig& e, int layers) {
+  if (e.policy == EvictionPolicy::Merge) {
+    return make_error(
+        "--policy merge: merging changes K and V and runs in the eviction simulation only "
+        "('kvlab evict'); the model loop takes full, window, streaming, h2o, threshold, "
+        "importance");
+  }
+  if (e.quant) return make_error("eviction: give the quantization as the method, not as quant");
+  if (!e.layer_budgets.empty() && static_cast<int>(e.layer_budgets.size()) != layers) {
+    return make_error(fmt::format("--layer-budgets: {} values given for the model's {} layers",
+                                  e.layer_budgets.size(), layers));
+  }
+  for (const Budget& b : e.layer_budgets) {
+    if (!(b.value > 0)) return make_error("--layer-budgets: budgets must be positive");
+  }
+  if (!(e.budget.value > 0)) return make_error("--budget: must be positive");
+  if (e.sinks < 0) return make_error(fmt::format("--sinks {}: must not be negative", e.sinks));
+  if (!(e.recent_fraction >= 0 && e.recent_fraction <= 1)) {
+    return make_error(
+        fmt::format("--recent-fraction {}: must be between 0 and 1", e.recent_fraction));
+  }
+  if (e.recent < 0) return make_error(fmt::format("--recent {}: must not be negative", e.recent));
+  if (!(e.threshold >= 0 && e.threshold < 1e6)) {
+    return make_error(fmt::format("--threshold {}: must be a non-negative number", e.threshold));
+  }
+  if (!(std::isfinite(e.w_attention) && std::isfinite(e.w_recency))) {
+    return make_error("importance weights must be finite numbers");
+  }
+  return Ok{};
+}
+
+// One window's eviction: a policy per (layer, KV head), driven one decode step at a time.
+class LoopEviction {
+ public:
+  LoopEviction(const EvictionConfig& config, const LlamaConfig& mc, int tokens)
+      : m_kv_heads(mc.kv_heads), m_group(mc.heads / mc.kv_heads) {
+    m_heads.reserve(static_cast<std::size_t>(mc.layers) * mc.kv_heads);
+    for (int l = 0; l < mc.layers; ++l) {
+      const Budget& b = config.layer_budgets.empty()
+                            ? config.budget
+                            : config.layer_budgets[static_cast<std::size_t>(l)];
+      for (int h = 0; h < mc.kv_heads; ++h) m_heads.emplace_back(config, b, tokens, 0, m_group);
+    }
+  }
+
+  // Hooks the state's attention to the kept tokens and the policies to its probabilities.
+  void attach(LlamaModel::State& state) {
+    state.kept_tokens = [this](int l, int h) { return &head(l, h).held(); };
+    state.observe_attention = [this](int l, int q_head, const float* probs, int) {
+      detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
+      for (int e : p.kept()) p.add_attention(e, probs[e]);
+    };
+  }
+
+  void admit(int t) {
+    for (auto& p : m_heads) p.admit(t);
+  }
+
+  // Evicts after the step at position `t`; returns the kept fraction summed over heads.
+  double evict(int t) {
+    double kept = 0;
+    for (auto& p : m_heads) {
+      p.evict(t, t + 1);
+      kept += static_cast<double>(p.kept().size()) / (t + 1);
+    }
+    return kept;
+  }
+
+  std::size_t heads() const { return m_heads.size(); }
+
+ private:
+  detail::EvictionHeadPolicy& head(int l, int h) {
+    return m_heads[static_cast<std::size_t>(l) * m_kv_heads + h];
+  }
+  int m_kv_heads, m_group;
+  std::vector<detail::EvictionHeadPolicy> m_heads;
+};
+
 }  // namespace
 
 Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
@@ -49,8 +131,18 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   if (config.bos < 0 || config.bos >= mc.vocab) {
     return make_error(fmt::format("BOS token {} is outside the vocabulary", config.bos));
   }
-  auto quantizer = make_quantizer(config.method);
-  if (!quantizer) return quantizer.error();
+  if (!config.method && !config.eviction) {
+    return make_error("nothing to measure: give a quantization method, an eviction policy or both");
+  }
+  if (config.eviction) {
+    if (auto v = check_eviction(*config.eviction, mc.layers); !v) return v.error();
+  }
+  std::unique_ptr<Quantizer> quantizer;
+  if (config.method) {
+    auto q = make_quantizer(*config.method);
+    if (!q) return q.error();
+    quantizer = std::move(*q);
+  }
   const int kv_heads = mc.kv_heads, hd = mc.head_dim();
 
   // Attention reads the prefix as the method holds it: quantize, dequantize.
@@ -62,31 +154,46 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
                                   std::tuple{&values, &values_read, TensorRole::Value}}) {
       const TensorView view(reinterpret_cast<const std::byte*>(src->data()), DType::F32, t,
                             kv_heads, hd, static_cast<std::ptrdiff_t>(kv_heads) * hd, hd);
-      auto q = (*quantizer)->quantize(view, role);
+      auto q = quantizer->quantize(view, role);
       if (!q) return q.error();
       dst->resize(src->size());
-      (*quantizer)->dequantize(*q, dst->data());
+      quantizer->dequantize(*q, dst->data());
     }
     return Ok{};
   };
 
   QualityReport r;
-  r.method = std::string(method_id(config.method.kind));
-  r.method_label = method_label(config.method);
+  r.method = config.method ? std::string(method_id(config.method->kind)) : "none";
+  r.method_label = config.method ? method_label(*config.method) : "none";
+  r.policy = config.eviction ? std::string(eviction_policy_id(config.eviction->policy)) : "none";
+  r.policy_label = config.eviction ? eviction_label(*config.eviction) : "none";
+  const std::string label = config.eviction && config.method
+                                ? r.policy_label + " + " + r.method_label
+                                : (config.eviction ? r.policy_label : r.method_label);
   r.windows = windows;
-  double nll_exact = 0, nll = 0, kl = 0;
+  double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
   std::int64_t agree = 0, count = 0;
   KvCache first_window;
   for (int w = 0; w < windows; ++w) {
     auto exact = model.new_state();
     auto lossy = model.new_state();
-    lossy.attention_reader = reader;
+    if (quantizer) lossy.attention_reader = reader;
+    std::optional<LoopEviction> eviction;
+    if (config.eviction) {
+      eviction.emplace(*config.eviction, mc, per_window);
+      eviction->attach(lossy);
+    }
     int prev = config.bos;
     for (int i = 0; i < per_window; ++i) {
       auto le = model.forward(exact, {prev});
       if (!le) return le.error();
+      if (eviction) eviction->admit(i);
       auto lq = model.forward(lossy, {prev});
-      if (!lq) return make_error(fmt::format("{}: {}", r.method_label, lq.message()));
+      if (!lq) return make_error(fmt::format("{}: {}", label, lq.message()));
+      if (eviction) {
+        kept += eviction->evict(i);
+        kept_count += static_cast<double>(eviction->heads());
+      }
       const int next = tokens[static_cast<std::size_t>(w) * per_window + i];
       const auto pe = log_probs(*le), pq = log_probs(*lq);
       nll_exact -= pe[next];
@@ -110,10 +217,13 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   r.perplexity_change = r.perplexity / r.perplexity_exact - 1;
   r.next_token_agreement = static_cast<double>(agree) / count;
   r.kl_mean = kl / count;
-  auto measured = compress_cache(first_window, config.method);
-  if (!measured) return measured.error();
-  r.bits_per_value = measured->bits_per_value;
-  r.ratio = measured->ratio;
+  if (kept_count > 0) r.kept_fraction = kept / kept_count;
+  if (config.method) {
+    auto measured = compress_cache(first_window, *config.method);
+    if (!measured) return measured.error();
+    r.bits_per_value = measured->bits_per_value;
+    r.ratio = measured->ratio;
+  }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
@@ -150,6 +260,9 @@ Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::ui
 nlohmann::json quality_report_to_json(const QualityReport& r) {
   return {{"method", r.method},
           {"method_label", r.method_label},
+          {"policy", r.policy},
+          {"policy_label", r.policy_label},
+          {"kept_fraction", r.kept_fraction},
           {"tokens", r.tokens},
           {"windows", r.windows},
           {"perplexity_exact", r.perplexity_exact},

@@ -199,4 +199,46 @@ TEST(CliCapture, WritesACacheEveryCommandReads) {
   }
 }
 
+// kvlab quality with an eviction policy in the loop on the real stories260K weights.
+TEST(CliQuality, EvictionPolicyInTheModelLoop) {
+  const std::string models = std::string(KVLAB_MODELS_DIR) + "/stories260K";
+  if (!std::filesystem::exists(models + "/stories260K.bin")) {
+    GTEST_SKIP() << models << " is absent: skipped";
+  }
+  const std::string dir = fresh("quality");
+  const std::string base =
+      "quality --model " + models + "/stories260K.bin --sample 254 --window 128 ";
+  Output o = run(dir + "/runs.sqlite", base + "--method none --policy window --budget 0.5 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["policy"], "window");
+  EXPECT_EQ(j["method"], "none");
+  EXPECT_EQ(j["tokens"], 254);
+  EXPECT_NEAR(j["kept_fraction"].get<double>(), 0.5, 0.03);
+  EXPECT_GT(j["kl_mean"].get<double>(), 0.01);
+  o = run(dir + "/runs.sqlite", base + "--method none --policy streaming --sinks 4 --budget 0.2");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("eviction    streaming budget 20% sinks 4"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("bits/value"), std::string::npos) << o.out;
+  // Both: eviction, then the kept tokens read through the quantizer.
+  o = run(dir + "/runs.sqlite", base + "--method int8 --policy h2o --budget 0.5 --json --save");
+  ASSERT_EQ(o.code, 0) << o.out;
+  j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["policy"], "h2o");
+  EXPECT_EQ(j["method"], "int8");
+  EXPECT_TRUE(j.contains("run_id"));
+  const std::pair<const char*, const char*> bad[] = {
+      {"--method none", "nothing to measure"},
+      {"--method none --policy merge", "merge"},
+      {"--method none --policy lru", "--policy"},
+      {"--method none --policy h2o --budget x", "--budget"},
+      {"--method none --policy h2o --recent-fraction 2", "--recent-fraction"},
+  };
+  for (auto [args, want] : bad) {
+    o = run(dir + "/runs.sqlite", base + args);
+    EXPECT_NE(o.code, 0) << args;
+    EXPECT_NE(o.out.find(want), std::string::npos) << args << "\n" << o.out;
+  }
+}
+
 }  // namespace

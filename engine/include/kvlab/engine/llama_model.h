@@ -82,6 +82,16 @@ class LlamaModel {
                          const std::vector<float>& values, std::vector<float>& keys_read,
                          std::vector<float>& values_read)>
         attention_reader;
+    // Eviction in the loop. When set, attention of `layer` through KV head `kv_head` reads only
+    // the positions whose entry in the returned mask is nonzero (nullptr: every position), the
+    // softmax renormalised over them. Called once per layer and KV head in each forward, after
+    // the new tokens are appended; the mask must cover positions 0..pos + n - 1, and must keep
+    // at least one of each new token's positions. It composes with attention_reader (the mask
+    // selects among what the reader returns).
+    std::function<const std::vector<char>*(int layer, int kv_head)> kept_tokens;
+    // When set, called for each new token and query head with its attention probabilities over
+    // positions 0..tokens - 1 (0 where the mask leaves a position out), e.g. for H2O's scores.
+    std::function<void(int layer, int q_head, const float* probs, int tokens)> observe_attention;
   };
   State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
 

@@ -8,14 +8,24 @@
 // of both runs and its relative change, how often the greedy next token agrees, the mean
 // KL(exact || compressed) of the next-token distributions, and the method's bits per value
 // measured on the exact run's cache.
+//
+// Eviction in the loop: with `eviction` set, every (layer, KV head) keeps its own tokens through
+// the same policy code the eviction simulation runs (eviction_policy.h). At each decode step the
+// new token is admitted, attention reads only the kept tokens (softmax renormalised over them),
+// each query head's probabilities are summed into its group's policy, and the policy evicts down
+// to the budget at the tokens so far. With a method as well, attention reads the kept tokens
+// quantized. The merge policy stays in the simulation: it changes K and V, not just which tokens
+// attention sees.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "kvlab/engine/eviction.h"
 #include "kvlab/engine/llama_model.h"
 #include "kvlab/engine/method.h"
 #include "kvlab/engine/progress.h"
@@ -23,21 +33,28 @@
 namespace kvlab {
 
 struct QualityConfig {
-  MethodConfig method;
+  std::optional<MethodConfig> method = MethodConfig{};  // none: attention reads exact K and V
+  std::optional<EvictionConfig> eviction;               // none: every token is kept
+  // At least one of the two must be set. EvictionConfig's steps, needle, top_k and quant belong
+  // to the simulation and are not used here.
   int window = 0;                  // tokens per window; 0: the model's seq_len
   int bos = LlamaTokenizer::kBos;  // the token each window starts from
 };
 
 struct QualityReport {
-  std::string method;        // method id
-  std::string method_label;  // "kivi-2 G=32 R=128"
+  std::string method;        // method id; "none" without quantization
+  std::string method_label;  // "kivi-2 G=32 R=128"; "none"
+  std::string policy;        // eviction policy id; "none" without eviction
+  std::string policy_label;  // "h2o budget 50% recent 50%"; "none"
+  double kept_fraction = 1;  // kept tokens / tokens so far after each step, mean over steps,
+                             // windows, layers and KV heads
   int tokens = 0;            // tokens predicted (windows × (window − 1))
   int windows = 0;
   double perplexity_exact = 0, perplexity = 0;
   double perplexity_change = 0;  // perplexity / perplexity_exact − 1
   double next_token_agreement = 0;
   double kl_mean = 0;
-  double bits_per_value = 0, ratio = 0;  // of the method on the exact run's cache
+  double bits_per_value = 16, ratio = 1;  // of the method on the exact run's cache
   double seconds = 0;
 };
 
