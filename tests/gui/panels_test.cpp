@@ -23,6 +23,7 @@
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/placeholder_page.h"
+#include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/gui/screenshots.h"
 #include "kvlab/gui/source_panel.h"
@@ -141,7 +142,8 @@ TEST(MainWindow, PagesTitleAndScreenshots) {
   EXPECT_EQ(nav->item(3)->text(), QStringLiteral("Runs"));
   EXPECT_NE(window.eviction_view(), nullptr);
   EXPECT_EQ(window.page_widget(Page::Eviction), window.eviction_view());
-  for (Page later : {Page::Planner, Page::Learn}) {
+  EXPECT_EQ(window.page_widget(Page::Planner), static_cast<QWidget*>(window.planner_view()));
+  for (Page later : {Page::Learn}) {
     auto* page = qobject_cast<PlaceholderPage*>(window.page_widget(later));
     ASSERT_NE(page, nullptr);
     bool says_later = false;

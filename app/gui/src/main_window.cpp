@@ -8,6 +8,7 @@
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/placeholder_page.h"
+#include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/runs_view.h"
 
 namespace kvlab::gui {
@@ -28,19 +29,6 @@ constexpr PageInfo kPages[kPageCount] = {
     {"Runs", "runs"},
     {"Learn", "learn"},
 };
-
-QWidget* planner_page() {
-  return new PlaceholderPage(
-      QObject::tr("Planner"),
-      QObject::tr("Will size deployments: how much KV memory models × contexts × batches need, "
-                  "and whether they fit on a given GPU next to the weights."),
-      {QObject::tr("GQA/MQA, MLA latent KV and sliding-window or hybrid layers modelled."),
-       QObject::tr("Bytes per token taken from a measured compression run (Runs page) instead of "
-                   "a nominal bit width."),
-       QObject::tr("The largest batch or context that fits each GPU, and a throughput roofline."),
-       QObject::tr("Today the Compression page already shows the memory formula with your "
-                   "numbers, in fp16 and at the measured bits per value.")});
-}
 
 QWidget* learn_page() {
   return new PlaceholderPage(
@@ -75,6 +63,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
 
   m_compression = new CompressionView(m_store);
   m_eviction = new EvictionView(m_store);
+  m_planner = new PlannerView(m_store);
   m_runs = new RunsView(m_store, m_store_error);
 
   m_nav = new QListWidget;
@@ -82,7 +71,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   for (int i = 0; i < kPageCount; ++i) m_nav->addItem(tr(kPages[i].title));
   m_stack->addWidget(m_compression);
   m_stack->addWidget(m_eviction);
-  m_stack->addWidget(planner_page());
+  m_stack->addWidget(m_planner);
   m_stack->addWidget(m_runs);
   m_stack->addWidget(learn_page());
 
@@ -93,7 +82,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   m_nav->setSpacing(3);
   for (int i = 0; i < kPageCount; ++i) {
     const auto page = static_cast<Page>(i);
-    const bool ready = page == Page::Compression || page == Page::Eviction || page == Page::Runs;
+    const bool ready = page != Page::Learn;
     if (!ready) {
       m_nav->item(i)->setForeground(QColor(120, 120, 120));
       m_nav->item(i)->setToolTip(tr("Arrives in a later version"));
@@ -119,6 +108,12 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   connect(m_runs, &RunsView::status_message, this, show_message);
   connect(m_compression, &CompressionView::run_saved, m_runs, &RunsView::refresh);
   connect(m_eviction, &EvictionView::run_saved, m_runs, &RunsView::refresh);
+  connect(m_planner, &PlannerView::status_message, this, show_message);
+  connect(m_planner, &PlannerView::run_saved, m_runs, &RunsView::refresh);
+  connect(m_runs, &RunsView::plan_run_opened, this, [this](const nlohmann::json& params) {
+    m_planner->restore(params);
+    show_page(Page::Planner);
+  });
   connect(m_runs, &RunsView::compression_run_opened, this,
           [this](const CompressionReport& report, const QString& origin) {
             m_compression->show_report(report, origin);

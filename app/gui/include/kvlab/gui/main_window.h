@@ -17,6 +17,7 @@ namespace kvlab::gui {
 
 class CompressionView;
 class EvictionView;
+class PlannerView;
 class RunsView;
 
 enum class Page { Compression = 0, Eviction, Planner, Runs, Learn };
@@ -43,6 +44,7 @@ class MainWindow : public QMainWindow {
 
   CompressionView* compression_view() const { return m_compression; }
   EvictionView* eviction_view() const { return m_eviction; }
+  PlannerView* planner_view() const { return m_planner; }
   RunsView* runs_view() const { return m_runs; }
   const QString& store_error() const { return m_store_error; }
 
@@ -53,6 +55,7 @@ class MainWindow : public QMainWindow {
   QStackedWidget* m_stack = nullptr;
   CompressionView* m_compression = nullptr;
   EvictionView* m_eviction = nullptr;
+  PlannerView* m_planner = nullptr;
   RunsView* m_runs = nullptr;
 };
 

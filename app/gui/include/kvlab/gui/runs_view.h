@@ -50,6 +50,8 @@ class RunsView : public QWidget {
   void eviction_run_opened(const kvlab::EvictionReport& report,
                            const std::optional<kvlab::EvictionReport>& compare,
                            const QString& origin);
+  // A saved planner scenario: its params, to restore the Planner page's controls.
+  void plan_run_opened(const nlohmann::json& params);
   void status_message(const QString& text, int timeout_ms);
 
  private:

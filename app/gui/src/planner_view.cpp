@@ -1,0 +1,365 @@
+// The Planner page (see planner_view.h); the charts are drawn in planner_charts.cpp.
+#include "kvlab/gui/planner_view.h"
+
+#include <qcustomplot.h>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QElapsedTimer>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/gui_format.h"
+
+namespace kvlab::gui {
+namespace {
+
+constexpr const char* kBuiltInSchemes[] = {"fp16", "fp8", "int8", "int4", "kivi2", "kivi4"};
+constexpr const char* kEvictChoices[] = {"none", "50%", "25%", "10%"};
+
+QSpinBox* spin(int lo, int hi, int value, const QString& suffix = {}) {
+  auto* s = new QSpinBox;
+  s->setRange(lo, hi);
+  s->setValue(value);
+  s->setSuffix(suffix);
+  s->setKeyboardTracking(false);
+  return s;
+}
+
+QDoubleSpinBox* dspin(double lo, double hi, double value, double step, int decimals) {
+  auto* s = new QDoubleSpinBox;
+  s->setRange(lo, hi);
+  s->setValue(value);
+  s->setSingleStep(step);
+  s->setDecimals(decimals);
+  s->setKeyboardTracking(false);
+  return s;
+}
+
+}  // namespace
+
+PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_model = new QComboBox;
+  m_gpu = new QComboBox;
+  m_context = spin(1, 1 << 22, 8192, tr(" tokens"));
+  m_batch = spin(1, 1000000, 64);
+  m_tp = spin(1, 64, 1);
+  m_pp = spin(1, 64, 1);
+  m_page = spin(1, 4096, 16, tr(" tokens"));
+  m_util = dspin(0.05, 1.0, 0.9, 0.05, 2);
+  m_reserve = dspin(0, 64, 1.0, 0.5, 1);
+  m_reserve->setSuffix(tr(" GiB"));
+  m_efficiency = dspin(0.05, 1.0, 0.8, 0.05, 2);
+  m_evict = new QComboBox;
+  for (const char* e : kEvictChoices) m_evict->addItem(QString::fromLatin1(e));
+  m_scheme_list = new QListWidget;
+  m_scheme_list->setMaximumHeight(150);
+
+  auto* import = new QPushButton(tr("Import config.json…"));
+  auto* add_gpu_button = new QPushButton(tr("Add GPU…"));
+  auto* save_button = new QPushButton(tr("Save scenario"));
+  auto* pin_button = new QPushButton(tr("Pin to compare"));
+
+  auto* form = new QFormLayout;
+  form->addRow(tr("Model"), m_model);
+  form->addRow(QString(), import);
+  form->addRow(tr("GPU"), m_gpu);
+  form->addRow(QString(), add_gpu_button);
+  form->addRow(tr("Context"), m_context);
+  form->addRow(tr("Batch"), m_batch);
+  form->addRow(tr("Schemes"), m_scheme_list);
+  form->addRow(tr("Eviction budget"), m_evict);
+  form->addRow(tr("Tensor parallel"), m_tp);
+  form->addRow(tr("Pipeline parallel"), m_pp);
+  form->addRow(tr("GPU memory use"), m_util);
+  form->addRow(tr("Reserve per GPU"), m_reserve);
+  form->addRow(tr("KV page"), m_page);
+  form->addRow(tr("Bandwidth efficiency"), m_efficiency);
+  auto* controls = new QGroupBox(tr("Scenario"));
+  auto* cl = new QVBoxLayout(controls);
+  cl->addLayout(form);
+  cl->addWidget(save_button);
+  cl->addWidget(pin_button);
+  m_timing = new QLabel;
+  m_error = new QLabel;
+  m_error->setWordWrap(true);
+  m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
+  cl->addWidget(m_error);
+  cl->addWidget(m_timing);
+  cl->addStretch(1);
+  controls->setMaximumWidth(360);
+
+  m_formula_scheme = new QComboBox;
+  m_formula = new QPlainTextEdit;
+  m_formula->setReadOnly(true);
+  m_formula->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  m_formula->setMaximumHeight(130);
+  m_table = new QTableWidget;
+  m_table->verticalHeader()->setVisible(false);
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->setMaximumHeight(190);
+  m_memory_chart = new QCustomPlot;
+  m_context_chart = new QCustomPlot;
+  for (auto* p : {m_memory_chart, m_context_chart}) {
+    style_plot(p);
+    p->setMinimumHeight(260);
+  }
+  add_title(m_memory_chart, tr("One GPU's memory per scheme"));
+  add_title(m_context_chart, tr("KV memory against context"));
+  add_legend_row(m_memory_chart, m_memory_chart->legend, 2);
+  add_legend_row(m_context_chart, m_context_chart->legend, 2);
+
+  auto* formula_row = new QHBoxLayout;
+  formula_row->addWidget(new QLabel(tr("Formula for")));
+  formula_row->addWidget(m_formula_scheme, 1);
+  auto* charts = new QHBoxLayout;
+  charts->addWidget(m_memory_chart, 1);
+  charts->addWidget(m_context_chart, 1);
+  auto* right = new QVBoxLayout;
+  right->addLayout(formula_row);
+  right->addWidget(m_formula);
+  right->addWidget(m_table);
+  right->addLayout(charts, 1);
+  auto* layout = new QHBoxLayout(this);
+  layout->addWidget(controls);
+  layout->addLayout(right, 1);
+
+  reload_catalogues();
+  set_model(QStringLiteral("llama-3-8b"));
+  set_gpu(QStringLiteral("h100-sxm"));
+  set_schemes({QStringLiteral("fp16"), QStringLiteral("fp8"), QStringLiteral("kivi2")});
+
+  for (auto* c : {m_model, m_gpu, m_evict, m_formula_scheme}) {
+    connect(c, &QComboBox::currentIndexChanged, this, &PlannerView::recompute);
+  }
+  for (auto* s : {m_context, m_batch, m_tp, m_pp, m_page}) {
+    connect(s, &QSpinBox::valueChanged, this, &PlannerView::recompute);
+  }
+  for (auto* s : {m_util, m_reserve, m_efficiency}) {
+    connect(s, &QDoubleSpinBox::valueChanged, this, &PlannerView::recompute);
+  }
+  connect(m_scheme_list, &QListWidget::itemChanged, this, &PlannerView::recompute);
+  connect(import, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(this, tr("A Hugging Face config.json"), {},
+                                                      tr("config.json (*.json)"));
+    if (!path.isEmpty()) import_config(path);
+  });
+  connect(add_gpu_button, &QPushButton::clicked, this, [this] {
+    bool ok = false;
+    const QString text = QInputDialog::getText(
+        this, tr("Add GPU"), tr("id, memory in GiB, bandwidth in GB/s (e.g. my-gpu, 48, 960):"),
+        QLineEdit::Normal, {}, &ok);
+    const QStringList parts = text.split(QLatin1Char(','));
+    if (!ok || parts.size() != 3) return;
+    planners::GpuSpec g;
+    g.id = g.name = parts[0].trimmed().toStdString();
+    g.memory_bytes = static_cast<std::uint64_t>(parts[1].trimmed().toDouble() * (1ull << 30));
+    g.bandwidth_gbs = parts[2].trimmed().toDouble();
+    g.memory_stated = parts[1].trimmed().toStdString() + " GiB (given by the user)";
+    g.user = true;
+    add_gpu(g);
+  });
+  connect(save_button, &QPushButton::clicked, this, [this] { save(); });
+  connect(pin_button, &QPushButton::clicked, this, &PlannerView::pin);
+  recompute();
+}
+
+void PlannerView::reload_catalogues() {
+  m_models = planners::builtin_models();
+  m_gpus = planners::builtin_gpus();
+  m_measured.clear();
+  if (m_store) {
+    if (auto entries = m_store->list_catalog_entries("model")) {
+      for (const auto& j : *entries) {
+        if (auto m = planners::model_from_json(j)) m_models.push_back(*m);
+      }
+    }
+    if (auto entries = m_store->list_catalog_entries("gpu")) {
+      for (const auto& j : *entries) {
+        if (auto g = planners::gpu_from_json(j)) m_gpus.push_back(*g);
+      }
+    }
+    if (auto runs = m_store->list_runs(50)) {
+      for (const auto& r : *runs) {
+        const auto& m = r.metrics;
+        if (r.kind != "compression" || !m.contains("bits_per_value") ||
+            !m["bits_per_value"].is_number()) {
+          continue;
+        }
+        m_measured.push_back(planners::measured_scheme(
+            "run:" + std::to_string(r.id), "run " + std::to_string(r.id) + " (" + r.method + ")",
+            m["bits_per_value"].get<double>()));
+      }
+    }
+  }
+  const QString model = m_model->currentData().toString(), gpu = m_gpu->currentData().toString();
+  QStringList checked;
+  for (int i = 0; i < m_scheme_list->count(); ++i) {
+    if (m_scheme_list->item(i)->checkState() == Qt::Checked) {
+      checked << m_scheme_list->item(i)->data(Qt::UserRole).toString();
+    }
+  }
+  const QSignalBlocker b1(m_model), b2(m_gpu), b3(m_scheme_list);
+  m_model->clear();
+  for (const auto& m : m_models) {
+    m_model->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
+  }
+  m_gpu->clear();
+  for (const auto& g : m_gpus) {
+    m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
+  }
+  m_scheme_list->clear();
+  const auto add_scheme = [&](const QString& id, const QString& label) {
+    auto* item = new QListWidgetItem(label, m_scheme_list);
+    item->setData(Qt::UserRole, id);
+    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+    item->setCheckState(checked.contains(id) ? Qt::Checked : Qt::Unchecked);
+  };
+  for (const char* id : kBuiltInSchemes) {
+    add_scheme(QString::fromLatin1(id),
+               QString::fromStdString(planners::parse_scheme(id).value().label));
+  }
+  for (const auto& s : m_measured) {
+    add_scheme(QString::fromStdString(s.id), QString::fromStdString(s.label));
+  }
+  if (!model.isEmpty()) set_model(model);
+  if (!gpu.isEmpty()) set_gpu(gpu);
+}
+
+void PlannerView::set_model(const QString& id) {
+  const int i = m_model->findData(id);
+  if (i >= 0) m_model->setCurrentIndex(i);
+}
+void PlannerView::set_gpu(const QString& id) {
+  const int i = m_gpu->findData(id);
+  if (i >= 0) m_gpu->setCurrentIndex(i);
+}
+void PlannerView::set_context(int tokens) {
+  m_context->setValue(tokens);
+}
+void PlannerView::set_batch(int batch) {
+  m_batch->setValue(batch);
+}
+void PlannerView::set_parallelism(int tp, int pp) {
+  const QSignalBlocker b(m_tp);
+  m_tp->setValue(tp);
+  m_pp->setValue(pp);
+  recompute();
+}
+void PlannerView::set_schemes(const QStringList& ids) {
+  {
+    const QSignalBlocker b(m_scheme_list);
+    for (int i = 0; i < m_scheme_list->count(); ++i) {
+      auto* item = m_scheme_list->item(i);
+      item->setCheckState(ids.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                            : Qt::Unchecked);
+    }
+  }
+  recompute();
+}
+
+std::vector<planners::Scheme> PlannerView::schemes() const {
+  std::vector<planners::Scheme> out;
+  const QString evict = m_evict->currentText();
+  for (int i = 0; i < m_scheme_list->count(); ++i) {
+    const auto* item = m_scheme_list->item(i);
+    if (item->checkState() != Qt::Checked) continue;
+    const std::string id = item->data(Qt::UserRole).toString().toStdString();
+    std::optional<planners::Scheme> s;
+    if (id.rfind("run:", 0) == 0) {
+      for (const auto& m : m_measured) {
+        if (m.id == id) s = m;
+      }
+    } else {
+      const std::string full =
+          evict == QLatin1String("none") ? id : id + "+evict:" + evict.toStdString();
+      if (auto parsed = planners::parse_scheme(full)) s = *parsed;
+    }
+    if (s && s->kind == planners::SchemeKind::Measured && evict != QLatin1String("none")) {
+      s->evict_fraction = evict.chopped(1).toDouble() / 100;
+      s->label += " + evict to " + evict.toStdString();
+    }
+    if (s) out.push_back(*s);
+  }
+  return out;
+}
+
+planners::Scenario PlannerView::scenario() const {
+  planners::Scenario s;
+  const int mi = m_model->currentIndex(), gi = m_gpu->currentIndex();
+  if (mi >= 0) s.model = m_models[static_cast<std::size_t>(mi)];
+  if (gi >= 0) s.gpu = m_gpus[static_cast<std::size_t>(gi)];
+  const auto sc = schemes();
+  if (!sc.empty()) s.scheme = sc.front();
+  s.context = m_context->value();
+  s.batch = m_batch->value();
+  s.deployment.tp = m_tp->value();
+  s.deployment.pp = m_pp->value();
+  s.deployment.page_tokens = m_page->value();
+  s.deployment.gpu_memory_utilization = m_util->value();
+  s.deployment.reserve_bytes = static_cast<std::uint64_t>(m_reserve->value() * (1ull << 30));
+  s.bandwidth_efficiency = m_efficiency->value();
+  return s;
+}
+
+QString PlannerView::error_text() const {
+  return m_error->text();
+}
+
+void PlannerView::recompute() {
+  if (m_restoring) return;
+  QElapsedTimer timer;
+  timer.start();
+  m_results.clear();
+  m_shown_schemes = schemes();
+  m_error->clear();
+  planners::Scenario s = scenario();
+  if (m_shown_schemes.empty()) m_error->setText(tr("Check at least one scheme."));
+  for (const auto& scheme : m_shown_schemes) {
+    s.scheme = scheme;
+    auto r = planners::plan(s);
+    if (!r) {
+      m_error->setText(QString::fromStdString(r.message()));
+      m_results.clear();
+      break;
+    }
+    m_results.push_back(*r);
+  }
+  if (m_results.empty()) m_shown_schemes.clear();
+  {
+    const QSignalBlocker b(m_formula_scheme);
+    const int keep = m_formula_scheme->currentIndex();
+    m_formula_scheme->clear();
+    for (const auto& sc : m_shown_schemes)
+      m_formula_scheme->addItem(QString::fromStdString(sc.label));
+    m_formula_scheme->setCurrentIndex(
+        std::clamp(keep, 0, std::max(0, m_formula_scheme->count() - 1)));
+  }
+  const int f = m_formula_scheme->currentIndex();
+  m_formula->setPlainText(f >= 0 && f < static_cast<int>(m_results.size())
+                              ? QString::fromStdString(m_results[f].formula)
+                              : m_error->text());
+  fill_table();
+  draw_memory_chart();
+  draw_context_chart();
+  m_recompute_ms = timer.nsecsElapsed() / 1e6;
+  m_timing->setText(
+      tr("recomputed in %1 ms (all schemes, tables and charts)").arg(m_recompute_ms, 0, 'f', 1));
+}
+
+}  // namespace kvlab::gui
