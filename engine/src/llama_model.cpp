@@ -185,6 +185,7 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   std::vector<float> scores, read_keys, read_values, probs;
+  RowMatrix probs_matrix;
   std::vector<const char*> masks;
   for (int l = 0; l < c.layers; ++l) {
     const LlamaLayerWeights& w = m_impl->w.layers[static_cast<std::size_t>(l)];
@@ -236,8 +237,33 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
         masks[static_cast<std::size_t>(h)] = mask ? mask->data() : nullptr;
       }
     }
-    // Causal attention of each new token over every cached one (the kept ones, with a mask).
-    for (int i = 0; i < n; ++i) {
+    // Causal attention of each new token over every cached one. Without hooks: per head, the
+    // logits and the weighted values of all new tokens as matrix products.
+    const bool plain = !state.observe_attention &&
+                       std::all_of(masks.begin(), masks.end(), [](const char* m) { return !m; });
+    if (plain) {
+      using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+      const int total = state.pos + n;
+      for (int head = 0; head < c.heads; ++head) {
+        const int kvh = head / group;
+        const Strided qh(q.data() + head * hd, n, hd, Eigen::OuterStride<>(D));
+        const Strided kh(read_k + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
+        const Strided vh(read_v + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
+        probs_matrix.noalias() = (qh * kh.transpose()) * scale;
+        for (int i = 0; i < n; ++i) {
+          const int ctx = state.pos + i + 1;
+          auto row = probs_matrix.row(i);
+          auto live = row.head(ctx);
+          live = (live.array() - live.maxCoeff()).exp();
+          live /= live.sum();
+          row.tail(total - ctx).setZero();
+        }
+        Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>(att.data() + head * hd, n, hd,
+                                                       Eigen::OuterStride<>(D))
+            .noalias() = probs_matrix * vh;
+      }
+    }
+    for (int i = 0; i < n && !plain; ++i) {
       const int ctx = state.pos + i + 1;
       scores.resize(static_cast<std::size_t>(ctx));
       for (int head = 0; head < c.heads; ++head) {

@@ -129,6 +129,15 @@ struct Reference {
   }
 };
 
+// Equal to float rounding: attention without hooks runs as matrix products, with a mask as
+// loops, and the two round differently in the last bits.
+void expect_same_logits(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-5f * std::max(1.0f, std::abs(a[i]))) << "logit " << i;
+  }
+}
+
 int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
@@ -248,7 +257,8 @@ namespace {
 TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
   REQUIRE_MODEL();
   auto model = LlamaModel::load_llama2c(kModel).value();
-  // A reader that hands back the exact cache changes nothing, bit for bit.
+  // A reader that hands back the exact cache changes nothing (up to the rounding of matrix
+  // products over differently aligned copies).
   auto plain = model.new_state();
   auto hooked = model.new_state();
   int calls = 0;
@@ -260,7 +270,7 @@ TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
     return Ok{};
   };
   for (int t : {1, 403, 407, 261}) {
-    EXPECT_EQ(model.forward(plain, {t}).value(), model.forward(hooked, {t}).value());
+    expect_same_logits(model.forward(plain, {t}).value(), model.forward(hooked, {t}).value());
   }
   EXPECT_EQ(calls, 4 * model.config().layers);
   // A reader's error stops the forward with the layer named.
@@ -309,8 +319,8 @@ TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
   EXPECT_FALSE(measure_quality(model, {1, 2, 3}, qc).ok());
 }
 
-// The kept-token mask: keeping everything changes nothing, bit for bit; a hand-made mask gives
-// each query head a softmax over the kept positions only, computed here in double from the
+// The kept-token mask: keeping everything changes nothing (to float rounding); a hand-made mask
+// gives each query head a softmax over the kept positions only, computed here in double from the
 // state's own queries and keys.
 TEST(LlamaModel, KeptMaskRestrictsAttentionToTheKeptTokens) {
   REQUIRE_MODEL();
@@ -330,7 +340,7 @@ TEST(LlamaModel, KeptMaskRestrictsAttentionToTheKeptTokens) {
     EXPECT_NEAR(sum, 1.0, 1e-5);
   };
   for (int t : text)
-    EXPECT_EQ(model.forward(plain, {t}).value(), model.forward(masked, {t}).value());
+    expect_same_logits(model.forward(plain, {t}).value(), model.forward(masked, {t}).value());
   EXPECT_EQ(observed, n * c.layers * c.heads);
 
   // KV head h keeps a different subset in each layer: each token is kept while it is the newest
@@ -410,9 +420,10 @@ TEST(ModelQuality, EvictionInTheLoop) {
   ec.policy = EvictionPolicy::Full;
   qc.eviction = ec;
   auto full = measure_quality(model, text, qc).value();
-  EXPECT_EQ(full.perplexity, full.perplexity_exact);
-  EXPECT_EQ(full.perplexity_change, 0.0);
-  EXPECT_EQ(full.kl_mean, 0.0);
+  // Equal to float rounding (the masked path runs as loops, the exact one as matrix products).
+  EXPECT_NEAR(full.perplexity, full.perplexity_exact, 1e-6 * full.perplexity_exact);
+  EXPECT_LT(std::abs(full.perplexity_change), 1e-6);
+  EXPECT_LT(full.kl_mean, 1e-9);
   EXPECT_EQ(full.kept_fraction, 1.0);
   EXPECT_EQ(full.policy, "full");
   EXPECT_EQ(full.method, "none");
@@ -437,15 +448,15 @@ TEST(ModelQuality, EvictionInTheLoop) {
   EXPECT_LT(h2o50.kl_mean, window20.kl_mean);
   EXPECT_NEAR(h2o50.kept_fraction, 0.5, 0.03);
 
-  // Policy "full" with INT8 is INT8 alone, bit for bit: the mask keeps everything.
+  // Policy "full" with INT8 is INT8 alone (to float rounding): the mask keeps everything.
   qc.method = MethodConfig{};
   qc.method->kind = MethodKind::Int8;
   qc.eviction->policy = EvictionPolicy::Full;
   auto both = measure_quality(model, text, qc).value();
   qc.eviction.reset();
   auto int8 = measure_quality(model, text, qc).value();
-  EXPECT_EQ(both.perplexity, int8.perplexity);
-  EXPECT_EQ(both.kl_mean, int8.kl_mean);
+  EXPECT_NEAR(both.perplexity, int8.perplexity, 1e-6 * int8.perplexity);
+  EXPECT_NEAR(both.kl_mean, int8.kl_mean, 1e-6);
 
   // Merging stays in the simulation; bad options name themselves.
   qc.eviction = ec;
