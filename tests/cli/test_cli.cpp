@@ -11,25 +11,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_test_support.h"
 #include "kvlab/engine/eviction.h"
 
 namespace {
 
-struct Output {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using kvlab::cli_test::Output;
 
 Output run(const std::string& args) {
-  const std::string cmd = std::string(KVLAB_CLI_PATH) + " " + args + " 2>&1";
-  Output o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  std::array<char, 4096> buf;
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), p)) o.out.append(buf.data(), n);
-  const int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
+  return kvlab::cli_test::run_kvlab(args);
 }
 
 std::string tmp(const std::string& name) {
