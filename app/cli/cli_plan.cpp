@@ -80,28 +80,6 @@ Result<Scheme> resolve_scheme(const std::string& id, const DbOption& db) {
                                    m["bits_per_value"].get<double>());
 }
 
-nlohmann::json plan_json(const Scheme& s, const planners::PlanResult& r) {
-  return {{"scheme", s.id},
-          {"scheme_label", s.label},
-          {"kv_bytes_per_token", r.kv_bytes_per_token},
-          {"kv_bytes_per_sequence", r.kv_bytes_per_sequence},
-          {"kv_bytes_total", r.kv_bytes_total},
-          {"weights_bytes", r.weights_bytes},
-          {"reserve_bytes", r.reserve_bytes},
-          {"usable_bytes", r.usable_bytes},
-          {"kv_capacity_bytes", r.kv_capacity_bytes},
-          {"gpu_bytes", r.gpu_bytes},
-          {"fits", r.fits},
-          {"max_batch", r.max_batch},
-          {"max_context", r.max_context},
-          {"min_gpus", r.min_gpus},
-          {"min_tp", r.min_tp},
-          {"min_pp", r.min_pp},
-          {"decode_tokens_per_s", r.decode_tokens_per_s},
-          {"decode_tokens_per_s_per_sequence", r.decode_tokens_per_s_per_sequence},
-          {"formula", r.formula}};
-}
-
 struct PlanOptions {
   std::string model = "llama-3-8b", gpu = "h100-sxm";
   std::int64_t context = 8192;
@@ -155,7 +133,7 @@ int run_plan(const PlanOptions& o) {
     sc.scheme = *s;
     auto r = planners::plan(sc);
     if (!r) return fail(r.message());
-    rows.push_back(plan_json(*s, *r));
+    rows.push_back(planners::plan_result_to_json(*s, *r));
     results.emplace_back(*s, *r);
   }
   // The first scheme's numbers also at the top, for scripts asking about one scheme.

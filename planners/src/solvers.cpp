@@ -139,6 +139,28 @@ Result<PlanResult> plan(const Scenario& s) {
   return r;
 }
 
+nlohmann::json plan_result_to_json(const Scheme& s, const PlanResult& r) {
+  return {{"scheme", s.id},
+          {"scheme_label", s.label},
+          {"kv_bytes_per_token", r.kv_bytes_per_token},
+          {"kv_bytes_per_sequence", r.kv_bytes_per_sequence},
+          {"kv_bytes_total", r.kv_bytes_total},
+          {"weights_bytes", r.weights_bytes},
+          {"reserve_bytes", r.reserve_bytes},
+          {"usable_bytes", r.usable_bytes},
+          {"kv_capacity_bytes", r.kv_capacity_bytes},
+          {"gpu_bytes", r.gpu_bytes},
+          {"fits", r.fits},
+          {"max_batch", r.max_batch},
+          {"max_context", r.max_context},
+          {"min_gpus", r.min_gpus},
+          {"min_tp", r.min_tp},
+          {"min_pp", r.min_pp},
+          {"decode_tokens_per_s", r.decode_tokens_per_s},
+          {"decode_tokens_per_s_per_sequence", r.decode_tokens_per_s_per_sequence},
+          {"formula", r.formula}};
+}
+
 Result<std::vector<SweepRow>> sweep(const SweepSpec& spec) {
   if (spec.gpus.empty() || spec.schemes.empty() || spec.contexts.empty() || spec.batches.empty()) {
     return make_error("sweep: give at least one GPU, scheme, context and batch");

@@ -28,22 +28,6 @@ QStringList row_cells(const planners::Scheme& s, const planners::PlanResult& r) 
           QString::number(r.decode_tokens_per_s_per_sequence, 'f', 1)};
 }
 
-nlohmann::json result_json(const planners::Scheme& s, const planners::PlanResult& r) {
-  return {{"scheme", s.id},
-          {"scheme_label", s.label},
-          {"kv_bytes_per_token", r.kv_bytes_per_token},
-          {"kv_bytes_per_sequence", r.kv_bytes_per_sequence},
-          {"kv_bytes_total", r.kv_bytes_total},
-          {"weights_bytes", r.weights_bytes},
-          {"kv_capacity_bytes", r.kv_capacity_bytes},
-          {"fits", r.fits},
-          {"max_batch", r.max_batch},
-          {"max_context", r.max_context},
-          {"min_gpus", r.min_gpus},
-          {"decode_tokens_per_s", r.decode_tokens_per_s},
-          {"formula", r.formula}};
-}
-
 }  // namespace
 
 void PlannerView::fill_table() {
@@ -156,7 +140,7 @@ std::int64_t PlannerView::save() {
                             {"tp", s.deployment.tp}, {"pp", s.deployment.pp}};
   auto& rows = metrics["schemes"] = nlohmann::json::array();
   for (std::size_t i = 0; i < m_results.size(); ++i) {
-    rows.push_back(result_json(m_shown_schemes[i], m_results[i]));
+    rows.push_back(planners::plan_result_to_json(m_shown_schemes[i], m_results[i]));
   }
   run.metrics = metrics;
   auto id = m_store->save_run(run);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kvlab/planners/kv_memory.h"
 
 namespace kvlab::planners {
@@ -42,6 +44,9 @@ struct PlanResult {
 };
 
 Result<PlanResult> plan(const Scenario& s);
+
+// One scheme's result as JSON, for `kvlab plan --json` and stored plan runs.
+nlohmann::json plan_result_to_json(const Scheme& scheme, const PlanResult& r);
 
 // The cheap core of plan() (no min_gpus, no max_context, no formula), for sweeps.
 struct QuickPlan {
