@@ -2,9 +2,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <optional>
 
 #include <fmt/format.h>
+
+#include "kvlab/engine/backend.h"
 
 namespace kvlab {
 
@@ -31,8 +34,9 @@ Status check_finite(const std::vector<float>& x, const Tensor& t, const std::str
 // Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
 // prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
 // the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
-// metadata. The two other codecs encode the same stream too, for the side-by-side comparison.
-Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config,
+// metadata. The chosen codec runs on `backend`; the two others encode the same stream on the CPU,
+// for the side-by-side comparison (every backend writes the same bytes, so the sizes agree).
+Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, Backend& backend,
                                 const std::string& name, std::vector<std::uint8_t>& code_lengths) {
   CodecStats stats;
   const CodeCounts counts = count_codes(q.codes);
@@ -46,14 +50,16 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config,
   std::optional<EncodedCodes> chosen;
   for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
     const CodecConfig codec{kind, config.block_size, 0};
-    auto encoded = encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
+    const bool chose = kind == *config.codec;
+    auto encoded = chose ? backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book)
+                         : encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
     if (!encoded) {
       return make_error(
           fmt::format("{}: {} encoding: {}", name, codec_id(kind), encoded.message()));
     }
     const std::uint64_t book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0;
     stats.codec_bytes[static_cast<std::size_t>(kind)] = encoded->total_bytes() + book_bytes;
-    if (kind == *config.codec) {
+    if (chose) {
       stats.codebook_bytes = book_bytes;
       chosen = std::move(*encoded);
     }
@@ -86,11 +92,16 @@ void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
 }  // namespace
 
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
-                                         const ProgressFn& progress) {
+                                         const ProgressFn& progress, Backend* backend) {
   const auto start = Clock::now();
   if (auto s = cache.validate(); !s) return s.error();
   auto quantizer = make_quantizer(config);
   if (!quantizer) return quantizer.error();
+  std::unique_ptr<Backend> cpu;
+  if (backend == nullptr) {
+    cpu = make_cpu_backend();
+    backend = cpu.get();
+  }
 
   CompressionReport report;
   report.source = cache.source;
@@ -101,6 +112,8 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   report.tokens = cache.tokens();
   report.values = cache.values_count();
   report.fp16_bytes = report.values * 2;
+  report.backend = backend->id();
+  report.device = backend->device_name();
 
   ElementErrorSums total_elem;
   AttentionErrorSums total_attn;
@@ -125,8 +138,8 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
       auto q = (*quantizer)->quantize(tensors[r]->view(), role);
       if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
       if (config.codec) {
-        auto stats =
-            entropy_code(*q, config, name, r == 0 ? lr.key_code_lengths : lr.value_code_lengths);
+        auto stats = entropy_code(*q, config, *backend, name,
+                                  r == 0 ? lr.key_code_lengths : lr.value_code_lengths);
         if (!stats) return stats.error();
         (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
         report.codec += *stats;

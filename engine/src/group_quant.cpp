@@ -1,6 +1,7 @@
 #include "group_quant.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "bitpack.h"
@@ -29,12 +30,14 @@ float step_for(const GroupSpec& spec, float range) {
 }
 
 // Codes for n elements sharing (min, inv_step): round((x - min) * inv), clamped to max_code.
-// x >= min holds exactly in float, so (x - min) >= 0 and truncation of q + 0.5 rounds.
+// x >= min holds exactly in float, so (x - min) >= 0 and truncation of q + 0.5 rounds. The
+// multiply-add is an explicit fma so every build (with or without FMA contraction) and the CUDA
+// kernel (kernels/src/group_quantize.cu) produce the same codes.
 inline void encode_run(const float* x, std::size_t n, float mn, float inv, float max_code,
                        std::uint8_t* out) {
 #pragma omp simd
   for (std::size_t i = 0; i < n; ++i) {
-    const float q = std::min((x[i] - mn) * inv + 0.5f, max_code + 0.5f);
+    const float q = std::min(std::fma(x[i] - mn, inv, 0.5f), max_code + 0.5f);
     out[i] = static_cast<std::uint8_t>(static_cast<int>(q));
   }
 }
@@ -85,7 +88,7 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
         std::uint8_t* out = cbuf.data() + static_cast<std::size_t>(r) * hd;
 #pragma omp simd
         for (int j = 0; j < hd; ++j) {
-          const float q = std::min((row[j] - mn[j]) * inv[j] + 0.5f, max_code + 0.5f);
+          const float q = std::min(std::fma(row[j] - mn[j], inv[j], 0.5f), max_code + 0.5f);
           out[j] = static_cast<std::uint8_t>(static_cast<int>(q));
         }
       }

@@ -172,6 +172,7 @@ json report_to_json(const CompressionReport& r) {
     out["codec"] = std::string(codec_id(*r.config.codec));
     add_codec_fields(out, r.codec);
   }
+  if (!r.backend.empty()) out["backend"] = {{"id", r.backend}, {"device", r.device}};
   return out;
 }
 
@@ -221,6 +222,10 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
     KVLAB_TRY(get(t, "quantize_s", r.quantize_seconds, "timings."));
     KVLAB_TRY(get(t, "dequantize_s", r.dequantize_seconds, "timings."));
     KVLAB_TRY(get(t, "total_s", r.total_seconds, "timings."));
+  }
+  if (j.contains("backend")) {  // absent from runs saved before backends existed
+    KVLAB_TRY(get(j["backend"], "id", r.backend, "backend."));
+    KVLAB_TRY(get(j["backend"], "device", r.device, "backend."));
   }
   if (!j["per_layer"].is_array()) return make_error("run record: 'per_layer' is not a list");
   for (const auto& lj : j["per_layer"]) {

@@ -1,6 +1,6 @@
 #include <cuda_runtime.h>
 
-#include <fmt/format.h>
+#include <string>
 
 #include "kvlab/kernels/cuda_device.h"
 
@@ -9,14 +9,15 @@ namespace kvlab::cuda {
 Result<std::vector<DeviceInfo>> list_devices() {
   int count = 0;
   if (const cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
-    return make_error(fmt::format("CUDA: no usable GPU ({})", cudaGetErrorString(err)));
+    cudaGetLastError();
+    return make_error(std::string("CUDA: no usable GPU (") + cudaGetErrorString(err) + ")");
   }
   std::vector<DeviceInfo> out;
   for (int i = 0; i < count; ++i) {
     cudaDeviceProp prop{};
     if (const cudaError_t err = cudaGetDeviceProperties(&prop, i); err != cudaSuccess) {
-      return make_error(
-          fmt::format("CUDA: reading device {} failed ({})", i, cudaGetErrorString(err)));
+      return make_error("CUDA: reading device " + std::to_string(i) + " failed (" +
+                        cudaGetErrorString(err) + ")");
     }
     out.push_back({i, prop.name, prop.totalGlobalMem, prop.major, prop.minor});
   }

@@ -14,6 +14,8 @@
 
 namespace kvlab {
 
+class Backend;
+
 struct ErrorMetrics {
   double mse = 0, max_abs = 0, snr_db = 0;
   // Attention-level; zero when the cache has no queries.
@@ -69,9 +71,15 @@ struct CompressionReport {
   CodecStats codec;  // summed over layers; entropy is the code-weighted mean of the streams'
   std::vector<LayerReport> layers;
   double quantize_seconds = 0, dequantize_seconds = 0, total_seconds = 0;
+  // Where the entropy coder ran: the backend's id ("cpu", "cuda") and device name. Empty in
+  // reports saved before backends existed.
+  std::string backend, device;
 };
 
+// `backend` runs the entropy coding of the chosen codec (null: the CPU); the other two codecs of
+// the side-by-side comparison are sized on the CPU (same bytes either way).
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
-                                         const ProgressFn& progress = {});
+                                         const ProgressFn& progress = {},
+                                         Backend* backend = nullptr);
 
 }  // namespace kvlab

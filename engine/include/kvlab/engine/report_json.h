@@ -11,8 +11,8 @@ namespace kvlab {
 
 // Keys: source, method, method_label, params, shape, tokens, values, fp16_bytes, ratio,
 // bits_per_value, bytes{codes,scales,zero_points,residual,metadata,total}, error{mse, max_abs,
-// snr_db, logit_rmse, softmax_kl, attn_output_rel_error, attn_output_cosine}, timings, and
-// per_layer[] (the same per layer, without histograms).
+// snr_db, logit_rmse, softmax_kl, attn_output_rel_error, attn_output_cosine}, timings,
+// backend{id, device}, and per_layer[] (the same per layer, without histograms).
 nlohmann::json report_to_json(const CompressionReport& report);
 // Histograms per layer: [{layer, key:[{label,bits,counts}], value:[...]}].
 nlohmann::json histograms_to_json(const CompressionReport& report);

@@ -1,0 +1,34 @@
+// The fast baselines the compressed kernels are measured against, on the GPU: attention over an
+// uncompressed fp16 cache through cuBLAS (the plain GEMV a serving stack would run), and fused
+// attention over an FP8 cache (vLLM's kv_cache_dtype=fp8: one scale per KV head). Host arrays in
+// and out; the benchmark drives the device-side launchers directly (src/*.cuh).
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kvlab/engine/fp8.h"
+#include "kvlab/engine/fused_attention.h"
+#include "kvlab/engine/result.h"
+
+namespace kvlab::cuda {
+
+// Shapes and meaning as kvlab::fp16_attention_logits / _values (fused_attention.h).
+Status fp16_attention_logits(const Fp16KvView& kv, std::span<const float> q, int q_heads,
+                             std::span<float> logits);
+Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs, int q_heads,
+                             std::span<float> out);
+
+// An FP8 cache: codes [tokens][kv_heads][head_dim], value = fp8_to_float(code) * scale[head].
+struct Fp8KvView {
+  int tokens = 0, kv_heads = 0, head_dim = 0;
+  Fp8Format format = Fp8Format::E4M3;
+  std::span<const std::uint8_t> keys, values;
+  std::span<const float> key_scales, value_scales;  // one per KV head
+};
+Status fp8_attention_logits(const Fp8KvView& kv, std::span<const float> q, int q_heads,
+                            std::span<float> logits);
+Status fp8_attention_values(const Fp8KvView& kv, std::span<const float> probs, int q_heads,
+                            std::span<float> out);
+
+}  // namespace kvlab::cuda

@@ -1,0 +1,450 @@
+// GPU encoders for the code streams (see code_encode.cuh), and the host entry points that
+// compress a layer or a tensor of codes on the GPU.
+#include <cuda_fp16.h>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "code_encode.cuh"
+#include "group_quantize.cuh"
+
+namespace kvlab::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+__global__ void histogram_kernel(const std::uint8_t* codes, std::uint64_t n,
+                                 unsigned long long* counts) {
+  __shared__ unsigned int local[256];
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) local[i] = 0;
+  __syncthreads();
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    atomicAdd(&local[codes[i]], 1u);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+    if (local[i]) atomicAdd(&counts[i], static_cast<unsigned long long>(local[i]));
+  }
+}
+
+// Where block b sits (docs/FORMAT.md "Blocks").
+struct Place {
+  int tb, head, first_token, n;
+  std::uint64_t first_vector;
+};
+__device__ __forceinline__ Place place_of(int b, int heads, int tokens, int block_size) {
+  Place p;
+  p.tb = b / heads;
+  p.head = b % heads;
+  p.first_token = p.tb * block_size;
+  p.n = min(block_size, tokens - p.first_token);
+  p.first_vector = static_cast<std::uint64_t>(p.tb) * heads * block_size +
+                   static_cast<std::uint64_t>(p.head) * p.n;
+  return p;
+}
+
+struct EncodeArgs {
+  const std::uint8_t* codes;
+  int tokens, heads, dim, block_size;
+  const std::uint32_t* enc_bits;  // Huffman tables (null for BitPack)
+  const std::uint8_t* enc_len;
+  int width;                   // BitPack
+  std::uint16_t* vector_bits;  // Huffman outputs
+  std::uint32_t* vector_start;
+  std::uint32_t* block_bytes;
+  const std::uint32_t* block_offsets;
+  std::uint32_t* payload;
+  int* error;
+};
+
+// Huffman pass 1: one CUDA block per codec block.
+__global__ void huffman_sizes_kernel(EncodeArgs a) {
+  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ std::uint8_t len[256];
+  for (int i = threadIdx.x; i < 256; i += kThreads) len[i] = a.enc_len[i];
+  __syncthreads();
+  const int b = blockIdx.x;
+  const Place p = place_of(b, a.heads, a.tokens, a.block_size);
+  std::uint32_t carry = 0;
+  for (int i0 = 0; i0 < p.n; i0 += kThreads) {
+    const int i = i0 + threadIdx.x;
+    std::uint32_t bits = 0;
+    if (i < p.n) {
+      const std::uint8_t* v =
+          a.codes + (static_cast<std::size_t>(p.first_token + i) * a.heads + p.head) * a.dim;
+      for (int c = 0; c < a.dim; ++c) bits += len[v[c]];
+      if (bits > 65535u) atomicMin(a.error, b + 1);
+      a.vector_bits[p.first_vector + i] = static_cast<std::uint16_t>(min(bits, 65535u));
+    }
+    std::uint32_t start = 0, total = 0;
+    Scan(scan).ExclusiveSum(bits, start, total);
+    if (i < p.n) a.vector_start[p.first_vector + i] = carry + start;
+    carry += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) a.block_bytes[b] = (carry + 7) / 8;
+}
+
+// Writes `len` bits (LSB-first) into the payload words; the first and last word may be shared.
+struct BitWriter {
+  std::uint32_t* out;
+  std::uint64_t word;
+  std::uint64_t acc;
+  int n;  // valid bits in acc
+  bool first;
+  __device__ BitWriter(std::uint32_t* o, std::uint64_t bitpos)
+      : out(o), word(bitpos >> 5), acc(0), n(static_cast<int>(bitpos & 31)), first(true) {}
+  __device__ __forceinline__ void put(std::uint32_t bits, int len) {
+    acc |= static_cast<std::uint64_t>(bits) << n;
+    n += len;
+    if (n >= 32) {
+      const std::uint32_t w = static_cast<std::uint32_t>(acc);
+      if (first) {
+        atomicOr(out + word, w);
+        first = false;
+      } else {
+        out[word] = w;
+      }
+      ++word;
+      acc >>= 32;
+      n -= 32;
+    }
+  }
+  __device__ __forceinline__ void finish() {
+    if (n > 0) atomicOr(out + word, static_cast<std::uint32_t>(acc));
+  }
+};
+
+// Pass 2 (Huffman) or the only pass (BitPack): one thread per vector.
+template <bool kHuffman>
+__global__ void write_kernel(EncodeArgs a, std::uint64_t bitpack_full_block_bytes) {
+  __shared__ std::uint32_t bits_of[256];
+  __shared__ std::uint8_t len_of[256];
+  if (kHuffman) {
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+      bits_of[i] = a.enc_bits[i];
+      len_of[i] = a.enc_len[i];
+    }
+  }
+  __syncthreads();
+  const int b = blockIdx.y;
+  const Place p = place_of(b, a.heads, a.tokens, a.block_size);
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= p.n) return;
+  const std::uint8_t* v =
+      a.codes + (static_cast<std::size_t>(p.first_token + i) * a.heads + p.head) * a.dim;
+  std::uint64_t bitpos;
+  if (kHuffman) {
+    bitpos =
+        static_cast<std::uint64_t>(a.block_offsets[b]) * 8 + a.vector_start[p.first_vector + i];
+  } else {
+    const std::uint64_t block_bytes = (static_cast<std::uint64_t>(p.n) * a.dim * a.width + 7) / 8;
+    const std::uint64_t start =
+        static_cast<std::uint64_t>(p.tb) * a.heads * bitpack_full_block_bytes +
+        static_cast<std::uint64_t>(p.head) * block_bytes;
+    bitpos = start * 8 + static_cast<std::uint64_t>(i) * a.dim * a.width;
+  }
+  BitWriter w(a.payload, bitpos);
+  for (int c = 0; c < a.dim; ++c) {
+    const std::uint8_t code = v[c];
+    if (kHuffman) {
+      w.put(bits_of[code], len_of[code]);
+    } else {
+      if (code >> a.width) atomicMin(a.error, b + 1);
+      w.put(code & ((1u << a.width) - 1u), a.width);
+    }
+  }
+  w.finish();
+}
+
+__global__ void set_int_kernel(int* p, int v) {
+  *p = v;
+}
+
+}  // namespace
+
+cudaError_t launch_code_histogram(const std::uint8_t* codes, std::uint64_t n,
+                                  unsigned long long* counts, cudaStream_t stream) {
+  if (cudaError_t e = cudaMemsetAsync(counts, 0, 256 * sizeof(unsigned long long), stream)) {
+    return e;
+  }
+  if (n == 0) return cudaSuccess;
+  const std::uint64_t blocks = std::min<std::uint64_t>((n + 255) / 256, 1024);
+  histogram_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(codes, n, counts);
+  return cudaGetLastError();
+}
+
+Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
+                  CodecKind kind, int width, const GpuBook* book, GpuCodes& out,
+                  EncodeScratch& scratch, cudaStream_t stream) {
+  if (kind != CodecKind::Huffman && kind != CodecKind::BitPack) {
+    return make_error("GPU encode: only Huffman and bitpack streams are encoded on the GPU");
+  }
+  if (kind == CodecKind::Huffman && !book)
+    return make_error("GPU encode: Huffman needs a codebook");
+  if (kind == CodecKind::BitPack && width != 2 && width != 4 && width != 8) {
+    return make_error("GPU encode: bitpack width must be 2, 4 or 8");
+  }
+  if (block_size < 1 || block_size > 65535) {
+    return make_error("GPU encode: block size " + std::to_string(block_size) + " outside 1..65535");
+  }
+  out.kind = kind;
+  out.tokens = tokens;
+  out.heads = heads;
+  out.dim = dim;
+  out.block_size = block_size;
+  out.width = kind == CodecKind::BitPack ? width : 0;
+  const int blocks = out.blocks();
+  const std::uint64_t vectors = static_cast<std::uint64_t>(tokens) * heads;
+  if (scratch.error.size() == 0) KVLAB_TRY_STATUS(scratch.error.allocate(1, "GPU encode: flag"));
+  set_int_kernel<<<1, 1, 0, stream>>>(scratch.error.get(), 0x7fffffff);
+  KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: reset");
+
+  EncodeArgs a{};
+  a.codes = d_codes;
+  a.tokens = tokens;
+  a.heads = heads;
+  a.dim = dim;
+  a.block_size = block_size;
+  a.width = width;
+  a.error = scratch.error.get();
+  std::uint64_t full_block_bytes = 0;
+  if (kind == CodecKind::Huffman) {
+    KVLAB_TRY_STATUS(out.block_offsets.allocate(blocks, "GPU encode: block offsets"));
+    KVLAB_TRY_STATUS(out.vector_bits.allocate(vectors, "GPU encode: bit counts"));
+    if (scratch.vector_start.size() < vectors) {
+      KVLAB_TRY_STATUS(scratch.vector_start.allocate(vectors, "GPU encode: scratch"));
+    }
+    if (scratch.block_bytes.size() < static_cast<std::size_t>(blocks)) {
+      KVLAB_TRY_STATUS(scratch.block_bytes.allocate(blocks, "GPU encode: scratch"));
+    }
+    a.enc_bits = book->enc_bits.get();
+    a.enc_len = book->enc_len.get();
+    a.vector_bits = out.vector_bits.get();
+    a.vector_start = scratch.vector_start.get();
+    a.block_bytes = scratch.block_bytes.get();
+    a.block_offsets = out.block_offsets.get();
+    if (blocks > 0) {
+      huffman_sizes_kernel<<<blocks, kThreads, 0, stream>>>(a);
+      KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: sizes");
+      std::size_t temp = 0;
+      KVLAB_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, temp, a.block_bytes,
+                                                   out.block_offsets.get(), blocks, stream),
+                     "GPU encode: scan");
+      if (scratch.cub_temp.size() < temp) {
+        KVLAB_TRY_STATUS(scratch.cub_temp.allocate(temp, "GPU encode: scan scratch"));
+      }
+      KVLAB_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.cub_temp.get(), temp, a.block_bytes,
+                                                   out.block_offsets.get(), blocks, stream),
+                     "GPU encode: scan");
+      std::uint32_t last[2] = {0, 0};
+      KVLAB_CUDA_TRY(cudaMemcpyAsync(&last[0], out.block_offsets.get() + blocks - 1, 4,
+                                     cudaMemcpyDeviceToHost, stream),
+                     "GPU encode: payload size");
+      KVLAB_CUDA_TRY(
+          cudaMemcpyAsync(&last[1], a.block_bytes + blocks - 1, 4, cudaMemcpyDeviceToHost, stream),
+          "GPU encode: payload size");
+      int err = 0;
+      KVLAB_CUDA_TRY(
+          cudaMemcpyAsync(&err, scratch.error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream),
+          "GPU encode: flag");
+      KVLAB_CUDA_TRY(cudaStreamSynchronize(stream), "GPU encode: sizes");
+      if (err != 0x7fffffff) {
+        return make_error("GPU encode: huffman codes: a vector of block " +
+                          std::to_string(err - 1) + " takes more than 65535 bits");
+      }
+      out.payload_bytes = static_cast<std::uint64_t>(last[0]) + last[1];
+    } else {
+      out.payload_bytes = 0;
+    }
+  } else {
+    full_block_bytes = (static_cast<std::uint64_t>(block_size) * dim * width + 7) / 8;
+    const int tbs = out.token_blocks();
+    const int last_n = tokens - (tbs - 1) * block_size;
+    out.payload_bytes = tbs == 0
+                            ? 0
+                            : static_cast<std::uint64_t>(tbs - 1) * heads * full_block_bytes +
+                                  static_cast<std::uint64_t>(heads) *
+                                      ((static_cast<std::uint64_t>(last_n) * dim * width + 7) / 8);
+    out.block_offsets.reset();
+    out.vector_bits.reset();
+  }
+  if (out.payload_bytes > 0xffffffffull) {
+    return make_error("GPU encode: the payload passes 2^32 - 1 bytes (u32 block offsets)");
+  }
+  KVLAB_TRY_STATUS(
+      out.payload.allocate(payload_words_for(out.payload_bytes), "GPU encode: payload"));
+  KVLAB_CUDA_TRY(cudaMemsetAsync(out.payload.get(), 0, out.payload.bytes(), stream),
+                 "GPU encode: clearing the payload");
+  a.payload = out.payload.get();
+  if (blocks > 0) {
+    const dim3 grid((block_size + kThreads - 1) / kThreads, blocks);
+    if (kind == CodecKind::Huffman) {
+      write_kernel<true><<<grid, kThreads, 0, stream>>>(a, 0);
+    } else {
+      write_kernel<false><<<grid, kThreads, 0, stream>>>(a, full_block_bytes);
+    }
+    KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: write");
+  }
+  int err = 0;
+  KVLAB_CUDA_TRY(
+      cudaMemcpyAsync(&err, scratch.error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream),
+      "GPU encode: flag");
+  KVLAB_CUDA_TRY(cudaStreamSynchronize(stream), "GPU encode: write");
+  if (err != 0x7fffffff) {
+    return make_error("GPU encode: bitpack codes: block " + std::to_string(err - 1) +
+                      " holds a code wider than " + std::to_string(width) + " bits");
+  }
+  return Ok{};
+}
+
+namespace {
+
+Status check_codes_shape(std::size_t n, int tokens, int heads, int dim) {
+  if (tokens < 0 || heads <= 0 || dim <= 0) {
+    return make_error("GPU encode: tokens must be >= 0 and heads, dim positive");
+  }
+  if (n != static_cast<std::size_t>(tokens) * heads * dim) {
+    return make_error("GPU encode: " + std::to_string(n) + " codes for a [" +
+                      std::to_string(tokens) + ", " + std::to_string(heads) + ", " +
+                      std::to_string(dim) + "] tensor");
+  }
+  return Ok{};
+}
+
+Result<CodeCounts> histogram_of(const std::uint8_t* d_codes, std::uint64_t n) {
+  DeviceArray<unsigned long long> d_counts;
+  KVLAB_TRY_STATUS(d_counts.allocate(256, "GPU histogram"));
+  KVLAB_CUDA_TRY(launch_code_histogram(d_codes, n, d_counts.get(), nullptr), "GPU histogram");
+  unsigned long long c[256];
+  KVLAB_TRY_STATUS(d_counts.download(c, 256, "GPU histogram"));
+  CodeCounts counts{};
+  for (int i = 0; i < 256; ++i) counts[static_cast<std::size_t>(i)] = c[i];
+  return counts;
+}
+
+int smallest_width(const CodeCounts& counts) {
+  int top = 0;
+  for (int i = 0; i < 256; ++i) {
+    if (counts[static_cast<std::size_t>(i)]) top = i;
+  }
+  return top < 4 ? 2 : top < 16 ? 4 : 8;
+}
+
+}  // namespace
+
+Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                  int dim, const CodecConfig& config, const HuffmanCodebook* book) {
+  KVLAB_TRY_STATUS(check_codes_shape(codes.size(), tokens, heads, dim));
+  if (config.kind == CodecKind::Huffman && !book) {
+    return make_error("GPU encode: Huffman needs a codebook");
+  }
+  KVLAB_TRY_STATUS(require_gpu());
+  DeviceArray<std::uint8_t> d_codes;
+  KVLAB_TRY_STATUS(d_codes.upload(codes.data(), codes.size(), "GPU encode: uploading codes"));
+  int width = config.bitpack_width;
+  if (config.kind == CodecKind::BitPack && width == 0) {
+    auto counts = histogram_of(d_codes.get(), codes.size());
+    if (!counts) return counts.error();
+    width = smallest_width(*counts);
+  }
+  GpuBook gbook;
+  if (config.kind == CodecKind::Huffman) KVLAB_TRY_STATUS(gbook.upload(*book));
+  GpuCodes out;
+  EncodeScratch scratch;
+  KVLAB_TRY_STATUS(gpu_encode(d_codes.get(), tokens, heads, dim, config.block_size, config.kind,
+                              width, &gbook, out, scratch, nullptr));
+  return out.download();
+}
+
+Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
+                                std::span<const std::uint16_t> values, int tokens, int kv_heads,
+                                int head_dim, const GpuCompressOptions& options) {
+  KVLAB_TRY_STATUS(check_codes_shape(keys.size(), tokens, kv_heads, head_dim));
+  KVLAB_TRY_STATUS(check_codes_shape(values.size(), tokens, kv_heads, head_dim));
+  if (tokens == 0) return make_error("GPU compress: no tokens to compress");
+  if (!(options.rel_scale > 0.0) || options.rel_scale > 1.0) {
+    return make_error("GPU compress: rel_scale must be in (0, 1]");
+  }
+  if (options.block_size < 1 || options.block_size > 65535) {
+    return make_error("GPU compress: block size outside 1..65535");
+  }
+  KVLAB_TRY_STATUS(require_gpu());
+  auto impl = std::make_unique<GpuLayer::Impl>();
+  GpuLayer::Impl& g = *impl;
+  g.kv_heads = kv_heads;
+  g.head_dim = head_dim;
+  g.block_size = options.block_size;
+  g.tokens = tokens;
+  g.codec = options.codec;
+  const std::size_t n = keys.size();
+  DeviceArray<std::uint16_t> dx;
+  DeviceArray<std::uint8_t> dk, dv;
+  KVLAB_TRY_STATUS(dk.allocate(n, "GPU compress: key codes"));
+  KVLAB_TRY_STATUS(dv.allocate(n, "GPU compress: value codes"));
+  GroupQuantArgs qa;
+  qa.tokens = tokens;
+  qa.heads = kv_heads;
+  qa.dim = head_dim;
+  qa.bits = 8;
+  qa.key_group_tokens = options.block_size;
+  qa.value_group_channels = 0;
+  qa.relative = true;
+  qa.rel_scale = static_cast<float>(options.rel_scale);
+  for (int r = 0; r < 2; ++r) {
+    const bool is_key = r == 0;
+    KVLAB_TRY_STATUS(dx.upload(is_key ? keys.data() : values.data(), n, "GPU compress: upload"));
+    const std::size_t units = gpu_group_units(qa, is_key);
+    DeviceArray<float>& steps = is_key ? g.key_steps : g.value_steps;
+    DeviceArray<float>& mins = is_key ? g.key_mins : g.value_mins;
+    KVLAB_TRY_STATUS(steps.allocate(units, "GPU compress: steps"));
+    KVLAB_TRY_STATUS(mins.allocate(units, "GPU compress: minimums"));
+    qa.x = dx.get();
+    qa.codes = is_key ? dk.get() : dv.get();
+    qa.steps = steps.get();
+    qa.mins = mins.get();
+    KVLAB_CUDA_TRY(is_key ? launch_group_quantize_keys(qa, nullptr)
+                          : launch_group_quantize_values(qa, nullptr),
+                   "GPU compress: quantize");
+  }
+  int width = options.bitpack_width;
+  for (int r = 0; r < 2; ++r) {
+    const bool is_key = r == 0;
+    const std::uint8_t* codes = is_key ? dk.get() : dv.get();
+    GpuBook& book = is_key ? g.key_book : g.value_book;
+    if (options.codec == CodecKind::Huffman) {
+      const HuffmanCodebook* given = is_key ? options.key_book : options.value_book;
+      if (given) {
+        KVLAB_TRY_STATUS(book.upload(*given));
+      } else {
+        auto counts = histogram_of(codes, n);
+        if (!counts) return counts.error();
+        auto built = HuffmanCodebook::from_histogram(*counts);
+        if (!built) return make_error(std::string("GPU compress: codebook: ") + built.message());
+        KVLAB_TRY_STATUS(book.upload(*built));
+      }
+    } else if (width == 0) {
+      // The keys' codes fix the width, as the CPU cache does; values must fit it.
+      auto counts = histogram_of(codes, n);
+      if (!counts) return counts.error();
+      width = smallest_width(*counts);
+    }
+    EncodeScratch scratch;
+    if (Status st = gpu_encode(codes, tokens, kv_heads, head_dim, options.block_size, options.codec,
+                               width, &book, is_key ? g.keys : g.values, scratch, nullptr);
+        !st) {
+      return make_error(std::string("GPU compress: ") + (is_key ? "keys: " : "values: ") +
+                        st.message());
+    }
+  }
+  return GpuLayer(std::move(impl));
+}
+
+}  // namespace kvlab::cuda

@@ -1,0 +1,35 @@
+// Encoding quantization codes into the docs/FORMAT.md streams on the GPU (Huffman and BitPack),
+// byte for byte what the CPU encoder writes. Huffman runs in three launches: per 2D block, each
+// thread sums its vector's code lengths and a CUB block scan gives the in-block bit offsets and
+// the block's size; a CUB device scan turns block sizes into block offsets (blocks stay in block
+// order, as the format requires); then each thread writes its vector's bits, plain stores for the
+// words it owns and atomicOr for the two it may share with its neighbours.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "gpu_layer.cuh"
+
+namespace kvlab::cuda {
+
+// Counts of each code value (256 u64 bins, zeroed by the launcher).
+cudaError_t launch_code_histogram(const std::uint8_t* codes, std::uint64_t n,
+                                  unsigned long long* counts, cudaStream_t stream);
+
+// Device scratch the Huffman encoder reuses between calls (grown on demand).
+struct EncodeScratch {
+  DeviceArray<std::uint32_t> vector_start;  // in-block bit offset of every vector
+  DeviceArray<std::uint32_t> block_bytes;
+  DeviceArray<std::uint8_t> cub_temp;
+  DeviceArray<int> error;  // 0, or 1 + the first block whose vector passed 65535 bits / width
+};
+
+// Encodes device codes [tokens][heads][dim] into `out` (allocated here). Huffman needs `book`
+// uploaded; BitPack needs out.width set (2, 4 or 8). Synchronises once (to size the payload).
+Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
+                  CodecKind kind, int width, const GpuBook* book, GpuCodes& out,
+                  EncodeScratch& scratch, cudaStream_t stream);
+
+}  // namespace kvlab::cuda

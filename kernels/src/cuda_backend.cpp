@@ -1,0 +1,153 @@
+// The CUDA Backend: the engine's ops on the GPU through gpu_kv.h, plain C++ (no CUDA headers).
+// Fused attention splits a compressed layer where the cache keeps it: the compressed blocks are
+// uploaded and their logits and value sums run on the GPU; the few fp16 buffer rows (at most
+// buffer_size tokens) stay on the host, where they already live; the softmax, which needs every
+// token's logit, runs on the host between the two halves.
+#include "kvlab/kernels/cuda_backend.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kvlab/engine/backend.h"
+#include "kvlab/engine/fused_attention.h"
+#include "kvlab/kernels/cuda_device.h"
+#include "kvlab/kernels/gpu_kv.h"
+
+namespace kvlab::cuda {
+
+namespace {
+
+// Rows [rows][n] of `part` into columns [first, first + n) of rows [rows][total] of `whole`.
+void place_columns(std::span<const float> part, int rows, int n, int first, int total,
+                   std::span<float> whole) {
+  for (int r = 0; r < rows; ++r) {
+    std::copy_n(part.begin() + static_cast<std::ptrdiff_t>(r) * n, n,
+                whole.begin() + static_cast<std::ptrdiff_t>(r) * total + first);
+  }
+}
+
+// The inverse: columns [first, first + n) of `whole` into rows [rows][n] of `part`.
+void take_columns(std::span<const float> whole, int rows, int n, int first, int total,
+                  std::span<float> part) {
+  for (int r = 0; r < rows; ++r) {
+    std::copy_n(whole.begin() + static_cast<std::ptrdiff_t>(r) * total + first, n,
+                part.begin() + static_cast<std::ptrdiff_t>(r) * n);
+  }
+}
+
+std::string describe(const DeviceInfo& d) {
+  return fmt::format("{} (sm_{}{}, {:.0f} GiB)", d.name, d.sm_major, d.sm_minor,
+                     static_cast<double>(d.total_memory) / (1024.0 * 1024.0 * 1024.0));
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::string device) : m_device(std::move(device)) {}
+
+  std::string id() const override { return "cuda"; }
+  std::string device_name() const override { return m_device; }
+
+  // Huffman and BitPack on the GPU; VarWidth has no GPU encoder and runs on the CPU.
+  Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                    int dim, const CodecConfig& config,
+                                    const HuffmanCodebook* book) override {
+    if (config.kind == CodecKind::VarWidth) {
+      return kvlab::encode_codes(codes, tokens, heads, dim, config, book);
+    }
+    return cuda::encode_codes(codes, tokens, heads, dim, config, book);
+  }
+
+  Status fused_attention(const CompressedKvView& cache, std::span<const float> q, int q_heads,
+                         std::span<float> out) override;
+
+ private:
+  std::string m_device;
+  // Host scratch kept between calls: every token's logits then probabilities, one part's logits
+  // or probabilities, and one part's output.
+  std::vector<float> m_all, m_part, m_out;
+};
+
+Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<const float> q,
+                                    int q_heads, std::span<float> out) {
+  const int kv_heads = cache.kv_heads, dim = cache.head_dim;
+  if (kv_heads < 1 || dim < 1 || q_heads < 1 || q_heads % kv_heads != 0) {
+    return make_error(fmt::format(
+        "CUDA fused attention: {} query heads over {} KV heads of {} channels is no valid shape",
+        q_heads, kv_heads, dim));
+  }
+  const std::size_t head_floats = static_cast<std::size_t>(q_heads) * dim;
+  if (q.size() != head_floats || out.size() != head_floats) {
+    return make_error(fmt::format(
+        "CUDA fused attention: q holds {} and out {} floats, {} query heads need {} each", q.size(),
+        out.size(), q_heads, head_floats));
+  }
+  const int compressed = cache.compressed_tokens, buffered = cache.buffered_tokens;
+  const int total = cache.tokens();
+  if (compressed < 0 || buffered < 0 || total == 0) {
+    return make_error("CUDA fused attention: the cache holds no tokens");
+  }
+  GpuLayer layer;
+  if (compressed > 0) {
+    auto uploaded = upload_layer(cache);
+    if (!uploaded) return make_error("CUDA fused attention: " + uploaded.message());
+    layer = std::move(uploaded).value();
+  }
+  const Fp16KvView buffer{buffered, kv_heads, dim, cache.buffer_keys, cache.buffer_values};
+
+  // Logits of every token: the compressed blocks' on the GPU, the buffer rows' on the host.
+  m_all.assign(static_cast<std::size_t>(q_heads) * total, 0.f);
+  const auto part = [&](int n) {
+    m_part.resize(static_cast<std::size_t>(q_heads) * n);
+    return std::span<float>(m_part);
+  };
+  if (compressed > 0) {
+    if (Status st = attention_logits(layer, q, q_heads, part(compressed)); !st) return st;
+    place_columns(m_part, q_heads, compressed, 0, total, m_all);
+  }
+  if (buffered > 0) {
+    if (Status st = kvlab::fp16_attention_logits(buffer, q, q_heads, part(buffered)); !st)
+      return st;
+    place_columns(m_part, q_heads, buffered, compressed, total, m_all);
+  }
+  kvlab::softmax_rows(m_all, q_heads);
+
+  // out = P . V, the two parts summed.
+  std::fill(out.begin(), out.end(), 0.f);
+  m_out.resize(head_floats);
+  const auto add_part = [&] {
+    for (std::size_t i = 0; i < head_floats; ++i) out[i] += m_out[i];
+  };
+  if (compressed > 0) {
+    take_columns(m_all, q_heads, compressed, 0, total, part(compressed));
+    if (Status st = attention_values(layer, m_part, q_heads, m_out); !st) return st;
+    add_part();
+  }
+  if (buffered > 0) {
+    take_columns(m_all, q_heads, buffered, compressed, total, part(buffered));
+    if (Status st = kvlab::fp16_attention_values(buffer, m_part, q_heads, m_out); !st) return st;
+    add_part();
+  }
+  return Ok{};
+}
+
+Result<std::unique_ptr<Backend>> make_cuda_backend() {
+  if (Status st = require_gpu(); !st) return st.error();
+  auto devices = list_devices();
+  if (!devices) return devices.error();
+  if (devices->empty()) return make_error("CUDA: no usable GPU (no CUDA device found)");
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(describe(devices->front())));
+}
+
+}  // namespace
+
+void register_backend() {
+  kvlab::register_cuda_backend(&make_cuda_backend);
+}
+
+}  // namespace kvlab::cuda

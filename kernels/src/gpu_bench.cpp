@@ -1,0 +1,378 @@
+// `kvlab bench gpu` (gpu_bench.h): every fused kernel and its baselines on one Llama-3-8B-shaped
+// layer of the synthetic llama3-8b preset, timed with CUDA events around many launches. Each
+// kernel cycles through enough copies of its inputs that they never fit the L2 cache together,
+// so the times are memory times, not cache times. Reported per kernel: the median time per launch
+// over several batches, the bytes it must read (compressed streams, metadata and parameters
+// included), the bandwidth that makes, the fp16-equivalent bandwidth, and the speed-up over the
+// cuBLAS fp16 baseline of the same op.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "code_encode.cuh"
+#include "fp16_baseline.cuh"
+#include "fp8_attention.cuh"
+#include "fused_attention.cuh"
+#include "group_quantize.cuh"
+#include "kvlab/engine/dtype.h"
+#include "kvlab/engine/fp8.h"
+#include "kvlab/engine/synthetic.h"
+#include "kvlab/kernels/cuda_device.h"
+#include "kvlab/kernels/gpu_bench.h"
+
+namespace kvlab::cuda {
+
+namespace {
+
+// Median time per call of `launch(i)` (i = call number), in microseconds.
+Result<double> time_launches(const std::function<cudaError_t(int)>& launch, int repeats) {
+  for (int i = 0; i < 3; ++i) KVLAB_CUDA_TRY(launch(i), "bench warm-up");
+  KVLAB_CUDA_TRY(cudaDeviceSynchronize(), "bench warm-up");
+  cudaEvent_t start, stop;
+  KVLAB_CUDA_TRY(cudaEventCreate(&start), "bench events");
+  KVLAB_CUDA_TRY(cudaEventCreate(&stop), "bench events");
+  const int batches = 7;
+  const int per = std::max(1, repeats / batches);
+  std::vector<double> us;
+  int call = 0;
+  for (int b = 0; b < batches; ++b) {
+    cudaEventRecord(start);
+    for (int i = 0; i < per; ++i) {
+      if (cudaError_t e = launch(call++); e != cudaSuccess) {
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return cuda_status(e, "bench launch").error();
+      }
+    }
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    us.push_back(1000.0 * ms / per);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  KVLAB_CUDA_TRY(cudaGetLastError(), "bench");
+  std::sort(us.begin(), us.end());
+  return us[us.size() / 2];
+}
+
+template <class T>
+Status clone_array(const DeviceArray<T>& from, DeviceArray<T>& to) {
+  KVLAB_TRY_STATUS(to.allocate(from.size(), "bench copy"));
+  if (from.size()) {
+    KVLAB_CUDA_TRY(cudaMemcpy(to.get(), from.get(), from.bytes(), cudaMemcpyDeviceToDevice),
+                   "bench copy");
+  }
+  return Ok{};
+}
+
+Status clone_codes(const GpuCodes& from, GpuCodes& to) {
+  to.kind = from.kind;
+  to.tokens = from.tokens;
+  to.heads = from.heads;
+  to.dim = from.dim;
+  to.block_size = from.block_size;
+  to.width = from.width;
+  to.payload_bytes = from.payload_bytes;
+  KVLAB_TRY_STATUS(clone_array(from.payload, to.payload));
+  KVLAB_TRY_STATUS(clone_array(from.block_offsets, to.block_offsets));
+  KVLAB_TRY_STATUS(clone_array(from.vector_bits, to.vector_bits));
+  return Ok{};
+}
+
+Result<std::unique_ptr<GpuLayer::Impl>> clone_layer(const GpuLayer::Impl& g) {
+  auto c = std::make_unique<GpuLayer::Impl>();
+  c->kv_heads = g.kv_heads;
+  c->head_dim = g.head_dim;
+  c->block_size = g.block_size;
+  c->tokens = g.tokens;
+  c->codec = g.codec;
+  KVLAB_TRY_STATUS(clone_codes(g.keys, c->keys));
+  KVLAB_TRY_STATUS(clone_codes(g.values, c->values));
+  if (g.codec == CodecKind::Huffman) {
+    KVLAB_TRY_STATUS(c->key_book.upload(g.key_book.host));
+    KVLAB_TRY_STATUS(c->value_book.upload(g.value_book.host));
+  }
+  KVLAB_TRY_STATUS(clone_array(g.key_steps, c->key_steps));
+  KVLAB_TRY_STATUS(clone_array(g.key_mins, c->key_mins));
+  KVLAB_TRY_STATUS(clone_array(g.value_steps, c->value_steps));
+  KVLAB_TRY_STATUS(clone_array(g.value_mins, c->value_mins));
+  return c;
+}
+
+double key_bytes(const GpuLayer::Impl& g) {
+  return static_cast<double>(g.keys.payload_bytes + g.keys.metadata_bytes() +
+                             (g.key_steps.size() + g.key_mins.size()) * sizeof(float));
+}
+double value_bytes(const GpuLayer::Impl& g) {
+  return static_cast<double>(g.values.payload_bytes + g.values.metadata_bytes() +
+                             (g.value_steps.size() + g.value_mins.size()) * sizeof(float));
+}
+
+// Copies of something `bytes` large that together pass four times the L2 cache.
+int copies_for(double bytes, int l2_bytes) {
+  return static_cast<int>(std::clamp(std::ceil(4.0 * l2_bytes / std::max(bytes, 1.0)), 1.0, 64.0));
+}
+
+}  // namespace
+
+Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
+  KVLAB_TRY_STATUS(require_gpu());
+  if (o.q_heads % o.kv_heads != 0 || !supported_group(o.q_heads / o.kv_heads)) {
+    return make_error("bench gpu: q_heads / kv_heads must be 1, 2, 4 or 8");
+  }
+  GpuBenchReport report;
+  auto devices = list_devices();
+  if (!devices) return devices.error();
+  report.device = devices->at(0).name;
+  int l2 = 0;
+  KVLAB_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0), "bench: L2 size");
+
+  // The bandwidth ceiling: a large device-to-device copy, bytes read plus written.
+  {
+    const std::size_t n = std::size_t{1} << 30;
+    DeviceArray<std::uint8_t> a, b;
+    KVLAB_TRY_STATUS(a.allocate(n, "bench copy buffer"));
+    KVLAB_TRY_STATUS(b.allocate(n, "bench copy buffer"));
+    KVLAB_CUDA_TRY(cudaMemset(a.get(), 1, n), "bench copy buffer");
+    auto us = time_launches(
+        [&](int) { return cudaMemcpyAsync(b.get(), a.get(), n, cudaMemcpyDeviceToDevice); }, 20);
+    if (!us) return us.error();
+    report.copy_gbps = 2.0 * n / (*us * 1e3);
+  }
+
+  const int H = o.kv_heads, D = o.head_dim, QH = o.q_heads, G = QH / H;
+  for (int T : o.contexts) {
+    SyntheticConfig sc;
+    sc.preset = "llama3-8b";
+    sc.layers = 1;
+    sc.context = T;
+    sc.seed = o.seed;
+    sc.queries = 1;
+    auto cache = generate_synthetic(sc);
+    if (!cache) return make_error("bench gpu: synthetic data: " + cache.message());
+    const LayerKv& layer = cache->layers[0];
+    if (layer.key.dtype() != DType::F16 || layer.key.heads() != H || layer.key.dim() != D) {
+      return make_error("bench gpu: the llama3-8b preset does not have the benchmark's shape");
+    }
+    const std::size_t n = static_cast<std::size_t>(T) * H * D;
+    const std::span<const std::uint16_t> k(reinterpret_cast<const std::uint16_t*>(layer.key.data()),
+                                           n);
+    const std::span<const std::uint16_t> v(
+        reinterpret_cast<const std::uint16_t*>(layer.value.data()), n);
+    std::vector<float> q(static_cast<std::size_t>(QH) * D);
+    {
+      const std::vector<float> all = layer.query.view().to_float();
+      if (all.size() < q.size()) return make_error("bench gpu: the preset has too few queries");
+      std::copy(all.end() - static_cast<std::ptrdiff_t>(q.size()), all.end(), q.begin());
+    }
+    // Softmax weights: any positive rows do; uniform keeps them simple.
+    std::vector<float> probs(static_cast<std::size_t>(QH) * T, 1.0f / T);
+    DeviceArray<float> d_q, d_probs, d_logits, d_out;
+    DeviceArray<int> d_err;
+    KVLAB_TRY_STATUS(d_q.upload(q.data(), q.size(), "bench"));
+    KVLAB_TRY_STATUS(d_probs.upload(probs.data(), probs.size(), "bench"));
+    KVLAB_TRY_STATUS(d_logits.allocate(static_cast<std::size_t>(QH) * T, "bench"));
+    KVLAB_TRY_STATUS(d_out.allocate(static_cast<std::size_t>(QH) * D, "bench"));
+    KVLAB_TRY_STATUS(d_err.allocate(1, "bench"));
+    const double fp16_bytes = 2.0 * n;
+
+    std::vector<GpuBenchRow> rows;
+    auto add = [&](const std::string& kernel, double us, double bytes) {
+      GpuBenchRow r;
+      r.kernel = kernel;
+      r.context = T;
+      r.microseconds = us;
+      r.bytes_read = bytes;
+      r.fp16_bytes = fp16_bytes;
+      r.gbps_read = bytes / (us * 1e3);
+      r.gbps_fp16_equiv = fp16_bytes / (us * 1e3);
+      rows.push_back(r);
+    };
+
+    // cuBLAS fp16 baseline.
+    {
+      std::vector<DeviceArray<std::uint16_t>> ks, vs;
+      const int copies = copies_for(fp16_bytes, l2);
+      for (int c = 0; c < copies; ++c) {
+        ks.emplace_back();
+        vs.emplace_back();
+        KVLAB_TRY_STATUS(ks.back().upload(k.data(), n, "bench fp16 keys"));
+        KVLAB_TRY_STATUS(vs.back().upload(v.data(), n, "bench fp16 values"));
+      }
+      auto blas = Fp16Baseline::create();
+      if (!blas) return blas.error();
+      auto qk = time_launches(
+          [&](int i) {
+            return blas->logits(ks[i % copies].get(), T, H, D, d_q.get(), QH, d_logits.get());
+          },
+          o.repeats);
+      if (!qk) return qk.error();
+      add("cublas_fp16_qk", *qk, fp16_bytes);
+      auto sv = time_launches(
+          [&](int i) {
+            return blas->values(vs[i % copies].get(), T, H, D, d_probs.get(), QH, d_out.get());
+          },
+          o.repeats);
+      if (!sv) return sv.error();
+      add("cublas_fp16_sv", *sv, fp16_bytes);
+    }
+
+    // Compressed layers: KVComp + Huffman, and 4-bit packing (rel_scale 1/15 so codes fit).
+    for (const bool huffman : {true, false}) {
+      GpuCompressOptions opt;
+      opt.block_size = o.block_size;
+      opt.rel_scale = huffman ? o.rel_scale : 1.0 / 15.0;
+      opt.codec = huffman ? CodecKind::Huffman : CodecKind::BitPack;
+      opt.bitpack_width = huffman ? 0 : 4;
+      auto gl = compress_layer(k, v, T, H, D, opt);
+      if (!gl) return gl.error();
+      const double kb = key_bytes(gl->impl()), vb = value_bytes(gl->impl());
+      const int copies = copies_for(kb + vb, l2);
+      std::vector<std::unique_ptr<GpuLayer::Impl>> layers;
+      for (int c = 0; c < copies; ++c) {
+        auto cl = clone_layer(gl->impl());
+        if (!cl) return cl.error();
+        layers.push_back(std::move(*cl));
+      }
+      const std::string name = huffman ? "huffman" : "packed4";
+      auto qk = time_launches(
+          [&](int i) {
+            return launch_fused_logits(*layers[i % copies], d_q.get(), G, d_logits.get(),
+                                       d_err.get(), nullptr);
+          },
+          o.repeats);
+      if (!qk) return qk.error();
+      add(name + "_qk", *qk, kb);
+      auto sv = time_launches(
+          [&](int i) {
+            return launch_fused_values(*layers[i % copies], d_probs.get(), G, d_out.get(),
+                                       d_err.get(), nullptr);
+          },
+          o.repeats);
+      if (!sv) return sv.error();
+      add(name + "_sv", *sv, vb);
+
+      if (huffman) {
+        // Encode throughput: quantize + Huffman-encode K and V from fp16 on the device, with
+        // the codebooks already built (the prefill's books are reused for every later block).
+        DeviceArray<std::uint16_t> dk, dv;
+        DeviceArray<std::uint8_t> codes;
+        DeviceArray<float> steps, mins;
+        KVLAB_TRY_STATUS(dk.upload(k.data(), n, "bench encode"));
+        KVLAB_TRY_STATUS(dv.upload(v.data(), n, "bench encode"));
+        KVLAB_TRY_STATUS(codes.allocate(n, "bench encode"));
+        GroupQuantArgs qa;
+        qa.tokens = T;
+        qa.heads = H;
+        qa.dim = D;
+        qa.bits = 8;
+        qa.key_group_tokens = o.block_size;
+        qa.relative = true;
+        qa.rel_scale = static_cast<float>(o.rel_scale);
+        KVLAB_TRY_STATUS(steps.allocate(gpu_group_units(qa, true), "bench encode"));
+        KVLAB_TRY_STATUS(mins.allocate(gpu_group_units(qa, true), "bench encode"));
+        qa.codes = codes.get();
+        qa.steps = steps.get();
+        qa.mins = mins.get();
+        EncodeScratch scratch;
+        GpuCodes out;
+        Status failed = Ok{};
+        auto enc = time_launches(
+            [&](int) -> cudaError_t {
+              for (int r = 0; r < 2; ++r) {
+                qa.x = r == 0 ? dk.get() : dv.get();
+                cudaError_t e = r == 0 ? launch_group_quantize_keys(qa, nullptr)
+                                       : launch_group_quantize_values(qa, nullptr);
+                if (e != cudaSuccess) return e;
+                const GpuBook& book = r == 0 ? gl->impl().key_book : gl->impl().value_book;
+                if (Status st = gpu_encode(codes.get(), T, H, D, o.block_size, CodecKind::Huffman,
+                                           0, &book, out, scratch, nullptr);
+                    !st) {
+                  failed = st;
+                  return cudaErrorUnknown;
+                }
+              }
+              return cudaSuccess;
+            },
+            std::max(7, o.repeats / 10));
+        if (!failed) return failed.error();
+        if (!enc) return enc.error();
+        report.encode_gbps.emplace_back(T, 2.0 * fp16_bytes / (*enc * 1e3));
+      }
+    }
+
+    // FP8 (E4M3, one scale per KV head).
+    {
+      std::vector<std::uint8_t> k8(n), v8(n);
+      std::vector<float> ksc(H), vsc(H);
+      for (int r = 0; r < 2; ++r) {
+        const auto& x = r == 0 ? k : v;
+        auto& out = r == 0 ? k8 : v8;
+        auto& sc = r == 0 ? ksc : vsc;
+        for (int h = 0; h < H; ++h) {
+          float amax = 0.f;
+          for (int t = 0; t < T; ++t) {
+            for (int c = 0; c < D; ++c) {
+              amax = std::max(
+                  amax, std::abs(fp16_to_float(x[(static_cast<std::size_t>(t) * H + h) * D + c])));
+            }
+          }
+          sc[h] = amax > 0.f ? amax / fp8_max(Fp8Format::E4M3) : 1.f;
+        }
+        for (std::size_t i = 0; i < n; ++i) {
+          out[i] = float_to_fp8(fp16_to_float(x[i]) / sc[(i / D) % H], Fp8Format::E4M3);
+        }
+      }
+      const double bytes = static_cast<double>(n) + H * sizeof(float);
+      const int copies = copies_for(bytes, l2);
+      std::vector<DeviceArray<std::uint8_t>> ks(copies), vs(copies);
+      DeviceArray<float> dks, dvs;
+      KVLAB_TRY_STATUS(dks.upload(ksc.data(), H, "bench fp8"));
+      KVLAB_TRY_STATUS(dvs.upload(vsc.data(), H, "bench fp8"));
+      for (int c = 0; c < copies; ++c) {
+        KVLAB_TRY_STATUS(ks[c].upload(k8.data(), n, "bench fp8"));
+        KVLAB_TRY_STATUS(vs[c].upload(v8.data(), n, "bench fp8"));
+      }
+      auto dev = [&](int i, bool keys) {
+        Fp8Device d;
+        d.tokens = T;
+        d.kv_heads = H;
+        d.head_dim = D;
+        d.format = Fp8Format::E4M3;
+        d.codes = (keys ? ks : vs)[i % copies].get();
+        d.scales = keys ? dks.get() : dvs.get();
+        return d;
+      };
+      auto qk = time_launches(
+          [&](int i) {
+            return launch_fp8_logits(dev(i, true), d_q.get(), QH, d_logits.get(), nullptr);
+          },
+          o.repeats);
+      if (!qk) return qk.error();
+      add("fp8_qk", *qk, bytes);
+      auto sv = time_launches(
+          [&](int i) {
+            return launch_fp8_values(dev(i, false), d_probs.get(), QH, d_out.get(), nullptr);
+          },
+          o.repeats);
+      if (!sv) return sv.error();
+      add("fp8_sv", *sv, bytes);
+    }
+
+    const double base_qk = rows[0].microseconds, base_sv = rows[1].microseconds;
+    for (GpuBenchRow& r : rows) {
+      const bool qk = r.kernel.ends_with("_qk");
+      r.speedup_vs_fp16 = (qk ? base_qk : base_sv) / r.microseconds;
+      report.rows.push_back(r);
+    }
+  }
+  return report;
+}
+
+}  // namespace kvlab::cuda

@@ -1,0 +1,66 @@
+// What a GpuLayer holds on the device: per K and V, the code streams in the docs/FORMAT.md layout
+// (payload as 32-bit words so a decoder reads any bit position with two aligned loads), the block
+// offsets and vector bit counts, the codebook's decode and encode tables, and the quantization
+// parameters. Shared by the encoder, the fused decoders and the benchmark.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "kvlab/engine/code_codec.h"
+#include "kvlab/kernels/gpu_kv.h"
+
+namespace kvlab::cuda {
+
+// Device tables of one codebook.
+struct GpuBook {
+  HuffmanCodebook host;
+  DeviceArray<std::uint16_t> decode;  // 4096 entries: (length << 9) | symbol, 0 = no code
+  // 4096 entries decoding up to two symbols per lookup (pair_entry() below).
+  DeviceArray<std::uint32_t> decode2;
+  DeviceArray<std::uint32_t> enc_bits;  // per value: pattern in stream order, escape included
+  DeviceArray<std::uint8_t> enc_len;    // per value: bits, escape included
+  Status upload(const HuffmanCodebook& book);
+};
+
+// One tensor's streams.
+struct GpuCodes {
+  CodecKind kind = CodecKind::Huffman;
+  int tokens = 0, heads = 0, dim = 0, block_size = 0, width = 0;
+  std::uint64_t payload_bytes = 0;
+  // payload_bytes rounded up to whole words, plus two zero words so a reader at the last bit
+  // never leaves the allocation.
+  DeviceArray<std::uint32_t> payload;
+  DeviceArray<std::uint32_t> block_offsets;  // Huffman: one per block
+  DeviceArray<std::uint16_t> vector_bits;    // Huffman: one per vector, block order
+  int token_blocks() const { return block_size > 0 ? (tokens + block_size - 1) / block_size : 0; }
+  int blocks() const { return token_blocks() * heads; }
+  std::uint64_t payload_words() const { return payload.size(); }
+  // Host EncodedCodes -> device, after validate_encoded().
+  Status upload(const EncodedCodes& e);
+  Result<EncodedCodes> download() const;
+  std::uint64_t metadata_bytes() const;
+};
+
+// Two-symbol decode table entry for the next 12 stream bits: bits 0-7 first symbol (a value),
+// 8-15 second symbol, 16-19 first code's length, 20-24 both codes' length, 25-26 how many
+// symbols (0 = no code, 1, or 2), 27 the first code is the escape (its 8 raw bits follow it).
+// A second symbol is paired only when its whole code lies inside the 12 bits and is no escape.
+std::vector<std::uint32_t> pair_table(const HuffmanCodebook& book);
+
+// Words to allocate for a payload of `bytes` bytes (two zero words of slack).
+inline std::uint64_t payload_words_for(std::uint64_t bytes) {
+  return (bytes + 3) / 4 + 2;
+}
+
+}  // namespace kvlab::cuda
+
+struct kvlab::cuda::GpuLayer::Impl {
+  int kv_heads = 0, head_dim = 0, block_size = 0, tokens = 0;
+  CodecKind codec = CodecKind::Huffman;
+  GpuCodes keys, values;
+  GpuBook key_book, value_book;  // Huffman only
+  // Keys: [token block][head][channel]; values: [token][head] (CompressedKvView's order).
+  DeviceArray<float> key_steps, key_mins, value_steps, value_mins;
+};

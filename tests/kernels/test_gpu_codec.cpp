@@ -1,0 +1,377 @@
+// The GPU quantizer, encoder and fused attention against the CPU engine: the same codes, the same
+// stream bytes, each side decoding the other's streams, attention outputs matching a
+// double-precision reference, and corrupt streams reported as errors. Without a usable GPU every
+// test here reports SKIPPED, except the one that checks the no-GPU error itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bitpack.h"
+#include "group_quant.h"
+#include "kvlab/engine/code_codec.h"
+#include "kvlab/engine/compressed_cache.h"
+#include "kvlab/engine/dtype.h"
+#include "kvlab/engine/tensor.h"
+#include "kvlab/kernels/gpu_kv.h"
+
+namespace kvlab {
+namespace {
+
+#define KVLAB_REQUIRE_GPU()                         \
+  do {                                              \
+    if (Status gpu_ = cuda::require_gpu(); !gpu_) { \
+      GTEST_SKIP() << "no GPU: " << gpu_.message(); \
+    }                                               \
+  } while (0)
+
+// fp16 keys/values with per-channel offsets and a few outlier channels, as real keys have.
+std::vector<std::uint16_t> random_fp16(int tokens, int heads, int dim, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> offset(static_cast<std::size_t>(heads) * dim);
+  for (std::size_t j = 0; j < offset.size(); ++j)
+    offset[j] = (j % 17 == 0) ? 8.f * n(rng) : 0.3f * n(rng);
+  std::vector<float> x(static_cast<std::size_t>(tokens) * heads * dim);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = offset[i % offset.size()] + n(rng);
+  std::vector<std::uint16_t> h(x.size());
+  float_to_fp16(x, h);
+  return h;
+}
+
+TensorView fp16_view(const std::vector<std::uint16_t>& x, int tokens, int heads, int dim) {
+  return TensorView(reinterpret_cast<const std::byte*>(x.data()), DType::F16, tokens, heads, dim,
+                    static_cast<std::ptrdiff_t>(heads) * dim, dim);
+}
+
+void expect_same_encoding(const EncodedCodes& gpu, const EncodedCodes& cpu) {
+  EXPECT_EQ(gpu.kind, cpu.kind);
+  EXPECT_EQ(gpu.tokens, cpu.tokens);
+  EXPECT_EQ(gpu.bitpack_width, cpu.bitpack_width);
+  ASSERT_EQ(gpu.payload.size(), cpu.payload.size());
+  EXPECT_TRUE(gpu.payload == cpu.payload) << "payload bytes differ";
+  EXPECT_TRUE(gpu.block_offsets == cpu.block_offsets);
+  EXPECT_TRUE(gpu.vector_bits == cpu.vector_bits);
+}
+
+TEST(GpuCodec, NoGpuIsAClearError) {
+  if (cuda::require_gpu()) GTEST_SKIP() << "a GPU is present";
+  const std::vector<std::uint8_t> codes(8, 1);
+  auto r = cuda::encode_codes(codes, 1, 1, 8, CodecConfig{CodecKind::BitPack, 4, 4}, nullptr);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("no usable GPU"), std::string::npos) << r.message();
+}
+
+TEST(GpuCodec, BadInputIsAnError) {
+  KVLAB_REQUIRE_GPU();
+  const std::vector<std::uint8_t> codes(10, 1);
+  EXPECT_FALSE(cuda::encode_codes(codes, 1, 1, 8, CodecConfig{CodecKind::BitPack, 4, 4}, nullptr));
+  const std::vector<std::uint8_t> wide(8, 200);
+  auto r = cuda::encode_codes(wide, 1, 1, 8, CodecConfig{CodecKind::BitPack, 4, 2}, nullptr);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.message().find("wider"), std::string::npos) << r.message();
+  EXPECT_FALSE(cuda::encode_codes(wide, 1, 1, 8, CodecConfig{CodecKind::Huffman, 4, 0}, nullptr));
+  const auto x = random_fp16(4, 1, 8, 1);
+  EXPECT_FALSE(cuda::compress_layer(x, x, 4, 1, 8, cuda::GpuCompressOptions{.rel_scale = -1.0}));
+}
+
+TEST(GpuCodec, QuantizationMatchesCpuCodes) {
+  KVLAB_REQUIRE_GPU();
+  struct Case {
+    int tokens, heads, dim;
+    cuda::GpuGroupSpec spec;
+  };
+  const Case cases[] = {
+      {1, 1, 8, {8, 64, 0, true, 0.05}},      {63, 2, 64, {8, 64, 0, true, 0.05}},
+      {64, 8, 128, {8, 64, 0, true, 0.02}},   {65, 3, 128, {8, 64, 0, true, 0.1}},
+      {1000, 8, 128, {8, 64, 0, true, 0.05}}, {200, 4, 128, {2, 32, 32, false, 0.0}},
+      {77, 2, 64, {4, 32, 32, false, 0.0}},   {129, 1, 96, {8, 128, 0, true, 0.01}},
+  };
+  unsigned seed = 11;
+  for (const Case& c : cases) {
+    const auto x = random_fp16(c.tokens, c.heads, c.dim, seed++);
+    const detail::GroupSpec cpu_spec{
+        c.spec.bits, c.spec.key_group_tokens, c.spec.value_group_channels,
+        c.spec.relative ? detail::StepRule::Relative : detail::StepRule::Levels, c.spec.rel_scale};
+    for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      SCOPED_TRACE(::testing::Message() << c.tokens << "x" << c.heads << "x" << c.dim << " bits "
+                                        << c.spec.bits << " " << role_name(role));
+      auto gpu = cuda::quantize_groups(x, c.tokens, c.heads, c.dim, role, c.spec);
+      ASSERT_TRUE(gpu) << gpu.message();
+      const std::size_t units = detail::group_unit_count(cpu_spec, role, c.tokens, c.heads, c.dim);
+      const std::size_t n = x.size();
+      std::vector<std::uint8_t> packed(detail::packed_bytes(n, c.spec.bits));
+      std::vector<float> steps(units), mins(units);
+      detail::quantize_groups(fp16_view(x, c.tokens, c.heads, c.dim), role, cpu_spec, packed.data(),
+                              0, steps.data(), mins.data());
+      std::vector<std::uint8_t> codes(n);
+      detail::unpack_codes(packed.data(), 0, n, c.spec.bits, codes.data());
+      EXPECT_TRUE(gpu->codes == codes) << "codes differ";
+      EXPECT_TRUE(gpu->steps == steps) << "steps differ";
+      EXPECT_TRUE(gpu->mins == mins) << "minimums differ";
+    }
+  }
+}
+
+// Codes drawn from a skewed distribution over `alphabet` values.
+std::vector<std::uint8_t> random_codes(std::size_t n, int alphabet, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::geometric_distribution<int> geo(0.35);
+  std::uniform_int_distribution<int> uni(0, alphabet - 1);
+  std::vector<std::uint8_t> c(n);
+  for (auto& v : c) {
+    const int g = alphabet >= 256 ? uni(rng) : std::min(geo(rng), alphabet - 1);
+    v = static_cast<std::uint8_t>(alphabet == 1 ? 7 : g);
+  }
+  return c;
+}
+
+TEST(GpuCodec, EncodingIsTheCpuEncodersBytes) {
+  KVLAB_REQUIRE_GPU();
+  const int block = 16;
+  const int token_counts[] = {0, 1, block - 1, block, block + 1, 3 * block + 5, 517};
+  const int alphabets[] = {1, 4, 16, 256};
+  unsigned seed = 100;
+  for (int tokens : token_counts) {
+    for (int alphabet : alphabets) {
+      for (int heads : {1, 3}) {
+        const int dim = alphabet == 256 ? 64 : 24;
+        SCOPED_TRACE(::testing::Message()
+                     << tokens << " tokens, alphabet " << alphabet << ", heads " << heads);
+        const auto codes =
+            random_codes(static_cast<std::size_t>(tokens) * heads * dim, alphabet, seed++);
+        // The book comes from a prefix, as a prefill's would, so later codes can need the escape.
+        const std::size_t prefix = codes.size() / 3;
+        auto book = HuffmanCodebook::from_histogram(
+            count_codes(std::span<const std::uint8_t>(codes.data(), prefix)));
+        ASSERT_TRUE(book) << book.message();
+        for (CodecKind kind : {CodecKind::Huffman, CodecKind::BitPack}) {
+          const CodecConfig config{kind, block, 0};
+          auto cpu = encode_codes(codes, tokens, heads, dim, config, &*book);
+          ASSERT_TRUE(cpu) << cpu.message();
+          auto gpu = cuda::encode_codes(codes, tokens, heads, dim, config, &*book);
+          ASSERT_TRUE(gpu) << gpu.message();
+          expect_same_encoding(*gpu, *cpu);
+          // The CPU decodes what the GPU wrote.
+          std::vector<std::uint8_t> back(codes.size());
+          ASSERT_TRUE(decode_codes(*gpu, &*book, back));
+          EXPECT_TRUE(back == codes);
+        }
+      }
+    }
+  }
+}
+
+// Reference attention in double over the dequantized compressed tokens.
+struct Reference {
+  std::vector<double> logits, out;
+};
+Reference reference(const std::vector<float>& k, const std::vector<float>& v, int tokens,
+                    int kv_heads, int dim, const std::vector<float>& q,
+                    const std::vector<float>& probs, int q_heads) {
+  Reference r;
+  const int group = q_heads / kv_heads;
+  r.logits.assign(static_cast<std::size_t>(q_heads) * tokens, 0.0);
+  r.out.assign(static_cast<std::size_t>(q_heads) * dim, 0.0);
+  for (int qh = 0; qh < q_heads; ++qh) {
+    const int h = qh / group;
+    for (int t = 0; t < tokens; ++t) {
+      double dot = 0, p = probs[static_cast<std::size_t>(qh) * tokens + t];
+      for (int c = 0; c < dim; ++c) {
+        const std::size_t i = (static_cast<std::size_t>(t) * kv_heads + h) * dim + c;
+        dot += static_cast<double>(q[static_cast<std::size_t>(qh) * dim + c]) * k[i];
+        r.out[static_cast<std::size_t>(qh) * dim + c] += p * v[i];
+      }
+      r.logits[static_cast<std::size_t>(qh) * tokens + t] = dot / std::sqrt(double(dim));
+    }
+  }
+  return r;
+}
+
+double rel_error(const std::vector<float>& x, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    if (!std::isfinite(x[i])) return INFINITY;
+    num += (x[i] - ref[i]) * (x[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+struct AttnCase {
+  int tokens, kv_heads, group, dim;
+  CodecKind codec;
+  double rel_scale;
+};
+
+TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
+  KVLAB_REQUIRE_GPU();
+  const AttnCase cases[] = {
+      {64, 1, 1, 64, CodecKind::Huffman, 0.05},    {130, 2, 4, 128, CodecKind::Huffman, 0.03},
+      {1000, 8, 4, 128, CodecKind::Huffman, 0.05}, {256, 4, 2, 96, CodecKind::Huffman, 0.01},
+      {200, 8, 8, 128, CodecKind::Huffman, 0.1},   {128, 2, 1, 64, CodecKind::BitPack, 0.07},
+      {1000, 8, 4, 128, CodecKind::BitPack, 0.07}, {193, 3, 2, 128, CodecKind::BitPack, 0.01},
+      {150, 2, 2, 33, CodecKind::Huffman, 0.05},   {70, 1, 1, 33, CodecKind::BitPack, 0.07},
+  };
+  unsigned seed = 500;
+  for (const AttnCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.tokens << " tokens, " << c.kv_heads << " heads, group "
+                                      << c.group << ", dim " << c.dim << ", " << codec_id(c.codec));
+    const auto k = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+    const auto v = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+    const int q_heads = c.kv_heads * c.group;
+    std::mt19937 rng(seed++);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> q(static_cast<std::size_t>(q_heads) * c.dim);
+    for (auto& x : q) x = nd(rng);
+
+    // CPU-encoded cache (whole blocks compressed; the tail stays in its fp16 buffer).
+    CompressedCacheConfig config;
+    config.block_size = 64;
+    config.buffer_size = 64;
+    config.rel_scale = c.rel_scale;
+    config.codec = c.codec;
+    auto cache = CompressedKvCache::create(config, c.kv_heads, c.dim);
+    ASSERT_TRUE(cache);
+    ASSERT_TRUE(cache->prefill(fp16_view(k, c.tokens, c.kv_heads, c.dim),
+                               fp16_view(v, c.tokens, c.kv_heads, c.dim)));
+    const int ct = cache->compressed_tokens();
+    ASSERT_GT(ct, 0);
+    std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
+    ASSERT_TRUE(cache->dequantize_all(kd.data(), vd.data()));
+    std::vector<float> probs(static_cast<std::size_t>(q_heads) * ct);
+    for (auto& p : probs) p = std::abs(nd(rng)) / ct;
+    const Reference ref = reference(kd, vd, ct, c.kv_heads, c.dim, q, probs, q_heads);
+
+    auto up = cuda::upload_layer(cache->view());
+    ASSERT_TRUE(up) << up.message();
+    std::vector<float> logits(static_cast<std::size_t>(q_heads) * ct), out(q.size());
+    ASSERT_TRUE(cuda::attention_logits(*up, q, q_heads, logits));
+    ASSERT_TRUE(cuda::attention_values(*up, probs, q_heads, out));
+    EXPECT_LT(rel_error(logits, ref.logits), 1e-5);
+    EXPECT_LT(rel_error(out, ref.out), 1e-5);
+
+    // GPU-encoded: every token compressed; the reference decodes the GPU's streams on the CPU.
+    cuda::GpuCompressOptions opt;
+    opt.block_size = 64;
+    opt.rel_scale = c.rel_scale;
+    opt.codec = c.codec;
+    auto gl = cuda::compress_layer(k, v, c.tokens, c.kv_heads, c.dim, opt);
+    ASSERT_TRUE(gl) << gl.message();
+    auto host = cuda::download_layer(*gl);
+    ASSERT_TRUE(host) << host.message();
+    // Same bytes as the CPU pipeline: quantize, codebook from the histogram, encode.
+    const detail::GroupSpec spec{8, 64, 0, detail::StepRule::Relative, c.rel_scale};
+    for (int r = 0; r < 2; ++r) {
+      const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+      const auto& x = r == 0 ? k : v;
+      const std::size_t units = detail::group_unit_count(spec, role, c.tokens, c.kv_heads, c.dim);
+      std::vector<std::uint8_t> codes(x.size());
+      std::vector<float> st(units), mn(units);
+      detail::quantize_groups(fp16_view(x, c.tokens, c.kv_heads, c.dim), role, spec, codes.data(),
+                              0, st.data(), mn.data());
+      auto book = HuffmanCodebook::from_histogram(count_codes(codes));
+      ASSERT_TRUE(book);
+      const int width = r == 0 ? 0 : host->keys.bitpack_width;
+      auto cpu =
+          encode_codes(codes, c.tokens, c.kv_heads, c.dim, CodecConfig{c.codec, 64, width}, &*book);
+      ASSERT_TRUE(cpu) << cpu.message();
+      expect_same_encoding(r == 0 ? host->keys : host->values, *cpu);
+      EXPECT_TRUE((r == 0 ? host->key_steps : host->value_steps) == st);
+      EXPECT_TRUE((r == 0 ? host->key_mins : host->value_mins) == mn);
+    }
+    // Reference from the CPU decoding the GPU's streams.
+    std::vector<std::uint8_t> kc(k.size()), vc(v.size());
+    const HuffmanCodebook* kb = c.codec == CodecKind::Huffman ? &host->key_book : nullptr;
+    const HuffmanCodebook* vb = c.codec == CodecKind::Huffman ? &host->value_book : nullptr;
+    ASSERT_TRUE(decode_codes(host->keys, kb, kc));
+    ASSERT_TRUE(decode_codes(host->values, vb, vc));
+    std::vector<float> kf(k.size()), vf(v.size());
+    const std::size_t hd = static_cast<std::size_t>(c.kv_heads) * c.dim;
+    for (std::size_t i = 0; i < kf.size(); ++i) {
+      const std::size_t t = i / hd, j = i % hd;
+      const std::size_t ku = (t / 64) * hd + j;
+      kf[i] = host->key_mins[ku] + kc[i] * host->key_steps[ku];
+      const std::size_t vu = i / c.dim;
+      vf[i] = host->value_mins[vu] + vc[i] * host->value_steps[vu];
+    }
+    std::vector<float> probs_all(static_cast<std::size_t>(q_heads) * c.tokens);
+    for (auto& p : probs_all) p = std::abs(nd(rng)) / c.tokens;
+    const Reference ref2 = reference(kf, vf, c.tokens, c.kv_heads, c.dim, q, probs_all, q_heads);
+    std::vector<float> logits2(static_cast<std::size_t>(q_heads) * c.tokens), out2(q.size());
+    ASSERT_TRUE(cuda::attention_logits(*gl, q, q_heads, logits2));
+    ASSERT_TRUE(cuda::attention_values(*gl, probs_all, q_heads, out2));
+    EXPECT_LT(rel_error(logits2, ref2.logits), 1e-5);
+    EXPECT_LT(rel_error(out2, ref2.out), 1e-5);
+  }
+}
+
+TEST(GpuFusedAttention, BadShapesAreErrors) {
+  KVLAB_REQUIRE_GPU();
+  const auto k = random_fp16(64, 2, 64, 3);
+  auto gl = cuda::compress_layer(k, k, 64, 2, 64, cuda::GpuCompressOptions{});
+  ASSERT_TRUE(gl) << gl.message();
+  std::vector<float> q(3 * 64), logits(3 * 64);
+  auto st = cuda::attention_logits(*gl, q, 3, logits);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("multiple"), std::string::npos) << st.message();
+  std::vector<float> q6(6 * 64), l6(6 * 64);
+  st = cuda::attention_logits(*gl, q6, 6, l6);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("GQA"), std::string::npos) << st.message();
+  std::vector<float> small(10);
+  EXPECT_FALSE(cuda::attention_logits(*gl, std::span<const float>(q6).first(2 * 64), 2, small));
+}
+
+TEST(GpuFusedAttention, CorruptStreamsAreErrorsNotCrashes) {
+  KVLAB_REQUIRE_GPU();
+  const int tokens = 256, heads = 2, dim = 64;
+  const auto k = random_fp16(tokens, heads, dim, 9);
+  CompressedCacheConfig config;
+  config.block_size = 64;
+  config.buffer_size = 64;
+  auto cache = CompressedKvCache::create(config, heads, dim);
+  ASSERT_TRUE(cache);
+  ASSERT_TRUE(cache->prefill(fp16_view(k, tokens, heads, dim), fp16_view(k, tokens, heads, dim)));
+  const CompressedKvView good = cache->view();
+  std::vector<float> q(static_cast<std::size_t>(heads) * dim, 0.5f);
+  std::vector<float> logits(static_cast<std::size_t>(heads) * good.compressed_tokens);
+
+  // Moving one bit between two neighbouring vectors keeps every structural check happy but makes
+  // both vectors decode the wrong number of bits: the kernel must flag it.
+  EncodedCodes keys = *good.keys;
+  keys.vector_bits[0] += 1;
+  keys.vector_bits[1] -= 1;
+  CompressedKvView bad = good;
+  bad.keys = &keys;
+  auto up = cuda::upload_layer(bad);
+  ASSERT_TRUE(up) << up.message();
+  auto st = cuda::attention_logits(*up, q, heads, logits);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("corrupt key stream in block 0"), std::string::npos) << st.message();
+
+  // Offsets past the end are refused before anything reaches the GPU.
+  EncodedCodes past = *good.keys;
+  past.block_offsets.back() = static_cast<std::uint32_t>(past.payload.size() + 100);
+  bad.keys = &past;
+  EXPECT_FALSE(cuda::upload_layer(bad));
+
+  // Random byte damage: an error or a result, never a crash or a read outside the payload.
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 50; ++trial) {
+    EncodedCodes damaged = *good.keys;
+    for (int i = 0; i < 4; ++i) {
+      damaged.payload[rng() % damaged.payload.size()] ^=
+          static_cast<std::uint8_t>(1u << (rng() % 8));
+    }
+    bad.keys = &damaged;
+    auto u = cuda::upload_layer(bad);
+    ASSERT_TRUE(u) << u.message();
+    (void)cuda::attention_logits(*u, q, heads, logits);
+  }
+}
+
+}  // namespace
+}  // namespace kvlab
