@@ -2,6 +2,8 @@
 // llama3-8b preset, side by side in one run, and prints speeds and the ratios the issue asks for.
 // The Google Benchmark programs in bench/ (with zstd beside them) are the reference; this is the
 // same measurement for a user without a build tree.
+// kvlab bench gpu: the CUDA kernels against cuBLAS fp16 (kvlab::run_gpu_bench_json, which is an
+// error when kvlab was built without CUDA or no GPU is usable).
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "kvlab/app/backends.h"
 #include "kvlab/engine/code_codec.h"
 #include "kvlab/engine/method.h"
 
@@ -123,6 +126,39 @@ int run_codec_bench(const BenchOptions& o) {
   return 0;
 }
 
+struct GpuBenchCliOptions {
+  GpuBenchRequest request;
+  bool json = false;
+};
+
+int run_gpu_bench_command(const GpuBenchCliOptions& o) {
+  auto result = run_gpu_bench_json(o.request);
+  if (!result) return fail("bench gpu: " + result.message());
+  const nlohmann::json& j = *result;
+  if (o.json) {
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("GPU kernels on {}, a Llama-3-8B layer (8 KV heads, 32 query heads, head_dim 128)\n",
+             j["device"].get<std::string>());
+  fmt::print("device-to-device copy {:.1f} GB/s (read + written: the bandwidth ceiling)\n\n",
+             j["copy_gb_s"].get<double>());
+  fmt::print("{:<22} {:>8} {:>11} {:>10} {:>13} {:>15}\n", "kernel", "context", "time (us)",
+             "GB/s read", "GB/s fp16-eq", "vs cuBLAS fp16");
+  for (const auto& r : j["rows"]) {
+    fmt::print("{:<22} {:>8} {:>11.2f} {:>10.1f} {:>13.1f} {:>14.2f}x\n",
+               r["kernel"].get<std::string>(), r["context"].get<int>(),
+               r["microseconds"].get<double>(), r["gb_s_read"].get<double>(),
+               r["gb_s_fp16_equiv"].get<double>(), r["speedup_vs_cublas_fp16"].get<double>());
+  }
+  fmt::print("\nGPU compression (quantize + Huffman encode of K and V), GB/s of fp16 input\n");
+  fmt::print("{:>8} {:>10}\n", "context", "GB/s");
+  for (const auto& e : j["encode"]) {
+    fmt::print("{:>8} {:>10.1f}\n", e["context"].get<int>(), e["gb_s"].get<double>());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -142,6 +178,21 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   codec->add_flag("--json", o->json, "print the measurements as JSON");
   codec->callback([o] { exit_code() = run_codec_bench(*o); });
+
+  auto g = std::make_shared<GpuBenchCliOptions>();
+  CLI::App* gpu = bench->add_subcommand(
+      "gpu",
+      "Time the GPU kernels (fused attention on compressed streams, GPU compression) against "
+      "cuBLAS fp16; needs a GPU and kvlab built with CUDA");
+  gpu->add_option("--contexts", g->request.contexts, "context lengths in tokens: N,N,...")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 22))
+      ->capture_default_str();
+  gpu->add_option("--repeats", g->request.repeats, "timed launches per kernel")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  gpu->add_flag("--json", g->json, "print the measurements as JSON");
+  gpu->callback([g] { exit_code() = run_gpu_bench_command(*g); });
 }
 
 }  // namespace kvlab::cli

@@ -164,6 +164,19 @@ Result<EvictionConfig> EvictionOptions::resolve() const {
   return c;
 }
 
+void BackendOption::add_to(CLI::App& app) {
+  app.add_option("--backend", id,
+                 "where the GPU-capable ops (entropy coding, fused attention) run: auto (the GPU "
+                 "when one is usable, else the CPU) | cpu | cuda")
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<Backend>> BackendOption::make() const {
+  auto backend = make_backend(id);
+  if (!backend) return make_error(fmt::format("--backend {}: {}", id, backend.message()));
+  return backend;
+}
+
 void DbOption::add_to(CLI::App& app) {
   app.add_option("--db", path,
                  "runs database (default: $KVLAB_DB or ~/.local/share/kvlab/runs.sqlite)");

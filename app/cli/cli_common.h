@@ -12,6 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "kvlab/engine/backend.h"
 #include "kvlab/engine/eviction.h"
 #include "kvlab/engine/kv_cache.h"
 #include "kvlab/engine/llama_model.h"
@@ -73,6 +74,14 @@ struct EvictionOptions {
   // Parses --policy, --budget and --layer-budgets into a copy of `config`; the error names the
   // option.
   Result<EvictionConfig> resolve() const;
+};
+
+// --backend auto|cpu|cuda: where the engine's ops run (engine/backend.h).
+struct BackendOption {
+  std::string id = "auto";
+  void add_to(CLI::App& app);
+  // The backend; an error starting "--backend ID: " says why it is unavailable.
+  Result<std::unique_ptr<Backend>> make() const;
 };
 
 // --db PATH (default: the user's data directory).

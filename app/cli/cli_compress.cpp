@@ -16,6 +16,7 @@ namespace {
 struct CompressOptions {
   SourceOptions source;
   DbOption db;
+  BackendOption backend;
   std::string method = "kivi";
   MethodOptions method_options;
   bool json = false;
@@ -27,7 +28,8 @@ void print_text(const CompressionReport& r) {
   const auto& b = r.bytes;
   fmt::print("source   {}  ({} layers x {} kv_heads x {} head_dim, {} tokens)\n", r.source,
              r.shape.layers, r.shape.kv_heads, r.shape.head_dim, r.tokens);
-  fmt::print("method   {}\n\n", r.method_label);
+  fmt::print("method   {}\n", r.method_label);
+  fmt::print("backend  {} ({})\n\n", r.backend, r.device);
   fmt::print("ratio            {:.3f}x vs fp16\n", r.ratio);
   fmt::print("bits per value   {:.3f}\n", r.bits_per_value);
   fmt::print("fp16 memory      {}\n", planners::explain_kv_bytes(r.shape, r.tokens, 16.0));
@@ -66,12 +68,14 @@ int run(const CompressOptions& o) {
   auto resolved = o.method_options.resolve(o.method, "--method");
   if (!resolved) return fail(resolved.message());
   const MethodConfig& config = *resolved;
+  auto backend = o.backend.make();
+  if (!backend) return fail(backend.message());
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
   const ProgressFn progress = terminal_progress();
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
-  auto report = compress_cache(*cache, config, progress);
+  auto report = compress_cache(*cache, config, progress, backend->get());
   if (!report) return fail(report.message());
   nlohmann::json j = report_to_json(*report);
   NewRun run;
@@ -98,6 +102,7 @@ void add_compress_command(CLI::App& app) {
                   "int8 | int4 | kivi | fp8-e4m3 | fp8-e5m2 | tiered | kvcomp")
       ->capture_default_str();
   o->method_options.add_to(*cmd);
+  o->backend.add_to(*cmd);
   cmd->add_flag("--json", o->json, "print the result as JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");
   cmd->add_option("--label", o->label, "label for the saved run");

@@ -2,8 +2,10 @@
 #include <CLI/CLI.hpp>
 
 #include "cli_common.h"
+#include "kvlab/app/backends.h"
 
 int main(int argc, char** argv) {
+  kvlab::register_backends();
   CLI::App app{
       "kvlab: a lab and capacity planner for LLM key/value-cache compression.\n"
       "Compress real or synthetic KV caches, measure ratio and error, keep every run."};

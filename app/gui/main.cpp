@@ -17,6 +17,7 @@
 #include <QTabWidget>
 #include <QTimer>
 
+#include "kvlab/app/backends.h"
 #include "kvlab/engine/eviction.h"
 #include "kvlab/engine/method.h"
 #include "kvlab/engine/synthetic.h"
@@ -217,6 +218,7 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
 
 int main(int argc, char** argv) {
   Options options = parse(argc, argv);
+  kvlab::register_backends();
   const bool no_display =
       !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY") && !env_set("QT_QPA_PLATFORM");
   if (no_display) {

@@ -1,5 +1,6 @@
 #include "kvlab/gui/compression_runner.h"
 
+#include "kvlab/engine/backend.h"
 #include "kvlab/engine/cache_file.h"
 #include "kvlab/engine/synthetic.h"
 
@@ -62,6 +63,12 @@ std::shared_ptr<CompressionRunner::Outcome> CompressionRunner::run_job(
     outcome->cancelled = message == kCancelledMessage;
     outcome->error = QString::fromStdString(message);
   };
+  // Made here, off the GUI thread: starting a GPU's driver can take a while.
+  auto backend = make_backend(job.backend);
+  if (!backend) {
+    fail("backend " + job.backend + ": " + backend.message());
+    return outcome;
+  }
   if (!cache) {
     auto loaded = load_source(job.source, progress_fn(0.0, 0.5));
     if (loaded) {
@@ -76,7 +83,7 @@ std::shared_ptr<CompressionRunner::Outcome> CompressionRunner::run_job(
     const double base = outcome->reused_cache ? 0.0 : 0.5;
     const auto stream_config = stream_config_for(job.method, cache->tokens());
     const double span = (1.0 - base) * (stream_config ? 0.7 : 1.0);
-    auto report = compress_cache(*cache, job.method, progress_fn(base, span));
+    auto report = compress_cache(*cache, job.method, progress_fn(base, span), backend->get());
     if (report) {
       outcome->report = std::move(report).value();
     } else {

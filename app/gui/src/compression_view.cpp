@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include <QComboBox>
 #include <QDateTime>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -73,6 +74,19 @@ QWidget* CompressionView::build_controls() {
   m_source = new SourcePanel(controls);
   m_method = new MethodPanel(controls);
 
+  m_backend = new QComboBox(controls);
+  m_backend->addItem(tr("Auto"), QStringLiteral("auto"));
+  m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
+  m_backend->addItem(tr("CUDA"), QStringLiteral("cuda"));
+  m_backend->setToolTip(
+      tr("Where the entropy coder runs: Auto takes the GPU when one is usable, else the CPU; "
+         "CUDA needs a GPU and kvlab built with CUDA. The bytes are the same on either."));
+  auto* backend_label = new QLabel(tr("Backend:"), controls);
+  backend_label->setBuddy(m_backend);
+  auto* backend = new QHBoxLayout;
+  backend->addWidget(backend_label);
+  backend->addWidget(m_backend, 1);
+
   m_run_button = new QPushButton(tr("Run"), controls);
   m_run_button->setDefault(true);
   m_run_button->setToolTip(tr("Compress the cache with the method and save the run"));
@@ -97,6 +111,7 @@ QWidget* CompressionView::build_controls() {
   layout->setContentsMargins(0, 0, 6, 0);
   layout->addWidget(m_source);
   layout->addWidget(m_method);
+  layout->addLayout(backend);
   layout->addLayout(buttons);
   layout->addWidget(m_progress);
   layout->addWidget(m_stage);
@@ -177,6 +192,7 @@ void CompressionView::set_running(bool running) {
   m_cancel_button->setEnabled(running);
   m_source->setEnabled(!running);
   m_method->setEnabled(!running);
+  m_backend->setEnabled(!running);
   if (!running) m_stage->clear();
   m_stage->setVisible(running);
 }
@@ -185,8 +201,13 @@ bool CompressionView::is_running() const {
   return m_runner->busy();
 }
 
+void CompressionView::set_backend(const QString& id) {
+  if (const int i = m_backend->findData(id); i >= 0) m_backend->setCurrentIndex(i);
+}
+
 bool CompressionView::run() {
-  const CompressionJob job{m_source->spec(), m_method->config()};
+  const CompressionJob job{m_source->spec(), m_method->config(),
+                           m_backend->currentData().toString().toStdString()};
   if (!m_runner->start(job)) return false;
   m_last_ok = false;
   m_last_error.clear();
@@ -297,9 +318,10 @@ void CompressionView::show_stream(const std::optional<StreamReport>& stream) {
 
 void CompressionView::save_run(const CompressionReport& report) {
   const QString done =
-      tr("%1: ratio %2, %3 bits/value")
+      tr("%1: ratio %2, %3 bits/value, on %4")
           .arg(QString::fromStdString(report.method_label), format_ratio(report.ratio),
-               format_bits_per_value(report.bits_per_value));
+               format_bits_per_value(report.bits_per_value),
+               QString::fromStdString(report.backend + ": " + report.device));
   if (!m_store) {
     emit status_message(done + tr(" (not saved: no runs database)"), kStatusTimeoutMs);
     return;

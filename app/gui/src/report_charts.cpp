@@ -76,6 +76,10 @@ ChartSet chart_set_from_report(const CompressionReport& r) {
   s.attn_output_rel_error = r.error.attn_output_rel_error;
   s.attn_output_cosine = r.error.attn_output_cosine;
   s.total_seconds = r.total_seconds;
+  if (!r.backend.empty()) {
+    s.backend =
+        QString::fromStdString(r.backend) + QStringLiteral(": ") + QString::fromStdString(r.device);
+  }
   s.fp16_formula = QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, 16.0));
   s.measured_formula =
       QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, r.bits_per_value));

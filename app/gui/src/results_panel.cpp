@@ -127,11 +127,13 @@ void ResultsPanel::clear() {
 }
 
 void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
-  m_heading->setText(tr("%1 · <b>%2</b> · %3 tokens × %4 layers · %5")
-                         .arg(s.source.toHtmlEscaped(), s.method_label.toHtmlEscaped())
-                         .arg(s.tokens)
-                         .arg(s.layers)
-                         .arg(origin.toHtmlEscaped()));
+  QString heading = tr("%1 · <b>%2</b> · %3 tokens × %4 layers · %5")
+                        .arg(s.source.toHtmlEscaped(), s.method_label.toHtmlEscaped())
+                        .arg(s.tokens)
+                        .arg(s.layers)
+                        .arg(origin.toHtmlEscaped());
+  if (!s.backend.isEmpty()) heading += tr(" · on %1").arg(s.backend.toHtmlEscaped());
+  m_heading->setText(heading);
   const std::array<QString, kMetricCount> texts{
       format_ratio(s.ratio),
       format_bits_per_value(s.bits_per_value),

@@ -92,6 +92,8 @@ struct ReportSummary {
   double mse = 0, max_abs = 0, snr_db = 0;
   double logit_rmse = 0, softmax_kl = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
   double total_seconds = 0;
+  // Where it ran, "cpu: <CPU model>" or "cuda: <GPU name>"; empty for runs saved before backends.
+  QString backend;
   // The memory formula with the run's numbers: in fp16, and at the measured bits/value.
   QString fp16_formula;
   QString measured_formula;

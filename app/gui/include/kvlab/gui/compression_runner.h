@@ -21,6 +21,7 @@ namespace kvlab::gui {
 struct CompressionJob {
   SourceSpec source;
   MethodConfig method;
+  std::string backend = "auto";  // make_backend()'s id: "auto", "cpu" or "cuda"
 };
 
 // Loads the cache a source spec names (synthetic generation or a file). Runs on any thread.

@@ -1,8 +1,8 @@
-// The Compression page: pick a source and a method, run it on a worker thread, and see the
-// ratio, the errors, the memory formula, bytes by component, per-layer error and ratio, and the
-// histogram of quantized codes; when KVComp's codes were entropy-coded, the Huffman code lengths
-// and the per-layer ratio of each codec. Every successful run is saved to the runs store; a stored
-// run can be shown again from its JSON without recomputing.
+// The Compression page: pick a source, a method and a backend (Auto, CPU, CUDA), run it on a
+// worker thread, and see the ratio, the errors, the memory formula, bytes by component, per-layer
+// error and ratio, and the histogram of quantized codes; when KVComp's codes were entropy-coded,
+// the Huffman code lengths and the per-layer ratio of each codec. Every successful run is saved to
+// the runs store; a stored run can be shown again from its JSON without recomputing.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,7 @@
 #include "kvlab/engine/stream_sim.h"
 #include "kvlab/store/runs_store.h"
 
+class QComboBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -63,6 +64,9 @@ class CompressionView : public QWidget {
 
   SourcePanel* source_panel() const { return m_source; }
   MethodPanel* method_panel() const { return m_method; }
+  // Where the run's ops go: Auto, CPU, CUDA (item data: make_backend()'s id).
+  QComboBox* backend_combo() const { return m_backend; }
+  void set_backend(const QString& id);
   ResultsPanel* results_panel() const { return m_results; }
   BytesChart* bytes_chart() const { return m_bytes_chart; }
   LayerChart* layer_chart() const { return m_layer_chart; }
@@ -100,6 +104,7 @@ class CompressionView : public QWidget {
   CompressionRunner* m_runner = nullptr;
   SourcePanel* m_source = nullptr;
   MethodPanel* m_method = nullptr;
+  QComboBox* m_backend = nullptr;
   QPushButton* m_run_button = nullptr;
   QPushButton* m_cancel_button = nullptr;
   QProgressBar* m_progress = nullptr;
