@@ -138,8 +138,8 @@ __global__ void __launch_bounds__(kBlock)
       for (int j = 0; j < 4; ++j) acc[g][k][j] = 0.f;
   const int per = (kv.tokens + warps - 1) / warps;
   const int t_begin = warp * per, t_end = min(kv.tokens, t_begin + per);
-  // Four tokens per iteration: their loads are all in flight before the first is used.
-  constexpr int kUnroll = 4;
+  // Eight tokens per iteration: their loads are all in flight before the first is used.
+  constexpr int kUnroll = 8;
   for (int t0 = t_begin; t0 < t_end; t0 += kUnroll) {
     std::uint32_t word[kUnroll][kChunks];
     float p[kUnroll][G];

@@ -84,6 +84,9 @@ struct VectorStarts {
   typename Scan::TempStorage scan;
 };
 
+// Bytes per row of the values kernel's code tile: rows start in different banks.
+__host__ __device__ constexpr int tile_row(int dim) { return ((dim + 3) & ~3) + kTilePad; }
+
 // Decodes one vector's `dim` codes, calling f(c, code) for each. Returns false when the vector
 // is corrupt (a lookup with no code, or a bit count other than `bits`).
 template <bool kHuffman, int kWidth, class F>
@@ -118,6 +121,7 @@ __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::ui
     if (s.aligned16) {
       // Every vector starts on a 16-byte boundary and fills whole 16-byte words.
       const uint4* v = reinterpret_cast<const uint4*>(s.payload) + (pos >> 7);
+#pragma unroll 4
       for (int c0 = 0; c0 < s.dim; c0 += 4 * kPer) {
         const uint4 q = __ldg(v + c0 / (4 * kPer));
         const std::uint32_t words[4] = {q.x, q.y, q.z, q.w};
@@ -203,7 +207,7 @@ struct KeyArgs {
 template <bool kHuffman, int kWidth, int G>
 __global__ void __launch_bounds__(kThreads) logits_kernel(KeyArgs a) {
   __shared__ std::uint32_t table[kHuffman ? 4096 : 1];
-  __shared__ __align__(16) float qf[G * kMaxFusedHeadDim];  // [channel][G]
+  extern __shared__ __align__(16) float qf[];  // [channel][G], G * dim floats
   __shared__ float bias[G];
   __shared__ typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage scan;
   const StreamArgs& s = a.s;
@@ -277,9 +281,8 @@ __global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
   // Thread t owns channel pairs (2t, 2t+1) and (2t + 2*kThreads, ...): one 2-byte tile read per
   // row serves both channels of a pair.
   constexpr int kPairs = kMaxFusedHeadDim / (2 * kThreads);
-  constexpr int kRow = kMaxFusedHeadDim + kTilePad;
   __shared__ std::uint32_t table[kHuffman ? 4096 : 1];
-  __shared__ __align__(16) std::uint8_t tile[kThreads * kRow];
+  extern __shared__ __align__(16) std::uint8_t tile[];  // kThreads rows of tile_row(dim) bytes
   __shared__ __align__(16) float w[kThreads * G];  // [row][G]: softmax weight * step
   __shared__ float bias[G];
   __shared__ typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage scan;
@@ -290,7 +293,7 @@ __global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
   if (threadIdx.x < G) bias[threadIdx.x] = 0.f;
   const int h = blockIdx.y;
   const int dim = s.dim;
-  const int row = ((dim + 3) & ~3) + kTilePad;  // rows start in different banks
+  const int row = tile_row(dim);
   const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
   float acc[kPairs][2][G];
   float bsum[G];
@@ -414,14 +417,16 @@ cudaError_t dispatch(CodecKind kind, int width, int group, dim3 grid, const Args
 template <bool H, int W, int G>
 struct LogitsLaunch {
   static cudaError_t run(dim3 grid, const KeyArgs& a, cudaStream_t stream) {
-    logits_kernel<H, W, G><<<grid, kThreads, 0, stream>>>(a);
+    const std::size_t smem = sizeof(float) * G * a.s.dim;
+    logits_kernel<H, W, G><<<grid, kThreads, smem, stream>>>(a);
     return cudaGetLastError();
   }
 };
 template <bool H, int W, int G>
 struct ValuesLaunch {
   static cudaError_t run(dim3 grid, const ValueArgs& a, cudaStream_t stream) {
-    values_kernel<H, W, G><<<grid, kThreads, 0, stream>>>(a);
+    const std::size_t smem = static_cast<std::size_t>(kThreads) * tile_row(a.s.dim);
+    values_kernel<H, W, G><<<grid, kThreads, smem, stream>>>(a);
     return cudaGetLastError();
   }
 };
