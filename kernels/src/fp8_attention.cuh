@@ -1,7 +1,10 @@
 // Fused attention over an FP8 cache (vLLM's kv_cache_dtype=fp8, one scale per KV head), the
-// second fast baseline: a bandwidth-bound kernel that reads each code once with 16-byte
-// (logits) or 4-byte-per-lane (values) coalesced loads, converts in registers and never writes
-// dequantized values.
+// second fast baseline. Both ops are bound by memory bandwidth: every code is read once with
+// coalesced 16-byte loads, eight in flight per lane. The codes are widened to fp16 in registers
+// (exact for E4M3 and E5M2) and multiplied on the tensor cores (mma.m16n8k16, fp32 accumulation)
+// against the queries or the softmax weights. Those are split into fp16 hi + lo parts after a
+// power-of-two rescale, so the products keep about 22 bits. Dequantized values never reach
+// global memory. value = fp8_to_float(code) * scale[head], as engine/src/fp8.cpp.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,19 +15,30 @@
 
 namespace kvlab::cuda {
 
+constexpr int kMaxFp8HeadDim = 256;
+constexpr int kMaxFp8Group = 8;
+
+// One FP8 tensor (keys or values) on the device; not owned.
 struct Fp8Device {
   int tokens = 0, kv_heads = 0, head_dim = 0;
   Fp8Format format = Fp8Format::E4M3;
-  const std::uint8_t* codes = nullptr;  // [tokens][kv_heads][head_dim]
+  const std::uint8_t* codes = nullptr;  // [tokens][kv_heads][head_dim], 16-byte aligned
   const float* scales = nullptr;        // [kv_heads]
 };
 
-// head_dim must be 16, 32, 64, 128 or 256 and q_heads / kv_heads 1, 2, 4 or 8
-// (fp8_shape_supported); otherwise cudaErrorInvalidValue. Asynchronous.
+// head_dim a multiple of 16 from 16 to kMaxFp8HeadDim, and 1 to kMaxFp8Group query heads per KV
+// head.
 bool fp8_shape_supported(int head_dim, int group);
+
+// d_q [q_heads][head_dim] -> d_logits [q_heads][tokens] = scale[h] * q.code / sqrt(head_dim); every
+// logit is written. An unsupported shape, q_heads not a multiple of kv_heads, or codes not 16-byte
+// aligned: cudaErrorInvalidValue, nothing launched. Asynchronous on `stream`: no synchronisation,
+// no allocation.
 cudaError_t launch_fp8_logits(const Fp8Device& kv, const float* d_q, int q_heads, float* d_logits,
                               cudaStream_t stream);
-// d_out is zeroed here, then accumulated.
+// d_probs [q_heads][tokens] -> d_out [q_heads][head_dim] = sum_t probs * scale[h] * code. d_out is
+// zeroed on `stream` (cudaMemsetAsync), then each block adds its partial sums with atomics, so the
+// last bits may differ from run to run. Same errors and asynchrony as launch_fp8_logits.
 cudaError_t launch_fp8_values(const Fp8Device& kv, const float* d_probs, int q_heads, float* d_out,
                               cudaStream_t stream);
 

@@ -110,8 +110,11 @@ __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::ui
       r.skip(adv);
       used += adv;
       ok &= ((e >> 25) & 3u) != 0;
+      // No branch: a lookup without a second symbol adds a zero code at channel c + 1, which
+      // is harmless for the dot products and overwritten by the next lookup in the tile (the
+      // tile and query buffers have room past the last channel).
       f(c, first);
-      if (two) f(c + 1, (e >> 8) & 255u);
+      f(min(c + 1, s.dim), two ? (e >> 8) & 255u : 0u);
       c += two ? 2 : 1;
     }
     return ok && used == bits;
@@ -207,7 +210,7 @@ struct KeyArgs {
 template <bool kHuffman, int kWidth, int G>
 __global__ void __launch_bounds__(kThreads) logits_kernel(KeyArgs a) {
   __shared__ std::uint32_t table[kHuffman ? 4096 : 1];
-  extern __shared__ __align__(16) float qf[];  // [channel][G], G * dim floats
+  extern __shared__ __align__(16) float qf[];  // [channel][G], G * (dim + 1) floats
   __shared__ float bias[G];
   __shared__ typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage scan;
   const StreamArgs& s = a.s;
@@ -220,7 +223,10 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(KeyArgs a) {
   for (int tb = blockIdx.x; tb < tbs; tb += gridDim.x) {
     __syncthreads();  // qf and bias of the previous block are no longer read
     const std::size_t unit = (static_cast<std::size_t>(tb) * s.heads + h) * dim;
-    if (threadIdx.x < G) bias[threadIdx.x] = 0.f;
+    if (threadIdx.x < G) {
+      bias[threadIdx.x] = 0.f;
+      qf[dim * G + threadIdx.x] = 0.f;  // the zero channel past the end (decode_vector)
+    }
     __syncthreads();
     float part[G];
 #pragma unroll
@@ -417,7 +423,7 @@ cudaError_t dispatch(CodecKind kind, int width, int group, dim3 grid, const Args
 template <bool H, int W, int G>
 struct LogitsLaunch {
   static cudaError_t run(dim3 grid, const KeyArgs& a, cudaStream_t stream) {
-    const std::size_t smem = sizeof(float) * G * a.s.dim;
+    const std::size_t smem = sizeof(float) * G * (a.s.dim + 1);
     logits_kernel<H, W, G><<<grid, kThreads, smem, stream>>>(a);
     return cudaGetLastError();
   }
