@@ -17,6 +17,7 @@
 #include <memory>
 #include <sstream>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -235,16 +236,31 @@ Result<LlamaConfig> read_hf_config(const std::string& dir) {
   if (const json* act = r.find("hidden_act"); act && *act != "silu") {
     r.fail("hidden_act", "is not silu, the only activation of this runner", act);
   }
+  // Scaled RoPE (Llama 3.1's "llama3", "linear", "dynamic", YaRN, LongRoPE) changes the angles
+  // and would give wrong logits silently: refused unless it is the plain "default".
   if (const json* s = r.find("rope_scaling"); s) {
-    if (!s->is_object() || s->value("rope_type", s->value("type", "")) != "default")
-      r.fail("rope_scaling", "is not supported by this runner", s);
+    const json* kind = nullptr;
+    if (s->is_object()) {
+      for (const char* key : {"rope_type", "type"}) {
+        if (const auto it = s->find(key); kind == nullptr && it != s->end()) kind = &*it;
+      }
+    }
+    if (!kind || *kind != "default") {
+      r.fail("rope_scaling",
+             kind ? "names a RoPE scaling this runner does not implement (only unscaled RoPE: "
+                    "no rope_scaling, or rope_type \"default\")"
+                  : "is not an object with a rope_type; this runner implements only unscaled RoPE",
+             kind ? kind : s);
+    }
   }
+  // Llama's attention_bias also puts a bias on o_proj; Qwen2 has q/k/v biases without the key.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     if (r.boolean(key, false))
-      r.fail(key, "is true; biases are not supported by this runner", nullptr);
+      r.fail(key, "is true; this runner supports only Qwen2's q/k/v projection biases", nullptr);
   }
   LlamaConfig c;
   c.rope_half_split = true;
+  c.qkv_bias = type && *type == "qwen2";
   c.dim = r.positive("hidden_size");
   c.hidden_dim = r.positive("intermediate_size");
   c.layers = r.positive("num_hidden_layers");
@@ -296,14 +312,20 @@ Result<LlamaModel> load_hf_model(const std::string& dir) {
   w.layers.resize(static_cast<std::size_t>(c.layers));
   for (int i = 0; i < c.layers && !error; ++i) {
     const std::string p = fmt::format("model.layers.{}.", i);
-    for (const char* bias : {"self_attn.q_proj.bias", "self_attn.k_proj.bias",
-                             "self_attn.v_proj.bias", "self_attn.o_proj.bias", "mlp.gate_proj.bias",
-                             "mlp.up_proj.bias", "mlp.down_proj.bias"}) {
-      if (src.has(p + bias)) {
-        return make_error(fmt::format(
-            "{}: tensor '{}{}': projection biases (as in Qwen2) are not supported by this runner "
-            "yet",
-            dir, p, bias));
+    // Biases the forward would not add are refused rather than ignored (wrong logits otherwise):
+    // o_proj and MLP biases always, q/k/v biases unless the model type has them (Qwen2).
+    for (const auto& [bias, added] : {std::pair{"self_attn.q_proj.bias", c.qkv_bias},
+                                      {"self_attn.k_proj.bias", c.qkv_bias},
+                                      {"self_attn.v_proj.bias", c.qkv_bias},
+                                      {"self_attn.o_proj.bias", false},
+                                      {"mlp.gate_proj.bias", false},
+                                      {"mlp.up_proj.bias", false},
+                                      {"mlp.down_proj.bias", false}}) {
+      if (!added && src.has(p + bias)) {
+        return make_error(
+            fmt::format("{}: tensor '{}{}' is a bias this runner would not add: only model_type "
+                        "qwen2 has projection biases, on q, k and v",
+                        dir, p, bias));
       }
     }
     LlamaLayerWeights& l = w.layers[static_cast<std::size_t>(i)];
@@ -311,6 +333,11 @@ Result<LlamaModel> load_hf_model(const std::string& dir) {
     l.wq = get(p + "self_attn.q_proj.weight", {D, D});
     l.wk = get(p + "self_attn.k_proj.weight", {KV, D});
     l.wv = get(p + "self_attn.v_proj.weight", {KV, D});
+    if (c.qkv_bias) {  // Qwen2: a checkpoint without them is broken, not bias-free
+      l.bq = get(p + "self_attn.q_proj.bias", {D});
+      l.bk = get(p + "self_attn.k_proj.bias", {KV});
+      l.bv = get(p + "self_attn.v_proj.bias", {KV});
+    }
     l.wo = get(p + "self_attn.o_proj.weight", {D, D});
     l.ffn_norm = get(p + "post_attention_layernorm.weight", {D});
     l.w1 = get(p + "mlp.gate_proj.weight", {F, D});

@@ -129,8 +129,9 @@ struct Reference {
   }
 };
 
-// Equal to float rounding: attention without hooks runs as matrix products, with a mask as
-// loops, and the two round differently in the last bits.
+// Equal to float rounding: with hooks the attention probabilities are normalised before they
+// weight the values, without them the sums divide the outputs, and the two round differently in
+// the last bits.
 void expect_same_logits(const std::vector<float>& a, const std::vector<float>& b) {
   ASSERT_EQ(a.size(), b.size());
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -207,6 +208,87 @@ TEST(LlamaModel, BatchedPrefillEqualsOneTokenAtATime) {
   const KvCache pre = state_to_cache(model, batched, true);
   EXPECT_FLOAT_EQ(pre.layers[0].key.at(0, 1, 3), cache.layers[0].key.at(0, 1, 3));
   EXPECT_NE(pre.layers[0].key.at(5, 1, 3), cache.layers[0].key.at(5, 1, 3));
+}
+
+// A long prompt in chunks that cross the attention's causal blocks (and start past position 0)
+// against the double-precision reference, with hooks on the same chunks (a mask keeping
+// everything, an observer, the exact cache from a reader) changing nothing beyond rounding.
+TEST(LlamaModel, LongChunkedPrefillMatchesTheReference) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel).value();
+  const LlamaConfig& c = model.config();
+  std::vector<int> tokens(300);
+  for (int i = 0; i < 300; ++i) tokens[i] = i == 0 ? 1 : 3 + (i * 37) % 500;
+  Reference ref(kModel);
+  std::vector<std::vector<double>> want;
+  for (int p = 0; p < 300; ++p) want.push_back(ref.step(tokens[p], p));
+  auto plain = model.new_state();
+  auto hooked = model.new_state();
+  const std::vector<char> all(300, 1);
+  int observed = 0;
+  hooked.kept_tokens = [&](int, int) { return &all; };
+  hooked.observe_attention = [&](int, int, const float*, int) { ++observed; };
+  hooked.attention_reader = [](int, const std::vector<float>& k, const std::vector<float>& v,
+                               std::vector<float>& k_out, std::vector<float>& v_out) -> Status {
+    k_out = k, v_out = v;
+    return Ok{};
+  };
+  int at = 0;
+  for (const int n : {1, 70, 229}) {
+    const std::vector<int> chunk(tokens.begin() + at, tokens.begin() + at + n);
+    const auto got = model.forward(plain, chunk).value();
+    double worst = 0;
+    for (int i = 0; i < c.vocab; ++i)
+      worst = std::max(worst, std::abs(got[i] - want[at + n - 1][i]));
+    EXPECT_LT(worst, 1e-4) << "chunk ending at " << at + n - 1;
+    expect_same_logits(got, model.forward(hooked, chunk).value());
+    at += n;
+  }
+  EXPECT_EQ(observed, 300 * c.layers * c.heads);
+}
+
+// A forward started from a hook of another on the same thread gets its own scratch buffers.
+TEST(LlamaModel, ForwardInsideAHookOfAnother) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel).value();
+  const std::vector<int> tokens = {1, 403, 407, 261, 378};
+  auto outer = model.new_state();
+  auto inner = model.new_state();
+  std::vector<float> inner_logits;
+  outer.observe_attention = [&](int layer, int head, const float*, int) {
+    if (layer == 2 && head == 0 && inner.pos == 0)
+      inner_logits = model.forward(inner, tokens).value();
+  };
+  const auto got = model.forward(outer, tokens).value();
+  auto plain = model.new_state();
+  expect_same_logits(got, model.forward(plain, tokens).value());
+  expect_same_logits(inner_logits, got);
+}
+
+// The products forward_matmul_shapes() lists for a benchmark: the weights' FLOPs, and attention
+// products covering every new token's causal context exactly once per layer and KV head.
+TEST(LlamaModel, MatmulShapesCoverTheForward) {
+  LlamaConfig c;
+  c.dim = 64, c.hidden_dim = 172, c.layers = 5, c.heads = 8, c.kv_heads = 4, c.vocab = 512;
+  c.seq_len = 512;
+  for (const auto& [pos, n] : {std::pair{0, 256}, {0, 1}, {255, 1}, {100, 37}}) {
+    const auto shapes = forward_matmul_shapes(c, pos, n);
+    double weights = 0;
+    for (std::size_t i = 0; i < 4; ++i) weights += shapes[i].flops();
+    weights += shapes.back().flops();
+    EXPECT_DOUBLE_EQ(weights, 2.0 * n * c.layers * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 172 * 64) +
+                                  2.0 * c.vocab * c.dim);
+    int rows = 0;
+    for (std::size_t i = 4; i + 1 < shapes.size(); i += 2) {
+      const MatmulShape& scores = shapes[i];
+      EXPECT_EQ(scores.depth, c.head_dim());
+      EXPECT_EQ(scores.count, c.layers * c.kv_heads);
+      EXPECT_EQ(shapes[i + 1].depth, scores.cols);  // probabilities · values over the same keys
+      rows += scores.rows;
+      EXPECT_EQ(scores.cols, pos + rows / 2);  // the block's last token sees exactly this far
+    }
+    EXPECT_EQ(rows, n * c.heads / c.kv_heads);
+  }
 }
 
 TEST(LlamaModel, TokenizerRoundTrip) {

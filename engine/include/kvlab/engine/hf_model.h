@@ -14,8 +14,14 @@
 // tie_word_embeddings (default false), hidden_act (silu only). RoPE uses the half-split layout
 // of Hugging Face (LlamaConfig::rope_half_split).
 //
-// Not supported, refused with a message naming the field or tensor: attention or MLP biases
-// (Qwen2's q/k/v_proj.bias, attention_bias), rope_scaling (Llama 3.1's "llama3", YaRN, ...).
+// Qwen2 (model_type qwen2) adds a bias after the q, k and v projections
+// (model.layers.N.self_attn.{q,k,v}_proj.bias, LlamaConfig::qkv_bias): a qwen2 checkpoint must
+// have all three in every layer. Any other bias tensor (o_proj, MLP, or q/k/v biases in a llama
+// or mistral checkpoint) is refused naming the tensor, since the forward would not add it.
+//
+// Not supported, refused with a message naming the field: attention_bias or mlp_bias true
+// (Llama's o_proj and MLP biases), rope_scaling other than "default" (Llama 3.1's "llama3",
+// "linear", "dynamic", YaRN, LongRoPE).
 #pragma once
 
 #include <string>

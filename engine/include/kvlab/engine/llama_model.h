@@ -24,6 +24,7 @@ struct LlamaConfig {
   float norm_eps = 1e-5f;
   bool rope_half_split = false;  // Hugging Face layout; false: llama2.c's adjacent pairs
   bool shared_classifier = true;
+  bool qkv_bias = false;  // q, k and v projections add a bias (Qwen2); every layer then has them
   int head_dim() const { return heads > 0 ? dim / heads : 0; }
   int kv_dim() const { return kv_heads * head_dim(); }
 };
@@ -35,6 +36,9 @@ struct LlamaLayerWeights {
   const float* wk = nullptr;         // [kv_dim][dim]
   const float* wv = nullptr;         // [kv_dim][dim]
   const float* wo = nullptr;         // [dim][dim]
+  const float* bq = nullptr;         // [dim], only with LlamaConfig::qkv_bias
+  const float* bk = nullptr;         // [kv_dim], only with LlamaConfig::qkv_bias
+  const float* bv = nullptr;         // [kv_dim], only with LlamaConfig::qkv_bias
   const float* ffn_norm = nullptr;   // [dim]
   const float* w1 = nullptr;         // gate [hidden][dim]
   const float* w2 = nullptr;         // down [dim][hidden]
@@ -56,6 +60,8 @@ class LlamaModel {
   // A llama2.c v0 checkpoint; errors name the file and what does not fit.
   static Result<LlamaModel> load_llama2c(const std::string& path);
   // Any other loader: a checked config and its weights; `path` names the model in messages.
+  // Builds the RoPE table: cos and sin per position and pair, head_dim floats per position for
+  // the first min(seq_len, 32768) positions; a forward past them computes its own rows.
   static Result<LlamaModel> from_weights(std::string path, LlamaConfig config,
                                          LlamaWeights weights);
 
@@ -91,13 +97,17 @@ class LlamaModel {
     std::function<const std::vector<char>*(int layer, int kv_head)> kept_tokens;
     // When set, called for each new token and query head with its attention probabilities over
     // positions 0..tokens - 1 (0 where the mask leaves a position out), e.g. for H2O's scores.
+    // Within one forward the calls come per KV head, then per token, then per query head of the
+    // KV head's group.
     std::function<void(int layer, int q_head, const float* probs, int tokens)> observe_attention;
   };
   State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
 
   // Runs `tokens` at positions state.pos.. (one prefill chunk, batched with matrix products)
   // and returns the logits of the last token [vocab]. An error when a token is out of the
-  // vocabulary or the positions pass seq_len.
+  // vocabulary or the positions pass seq_len. Scratch buffers are kept per thread and reused, so
+  // decoding one token at a time allocates only as the cache grows; calls on different states
+  // may run on different threads at once.
   Result<std::vector<float>> forward(State& state, const std::vector<int>& tokens) const;
 
  private:
@@ -123,6 +133,19 @@ class LlamaTokenizer {
   std::vector<std::string> m_pieces;
   std::vector<float> m_scores;
 };
+
+// One kind of matrix product in a forward: `count` times [rows × depth] · [depth × cols], the
+// right-hand side stored as [cols][depth] (a weight matrix, or the keys) when rhs_transposed.
+struct MatmulShape {
+  int rows = 0, depth = 0, cols = 0, count = 0;
+  bool rhs_transposed = true;
+  double flops() const { return 2.0 * rows * depth * cols * count; }
+};
+// Every matrix product LlamaModel::forward performs for `n` tokens at positions pos.., in this
+// order: the four weight shapes (q and o, k and v, gate and up, down), then per causal block of
+// new tokens attention's scores and weighted values (per layer and KV head), then the classifier
+// for the last token. Benchmarks time Eigen GEMMs of exactly these shapes beside the runner.
+std::vector<MatmulShape> forward_matmul_shapes(const LlamaConfig& config, int pos, int n);
 
 // The cache the model built for `state`, as a KvCache the rest of kvlab reads: K, V per layer
 // [tokens, kv_heads, head_dim] in f32, and the queries [tokens, heads, head_dim] when kept.
