@@ -7,7 +7,7 @@
 
 #include "cli_common.h"
 #include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/llama_model.h"
+#include "kvlab/engine/model_capture.h"
 
 namespace kvlab::cli {
 namespace {
@@ -38,43 +38,16 @@ int run_capture(const CaptureOptions& o) {
   }
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
-  const LlamaModel& model = loaded->model;
-  auto encoded = loaded->encode(prompt);
-  if (!encoded) return fail(encoded.message());
-  std::vector<int> ids = std::move(*encoded);
-  const int limit = model.config().seq_len;
-  if (static_cast<int>(ids.size()) > limit) {
-    return fail(fmt::format("the prompt is {} tokens, more than the model's {} positions",
-                            ids.size(), limit));
-  }
-  const std::size_t prompt_tokens = ids.size();
-  auto state = model.new_state(true, o.pre_rope);
-  auto logits = model.forward(state, ids);
-  if (!logits) return fail(logits.message());
-  const auto progress = terminal_progress();
-  for (int i = 0; i < o.max_tokens && state.pos < limit; ++i) {
-    const int next =
-        static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    ids.push_back(next);
-    if (next == loaded->eos || state.pos >= limit) break;
-    logits = model.forward(state, {next});
-    if (!logits) return fail(logits.message());
-    if (progress) progress(static_cast<double>(i + 1) / o.max_tokens, "generating");
-  }
-  const std::string generated =
-      loaded
-          ->decode(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(prompt_tokens) - 1,
-                                    ids.end()))
-          .substr(loaded->decode({ids[prompt_tokens - 1]}).size());
-  // The cache holds the tokens that went through the model (a last sampled one did not).
-  ids.resize(static_cast<std::size_t>(state.pos));
-  KvCache cache = state_to_cache(model, state, o.pre_rope);
-  cache.token_ids.assign(ids.begin(), ids.end());
+  auto captured =
+      capture_kv_cache(*loaded, prompt, {o.max_tokens, o.pre_rope}, terminal_progress());
+  if (!captured) return fail(captured.message());
+  const KvCache& cache = captured->cache;
+  const std::string& generated = captured->generated;
   if (auto s = save_cache_file(cache, o.out); !s) return fail(s.message());
   if (o.json) {
     nlohmann::json j = {{"out", o.out},
                         {"model", o.model},
-                        {"tokens", state.pos},
+                        {"tokens", cache.tokens()},
                         {"layers", cache.shape.layers},
                         {"kv_heads", cache.shape.kv_heads},
                         {"head_dim", cache.shape.head_dim},
@@ -85,7 +58,7 @@ int run_capture(const CaptureOptions& o) {
     fmt::print(
         "{}{}\n\nwrote {} tokens × {} layers × {} KV heads × {} ({} keys, queries, token "
         "ids) to {}\n",
-        prompt, generated, state.pos, cache.shape.layers, cache.shape.kv_heads,
+        prompt, generated, cache.tokens(), cache.shape.layers, cache.shape.kv_heads,
         cache.shape.head_dim, o.pre_rope ? "pre-RoPE" : "post-RoPE", o.out);
   }
   return 0;

@@ -17,6 +17,7 @@
 #include "kvlab/engine/kv_cache.h"
 #include "kvlab/engine/llama_model.h"
 #include "kvlab/engine/method.h"
+#include "kvlab/engine/model_capture.h"  // load_model() for capture and quality
 #include "kvlab/engine/progress.h"
 #include "kvlab/engine/result.h"
 #include "kvlab/engine/synthetic.h"
@@ -109,17 +110,6 @@ void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
 void add_capture_command(CLI::App& app);
 void add_quality_command(CLI::App& app);
-// The tokenizer next to a llama2.c checkpoint: the one tok*.bin in its folder.
-Result<std::string> find_llama2c_tokenizer(const std::string& model);
-// A model for capture and quality: a llama2.c checkpoint (.bin, with the tok*.bin next to it) or
-// a Hugging Face folder (config.json, safetensors, tokenizer.json); `tokenizer` overrides.
-struct LoadedModel {
-  LlamaModel model;
-  std::function<Result<std::vector<int>>(const std::string&)> encode;  // BOS first
-  std::function<std::string(const std::vector<int>&)> decode;          // text of the ids
-  int bos = 1, eos = 2;
-};
-Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer);
 void add_evict_command(CLI::App& app);
 
 }  // namespace kvlab::cli

@@ -139,7 +139,7 @@ TEST(MainWindow, PagesTitleAndScreenshots) {
   ASSERT_NE(nav, nullptr);
   ASSERT_EQ(nav->count(), kPageCount);
   EXPECT_EQ(nav->item(0)->text(), QStringLiteral("Compression"));
-  EXPECT_EQ(nav->item(3)->text(), QStringLiteral("Runs"));
+  EXPECT_EQ(nav->item(static_cast<int>(Page::Runs))->text(), QStringLiteral("Runs"));
   EXPECT_NE(window.eviction_view(), nullptr);
   EXPECT_EQ(window.page_widget(Page::Eviction), window.eviction_view());
   EXPECT_EQ(window.page_widget(Page::Planner), static_cast<QWidget*>(window.planner_view()));
@@ -152,7 +152,7 @@ TEST(MainWindow, PagesTitleAndScreenshots) {
     }
     EXPECT_TRUE(says_later);
   }
-  nav->setCurrentRow(3);
+  nav->setCurrentRow(static_cast<int>(Page::Runs));
   EXPECT_EQ(window.current_page(), Page::Runs);
 
   QString error;

@@ -17,6 +17,12 @@ struct CompressionRunner::Outcome {
 };
 
 Result<KvCache> load_source(const SourceSpec& source, const ProgressFn& progress) {
+  if (source.kind == SourceSpec::Kind::Model) {  // captured by the Source panel already
+    if (!source.captured) {
+      return make_error("no model capture yet: press Capture in the Source panel first");
+    }
+    return KvCache(*source.captured);
+  }
   if (source.kind == SourceSpec::Kind::File) {
     if (source.file.isEmpty()) return make_error("no file chosen: pick a KV cache file first");
     return load_cache_file(std::filesystem::path(source.file.toStdString()), progress);

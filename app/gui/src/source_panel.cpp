@@ -10,11 +10,15 @@
 #include <QPushButton>
 #include <QSpinBox>
 
+#include "kvlab/gui/model_capture_form.h"
+
 namespace kvlab::gui {
 
 namespace {
 
 constexpr int kDefaultContext = 1024;  // snappy in the GUI; the CLI defaults to 4096
+// The kind combo's rows, in SourceSpec::Kind order.
+constexpr int kSyntheticRow = 0, kFileRow = 1, kModelRow = 2;
 
 QString shape_text(const ModelShape& s) {
   return QObject::tr("%1 layers · %2 q heads · %3 kv heads · head_dim %4")
@@ -27,6 +31,7 @@ QString shape_text(const ModelShape& s) {
 }  // namespace
 
 std::string SourceSpec::cache_key() const {
+  if (kind == Kind::Model) return "model-capture:" + std::to_string(capture_id);
   if (kind == Kind::File) {
     const QFileInfo info(file);
     return "file:" + info.absoluteFilePath().toStdString() + ":" + std::to_string(info.size()) +
@@ -38,6 +43,12 @@ std::string SourceSpec::cache_key() const {
 }
 
 QString SourceSpec::describe() const {
+  if (kind == Kind::Model) {
+    if (!captured) return QObject::tr("model capture (none yet)");
+    return QObject::tr("model %1, %2 tokens")
+        .arg(QFileInfo(model).fileName())
+        .arg(captured->tokens());
+  }
   if (kind == Kind::File) return QObject::tr("file %1").arg(QFileInfo(file).fileName());
   return QObject::tr("synthetic %1, %2 tokens, seed %3")
       .arg(QString::fromStdString(synthetic.preset))
@@ -49,7 +60,10 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_kind = new QComboBox(this);
   m_kind->addItem(tr("synthetic preset"));
   m_kind->addItem(tr("file…"));
-  m_kind->setToolTip(tr("A seeded synthetic cache shaped like a real model, or your own file"));
+  m_kind->addItem(tr("model capture…"));
+  m_kind->setToolTip(
+      tr("A seeded synthetic cache shaped like a real model, your own file, or the cache of a "
+         "real model run on your prompt"));
 
   m_preset = new QComboBox(this);
   for (const auto& p : synthetic_presets()) m_preset->addItem(QString::fromStdString(p.name));
@@ -93,6 +107,8 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_form->addRow(tr("Seed"), m_seed);
   m_form->addRow(tr("File"), m_file_row);
   m_form->addRow(QString(), m_shape);
+  m_capture = new ModelCaptureForm(this);
+  m_capture->add_rows(m_form);
 
   connect(m_kind, &QComboBox::currentIndexChanged, this, &SourcePanel::on_kind_changed);
   connect(m_preset, &QComboBox::currentIndexChanged, this, &SourcePanel::on_preset_changed);
@@ -102,18 +118,20 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   connect(m_file, &QLineEdit::textChanged, this, &SourcePanel::changed);
   connect(browse_file, &QPushButton::clicked, this, [this] { browse(false); });
   connect(browse_folder, &QPushButton::clicked, this, [this] { browse(true); });
+  connect(m_capture, &ModelCaptureForm::captured_changed, this, &SourcePanel::changed);
   on_preset_changed();
   on_kind_changed();
 }
 
 void SourcePanel::on_kind_changed() {
-  const bool file = m_kind->currentIndex() == 1;
+  const int kind = m_kind->currentIndex();
   for (QWidget* w : {static_cast<QWidget*>(m_preset), static_cast<QWidget*>(m_layers),
-                     static_cast<QWidget*>(m_context), static_cast<QWidget*>(m_seed)}) {
-    m_form->setRowVisible(w, !file);
+                     static_cast<QWidget*>(m_context), static_cast<QWidget*>(m_seed),
+                     static_cast<QWidget*>(m_shape)}) {
+    m_form->setRowVisible(w, kind == kSyntheticRow);
   }
-  m_form->setRowVisible(m_file_row, file);
-  m_form->setRowVisible(m_shape, !file);
+  m_form->setRowVisible(m_file_row, kind == kFileRow);
+  m_capture->set_rows_visible(kind == kModelRow);
   emit changed();
 }
 
@@ -139,17 +157,23 @@ void SourcePanel::browse(bool folder) {
 
 SourceSpec SourcePanel::spec() const {
   SourceSpec s;
-  s.kind = m_kind->currentIndex() == 1 ? SourceSpec::Kind::File : SourceSpec::Kind::Synthetic;
+  const int kind = m_kind->currentIndex();
+  s.kind = kind == kFileRow    ? SourceSpec::Kind::File
+           : kind == kModelRow ? SourceSpec::Kind::Model
+                               : SourceSpec::Kind::Synthetic;
   s.synthetic.preset = m_preset->currentText().toStdString();
   s.synthetic.layers = m_layers->value();
   s.synthetic.context = m_context->value();
   s.synthetic.seed = static_cast<std::uint64_t>(m_seed->value());
   s.file = m_file->text().trimmed();
+  s.captured = m_capture->captured();
+  s.model = m_capture->captured_model();
+  s.capture_id = m_capture->capture_id();
   return s;
 }
 
 void SourcePanel::set_synthetic(const SyntheticConfig& config) {
-  m_kind->setCurrentIndex(0);
+  m_kind->setCurrentIndex(kSyntheticRow);
   m_preset->setCurrentText(QString::fromStdString(config.preset));
   m_layers->setValue(config.layers);
   m_context->setValue(config.context);
@@ -157,8 +181,13 @@ void SourcePanel::set_synthetic(const SyntheticConfig& config) {
 }
 
 void SourcePanel::set_file(const QString& path) {
-  m_kind->setCurrentIndex(1);
+  m_kind->setCurrentIndex(kFileRow);
   m_file->setText(path);
+}
+
+void SourcePanel::set_model(const QString& path) {
+  m_kind->setCurrentIndex(kModelRow);
+  m_capture->set_model(path);
 }
 
 }  // namespace kvlab::gui

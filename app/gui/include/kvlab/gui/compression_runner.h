@@ -24,7 +24,8 @@ struct CompressionJob {
   std::string backend = "auto";  // make_backend()'s id: "auto", "cpu" or "cuda"
 };
 
-// Loads the cache a source spec names (synthetic generation or a file). Runs on any thread.
+// Loads the cache a source spec names (synthetic generation, a file, or a copy of the Source
+// panel's model capture). Runs on any thread.
 Result<KvCache> load_source(const SourceSpec& source, const ProgressFn& progress);
 
 // The decode-stream simulation that follows a KVComp run coded with Huffman or bit packing:

@@ -1,12 +1,16 @@
-// Where the KV cache comes from: a synthetic preset (layers, context, seed) or a file
-// (.safetensors, .npz, .npy, or a folder of .npy files).
+// Where the KV cache comes from: a synthetic preset (layers, context, seed), a file
+// (.safetensors, .npz, .npy, or a folder of .npy files), or a capture from a real model
+// (ModelCaptureForm: the panel runs the model, and the cache it captured is the source).
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 
 #include <QGroupBox>
 #include <QString>
 
+#include "kvlab/engine/kv_cache.h"
 #include "kvlab/engine/synthetic.h"
 
 class QComboBox;
@@ -17,14 +21,22 @@ class QSpinBox;
 
 namespace kvlab::gui {
 
+class ModelCaptureForm;
+
 struct SourceSpec {
-  enum class Kind { Synthetic, File };
+  enum class Kind { Synthetic, File, Model };
   Kind kind = Kind::Synthetic;
   SyntheticConfig synthetic;
   QString file;
+  // Kind::Model: the cache the panel captured (null before a capture), never changed once
+  // captured, the model it came from, and the capture's number (a new one for every capture).
+  std::shared_ptr<const KvCache> captured;
+  QString model;
+  std::uint64_t capture_id = 0;
 
   // Equal keys produce the same cache, so the generated or loaded cache can be reused when only
-  // the method changes. A file's key includes its size and modification time.
+  // the method changes. A file's key includes its size and modification time; a capture's key
+  // is its number.
   std::string cache_key() const;
   QString describe() const;  // "synthetic llama3-8b, 1024 tokens, seed 1"
 };
@@ -38,6 +50,11 @@ class SourcePanel : public QGroupBox {
   SourceSpec spec() const;
   void set_synthetic(const SyntheticConfig& config);
   void set_file(const QString& path);
+  // Selects the model-capture source with `path` as the model (the capture starts from its
+  // Capture button or model_capture()->start_capture()).
+  void set_model(const QString& path);
+
+  ModelCaptureForm* model_capture() const { return m_capture; }
 
   QComboBox* preset_combo() const { return m_preset; }
   QSpinBox* layers_spin() const { return m_layers; }
@@ -60,6 +77,7 @@ class SourcePanel : public QGroupBox {
   QWidget* m_file_row = nullptr;
   QLineEdit* m_file = nullptr;
   QLabel* m_shape = nullptr;
+  ModelCaptureForm* m_capture = nullptr;
 };
 
 }  // namespace kvlab::gui
