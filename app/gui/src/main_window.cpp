@@ -9,6 +9,7 @@
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/placeholder_page.h"
 #include "kvlab/gui/planner_view.h"
+#include "kvlab/gui/quality_view.h"
 #include "kvlab/gui/runs_view.h"
 
 namespace kvlab::gui {
@@ -23,11 +24,8 @@ struct PageInfo {
 };
 
 constexpr PageInfo kPages[kPageCount] = {
-    {"Compression", "compression"},
-    {"Eviction", "eviction"},
-    {"Planner", "planner"},
-    {"Runs", "runs"},
-    {"Learn", "learn"},
+    {"Compression", "compression"}, {"Eviction", "eviction"}, {"Quality", "quality"},
+    {"Planner", "planner"},         {"Runs", "runs"},         {"Learn", "learn"},
 };
 
 QWidget* learn_page() {
@@ -63,6 +61,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
 
   m_compression = new CompressionView(m_store);
   m_eviction = new EvictionView(m_store);
+  m_quality = new QualityView(m_store);
   m_planner = new PlannerView(m_store);
   m_runs = new RunsView(m_store, m_store_error);
 
@@ -71,6 +70,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   for (int i = 0; i < kPageCount; ++i) m_nav->addItem(tr(kPages[i].title));
   m_stack->addWidget(m_compression);
   m_stack->addWidget(m_eviction);
+  m_stack->addWidget(m_quality);
   m_stack->addWidget(m_planner);
   m_stack->addWidget(m_runs);
   m_stack->addWidget(learn_page());
@@ -108,6 +108,11 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   connect(m_runs, &RunsView::status_message, this, show_message);
   connect(m_compression, &CompressionView::run_saved, m_runs, &RunsView::refresh);
   connect(m_eviction, &EvictionView::run_saved, m_runs, &RunsView::refresh);
+  connect(m_quality, &QualityView::status_message, this, show_message);
+  connect(m_quality, &QualityView::run_saved, m_runs, &RunsView::refresh);
+  connect(m_runs, &RunsView::quality_run_opened, this, [this](qint64 id) {
+    if (m_quality->show_stored_run(id)) show_page(Page::Quality);
+  });
   connect(m_planner, &PlannerView::status_message, this, show_message);
   connect(m_planner, &PlannerView::run_saved, m_runs, &RunsView::refresh);
   connect(m_runs, &RunsView::plan_run_opened, this, [this](const nlohmann::json& params) {

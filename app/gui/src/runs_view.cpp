@@ -182,6 +182,7 @@ void RunsView::update_buttons() {
   const auto* kind = selected ? m_table->item(row, kKind) : nullptr;
   m_open->setEnabled(kind && (kind->text() == QStringLiteral("compression") ||
                               kind->text() == QStringLiteral("eviction") ||
+                              kind->text() == QStringLiteral("quality") ||
                               kind->text() == QStringLiteral("plan")));
   m_delete->setEnabled(selected);
 }
@@ -202,13 +203,17 @@ bool RunsView::open_run(std::int64_t id) {
   }
   const QString origin = tr("stored run #%1 from %2").arg(id).arg(local_time(record->created_at));
   if (record->kind == "eviction") return open_eviction_run(id, origin);
+  if (record->kind == "quality") {
+    emit quality_run_opened(id);
+    return true;
+  }
   if (record->kind == "plan") {
     emit plan_run_opened(record->params);
     emit status_message(tr("Opened planner scenario #%1").arg(id), kStatusTimeoutMs);
     return true;
   }
   if (record->kind != "compression") {
-    report_error(tr("Run %1 is a %2 run; compression, eviction and plan runs open.")
+    report_error(tr("Run %1 is a %2 run; compression, eviction, quality and plan runs open.")
                      .arg(id)
                      .arg(QString::fromStdString(record->kind)));
     return false;

@@ -2,11 +2,56 @@
 
 #include <QApplication>
 #include <QDir>
+#include <QFileInfo>
 #include <QPixmap>
 
 #include "kvlab/gui/main_window.h"
+#include "kvlab/gui/quality_view.h"
 
 namespace kvlab::gui {
+
+namespace {
+
+// One window of stories260K's 512 positions: each configuration takes well under a second.
+constexpr int kQualitySampleTokens = 511;
+constexpr int kQualityTimeoutMs = 120'000;
+
+// The tiny real model the project's tests use: $KVLAB_MODELS_DIR/stories260K, else
+// shared/models/stories260K in a folder above the program or the working directory.
+QString find_stories260k() {
+  const QString relative = QStringLiteral("stories260K/stories260K.bin");
+  const QString env = qEnvironmentVariable("KVLAB_MODELS_DIR");
+  if (!env.isEmpty() && QFileInfo::exists(QDir(env).filePath(relative))) {
+    return QDir(env).filePath(relative);
+  }
+  for (QString start : {QCoreApplication::applicationDirPath(), QDir::currentPath()}) {
+    for (QDir dir(start);;) {
+      const QString candidate = dir.filePath(QStringLiteral("shared/models/") + relative);
+      if (QFileInfo::exists(candidate)) return QFileInfo(candidate).absoluteFilePath();
+      if (!dir.cdUp()) break;
+    }
+  }
+  return {};
+}
+
+// The Quality page with something on it: when it shows no runs and stories260K is found, a few
+// configurations measured on one window of the model's own text (stored like any run).
+void prepare_quality_page(MainWindow& window) {
+  QualityView* view = window.quality_view();
+  if (!view->points().empty() || view->is_running()) return;
+  const QString model = find_stories260k();
+  if (model.isEmpty()) return;
+  view->set_model_path(model);
+  view->set_sampled_text(kQualitySampleTokens, 1);
+  if (!view->points().empty()) return;  // stored runs of this model and text
+  view->set_checked({QStringLiteral("int8"), QStringLiteral("int4"), QStringLiteral("kivi-4"),
+                     QStringLiteral("kivi-2"), QStringLiteral("fp8-e4m3"),
+                     QStringLiteral("kvcomp-0.05"), QStringLiteral("h2o-50"),
+                     QStringLiteral("streaming-50")});
+  view->run_and_wait(kQualityTimeoutMs);
+}
+
+}  // namespace
 
 QStringList save_page_screenshots(MainWindow& window, const QString& dir, QString* error) {
   QStringList written;
@@ -17,6 +62,7 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
   const Page before = window.current_page();
   for (int i = 0; i < kPageCount; ++i) {
     const auto page = static_cast<Page>(i);
+    if (page == Page::Quality) prepare_quality_page(window);
     window.show_page(page);
     QApplication::processEvents();
     QApplication::processEvents();

@@ -1,5 +1,5 @@
-// The kvlab window: a navigation list on the left (Compression, Eviction, Planner, Runs, Learn),
-// the pages in a stack, and a status bar. Owns the runs store connection the pages share.
+// The kvlab window: a navigation list on the left (Compression, Eviction, Quality, Planner, Runs,
+// Learn), the pages in a stack, and a status bar. Owns the runs store connection the pages share.
 #pragma once
 
 #include <filesystem>
@@ -18,10 +18,11 @@ namespace kvlab::gui {
 class CompressionView;
 class EvictionView;
 class PlannerView;
+class QualityView;
 class RunsView;
 
-enum class Page { Compression = 0, Eviction, Planner, Runs, Learn };
-inline constexpr int kPageCount = 5;
+enum class Page { Compression = 0, Eviction, Quality, Planner, Runs, Learn };
+inline constexpr int kPageCount = 6;
 // "compression", "eviction", ... (screenshot file names).
 QString page_file_name(Page page);
 
@@ -44,6 +45,7 @@ class MainWindow : public QMainWindow {
 
   CompressionView* compression_view() const { return m_compression; }
   EvictionView* eviction_view() const { return m_eviction; }
+  QualityView* quality_view() const { return m_quality; }
   PlannerView* planner_view() const { return m_planner; }
   RunsView* runs_view() const { return m_runs; }
   const QString& store_error() const { return m_store_error; }
@@ -55,6 +57,7 @@ class MainWindow : public QMainWindow {
   QStackedWidget* m_stack = nullptr;
   CompressionView* m_compression = nullptr;
   EvictionView* m_eviction = nullptr;
+  QualityView* m_quality = nullptr;
   PlannerView* m_planner = nullptr;
   RunsView* m_runs = nullptr;
 };

@@ -1,6 +1,6 @@
 // The Runs page: every run in the store, newest first. Open redraws a compression or eviction
-// run's charts from its stored JSON (no recomputation); Delete asks first (unless auto-confirm is
-// set, for scripts and tests).
+// run's charts from its stored JSON (no recomputation), or shows a quality run on the Quality page;
+// Delete asks first (unless auto-confirm is set, for scripts and tests).
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,8 @@ class RunsView : public QWidget {
   void eviction_run_opened(const kvlab::EvictionReport& report,
                            const std::optional<kvlab::EvictionReport>& compare,
                            const QString& origin);
+  // A quality run: the Quality page shows it among the runs of its model and text.
+  void quality_run_opened(qint64 id);
   // A saved planner scenario: its params, to restore the Planner page's controls.
   void plan_run_opened(const nlohmann::json& params);
   void status_message(const QString& text, int timeout_ms);

@@ -1,0 +1,61 @@
+// What the Quality page draws from its runs: the chart's points on the chosen axes with the
+// Pareto frontier marked, the table of every run's numbers, and the one-line summary shown when
+// a point is hovered.
+#pragma once
+
+#include <vector>
+
+#include <QString>
+
+#include "kvlab/gui/pareto.h"
+#include "kvlab/gui/quality_chart.h"
+#include "kvlab/gui/quality_runs.h"
+
+class QTableWidget;
+
+namespace kvlab::gui {
+
+enum class QualityX { Ratio, BitsPerValue };
+enum class QualityY { PerplexityChange, Agreement, Kl };
+
+// Which way each axis is better: a higher ratio, fewer bits, a smaller perplexity change, more
+// agreement, a smaller KL.
+ParetoAxes quality_pareto_axes(QualityX x, QualityY y);
+// Eviction counts in memory: the ratio is divided by the kept fraction, bits multiplied by it.
+double quality_x(const QualityPoint& p, QualityX x);
+// Perplexity change and agreement in percent, KL in nats.
+double quality_y(const QualityPoint& p, QualityY y);
+QString quality_x_label(QualityX x);
+QString quality_y_label(QualityY y);
+
+// Whether each point is on the Pareto frontier of the chosen axes.
+std::vector<bool> quality_frontier(const std::vector<QualityPoint>& points, QualityX x, QualityY y);
+// With `log_y`, the y axis is logarithmic when every point's y is positive.
+QualityChartData quality_chart_data(const std::vector<QualityPoint>& points, QualityX x, QualityY y,
+                                    const QString& title, bool log_y = false);
+
+// "KIVI-2 (kivi-2 G=32 R=128), run #12: 4.57× (3.50 bits/value), perplexity 3.21 → 3.27
+// (+1.8 %), next-token agreement 97.3 %, KL 0.0123 nats"
+QString quality_point_summary(const QualityPoint& p);
+
+enum QualityColumn {
+  kQualityRun,
+  kQualityConfiguration,
+  kQualityRatio,
+  kQualityBits,
+  kQualityKept,
+  kQualityPerplexity,
+  kQualityPerplexityChange,
+  kQualityAgreement,
+  kQualityKl,
+  kQualityPareto,
+  kQualitySeconds,
+  kQualityColumnCount
+};
+// Sets up the columns and headers.
+void init_quality_table(QTableWidget* table);
+// One row per point, in the points' order.
+void fill_quality_table(QTableWidget* table, const std::vector<QualityPoint>& points,
+                        const std::vector<bool>& frontier);
+
+}  // namespace kvlab::gui

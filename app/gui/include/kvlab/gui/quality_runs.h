@@ -1,0 +1,72 @@
+// Quality runs in the runs store: saved with the shape `kvlab quality --save` gives them (kind
+// "quality", metrics = the report's JSON plus "model" and "text"), so `kvlab runs list` shows
+// the GUI's runs and the GUI charts the CLI's; and read back as plain points for the chart.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvlab/engine/model_quality.h"
+#include "kvlab/engine/result.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab::gui {
+
+// The text a model is scored on: its own sampled text, or a file.
+struct QualityText {
+  enum class Kind { Sampled, File };
+  Kind kind = Kind::Sampled;
+  int tokens = 1024;
+  std::uint64_t seed = 1;
+  std::string path;
+  // As the CLI records it: "sampled:1024 tokens, seed 1" or "file:PATH".
+  std::string describe() const;
+  static std::optional<QualityText> parse(const std::string& text);
+};
+
+// Which runs belong on one chart: the same model and text, scored in the same windows (so the
+// exact perplexity every change is measured against is the same).
+struct QualityKey {
+  std::string model;  // the model path as stored
+  std::string text;   // QualityText::describe()
+  int tokens = 0, windows = 0;
+  // Paths (the model's, a text file's) are compared after resolving them.
+  bool matches(const QualityKey& other) const;
+};
+
+// One quality run as the chart and the table read it.
+struct QualityPoint {
+  std::int64_t run_id = 0;
+  std::string created_at;
+  std::string method;  // the run's method column: "kivi-2 G=32 R=128", "h2o budget 50% ..."
+  QualityKey key;
+  double ratio = 1, bits_per_value = 16, kept_fraction = 1;
+  double perplexity_exact = 0, perplexity = 0, perplexity_change = 0;
+  double next_token_agreement = 0, kl_mean = 0, seconds = 0;
+  // What the cache holds against fp16 with eviction counted: a policy keeping half the tokens
+  // halves the memory (kept_fraction is the mean over steps of kept / tokens so far).
+  double memory_ratio() const { return kept_fraction > 0 ? ratio / kept_fraction : ratio; }
+  double memory_bits_per_value() const { return bits_per_value * kept_fraction; }
+};
+
+// The run `kvlab quality --save` would store for this report.
+NewRun quality_new_run(const QualityReport& report, const QualityConfig& config,
+                       const std::string& model, const QualityText& text, int window);
+
+// The point of a stored run, or nothing when it is not a quality run with every number.
+std::optional<QualityPoint> quality_point(const RunSummary& run);
+
+struct StoredQuality {
+  std::vector<QualityPoint> points;  // newest run of each configuration, newest first
+  int older_duplicates = 0;          // older runs of a configuration already shown
+};
+
+// Every stored quality run matching `key`, one per configuration (the newest). A key with no
+// tokens and windows takes them from the newest run of its model and text.
+Result<StoredQuality> load_quality_runs(const RunsStore& store, const QualityKey& key);
+// The key of the newest quality run in the store, if there is one.
+Result<std::optional<QualityKey>> newest_quality_key(const RunsStore& store);
+
+}  // namespace kvlab::gui

@@ -1,0 +1,144 @@
+// The Quality page: pick a real model (llama2.c or Hugging Face), a text (a file, or the model's
+// own sampled text) and the configurations to compare; Run measures each on a worker thread with
+// compression in the model's loop (perplexity change, next-token agreement, KL) and saves it as a
+// "quality" run, as `kvlab quality --save` does. The chart shows error against memory ratio (or
+// bits per value) for every stored run of the same model and text, the Pareto frontier drawn as
+// a step line, and a table of every run's numbers; hovering a point names it in the status bar.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <QString>
+#include <QStringList>
+#include <QWidget>
+
+#include "kvlab/gui/quality_runner.h"
+#include "kvlab/gui/quality_runs.h"
+#include "kvlab/store/runs_store.h"
+
+class QCheckBox;
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProgressBar;
+class QPushButton;
+class QRadioButton;
+class QSpinBox;
+class QTableWidget;
+
+namespace kvlab::gui {
+
+class QualityChart;
+
+class QualityView : public QWidget {
+  Q_OBJECT
+
+ public:
+  // `store` may be null (the store could not be opened): runs are then shown but not saved.
+  explicit QualityView(std::shared_ptr<RunsStore> store, QWidget* parent = nullptr);
+  ~QualityView() override;
+
+  void set_model_path(const QString& path);
+  void set_sampled_text(int tokens, std::uint64_t seed);
+  void set_text_file(const QString& path);
+  // Checks exactly the configurations with these ids (quality_choices()).
+  void set_checked(const QStringList& ids);
+  QStringList checked_ids() const;
+
+  // Starts measuring the checked configurations; false when one is running or the input is
+  // incomplete (the error is shown).
+  bool run();
+  void cancel();
+  bool is_running() const;
+  // Runs and waits (processing events) until every configuration is measured and saved.
+  bool run_and_wait(int timeout_ms = 10 * 60 * 1000);
+  bool wait_until_done(int timeout_ms);
+
+  // Reads the runs of the current model and text from the store again; with neither chosen yet,
+  // those of the newest quality run (and the controls take its model and text).
+  void reload_from_store();
+  // Shows the stored run among the runs of its model and text; false when it cannot.
+  bool show_stored_run(std::int64_t id);
+
+  const std::vector<QualityPoint>& points() const { return m_points; }
+  const std::vector<std::int64_t>& last_saved_run_ids() const { return m_saved_ids; }
+  const QString& last_error() const { return m_last_error; }
+
+  QLineEdit* model_edit() const { return m_model; }
+  QRadioButton* sampled_radio() const { return m_sampled; }
+  QRadioButton* file_radio() const { return m_file; }
+  QSpinBox* sample_tokens_spin() const { return m_sample_tokens; }
+  QLineEdit* text_file_edit() const { return m_text_file; }
+  QListWidget* method_list() const { return m_methods; }
+  QComboBox* x_combo() const { return m_x; }
+  QComboBox* y_combo() const { return m_y; }
+  // Logarithmic y (used when every value is positive); set on for perplexity and KL, off for
+  // agreement, whenever the y axis changes.
+  QCheckBox* log_y_check() const { return m_log_y; }
+  QualityChart* chart() const { return m_chart; }
+  QTableWidget* table() const { return m_table; }
+  QLabel* heading_label() const { return m_heading; }
+  QLabel* error_label() const { return m_error; }
+  QProgressBar* progress_bar() const { return m_progress; }
+  QPushButton* run_button() const { return m_run_button; }
+  QPushButton* cancel_button() const { return m_cancel_button; }
+
+ signals:
+  void status_message(const QString& text, int timeout_ms);
+  void run_saved(qint64 id);
+
+ protected:
+  void showEvent(QShowEvent* event) override;
+
+ private:
+  QWidget* build_controls();
+  QWidget* build_results();
+  void set_running(bool running);
+  void on_measured(const QualityReport& report, int index, int count);
+  void on_ended(const QString& error, bool cancelled, int failed_index);
+  void show_error(const QString& message);
+  // The key of what the controls name (tokens and windows left to the stored runs).
+  QualityKey controls_key() const;
+  QualityText controls_text() const;
+  void controls_changed();
+  void set_controls(const QualityKey& key);
+  void redraw();
+
+  std::shared_ptr<RunsStore> m_store;
+  QualityRunner* m_runner = nullptr;
+  QLineEdit* m_model = nullptr;
+  QRadioButton* m_sampled = nullptr;
+  QRadioButton* m_file = nullptr;
+  QSpinBox* m_sample_tokens = nullptr;
+  QSpinBox* m_seed = nullptr;
+  QLineEdit* m_text_file = nullptr;
+  QListWidget* m_methods = nullptr;
+  QPushButton* m_run_button = nullptr;
+  QPushButton* m_cancel_button = nullptr;
+  QProgressBar* m_progress = nullptr;
+  QLabel* m_stage = nullptr;
+  QLabel* m_error = nullptr;
+  QLabel* m_heading = nullptr;
+  QComboBox* m_x = nullptr;
+  QComboBox* m_y = nullptr;
+  QCheckBox* m_log_y = nullptr;
+  QPushButton* m_reset_zoom = nullptr;
+  QualityChart* m_chart = nullptr;
+  QTableWidget* m_table = nullptr;
+
+  std::optional<QualityKey> m_key;  // whose runs are shown
+  std::vector<QualityPoint> m_points;
+  int m_older_duplicates = 0;
+  QualityJob m_job;  // the running (or last) job
+  int m_measured = 0;
+  std::vector<std::int64_t> m_saved_ids;
+  QString m_last_error;
+  bool m_last_ok = false;
+  bool m_syncing = false;  // the controls are being set from a stored run
+};
+
+}  // namespace kvlab::gui

@@ -1,0 +1,86 @@
+#include "kvlab/gui/quality_configs.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+QualityChoice method_choice(const char* id, const char* name, MethodConfig method) {
+  QualityChoice c{QString::fromLatin1(id), QString::fromUtf8(name), {}};
+  c.config.method = method;
+  return c;
+}
+
+MethodConfig kind(MethodKind k) {
+  MethodConfig m;
+  m.kind = k;
+  return m;
+}
+
+MethodConfig kivi(int bits) {
+  MethodConfig m = kind(MethodKind::Kivi);
+  m.bits = bits;
+  return m;
+}
+
+// KVComp is meant to be entropy coded (Jiang et al. 2025, Sec. 3.3): Huffman over its codes.
+MethodConfig kvcomp(double rel_scale) {
+  MethodConfig m = kind(MethodKind::KvComp);
+  m.rel_scale = rel_scale;
+  m.codec = CodecKind::Huffman;
+  return m;
+}
+
+QualityChoice eviction_choice(const char* id, const char* name, EvictionPolicy policy,
+                              double fraction) {
+  QualityChoice c{QString::fromLatin1(id), QString::fromUtf8(name), {}};
+  c.config.method.reset();
+  EvictionConfig e;  // the CLI's defaults: 4 sinks, H2O's budget half recent tokens
+  e.policy = policy;
+  e.budget = Budget{fraction, true};
+  c.config.eviction = e;
+  return c;
+}
+
+}  // namespace
+
+const std::vector<QualityChoice>& quality_choices() {
+  static const std::vector<QualityChoice> choices = {
+      method_choice("int8", "INT8", kind(MethodKind::Int8)),
+      method_choice("int4", "INT4", kind(MethodKind::Int4)),
+      method_choice("kivi-4", "KIVI-4", kivi(4)),
+      method_choice("kivi-2", "KIVI-2", kivi(2)),
+      method_choice("fp8-e4m3", "FP8 E4M3", kind(MethodKind::Fp8E4M3)),
+      method_choice("kvcomp-0.02", "KVComp 0.02", kvcomp(0.02)),
+      method_choice("kvcomp-0.05", "KVComp 0.05", kvcomp(0.05)),
+      method_choice("kvcomp-0.1", "KVComp 0.1", kvcomp(0.1)),
+      eviction_choice("h2o-50", "H2O 50%", EvictionPolicy::H2O, 0.5),
+      eviction_choice("h2o-20", "H2O 20%", EvictionPolicy::H2O, 0.2),
+      eviction_choice("streaming-50", "StreamingLLM 50%", EvictionPolicy::Streaming, 0.5),
+      eviction_choice("streaming-20", "StreamingLLM 20%", EvictionPolicy::Streaming, 0.2),
+  };
+  return choices;
+}
+
+const QualityChoice* find_quality_choice(const QString& id) {
+  for (const QualityChoice& c : quality_choices()) {
+    if (c.id == id) return &c;
+  }
+  return nullptr;
+}
+
+std::string quality_run_method(const QualityConfig& config) {
+  const auto& method = config.method;
+  const auto& eviction = config.eviction;
+  if (eviction && method) return eviction_label(*eviction) + " + " + method_label(*method);
+  if (eviction) return eviction_label(*eviction);
+  return method ? method_label(*method) : std::string("none");
+}
+
+QString quality_short_name(const std::string& run_method) {
+  for (const QualityChoice& c : quality_choices()) {
+    if (quality_run_method(c.config) == run_method) return c.name;
+  }
+  return QString::fromStdString(run_method);
+}
+
+}  // namespace kvlab::gui

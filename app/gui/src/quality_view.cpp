@@ -1,0 +1,275 @@
+#include "kvlab/gui/quality_view.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/quality_chart.h"
+#include "kvlab/gui/quality_configs.h"
+#include "kvlab/gui/quality_results.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kControlsWidth = 340;
+constexpr int kDefaultSampleTokens = 1024;
+
+QLabel* muted_label(const QString& text, QWidget* parent) {
+  auto* label = new QLabel(text, parent);
+  label->setWordWrap(true);
+  QPalette muted = label->palette();
+  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
+  label->setPalette(muted);
+  return label;
+}
+
+}  // namespace
+
+QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_runner = new QualityRunner(this);
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  splitter->addWidget(build_controls());
+  splitter->addWidget(build_results());
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->addWidget(splitter);
+
+  connect(m_runner, &QualityRunner::progress, this, [this](int percent, const QString& stage) {
+    m_progress->setValue(percent);
+    m_stage->setText(stage);
+  });
+  connect(m_runner, &QualityRunner::measured, this, &QualityView::on_measured);
+  connect(m_runner, &QualityRunner::ended, this, &QualityView::on_ended);
+  connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
+  connect(m_cancel_button, &QPushButton::clicked, this, &QualityView::cancel);
+  connect(m_model, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
+  connect(m_text_file, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
+  connect(m_sampled, &QRadioButton::toggled, this, &QualityView::controls_changed);
+  connect(m_sample_tokens, &QSpinBox::editingFinished, this, &QualityView::controls_changed);
+  connect(m_seed, &QSpinBox::editingFinished, this, &QualityView::controls_changed);
+  connect(m_x, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
+  connect(m_y, &QComboBox::currentIndexChanged, this, [this](int index) {
+    const QSignalBlocker block(m_log_y);
+    m_log_y->setChecked(static_cast<QualityY>(index) != QualityY::Agreement);
+    redraw();
+  });
+  connect(m_log_y, &QCheckBox::toggled, this, [this] { redraw(); });
+  connect(m_reset_zoom, &QPushButton::clicked, m_chart, &QualityChart::reset_zoom);
+  connect(m_chart, &QualityChart::point_hovered, this, [this](int index) {
+    const bool valid = index >= 0 && index < static_cast<int>(m_points.size());
+    emit status_message(
+        valid ? quality_point_summary(m_points[static_cast<std::size_t>(index)]) : QString(), 0);
+  });
+  connect(m_table, &QTableWidget::itemSelectionChanged, this, [this] {
+    const auto rows = m_table->selectionModel()->selectedRows();
+    m_chart->set_highlight(rows.isEmpty() ? -1 : rows.front().row());
+  });
+  set_running(false);
+  reload_from_store();
+}
+
+QualityView::~QualityView() = default;
+
+QWidget* QualityView::build_controls() {
+  auto* controls = new QWidget;
+
+  auto* model_box = new QGroupBox(tr("Model"), controls);
+  m_model = new QLineEdit(model_box);
+  m_model->setPlaceholderText(tr("llama2.c .bin or Hugging Face folder"));
+  m_model->setToolTip(
+      tr("A llama2.c checkpoint with its tok*.bin beside it, or a Hugging Face "
+         "folder (config.json, safetensors, tokenizer.json)"));
+  auto* model_file = new QPushButton(tr("File…"), model_box);
+  auto* model_folder = new QPushButton(tr("Folder…"), model_box);
+  auto* model_buttons = new QHBoxLayout;
+  model_buttons->addWidget(model_file);
+  model_buttons->addWidget(model_folder);
+  model_buttons->addStretch(1);
+  auto* model_layout = new QVBoxLayout(model_box);
+  model_layout->addWidget(m_model);
+  model_layout->addLayout(model_buttons);
+  connect(model_file, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("llama2.c checkpoint"), m_model->text(), tr("Checkpoints (*.bin);;All files (*)"));
+    if (!path.isEmpty()) set_model_path(path);
+  });
+  connect(model_folder, &QPushButton::clicked, this, [this] {
+    const QString path =
+        QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder"), m_model->text());
+    if (!path.isEmpty()) set_model_path(path);
+  });
+
+  auto* text_box = new QGroupBox(tr("Text"), controls);
+  m_sampled = new QRadioButton(tr("The model's own sampled text"), text_box);
+  m_sampled->setChecked(true);
+  m_sample_tokens = new QSpinBox(text_box);
+  m_sample_tokens->setRange(2, 1'000'000);
+  m_sample_tokens->setValue(kDefaultSampleTokens);
+  m_sample_tokens->setSuffix(tr(" tokens"));
+  m_seed = new QSpinBox(text_box);
+  m_seed->setRange(0, 1'000'000'000);
+  m_seed->setValue(1);
+  m_seed->setPrefix(tr("seed "));
+  auto* sample_row = new QHBoxLayout;
+  sample_row->addSpacing(20);
+  sample_row->addWidget(m_sample_tokens);
+  sample_row->addWidget(m_seed);
+  m_file = new QRadioButton(tr("A text file"), text_box);
+  m_text_file = new QLineEdit(text_box);
+  m_text_file->setPlaceholderText(tr("UTF-8 text"));
+  auto* text_browse = new QPushButton(tr("Browse…"), text_box);
+  auto* file_row = new QHBoxLayout;
+  file_row->addSpacing(20);
+  file_row->addWidget(m_text_file, 1);
+  file_row->addWidget(text_browse);
+  auto* text_layout = new QVBoxLayout(text_box);
+  text_layout->addWidget(m_sampled);
+  text_layout->addLayout(sample_row);
+  text_layout->addWidget(m_file);
+  text_layout->addLayout(file_row);
+  connect(text_browse, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Text to score"), m_text_file->text(), tr("Text (*.txt);;All files (*)"));
+    if (!path.isEmpty()) set_text_file(path);
+  });
+
+  auto* methods_box = new QGroupBox(tr("Configurations to compare"), controls);
+  m_methods = new QListWidget(methods_box);
+  for (const QualityChoice& c : quality_choices()) {
+    auto* item = new QListWidgetItem(c.name, m_methods);
+    item->setData(Qt::UserRole, c.id);
+    item->setToolTip(QString::fromStdString(quality_run_method(c.config)));
+    item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable);
+    item->setCheckState(Qt::Checked);
+  }
+  m_methods->setMinimumHeight(m_methods->sizeHintForRow(0) * 7);
+  auto* all = new QPushButton(tr("All"), methods_box);
+  auto* none = new QPushButton(tr("None"), methods_box);
+  auto* check_buttons = new QHBoxLayout;
+  check_buttons->addWidget(all);
+  check_buttons->addWidget(none);
+  check_buttons->addStretch(1);
+  auto* methods_layout = new QVBoxLayout(methods_box);
+  methods_layout->addWidget(m_methods, 1);
+  methods_layout->addLayout(check_buttons);
+  connect(all, &QPushButton::clicked, this, [this] {
+    QStringList ids;
+    for (const QualityChoice& c : quality_choices()) ids << c.id;
+    set_checked(ids);
+  });
+  connect(none, &QPushButton::clicked, this, [this] { set_checked({}); });
+
+  m_run_button = new QPushButton(tr("Run"), controls);
+  m_run_button->setDefault(true);
+  m_run_button->setToolTip(tr("Measure each checked configuration and save it as a quality run"));
+  m_cancel_button = new QPushButton(tr("Cancel"), controls);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_run_button);
+  buttons->addWidget(m_cancel_button);
+  m_progress = new QProgressBar(controls);
+  m_progress->setRange(0, 100);
+  m_progress->setValue(0);
+  m_stage = muted_label(QString(), controls);
+  auto* note = muted_label(
+      tr("Each configuration runs the model over the text twice, exactly and with attention "
+         "reading the compressed or evicted cache, in windows of the model's context."),
+      controls);
+
+  auto* layout = new QVBoxLayout(controls);
+  layout->setContentsMargins(0, 0, 6, 0);
+  layout->addWidget(model_box);
+  layout->addWidget(text_box);
+  layout->addWidget(methods_box, 1);
+  layout->addLayout(buttons);
+  layout->addWidget(m_progress);
+  layout->addWidget(m_stage);
+  layout->addWidget(note);
+
+  auto* scroll = new QScrollArea;  // scrolls rather than clips when the window is short
+  scroll->setWidget(controls);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(kControlsWidth);
+  scroll->setMaximumWidth(kControlsWidth + 120);
+  return scroll;
+}
+
+QWidget* QualityView::build_results() {
+  auto* results = new QWidget;
+  m_error = new QLabel(results);
+  m_error->setWordWrap(true);
+  m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_error->setStyleSheet(QStringLiteral(
+      "QLabel { color: #a01818; background: #fbe9e7; border: 1px solid #e0a09a; padding: 6px; }"));
+  m_error->setVisible(false);
+  m_heading = new QLabel(results);
+  m_heading->setWordWrap(true);
+  m_heading->setTextInteractionFlags(Qt::TextSelectableByMouse);
+
+  m_x = new QComboBox(results);
+  m_x->addItem(tr("memory ratio"));
+  m_x->addItem(tr("bits per value"));
+  m_y = new QComboBox(results);
+  m_y->addItem(tr("perplexity change"));
+  m_y->addItem(tr("next-token agreement"));
+  m_y->addItem(tr("KL divergence"));
+  m_log_y = new QCheckBox(tr("Log scale"), results);
+  m_log_y->setChecked(true);
+  m_log_y->setToolTip(tr("A logarithmic y axis, used when every value is positive"));
+  m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
+  m_reset_zoom->setToolTip(tr("Show every point again (drag pans, the wheel zooms)"));
+  auto* selectors = new QHBoxLayout;
+  selectors->addWidget(new QLabel(tr("Across"), results));
+  selectors->addWidget(m_x);
+  selectors->addSpacing(12);
+  selectors->addWidget(new QLabel(tr("Up"), results));
+  selectors->addWidget(m_y);
+  selectors->addSpacing(12);
+  selectors->addWidget(m_log_y);
+  selectors->addStretch(1);
+  selectors->addWidget(m_reset_zoom);
+
+  m_chart = new QualityChart;
+  m_table = new QTableWidget(0, kQualityColumnCount);
+  init_quality_table(m_table);
+  auto* vertical = new QSplitter(Qt::Vertical);
+  vertical->addWidget(m_chart);
+  vertical->addWidget(m_table);
+  vertical->setChildrenCollapsible(false);
+  vertical->setStretchFactor(0, 3);
+  vertical->setStretchFactor(1, 2);
+  vertical->setSizes({480, 280});
+
+  auto* layout = new QVBoxLayout(results);
+  layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_error);
+  layout->addWidget(m_heading);
+  layout->addLayout(selectors);
+  layout->addWidget(vertical, 1);
+  return results;
+}
+
+}  // namespace kvlab::gui
