@@ -1,5 +1,6 @@
 // cuBLAS fp16 attention baseline (see fp16_baseline.cuh) and its host entry points
-// (gpu_baselines.h).
+// (gpu_baselines.h). Every cuBLAS status is checked; a failure keeps its name and text for the
+// host wrappers' error message.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 
@@ -15,6 +16,9 @@ namespace kvlab::cuda {
 
 namespace {
 
+// Softmax weights are scaled by this before the fp16 conversion: weights down to about 1e-8 stay
+// fp16 normals (a 32K-token softmax has weights near 3e-5, below fp16's smallest normal 6.1e-5),
+// and weights up to 65504 / 4096 = 16 do not overflow. A power of two, so the scale is exact.
 constexpr float kProbScale = 4096.f;
 
 __global__ void to_half_kernel(const float* in, std::size_t n, float scale, __half* out) {
@@ -26,8 +30,8 @@ cublasHandle_t handle_of(void* h) {
   return static_cast<cublasHandle_t>(h);
 }
 
-cudaError_t blas_error(cublasStatus_t st) {
-  return st == CUBLAS_STATUS_SUCCESS ? cudaSuccess : cudaErrorUnknown;
+std::string blas_message(cublasStatus_t st) {
+  return std::string(cublasGetStatusName(st)) + ": " + cublasGetStatusString(st);
 }
 
 }  // namespace
@@ -36,8 +40,7 @@ Result<Fp16Baseline> Fp16Baseline::create() {
   Fp16Baseline b;
   cublasHandle_t h = nullptr;
   if (const cublasStatus_t st = cublasCreate(&h); st != CUBLAS_STATUS_SUCCESS) {
-    return make_error(std::string("cuBLAS: creating a handle failed (") +
-                      cublasGetStatusString(st) + ")");
+    return make_error("cuBLAS: creating a handle failed (" + blas_message(st) + ")");
   }
   b.m_handle = h;
   return Result<Fp16Baseline>(std::move(b));
@@ -47,78 +50,122 @@ Fp16Baseline::~Fp16Baseline() {
   if (m_handle) cublasDestroy(handle_of(m_handle));
 }
 Fp16Baseline::Fp16Baseline(Fp16Baseline&& o) noexcept
-    : m_handle(std::exchange(o.m_handle, nullptr)), m_scratch(std::move(o.m_scratch)) {}
+    : m_handle(std::exchange(o.m_handle, nullptr)),
+      m_scratch(std::move(o.m_scratch)),
+      m_blas_error(std::move(o.m_blas_error)) {}
 Fp16Baseline& Fp16Baseline::operator=(Fp16Baseline&& o) noexcept {
   if (this != &o) {
     if (m_handle) cublasDestroy(handle_of(m_handle));
     m_handle = std::exchange(o.m_handle, nullptr);
     m_scratch = std::move(o.m_scratch);
+    m_blas_error = std::move(o.m_blas_error);
   }
   return *this;
 }
 
-cudaError_t Fp16Baseline::to_half(const float* in, std::size_t n, float scale) {
+cudaError_t Fp16Baseline::to_half(const float* in, std::size_t n, float scale,
+                                  cudaStream_t stream) {
   if (m_scratch.size() < n) {
     if (!m_scratch.allocate(n, "cuBLAS baseline scratch")) return cudaErrorMemoryAllocation;
   }
-  to_half_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(
+  to_half_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
       in, n, scale, reinterpret_cast<__half*>(m_scratch.get()));
   return cudaGetLastError();
 }
 
 cudaError_t Fp16Baseline::logits(const std::uint16_t* d_k, int tokens, int kv_heads, int dim,
-                                 const float* d_q, int q_heads, float* d_logits) {
+                                 const float* d_q, int q_heads, float* d_logits,
+                                 cudaStream_t stream) {
+  if (!m_handle || tokens <= 0 || kv_heads <= 0 || dim <= 0 || q_heads <= 0 ||
+      q_heads % kv_heads != 0) {
+    return cudaErrorInvalidValue;
+  }
   const int group = q_heads / kv_heads;
-  if (cudaError_t e = to_half(d_q, static_cast<std::size_t>(q_heads) * dim, 1.f)) return e;
+  if (cudaError_t e = to_half(d_q, static_cast<std::size_t>(q_heads) * dim, 1.f, stream)) return e;
+  if (const cublasStatus_t st = cublasSetStream(handle_of(m_handle), stream);
+      st != CUBLAS_STATUS_SUCCESS) {
+    m_blas_error = blas_message(st);
+    return cudaErrorUnknown;
+  }
+  // The engine's scale (fp16_attention.cpp): 1 / sqrt(dim) in float.
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dim)), beta = 0.f;
   // Column-major per KV head h: C (tokens x group) = K_h^T (tokens x dim) . Q_h (dim x group).
-  return blas_error(cublasGemmStridedBatchedEx(
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(
       handle_of(m_handle), CUBLAS_OP_T, CUBLAS_OP_N, tokens, group, dim, &alpha, d_k, CUDA_R_16F,
       kv_heads * dim, dim, m_scratch.get(), CUDA_R_16F, dim, static_cast<long long>(group) * dim,
       &beta, d_logits, CUDA_R_32F, tokens, static_cast<long long>(group) * tokens, kv_heads,
-      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    m_blas_error = blas_message(st);
+    return cudaErrorUnknown;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t Fp16Baseline::values(const std::uint16_t* d_v, int tokens, int kv_heads, int dim,
-                                 const float* d_probs, int q_heads, float* d_out) {
+                                 const float* d_probs, int q_heads, float* d_out,
+                                 cudaStream_t stream) {
+  if (!m_handle || tokens <= 0 || kv_heads <= 0 || dim <= 0 || q_heads <= 0 ||
+      q_heads % kv_heads != 0) {
+    return cudaErrorInvalidValue;
+  }
   const int group = q_heads / kv_heads;
-  if (cudaError_t e = to_half(d_probs, static_cast<std::size_t>(q_heads) * tokens, kProbScale)) {
+  if (cudaError_t e =
+          to_half(d_probs, static_cast<std::size_t>(q_heads) * tokens, kProbScale, stream)) {
     return e;
+  }
+  if (const cublasStatus_t st = cublasSetStream(handle_of(m_handle), stream);
+      st != CUBLAS_STATUS_SUCCESS) {
+    m_blas_error = blas_message(st);
+    return cudaErrorUnknown;
   }
   const float alpha = 1.0f / kProbScale, beta = 0.f;
   // Column-major per KV head h: C (dim x group) = V_h (dim x tokens) . P_h (tokens x group).
-  return blas_error(cublasGemmStridedBatchedEx(
+  const cublasStatus_t st = cublasGemmStridedBatchedEx(
       handle_of(m_handle), CUBLAS_OP_N, CUBLAS_OP_N, dim, group, tokens, &alpha, d_v, CUDA_R_16F,
       kv_heads * dim, dim, m_scratch.get(), CUDA_R_16F, tokens,
       static_cast<long long>(group) * tokens, &beta, d_out, CUDA_R_32F, dim,
-      static_cast<long long>(group) * dim, kv_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      static_cast<long long>(group) * dim, kv_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (st != CUBLAS_STATUS_SUCCESS) {
+    m_blas_error = blas_message(st);
+    return cudaErrorUnknown;
+  }
+  return cudaSuccess;
 }
 
 namespace {
 
 Status check_fp16(const Fp16KvView& kv, std::size_t in, std::size_t out, int q_heads, bool keys,
                   const char* what) {
+  const std::string w(what);
   if (kv.tokens <= 0 || kv.kv_heads <= 0 || kv.head_dim <= 0) {
-    return make_error(std::string(what) + ": empty or negative shape");
+    return make_error(w + ": shape [" + std::to_string(kv.tokens) + ", " +
+                      std::to_string(kv.kv_heads) + ", " + std::to_string(kv.head_dim) +
+                      "] is empty");
   }
   const std::size_t n = static_cast<std::size_t>(kv.tokens) * kv.kv_heads * kv.head_dim;
-  if ((keys ? kv.keys.size() : kv.values.size()) != n) {
-    return make_error(std::string(what) + ": the cache holds the wrong number of values");
+  const std::size_t given = keys ? kv.keys.size() : kv.values.size();
+  if (given != n) {
+    return make_error(w + ": " + std::to_string(given) + (keys ? " keys" : " values") +
+                      " given, the shape needs " + std::to_string(n));
   }
   if (q_heads <= 0 || q_heads % kv.kv_heads != 0) {
-    return make_error(std::string(what) + ": query heads must be a multiple of the KV heads");
+    return make_error(w + ": " + std::to_string(q_heads) + " query heads are not a multiple of " +
+                      std::to_string(kv.kv_heads) + " KV heads");
   }
-  const std::size_t per_in = keys ? kv.head_dim : kv.tokens;
-  const std::size_t per_out = keys ? kv.tokens : kv.head_dim;
-  if (in != q_heads * per_in || out != q_heads * per_out) {
-    return make_error(std::string(what) + ": input or output size does not match the shape");
+  const std::size_t in_need = static_cast<std::size_t>(q_heads) * (keys ? kv.head_dim : kv.tokens);
+  const std::size_t out_need = static_cast<std::size_t>(q_heads) * (keys ? kv.tokens : kv.head_dim);
+  if (in != in_need || out != out_need) {
+    return make_error(w + ": input holds " + std::to_string(in) + " floats (needs " +
+                      std::to_string(in_need) + "), output " + std::to_string(out) + " (needs " +
+                      std::to_string(out_need) + ")");
   }
   return Ok{};
 }
 
 Status run_fp16(const Fp16KvView& kv, std::span<const float> in, int q_heads, std::span<float> out,
                 bool keys) {
-  const char* what = keys ? "GPU fp16 logits" : "GPU fp16 values";
+  const char* what = keys ? "GPU fp16 attention logits" : "GPU fp16 attention values";
   KVLAB_TRY_STATUS(check_fp16(kv, in.size(), out.size(), q_heads, keys, what));
   KVLAB_TRY_STATUS(require_gpu());
   auto blas = Fp16Baseline::create();
@@ -129,12 +176,16 @@ Status run_fp16(const Fp16KvView& kv, std::span<const float> in, int q_heads, st
   KVLAB_TRY_STATUS(d_kv.upload(src.data(), src.size(), what));
   KVLAB_TRY_STATUS(d_in.upload(in.data(), in.size(), what));
   KVLAB_TRY_STATUS(d_out.allocate(out.size(), what));
+  // Poisoned with NaN, so an element cuBLAS failed to write cannot pass for a result.
   KVLAB_CUDA_TRY(cudaMemset(d_out.get(), 0xff, d_out.bytes()), what);
-  KVLAB_CUDA_TRY(keys ? blas->logits(d_kv.get(), kv.tokens, kv.kv_heads, kv.head_dim, d_in.get(),
-                                     q_heads, d_out.get())
-                      : blas->values(d_kv.get(), kv.tokens, kv.kv_heads, kv.head_dim, d_in.get(),
-                                     q_heads, d_out.get()),
-                 what);
+  const cudaError_t e = keys ? blas->logits(d_kv.get(), kv.tokens, kv.kv_heads, kv.head_dim,
+                                            d_in.get(), q_heads, d_out.get())
+                             : blas->values(d_kv.get(), kv.tokens, kv.kv_heads, kv.head_dim,
+                                            d_in.get(), q_heads, d_out.get());
+  if (e != cudaSuccess && !blas->last_blas_error().empty()) {
+    return make_error(std::string(what) + ": cuBLAS failed (" + blas->last_blas_error() + ")");
+  }
+  KVLAB_CUDA_TRY(e, what);
   KVLAB_CUDA_TRY(cudaDeviceSynchronize(), what);
   return d_out.download(out.data(), out.size(), what);
 }

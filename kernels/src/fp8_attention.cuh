@@ -1,10 +1,11 @@
 // Fused attention over an FP8 cache (vLLM's kv_cache_dtype=fp8, one scale per KV head), the
 // second fast baseline. Both ops are bound by memory bandwidth: every code is read once with
-// coalesced 16-byte loads, eight in flight per lane. The codes are widened to fp16 in registers
+// coalesced 16-byte loads, double-buffered in registers. The codes are widened to fp16 in registers
 // (exact for E4M3 and E5M2) and multiplied on the tensor cores (mma.m16n8k16, fp32 accumulation)
 // against the queries or the softmax weights. Those are split into fp16 hi + lo parts after a
 // power-of-two rescale, so the products keep about 22 bits. Dequantized values never reach
-// global memory. value = fp8_to_float(code) * scale[head], as engine/src/fp8.cpp.
+// global memory. value = fp8_to_float(code) * scale[head], as engine/src/fp8.cpp. Timings and the
+// tuning choices: fp8_attention.cu.
 #pragma once
 
 #include <cuda_runtime.h>

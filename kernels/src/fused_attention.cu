@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fused_attention.cuh"
+#include "packed_attention.cuh"
 
 namespace kvlab::cuda {
 
@@ -85,7 +86,9 @@ struct VectorStarts {
 };
 
 // Bytes per row of the values kernel's code tile: rows start in different banks.
-__host__ __device__ constexpr int tile_row(int dim) { return ((dim + 3) & ~3) + kTilePad; }
+__host__ __device__ constexpr int tile_row(int dim) {
+  return ((dim + 3) & ~3) + kTilePad;
+}
 
 // Decodes one vector's `dim` codes, calling f(c, code) for each. Returns false when the vector
 // is corrupt (a lookup with no code, or a bit count other than `bits`).
@@ -289,7 +292,7 @@ __global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
   constexpr int kPairs = kMaxFusedHeadDim / (2 * kThreads);
   __shared__ std::uint32_t table[kHuffman ? 4096 : 1];
   extern __shared__ __align__(16) std::uint8_t tile[];  // kThreads rows of tile_row(dim) bytes
-  __shared__ __align__(16) float w[kThreads * G];  // [row][G]: softmax weight * step
+  __shared__ __align__(16) float w[kThreads * G];       // [row][G]: softmax weight * step
   __shared__ float bias[G];
   __shared__ typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage scan;
   const StreamArgs& s = a.s;
@@ -458,6 +461,9 @@ cudaError_t launch_fused_logits(const GpuLayer::Impl& g, const float* d_q, int g
   a.logits = d_logits;
   a.err = d_err;
   set_int<<<1, 1, 0, stream>>>(d_err, kErrNone);
+  if (g.codec == CodecKind::BitPack && packed_logits_supported(g.keys, group)) {
+    return launch_packed_logits(g, d_q, group, d_logits, stream);  // tensor cores
+  }
   const int tbs = g.keys.token_blocks();
   const dim3 grid(grid_x(tbs, g.kv_heads), g.kv_heads);
   return dispatch<LogitsLaunch>(g.codec, g.keys.width, group, grid, a, stream);
@@ -477,6 +483,9 @@ cudaError_t launch_fused_values(const GpuLayer::Impl& g, const float* d_probs, i
           d_out, 0, sizeof(float) * static_cast<std::size_t>(group) * g.kv_heads * g.head_dim,
           stream)) {
     return e;
+  }
+  if (g.codec == CodecKind::BitPack && packed_values_supported(g.values, group)) {
+    return launch_packed_values(g, d_probs, group, d_out, stream);  // tensor cores
   }
   const int tbs = g.values.token_blocks();
   const dim3 grid(grid_x(tbs, g.kv_heads), g.kv_heads);

@@ -1,13 +1,20 @@
 // The GPU baselines (cuBLAS fp16 and fused FP8 attention) against double-precision references
-// written here with plain loops. SKIPPED without a usable GPU.
+// written here with plain loops, compared by normalised error ||out - ref|| / ||ref||. Boundary
+// token counts (1, one tile -1/0/+1, a few blocks' worth) and seeded random head counts. Outputs
+// are poisoned with NaN first, so an element a kernel never wrote fails the check. Every test
+// reports SKIPPED without a usable GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kvlab/engine/dtype.h"
 #include "kvlab/engine/fp8.h"
+#include "kvlab/engine/fused_attention.h"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "kvlab/kernels/gpu_kv.h"
 
@@ -21,130 +28,318 @@ namespace {
     }                                               \
   } while (0)
 
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
 struct Shape {
   int tokens, kv_heads, group, dim;
+  int q_heads() const { return kv_heads * group; }
+  std::size_t size() const { return static_cast<std::size_t>(tokens) * kv_heads * dim; }
 };
 
+std::string describe(const Shape& s) {
+  return std::to_string(s.tokens) + " tokens x " + std::to_string(s.kv_heads) +
+         " KV heads, group " + std::to_string(s.group) + ", dim " + std::to_string(s.dim);
+}
+
+// The brief's boundary sizes (tokens 1, 63, 64, 65, 1000; dim 64 and 128; groups 1 and 4), with
+// 1 to 4 KV heads drawn from a seeded generator, plus a few larger or odder shapes.
+std::vector<Shape> shapes(unsigned seed, bool fp8_extras) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> heads(1, 4);
+  std::vector<Shape> out;
+  for (int tokens : {1, 63, 64, 65, 1000}) {
+    for (int dim : {64, 128}) {
+      for (int group : {1, 4}) out.push_back({tokens, heads(rng), group, dim});
+    }
+  }
+  out.push_back({4099, 8, 4, 128});  // many blocks per head, tokens not a multiple of 4
+  out.push_back({333, 2, 8, 128});
+  if (fp8_extras) {
+    out.push_back({77, 2, 2, 256});  // two 128-channel rounds (values), four chunks (logits)
+    out.push_back({130, 3, 7, 80});  // a dim that is no multiple of 64, an odd group
+    out.push_back({50, 1, 3, 16});
+    out.push_back({2048, 2, 8, 192});
+  }
+  return out;
+}
+
 // logits[qh][t] = sum_c q[qh][c] k[t][h][c] / sqrt(dim); out[qh][c] = sum_t p[qh][t] v[t][h][c].
-void reference(const std::vector<double>& k, const std::vector<double>& v, const Shape& s,
-               const std::vector<float>& q, const std::vector<float>& p,
-               std::vector<double>& logits, std::vector<double>& out) {
-  const int qh_n = s.kv_heads * s.group;
-  logits.assign(static_cast<std::size_t>(qh_n) * s.tokens, 0.0);
-  out.assign(static_cast<std::size_t>(qh_n) * s.dim, 0.0);
-  for (int qh = 0; qh < qh_n; ++qh) {
+std::vector<double> reference_logits(const std::vector<double>& k, const Shape& s,
+                                     const std::vector<float>& q) {
+  std::vector<double> logits(static_cast<std::size_t>(s.q_heads()) * s.tokens);
+  for (int qh = 0; qh < s.q_heads(); ++qh) {
     const int h = qh / s.group;
     for (int t = 0; t < s.tokens; ++t) {
       double dot = 0;
       for (int c = 0; c < s.dim; ++c) {
-        const std::size_t i = (static_cast<std::size_t>(t) * s.kv_heads + h) * s.dim + c;
-        dot += q[static_cast<std::size_t>(qh) * s.dim + c] * k[i];
-        out[static_cast<std::size_t>(qh) * s.dim + c] +=
-            p[static_cast<std::size_t>(qh) * s.tokens + t] * v[i];
+        dot += static_cast<double>(q[static_cast<std::size_t>(qh) * s.dim + c]) *
+               k[(static_cast<std::size_t>(t) * s.kv_heads + h) * s.dim + c];
       }
       logits[static_cast<std::size_t>(qh) * s.tokens + t] = dot / std::sqrt(double(s.dim));
     }
   }
+  return logits;
 }
 
+std::vector<double> reference_values(const std::vector<double>& v, const Shape& s,
+                                     const std::vector<float>& p) {
+  std::vector<double> out(static_cast<std::size_t>(s.q_heads()) * s.dim, 0.0);
+  for (int qh = 0; qh < s.q_heads(); ++qh) {
+    const int h = qh / s.group;
+    for (int t = 0; t < s.tokens; ++t) {
+      const double w = p[static_cast<std::size_t>(qh) * s.tokens + t];
+      for (int c = 0; c < s.dim; ++c) {
+        out[static_cast<std::size_t>(qh) * s.dim + c] +=
+            w * v[(static_cast<std::size_t>(t) * s.kv_heads + h) * s.dim + c];
+      }
+    }
+  }
+  return out;
+}
+
+// Normalised error; infinite when any element is not finite (unwritten, NaN-poisoned).
 double rel_error(const std::vector<float>& x, const std::vector<double>& ref) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(x[i])) return INFINITY;  // unwritten (NaN-poisoned) or overflowed
+    if (!std::isfinite(x[i])) return INFINITY;
     num += (x[i] - ref[i]) * (x[i] - ref[i]);
     den += ref[i] * ref[i];
   }
   return std::sqrt(num / std::max(den, 1e-300));
 }
 
-const Shape kShapes[] = {{1, 1, 1, 64},     {63, 2, 4, 128},  {64, 8, 4, 128},  {65, 4, 1, 64},
-                         {1000, 8, 4, 128}, {333, 2, 8, 128}, {4096, 8, 4, 128}};
+std::vector<float> random_queries(const Shape& s, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> q(static_cast<std::size_t>(s.q_heads()) * s.dim);
+  for (auto& x : q) x = nd(rng);
+  return q;
+}
 
-TEST(GpuBaselines, CublasFp16MatchesReference) {
+// Softmax rows of random logits (weights spread over two orders of magnitude), as decoding has.
+std::vector<float> random_probs(const Shape& s, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.5f);
+  std::vector<float> p(static_cast<std::size_t>(s.q_heads()) * s.tokens);
+  for (auto& x : p) x = nd(rng);
+  softmax_rows(p, s.q_heads());
+  return p;
+}
+
+// fp16 keys/values with per-channel offsets and a few outlier channels, as real keys have.
+std::vector<std::uint16_t> random_fp16(const Shape& s, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const std::size_t row = static_cast<std::size_t>(s.kv_heads) * s.dim;
+  std::vector<float> offset(row);
+  for (std::size_t j = 0; j < row; ++j) offset[j] = (j % 17 == 0) ? 4.f * nd(rng) : 0.3f * nd(rng);
+  std::vector<std::uint16_t> h(s.size());
+  for (std::size_t i = 0; i < h.size(); ++i) h[i] = float_to_fp16(offset[i % row] + nd(rng));
+  return h;
+}
+
+struct Fp8Tensor {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scales;
+  std::vector<double> decoded;  // fp8_to_float(code) * scale[head], the reference's input
+};
+
+// Per-head absmax scaling as vLLM's fp8 cache; `all_codes` draws the codes uniformly from every
+// finite code instead, so each decode path (subnormals, the largest values) is exercised.
+Fp8Tensor random_fp8(const Shape& s, Fp8Format format, bool all_codes, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  Fp8Tensor x;
+  x.scales.resize(s.kv_heads);
+  for (auto& sc : x.scales) sc = scale(rng);
+  x.codes.resize(s.size());
+  x.decoded.resize(s.size());
+  for (std::size_t i = 0; i < x.codes.size(); ++i) {
+    const int h = static_cast<int>((i / s.dim) % s.kv_heads);
+    std::uint8_t c;
+    if (all_codes) {
+      do c = static_cast<std::uint8_t>(byte(rng));
+      while (!std::isfinite(fp8_to_float(c, format)));
+    } else {
+      c = float_to_fp8(nd(rng) * 0.5f / x.scales[h], format);
+    }
+    x.codes[i] = c;
+    x.decoded[i] = static_cast<double>(fp8_to_float(c, format)) * x.scales[h];
+  }
+  return x;
+}
+
+const char* name(Fp8Format f) {
+  return f == Fp8Format::E4M3 ? "e4m3" : "e5m2";
+}
+
+TEST(GpuBaselines, CublasFp16LogitsMatchReference) {
   KVLAB_REQUIRE_GPU();
   std::mt19937 rng(5);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (const Shape& s : kShapes) {
-    SCOPED_TRACE(::testing::Message()
-                 << s.tokens << "x" << s.kv_heads << " group " << s.group << " dim " << s.dim);
-    const std::size_t n = static_cast<std::size_t>(s.tokens) * s.kv_heads * s.dim;
-    std::vector<std::uint16_t> k(n), v(n);
-    std::vector<double> kd(n), vd(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      k[i] = float_to_fp16(nd(rng));
-      v[i] = float_to_fp16(nd(rng));
-      kd[i] = fp16_to_float(k[i]);
-      vd[i] = fp16_to_float(v[i]);
-    }
-    const int qh = s.kv_heads * s.group;
-    std::vector<float> q(static_cast<std::size_t>(qh) * s.dim),
-        p(static_cast<std::size_t>(qh) * s.tokens);
-    for (auto& x : q) x = nd(rng);
-    for (auto& x : p) x = std::abs(nd(rng)) / s.tokens;
-    std::vector<double> rl, ro;
-    reference(kd, vd, s, q, p, rl, ro);
-    const Fp16KvView kv{s.tokens, s.kv_heads, s.dim, k, v};
-    std::vector<float> logits(rl.size()), out(ro.size());
-    ASSERT_TRUE(cuda::fp16_attention_logits(kv, q, qh, logits));
-    ASSERT_TRUE(cuda::fp16_attention_values(kv, p, qh, out));
-    // Queries and weights are rounded to fp16 for the GEMM: errors near 2^-11.
-    EXPECT_LT(rel_error(logits, rl), 2e-3);
-    EXPECT_LT(rel_error(out, ro), 2e-3);
+  for (const Shape& s : shapes(11, false)) {
+    SCOPED_TRACE(describe(s));
+    const auto k = random_fp16(s, rng);
+    std::vector<double> kd(k.size());
+    for (std::size_t i = 0; i < k.size(); ++i) kd[i] = fp16_to_float(k[i]);
+    const auto q = random_queries(s, rng);
+    const auto ref = reference_logits(kd, s, q);
+    const Fp16KvView kv{s.tokens, s.kv_heads, s.dim, k, k};
+    std::vector<float> logits(ref.size(), kNaN);
+    const Status st = cuda::fp16_attention_logits(kv, q, s.q_heads(), logits);
+    ASSERT_TRUE(st) << st.message();
+    // The queries are rounded to fp16 for the GEMM: errors near 2^-12.
+    EXPECT_LT(rel_error(logits, ref), 2e-3);
   }
 }
 
-TEST(GpuBaselines, Fp8MatchesReferenceInBothFormats) {
+TEST(GpuBaselines, CublasFp16ValuesMatchReference) {
   KVLAB_REQUIRE_GPU();
   std::mt19937 rng(6);
-  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const Shape& s : shapes(12, false)) {
+    SCOPED_TRACE(describe(s));
+    const auto v = random_fp16(s, rng);
+    std::vector<double> vd(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) vd[i] = fp16_to_float(v[i]);
+    const auto p = random_probs(s, rng);
+    const auto ref = reference_values(vd, s, p);
+    const Fp16KvView kv{s.tokens, s.kv_heads, s.dim, v, v};
+    std::vector<float> out(ref.size(), kNaN);
+    const Status st = cuda::fp16_attention_values(kv, p, s.q_heads(), out);
+    ASSERT_TRUE(st) << st.message();
+    EXPECT_LT(rel_error(out, ref), 2e-3);
+  }
+}
+
+TEST(GpuBaselines, Fp8LogitsMatchReference) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(7);
   for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
-    for (const Shape& s : kShapes) {
-      SCOPED_TRACE(::testing::Message()
-                   << (format == Fp8Format::E4M3 ? "e4m3 " : "e5m2 ") << s.tokens << "x"
-                   << s.kv_heads << " group " << s.group << " dim " << s.dim);
-      const std::size_t n = static_cast<std::size_t>(s.tokens) * s.kv_heads * s.dim;
-      std::vector<float> ks(s.kv_heads), vs(s.kv_heads);
-      for (auto& x : ks) x = 0.01f + std::abs(nd(rng)) * 0.02f;
-      for (auto& x : vs) x = 0.01f + std::abs(nd(rng)) * 0.02f;
-      std::vector<std::uint8_t> k(n), v(n);
-      std::vector<double> kd(n), vd(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        const int h = static_cast<int>((i / s.dim) % s.kv_heads);
-        k[i] = float_to_fp8(nd(rng) / ks[h], format);
-        v[i] = float_to_fp8(nd(rng) / vs[h], format);
-        kd[i] = static_cast<double>(fp8_to_float(k[i], format)) * ks[h];
-        vd[i] = static_cast<double>(fp8_to_float(v[i], format)) * vs[h];
+    for (bool all_codes : {false, true}) {
+      for (const Shape& s : shapes(13, true)) {
+        SCOPED_TRACE(std::string(name(format)) + (all_codes ? " all codes, " : ", ") + describe(s));
+        const Fp8Tensor k = random_fp8(s, format, all_codes, rng);
+        const auto q = random_queries(s, rng);
+        const auto ref = reference_logits(k.decoded, s, q);
+        const cuda::Fp8KvView kv{s.tokens, s.kv_heads, s.dim, format, k.codes, {}, k.scales, {}};
+        std::vector<float> logits(ref.size(), kNaN);
+        const Status st = cuda::fp8_attention_logits(kv, q, s.q_heads(), logits);
+        ASSERT_TRUE(st) << st.message();
+        EXPECT_LT(rel_error(logits, ref), 1e-5);
       }
-      const int qh = s.kv_heads * s.group;
-      std::vector<float> q(static_cast<std::size_t>(qh) * s.dim),
-          p(static_cast<std::size_t>(qh) * s.tokens);
-      for (auto& x : q) x = nd(rng);
-      for (auto& x : p) x = std::abs(nd(rng)) / s.tokens;
-      std::vector<double> rl, ro;
-      reference(kd, vd, s, q, p, rl, ro);
-      const cuda::Fp8KvView kv{s.tokens, s.kv_heads, s.dim, format, k, v, ks, vs};
-      std::vector<float> logits(rl.size()), out(ro.size());
-      ASSERT_TRUE(cuda::fp8_attention_logits(kv, q, qh, logits));
-      ASSERT_TRUE(cuda::fp8_attention_values(kv, p, qh, out));
-      EXPECT_LT(rel_error(logits, rl), 1e-5);
-      EXPECT_LT(rel_error(out, ro), 1e-5);
     }
   }
 }
 
-TEST(GpuBaselines, BadShapesAreErrors) {
+TEST(GpuBaselines, Fp8ValuesMatchReference) {
   KVLAB_REQUIRE_GPU();
-  const std::vector<std::uint8_t> codes(10 * 2 * 96, 0);
-  const std::vector<float> sc(2, 1.f), q(2 * 96), p(2 * 10);
-  std::vector<float> logits(2 * 10), out(2 * 96);
-  cuda::Fp8KvView kv{10, 2, 96, Fp8Format::E4M3, codes, codes, sc, sc};
-  auto st = cuda::fp8_attention_logits(kv, q, 2, logits);
+  std::mt19937 rng(8);
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    for (bool all_codes : {false, true}) {
+      for (const Shape& s : shapes(14, true)) {
+        SCOPED_TRACE(std::string(name(format)) + (all_codes ? " all codes, " : ", ") + describe(s));
+        const Fp8Tensor v = random_fp8(s, format, all_codes, rng);
+        const auto p = random_probs(s, rng);
+        const auto ref = reference_values(v.decoded, s, p);
+        const cuda::Fp8KvView kv{s.tokens, s.kv_heads, s.dim, format, {}, v.codes, {}, v.scales};
+        std::vector<float> out(ref.size(), kNaN);
+        const Status st = cuda::fp8_attention_values(kv, p, s.q_heads(), out);
+        ASSERT_TRUE(st) << st.message();
+        EXPECT_LT(rel_error(out, ref), 1e-5);
+      }
+    }
+  }
+}
+
+// Weights of any magnitude, not only a softmax's: the kernel rescales per block and head.
+TEST(GpuBaselines, Fp8ValuesTakeUnnormalisedWeights) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  const Shape s{700, 2, 4, 128};
+  const Fp8Tensor v = random_fp8(s, Fp8Format::E4M3, false, rng);
+  for (float magnitude : {1e-6f, 1.f, 1e4f}) {
+    SCOPED_TRACE(magnitude);
+    std::normal_distribution<float> nd(0.f, magnitude);
+    std::vector<float> p(static_cast<std::size_t>(s.q_heads()) * s.tokens);
+    for (auto& x : p) x = nd(rng);
+    const auto ref = reference_values(v.decoded, s, p);
+    const cuda::Fp8KvView kv{s.tokens, s.kv_heads, s.dim, Fp8Format::E4M3,
+                             {},       v.codes,    {},    v.scales};
+    std::vector<float> out(ref.size(), kNaN);
+    ASSERT_TRUE(cuda::fp8_attention_values(kv, p, s.q_heads(), out));
+    EXPECT_LT(rel_error(out, ref), 1e-5);
+  }
+}
+
+// A NaN code decodes to NaN (fp8_to_float's meaning): its token's logits are NaN, no other's.
+TEST(GpuBaselines, Fp8NaNCodesGiveNaNLogits) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(10);
+  const Shape s{40, 2, 4, 64};
+  for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+    SCOPED_TRACE(name(format));
+    Fp8Tensor k = random_fp8(s, format, false, rng);
+    const int bad_token = 17, bad_head = 1;
+    k.codes[(static_cast<std::size_t>(bad_token) * s.kv_heads + bad_head) * s.dim + 5] = 0x7f;
+    ASSERT_TRUE(std::isnan(fp8_to_float(0x7f, format)));
+    const auto q = random_queries(s, rng);
+    const cuda::Fp8KvView kv{s.tokens, s.kv_heads, s.dim, format, k.codes, {}, k.scales, {}};
+    std::vector<float> logits(static_cast<std::size_t>(s.q_heads()) * s.tokens, 0.f);
+    ASSERT_TRUE(cuda::fp8_attention_logits(kv, q, s.q_heads(), logits));
+    for (int qh = 0; qh < s.q_heads(); ++qh) {
+      for (int t = 0; t < s.tokens; ++t) {
+        const bool nan = std::isnan(logits[static_cast<std::size_t>(qh) * s.tokens + t]);
+        EXPECT_EQ(nan, t == bad_token && qh / s.group == bad_head)
+            << "head " << qh << " token " << t;
+      }
+    }
+  }
+}
+
+TEST(GpuBaselines, BadInputIsAnError) {
+  KVLAB_REQUIRE_GPU();
+  const Shape s{10, 2, 1, 64};
+  const std::vector<std::uint8_t> codes(s.size(), 0x38);
+  const std::vector<float> sc(2, 1.f);
+  const cuda::Fp8KvView kv{s.tokens, s.kv_heads, s.dim, Fp8Format::E4M3, codes, codes, sc, sc};
+  std::vector<float> q(2 * 64), p(2 * 10), logits(2 * 10), out(2 * 64);
+  ASSERT_TRUE(cuda::fp8_attention_logits(kv, q, 2, logits));
+  ASSERT_TRUE(cuda::fp8_attention_values(kv, p, 2, out));
+
+  // q or probs of the wrong size.
+  std::vector<float> q_short(2 * 64 - 1), p_long(2 * 10 + 1);
+  Status st = cuda::fp8_attention_logits(kv, q_short, 2, logits);
   ASSERT_FALSE(st);
-  EXPECT_NE(st.message().find("head_dim 96"), std::string::npos) << st.message();
-  const std::vector<std::uint16_t> h(10 * 2 * 64, 0);
-  const Fp16KvView f{10, 2, 64, h, h};
+  EXPECT_NE(st.message().find("input holds 127 floats"), std::string::npos) << st.message();
+  EXPECT_FALSE(cuda::fp8_attention_values(kv, p_long, 2, out));
+  // Query heads not a multiple of the KV heads; a group above 8.
   std::vector<float> q3(3 * 64), l3(3 * 10);
+  EXPECT_FALSE(cuda::fp8_attention_logits(kv, q3, 3, l3));
+  std::vector<float> q32(32 * 64), l32(32 * 10);
+  st = cuda::fp8_attention_logits(kv, q32, 32, l32);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("GQA groups of 16"), std::string::npos) << st.message();
+  // head_dim not a multiple of 16, or above 256.
+  for (int dim : {100, 272}) {
+    const std::vector<std::uint8_t> c(static_cast<std::size_t>(10) * 2 * dim, 0);
+    const cuda::Fp8KvView bad{10, 2, dim, Fp8Format::E4M3, c, c, sc, sc};
+    std::vector<float> qd(2 * static_cast<std::size_t>(dim));
+    st = cuda::fp8_attention_logits(bad, qd, 2, logits);
+    ASSERT_FALSE(st);
+    EXPECT_NE(st.message().find("head_dim " + std::to_string(dim)), std::string::npos)
+        << st.message();
+  }
+  // One scale short.
+  const std::vector<float> sc1(1, 1.f);
+  const cuda::Fp8KvView few{s.tokens, s.kv_heads, s.dim, Fp8Format::E4M3, codes, codes, sc1, sc1};
+  EXPECT_FALSE(cuda::fp8_attention_logits(few, q, 2, logits));
+
+  // fp16: the same size and head checks.
+  const std::vector<std::uint16_t> h(s.size(), 0);
+  const Fp16KvView f{s.tokens, s.kv_heads, s.dim, h, h};
+  EXPECT_TRUE(cuda::fp16_attention_logits(f, q, 2, logits));
+  EXPECT_FALSE(cuda::fp16_attention_logits(f, q_short, 2, logits));
+  EXPECT_FALSE(cuda::fp16_attention_values(f, p_long, 2, out));
   EXPECT_FALSE(cuda::fp16_attention_logits(f, q3, 3, l3));
+  const Fp16KvView empty{0, 2, 64, {}, {}};
+  EXPECT_FALSE(cuda::fp16_attention_values(empty, p, 2, out));
 }
 
 }  // namespace

@@ -308,6 +308,110 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
   }
 }
 
+// The tensor-core path for bit-packed 4- and 8-bit layers (vectors of whole 16-byte words):
+// every token count around the 16-token tiles and 64-token blocks, GQA groups 1 to 8, head_dim
+// 64 to 256 (8-bit: 32 to 128), other block sizes, and softmax weights with spikes that make a
+// warp rescale what it has accumulated.
+struct PackedCase {
+  int tokens, kv_heads, group, dim, width, block_size;
+  bool spiky;
+};
+
+TEST(GpuFusedAttention, PackedTensorCorePathMatchesReference) {
+  KVLAB_REQUIRE_GPU();
+  std::vector<PackedCase> cases;
+  const int token_counts[] = {1, 63, 64, 65, 1000, 4099};
+  const int dims[] = {64, 128, 256};
+  const int groups[] = {1, 2, 4, 8};
+  for (int i = 0; i < 12; ++i) {
+    const int dim = dims[i / 4], group = groups[i % 4];
+    // Blocks of 128, and of 32 where a logits step still fits (head_dim >= 128 at 4 bits).
+    const int block = i % 4 == 3 ? 128 : (i % 4 == 1 && dim >= 128 ? 32 : 64);
+    for (int j : {i % 6, (i + 3) % 6}) {
+      cases.push_back({token_counts[j], 1 + i % 3, group, dim, 4, block, (i + j) % 2 == 1});
+    }
+  }
+  cases.push_back({1000, 2, 2, 64, 8, 64, true});
+  cases.push_back({65, 3, 8, 128, 8, 64, false});
+  cases.push_back({4099, 1, 4, 32, 8, 64, true});
+  cases.push_back({63, 2, 1, 128, 8, 16, false});
+  unsigned seed = 900;
+  for (const PackedCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.tokens << " tokens, " << c.kv_heads << " heads, group "
+                                      << c.group << ", dim " << c.dim << ", width " << c.width
+                                      << ", block " << c.block_size << (c.spiky ? ", spiky" : ""));
+    const auto k = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+    const auto v = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+    const int q_heads = c.kv_heads * c.group;
+    std::mt19937 rng(seed++);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> q(static_cast<std::size_t>(q_heads) * c.dim);
+    for (auto& x : q) x = nd(rng);
+    std::vector<float> probs(static_cast<std::size_t>(q_heads) * c.tokens);
+    for (std::size_t i = 0; i < probs.size(); ++i) {
+      const bool spike = c.spiky && (i % c.tokens) % 89 == 37;
+      probs[i] = std::abs(nd(rng)) / c.tokens * (spike ? 300.f : 1.f);
+    }
+
+    cuda::GpuCompressOptions opt;
+    opt.block_size = c.block_size;
+    opt.rel_scale = c.width == 4 ? 1.0 / 15.0 : 1.0 / 255.0;
+    opt.codec = CodecKind::BitPack;
+    opt.bitpack_width = c.width;
+    auto gl = cuda::compress_layer(k, v, c.tokens, c.kv_heads, c.dim, opt);
+    ASSERT_TRUE(gl) << gl.message();
+    auto host = cuda::download_layer(*gl);
+    ASSERT_TRUE(host) << host.message();
+    ASSERT_EQ(host->keys.bitpack_width, c.width);
+    ASSERT_EQ(host->values.bitpack_width, c.width);
+    std::vector<std::uint8_t> kc(k.size()), vc(v.size());
+    ASSERT_TRUE(decode_codes(host->keys, nullptr, kc));
+    ASSERT_TRUE(decode_codes(host->values, nullptr, vc));
+    std::vector<float> kf(k.size()), vf(v.size());
+    const std::size_t hd = static_cast<std::size_t>(c.kv_heads) * c.dim;
+    for (std::size_t i = 0; i < kf.size(); ++i) {
+      const std::size_t t = i / hd, j = i % hd;
+      const std::size_t ku = (t / c.block_size) * hd + j;
+      kf[i] = host->key_mins[ku] + kc[i] * host->key_steps[ku];
+      const std::size_t vu = i / c.dim;
+      vf[i] = host->value_mins[vu] + vc[i] * host->value_steps[vu];
+    }
+    const Reference ref = reference(kf, vf, c.tokens, c.kv_heads, c.dim, q, probs, q_heads);
+    std::vector<float> logits(static_cast<std::size_t>(q_heads) * c.tokens), out(q.size());
+    ASSERT_TRUE(cuda::attention_logits(*gl, q, q_heads, logits));
+    ASSERT_TRUE(cuda::attention_values(*gl, probs, q_heads, out));
+    EXPECT_LT(rel_error(logits, ref.logits), 1e-5);
+    EXPECT_LT(rel_error(out, ref.out), 1e-5);
+
+    // The same layer encoded by the CPU cache (whole blocks; the tail stays fp16 on the host).
+    if (c.tokens >= 2 * c.block_size && c.width == 4) {
+      CompressedCacheConfig config;
+      config.block_size = c.block_size;
+      config.buffer_size = c.block_size;
+      config.rel_scale = 1.0 / 15.0;
+      config.codec = CodecKind::BitPack;
+      config.bitpack_width = 4;
+      auto cache = CompressedKvCache::create(config, c.kv_heads, c.dim);
+      ASSERT_TRUE(cache);
+      ASSERT_TRUE(cache->prefill(fp16_view(k, c.tokens, c.kv_heads, c.dim),
+                                 fp16_view(v, c.tokens, c.kv_heads, c.dim)));
+      const int ct = cache->compressed_tokens();
+      std::vector<float> kd(k.size()), vd(v.size());
+      ASSERT_TRUE(cache->dequantize_all(kd.data(), vd.data()));
+      std::vector<float> p2(static_cast<std::size_t>(q_heads) * ct);
+      for (auto& p : p2) p = std::abs(nd(rng)) / ct;
+      const Reference ref2 = reference(kd, vd, ct, c.kv_heads, c.dim, q, p2, q_heads);
+      auto up = cuda::upload_layer(cache->view());
+      ASSERT_TRUE(up) << up.message();
+      std::vector<float> l2(static_cast<std::size_t>(q_heads) * ct), o2(q.size());
+      ASSERT_TRUE(cuda::attention_logits(*up, q, q_heads, l2));
+      ASSERT_TRUE(cuda::attention_values(*up, p2, q_heads, o2));
+      EXPECT_LT(rel_error(l2, ref2.logits), 1e-5);
+      EXPECT_LT(rel_error(o2, ref2.out), 1e-5);
+    }
+  }
+}
+
 TEST(GpuFusedAttention, BadShapesAreErrors) {
   KVLAB_REQUIRE_GPU();
   const auto k = random_fp16(64, 2, 64, 3);
