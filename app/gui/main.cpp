@@ -14,6 +14,7 @@
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QIcon>
 #include <QTabWidget>
 #include <QTimer>
 
@@ -232,6 +233,7 @@ int main(int argc, char** argv) {
 
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("kvlab"));
+  QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/kvlab.png")));
   QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
 
   kvlab::gui::MainWindow window(options.db.value_or(kvlab::default_db_path()));
