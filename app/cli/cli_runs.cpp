@@ -1,12 +1,16 @@
 // kvlab runs: list, show, export and delete saved runs.
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "kvlab/store/run_export.h"
+#include "kvlab/store/run_report.h"
 
 namespace kvlab::cli {
 
@@ -162,6 +166,37 @@ int export_run(const DbOption& db, std::int64_t id, const std::string& format,
   return 0;
 }
 
+// A self-contained HTML report of one run, or a comparison of several.
+int report(const DbOption& db, const std::vector<std::int64_t>& ids, const std::string& title,
+           const std::string& out) {
+  auto store = db.open();
+  if (!store) return fail(store.message());
+  std::vector<RunRecord> runs;
+  for (std::int64_t id : ids) {
+    auto run = store->load_run(id);
+    if (!run) return fail(run.message());
+    runs.push_back(std::move(*run));
+  }
+  ReportOptions options;
+  options.title = title;
+  const auto now = std::chrono::system_clock::now();
+  options.generated_at =
+      fmt::format("{:%Y-%m-%d %H:%M} UTC", std::chrono::floor<std::chrono::minutes>(now));
+  auto html = runs_html_report(runs, options);
+  if (!html) return fail(html.message());
+  if (out.empty() || out == "-") {
+    std::fwrite(html->data(), 1, html->size(), stdout);
+    return 0;
+  }
+  std::ofstream f(out, std::ios::binary);
+  if (!f || !f.write(html->data(), static_cast<std::streamsize>(html->size()))) {
+    return fail(fmt::format("{}: cannot write the report", out));
+  }
+  fmt::print(stderr, "wrote a report of {} run{} to {}\n", ids.size(), ids.size() == 1 ? "" : "s",
+             out);
+  return 0;
+}
+
 int remove(const DbOption& db, std::int64_t id) {
   auto store = db.open();
   if (!store) return fail(store.message());
@@ -179,9 +214,11 @@ void add_runs_command(CLI::App& app) {
     std::int64_t id = 0;
     std::string format = "json";
     std::string out;
+    std::vector<std::int64_t> ids;
+    std::string title;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* runs = app.add_subcommand("runs", "List, show, export and delete saved runs");
+  CLI::App* runs = app.add_subcommand("runs", "List, show, export, report and delete saved runs");
   runs->require_subcommand(1);
 
   CLI::App* l = runs->add_subcommand("list", "List saved runs, newest first");
@@ -203,6 +240,14 @@ void add_runs_command(CLI::App& app) {
   e->add_option("--out", o->out, "file to write (default: standard output)");
   o->db.add_to(*e);
   e->callback([o] { exit_code() = export_run(o->db, o->id, o->format, o->out); });
+
+  CLI::App* r = runs->add_subcommand(
+      "report", "Write a self-contained HTML report (tables and charts) of one or more runs");
+  r->add_option("ids", o->ids, "run ids; two or more make a comparison")->required();
+  r->add_option("--out", o->out, "file to write (default: standard output)");
+  r->add_option("--title", o->title, "report title (default: kvlab run N / comparison)");
+  o->db.add_to(*r);
+  r->callback([o] { exit_code() = report(o->db, o->ids, o->title, o->out); });
 
   CLI::App* d = runs->add_subcommand("delete", "Delete one run");
   d->add_option("id", o->id, "run id")->required();

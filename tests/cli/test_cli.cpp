@@ -36,6 +36,7 @@ TEST(Cli, HelpOnEveryCommand) {
                         "runs list",
                         "runs show",
                         "runs export",
+                        "runs report",
                         "runs delete",
                         "sources",
                         "sources export-synthetic",
@@ -119,6 +120,18 @@ TEST(Cli, SaveListShowExportDelete) {
   const Output shown = run("runs show " + std::to_string(id) + " --json" + dbo);
   ASSERT_EQ(shown.code, 0);
   EXPECT_EQ(nlohmann::json::parse(shown.out)["metrics"]["ratio"], j["ratio"]);
+
+  // The HTML report holds the run's numbers and its per-layer charts; an unknown id fails.
+  const std::string html_path = tmp("run.html");
+  ASSERT_EQ(run("runs report " + std::to_string(id) + " --out " + html_path + dbo).code, 0);
+  std::ifstream hf(html_path);
+  const std::string html((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
+  EXPECT_NE(html.find("<!DOCTYPE html>"), std::string::npos);
+  EXPECT_NE(html.find("Compression ratio per layer"), std::string::npos);
+  EXPECT_NE(html.find("<th>method</th><td>int4</td>"), std::string::npos);
+  const Output missing = run("runs report 424242" + dbo);
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.out.find("424242"), std::string::npos) << missing.out;
 
   EXPECT_EQ(run("runs delete " + std::to_string(id) + dbo).code, 0);
   const Output gone = run("runs show " + std::to_string(id) + dbo);

@@ -1,0 +1,363 @@
+// HTML reports of stored runs (run_report.h). Charts are plain SVG built from the run's JSON:
+// bar charts for per-layer values and headline comparisons, line charts for per-step series.
+// Everything the user typed (labels, notes, sources) is HTML-escaped.
+#include "kvlab/store/run_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace kvlab {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                    "#76b7b2", "#edc948", "#b07aa1", "#9c755f"};
+
+std::string esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string number(double v) {
+  if (!std::isfinite(v)) return "–";
+  const double a = std::abs(v);
+  if (a != 0 && (a >= 1e7 || a < 1e-3)) return fmt::format("{:.4g}", v);
+  if (a >= 1000) return fmt::format("{:.0f}", v);
+  return fmt::format("{:.4g}", v);
+}
+
+std::string value_text(const json& v) {
+  if (v.is_number()) return number(v.get<double>());
+  if (v.is_string()) return esc(v.get<std::string>());
+  if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
+  if (v.is_null()) return "";
+  return esc(v.dump());
+}
+
+// Scalar leaves of a JSON object as (dotted key, value), arrays of objects left out.
+void flatten(const json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, json>>& out, int depth = 0) {
+  if (!j.is_object()) return;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (it->is_object() && depth < 2) {
+      flatten(*it, key, out, depth + 1);
+    } else if (!it->is_array() && !it->is_object()) {
+      out.emplace_back(key, *it);
+    }
+  }
+}
+
+std::string table(const std::vector<std::pair<std::string, json>>& rows) {
+  std::string h = "<table><tbody>\n";
+  for (const auto& [k, v] : rows) {
+    h += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", esc(k), value_text(v));
+  }
+  return h + "</tbody></table>\n";
+}
+
+struct Series {
+  std::string name;
+  std::vector<double> values;
+};
+
+// A vertical bar chart: one group per label, one bar per series.
+std::string bar_chart(const std::string& title, const std::vector<std::string>& labels,
+                      const std::vector<Series>& series, const std::string& unit = "") {
+  const int w = 640, h = 260, left = 64, right = 16, top = 32, bottom = 48;
+  double hi = 0;
+  for (const Series& s : series) {
+    for (double v : s.values) {
+      if (std::isfinite(v)) hi = std::max(hi, v);
+    }
+  }
+  if (hi <= 0) hi = 1;
+  const double pw = w - left - right, ph = h - top - bottom;
+  const std::size_t groups = labels.size();
+  const double gw = groups ? pw / groups : pw;
+  const double bw = std::max(1.0, gw * 0.8 / std::max<std::size_t>(1, series.size()));
+  std::string s = fmt::format(
+      "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\n",
+      w, h, w, h, esc(title));
+  s += fmt::format("<text x=\"{}\" y=\"18\" class=\"t\">{}</text>\n", left, esc(title));
+  for (int k = 0; k <= 4; ++k) {
+    const double v = hi * k / 4, y = top + ph - ph * k / 4;
+    s += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" class=\"g\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\">{}</text>\n",
+        left, y, w - right, y, left - 6, y + 4, esc(number(v) + unit));
+  }
+  for (std::size_t i = 0; i < groups; ++i) {
+    for (std::size_t j = 0; j < series.size(); ++j) {
+      const double v = i < series[j].values.size() ? series[j].values[i] : NAN;
+      if (!std::isfinite(v)) continue;
+      const double bh = ph * std::max(0.0, v) / hi;
+      const double x = left + gw * i + gw * 0.1 + bw * j;
+      s += fmt::format(
+          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
+          "<title>{}: {} {}</title></rect>\n",
+          x, top + ph - bh, bw, bh, kPalette[j % 8], esc(labels[i]), esc(series[j].name),
+          esc(number(v)));
+    }
+    if (groups <= 40 || i % ((groups + 39) / 40) == 0) {
+      s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"a\" text-anchor=\"middle\">{}</text>\n",
+                       left + gw * (i + 0.5), h - bottom + 16, esc(labels[i]));
+    }
+  }
+  for (std::size_t j = 0; j < series.size() && series.size() > 1; ++j) {
+    s += fmt::format(
+        "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
+        "<text x=\"{}\" y=\"{}\" class=\"a\">{}</text>\n",
+        left + 150 * j, h - 18, kPalette[j % 8], left + 150 * j + 14, h - 9, esc(series[j].name));
+  }
+  return s + "</svg></figure>\n";
+}
+
+// A line chart of one or more series against their index (decode step).
+std::string line_chart(const std::string& title, const std::vector<Series>& series,
+                       const std::string& x_label) {
+  const int w = 640, h = 240, left = 64, right = 16, top = 32, bottom = 44;
+  double lo = INFINITY, hi = -INFINITY;
+  std::size_t n = 0;
+  for (const Series& s : series) {
+    n = std::max(n, s.values.size());
+    for (double v : s.values) {
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  }
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (lo > 0) lo = 0;
+  if (hi <= lo) hi = lo + 1;
+  const double pw = w - left - right, ph = h - top - bottom;
+  std::string s = fmt::format(
+      "<figure><svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
+      "viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\n",
+      w, h, w, h, esc(title));
+  s += fmt::format("<text x=\"{}\" y=\"18\" class=\"t\">{}</text>\n", left, esc(title));
+  for (int k = 0; k <= 4; ++k) {
+    const double v = lo + (hi - lo) * k / 4, y = top + ph - ph * k / 4;
+    s += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" class=\"g\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\">{}</text>\n",
+        left, y, w - right, y, left - 6, y + 4, esc(number(v)));
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"a\" text-anchor=\"middle\">{}</text>\n",
+                   left + pw / 2, h - 6, esc(x_label));
+  for (std::size_t j = 0; j < series.size(); ++j) {
+    std::string pts;
+    const auto& v = series[j].values;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i])) continue;
+      const double x = left + (n > 1 ? pw * i / (n - 1) : pw / 2);
+      const double y = top + ph - ph * (v[i] - lo) / (hi - lo);
+      pts += fmt::format("{:.1f},{:.1f} ", x, y);
+    }
+    s += fmt::format(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\">"
+        "<title>{}</title></polyline>\n",
+        pts, kPalette[j % 8], esc(series[j].name));
+    if (series.size() > 1) {
+      s += fmt::format(
+          "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/>"
+          "<text x=\"{}\" y=\"{}\" class=\"a\">{}</text>\n",
+          left + 150 * j, 24, kPalette[j % 8], left + 150 * j + 14, 33, esc(series[j].name));
+    }
+  }
+  return s + "</svg></figure>\n";
+}
+
+std::vector<double> numbers_of(const json& arr) {
+  std::vector<double> v;
+  if (!arr.is_array()) return v;
+  for (const json& x : arr) v.push_back(x.is_number() ? x.get<double>() : NAN);
+  return v;
+}
+
+// Per-layer values of `key` (a dotted path inside each layer object), NaN where absent.
+std::vector<double> per_layer(const json& layers, const std::string& key) {
+  std::vector<double> v;
+  for (const json& l : layers) {
+    const json* p = &l;
+    std::size_t start = 0;
+    while (p && start <= key.size()) {
+      const std::size_t dot = key.find('.', start);
+      const std::string part = key.substr(start, dot == std::string::npos ? dot : dot - start);
+      p = p->is_object() && p->contains(part) ? &(*p)[part] : nullptr;
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    v.push_back(p && p->is_number() ? p->get<double>() : NAN);
+  }
+  return v;
+}
+
+bool any_finite(const std::vector<double>& v) {
+  return std::any_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+std::string run_charts(const RunRecord& run) {
+  std::string h;
+  const json& m = run.metrics;
+  if (m.contains("per_layer") && m["per_layer"].is_array() && !m["per_layer"].empty()) {
+    const json& layers = m["per_layer"];
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < layers.size(); ++i) labels.push_back(std::to_string(i));
+    struct Want {
+      const char* key;
+      const char* title;
+    };
+    const Want wants[] = {
+        {"ratio", "Compression ratio per layer (fp16 bytes / stored bytes)"},
+        {"bits_per_value", "Bits per value per layer, all metadata included"},
+        {"error.attn_output_rel_error", "Attention output relative error per layer"},
+        {"attn_output_rel_error", "Attention output relative error per layer"},
+        {"attention_mass_retained", "Attention mass retained per layer"}};
+    for (const Want& w : wants) {
+      const auto v = per_layer(layers, w.key);
+      if (any_finite(v)) h += bar_chart(w.title, labels, {{w.key, v}});
+    }
+  }
+  if (m.contains("per_step") && m["per_step"].is_object()) {
+    const json& ps = m["per_step"];
+    const std::pair<const char*, const char*> wants[] = {
+        {"memory_bytes", "KV memory over decode steps (bytes)"},
+        {"kept_tokens", "Kept tokens over decode steps"},
+        {"attention_mass_retained", "Attention mass retained over decode steps"},
+        {"attn_output_rel_error", "Attention output relative error over decode steps"}};
+    for (const auto& [key, title] : wants) {
+      if (ps.contains(key)) {
+        const auto v = numbers_of(ps[key]);
+        if (any_finite(v)) h += line_chart(title, {{key, v}}, "decode step");
+      }
+    }
+  }
+  return h;
+}
+
+// Headline metrics a comparison puts side by side, when the runs have them.
+const std::pair<const char*, const char*> kHeadline[] = {
+    {"ratio", "compression ratio"},
+    {"bits_per_value", "bits per value"},
+    {"error.attn_output_rel_error", "attention output relative error"},
+    {"attn_output_rel_error", "attention output relative error"},
+    {"memory_ratio", "memory ratio"},
+    {"attention_mass_retained", "attention mass retained"},
+    {"perplexity_change", "perplexity change"},
+    {"next_token_agreement", "next-token agreement"},
+    {"max_batch", "largest batch"},
+    {"max_context", "longest context"},
+    {"decode_tokens_per_s", "decode tokens/s"}};
+
+double metric_at(const json& m, const std::string& key) {
+  const auto v = per_layer(json::array({m}), key);
+  return v.empty() ? NAN : v[0];
+}
+
+std::string run_name(const RunRecord& r) {
+  std::string n = fmt::format("#{} {}", r.id, r.method);
+  if (!r.label.empty() && r.label != r.method) n += " (" + r.label + ")";
+  return n;
+}
+
+}  // namespace
+
+Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
+                                     const ReportOptions& options) {
+  if (runs.empty()) return make_error("report: no runs given");
+  const std::string title = !options.title.empty() ? options.title
+                            : runs.size() == 1
+                                ? fmt::format("kvlab run {}", runs[0].id)
+                                : fmt::format("kvlab comparison of {} runs", runs.size());
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  h += "<title>" + esc(title) +
+       "</title>\n<style>\n"
+       "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:980px;color:#222}\n"
+       "h1{font-size:1.6em}h2{font-size:1.25em;border-bottom:1px solid #ccc;padding-bottom:.2em;"
+       "margin-top:2em}h3{font-size:1.05em}\n"
+       "table{border-collapse:collapse;margin:.5em 0 1em}th,td{border:1px solid #ddd;"
+       "padding:.25em .6em;text-align:left;font-size:.9em}th{background:#f4f6fa;"
+       "font-weight:600}td{font-variant-numeric:tabular-nums}\n"
+       "figure{margin:1em 0}svg .t{font-size:13px;font-weight:600}svg .a{font-size:11px;"
+       "fill:#444}svg .g{stroke:#e3e3e3}\n.meta{color:#666;font-size:.9em}\n"
+       "</style></head><body>\n";
+  h += "<h1>" + esc(title) + "</h1>\n";
+  if (runs.size() > 1) {
+    h += "<h2>Comparison</h2>\n<table><thead><tr><th>run</th><th>kind</th><th>source</th>";
+    std::vector<std::pair<std::string, std::string>> cols;
+    std::set<std::string> seen_titles;
+    for (const auto& [key, name] : kHeadline) {
+      const bool any = std::any_of(runs.begin(), runs.end(), [&](const RunRecord& r) {
+        return std::isfinite(metric_at(r.metrics, key));
+      });
+      if (any && seen_titles.insert(name).second) cols.emplace_back(key, name);
+    }
+    for (const auto& c : cols) h += "<th>" + esc(c.second) + "</th>";
+    h += "</tr></thead><tbody>\n";
+    for (const RunRecord& r : runs) {
+      h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td>", esc(run_name(r)), esc(r.kind),
+                       esc(r.source));
+      for (const auto& c : cols) h += "<td>" + number(metric_at(r.metrics, c.first)) + "</td>";
+      h += "</tr>\n";
+    }
+    h += "</tbody></table>\n";
+    std::vector<std::string> labels;
+    for (const RunRecord& r : runs) labels.push_back(run_name(r));
+    for (const auto& c : cols) {
+      std::vector<double> v;
+      for (const RunRecord& r : runs) v.push_back(metric_at(r.metrics, c.first));
+      h += bar_chart(c.second, labels, {{c.second, v}});
+    }
+  }
+  for (const RunRecord& r : runs) {
+    h += "<h2>" + esc(run_name(r)) + "</h2>\n";
+    h += fmt::format("<p class=\"meta\">{} run · source {} · saved {}</p>\n", esc(r.kind),
+                     esc(r.source), esc(r.created_at));
+    if (!r.notes.empty()) h += "<p>" + esc(r.notes) + "</p>\n";
+    std::vector<std::pair<std::string, json>> params;
+    flatten(r.params, "", params);
+    if (!params.empty()) h += "<h3>Parameters</h3>\n" + table(params);
+    std::vector<std::pair<std::string, json>> metrics;
+    flatten(r.metrics, "", metrics);
+    if (!metrics.empty()) h += "<h3>Metrics</h3>\n" + table(metrics);
+    const std::string charts = run_charts(r);
+    if (!charts.empty()) h += "<h3>Charts</h3>\n" + charts;
+  }
+  h += "<p class=\"meta\">Written by kvlab";
+  if (!options.generated_at.empty()) h += " on " + esc(options.generated_at);
+  h += ". Every number comes from the runs store; the same data is in the JSON export "
+       "(<code>kvlab runs export ID --format json</code>).</p>\n</body></html>\n";
+  return h;
+}
+
+}  // namespace kvlab

@@ -1,0 +1,97 @@
+// The HTML report of stored runs: self-contained (nothing loaded from elsewhere), user text
+// escaped, every run's parameters and headline numbers present, and the charts its series call
+// for.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "kvlab/store/run_report.h"
+
+namespace kvlab {
+namespace {
+
+RunRecord compression_run(std::int64_t id, double ratio, const std::string& label) {
+  RunRecord r;
+  r.id = id;
+  r.kind = "compression";
+  r.created_at = "2026-11-23T00:00:00.000Z";
+  r.source = "synthetic:llama3-8b";
+  r.method = "kivi-2 G=32 R=128";
+  r.label = label;
+  r.params = {{"method", "kivi"}, {"bits", 2}, {"group_size", 32}};
+  nlohmann::json layers = nlohmann::json::array();
+  for (int l = 0; l < 3; ++l) {
+    layers.push_back({{"layer", l},
+                      {"ratio", ratio + l},
+                      {"bits_per_value", 16.0 / (ratio + l)},
+                      {"error", {{"attn_output_rel_error", 0.01 * (l + 1)}}}});
+  }
+  r.metrics = {{"ratio", ratio},
+               {"bits_per_value", 16.0 / ratio},
+               {"error", {{"attn_output_rel_error", 0.0123}}},
+               {"per_layer", layers}};
+  return r;
+}
+
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (std::size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(RunReport, OneRunHasItsTablesAndPerLayerCharts) {
+  auto html = runs_html_report({compression_run(7, 4.0, "baseline")});
+  ASSERT_TRUE(html) << html.message();
+  EXPECT_EQ(html->rfind("<!DOCTYPE html>", 0), 0u);
+  EXPECT_NE(html->find("kvlab run 7"), std::string::npos);
+  EXPECT_NE(html->find("<th>group_size</th><td>32</td>"), std::string::npos);
+  EXPECT_NE(html->find("<th>ratio</th><td>4</td>"), std::string::npos);
+  EXPECT_NE(html->find("<th>error.attn_output_rel_error</th><td>0.0123</td>"), std::string::npos);
+  // Ratio, bits per value and the nested attention error per layer: three charts of 3 bars.
+  EXPECT_EQ(count(*html, "<svg "), 3);
+  EXPECT_EQ(count(*html, "<rect x="), 9);
+  EXPECT_NE(html->find("2: ratio 6"), std::string::npos);  // layer 2's bar, ratio 4 + 2
+  EXPECT_EQ(count(*html, "</html>"), 1);
+}
+
+TEST(RunReport, IsSelfContainedAndEscapesUserText) {
+  RunRecord r = compression_run(1, 3.0, "<script>alert('x')</script> & co");
+  r.notes = "a \"quoted\" <b>note</b>";
+  auto html = runs_html_report({r});
+  ASSERT_TRUE(html);
+  EXPECT_EQ(html->find("<script"), std::string::npos);
+  EXPECT_NE(html->find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co"),
+            std::string::npos);
+  EXPECT_NE(html->find("a &quot;quoted&quot; &lt;b&gt;note&lt;/b&gt;"), std::string::npos);
+  // Nothing is fetched: no src= or href= attributes, no url() in the style sheet.
+  EXPECT_FALSE(std::regex_search(*html, std::regex(R"((src|href)\s*=)")));
+  EXPECT_EQ(html->find("url("), std::string::npos);
+}
+
+TEST(RunReport, ComparisonPutsHeadlineMetricsSideBySide) {
+  RunRecord evict;
+  evict.id = 9;
+  evict.kind = "eviction";
+  evict.method = "h2o budget 25%";
+  evict.metrics = {{"memory_ratio", 4.0},
+                   {"attn_output_rel_error", 0.5},
+                   {"per_step", {{"kept_tokens", {10, 11, 12}}, {"memory_bytes", {1, 2, 3}}}}};
+  auto html = runs_html_report({compression_run(1, 2.0, ""), compression_run(2, 5.0, ""), evict});
+  ASSERT_TRUE(html);
+  EXPECT_NE(html->find("kvlab comparison of 3 runs"), std::string::npos);
+  EXPECT_NE(html->find("<th>compression ratio</th>"), std::string::npos);
+  EXPECT_NE(html->find("<th>memory ratio</th>"), std::string::npos);
+  // The eviction run's steps become line charts.
+  EXPECT_EQ(count(*html, "<polyline"), 2);
+  EXPECT_NE(html->find("#2 kivi-2 G=32 R=128: compression ratio 5"), std::string::npos);
+}
+
+TEST(RunReport, NoRunsIsAnError) {
+  auto html = runs_html_report({});
+  ASSERT_FALSE(html);
+  EXPECT_NE(html.message().find("no runs"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvlab
