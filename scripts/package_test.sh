@@ -10,7 +10,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build/package}
 jobs=${KVLAB_JOBS:-2}
 
-need=(dpkg-dev)
+need=(dpkg-dev file)
 for p in "${need[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     sudo=""

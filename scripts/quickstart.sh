@@ -2,7 +2,8 @@
 # kvlab quick start: installs what is missing (Debian packages), configures and builds, then
 #   app   opens kvlab-gui on its built-in default data (or, with no display, renders every
 #         view to PNG offscreen and says where), or
-#   test  runs the whole test suite with ctest.
+#   test  runs the whole test suite with ctest, then builds the Debian package and checks that it
+#         installs and runs from a fresh root (scripts/package_test.sh).
 # Idempotent: a second run installs nothing and rebuilds only what changed. Works without a GPU;
 # when nvcc is present (/usr/local/cuda/bin/nvcc) the CUDA backend is configured too.
 set -euo pipefail
@@ -11,7 +12,7 @@ mode=${1:-app}
 case "$mode" in
   app | test) ;;
   -h | --help)
-    sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
@@ -25,7 +26,7 @@ cd "$root"
 
 packages=(build-essential cmake pkg-config qt6-base-dev libqcustomplot-dev libeigen3-dev
   libsqlite3-dev googletest libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
-  libfmt-dev zlib1g-dev libzstd-dev libgl1-mesa-dev xvfb xauth python3)
+  libfmt-dev zlib1g-dev libzstd-dev libgl1-mesa-dev qt6-svg-dev dpkg-dev file xvfb xauth python3)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -43,7 +44,8 @@ cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 
 if [ "$mode" = test ]; then
-  exec ctest --preset release -j "$jobs"
+  ctest --preset release -j "$jobs"
+  exec "$root/scripts/package_test.sh"
 fi
 
 gui=build/release/app/gui/kvlab-gui
