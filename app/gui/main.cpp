@@ -1,8 +1,10 @@
-// kvlab-gui [--db PATH] [--screenshot DIR]: the desktop lab. With --screenshot it runs the
-// default compression (synthetic llama3-8b, 1024 tokens, KIVI) and the default eviction
-// comparison (H2O 25% against a 25% window, 64 decode steps), saves a PNG of every page, then
-// runs KVComp with Huffman coding and saves the Compression page's codec charts and its memory
-// over decode steps, and the Eviction page zoomed in on one layer's needle.
+// kvlab-gui [options] [FILE...]: the desktop lab. FILE (as the .desktop file's %F passes it) opens
+// as File > Open does. With --screenshot it runs the default compression (synthetic llama3-8b,
+// 1024 tokens, KIVI) and the default eviction comparison (H2O 25% against a 25% window, 64
+// decode steps), saves a PNG of every page and of every Learn step, then runs KVComp with
+// Huffman coding and saves the Compression page's codec charts and its memory over decode
+// steps, and the Eviction page zoomed in on one layer's needle. The screenshot mode neither
+// reads nor writes the saved settings, so its pictures do not depend on the last session.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QIcon>
+#include <QStringList>
 #include <QTabWidget>
 #include <QTimer>
 
@@ -22,6 +25,7 @@
 #include "kvlab/engine/eviction.h"
 #include "kvlab/engine/method.h"
 #include "kvlab/engine/synthetic.h"
+#include "kvlab/gui/app_settings.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_map_chart.h"
 #include "kvlab/gui/eviction_policy_panel.h"
@@ -34,22 +38,46 @@
 
 namespace {
 
+constexpr const char* kVersion = "0.1.0";
+
 constexpr const char* kUsage =
-    "usage: kvlab-gui [--db PATH] [--screenshot DIR]\n"
+    "usage: kvlab-gui [--db PATH] [--no-settings | --reset-settings] [FILE...]\n"
+    "       kvlab-gui [--db PATH] --screenshot DIR\n"
     "\n"
     "The kvlab desktop lab: compress a KV cache with a method and see what it costs and keeps.\n"
+    "\n"
+    "FILE opens as File > Open does: KV tensors (.safetensors, .npy, .npz, or a folder of\n"
+    ".npy files) become the Compression page's source; a Hugging Face config.json is imported\n"
+    "into the Planner. With several, the first that can be opened. Files can also be dropped\n"
+    "on the window.\n"
     "\n"
     "options:\n"
     "  --db PATH          runs database (default: $KVLAB_DB, else\n"
     "                     $XDG_DATA_HOME/kvlab/runs.sqlite, else "
     "~/.local/share/kvlab/runs.sqlite)\n"
+    "  --no-settings      neither read nor save the settings below for this session\n"
+    "  --reset-settings   forget the saved settings, then start with the default layout\n"
     "  --screenshot DIR   run the default compression (synthetic llama3-8b, 1024 tokens, kivi)\n"
-    "                     and eviction (h2o 25% vs window 25%, 64 steps), save\n"
-    "                     DIR/{compression,eviction,planner,runs,learn}.png, then run\n"
-    "                     kvcomp + huffman and save DIR/compression-codec{,-ratio}.png and\n"
+    "                     and eviction (h2o 25% vs window 25%, 64 steps), save a PNG of every\n"
+    "                     page, DIR/{compression,eviction,quality,planner,runs,learn}.png, and of\n"
+    "                     every Learn step, DIR/learn-*.png; then run kvcomp + huffman and save\n"
+    "                     DIR/compression-codec.png, DIR/compression-codec-ratio.png,\n"
     "                     DIR/compression-stream.png (memory over decode steps) and\n"
-    "                     DIR/eviction-needle.png (one layer, zoomed on the needle), and exit\n"
+    "                     DIR/eviction-needle.png (one layer, zoomed on the needle), and exit.\n"
+    "                     When the stories260K model is found ($KVLAB_MODELS_DIR, or\n"
+    "                     shared/models above the program or the working folder) and the\n"
+    "                     Quality page has no runs, quality.png first measures a few methods\n"
+    "                     on it (saved as runs). Settings are neither read nor written.\n"
     "  -h, --help         show this help\n"
+    "  --version          show the version\n"
+    "\n"
+    "Settings: the window's size and position, the page shown and the recently opened files\n"
+    "are kept between launches in ~/.config/kvlab/kvlab.conf (Help > About shows the file).\n"
+    "\n"
+    "Shortcuts: Ctrl+O open a file, Ctrl+R run the current page (Compression, Eviction,\n"
+    "Quality), Esc cancel the run, Ctrl+E export the chart with the keyboard focus (else the\n"
+    "page's first), Ctrl+Z undo deleting a run (Ctrl+Shift+Z redo), Ctrl+1 ... Ctrl+6 show\n"
+    "Compression, Eviction, Quality, Planner, Runs, Learn, Ctrl+Q quit.\n"
     "\n"
     "Without a display (no DISPLAY or WAYLAND_DISPLAY, QT_QPA_PLATFORM unset) it renders\n"
     "offscreen and writes the screenshots to ./kvlab-screenshots.\n";
@@ -62,6 +90,9 @@ constexpr int kScreenshotContext = 1024;
 struct Options {
   std::optional<std::filesystem::path> db;
   std::optional<QString> screenshot_dir;
+  bool no_settings = false;
+  bool reset_settings = false;
+  QStringList files;
 };
 
 bool env_set(const char* name) {
@@ -73,8 +104,14 @@ bool env_set(const char* name) {
 // on bad arguments.
 Options parse(int argc, char** argv) {
   Options o;
+  bool only_files = false;  // after "--"
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (only_files || arg == "--") {
+      if (only_files) o.files << QString::fromLocal8Bit(argv[i]);
+      only_files = true;
+      continue;
+    }
     const auto value = [&]() -> const char* {
       if (i + 1 >= argc) {
         std::fprintf(stderr, "kvlab-gui: %s needs a value\n%s", argv[i], kUsage);
@@ -85,14 +122,32 @@ Options parse(int argc, char** argv) {
     if (arg == "-h" || arg == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
+    } else if (arg == "--version") {
+      std::printf("kvlab-gui %s\n", kVersion);
+      std::exit(0);
     } else if (arg == "--db") {
       o.db = value();
     } else if (arg == "--screenshot") {
       o.screenshot_dir = QString::fromLocal8Bit(value());
-    } else {
-      std::fprintf(stderr, "kvlab-gui: unknown argument '%s'\n%s", argv[i], kUsage);
+    } else if (arg == "--no-settings") {
+      o.no_settings = true;
+    } else if (arg == "--reset-settings") {
+      o.reset_settings = true;
+    } else if (arg.starts_with('-') && arg != "-") {
+      std::fprintf(stderr, "kvlab-gui: unknown option '%s'\n%s", argv[i], kUsage);
       std::exit(2);
+    } else {
+      o.files << QString::fromLocal8Bit(argv[i]);
     }
+  }
+  if (o.no_settings && o.reset_settings) {
+    std::fprintf(stderr, "kvlab-gui: --no-settings and --reset-settings exclude each other\n");
+    std::exit(2);
+  }
+  if (o.screenshot_dir && !o.files.isEmpty()) {
+    std::fprintf(stderr, "kvlab-gui: --screenshot takes no FILE ('%s')\n",
+                 o.files.front().toLocal8Bit().constData());
+    std::exit(2);
   }
   return o;
 }
@@ -232,13 +287,23 @@ int main(int argc, char** argv) {
   }
 
   QApplication app(argc, argv);
+  QApplication::setOrganizationName(QStringLiteral("kvlab"));
   QApplication::setApplicationName(QStringLiteral("kvlab"));
   QApplication::setWindowIcon(QIcon(QStringLiteral(":/icons/kvlab.png")));
-  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+  QApplication::setApplicationVersion(QString::fromLatin1(kVersion));
+  QGuiApplication::setDesktopFileName(QStringLiteral("kvlab"));  // kvlab.desktop: its icon
 
   kvlab::gui::MainWindow window(options.db.value_or(kvlab::default_db_path()));
+  if (options.screenshot_dir) {
+    window.show();
+    return take_screenshots(window, *options.screenshot_dir);
+  }
+  if (options.reset_settings) kvlab::gui::clear_settings();
+  if (!options.no_settings) window.restore_settings();  // before show(): no visible jump
   window.show();
-  if (options.screenshot_dir) return take_screenshots(window, *options.screenshot_dir);
-  QTimer::singleShot(0, &window, [&window] { window.open_latest_or_run_default(); });
+  QTimer::singleShot(0, &window, [&window, files = options.files] {
+    window.open_latest_or_run_default();
+    if (!files.isEmpty()) window.open_files(files);
+  });
   return QApplication::exec();
 }

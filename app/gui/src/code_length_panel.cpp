@@ -15,8 +15,8 @@ namespace kvlab::gui {
 
 CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
   m_picker = new LayerPicker(tr("Tensor"), tensor_choices(), this);
-  m_picker->layer_spin()->setToolTip(tr("Layer whose Huffman code is shown"));
-  m_picker->choice_combo()->setToolTip(tr("Keys and values have a codebook each, per layer"));
+  m_picker->set_tooltips(tr("Layer whose Huffman codebook is shown"),
+                         tr("Keys and values have a codebook each, per layer"));
   m_about = new QLabel(this);
   QPalette muted = m_about->palette();
   muted.setColor(QPalette::WindowText, QColor(90, 90, 90));

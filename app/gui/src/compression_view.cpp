@@ -83,14 +83,18 @@ QWidget* CompressionView::build_controls() {
          "CUDA needs a GPU and kvlab built with CUDA. The bytes are the same on either."));
   auto* backend_label = new QLabel(tr("Backend:"), controls);
   backend_label->setBuddy(m_backend);
+  backend_label->setToolTip(m_backend->toolTip());
   auto* backend = new QHBoxLayout;
   backend->addWidget(backend_label);
   backend->addWidget(m_backend, 1);
 
   m_run_button = new QPushButton(tr("Run"), controls);
   m_run_button->setDefault(true);
-  m_run_button->setToolTip(tr("Compress the cache with the method and save the run"));
+  m_run_button->setToolTip(
+      tr("Generate or load the cache (kept in memory while only the method changes), compress it "
+         "with the method, measure it and save the run"));
   m_cancel_button = new QPushButton(tr("Cancel"), controls);
+  m_cancel_button->setToolTip(tr("Stop the run; nothing is saved"));
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_run_button);
   buttons->addWidget(m_cancel_button);
@@ -98,6 +102,7 @@ QWidget* CompressionView::build_controls() {
   m_progress = new QProgressBar(controls);
   m_progress->setRange(0, 100);
   m_progress->setValue(0);
+  m_progress->setToolTip(tr("How far the run has got, layer by layer"));
   m_stage = new QLabel(controls);
   m_stage->setWordWrap(true);
   m_cache_note = new QLabel(tr("The cache will be generated or loaded on Run."), controls);
@@ -144,6 +149,9 @@ QWidget* CompressionView::build_charts() {
   m_lower_tabs->addTab(m_code_lengths, tr("Code lengths"));
   m_lower_tabs->addTab(m_codec_ratios, tr("Ratio by codec"));
   m_lower_tabs->addTab(m_stream_chart, tr("Decode stream"));
+  m_lower_tabs->setTabToolTip(
+      kHistogramTab, tr("How often each quantized code value occurs, per layer and K or V, with "
+                        "the entropy an entropy coder could reach"));
   m_lower_tabs->setTabToolTip(kCodeLengthTab,
                               tr("Huffman code length of each code value beside its frequency"));
   m_lower_tabs->setTabToolTip(kCodecRatioTab,

@@ -4,6 +4,7 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 
 namespace kvlab::gui {
@@ -22,17 +23,11 @@ const std::array<const char*, kEvictionMetricCount> kNames{
     "Needle in top-k",
 };
 
-const std::array<const char*, kEvictionMetricCount> kTips{
-    "The policy and its budget",
-    "Entries kept at the last decode step, mean over KV heads, of the tokens the sequence has",
-    "KV memory of the kept entries at the last step, beside the full cache's",
-    "Full cache memory / kept memory at the last step",
-    "Full-cache attention that falls on tokens still held, mean over steps and query heads",
-    "sqrt(Σ|o − ô|² / Σ|o|²) of the attention output against the full cache",
-    "Cosine similarity of the attention output to the full cache's, mean over query heads",
-    "Fraction of KV heads that still hold the planted needle as its own entry at the last step",
-    "Fraction of KV heads where the needle is among the top-k attended entries for every query "
-    "head of the group",
+// explain.h: the definitions, shared with the Runs page.
+const std::array<QString (*)(), kEvictionMetricCount> kTips{
+    explain::eviction_policy,       explain::eviction_kept,           explain::eviction_memory,
+    explain::eviction_memory_ratio, explain::attention_mass_retained, explain::eviction_rel_error,
+    explain::eviction_cosine,       explain::needle_retained,         explain::needle_in_top_k,
 };
 
 QString needle_text(const std::optional<double>& f) {
@@ -45,17 +40,20 @@ QString needle_text(const std::optional<double>& f) {
 EvictionMetricsPanel::EvictionMetricsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   m_heading = new QLabel(this);
   m_heading->setWordWrap(true);
+  m_heading->setToolTip(
+      tr("The policy shown, the tokens the sequence has at the last step, and whether the "
+         "numbers cover all layers or the selected one"));
   auto* grid = new QGridLayout;
   grid->setHorizontalSpacing(18);
   grid->setVerticalSpacing(3);
   for (int m = 0; m < kEvictionMetricCount; ++m) {
     auto* name = new QLabel(tr(kNames[m]), this);
-    name->setToolTip(tr(kTips[m]));
+    name->setToolTip(kTips[m]());
     grid->addWidget(name, m, 0);
     for (int c = 0; c < kColumns; ++c) {
       auto* value = new QLabel(this);
       value->setTextInteractionFlags(Qt::TextSelectableByMouse);
-      value->setToolTip(tr(kTips[m]));
+      value->setToolTip(name->toolTip());
       if (m == static_cast<int>(EvictionMetric::Policy)) {
         QFont bold = value->font();
         bold.setBold(true);

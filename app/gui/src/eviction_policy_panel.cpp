@@ -12,6 +12,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/explain.h"
+
 namespace kvlab::gui {
 
 namespace {
@@ -90,10 +92,14 @@ QDoubleSpinBox* make_double(QWidget* parent, double lo, double hi, double value,
 
 BudgetEdit::BudgetEdit(QWidget* parent) : QWidget(parent) {
   m_value = new QSpinBox(this);
+  m_value->setToolTip(
+      tr("Entries each KV head (of every layer) may keep: a token count, or a percentage of the "
+         "tokens the sequence has at each step"));
   m_unit = new QComboBox(this);
   m_unit->addItem(tr("tokens"));
   m_unit->addItem(tr("% of context"));
   m_unit->setToolTip(tr("A token count, or a share of the tokens the sequence has at each step"));
+  setToolTip(m_value->toolTip());
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addWidget(m_value, 1);
@@ -124,6 +130,9 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
   const EvictionConfig d;
   auto* policy_group = new QGroupBox(tr("Policy"), this);
   m_policy = make_policy_combo(policy_group);
+  m_policy->setToolTip(
+      tr("Which tokens each KV head keeps as decoding goes on; only the options it uses are shown "
+         "below"));
   m_about = new QLabel(policy_group);
   m_about->setWordWrap(true);
   QPalette muted = m_about->palette();
@@ -132,16 +141,21 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
   m_budget = new BudgetEdit(policy_group);
   m_steps = make_spin(policy_group, 1, 16000, d.steps,
                       tr("Decode steps: the last tokens of the cache arrive one per step"));
-  m_sinks = make_spin(policy_group, 0, 1024, d.sinks, tr("First tokens kept as attention sinks"));
+  m_sinks = make_spin(policy_group, 0, 1024, d.sinks,
+                      tr("The first tokens, always kept as attention sinks; the rest of the "
+                         "budget goes to the newest tokens"));
   m_recent_fraction = make_double(policy_group, 0, 100, 100 * d.recent_fraction, 0,
-                                  tr("Share of the budget kept for the newest tokens"));
+                                  tr("Share of the budget kept for the newest tokens; the rest "
+                                     "holds the heavy hitters by accumulated attention"));
   m_recent_fraction->setSuffix(tr(" %"));
   m_recent = make_spin(policy_group, 0, 16000, d.recent,
                        tr("Steps of grace before a new token may be dropped"));
   m_threshold = make_double(policy_group, 0, 1000, d.threshold, 3,
-                            tr("Drop tokens whose mean attention is below this × uniform"));
+                            tr("After the grace steps, drop a token whose mean received attention "
+                               "falls below this × uniform (1 ÷ kept entries)"));
   m_w_attention = make_double(policy_group, -100, 100, d.w_attention, 2,
-                              tr("Weight of mean received attention (relative to uniform)"));
+                              tr("score = this × mean received attention ÷ uniform + recency "
+                                 "weight × (1 − age ÷ context); the lowest score is evicted"));
   m_w_recency = make_double(policy_group, -100, 100, d.w_recency, 2,
                             tr("Weight of recency (1 − age / context)"));
   m_merge_similarity = make_double(policy_group, -1, 1, d.merge_similarity, 2,
@@ -154,7 +168,8 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
     m_quant->addItem(QString::fromUtf8(id.data(), static_cast<int>(id.size())));
   }
   m_quant->setToolTip(
-      tr("Hold the kept tokens quantized with this method (its default parameters)"));
+      tr("Hold the kept tokens quantized with this method (its default parameters): attention "
+         "reads them dequantized and memory counts the method's measured bytes per token"));
 
   m_form = new QFormLayout(policy_group);
   m_form->addRow(tr("Policy"), m_policy);
@@ -170,6 +185,7 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
   m_form->addRow(tr("Merge similarity"), m_merge_similarity);
   m_form->addRow(tr("Merge window"), m_merge_window);
   m_form->addRow(tr("Quantize kept"), m_quant);
+  explain::share_with_captions(m_form);
 
   m_compare_group = new QGroupBox(tr("Compare with"), this);
   m_compare_group->setCheckable(true);
@@ -177,11 +193,14 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
   m_compare_group->setToolTip(
       tr("Run a second policy on the same data (same options) and show both side by side"));
   m_compare_policy = make_policy_combo(m_compare_group);
+  m_compare_policy->setToolTip(
+      tr("The second policy, run on the same cache with the same steps and options"));
   select_policy(m_compare_policy, EvictionPolicy::Window);
   m_compare_budget = new BudgetEdit(m_compare_group);
   auto* compare_form = new QFormLayout(m_compare_group);
   compare_form->addRow(tr("Policy"), m_compare_policy);
   compare_form->addRow(tr("Budget"), m_compare_budget);
+  explain::share_with_captions(compare_form);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);

@@ -94,14 +94,19 @@ QWidget* EvictionView::build_controls() {
   m_policy = new EvictionPolicyPanel(controls);
   m_run_button = new QPushButton(tr("Run"), controls);
   m_run_button->setDefault(true);
-  m_run_button->setToolTip(tr("Simulate decoding with the policy and save the run"));
+  m_run_button->setToolTip(
+      tr("Simulate decoding: the last tokens of the cache arrive one per step, the policy cuts "
+         "each KV head down to its budget, and attention over what is kept is compared with the "
+         "full cache; the run is saved"));
   m_cancel_button = new QPushButton(tr("Cancel"), controls);
+  m_cancel_button->setToolTip(tr("Stop the simulation; nothing is saved"));
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_run_button);
   buttons->addWidget(m_cancel_button);
   m_progress = new QProgressBar(controls);
   m_progress->setRange(0, 100);
   m_progress->setValue(0);
+  m_progress->setToolTip(tr("How far the simulation has got"));
   m_stage = muted_label(QString(), controls);
   m_cache_note = muted_label(tr("The cache will be generated or loaded on Run."), controls);
   auto* note = muted_label(
@@ -141,18 +146,24 @@ QWidget* EvictionView::build_results() {
   m_metrics = new EvictionMetricsPanel(results);
 
   m_picker = new LayerPicker(tr("KV head"), {QStringLiteral("0")}, results);
-  m_picker->layer_spin()->setToolTip(tr("Layer whose eviction map is shown"));
-  m_picker->choice_combo()->setToolTip(tr("Every KV head keeps its own set of tokens"));
+  m_picker->set_tooltips(tr("Layer whose eviction map is shown"),
+                         tr("Every KV head keeps its own set of tokens: the map shows this "
+                            "one's"));
   m_scope = new QComboBox(results);
   m_scope->addItem(tr("all layers"));
   m_scope->addItem(tr("the selected layer"));
-  m_scope->setToolTip(tr("What the curves and the numbers cover"));
+  m_scope->setToolTip(
+      tr("What the curves and the numbers cover: means over every layer, or the layer whose map "
+         "is shown"));
+  auto* scope_label = new QLabel(tr("Curves and numbers over"), results);
+  scope_label->setBuddy(m_scope);
+  scope_label->setToolTip(m_scope->toolTip());
   m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
   m_reset_zoom->setToolTip(tr("Show the whole map again (drag pans, the wheel zooms)"));
   auto* selectors = new QHBoxLayout;
   selectors->addWidget(m_picker);
   selectors->addSpacing(18);
-  selectors->addWidget(new QLabel(tr("Curves and numbers over"), results));
+  selectors->addWidget(scope_label);
   selectors->addWidget(m_scope);
   selectors->addStretch(1);
   selectors->addWidget(m_reset_zoom);

@@ -36,20 +36,28 @@ double entropy_bits(const std::vector<std::uint64_t>& counts) {
 
 HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   m_picker = new LayerPicker(tr("Tensor"), tensor_choices(), this);
-  m_picker->layer_spin()->setToolTip(tr("Layer whose codes are shown"));
+  m_picker->set_tooltips(tr("Layer whose quantized codes are counted"),
+                         tr("Keys or values of that layer: each has its own codes"));
   m_which = new QComboBox(this);
   m_which->setMinimumContentsLength(14);
   m_which->setSizeAdjustPolicy(QComboBox::AdjustToContents);
-  m_which->setToolTip(tr("Methods with several code widths keep one histogram per width"));
+  m_which->setToolTip(
+      tr("Which group of codes: methods with several code widths (age-tiered: INT8 and INT4 "
+         "tiers) keep one histogram per width"));
+  auto* which_label = new QLabel(tr("Histogram"), this);
+  which_label->setBuddy(m_which);
+  which_label->setToolTip(m_which->toolTip());
   m_entropy = new QLabel(this);
   m_entropy->setToolTip(
-      tr("Shannon entropy of the codes: the bits per code an entropy coder could reach"));
+      tr("Code values that occur at least once, and the order-0 Shannon entropy −Σ p·log2 p of "
+         "this histogram: the fewest bits per code a coder of one code at a time could reach, "
+         "beside the bits each code is stored in"));
   m_chart = new HistogramChart(this);
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(m_picker);
   controls->addSpacing(12);
-  controls->addWidget(new QLabel(tr("Histogram"), this));
+  controls->addWidget(which_label);
   controls->addWidget(m_which);
   controls->addSpacing(12);
   controls->addWidget(m_entropy, 1);

@@ -24,10 +24,15 @@ LayerPicker::LayerPicker(const QString& choice_label, const QStringList& choices
 
   m_row = new QHBoxLayout(this);
   m_row->setContentsMargins(0, 0, 0, 0);
-  m_row->addWidget(new QLabel(tr("Layer"), this));
+  m_layer_label = new QLabel(tr("Layer"), this);
+  m_layer_label->setBuddy(m_layer);
+  m_choice_label = new QLabel(choice_label, this);
+  m_choice_label->setBuddy(m_choice);
+  set_tooltips(tr("The layer shown (0 is the first)"), tr("Which one of the layer is shown"));
+  m_row->addWidget(m_layer_label);
   m_row->addWidget(m_layer);
   m_row->addSpacing(12);
-  m_row->addWidget(new QLabel(choice_label, this));
+  m_row->addWidget(m_choice_label);
   m_row->addWidget(m_choice);
 
   const auto emit_changed = [this] { emit changed(layer(), choice()); };
@@ -53,6 +58,13 @@ void LayerPicker::select(int layer, int choice) {
   const QSignalBlocker block_choice(m_choice);
   m_layer->setValue(layer);
   m_choice->setCurrentIndex(std::clamp(choice, 0, std::max(0, m_choice->count() - 1)));
+}
+
+void LayerPicker::set_tooltips(const QString& layer_tip, const QString& choice_tip) {
+  m_layer->setToolTip(layer_tip);
+  m_layer_label->setToolTip(layer_tip);
+  m_choice->setToolTip(choice_tip);
+  m_choice_label->setToolTip(choice_tip);
 }
 
 int LayerPicker::layer() const {

@@ -1,16 +1,21 @@
 #include "kvlab/gui/main_window.h"
 
+#include <QApplication>
 #include <QHBoxLayout>
 #include <QListWidget>
 #include <QStackedWidget>
 #include <QStatusBar>
 
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/eviction_policy_panel.h"
 #include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/placeholder_page.h"
+#include "kvlab/gui/learn_view.h"
+#include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/quality_view.h"
 #include "kvlab/gui/runs_view.h"
+#include "kvlab/gui/source_panel.h"
+#include "kvlab/gui/window_actions.h"
 
 namespace kvlab::gui {
 
@@ -27,19 +32,6 @@ constexpr PageInfo kPages[kPageCount] = {
     {"Compression", "compression"}, {"Eviction", "eviction"}, {"Quality", "quality"},
     {"Planner", "planner"},         {"Runs", "runs"},         {"Learn", "learn"},
 };
-
-QWidget* learn_page() {
-  return new PlaceholderPage(
-      QObject::tr("Learn"),
-      QObject::tr("Will explain, step by step and with the lab's own numbers, how KV-cache "
-                  "compression works."),
-      {QObject::tr("Why the cache grows: 2 × layers × kv_heads × head_dim × tokens × bytes, "
-                   "worked for common models."),
-       QObject::tr("Quantization: scales and zero-points, and why KIVI quantizes keys per channel "
-                   "and values per token."),
-       QObject::tr("Entropy coding: Huffman codebooks shared per layer, as in KVComp."),
-       QObject::tr("Eviction: attention sinks and heavy hitters.")});
-}
 
 }  // namespace
 
@@ -64,6 +56,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   m_quality = new QualityView(m_store);
   m_planner = new PlannerView(m_store);
   m_runs = new RunsView(m_store, m_store_error);
+  m_learn = new LearnView;
 
   m_nav = new QListWidget;
   m_stack = new QStackedWidget;
@@ -73,21 +66,13 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   m_stack->addWidget(m_quality);
   m_stack->addWidget(m_planner);
   m_stack->addWidget(m_runs);
-  m_stack->addWidget(learn_page());
+  m_stack->addWidget(m_learn);
 
   QFont nav_font = m_nav->font();
   nav_font.setPointSize(nav_font.pointSize() + 1);
   m_nav->setFont(nav_font);
   m_nav->setFixedWidth(150);
   m_nav->setSpacing(3);
-  for (int i = 0; i < kPageCount; ++i) {
-    const auto page = static_cast<Page>(i);
-    const bool ready = page != Page::Learn;
-    if (!ready) {
-      m_nav->item(i)->setForeground(QColor(120, 120, 120));
-      m_nav->item(i)->setToolTip(tr("Arrives in a later version"));
-    }
-  }
 
   auto* central = new QWidget;
   auto* layout = new QHBoxLayout(central);
@@ -131,6 +116,14 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
             show_page(Page::Eviction);
           });
 
+  connect(m_learn, &LearnView::open_full_view, this, &MainWindow::open_learn_link);
+
+  // Desktop integration: menus and shortcuts, drops of files anywhere on the window.
+  m_actions = new WindowActions(this);
+  connect(m_stack, &QStackedWidget::currentChanged, m_actions, &WindowActions::update_run_actions);
+  setAcceptDrops(true);
+  qApp->installEventFilter(this);
+
   m_nav->setCurrentRow(0);
   if (m_store) {
     statusBar()->showMessage(
@@ -144,15 +137,41 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
 MainWindow::~MainWindow() = default;
 
 bool MainWindow::open_latest_or_run_default() {
-  if (m_store) {
-    auto runs = m_store->list_runs(-1);
-    if (runs) {
-      for (const auto& run : *runs) {  // newest first
-        if (run.kind == "compression") return m_runs->open_run(run.id);
+  const bool ok = [this] {
+    if (m_store) {
+      auto runs = m_store->list_runs(-1);
+      if (runs) {
+        for (const auto& run : *runs) {  // newest first
+          if (run.kind == "compression") return m_runs->open_run(run.id);
+        }
       }
     }
+    return m_compression->run();
+  }();
+  // Opening a run shows its page; a page brought back from the settings stays in front.
+  if (m_restored_page) show_page(*m_restored_page);
+  return ok;
+}
+
+void MainWindow::open_learn_link(const LearnLink& link) {
+  switch (link.target) {
+    case LearnLink::Target::Compression:
+      if (link.source) m_compression->source_panel()->set_synthetic(*link.source);
+      if (link.method) m_compression->method_panel()->set_config(*link.method);
+      if (link.run) m_compression->run();
+      show_page(Page::Compression);
+      break;
+    case LearnLink::Target::Eviction:
+      if (link.source) m_eviction->source_panel()->set_synthetic(*link.source);
+      if (link.eviction) m_eviction->policy_panel()->set_config(*link.eviction);
+      if (link.run) m_eviction->run();
+      show_page(Page::Eviction);
+      break;
+    case LearnLink::Target::Planner:
+      if (link.planner) m_planner->restore(*link.planner);
+      show_page(Page::Planner);
+      break;
   }
-  return m_compression->run();
 }
 
 void MainWindow::show_page(Page page) {

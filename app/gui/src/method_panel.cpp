@@ -11,6 +11,8 @@
 #include <QLabel>
 #include <QSpinBox>
 
+#include "kvlab/gui/explain.h"
+
 namespace kvlab::gui {
 
 namespace {
@@ -61,6 +63,9 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   const MethodConfig defaults;
   m_method = new QComboBox(this);
   for (auto id : method_ids()) m_method->addItem(QString::fromUtf8(id.data(), id.size()));
+  m_method->setToolTip(
+      tr("The compression method; only the fields it uses are shown below (hover each for what "
+         "it changes)"));
   m_about = new QLabel(this);
   m_about->setWordWrap(true);
   QPalette muted = m_about->palette();
@@ -68,25 +73,39 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_about->setPalette(muted);
 
   m_bits = make_bits_combo(this);
-  m_bits->setToolTip(tr("Bits per quantized code"));
+  m_bits->setToolTip(
+      tr("Bits per quantized code: 2 or 4, each group storing a float scale and minimum beside "
+         "its codes"));
   m_group_size = make_spin(this, 1, 4096, defaults.group_size,
-                           tr("G: tokens per key group (per-channel statistics), channels per "
-                              "value group"));
-  m_residual = make_spin(this, 0, 1 << 24, defaults.residual, tr("R: newest tokens kept in fp16"));
+                           tr("G: keys are quantized per channel over groups of G tokens, values "
+                              "per token over groups of G channels; each group keeps a float "
+                              "scale and minimum"));
+  m_residual = make_spin(this, 0, 1 << 24, defaults.residual,
+                         tr("R: the newest R tokens stay in fp16 (counted as residual bytes); "
+                            "older ones are quantized"));
   m_residual->setSuffix(tr(" tokens"));
   m_per_head = new QCheckBox(tr("one scale per KV head"), this);
+  m_per_head->setToolTip(
+      tr("One float scale per KV head instead of one for the whole tensor, so each head uses "
+         "FP8's whole range (a few more bytes of scales)"));
   m_int8_tokens = make_spin(this, 0, 1 << 24, defaults.int8_tokens,
-                            tr("Tokens after the fp16 window kept in INT8"));
+                            tr("Tokens after the fp16 window kept in INT8; older tokens drop to "
+                               "the old bits"));
   m_int8_tokens->setSuffix(tr(" tokens"));
   m_old_bits = make_bits_combo(this);
-  m_old_bits->setToolTip(tr("Bits for tokens older than the INT8 tier"));
-  m_block_size = make_spin(this, 1, 4096, defaults.block_size, tr("B: tokens per key block"));
+  m_old_bits->setToolTip(
+      tr("Bits per code (4 or 2) for tokens older than the fp16 window and the INT8 tier"));
+  m_block_size = make_spin(this, 1, 4096, defaults.block_size,
+                           tr("B: keys are quantized per channel within blocks of B tokens "
+                              "(values per token); also the token block of the entropy coder"));
   m_rel_scale = new QDoubleSpinBox(this);
   m_rel_scale->setDecimals(4);
   m_rel_scale->setRange(1.0 / 255.0, 1.0);
   m_rel_scale->setSingleStep(0.01);
   m_rel_scale->setValue(defaults.rel_scale);
-  m_rel_scale->setToolTip(tr("Quantization step as a fraction of each unit's range"));
+  m_rel_scale->setToolTip(
+      tr("step = rel. scale × (max − min) of each unit (a block's channel for keys, a token for "
+         "values); code = round((x − min) / step) as uint8, so the error is at most step / 2"));
 
   m_codec = new QComboBox(this);
   m_codec->addItem(tr("none"), -1);
@@ -125,6 +144,7 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_form->addRow(tr("Block size"), m_block_size);
   m_form->addRow(tr("Rel. scale"), m_rel_scale);
   m_form->addRow(tr("Codec"), m_codec);
+  explain::share_with_captions(m_form);
 
   connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
     update_visible_fields();

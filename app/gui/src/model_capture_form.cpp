@@ -69,6 +69,9 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_prompt = new QPlainTextEdit(parent);
   m_prompt->setPlainText(QStringLiteral("Once upon a time"));
   m_prompt->setPlaceholderText(tr("The prompt; BOS is added"));
+  m_prompt->setToolTip(
+      tr("The text the model reads (BOS is added); the cache holds its K and V and those of the "
+         "generated continuation"));
   m_prompt->setTabChangesFocus(true);
   m_prompt->setFixedHeight(m_prompt->fontMetrics().lineSpacing() * kPromptLines +
                            2 * (m_prompt->frameWidth() + 4));
@@ -90,12 +93,14 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_capture_button = new QPushButton(tr("Capture"), parent);
   m_capture_button->setToolTip(tr("Run the model on the prompt and keep its KV cache"));
   m_cancel_button = new QPushButton(tr("Cancel"), parent);
+  m_cancel_button->setToolTip(tr("Stop the capture; the previous capture, if any, is kept"));
   m_save_button = new QPushButton(tr("Save…"), parent);
   m_save_button->setToolTip(tr("Write the captured cache as .safetensors"));
   m_buttons_row = row_of(parent, {{m_capture_button, 1}, {m_cancel_button, 1}, {m_save_button, 1}});
 
   m_progress = new QProgressBar(parent);
   m_progress->setRange(0, 100);
+  m_progress->setToolTip(tr("How far the capture has got"));
   m_status = new QLabel(tr("No capture yet."), parent);
   m_status->setWordWrap(true);
   m_status->setTextFormat(Qt::PlainText);

@@ -23,6 +23,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 
 namespace kvlab::gui {
@@ -74,6 +75,48 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   auto* add_gpu_button = new QPushButton(tr("Add GPU…"));
   auto* save_button = new QPushButton(tr("Save scenario"));
   auto* pin_button = new QPushButton(tr("Pin to compare"));
+  m_model->setToolTip(
+      tr("The model whose KV cache and weights are sized: layers, KV heads, head_dim, sliding "
+         "window, MLA latent and weights from the catalogue or an imported config.json"));
+  import->setToolTip(
+      tr("Add a model from a Hugging Face config.json (KV heads from num_key_value_heads, "
+         "head_dim, sliding window, MLA); it is kept in the runs database"));
+  m_gpu->setToolTip(tr("The GPU: its memory (as the driver reports it) and peak memory bandwidth"));
+  add_gpu_button->setToolTip(
+      tr("Add your own GPU: id, memory in GiB and bandwidth in GB/s; it is kept in the runs "
+         "database"));
+  m_context->setToolTip(
+      tr("Tokens per sequence whose K and V are held (prompt and generated), at most the "
+         "model's limit"));
+  m_batch->setToolTip(tr("Sequences held at once: their KV is batch × KV per sequence"));
+  m_scheme_list->setToolTip(
+      tr("The storage schemes to compare, one table row and bar each; compression runs add "
+         "their measured bits per value"));
+  m_evict->setToolTip(
+      tr("Cap every layer's tokens at this share of the context (an eviction budget), applied "
+         "to every scheme"));
+  m_tp->setToolTip(
+      tr("Tensor parallelism: each GPU holds kv_heads ÷ TP KV heads (one, replicated, when TP > "
+         "kv_heads; an MLA latent is not split) and 1 ÷ (TP × PP) of the weights"));
+  m_pp->setToolTip(
+      tr("Pipeline parallelism: the layers split into PP stages, the largest stage must fit one "
+         "GPU, and a decode step passes through every stage in turn"));
+  m_util->setToolTip(
+      tr("Share of the GPU's memory the serving engine may use (as vLLM's "
+         "gpu_memory_utilization)"));
+  m_reserve->setToolTip(
+      tr("Memory per GPU kept for activations, CUDA graphs and the runtime: not for the KV "
+         "cache"));
+  m_page->setToolTip(
+      tr("KV is allocated in pages of this many tokens (vLLM's block size): each layer's tokens "
+         "round up to whole pages"));
+  m_efficiency->setToolTip(
+      tr("Achieved ÷ peak memory bandwidth, for the decode throughput roofline"));
+  save_button->setToolTip(
+      tr("Save the scenario and every scheme's results as a plan run; the Runs page reopens it"));
+  pin_button->setToolTip(
+      tr("Keep the current rows in the table (shaded) to compare with after changing the "
+         "scenario"));
 
   auto* form = new QFormLayout;
   form->addRow(tr("Model"), m_model);
@@ -90,12 +133,14 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   form->addRow(tr("Reserve per GPU"), m_reserve);
   form->addRow(tr("KV page"), m_page);
   form->addRow(tr("Bandwidth efficiency"), m_efficiency);
+  explain::share_with_captions(form);
   auto* controls = new QGroupBox(tr("Scenario"));
   auto* cl = new QVBoxLayout(controls);
   cl->addLayout(form);
   cl->addWidget(save_button);
   cl->addWidget(pin_button);
   m_timing = new QLabel;
+  m_timing->setToolTip(tr("Time to recompute every scheme's plan, the table and both charts"));
   m_error = new QLabel;
   m_error->setWordWrap(true);
   m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
@@ -105,7 +150,11 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   controls->setMaximumWidth(360);
 
   m_formula_scheme = new QComboBox;
+  m_formula_scheme->setToolTip(tr("The scheme whose memory formula is written out below"));
   m_formula = new QPlainTextEdit;
+  m_formula->setToolTip(
+      tr("The KV memory formula for the chosen scheme with the scenario's numbers substituted, "
+         "one step per line"));
   m_formula->setReadOnly(true);
   m_formula->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_formula->setMaximumHeight(130);
@@ -119,13 +168,18 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
     style_plot(p);
     p->setMinimumHeight(260);
   }
+  m_memory_chart->setToolTip(explain::planner_memory_chart());
+  m_context_chart->setToolTip(explain::planner_context_chart());
   add_title(m_memory_chart, tr("One GPU's memory per scheme"));
   add_title(m_context_chart, tr("KV memory against context"));
   add_legend_row(m_memory_chart, m_memory_chart->legend, 2);
   add_legend_row(m_context_chart, m_context_chart->legend, 2);
 
   auto* formula_row = new QHBoxLayout;
-  formula_row->addWidget(new QLabel(tr("Formula for")));
+  auto* formula_label = new QLabel(tr("Formula for"));
+  formula_label->setBuddy(m_formula_scheme);
+  formula_label->setToolTip(m_formula_scheme->toolTip());
+  formula_row->addWidget(formula_label);
   formula_row->addWidget(m_formula_scheme, 1);
   auto* charts = new QHBoxLayout;
   charts->addWidget(m_memory_chart, 1);
@@ -229,6 +283,7 @@ void PlannerView::reload_catalogues() {
     item->setData(Qt::UserRole, id);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
     item->setCheckState(checked.contains(id) ? Qt::Checked : Qt::Unchecked);
+    item->setToolTip(explain::planner_scheme(id));
   };
   for (const char* id : kBuiltInSchemes) {
     add_scheme(QString::fromLatin1(id),

@@ -7,6 +7,7 @@
 #include <QSpinBox>
 #include <QTableWidget>
 
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/planner_view.h"
 
@@ -38,6 +39,7 @@ void PlannerView::fill_table() {
   m_table->clear();
   m_table->setColumnCount(header.size());
   m_table->setHorizontalHeaderLabels(header);
+  explain::set_header_tooltips(m_table, explain::planner_columns());
   m_table->setRowCount(static_cast<int>(m_results.size() + m_pinned.size()));
   int row = 0;
   const auto put = [&](const QStringList& cells, const QColor& background) {

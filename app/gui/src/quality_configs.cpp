@@ -1,5 +1,7 @@
 #include "kvlab/gui/quality_configs.h"
 
+#include <QObject>
+
 namespace kvlab::gui {
 
 namespace {
@@ -74,6 +76,20 @@ std::string quality_run_method(const QualityConfig& config) {
   if (eviction && method) return eviction_label(*eviction) + " + " + method_label(*method);
   if (eviction) return eviction_label(*eviction);
   return method ? method_label(*method) : std::string("none");
+}
+
+QString quality_choice_tooltip(const QualityChoice& choice) {
+  const QString label = QString::fromStdString(quality_run_method(choice.config));
+  if (choice.config.eviction) {
+    return QObject::tr(
+               "%1: eviction in the loop; every KV head keeps its tokens through the "
+               "policy and attention reads only the kept ones")
+        .arg(label);
+  }
+  return QObject::tr(
+             "%1: attention reads the whole prefix quantized and dequantized again "
+             "after each token")
+      .arg(label);
 }
 
 QString quality_short_name(const std::string& run_method) {

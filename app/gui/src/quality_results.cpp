@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QTableWidget>
 
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/quality_configs.h"
 
@@ -125,6 +126,12 @@ void init_quality_table(QTableWidget* table) {
        QObject::tr("Bits/value"), QObject::tr("Kept"), QObject::tr("Perplexity"),
        QObject::tr("Δ perplexity"), QObject::tr("Next-token agreement"), QObject::tr("KL (nats)"),
        QObject::tr("Pareto"), QObject::tr("Time")});
+  // Same order as the labels above (kQualityRun … kQualitySeconds).
+  explain::set_header_tooltips(
+      table, {explain::quality_run(), explain::quality_configuration(), explain::quality_ratio(),
+              explain::quality_bits(), explain::kept_fraction(), explain::perplexity(),
+              explain::perplexity_change(), explain::next_token_agreement(), explain::quality_kl(),
+              explain::pareto(), explain::quality_seconds()});
   table->setSelectionBehavior(QAbstractItemView::SelectRows);
   table->setSelectionMode(QAbstractItemView::SingleSelection);
   table->setAlternatingRowColors(true);

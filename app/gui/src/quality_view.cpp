@@ -21,6 +21,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
@@ -102,7 +103,10 @@ QWidget* QualityView::build_controls() {
       tr("A llama2.c checkpoint with its tok*.bin beside it, or a Hugging Face "
          "folder (config.json, safetensors, tokenizer.json)"));
   auto* model_file = new QPushButton(tr("File…"), model_box);
+  model_file->setToolTip(tr("Choose a llama2.c checkpoint (.bin) with its tok*.bin beside it"));
   auto* model_folder = new QPushButton(tr("Folder…"), model_box);
+  model_folder->setToolTip(
+      tr("Choose a Hugging Face checkpoint folder (config.json, safetensors, tokenizer.json)"));
   auto* model_buttons = new QHBoxLayout;
   model_buttons->addWidget(model_file);
   model_buttons->addWidget(model_folder);
@@ -124,22 +128,32 @@ QWidget* QualityView::build_controls() {
   auto* text_box = new QGroupBox(tr("Text"), controls);
   m_sampled = new QRadioButton(tr("The model's own sampled text"), text_box);
   m_sampled->setChecked(true);
+  m_sampled->setToolTip(
+      tr("Score text the model samples itself: stories from BOS at temperature 1 with a seeded "
+         "generator, so no corpus is needed"));
   m_sample_tokens = new QSpinBox(text_box);
   m_sample_tokens->setRange(2, 1'000'000);
   m_sample_tokens->setValue(kDefaultSampleTokens);
   m_sample_tokens->setSuffix(tr(" tokens"));
+  m_sample_tokens->setToolTip(
+      tr("Tokens of sampled text to score; they are cut into windows of the model's context, "
+         "each starting from BOS"));
   m_seed = new QSpinBox(text_box);
   m_seed->setRange(0, 1'000'000'000);
   m_seed->setValue(1);
   m_seed->setPrefix(tr("seed "));
+  m_seed->setToolTip(tr("Seed of the sampler: the same seed gives the same text"));
   auto* sample_row = new QHBoxLayout;
   sample_row->addSpacing(20);
   sample_row->addWidget(m_sample_tokens);
   sample_row->addWidget(m_seed);
   m_file = new QRadioButton(tr("A text file"), text_box);
+  m_file->setToolTip(tr("Score a UTF-8 text of your own, tokenized with the model's tokenizer"));
   m_text_file = new QLineEdit(text_box);
   m_text_file->setPlaceholderText(tr("UTF-8 text"));
+  m_text_file->setToolTip(tr("Path of the UTF-8 text file to score"));
   auto* text_browse = new QPushButton(tr("Browse…"), text_box);
+  text_browse->setToolTip(tr("Choose the text file"));
   auto* file_row = new QHBoxLayout;
   file_row->addSpacing(20);
   file_row->addWidget(m_text_file, 1);
@@ -157,16 +171,21 @@ QWidget* QualityView::build_controls() {
 
   auto* methods_box = new QGroupBox(tr("Configurations to compare"), controls);
   m_methods = new QListWidget(methods_box);
+  m_methods->setToolTip(
+      tr("The configurations to measure: quantization methods and eviction policies, each "
+         "saved as its own quality run"));
   for (const QualityChoice& c : quality_choices()) {
     auto* item = new QListWidgetItem(c.name, m_methods);
     item->setData(Qt::UserRole, c.id);
-    item->setToolTip(QString::fromStdString(quality_run_method(c.config)));
+    item->setToolTip(quality_choice_tooltip(c));
     item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable);
     item->setCheckState(Qt::Checked);
   }
   m_methods->setMinimumHeight(m_methods->sizeHintForRow(0) * 7);
   auto* all = new QPushButton(tr("All"), methods_box);
+  all->setToolTip(tr("Check every configuration"));
   auto* none = new QPushButton(tr("None"), methods_box);
+  none->setToolTip(tr("Uncheck every configuration"));
   auto* check_buttons = new QHBoxLayout;
   check_buttons->addWidget(all);
   check_buttons->addWidget(none);
@@ -185,12 +204,14 @@ QWidget* QualityView::build_controls() {
   m_run_button->setDefault(true);
   m_run_button->setToolTip(tr("Measure each checked configuration and save it as a quality run"));
   m_cancel_button = new QPushButton(tr("Cancel"), controls);
+  m_cancel_button->setToolTip(tr("Stop measuring; the configurations already measured stay saved"));
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_run_button);
   buttons->addWidget(m_cancel_button);
   m_progress = new QProgressBar(controls);
   m_progress->setRange(0, 100);
   m_progress->setValue(0);
+  m_progress->setToolTip(tr("How far the measurement has got, window by window"));
   m_stage = muted_label(QString(), controls);
   auto* note = muted_label(
       tr("Each configuration runs the model over the text twice, exactly and with attention "
@@ -228,24 +249,44 @@ QWidget* QualityView::build_results() {
   m_heading = new QLabel(results);
   m_heading->setWordWrap(true);
   m_heading->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_heading->setToolTip(
+      tr("The model and text the runs were measured on; exact perplexity is the model's own, "
+         "exp(mean negative log-likelihood) with an uncompressed cache"));
 
   m_x = new QComboBox(results);
   m_x->addItem(tr("memory ratio"));
   m_x->addItem(tr("bits per value"));
+  m_x->setItemData(0, explain::quality_ratio(), Qt::ToolTipRole);
+  m_x->setItemData(1, explain::quality_bits(), Qt::ToolTipRole);
+  m_x->setToolTip(
+      tr("The chart's x axis: memory ratio vs fp16 (higher is smaller) or bits per value held "
+         "(lower is smaller), eviction's kept fraction included"));
   m_y = new QComboBox(results);
   m_y->addItem(tr("perplexity change"));
   m_y->addItem(tr("next-token agreement"));
   m_y->addItem(tr("KL divergence"));
+  m_y->setItemData(0, explain::perplexity_change(), Qt::ToolTipRole);
+  m_y->setItemData(1, explain::next_token_agreement(), Qt::ToolTipRole);
+  m_y->setItemData(2, explain::quality_kl(), Qt::ToolTipRole);
+  m_y->setToolTip(
+      tr("The chart's y axis: how much the compressed or evicted cache changes the model's "
+         "predictions (perplexity change, next-token agreement or KL)"));
   m_log_y = new QCheckBox(tr("Log scale"), results);
   m_log_y->setChecked(true);
   m_log_y->setToolTip(tr("A logarithmic y axis, used when every value is positive"));
   m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
   m_reset_zoom->setToolTip(tr("Show every point again (drag pans, the wheel zooms)"));
   auto* selectors = new QHBoxLayout;
-  selectors->addWidget(new QLabel(tr("Across"), results));
+  auto* x_label = new QLabel(tr("Across"), results);
+  x_label->setBuddy(m_x);
+  x_label->setToolTip(m_x->toolTip());
+  auto* y_label = new QLabel(tr("Up"), results);
+  y_label->setBuddy(m_y);
+  y_label->setToolTip(m_y->toolTip());
+  selectors->addWidget(x_label);
   selectors->addWidget(m_x);
   selectors->addSpacing(12);
-  selectors->addWidget(new QLabel(tr("Up"), results));
+  selectors->addWidget(y_label);
   selectors->addWidget(m_y);
   selectors->addSpacing(12);
   selectors->addWidget(m_log_y);

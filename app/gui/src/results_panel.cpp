@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 
 namespace kvlab::gui {
@@ -13,30 +14,28 @@ namespace {
 
 struct MetricInfo {
   const char* name;
-  const char* tooltip;
+  QString (*tooltip)();  // explain.h: the texts the Runs page shares
 };
 
 // Same order as Metric.
 constexpr std::array<MetricInfo, kMetricCount> kMetrics{{
-    {"Ratio", "fp16 bytes / compressed bytes, every byte counted"},
-    {"Bits / value", "compressed bits per K or V element, scales and residual included"},
-    {"MSE", "mean squared error of the reconstructed K and V"},
-    {"Max abs error", "largest absolute error of any K or V element"},
-    {"SNR", "signal-to-noise ratio of the reconstruction, 10 log10(signal / error)"},
-    {"Logit RMSE", "RMS error of the attention logits q·k/√d"},
-    {"Softmax KL", "KL divergence of the attention weights, averaged over queries and heads"},
-    {"Attn-out rel. error", "|o − ô| / |o| of the attention output"},
-    {"Attn-out cosine", "cosine similarity of the attention outputs"},
+    {"Ratio", explain::ratio},
+    {"Bits / value", explain::bits_per_value},
+    {"MSE", explain::mse},
+    {"Max abs error", explain::max_abs_error},
+    {"SNR", explain::snr},
+    {"Logit RMSE", explain::logit_rmse},
+    {"Softmax KL", explain::softmax_kl},
+    {"Attn-out rel. error", explain::attn_output_rel_error},
+    {"Attn-out cosine", explain::attn_output_cosine},
 }};
 
 // Same order as CodecMetric.
 constexpr std::array<MetricInfo, kCodecMetricCount> kCodecMetrics{{
-    {"Entropy",
-     "order-0 Shannon entropy of the codes, bits per code: the bound for any "
-     "code-by-code coder"},
-    {"Payload", "coded bits per code, offsets, bit counts and codebook excluded"},
-    {"Offsets + counts", "block byte offsets, per-vector bit counts and codec headers"},
-    {"Codebook", "the serialized Huffman codebooks, one per layer for K and for V"},
+    {"Entropy", explain::entropy},
+    {"Payload", explain::payload},
+    {"Offsets + counts", explain::codec_metadata},
+    {"Codebook", explain::codebook},
 }};
 
 QLabel* selectable_label(QWidget* parent) {
@@ -50,6 +49,9 @@ QLabel* selectable_label(QWidget* parent) {
 ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   m_heading = selectable_label(this);
   m_heading->setWordWrap(true);
+  m_heading->setToolTip(
+      tr("The run shown: its source, method, tokens × layers, whether it was computed now or "
+         "reopened from the runs database, and where the entropy coder ran"));
 
   auto* grid = new QGridLayout;
   grid->setHorizontalSpacing(10);
@@ -59,7 +61,7 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   value_font.setBold(true);
   for (int i = 0; i < kMetricCount; ++i) {
     auto* name = new QLabel(tr(kMetrics[i].name) + QStringLiteral(":"), this);
-    name->setToolTip(tr(kMetrics[i].tooltip));
+    name->setToolTip(kMetrics[i].tooltip());
     m_values[i] = selectable_label(this);
     m_values[i]->setFont(value_font);
     m_values[i]->setToolTip(name->toolTip());
@@ -78,10 +80,13 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   QFont caption_font = font();
   caption_font.setItalic(true);
   m_codec_caption->setFont(caption_font);
+  m_codec_caption->setToolTip(
+      tr("The codec that entropy-coded KVComp's uint8 codes; the numbers beside it cover all of "
+         "its streams, every layer's K and V"));
   codec->addWidget(m_codec_caption);
   for (int i = 0; i < kCodecMetricCount; ++i) {
     auto* name = new QLabel(tr(kCodecMetrics[i].name) + QStringLiteral(":"), m_codec_row);
-    name->setToolTip(tr(kCodecMetrics[i].tooltip));
+    name->setToolTip(kCodecMetrics[i].tooltip());
     m_codec_values[i] = selectable_label(m_codec_row);
     m_codec_values[i]->setFont(value_font);
     m_codec_values[i]->setToolTip(name->toolTip());
@@ -93,11 +98,16 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
 
   auto* formula = new QGridLayout;
   formula->setHorizontalSpacing(10);
-  formula->addWidget(new QLabel(tr("KV memory, fp16:"), this), 0, 0, Qt::AlignRight);
+  auto* fp16_caption = new QLabel(tr("KV memory, fp16:"), this);
+  fp16_caption->setToolTip(explain::fp16_formula());
+  formula->addWidget(fp16_caption, 0, 0, Qt::AlignRight);
   m_measured_caption = new QLabel(tr("at measured bits:"), this);
+  m_measured_caption->setToolTip(explain::measured_formula());
   formula->addWidget(m_measured_caption, 1, 0, Qt::AlignRight);
   m_fp16_formula = selectable_label(this);
   m_measured_formula = selectable_label(this);
+  m_fp16_formula->setToolTip(explain::fp16_formula());
+  m_measured_formula->setToolTip(explain::measured_formula());
   QFont mono = font();
   mono.setFamily(QStringLiteral("monospace"));
   mono.setStyleHint(QFont::TypeWriter);

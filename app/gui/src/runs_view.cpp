@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include <QAction>
 #include <QDateTime>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -9,9 +10,11 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QTableWidget>
+#include <QUndoStack>
 #include <QVBoxLayout>
 
 #include "kvlab/engine/report_json.h"
+#include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/gui_format.h"
 
@@ -99,6 +102,15 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
     if (const auto id = selected_run_id()) delete_run(id);
   });
   connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsView::update_buttons);
+  m_undo = new QUndoStack(this);
+  // The Delete key on the table does what the Delete… button does.
+  auto* delete_key = new QAction(tr("Delete run"), m_table);
+  delete_key->setShortcut(QKeySequence::Delete);
+  delete_key->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  m_table->addAction(delete_key);
+  connect(delete_key, &QAction::triggered, this, [this] {
+    if (const auto id = selected_run_id()) delete_run(id);
+  });
   connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
     if (auto* it = m_table->item(row, kId)) open_run(it->data(Qt::UserRole).toLongLong());
   });
@@ -249,9 +261,13 @@ bool RunsView::open_eviction_run(std::int64_t id, const QString& origin) {
 
 bool RunsView::delete_run(std::int64_t id) {
   if (!m_auto_confirm) {
+    const QString undo_key = undo_shortcut().toString(QKeySequence::NativeText);
     const auto answer = QMessageBox::question(
         this, tr("Delete run"),
-        tr("Delete run #%1 and its stored charts? This cannot be undone.").arg(id),
+        tr("Delete run #%1 and its stored charts?\n\nEdit ▸ Undo (%2) puts it back until "
+           "kvlab is closed.")
+            .arg(id)
+            .arg(undo_key),
         QMessageBox::Yes | QMessageBox::No, QMessageBox::No);
     if (answer != QMessageBox::Yes) return false;
   }
@@ -260,12 +276,48 @@ bool RunsView::delete_run(std::int64_t id) {
 
 bool RunsView::delete_run_confirmed(std::int64_t id) {
   if (!m_store) return false;
+  // Read the whole run first: it is what Undo puts back.
+  auto record = m_store->load_run(id);
   if (auto s = m_store->delete_run(id); !s) {
     report_error(QString::fromStdString(s.message()));
     return false;
   }
-  emit status_message(tr("Deleted run #%1").arg(id), kStatusTimeoutMs);
   refresh();
+  if (!record) {
+    emit status_message(tr("Run %1 deleted; it could not be read, so it cannot be undone: %2")
+                            .arg(id)
+                            .arg(QString::fromStdString(record.message())),
+                        0);
+    return true;
+  }
+  m_undo->push(new DeleteRunCommand(this, std::move(*record)));
+  const QString undo_key = undo_shortcut().toString(QKeySequence::NativeText);
+  emit status_message(tr("Run %1 deleted — %2 to undo").arg(id).arg(undo_key), kStatusTimeoutMs);
+  return true;
+}
+
+bool RunsView::restore_deleted_run(const RunRecord& record) {
+  if (!m_store) return false;
+  if (auto s = m_store->restore_run(record); !s) {
+    report_error(tr("Run %1 cannot be put back: %2")
+                     .arg(record.id)
+                     .arg(QString::fromStdString(s.message())));
+    return false;
+  }
+  refresh();
+  if (const int row = row_of(record.id); row >= 0) m_table->selectRow(row);
+  emit status_message(tr("Run %1 restored").arg(record.id), kStatusTimeoutMs);
+  return true;
+}
+
+bool RunsView::erase_run(std::int64_t id) {
+  if (!m_store) return false;
+  if (auto s = m_store->delete_run(id); !s) {
+    report_error(QString::fromStdString(s.message()));
+    return false;
+  }
+  refresh();
+  emit status_message(tr("Run %1 deleted again").arg(id), kStatusTimeoutMs);
   return true;
 }
 

@@ -5,6 +5,7 @@
 #include <QFileInfo>
 #include <QPixmap>
 
+#include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/quality_view.h"
 
@@ -60,19 +61,32 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
     return written;
   }
   const Page before = window.current_page();
+  const auto grab_to = [&](const QString& name) {
+    QApplication::processEvents();
+    QApplication::processEvents();
+    const QString path = QDir(dir).filePath(name + QStringLiteral(".png"));
+    if (!window.grab().save(path)) {
+      if (error) *error = QObject::tr("%1: cannot write the image").arg(path);
+      return false;
+    }
+    written << path;
+    return true;
+  };
   for (int i = 0; i < kPageCount; ++i) {
     const auto page = static_cast<Page>(i);
     if (page == Page::Quality) prepare_quality_page(window);
     window.show_page(page);
-    QApplication::processEvents();
-    QApplication::processEvents();
-    const QString path = QDir(dir).filePath(page_file_name(page) + QStringLiteral(".png"));
-    if (!window.grab().save(path)) {
-      if (error) *error = QObject::tr("%1: cannot write the image").arg(path);
-      return written;
-    }
-    written << path;
+    if (!grab_to(page_file_name(page))) return written;
   }
+  // Every step of the Learn page: learn-growth.png, learn-quant.png, ...
+  LearnView* learn = window.learn_view();
+  const int learn_before = learn->current_index();
+  window.show_page(Page::Learn);
+  for (int i = 0; i < learn->page_count(); ++i) {
+    learn->show_index(i);
+    if (!grab_to(learn->page_file_name(i))) return written;
+  }
+  learn->show_index(learn_before);
   window.show_page(before);
   return written;
 }

@@ -10,6 +10,7 @@
 #include <QPushButton>
 #include <QSpinBox>
 
+#include "kvlab/gui/explain.h"
 #include "kvlab/gui/model_capture_form.h"
 
 namespace kvlab::gui {
@@ -68,6 +69,10 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_preset = new QComboBox(this);
   for (const auto& p : synthetic_presets()) m_preset->addItem(QString::fromStdString(p.name));
   m_preset->setCurrentText(QStringLiteral("llama3-8b"));
+  m_preset->setToolTip(
+      tr("A synthetic cache shaped like this model (layers, KV heads, head_dim, RoPE): key "
+         "outlier channels, an attention sink, heavy hitters and a needle, with decode-time "
+         "queries"));
 
   m_layers = new QSpinBox(this);
   m_layers->setRange(0, 512);
@@ -77,13 +82,21 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_context->setSingleStep(256);
   m_context->setValue(kDefaultContext);
   m_context->setSuffix(tr(" tokens"));
+  m_context->setToolTip(tr("Tokens in the generated cache (at most the preset's context)"));
   m_seed = new QSpinBox(this);
   m_seed->setRange(0, 1 << 30);
   m_seed->setValue(1);
+  m_seed->setToolTip(
+      tr("Seed of the generator: the same preset, size and seed give the same "
+         "cache"));
 
   m_file = new QLineEdit(this);
   m_file->setPlaceholderText(tr(".safetensors, .npz, .npy or a folder"));
+  m_file->setToolTip(
+      tr("A KV cache: .safetensors, .npz, a .npy of [layers, 2, tokens, kv_heads, head_dim], or "
+         "a folder of layers.{i}.key.npy / layers.{i}.value.npy files"));
   auto* browse_file = new QPushButton(tr("File…"), this);
+  browse_file->setToolTip(tr("Choose a .safetensors, .npz or .npy cache file"));
   auto* browse_folder = new QPushButton(tr("Folder…"), this);
   browse_folder->setToolTip(tr("A folder of layers.{i}.key.npy / layers.{i}.value.npy files"));
   m_file_row = new QWidget(this);
@@ -98,6 +111,7 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   QPalette muted = m_shape->palette();
   muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
   m_shape->setPalette(muted);
+  m_shape->setToolTip(tr("The preset's shape: what the memory formula multiplies"));
 
   m_form = new QFormLayout(this);
   m_form->addRow(tr("Source"), m_kind);
@@ -109,6 +123,7 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_form->addRow(QString(), m_shape);
   m_capture = new ModelCaptureForm(this);
   m_capture->add_rows(m_form);
+  explain::share_with_captions(m_form);
 
   connect(m_kind, &QComboBox::currentIndexChanged, this, &SourcePanel::on_kind_changed);
   connect(m_preset, &QComboBox::currentIndexChanged, this, &SourcePanel::on_preset_changed);

@@ -95,6 +95,21 @@ Error moved_from() {
   return make_error("runs store: used after being moved from");
 }
 
+// Inside the caller's transaction: one artifacts row per (name, JSON text).
+Status insert_artifacts(sqlite::Database& db, std::string_view op, std::int64_t run_id,
+                        const std::vector<std::pair<std::string_view, std::string>>& artifacts) {
+  if (artifacts.empty()) return Ok{};
+  auto add = db.prepare("INSERT INTO artifacts (run_id, name, data_json) VALUES (?1, ?2, ?3)", op);
+  if (!add) return add.error();
+  for (const auto& [name, text] : artifacts) {
+    if (auto b = add->bind(1, run_id); !b) return b.error();
+    if (auto b = add->bind(2, name); !b) return b.error();
+    if (auto b = add->bind(3, std::string_view(text)); !b) return b.error();
+    if (auto added = add->run(); !added) return added.error();
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 struct RunsStore::Impl {
@@ -193,12 +208,12 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
   if (!params) return params.error();
   auto metrics = to_json_text(db, op, "metrics", run.metrics);
   if (!metrics) return metrics.error();
-  std::vector<std::string> artifact_texts;
+  std::vector<std::pair<std::string_view, std::string>> artifact_texts;
   artifact_texts.reserve(run.artifacts.size());
   for (const auto& [name, data] : run.artifacts) {
     auto text = to_json_text(db, op, fmt::format("artifact '{}'", name), data);
     if (!text) return text.error();
-    artifact_texts.push_back(std::move(*text));
+    artifact_texts.emplace_back(name, std::move(*text));
   }
 
   std::lock_guard lock(m_impl->mutex);
@@ -218,18 +233,7 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
   }
   if (auto inserted = insert->run(); !inserted) return inserted.error();
   const std::int64_t id = db.last_insert_rowid();
-
-  if (!run.artifacts.empty()) {
-    auto add =
-        db.prepare("INSERT INTO artifacts (run_id, name, data_json) VALUES (?1, ?2, ?3)", op);
-    if (!add) return add.error();
-    for (std::size_t i = 0; i < run.artifacts.size(); ++i) {
-      if (auto b = add->bind(1, id); !b) return b.error();
-      if (auto b = add->bind(2, run.artifacts[i].first); !b) return b.error();
-      if (auto b = add->bind(3, artifact_texts[i]); !b) return b.error();
-      if (auto added = add->run(); !added) return added.error();
-    }
-  }
+  if (auto added = insert_artifacts(db, op, id, artifact_texts); !added) return added.error();
   if (auto committed = tx->commit(); !committed) return committed.error();
   return id;
 }
@@ -318,6 +322,54 @@ Status RunsStore::delete_run(std::int64_t id) {
   if (auto deleted = stmt->run(); !deleted) return deleted.error();
   if (db.changes() == 0) return not_found(db, op, id);
   return Ok{};
+}
+
+Status RunsStore::restore_run(const RunRecord& run) {
+  const std::string op = fmt::format("restoring run {}", run.id);
+  if (!m_impl) return moved_from();
+  sqlite::Database& db = m_impl->db;
+  if (run.id <= 0) return db.error(op, "the run id must be positive");
+
+  auto params = to_json_text(db, op, "params", run.params);
+  if (!params) return params.error();
+  auto metrics = to_json_text(db, op, "metrics", run.metrics);
+  if (!metrics) return metrics.error();
+  std::vector<std::pair<std::string_view, std::string>> artifact_texts;
+  for (const auto& [name, data] : run.artifacts) {
+    auto text = to_json_text(db, op, fmt::format("artifact '{}'", name), data);
+    if (!text) return text.error();
+    artifact_texts.emplace_back(name, std::move(*text));
+  }
+
+  std::lock_guard lock(m_impl->mutex);
+  auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
+  if (!tx) return tx.error();
+  // Checked first for a message that says what happened; the primary key would refuse it too.
+  auto taken = db.prepare("SELECT count(*) FROM runs WHERE id = ?1", op);
+  if (!taken) return taken.error();
+  if (auto bound = taken->bind(1, run.id); !bound) return bound.error();
+  if (auto row = taken->step(); !row) return row.error();
+  const std::int64_t existing = taken->column_int64(0);
+  if (auto done = taken->reset(); !done) return done.error();
+  if (existing > 0) {
+    return db.error(op, fmt::format("a run with id {} exists already (restored before, or the id "
+                                    "was given to a newer run); nothing was changed",
+                                    run.id));
+  }
+  auto insert = db.prepare(
+      "INSERT INTO runs (id, created_at, kind, source, method, label, notes, params_json, "
+      "metrics_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+      op);
+  if (!insert) return insert.error();
+  if (auto bound = insert->bind(1, run.id); !bound) return bound.error();
+  const std::string_view values[] = {run.created_at, run.kind,  run.source, run.method,
+                                     run.label,      run.notes, *params,    *metrics};
+  for (int i = 0; i < 8; ++i) {
+    if (auto bound = insert->bind(i + 2, values[i]); !bound) return bound.error();
+  }
+  if (auto inserted = insert->run(); !inserted) return inserted.error();
+  if (auto added = insert_artifacts(db, op, run.id, artifact_texts); !added) return added.error();
+  return tx->commit();
 }
 
 Status RunsStore::set_notes(std::int64_t id, std::string_view notes) {

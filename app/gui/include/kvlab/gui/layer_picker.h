@@ -8,6 +8,7 @@
 
 class QComboBox;
 class QHBoxLayout;
+class QLabel;
 class QSpinBox;
 
 namespace kvlab::gui {
@@ -26,6 +27,8 @@ class LayerPicker : public QWidget {
   void select(int layer, int choice);
   int layer() const;
   int choice() const;  // 0 when the combo is empty
+  // What the layer and the choice pick; each caption shows its control's tooltip too.
+  void set_tooltips(const QString& layer_tip, const QString& choice_tip);
 
   QSpinBox* layer_spin() const { return m_layer; }
   QComboBox* choice_combo() const { return m_choice; }
@@ -38,6 +41,8 @@ class LayerPicker : public QWidget {
  private:
   QSpinBox* m_layer = nullptr;
   QComboBox* m_choice = nullptr;
+  QLabel* m_layer_label = nullptr;
+  QLabel* m_choice_label = nullptr;
   QHBoxLayout* m_row = nullptr;
 };
 

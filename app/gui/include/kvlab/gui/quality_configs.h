@@ -27,6 +27,9 @@ const QualityChoice* find_quality_choice(const QString& id);
 // "kivi-2 G=32 R=128", "h2o budget 50% recent 50%", or "POLICY + METHOD" for both.
 std::string quality_run_method(const QualityConfig& config);
 
+// The choice's tooltip: its full label and what attention reads with it.
+QString quality_choice_tooltip(const QualityChoice& choice);
+
 // The short name of a stored run's method: the choice's name when one of the choices makes
 // it, else the stored text itself (a run from the CLI with other options).
 QString quality_short_name(const std::string& run_method);

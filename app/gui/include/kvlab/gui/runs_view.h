@@ -1,6 +1,7 @@
 // The Runs page: every run in the store, newest first. Open redraws a compression or eviction
 // run's charts from its stored JSON (no recomputation), or shows a quality run on the Quality page;
-// Delete asks first (unless auto-confirm is set, for scripts and tests).
+// Delete asks first (unless auto-confirm is set, for scripts and tests) and can be undone
+// (undo_stack(): Edit ▸ Undo puts the run back with the same id, until the window closes).
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 class QLabel;
 class QPushButton;
 class QTableWidget;
+class QUndoStack;
 
 namespace kvlab::gui {
 
@@ -35,9 +37,17 @@ class RunsView : public QWidget {
   bool open_run(std::int64_t id);
   // Asks for confirmation unless auto-confirm is on, then deletes.
   bool delete_run(std::int64_t id);
-  // Deletes without asking.
+  // Deletes without asking, and pushes the deletion onto the undo stack (the whole run is read
+  // first; a run that cannot be read is still deleted, without undo, and the message says so).
   bool delete_run_confirmed(std::int64_t id);
   void set_auto_confirm(bool on) { m_auto_confirm = on; }
+
+  // Deletions of this page, for Edit ▸ Undo / Redo.
+  QUndoStack* undo_stack() const { return m_undo; }
+  // Used by the undo stack: puts a deleted run back (same id, everything as it was) and
+  // selects it; deletes a run again. False, with the error shown, when the store refuses.
+  bool restore_deleted_run(const RunRecord& record);
+  bool erase_run(std::int64_t id);
 
   QTableWidget* table() const { return m_table; }
   // Row showing run `id`, or -1.
@@ -67,6 +77,7 @@ class RunsView : public QWidget {
   QPushButton* m_refresh = nullptr;
   QPushButton* m_open = nullptr;
   QPushButton* m_delete = nullptr;
+  QUndoStack* m_undo = nullptr;
   bool m_auto_confirm = false;
 };
 

@@ -82,6 +82,11 @@ class RunsStore {
   Result<RunRecord> load_run(std::int64_t id) const;
   // Deletes the run and (by cascade) its artifacts; an error when there is no such run.
   Status delete_run(std::int64_t id);
+  // Puts a run back exactly as load_run returned it before it was deleted: the same id,
+  // created_at, kind, source, method, label, notes, params, metrics and artifacts, in one
+  // transaction (undo of delete_run). An error naming the id when a run with that id exists
+  // (restored already, or the id was reused by a newer run), or when the id is not positive.
+  Status restore_run(const RunRecord& run);
   Status set_notes(std::int64_t id, std::string_view notes);
 
   // The user's own catalogue entries by kind ("gpu", "model") and id, as JSON: saving an id that

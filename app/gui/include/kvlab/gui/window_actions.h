@@ -1,0 +1,98 @@
+// The main window's menu bar and keyboard shortcuts:
+//   File  Open source file… Ctrl+O, Open Recent ▸, Export chart… Ctrl+E, Quit Ctrl+Q
+//   Edit  Undo delete run Ctrl+Z, Redo Ctrl+Shift+Z
+//   Run   Run the current view Ctrl+R, Cancel Esc
+//   View  the six pages, Ctrl+1 … Ctrl+6
+//   Runs  Recent runs ▸ (the last 10 saved), All runs
+//   Help  About kvlab (version, runs database, settings file)
+#pragma once
+
+#include <array>
+
+#include <QObject>
+#include <QString>
+
+class QAction;
+class QMenu;
+class QCustomPlot;
+class QWidget;
+
+namespace kvlab::gui {
+
+class MainWindow;
+
+inline constexpr int kRecentRunsShown = 10;
+
+// The chart a person most likely means on `page`: the QCustomPlot that has (or holds) the
+// keyboard focus, else the first visible one on the page (the current tab's), else null.
+QCustomPlot* chart_under_focus_or_first(QWidget* page);
+
+class WindowActions : public QObject {
+  Q_OBJECT
+
+ public:
+  // Builds the menus in `window`'s menu bar; the actions' shortcuts work anywhere in the window.
+  explicit WindowActions(MainWindow* window);
+
+  QAction* open_action() const { return m_open; }
+  QAction* export_chart_action() const { return m_export_chart; }
+  QAction* quit_action() const { return m_quit; }
+  QAction* undo_action() const { return m_undo; }
+  QAction* redo_action() const { return m_redo; }
+  QAction* run_action() const { return m_run; }
+  QAction* cancel_action() const { return m_cancel; }
+  QAction* page_action(int page) const { return m_pages[static_cast<std::size_t>(page)]; }
+  QAction* about_action() const { return m_about; }
+  QMenu* file_menu() const { return m_file_menu; }
+  QMenu* edit_menu() const { return m_edit_menu; }
+  QMenu* run_menu() const { return m_run_menu; }
+  QMenu* view_menu() const { return m_view_menu; }
+  QMenu* runs_menu() const { return m_runs_menu; }
+  QMenu* help_menu() const { return m_help_menu; }
+  QMenu* recent_files_menu() const { return m_recent_files_menu; }
+  QMenu* recent_runs_menu() const { return m_recent_runs_menu; }
+
+  // Refills Open Recent from the window's list, first dropping files that no longer exist (the
+  // status bar names them). Runs when the menu is about to show.
+  void rebuild_recent_files_menu();
+  // Refills Recent runs from the store. Runs when the menu is about to show.
+  void rebuild_recent_runs_menu();
+  // Names and enables Run and Cancel for the page shown (called when the page changes).
+  void update_run_actions();
+  // The About box's text: version, runs database, settings file, shortcuts.
+  QString about_text() const;
+
+ private:
+  void build_file_menu();
+  void build_edit_menu();
+  void build_run_menu();
+  void build_view_menu();
+  void build_runs_menu();
+  void build_help_menu();
+  void open_file_dialog();
+  void export_chart();
+  void run_current();
+  void cancel_current();
+  void message(const QString& text, int timeout_ms = 8000);
+
+  MainWindow* m_window;
+  QAction* m_open = nullptr;
+  QAction* m_export_chart = nullptr;
+  QAction* m_quit = nullptr;
+  QAction* m_undo = nullptr;
+  QAction* m_redo = nullptr;
+  QAction* m_run = nullptr;
+  QAction* m_cancel = nullptr;
+  std::array<QAction*, 6> m_pages{};
+  QAction* m_about = nullptr;
+  QMenu* m_file_menu = nullptr;
+  QMenu* m_edit_menu = nullptr;
+  QMenu* m_run_menu = nullptr;
+  QMenu* m_view_menu = nullptr;
+  QMenu* m_runs_menu = nullptr;
+  QMenu* m_help_menu = nullptr;
+  QMenu* m_recent_files_menu = nullptr;
+  QMenu* m_recent_runs_menu = nullptr;
+};
+
+}  // namespace kvlab::gui
