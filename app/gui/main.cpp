@@ -76,8 +76,10 @@ constexpr const char* kUsage =
     "\n"
     "Shortcuts: Ctrl+O open a file, Ctrl+R run the current page (Compression, Eviction,\n"
     "Quality), Esc cancel the run, Ctrl+E export the chart with the keyboard focus (else the\n"
-    "page's first), Ctrl+Z undo deleting a run (Ctrl+Shift+Z redo), Ctrl+1 ... Ctrl+6 show\n"
-    "Compression, Eviction, Quality, Planner, Runs, Learn, Ctrl+Q quit.\n"
+    "page's first) as PNG, SVG or PDF, Ctrl+Shift+E export the table the same way as CSV or\n"
+    "JSON, Ctrl+Z undo deleting a run (Ctrl+Shift+Z redo), Ctrl+1 ... Ctrl+6 show\n"
+    "Compression, Eviction, Quality, Planner, Runs, Learn, Ctrl+Q quit. A right click on any\n"
+    "chart or table offers the same export.\n"
     "\n"
     "Without a display (no DISPLAY or WAYLAND_DISPLAY, QT_QPA_PLATFORM unset) it renders\n"
     "offscreen and writes the screenshots to ./kvlab-screenshots.\n";

@@ -6,6 +6,8 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 
+#include "kvlab/gui/chart_export.h"
+#include "kvlab/gui/chart_hover.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_policy_panel.h"
 #include "kvlab/gui/eviction_view.h"
@@ -120,6 +122,17 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
 
   // Desktop integration: menus and shortcuts, drops of files anywhere on the window.
   m_actions = new WindowActions(this);
+  install_export_menus(this);  // right-click Export on every chart and table
+  // The point under the mouse on any chart, in the status bar; cleared when the mouse leaves it
+  // unless another message has replaced it meanwhile.
+  install_hover_readout(this, [this](const QString& text) {
+    if (!text.isEmpty()) {
+      statusBar()->showMessage(text);
+      m_hover_text = text;
+    } else if (statusBar()->currentMessage() == m_hover_text) {
+      statusBar()->clearMessage();
+    }
+  });
   connect(m_stack, &QStackedWidget::currentChanged, m_actions, &WindowActions::update_run_actions);
   setAcceptDrops(true);
   qApp->installEventFilter(this);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kvlab/gui/chart_hover.h"
 #include "kvlab/gui/chart_style.h"
 
 namespace kvlab::gui {
@@ -64,6 +65,7 @@ QualityChart::QualityChart(QWidget* parent) : QCustomPlot(parent) {
   setMinimumSize(420, 260);
   setAutoAddPlottableToLegend(false);
   setMouseTracking(true);
+  setProperty(kOwnHoverProperty, true);  // point_hovered: the Quality page words its points
   m_title = add_title(this, tr("Quality against compression"));
 
   m_steps = new QCPCurve(xAxis, yAxis);  // first, so the points are drawn over it

@@ -1,9 +1,13 @@
 #include "kvlab/gui/runs_view.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <QAction>
 #include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -17,6 +21,7 @@
 #include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/run_files.h"
 
 namespace kvlab::gui {
 
@@ -61,7 +66,8 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
                                       tr("Method / label"), tr("Ratio"), tr("Bits/value"),
                                       tr("Attn-out rel. error")});
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-  m_table->setSelectionMode(QAbstractItemView::SingleSelection);
+  // Several rows for a comparison report; Open and Delete act on the first selected.
+  m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->setAlternatingRowColors(true);
   m_table->verticalHeader()->setVisible(false);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -73,6 +79,12 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   m_open->setToolTip(
       tr("Show this run's charts on the Compression or Eviction page, from the stored data"));
   m_delete = new QPushButton(tr("Delete…"), this);
+  m_delete->setToolTip(tr("Delete the selected run from the database (Edit ▸ Undo puts it back)"));
+  m_export = new QPushButton(tr("Export…"), this);
+  m_export->setToolTip(
+      tr("Save the selected runs: one run as JSON (everything, artifacts included) or CSV "
+         "(key,value rows); one or several (Ctrl/Shift-click) as a self-contained HTML report "
+         "with their charts, or as a JSON array"));
   m_summary = new QLabel(this);
   m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
   auto* hint = new QLabel(tr("Open (or double-click) redraws a compression or eviction run's "
@@ -86,6 +98,7 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   buttons->addWidget(m_refresh);
   buttons->addWidget(m_open);
   buttons->addWidget(m_delete);
+  buttons->addWidget(m_export);
   buttons->addSpacing(12);
   buttons->addWidget(m_summary, 1);
 
@@ -101,6 +114,7 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   connect(m_delete, &QPushButton::clicked, this, [this] {
     if (const auto id = selected_run_id()) delete_run(id);
   });
+  connect(m_export, &QPushButton::clicked, this, &RunsView::export_selected_dialog);
   connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsView::update_buttons);
   m_undo = new QUndoStack(this);
   // The Delete key on the table does what the Delete… button does.
@@ -162,9 +176,9 @@ void RunsView::refresh() {
   }
   // Keep the selection across refreshes; otherwise select the newest run so Open is one click.
   if (const int r = row_of(keep); r >= 0) {
-    m_table->selectRow(r);
+    select_row_only(r);
   } else if (m_table->rowCount() > 0) {
-    m_table->selectRow(0);
+    select_row_only(0);
   }
   const auto count = static_cast<int>(runs->size());
   const QString path = QString::fromStdString(m_store->path().string());
@@ -182,10 +196,69 @@ int RunsView::row_of(std::int64_t id) const {
 }
 
 std::int64_t RunsView::selected_run_id() const {
-  const auto rows = m_table->selectionModel()->selectedRows();
-  if (rows.isEmpty()) return 0;
-  const auto* it = m_table->item(rows.front().row(), kId);
-  return it ? it->data(Qt::UserRole).toLongLong() : 0;
+  const auto ids = selected_run_ids();
+  return ids.empty() ? 0 : ids.front();
+}
+
+std::vector<std::int64_t> RunsView::selected_run_ids() const {
+  std::vector<int> rows;
+  for (const QModelIndex& index : m_table->selectionModel()->selectedRows()) {
+    rows.push_back(index.row());
+  }
+  std::sort(rows.begin(), rows.end());  // in the table's order, newest first
+  std::vector<std::int64_t> ids;
+  for (const int row : rows) {
+    if (const auto* it = m_table->item(row, kId))
+      ids.push_back(it->data(Qt::UserRole).toLongLong());
+  }
+  return ids;
+}
+
+void RunsView::select_row_only(int row) {
+  // selectRow() would add to the selection in ExtendedSelection mode.
+  m_table->selectionModel()->setCurrentIndex(
+      m_table->model()->index(row, 0),
+      QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+}
+
+void RunsView::select_runs(const std::vector<std::int64_t>& ids) {
+  m_table->clearSelection();
+  for (const std::int64_t id : ids) {
+    const int row = row_of(id);
+    if (row < 0) continue;
+    m_table->selectionModel()->select(m_table->model()->index(row, 0),
+                                      QItemSelectionModel::Select | QItemSelectionModel::Rows);
+  }
+}
+
+QString RunsView::export_selected(const QString& path) {
+  if (!m_store) return tr("No runs database to export from");
+  const QString error = save_runs(*m_store, selected_run_ids(), path);
+  if (error.isEmpty()) {
+    emit status_message(tr("Saved %1").arg(QDir::toNativeSeparators(path)), kStatusTimeoutMs);
+  }
+  return error;
+}
+
+void RunsView::export_selected_dialog() {
+  const auto ids = selected_run_ids();
+  if (ids.empty()) return;
+  const QString base = ids.size() == 1 ? QStringLiteral("kvlab-run-%1.html").arg(ids.front())
+                                       : QStringLiteral("kvlab-runs-report.html");
+  QString selected;
+  QString path = QFileDialog::getSaveFileName(
+      this, tr("Export runs"), QDir(m_export_folder).filePath(base),
+      ids.size() == 1 ? tr("HTML report (*.html);;JSON (*.json);;CSV (*.csv)")
+                      : tr("HTML comparison report (*.html);;JSON array (*.json)"),
+      &selected);
+  if (path.isEmpty()) return;
+  if (QFileInfo(path).suffix().isEmpty()) {
+    const qsizetype star = selected.indexOf(QStringLiteral("*."));
+    if (star >= 0)
+      path += selected.mid(star + 1, selected.indexOf(QLatin1Char(')'), star) - star - 1);
+  }
+  m_export_folder = QFileInfo(path).absolutePath();
+  if (const QString error = export_selected(path); !error.isEmpty()) report_error(error);
 }
 
 void RunsView::update_buttons() {
@@ -197,6 +270,10 @@ void RunsView::update_buttons() {
                               kind->text() == QStringLiteral("quality") ||
                               kind->text() == QStringLiteral("plan")));
   m_delete->setEnabled(selected);
+  m_export->setEnabled(selected);
+  m_export->setText(selected_run_ids().size() > 1
+                        ? tr("Export %1 runs…").arg(selected_run_ids().size())
+                        : tr("Export…"));
 }
 
 void RunsView::report_error(const QString& message) {
@@ -305,7 +382,7 @@ bool RunsView::restore_deleted_run(const RunRecord& record) {
     return false;
   }
   refresh();
-  if (const int row = row_of(record.id); row >= 0) m_table->selectRow(row);
+  if (const int row = row_of(record.id); row >= 0) select_row_only(row);
   emit status_message(tr("Run %1 restored").arg(record.id), kStatusTimeoutMs);
   return true;
 }

@@ -11,9 +11,11 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QStatusBar>
+#include <QTableWidget>
 #include <QUndoStack>
 
 #include "kvlab/gui/app_settings.h"
+#include "kvlab/gui/chart_export.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_view.h"
@@ -52,15 +54,28 @@ bool opens_on_a_page(const std::string& kind) {
 
 }  // namespace
 
-QCustomPlot* chart_under_focus_or_first(QWidget* page) {
+namespace {
+
+template <class Widget>
+Widget* under_focus_or_first(QWidget* page) {
   if (!page) return nullptr;
   for (QWidget* w = QApplication::focusWidget(); w; w = w->parentWidget()) {
-    if (auto* plot = qobject_cast<QCustomPlot*>(w); plot && page->isAncestorOf(plot)) return plot;
+    if (auto* found = qobject_cast<Widget*>(w); found && page->isAncestorOf(found)) return found;
   }
-  for (auto* plot : page->findChildren<QCustomPlot*>()) {
-    if (plot->isVisible()) return plot;
+  for (auto* found : page->findChildren<Widget*>()) {
+    if (found->isVisible()) return found;
   }
   return nullptr;
+}
+
+}  // namespace
+
+QCustomPlot* chart_under_focus_or_first(QWidget* page) {
+  return under_focus_or_first<QCustomPlot>(page);
+}
+
+QTableWidget* table_under_focus_or_first(QWidget* page) {
+  return under_focus_or_first<QTableWidget>(page);
 }
 
 WindowActions::WindowActions(MainWindow* window) : QObject(window), m_window(window) {
@@ -92,8 +107,11 @@ void WindowActions::build_file_menu() {
   m_export_chart->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
   m_export_chart->setStatusTip(
       tr("Save the chart with the keyboard focus (else the page's first) as PNG, SVG or PDF"));
-  // TODO(exports): enable once export_chart() calls export_chart_dialog() (chart_export.h).
-  m_export_chart->setEnabled(false);
+  m_export_table =
+      m_file_menu->addAction(tr("Export &table\u2026"), this, &WindowActions::export_table);
+  m_export_table->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_E));
+  m_export_table->setStatusTip(
+      tr("Save the table with the keyboard focus (else the page's first) as CSV or JSON"));
   m_file_menu->addSeparator();
   m_quit = m_file_menu->addAction(tr("&Quit"), m_window, &QWidget::close);
   m_quit->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Q));
@@ -292,9 +310,16 @@ void WindowActions::export_chart() {
     message(tr("This page has no chart to export"));
     return;
   }
-  // TODO(exports): export_chart_dialog(chart, m_window) from kvlab/gui/chart_export.h, which the
-  // chart-export work adds; until then the action stays disabled.
-  message(tr("Chart export is not available in this build"));
+  export_chart_dialog(chart, m_window);
+}
+
+void WindowActions::export_table() {
+  QTableWidget* table = table_under_focus_or_first(m_window->page_widget(m_window->current_page()));
+  if (!table) {
+    message(tr("This page has no table to export"));
+    return;
+  }
+  export_table_dialog(table, m_window);
 }
 
 QString WindowActions::about_text() const {
@@ -309,11 +334,12 @@ QString WindowActions::about_text() const {
             "<p>A desktop lab and capacity planner for LLM key/value-cache compression.</p>"
             "<p><b>Runs database:</b> %2<br><b>Settings:</b> %3</p>"
             "<p><b>Shortcuts:</b> %4 open a file, %5 run, Esc cancel, %6 export a chart, "
-            "%7 undo a deleted run, Ctrl+1\u2026Ctrl+6 pages. KV files and config.json can be "
-            "dropped on the window.</p>")
+            "%7 export a table, %8 undo a deleted run, Ctrl+1\u2026Ctrl+6 pages. KV files and "
+            "config.json can be dropped on the window.</p>")
       .arg(version.toHtmlEscaped(), db.toHtmlEscaped(), settings.toHtmlEscaped(),
            native(m_open->shortcut()), native(m_run->shortcut()),
-           native(m_export_chart->shortcut()), native(m_undo->shortcut()));
+           native(m_export_chart->shortcut()), native(m_export_table->shortcut()),
+           native(m_undo->shortcut()));
 }
 
 }  // namespace kvlab::gui

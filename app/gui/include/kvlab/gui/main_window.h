@@ -107,6 +107,7 @@ class MainWindow : public QMainWindow {
   RecentFiles m_recent;
   bool m_settings_enabled = false;
   std::optional<Page> m_restored_page;
+  QString m_hover_text;  // the chart point the status bar shows, if it still does
 };
 
 }  // namespace kvlab::gui

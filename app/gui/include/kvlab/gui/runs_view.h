@@ -2,11 +2,14 @@
 // run's charts from its stored JSON (no recomputation), or shows a quality run on the Quality page;
 // Delete asks first (unless auto-confirm is set, for scripts and tests) and can be undone
 // (undo_stack(): Edit ▸ Undo puts the run back with the same id, until the window closes).
+// Export… saves the selected runs as an HTML report (one run, or a comparison of several), JSON
+// or CSV (run_files.h).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include <QString>
 #include <QWidget>
@@ -52,7 +55,14 @@ class RunsView : public QWidget {
   QTableWidget* table() const { return m_table; }
   // Row showing run `id`, or -1.
   int row_of(std::int64_t id) const;
-  std::int64_t selected_run_id() const;  // 0 when none
+  std::int64_t selected_run_id() const;                // the first selected; 0 when none
+  std::vector<std::int64_t> selected_run_ids() const;  // in the table's order
+  void select_runs(const std::vector<std::int64_t>& ids);
+  // Saves the selected runs to `path` (format by suffix, see save_runs); empty on success, else
+  // the message. export_selected_dialog() asks for the file first and shows a failure.
+  QString export_selected(const QString& path);
+  void export_selected_dialog();
+  QPushButton* export_button() const { return m_export; }
 
  signals:
   void compression_run_opened(const kvlab::CompressionReport& report, const QString& origin);
@@ -69,6 +79,7 @@ class RunsView : public QWidget {
  private:
   bool open_eviction_run(std::int64_t id, const QString& origin);
   void update_buttons();
+  void select_row_only(int row);
   void report_error(const QString& message);
 
   std::shared_ptr<RunsStore> m_store;
@@ -77,6 +88,8 @@ class RunsView : public QWidget {
   QPushButton* m_refresh = nullptr;
   QPushButton* m_open = nullptr;
   QPushButton* m_delete = nullptr;
+  QPushButton* m_export = nullptr;
+  QString m_export_folder;
   QUndoStack* m_undo = nullptr;
   bool m_auto_confirm = false;
 };

@@ -1,5 +1,6 @@
 // The main window's menu bar and keyboard shortcuts:
-//   File  Open source file… Ctrl+O, Open Recent ▸, Export chart… Ctrl+E, Quit Ctrl+Q
+//   File  Open source file… Ctrl+O, Open Recent ▸, Export chart… Ctrl+E,
+//         Export table… Ctrl+Shift+E, Quit Ctrl+Q
 //   Edit  Undo delete run Ctrl+Z, Redo Ctrl+Shift+Z
 //   Run   Run the current view Ctrl+R, Cancel Esc
 //   View  the six pages, Ctrl+1 … Ctrl+6
@@ -15,6 +16,7 @@
 class QAction;
 class QMenu;
 class QCustomPlot;
+class QTableWidget;
 class QWidget;
 
 namespace kvlab::gui {
@@ -26,6 +28,8 @@ inline constexpr int kRecentRunsShown = 10;
 // The chart a person most likely means on `page`: the QCustomPlot that has (or holds) the
 // keyboard focus, else the first visible one on the page (the current tab's), else null.
 QCustomPlot* chart_under_focus_or_first(QWidget* page);
+// The same for tables (File ▸ Export table).
+QTableWidget* table_under_focus_or_first(QWidget* page);
 
 class WindowActions : public QObject {
   Q_OBJECT
@@ -36,6 +40,7 @@ class WindowActions : public QObject {
 
   QAction* open_action() const { return m_open; }
   QAction* export_chart_action() const { return m_export_chart; }
+  QAction* export_table_action() const { return m_export_table; }
   QAction* quit_action() const { return m_quit; }
   QAction* undo_action() const { return m_undo; }
   QAction* redo_action() const { return m_redo; }
@@ -71,6 +76,7 @@ class WindowActions : public QObject {
   void build_help_menu();
   void open_file_dialog();
   void export_chart();
+  void export_table();
   void run_current();
   void cancel_current();
   void message(const QString& text, int timeout_ms = 8000);
@@ -78,6 +84,7 @@ class WindowActions : public QObject {
   MainWindow* m_window;
   QAction* m_open = nullptr;
   QAction* m_export_chart = nullptr;
+  QAction* m_export_table = nullptr;
   QAction* m_quit = nullptr;
   QAction* m_undo = nullptr;
   QAction* m_redo = nullptr;
