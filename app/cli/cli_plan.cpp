@@ -335,7 +335,8 @@ void add_plan_command(CLI::App& app) {
 void add_models_convert_command(CLI::App& models);
 
 void add_models_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("models", "The model catalogue: list, show, import config.json");
+  auto* cmd = app.add_subcommand(
+      "models", "The model catalogue: list, import a config.json, convert a llama2.c checkpoint");
   cmd->require_subcommand(1);
   auto db = std::make_shared<DbOption>();
   auto* list = cmd->add_subcommand("list", "Built-in and imported models");
