@@ -236,8 +236,10 @@ Result<LlamaConfig> read_hf_config(const std::string& dir) {
   if (const json* act = r.find("hidden_act"); act && *act != "silu") {
     r.fail("hidden_act", "is not silu, the only activation of this runner", act);
   }
-  // Scaled RoPE (Llama 3.1's "llama3", "linear", "dynamic", YaRN, LongRoPE) changes the angles
-  // and would give wrong logits silently: refused unless it is the plain "default".
+  // Scaled RoPE changes the angles, and getting it wrong gives wrong logits silently: the kinds
+  // the runner implements ("linear", "llama3") are read with every field checked; any other
+  // (dynamic NTK, YaRN, LongRoPE) is refused by name.
+  RopeScaling scaling;
   if (const json* s = r.find("rope_scaling"); s) {
     const json* kind = nullptr;
     if (s->is_object()) {
@@ -245,13 +247,27 @@ Result<LlamaConfig> read_hf_config(const std::string& dir) {
         if (const auto it = s->find(key); kind == nullptr && it != s->end()) kind = &*it;
       }
     }
-    if (!kind || *kind != "default") {
+    ConfigReader sr{*s, file.string() + " rope_scaling", std::nullopt};
+    if (kind && *kind == "linear") {
+      scaling.kind = RopeScaling::Kind::Linear;
+      scaling.factor = sr.number("factor");
+    } else if (kind && *kind == "llama3") {
+      scaling.kind = RopeScaling::Kind::Llama3;
+      scaling.factor = sr.number("factor");
+      scaling.low_freq_factor = sr.number("low_freq_factor");
+      scaling.high_freq_factor = sr.number("high_freq_factor");
+      scaling.original_max_positions = sr.positive("original_max_position_embeddings");
+      if (!sr.error && scaling.high_freq_factor <= scaling.low_freq_factor) {
+        sr.fail("high_freq_factor", "must be larger than low_freq_factor", nullptr);
+      }
+    } else if (!kind || *kind != "default") {
       r.fail("rope_scaling",
-             kind ? "names a RoPE scaling this runner does not implement (only unscaled RoPE: "
-                    "no rope_scaling, or rope_type \"default\")"
-                  : "is not an object with a rope_type; this runner implements only unscaled RoPE",
+             kind ? "names a RoPE scaling this runner does not implement (it implements none, "
+                    "\"default\", \"linear\" and \"llama3\")"
+                  : "is not an object with a rope_type",
              kind ? kind : s);
     }
+    if (sr.error && !r.error) r.error = sr.error;
   }
   // Llama's attention_bias also puts a bias on o_proj; Qwen2 has q/k/v biases without the key.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
@@ -269,6 +285,7 @@ Result<LlamaConfig> read_hf_config(const std::string& dir) {
   c.vocab = r.positive("vocab_size");
   c.seq_len = r.positive("max_position_embeddings");
   c.rope_theta = r.number("rope_theta", 10000.0);
+  c.rope_scaling = scaling;
   c.norm_eps = static_cast<float>(r.number("rms_norm_eps"));
   c.shared_classifier = r.boolean("tie_word_embeddings", false);
   if (r.error) return *r.error;

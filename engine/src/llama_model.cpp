@@ -39,7 +39,39 @@ void rms_norm_rows(const float* x, const float* w, int rows, int n, float eps, f
   }
 }
 
-// RoPE (Su et al. 2021, RoFormer, eq. 34): pair i of a head turns by pos · theta^(-2i/head_dim).
+}  // namespace
+
+std::vector<double> rope_frequencies(const LlamaConfig& c) {
+  const int head_dim = c.head_dim();
+  std::vector<double> freq(static_cast<std::size_t>(std::max(head_dim / 2, 0)));
+  const RopeScaling& s = c.rope_scaling;
+  constexpr double kTwoPi = 6.283185307179586;
+  const double low_wavelen = s.original_max_positions / s.low_freq_factor;
+  const double high_wavelen = s.original_max_positions / s.high_freq_factor;
+  for (std::size_t i = 0; i < freq.size(); ++i) {
+    double f = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / head_dim);
+    if (s.kind == RopeScaling::Kind::Linear) {
+      f /= s.factor;
+    } else if (s.kind == RopeScaling::Kind::Llama3) {
+      const double wavelen = kTwoPi / f;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;  // low frequencies: interpolated
+      } else if (wavelen >= high_wavelen) {
+        // In between: a linear blend of interpolated and original, by where the wavelength sits.
+        const double smooth = (s.original_max_positions / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    freq[i] = f;
+  }
+  return freq;
+}
+
+namespace {
+
+// RoPE (Su et al. 2021, RoFormer, eq. 34): pair i of a head turns by pos · freq_i
+// (rope_frequencies: theta^(-2i/head_dim), scaled as the config says).
 // A row of the table holds, for one position, the cos of each pair's angle [head_dim / 2] then
 // its sin; it is the same for both layouts, which only differ in which two elements make pair i.
 // The model keeps the rows of the first kTablePositions positions (16 MiB at head_dim 128); a
@@ -48,10 +80,7 @@ class RopeTable {
  public:
   static constexpr int kTablePositions = 32768;
 
-  explicit RopeTable(const LlamaConfig& c) : m_head_dim(c.head_dim()) {
-    const int half = m_head_dim / 2;
-    m_freq.resize(static_cast<std::size_t>(half));
-    for (int i = 0; i < half; ++i) m_freq[i] = std::pow(c.rope_theta, -2.0 * i / m_head_dim);
+  explicit RopeTable(const LlamaConfig& c) : m_head_dim(c.head_dim()), m_freq(rope_frequencies(c)) {
     m_positions = std::min(c.seq_len, kTablePositions);
     m_rows.resize(static_cast<std::size_t>(m_positions) * m_head_dim);
     fill(0, m_positions, m_rows.data());
@@ -382,6 +411,7 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
     args.q = q.data(), args.keys = read_k, args.values = read_v;
     args.masks = s.masks.data();
     args.observe = &state.observe_attention;
+    args.weigh = &state.attention_weights;
     if (auto r = detail::causal_attention(args, s.attention, att.data()); !r) return r.error();
     // The residual adds ride on the products (C += A·B).
     x.noalias() += att * ConstWeights(w.wo, D, D).transpose();

@@ -263,11 +263,112 @@ TEST(HfModel, ConfigErrorsNameTheField) {
   EXPECT_ERROR_HAS(with([](json& c) {
                      c["rope_scaling"] = {{"rope_type", "llama3"}};
                    }),
-                   "'rope_scaling'");
+                   "rope_scaling: 'factor' is missing");
+  EXPECT_ERROR_HAS(with([](json& c) {
+                     c["rope_scaling"] = {{"rope_type", "llama3"},
+                                          {"factor", 8.0},
+                                          {"low_freq_factor", 4.0},
+                                          {"high_freq_factor", 1.0},
+                                          {"original_max_position_embeddings", 8192}};
+                   }),
+                   "'high_freq_factor' must be larger than low_freq_factor");
+  EXPECT_ERROR_HAS(with([](json& c) {
+                     c["rope_scaling"] = {{"type", "linear"}, {"factor", -2}};
+                   }),
+                   "rope_scaling: 'factor' is not a positive number");
   EXPECT_ERROR_HAS(with([](json& c) { c["tie_word_embeddings"] = 1; }), "'tie_word_embeddings'");
   std::ofstream(dir / "config.json") << "{\"model_type\": ";
   EXPECT_ERROR_HAS(read_hf_config(dir.string()), "config.json", "not valid JSON");
   EXPECT_ERROR_HAS(read_hf_config((dir / "nowhere").string()), "nowhere/config.json");
+}
+
+// Llama 3.1's scaled RoPE, from the formula as transformers' _compute_llama3_parameters states
+// it, written out here apart from the engine: a frequency whose wavelength is above
+// original / low_freq_factor is divided by the factor, one below original / high_freq_factor is
+// kept, and in between the two are blended by (original / wavelength − low) / (high − low).
+double llama3_reference(double inv_freq, double factor, double low, double high, double original) {
+  const double wavelen = 2 * M_PI / inv_freq;
+  const double scaled = wavelen > original / low ? inv_freq / factor : inv_freq;
+  const bool medium = !(wavelen < original / high) && !(wavelen > original / low);
+  if (!medium) return scaled;
+  const double smooth = (original / wavelen - low) / (high - low);
+  return (1 - smooth) * scaled / factor + smooth * scaled;
+}
+
+TEST(HfModel, ScaledRopeLlama3AndLinearFrequencies) {
+  const fs::path dir = scratch();
+  json c = {{"model_type", "llama"},     {"hidden_size", 512},
+            {"intermediate_size", 1024}, {"num_hidden_layers", 2},
+            {"num_attention_heads", 4},  {"num_key_value_heads", 2},
+            {"vocab_size", 512},         {"max_position_embeddings", 131072},
+            {"rms_norm_eps", 1e-5},      {"rope_theta", 500000.0}};
+  c["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  std::ofstream(dir / "config.json") << c.dump();
+  auto config = read_hf_config(dir.string());
+  ASSERT_TRUE(config.ok()) << config.message();
+  const RopeScaling& s = config->rope_scaling;
+  EXPECT_EQ(s.kind, RopeScaling::Kind::Llama3);
+  EXPECT_DOUBLE_EQ(s.factor, 8.0);
+  EXPECT_EQ(s.original_max_positions, 8192);
+  const auto freq = rope_frequencies(*config);
+  ASSERT_EQ(freq.size(), 64u);  // head_dim 128
+  int kept = 0, divided = 0, blended = 0;
+  for (std::size_t i = 0; i < freq.size(); ++i) {
+    const double plain = std::pow(500000.0, -2.0 * static_cast<double>(i) / 128);
+    const double want = llama3_reference(plain, 8, 1, 4, 8192);
+    EXPECT_NEAR(freq[i], want, 1e-15 + 1e-12 * want) << "pair " << i;
+    if (want == plain)
+      ++kept;
+    else if (std::abs(want - plain / 8) < 1e-18)
+      ++divided;
+    else
+      ++blended;
+  }
+  // Llama 3.1's own numbers reach all three regions.
+  EXPECT_GT(kept, 0);
+  EXPECT_GT(divided, 0);
+  EXPECT_GT(blended, 0);
+
+  c["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  std::ofstream(dir / "config.json") << c.dump();
+  config = read_hf_config(dir.string());
+  ASSERT_TRUE(config.ok()) << config.message();
+  EXPECT_EQ(config->rope_scaling.kind, RopeScaling::Kind::Linear);
+  const auto linear = rope_frequencies(*config);
+  for (std::size_t i = 0; i < linear.size(); ++i) {
+    EXPECT_DOUBLE_EQ(linear[i], std::pow(500000.0, -2.0 * static_cast<double>(i) / 128) / 4);
+  }
+}
+
+// The scaling reaches the runner: at position 0 every angle is 0, so the first logits are the
+// same; after it they move. Factor 1 changes nothing anywhere.
+TEST(HfModel, ScaledRopeReachesTheForward) {
+  REQUIRE_MODEL();
+  const fs::path dir = scratch();
+  ASSERT_TRUE(convert_llama2c_to_hf(kModel, dir.string()).ok());
+  const auto plain = run(load_hf_model(dir.string()).value(), kTokens);
+  const auto with_scaling = [&](double factor) {
+    json c = json::parse(std::ifstream(dir / "config.json"));
+    // head_dim 8 at theta 10000: wavelengths 6.3, 63, 628, 6283 positions; with an original
+    // context of 64 the pairs fall in every region (kept, blended, divided).
+    c["rope_scaling"] = {{"rope_type", "llama3"},
+                         {"factor", factor},
+                         {"low_freq_factor", 1.0},
+                         {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 64}};
+    std::ofstream(dir / "config.json") << c.dump();
+    auto model = load_hf_model(dir.string());
+    EXPECT_TRUE(model.ok()) << model.message();
+    return run(*model, kTokens);
+  };
+  EXPECT_EQ(worst(with_scaling(1.0), plain), 0.0);
+  const auto scaled = with_scaling(8.0);
+  EXPECT_EQ(worst({scaled.front()}, {plain.front()}), 0.0);
+  EXPECT_GT(worst(scaled, plain), 1e-3);
 }
 
 }  // namespace

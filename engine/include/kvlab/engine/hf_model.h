@@ -19,9 +19,11 @@
 // have all three in every layer. Any other bias tensor (o_proj, MLP, or q/k/v biases in a llama
 // or mistral checkpoint) is refused naming the tensor, since the forward would not add it.
 //
+// Scaled RoPE: rope_scaling "linear" and "llama3" (Llama 3.1 and later) are read into
+// LlamaConfig::rope_scaling, every field checked.
+//
 // Not supported, refused with a message naming the field: attention_bias or mlp_bias true
-// (Llama's o_proj and MLP biases), rope_scaling other than "default" (Llama 3.1's "llama3",
-// "linear", "dynamic", YaRN, LongRoPE).
+// (Llama's o_proj and MLP biases), the other rope_scaling kinds ("dynamic", YaRN, LongRoPE).
 #pragma once
 
 #include <string>

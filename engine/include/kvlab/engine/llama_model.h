@@ -18,9 +18,23 @@
 
 namespace kvlab {
 
+// Scaled RoPE, as Hugging Face's config.json names it in "rope_scaling" (transformers'
+// modeling_rope_utils): "linear" divides every frequency by `factor` (Chen et al. 2023, position
+// interpolation); "llama3" (Llama 3.1 and later) divides only the low frequencies — wavelengths
+// longer than original_max_positions / low_freq_factor — by `factor`, keeps the high ones
+// (shorter than original_max_positions / high_freq_factor), and blends linearly in between.
+struct RopeScaling {
+  enum class Kind : std::uint8_t { None, Linear, Llama3 };
+  Kind kind = Kind::None;
+  double factor = 1.0;
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  int original_max_positions = 8192;                     // llama3
+};
+
 struct LlamaConfig {
   int dim = 0, hidden_dim = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, seq_len = 0;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   float norm_eps = 1e-5f;
   bool rope_half_split = false;  // Hugging Face layout; false: llama2.c's adjacent pairs
   bool shared_classifier = true;
@@ -54,6 +68,10 @@ struct LlamaWeights {
   const float* classifier = nullptr;  // [vocab][dim]
   std::shared_ptr<const void> owner;
 };
+
+// The rotation frequency of each pair of a head, radians per position [head_dim / 2]:
+// theta^(-2i / head_dim) (Su et al. 2021, RoFormer, eq. 34), then config.rope_scaling applied.
+std::vector<double> rope_frequencies(const LlamaConfig& config);
 
 class LlamaModel {
  public:
@@ -100,6 +118,13 @@ class LlamaModel {
     // Within one forward the calls come per KV head, then per token, then per query head of the
     // KV head's group.
     std::function<void(int layer, int q_head, const float* probs, int tokens)> observe_attention;
+    // When set, it replaces the softmax (and kept_tokens and observe_attention are not used):
+    // called for each new token and query head with the scaled scores q·k / sqrt(head_dim) over
+    // positions 0..tokens - 1, it writes the attention probabilities over those positions in
+    // place (they should sum to 1; 0 where the cache holds nothing). For eviction policies whose
+    // entries are not single tokens (merging): an entry's probability goes to its tokens by
+    // their weights, so the output is the weighted sum of the merged values.
+    std::function<void(int layer, int q_head, float* scores, int tokens)> attention_weights;
   };
   State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
 
