@@ -134,7 +134,7 @@ void add_quality_command(CLI::App& app) {
   o->eviction.budget = "0.5";
   o->eviction.add_to(*cmd,
                      "eviction in the loop: none | full | window | streaming | h2o | threshold | "
-                     "importance (merge runs in 'kvlab evict' only)");
+                     "importance | merge");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");
   cmd->add_option("--label", o->label, "a label for the saved run");

@@ -37,6 +37,11 @@ class EvictionHeadPolicy {
   // The merge policy compares keys: the head's keys, one row per position (kept and updated
   // here as entries merge).
   void set_merge_keys(RowMatrix keys) { m_merge_keys = std::move(keys); }
+  // One position's key row, for a loop that learns the keys as it goes (set before the position
+  // can be compared, i.e. before the evict() that follows its admission).
+  void set_merge_key(int t, const float* key) {
+    m_merge_keys.row(t) = Eigen::Map<const Eigen::RowVectorXf>(key, m_merge_keys.cols());
+  }
 
   // Token `t` enters the cache (decode steps admit positions prompt, prompt + 1, ... in order).
   void admit(int t) {

@@ -101,7 +101,7 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
   float* inverse_sums = grow(s.inverse_sums, block_rows);
   float* row_max = grow(s.row_max, block_rows);
   for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
-    const char* keep = a.masks ? a.masks[kvh] : nullptr;
+    const char* keep = a.masks && !(a.weigh && *a.weigh) ? a.masks[kvh] : nullptr;
     const Strided keys(a.keys + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
     const Strided values(a.values + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
     for (int i0 = 0; i0 < a.n; i0 += block) {
@@ -118,8 +118,17 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
       const Eigen::Map<const RowMatrix> q(queries, rows, hd);
       sc.noalias() = q * keys.topRows(width).transpose();
       // Normalised rows for the observer; otherwise the sums divide the hd outputs of a row.
-      const bool observed = a.observe && *a.observe;
-      if (!keep && !observed) {
+      const bool weighed = a.weigh && *a.weigh;
+      const bool observed = !weighed && a.observe && *a.observe;
+      if (weighed) {
+        for (int r = 0; r < rows; ++r) {
+          const int ctx = a.pos + i0 + r / group + 1;
+          float* p = scores + static_cast<std::size_t>(r) * stride;
+          (*a.weigh)(a.layer, kvh * group + r % group, p, ctx);
+          std::fill(p + ctx, p + width, 0.0f);
+          inverse_sums[r] = 1.0f;
+        }
+      } else if (!keep && !observed) {
         block_softmax(scores, rows, stride, a.pos + i0 + 1, group, row_max, inverse_sums);
       }
       for (int r = 0; (keep || observed) && r < rows; ++r) {

@@ -35,6 +35,9 @@ struct AttentionArgs {
   const char* const* masks = nullptr;  // per KV head: positions kept (nonzero), or nullptr
   const std::function<void(int layer, int q_head, const float* probs, int tokens)>* observe =
       nullptr;
+  // When set (and non-empty), turns each row of scaled scores into probabilities instead of the
+  // softmax; masks and observe are then not used (LlamaModel::State::attention_weights).
+  const std::function<void(int layer, int q_head, float* scores, int tokens)>* weigh = nullptr;
 };
 
 // Writes the attention output [n][heads × head_dim] to `out`. Softmax over the scaled scores

@@ -34,11 +34,12 @@ int argmax(const std::vector<float>& v) {
 
 // The options of `e` the model loop uses; the error names the option.
 Status check_eviction(const EvictionConfig& e, int layers) {
-  if (e.policy == EvictionPolicy::Merge) {
-    return make_error(
-        "--policy merge: merging changes K and V and runs in the eviction simulation only "
-        "('kvlab evict'); the model loop takes full, window, streaming, h2o, threshold, "
-        "importance");
+  if (!(e.merge_similarity >= -1 && e.merge_similarity <= 1)) {
+    return make_error(fmt::format("--merge-similarity {}: a cosine similarity is in [-1, 1]",
+                                  e.merge_similarity));
+  }
+  if (e.merge_window < 1) {
+    return make_error(fmt::format("--merge-window {}: must be at least 1", e.merge_window));
   }
   if (e.quant) return make_error("eviction: give the quantization as the method, not as quant");
   if (!e.layer_budgets.empty() && static_cast<int>(e.layer_budgets.size()) != layers) {
@@ -65,21 +66,39 @@ Status check_eviction(const EvictionConfig& e, int layers) {
 }
 
 // One window's eviction: a policy per (layer, KV head), driven one decode step at a time.
+// Policies whose entries are single tokens run on the runner's kept-token masks (its vectorised
+// masked softmax) and observe the probabilities; merging runs on attention_weights, since a
+// merged entry's logit is its members' weighted logit + log(count) (eviction.h) and its
+// probability goes to its members by their weights, exactly as the simulation computes it.
 class LoopEviction {
  public:
   LoopEviction(const EvictionConfig& config, const LlamaConfig& mc, int tokens)
-      : m_kv_heads(mc.kv_heads), m_group(mc.heads / mc.kv_heads) {
+      : m_kv_heads(mc.kv_heads),
+        m_group(mc.heads / mc.kv_heads),
+        m_head_dim(mc.head_dim()),
+        m_merge(config.policy == EvictionPolicy::Merge) {
     m_heads.reserve(static_cast<std::size_t>(mc.layers) * mc.kv_heads);
     for (int l = 0; l < mc.layers; ++l) {
       const Budget& b = config.layer_budgets.empty()
                             ? config.budget
                             : config.layer_budgets[static_cast<std::size_t>(l)];
-      for (int h = 0; h < mc.kv_heads; ++h) m_heads.emplace_back(config, b, tokens, 0, m_group);
+      for (int h = 0; h < mc.kv_heads; ++h) {
+        auto& p = m_heads.emplace_back(config, b, tokens, 0, m_group);
+        // Keys arrive as the window runs; evict() fills each token's row before it is compared.
+        if (m_merge)
+          p.set_merge_keys(detail::EvictionHeadPolicy::RowMatrix::Zero(tokens, m_head_dim));
+      }
     }
   }
 
-  // Hooks the state's attention to the kept tokens and the policies to its probabilities.
+  // Hooks the state's attention to the kept entries and the policies to its probabilities.
   void attach(LlamaModel::State& state) {
+    if (m_merge) {
+      state.attention_weights = [this](int l, int q_head, float* p, int tokens) {
+        weigh(head(l, q_head / m_group), p, tokens);
+      };
+      return;
+    }
     state.kept_tokens = [this](int l, int h) { return &head(l, h).held(); };
     state.observe_attention = [this](int l, int q_head, const float* probs, int) {
       detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
@@ -91,10 +110,18 @@ class LoopEviction {
     for (auto& p : m_heads) p.admit(t);
   }
 
-  // Evicts after the step at position `t`; returns the kept fraction summed over heads.
-  double evict(int t) {
+  // Evicts after the step at position `t` (the state holds its keys); returns the kept fraction
+  // summed over heads.
+  double evict(int t, const LlamaModel::State& state) {
     double kept = 0;
-    for (auto& p : m_heads) {
+    for (std::size_t i = 0; i < m_heads.size(); ++i) {
+      auto& p = m_heads[i];
+      if (m_merge) {
+        const int l = static_cast<int>(i) / m_kv_heads, h = static_cast<int>(i) % m_kv_heads;
+        const float* key = state.keys[static_cast<std::size_t>(l)].data() +
+                           static_cast<std::size_t>(t) * m_kv_heads * m_head_dim + h * m_head_dim;
+        p.set_merge_key(t, key);
+      }
       p.evict(t, t + 1);
       kept += static_cast<double>(p.kept().size()) / (t + 1);
     }
@@ -107,8 +134,37 @@ class LoopEviction {
   detail::EvictionHeadPolicy& head(int l, int h) {
     return m_heads[static_cast<std::size_t>(l) * m_kv_heads + h];
   }
-  int m_kv_heads, m_group;
+
+  // Scaled token scores in, probabilities out: softmax over the entries' logits, each entry's
+  // probability added to the policy's attention and shared among its tokens by their weights.
+  void weigh(detail::EvictionHeadPolicy& policy, float* p, int tokens) {
+    const std::vector<int>& kept = policy.kept();
+    m_entry.resize(kept.size());
+    double max = -INFINITY;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      m_entry[i] = policy.entry_logit(p, kept[i]);
+      max = std::max(max, m_entry[i]);
+    }
+    double sum = 0;
+    for (double& z : m_entry) sum += (z = std::exp(z - max));
+    std::fill(p, p + tokens, 0.0f);  // scores of tokens no longer held must not stay behind
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      const int e = kept[i];
+      const double prob = m_entry[i] / sum;
+      policy.add_attention(e, prob);
+      const auto& members = policy.members(e);
+      if (members.empty()) {
+        p[e] = static_cast<float>(prob);
+      } else {
+        for (const auto& [t, c] : members) p[t] += static_cast<float>(prob * c);
+      }
+    }
+  }
+
+  int m_kv_heads, m_group, m_head_dim;
+  bool m_merge;
   std::vector<detail::EvictionHeadPolicy> m_heads;
+  std::vector<double> m_entry;
 };
 
 }  // namespace
@@ -191,7 +247,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       auto lq = model.forward(lossy, {prev});
       if (!lq) return make_error(fmt::format("{}: {}", label, lq.message()));
       if (eviction) {
-        kept += eviction->evict(i);
+        kept += eviction->evict(i, lossy);
         kept_count += static_cast<double>(eviction->heads());
       }
       const int next = tokens[static_cast<std::size_t>(w) * per_window + i];

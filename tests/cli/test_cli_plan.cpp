@@ -219,7 +219,7 @@ TEST(CliQuality, EvictionPolicyInTheModelLoop) {
   EXPECT_TRUE(j.contains("run_id"));
   const std::pair<const char*, const char*> bad[] = {
       {"--method none", "nothing to measure"},
-      {"--method none --policy merge", "merge"},
+      {"--method none --policy merge --merge-similarity 3", "--merge-similarity"},
       {"--method none --policy lru", "--policy"},
       {"--method none --policy h2o --budget x", "--budget"},
       {"--method none --policy h2o --recent-fraction 2", "--recent-fraction"},

@@ -486,6 +486,58 @@ TEST(LlamaModel, KeptMaskRestrictsAttentionToTheKeptTokens) {
   EXPECT_NE(e.message().find("leaves nothing to attend"), std::string::npos) << e.message();
 }
 
+// attention_weights replaces the softmax: it receives the scaled scores (checked against q·k /
+// sqrt(head_dim) from the kept queries and keys), a plain softmax in it gives the plain logits,
+// and all weight on position 0 gives what a mask keeping only position 0 gives.
+TEST(LlamaModel, AttentionWeightsReplaceTheSoftmax) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel).value();
+  const LlamaConfig& c = model.config();
+  const std::vector<int> text = {1, 403, 407, 261, 378, 300};
+  const int n = static_cast<int>(text.size());
+  auto plain = model.new_state();
+  auto weighed = model.new_state(/*keep_queries=*/true);
+  std::vector<std::vector<float>> scores(c.heads);  // layer 0, the latest token
+  weighed.attention_weights = [&](int l, int q_head, float* p, int tokens) {
+    if (l == 0) scores[q_head].assign(p, p + tokens);
+    double max = -INFINITY, sum = 0;
+    for (int t = 0; t < tokens; ++t) max = std::max(max, double(p[t]));
+    std::vector<double> e(tokens);
+    for (int t = 0; t < tokens; ++t) sum += (e[t] = std::exp(p[t] - max));
+    for (int t = 0; t < tokens; ++t) p[t] = static_cast<float>(e[t] / sum);
+  };
+  for (int t : text)
+    expect_same_logits(model.forward(plain, {t}).value(), model.forward(weighed, {t}).value());
+  const int hd = c.head_dim(), group = c.heads / c.kv_heads;
+  for (int head = 0; head < c.heads; ++head) {
+    ASSERT_EQ(scores[head].size(), static_cast<std::size_t>(n));
+    const float* q =
+        weighed.queries[0].data() + static_cast<std::size_t>(n - 1) * c.dim + head * hd;
+    for (int t = 0; t < n; ++t) {
+      const float* k =
+          weighed.keys[0].data() + static_cast<std::size_t>(t) * c.kv_dim() + (head / group) * hd;
+      double dot = 0;
+      for (int d = 0; d < hd; ++d) dot += double(q[d]) * k[d];
+      EXPECT_NEAR(scores[head][t], dot / std::sqrt(double(hd)), 1e-5) << head << " " << t;
+    }
+  }
+
+  auto first_only = model.new_state();
+  first_only.attention_weights = [](int, int, float* p, int tokens) {
+    std::fill(p, p + tokens, 0.0f);
+    p[0] = 1.0f;
+  };
+  std::vector<char> only0(static_cast<std::size_t>(n), 0);
+  only0[0] = 1;
+  auto masked = model.new_state();
+  masked.kept_tokens = [&](int, int) { return &only0; };
+  for (int i = 0; i < n; ++i) {
+    const auto a = model.forward(first_only, {text[i]}).value();
+    const auto b = model.forward(masked, {text[i]}).value();
+    expect_same_logits(a, b);
+  }
+}
+
 // Eviction policies in the model loop: "full" is the exact run, a half-size window moves the
 // next-token distributions and keeps about half, H2O at 50% beats a window at 20%, composition with
 // a method.
@@ -540,12 +592,36 @@ TEST(ModelQuality, EvictionInTheLoop) {
   EXPECT_NEAR(both.perplexity, int8.perplexity, 1e-6 * int8.perplexity);
   EXPECT_NEAR(both.kl_mean, int8.kl_mean, 1e-6);
 
-  // Merging stays in the simulation; bad options name themselves.
+  // Merging runs in the loop on its own path (entry logits and member weights instead of the
+  // masked softmax). With a similarity no pair of keys reaches it never merges, so it must be
+  // H2O exactly (its victims are H2O's): the two paths agree to float rounding.
+  qc.method.reset();
   qc.eviction = ec;
+  qc.eviction->policy = EvictionPolicy::H2O;
+  qc.eviction->budget = Budget{0.5, true};
+  auto h2o = measure_quality(model, text, qc).value();
   qc.eviction->policy = EvictionPolicy::Merge;
-  auto merge = measure_quality(model, text, qc);
-  ASSERT_FALSE(merge.ok());
-  EXPECT_NE(merge.message().find("merge"), std::string::npos);
+  qc.eviction->merge_similarity = 1.0;
+  auto unmerged = measure_quality(model, text, qc).value();
+  EXPECT_EQ(unmerged.policy, "merge");
+  EXPECT_NEAR(unmerged.perplexity, h2o.perplexity, 1e-5 * h2o.perplexity);
+  EXPECT_NEAR(unmerged.kl_mean, h2o.kl_mean, 1e-6);
+  EXPECT_EQ(unmerged.kept_fraction, h2o.kept_fraction);
+  // Merging every victim into a neighbour keeps as many entries but holds every token: the
+  // distributions differ from H2O's, and the run is a proper one (finite, agreeing mostly).
+  qc.eviction->merge_similarity = -1.0;
+  auto merged = measure_quality(model, text, qc).value();
+  EXPECT_EQ(merged.kept_fraction, h2o.kept_fraction);
+  EXPECT_NE(merged.kl_mean, h2o.kl_mean);
+  EXPECT_TRUE(std::isfinite(merged.perplexity));
+  EXPECT_GT(merged.next_token_agreement, 0.5);
+  qc.eviction->merge_similarity = 1.5;
+  auto bad = measure_quality(model, text, qc);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("--merge-similarity"), std::string::npos);
+
+  // Bad options name themselves.
+  qc.eviction = ec;
   qc.eviction->policy = EvictionPolicy::H2O;
   qc.eviction->layer_budgets = {Budget{0.5, true}};
   auto layers = measure_quality(model, text, qc);

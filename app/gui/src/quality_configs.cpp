@@ -59,6 +59,7 @@ const std::vector<QualityChoice>& quality_choices() {
       eviction_choice("h2o-20", "H2O 20%", EvictionPolicy::H2O, 0.2),
       eviction_choice("streaming-50", "StreamingLLM 50%", EvictionPolicy::Streaming, 0.5),
       eviction_choice("streaming-20", "StreamingLLM 20%", EvictionPolicy::Streaming, 0.2),
+      eviction_choice("merge-50", "Merge 50%", EvictionPolicy::Merge, 0.5),
   };
   return choices;
 }

@@ -14,8 +14,9 @@
 // new token is admitted, attention reads only the kept tokens (softmax renormalised over them),
 // each query head's probabilities are summed into its group's policy, and the policy evicts down
 // to the budget at the tokens so far. With a method as well, attention reads the kept tokens
-// quantized. The merge policy stays in the simulation: it changes K and V, not just which tokens
-// attention sees.
+// quantized. Merging runs in the loop as in the simulation: a merged entry's logit is its
+// members' weighted logit + log(count), and its attention probability is shared among its tokens
+// by their weights, so attention reads the weighted averages of their keys and values.
 #pragma once
 
 #include <cstdint>
