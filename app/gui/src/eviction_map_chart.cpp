@@ -71,6 +71,9 @@ EvictionMapChart::EvictionMapChart(QWidget* parent) : QCustomPlot(parent) {
   add_legend_row(this, legend, plotLayout()->rowCount());
   legend->setWrap(3);  // two short lines fit a map half the page wide
   legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);  // re-lays the items out
+  for (int i = 0; i < legend->itemCount(); ++i) {  // room below the text for the descenders
+    if (QCPAbstractLegendItem* item = legend->item(i)) item->setMargins(QMargins(8, 2, 8, 6));
+  }
 
   m_needle = new QCPItemStraightLine(this);
   QPen needle_pen(kNeedle, 1.5, Qt::DashLine);

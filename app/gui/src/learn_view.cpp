@@ -7,22 +7,11 @@
 #include <QStackedWidget>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/learn_eviction_page.h"
 #include "kvlab/gui/learn_growth_page.h"
+#include "kvlab/gui/learn_huffman_page.h"
 #include "kvlab/gui/learn_planner_page.h"
 #include "kvlab/gui/learn_quant_page.h"
-
-// LEARNB-PAGES: steps (c) Huffman (LearnHuffmanPage) and (d) eviction (LearnEvictionPage) are
-// built in learn_huffman_page.{h,cpp} and learn_eviction_page.{h,cpp}. They were not in the tree
-// when this shell was written, so each is added only when its header exists; once both are in,
-// these checks can become plain includes.
-#if __has_include("kvlab/gui/learn_huffman_page.h")
-#include "kvlab/gui/learn_huffman_page.h"
-#define KVLAB_LEARN_HAS_HUFFMAN 1
-#endif
-#if __has_include("kvlab/gui/learn_eviction_page.h")
-#include "kvlab/gui/learn_eviction_page.h"
-#define KVLAB_LEARN_HAS_EVICTION 1
-#endif
 
 namespace kvlab::gui {
 
@@ -36,12 +25,8 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
 
   add_page(new LearnGrowthPage, QStringLiteral("learn-growth"));
   add_page(new LearnQuantPage, QStringLiteral("learn-quant"));
-#ifdef KVLAB_LEARN_HAS_HUFFMAN
   add_page(new LearnHuffmanPage, QStringLiteral("learn-huffman"));
-#endif
-#ifdef KVLAB_LEARN_HAS_EVICTION
   add_page(new LearnEvictionPage, QStringLiteral("learn-eviction"));
-#endif
   add_page(new LearnPlannerPage, QStringLiteral("learn-planner"));
 
   m_previous = new QPushButton(tr("◀ Previous"));
