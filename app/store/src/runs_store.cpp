@@ -95,6 +95,33 @@ Error moved_from() {
   return make_error("runs store: used after being moved from");
 }
 
+// A run's params, metrics and artifacts as the JSON texts the tables hold, made before the write
+// transaction starts (an error names the part that cannot be written).
+struct RunJsonTexts {
+  std::string params, metrics;
+  std::vector<std::pair<std::string_view, std::string>> artifacts;
+};
+
+template <class Artifacts>
+Result<RunJsonTexts> run_json_texts(const sqlite::Database& db, std::string_view op,
+                                    const nlohmann::json& params, const nlohmann::json& metrics,
+                                    const Artifacts& artifacts) {
+  RunJsonTexts out;
+  auto p = to_json_text(db, op, "params", params);
+  if (!p) return p.error();
+  out.params = std::move(*p);
+  auto m = to_json_text(db, op, "metrics", metrics);
+  if (!m) return m.error();
+  out.metrics = std::move(*m);
+  out.artifacts.reserve(artifacts.size());
+  for (const auto& [name, data] : artifacts) {
+    auto text = to_json_text(db, op, fmt::format("artifact '{}'", name), data);
+    if (!text) return text.error();
+    out.artifacts.emplace_back(name, std::move(*text));
+  }
+  return out;
+}
+
 // Inside the caller's transaction: one artifacts row per (name, JSON text).
 Status insert_artifacts(sqlite::Database& db, std::string_view op, std::int64_t run_id,
                         const std::vector<std::pair<std::string_view, std::string>>& artifacts) {
@@ -204,17 +231,9 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
       return db.error(op, fmt::format("artifact '{}' appears twice", name));
     }
   }
-  auto params = to_json_text(db, op, "params", run.params);
-  if (!params) return params.error();
-  auto metrics = to_json_text(db, op, "metrics", run.metrics);
-  if (!metrics) return metrics.error();
-  std::vector<std::pair<std::string_view, std::string>> artifact_texts;
-  artifact_texts.reserve(run.artifacts.size());
-  for (const auto& [name, data] : run.artifacts) {
-    auto text = to_json_text(db, op, fmt::format("artifact '{}'", name), data);
-    if (!text) return text.error();
-    artifact_texts.emplace_back(name, std::move(*text));
-  }
+  auto texts = run_json_texts(db, op, run.params, run.metrics, run.artifacts);
+  if (!texts) return texts.error();
+  const auto& [params, metrics, artifact_texts] = *texts;
 
   std::lock_guard lock(m_impl->mutex);
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
@@ -226,8 +245,7 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
                                        kNowUtc),
                            op);
   if (!insert) return insert.error();
-  const std::string_view values[] = {run.kind,  run.source, run.method,
-                                     run.label, *params,    *metrics};
+  const std::string_view values[] = {run.kind, run.source, run.method, run.label, params, metrics};
   for (int i = 0; i < 6; ++i) {
     if (auto bound = insert->bind(i + 1, values[i]); !bound) return bound.error();
   }
@@ -330,16 +348,9 @@ Status RunsStore::restore_run(const RunRecord& run) {
   sqlite::Database& db = m_impl->db;
   if (run.id <= 0) return db.error(op, "the run id must be positive");
 
-  auto params = to_json_text(db, op, "params", run.params);
-  if (!params) return params.error();
-  auto metrics = to_json_text(db, op, "metrics", run.metrics);
-  if (!metrics) return metrics.error();
-  std::vector<std::pair<std::string_view, std::string>> artifact_texts;
-  for (const auto& [name, data] : run.artifacts) {
-    auto text = to_json_text(db, op, fmt::format("artifact '{}'", name), data);
-    if (!text) return text.error();
-    artifact_texts.emplace_back(name, std::move(*text));
-  }
+  auto texts = run_json_texts(db, op, run.params, run.metrics, run.artifacts);
+  if (!texts) return texts.error();
+  const auto& [params, metrics, artifact_texts] = *texts;
 
   std::lock_guard lock(m_impl->mutex);
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
@@ -363,7 +374,7 @@ Status RunsStore::restore_run(const RunRecord& run) {
   if (!insert) return insert.error();
   if (auto bound = insert->bind(1, run.id); !bound) return bound.error();
   const std::string_view values[] = {run.created_at, run.kind,  run.source, run.method,
-                                     run.label,      run.notes, *params,    *metrics};
+                                     run.label,      run.notes, params,     metrics};
   for (int i = 0; i < 8; ++i) {
     if (auto bound = insert->bind(i + 2, values[i]); !bound) return bound.error();
   }
