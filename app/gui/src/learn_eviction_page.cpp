@@ -111,23 +111,18 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
          "from the attention of its own group of query heads"));
   for (auto* s : {m_budget, m_head}) s->setKeyboardTracking(false);
 
-  m_play = new QPushButton(tr("▶ Play"));
-  m_play->setToolTip(tr("Decode step after step to the last one; press again to pause"));
-  m_step_button = new QPushButton(tr("Step"));
-  m_step_button->setToolTip(tr("Decode one more step: one token arrives, then the policy evicts"));
-  m_reset = new QPushButton(tr("Reset"));
-  m_reset->setToolTip(tr("Back to decode step 0, the first token after the prompt"));
-  m_timer = new QTimer(this);
-  m_timer->setInterval(kTickMs);
+  m_playback =
+      new PlaybackControls({tr("Decode step after step to the last one; press again to pause"),
+                            tr("Decode one more step: one token arrives, then the policy evicts"),
+                            tr("Back to decode step 0, the first token after the prompt")},
+                           kTickMs);
+  m_playback->set_at_end([this] { return m_step + 1 >= step_count(); });
+  m_playback->set_can_play([this] { return m_report.has_value(); });
 
   auto* form = new QFormLayout;
   add_form_row(form, tr("Policy"), m_policy);
   add_form_row(form, tr("Budget"), m_budget);
   add_form_row(form, tr("KV head"), m_head);
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_play);
-  buttons->addWidget(m_step_button);
-  buttons->addWidget(m_reset);
   auto* about = new QLabel(tr("One layer of a synthetic \"tiny\" cache, seed %1: %2 tokens × 2 KV "
                               "heads × 16 channels. The first %3 are the prompt; the last %4 "
                               "arrive one per decode step, each with its own query.")
@@ -175,7 +170,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
 
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);
-  controls->addLayout(buttons);
+  controls->addWidget(m_playback);
   controls->addWidget(about);
   controls->addSpacing(6);
   for (QLabel* l : {m_step_label, m_kept_label, m_sinks_label, m_mix_label, m_mass_label,
@@ -231,10 +226,8 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   connect(m_policy, &QComboBox::currentIndexChanged, this, &LearnEvictionPage::simulate);
   connect(m_budget, &QSpinBox::valueChanged, this, &LearnEvictionPage::simulate);
   connect(m_head, &QSpinBox::valueChanged, this, &LearnEvictionPage::show_step);
-  connect(m_play, &QPushButton::clicked, this, [this] { is_playing() ? pause() : play(); });
-  connect(m_step_button, &QPushButton::clicked, this, &LearnEvictionPage::step);
-  connect(m_reset, &QPushButton::clicked, this, &LearnEvictionPage::reset);
-  connect(m_timer, &QTimer::timeout, this, &LearnEvictionPage::tick);
+  connect(m_playback, &PlaybackControls::step_requested, this, &LearnEvictionPage::step);
+  connect(m_playback, &PlaybackControls::reset_requested, this, &LearnEvictionPage::reset);
 
   auto cache = generate_synthetic(m_source);
   if (cache) {
@@ -267,7 +260,7 @@ int LearnEvictionPage::kv_head() const {
 }
 
 bool LearnEvictionPage::is_playing() const {
-  return m_timer->isActive();
+  return m_playback->is_playing();
 }
 
 void LearnEvictionPage::set_policy(EvictionPolicy policy) {
@@ -313,27 +306,19 @@ void LearnEvictionPage::reset() {
 }
 
 void LearnEvictionPage::play() {
-  if (!m_report) return;
-  if (m_step + 1 >= step_count()) {
-    m_step = 0;
-    show_step();
-  }
-  m_timer->start();
-  m_play->setText(tr("❚❚ Pause"));
+  m_playback->play();
 }
 
 void LearnEvictionPage::pause() {
-  m_timer->stop();
-  m_play->setText(tr("▶ Play"));
+  m_playback->pause();
 }
 
 void LearnEvictionPage::tick() {
-  step();
-  if (m_step + 1 >= step_count()) pause();
+  m_playback->tick();
 }
 
 void LearnEvictionPage::show_step() {
-  m_step_button->setEnabled(m_report && m_step + 1 < step_count());
+  m_playback->step_button()->setEnabled(m_report && m_step + 1 < step_count());
   if (!m_report) {
     for (QLabel* l : {m_step_label, m_kept_label, m_sinks_label, m_mix_label, m_mass_label,
                       m_landmarks_label}) {

@@ -89,14 +89,12 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
          "the animation quicker"));
   for (auto* s : {m_prompt, m_target, m_step_tokens}) s->setKeyboardTracking(false);
 
-  m_play = new QPushButton(tr("▶ Play"));
-  m_play->setToolTip(tr("Decode step after step until the target length; press again to pause"));
-  m_step = new QPushButton(tr("Step"));
-  m_step->setToolTip(tr("Decode one step (the tokens per step set on the left)"));
-  m_reset = new QPushButton(tr("Reset"));
-  m_reset->setToolTip(tr("Back to the cache right after prefill (the prompt only)"));
-  m_timer = new QTimer(this);
-  m_timer->setInterval(kTickMs);
+  m_playback = new PlaybackControls(
+      {tr("Decode step after step until the target length; press again to pause"),
+       tr("Decode one step (the tokens per step set on the left)"),
+       tr("Back to the cache right after prefill (the prompt only)")},
+      kTickMs);
+  m_playback->set_at_end([this] { return m_tokens >= m_target->value(); });
 
   auto* form = new QFormLayout;
   add_form_row(form, tr("Model"), m_model);
@@ -104,16 +102,12 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
   add_form_row(form, tr("Prompt"), m_prompt);
   add_form_row(form, tr("Decode until"), m_target);
   add_form_row(form, tr("Tokens per step"), m_step_tokens);
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_play);
-  buttons->addWidget(m_step);
-  buttons->addWidget(m_reset);
   m_error = new QLabel;
   m_error->setWordWrap(true);
   m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);
-  controls->addLayout(buttons);
+  controls->addWidget(m_playback);
   controls->addWidget(m_error);
   controls->addStretch(1);
   auto* controls_box = new QWidget;
@@ -159,13 +153,8 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
           &LearnGrowthPage::on_settings_changed);
   connect(m_prompt, &QSpinBox::valueChanged, this, &LearnGrowthPage::reset);
   connect(m_target, &QSpinBox::valueChanged, this, &LearnGrowthPage::on_settings_changed);
-  connect(m_play, &QPushButton::clicked, this, [this] { is_playing() ? pause() : play(); });
-  connect(m_step, &QPushButton::clicked, this, &LearnGrowthPage::step);
-  connect(m_reset, &QPushButton::clicked, this, &LearnGrowthPage::reset);
-  connect(m_timer, &QTimer::timeout, this, [this] {
-    step();
-    if (m_tokens >= m_target->value()) pause();
-  });
+  connect(m_playback, &PlaybackControls::step_requested, this, &LearnGrowthPage::step);
+  connect(m_playback, &PlaybackControls::reset_requested, this, &LearnGrowthPage::reset);
 
   set_model(QStringLiteral("llama-3-8b"));
   on_settings_changed();
@@ -191,7 +180,7 @@ std::uint64_t LearnGrowthPage::compressed_bytes() const {
 }
 
 bool LearnGrowthPage::is_playing() const {
-  return m_timer->isActive();
+  return m_playback->is_playing();
 }
 
 void LearnGrowthPage::set_model(const QString& id) {
@@ -250,14 +239,11 @@ void LearnGrowthPage::reset() {
 }
 
 void LearnGrowthPage::play() {
-  if (m_tokens >= m_target->value()) reset();
-  m_timer->start();
-  m_play->setText(tr("❚❚ Pause"));
+  m_playback->play();
 }
 
 void LearnGrowthPage::pause() {
-  m_timer->stop();
-  m_play->setText(tr("▶ Play"));
+  m_playback->pause();
 }
 
 void LearnGrowthPage::update_view() {

@@ -79,14 +79,13 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
       tr("KVComp's step = rel. scale × (max − min) of each unit, code = round((x − min) / step), "
          "so codes run from 0 to round(1 / rel. scale): a coarser scale, fewer distinct codes"));
 
-  m_play = new QPushButton(tr("▶ Play"));
-  m_play->setToolTip(tr("Merge step after step until one tree is left; press again to pause"));
-  m_step = new QPushButton(tr("Step"));
-  m_step->setToolTip(tr("One merge: the two lightest roots become children of a new node"));
-  m_reset = new QPushButton(tr("Reset"));
-  m_reset->setToolTip(tr("Back to the leaves, before any merge"));
-  m_timer = new QTimer(this);
-  m_timer->setInterval(kTickMs);
+  m_playback = new PlaybackControls(
+      {tr("Merge step after step until one tree is left; press again to pause"),
+       tr("One merge: the two lightest roots become children of a new node"),
+       tr("Back to the leaves, before any merge")},
+      kTickMs);
+  m_playback->set_at_end([this] { return merge_step() >= step_count(); });
+  m_playback->set_can_play([this] { return step_count() > 0; });
 
   auto* form = new QFormLayout;
   add_form_row(form, tr("Tensor"), m_role);
@@ -99,10 +98,6 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   about->setToolTip(
       tr("The engine's seeded synthetic generator and KVComp quantizer, as the Compression view "
          "runs them"));
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_play);
-  buttons->addWidget(m_step);
-  buttons->addWidget(m_reset);
   m_step_label = new QLabel;
   m_step_label->setToolTip(tr("Merges done so far: n leaves need n − 1 merges to become a tree"));
   m_tree_note = new QLabel;
@@ -118,7 +113,7 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);
   controls->addWidget(about);
-  controls->addLayout(buttons);
+  controls->addWidget(m_playback);
   controls->addWidget(m_step_label);
   controls->addWidget(m_tree_note);
   controls->addWidget(m_error_label);
@@ -161,13 +156,8 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
 
   connect(m_role, &QComboBox::currentIndexChanged, this, &LearnHuffmanPage::recompute);
   connect(m_rel, &QComboBox::currentIndexChanged, this, &LearnHuffmanPage::recompute);
-  connect(m_play, &QPushButton::clicked, this, [this] { is_playing() ? pause() : play(); });
-  connect(m_step, &QPushButton::clicked, this, &LearnHuffmanPage::step);
-  connect(m_reset, &QPushButton::clicked, this, &LearnHuffmanPage::reset);
-  connect(m_timer, &QTimer::timeout, this, [this] {
-    step();
-    if (merge_step() >= step_count()) pause();
-  });
+  connect(m_playback, &PlaybackControls::step_requested, this, &LearnHuffmanPage::step);
+  connect(m_playback, &PlaybackControls::reset_requested, this, &LearnHuffmanPage::reset);
   auto cache = generate_synthetic(m_source);
   if (cache) {
     m_cache = std::move(cache).value();
@@ -199,7 +189,7 @@ int LearnHuffmanPage::merge_step() const {
   return m_tree->merges();
 }
 bool LearnHuffmanPage::is_playing() const {
-  return m_timer->isActive();
+  return m_playback->is_playing();
 }
 
 MethodConfig LearnHuffmanPage::method() const {
@@ -275,15 +265,11 @@ void LearnHuffmanPage::step() {
 }
 
 void LearnHuffmanPage::play() {
-  if (step_count() == 0) return;
-  if (merge_step() >= step_count()) reset();
-  m_timer->start();
-  m_play->setText(tr("❚❚ Pause"));
+  m_playback->play();
 }
 
 void LearnHuffmanPage::pause() {
-  m_timer->stop();
-  m_play->setText(tr("▶ Play"));
+  m_playback->pause();
 }
 
 void LearnHuffmanPage::reset() {
@@ -294,8 +280,8 @@ void LearnHuffmanPage::reset() {
 
 void LearnHuffmanPage::update_step_view() {
   m_step_label->setText(tr("Merge %1 of %2").arg(merge_step()).arg(step_count()));
-  m_step->setEnabled(merge_step() < step_count());
-  m_play->setEnabled(step_count() > 0);
+  m_playback->step_button()->setEnabled(merge_step() < step_count());
+  m_playback->play_button()->setEnabled(step_count() > 0);
 }
 
 void LearnHuffmanPage::style_table() {

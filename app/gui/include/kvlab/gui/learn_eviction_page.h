@@ -14,6 +14,7 @@
 #include "kvlab/engine/eviction.h"
 #include "kvlab/engine/synthetic.h"
 #include "kvlab/gui/learn_page.h"
+#include "kvlab/gui/playback_controls.h"
 
 class QComboBox;
 class QLabel;
@@ -54,10 +55,11 @@ class LearnEvictionPage : public LearnPage {
   QComboBox* policy_combo() const { return m_policy; }
   QSpinBox* budget_spin() const { return m_budget; }
   QSpinBox* head_spin() const { return m_head; }
-  QPushButton* play_button() const { return m_play; }
-  QPushButton* step_button() const { return m_step_button; }
-  QPushButton* reset_button() const { return m_reset; }
-  QTimer* timer() const { return m_timer; }
+  PlaybackControls* playback() const { return m_playback; }
+  QPushButton* play_button() const { return m_playback->play_button(); }
+  QPushButton* step_button() const { return m_playback->step_button(); }
+  QPushButton* reset_button() const { return m_playback->reset_button(); }
+  QTimer* timer() const { return m_playback->timer(); }
   EvictionMapChart* chart() const { return m_chart; }
   QLabel* step_label() const { return m_step_label; }
   QLabel* kept_label() const { return m_kept_label; }
@@ -87,8 +89,7 @@ class LearnEvictionPage : public LearnPage {
   int m_step = 0;
   QComboBox* m_policy = nullptr;
   QSpinBox *m_budget = nullptr, *m_head = nullptr;
-  QPushButton *m_play = nullptr, *m_step_button = nullptr, *m_reset = nullptr;
-  QTimer* m_timer = nullptr;
+  PlaybackControls* m_playback = nullptr;
   EvictionMapChart* m_chart = nullptr;
   QLabel *m_step_label = nullptr, *m_kept_label = nullptr, *m_sinks_label = nullptr;
   QLabel *m_mix_label = nullptr, *m_mass_label = nullptr, *m_landmarks_label = nullptr;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kvlab/gui/learn_page.h"
+#include "kvlab/gui/playback_controls.h"
 #include "kvlab/planners/kv_memory.h"
 
 class QComboBox;
@@ -17,7 +18,6 @@ class QLabel;
 class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
-class QTimer;
 
 namespace kvlab::gui {
 
@@ -48,9 +48,10 @@ class LearnGrowthPage : public LearnPage {
   QSpinBox* prompt_spin() const { return m_prompt; }
   QSpinBox* target_spin() const { return m_target; }
   QSpinBox* step_spin() const { return m_step_tokens; }
-  QPushButton* play_button() const { return m_play; }
-  QPushButton* step_button() const { return m_step; }
-  QPushButton* reset_button() const { return m_reset; }
+  PlaybackControls* playback() const { return m_playback; }
+  QPushButton* play_button() const { return m_playback->play_button(); }
+  QPushButton* step_button() const { return m_playback->step_button(); }
+  QPushButton* reset_button() const { return m_playback->reset_button(); }
   QCustomPlot* chart() const { return m_chart; }
   QLabel* headline_label() const { return m_headline; }
   QPlainTextEdit* formula_text() const { return m_formula; }
@@ -72,8 +73,7 @@ class LearnGrowthPage : public LearnPage {
   std::int64_t m_tokens = 0;
   QComboBox *m_model = nullptr, *m_scheme_combo = nullptr;
   QSpinBox *m_prompt = nullptr, *m_target = nullptr, *m_step_tokens = nullptr;
-  QPushButton *m_play = nullptr, *m_step = nullptr, *m_reset = nullptr;
-  QTimer* m_timer = nullptr;
+  PlaybackControls* m_playback = nullptr;
   QCustomPlot* m_chart = nullptr;
   QLabel* m_headline = nullptr;
   QLabel* m_error = nullptr;

@@ -14,6 +14,7 @@
 #include "kvlab/engine/synthetic.h"
 #include "kvlab/gui/learn_huffman_tree.h"
 #include "kvlab/gui/learn_page.h"
+#include "kvlab/gui/playback_controls.h"
 
 class QComboBox;
 class QLabel;
@@ -73,9 +74,10 @@ class LearnHuffmanPage : public LearnPage {
 
   QComboBox* role_combo() const { return m_role; }
   QComboBox* rel_scale_combo() const { return m_rel; }
-  QPushButton* play_button() const { return m_play; }
-  QPushButton* step_button() const { return m_step; }
-  QPushButton* reset_button() const { return m_reset; }
+  PlaybackControls* playback() const { return m_playback; }
+  QPushButton* play_button() const { return m_playback->play_button(); }
+  QPushButton* step_button() const { return m_playback->step_button(); }
+  QPushButton* reset_button() const { return m_playback->reset_button(); }
   // The histogram (bars) with each code's length in this page's Huffman code (red).
   CodeLengthChart* chart() const { return m_chart; }
   HuffmanTreeWidget* tree_widget() const { return m_tree; }
@@ -106,8 +108,7 @@ class LearnHuffmanPage : public LearnPage {
   HuffmanSteps m_steps;
   QString m_error;
   QComboBox *m_role = nullptr, *m_rel = nullptr;
-  QPushButton *m_play = nullptr, *m_step = nullptr, *m_reset = nullptr;
-  QTimer* m_timer = nullptr;
+  PlaybackControls* m_playback = nullptr;
   CodeLengthChart* m_chart = nullptr;
   HuffmanTreeWidget* m_tree = nullptr;
   QTableWidget* m_table = nullptr;
