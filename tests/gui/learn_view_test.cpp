@@ -28,13 +28,16 @@
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/learn_eviction_page.h"
 #include "kvlab/gui/learn_growth_page.h"
+#include "kvlab/gui/learn_huffman_page.h"
 #include "kvlab/gui/learn_planner_page.h"
 #include "kvlab/gui/learn_quant_page.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/planner_view.h"
+#include "kvlab/gui/playback_controls.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/planners/catalog.h"
 #include "kvlab/planners/memory_formula.h"
@@ -415,6 +418,39 @@ TEST(LearnView, MainWindowAppliesTheLinks) {
   EXPECT_EQ(window.planner_view()->scenario().batch, 3);
   ASSERT_FALSE(window.planner_view()->results().empty());
   EXPECT_EQ(window.planner_view()->results()[0].fits, fit->result()->fits);
+}
+
+}  // namespace
+}  // namespace kvlab::gui
+
+namespace kvlab::gui {
+namespace {
+
+// The screenshots show every playing step at its end: run_to_end gets there without the timer.
+TEST(LearnView, PlaybackRunsEachPlayingStepToItsEnd) {
+  LearnView view;
+  auto* growth =
+      qobject_cast<LearnGrowthPage*>(view.page(view.index_of(QStringLiteral("learn-growth"))));
+  auto* huffman =
+      qobject_cast<LearnHuffmanPage*>(view.page(view.index_of(QStringLiteral("learn-huffman"))));
+  auto* eviction =
+      qobject_cast<LearnEvictionPage*>(view.page(view.index_of(QStringLiteral("learn-eviction"))));
+  ASSERT_TRUE(growth && huffman && eviction);
+  huffman->reset();
+  eviction->reset();
+  ASSERT_EQ(huffman->merge_step(), 0);
+  ASSERT_EQ(eviction->current_step(), 0);
+  for (LearnPage* page : {static_cast<LearnPage*>(growth), static_cast<LearnPage*>(huffman),
+                          static_cast<LearnPage*>(eviction)}) {
+    auto* playback = page->findChild<PlaybackControls*>();
+    ASSERT_NE(playback, nullptr);
+    playback->run_to_end();
+    EXPECT_FALSE(playback->is_playing());
+  }
+  EXPECT_EQ(growth->tokens(), growth->target_spin()->value());
+  EXPECT_GT(huffman->step_count(), 0);
+  EXPECT_EQ(huffman->merge_step(), huffman->step_count());
+  EXPECT_EQ(eviction->current_step(), eviction->step_count() - 1);
 }
 
 }  // namespace

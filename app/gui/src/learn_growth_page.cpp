@@ -247,6 +247,7 @@ void LearnGrowthPage::pause() {
 }
 
 void LearnGrowthPage::update_view() {
+  m_playback->step_button()->setEnabled(m_tokens < m_target->value());
   const planners::ModelSpec& m = model();
   const double fp16 = static_cast<double>(fp16_bytes());
   const double compressed = static_cast<double>(compressed_bytes());
@@ -308,13 +309,19 @@ void LearnGrowthPage::draw_chart() {
     dot->setPen(QPen(line.color.darker(130)));
     dot->setBrush(line.color);
     // Beside the dot, on the side with room; fp16 (the higher line) above it, the other level
-    // with it, so the two never overlap or fall below the axis.
+    // with it (below it in the right half), so the two never overlap or fall below the axis.
     const bool left_half = m_tokens * 2 < end;
     const bool above = line.scheme == &m_fp16;
     auto* label = new QCPItemText(p);
     label->position->setCoords(static_cast<double>(m_tokens), now);
     label->setPositionAlignment((left_half ? Qt::AlignLeft : Qt::AlignRight) |
                                 (above ? Qt::AlignBottom : Qt::AlignVCenter));
+    if (!above && !left_half) {
+      // Left of the dot the lower line's own solid part comes in: hang the label below it.
+      label->position->setParentAnchor(dot->position);
+      label->position->setCoords(0, 16);  // pixels below the dot
+      label->setPositionAlignment(Qt::AlignRight | Qt::AlignTop);
+    }
     label->setPadding(QMargins(6, 4, 6, 4));
     label->setText(format_byte_count(now * unit.bytes));
     label->setFont(QFont(p->font().family(), 9, QFont::Bold));

@@ -45,6 +45,11 @@ void PlaybackControls::pause() {
   m_play->setText(tr("▶ Play"));
 }
 
+void PlaybackControls::run_to_end(int limit) {
+  pause();
+  for (int i = 0; i < limit && m_at_end && !at_end(); ++i) emit step_requested();
+}
+
 void PlaybackControls::tick() {
   emit step_requested();
   if (at_end()) pause();

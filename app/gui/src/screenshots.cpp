@@ -7,6 +7,7 @@
 
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
+#include "kvlab/gui/playback_controls.h"
 #include "kvlab/gui/quality_view.h"
 
 namespace kvlab::gui {
@@ -78,12 +79,15 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
     window.show_page(page);
     if (!grab_to(page_file_name(page))) return written;
   }
-  // Every step of the Learn page: learn-growth.png, learn-quant.png, ...
+  // Every step of the Learn page: learn-growth.png, learn-quant.png, ...; a step that plays
+  // (the cache growing, the Huffman merges, eviction) is shown played to its end, where its
+  // chart has the most to show.
   LearnView* learn = window.learn_view();
   const int learn_before = learn->current_index();
   window.show_page(Page::Learn);
   for (int i = 0; i < learn->page_count(); ++i) {
     learn->show_index(i);
+    if (auto* playback = learn->page(i)->findChild<PlaybackControls*>()) playback->run_to_end();
     if (!grab_to(learn->page_file_name(i))) return written;
   }
   learn->show_index(learn_before);

@@ -32,6 +32,8 @@ class PlaybackControls : public QWidget {
   void play();
   void pause();
   void tick();  // what the timer does: one step, then pause at the end
+  // Steps until the end without the timer (screenshots); stops after `limit` steps in any case.
+  void run_to_end(int limit = 100000);
 
   QPushButton* play_button() const { return m_play; }
   QPushButton* step_button() const { return m_step; }
