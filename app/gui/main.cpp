@@ -297,6 +297,7 @@ int main(int argc, char** argv) {
 
   kvlab::gui::MainWindow window(options.db.value_or(kvlab::default_db_path()));
   if (options.screenshot_dir) {
+    window.resize(window.preferred_size());  // the same pictures whatever the screen
     window.show();
     return take_screenshots(window, *options.screenshot_dir);
   }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -11,6 +12,8 @@
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QTableWidget>
 
@@ -20,9 +23,9 @@
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/histogram_chart.h"
 #include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/gui/screenshots.h"
@@ -212,6 +215,29 @@ TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ(runs->front().id, id);
+}
+
+// A laptop-sized window: the window takes the size it is given, and a page that needs more room
+// scrolls instead of pushing the window wider than the screen.
+TEST(MainWindow, PagesScrollInASmallWindow) {
+  MainWindow window(gui_test::fresh_dir() / "runs.sqlite");
+  const QSize wanted = window.preferred_size();
+  EXPECT_GE(wanted.width(), window.planner_view()->minimumSizeHint().width());
+  window.show();
+  window.resize(1280, 700);
+  window.show_page(Page::Planner);
+  QApplication::processEvents();
+  EXPECT_EQ(window.width(), 1280);
+  EXPECT_EQ(window.height(), 700);
+  auto* scroll = qobject_cast<QScrollArea*>(window.planner_view()->parentWidget()->parentWidget());
+  ASSERT_NE(scroll, nullptr);
+  EXPECT_TRUE(scroll->isVisible());
+  EXPECT_GT(scroll->horizontalScrollBar()->maximum(), 0);  // the planner needs about 1,400 px
+  // The page keeps its own minimum: nothing inside it is squeezed below what it needs.
+  EXPECT_GE(window.planner_view()->width(), window.planner_view()->minimumSizeHint().width());
+  window.resize(wanted);
+  QApplication::processEvents();
+  EXPECT_EQ(scroll->horizontalScrollBar()->maximum(), 0);
 }
 
 }  // namespace

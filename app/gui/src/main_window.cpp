@@ -3,6 +3,8 @@
 #include <QApplication>
 #include <QHBoxLayout>
 #include <QListWidget>
+#include <QScreen>
+#include <QScrollArea>
 #include <QStackedWidget>
 #include <QStatusBar>
 
@@ -44,7 +46,6 @@ QString page_file_name(Page page) {
 MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
     : QMainWindow(parent) {
   setWindowTitle(QStringLiteral("kvlab"));
-  resize(1400, 900);
 
   auto opened = RunsStore::open(db_path);
   if (opened) {
@@ -63,12 +64,16 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   m_nav = new QListWidget;
   m_stack = new QStackedWidget;
   for (int i = 0; i < kPageCount; ++i) m_nav->addItem(tr(kPages[i].title));
-  m_stack->addWidget(m_compression);
-  m_stack->addWidget(m_eviction);
-  m_stack->addWidget(m_quality);
-  m_stack->addWidget(m_planner);
-  m_stack->addWidget(m_runs);
-  m_stack->addWidget(m_learn);
+  // Each page scrolls when the window is narrower or lower than the page needs (a laptop
+  // screen), instead of forcing the window to the widest page's size.
+  m_pages = {m_compression, m_eviction, m_quality, m_planner, m_runs, m_learn};
+  for (QWidget* page : m_pages) {
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(page);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    m_stack->addWidget(scroll);
+  }
 
   QFont nav_font = m_nav->font();
   nav_font.setPointSize(nav_font.pointSize() + 1);
@@ -137,6 +142,11 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   setAcceptDrops(true);
   qApp->installEventFilter(this);
 
+  // Wide enough for the widest page without a scroll bar, as far as the screen allows.
+  QSize size = preferred_size();
+  if (const QScreen* s = screen()) size = size.boundedTo(s->availableGeometry().size());
+  resize(size);
+
   m_nav->setCurrentRow(0);
   if (m_store) {
     statusBar()->showMessage(
@@ -196,7 +206,17 @@ Page MainWindow::current_page() const {
 }
 
 QWidget* MainWindow::page_widget(Page page) const {
-  return m_stack->widget(static_cast<int>(page));
+  return m_pages[static_cast<std::size_t>(page)];
+}
+
+QSize MainWindow::preferred_size() const {
+  int width = 0, height = 0;
+  for (const QWidget* page : m_pages) {
+    width = std::max(width, page->minimumSizeHint().width());
+    height = std::max(height, page->minimumSizeHint().height());
+  }
+  const int frame = m_nav->width() + 24;  // the navigation list and the layout's margins
+  return QSize(std::max(1400, width + frame), std::max(900, height + 80));
 }
 
 }  // namespace kvlab::gui

@@ -4,11 +4,13 @@
 // restore_settings() it remembers its geometry, page and recent files between launches.
 #pragma once
 
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <optional>
 
 #include <QMainWindow>
+#include <QSize>
 #include <QString>
 #include <QStringList>
 
@@ -49,6 +51,9 @@ class MainWindow : public QMainWindow {
   bool open_latest_or_run_default();
 
   void show_page(Page page);
+  // The size at which every page fits without scrolling (at least 1400 × 900); a new window
+  // takes it, bounded by the screen's available area. The screenshots use it as it is.
+  QSize preferred_size() const;
   Page current_page() const;
   QWidget* page_widget(Page page) const;
 
@@ -103,6 +108,7 @@ class MainWindow : public QMainWindow {
   PlannerView* m_planner = nullptr;
   RunsView* m_runs = nullptr;
   LearnView* m_learn = nullptr;
+  std::array<QWidget*, kPageCount> m_pages{};  // the views, in Page order (each in a scroll area)
   WindowActions* m_actions = nullptr;
   RecentFiles m_recent;
   bool m_settings_enabled = false;
