@@ -144,9 +144,26 @@ Status EvictionConfig::validate(const KvCache& cache) const {
         fmt::format("--steps {}: must be at least 1 and below the cache's {} tokens", steps, T));
   }
   if (steps > 16000) return make_error(fmt::format("--steps {}: at most 16000", steps));
-  if (!layer_budgets.empty() && layer_budgets.size() != cache.layers.size()) {
+  if (auto options = validate_options(static_cast<int>(cache.layers.size())); !options) {
+    return options;
+  }
+  if (top_k < 1) return make_error("--top-k: must be at least 1");
+  if (needle && (*needle < 0 || *needle >= T)) {
+    return make_error(
+        fmt::format("--needle {}: not a position in the cache's {} tokens", *needle, T));
+  }
+  for (int t : protected_tokens) {
+    if (t < 0 || t >= T) {
+      return make_error(fmt::format("--protect {}: not a position in the cache's {} tokens", t, T));
+    }
+  }
+  return Ok{};
+}
+
+Status EvictionConfig::validate_options(int layers) const {
+  if (!layer_budgets.empty() && static_cast<int>(layer_budgets.size()) != layers) {
     return make_error(fmt::format("--layer-budgets: {} values given for {} layers",
-                                  layer_budgets.size(), cache.layers.size()));
+                                  layer_budgets.size(), layers));
   }
   if (sinks < 0) return make_error(fmt::format("--sinks {}: must not be negative", sinks));
   if (!(recent_fraction >= 0 && recent_fraction <= 1)) {
@@ -165,16 +182,6 @@ Status EvictionConfig::validate(const KvCache& cache) const {
         fmt::format("--merge-similarity {}: a cosine similarity is in [-1, 1]", merge_similarity));
   }
   if (merge_window < 1) return make_error("--merge-window: must be at least 1");
-  if (top_k < 1) return make_error("--top-k: must be at least 1");
-  if (needle && (*needle < 0 || *needle >= T)) {
-    return make_error(
-        fmt::format("--needle {}: not a position in the cache's {} tokens", *needle, T));
-  }
-  for (int t : protected_tokens) {
-    if (t < 0 || t >= T) {
-      return make_error(fmt::format("--protect {}: not a position in the cache's {} tokens", t, T));
-    }
-  }
   return Ok{};
 }
 

@@ -100,8 +100,10 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
   float* result = grow(s.out, block_rows * hd);
   float* inverse_sums = grow(s.inverse_sums, block_rows);
   float* row_max = grow(s.row_max, block_rows);
+  // A weights hook replaces the softmax, the masks and the observer for every head.
+  const bool weighed = a.weigh && *a.weigh;
   for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
-    const char* keep = a.masks && !(a.weigh && *a.weigh) ? a.masks[kvh] : nullptr;
+    const char* keep = a.masks && !weighed ? a.masks[kvh] : nullptr;
     const Strided keys(a.keys + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
     const Strided values(a.values + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
     for (int i0 = 0; i0 < a.n; i0 += block) {
@@ -118,7 +120,6 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
       const Eigen::Map<const RowMatrix> q(queries, rows, hd);
       sc.noalias() = q * keys.topRows(width).transpose();
       // Normalised rows for the observer; otherwise the sums divide the hd outputs of a row.
-      const bool weighed = a.weigh && *a.weigh;
       const bool observed = !weighed && a.observe && *a.observe;
       if (weighed) {
         for (int r = 0; r < rows; ++r) {

@@ -32,36 +32,15 @@ int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
 }
 
-// The options of `e` the model loop uses; the error names the option.
+// The options of `e` the model loop uses: the simulation's cache-free checks, and the loop's own;
+// the error names the option.
 Status check_eviction(const EvictionConfig& e, int layers) {
-  if (!(e.merge_similarity >= -1 && e.merge_similarity <= 1)) {
-    return make_error(fmt::format("--merge-similarity {}: a cosine similarity is in [-1, 1]",
-                                  e.merge_similarity));
-  }
-  if (e.merge_window < 1) {
-    return make_error(fmt::format("--merge-window {}: must be at least 1", e.merge_window));
-  }
+  if (auto options = e.validate_options(layers); !options) return options;
   if (e.quant) return make_error("eviction: give the quantization as the method, not as quant");
-  if (!e.layer_budgets.empty() && static_cast<int>(e.layer_budgets.size()) != layers) {
-    return make_error(fmt::format("--layer-budgets: {} values given for the model's {} layers",
-                                  e.layer_budgets.size(), layers));
-  }
   for (const Budget& b : e.layer_budgets) {
     if (!(b.value > 0)) return make_error("--layer-budgets: budgets must be positive");
   }
   if (!(e.budget.value > 0)) return make_error("--budget: must be positive");
-  if (e.sinks < 0) return make_error(fmt::format("--sinks {}: must not be negative", e.sinks));
-  if (!(e.recent_fraction >= 0 && e.recent_fraction <= 1)) {
-    return make_error(
-        fmt::format("--recent-fraction {}: must be between 0 and 1", e.recent_fraction));
-  }
-  if (e.recent < 0) return make_error(fmt::format("--recent {}: must not be negative", e.recent));
-  if (!(e.threshold >= 0 && e.threshold < 1e6)) {
-    return make_error(fmt::format("--threshold {}: must be a non-negative number", e.threshold));
-  }
-  if (!(std::isfinite(e.w_attention) && std::isfinite(e.w_recency))) {
-    return make_error("importance weights must be finite numbers");
-  }
   return Ok{};
 }
 

@@ -29,17 +29,6 @@ QString folder_error(const QString& path) {
   return {};
 }
 
-// The file's text written whole or not at all (QSaveFile renames over the target at the end).
-QString write_text(const QString& path, const QByteArray& bytes) {
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly)) {
-    return QObject::tr("'%1': cannot write: %2").arg(path, file.errorString());
-  }
-  file.write(bytes);
-  if (!file.commit()) return QObject::tr("'%1': cannot write: %2").arg(path, file.errorString());
-  return {};
-}
-
 QString csv_field(const QString& text) {
   const bool quote = text.contains(QLatin1Char(',')) || text.contains(QLatin1Char('"')) ||
                      text.contains(QLatin1Char('\r')) || text.contains(QLatin1Char('\n'));
@@ -72,23 +61,36 @@ void report(QWidget* parent, const QString& error, const QString& done) {
   if (!error.isEmpty()) QMessageBox::warning(parent, QObject::tr("Export"), error);
 }
 
-QString ask_path(QWidget* parent, const QString& title, const QString& base,
-                 const QString& filters) {
-  const QString start = QDir(last_folder.isEmpty() ? QDir::homePath() : last_folder).filePath(base);
+}  // namespace
+
+// QSaveFile renames over the target at the end.
+QString write_file_whole(const QString& path, const QByteArray& bytes) {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) {
+    return QObject::tr("'%1': cannot write: %2").arg(path, file.errorString());
+  }
+  file.write(bytes);
+  if (!file.commit()) return QObject::tr("'%1': cannot write: %2").arg(path, file.errorString());
+  return {};
+}
+
+QString ask_save_path(QWidget* parent, const QString& title, const QString& base_name,
+                      const QString& filters) {
+  const QString start =
+      QDir(last_folder.isEmpty() ? QDir::homePath() : last_folder).filePath(base_name);
   QString selected;
   QString path = QFileDialog::getSaveFileName(parent, title, start, filters, &selected);
   if (path.isEmpty()) return {};
   if (QFileInfo(path).suffix().isEmpty()) {
     // "PNG image (*.png)" → ".png": the filter chosen gives the format when none was typed.
     const qsizetype star = selected.indexOf(QStringLiteral("*."));
-    if (star >= 0)
+    if (star >= 0) {
       path += selected.mid(star + 1, selected.indexOf(QLatin1Char(')'), star) - star - 1);
+    }
   }
   last_folder = QFileInfo(path).absolutePath();
   return path;
 }
-
-}  // namespace
 
 QString export_chart(QCustomPlot* chart, const QString& path) {
   if (!chart) return QObject::tr("'%1': there is no chart to export").arg(path);
@@ -163,7 +165,7 @@ QString export_table(const QTableWidget* table, const QString& path) {
         .arg(path, suffix.isEmpty() ? QObject::tr("no suffix") : suffix);
   }
   if (QString e = folder_error(path); !e.isEmpty()) return e;
-  return write_text(path, bytes);
+  return write_file_whole(path, bytes);
 }
 
 QList<QStringList> parse_csv(const QString& text) {
@@ -215,8 +217,8 @@ QList<QStringList> parse_csv(const QString& text) {
 bool export_chart_dialog(QCustomPlot* chart, QWidget* parent) {
   if (!chart) return false;
   const QString path =
-      ask_path(parent, QObject::tr("Export chart"), QStringLiteral("kvlab-chart.png"),
-               QObject::tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
+      ask_save_path(parent, QObject::tr("Export chart"), QStringLiteral("kvlab-chart.png"),
+                    QObject::tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
   if (path.isEmpty()) return false;
   const QString error = export_chart(chart, path);
   report(parent, error, QObject::tr("Chart saved to %1").arg(QDir::toNativeSeparators(path)));
@@ -226,8 +228,8 @@ bool export_chart_dialog(QCustomPlot* chart, QWidget* parent) {
 bool export_table_dialog(const QTableWidget* table, QWidget* parent) {
   if (!table) return false;
   const QString path =
-      ask_path(parent, QObject::tr("Export table"), QStringLiteral("kvlab-table.csv"),
-               QObject::tr("CSV table (*.csv);;JSON (*.json)"));
+      ask_save_path(parent, QObject::tr("Export table"), QStringLiteral("kvlab-table.csv"),
+                    QObject::tr("CSV table (*.csv);;JSON (*.json)"));
   if (path.isEmpty()) return false;
   const QString error = export_table(table, path);
   report(parent, error, QObject::tr("Table saved to %1").arg(QDir::toNativeSeparators(path)));

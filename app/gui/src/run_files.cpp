@@ -4,8 +4,8 @@
 
 #include <QDateTime>
 #include <QFileInfo>
-#include <QSaveFile>
 
+#include "kvlab/gui/chart_export.h"
 #include "kvlab/store/run_export.h"
 #include "kvlab/store/run_report.h"
 
@@ -48,13 +48,7 @@ QString save_runs(const RunsStore& store, const std::vector<std::int64_t>& ids,
     for (const RunRecord& run : runs) all.push_back(run_to_json(run));
     text = all.dump(2) + "\n";
   }
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly)) {
-    return QObject::tr("'%1': cannot write: %2").arg(path, file.errorString());
-  }
-  file.write(text.data(), static_cast<qint64>(text.size()));
-  if (!file.commit()) return QObject::tr("'%1': cannot write: %2").arg(path, file.errorString());
-  return {};
+  return write_file_whole(path, QByteArray::fromStdString(text));
 }
 
 }  // namespace kvlab::gui

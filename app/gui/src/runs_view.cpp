@@ -6,8 +6,6 @@
 #include <QAction>
 #include <QDateTime>
 #include <QDir>
-#include <QFileDialog>
-#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -18,6 +16,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/engine/report_json.h"
+#include "kvlab/gui/chart_export.h"
 #include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/gui_format.h"
@@ -245,19 +244,11 @@ void RunsView::export_selected_dialog() {
   if (ids.empty()) return;
   const QString base = ids.size() == 1 ? QStringLiteral("kvlab-run-%1.html").arg(ids.front())
                                        : QStringLiteral("kvlab-runs-report.html");
-  QString selected;
-  QString path = QFileDialog::getSaveFileName(
-      this, tr("Export runs"), QDir(m_export_folder).filePath(base),
-      ids.size() == 1 ? tr("HTML report (*.html);;JSON (*.json);;CSV (*.csv)")
-                      : tr("HTML comparison report (*.html);;JSON array (*.json)"),
-      &selected);
+  const QString path =
+      ask_save_path(this, tr("Export runs"), base,
+                    ids.size() == 1 ? tr("HTML report (*.html);;JSON (*.json);;CSV (*.csv)")
+                                    : tr("HTML comparison report (*.html);;JSON array (*.json)"));
   if (path.isEmpty()) return;
-  if (QFileInfo(path).suffix().isEmpty()) {
-    const qsizetype star = selected.indexOf(QStringLiteral("*."));
-    if (star >= 0)
-      path += selected.mid(star + 1, selected.indexOf(QLatin1Char(')'), star) - star - 1);
-  }
-  m_export_folder = QFileInfo(path).absolutePath();
   if (const QString error = export_selected(path); !error.isEmpty()) report_error(error);
 }
 

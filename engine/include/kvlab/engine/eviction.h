@@ -96,6 +96,9 @@ struct EvictionConfig {
   std::optional<MethodConfig> quant;  // eviction then quantization of the kept tokens
 
   Status validate(const KvCache& cache) const;  // names the option that is wrong
+  // The checks that need no cache, for a model with `layers` layers (validate() runs them too;
+  // the model loop runs only these).
+  Status validate_options(int layers) const;
 };
 
 nlohmann::json eviction_params_json(const EvictionConfig& config);

@@ -33,6 +33,14 @@ QString export_table(const QTableWidget* table, const QString& path);
 // Reads RFC 4180 CSV text back into rows of fields (the inverse of table_to_csv's quoting).
 QList<QStringList> parse_csv(const QString& text);
 
+// The two halves every export dialog shares. ask_save_path: a save dialog starting in the folder
+// of the last export, the filter's suffix added when none was typed; empty when cancelled.
+// write_file_whole: the bytes written whole or not at all (an old file stays as it was on
+// failure); empty on success, else a message naming the file.
+QString ask_save_path(QWidget* parent, const QString& title, const QString& base_name,
+                      const QString& filters);
+QString write_file_whole(const QString& path, const QByteArray& bytes);
+
 // Ask for a file name (PNG, SVG, PDF or CSV, JSON) and export; the result goes to `parent`'s
 // status bar when it is a QMainWindow, and failures also to a message box. Returns whether a file
 // was written.

@@ -89,7 +89,6 @@ class RunsView : public QWidget {
   QPushButton* m_open = nullptr;
   QPushButton* m_delete = nullptr;
   QPushButton* m_export = nullptr;
-  QString m_export_folder;
   QUndoStack* m_undo = nullptr;
   bool m_auto_confirm = false;
 };
