@@ -1,19 +1,19 @@
 // Private to the fused attention paths: where the codes of one block come from, one tile of
 // vectors at a time. 4-bit and 8-bit codes on lane boundaries are read in place by the SIMD
-// loops; Huffman streams (fused_huffman.h) and the other fixed widths decode into a row buffer
-// of one byte per code, at most kTile rows, that the same loops read at once.
+// loops; Huffman streams (the codec's own block decoder, codec_streams.h) and the other fixed
+// widths decode into a row buffer of one byte per code, at most kTile rows, that the same loops
+// read at once.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "fused_huffman.h"
+#include "codec_streams.h"
 #include "fused_kernels.h"
 #include "kvlab/engine/code_codec.h"
 #include "kvlab/engine/result.h"
@@ -48,9 +48,9 @@ class BlockRows {
  public:
   BlockRows(const EncodedCodes& e, const HuffmanCodebook* book)
       : m_e(e),
+        m_book(book),
         m_stride(static_cast<std::size_t>(e.dim) + 16),
         m_rows(static_cast<std::size_t>(kTile) * m_stride) {
-    if (e.kind == CodecKind::Huffman) m_table.emplace(*book);
 #if KVLAB_FUSED_SIMD
     const bool lanes = e.dim % kLaneGroup == 0 && e.kind == CodecKind::BitPack;
     m_nibbles = lanes && e.bitpack_width == 4;
@@ -114,38 +114,28 @@ class BlockRows {
       return -1;
     }
     const std::uint16_t* bits = m_e.vector_bits.data() + m_first_vector + i0;
-    std::uint64_t total = 0;
-    for (int i = 0; i < m; ++i) total += bits[i];
-    const std::uint8_t* data = m_e.payload.data();
-    std::size_t readable = m_e.payload.size();
-    std::uint64_t start = m_bit;
-    if ((start + total) / 8 + 16 > readable) {
-      // The stream ends near the payload's end: decode from a zero-padded copy of its bytes.
-      m_tail.assign(data + start / 8, data + readable);
-      m_tail.resize(m_tail.size() + 16, 0);
-      data = m_tail.data();
-      readable = m_tail.size();
-      start %= 8;
-    }
-    const int bad =
-        decode_huffman_rows(*m_table, data, readable, start, bits, m, dim, m_rows.data(), m_stride);
-    m_bit += total;
-    return bad < 0 ? -1 : i0 + bad;
+    const BlockProblem p = decode_huffman_block(m_e.payload.data(), m_e.payload.size(), m_bit, bits,
+                                                m, dim, *m_book, m_rows.data(), m_stride);
+    for (int i = 0; i < m; ++i) m_bit += bits[i];
+    m_problem = p.problem;
+    return p.problem == nullptr ? -1 : i0 + p.vector;
   }
 
   Status corrupt(const char* what, int first, int h, int vector) const {
     return make_error(fmt::format(
-        "fused attention: corrupt {} stream in block {} (tokens from {}, head {}), vector {}: "
-        "bits that start no code, or a bit count other than the {} stored",
+        "fused attention: corrupt {} stream in block {} (tokens from {}, head {}), vector {} "
+        "({} bits stored): {}",
         what, m_block, first, h, vector,
-        m_e.vector_bits[m_first_vector + static_cast<std::size_t>(vector)]));
+        m_e.vector_bits[m_first_vector + static_cast<std::size_t>(vector)],
+        m_problem != nullptr ? m_problem : "undecodable"));
   }
 
  private:
   const EncodedCodes& m_e;
+  const HuffmanCodebook* m_book;
   std::size_t m_stride;
-  std::vector<std::uint8_t> m_rows, m_tail;
-  std::optional<FusedHuffmanTable> m_table;
+  std::vector<std::uint8_t> m_rows;
+  DecodeProblem m_problem = nullptr;
   bool m_nibbles = false, m_bytes = false;
   std::size_t m_block = 0, m_byte = 0, m_first_vector = 0;
   std::uint64_t m_bit = 0;
