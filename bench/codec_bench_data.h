@@ -1,6 +1,7 @@
 // The code streams the codec benchmarks share: one layer of the synthetic llama3-8b preset at
-// 4,096 tokens, quantized by KVComp with its defaults, keys and values separately, with the
-// per-layer Huffman codebook built from the stream's own histogram (the prefill, KVComp Sec. 3.3).
+// 4,096 tokens, quantized by KVComp at three relative error bounds, keys and values separately,
+// with the per-layer Huffman codebook built from the stream's own histogram (the prefill, KVComp
+// Sec. 3.3).
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -22,7 +23,9 @@ struct CodeStream {
   double entropy_bits = 0.0;  // order-0 Shannon entropy per code
 };
 
-// role 0: keys, 1: values. Built once per process.
+// role 0: keys, 1: values, at KVComp's default bound (rel 0.05); roles 2..5 the same at rel 0.1
+// and 0.2 (codec_bench.cpp). Built once per process.
+constexpr int kCodeStreams = 6;
 const CodeStream& code_stream(int role);
 
 // Decoded code bytes per second, the stream's entropy, and the compressed size per code:

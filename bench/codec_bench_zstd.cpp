@@ -66,7 +66,7 @@ void BM_ZstdDecompress(benchmark::State& state) {
 
 void levels(benchmark::internal::Benchmark* b) {
   for (const int level : {1, 19}) {
-    for (int role = 0; role < 2; ++role) b->Args({level, role});
+    for (int role = 0; role < kCodeStreams; ++role) b->Args({level, role});
   }
 }
 
