@@ -1,11 +1,16 @@
-// kvlab bench codec: measures the three code-stream codecs on KVComp codes of the synthetic
-// llama3-8b preset, side by side in one run, and prints speeds and the ratios the issue asks for.
-// The Google Benchmark programs in bench/ (with zstd beside them) are the reference; this is the
-// same measurement for a user without a build tree.
+// kvlab bench codec: measures the three code-stream codecs (and zstd, when kvlab was built with
+// libzstd) on KVComp codes of the synthetic llama3-8b preset, side by side in one run, then
+// decode-time attention straight from the compressed cache (Huffman and 4-bit packed) against
+// the fp16 path at several contexts, and prints speeds and the ratios issue 3 asks for. The
+// Google Benchmark programs in bench/ are the reference; this is the same measurement for a user
+// without a build tree.
 // kvlab bench gpu: the CUDA kernels against cuBLAS fp16 (kvlab::run_gpu_bench_json, which is an
 // error when kvlab was built without CUDA or no GPU is usable).
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -14,7 +19,13 @@
 #include "cli_common.h"
 #include "kvlab/app/backends.h"
 #include "kvlab/engine/code_codec.h"
+#include "kvlab/engine/compressed_cache.h"
+#include "kvlab/engine/fused_attention.h"
 #include "kvlab/engine/method.h"
+
+#if KVLAB_HAVE_ZSTD
+#include <zstd.h>
+#endif
 
 namespace kvlab::cli {
 
@@ -25,6 +36,8 @@ struct BenchOptions {
   double rel_scale = 0.05;
   int block_size = 64;
   double seconds = 0.3;  // per measurement
+  // Contexts of the fused attention part; empty skips it.
+  std::vector<int> fused_contexts{4096, 16384, 32768};
   bool json = false;
 };
 
@@ -43,29 +56,60 @@ double time_per_call(double seconds, Fn&& fn) {
   return elapsed / calls;
 }
 
-int run_codec_bench(const BenchOptions& o) {
-  SyntheticConfig s;
-  s.preset = "llama3-8b";
-  s.layers = 1;
-  s.context = o.context;
-  auto cache = generate_synthetic(s, terminal_progress());
-  if (!cache) return fail(cache.message());
+// One codec row: speeds in GB/s of decoded codes, sizes in bits per code.
+nlohmann::json codec_row(TensorRole role, const std::string& codec, double codes, double enc_s,
+                         double dec_s, double payload_bytes, double total_bytes, double entropy) {
+  return {{"tensor", role_name(role)},
+          {"codec", codec},
+          {"encode_gb_s", codes / enc_s / 1e9},
+          {"decode_gb_s", codes / dec_s / 1e9},
+          {"payload_bits_per_code", 8.0 * payload_bytes / codes},
+          {"total_bits_per_code", 8.0 * total_bytes / codes},
+          {"entropy_bits_per_code", entropy}};
+}
+
+#if KVLAB_HAVE_ZSTD
+// zstd at `level` on the same code bytes: the general-purpose coder a user would otherwise pick.
+Result<nlohmann::json> zstd_row(TensorRole role, const std::vector<std::uint8_t>& codes, int level,
+                                double entropy, double seconds) {
+  std::vector<std::uint8_t> frame(ZSTD_compressBound(codes.size()));
+  std::size_t size = 0;
+  const double enc_s = time_per_call(seconds, [&] {
+    size = ZSTD_compress(frame.data(), frame.size(), codes.data(), codes.size(), level);
+  });
+  if (ZSTD_isError(size)) {
+    return make_error(fmt::format("zstd -{}: {}", level, ZSTD_getErrorName(size)));
+  }
+  std::vector<std::uint8_t> out(codes.size());
+  std::size_t got = 0;
+  const double dec_s = time_per_call(
+      seconds, [&] { got = ZSTD_decompress(out.data(), out.size(), frame.data(), size); });
+  if (ZSTD_isError(got) || got != codes.size() || out != codes) {
+    return make_error(fmt::format("zstd -{}: decompressed bytes differ from the input", level));
+  }
+  const double n = static_cast<double>(codes.size());
+  return codec_row(role, fmt::format("zstd-{}", level), n, enc_s, dec_s, static_cast<double>(size),
+                   static_cast<double>(size), entropy);
+}
+#endif
+
+Result<nlohmann::json> codec_rows(const BenchOptions& o, const KvCache& cache) {
   MethodConfig m;
   m.kind = MethodKind::KvComp;
   m.rel_scale = o.rel_scale;
   m.block_size = o.block_size;
   auto quantizer = make_quantizer(m);
-  if (!quantizer) return fail(quantizer.message());
-
+  if (!quantizer) return quantizer.error();
   nlohmann::json rows = nlohmann::json::array();
   for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
-    const Tensor& t = role == TensorRole::Key ? cache->layers[0].key : cache->layers[0].value;
-    auto q = (*quantizer)->quantize(t.view(), role);
-    if (!q) return fail(q.message());
+    const Tensor& full = role == TensorRole::Key ? cache.layers[0].key : cache.layers[0].value;
+    auto q = (*quantizer)->quantize(full.view().token_range(0, o.context), role);
+    if (!q) return q.error();
     const CodeCounts counts = count_codes(q->codes);
     auto book = HuffmanCodebook::from_histogram(counts);
-    if (!book) return fail(book.message());
+    if (!book) return book.error();
     const double entropy = shannon_entropy_bits(counts);
+    const double n = static_cast<double>(q->codes.size());
     std::vector<std::uint8_t> out(q->codes.size());
     for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
       const CodecConfig config{kind, o.block_size, 0};
@@ -73,28 +117,109 @@ int run_codec_bench(const BenchOptions& o) {
       const double enc_s = time_per_call(o.seconds, [&] {
         encoded = encode_codes(q->codes, q->tokens, q->heads, q->dim, config, &*book);
       });
-      if (!encoded) return fail(encoded.message());
+      if (!encoded) return encoded.error();
       Status decoded = Ok{};
       const double dec_s =
           time_per_call(o.seconds, [&] { decoded = decode_codes(*encoded, &*book, out); });
-      if (!decoded) return fail(decoded.message());
-      if (out != q->codes)
-        return fail(fmt::format("{}: decode differs from the input", codec_id(kind)));
-      const double n = static_cast<double>(q->codes.size());
+      if (!decoded) return decoded.error();
+      if (out != q->codes) {
+        return make_error(fmt::format("{}: decode differs from the input", codec_id(kind)));
+      }
       const double book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0.0;
-      rows.push_back({{"tensor", role_name(role)},
-                      {"codec", std::string(codec_id(kind))},
-                      {"encode_gb_s", n / enc_s / 1e9},
-                      {"decode_gb_s", n / dec_s / 1e9},
-                      {"payload_bits_per_code", 8.0 * encoded->payload_bytes() / n},
-                      {"total_bits_per_code", 8.0 * (encoded->total_bytes() + book_bytes) / n},
-                      {"entropy_bits_per_code", entropy}});
+      rows.push_back(codec_row(role, std::string(codec_id(kind)), n, enc_s, dec_s,
+                               static_cast<double>(encoded->payload_bytes()),
+                               static_cast<double>(encoded->total_bytes()) + book_bytes, entropy));
     }
+#if KVLAB_HAVE_ZSTD
+    for (int level : {1, 19}) {
+      auto row = zstd_row(role, q->codes, level, entropy, o.seconds);
+      if (!row) return row.error();
+      rows.push_back(std::move(*row));
+    }
+#endif
   }
-  if (o.json) {
-    fmt::print("{}\n", rows.dump(2));
-    return 0;
+  return rows;
+}
+
+// The fp16 halves of a tensor's first `tokens` tokens.
+std::vector<std::uint16_t> fp16_prefix(const Tensor& t, int tokens) {
+  std::vector<std::uint16_t> out(static_cast<std::size_t>(tokens) * t.heads() * t.dim());
+  std::memcpy(out.data(), t.data(), out.size() * sizeof(std::uint16_t));
+  return out;
+}
+
+// One decode step's attention over the first `tokens` tokens, timed per path: q.K and softmax.V
+// apart, the fp16 path over the uncompressed halves, the fused paths over a CompressedKvCache
+// filled by one prefill (KVComp + Huffman at the bench's rel_scale; 4-bit packing at rel 0.07,
+// where every code fits 4 bits).
+Result<nlohmann::json> fused_rows(const BenchOptions& o, const KvCache& cache, int tokens) {
+  const LayerKv& layer = cache.layers[0];
+  const int heads = cache.shape.kv_heads, dim = cache.shape.head_dim;
+  const int q_heads = layer.query.heads();
+  const std::vector<float> queries = layer.query.view().to_float();
+  const std::size_t qn = static_cast<std::size_t>(q_heads) * dim;
+  const std::vector<float> q(queries.end() - static_cast<std::ptrdiff_t>(qn), queries.end());
+  const std::vector<std::uint16_t> keys = fp16_prefix(layer.key, tokens);
+  const std::vector<std::uint16_t> values = fp16_prefix(layer.value, tokens);
+  const Fp16KvView fp16{tokens, heads, dim, keys, values};
+
+  std::vector<float> logits(static_cast<std::size_t>(q_heads) * tokens);
+  std::vector<float> out(qn);
+  if (Status st = fp16_attention_logits(fp16, q, q_heads, logits); !st) return st.error();
+  std::vector<float> probs = logits;
+  softmax_rows(probs, q_heads);
+
+  CompressedCacheConfig huffman;
+  huffman.rel_scale = o.rel_scale;
+  huffman.block_size = o.block_size;
+  huffman.buffer_size = o.block_size;
+  CompressedCacheConfig packed = huffman;
+  packed.codec = CodecKind::BitPack;
+  packed.bitpack_width = 4;
+  packed.rel_scale = 0.07;
+
+  nlohmann::json rows = nlohmann::json::array();
+  double fp16_qk = 0, fp16_sv = 0;
+  for (const char* path : {"fp16", "huffman", "bitpack4"}) {
+    const std::string name = path;
+    Result<CompressedKvCache> compressed = make_error("not used");
+    CompressedKvView view;
+    if (name != "fp16") {
+      compressed = CompressedKvCache::create(name == "huffman" ? huffman : packed, heads, dim);
+      if (!compressed) return compressed.error();
+      if (Status st = compressed->prefill(layer.key.view().token_range(0, tokens),
+                                          layer.value.view().token_range(0, tokens));
+          !st) {
+        return st.error();
+      }
+      view = compressed->view();
+    }
+    Status st = Ok{};
+    const double qk_s = time_per_call(o.seconds, [&] {
+      st = name == "fp16" ? fp16_attention_logits(fp16, q, q_heads, logits)
+                          : fused_attention_logits(view, q, q_heads, logits);
+    });
+    if (!st) return st.error();
+    const double sv_s = time_per_call(o.seconds, [&] {
+      st = name == "fp16" ? fp16_attention_values(fp16, probs, q_heads, out)
+                          : fused_attention_values(view, probs, q_heads, out);
+    });
+    if (!st) return st.error();
+    if (name == "fp16") {
+      fp16_qk = qk_s;
+      fp16_sv = sv_s;
+    }
+    rows.push_back({{"context", tokens},
+                    {"path", name},
+                    {"qk_us", 1e6 * qk_s},
+                    {"qk_vs_fp16", fp16_qk / qk_s},
+                    {"sv_us", 1e6 * sv_s},
+                    {"sv_vs_fp16", fp16_sv / sv_s}});
   }
+  return rows;
+}
+
+void print_codec_rows(const BenchOptions& o, const nlohmann::json& rows) {
   fmt::print(
       "KVComp codes (rel_scale {:g}, block {}) of synthetic llama3-8b, {} tokens, one core\n\n",
       o.rel_scale, o.block_size, o.context);
@@ -114,15 +239,68 @@ int run_codec_bench(const BenchOptions& o) {
       "entropy\n");
   for (const auto& r : rows) {
     if (r["codec"] != "huffman") continue;
+    const std::string tensor = r["tensor"].get<std::string>();
+    std::string vs_zstd;
+    for (const auto& z : rows) {
+      if (z["codec"] == "zstd-1" && z["tensor"] == tensor) {
+        vs_zstd = fmt::format(", decode {:.2f}x zstd-1's",
+                              r["decode_gb_s"].get<double>() / z["decode_gb_s"].get<double>());
+      }
+    }
     fmt::print(
         "{:<6} huffman: decode {:.2f}x of 1.5 GB/s, encode {:.2f}x of 0.5 GB/s, payload "
-        "{:+.1f}% over entropy\n",
-        r["tensor"].get<std::string>(), r["decode_gb_s"].get<double>() / 1.5,
-        r["encode_gb_s"].get<double>() / 0.5,
+        "{:+.1f}% over entropy{}\n",
+        tensor, r["decode_gb_s"].get<double>() / 1.5, r["encode_gb_s"].get<double>() / 0.5,
         100.0 *
             (r["payload_bits_per_code"].get<double>() / r["entropy_bits_per_code"].get<double>() -
-             1.0));
+             1.0),
+        vs_zstd);
   }
+}
+
+void print_fused_rows(const BenchOptions& o, const nlohmann::json& rows) {
+  fmt::print(
+      "\nAttention for one decode step straight from the compressed cache, one core "
+      "(huffman: rel_scale {:g}; bitpack4: rel_scale 0.07)\n\n",
+      o.rel_scale);
+  fmt::print("{:>8} {:<9} {:>10} {:>10} {:>14} {:>12}\n", "context", "path", "q.K us", "x fp16",
+             "softmax.V us", "x fp16");
+  for (const auto& r : rows) {
+    fmt::print("{:>8} {:<9} {:>10.0f} {:>9.2f}x {:>14.0f} {:>11.2f}x\n", r["context"].get<int>(),
+               r["path"].get<std::string>(), r["qk_us"].get<double>(),
+               r["qk_vs_fp16"].get<double>(), r["sv_us"].get<double>(),
+               r["sv_vs_fp16"].get<double>());
+  }
+  fmt::print("\ntargets: bitpack4 >= 1.0x the fp16 speed, huffman >= 0.5x (q.K and softmax.V)\n");
+}
+
+int run_codec_bench(const BenchOptions& o) {
+  SyntheticConfig s;
+  s.preset = "llama3-8b";
+  s.layers = 1;
+  s.context = o.context;
+  for (int c : o.fused_contexts) s.context = std::max(s.context, c);
+  auto cache = generate_synthetic(s, terminal_progress());
+  if (!cache) return fail("bench codec: " + cache.message());
+  if (cache->layers[0].key.dtype() != DType::F16 || !cache->has_queries()) {
+    return fail("bench codec: the synthetic llama3-8b cache has no fp16 keys or no queries");
+  }
+  auto codecs = codec_rows(o, *cache);
+  if (!codecs) return fail("bench codec: " + codecs.message());
+  nlohmann::json fused = nlohmann::json::array();
+  for (int tokens : o.fused_contexts) {
+    auto rows = fused_rows(o, *cache, tokens);
+    if (!rows)
+      return fail(
+          fmt::format("bench codec: fused attention at {} tokens: {}", tokens, rows.message()));
+    for (auto& r : *rows) fused.push_back(std::move(r));
+  }
+  if (o.json) {
+    fmt::print("{}\n", nlohmann::json{{"codecs", *codecs}, {"fused_attention", fused}}.dump(2));
+    return 0;
+  }
+  print_codec_rows(o, *codecs);
+  if (!fused.empty()) print_fused_rows(o, fused);
   return 0;
 }
 
@@ -166,7 +344,9 @@ void add_bench_command(CLI::App& app) {
   CLI::App* bench = app.add_subcommand("bench", "Measure the engine's speed on this machine");
   bench->require_subcommand(1);
   CLI::App* codec = bench->add_subcommand(
-      "codec", "Encode/decode speed and size of bitpack, varwidth and Huffman on KVComp codes");
+      "codec",
+      "Encode/decode speed and size of bitpack, varwidth, Huffman (and zstd) on KVComp codes, "
+      "then attention straight from compressed keys and values against fp16");
   codec->add_option("--context", o->context, "tokens of synthetic llama3-8b (one layer)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
@@ -176,6 +356,14 @@ void add_bench_command(CLI::App& app) {
   codec->add_option("--seconds", o->seconds, "time per measurement")
       ->check(CLI::Range(0.01, 60.0))
       ->capture_default_str();
+  codec
+      ->add_option("--fused-contexts", o->fused_contexts,
+                   "contexts in tokens for fused attention against fp16: N,N,...")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  codec->add_flag_callback(
+      "--no-fused", [o] { o->fused_contexts.clear(); }, "skip the fused attention part");
   codec->add_flag("--json", o->json, "print the measurements as JSON");
   codec->callback([o] { exit_code() = run_codec_bench(*o); });
 

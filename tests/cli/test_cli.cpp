@@ -172,16 +172,39 @@ TEST(Cli, KvCompWithHuffmanReportsTheCodecNumbers) {
   EXPECT_NE(bad.out.find("only kvcomp"), std::string::npos) << bad.out;
 }
 
-TEST(Cli, BenchCodecMeasuresAllThreeCodecs) {
-  const Output o = run("bench codec --context 128 --seconds 0.01 --json");
+TEST(Cli, BenchCodecMeasuresAllThreeCodecsAndFusedAttention) {
+  // 200 tokens: three whole blocks of 64 compressed, the last 8 in the fp16 buffer.
+  const Output o = run("bench codec --context 128 --seconds 0.01 --fused-contexts 128,200 --json");
   ASSERT_EQ(o.code, 0) << o.out;
-  const auto rows = nlohmann::json::parse(o.out);
-  ASSERT_EQ(rows.size(), 6u);  // keys and values, three codecs each
-  for (const auto& r : rows) {
-    EXPECT_GT(r["decode_gb_s"].get<double>(), 0.0);
-    EXPECT_GE(r["payload_bits_per_code"].get<double>(), r["entropy_bits_per_code"].get<double>());
+  const auto j = nlohmann::json::parse(o.out);
+  int ours = 0;
+  for (const auto& r : j["codecs"]) {
+    const std::string codec = r["codec"].get<std::string>();
+    if (codec == "bitpack" || codec == "varwidth" || codec == "huffman") ++ours;
+    EXPECT_GT(r["decode_gb_s"].get<double>(), 0.0) << codec;
+    EXPECT_GE(r["payload_bits_per_code"].get<double>(), r["entropy_bits_per_code"].get<double>())
+        << codec;
   }
+  EXPECT_EQ(ours, 6);  // keys and values, three codecs each (zstd rows come on top when built in)
+  const auto& fused = j["fused_attention"];
+  ASSERT_EQ(fused.size(), 6u);  // two contexts, three paths each
+  for (std::size_t i = 0; i < fused.size(); ++i) {
+    const auto& r = fused[i];
+    EXPECT_EQ(r["context"].get<int>(), i < 3 ? 128 : 200);
+    EXPECT_GT(r["qk_us"].get<double>(), 0.0);
+    EXPECT_GT(r["sv_us"].get<double>(), 0.0);
+    if (r["path"] == "fp16") {
+      EXPECT_DOUBLE_EQ(r["qk_vs_fp16"].get<double>(), 1.0);
+    } else {
+      EXPECT_NEAR(r["qk_vs_fp16"].get<double>(),
+                  fused[i - (i % 3)]["qk_us"].get<double>() / r["qk_us"].get<double>(), 1e-9);
+    }
+  }
+  const Output none = run("bench codec --context 128 --seconds 0.01 --no-fused --json");
+  ASSERT_EQ(none.code, 0) << none.out;
+  EXPECT_TRUE(nlohmann::json::parse(none.out)["fused_attention"].empty());
   EXPECT_NE(run("bench codec --seconds 0").code, 0);
+  EXPECT_NE(run("bench codec --fused-contexts 0").code, 0);
 }
 
 TEST(Cli, StreamReportsMemoryOverDecodeSteps) {
