@@ -125,6 +125,13 @@ struct PairStream {
   EncodedCodes encoded;
 };
 
+// Code 2i in the low nibble, code 2i + 1 in the high one.
+void pack_pairs(const std::vector<std::uint8_t>& codes, std::vector<std::uint8_t>& pairs) {
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    pairs[i] = static_cast<std::uint8_t>(codes[2 * i] | (codes[2 * i + 1] << 4));
+  }
+}
+
 std::optional<PairStream> pair_stream(const CodeStream& s) {
   if (s.dim % 2 != 0) return std::nullopt;
   for (std::uint8_t c : s.codes) {
@@ -132,9 +139,7 @@ std::optional<PairStream> pair_stream(const CodeStream& s) {
   }
   PairStream p;
   p.pairs.resize(s.codes.size() / 2);
-  for (std::size_t i = 0; i < p.pairs.size(); ++i) {
-    p.pairs[i] = static_cast<std::uint8_t>(s.codes[2 * i] | (s.codes[2 * i + 1] << 4));
-  }
+  pack_pairs(s.codes, p.pairs);
   p.book = must(HuffmanCodebook::from_histogram(count_codes(p.pairs)), "pair codebook");
   p.encoded = must(encode_codes(p.pairs, s.tokens, s.heads, s.dim / 2,
                                 codec_config(CodecKind::Huffman), &p.book),
@@ -151,9 +156,7 @@ void BM_EncodeCodePairs(benchmark::State& state) {
   }
   std::vector<std::uint8_t> pairs(p->pairs.size());
   for (auto _ : state) {
-    for (std::size_t i = 0; i < pairs.size(); ++i) {
-      pairs[i] = static_cast<std::uint8_t>(s.codes[2 * i] | (s.codes[2 * i + 1] << 4));
-    }
+    pack_pairs(s.codes, pairs);
     auto e = encode_codes(pairs, s.tokens, s.heads, s.dim / 2, codec_config(CodecKind::Huffman),
                           &p->book);
     benchmark::DoNotOptimize(e);
