@@ -8,8 +8,9 @@
 // error when kvlab was built without CUDA or no GPU is usable).
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -141,11 +142,11 @@ Result<nlohmann::json> codec_rows(const BenchOptions& o, const KvCache& cache) {
   return rows;
 }
 
-// The fp16 halves of a tensor's first `tokens` tokens.
-std::vector<std::uint16_t> fp16_prefix(const Tensor& t, int tokens) {
-  std::vector<std::uint16_t> out(static_cast<std::size_t>(tokens) * t.heads() * t.dim());
-  std::memcpy(out.data(), t.data(), out.size() * sizeof(std::uint16_t));
-  return out;
+// The halves of an fp16 tensor's first `tokens` tokens ([token][head][dim], so a prefix of its
+// storage), read in place.
+std::span<const std::uint16_t> fp16_prefix(const Tensor& t, int tokens) {
+  return {reinterpret_cast<const std::uint16_t*>(t.data()),
+          static_cast<std::size_t>(tokens) * t.heads() * t.dim()};
 }
 
 // One decode step's attention over the first `tokens` tokens, timed per path: q.K and softmax.V
@@ -159,9 +160,8 @@ Result<nlohmann::json> fused_rows(const BenchOptions& o, const KvCache& cache, i
   const std::vector<float> queries = layer.query.view().to_float();
   const std::size_t qn = static_cast<std::size_t>(q_heads) * dim;
   const std::vector<float> q(queries.end() - static_cast<std::ptrdiff_t>(qn), queries.end());
-  const std::vector<std::uint16_t> keys = fp16_prefix(layer.key, tokens);
-  const std::vector<std::uint16_t> values = fp16_prefix(layer.value, tokens);
-  const Fp16KvView fp16{tokens, heads, dim, keys, values};
+  const Fp16KvView fp16{tokens, heads, dim, fp16_prefix(layer.key, tokens),
+                        fp16_prefix(layer.value, tokens)};
 
   std::vector<float> logits(static_cast<std::size_t>(q_heads) * tokens);
   std::vector<float> out(qn);
@@ -182,11 +182,13 @@ Result<nlohmann::json> fused_rows(const BenchOptions& o, const KvCache& cache, i
   double fp16_qk = 0, fp16_sv = 0;
   for (const char* path : {"fp16", "huffman", "bitpack4"}) {
     const std::string name = path;
-    Result<CompressedKvCache> compressed = make_error("not used");
+    const bool plain = name == "fp16";
+    std::optional<CompressedKvCache> compressed;
     CompressedKvView view;
-    if (name != "fp16") {
-      compressed = CompressedKvCache::create(name == "huffman" ? huffman : packed, heads, dim);
-      if (!compressed) return compressed.error();
+    if (!plain) {
+      auto created = CompressedKvCache::create(name == "huffman" ? huffman : packed, heads, dim);
+      if (!created) return created.error();
+      compressed.emplace(std::move(*created));
       if (Status st = compressed->prefill(layer.key.view().token_range(0, tokens),
                                           layer.value.view().token_range(0, tokens));
           !st) {
@@ -196,16 +198,16 @@ Result<nlohmann::json> fused_rows(const BenchOptions& o, const KvCache& cache, i
     }
     Status st = Ok{};
     const double qk_s = time_per_call(o.seconds, [&] {
-      st = name == "fp16" ? fp16_attention_logits(fp16, q, q_heads, logits)
-                          : fused_attention_logits(view, q, q_heads, logits);
+      st = plain ? fp16_attention_logits(fp16, q, q_heads, logits)
+                 : fused_attention_logits(view, q, q_heads, logits);
     });
     if (!st) return st.error();
     const double sv_s = time_per_call(o.seconds, [&] {
-      st = name == "fp16" ? fp16_attention_values(fp16, probs, q_heads, out)
-                          : fused_attention_values(view, probs, q_heads, out);
+      st = plain ? fp16_attention_values(fp16, probs, q_heads, out)
+                 : fused_attention_values(view, probs, q_heads, out);
     });
     if (!st) return st.error();
-    if (name == "fp16") {
+    if (plain) {
       fp16_qk = qk_s;
       fp16_sv = sv_s;
     }

@@ -49,8 +49,7 @@ class BlockRows {
   BlockRows(const EncodedCodes& e, const HuffmanCodebook* book)
       : m_e(e),
         m_book(book),
-        m_stride(static_cast<std::size_t>(e.dim) + 16),
-        m_rows(static_cast<std::size_t>(kTile) * m_stride) {
+        m_rows(static_cast<std::size_t>(kTile) * static_cast<std::size_t>(e.dim)) {
 #if KVLAB_FUSED_SIMD
     const bool lanes = e.dim % kLaneGroup == 0 && e.kind == CodecKind::BitPack;
     m_nibbles = lanes && e.bitpack_width == 4;
@@ -64,8 +63,9 @@ class BlockRows {
   bool in_place() const {
     return m_nibbles || m_bytes;
   }
+  // Row i of the buffer at rows() + i * stride(): the decoded rows lie back to back.
   std::size_t stride() const {
-    return m_stride;
+    return static_cast<std::size_t>(m_e.dim);
   }
   const std::uint8_t* rows() const {
     return m_rows.data();
@@ -105,7 +105,7 @@ class BlockRows {
       for (int i = 0; i < m; ++i) {
         std::uint64_t pos =
             8 * static_cast<std::uint64_t>(m_byte) + static_cast<std::uint64_t>(i0 + i) * dim * w;
-        std::uint8_t* row = m_rows.data() + static_cast<std::size_t>(i) * m_stride;
+        std::uint8_t* row = m_rows.data() + static_cast<std::size_t>(i) * stride();
         for (int c = 0; c < dim; ++c, pos += w) {
           row[c] = static_cast<std::uint8_t>(
               load_bits(m_e.payload.data(), m_e.payload.size(), pos) & mask);
@@ -115,7 +115,7 @@ class BlockRows {
     }
     const std::uint16_t* bits = m_e.vector_bits.data() + m_first_vector + i0;
     const BlockProblem p = decode_huffman_block(m_e.payload.data(), m_e.payload.size(), m_bit, bits,
-                                                m, dim, *m_book, m_rows.data(), m_stride);
+                                                m, dim, *m_book, m_rows.data(), stride());
     for (int i = 0; i < m; ++i) m_bit += bits[i];
     m_problem = p.problem;
     return p.problem == nullptr ? -1 : i0 + p.vector;
@@ -133,7 +133,6 @@ class BlockRows {
  private:
   const EncodedCodes& m_e;
   const HuffmanCodebook* m_book;
-  std::size_t m_stride;
   std::vector<std::uint8_t> m_rows;
   DecodeProblem m_problem = nullptr;
   bool m_nibbles = false, m_bytes = false;
