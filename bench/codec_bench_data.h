@@ -1,7 +1,7 @@
 // The code streams the codec benchmarks share: one layer of the synthetic llama3-8b preset at
 // 4,096 tokens, quantized by KVComp at three relative error bounds, keys and values separately,
-// with the per-layer Huffman codebook built from the stream's own histogram (the prefill, KVComp
-// Sec. 3.3).
+// with the per-layer Huffman codebook built from the stream's own codes (the prefill, KVComp
+// Sec. 3.3) as the engine builds it, and a single-code book beside it.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -19,8 +19,9 @@ struct CodeStream {
   std::string name;  // "key" or "value"
   int tokens = 0, heads = 0, dim = 0;
   std::vector<std::uint8_t> codes;  // [token][head][dim]
-  HuffmanCodebook book;
-  double entropy_bits = 0.0;  // order-0 Shannon entropy per code
+  HuffmanCodebook book;             // the engine's choice (choose_codebook): pairs where codes < 16
+  HuffmanCodebook single_book;      // one code per symbol, whatever the codes
+  double entropy_bits = 0.0;        // order-0 Shannon entropy per code
 };
 
 // role 0: keys, 1: values, at KVComp's default bound (rel 0.05); roles 2..5 the same at rel 0.1

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 
-TARGETS = {"huffman": 0.5, "huffman-rel0.1": 0.5, "bitpack4": 1.0}
+TARGETS = {"huffman": 0.5, "huffman-rel0.1": 0.5, "huffman-rel0.2": 0.5, "bitpack4": 1.0}
 
 
 def main():

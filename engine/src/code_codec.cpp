@@ -246,6 +246,17 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
     }
   }
 
+  if (e.kind == CodecKind::Huffman && book->pairs()) {
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      if (codes[i] > 15) {
+        return make_error(fmt::format(
+            "huffman codes: code {} at token {} does not fit the codebook's 4-bit pair symbols "
+            "(it was built from codes below 16)",
+            codes[i], e.tokens + static_cast<int>(i / row)));
+      }
+    }
+  }
+
   // Encode into the tail of the arrays; on failure, cut them back so nothing changed.
   const std::size_t old_payload = e.payload.size();
   const std::size_t old_offsets = e.block_offsets.size();

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#if defined(__AVX512VBMI__) && defined(__AVX512BW__)
+#if defined(__SSE2__) || (defined(__AVX512VBMI__) && defined(__AVX512BW__))
 #include <immintrin.h>
 #endif
 
@@ -417,8 +417,11 @@ std::uint64_t sum_code_bits(const std::uint8_t* codes, std::size_t n, const std:
 }
 #endif
 
-void encode_huffman_vector(const std::uint8_t* codes, int dim, const HuffmanCodebook& book,
-                           BitWriter& out) {
+namespace {
+
+// Writes `dim` symbols of the book.
+void encode_symbols(const std::uint8_t* codes, int dim, const HuffmanCodebook& book,
+                    BitWriter& out) {
   // Two codes (<= 20 bits each) per 64-bit store: at most 7 + 40 bits are pending. The pair is
   // joined before it meets the accumulator, so the chain through `pending` is one add per pair.
   BitWriter::Cursor c = out.begin(static_cast<std::size_t>(dim) * kMaxStepBits / 8 + 8);
@@ -441,9 +444,10 @@ void encode_huffman_vector(const std::uint8_t* codes, int dim, const HuffmanCode
   out.commit(c);
 }
 
-DecodeProblem decode_huffman_vector(const std::uint8_t* data, std::size_t readable,
-                                    std::uint64_t start_bit, std::uint32_t bit_count, int dim,
-                                    const HuffmanCodebook& book, std::uint8_t* out) {
+// Decodes one stream of `dim` symbols.
+DecodeProblem decode_symbols(const std::uint8_t* data, std::size_t readable,
+                             std::uint64_t start_bit, std::uint32_t bit_count, int dim,
+                             const HuffmanCodebook& book, std::uint8_t* out) {
   if (loads_stay_inside(readable, start_bit, static_cast<std::uint64_t>(dim))) {
     FastStream s = open_stream(data, start_bit, out);
     if (finish_stream(s, data, out + dim, start_bit + bit_count, decode_tables(book),
@@ -454,10 +458,11 @@ DecodeProblem decode_huffman_vector(const std::uint8_t* data, std::size_t readab
   return decode_huffman_checked(data, readable, start_bit, bit_count, dim, book, out);
 }
 
-BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable,
-                                  std::uint64_t start_bit, const std::uint16_t* vector_bits,
-                                  int count, int dim, const HuffmanCodebook& book,
-                                  std::uint8_t* out, std::size_t out_stride) {
+// decode_huffman_block over symbols: `dim` symbols per vector.
+BlockProblem decode_symbol_block(const std::uint8_t* data, std::size_t readable,
+                                 std::uint64_t start_bit, const std::uint16_t* vector_bits,
+                                 int count, int dim, const HuffmanCodebook& book, std::uint8_t* out,
+                                 std::size_t out_stride) {
   std::vector<std::uint8_t> padded;  // a chunk's bytes with room for any load, near the end
   std::uint64_t bit = start_bit;
   const bool runs_fit = dim > 0 && static_cast<std::size_t>(dim) * kRuns <= kChunkCodes;
@@ -494,10 +499,112 @@ BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable
       std::uint8_t* const o = first_out + static_cast<std::size_t>(i) * out_stride;
       const DecodeProblem p =
           runs_fit ? decode_huffman_checked(data, readable, bit, vector_bits[i0 + i], dim, book, o)
-                   : decode_huffman_vector(data, readable, bit, vector_bits[i0 + i], dim, book, o);
+                   : decode_symbols(data, readable, bit, vector_bits[i0 + i], dim, book, o);
       if (p != nullptr) return {i0 + i, p};
       bit += vector_bits[i0 + i];
     }
+  }
+  return {};
+}
+
+// Pair symbols (first | second << 4) back into `dim` codes; an odd dim drops the last pair's
+// second code.
+void split_pairs(const std::uint8_t* syms, int dim, std::uint8_t* out) {
+  const int pairs = dim / 2;
+  int i = 0;
+#if defined(__SSE2__)
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  for (; i + 16 <= pairs; i += 16) {
+    const __m128i s = _mm_loadu_si128(reinterpret_cast<const __m128i*>(syms + i));
+    const __m128i first = _mm_and_si128(s, low4);
+    const __m128i second = _mm_and_si128(_mm_srli_epi16(s, 4), low4);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i), _mm_unpacklo_epi8(first, second));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * i + 16),
+                     _mm_unpackhi_epi8(first, second));
+  }
+#endif
+  for (; i < pairs; ++i) {
+    out[2 * i] = syms[i] & 0x0f;
+    out[2 * i + 1] = static_cast<std::uint8_t>(syms[i] >> 4);
+  }
+  if (dim % 2 != 0) out[dim - 1] = syms[pairs] & 0x0f;
+}
+
+// Symbols of a pair book decoded in this many bytes on the stack; longer vectors use the heap.
+constexpr int kPairScratch = 4096;
+
+}  // namespace
+
+void encode_huffman_vector(const std::uint8_t* codes, int dim, const HuffmanCodebook& book,
+                           BitWriter& out) {
+  if (!book.pairs()) {
+    encode_symbols(codes, dim, book, out);
+    return;
+  }
+  // Symbols in chunks through a small buffer; the stream is the same as all at once.
+  std::uint8_t syms[256];
+  for (int i = 0; i < dim;) {
+    int n = 0;
+    for (; n < 256 && i < dim; ++n, i += 2) {
+      const std::uint8_t second = i + 1 < dim ? codes[i + 1] : 0;
+      syms[n] = static_cast<std::uint8_t>(codes[i] | (second << 4));
+    }
+    encode_symbols(syms, n, book, out);
+  }
+}
+
+DecodeProblem decode_huffman_vector(const std::uint8_t* data, std::size_t readable,
+                                    std::uint64_t start_bit, std::uint32_t bit_count, int dim,
+                                    const HuffmanCodebook& book, std::uint8_t* out) {
+  if (!book.pairs()) return decode_symbols(data, readable, start_bit, bit_count, dim, book, out);
+  const int n = book.symbols_per_vector(dim);
+  std::uint8_t local[kPairScratch];
+  std::vector<std::uint8_t> heap;
+  std::uint8_t* syms = local;
+  if (n > kPairScratch) {
+    heap.resize(static_cast<std::size_t>(n));
+    syms = heap.data();
+  }
+  if (DecodeProblem p = decode_symbols(data, readable, start_bit, bit_count, n, book, syms)) {
+    return p;
+  }
+  split_pairs(syms, dim, out);
+  return nullptr;
+}
+
+BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable,
+                                  std::uint64_t start_bit, const std::uint16_t* vector_bits,
+                                  int count, int dim, const HuffmanCodebook& book,
+                                  std::uint8_t* out, std::size_t out_stride) {
+  if (!book.pairs()) {
+    return decode_symbol_block(data, readable, start_bit, vector_bits, count, dim, book, out,
+                               out_stride);
+  }
+  // A few vectors' symbols at a time into scratch, then split into their rows.
+  const int n = book.symbols_per_vector(dim);
+  alignas(64) std::uint8_t local[kPairScratch];
+  std::vector<std::uint8_t> heap;
+  std::uint8_t* syms = local;
+  int per = n > 0 ? kPairScratch / n : count;
+  if (per == 0) {
+    heap.resize(static_cast<std::size_t>(n));
+    syms = heap.data();
+    per = 1;
+  }
+  std::uint64_t bit = start_bit;
+  for (int i0 = 0; i0 < count; i0 += per) {
+    const int m = std::min(per, count - i0);
+    const BlockProblem bp = decode_symbol_block(data, readable, bit, vector_bits + i0, m, n, book,
+                                                syms, static_cast<std::size_t>(n));
+    // On failure the vectors before the bad one are decoded (as the single-code path leaves
+    // them): split those too.
+    const int good = bp.problem != nullptr ? bp.vector : m;
+    for (int i = 0; i < good; ++i) {
+      split_pairs(syms + static_cast<std::size_t>(i) * static_cast<std::size_t>(n), dim,
+                  out + static_cast<std::size_t>(i0 + i) * out_stride);
+      bit += vector_bits[i0 + i];
+    }
+    if (bp.problem != nullptr) return {i0 + bp.vector, bp.problem};
   }
   return {};
 }

@@ -36,17 +36,24 @@ Status check_finite(const std::vector<float>& x, const Tensor& t, const std::str
 // the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
 // metadata. The chosen codec runs on `backend`; the two others encode the same stream on the CPU,
 // for the side-by-side comparison (every backend writes the same bytes, so the sizes agree).
+// The book is chosen as the streaming cache chooses it (choose_codebook), with pair symbols
+// only where the backend's kernels read them.
 Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, Backend& backend,
-                                const std::string& name, std::vector<std::uint8_t>& code_lengths) {
+                                const std::string& name, LayerReport& layer, bool key) {
   CodecStats stats;
   const CodeCounts counts = count_codes(q.codes);
   stats.codes = q.codes.size();
   stats.entropy_bits_per_code = shannon_entropy_bits(counts);
   stats.entropy_bound_bytes = static_cast<std::uint64_t>(
       std::ceil(stats.entropy_bits_per_code * static_cast<double>(stats.codes) / 8.0));
-  auto book = HuffmanCodebook::from_histogram(counts);
+  auto book = choose_codebook(q.codes, q.dim,
+                              backend.huffman_pairs() ? kvcomp_max_code(config.rel_scale) : 255);
   if (!book) return make_error(fmt::format("{}: codebook: {}", name, book.message()));
-  code_lengths.assign(book->lengths().begin(), book->lengths().end());
+  (key ? layer.key_code_lengths : layer.value_code_lengths)
+      .assign(book->lengths().begin(), book->lengths().end());
+  (key ? layer.key_code_pairs : layer.value_code_pairs) = book->pairs();
+  const std::array<double, 256> bits = mean_code_bits(q.codes, q.dim, *book);
+  (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
   std::optional<EncodedCodes> chosen;
   for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
     const CodecConfig codec{kind, config.block_size, 0};
@@ -138,8 +145,7 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
       auto q = (*quantizer)->quantize(tensors[r]->view(), role);
       if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
       if (config.codec) {
-        auto stats = entropy_code(*q, config, *backend, name,
-                                  r == 0 ? lr.key_code_lengths : lr.value_code_lengths);
+        auto stats = entropy_code(*q, config, *backend, name, lr, r == 0);
         if (!stats) return stats.error();
         (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
         report.codec += *stats;

@@ -164,9 +164,10 @@ Status CompressedKvCache::compress_rows(const TensorView& keys, const TensorView
     const bool huffman = m_config.codec == CodecKind::Huffman;
     HuffmanCodebook kb, vb;
     if (huffman) {
-      auto k_book = HuffmanCodebook::from_histogram(count_codes(kc));
+      const int max_code = m_config.huffman_pairs ? detail::largest_code(spec) : 255;
+      auto k_book = choose_codebook(kc, m_dim, max_code);
       if (!k_book) return make_error("compressed cache: key codebook: " + k_book.message());
-      auto v_book = HuffmanCodebook::from_histogram(count_codes(vc));
+      auto v_book = choose_codebook(vc, m_dim, max_code);
       if (!v_book) return make_error("compressed cache: value codebook: " + v_book.message());
       kb = std::move(*k_book);
       vb = std::move(*v_book);

@@ -44,6 +44,13 @@ inline void encode_run(const float* x, std::size_t n, float mn, float inv, float
 
 }  // namespace
 
+int largest_code(const GroupSpec& spec) {
+  const int top = (1 << spec.bits) - 1;
+  if (spec.rule == StepRule::Levels || !(spec.rel_scale > 0.0)) return top;
+  const double bound = std::floor(1.0 / spec.rel_scale + 0.5 + 1e-3);
+  return bound >= top ? top : static_cast<int>(bound);
+}
+
 std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,
                              int dim) {
   if (role == TensorRole::Key) {

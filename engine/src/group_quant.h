@@ -33,6 +33,11 @@ struct GroupSpec {
 std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,
                              int dim);
 
+// An upper bound of every code quantize_groups() gives under `spec`, whatever the data: 2^bits - 1
+// for Levels; for Relative the unit's maximum lands on (max - min) / step = 1 / rel_scale, rounded
+// (with a margin for the float arithmetic), and never above 2^bits - 1.
+int largest_code(const GroupSpec& spec);
+
 // Quantizes every token of `x`. `codes` receives packed_bytes(elements, bits) bytes starting at
 // code index `first_code`; `steps` and `mins` receive group_unit_count() floats each.
 void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec,

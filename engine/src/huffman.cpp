@@ -161,7 +161,7 @@ double shannon_entropy_bits(const CodeCounts& histogram) {
   return h;
 }
 
-Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histogram) {
+Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histogram, bool pairs) {
   // The escape gets the smallest weight there is, so it costs the fewest code-space (typically
   // one 12-bit leaf: 2^-12 of the code space) while unseen values stay encodable. Smoothing every
   // value with +1 instead would reserve 2^-12 for each of ~250 unseen values, ~6% of the code
@@ -170,10 +170,11 @@ Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histog
   std::copy(histogram.begin(), histogram.end(), weights.begin());
   weights[kEscape] = 1;
   const std::vector<std::uint8_t> lengths = detail::limited_code_lengths(weights, kMaxCodeLength);
-  return from_lengths(lengths);
+  return from_lengths(lengths, pairs);
 }
 
-Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8_t> lengths) {
+Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8_t> lengths,
+                                                      bool pairs) {
   if (lengths.size() != static_cast<std::size_t>(kSymbols)) {
     return make_error(
         fmt::format("huffman codebook: {} code lengths, expected {}", lengths.size(), kSymbols));
@@ -201,6 +202,7 @@ Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8
     }
   }
   HuffmanCodebook book;
+  book.m_pairs = pairs;
   std::copy(lengths.begin(), lengths.end(), book.m_lengths.begin());
   if (Status st = book.build_tables(); !st) return st.error();
   return book;
@@ -256,6 +258,7 @@ std::vector<std::uint8_t> HuffmanCodebook::serialize() const {
     out[static_cast<std::size_t>(s / 2)] |=
         static_cast<std::uint8_t>(m_lengths[static_cast<std::size_t>(s)] << (4 * (s % 2)));
   }
+  if (m_pairs) out[kSerializedBytes - 1] |= 0x10;
   return out;
 }
 
@@ -264,15 +267,98 @@ Result<HuffmanCodebook> HuffmanCodebook::deserialize(std::span<const std::uint8_
     return make_error(
         fmt::format("huffman codebook: {} bytes, expected {}", bytes.size(), kSerializedBytes));
   }
-  if ((bytes[kSerializedBytes - 1] >> 4) != 0) {
-    return make_error("huffman codebook: padding nibble of the last byte is not zero");
+  const int flag = bytes[kSerializedBytes - 1] >> 4;
+  if (flag > 1) {
+    return make_error(fmt::format(
+        "huffman codebook: symbol-kind nibble is {}, expected 0 (codes) or 1 (pairs)", flag));
   }
   std::array<std::uint8_t, kSymbols> lengths{};
   for (int s = 0; s < kSymbols; ++s) {
     lengths[static_cast<std::size_t>(s)] =
         static_cast<std::uint8_t>((bytes[static_cast<std::size_t>(s / 2)] >> (4 * (s % 2))) & 0xf);
   }
-  return from_lengths(lengths);
+  return from_lengths(lengths, flag == 1);
+}
+
+CodeCounts count_code_pairs(std::span<const std::uint8_t> codes, int dim) {
+  CodeCounts h{};
+  if (dim <= 0) return h;
+  const std::size_t d = static_cast<std::size_t>(dim);
+  for (std::size_t v = 0; v + d <= codes.size(); v += d) {
+    std::size_t i = 0;
+    for (; i + 2 <= d; i += 2) ++h[codes[v + i] | (codes[v + i + 1] << 4)];
+    if (i < d) ++h[codes[v + i]];
+  }
+  return h;
+}
+
+namespace {
+
+// Bits the symbols of `histogram` take through `book`.
+std::uint64_t coded_bits(const CodeCounts& histogram, const HuffmanCodebook& book) {
+  std::uint64_t bits = 0;
+  for (int v = 0; v < 256; ++v) {
+    bits += histogram[static_cast<std::size_t>(v)] *
+            static_cast<std::uint64_t>(book.cost_bits(static_cast<std::uint8_t>(v)));
+  }
+  return bits;
+}
+
+}  // namespace
+
+Result<HuffmanCodebook> choose_codebook(std::span<const std::uint8_t> codes, int dim,
+                                        int max_code) {
+  const CodeCounts counts = count_codes(codes);
+  auto single = HuffmanCodebook::from_histogram(counts);
+  if (!single || max_code > 15 || dim <= 0) return single;
+  for (int v = max_code + 1; v < 256; ++v) {  // codes the bound rules out: not a pair book
+    if (counts[static_cast<std::size_t>(v)] != 0) return single;
+  }
+  const CodeCounts pair_counts = count_code_pairs(codes, dim);
+  auto pairs = HuffmanCodebook::from_histogram(pair_counts, true);
+  if (!pairs) return pairs;
+  if (coded_bits(pair_counts, *pairs) < coded_bits(counts, *single)) return pairs;
+  return single;
+}
+
+std::array<double, 256> mean_code_bits(std::span<const std::uint8_t> codes, int dim,
+                                       const HuffmanCodebook& book) {
+  std::array<double, 256> bits{};
+  std::array<double, 256> seen{};
+  if (!book.pairs()) {
+    const CodeCounts counts = count_codes(codes);
+    for (int v = 0; v < 256; ++v) {
+      if (counts[static_cast<std::size_t>(v)] != 0) {
+        bits[static_cast<std::size_t>(v)] = book.cost_bits(static_cast<std::uint8_t>(v));
+      }
+    }
+    return bits;
+  }
+  if (dim <= 0) return bits;
+  const std::size_t d = static_cast<std::size_t>(dim);
+  for (std::size_t v = 0; v + d <= codes.size(); v += d) {
+    for (std::size_t i = 0; i < d; i += 2) {
+      const std::uint8_t a = codes[v + i];
+      const std::uint8_t b = i + 1 < d ? codes[v + i + 1] : 0;
+      if (a > 15 || b > 15) continue;  // not encodable through a pair book
+      const double half = 0.5 * book.cost_bits(static_cast<std::uint8_t>(a | (b << 4)));
+      if (i + 1 < d) {
+        bits[a] += half;
+        seen[a] += 1;
+        bits[b] += half;
+        seen[b] += 1;
+      } else {  // the odd last code takes its pair's bits alone
+        bits[a] += 2 * half;
+        seen[a] += 1;
+      }
+    }
+  }
+  for (int v = 0; v < 256; ++v) {
+    if (seen[static_cast<std::size_t>(v)] > 0) {
+      bits[static_cast<std::size_t>(v)] /= seen[static_cast<std::size_t>(v)];
+    }
+  }
+  return bits;
 }
 
 }  // namespace kvlab

@@ -61,3 +61,11 @@ std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scal
 }
 
 }  // namespace kvlab::detail
+
+namespace kvlab {
+
+int kvcomp_max_code(double rel_scale) {
+  return detail::largest_code(detail::GroupSpec{8, 1, 0, detail::StepRule::Relative, rel_scale});
+}
+
+}  // namespace kvlab

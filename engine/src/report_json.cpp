@@ -185,6 +185,10 @@ json histograms_to_json(const CompressionReport& r) {
     if (!l.key_code_lengths.empty()) {
       lj["key_code_lengths"] = l.key_code_lengths;
       lj["value_code_lengths"] = l.value_code_lengths;
+      lj["key_code_pairs"] = l.key_code_pairs;
+      lj["value_code_pairs"] = l.value_code_pairs;
+      lj["key_code_bits"] = l.key_code_bits;
+      lj["value_code_bits"] = l.value_code_bits;
     }
     out.push_back(std::move(lj));
   }
@@ -273,6 +277,12 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
       if (hj.contains("key_code_lengths")) {
         KVLAB_TRY(get(hj, "key_code_lengths", r.layers[layer].key_code_lengths, where + "."));
         KVLAB_TRY(get(hj, "value_code_lengths", r.layers[layer].value_code_lengths, where + "."));
+      }
+      if (hj.contains("key_code_bits")) {  // runs saved before pair codebooks lack these
+        KVLAB_TRY(get(hj, "key_code_pairs", r.layers[layer].key_code_pairs, where + "."));
+        KVLAB_TRY(get(hj, "value_code_pairs", r.layers[layer].value_code_pairs, where + "."));
+        KVLAB_TRY(get(hj, "key_code_bits", r.layers[layer].key_code_bits, where + "."));
+        KVLAB_TRY(get(hj, "value_code_bits", r.layers[layer].value_code_bits, where + "."));
       }
     }
   }

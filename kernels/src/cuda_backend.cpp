@@ -63,6 +63,9 @@ class CudaBackend final : public Backend {
     return cuda::encode_codes(codes, tokens, heads, dim, config, book);
   }
 
+  // The CUDA encoder and fused decoders read single-code books only (GpuBook::upload).
+  bool huffman_pairs() const override { return false; }
+
   Status fused_attention(const CompressedKvView& cache, std::span<const float> q, int q_heads,
                          std::span<float> out) override;
 

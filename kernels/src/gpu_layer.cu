@@ -71,6 +71,12 @@ std::vector<std::uint32_t> pair_table(const HuffmanCodebook& book) {
 }
 
 Status GpuBook::upload(const HuffmanCodebook& book) {
+  if (book.pairs()) {
+    return make_error(
+        "CUDA: this Huffman codebook codes pairs of codes as one symbol (docs/FORMAT.md, \"Pair "
+        "symbols\"); the GPU kernels decode single-code books only: compress for the GPU with "
+        "--backend cuda, or keep this cache on the CPU");
+  }
   host = book;
   KVLAB_TRY_STATUS(
       decode.upload(book.decode_table(), HuffmanCodebook::kTableSize, "uploading a decode table"));

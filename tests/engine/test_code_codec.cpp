@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <span>
+#include <tuple>
 #include <vector>
 
 #include "codec_streams.h"
@@ -19,7 +21,7 @@ namespace {
 
 constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman};
 
-enum class Dist { Gaussian, Single, All256, Zeros, Uniform16 };
+enum class Dist { Gaussian, Single, All256, Zeros, Uniform16, Narrow };
 
 // KVComp-like codes: a discretised Gaussian around the middle of a 0..20 code range (rel_scale
 // 0.05), sigma 1.4 giving an entropy of about 2.5 bits.
@@ -48,6 +50,11 @@ std::vector<std::uint8_t> make_codes(Dist d, std::size_t n, std::uint64_t seed) 
       case Dist::Uniform16:
         x = static_cast<std::uint8_t>(rng.below(16));
         break;
+      case Dist::Narrow: {  // KVComp's values at rel_scale 0.2: codes 0..5, about 2.1 bits
+        const double u = rng.uniform();
+        x = u < 0.025 ? 0 : u < 0.165 ? 1 : u < 0.5 ? 2 : u < 0.835 ? 3 : u < 0.975 ? 4 : 5;
+        break;
+      }
     }
   }
   return c;
@@ -68,12 +75,15 @@ std::string describe(const Case& c) {
 }
 
 // Encodes and decodes (whole and per vector) and checks equality; the Huffman book comes from
-// `book_codes` (the prefill) so values outside it go through the escape.
-void check_round_trip(const Case& c, const std::vector<std::uint8_t>& book_codes) {
-  SCOPED_TRACE(describe(c));
+// `book_codes` (the prefill) so values outside it go through the escape; with `pairs`, a book
+// of pair symbols from the pairs of `book_codes` (all codes must be below 16).
+void check_round_trip(const Case& c, const std::vector<std::uint8_t>& book_codes,
+                      bool pairs = false) {
+  SCOPED_TRACE(describe(c) + (pairs ? " pairs" : ""));
   const std::size_t n = static_cast<std::size_t>(c.tokens) * c.heads * c.dim;
   const std::vector<std::uint8_t> codes = make_codes(c.dist, n, c.seed);
-  auto book = HuffmanCodebook::from_histogram(count_codes(book_codes));
+  auto book = pairs ? HuffmanCodebook::from_histogram(count_code_pairs(book_codes, c.dim), true)
+                    : HuffmanCodebook::from_histogram(count_codes(book_codes));
   ASSERT_TRUE(book.ok());
   auto enc = encode_codes(codes, c.tokens, c.heads, c.dim, {c.kind, c.block, 0}, &*book);
   ASSERT_TRUE(enc.ok()) << enc.message();
@@ -149,6 +159,97 @@ TEST(CodeCodec, HuffmanBlockShapesRoundTrip) {
         if (sh.dim <= 3000) check_round_trip(c, make_codes(Dist::Gaussian, 4096, 98));
       }
     }
+  }
+}
+
+// Pair books (docs/FORMAT.md, "Pair symbols"): boundary token counts, odd and even dims, books
+// from the same codes and from other codes (unseen pairs take the escape), and the shapes the
+// block decoder treats apart (symbols of many vectors through its scratch, one vector's symbols
+// over the scratch, vectors too wide for runs).
+TEST(CodeCodec, PairBooksRoundTrip) {
+  const int block = 16;
+  for (int tokens : {0, 1, block - 1, block, block + 1, 2 * block + 3}) {
+    for (Dist d : {Dist::Narrow, Dist::Uniform16, Dist::Zeros}) {
+      for (auto [heads, dim] : {std::pair{1, 1}, std::pair{2, 7}, std::pair{3, 16},
+                                std::pair{2, 33}, std::pair{1, 128}}) {
+        const Case c{CodecKind::Huffman, tokens, heads, dim, block, d, 3u + unsigned(tokens)};
+        check_round_trip(c, make_codes(d, 4096, 99), true);
+        check_round_trip(c, make_codes(Dist::Narrow, 4096, 98), true);
+        check_round_trip(c, make_codes(Dist::Zeros, 64, 98), true);
+      }
+    }
+  }
+  for (auto [heads, dim, blk] : {std::tuple{1, 128, 300}, std::tuple{2, 5000, 3},
+                                 std::tuple{1, 9001, 2}, std::tuple{2, 4100, 6}}) {
+    for (int tokens : {1, blk, blk + 1}) {
+      const Case c{CodecKind::Huffman, tokens, heads, dim, blk, Dist::Narrow, 5};
+      check_round_trip(c, make_codes(Dist::Narrow, 4096, 97), true);
+    }
+  }
+}
+
+// A pair book holds codes below 16 only: a larger code is an error naming it, and nothing is
+// appended.
+TEST(CodeCodec, PairBookRejectsCodesAboveFifteen) {
+  std::vector<std::uint8_t> codes = make_codes(Dist::Narrow, 4 * 16, 1);
+  auto book = HuffmanCodebook::from_histogram(count_code_pairs(codes, 16), true);
+  ASSERT_TRUE(book.ok());
+  auto enc = encode_codes(codes, 4, 1, 16, {CodecKind::Huffman, 4, 0}, &*book);
+  ASSERT_TRUE(enc.ok());
+  const EncodedCodes before = *enc;
+  codes[16 + 3] = 16;
+  Status st = append_tokens(*enc, std::span(codes).subspan(0, 32), 2, &*book);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("code 16 at token 5"), std::string::npos) << st.message();
+  EXPECT_EQ(enc->payload, before.payload);
+  EXPECT_EQ(enc->vector_bits, before.vector_bits);
+}
+
+// choose_codebook: pairs where the codes fit 4 bits and pairs code them in fewer bits; single
+// codes otherwise, or when pairs are not allowed.
+TEST(CodeCodec, ChooseCodebookPicksPairsForSmallCodes) {
+  const auto narrow = make_codes(Dist::Narrow, 64 * 128, 4);
+  auto picked = choose_codebook(narrow, 128, 5);
+  ASSERT_TRUE(picked.ok());
+  EXPECT_TRUE(picked->pairs());
+  auto single = choose_codebook(narrow, 128, 255);
+  ASSERT_TRUE(single.ok());
+  EXPECT_FALSE(single->pairs());
+  // The bound decides, not the prefill: zeros alone code as pairs only if no later code can
+  // pass 15.
+  const auto zero_codes = make_codes(Dist::Zeros, 64 * 128, 4);
+  auto zeros = choose_codebook(zero_codes, 128, 15);
+  ASSERT_TRUE(zeros.ok());  // one bit per code either way; pairs take half
+  EXPECT_TRUE(zeros->pairs());
+  auto zeros_wide = choose_codebook(zero_codes, 128, 20);
+  ASSERT_TRUE(zeros_wide.ok());
+  EXPECT_FALSE(zeros_wide->pairs());
+  // Codes above the bound (a bound that is wrong) give the single-code book, never a pair book
+  // that could not code them.
+  auto above = choose_codebook(make_codes(Dist::Uniform16, 64 * 128, 4), 128, 7);
+  ASSERT_TRUE(above.ok());
+  EXPECT_FALSE(above->pairs());
+}
+
+// mean_code_bits against a direct count: the bits of the encoded stream equal the sum over
+// values of count x mean bits.
+TEST(CodeCodec, MeanCodeBitsAddUpToThePayload) {
+  for (bool pairs : {false, true}) {
+    const int tokens = 64, heads = 2, dim = 33;
+    const auto codes = make_codes(Dist::Narrow, static_cast<std::size_t>(tokens) * heads * dim, 8);
+    auto book = pairs ? HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true)
+                      : HuffmanCodebook::from_histogram(count_codes(codes));
+    ASSERT_TRUE(book.ok());
+    auto enc = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, 64, 0}, &*book);
+    ASSERT_TRUE(enc.ok());
+    std::uint64_t stream_bits = 0;
+    for (std::uint16_t b : enc->vector_bits) stream_bits += b;
+    const auto bits = mean_code_bits(codes, dim, *book);
+    const CodeCounts counts = count_codes(codes);
+    double sum = 0;
+    for (int v = 0; v < 256; ++v) sum += static_cast<double>(counts[v]) * bits[v];
+    EXPECT_NEAR(sum, static_cast<double>(stream_bits), 1e-6 * static_cast<double>(stream_bits))
+        << (pairs ? "pairs" : "codes");
   }
 }
 
@@ -245,6 +346,33 @@ TEST(CodeCodec, HuffmanWithinThreePercentOfEntropy) {
   EXPECT_GE(bits_per_code[2], entropy);
   EXPECT_LT(bits_per_code[2], bits_per_code[1]);
   EXPECT_LT(bits_per_code[1], bits_per_code[0]);
+}
+
+// At about 2.2 bits per code (KVComp at rel_scale 0.2) whole bits per code cannot come within
+// 3% of the entropy; whole bits per pair of codes do.
+TEST(CodeCodec, PairBookWithinThreePercentOfEntropyAtTwoBits) {
+  const int tokens = 4096, heads = 8, dim = 128, block = 64;
+  const std::vector<std::uint8_t> codes =
+      make_codes(Dist::Narrow, static_cast<std::size_t>(tokens) * heads * dim, 32);
+  const double entropy = shannon_entropy_bits(count_codes(codes));
+  const double n = static_cast<double>(codes.size());
+  double payload[2];
+  for (bool pairs : {false, true}) {
+    auto book = choose_codebook(codes, dim, pairs ? 5 : 255);
+    ASSERT_TRUE(book.ok());
+    ASSERT_EQ(book->pairs(), pairs);
+    auto enc = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, block, 0}, &*book);
+    ASSERT_TRUE(enc.ok()) << enc.message();
+    payload[pairs] = 8.0 * static_cast<double>(enc->payload_bytes()) / n;
+    std::printf("[ codec   ] huffman %-5s entropy %.4f  payload %.4f bits/code (%.2f%% over)\n",
+                pairs ? "pairs" : "codes", entropy, payload[pairs],
+                100.0 * (payload[pairs] / entropy - 1.0));
+  }
+  EXPECT_GT(entropy, 2.0);
+  EXPECT_LT(entropy, 2.4);
+  EXPECT_GE(payload[1], entropy);
+  EXPECT_LE(payload[1], 1.03 * entropy);
+  EXPECT_LT(payload[1], payload[0]);
 }
 
 TEST(CodeCodec, AppendGivesTheBytesOfOneShotEncoding) {

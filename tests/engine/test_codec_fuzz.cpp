@@ -13,15 +13,33 @@
 namespace kvlab {
 namespace {
 
-std::vector<std::uint8_t> skewed_codes(std::size_t n, std::uint64_t seed) {
+// A discretised Gaussian clamped to 0..top, with code 5 set to `odd` (a rare value).
+std::vector<std::uint8_t> gaussian_codes(std::size_t n, std::uint64_t seed, double mid,
+                                         double sigma, double top, std::uint8_t odd) {
   detail::Rng rng(seed);
   std::vector<std::uint8_t> c(n);
   for (auto& x : c) {
-    const double v = 10.0 + 1.5 * rng.normal();
-    x = static_cast<std::uint8_t>(v < 0 ? 0 : v > 20 ? 20 : v);
+    const double v = mid + sigma * rng.normal();
+    x = static_cast<std::uint8_t>(v < 0 ? 0 : v > top ? top : v);
   }
-  c[5] = 255;  // escapes / wide groups appear too
+  c[5] = odd;
   return c;
+}
+
+// Codes 0..20, and a 255 so escapes and wide groups appear too.
+std::vector<std::uint8_t> skewed_codes(std::size_t n, std::uint64_t seed) {
+  return gaussian_codes(n, seed, 10.0, 1.5, 20.0, 255);
+}
+
+// Codes a pair book takes (all below 16): a narrower Gaussian, about 2.2 bits of entropy.
+std::vector<std::uint8_t> small_codes(std::size_t n, std::uint64_t seed) {
+  return gaussian_codes(n, seed, 5.0, 1.0, 15.0, 15);
+}
+
+HuffmanCodebook pair_book(int dim) {
+  auto book = HuffmanCodebook::from_histogram(count_code_pairs(small_codes(4096, 1), dim), true);
+  EXPECT_TRUE(book.ok());
+  return *book;
 }
 
 void corrupt(EncodedCodes& e, detail::Rng& rng) {
@@ -103,7 +121,8 @@ void corrupt(EncodedCodes& e, detail::Rng& rng) {
 void fuzz_codec(CodecKind kind, const HuffmanCodebook& book, std::uint64_t seed, int variants,
                 int* errors) {
   const int tokens = 70, heads = 2, dim = 24, block = 16;
-  const auto codes = skewed_codes(static_cast<std::size_t>(tokens) * heads * dim, seed);
+  const std::size_t n_codes = static_cast<std::size_t>(tokens) * heads * dim;
+  const auto codes = book.pairs() ? small_codes(n_codes, seed) : skewed_codes(n_codes, seed);
   auto clean = encode_codes(codes, tokens, heads, dim, {kind, block, 8}, &book);
   ASSERT_TRUE(clean.ok()) << clean.message();
   detail::Rng rng(seed);
@@ -146,16 +165,26 @@ TEST(CodecFuzz, CorruptStreamsGiveErrorsNotCrashes) {
     // Most corruptions are caught: only payload bit flips that still decode can pass.
     EXPECT_GT(errors, kind == CodecKind::BitPack ? 300 : 700) << codec_id(kind);
   }
+  int errors = 0;
+  fuzz_codec(CodecKind::Huffman, pair_book(24), 107, 1500, &errors);
+  std::printf("[ fuzz     ] huffman pairs: 1500 corrupt variants, %d errors, %d decoded\n", errors,
+              1500 - errors);
+  EXPECT_GT(errors, 700);
 }
 
 // The block decoder (runs of vectors side by side, checked afterwards) against the one-vector
 // decoder on corrupt payloads and bit counts that still pass the structural checks: the same
 // success, the same codes, and on failure the same first bad vector and reason.
-TEST(CodecFuzz, BlockDecodeAgreesWithVectorDecode) {
-  auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
-  ASSERT_TRUE(book.ok());
+class BlockVsVector : public ::testing::TestWithParam<bool> {};
+
+TEST_P(BlockVsVector, BlockDecodeAgreesWithVectorDecode) {
+  const bool pairs = GetParam();
   const int tokens = 150, heads = 2, dim = 40, block = 64;
-  const auto codes = skewed_codes(static_cast<std::size_t>(tokens) * heads * dim, 9);
+  auto book = pairs ? Result<HuffmanCodebook>(pair_book(dim))
+                    : HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
+  ASSERT_TRUE(book.ok());
+  const std::size_t n_codes = static_cast<std::size_t>(tokens) * heads * dim;
+  const auto codes = pairs ? small_codes(n_codes, 9) : skewed_codes(n_codes, 9);
   auto clean = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, block, 0}, &*book);
   ASSERT_TRUE(clean.ok());
   detail::Rng rng(4242);
@@ -196,6 +225,9 @@ TEST(CodecFuzz, BlockDecodeAgreesWithVectorDecode) {
   }
   EXPECT_GT(failures, 300);
 }
+
+INSTANTIATE_TEST_SUITE_P(CodecFuzz, BlockVsVector, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "Pairs" : "Codes"; });
 
 TEST(CodecFuzz, IncompleteCodebookRejectsUnknownCodes) {
   // A valid but incomplete book (Kraft sum 3/4): the bits "11" start no code.

@@ -55,10 +55,30 @@ OneShot one_shot(const Tensor& x, int tokens, TensorRole role, const CompressedC
   return o;
 }
 
+// The book the cache should keep for a prefill's codes: the single-code book, or where every
+// code fits 4 bits (`pairs_allowed`) the pair book if it codes the prefill in fewer bits.
+Result<HuffmanCodebook> prefill_book(const std::vector<std::uint8_t>& codes, int dim,
+                                     bool pairs_allowed) {
+  auto single = HuffmanCodebook::from_histogram(count_codes(codes));
+  if (!pairs_allowed || !single) return single;
+  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true);
+  if (!pairs) return pairs;
+  std::uint64_t single_bits = 0, pair_bits = 0;
+  for (std::size_t i = 0; i < codes.size(); ++i) single_bits += single->cost_bits(codes[i]);
+  for (std::size_t v = 0; v < codes.size(); v += static_cast<std::size_t>(dim)) {
+    for (int j = 0; j < dim; j += 2) {
+      const int second = j + 1 < dim ? codes[v + j + 1] : 0;
+      pair_bits += pairs->cost_bits(static_cast<std::uint8_t>(codes[v + j] | (second << 4)));
+    }
+  }
+  return pair_bits < single_bits ? pairs : single;
+}
+
 struct Param {
   int prefill;
   int appends;
   CodecKind codec;
+  double rel_scale = 0.05;  // 0.2: codes 0..5, which the cache's Huffman books code as pairs
 };
 
 class CompressedCacheStream : public ::testing::TestWithParam<Param> {};
@@ -69,10 +89,11 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
   CompressedCacheConfig config;
   config.block_size = 8;
   config.buffer_size = 16;
-  config.rel_scale = 0.05;
+  config.rel_scale = p.rel_scale;
   config.codec = p.codec;
   config.bitpack_width = p.codec == CodecKind::BitPack ? 8 : 0;
   const int B = config.block_size;
+  const bool pairs = p.codec == CodecKind::Huffman && p.rel_scale > 1.0 / 15.0;
   const int total = p.prefill + p.appends;
   const Tensor K = random_fp16(total, kHeads, kDim, 11 + total);
   const Tensor V = random_fp16(total, kHeads, kDim, 97 + total);
@@ -135,9 +156,15 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
     if (compressed > 0) {
       const OneShot kb = one_shot(K, first_compressed, TensorRole::Key, config);
       const OneShot vb = one_shot(V, first_compressed, TensorRole::Value, config);
-      auto kbook = HuffmanCodebook::from_histogram(count_codes(kb.codes));
-      auto vbook = HuffmanCodebook::from_histogram(count_codes(vb.codes));
+      auto kbook = prefill_book(kb.codes, kDim, pairs);
+      auto vbook = prefill_book(vb.codes, kDim, pairs);
       ASSERT_TRUE(kbook && vbook);
+      if (huff) {
+        EXPECT_EQ(cache->view().key_book->pairs(), kbook->pairs());
+        EXPECT_EQ(cache->view().key_book->lengths(), kbook->lengths());
+        EXPECT_EQ(cache->view().value_book->pairs(), vbook->pairs());
+        EXPECT_EQ(cache->view().value_book->lengths(), vbook->lengths());
+      }
       const CodecConfig codec{p.codec, B, config.bitpack_width};
       auto ke = encode_codes(ko.codes, compressed, kHeads, kDim, codec, &*kbook);
       auto ve = encode_codes(vo.codes, compressed, kHeads, kDim, codec, &*vbook);
@@ -162,6 +189,7 @@ std::vector<Param> stream_params() {
   }
   v.push_back({16, 0, CodecKind::Huffman});
   v.push_back({0, 1, CodecKind::Huffman});
+  for (int prefill : {0, 9, 35}) v.push_back({prefill, 53, CodecKind::Huffman, 0.2});
   return v;
 }
 
@@ -169,7 +197,8 @@ INSTANTIATE_TEST_SUITE_P(Boundaries, CompressedCacheStream, ::testing::ValuesIn(
                          [](const ::testing::TestParamInfo<Param>& info) {
                            return std::string(codec_id(info.param.codec)) + "_prefill" +
                                   std::to_string(info.param.prefill) + "_appends" +
-                                  std::to_string(info.param.appends);
+                                  std::to_string(info.param.appends) +
+                                  (info.param.rel_scale > 0.1 ? "_pairs" : "");
                          });
 
 TEST(CompressedCache, RejectsBadConfigAndInput) {

@@ -75,14 +75,15 @@ struct Built {
 
 // `width` is the bitpack width (ignored for Huffman); the relative step keeps every code inside
 // it (codes <= 1 / rel_scale).
+// `pairs`: Huffman at rel_scale 0.2, whose codes (0..5) the cache codes as pair symbols.
 Built build(CodecKind codec, int prefill, int appends, int kv_heads, int dim, std::uint64_t seed,
-            int block_size = 16, int width = 4) {
+            int block_size = 16, int width = 4, bool pairs = false) {
   CompressedCacheConfig c;
   c.block_size = block_size;
   c.buffer_size = block_size * ((32 + block_size - 1) / block_size);
   c.codec = codec;
   const bool packed = codec == CodecKind::BitPack;
-  c.rel_scale = !packed ? 0.05 : (width == 2 ? 0.34 : 0.07);
+  c.rel_scale = !packed ? (pairs ? 0.2 : 0.05) : (width == 2 ? 0.34 : 0.07);
   c.bitpack_width = packed ? width : 0;
   const int total = prefill + appends;
   Built b{*CompressedKvCache::create(c, kv_heads, dim), random_fp16(total, kv_heads, dim, seed),
@@ -91,6 +92,15 @@ Built build(CodecKind codec, int prefill, int appends, int kv_heads, int dim, st
                               b.values.view().token_range(0, prefill)));
   for (int t = prefill; t < total; ++t) {
     EXPECT_TRUE(b.cache.append(row_of(b.keys, t), row_of(b.values, t)));
+  }
+  // Pair books only where every code fits 4 bits; there, the smaller book (usually pairs).
+  if (b.cache.has_codebooks()) {
+    const bool k = b.cache.view().key_book->pairs(), v = b.cache.view().value_book->pairs();
+    if (pairs) {
+      EXPECT_TRUE(k || v);
+    } else {
+      EXPECT_FALSE(k || v);
+    }
   }
   return b;
 }
@@ -106,6 +116,7 @@ struct Case {
   CodecKind codec;
   int group, prefill, appends;
   int dim = 64, block_size = 16, width = 4, kv_heads = 2;
+  bool pairs = false;  // Huffman with pair-symbol books
 };
 
 class FusedAttention : public ::testing::TestWithParam<Case> {};
@@ -113,8 +124,8 @@ class FusedAttention : public ::testing::TestWithParam<Case> {};
 TEST_P(FusedAttention, MatchesDoubleReferenceOverDequantizedCache) {
   const Case p = GetParam();
   const int kKvHeads = p.kv_heads, kDim = p.dim;
-  Built b =
-      build(p.codec, p.prefill, p.appends, kKvHeads, kDim, 42 + p.prefill, p.block_size, p.width);
+  Built b = build(p.codec, p.prefill, p.appends, kKvHeads, kDim, 42 + p.prefill, p.block_size,
+                  p.width, p.pairs);
   const int T = b.cache.tokens();
   const int q_heads = kKvHeads * p.group;
   const std::vector<float> q = random_queries(q_heads, kDim, 7 + p.group);
@@ -149,17 +160,21 @@ const Case kCases[] = {
     {CodecKind::Huffman, 4, 64, 0},
     {CodecKind::Huffman, 1, 50, 45},  // flushes, non-empty buffer
     {CodecKind::Huffman, 4, 50, 45},
-    {CodecKind::Huffman, 3, 50, 45},                // a head tile of 3
-    {CodecKind::Huffman, 4, 5, 0},                  // buffer only
-    {CodecKind::Huffman, 4, 0, 100},                // codebooks from the first flush
-    {CodecKind::Huffman, 8, 130, 3, 64, 64, 4, 8},  // GQA 8, kTile-sized blocks
-    {CodecKind::Huffman, 5, 201, 0, 48, 100},       // decode tiles of 64 + 36, group 4 + 1
-    {CodecKind::Huffman, 2, 65, 0, 20},             // scalar head size
-    {CodecKind::Huffman, 4, 3, 0, 64, 1},           // blocks of one token
-    {CodecKind::Huffman, 2, 15, 0},                 // block - 1: buffer only
-    {CodecKind::Huffman, 2, 16, 0},                 // exactly one block
-    {CodecKind::Huffman, 2, 17, 0},                 // block + 1
-    {CodecKind::Huffman, 6, 17, 0, 16, 16, 4, 1},   // one KV head, 16 lanes
+    {CodecKind::Huffman, 3, 50, 45},                      // a head tile of 3
+    {CodecKind::Huffman, 4, 5, 0},                        // buffer only
+    {CodecKind::Huffman, 4, 0, 100},                      // codebooks from the first flush
+    {CodecKind::Huffman, 8, 130, 3, 64, 64, 4, 8},        // GQA 8, kTile-sized blocks
+    {CodecKind::Huffman, 5, 201, 0, 48, 100},             // decode tiles of 64 + 36, group 4 + 1
+    {CodecKind::Huffman, 2, 65, 0, 20},                   // scalar head size
+    {CodecKind::Huffman, 4, 3, 0, 64, 1},                 // blocks of one token
+    {CodecKind::Huffman, 2, 15, 0},                       // block - 1: buffer only
+    {CodecKind::Huffman, 2, 16, 0},                       // exactly one block
+    {CodecKind::Huffman, 2, 17, 0},                       // block + 1
+    {CodecKind::Huffman, 6, 17, 0, 16, 16, 4, 1},         // one KV head, 16 lanes
+    {CodecKind::Huffman, 4, 50, 45, 64, 16, 4, 2, true},  // pair books
+    {CodecKind::Huffman, 8, 130, 3, 64, 64, 4, 8, true},
+    {CodecKind::Huffman, 5, 201, 0, 48, 100, 4, 2, true},
+    {CodecKind::Huffman, 2, 65, 7, 33, 16, 4, 2, true},  // odd dim: a half pair per vector
     {CodecKind::BitPack, 1, 50, 45},
     {CodecKind::BitPack, 4, 50, 45},
     {CodecKind::BitPack, 8, 130, 3, 64, 64, 4, 8},
@@ -180,7 +195,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention, ::testing::ValuesIn(kCases),
                                   "_p" + std::to_string(c.prefill) + "_a" +
                                   std::to_string(c.appends) + "_d" + std::to_string(c.dim) + "_b" +
                                   std::to_string(c.block_size) + "_w" + std::to_string(c.width) +
-                                  "_h" + std::to_string(c.kv_heads);
+                                  "_h" + std::to_string(c.kv_heads) + (c.pairs ? "_pairs" : "");
                          });
 
 // q.K and softmax.V apart, at every query head and token, against the double reference: the
@@ -192,7 +207,7 @@ TEST(FusedAttentionParts, LogitsAndValuesMatchPerElement) {
                  << codec_id(p.codec) << " g" << p.group << " p" << p.prefill << " a" << p.appends
                  << " d" << p.dim << " b" << p.block_size << " w" << p.width);
     Built b = build(p.codec, p.prefill, p.appends, p.kv_heads, p.dim, 5 + p.prefill, p.block_size,
-                    p.width);
+                    p.width, p.pairs);
     const int T = b.cache.tokens(), H = p.kv_heads, D = p.dim, qh = H * p.group;
     if (T == 0) continue;
     const std::vector<float> q = random_queries(qh, D, 11);
@@ -324,8 +339,9 @@ TEST(FusedAttentionErrors, ShiftedBitCountIsAnError) {
 // Random corruptions of payload bits, bit counts, offsets and payload length: each run gives an
 // Error or a finite output. Run under ASan/UBSan to catch any out-of-bounds read.
 TEST(FusedAttentionErrors, CorruptStreamsNeverCrash) {
-  for (CodecKind codec : {CodecKind::Huffman, CodecKind::BitPack}) {
-    Built b = build(codec, 40, 30, 2, 32, 17);
+  for (int variant = 0; variant < 3; ++variant) {  // Huffman, Huffman with pair books, BitPack
+    const CodecKind codec = variant < 2 ? CodecKind::Huffman : CodecKind::BitPack;
+    Built b = build(codec, 40, 30, 2, 32, 17, 16, 4, variant == 1);
     const CompressedKvView good = b.cache.view();
     const std::vector<float> q = random_queries(8, 32, 3);
     detail::Rng rng(1234);

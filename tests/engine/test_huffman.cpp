@@ -259,11 +259,27 @@ TEST(HuffmanCodebook, SerialisationRoundTripAndRejects) {
   auto back = Book::deserialize(bytes);
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->lengths(), book->lengths());
+  EXPECT_FALSE(back->pairs());
+  EXPECT_EQ(bytes.back() >> 4, 0);
+
+  // A pair book: the same lengths, flagged in the last byte's high nibble.
+  auto pairs = Book::from_histogram(random_histogram(rng), true);
+  ASSERT_TRUE(pairs.ok());
+  const std::vector<std::uint8_t> pair_bytes = pairs->serialize();
+  EXPECT_EQ(pair_bytes.back() >> 4, 1);
+  auto pair_back = Book::deserialize(pair_bytes);
+  ASSERT_TRUE(pair_back.ok()) << pair_back.message();
+  EXPECT_TRUE(pair_back->pairs());
+  EXPECT_EQ(pair_back->lengths(), pairs->lengths());
+  EXPECT_EQ(pair_back->symbols_per_vector(7), 4);
+  EXPECT_EQ(back->symbols_per_vector(7), 7);
 
   EXPECT_FALSE(Book::deserialize(std::span(bytes).first(128)).ok());
   std::vector<std::uint8_t> pad = bytes;
   pad.back() |= 0x30;
-  EXPECT_FALSE(Book::deserialize(pad).ok());
+  auto bad_kind = Book::deserialize(pad);
+  ASSERT_FALSE(bad_kind.ok());
+  EXPECT_NE(bad_kind.message().find("symbol-kind nibble is 3"), std::string::npos);
 
   std::vector<std::uint8_t> lengths(Book::kSymbols, 1);  // 257 one-bit codes: Kraft > 1
   auto kraft = Book::from_lengths(lengths);

@@ -3,6 +3,8 @@
 // engine's report, also after reopening the run from the Runs page.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <QComboBox>
 #include <QLabel>
 #include <QTabWidget>
@@ -199,6 +201,68 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   expect_code_lengths(view, expected, 1, TensorPick::Values);
   expect_code_lengths(view, expected, 1, TensorPick::Keys);
   expect_codec_results(view, expected);
+}
+
+// At rel_scale 0.2 every code fits 4 bits and the engine codes pairs of codes where that is
+// smaller: the chart then draws each code's mean bits (half its pairs' bits, averaged), which
+// must add up to the layer's coded bits, and says it shows a pair codebook, also when reopened.
+TEST(CodecView, PairCodebookShowsMeanBitsPerCode) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  ASSERT_TRUE(window.store_error().isEmpty()) << window.store_error().toStdString();
+  window.resize(1400, 900);
+  window.show();
+  CompressionView& view = *window.compression_view();
+  MethodConfig m = kvcomp_huffman();
+  m.rel_scale = 0.2;
+  view.source_panel()->set_synthetic(tiny_source());
+  view.method_panel()->set_config(m);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  const CompressionReport expected = engine_report(tiny_source(), m);
+  const std::int64_t id = view.last_saved_run_id();
+  ASSERT_GT(id, 0);
+
+  auto check = [&](int layer, TensorPick tensor) -> bool {
+    SCOPED_TRACE(::testing::Message()
+                 << "layer " << layer << (tensor == TensorPick::Keys ? " keys" : " values"));
+    view.histogram_panel()->select(layer, tensor);
+    const LayerReport& l = expected.layers.at(static_cast<std::size_t>(layer));
+    const bool keys = tensor == TensorPick::Keys;
+    const bool pairs = keys ? l.key_code_pairs : l.value_code_pairs;
+    const auto& bits = keys ? l.key_code_bits : l.value_code_bits;
+    const auto& counts = (keys ? l.key_histograms : l.value_histograms).at(0).counts;
+    if (bits.size() != 256u) {
+      ADD_FAILURE() << bits.size() << " mean bits, expected 256";
+      return false;
+    }
+    const CodeLengthChart& chart = *view.code_length_panel()->chart();
+    const auto drawn = chart.length_graph()->data();
+    double drawn_total = 0;
+    for (int i = 0; i < drawn->size(); ++i) {
+      const auto v = static_cast<std::size_t>(drawn->at(i)->mainKey());
+      EXPECT_DOUBLE_EQ(drawn->at(i)->mainValue(), bits[v]) << "code " << v;
+      drawn_total += drawn->at(i)->mainValue() * static_cast<double>(counts[v]);
+    }
+    // Every block (32 tokens of one head) ends on a byte: up to 7 bits of padding each.
+    const CodecStats& codec = keys ? l.key_codec : l.value_codec;
+    const double payload_bits = 8.0 * static_cast<double>(codec.payload_bytes);
+    const double blocks = std::ceil(expected.tokens / 32.0) * expected.shape.kv_heads;
+    EXPECT_LE(drawn_total, payload_bits + 1e-6);
+    EXPECT_GE(drawn_total, payload_bits - 7.0 * blocks);
+    EXPECT_EQ(chart.note().contains(QStringLiteral("pair")), pairs) << chart.note().toStdString();
+    EXPECT_EQ(chart.yAxis2->label() == QStringLiteral("bits per code"), pairs);
+    return pairs;
+  };
+  int pair_books = 0;
+  for (int layer = 0; layer < static_cast<int>(expected.layers.size()); ++layer) {
+    pair_books += check(layer, TensorPick::Keys) ? 1 : 0;
+    pair_books += check(layer, TensorPick::Values) ? 1 : 0;
+  }
+  EXPECT_GT(pair_books, 0);
+
+  window.show_page(Page::Runs);
+  ASSERT_TRUE(window.runs_view()->open_run(id));
+  check(0, TensorPick::Keys);
+  check(0, TensorPick::Values);
 }
 
 }  // namespace

@@ -233,6 +233,7 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
     config.buffer_size = 64;
     config.rel_scale = c.rel_scale;
     config.codec = c.codec;
+    config.huffman_pairs = false;  // the GPU reads single-code books (Backend::huffman_pairs)
     auto cache = CompressedKvCache::create(config, c.kv_heads, c.dim);
     ASSERT_TRUE(cache);
     ASSERT_TRUE(cache->prefill(fp16_view(k, c.tokens, c.kv_heads, c.dim),
@@ -436,6 +437,7 @@ TEST(GpuFusedAttention, CorruptStreamsAreErrorsNotCrashes) {
   CompressedCacheConfig config;
   config.block_size = 64;
   config.buffer_size = 64;
+  config.huffman_pairs = false;
   auto cache = CompressedKvCache::create(config, heads, dim);
   ASSERT_TRUE(cache);
   ASSERT_TRUE(cache->prefill(fp16_view(k, tokens, heads, dim), fp16_view(k, tokens, heads, dim)));
@@ -475,6 +477,25 @@ TEST(GpuFusedAttention, CorruptStreamsAreErrorsNotCrashes) {
     ASSERT_TRUE(u) << u.message();
     (void)cuda::attention_logits(*u, q, heads, logits);
   }
+}
+
+// A cache whose books code pairs of codes (the CPU default where codes fit 4 bits) is refused
+// with a message naming the reason, not decoded wrongly.
+TEST(GpuFusedAttention, PairCodebooksAreAClearError) {
+  KVLAB_REQUIRE_GPU();
+  const int tokens = 128, heads = 2, dim = 64;
+  const auto k = random_fp16(tokens, heads, dim, 21);
+  CompressedCacheConfig config;
+  config.block_size = 64;
+  config.buffer_size = 64;
+  config.rel_scale = 0.2;
+  auto cache = CompressedKvCache::create(config, heads, dim);
+  ASSERT_TRUE(cache);
+  ASSERT_TRUE(cache->prefill(fp16_view(k, tokens, heads, dim), fp16_view(k, tokens, heads, dim)));
+  ASSERT_TRUE(cache->view().key_book->pairs());
+  auto up = cuda::upload_layer(cache->view());
+  ASSERT_FALSE(up);
+  EXPECT_NE(up.message().find("pairs of codes"), std::string::npos) << up.message();
 }
 
 }  // namespace

@@ -76,12 +76,14 @@ void CodeLengthChart::clear_data(const QString& message) {
 
 void CodeLengthChart::set_data(const CodeLengthData& data, const QString& title) {
   QVector<double> x, counts, lengths;
-  double max_count = 0;
-  int max_length = 0, first = -1, last = -1;
+  double max_count = 0, max_length = 0;
+  int first = -1, last = -1;
   const int values = static_cast<int>(std::min<std::size_t>(data.counts.size(), kEscape));
   for (int v = 0; v < values; ++v) {
     if (data.counts[v] == 0) continue;
-    const int length = v < static_cast<int>(data.lengths.size()) ? data.lengths[v] : 0;
+    const double length = v < static_cast<int>(data.bits.size())      ? data.bits[v]
+                          : v < static_cast<int>(data.lengths.size()) ? data.lengths[v]
+                                                                      : 0;
     x.push_back(v);
     counts.push_back(static_cast<double>(data.counts[v]));
     lengths.push_back(length);
@@ -93,7 +95,7 @@ void CodeLengthChart::set_data(const CodeLengthData& data, const QString& title)
   m_counts->setData(x, counts, true);
   m_lengths->setData(x, lengths, true);
   m_escape_length = static_cast<int>(data.lengths.size()) > kEscape ? data.lengths[kEscape] : 0;
-  max_length = std::max(max_length, m_escape_length);
+  max_length = std::max(max_length, static_cast<double>(m_escape_length));
 
   if (first < 0) first = last = 0;
   const int span = last - first + 1;
@@ -107,15 +109,29 @@ void CodeLengthChart::set_data(const CodeLengthData& data, const QString& title)
   yAxis2->setRange(0, max_length + 1.5);
 
   m_title->setText(title);
-  m_note->setText(
-      m_escape_length > 0
-          ? tr("%1 code values occur, %2–%3 bits each · escape (values absent from the "
-               "histogram): %4 bits + 8 raw bits")
-                .arg(x.size())
-                .arg(lengths.isEmpty() ? 0 : *std::min_element(lengths.begin(), lengths.end()))
-                .arg(lengths.isEmpty() ? 0 : *std::max_element(lengths.begin(), lengths.end()))
-                .arg(m_escape_length)
-          : tr("%1 code values occur · no escape code").arg(x.size()));
+  const double lo = lengths.isEmpty() ? 0 : *std::min_element(lengths.begin(), lengths.end());
+  const double hi = lengths.isEmpty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
+  if (data.pairs) {
+    m_lengths->setName(tr("mean bits per code (right)"));
+    yAxis2->setLabel(tr("bits per code"));
+    m_note->setText(tr("One word codes a pair of neighbouring codes; a code's bits: half its "
+                       "pairs' bits, averaged · %1 code values, %2–%3 bits each")
+                        .arg(x.size())
+                        .arg(lo, 0, 'f', 2)
+                        .arg(hi, 0, 'f', 2));
+  } else {
+    m_lengths->setName(tr("code length in bits (right)"));
+    yAxis2->setLabel(tr("code length (bits)"));
+    m_note->setText(
+        m_escape_length > 0
+            ? tr("%1 code values occur, %2–%3 bits each · escape (values absent from the "
+                 "histogram): %4 bits + 8 raw bits")
+                  .arg(x.size())
+                  .arg(lo)
+                  .arg(hi)
+                  .arg(m_escape_length)
+            : tr("%1 code values occur · no escape code").arg(x.size()));
+  }
   legend->setVisible(true);
   replot();
 }

@@ -87,7 +87,9 @@ void CodeLengthPanel::redraw() {
       m_codec == QStringLiteral("huffman")
           ? tr("The codebook this run's Huffman coding used.")
           : tr("The Huffman codebook built for comparison (this run used %1).").arg(m_codec));
-  m_chart->set_data(d, tr("Huffman code length vs frequency: layer %1 %2")
+  m_chart->set_data(d, (d.pairs ? tr("Huffman bits per code vs frequency (pair codebook): layer "
+                                     "%1 %2")
+                                : tr("Huffman code length vs frequency: layer %1 %2"))
                            .arg(l.layer)
                            .arg(keys ? tr("keys") : tr("values")));
 }

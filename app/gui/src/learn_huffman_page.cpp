@@ -39,7 +39,13 @@ QString explanation() {
       "prefill's histogram and reuses it for every block appended while decoding: the histogram "
       "barely changes as tokens arrive, so one 129-byte book replaces a table per block. The "
       "engine caps code words at 12 bits (one table lookup to decode) and adds an escape code "
-      "for values the prefill never produced.</p>");
+      "for values the prefill never produced.</p>"
+      "<p>A code word has a whole number of bits, so a code of probability 0.34 (ideal: 1.56 "
+      "bits) costs 1 or 2. Where every code fits in 4 bits (rel. scale 0.1 and up), the engine "
+      "therefore codes each <b>pair</b> of neighbouring codes as one symbol when that is "
+      "smaller: the rounding then falls on two codes at once, and the Compression view's code "
+      "lengths show bits per code averaged over the pairs. This page builds the code-by-code "
+      "tree.</p>");
 }
 
 // Bits of the binary number `v` (at least 1): the narrowest fixed width that stores 0..v.
@@ -299,8 +305,10 @@ void LearnHuffmanPage::style_table() {
       tr("Every code in w bits, w = bits of the largest code that occurs (the engine's bit-pack "
          "codec rounds w up to 2, 4 or 8)"),
       tr("The Huffman code built by the tree below (unlimited length): Σ count × length / codes"),
-      tr("The engine's HuffmanCodebook::from_histogram: optimal with code words of at most 12 "
-         "bits and an escape symbol of weight 1, so it can cost a little more than the tree"),
+      tr("The engine's code-by-code book, HuffmanCodebook::from_histogram: optimal with code "
+         "words of at most 12 bits and an escape symbol of weight 1, so it can cost a little more "
+         "than the tree (where every code fits 4 bits the engine may code pairs instead: see "
+         "above)"),
       tr("Order-0 Shannon entropy −Σ p log₂ p (the engine's shannon_entropy_bits): no "
          "code-by-code scheme gets below it")};
   for (int c = 0; c < kColumns; ++c) m_table->horizontalHeaderItem(c)->setToolTip(column_tips[c]);

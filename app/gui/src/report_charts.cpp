@@ -35,8 +35,10 @@ std::vector<std::uint64_t> byte_code_counts(const std::vector<CodeHistogram>& in
 }
 
 CodeLengthData code_lengths(const std::vector<CodeHistogram>& histograms,
-                            const std::vector<std::uint8_t>& lengths) {
-  return {byte_code_counts(histograms), std::vector<int>(lengths.begin(), lengths.end())};
+                            const std::vector<std::uint8_t>& lengths,
+                            const std::vector<double>& bits, bool pairs) {
+  return {byte_code_counts(histograms), std::vector<int>(lengths.begin(), lengths.end()), bits,
+          pairs};
 }
 
 bool codec_ran(const LayerReport& l) {
@@ -114,8 +116,11 @@ ChartSet chart_set_from_report(const CompressionReport& r) {
         {l.layer, histograms(l.key_histograms), histograms(l.value_histograms)});
 
     if (any_codec) {
-      set.code_lengths.push_back({l.layer, code_lengths(l.key_histograms, l.key_code_lengths),
-                                  code_lengths(l.value_histograms, l.value_code_lengths)});
+      set.code_lengths.push_back(
+          {l.layer,
+           code_lengths(l.key_histograms, l.key_code_lengths, l.key_code_bits, l.key_code_pairs),
+           code_lengths(l.value_histograms, l.value_code_lengths, l.value_code_bits,
+                        l.value_code_pairs)});
       CodecRatioData& c = set.codec_ratios;
       c.layer.push_back(l.layer);
       for (int k = 0; k < kCodecCount; ++k) {

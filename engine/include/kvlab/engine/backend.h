@@ -33,6 +33,9 @@ class Backend {
   virtual Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens,
                                             int heads, int dim, const CodecConfig& config,
                                             const HuffmanCodebook* book) = 0;
+  // Whether encode_codes and fused_attention take Huffman books whose symbols are pairs of codes
+  // (HuffmanCodebook::pairs()); where not, callers build single-code books (choose_codebook()).
+  virtual bool huffman_pairs() const { return true; }
   // fused_attention() of fused_attention.h: softmax(q . K / sqrt(d)) . V over a compressed layer,
   // its fp16 buffer included. q and out [q_heads][head_dim].
   virtual Status fused_attention(const CompressedKvView& cache, std::span<const float> q,

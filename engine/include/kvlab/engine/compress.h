@@ -46,8 +46,12 @@ struct LayerReport {
   ErrorMetrics error;                   // K and V together, with attention metrics
   std::vector<CodeHistogram> key_histograms, value_histograms;
   CodecStats key_codec, value_codec;  // all zero when no codec ran
-  // Huffman code length of each symbol (256 code values + escape), when a codec ran.
+  // When a codec ran: the Huffman codebook's code length of each symbol (256 symbols + escape),
+  // whether its symbols are pairs of codes (docs/FORMAT.md, "Pair symbols"), and the mean bits
+  // a code of each of the 256 values took through it (mean_code_bits()).
   std::vector<std::uint8_t> key_code_lengths, value_code_lengths;
+  bool key_code_pairs = false, value_code_pairs = false;
+  std::vector<double> key_code_bits, value_code_bits;
 };
 
 // A layer's compression ratio had its codes been coded with `kind` (everything else equal), and

@@ -26,6 +26,10 @@ struct CompressedCacheConfig {
   // BitPack only: 2, 4 or 8, or 0 to take the smallest width holding the first compressed codes.
   // Codes appended later must fit (with rel_scale >= 1/15 every code fits 4 bits).
   int bitpack_width = 0;
+  // Huffman: code pairs of codes as one symbol where the prefill's codes all fit 4 bits and that
+  // is smaller (choose_codebook(); docs/FORMAT.md, "Pair symbols"). Off for a cache the CUDA
+  // backend will read (Backend::huffman_pairs()).
+  bool huffman_pairs = true;
 };
 
 // Bytes held by the cache, by component; everything stored counts.

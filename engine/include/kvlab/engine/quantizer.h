@@ -48,6 +48,11 @@ struct QuantizedTensor {
   ByteBreakdown bytes;
 };
 
+// The largest code KVComp's quantizer can give at this relative error bound, whatever the data:
+// round(1 / rel_scale), at most 255 (codes are bytes). Where it is below 16, the codes fit 4
+// bits and a Huffman book may code them in pairs (choose_codebook()).
+int kvcomp_max_code(double rel_scale);
+
 class Quantizer {
  public:
   virtual ~Quantizer() = default;

@@ -60,7 +60,11 @@ struct CodecSummary {
 // code length of each symbol (257: the 256 values, then the escape; 0 = no code of its own).
 struct CodeLengthData {
   std::vector<std::uint64_t> counts;
-  std::vector<int> lengths;
+  std::vector<int> lengths;  // the codebook's 257 symbol lengths (escape last)
+  // Mean bits a code of each value took (LayerReport::key_code_bits); empty for runs saved
+  // before it was recorded, where a symbol's length is a code's.
+  std::vector<double> bits;
+  bool pairs = false;  // the book's symbols are pairs of codes
 };
 
 struct LayerCodeLengths {
