@@ -458,11 +458,12 @@ DecodeProblem decode_symbols(const std::uint8_t* data, std::size_t readable,
   return decode_huffman_checked(data, readable, start_bit, bit_count, dim, book, out);
 }
 
-// decode_huffman_block over symbols: `dim` symbols per vector.
-BlockProblem decode_symbol_block(const std::uint8_t* data, std::size_t readable,
-                                 std::uint64_t start_bit, const std::uint16_t* vector_bits,
-                                 int count, int dim, const HuffmanCodebook& book, std::uint8_t* out,
-                                 std::size_t out_stride) {
+}  // namespace
+
+BlockProblem decode_huffman_symbols(const std::uint8_t* data, std::size_t readable,
+                                    std::uint64_t start_bit, const std::uint16_t* vector_bits,
+                                    int count, int dim, const HuffmanCodebook& book,
+                                    std::uint8_t* out, std::size_t out_stride) {
   std::vector<std::uint8_t> padded;  // a chunk's bytes with room for any load, near the end
   std::uint64_t bit = start_bit;
   const bool runs_fit = dim > 0 && static_cast<std::size_t>(dim) * kRuns <= kChunkCodes;
@@ -506,6 +507,8 @@ BlockProblem decode_symbol_block(const std::uint8_t* data, std::size_t readable,
   }
   return {};
 }
+
+namespace {
 
 // Pair symbols (first | second << 4) back into `dim` codes; an odd dim drops the last pair's
 // second code.
@@ -577,8 +580,8 @@ BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable
                                   int count, int dim, const HuffmanCodebook& book,
                                   std::uint8_t* out, std::size_t out_stride) {
   if (!book.pairs()) {
-    return decode_symbol_block(data, readable, start_bit, vector_bits, count, dim, book, out,
-                               out_stride);
+    return decode_huffman_symbols(data, readable, start_bit, vector_bits, count, dim, book, out,
+                                  out_stride);
   }
   // A few vectors' symbols at a time into scratch, then split into their rows.
   const int n = book.symbols_per_vector(dim);
@@ -594,8 +597,8 @@ BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable
   std::uint64_t bit = start_bit;
   for (int i0 = 0; i0 < count; i0 += per) {
     const int m = std::min(per, count - i0);
-    const BlockProblem bp = decode_symbol_block(data, readable, bit, vector_bits + i0, m, n, book,
-                                                syms, static_cast<std::size_t>(n));
+    const BlockProblem bp = decode_huffman_symbols(data, readable, bit, vector_bits + i0, m, n,
+                                                   book, syms, static_cast<std::size_t>(n));
     // On failure the vectors before the bad one are decoded (as the single-code path leaves
     // them): split those too.
     const int good = bp.problem != nullptr ? bp.vector : m;

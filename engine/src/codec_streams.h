@@ -128,6 +128,13 @@ BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable
                                   std::uint64_t start_bit, const std::uint16_t* vector_bits,
                                   int count, int dim, const HuffmanCodebook& book,
                                   std::uint8_t* out, std::size_t out_stride);
+// The same, but writing each vector's `symbols` (book.symbols_per_vector(dim)) symbols as they
+// are, one byte each. For a pair book a vector's symbols are then its codes packed two per byte,
+// low nibble first: Bitpack-4's layout, which the fused attention loops read as they stand.
+BlockProblem decode_huffman_symbols(const std::uint8_t* data, std::size_t readable,
+                                    std::uint64_t start_bit, const std::uint16_t* vector_bits,
+                                    int count, int symbols, const HuffmanCodebook& book,
+                                    std::uint8_t* out, std::size_t out_stride);
 
 // The codebook's decoder tables, behind its 4096 single-symbol entries in the same storage
 // (huffman.cpp fills them, build_tables sizes the storage with kDecodeStorage):

@@ -83,15 +83,10 @@ Status key_logits(const CompressedKvView& v, const float* q, int group, float sc
             const float* qg = qf.data() + static_cast<std::size_t>(g0) * dim;
             float* og = out + static_cast<std::size_t>(g0) * T;
             if (src.nibbles()) {
-              const detail::NibbleRows rows{src.block_base(), src.row_bytes()};
-              detail::key_tile(rows, i0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og,
-                               T);
-            } else if (src.in_place()) {
-              const detail::ByteRows rows{src.block_base(), src.row_bytes()};
-              detail::key_tile(rows, i0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og,
-                               T);
+              const detail::NibbleRows rows{src.tile_rows(i0), src.tile_stride()};
+              detail::key_tile(rows, 0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og, T);
             } else {
-              const detail::ByteRows rows{src.rows(), src.stride()};
+              const detail::ByteRows rows{src.tile_rows(i0), src.tile_stride()};
               detail::key_tile(rows, 0, m, gt, dim / detail::kLaneGroup, qg, dim, &bias[g0], og, T);
             }
           }
@@ -160,13 +155,10 @@ Status value_sums(const CompressedKvView& v, const float* probs, int group, int 
             float* og = oh + static_cast<std::size_t>(g0) * dim;
             const int groups = dim / detail::kLaneGroup;
             if (src.nibbles()) {
-              const detail::NibbleRows rows{src.block_base(), src.row_bytes()};
-              detail::value_tile(rows, i0, m, gt, groups, wg, kTile, og, dim);
-            } else if (src.in_place()) {
-              const detail::ByteRows rows{src.block_base(), src.row_bytes()};
-              detail::value_tile(rows, i0, m, gt, groups, wg, kTile, og, dim);
+              const detail::NibbleRows rows{src.tile_rows(i0), src.tile_stride()};
+              detail::value_tile(rows, 0, m, gt, groups, wg, kTile, og, dim);
             } else {
-              const detail::ByteRows rows{src.rows(), src.stride()};
+              const detail::ByteRows rows{src.tile_rows(i0), src.tile_stride()};
               detail::value_tile(rows, 0, m, gt, groups, wg, kTile, og, dim);
             }
           }

@@ -1,8 +1,9 @@
 // Private to the fused attention paths: where the codes of one block come from, one tile of
 // vectors at a time. 4-bit and 8-bit codes on lane boundaries are read in place by the SIMD
 // loops; Huffman streams (the codec's own block decoder, codec_streams.h) and the other fixed
-// widths decode into a row buffer of one byte per code, at most kTile rows, that the same loops
-// read at once.
+// widths decode into a row buffer, at most kTile rows, that the same loops read at once: one
+// byte per code, or for a pair book on lane boundaries the pair symbols as they decode, which
+// are the codes packed two per byte like 4-bit packing's.
 #pragma once
 
 #include <algorithm>
@@ -51,24 +52,36 @@ class BlockRows {
         m_book(book),
         m_rows(static_cast<std::size_t>(kTile) * static_cast<std::size_t>(e.dim)) {
 #if KVLAB_FUSED_SIMD
-    const bool lanes = e.dim % kLaneGroup == 0 && e.kind == CodecKind::BitPack;
-    m_nibbles = lanes && e.bitpack_width == 4;
-    m_bytes = lanes && e.bitpack_width == 8;
+    const bool lanes = e.dim % kLaneGroup == 0;
+    const bool packed = lanes && e.kind == CodecKind::BitPack;
+    m_in_place = packed && (e.bitpack_width == 4 || e.bitpack_width == 8);
+    m_pair_rows = lanes && e.kind == CodecKind::Huffman && book != nullptr && book->pairs();
+    m_nibbles = (packed && e.bitpack_width == 4) || m_pair_rows;
 #endif
   }
-  // 4-bit or 8-bit codes read in place (the SIMD loops); otherwise decode() fills the buffer.
+  // The rows hold two 4-bit codes per byte, low nibble first (the SIMD loops' NibbleRows), else
+  // one byte per code.
   bool nibbles() const {
     return m_nibbles;
   }
+  // 4-bit or 8-bit codes read in place (the SIMD loops); otherwise decode() fills the buffer.
   bool in_place() const {
-    return m_nibbles || m_bytes;
+    return m_in_place;
   }
   // Row i of the buffer at rows() + i * stride(): the decoded rows lie back to back.
   std::size_t stride() const {
-    return static_cast<std::size_t>(m_e.dim);
+    return m_pair_rows ? static_cast<std::size_t>(m_e.dim) / 2 : static_cast<std::size_t>(m_e.dim);
   }
   const std::uint8_t* rows() const {
     return m_rows.data();
+  }
+  // For the SIMD loops, after decode(i0, m) where needed: row i of the tile (vector i0 + i) at
+  // tile_rows(i0) + i * tile_stride().
+  const std::uint8_t* tile_rows(int i0) const {
+    return m_in_place ? block_base() + static_cast<std::size_t>(i0) * row_bytes() : rows();
+  }
+  std::size_t tile_stride() const {
+    return m_in_place ? row_bytes() : stride();
   }
 
   // Block tb * heads + h: its first byte and first vector index.
@@ -114,8 +127,11 @@ class BlockRows {
       return -1;
     }
     const std::uint16_t* bits = m_e.vector_bits.data() + m_first_vector + i0;
-    const BlockProblem p = decode_huffman_block(m_e.payload.data(), m_e.payload.size(), m_bit, bits,
-                                                m, dim, *m_book, m_rows.data(), stride());
+    const BlockProblem p =
+        m_pair_rows ? decode_huffman_symbols(m_e.payload.data(), m_e.payload.size(), m_bit, bits, m,
+                                             dim / 2, *m_book, m_rows.data(), stride())
+                    : decode_huffman_block(m_e.payload.data(), m_e.payload.size(), m_bit, bits, m,
+                                           dim, *m_book, m_rows.data(), stride());
     for (int i = 0; i < m; ++i) m_bit += bits[i];
     m_problem = p.problem;
     return p.problem == nullptr ? -1 : i0 + p.vector;
@@ -135,7 +151,7 @@ class BlockRows {
   const HuffmanCodebook* m_book;
   std::vector<std::uint8_t> m_rows;
   DecodeProblem m_problem = nullptr;
-  bool m_nibbles = false, m_bytes = false;
+  bool m_nibbles = false, m_in_place = false, m_pair_rows = false;
   std::size_t m_block = 0, m_byte = 0, m_first_vector = 0;
   std::uint64_t m_bit = 0;
 };
