@@ -246,7 +246,12 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
     }
   }
 
+  // The largest code first (a loop the compiler vectorizes), the offending one only if needed.
+  std::uint8_t largest = 0;
   if (e.kind == CodecKind::Huffman && book->pairs()) {
+    for (const std::uint8_t c : codes) largest = std::max(largest, c);
+  }
+  if (largest > 15) {
     for (std::size_t i = 0; i < codes.size(); ++i) {
       if (codes[i] > 15) {
         return make_error(fmt::format(

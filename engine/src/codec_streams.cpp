@@ -545,14 +545,18 @@ void encode_huffman_vector(const std::uint8_t* codes, int dim, const HuffmanCode
     return;
   }
   // Symbols in chunks through a small buffer; the stream is the same as all at once.
-  std::uint8_t syms[256];
-  for (int i = 0; i < dim;) {
-    int n = 0;
-    for (; n < 256 && i < dim; ++n, i += 2) {
-      const std::uint8_t second = i + 1 < dim ? codes[i + 1] : 0;
-      syms[n] = static_cast<std::uint8_t>(codes[i] | (second << 4));
-    }
+  constexpr int kChunk = 256;
+  std::uint8_t syms[kChunk];
+  const int whole = dim / 2;  // pairs of two codes; an odd dim adds one (code, 0)
+  for (int p0 = 0; p0 < whole; p0 += kChunk) {
+    const int n = std::min(kChunk, whole - p0);
+    const std::uint8_t* c = codes + 2 * p0;
+    for (int k = 0; k < n; ++k) syms[k] = static_cast<std::uint8_t>(c[2 * k] | (c[2 * k + 1] << 4));
     encode_symbols(syms, n, book, out);
+  }
+  if (dim % 2 != 0) {
+    syms[0] = codes[dim - 1];
+    encode_symbols(syms, 1, book, out);
   }
 }
 

@@ -186,6 +186,24 @@ TEST(Cli, BenchCodecMeasuresAllThreeCodecsAndFusedAttention) {
         << codec;
   }
   EXPECT_EQ(ours, 6);  // keys and values, three codecs each (zstd rows come on top when built in)
+  // At the default rel_scale 0.05 codes reach 20: one code per Huffman symbol. At 0.2 they stay
+  // below 16 and the engine's book codes pairs, within 3% of the entropy.
+  for (const auto& r : j["codecs"]) {
+    if (r["codec"] == "huffman") EXPECT_EQ(r["symbols"], "codes");
+  }
+  const Output coarse =
+      run("bench codec --context 128 --seconds 0.01 --rel-scale 0.2 --no-fused --json");
+  ASSERT_EQ(coarse.code, 0) << coarse.out;
+  int pair_rows = 0;
+  const auto coarse_json = nlohmann::json::parse(coarse.out);
+  for (const auto& r : coarse_json["codecs"]) {
+    if (r["codec"] != "huffman") continue;
+    EXPECT_EQ(r["symbols"], "pairs");
+    EXPECT_LE(r["payload_bits_per_code"].get<double>(),
+              1.03 * r["entropy_bits_per_code"].get<double>());
+    ++pair_rows;
+  }
+  EXPECT_EQ(pair_rows, 2);
   const auto& fused = j["fused_attention"];
   ASSERT_EQ(fused.size(), 6u);  // two contexts, three paths each
   for (std::size_t i = 0; i < fused.size(); ++i) {
