@@ -9,10 +9,11 @@
 // codes, docs/FORMAT.md "Pair symbols"), and 4-bit fixed-width packing at rel=0.07 (above 1/15,
 // so every code fits 4 bits). The context is a multiple of the block size, so nothing waits in
 // the fp16 buffer and every token is decoded.
-// All three paths run the same register-blocked AVX2/FMA loops (engine/src/fused_kernels.h): the
-// fp16 one converts rows with F16C and prefetches the rows of its next chunk, the compressed ones
-// multiply integer codes with the dequantization folded into the query or the weights, so the
-// ratios measure what reading codes costs against reading halves, not loop quality.
+// All paths run the same register-blocked AVX2/FMA loops, with 16-lane AVX-512 registers where
+// the build has them (engine/src/fused_kernels.h): the fp16 one converts rows with F16C and
+// prefetches the rows of its next chunk, the compressed ones multiply integer codes with the
+// dequantization folded into the query or the weights, so the ratios measure what reading codes
+// costs against reading halves, not loop quality.
 // Items are tokens processed; bytes are the stored K (or V) bytes the path reads.
 // bench/fused_attention_report.py turns one JSON run into the table in docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>

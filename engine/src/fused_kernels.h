@@ -1,4 +1,5 @@
-// Private to the attention sources: the AVX2/FMA/F16C inner loops shared by the fp16 baseline
+// Private to the attention sources: the AVX2/FMA/F16C inner loops (16-lane AVX-512 registers for
+// the dot products and weighted sums where the build has AVX-512F) shared by the fp16 baseline
 // and the fused compressed paths, so that both run the same register-blocked arithmetic and
 // differ only in how a row of keys or values becomes floats (F16C conversion, or integer codes
 // widened and converted). With codes, the dequantization x = min + code * step is folded out of
@@ -13,16 +14,32 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #define KVLAB_FUSED_SIMD 1
+// The value loops take 16 lanes per register where the build has AVX-512 (F, for the 512-bit
+// FMAs and conversions).
+#if defined(__AVX512F__)
+#define KVLAB_FUSED_512 1
+#else
+#define KVLAB_FUSED_512 0
+#endif
 #else
 #define KVLAB_FUSED_SIMD 0
 #endif
 
 namespace kvlab::detail {
+// The loops' bodies depend on the instruction set the including file is compiled for: an inline
+// namespace per variant keeps a file built for AVX2 only (tests/engine/test_fused_kernels_avx2.cpp)
+// from sharing symbols with one built for AVX-512.
+#if KVLAB_FUSED_512
+inline namespace simd512 {
+#else
+inline namespace simd256 {
+#endif
 
 // Channels one row load gives (two 8-float registers).
 constexpr int kLaneGroup = 16;
@@ -61,6 +78,12 @@ struct Fp16Rows {
     a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
   }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    const std::uint16_t* p = base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+#endif
 };
 
 // One byte per code; `stride` in bytes.
@@ -77,6 +100,13 @@ struct ByteRows {
     b = _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))));
   }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    const std::uint8_t* p = base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+#endif
 };
 
 // Two 4-bit codes per byte, LSB-first (docs/FORMAT.md, Bitpack); `stride` in bytes. Eight bytes
@@ -95,6 +125,18 @@ struct NibbleRows {
     a = _mm256_cvtepi32_ps(_mm256_and_si256(d, _mm256_set1_epi32(15)));
     b = _mm256_cvtepi32_ps(_mm256_srli_epi32(d, 4));
   }
+#if KVLAB_FUSED_512
+  // Lanes 0-7 the even channels (low nibbles), 8-15 the odd ones, as load() gives them.
+  // The 8 bytes twice, widened to 16 lanes, then shifted by 0 or 4 and masked.
+  __m512 load16(std::size_t r, int j) const {
+    const std::uint8_t* p = base + r * stride + static_cast<std::size_t>(8) * j;
+    std::int64_t bytes;
+    std::memcpy(&bytes, p, sizeof bytes);
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_set1_epi64x(bytes));
+    const __m512i shift = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4);
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(d, shift), _mm512_set1_epi32(15)));
+  }
+#endif
 };
 
 // The eight horizontal sums of a[0..7], in order, in one register.
@@ -124,6 +166,28 @@ inline void key_dots(const Rows& rows, const std::size_t* row_idx, int groups, c
   __m256 acc[8 * kRegs];
 #pragma GCC unroll 16
   for (int k = 0; k < 8 * kRegs; ++k) acc[k] = _mm256_setzero_ps();
+#if KVLAB_FUSED_512
+  // One 16-lane register per lane group: half the FMAs; each sum folds to 8 lanes at the end.
+  __m512 wide[GT * TT];
+#pragma GCC unroll 16
+  for (int k = 0; k < GT * TT; ++k) wide[k] = _mm512_setzero_ps();
+  for (int j = 0; j < groups; ++j) {
+    const float* qj = qf + static_cast<std::size_t>(kLaneGroup) * j;
+#pragma GCC unroll 8
+    for (int t = 0; t < TT; ++t) {
+      const __m512 x = rows.load16(row_idx[t], j);
+#pragma GCC unroll 4
+      for (int g = 0; g < GT; ++g) {
+        wide[g * TT + t] = _mm512_fmadd_ps(x, _mm512_loadu_ps(qj + g * qstride), wide[g * TT + t]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < GT * TT; ++k) {
+    acc[k] = _mm256_add_ps(_mm512_castps512_ps256(wide[k]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(wide[k]), 1)));
+  }
+#else
   for (int j = 0; j < groups; ++j) {
     const float* qj = qf + static_cast<std::size_t>(kLaneGroup) * j;
 #pragma GCC unroll 8
@@ -138,6 +202,7 @@ inline void key_dots(const Rows& rows, const std::size_t* row_idx, int groups, c
       }
     }
   }
+#endif
 #pragma GCC unroll 2
   for (int k = 0; k < kRegs; ++k) r[k] = reduce8(acc + 8 * k);
 }
@@ -316,16 +381,62 @@ inline void value_sums(const Rows& rows, std::size_t row0, int n, int j0, const 
   }
 }
 
+#if KVLAB_FUSED_512
+// value_sums with one 16-lane register per lane group: half the FMAs of the 8-lane loop.
+template <int GT, int VP, class Rows>
+inline void value_sums512(const Rows& rows, std::size_t row0, int n, int j0, const float* w,
+                          std::size_t wstride, float* out, std::size_t ostride) {
+  __m512 acc[GT * VP];
+#pragma GCC unroll 32
+  for (int k = 0; k < GT * VP; ++k) acc[k] = _mm512_setzero_ps();
+  for (int t = 0; t < n; ++t) {
+    __m512 x[VP];
+#pragma GCC unroll 8
+    for (int v = 0; v < VP; ++v) rows.prefetch_group(row0 + t, j0 + v);
+#pragma GCC unroll 8
+    for (int v = 0; v < VP; ++v) x[v] = rows.load16(row0 + t, j0 + v);
+#pragma GCC unroll 8
+    for (int g = 0; g < GT; ++g) {
+      const __m512 wg = _mm512_set1_ps(w[g * wstride + t]);
+#pragma GCC unroll 8
+      for (int v = 0; v < VP; ++v) acc[g * VP + v] = _mm512_fmadd_ps(wg, x[v], acc[g * VP + v]);
+    }
+  }
+  // even channels | odd channels -> channel order
+  const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+#pragma GCC unroll 8
+  for (int g = 0; g < GT; ++g) {
+#pragma GCC unroll 8
+    for (int v = 0; v < VP; ++v) {
+      __m512 a = acc[g * VP + v];
+      if constexpr (Rows::kNibbles) a = _mm512_permutexvar_ps(order, a);
+      float* o = out + g * ostride + static_cast<std::size_t>(kLaneGroup) * (j0 + v);
+      _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), a));
+    }
+  }
+}
+#endif
+
 // value_sums over all `groups` lane groups for `gt` (1..kHeadTile) heads.
 template <class Rows>
 inline void value_tile(const Rows& rows, std::size_t row0, int n, int gt, int groups,
                        const float* w, std::size_t wstride, float* out, std::size_t ostride) {
   auto run = [&](auto gt_c) {
     constexpr int G = decltype(gt_c)::value;
+#if KVLAB_FUSED_512
+    // 32 registers: G * VP accumulators, VP rows and a weight.
+    constexpr int VP = G <= 2 ? 8 : 4;
+    int j = 0;
+    for (; j + VP <= groups; j += VP) {
+      value_sums512<G, VP>(rows, row0, n, j, w, wstride, out, ostride);
+    }
+    for (; j < groups; ++j) value_sums512<G, 1>(rows, row0, n, j, w, wstride, out, ostride);
+#else
     constexpr int VP = kAccumulators / (2 * G) > 0 ? kAccumulators / (2 * G) : 1;
     int j = 0;
     for (; j + VP <= groups; j += VP) value_sums<G, VP>(rows, row0, n, j, w, wstride, out, ostride);
     for (; j < groups; ++j) value_sums<G, 1>(rows, row0, n, j, w, wstride, out, ostride);
+#endif
   };
   switch (gt) {
     case 1:
@@ -341,4 +452,5 @@ inline void value_tile(const Rows& rows, std::size_t row0, int n, int gt, int gr
 
 #endif  // KVLAB_FUSED_SIMD
 
+}  // namespace simd512 / simd256
 }  // namespace kvlab::detail

@@ -1,0 +1,156 @@
+// The SIMD loops of engine/src/fused_kernels.h against a double-precision reference, for each kind
+// of rows (fp16, one byte per code, two 4-bit codes per byte) and head tile. Included by two test
+// files: one built for this machine (AVX-512 where it has it), one built for AVX2 only, so the
+// 8-lane value loop stays tested on machines whose builds take the 16-lane one. The including
+// file defines KVLAB_KERNEL_SUITE, the test suite's name.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "fused_kernels.h"
+#include "kvlab/engine/dtype.h"
+#include "random.h"
+
+namespace kvlab {
+namespace {
+
+#if KVLAB_FUSED_SIMD
+
+constexpr int kDim = 64;  // four lane groups
+constexpr int kTokens = 37;
+
+enum class RowKind { Fp16, Bytes, Nibbles };
+
+// Rows of kDim values each (as floats), and the stored bytes the loops read.
+struct TestRows {
+  std::vector<float> values;  // [kTokens][kDim], channel order
+  std::vector<std::uint16_t> halves;
+  std::vector<std::uint8_t> bytes;
+};
+
+TestRows make_rows(RowKind kind, std::uint64_t seed) {
+  detail::Rng rng(seed);
+  TestRows r;
+  r.values.resize(static_cast<std::size_t>(kTokens) * kDim);
+  for (std::size_t i = 0; i < r.values.size(); ++i) {
+    if (kind == RowKind::Fp16) {
+      r.values[i] = fp16_to_float(float_to_fp16(static_cast<float>(rng.normal())));
+      r.halves.push_back(float_to_fp16(r.values[i]));
+    } else {
+      r.values[i] = static_cast<float>(rng.below(kind == RowKind::Bytes ? 256 : 16));
+    }
+  }
+  if (kind == RowKind::Bytes) r.bytes.assign(r.values.begin(), r.values.end());
+  if (kind == RowKind::Nibbles) {
+    r.bytes.resize(r.values.size() / 2);
+    for (std::size_t i = 0; i < r.bytes.size(); ++i) {
+      r.bytes[i] = static_cast<std::uint8_t>(static_cast<int>(r.values[2 * i]) |
+                                             (static_cast<int>(r.values[2 * i + 1]) << 4));
+    }
+  }
+  return r;
+}
+
+template <class F>
+void with_rows(RowKind kind, const TestRows& r, F&& f) {
+  switch (kind) {
+    case RowKind::Fp16:
+      return f(detail::Fp16Rows{r.halves.data(), kDim, kDim, kTokens});
+    case RowKind::Bytes:
+      return f(detail::ByteRows{r.bytes.data(), kDim});
+    case RowKind::Nibbles:
+      return f(detail::NibbleRows{r.bytes.data(), kDim / 2});
+  }
+}
+
+// out[g][c] += sum_t w[g][t] * row(t)[c], every head tile, starting from non-zero outputs.
+TEST(KVLAB_KERNEL_SUITE, ValueSumsMatchDoubleReference) {
+  for (RowKind kind : {RowKind::Fp16, RowKind::Bytes, RowKind::Nibbles}) {
+    const TestRows r = make_rows(kind, 3 + static_cast<int>(kind));
+    for (int gt = 1; gt <= detail::kHeadTile; ++gt) {
+      SCOPED_TRACE(::testing::Message() << "rows " << static_cast<int>(kind) << ", heads " << gt);
+      detail::Rng rng(40 + gt);
+      std::vector<float> w(static_cast<std::size_t>(gt) * kTokens), out(gt * kDim);
+      for (float& x : w) x = static_cast<float>(rng.uniform());
+      for (float& x : out) x = static_cast<float>(rng.normal());
+      std::vector<double> want(out.begin(), out.end()), magnitude(want.size());
+      for (std::size_t i = 0; i < want.size(); ++i) magnitude[i] = std::abs(want[i]);
+      for (int g = 0; g < gt; ++g) {
+        for (int t = 0; t < kTokens; ++t) {
+          for (int c = 0; c < kDim; ++c) {
+            const double term = static_cast<double>(w[g * kTokens + t]) *
+                                r.values[static_cast<std::size_t>(t) * kDim + c];
+            want[g * kDim + c] += term;
+            magnitude[g * kDim + c] += std::abs(term);
+          }
+        }
+      }
+      with_rows(kind, r, [&](const auto& rows) {
+        detail::value_tile(rows, 0, kTokens, gt, kDim / detail::kLaneGroup, w.data(), kTokens,
+                           out.data(), kDim);
+      });
+      for (int i = 0; i < gt * kDim; ++i) {
+        ASSERT_NEAR(out[i], want[i], 1e-6 * magnitude[i] + 1e-6) << "element " << i;
+      }
+    }
+  }
+}
+
+// logits[g][t] = qf[g] . row(t) + bias[g], with qf in the rows' lane order (nibble rows: the
+// even channels of each 16, then the odd ones).
+TEST(KVLAB_KERNEL_SUITE, KeyDotsMatchDoubleReference) {
+  for (RowKind kind : {RowKind::Fp16, RowKind::Bytes, RowKind::Nibbles}) {
+    const TestRows r = make_rows(kind, 7 + static_cast<int>(kind));
+    for (int gt = 1; gt <= detail::kHeadTile; ++gt) {
+      SCOPED_TRACE(::testing::Message() << "rows " << static_cast<int>(kind) << ", heads " << gt);
+      detail::Rng rng(50 + gt);
+      std::vector<float> q(static_cast<std::size_t>(gt) * kDim), qf(q.size()), bias(gt);
+      for (float& x : q) x = static_cast<float>(rng.normal());
+      for (float& x : bias) x = static_cast<float>(rng.normal());
+      for (int g = 0; g < gt; ++g) {
+        for (int c = 0; c < kDim; ++c) {
+          int lane = c;
+          if (kind == RowKind::Nibbles) {
+            const int in = c % detail::kLaneGroup;
+            lane = c - in + (in % 2 == 0 ? in / 2 : 8 + in / 2);
+          }
+          qf[g * kDim + lane] = q[g * kDim + c];
+        }
+      }
+      std::vector<float> out(static_cast<std::size_t>(gt) * kTokens, 0.f);
+      with_rows(kind, r, [&](const auto& rows) {
+        detail::key_tile(rows, 0, kTokens, gt, kDim / detail::kLaneGroup, qf.data(), kDim,
+                         bias.data(), out.data(), kTokens);
+      });
+      for (int g = 0; g < gt; ++g) {
+        for (int t = 0; t < kTokens; ++t) {
+          double want = bias[g], magnitude = std::abs(bias[g]);
+          for (int c = 0; c < kDim; ++c) {
+            const double term = static_cast<double>(q[g * kDim + c]) *
+                                r.values[static_cast<std::size_t>(t) * kDim + c];
+            want += term;
+            magnitude += std::abs(term);
+          }
+          // Float sums of kDim terms: within a few roundings of the terms' magnitude.
+          ASSERT_NEAR(out[g * kTokens + t], want, 1e-6 * magnitude + 1e-6)
+              << "head " << g << " token " << t;
+        }
+      }
+    }
+  }
+}
+
+#else
+
+TEST(KVLAB_KERNEL_SUITE, NeedsAvx2) {
+  GTEST_SKIP() << "built without AVX2/FMA/F16C: the callers take their scalar loops";
+}
+
+#endif
+
+}  // namespace
+}  // namespace kvlab
