@@ -268,11 +268,17 @@ void lock_step(Run* runs, const RunTables& t) {
     s[k] = runs[k].s;
     limit[k] = runs[k].limit;
   }
+  // A round moves a run's output on by at most kCodesPerRound: run as many rounds as the run
+  // nearest its limit surely has, without looking at the limits in between (they would take
+  // registers the rounds need), then look again.
+  constexpr std::ptrdiff_t kCodesPerRound = kMultiSymbols * kStepsPerRefill;
   for (;;) {
-    bool near_end = false;
-    for (int k = 0; k < N; ++k) near_end |= s[k].out >= limit[k];
-    if (near_end) break;
-    round<N>(s, t);
+    std::ptrdiff_t room = limit[0] - s[0].out;
+    for (int k = 1; k < N; ++k) room = std::min(room, limit[k] - s[k].out);
+    if (room <= 0) break;
+    for (std::ptrdiff_t r = (room + kCodesPerRound - 1) / kCodesPerRound; r > 0; --r) {
+      round<N>(s, t);
+    }
   }
   for (int k = 0; k < N; ++k) runs[k].s = s[k];
 }
