@@ -539,8 +539,21 @@ void split_pairs(const std::uint8_t* syms, int dim, std::uint8_t* out) {
   if (dim % 2 != 0) out[dim - 1] = syms[pairs] & 0x0f;
 }
 
-// Symbols of a pair book decoded in this many bytes on the stack; longer vectors use the heap.
-constexpr int kPairScratch = 4096;
+// Bytes for the symbols of a pair book on their way to codes: kBytes on the stack, more on the
+// heap.
+class SymbolScratch {
+ public:
+  static constexpr int kBytes = 4096;
+  std::uint8_t* get(int n) {
+    if (n <= kBytes) return m_local;
+    m_heap.resize(static_cast<std::size_t>(n));
+    return m_heap.data();
+  }
+
+ private:
+  std::uint8_t m_local[kBytes];
+  std::vector<std::uint8_t> m_heap;
+};
 
 }  // namespace
 
@@ -571,13 +584,8 @@ DecodeProblem decode_huffman_vector(const std::uint8_t* data, std::size_t readab
                                     const HuffmanCodebook& book, std::uint8_t* out) {
   if (!book.pairs()) return decode_symbols(data, readable, start_bit, bit_count, dim, book, out);
   const int n = book.symbols_per_vector(dim);
-  std::uint8_t local[kPairScratch];
-  std::vector<std::uint8_t> heap;
-  std::uint8_t* syms = local;
-  if (n > kPairScratch) {
-    heap.resize(static_cast<std::size_t>(n));
-    syms = heap.data();
-  }
+  SymbolScratch scratch;
+  std::uint8_t* const syms = scratch.get(n);
   if (DecodeProblem p = decode_symbols(data, readable, start_bit, bit_count, n, book, syms)) {
     return p;
   }
@@ -595,15 +603,9 @@ BlockProblem decode_huffman_block(const std::uint8_t* data, std::size_t readable
   }
   // A few vectors' symbols at a time into scratch, then split into their rows.
   const int n = book.symbols_per_vector(dim);
-  alignas(64) std::uint8_t local[kPairScratch];
-  std::vector<std::uint8_t> heap;
-  std::uint8_t* syms = local;
-  int per = n > 0 ? kPairScratch / n : count;
-  if (per == 0) {
-    heap.resize(static_cast<std::size_t>(n));
-    syms = heap.data();
-    per = 1;
-  }
+  const int per = n > 0 ? std::max(1, SymbolScratch::kBytes / n) : count;
+  SymbolScratch scratch;
+  std::uint8_t* const syms = scratch.get(per * n);
   std::uint64_t bit = start_bit;
   for (int i0 = 0; i0 < count; i0 += per) {
     const int m = std::min(per, count - i0);
