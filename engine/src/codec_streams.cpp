@@ -415,7 +415,14 @@ std::uint64_t sum_code_bits(const std::uint8_t* codes, std::size_t n, const std:
         _mm512_maskz_mov_epi8(live, _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), low, high));
     acc = _mm512_add_epi64(acc, _mm512_sad_epu8(bits, _mm512_setzero_si512()));
   }
-  return static_cast<std::uint64_t>(_mm512_reduce_add_epi64(acc));
+  // Halves added by hand, through the zero-masked extract: GCC 12 builds the reduce and cast
+  // intrinsics on an undefined register, which -Wuninitialized reports.
+  const __m256i half = _mm256_add_epi64(_mm512_maskz_extracti64x4_epi64(0xf, acc, 0),
+                                        _mm512_maskz_extracti64x4_epi64(0xf, acc, 1));
+  const __m128i quarter =
+      _mm_add_epi64(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
+  return static_cast<std::uint64_t>(_mm_cvtsi128_si64(quarter)) +
+         static_cast<std::uint64_t>(_mm_extract_epi64(quarter, 1));
 }
 #else
 std::uint64_t sum_code_bits(const std::uint8_t* codes, std::size_t n, const std::uint8_t* cost) {

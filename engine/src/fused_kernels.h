@@ -409,7 +409,9 @@ inline void value_sums512(const Rows& rows, std::size_t row0, int n, int j0, con
 #pragma GCC unroll 8
     for (int v = 0; v < VP; ++v) {
       __m512 a = acc[g * VP + v];
-      if constexpr (Rows::kNibbles) a = _mm512_permutexvar_ps(order, a);
+      // The zero-masked form with every lane on: GCC 12 builds the plain one on an undefined
+      // register, which -Wuninitialized reports.
+      if constexpr (Rows::kNibbles) a = _mm512_maskz_permutexvar_ps(0xffff, order, a);
       float* o = out + g * ostride + static_cast<std::size_t>(kLaneGroup) * (j0 + v);
       _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), a));
     }

@@ -189,7 +189,9 @@ TEST(Cli, BenchCodecMeasuresAllThreeCodecsAndFusedAttention) {
   // At the default rel_scale 0.05 codes reach 20: one code per Huffman symbol. At 0.2 they stay
   // below 16 and the engine's book codes pairs, within 3% of the entropy.
   for (const auto& r : j["codecs"]) {
-    if (r["codec"] == "huffman") EXPECT_EQ(r["symbols"], "codes");
+    if (r["codec"] == "huffman") {
+      EXPECT_EQ(r["symbols"], "codes");
+    }
   }
   const Output coarse =
       run("bench codec --context 128 --seconds 0.01 --rel-scale 0.2 --no-fused --json");
