@@ -46,6 +46,22 @@ TensorView fp16_view(const std::vector<std::uint16_t>& x, int tokens, int heads,
                     static_cast<std::ptrdiff_t>(heads) * dim, dim);
 }
 
+// A CPU cache prefilled with `tokens` tokens of keys k and values v at once: whole blocks
+// compressed, the tail in its fp16 buffer.
+Result<CompressedKvCache> prefilled_cache(const CompressedCacheConfig& config,
+                                          const std::vector<std::uint16_t>& k,
+                                          const std::vector<std::uint16_t>& v, int tokens,
+                                          int heads, int dim) {
+  auto cache = CompressedKvCache::create(config, heads, dim);
+  if (!cache) return cache;
+  if (Status st =
+          cache->prefill(fp16_view(k, tokens, heads, dim), fp16_view(v, tokens, heads, dim));
+      !st) {
+    return st.error();
+  }
+  return cache;
+}
+
 void expect_same_encoding(const EncodedCodes& gpu, const EncodedCodes& cpu) {
   EXPECT_EQ(gpu.kind, cpu.kind);
   EXPECT_EQ(gpu.tokens, cpu.tokens);
@@ -234,10 +250,8 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
     config.rel_scale = c.rel_scale;
     config.codec = c.codec;
     config.huffman_pairs = false;  // the GPU reads single-code books (Backend::huffman_pairs)
-    auto cache = CompressedKvCache::create(config, c.kv_heads, c.dim);
-    ASSERT_TRUE(cache);
-    ASSERT_TRUE(cache->prefill(fp16_view(k, c.tokens, c.kv_heads, c.dim),
-                               fp16_view(v, c.tokens, c.kv_heads, c.dim)));
+    auto cache = prefilled_cache(config, k, v, c.tokens, c.kv_heads, c.dim);
+    ASSERT_TRUE(cache) << cache.message();
     const int ct = cache->compressed_tokens();
     ASSERT_GT(ct, 0);
     std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
@@ -392,10 +406,8 @@ TEST(GpuFusedAttention, PackedTensorCorePathMatchesReference) {
       config.rel_scale = 1.0 / 15.0;
       config.codec = CodecKind::BitPack;
       config.bitpack_width = 4;
-      auto cache = CompressedKvCache::create(config, c.kv_heads, c.dim);
-      ASSERT_TRUE(cache);
-      ASSERT_TRUE(cache->prefill(fp16_view(k, c.tokens, c.kv_heads, c.dim),
-                                 fp16_view(v, c.tokens, c.kv_heads, c.dim)));
+      auto cache = prefilled_cache(config, k, v, c.tokens, c.kv_heads, c.dim);
+      ASSERT_TRUE(cache) << cache.message();
       const int ct = cache->compressed_tokens();
       std::vector<float> kd(k.size()), vd(v.size());
       ASSERT_TRUE(cache->dequantize_all(kd.data(), vd.data()));
@@ -438,9 +450,8 @@ TEST(GpuFusedAttention, CorruptStreamsAreErrorsNotCrashes) {
   config.block_size = 64;
   config.buffer_size = 64;
   config.huffman_pairs = false;
-  auto cache = CompressedKvCache::create(config, heads, dim);
-  ASSERT_TRUE(cache);
-  ASSERT_TRUE(cache->prefill(fp16_view(k, tokens, heads, dim), fp16_view(k, tokens, heads, dim)));
+  auto cache = prefilled_cache(config, k, k, tokens, heads, dim);
+  ASSERT_TRUE(cache) << cache.message();
   const CompressedKvView good = cache->view();
   std::vector<float> q(static_cast<std::size_t>(heads) * dim, 0.5f);
   std::vector<float> logits(static_cast<std::size_t>(heads) * good.compressed_tokens);
@@ -489,9 +500,8 @@ TEST(GpuFusedAttention, PairCodebooksAreAClearError) {
   config.block_size = 64;
   config.buffer_size = 64;
   config.rel_scale = 0.2;
-  auto cache = CompressedKvCache::create(config, heads, dim);
-  ASSERT_TRUE(cache);
-  ASSERT_TRUE(cache->prefill(fp16_view(k, tokens, heads, dim), fp16_view(k, tokens, heads, dim)));
+  auto cache = prefilled_cache(config, k, k, tokens, heads, dim);
+  ASSERT_TRUE(cache) << cache.message();
   ASSERT_TRUE(cache->view().key_book->pairs());
   auto up = cuda::upload_layer(cache->view());
   ASSERT_FALSE(up);
