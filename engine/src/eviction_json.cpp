@@ -7,6 +7,8 @@
 
 #include "kvlab/engine/eviction.h"
 
+#include "kvlab/engine/names.h"
+
 namespace kvlab {
 namespace {
 
@@ -89,8 +91,8 @@ Result<EvictionPolicy> parse_eviction_policy(std::string_view id) {
   for (const auto& [k, name] : kPolicies) {
     if (name == id) return k;
   }
-  return make_error(fmt::format("unknown eviction policy '{}' (expected one of: {})", id,
-                                fmt::join(eviction_policy_ids(), ", ")));
+  const auto ids = eviction_policy_ids();
+  return make_error(unknown_name_message("eviction policy", id, {ids.begin(), ids.end()}));
 }
 
 Result<Budget> Budget::parse(std::string_view text) {

@@ -8,6 +8,8 @@
 
 #include "quantizers.h"
 
+#include "kvlab/engine/names.h"
+
 namespace kvlab {
 
 namespace {
@@ -90,7 +92,7 @@ Result<std::optional<CodecKind>> parse_codec_option(std::string_view id) {
   auto kind = parse_codec(id);
   if (!kind) {
     return make_error(
-        fmt::format("unknown codec '{}' (known: none, bitpack, varwidth, huffman)", id));
+        unknown_name_message("codec", id, {"none", "bitpack", "varwidth", "huffman"}));
   }
   return std::optional<CodecKind>{*kind};
 }
@@ -99,8 +101,8 @@ Result<MethodKind> parse_method(std::string_view id) {
   for (const auto& [k, name] : kMethods) {
     if (name == id) return k;
   }
-  return make_error(
-      fmt::format("unknown method '{}' (known: {})", id, fmt::join(method_ids(), ", ")));
+  const auto ids = method_ids();
+  return make_error(unknown_name_message("method", id, {ids.begin(), ids.end()}));
 }
 
 nlohmann::json method_params_json(const MethodConfig& c) {

@@ -10,6 +10,8 @@
 
 #include "random.h"
 
+#include "kvlab/engine/names.h"
+
 namespace kvlab {
 
 namespace {
@@ -194,13 +196,14 @@ const std::vector<SyntheticPreset>& synthetic_presets() {
 }
 
 Result<SyntheticPreset> find_synthetic_preset(std::string_view name) {
+  // "llama3-8b" and the model catalogue's "llama-3-8b" name one preset.
+  const std::string want = canonical_id(name);
   std::vector<std::string> names;
   for (const auto& p : synthetic_presets()) {
-    if (p.name == name) return p;
+    if (canonical_id(p.name) == want) return p;
     names.push_back(p.name);
   }
-  return make_error(
-      fmt::format("unknown synthetic preset '{}' (known: {})", name, fmt::join(names, ", ")));
+  return make_error(unknown_name_message("synthetic preset", name, names));
 }
 
 SyntheticLandmarks synthetic_landmarks(const SyntheticConfig& c) {

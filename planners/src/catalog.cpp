@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/names.h"
+
 namespace kvlab::planners {
 namespace detail {
 extern const char* const kModelsJson;
@@ -218,17 +220,18 @@ std::vector<T> load_builtin(const char* text, const char* list, Parse parse) {
 template <class T>
 Result<T> find_by_id(std::string_view id, const std::vector<T>& builtin,
                      const std::vector<T>& extra, const char* what) {
-  const std::string want = lower(id);
+  // "llama-3-8b", "Llama-3-8B" and the synthetic presets' "llama3-8b" name one model.
+  const std::string want = canonical_id(id);
   for (const auto* list : {&extra, &builtin}) {
     for (const auto& e : *list) {
-      if (lower(e.id) == want) return e;
+      if (canonical_id(e.id) == want) return e;
     }
   }
   std::vector<std::string> ids;
   for (const auto* list : {&builtin, &extra}) {
     for (const auto& e : *list) ids.push_back(e.id);
   }
-  return make_error(fmt::format("unknown {} '{}' (known: {})", what, id, fmt::join(ids, ", ")));
+  return make_error(unknown_name_message(what, id, ids));
 }
 
 }  // namespace

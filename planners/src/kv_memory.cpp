@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/names.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::planners {
@@ -114,10 +115,10 @@ Result<Scheme> parse_scheme(std::string_view id) {
     s.kind = SchemeKind::Kivi, s.bits = base == "kivi2" ? 2 : 4;
     s.label = fmt::format("kivi-{} G=32 R=128", s.bits);
   } else {
-    return make_error(fmt::format(
-        "unknown scheme '{}' (expected fp16, bf16, fp8, int8, int4, kivi2, kivi4 or run:ID, "
-        "optionally +evict:N or +evict:F)",
-        id));
+    return make_error(
+        unknown_name_message("scheme", base,
+                             {"fp16", "bf16", "fp8", "int8", "int4", "kivi2", "kivi4"}) +
+        "; or run:ID, each optionally +evict:N or +evict:F");
   }
   if (!evict.empty() || id.find('+') != std::string_view::npos) {
     const bool pct = !evict.empty() && evict.back() == '%';
