@@ -2,11 +2,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include <fmt/format.h>
 
 #include "kvlab/engine/cache_file.h"
+#include "kvlab/engine/names.h"
 
 namespace kvlab::cli {
 
@@ -20,12 +23,46 @@ int fail(const std::string& message) {
   return kExitFailure;
 }
 
-ProgressFn terminal_progress() {
-  if (!isatty(STDERR_FILENO)) return {};
-  return [](double fraction, std::string_view stage) {
-    std::fprintf(stderr, "\r  %3.0f%% %-40.*s", fraction * 100, static_cast<int>(stage.size()),
-                 stage.data());
-    if (fraction >= 1.0) std::fprintf(stderr, "\r%50s\r", "");
+std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* current = &app;
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') return std::nullopt;
+    const auto subcommands = current->get_subcommands([](CLI::App*) { return true; });
+    if (subcommands.empty()) return std::nullopt;  // a positional argument of the command
+    std::vector<std::string> names;
+    for (const CLI::App* sub : subcommands) {
+      if (sub->get_name() == word) {
+        current = const_cast<CLI::App*>(sub);
+        break;
+      }
+      names.push_back(sub->get_name());
+    }
+    if (current->get_name() == word) {
+      path += (path.empty() ? "" : " ") + word;
+      continue;
+    }
+    return unknown_name_message(path.empty() ? "command" : "'" + path + "' subcommand", word,
+                                names);
+  }
+  return std::nullopt;
+}
+
+ProgressFn terminal_progress(bool json) {
+  if (json || !isatty(STDERR_FILENO)) return {};
+  const auto start = std::chrono::steady_clock::now();
+  return [start](double fraction, std::string_view stage) {
+    constexpr int kWidth = 30;
+    const double f = std::clamp(fraction, 0.0, 1.0);
+    const int filled = static_cast<int>(f * kWidth + 0.5);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "\r  [%.*s%.*s] %3.0f%% %5.1f s  %-36.*s", filled,
+                 "##############################", kWidth - filled,
+                 "------------------------------", f * 100, seconds,
+                 static_cast<int>(std::min<std::size_t>(stage.size(), 36)), stage.data());
+    if (fraction >= 1.0) std::fprintf(stderr, "\r%88s\r", "");
     std::fflush(stderr);
     return true;
   };
@@ -182,13 +219,19 @@ void DbOption::add_to(CLI::App& app) {
                  "runs database (default: $KVLAB_DB or ~/.local/share/kvlab/runs.sqlite)");
 }
 
-Result<RunsStore> DbOption::open() const {
-  return RunsStore::open(path.empty() ? default_db_path() : std::filesystem::path(path));
+Result<RunsStore> DbOption::open_existing() const {
+  return RunsStore::open(path.empty() ? default_db_path() : std::filesystem::path(path),
+                         RunsStore::OpenMode::MustExist);
+}
+
+Result<RunsStore> DbOption::open_for_saving() const {
+  return RunsStore::open(path.empty() ? default_db_path() : std::filesystem::path(path),
+                         RunsStore::OpenMode::CreateIfMissing);
 }
 
 Result<std::unique_ptr<RunsStore>> DbOption::open_if(bool save) const {
   if (!save) return std::unique_ptr<RunsStore>{};
-  auto store = open();
+  auto store = open_for_saving();
   if (!store) return store.error();
   return std::make_unique<RunsStore>(std::move(*store));
 }

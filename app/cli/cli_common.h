@@ -21,6 +21,7 @@
 #include "kvlab/engine/progress.h"
 #include "kvlab/engine/result.h"
 #include "kvlab/engine/synthetic.h"
+#include "kvlab/store/run_records.h"
 #include "kvlab/store/runs_store.h"
 
 namespace kvlab::cli {
@@ -34,8 +35,13 @@ int& exit_code();
 // Prints "kvlab: <message>" to stderr and returns kExitFailure.
 int fail(const std::string& message);
 
-// Progress on stderr when it is a terminal ("\r  37% layer 12 of 32"), silent otherwise.
-ProgressFn terminal_progress();
+// "unknown command 'runs lst'; did you mean 'list'? (known: ...)" when the words before the
+// first option do not name a command (or a subcommand of a command that needs one).
+std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv);
+
+// A progress bar on stderr when it is a terminal ("[#########------]  37%  4.2 s  layer 12 of
+// 32"), cleared at the end; nothing when stderr is not a terminal or the output is --json.
+ProgressFn terminal_progress(bool json = false);
 
 // Options naming a KV source: --source synthetic:PRESET | file:PATH, and synthetic knobs.
 struct SourceOptions {
@@ -89,7 +95,11 @@ struct BackendOption {
 struct DbOption {
   std::string path;
   void add_to(CLI::App& app);
-  Result<RunsStore> open() const;
+  // For commands that only read (and delete): a missing database is an error naming the file,
+  // and nothing is created.
+  Result<RunsStore> open_existing() const;
+  // For commands that save: creates the database and its folder when missing.
+  Result<RunsStore> open_for_saving() const;
   // The store when `save` is set (opened before any long work, so a bad --db fails fast), else
   // null.
   Result<std::unique_ptr<RunsStore>> open_if(bool save) const;

@@ -72,22 +72,14 @@ int run(const CompressOptions& o) {
   if (!backend) return fail(backend.message());
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
-  const ProgressFn progress = terminal_progress();
+  const ProgressFn progress = terminal_progress(o.json);
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
   auto report = compress_cache(*cache, config, progress, backend->get());
   if (!report) return fail(report.message());
   nlohmann::json j = report_to_json(*report);
   NewRun run;
-  if (*store) {
-    run = NewRun{"compression",
-                 report->source,
-                 report->method,
-                 o.label.empty() ? report->method_label : o.label,
-                 method_params_json(config),
-                 j,
-                 {{"histograms", histograms_to_json(*report)}}};
-  }
+  if (*store) run = compression_run(*report, o.label);
   return save_and_print(store->get(), run, j, o.json, [&] { print_text(*report); });
 }
 

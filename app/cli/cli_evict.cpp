@@ -122,7 +122,7 @@ int run(EvictOptions& o) {
   if (auto s = finish_config(o); !s) return fail(s.message());
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
-  const ProgressFn progress = terminal_progress();
+  const ProgressFn progress = terminal_progress(o.json);
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
   if (auto s = o.config.validate(*cache); !s) return fail(s.message());
@@ -130,17 +130,7 @@ int run(EvictOptions& o) {
   if (!report) return fail(report.message());
   nlohmann::json j = eviction_report_to_json(*report);
   NewRun run;
-  if (*store) {
-    nlohmann::json params = eviction_params_json(o.config);
-    params["source"] = o.source.to_json();
-    run = NewRun{"eviction",
-                 report->source,
-                 report->label,
-                 o.label.empty() ? report->label : o.label,
-                 params,
-                 j,
-                 {{"eviction_map", eviction_maps_to_json(*report)}}};
-  }
+  if (*store) run = eviction_run(*report, o.label, o.source.to_json());
   return save_and_print(store->get(), run, j, o.json, [&] { print_text(*report); });
 }
 

@@ -26,7 +26,7 @@ Result<UserCatalogue> user_catalogue(const DbOption& db) {
   UserCatalogue u;
   const auto path = db.path.empty() ? default_db_path() : std::filesystem::path(db.path);
   if (!std::filesystem::exists(path)) return u;
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return store.error();
   auto gpus = store->list_catalog_entries("gpu");
   if (!gpus) return gpus.error();
@@ -53,7 +53,8 @@ Result<ModelSpec> resolve_model(const std::string& id, const UserCatalogue& user
   return planners::find_model(id, user.models);
 }
 
-// --scheme: a built-in scheme, or run:ID (the bits per value a saved compression run measured).
+// --scheme: a built-in scheme, or run:ID (the bits per value a saved run measured, eviction
+// counted).
 Result<Scheme> resolve_scheme(const std::string& id, const DbOption& db) {
   if (id.rfind("run:", 0) != 0) return planners::parse_scheme(id);
   std::int64_t run_id = 0;
@@ -64,20 +65,11 @@ Result<Scheme> resolve_scheme(const std::string& id, const DbOption& db) {
   } catch (const std::exception&) {
     return make_error(fmt::format("--scheme '{}': expected run:ID with a number", id));
   }
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return store.error();
   auto run = store->load_run(run_id);
   if (!run) return run.error();
-  const auto& m = run->metrics;
-  if (run->kind != "compression" || !m.contains("bits_per_value") ||
-      !m["bits_per_value"].is_number()) {
-    return make_error(
-        fmt::format("--scheme {}: run {} is a '{}' run without a measured bits_per_value; use a "
-                    "compression run",
-                    id, run_id, run->kind));
-  }
-  return planners::measured_scheme(id, fmt::format("run {} ({})", run_id, run->method),
-                                   m["bits_per_value"].get<double>());
+  return run_scheme(*run, id);
 }
 
 struct PlanOptions {
@@ -114,18 +106,6 @@ int run_plan(const PlanOptions& o) {
   sc.context = o.context;
   sc.batch = o.batch;
   sc.bandwidth_efficiency = o.efficiency;
-  nlohmann::json j = {{"model", model->id},
-                      {"model_name", model->name},
-                      {"gpu", gpu->id},
-                      {"gpu_name", gpu->name},
-                      {"context", o.context},
-                      {"batch", o.batch},
-                      {"tp", o.deployment.tp},
-                      {"pp", o.deployment.pp},
-                      {"util", o.deployment.gpu_memory_utilization},
-                      {"page_tokens", o.deployment.page_tokens},
-                      {"efficiency", o.efficiency}};
-  auto& rows = j["schemes"] = nlohmann::json::array();
   std::vector<std::pair<Scheme, planners::PlanResult>> results;
   for (const auto& id : o.schemes) {
     auto s = resolve_scheme(id, o.db);
@@ -133,29 +113,10 @@ int run_plan(const PlanOptions& o) {
     sc.scheme = *s;
     auto r = planners::plan(sc);
     if (!r) return fail(r.message());
-    rows.push_back(planners::plan_result_to_json(*s, *r));
     results.emplace_back(*s, *r);
   }
-  // The first scheme's numbers also at the top, for scripts asking about one scheme.
-  for (const auto& [k, v] : rows.front().items()) j[k] = v;
-
-  NewRun run;
-  run.kind = "plan";
-  run.source = model->id;
-  run.method = fmt::format("{} on {}", fmt::join(o.schemes, ", "), gpu->id);
-  run.label = o.label;
-  run.params = {{"model", planners::model_to_json(*model)},
-                {"gpu", planners::gpu_to_json(*gpu)},
-                {"context", o.context},
-                {"batch", o.batch},
-                {"schemes", o.schemes},
-                {"tp", o.deployment.tp},
-                {"pp", o.deployment.pp},
-                {"util", o.deployment.gpu_memory_utilization},
-                {"reserve_gib", o.reserve_gib},
-                {"page_tokens", o.deployment.page_tokens},
-                {"efficiency", o.efficiency}};
-  run.metrics = j;
+  const NewRun run = plan_run(sc, results, {o.schemes, o.reserve_gib, {}, o.label});
+  nlohmann::json j = run.metrics;
   return save_and_print(store->get(), run, j, o.json, [&] {
     fmt::print("{} on {} × {} (TP {}, PP {}), context {}, batch {}\n", model->name, gpu->name,
                o.deployment.tp * o.deployment.pp, o.deployment.tp, o.deployment.pp, o.context,
@@ -382,7 +343,7 @@ void add_models_command(CLI::App& app) {
       auto m = planners::import_hf_config_file(*path);
       if (!m) return fail(m.message());
       if (*save) {
-        auto store = db->open();
+        auto store = db->open_for_saving();
         if (!store) return fail(store.message());
         if (auto s = store->save_catalog_entry("model", m->id, planners::model_to_json(*m)); !s) {
           return fail(s.message());
@@ -474,7 +435,7 @@ void add_gpus_command(CLI::App& app) {
         if (b.id == spec.id)
           return fail(fmt::format("--id {}: a built-in GPU has that id", spec.id));
       }
-      auto store = db->open();
+      auto store = db->open_for_saving();
       if (!store) return fail(store.message());
       if (auto s = store->save_catalog_entry("gpu", spec.id, planners::gpu_to_json(spec)); !s) {
         return fail(s.message());
@@ -491,7 +452,7 @@ void add_gpus_command(CLI::App& app) {
   db->add_to(*rm);
   rm->callback([=] {
     exit_code() = [&]() -> int {
-      auto store = db->open();
+      auto store = db->open_existing();
       if (!store) return fail(store.message());
       if (auto s = store->delete_catalog_entry("gpu", *id); !s) return fail(s.message());
       fmt::print("removed GPU '{}'\n", *id);

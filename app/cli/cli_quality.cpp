@@ -62,28 +62,10 @@ int run_quality(const QualityOptions& o) {
   }
   qc.window = o.window;
   qc.bos = loaded->bos;
-  auto r = measure_quality(model, tokens, qc, terminal_progress());
+  auto r = measure_quality(model, tokens, qc, terminal_progress(o.json));
   if (!r) return fail(r.message());
-  nlohmann::json j = quality_report_to_json(*r);
-  j["model"] = o.model;
-  j["text"] = text_source;
-  NewRun run;
-  run.kind = "quality";
-  run.source = "model:" + o.model;
-  run.method = qc.eviction && qc.method ? r->policy_label + " + " + r->method_label
-               : qc.eviction            ? r->policy_label
-                                        : r->method_label;
-  run.label = o.label;
-  run.params = qc.method ? method_params_json(*qc.method) : nlohmann::json::object();
-  if (qc.eviction) {
-    nlohmann::json e = eviction_params_json(*qc.eviction);
-    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
-      e.erase(simulation_only);
-    run.params["eviction"] = e;
-  }
-  run.params["text"] = text_source;
-  run.params["window"] = o.window;
-  run.metrics = j;
+  const NewRun run = quality_run(*r, qc, {o.model, text_source, o.window, o.label});
+  nlohmann::json j = run.metrics;
   return save_and_print(store->get(), run, j, o.json, [&] {
     fmt::print("model       {}\ntext        {} ({} tokens predicted in {} windows)\n", o.model,
                text_source, r->tokens, r->windows);

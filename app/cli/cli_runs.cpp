@@ -1,7 +1,9 @@
 // kvlab runs: list, show, export and delete saved runs.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,45 +22,18 @@ double metric(const nlohmann::json& m, const char* key) {
   return m.contains(key) && m[key].is_number() ? m[key].get<double>() : 0.0;
 }
 
-double error_metric(const nlohmann::json& m, const char* key) {
-  return m.contains("error") ? metric(m["error"], key) : 0.0;
-}
-
-// The numbers the runs table shows, for every kind of run. An eviction run's ratio is its
-// memory against the full fp16 cache, and its bits per value the fp16 bits over that ratio.
-double run_ratio(const RunSummary& r) {
-  return r.kind == "eviction" ? metric(r.metrics, "memory_ratio") : metric(r.metrics, "ratio");
-}
-
-double run_bits_per_value(const RunSummary& r) {
-  if (r.kind != "eviction") return metric(r.metrics, "bits_per_value");
-  const double ratio = run_ratio(r);
-  return ratio > 0 ? 16.0 / ratio : 0.0;
-}
-
-double run_attn_error(const RunSummary& r) {
-  return r.kind == "eviction" ? metric(r.metrics, "attn_output_rel_error")
-                              : error_metric(r.metrics, "attn_output_rel_error");
-}
-
 // A cell of at most `width` characters, so that long labels keep the table's columns.
 std::string cell(const std::string& text, std::size_t width) {
   return text.size() <= width ? text : text.substr(0, width - 3) + "...";
 }
 
-void show_eviction(const RunRecord& run) {
-  const nlohmann::json& m = run.metrics;
-  fmt::print("memory  {:.0f} B vs {:.0f} B full fp16 cache ({:.3f}x smaller)\n",
-             metric(m, "memory_bytes"), metric(m, "full_memory_bytes"), run_ratio(run));
-  fmt::print("kept    {:.1f} of {:.0f} tokens ({:.0f} decode steps)\n", metric(m, "kept_tokens"),
-             metric(m, "tokens"), metric(m, "steps"));
-  fmt::print("quality attention mass {:.4f}  output rel. error {:.4g}  output cosine {:.6f}\n",
-             metric(m, "attention_mass_retained"), metric(m, "attn_output_rel_error"),
-             metric(m, "attn_output_cosine"));
-  if (m.contains("needle_retained") && m["needle_retained"].is_number()) {
-    fmt::print("needle  retained {:.3f}  in top-k {:.3f} (fractions of KV heads)\n",
-               metric(m, "needle_retained"), metric(m, "needle_in_top_k"));
-  }
+// A number a run has, written as the app writes it; "-" where its kind has none.
+std::string cell(const std::optional<double>& value, MetricFormat format) {
+  return value ? format_metric_value(*value, format) : std::string("-");
+}
+
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json();
 }
 
 void show_plan(const RunRecord& run) {
@@ -78,22 +53,27 @@ void show_plan(const RunRecord& run) {
 }
 
 int list(const DbOption& db, bool json) {
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return fail(store.message());
   auto runs = store->list_runs(-1);
   if (!runs) return fail(runs.message());
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : *runs) {
-      out.push_back({{"id", r.id},
-                     {"created_at", r.created_at},
-                     {"kind", r.kind},
-                     {"source", r.source},
-                     {"method", r.method},
-                     {"label", r.label},
-                     {"ratio", run_ratio(r)},
-                     {"bits_per_value", run_bits_per_value(r)},
-                     {"attn_output_rel_error", run_attn_error(r)}});
+      const RunRow row = run_row(r);
+      out.push_back({{"id", row.id},
+                     {"created_at", row.created_at},
+                     {"kind", row.kind},
+                     {"source", row.source},
+                     {"method", row.method},
+                     {"label", row.label},
+                     {"context", optional_json(row.context)},
+                     {"ratio", optional_json(row.ratio)},
+                     {"bits_per_value", optional_json(row.bits_per_value)},
+                     {"attn_output_rel_error", optional_json(row.error)},
+                     {"perplexity_change", optional_json(row.perplexity_change)},
+                     {"kl_mean", optional_json(row.kl)},
+                     {"needle_retained", optional_json(row.needle_kept)}});
     }
     fmt::print("{}\n", out.dump(2));
     return 0;
@@ -103,24 +83,24 @@ int list(const DbOption& db, bool json) {
                store->path().string());
     return 0;
   }
-  fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8} {:>8} {:>12}\n", "id", "created (UTC)", "source",
-             "method", "ratio", "bits/val", "attn rel err");
+  constexpr const char* kRow =
+      "{:>5}  {:<24} {:<11} {:<22} {:>7} {:<28} {:>8} {:>8} {:>9} {:>9} {:>11}\n";
+  fmt::print(kRow, "id", "created (UTC)", "kind", "source", "context", "method", "ratio",
+             "bits/val", "attn err", "Δ ppl", "KL");
   for (const auto& r : *runs) {
-    if (r.kind == "plan") {  // a scenario: no ratio or error of its own
-      fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8} {:>8} {:>12}\n", r.id, r.created_at,
-                 cell(r.source, 24), cell(r.label.empty() ? r.method : r.label, 28), "plan", "-",
-                 "-");
-      continue;
-    }
-    fmt::print("{:>5}  {:<24} {:<24} {:<28} {:>8.3f} {:>8.3f} {:>12.4g}\n", r.id, r.created_at,
-               cell(r.source, 24), cell(r.label.empty() ? r.method : r.label, 28), run_ratio(r),
-               run_bits_per_value(r), run_attn_error(r));
+    const RunRow row = run_row(r);
+    fmt::print(
+        kRow, row.id, row.created_at, row.kind, cell(row.source, 22),
+        cell(row.context, MetricFormat::Count),
+        cell(row.label.empty() ? row.method : row.label, 28), cell(row.ratio, MetricFormat::Ratio),
+        cell(row.bits_per_value, MetricFormat::Bits), cell(row.error, MetricFormat::Number),
+        cell(row.perplexity_change, MetricFormat::SignedPercent), cell(row.kl, MetricFormat::Nats));
   }
   return 0;
 }
 
 int show(const DbOption& db, std::int64_t id, bool json) {
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return fail(store.message());
   auto run = store->load_run(id);
   if (!run) return fail(run.message());
@@ -131,15 +111,11 @@ int show(const DbOption& db, std::int64_t id, bool json) {
   fmt::print("run {}  ({}, {})\nsource  {}\nmethod  {}\nlabel   {}\n", run->id, run->kind,
              run->created_at, run->source, run->method, run->label);
   fmt::print("params  {}\n", run->params.dump());
-  if (run->kind == "eviction") {
-    show_eviction(*run);
-  } else if (run->kind == "plan") {
-    show_plan(*run);
-  } else {
-    fmt::print("ratio   {:.3f}x   bits/value {:.3f}\n", metric(run->metrics, "ratio"),
-               metric(run->metrics, "bits_per_value"));
-  }
-  if (run->metrics.contains("error")) fmt::print("error   {}\n", run->metrics["error"].dump());
+  const auto metrics = run_metrics(*run);
+  std::size_t width = 0;
+  for (const RunMetric& m : metrics) width = std::max(width, m.name.size());
+  for (const RunMetric& m : metrics) fmt::print("  {:<{}}  {}\n", m.name, width, m.text());
+  if (run->kind == "plan") show_plan(*run);
   if (!run->notes.empty()) fmt::print("notes   {}\n", run->notes);
   fmt::print("artifacts:");
   for (const auto& [name, data] : run->artifacts) fmt::print(" {}", name);
@@ -149,7 +125,7 @@ int show(const DbOption& db, std::int64_t id, bool json) {
 
 int export_run(const DbOption& db, std::int64_t id, const std::string& format,
                const std::string& out) {
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return fail(store.message());
   auto run = store->load_run(id);
   if (!run) return fail(run.message());
@@ -169,7 +145,7 @@ int export_run(const DbOption& db, std::int64_t id, const std::string& format,
 // A self-contained HTML report of one run, or a comparison of several.
 int report(const DbOption& db, const std::vector<std::int64_t>& ids, const std::string& title,
            const std::string& out) {
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return fail(store.message());
   std::vector<RunRecord> runs;
   for (std::int64_t id : ids) {
@@ -198,7 +174,7 @@ int report(const DbOption& db, const std::vector<std::int64_t>& ids, const std::
 }
 
 int remove(const DbOption& db, std::int64_t id) {
-  auto store = db.open();
+  auto store = db.open_existing();
   if (!store) return fail(store.message());
   if (auto s = store->delete_run(id); !s) return fail(s.message());
   fmt::print("deleted run {}\n", id);

@@ -46,29 +46,14 @@ int run(StreamOptions& o) {
   if (auto c = stream_cache_config(o.config); !c) return fail(c.message());
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
-  const ProgressFn progress = terminal_progress();
+  const ProgressFn progress = terminal_progress(o.json);
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
   auto report = simulate_stream(*cache, o.config, progress);
   if (!report) return fail(report.message());
   nlohmann::json j = stream_to_json(*report);
   NewRun run;
-  if (*store) {
-    const std::string method = fmt::format("kvcomp+{}", codec_id(o.config.codec));
-    const std::string label =
-        o.label.empty()
-            ? fmt::format("stream {} prefill={} B={} S={}", codec_id(o.config.codec),
-                          o.config.prefill_tokens, o.config.block_size, o.config.buffer_size)
-            : o.label;
-    const StreamPoint& last = report->points.back();
-    nlohmann::json metrics = {{"tokens", last.tokens},
-                              {"ratio", last.ratio()},
-                              {"total_bytes", last.memory.total()},
-                              {"fp16_bytes", last.fp16_bytes},
-                              {"points", report->points.size()}};
-    run = NewRun{"stream", report->source, method, label, stream_config_to_json(o.config),
-                 metrics,  {{"stream", j}}};
-  }
+  if (*store) run = stream_run(*report, o.config, o.label);
   return save_and_print(store->get(), run, j, o.json, [&] { print_text(*report); });
 }
 

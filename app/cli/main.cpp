@@ -22,6 +22,12 @@ int main(int argc, char** argv) {
   kvlab::cli::add_models_command(app);
   kvlab::cli::add_gpus_command(app);
   kvlab::cli::add_bench_command(app);
+  // An unknown command gets the nearest ones, not CLI11's "argument was not expected".
+  if (auto unknown = kvlab::cli::unknown_command(app, argc, argv)) {
+    std::fprintf(stderr, "kvlab: %s\nRun 'kvlab --help' or 'kvlab <command> --help'.\n",
+                 unknown->c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

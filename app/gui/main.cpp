@@ -42,7 +42,7 @@ constexpr const char* kVersion = "0.1.0";
 
 constexpr const char* kUsage =
     "usage: kvlab-gui [--db PATH] [--no-settings | --reset-settings] [FILE...]\n"
-    "       kvlab-gui [--db PATH] --screenshot DIR\n"
+    "       kvlab-gui [--db PATH] --screenshot DIR [--screenshot-size WxH]\n"
     "\n"
     "The kvlab desktop lab: compress a KV cache with a method and see what it costs and keeps.\n"
     "\n"
@@ -67,7 +67,10 @@ constexpr const char* kUsage =
     "                     When the stories260K model is found ($KVLAB_MODELS_DIR, or\n"
     "                     shared/models above the program or the working folder) and the\n"
     "                     Quality page has no runs, quality.png first measures a few methods\n"
-    "                     on it (saved as runs). Settings are neither read nor written.\n"
+    "                     on it (saved as runs). The Runs page is shown with its two newest\n"
+    "                     compression runs compared. Settings are neither read nor written.\n"
+    "  --screenshot-size WxH  the window's size for the screenshots (default: the size where\n"
+    "                     every page fits), e.g. 1280x720 or 1024x700 to see a laptop's screen\n"
     "  -h, --help         show this help\n"
     "  --version          show the version\n"
     "\n"
@@ -92,6 +95,7 @@ constexpr int kScreenshotContext = 1024;
 struct Options {
   std::optional<std::filesystem::path> db;
   std::optional<QString> screenshot_dir;
+  std::optional<QSize> screenshot_size;
   bool no_settings = false;
   bool reset_settings = false;
   QStringList files;
@@ -131,6 +135,19 @@ Options parse(int argc, char** argv) {
       o.db = value();
     } else if (arg == "--screenshot") {
       o.screenshot_dir = QString::fromLocal8Bit(value());
+    } else if (arg == "--screenshot-size") {
+      const char* text = value();
+      int w = 0, h = 0;
+      char end = 0;
+      if (std::sscanf(text, "%dx%d%c", &w, &h, &end) != 2 || w < 320 || h < 240 || w > 10000 ||
+          h > 10000) {
+        std::fprintf(stderr,
+                     "kvlab-gui: --screenshot-size '%s': expected WIDTHxHEIGHT in pixels, "
+                     "e.g. 1280x720 (320x240 to 10000x10000)\n",
+                     text);
+        std::exit(2);
+      }
+      o.screenshot_size = QSize(w, h);
     } else if (arg == "--no-settings") {
       o.no_settings = true;
     } else if (arg == "--reset-settings") {
@@ -144,6 +161,10 @@ Options parse(int argc, char** argv) {
   }
   if (o.no_settings && o.reset_settings) {
     std::fprintf(stderr, "kvlab-gui: --no-settings and --reset-settings exclude each other\n");
+    std::exit(2);
+  }
+  if (o.screenshot_size && !o.screenshot_dir) {
+    std::fprintf(stderr, "kvlab-gui: --screenshot-size needs --screenshot DIR\n");
     std::exit(2);
   }
   if (o.screenshot_dir && !o.files.isEmpty()) {
@@ -297,7 +318,8 @@ int main(int argc, char** argv) {
 
   kvlab::gui::MainWindow window(options.db.value_or(kvlab::default_db_path()));
   if (options.screenshot_dir) {
-    window.resize(window.preferred_size());  // the same pictures whatever the screen
+    // The same pictures whatever the screen, or the size asked for (a laptop's 1280x720).
+    window.resize(options.screenshot_size.value_or(window.preferred_size()));
     window.show();
     return take_screenshots(window, *options.screenshot_dir);
   }

@@ -106,7 +106,7 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   window.show();
   CompressionView& view = *window.compression_view();
   RunsView& runs = *window.runs_view();
-  EXPECT_EQ(runs.table()->rowCount(), 0);
+  EXPECT_EQ(runs.row_count(), 0);
 
   view.source_panel()->set_synthetic(tiny_source());
   view.method_panel()->set_config(tiered_method());
@@ -139,9 +139,9 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   // Listed on the Runs page.
   const int row = runs.row_of(id);
   ASSERT_GE(row, 0);
-  EXPECT_EQ(runs.table()->rowCount(), 1);
-  EXPECT_EQ(runs.table()->item(row, RunsView::kRatio)->text(), format_ratio(expected.ratio));
-  EXPECT_EQ(runs.table()->item(row, RunsView::kKind)->text(), QStringLiteral("compression"));
+  EXPECT_EQ(runs.row_count(), 1);
+  EXPECT_EQ(runs.cell_text(row, RunsTableModel::kRatio), format_ratio(expected.ratio));
+  EXPECT_EQ(runs.cell_text(row, RunsTableModel::kKind), QStringLiteral("compression"));
 
   // Show something else, then reopen the stored run: the same numbers come back.
   MethodConfig int8;
@@ -149,7 +149,7 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   view.method_panel()->set_config(int8);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_EQ(view.current_report()->method, "int8");
-  EXPECT_EQ(runs.table()->rowCount(), 2);
+  EXPECT_EQ(runs.row_count(), 2);
   window.show_page(Page::Runs);
   ASSERT_TRUE(runs.open_run(id));
   EXPECT_EQ(window.current_page(), Page::Compression);
@@ -162,7 +162,7 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   runs.set_auto_confirm(true);
   ASSERT_TRUE(runs.delete_run(id));
   EXPECT_EQ(runs.row_of(id), -1);
-  EXPECT_EQ(runs.table()->rowCount(), 1);
+  EXPECT_EQ(runs.row_count(), 1);
   EXPECT_FALSE(store->load_run(id).ok());
 }
 
@@ -197,7 +197,7 @@ TEST(CompressionRoundTrip, EngineErrorIsShownNotSaved) {
   EXPECT_EQ(view.last_saved_run_id(), 0);
   EXPECT_FALSE(view.current_report().has_value());
   EXPECT_TRUE(view.run_button()->isEnabled());
-  EXPECT_EQ(window.runs_view()->table()->rowCount(), 0);
+  EXPECT_EQ(window.runs_view()->row_count(), 0);
 }
 
 TEST(CompressionRoundTrip, CancelStopsTheRun) {

@@ -125,11 +125,9 @@ QStringList menu_texts(QMenu* menu) {
   return out;
 }
 
-QStringList row_texts(const QTableWidget* table, int row) {
+QStringList row_texts(const RunsView& runs, int row) {
   QStringList out;
-  for (int c = 0; c < table->columnCount(); ++c) {
-    out << (table->item(row, c) ? table->item(row, c)->text() : QString());
-  }
+  for (int c = 0; c < RunsTableModel::kColumnCount; ++c) out << runs.cell_text(row, c);
   return out;
 }
 
@@ -403,7 +401,7 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   QTest::keyClick(&w, Qt::Key_5, Qt::ControlModifier);
   const int row = runs.row_of(first);
   ASSERT_GE(row, 0);
-  const QStringList cells = row_texts(runs.table(), row);
+  const QStringList cells = row_texts(runs, row);
   auto before = store.load_run(first);
   ASSERT_TRUE(before.ok()) << before.message();
 
@@ -435,7 +433,7 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   EXPECT_EQ(after->artifacts, before->artifacts);
   const int back = runs.row_of(first);
   ASSERT_EQ(back, row);  // same place in the newest-first table
-  EXPECT_EQ(row_texts(runs.table(), back), cells);
+  EXPECT_EQ(row_texts(runs, back), cells);
   EXPECT_EQ(runs.selected_run_id(), first);
   EXPECT_FALSE(undo->isEnabled());
   // And it opens as before.

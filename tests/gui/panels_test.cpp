@@ -175,7 +175,7 @@ TEST(MainWindow, UnopenableStoreStillWorks) {
   }
   MainWindow window(not_a_db);
   EXPECT_FALSE(window.store_error().isEmpty());
-  EXPECT_EQ(window.runs_view()->table()->rowCount(), 0);
+  EXPECT_EQ(window.runs_view()->row_count(), 0);
 }
 
 TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {

@@ -229,10 +229,14 @@ TEST(Tooltips, SayHowTheNumbersAreComputed) {
                   .contains(QStringLiteral("2 × layers × kv_heads × head_dim")));
   EXPECT_TRUE(header_tip(planner, QStringLiteral("fits")).contains(QStringLiteral("reserve")));
 
-  // The Runs page's column texts line up with its columns (runs_view.cpp applies them).
-  const QTableWidget* runs = window.runs_view()->table();
+  // The Runs page's column texts line up with its columns (its model gives them as tooltips).
+  const QAbstractItemModel* runs = window.runs_view()->model();
   EXPECT_EQ(explain::runs_columns().size(), runs->columnCount());
-  EXPECT_TRUE(explain::runs_columns().value(5).contains(QStringLiteral("metadata")));
+  EXPECT_TRUE(runs->headerData(RunsTableModel::kBits, Qt::Horizontal, Qt::ToolTipRole)
+                  .toString()
+                  .contains(QStringLiteral("metadata")));
+  EXPECT_EQ(runs->headerData(RunsTableModel::kContext, Qt::Horizontal, Qt::ToolTipRole).toString(),
+            explain::runs_columns().value(RunsTableModel::kContext));
   EXPECT_EQ(explain::planner_columns().size(), planner->columnCount());
 
   // Form captions share their field's text.

@@ -23,6 +23,7 @@ void expect_same_record(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.method, b.method);
   EXPECT_EQ(a.label, b.label);
   EXPECT_EQ(a.notes, b.notes);
+  EXPECT_EQ(a.tags, b.tags);
   EXPECT_EQ(a.params, b.params);
   EXPECT_EQ(a.metrics, b.metrics);
   EXPECT_EQ(a.artifacts, b.artifacts);
@@ -58,6 +59,7 @@ Fixture three_runs() {
     f.ids.push_back(*id);
   }
   EXPECT_TRUE(f.store.set_notes(f.ids[1], "keep: the best kivi run, «ünïcode» notes").ok());
+  EXPECT_TRUE(f.store.set_tags(f.ids[1], "best, kivi").ok());
   return f;
 }
 

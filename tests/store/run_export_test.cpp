@@ -15,6 +15,7 @@ RunRecord sample_record() {
   run.method = "kivi";
   run.label = R"(kivi, "fast")";
   run.notes = "line one\nline two";
+  run.tags = "baseline, kivi";
   run.params = {{"bits", 2}, {"keys", {{"group", 32}}}, {"name", "k,v"}};
   run.metrics = {{"error", {{"mse", 0.5}}},
                  {"per_layer", {{{"ratio", 4.0}}, {{"ratio", 4.5}}}},
@@ -35,6 +36,7 @@ TEST(RunExport, CsvFlattensWithDottedKeysAndQuotesPerRfc4180) {
       "method,kivi\r\n"
       "label,\"kivi, \"\"fast\"\"\"\r\n"
       "notes,\"line one\nline two\"\r\n"
+      "tags,\"baseline, kivi\"\r\n"
       "params.bits,2\r\n"
       "params.keys.group,32\r\n"
       "params.name,\"k,v\"\r\n"
@@ -52,6 +54,7 @@ TEST(RunExport, JsonHasEveryField) {
   EXPECT_EQ(j["id"], 3);
   EXPECT_EQ(j["label"], run.label);
   EXPECT_EQ(j["notes"], run.notes);
+  EXPECT_EQ(j["tags"], run.tags);
   EXPECT_EQ(j["params"], run.params);
   EXPECT_EQ(j["metrics"], run.metrics);
   EXPECT_EQ(j["artifacts"]["histograms"], nlohmann::json({1, 2, 3}));

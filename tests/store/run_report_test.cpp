@@ -46,8 +46,10 @@ TEST(RunReport, OneRunHasItsTablesAndPerLayerCharts) {
   EXPECT_EQ(html->rfind("<!DOCTYPE html>", 0), 0u);
   EXPECT_NE(html->find("kvlab run 7"), std::string::npos);
   EXPECT_NE(html->find("<th>group_size</th><td>32</td>"), std::string::npos);
-  EXPECT_NE(html->find("<th>ratio</th><td>4</td>"), std::string::npos);
-  EXPECT_NE(html->find("<th>error.attn_output_rel_error</th><td>0.0123</td>"), std::string::npos);
+  // Metrics as the app writes them (run_records.h), not raw JSON keys and fractions.
+  EXPECT_NE(html->find("<th>ratio vs fp16</th><td>4.00×</td>"), std::string::npos);
+  EXPECT_NE(html->find("<th>bits per value</th><td>4.00</td>"), std::string::npos);
+  EXPECT_NE(html->find("<th>attention output rel. error</th><td>0.0123</td>"), std::string::npos);
   // Ratio, bits per value and the nested attention error per layer: three charts of 3 bars.
   EXPECT_EQ(count(*html, "<svg "), 3);
   EXPECT_EQ(count(*html, "<rect x="), 9);
@@ -80,11 +82,12 @@ TEST(RunReport, ComparisonPutsHeadlineMetricsSideBySide) {
   auto html = runs_html_report({compression_run(1, 2.0, ""), compression_run(2, 5.0, ""), evict});
   ASSERT_TRUE(html);
   EXPECT_NE(html->find("kvlab comparison of 3 runs"), std::string::npos);
-  EXPECT_NE(html->find("<th>compression ratio</th>"), std::string::npos);
-  EXPECT_NE(html->find("<th>memory ratio</th>"), std::string::npos);
+  EXPECT_NE(html->find("<th>ratio vs fp16</th>"), std::string::npos);
+  EXPECT_NE(html->find("<th>memory vs full fp16 cache</th>"), std::string::npos);
+  EXPECT_NE(html->find("<td>5.00×</td>"), std::string::npos);  // run 2's ratio, as the app has it
   // The eviction run's steps become line charts.
   EXPECT_EQ(count(*html, "<polyline"), 2);
-  EXPECT_NE(html->find("#2 kivi-2 G=32 R=128: compression ratio 5"), std::string::npos);
+  EXPECT_NE(html->find("#2 kivi-2 G=32 R=128: ratio vs fp16 5"), std::string::npos);
 }
 
 TEST(RunReport, NoRunsIsAnError) {

@@ -13,7 +13,7 @@
 #include <QSaveFile>
 #include <QStatusBar>
 #include <QSvgGenerator>
-#include <QTableWidget>
+#include <QTableView>
 
 namespace kvlab::gui {
 namespace {
@@ -38,16 +38,20 @@ QString csv_field(const QString& text) {
   return QLatin1Char('"') + doubled + QLatin1Char('"');
 }
 
-QString header_text(const QTableWidget* table, int column) {
-  const QTableWidgetItem* item = table->horizontalHeaderItem(column);
-  if (item && !item->text().isEmpty()) return item->text();
+// Through the model, so item tables and model views (the Runs page) export alike, in the order
+// and with the filter the view shows.
+QString header_text(const QTableView* table, int column) {
+  const QString text = table->model()->headerData(column, Qt::Horizontal).toString();
+  if (!text.isEmpty()) return text;
   return QObject::tr("column %1").arg(column + 1);
 }
 
-QString cell_text(const QTableWidget* table, int row, int column) {
-  if (const QTableWidgetItem* item = table->item(row, column)) return item->text();
-  if (const QWidget* w = table->cellWidget(row, column)) {
-    if (const auto* label = qobject_cast<const QLabel*>(w)) return label->text();
+QString cell_text(const QTableView* table, int row, int column) {
+  const QModelIndex index = table->model()->index(row, column);
+  const QString text = index.data().toString();
+  if (!text.isEmpty()) return text;
+  if (const auto* label = qobject_cast<const QLabel*>(table->indexWidget(index))) {
+    return label->text();
   }
   return {};
 }
@@ -126,13 +130,13 @@ QString export_chart(QCustomPlot* chart, const QString& path) {
   return {};
 }
 
-QString table_to_csv(const QTableWidget* table) {
+QString table_to_csv(const QTableView* table) {
   QString out;
-  const int columns = table->columnCount();
+  const int columns = table->model()->columnCount();
   QStringList fields;
   for (int c = 0; c < columns; ++c) fields << csv_field(header_text(table, c));
   out += fields.join(QLatin1Char(',')) + QStringLiteral("\r\n");
-  for (int r = 0; r < table->rowCount(); ++r) {
+  for (int r = 0; r < table->model()->rowCount(); ++r) {
     fields.clear();
     for (int c = 0; c < columns; ++c) fields << csv_field(cell_text(table, r, c));
     out += fields.join(QLatin1Char(',')) + QStringLiteral("\r\n");
@@ -140,11 +144,11 @@ QString table_to_csv(const QTableWidget* table) {
   return out;
 }
 
-nlohmann::json table_to_json(const QTableWidget* table) {
+nlohmann::json table_to_json(const QTableView* table) {
   nlohmann::json rows = nlohmann::json::array();
-  for (int r = 0; r < table->rowCount(); ++r) {
+  for (int r = 0; r < table->model()->rowCount(); ++r) {
     nlohmann::json row = nlohmann::json::object();
-    for (int c = 0; c < table->columnCount(); ++c) {
+    for (int c = 0; c < table->model()->columnCount(); ++c) {
       row[header_text(table, c).toStdString()] = cell_text(table, r, c).toStdString();
     }
     rows.push_back(std::move(row));
@@ -152,7 +156,7 @@ nlohmann::json table_to_json(const QTableWidget* table) {
   return rows;
 }
 
-QString export_table(const QTableWidget* table, const QString& path) {
+QString export_table(const QTableView* table, const QString& path) {
   if (!table) return QObject::tr("'%1': there is no table to export").arg(path);
   const QString suffix = QFileInfo(path).suffix().toLower();
   QByteArray bytes;
@@ -225,7 +229,7 @@ bool export_chart_dialog(QCustomPlot* chart, QWidget* parent) {
   return error.isEmpty();
 }
 
-bool export_table_dialog(const QTableWidget* table, QWidget* parent) {
+bool export_table_dialog(const QTableView* table, QWidget* parent) {
   if (!table) return false;
   const QString path =
       ask_save_path(parent, QObject::tr("Export table"), QStringLiteral("kvlab-table.csv"),
@@ -245,8 +249,8 @@ QMenu* export_menu_for(QWidget* widget, QWidget* menu_parent) {
     return menu;
   }
   // A table's mouse events arrive at its viewport.
-  auto* table = qobject_cast<QTableWidget*>(widget);
-  if (!table && widget) table = qobject_cast<QTableWidget*>(widget->parentWidget());
+  auto* table = qobject_cast<QTableView*>(widget);
+  if (!table && widget) table = qobject_cast<QTableView*>(widget->parentWidget());
   if (table && (widget == table || widget == table->viewport())) {
     if (table->contextMenuPolicy() != Qt::DefaultContextMenu) return nullptr;
     auto* menu = new QMenu(menu_parent);

@@ -27,7 +27,9 @@
 #include "kvlab/gui/report_charts.h"
 #include "kvlab/gui/results_panel.h"
 #include "kvlab/gui/source_panel.h"
+#include "kvlab/gui/stale_mark.h"
 #include "kvlab/gui/stream_chart.h"
+#include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
 
@@ -43,8 +45,10 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   m_runner = new CompressionRunner(this);
 
   auto* splitter = new QSplitter(Qt::Horizontal, this);
-  splitter->addWidget(build_controls());
+  QWidget* controls = build_controls();
+  splitter->addWidget(controls);
   splitter->addWidget(build_charts());
+  m_stale->watch(controls);
   splitter->setStretchFactor(0, 0);
   splitter->setStretchFactor(1, 1);
   splitter->setChildrenCollapsible(false);
@@ -136,6 +140,7 @@ QWidget* CompressionView::build_controls() {
 
 QWidget* CompressionView::build_charts() {
   auto* charts = new QWidget;
+  m_stale = new StaleMark(charts);
   m_results = new ResultsPanel(charts);
   m_bytes_chart = new BytesChart;
   m_layer_chart = new LayerChart;
@@ -190,6 +195,7 @@ QWidget* CompressionView::build_charts() {
 
   auto* layout = new QVBoxLayout(charts);
   layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_stale);
   layout->addWidget(m_results);
   layout->addWidget(vertical, 1);
   return charts;
@@ -281,7 +287,8 @@ void CompressionView::on_failed(const QString& message, bool cancelled) {
   show_error(tr("The run failed: %1").arg(message));
 }
 
-void CompressionView::show_error(const QString& message) {
+void CompressionView::show_error(const QString& engine_message) {
+  const QString message = in_gui_terms(engine_message);
   emit status_message(message, 0);
   // Non-blocking (open(), not exec()), so scripted runs and tests never hang on it.
   auto* box = new QMessageBox(QMessageBox::Warning, tr("kvlab"), message, QMessageBox::Ok, this);
@@ -291,6 +298,7 @@ void CompressionView::show_error(const QString& message) {
 
 void CompressionView::show_report(const CompressionReport& report, const QString& origin) {
   m_report = report;
+  m_stale->set_fresh();
   ChartSet set = chart_set_from_report(report);
   m_results->set_summary(set.summary, origin);
   m_bytes_chart->set_data(set.bytes);
@@ -334,16 +342,8 @@ void CompressionView::save_run(const CompressionReport& report) {
     emit status_message(done + tr(" (not saved: no runs database)"), kStatusTimeoutMs);
     return;
   }
-  NewRun run;
-  run.kind = "compression";
-  run.source = report.source;
-  run.method = report.method;
-  run.label = report.method_label;
-  run.params = method_params_json(report.config);
-  run.metrics = report_to_json(report);
-  run.artifacts.emplace_back("histograms", histograms_to_json(report));
-  if (m_stream) run.artifacts.emplace_back("stream", stream_to_json(*m_stream));
-  auto id = m_store->save_run(run);
+  const nlohmann::json stream = m_stream ? stream_to_json(*m_stream) : nlohmann::json();
+  auto id = m_store->save_run(compression_run(report, {}, m_stream ? &stream : nullptr));
   if (!id) {
     m_last_error = QString::fromStdString(id.message());
     show_error(tr("The run was computed but could not be saved: %1").arg(m_last_error));

@@ -13,6 +13,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 
@@ -70,7 +71,7 @@ void select_policy(QComboBox* combo, EvictionPolicy p) {
 }
 
 QSpinBox* make_spin(QWidget* parent, int lo, int hi, int value, const QString& tip) {
-  auto* spin = new QSpinBox(parent);
+  auto* spin = new IntField(parent);
   spin->setRange(lo, hi);
   spin->setValue(value);
   spin->setToolTip(tip);
@@ -79,7 +80,7 @@ QSpinBox* make_spin(QWidget* parent, int lo, int hi, int value, const QString& t
 
 QDoubleSpinBox* make_double(QWidget* parent, double lo, double hi, double value, int decimals,
                             const QString& tip) {
-  auto* spin = new QDoubleSpinBox(parent);
+  auto* spin = new RealField(parent);
   spin->setRange(lo, hi);
   spin->setDecimals(decimals);
   spin->setSingleStep(std::pow(10.0, 1 - decimals));
@@ -91,7 +92,7 @@ QDoubleSpinBox* make_double(QWidget* parent, double lo, double hi, double value,
 }  // namespace
 
 BudgetEdit::BudgetEdit(QWidget* parent) : QWidget(parent) {
-  m_value = new QSpinBox(this);
+  m_value = new IntField(this);
   m_value->setToolTip(
       tr("Entries each KV head (of every layer) may keep: a token count, or a percentage of the "
          "tokens the sequence has at each step"));

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "kvlab/store/run_records.h"
+
 namespace kvlab::gui {
 
 namespace {
@@ -11,24 +13,12 @@ constexpr const char* kComparedArtifact = "compared_with";
 
 }  // namespace
 
-NewRun eviction_new_run(const EvictionReport& report) {
-  NewRun run;
-  run.kind = "eviction";
-  run.source = report.source;
-  run.method = report.policy;
-  run.label = report.label;
-  run.params = eviction_params_json(report.config);
-  run.metrics = eviction_report_to_json(report);
-  run.artifacts.emplace_back(kMapArtifact, eviction_maps_to_json(report));
-  return run;
-}
-
 Result<StoredEviction> save_eviction_runs(RunsStore& store, const EvictionReport& report,
                                           const std::optional<EvictionReport>& compare) {
   StoredEviction saved;
-  NewRun first = eviction_new_run(report);
+  NewRun first = eviction_run(report);
   if (compare) {
-    auto id = store.save_run(eviction_new_run(*compare));
+    auto id = store.save_run(eviction_run(*compare));
     if (!id) return id.error();
     saved.compare_id = *id;
     first.artifacts.emplace_back(kComparedArtifact, nlohmann::json{{"run_id", *id}});

@@ -21,6 +21,7 @@
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/layer_picker.h"
 #include "kvlab/gui/source_panel.h"
+#include "kvlab/gui/stale_mark.h"
 
 namespace kvlab::gui {
 
@@ -44,8 +45,10 @@ EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)) {
   m_runner = new EvictionRunner(this);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
-  splitter->addWidget(build_controls());
+  QWidget* controls = build_controls();
+  splitter->addWidget(controls);
   splitter->addWidget(build_results());
+  m_stale->watch(controls);
   splitter->setStretchFactor(0, 0);
   splitter->setStretchFactor(1, 1);
   splitter->setChildrenCollapsible(false);
@@ -137,6 +140,7 @@ QWidget* EvictionView::build_controls() {
 
 QWidget* EvictionView::build_results() {
   auto* results = new QWidget;
+  m_stale = new StaleMark(results);
   m_error = new QLabel(results);
   m_error->setWordWrap(true);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -186,6 +190,7 @@ QWidget* EvictionView::build_results() {
 
   auto* layout = new QVBoxLayout(results);
   layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_stale);
   layout->addWidget(m_error);
   layout->addWidget(m_metrics);
   layout->addLayout(selectors);
@@ -269,7 +274,8 @@ void EvictionView::on_failed(const QString& message, bool cancelled) {
   show_error(tr("The run failed: %1").arg(message));
 }
 
-void EvictionView::show_error(const QString& message) {
+void EvictionView::show_error(const QString& engine_message) {
+  const QString message = in_gui_terms(engine_message);
   m_error->setText(message);
   m_error->setVisible(true);
   emit status_message(message, 0);
@@ -278,6 +284,7 @@ void EvictionView::show_error(const QString& message) {
 void EvictionView::show_reports(const EvictionReport& report,
                                 const std::optional<EvictionReport>& compare,
                                 const QString& origin) {
+  m_stale->set_fresh();
   m_report = report;
   m_compare = compare;
   m_origin = origin;

@@ -286,20 +286,29 @@ QString planner_context_chart() {
 }
 
 QStringList runs_columns() {
+  // In RunsTableModel::Column order.
   return {
-      QObject::tr("The run's number in the runs database."),
+      QObject::tr("The run's number in the runs database (run:ID names it to the planner)."),
       QObject::tr("When the run was saved, in local time."),
-      QObject::tr("What made the run: compression, eviction, quality or plan."),
+      QObject::tr("What made the run: compression, eviction, quality, plan or stream."),
       QObject::tr("What it ran on: a synthetic preset, a cache file, a model capture, or the "
                   "model (quality and plan runs)."),
+      QObject::tr("Tokens: the cache's length (compression, eviction, stream), the window the "
+                  "model read (quality) or the planned context (plan)."),
       QObject::tr("The method or policy id and its label with the parameters."),
-      QObject::tr("Compression: the cache's fp16 bytes ÷ compressed bytes, metadata included. "
-                  "Eviction: the full fp16 cache ÷ the kept memory at the last step. Quality: "
-                  "the method's ratio on the exact run's cache."),
-      QObject::tr("8 × compressed bytes ÷ number of K and V values, scales, fp16 window and "
-                  "metadata included (compression and quality runs)."),
+      QObject::tr("Memory against fp16. Compression: the cache's fp16 bytes ÷ compressed bytes, "
+                  "metadata included. Eviction: the full fp16 cache ÷ the kept memory at the "
+                  "last step. Quality: the method's ratio ÷ the fraction of tokens kept."),
+      QObject::tr("8 × stored bytes ÷ number of K and V values, scales, fp16 window and "
+                  "metadata included, eviction counted."),
       QObject::tr("√(Σ |o − ô|² ÷ Σ |o|²) of the attention output, against the original cache "
-                  "(compression) or the full cache (eviction)."),
+                  "(compression) or the full cache (eviction). Quality runs measure the model "
+                  "instead: see Δ perplexity and KL."),
+      QObject::tr("Quality runs: perplexity with the compressed cache ÷ with the exact one, − 1."),
+      QObject::tr("Quality runs: mean KL(exact ‖ compressed) of the next-token distribution, in "
+                  "nats."),
+      QObject::tr("Eviction runs: the fraction of KV heads that kept the planted needle."),
+      QObject::tr("Your tags (Tags & note…); searched with the note."),
   };
 }
 

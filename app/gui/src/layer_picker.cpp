@@ -1,4 +1,5 @@
 #include "kvlab/gui/layer_picker.h"
+#include "kvlab/gui/number_fields.h"
 
 #include <algorithm>
 
@@ -16,7 +17,7 @@ QStringList tensor_choices() {
 
 LayerPicker::LayerPicker(const QString& choice_label, const QStringList& choices, QWidget* parent)
     : QWidget(parent) {
-  m_layer = new QSpinBox(this);
+  m_layer = new IntField(this);
   m_layer->setRange(0, 0);
   m_choice = new QComboBox(this);
   m_choice->addItems(choices);

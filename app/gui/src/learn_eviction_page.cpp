@@ -18,6 +18,7 @@
 #include "kvlab/gui/eviction_chart_data.h"
 #include "kvlab/gui/eviction_map_chart.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 namespace {
@@ -96,7 +97,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
          "plus the tokens with the most attention accumulated over all steps so far; full: every "
          "token (the reference)")
           .arg(kSinks));
-  m_budget = new QSpinBox;
+  m_budget = new IntField;
   m_budget->setRange(5, 90);
   m_budget->setSingleStep(5);
   m_budget->setValue(25);
@@ -104,7 +105,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   m_budget->setToolTip(
       tr("Entries each KV head may keep, as a share of the tokens the sequence has at that "
          "step (rounded); after every decode step the cache is cut back to it"));
-  m_head = new QSpinBox;
+  m_head = new IntField;
   m_head->setRange(0, 0);
   m_head->setToolTip(
       tr("Which KV head's map and counts to show: each KV head keeps its own entries, chosen "

@@ -16,6 +16,7 @@
 
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/number_fields.h"
 #include "kvlab/planners/catalog.h"
 
 namespace kvlab::gui {
@@ -67,21 +68,21 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
   m_scheme_combo->setToolTip(
       tr("The compressed storage drawn beside fp16, counted as the planner counts it (KIVI: "
          "codes, a scale and a minimum per group, the newest 128 tokens kept in fp16)"));
-  m_prompt = new QSpinBox;
+  m_prompt = new IntField;
   m_prompt->setRange(0, 1 << 20);
   m_prompt->setValue(512);
   m_prompt->setSuffix(tr(" tokens"));
   m_prompt->setToolTip(
       tr("Prompt length: prefill writes these tokens' K and V in one go, so the "
          "cache starts here"));
-  m_target = new QSpinBox;
+  m_target = new IntField;
   m_target->setRange(1, 1 << 22);
   m_target->setValue(8192);
   m_target->setSuffix(tr(" tokens"));
   m_target->setToolTip(
       tr("Decode until the cache holds this many tokens (at most the model's "
          "context length); the chart's x-axis ends here"));
-  m_step_tokens = new QSpinBox;
+  m_step_tokens = new IntField;
   m_step_tokens->setRange(1, 1 << 16);
   m_step_tokens->setValue(64);
   m_step_tokens->setToolTip(

@@ -15,6 +15,7 @@
 
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 namespace {
@@ -84,14 +85,14 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
   m_scheme->setToolTip(
       tr("How the KV cache is stored: fp16, or a compressed scheme (bytes "
          "counted as the planner counts them, scales and fp16 windows included)"));
-  m_context = new QSpinBox;
+  m_context = new IntField;
   m_context->setRange(1, 1 << 22);
   m_context->setValue(8192);
   m_context->setSuffix(tr(" tokens"));
   m_context->setToolTip(
       tr("Tokens per sequence (prompt + generated), at most the model's "
          "context length"));
-  m_batch = new QSpinBox;
+  m_batch = new IntField;
   m_batch->setRange(1, 1000000);
   m_batch->setValue(32);
   m_batch->setToolTip(tr("Sequences served at once, each with its own KV cache"));

@@ -14,6 +14,7 @@
 
 #include "kvlab/engine/metrics.h"
 #include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 namespace {
@@ -90,11 +91,11 @@ LearnQuantPage::LearnQuantPage(QWidget* parent)
   m_group->setToolTip(
       tr("Group size G: per-channel scales cover G consecutive tokens of one channel; per-token "
          "scales cover G consecutive channels of one token's head (KIVI uses 32)"));
-  m_token = new QSpinBox;
+  m_token = new IntField;
   m_token->setRange(0, kContext - 1);
   m_token->setValue(100);
   m_token->setToolTip(tr("Which token's key and value vectors the charts show"));
-  m_head = new QSpinBox;
+  m_head = new IntField;
   m_head->setRange(0, 7);
   m_head->setToolTip(tr("Which KV head's vectors the charts show (llama3-8b has 8)"));
   for (auto* s : {m_token, m_head}) s->setKeyboardTracking(false);

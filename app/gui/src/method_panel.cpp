@@ -12,6 +12,7 @@
 #include <QSpinBox>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 
@@ -43,7 +44,7 @@ QString about(MethodKind kind) {
 }
 
 QSpinBox* make_spin(QWidget* parent, int lo, int hi, int value, const QString& tip) {
-  auto* spin = new QSpinBox(parent);
+  auto* spin = new IntField(parent);
   spin->setRange(lo, hi);
   spin->setValue(value);
   spin->setToolTip(tip);
@@ -98,7 +99,7 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_block_size = make_spin(this, 1, 4096, defaults.block_size,
                            tr("B: keys are quantized per channel within blocks of B tokens "
                               "(values per token); also the token block of the entropy coder"));
-  m_rel_scale = new QDoubleSpinBox(this);
+  m_rel_scale = new RealField(this);
   m_rel_scale->setDecimals(4);
   m_rel_scale->setRange(1.0 / 255.0, 1.0);
   m_rel_scale->setSingleStep(0.01);

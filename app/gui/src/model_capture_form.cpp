@@ -19,6 +19,8 @@
 
 #include "kvlab/engine/cache_file.h"
 #include "kvlab/gui/capture_runner.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 
@@ -79,7 +81,7 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_prompt_file_button->setToolTip(tr("Read the prompt from a text file"));
   m_prompt_file_row = row_of(parent, {{new QWidget(parent), 1}, {m_prompt_file_button, 0}});
 
-  m_max_tokens = new QSpinBox(parent);
+  m_max_tokens = new IntField(parent);
   m_max_tokens->setRange(0, 1 << 20);
   m_max_tokens->setSingleStep(64);
   m_max_tokens->setValue(kDefaultMaxTokens);
@@ -317,7 +319,8 @@ void ModelCaptureForm::set_capturing(bool capturing) {
   update_rows();
 }
 
-void ModelCaptureForm::show_error(const QString& message) {
+void ModelCaptureForm::show_error(const QString& engine_message) {
+  const QString message = in_gui_terms(engine_message);
   m_last_error = message;
   m_error->setText(message);
   update_rows();

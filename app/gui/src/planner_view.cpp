@@ -25,6 +25,7 @@
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 namespace {
@@ -33,7 +34,7 @@ constexpr const char* kBuiltInSchemes[] = {"fp16", "fp8", "int8", "int4", "kivi2
 constexpr const char* kEvictChoices[] = {"none", "50%", "25%", "10%"};
 
 QSpinBox* spin(int lo, int hi, int value, const QString& suffix = {}) {
-  auto* s = new QSpinBox;
+  auto* s = new IntField;
   s->setRange(lo, hi);
   s->setValue(value);
   s->setSuffix(suffix);
@@ -42,7 +43,7 @@ QSpinBox* spin(int lo, int hi, int value, const QString& suffix = {}) {
 }
 
 QDoubleSpinBox* dspin(double lo, double hi, double value, double step, int decimals) {
-  auto* s = new QDoubleSpinBox;
+  auto* s = new RealField;
   s->setRange(lo, hi);
   s->setValue(value);
   s->setSingleStep(step);
@@ -389,7 +390,7 @@ void PlannerView::recompute() {
     s.scheme = scheme;
     auto r = planners::plan(s);
     if (!r) {
-      m_error->setText(QString::fromStdString(r.message()));
+      m_error->setText(in_gui_terms(QString::fromStdString(r.message())));
       m_results.clear();
       break;
     }

@@ -10,6 +10,7 @@
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/planner_view.h"
+#include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
 namespace {
@@ -66,12 +67,12 @@ void PlannerView::fill_table() {
 bool PlannerView::import_config(const QString& path) {
   auto m = planners::import_hf_config_file(path.toStdString());
   if (!m) {
-    m_error->setText(QString::fromStdString(m.message()));
+    m_error->setText(in_gui_terms(QString::fromStdString(m.message())));
     return false;
   }
   if (m_store) {
     if (auto s = m_store->save_catalog_entry("model", m->id, planners::model_to_json(*m)); !s) {
-      m_error->setText(QString::fromStdString(s.message()));
+      m_error->setText(in_gui_terms(QString::fromStdString(s.message())));
       return false;
     }
     reload_catalogues();
@@ -86,12 +87,12 @@ bool PlannerView::import_config(const QString& path) {
 
 bool PlannerView::add_gpu(const planners::GpuSpec& gpu) {
   if (auto v = gpu.validate(); !v) {
-    m_error->setText(QString::fromStdString(v.message()));
+    m_error->setText(in_gui_terms(QString::fromStdString(v.message())));
     return false;
   }
   if (m_store) {
     if (auto s = m_store->save_catalog_entry("gpu", gpu.id, planners::gpu_to_json(gpu)); !s) {
-      m_error->setText(QString::fromStdString(s.message()));
+      m_error->setText(in_gui_terms(QString::fromStdString(s.message())));
       return false;
     }
     reload_catalogues();
@@ -110,44 +111,23 @@ std::int64_t PlannerView::save() {
   }
   if (m_results.empty()) return 0;
   const planners::Scenario s = scenario();
-  NewRun run;
-  run.kind = "plan";
-  run.source = s.model.id;
-  QStringList ids;
+  PlanRunContext context;
   for (int i = 0; i < m_scheme_list->count(); ++i) {
     if (m_scheme_list->item(i)->checkState() == Qt::Checked) {
-      ids << m_scheme_list->item(i)->data(Qt::UserRole).toString();
+      context.scheme_ids.push_back(
+          m_scheme_list->item(i)->data(Qt::UserRole).toString().toStdString());
     }
   }
-  run.method =
-      (ids.join(QStringLiteral(", ")) + QStringLiteral(" on ") + QString::fromStdString(s.gpu.id))
-          .toStdString();
-  std::vector<std::string> scheme_ids;
-  for (const auto& id : ids) scheme_ids.push_back(id.toStdString());
-  run.params = {{"model", planners::model_to_json(s.model)},
-                {"gpu", planners::gpu_to_json(s.gpu)},
-                {"context", s.context},
-                {"batch", s.batch},
-                {"schemes", scheme_ids},
-                {"evict", m_evict->currentText().toStdString()},
-                {"tp", s.deployment.tp},
-                {"pp", s.deployment.pp},
-                {"util", s.deployment.gpu_memory_utilization},
-                {"reserve_gib", m_reserve->value()},
-                {"page_tokens", s.deployment.page_tokens},
-                {"efficiency", s.bandwidth_efficiency}};
-  nlohmann::json metrics = {{"model", s.model.id},   {"model_name", s.model.name},
-                            {"gpu", s.gpu.id},       {"gpu_name", s.gpu.name},
-                            {"context", s.context},  {"batch", s.batch},
-                            {"tp", s.deployment.tp}, {"pp", s.deployment.pp}};
-  auto& rows = metrics["schemes"] = nlohmann::json::array();
+  context.reserve_gib = m_reserve->value();
+  context.evict = m_evict->currentText().toStdString();
+  std::vector<std::pair<planners::Scheme, planners::PlanResult>> results;
   for (std::size_t i = 0; i < m_results.size(); ++i) {
-    rows.push_back(planners::plan_result_to_json(m_shown_schemes[i], m_results[i]));
+    results.emplace_back(m_shown_schemes[i], m_results[i]);
   }
-  run.metrics = metrics;
+  const NewRun run = plan_run(s, results, context);
   auto id = m_store->save_run(run);
   if (!id) {
-    m_error->setText(QString::fromStdString(id.message()));
+    m_error->setText(in_gui_terms(QString::fromStdString(id.message())));
     return 0;
   }
   emit status_message(tr("Scenario saved as run #%1").arg(*id), 5000);
@@ -160,7 +140,8 @@ bool PlannerView::restore(const nlohmann::json& p) {
     auto model = planners::model_from_json(p.at("model"));
     auto gpu = planners::gpu_from_json(p.at("gpu"));
     if (!model || !gpu) {
-      m_error->setText(QString::fromStdString(!model ? model.message() : gpu.message()));
+      m_error->setText(
+          in_gui_terms(QString::fromStdString(!model ? model.message() : gpu.message())));
       return false;
     }
     m_restoring = true;

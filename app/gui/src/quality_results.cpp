@@ -21,10 +21,6 @@ QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignRight
   return it;
 }
 
-QString signed_percent(double fraction) {
-  return (fraction >= 0 ? QStringLiteral("+") : QString()) + format_percent(fraction);
-}
-
 }  // namespace
 
 ParetoAxes quality_pareto_axes(QualityX x, QualityY y) {
@@ -115,7 +111,7 @@ QString quality_point_summary(const QualityPoint& p) {
       .arg(p.run_id)
       .arg(format_ratio(p.memory_ratio()), format_bits_per_value(p.memory_bits_per_value()), kept,
            QString::number(p.perplexity_exact, 'f', 3), QString::number(p.perplexity, 'f', 3),
-           signed_percent(p.perplexity_change), format_percent(p.next_token_agreement),
+           format_signed_percent(p.perplexity_change), format_percent(p.next_token_agreement),
            format_metric(p.kl_mean));
 }
 
@@ -159,7 +155,7 @@ void fill_quality_table(QTableWidget* table, const std::vector<QualityPoint>& po
     table->setItem(row, kQualityPerplexity,
                    cell(QStringLiteral("%1 → %2").arg(QString::number(p.perplexity_exact, 'f', 3),
                                                       QString::number(p.perplexity, 'f', 3))));
-    table->setItem(row, kQualityPerplexityChange, cell(signed_percent(p.perplexity_change)));
+    table->setItem(row, kQualityPerplexityChange, cell(format_signed_percent(p.perplexity_change)));
     table->setItem(row, kQualityAgreement, cell(format_percent(p.next_token_agreement)));
     table->setItem(row, kQualityKl, cell(format_metric(p.kl_mean)));
     const bool on =

@@ -67,31 +67,6 @@ bool QualityKey::matches(const QualityKey& other) const {
          (text == other.text || resolved_text(text) == resolved_text(other.text));
 }
 
-// As app/cli/cli_quality.cpp saves it: the same columns, params and metrics.
-NewRun quality_new_run(const QualityReport& report, const QualityConfig& config,
-                       const std::string& model, const QualityText& text, int window) {
-  const std::string text_source = text.describe();
-  nlohmann::json metrics = quality_report_to_json(report);
-  metrics["model"] = model;
-  metrics["text"] = text_source;
-  NewRun run;
-  run.kind = kKind;
-  run.source = "model:" + model;
-  run.method = quality_run_method(config);
-  run.params = config.method ? method_params_json(*config.method) : nlohmann::json::object();
-  if (config.eviction) {
-    nlohmann::json e = eviction_params_json(*config.eviction);
-    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"}) {
-      e.erase(simulation_only);
-    }
-    run.params["eviction"] = e;
-  }
-  run.params["text"] = text_source;
-  run.params["window"] = window;
-  run.metrics = std::move(metrics);
-  return run;
-}
-
 std::optional<QualityPoint> quality_point(const RunSummary& run) {
   const nlohmann::json& m = run.metrics;
   if (run.kind != kKind || !m.is_object()) return std::nullopt;

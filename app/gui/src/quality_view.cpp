@@ -22,6 +22,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/number_fields.h"
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
@@ -131,14 +132,14 @@ QWidget* QualityView::build_controls() {
   m_sampled->setToolTip(
       tr("Score text the model samples itself: stories from BOS at temperature 1 with a seeded "
          "generator, so no corpus is needed"));
-  m_sample_tokens = new QSpinBox(text_box);
+  m_sample_tokens = new IntField(text_box);
   m_sample_tokens->setRange(2, 1'000'000);
   m_sample_tokens->setValue(kDefaultSampleTokens);
   m_sample_tokens->setSuffix(tr(" tokens"));
   m_sample_tokens->setToolTip(
       tr("Tokens of sampled text to score; they are cut into windows of the model's context, "
          "each starting from BOS"));
-  m_seed = new QSpinBox(text_box);
+  m_seed = new IntField(text_box);
   m_seed->setRange(0, 1'000'000'000);
   m_seed->setValue(1);
   m_seed->setPrefix(tr("seed "));

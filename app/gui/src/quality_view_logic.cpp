@@ -18,6 +18,7 @@
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
 #include "kvlab/gui/quality_view.h"
+#include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
 
@@ -313,7 +314,8 @@ bool QualityView::wait_until_done(int timeout_ms) {
 void QualityView::on_measured(const QualityReport& report, int index, int count) {
   m_measured = index + 1;
   const QualityConfig& config = m_job.choices[static_cast<std::size_t>(index)].config;
-  const NewRun run = quality_new_run(report, config, m_job.model, m_job.text, m_job.window);
+  const NewRun run =
+      quality_run(report, config, {m_job.model, m_job.text.describe(), m_job.window, {}});
   RunSummary summary;
   summary.kind = run.kind;
   summary.method = run.method;
@@ -380,7 +382,8 @@ void QualityView::on_ended(const QString& error, bool cancelled, int failed_inde
   show_error(tr("The run failed%1: %2").arg(where, error));
 }
 
-void QualityView::show_error(const QString& message) {
+void QualityView::show_error(const QString& engine_message) {
+  const QString message = in_gui_terms(engine_message);
   m_error->setText(message);
   m_error->setVisible(true);
   emit status_message(message, 0);

@@ -4,14 +4,24 @@
 #include <optional>
 
 #include <QAction>
+#include <QComboBox>
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDir>
+#include <QFileSystemWatcher>
+#include <QFormLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
+#include <QPlainTextEdit>
 #include <QPushButton>
-#include <QTableWidget>
+#include <QRegularExpression>
+#include <QSplitter>
+#include <QTableView>
+#include <QTimer>
 #include <QUndoStack>
 #include <QVBoxLayout>
 
@@ -21,12 +31,16 @@
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/run_files.h"
+#include "kvlab/gui/runs_comparison.h"
+#include "kvlab/gui/runs_table_model.h"
 
 namespace kvlab::gui {
 
 namespace {
 
 constexpr int kStatusTimeoutMs = 8000;
+// Several writes in a row (a sweep saving runs) make one refresh.
+constexpr int kWatchDebounceMs = 250;
 
 // The store keeps UTC ISO-8601; people read local time.
 QString local_time(const std::string& created_at) {
@@ -35,48 +49,52 @@ QString local_time(const std::string& created_at) {
   return t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"));
 }
 
-// A number from the metrics JSON, or nothing when the run kind has no such metric.
-std::optional<double> json_number(const nlohmann::json& metrics, const char* key,
-                                  const char* sub = nullptr) {
-  const nlohmann::json* j = &metrics;
-  if (!j->is_object() || !j->contains(key)) return std::nullopt;
-  j = &(*j)[key];
-  if (sub) {
-    if (!j->is_object() || !j->contains(sub)) return std::nullopt;
-    j = &(*j)[sub];
-  }
-  if (!j->is_number()) return std::nullopt;
-  return j->get<double>();
-}
-
-QTableWidgetItem* item(const QString& text, Qt::Alignment align = Qt::AlignLeft) {
-  auto* it = new QTableWidgetItem(text);
-  it->setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
-  it->setTextAlignment(align | Qt::AlignVCenter);
-  return it;
-}
-
 }  // namespace
 
 RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)) {
-  m_table = new QTableWidget(0, kColumnCount, this);
-  m_table->setHorizontalHeaderLabels({tr("ID"), tr("When"), tr("Kind"), tr("Source"),
-                                      tr("Method / label"), tr("Ratio"), tr("Bits/value"),
-                                      tr("Attn-out rel. error")});
+  m_model = new RunsTableModel(this);
+  m_filter = new RunsFilterModel(this);
+  m_filter->setSourceModel(m_model);
+  m_table = new QTableView(this);
+  m_table->setModel(m_filter);
+  m_table->setSortingEnabled(true);
+  m_table->sortByColumn(RunsTableModel::kWhen, Qt::DescendingOrder);  // newest first
   m_table->setSelectionBehavior(QAbstractItemView::SelectRows);
-  // Several rows for a comparison report; Open and Delete act on the first selected.
+  // Several rows for a comparison; Open, Delete and Tags act on the first selected.
   m_table->setSelectionMode(QAbstractItemView::ExtendedSelection);
   m_table->setAlternatingRowColors(true);
+  m_table->setWordWrap(false);
   m_table->verticalHeader()->setVisible(false);
-  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  m_table->horizontalHeader()->setSectionResizeMode(kMethod, QHeaderView::Stretch);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  m_table->horizontalHeader()->setStretchLastSection(true);
   m_table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  m_table->setMinimumHeight(160);
+
+  m_search = new QLineEdit(this);
+  m_search->setPlaceholderText(tr("Search source, method, label, tags, note…"));
+  m_search->setClearButtonEnabled(true);
+  m_search->setToolTip(
+      tr("Shows the runs whose source, method, label, tags or note contain "
+         "every word typed here"));
+  m_kind = new QComboBox(this);
+  m_kind->addItem(tr("All kinds"), QString());
+  for (const char* kind : {"compression", "eviction", "quality", "plan", "stream"}) {
+    m_kind->addItem(QString::fromLatin1(kind), QString::fromLatin1(kind));
+  }
+  m_kind->setToolTip(tr("Show only runs of one kind"));
 
   m_refresh = new QPushButton(tr("Refresh"), this);
+  m_refresh->setToolTip(
+      tr("Read the database again (it is also watched: runs saved by the "
+         "command line or another window appear by themselves)"));
   m_open = new QPushButton(tr("Open"), this);
   m_open->setToolTip(
       tr("Show this run's charts on the Compression or Eviction page, from the stored data"));
+  m_tags = new QPushButton(tr("Tags && note…"), this);
+  m_tags->setToolTip(
+      tr("Give the selected run tags (comma-separated) and a note; both are "
+         "searched"));
   m_delete = new QPushButton(tr("Delete…"), this);
   m_delete->setToolTip(tr("Delete the selected run from the database (Edit ▸ Undo puts it back)"));
   m_export = new QPushButton(tr("Export…"), this);
@@ -86,35 +104,48 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
          "with their charts, or as a JSON array"));
   m_summary = new QLabel(this);
   m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  auto* hint = new QLabel(tr("Open (or double-click) redraws a compression or eviction run's "
-                             "charts from what was stored, without recomputing."),
-                          this);
-  QPalette muted = hint->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  hint->setPalette(muted);
+  m_summary->setWordWrap(true);
 
+  auto* filters = new QHBoxLayout;
+  filters->addWidget(m_search, 2);
+  filters->addWidget(m_kind);
+  filters->addWidget(m_summary, 3);
   auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_refresh);
-  buttons->addWidget(m_open);
-  buttons->addWidget(m_delete);
-  buttons->addWidget(m_export);
-  buttons->addSpacing(12);
-  buttons->addWidget(m_summary, 1);
+  for (QPushButton* b : {m_refresh, m_open, m_tags, m_delete, m_export}) buttons->addWidget(b);
+  buttons->addStretch(1);
+
+  m_compare = new RunsComparePanel(this);
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(m_table);
+  split->addWidget(m_compare);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  split->setChildrenCollapsible(false);
 
   auto* layout = new QVBoxLayout(this);
+  layout->addLayout(filters);
   layout->addLayout(buttons);
-  layout->addWidget(m_table, 1);
-  layout->addWidget(hint);
+  layout->addWidget(split, 1);
 
+  connect(m_search, &QLineEdit::textChanged, this, [this](const QString& text) {
+    m_filter->set_search(text);
+    update_summary();
+  });
+  connect(m_kind, &QComboBox::currentIndexChanged, this, [this] {
+    m_filter->set_kind(m_kind->currentData().toString());
+    update_summary();
+  });
   connect(m_refresh, &QPushButton::clicked, this, &RunsView::refresh);
   connect(m_open, &QPushButton::clicked, this, [this] {
     if (const auto id = selected_run_id()) open_run(id);
   });
+  connect(m_tags, &QPushButton::clicked, this, &RunsView::edit_tags_dialog);
   connect(m_delete, &QPushButton::clicked, this, [this] {
     if (const auto id = selected_run_id()) delete_run(id);
   });
   connect(m_export, &QPushButton::clicked, this, &RunsView::export_selected_dialog);
-  connect(m_table, &QTableWidget::itemSelectionChanged, this, &RunsView::update_buttons);
+  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          &RunsView::on_selection_changed);
   m_undo = new QUndoStack(this);
   // The Delete key on the table does what the Delete… button does.
   auto* delete_key = new QAction(tr("Delete run"), m_table);
@@ -124,13 +155,25 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   connect(delete_key, &QAction::triggered, this, [this] {
     if (const auto id = selected_run_id()) delete_run(id);
   });
-  connect(m_table, &QTableWidget::cellDoubleClicked, this, [this](int row, int) {
-    if (auto* it = m_table->item(row, kId)) open_run(it->data(Qt::UserRole).toLongLong());
+  connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+    open_run(index.data(RunsTableModel::kIdRole).toLongLong());
   });
+
+  // Runs saved by another process appear by themselves. The file is watched with inotify, which
+  // never opens it (an open and close here would drop SQLite's locks: runs_store.cpp); its
+  // changes come with every checkpoint, which SQLite makes when the last connection closes.
+  m_watcher = new QFileSystemWatcher(this);
+  m_watch_timer = new QTimer(this);
+  m_watch_timer->setSingleShot(true);
+  m_watch_timer->setInterval(kWatchDebounceMs);
+  connect(m_watcher, &QFileSystemWatcher::fileChanged, m_watch_timer, qOverload<>(&QTimer::start));
+  connect(m_watch_timer, &QTimer::timeout, this, &RunsView::refresh);
 
   if (!m_store) {
     m_summary->setText(tr("No runs database: %1").arg(store_error));
     m_refresh->setEnabled(false);
+  } else {
+    m_watcher->addPath(QString::fromStdString(m_store->path().string()));
   }
   refresh();
 }
@@ -140,58 +183,46 @@ void RunsView::refresh() {
     update_buttons();
     return;
   }
-  const std::int64_t keep = selected_run_id();
+  // A file replaced or deleted drops out of the watch list: watch it again.
+  const QString path = QString::fromStdString(m_store->path().string());
+  if (!m_watcher->files().contains(path)) m_watcher->addPath(path);
+  const std::vector<std::int64_t> keep = selected_run_ids();
   auto runs = m_store->list_runs(-1);
   if (!runs) {
     report_error(QString::fromStdString(runs.message()));
     return;
   }
-  m_table->setRowCount(0);
-  m_table->setRowCount(static_cast<int>(runs->size()));
-  int row = 0;
-  for (const RunSummary& r : *runs) {
-    auto* id = item(QString::number(r.id), Qt::AlignRight);
-    id->setData(Qt::UserRole, static_cast<qlonglong>(r.id));
-    m_table->setItem(row, kId, id);
-    m_table->setItem(row, kWhen, item(local_time(r.created_at)));
-    m_table->setItem(row, kKind, item(QString::fromStdString(r.kind)));
-    m_table->setItem(row, kSource, item(QString::fromStdString(r.source)));
-    m_table->setItem(row, kMethod,
-                     item(QStringLiteral("%1 · %2").arg(QString::fromStdString(r.method),
-                                                        QString::fromStdString(r.label))));
-    // Compression runs keep "ratio" and error.attn_output_rel_error; eviction runs keep the
-    // memory ratio and the error at the top level.
-    auto ratio = json_number(r.metrics, "ratio");
-    if (!ratio) ratio = json_number(r.metrics, "memory_ratio");
-    const auto bits = json_number(r.metrics, "bits_per_value");
-    auto attn = json_number(r.metrics, "error", "attn_output_rel_error");
-    if (!attn) attn = json_number(r.metrics, "attn_output_rel_error");
-    m_table->setItem(row, kRatio, item(ratio ? format_ratio(*ratio) : QString(), Qt::AlignRight));
-    m_table->setItem(row, kBits,
-                     item(bits ? format_bits_per_value(*bits) : QString(), Qt::AlignRight));
-    m_table->setItem(row, kAttnError,
-                     item(attn ? format_percent(*attn) : QString(), Qt::AlignRight));
-    ++row;
-  }
+  m_model->set_runs(*runs);
+  ++m_refreshes;
   // Keep the selection across refreshes; otherwise select the newest run so Open is one click.
-  if (const int r = row_of(keep); r >= 0) {
-    select_row_only(r);
-  } else if (m_table->rowCount() > 0) {
-    select_row_only(0);
-  }
-  const auto count = static_cast<int>(runs->size());
-  const QString path = QString::fromStdString(m_store->path().string());
-  m_summary->setText(count == 1 ? tr("1 run in %1").arg(path)
-                                : tr("%1 runs in %2").arg(count).arg(path));
+  select_runs(keep);
+  if (selected_run_ids().empty() && m_filter->rowCount() > 0) select_row_only(0);
+  update_summary();
   update_buttons();
 }
 
+void RunsView::update_summary() {
+  if (!m_store) return;
+  const int all = m_model->rowCount();
+  const int shown = m_filter->rowCount();
+  const QString path = QString::fromStdString(m_store->path().string());
+  QString text = all == 1 ? tr("1 run in %1").arg(path) : tr("%1 runs in %2").arg(all).arg(path);
+  if (shown != all) text = tr("%1 of %2").arg(shown).arg(text);
+  m_summary->setText(text);
+}
+
 int RunsView::row_of(std::int64_t id) const {
-  for (int row = 0; row < m_table->rowCount(); ++row) {
-    const auto* it = m_table->item(row, kId);
-    if (it && it->data(Qt::UserRole).toLongLong() == id) return row;
-  }
-  return -1;
+  const int source_row = m_model->row_of(id);
+  if (source_row < 0) return -1;
+  return m_filter->mapFromSource(m_model->index(source_row, 0)).row();
+}
+
+int RunsView::row_count() const {
+  return m_filter->rowCount();
+}
+
+QString RunsView::cell_text(int row, int column) const {
+  return m_filter->index(row, column).data().toString();
 }
 
 std::int64_t RunsView::selected_run_id() const {
@@ -204,11 +235,10 @@ std::vector<std::int64_t> RunsView::selected_run_ids() const {
   for (const QModelIndex& index : m_table->selectionModel()->selectedRows()) {
     rows.push_back(index.row());
   }
-  std::sort(rows.begin(), rows.end());  // in the table's order, newest first
+  std::sort(rows.begin(), rows.end());  // in the table's order
   std::vector<std::int64_t> ids;
   for (const int row : rows) {
-    if (const auto* it = m_table->item(row, kId))
-      ids.push_back(it->data(Qt::UserRole).toLongLong());
+    ids.push_back(m_filter->index(row, 0).data(RunsTableModel::kIdRole).toLongLong());
   }
   return ids;
 }
@@ -216,17 +246,78 @@ std::vector<std::int64_t> RunsView::selected_run_ids() const {
 void RunsView::select_row_only(int row) {
   // selectRow() would add to the selection in ExtendedSelection mode.
   m_table->selectionModel()->setCurrentIndex(
-      m_table->model()->index(row, 0),
-      QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+      m_filter->index(row, 0), QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
 }
 
 void RunsView::select_runs(const std::vector<std::int64_t>& ids) {
-  m_table->clearSelection();
+  QItemSelection selection;
   for (const std::int64_t id : ids) {
     const int row = row_of(id);
     if (row < 0) continue;
-    m_table->selectionModel()->select(m_table->model()->index(row, 0),
-                                      QItemSelectionModel::Select | QItemSelectionModel::Rows);
+    selection.select(m_filter->index(row, 0),
+                     m_filter->index(row, RunsTableModel::kColumnCount - 1));
+  }
+  m_table->selectionModel()->select(selection, QItemSelectionModel::ClearAndSelect);
+}
+
+void RunsView::on_selection_changed() {
+  update_buttons();
+  const auto ids = selected_run_ids();
+  if (!m_store || ids.size() < 2) {
+    m_compare->clear();
+    return;
+  }
+  std::vector<RunRecord> records;
+  for (const std::int64_t id : ids) {
+    auto record = m_store->load_run(id);
+    if (!record) {
+      emit status_message(QString::fromStdString(record.message()), kStatusTimeoutMs);
+      continue;
+    }
+    records.push_back(std::move(*record));
+  }
+  m_compare->set_comparison(compare_runs(records));
+}
+
+bool RunsView::set_tags_and_note(std::int64_t id, const QString& tags, const QString& note) {
+  if (!m_store) return false;
+  const QString cleaned =
+      tags.split(QLatin1Char(','), Qt::SkipEmptyParts)
+          .replaceInStrings(QRegularExpression(QStringLiteral("^\\s+|\\s+$")), QString())
+          .join(QStringLiteral(", "));
+  if (auto s = m_store->set_tags(id, cleaned.toStdString()); !s) {
+    report_error(QString::fromStdString(s.message()));
+    return false;
+  }
+  if (auto s = m_store->set_notes(id, note.toStdString()); !s) {
+    report_error(QString::fromStdString(s.message()));
+    return false;
+  }
+  refresh();
+  emit status_message(tr("Run %1: tags and note saved").arg(id), kStatusTimeoutMs);
+  return true;
+}
+
+void RunsView::edit_tags_dialog() {
+  const std::int64_t id = selected_run_id();
+  if (!id) return;
+  const int source_row = m_model->row_of(id);
+  if (source_row < 0) return;
+  const auto& entry = m_model->entries()[static_cast<std::size_t>(source_row)];
+  QDialog dialog(this);
+  dialog.setWindowTitle(tr("Tags and note of run #%1").arg(id));
+  auto* tags = new QLineEdit(entry.tags, &dialog);
+  tags->setPlaceholderText(tr("baseline, long context, to publish"));
+  auto* note = new QPlainTextEdit(entry.notes, &dialog);
+  auto* box = new QDialogButtonBox(QDialogButtonBox::Save | QDialogButtonBox::Cancel, &dialog);
+  connect(box, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  connect(box, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  auto* form = new QFormLayout(&dialog);
+  form->addRow(tr("Tags (comma-separated)"), tags);
+  form->addRow(tr("Note"), note);
+  form->addRow(box);
+  if (dialog.exec() == QDialog::Accepted) {
+    set_tags_and_note(id, tags->text(), note->toPlainText());
   }
 }
 
@@ -253,18 +344,17 @@ void RunsView::export_selected_dialog() {
 }
 
 void RunsView::update_buttons() {
-  const int row = row_of(selected_run_id());
+  const std::int64_t id = selected_run_id();
+  const int row = row_of(id);
   const bool selected = m_store && row >= 0;
-  const auto* kind = selected ? m_table->item(row, kKind) : nullptr;
-  m_open->setEnabled(kind && (kind->text() == QStringLiteral("compression") ||
-                              kind->text() == QStringLiteral("eviction") ||
-                              kind->text() == QStringLiteral("quality") ||
-                              kind->text() == QStringLiteral("plan")));
+  const QString kind = selected ? cell_text(row, RunsTableModel::kKind) : QString();
+  m_open->setEnabled(kind == QStringLiteral("compression") || kind == QStringLiteral("eviction") ||
+                     kind == QStringLiteral("quality") || kind == QStringLiteral("plan"));
   m_delete->setEnabled(selected);
+  m_tags->setEnabled(selected);
   m_export->setEnabled(selected);
-  m_export->setText(selected_run_ids().size() > 1
-                        ? tr("Export %1 runs…").arg(selected_run_ids().size())
-                        : tr("Export…"));
+  const auto count = selected_run_ids().size();
+  m_export->setText(count > 1 ? tr("Export %1 runs…").arg(count) : tr("Export…"));
 }
 
 void RunsView::report_error(const QString& message) {

@@ -9,6 +9,7 @@
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/playback_controls.h"
 #include "kvlab/gui/quality_view.h"
+#include "kvlab/gui/runs_view.h"
 
 namespace kvlab::gui {
 
@@ -53,6 +54,22 @@ void prepare_quality_page(MainWindow& window) {
   view->run_and_wait(kQualityTimeoutMs);
 }
 
+// The Runs page comparing something: its two newest runs of one kind, overlaid.
+void prepare_runs_page(MainWindow& window) {
+  RunsView* runs = window.runs_view();
+  runs->refresh();
+  std::vector<std::int64_t> pair;
+  for (const char* kind : {"compression", "eviction"}) {
+    pair.clear();
+    for (const auto& entry : runs->model()->entries()) {
+      if (entry.row.kind == kind) pair.push_back(entry.row.id);
+      if (pair.size() == 2) break;
+    }
+    if (pair.size() == 2) break;
+  }
+  if (pair.size() == 2) runs->select_runs(pair);
+}
+
 }  // namespace
 
 QStringList save_page_screenshots(MainWindow& window, const QString& dir, QString* error) {
@@ -76,6 +93,7 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
   for (int i = 0; i < kPageCount; ++i) {
     const auto page = static_cast<Page>(i);
     if (page == Page::Quality) prepare_quality_page(window);
+    if (page == Page::Runs) prepare_runs_page(window);
     window.show_page(page);
     if (!grab_to(page_file_name(page))) return written;
   }

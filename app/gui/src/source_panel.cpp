@@ -12,6 +12,7 @@
 
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/model_capture_form.h"
+#include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
 
@@ -74,16 +75,16 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
          "outlier channels, an attention sink, heavy hitters and a needle, with decode-time "
          "queries"));
 
-  m_layers = new QSpinBox(this);
+  m_layers = new IntField(this);
   m_layers->setRange(0, 512);
   m_layers->setToolTip(tr("How many layers to generate; 0 takes the preset's count"));
-  m_context = new QSpinBox(this);
+  m_context = new IntField(this);
   m_context->setRange(1, 1 << 20);
   m_context->setSingleStep(256);
   m_context->setValue(kDefaultContext);
   m_context->setSuffix(tr(" tokens"));
   m_context->setToolTip(tr("Tokens in the generated cache (at most the preset's context)"));
-  m_seed = new QSpinBox(this);
+  m_seed = new IntField(this);
   m_seed->setRange(0, 1 << 30);
   m_seed->setValue(1);
   m_seed->setToolTip(

@@ -11,7 +11,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QStatusBar>
-#include <QTableWidget>
+#include <QTableView>
 #include <QUndoStack>
 
 #include "kvlab/gui/app_settings.h"
@@ -74,8 +74,8 @@ QCustomPlot* chart_under_focus_or_first(QWidget* page) {
   return under_focus_or_first<QCustomPlot>(page);
 }
 
-QTableWidget* table_under_focus_or_first(QWidget* page) {
-  return under_focus_or_first<QTableWidget>(page);
+QTableView* table_under_focus_or_first(QWidget* page) {
+  return under_focus_or_first<QTableView>(page);
 }
 
 WindowActions::WindowActions(MainWindow* window) : QObject(window), m_window(window) {
@@ -314,7 +314,7 @@ void WindowActions::export_chart() {
 }
 
 void WindowActions::export_table() {
-  QTableWidget* table = table_under_focus_or_first(m_window->page_widget(m_window->current_page()));
+  QTableView* table = table_under_focus_or_first(m_window->page_widget(m_window->current_page()));
   if (!table) {
     message(tr("This page has no table to export"));
     return;

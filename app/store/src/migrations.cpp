@@ -44,6 +44,10 @@ CREATE TABLE catalog (
   PRIMARY KEY (kind, id)
 );
 )sql"},
+    Migration{"tags per run",
+              R"sql(
+ALTER TABLE runs ADD COLUMN tags TEXT NOT NULL DEFAULT '';  -- comma-separated, as typed
+)sql"},
 };
 
 }  // namespace

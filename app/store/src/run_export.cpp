@@ -58,7 +58,8 @@ nlohmann::json run_to_json(const RunRecord& run) {
   return {{"id", run.id},           {"created_at", run.created_at},
           {"kind", run.kind},       {"source", run.source},
           {"method", run.method},   {"label", run.label},
-          {"notes", run.notes},     {"params", run.params},
+          {"notes", run.notes},     {"tags", run.tags},
+          {"params", run.params},
           {"metrics", run.metrics}, {"artifacts", std::move(artifacts)}};
 }
 
@@ -69,7 +70,8 @@ std::string run_to_csv(const RunRecord& run) {
                     {"source", run.source},
                     {"method", run.method},
                     {"label", run.label},
-                    {"notes", run.notes}};
+                    {"notes", run.notes},
+                    {"tags", run.tags}};
   flatten(run.params, "params", rows);
   flatten(run.metrics, "metrics", rows);
 

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/store/run_records.h"
+
 namespace kvlab {
 
 namespace {
@@ -265,23 +267,24 @@ std::string run_charts(const RunRecord& run) {
   return h;
 }
 
-// Headline metrics a comparison puts side by side, when the runs have them.
-const std::pair<const char*, const char*> kHeadline[] = {
-    {"ratio", "compression ratio"},
-    {"bits_per_value", "bits per value"},
-    {"error.attn_output_rel_error", "attention output relative error"},
-    {"attn_output_rel_error", "attention output relative error"},
-    {"memory_ratio", "memory ratio"},
-    {"attention_mass_retained", "attention mass retained"},
-    {"perplexity_change", "perplexity change"},
-    {"next_token_agreement", "next-token agreement"},
-    {"max_batch", "largest batch"},
-    {"max_context", "longest context"},
-    {"decode_tokens_per_s", "decode tokens/s"}};
+// A metric as a bar chart draws it: percentages in percent.
+double chart_value(const RunMetric& m) {
+  const bool percent = m.format == MetricFormat::Percent || m.format == MetricFormat::SignedPercent;
+  return percent ? 100.0 * m.value : m.value;
+}
 
-double metric_at(const json& m, const std::string& key) {
-  const auto v = per_layer(json::array({m}), key);
-  return v.empty() ? NAN : v[0];
+std::string chart_title(const RunMetric& m) {
+  const bool percent = m.format == MetricFormat::Percent || m.format == MetricFormat::SignedPercent;
+  return percent ? m.name + " (%)" : m.name;
+}
+
+// The formatted metrics of a run as a two-column table.
+std::string metrics_table(const std::vector<RunMetric>& metrics) {
+  std::string h = "<table><tbody>\n";
+  for (const RunMetric& m : metrics) {
+    h += fmt::format("<tr><th>{}</th><td>{}</td></tr>\n", esc(m.name), esc(m.text()));
+  }
+  return h + "</tbody></table>\n";
 }
 
 std::string run_name(const RunRecord& r) {
@@ -295,6 +298,12 @@ std::string run_name(const RunRecord& r) {
 Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
                                      const ReportOptions& options) {
   if (runs.empty()) return make_error("report: no runs given");
+  std::set<std::int64_t> ids;
+  for (const RunRecord& r : runs) {
+    if (!ids.insert(r.id).second) {
+      return make_error(fmt::format("report: run {} is given twice; name each run once", r.id));
+    }
+  }
   const std::string title = !options.title.empty() ? options.title
                             : runs.size() == 1
                                 ? fmt::format("kvlab run {}", runs[0].id)
@@ -313,30 +322,44 @@ Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
        "</style></head><body>\n";
   h += "<h1>" + esc(title) + "</h1>\n";
   if (runs.size() > 1) {
-    h += "<h2>Comparison</h2>\n<table><thead><tr><th>run</th><th>kind</th><th>source</th>";
-    std::vector<std::pair<std::string, std::string>> cols;
-    std::set<std::string> seen_titles;
-    for (const auto& [key, name] : kHeadline) {
-      const bool any = std::any_of(runs.begin(), runs.end(), [&](const RunRecord& r) {
-        return std::isfinite(metric_at(r.metrics, key));
-      });
-      if (any && seen_titles.insert(name).second) cols.emplace_back(key, name);
-    }
-    for (const auto& c : cols) h += "<th>" + esc(c.second) + "</th>";
-    h += "</tr></thead><tbody>\n";
+    // Columns: every metric any of the runs has, in the order their kinds list them.
+    std::vector<std::vector<RunMetric>> metrics;
+    std::vector<RunMetric> columns;
     for (const RunRecord& r : runs) {
+      metrics.push_back(run_metrics(r));
+      for (const RunMetric& m : metrics.back()) {
+        const bool seen = std::any_of(columns.begin(), columns.end(),
+                                      [&](const RunMetric& c) { return c.name == m.name; });
+        if (!seen) columns.push_back(m);
+      }
+    }
+    const auto find = [](const std::vector<RunMetric>& of_run, const RunMetric& column) {
+      return std::find_if(of_run.begin(), of_run.end(),
+                          [&](const RunMetric& m) { return m.name == column.name; });
+    };
+    h += "<h2>Comparison</h2>\n<table><thead><tr><th>run</th><th>kind</th><th>source</th>";
+    for (const RunMetric& c : columns) h += "<th>" + esc(c.name) + "</th>";
+    h += "</tr></thead><tbody>\n";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      const RunRecord& r = runs[i];
       h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td>", esc(run_name(r)), esc(r.kind),
                        esc(r.source));
-      for (const auto& c : cols) h += "<td>" + number(metric_at(r.metrics, c.first)) + "</td>";
+      for (const RunMetric& c : columns) {
+        const auto it = find(metrics[i], c);
+        h += "<td>" + (it != metrics[i].end() ? esc(it->text()) : std::string("–")) + "</td>";
+      }
       h += "</tr>\n";
     }
     h += "</tbody></table>\n";
     std::vector<std::string> labels;
     for (const RunRecord& r : runs) labels.push_back(run_name(r));
-    for (const auto& c : cols) {
+    for (const RunMetric& c : columns) {
       std::vector<double> v;
-      for (const RunRecord& r : runs) v.push_back(metric_at(r.metrics, c.first));
-      h += bar_chart(c.second, labels, {{c.second, v}});
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        const auto it = find(metrics[i], c);
+        v.push_back(it != metrics[i].end() ? chart_value(*it) : NAN);
+      }
+      h += bar_chart(chart_title(c), labels, {{c.name, v}});
     }
   }
   for (const RunRecord& r : runs) {
@@ -347,9 +370,8 @@ Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
     std::vector<std::pair<std::string, json>> params;
     flatten(r.params, "", params);
     if (!params.empty()) h += "<h3>Parameters</h3>\n" + table(params);
-    std::vector<std::pair<std::string, json>> metrics;
-    flatten(r.metrics, "", metrics);
-    if (!metrics.empty()) h += "<h3>Metrics</h3>\n" + table(metrics);
+    const auto metrics = run_metrics(r);
+    if (!metrics.empty()) h += "<h3>Metrics</h3>\n" + metrics_table(metrics);
     const std::string charts = run_charts(r);
     if (!charts.empty()) h += "<h3>Charts</h3>\n" + charts;
   }

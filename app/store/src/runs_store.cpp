@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <mutex>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -19,12 +18,17 @@ namespace {
 
 constexpr int kBusyTimeoutMs = 10'000;
 
+// Per connection, so every connection sets them. In WAL mode NORMAL loses no committed
+// transaction when a process crashes, only (possibly) the last ones at a power loss; the
+// database stays consistent either way.
+constexpr const char* kConnectionPragmas = "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON";
+
 // Milliseconds, so runs saved in the same second still sort newest first.
 constexpr std::string_view kNowUtc = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
 // Column order shared by list_runs and load_run, so read_summary can read both.
 constexpr std::string_view kSummaryColumns =
-    "id, created_at, kind, source, method, label, metrics_json";
+    "id, created_at, kind, source, method, label, notes, tags, metrics_json";
 
 Result<std::string> to_json_text(const sqlite::Database& db, std::string_view operation,
                                  std::string_view what, const nlohmann::json& value) {
@@ -52,12 +56,13 @@ Status read_text(const sqlite::Statement& stmt, int column, std::string& out) {
 Status read_summary(const sqlite::Database& db, std::string_view operation,
                     const sqlite::Statement& stmt, RunSummary& run) {
   run.id = stmt.column_int64(0);
-  std::string* fields[] = {&run.created_at, &run.kind, &run.source, &run.method, &run.label};
-  for (int i = 0; i < 5; ++i) {
+  std::string* fields[] = {&run.created_at, &run.kind,  &run.source,
+                           &run.method,     &run.label, &run.notes, &run.tags};
+  for (int i = 0; i < 7; ++i) {
     if (auto read = read_text(stmt, i + 1, *fields[i]); !read) return read;
   }
   std::string metrics;
-  if (auto read = read_text(stmt, 6, metrics); !read) return read;
+  if (auto read = read_text(stmt, 8, metrics); !read) return read;
   auto parsed = from_json_text(db, operation, fmt::format("run {} metrics", run.id), metrics);
   if (!parsed) return parsed.error();
   run.metrics = std::move(*parsed);
@@ -139,14 +144,32 @@ Status insert_artifacts(sqlite::Database& db, std::string_view op, std::int64_t 
 
 }  // namespace
 
+// The store keeps no connection between calls: every call opens one, does its work in one
+// transaction and closes it. POSIX advisory locks belong to the process, and any close() of
+// any descriptor of the database file or its -wal/-shm by other code in the same process (a file
+// dialog sniffing the folder's files for icons or MIME types, a QFileInfo, a recent-files check)
+// silently drops the locks a connection holds (sqlite.org/howtocorrupt.html, section 2.2). A
+// connection kept open across user actions would then let another process believe it is alone,
+// checkpoint and delete the WAL under it, and every later save of this process would go into
+// the deleted file (lost at exit, its id handed out again by the other process). A connection
+// that lives for one call only is exposed for milliseconds instead of for the whole session, and
+// each call sees the files as they are now. Opening a connection costs tens of microseconds.
 struct RunsStore::Impl {
-  explicit Impl(sqlite::Database database, int version)
-      : db(std::move(database)), schema_version(version) {}
+  Impl(std::filesystem::path db_path, int version)
+      : path(std::move(db_path)), schema_version(version) {}
 
-  sqlite::Database db;
+  // A connection for one call: the file must exist (open() made it), foreign keys on.
+  Result<sqlite::Database> connect() const {
+    auto db = sqlite::Database::open(path, kBusyTimeoutMs, sqlite::Database::Create::No);
+    if (!db) return db.error();
+    if (auto pragmas = db->exec(kConnectionPragmas, "setting up the connection"); !pragmas) {
+      return pragmas.error();
+    }
+    return db;
+  }
+
+  std::filesystem::path path;
   int schema_version;
-  // One connection must not interleave two callers' transactions.
-  std::mutex mutex;
 };
 
 RunsStore::RunsStore(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
@@ -160,24 +183,31 @@ int RunsStore::latest_schema_version() {
 
 const std::filesystem::path& RunsStore::path() const {
   static const std::filesystem::path none;
-  return m_impl ? m_impl->db.path() : none;
+  return m_impl ? m_impl->path : none;
 }
 
 int RunsStore::schema_version() const {
   return m_impl ? m_impl->schema_version : 0;
 }
 
-Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
+Result<RunsStore> RunsStore::open(const std::filesystem::path& path, OpenMode mode) {
   if (path.empty()) return make_error("runs store: the database path is empty");
-  if (const auto parent = path.parent_path(); !parent.empty()) {
-    std::error_code ec;
+  std::error_code ec;
+  const bool exists = std::filesystem::exists(path, ec);
+  if (mode == OpenMode::MustExist && !exists) {
+    return make_error(fmt::format("{}: no runs database: the file does not exist{}", path.string(),
+                                  ec ? fmt::format(" ({})", ec.message()) : std::string()));
+  }
+  if (const auto parent = path.parent_path(); !parent.empty() && !exists) {
     std::filesystem::create_directories(parent, ec);
     if (ec) {
       return make_error(
           fmt::format("{}: creating folder {}: {}", path.string(), parent.string(), ec.message()));
     }
   }
-  auto db = sqlite::Database::open(path, kBusyTimeoutMs);
+  auto db = sqlite::Database::open(
+      path, kBusyTimeoutMs,
+      mode == OpenMode::MustExist ? sqlite::Database::Create::No : sqlite::Database::Create::Yes);
   if (!db) return db.error();
 
   // Read-only checks first: garbage and databases from a newer kvlab are refused before the
@@ -202,13 +232,8 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
   if (auto end = db->exec("COMMIT", "checking the schema"); !end) return end.error();
 
   if (auto wal = enable_wal(*db); !wal) return wal.error();
-  // In WAL mode NORMAL loses no committed transaction when a process crashes, only (possibly)
-  // the last ones at a power loss; the database stays consistent either way.
-  if (auto sync = db->exec("PRAGMA synchronous = NORMAL", "setting synchronous"); !sync) {
-    return sync.error();
-  }
-  if (auto fk = db->exec("PRAGMA foreign_keys = ON", "enabling foreign keys"); !fk) {
-    return fk.error();
+  if (auto pragmas = db->exec(kConnectionPragmas, "setting up the connection"); !pragmas) {
+    return pragmas.error();
   }
   auto fk_on = db->query_int("PRAGMA foreign_keys", "enabling foreign keys");
   if (!fk_on) return fk_on.error();
@@ -216,13 +241,17 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path) {
 
   auto migrated = store_schema::migrate(*db);
   if (!migrated) return migrated.error();
-  return RunsStore(std::make_unique<Impl>(std::move(*db), *migrated));
+  // The connection closes here: every call opens its own (see Impl).
+  return RunsStore(std::make_unique<Impl>(path, *migrated));
 }
 
 Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
   constexpr std::string_view op = "saving run";
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
+  // Connected first (it takes no lock yet) so that errors below name the file.
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
 
   // Validate and serialise before taking the write lock, so other writers wait less.
   std::set<std::string_view> names;
@@ -235,7 +264,6 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
   if (!texts) return texts.error();
   const auto& [params, metrics, artifact_texts] = *texts;
 
-  std::lock_guard lock(m_impl->mutex);
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
   if (!tx) return tx.error();
 
@@ -259,8 +287,9 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
 Result<std::vector<RunSummary>> RunsStore::list_runs(int limit) const {
   constexpr std::string_view op = "listing runs";
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
 
   auto stmt = db.prepare(fmt::format("SELECT {} FROM runs ORDER BY created_at DESC, id DESC "
                                      "LIMIT ?1",
@@ -283,14 +312,15 @@ Result<std::vector<RunSummary>> RunsStore::list_runs(int limit) const {
 Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
   const std::string op = fmt::format("loading run {}", id);
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
 
   // One read transaction, so the run and its artifacts come from the same snapshot.
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Deferred, op);
   if (!tx) return tx.error();
   auto stmt = db.prepare(
-      fmt::format("SELECT {}, notes, params_json FROM runs WHERE id = ?1", kSummaryColumns), op);
+      fmt::format("SELECT {}, params_json FROM runs WHERE id = ?1", kSummaryColumns), op);
   if (!stmt) return stmt.error();
   if (auto bound = stmt->bind(1, id); !bound) return bound.error();
   auto row = stmt->step();
@@ -299,9 +329,8 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
 
   RunRecord run;
   if (auto read = read_summary(db, op, *stmt, run); !read) return read.error();
-  if (auto read = read_text(*stmt, 7, run.notes); !read) return read.error();
   std::string params;
-  if (auto read = read_text(*stmt, 8, params); !read) return read.error();
+  if (auto read = read_text(*stmt, 9, params); !read) return read.error();
   auto parsed = from_json_text(db, op, "params", params);
   if (!parsed) return parsed.error();
   run.params = std::move(*parsed);
@@ -330,8 +359,9 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
 Status RunsStore::delete_run(std::int64_t id) {
   const std::string op = fmt::format("deleting run {}", id);
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
 
   // One statement is its own transaction; ON DELETE CASCADE removes the artifacts with it.
   auto stmt = db.prepare("DELETE FROM runs WHERE id = ?1", op);
@@ -345,14 +375,16 @@ Status RunsStore::delete_run(std::int64_t id) {
 Status RunsStore::restore_run(const RunRecord& run) {
   const std::string op = fmt::format("restoring run {}", run.id);
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
+  // Connected first (it takes no lock yet) so that errors below name the file.
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
   if (run.id <= 0) return db.error(op, "the run id must be positive");
 
   auto texts = run_json_texts(db, op, run.params, run.metrics, run.artifacts);
   if (!texts) return texts.error();
   const auto& [params, metrics, artifact_texts] = *texts;
 
-  std::lock_guard lock(m_impl->mutex);
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
   if (!tx) return tx.error();
   // Checked first for a message that says what happened; the primary key would refuse it too.
@@ -368,14 +400,14 @@ Status RunsStore::restore_run(const RunRecord& run) {
                                     run.id));
   }
   auto insert = db.prepare(
-      "INSERT INTO runs (id, created_at, kind, source, method, label, notes, params_json, "
-      "metrics_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+      "INSERT INTO runs (id, created_at, kind, source, method, label, notes, tags, params_json, "
+      "metrics_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
       op);
   if (!insert) return insert.error();
   if (auto bound = insert->bind(1, run.id); !bound) return bound.error();
-  const std::string_view values[] = {run.created_at, run.kind,  run.source, run.method,
-                                     run.label,      run.notes, params,     metrics};
-  for (int i = 0; i < 8; ++i) {
+  const std::string_view values[] = {run.created_at, run.kind, run.source, run.method, run.label,
+                                     run.notes,      run.tags, params,     metrics};
+  for (int i = 0; i < 9; ++i) {
     if (auto bound = insert->bind(i + 2, values[i]); !bound) return bound.error();
   }
   if (auto inserted = insert->run(); !inserted) return inserted.error();
@@ -383,27 +415,43 @@ Status RunsStore::restore_run(const RunRecord& run) {
   return tx->commit();
 }
 
-Status RunsStore::set_notes(std::int64_t id, std::string_view notes) {
-  const std::string op = fmt::format("setting notes of run {}", id);
-  if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+namespace {
 
-  auto stmt = db.prepare("UPDATE runs SET notes = ?1 WHERE id = ?2", op);
+// UPDATE runs SET <column> = text WHERE id = id, for one of the user's own text columns.
+Status set_run_text(Result<sqlite::Database> connection, std::string_view column,
+                    std::int64_t id, std::string_view text) {
+  const std::string op = fmt::format("setting {} of run {}", column, id);
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
+  auto stmt = db.prepare(
+      fmt::format("UPDATE runs SET {} = ?1 WHERE id = ?2", column), op);
   if (!stmt) return stmt.error();
-  if (auto bound = stmt->bind(1, notes); !bound) return bound.error();
+  if (auto bound = stmt->bind(1, text); !bound) return bound.error();
   if (auto bound = stmt->bind(2, id); !bound) return bound.error();
   if (auto updated = stmt->run(); !updated) return updated.error();
   if (db.changes() == 0) return not_found(db, op, id);
   return Ok{};
 }
 
+}  // namespace
+
+Status RunsStore::set_notes(std::int64_t id, std::string_view notes) {
+  if (!m_impl) return moved_from();
+  return set_run_text(m_impl->connect(), "notes", id, notes);
+}
+
+Status RunsStore::set_tags(std::int64_t id, std::string_view tags) {
+  if (!m_impl) return moved_from();
+  return set_run_text(m_impl->connect(), "tags", id, tags);
+}
+
 Status RunsStore::save_catalog_entry(std::string_view kind, std::string_view id,
                                      const nlohmann::json& entry) {
   const std::string op = fmt::format("saving {} '{}'", kind, id);
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
   if (id.empty()) return db.error(op, "the id is empty");
   auto text = to_json_text(db, op, "the entry", entry);
   if (!text) return text.error();
@@ -421,8 +469,9 @@ Status RunsStore::save_catalog_entry(std::string_view kind, std::string_view id,
 Result<std::vector<nlohmann::json>> RunsStore::list_catalog_entries(std::string_view kind) const {
   const std::string op = fmt::format("listing the user's {} entries", kind);
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
   auto stmt = db.prepare("SELECT id, entry_json FROM catalog WHERE kind = ?1 ORDER BY id", op);
   if (!stmt) return stmt.error();
   if (auto b = stmt->bind(1, kind); !b) return b.error();
@@ -444,8 +493,9 @@ Result<std::vector<nlohmann::json>> RunsStore::list_catalog_entries(std::string_
 Status RunsStore::delete_catalog_entry(std::string_view kind, std::string_view id) {
   const std::string op = fmt::format("deleting {} '{}'", kind, id);
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
   auto stmt = db.prepare("DELETE FROM catalog WHERE kind = ?1 AND id = ?2", op);
   if (!stmt) return stmt.error();
   if (auto b = stmt->bind(1, kind); !b) return b.error();
@@ -458,8 +508,9 @@ Status RunsStore::delete_catalog_entry(std::string_view kind, std::string_view i
 Result<std::string> RunsStore::integrity_check() const {
   constexpr std::string_view op = "checking integrity";
   if (!m_impl) return moved_from();
-  sqlite::Database& db = m_impl->db;
-  std::lock_guard lock(m_impl->mutex);
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
 
   auto problems = db.query_texts("PRAGMA integrity_check", op);
   if (!problems) return problems.error();

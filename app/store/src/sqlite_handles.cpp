@@ -77,9 +77,11 @@ Result<std::string> Statement::column_text(int column) const {
 
 // ---- Database ----------------------------------------------------------------------------
 
-Result<Database> Database::open(const std::filesystem::path& path, int busy_timeout_ms) {
+Result<Database> Database::open(const std::filesystem::path& path, int busy_timeout_ms,
+                                Create create) {
   sqlite3* raw = nullptr;
-  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
+  const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
+                    (create == Create::Yes ? SQLITE_OPEN_CREATE : 0);
   const int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   // Even a failed open usually hands back a handle that must be closed: own it first.
   Database db(raw, path);

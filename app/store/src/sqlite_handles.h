@@ -60,10 +60,12 @@ class Statement {
 
 class Database {
  public:
-  // Opens (creating when missing) a read-write connection with extended result codes and a
-  // busy timeout; reads nothing yet, so a file that is not a database is reported by the
-  // first statement, not here.
-  static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms);
+  enum class Create { No, Yes };
+  // Opens a read-write connection with extended result codes and a busy timeout, creating the
+  // file when missing only with Create::Yes; reads nothing yet, so a file that is not a
+  // database is reported by the first statement, not here.
+  static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms,
+                               Create create);
 
   Database(Database&&) noexcept = default;
   Database& operator=(Database&&) noexcept = default;

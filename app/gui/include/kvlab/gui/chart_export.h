@@ -10,7 +10,7 @@
 
 class QCustomPlot;
 class QMenu;
-class QTableWidget;
+class QTableView;
 class QWidget;
 
 namespace kvlab::gui {
@@ -25,10 +25,10 @@ QString export_chart(QCustomPlot* chart, const QString& path);
 // row, the cells' text. CSV is RFC 4180 (CRLF line ends; a field with a comma, quote, CR or LF is
 // quoted and its quotes doubled). JSON is an array with one object per row, keyed by the column
 // titles (cells as strings, empty cells as ""), so a script reads it without guessing.
-QString table_to_csv(const QTableWidget* table);
-nlohmann::json table_to_json(const QTableWidget* table);
+QString table_to_csv(const QTableView* table);
+nlohmann::json table_to_json(const QTableView* table);
 // Writes one of the above by suffix (.csv or .json); the same error rule as export_chart.
-QString export_table(const QTableWidget* table, const QString& path);
+QString export_table(const QTableView* table, const QString& path);
 
 // Reads RFC 4180 CSV text back into rows of fields (the inverse of table_to_csv's quoting).
 QList<QStringList> parse_csv(const QString& text);
@@ -45,7 +45,7 @@ QString write_file_whole(const QString& path, const QByteArray& bytes);
 // status bar when it is a QMainWindow, and failures also to a message box. Returns whether a file
 // was written.
 bool export_chart_dialog(QCustomPlot* chart, QWidget* parent);
-bool export_table_dialog(const QTableWidget* table, QWidget* parent);
+bool export_table_dialog(const QTableView* table, QWidget* parent);
 
 // The right-click menu of a chart ("Export chart…") or a table or its viewport ("Export
 // table…"), owned by `menu_parent`; null for other widgets and for a chart or table with a

@@ -32,6 +32,7 @@ class HistogramPanel;
 class LayerChart;
 class MethodPanel;
 class ResultsPanel;
+class StaleMark;
 class SourcePanel;
 class StreamChart;
 
@@ -68,6 +69,8 @@ class CompressionView : public QWidget {
   QComboBox* backend_combo() const { return m_backend; }
   void set_backend(const QString& id);
   ResultsPanel* results_panel() const { return m_results; }
+  // Shown over the results when a setting changed after they were computed.
+  StaleMark* stale_mark() const { return m_stale; }
   BytesChart* bytes_chart() const { return m_bytes_chart; }
   LayerChart* layer_chart() const { return m_layer_chart; }
   HistogramPanel* histogram_panel() const { return m_histograms; }
@@ -111,6 +114,7 @@ class CompressionView : public QWidget {
   QLabel* m_stage = nullptr;
   QLabel* m_cache_note = nullptr;
   ResultsPanel* m_results = nullptr;
+  StaleMark* m_stale = nullptr;
   BytesChart* m_bytes_chart = nullptr;
   LayerChart* m_layer_chart = nullptr;
   HistogramPanel* m_histograms = nullptr;

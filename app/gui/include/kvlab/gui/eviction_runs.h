@@ -21,7 +21,6 @@ struct StoredEviction {
   std::int64_t compare_id = 0;  // 0 without a comparison
 };
 
-NewRun eviction_new_run(const EvictionReport& report);
 // Saves the pair; returns the ids (id of the first policy, and of the compared one or 0).
 Result<StoredEviction> save_eviction_runs(RunsStore& store, const EvictionReport& report,
                                           const std::optional<EvictionReport>& compare);

@@ -30,6 +30,7 @@ class EvictionSeriesChart;
 struct EvictionOutcome;
 class LayerPicker;
 class SourcePanel;
+class StaleMark;
 
 class EvictionView : public QWidget {
   Q_OBJECT
@@ -64,6 +65,8 @@ class EvictionView : public QWidget {
   SourcePanel* source_panel() const { return m_source; }
   EvictionPolicyPanel* policy_panel() const { return m_policy; }
   EvictionMetricsPanel* metrics_panel() const { return m_metrics; }
+  // Shown over the results when a setting changed after they were computed.
+  StaleMark* stale_mark() const { return m_stale; }
   EvictionMapChart* map_chart() const { return m_map; }
   EvictionMapChart* compare_map_chart() const { return m_compare_map; }
   EvictionSeriesChart* series_chart() const { return m_series; }
@@ -101,6 +104,7 @@ class EvictionView : public QWidget {
   QLabel* m_stage = nullptr;
   QLabel* m_cache_note = nullptr;
   QLabel* m_error = nullptr;
+  StaleMark* m_stale = nullptr;
   EvictionMetricsPanel* m_metrics = nullptr;
   LayerPicker* m_picker = nullptr;
   QComboBox* m_scope = nullptr;

@@ -1,16 +1,22 @@
-// How the GUI writes numbers, in one place so labels, tables and tests agree.
+// How the GUI writes numbers, in one place so labels, tables and tests agree; the same rules as
+// the command line and the HTML report (format_metric_value in kvlab/store/run_records.h).
 #pragma once
 
 #include <QString>
 
 namespace kvlab::gui {
 
-QString format_ratio(double ratio);          // "4.27×"
-QString format_bits_per_value(double bits);  // "3.75"
-QString format_metric(double value);         // 3 significant digits: "0.0123", "1.2e-05"
-QString format_snr_db(double db);            // "24.1 dB"
-QString format_percent(double fraction);     // 0.0123 -> "1.23 %"
-QString format_byte_count(double bytes);     // "1.5 MiB" (binary units)
-QString format_seconds(double seconds);      // "0.84 s", "12 ms"
+QString format_ratio(double ratio);              // "4.27×"
+QString format_bits_per_value(double bits);      // "3.75"
+QString format_metric(double value);             // 3 significant digits: "0.0123", "1.2e-05"
+QString format_snr_db(double db);                // "24.1 dB"
+QString format_percent(double fraction);         // 0.0123 -> "1.23 %"
+QString format_signed_percent(double fraction);  // a change: 7.207 -> "+721 %"
+QString format_byte_count(double bytes);         // "1.5 MiB" (binary units)
+QString format_seconds(double seconds);          // "0.84 s", "12 ms"
+
+// An engine message in the app's words: the command line's option names ("--group-size 0: ...")
+// become the names of the fields that set them ("Group size 0: ...").
+QString in_gui_terms(const QString& message);
 
 }  // namespace kvlab::gui

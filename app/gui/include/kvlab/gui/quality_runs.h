@@ -51,10 +51,6 @@ struct QualityPoint {
   double memory_bits_per_value() const { return bits_per_value * kept_fraction; }
 };
 
-// The run `kvlab quality --save` would store for this report.
-NewRun quality_new_run(const QualityReport& report, const QualityConfig& config,
-                       const std::string& model, const QualityText& text, int window);
-
 // The point of a stored run, or nothing when it is not a quality run with every number.
 std::optional<QualityPoint> quality_point(const RunSummary& run);
 

@@ -1,4 +1,8 @@
-// The Runs page: every run in the store, newest first. Open redraws a compression or eviction
+// The Runs page: every run in the store, newest first, as a table model (runs_table_model.h)
+// that can be searched, filtered by kind and sorted by any column; tags and a note per run;
+// two or more selected runs overlaid on shared axes with the parameters that differ
+// (runs_comparison.h). The database file is watched, so runs another process saves appear by
+// themselves. Open redraws a compression or eviction
 // run's charts from its stored JSON (no recomputation), or shows a quality run on the Quality page;
 // Delete asks first (unless auto-confirm is set, for scripts and tests) and can be undone
 // (undo_stack(): Edit ▸ Undo puts the run back with the same id, until the window closes).
@@ -16,11 +20,17 @@
 
 #include "kvlab/engine/compress.h"
 #include "kvlab/engine/eviction.h"
+#include "kvlab/gui/runs_comparison.h"
+#include "kvlab/gui/runs_table_model.h"
 #include "kvlab/store/runs_store.h"
 
+class QComboBox;
+class QFileSystemWatcher;
 class QLabel;
+class QLineEdit;
 class QPushButton;
-class QTableWidget;
+class QTableView;
+class QTimer;
 class QUndoStack;
 
 namespace kvlab::gui {
@@ -29,8 +39,6 @@ class RunsView : public QWidget {
   Q_OBJECT
 
  public:
-  enum Column { kId, kWhen, kKind, kSource, kMethod, kRatio, kBits, kAttnError, kColumnCount };
-
   // `store` may be null; `store_error` then says why, and the page shows it.
   RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent = nullptr);
 
@@ -52,9 +60,22 @@ class RunsView : public QWidget {
   bool restore_deleted_run(const RunRecord& record);
   bool erase_run(std::int64_t id);
 
-  QTableWidget* table() const { return m_table; }
-  // Row showing run `id`, or -1.
+  QTableView* table() const { return m_table; }
+  RunsTableModel* model() const { return m_model; }
+  RunsFilterModel* filter() const { return m_filter; }
+  RunsComparePanel* compare_panel() const { return m_compare; }
+  QLineEdit* search_field() const { return m_search; }
+  QComboBox* kind_filter() const { return m_kind; }
+  // Rows shown (after the search and kind filter), and the text of a shown cell
+  // (RunsTableModel::Column).
+  int row_count() const;
+  QString cell_text(int row, int column) const;
+  // Shown row of run `id`, or -1.
   int row_of(std::int64_t id) const;
+  // Times the page has read the database (refresh() and the file watcher).
+  int refresh_count() const { return m_refreshes; }
+  // Stores the run's tags (comma-separated, trimmed) and note; false with the error shown.
+  bool set_tags_and_note(std::int64_t id, const QString& tags, const QString& note);
   std::int64_t selected_run_id() const;                // the first selected; 0 when none
   std::vector<std::int64_t> selected_run_ids() const;  // in the table's order
   void select_runs(const std::vector<std::int64_t>& ids);
@@ -78,15 +99,27 @@ class RunsView : public QWidget {
 
  private:
   bool open_eviction_run(std::int64_t id, const QString& origin);
+  void on_selection_changed();
+  void edit_tags_dialog();
+  void update_summary();
   void update_buttons();
   void select_row_only(int row);
   void report_error(const QString& message);
 
   std::shared_ptr<RunsStore> m_store;
-  QTableWidget* m_table = nullptr;
+  RunsTableModel* m_model = nullptr;
+  RunsFilterModel* m_filter = nullptr;
+  QTableView* m_table = nullptr;
+  RunsComparePanel* m_compare = nullptr;
+  QLineEdit* m_search = nullptr;
+  QComboBox* m_kind = nullptr;
   QLabel* m_summary = nullptr;
+  QFileSystemWatcher* m_watcher = nullptr;
+  QTimer* m_watch_timer = nullptr;
+  int m_refreshes = 0;
   QPushButton* m_refresh = nullptr;
   QPushButton* m_open = nullptr;
+  QPushButton* m_tags = nullptr;
   QPushButton* m_delete = nullptr;
   QPushButton* m_export = nullptr;
   QUndoStack* m_undo = nullptr;

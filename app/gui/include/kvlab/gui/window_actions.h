@@ -16,7 +16,7 @@
 class QAction;
 class QMenu;
 class QCustomPlot;
-class QTableWidget;
+class QTableView;
 class QWidget;
 
 namespace kvlab::gui {
@@ -29,7 +29,7 @@ inline constexpr int kRecentRunsShown = 10;
 // keyboard focus, else the first visible one on the page (the current tab's), else null.
 QCustomPlot* chart_under_focus_or_first(QWidget* page);
 // The same for tables (File ▸ Export table).
-QTableWidget* table_under_focus_or_first(QWidget* page);
+QTableView* table_under_focus_or_first(QWidget* page);
 
 class WindowActions : public QObject {
   Q_OBJECT

@@ -19,8 +19,9 @@ struct ReportOptions {
 // Per run: a heading, its parameters and headline metrics as tables, and charts of whatever
 // series it has (per-layer ratio, bits per value and error for compression runs; memory, kept
 // tokens, attention mass and error over the decode steps for eviction runs). With two or more
-// runs a comparison table and grouped bar charts of the headline metrics come first. An error
-// when `runs` is empty.
+// runs a comparison table and grouped bar charts of the headline metrics come first. Metrics are
+// written as the app writes them (run_records.h). An error when `runs` is empty or holds a run
+// twice.
 Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
                                      const ReportOptions& options = {});
 

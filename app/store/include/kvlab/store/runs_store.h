@@ -39,12 +39,13 @@ struct RunSummary {
   std::string source;
   std::string method;
   std::string label;
+  std::string notes;
+  std::string tags;  // comma-separated, as the user typed them
   nlohmann::json metrics;
 };
 
 // A whole run.
 struct RunRecord : RunSummary {
-  std::string notes;
   nlohmann::json params;
   std::map<std::string, nlohmann::json> artifacts;
 };
@@ -52,16 +53,25 @@ struct RunRecord : RunSummary {
 // $KVLAB_DB if set, else $XDG_DATA_HOME/kvlab/runs.sqlite, else ~/.local/share/kvlab/runs.sqlite.
 std::filesystem::path default_db_path();
 
-// One connection to a runs database. Movable, not copyable. Its methods may be called from
-// several threads (they take turns); several processes may use the same file at once.
+// A runs database. Movable, not copyable. It holds no connection between calls: each call
+// opens one, works in one transaction and closes it, so code elsewhere in the process that
+// opens and closes the file (a file dialog) cannot drop locks it relies on (runs_store.cpp says
+// why). Its methods may be called from several threads at once; several processes may use the
+// same file at once.
 // Every error names the database file and the operation:
 //   "/home/me/.local/share/kvlab/runs.sqlite: saving run: database is locked".
 class RunsStore {
  public:
-  // Creates the parent folders and the file when missing, then migrates the schema to the
-  // latest version. A file that is not a SQLite database, or one whose schema is newer than
-  // this program knows, is an error and is left unmodified.
-  static Result<RunsStore> open(const std::filesystem::path& path);
+  enum class OpenMode {
+    CreateIfMissing,  // for those who save: creates the parent folders and the file
+    MustExist,        // for those who only read: a missing file is an error, nothing is created
+  };
+  // Opens the file (creating it and its folders when missing, if the mode allows), then
+  // migrates the schema to the latest version. A missing file with MustExist ("PATH: no runs
+  // database: the file does not exist"), a file that is not a SQLite database, or one whose
+  // schema is newer than this program knows, is an error and is left unmodified.
+  static Result<RunsStore> open(const std::filesystem::path& path,
+                                OpenMode mode = OpenMode::CreateIfMissing);
   // The schema version this program creates and migrates to.
   static int latest_schema_version();
 
@@ -83,11 +93,12 @@ class RunsStore {
   // Deletes the run and (by cascade) its artifacts; an error when there is no such run.
   Status delete_run(std::int64_t id);
   // Puts a run back exactly as load_run returned it before it was deleted: the same id,
-  // created_at, kind, source, method, label, notes, params, metrics and artifacts, in one
+  // created_at, kind, source, method, label, notes, tags, params, metrics and artifacts, in one
   // transaction (undo of delete_run). An error naming the id when a run with that id exists
   // (restored already, or the id was reused by a newer run), or when the id is not positive.
   Status restore_run(const RunRecord& run);
   Status set_notes(std::int64_t id, std::string_view notes);
+  Status set_tags(std::int64_t id, std::string_view tags);
 
   // The user's own catalogue entries by kind ("gpu", "model") and id, as JSON: saving an id that
   // exists replaces it; listing is by id; deleting a missing one is an error.

@@ -1,0 +1,63 @@
+// Several stored runs side by side: their per-layer and per-step curves on shared axes, and the
+// parameters in which they differ. compare_runs() turns records into plain values; the
+// RunsComparePanel draws them (overlay charts and a table) and never reads the store itself.
+#pragma once
+
+#include <vector>
+
+#include <QString>
+#include <QWidget>
+
+#include "kvlab/store/runs_store.h"
+
+class QComboBox;
+class QCustomPlot;
+class QLabel;
+class QTableWidget;
+
+namespace kvlab::gui {
+
+// One metric across runs: a curve per run (empty where a run has none), against layer or step.
+struct ComparedSeries {
+  QString name;                             // "ratio", "attention mass retained"
+  std::vector<std::vector<double>> curves;  // [run][layer or step]
+};
+
+struct RunsComparison {
+  std::vector<QString> runs;  // "#12 kivi · kivi-2 G=32 R=128"
+  std::vector<ComparedSeries> per_layer, per_step;
+  // The parameters (and source, kind, context) whose values are not all the same.
+  std::vector<QString> differing;
+  std::vector<std::vector<QString>> values;  // [parameter][run]; "" where a run has none
+};
+
+RunsComparison compare_runs(const std::vector<RunRecord>& runs);
+
+class RunsComparePanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit RunsComparePanel(QWidget* parent = nullptr);
+  void set_comparison(const RunsComparison& comparison);
+  void clear();
+
+  QCustomPlot* layer_plot() const { return m_layer_plot; }
+  QCustomPlot* step_plot() const { return m_step_plot; }
+  QComboBox* layer_metric() const { return m_layer_metric; }
+  QComboBox* step_metric() const { return m_step_metric; }
+  QTableWidget* differences() const { return m_differences; }
+
+ private:
+  void draw(QCustomPlot* plot, const std::vector<ComparedSeries>& series, int which,
+            const QString& x_label);
+
+  RunsComparison m_comparison;
+  QLabel* m_hint = nullptr;
+  QComboBox* m_layer_metric = nullptr;
+  QComboBox* m_step_metric = nullptr;
+  QCustomPlot* m_layer_plot = nullptr;
+  QCustomPlot* m_step_plot = nullptr;
+  QTableWidget* m_differences = nullptr;
+};
+
+}  // namespace kvlab::gui

@@ -1,0 +1,384 @@
+#include "kvlab/store/run_records.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <cmath>
+#include <span>
+
+#include "kvlab/engine/report_json.h"
+#include "kvlab/planners/memory_formula.h"
+
+namespace kvlab {
+
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::pair<RunKind, std::string_view>, 5> kKindIds = {{
+    {RunKind::Compression, "compression"},
+    {RunKind::Eviction, "eviction"},
+    {RunKind::Quality, "quality"},
+    {RunKind::Plan, "plan"},
+    {RunKind::Stream, "stream"},
+}};
+
+// The number at a dotted path ("error.mse"), if the run has one.
+std::optional<double> number_at(const json& j, std::string_view path) {
+  const json* p = &j;
+  while (!path.empty()) {
+    const auto dot = path.find('.');
+    const std::string part(path.substr(0, dot));
+    if (!p->is_object()) return std::nullopt;
+    const auto it = p->find(part);
+    if (it == p->end()) return std::nullopt;
+    p = &*it;
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+  }
+  if (!p->is_number()) return std::nullopt;
+  return p->get<double>();
+}
+
+// A quality run's memory against fp16 with eviction counted; runs saved before it was stored
+// have the method's ratio and the kept fraction to compute it from.
+std::optional<double> quality_memory_ratio(const json& m) {
+  if (auto stored = number_at(m, "memory_ratio")) return stored;
+  const auto ratio = number_at(m, "ratio");
+  const auto kept = number_at(m, "kept_fraction");
+  if (!ratio) return std::nullopt;
+  return kept && *kept > 0 ? *ratio / *kept : *ratio;
+}
+
+std::optional<double> quality_memory_bits(const json& m) {
+  if (auto stored = number_at(m, "memory_bits_per_value")) return stored;
+  const auto bits = number_at(m, "bits_per_value");
+  const auto kept = number_at(m, "kept_fraction");
+  if (!bits) return std::nullopt;
+  return kept ? *bits * *kept : *bits;
+}
+
+struct MetricSpec {
+  const char* key;
+  const char* name;
+  MetricFormat format;
+};
+
+// What each kind stores, in the order a person reads it.
+constexpr MetricSpec kCompressionMetrics[] = {
+    {"ratio", "ratio vs fp16", MetricFormat::Ratio},
+    {"bits_per_value", "bits per value", MetricFormat::Bits},
+    {"tokens", "tokens", MetricFormat::Count},
+    {"bytes.total", "stored bytes", MetricFormat::Bytes},
+    {"fp16_bytes", "fp16 bytes", MetricFormat::Bytes},
+    {"error.mse", "MSE", MetricFormat::Number},
+    {"error.max_abs", "max abs error", MetricFormat::Number},
+    {"error.snr_db", "SNR", MetricFormat::Decibels},
+    {"error.logit_rmse", "logit RMSE", MetricFormat::Number},
+    {"error.softmax_kl", "softmax KL", MetricFormat::Nats},
+    {"error.attn_output_rel_error", "attention output rel. error", MetricFormat::Number},
+    {"error.attn_output_cosine", "attention output cosine", MetricFormat::Number},
+    {"entropy_bits_per_code", "entropy per code (bits)", MetricFormat::Bits},
+    {"payload_bits_per_code", "payload per code (bits)", MetricFormat::Bits},
+    {"timings.total_s", "time", MetricFormat::Seconds},
+};
+constexpr MetricSpec kEvictionMetrics[] = {
+    {"memory_ratio", "memory vs full fp16 cache", MetricFormat::Ratio},
+    {"memory_bytes", "memory", MetricFormat::Bytes},
+    {"full_memory_bytes", "full fp16 cache", MetricFormat::Bytes},
+    {"tokens", "tokens", MetricFormat::Count},
+    {"steps", "decode steps", MetricFormat::Count},
+    {"kept_tokens", "kept tokens", MetricFormat::Number},
+    {"attention_mass_retained", "attention mass retained", MetricFormat::Percent},
+    {"attn_output_rel_error", "attention output rel. error", MetricFormat::Number},
+    {"attn_output_cosine", "attention output cosine", MetricFormat::Number},
+    {"needle_retained", "needle retained (KV heads)", MetricFormat::Percent},
+    {"needle_in_top_k", "needle in top-k (KV heads)", MetricFormat::Percent},
+    {"seconds", "time", MetricFormat::Seconds},
+};
+constexpr MetricSpec kQualityMetrics[] = {
+    {"memory_ratio", "memory vs fp16 (eviction counted)", MetricFormat::Ratio},
+    {"memory_bits_per_value", "bits per value (eviction counted)", MetricFormat::Bits},
+    {"ratio", "method ratio vs fp16", MetricFormat::Ratio},
+    {"bits_per_value", "method bits per value", MetricFormat::Bits},
+    {"kept_fraction", "tokens kept", MetricFormat::Percent},
+    {"perplexity_exact", "perplexity, exact cache", MetricFormat::Number},
+    {"perplexity", "perplexity, compressed cache", MetricFormat::Number},
+    {"perplexity_change", "perplexity change", MetricFormat::SignedPercent},
+    {"next_token_agreement", "next-token agreement", MetricFormat::Percent},
+    {"kl_mean", "mean KL", MetricFormat::Nats},
+    {"tokens", "tokens predicted", MetricFormat::Count},
+    {"windows", "windows", MetricFormat::Count},
+    {"seconds", "time", MetricFormat::Seconds},
+};
+constexpr MetricSpec kStreamMetrics[] = {
+    {"ratio", "ratio vs fp16", MetricFormat::Ratio},
+    {"tokens", "tokens", MetricFormat::Count},
+    {"total_bytes", "memory", MetricFormat::Bytes},
+    {"fp16_bytes", "fp16 bytes", MetricFormat::Bytes},
+};
+constexpr MetricSpec kPlanMetrics[] = {
+    {"context", "context", MetricFormat::Count},
+    {"batch", "batch", MetricFormat::Count},
+    {"tp", "tensor parallel", MetricFormat::Count},
+    {"pp", "pipeline parallel", MetricFormat::Count},
+};
+
+std::span<const MetricSpec> metric_specs(std::string_view kind) {
+  if (kind == "compression") return kCompressionMetrics;
+  if (kind == "eviction") return kEvictionMetrics;
+  if (kind == "quality") return kQualityMetrics;
+  if (kind == "stream") return kStreamMetrics;
+  if (kind == "plan") return kPlanMetrics;
+  return {};
+}
+
+}  // namespace
+
+std::string_view run_kind_id(RunKind kind) {
+  for (const auto& [k, id] : kKindIds) {
+    if (k == kind) return id;
+  }
+  return "?";
+}
+
+std::optional<RunKind> run_kind_from_id(std::string_view id) {
+  for (const auto& [k, name] : kKindIds) {
+    if (name == id) return k;
+  }
+  return std::nullopt;
+}
+
+// ---- Results into runs ------------------------------------------------------------------
+
+NewRun compression_run(const CompressionReport& report, const std::string& label,
+                       const json* stream) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Compression);
+  run.source = report.source;
+  run.method = report.method;
+  run.label = label.empty() ? report.method_label : label;
+  run.params = method_params_json(report.config);
+  run.metrics = report_to_json(report);
+  run.artifacts.emplace_back("histograms", histograms_to_json(report));
+  if (stream != nullptr) run.artifacts.emplace_back("stream", *stream);
+  return run;
+}
+
+NewRun eviction_run(const EvictionReport& report, const std::string& label, const json& source) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Eviction);
+  run.source = report.source;
+  run.method = report.policy;
+  run.label = label.empty() ? report.label : label;
+  run.params = eviction_params_json(report.config);
+  if (!source.is_null()) run.params["source"] = source;
+  run.metrics = eviction_report_to_json(report);
+  run.artifacts.emplace_back("eviction_map", eviction_maps_to_json(report));
+  return run;
+}
+
+NewRun quality_run(const QualityReport& report, const QualityConfig& config,
+                   const QualityRunContext& context) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Quality);
+  run.source = "model:" + context.model;
+  run.method = config.eviction && config.method ? report.policy_label + " + " + report.method_label
+               : config.eviction                ? report.policy_label
+                                                : report.method_label;
+  run.label = context.label;
+  run.params = config.method ? method_params_json(*config.method) : json::object();
+  if (config.eviction) {
+    json e = eviction_params_json(*config.eviction);
+    // The decode-time simulation's own options do not apply in the model loop.
+    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
+      e.erase(simulation_only);
+    run.params["eviction"] = e;
+  }
+  run.params["text"] = context.text;
+  run.params["window"] = context.window;
+  json m = quality_report_to_json(report);
+  m["model"] = context.model;
+  m["text"] = context.text;
+  const double kept = report.kept_fraction > 0 ? report.kept_fraction : 1.0;
+  m["memory_ratio"] = report.ratio / kept;
+  m["memory_bits_per_value"] = report.bits_per_value * kept;
+  run.metrics = std::move(m);
+  return run;
+}
+
+NewRun plan_run(const planners::Scenario& s,
+                const std::vector<std::pair<planners::Scheme, planners::PlanResult>>& results,
+                const PlanRunContext& context) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Plan);
+  run.source = s.model.id;
+  run.method = fmt::format("{} on {}", fmt::join(context.scheme_ids, ", "), s.gpu.id);
+  run.label = context.label;
+  run.params = {{"model", planners::model_to_json(s.model)},
+                {"gpu", planners::gpu_to_json(s.gpu)},
+                {"context", s.context},
+                {"batch", s.batch},
+                {"schemes", context.scheme_ids},
+                {"tp", s.deployment.tp},
+                {"pp", s.deployment.pp},
+                {"util", s.deployment.gpu_memory_utilization},
+                {"reserve_gib", context.reserve_gib},
+                {"page_tokens", s.deployment.page_tokens},
+                {"efficiency", s.bandwidth_efficiency}};
+  if (!context.evict.empty()) run.params["evict"] = context.evict;
+  json m = {{"model", s.model.id},
+            {"model_name", s.model.name},
+            {"gpu", s.gpu.id},
+            {"gpu_name", s.gpu.name},
+            {"context", s.context},
+            {"batch", s.batch},
+            {"tp", s.deployment.tp},
+            {"pp", s.deployment.pp},
+            {"util", s.deployment.gpu_memory_utilization},
+            {"page_tokens", s.deployment.page_tokens},
+            {"efficiency", s.bandwidth_efficiency}};
+  auto& rows = m["schemes"] = json::array();
+  for (const auto& [scheme, result] : results) {
+    rows.push_back(planners::plan_result_to_json(scheme, result));
+  }
+  // The first scheme's numbers also at the top, for scripts asking about one scheme.
+  if (!rows.empty()) {
+    for (const auto& [k, v] : rows.front().items()) m[k] = v;
+  }
+  run.metrics = std::move(m);
+  return run;
+}
+
+NewRun stream_run(const StreamReport& report, const StreamConfig& config,
+                  const std::string& label) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Stream);
+  run.source = report.source;
+  run.method = fmt::format("kvcomp+{}", codec_id(config.codec));
+  run.label = label.empty()
+                  ? fmt::format("stream {} prefill={} B={} S={}", codec_id(config.codec),
+                                config.prefill_tokens, config.block_size, config.buffer_size)
+                  : label;
+  run.params = stream_config_to_json(config);
+  if (!report.points.empty()) {
+    const StreamPoint& last = report.points.back();
+    run.metrics = {{"tokens", last.tokens},
+                   {"ratio", last.ratio()},
+                   {"total_bytes", last.memory.total()},
+                   {"fp16_bytes", last.fp16_bytes},
+                   {"points", report.points.size()}};
+  } else {
+    run.metrics = json::object();
+  }
+  run.artifacts.emplace_back("stream", stream_to_json(report));
+  return run;
+}
+
+// ---- Runs into numbers ------------------------------------------------------------------
+
+std::string format_metric_value(double value, MetricFormat format) {
+  if (!std::isfinite(value)) return "–";
+  switch (format) {
+    case MetricFormat::Ratio:
+      return fmt::format("{:.2f}×", value);
+    case MetricFormat::Bits:
+      return fmt::format("{:.2f}", value);
+    case MetricFormat::Percent:
+      return fmt::format("{:.3g} %", 100.0 * value);
+    case MetricFormat::SignedPercent:
+      return fmt::format("{}{:.3g} %", value >= 0 ? "+" : "", 100.0 * value);
+    case MetricFormat::Number:
+      return value == 0.0 ? std::string("0") : fmt::format("{:.3g}", value);
+    case MetricFormat::Nats:
+      return (value == 0.0 ? std::string("0") : fmt::format("{:.3g}", value)) + " nats";
+    case MetricFormat::Decibels:
+      return fmt::format("{:.1f} dB", value);
+    case MetricFormat::Bytes:
+      return planners::format_bytes(value);
+    case MetricFormat::Count:
+      return fmt::format("{:.0f}", value);
+    case MetricFormat::Seconds:
+      if (value < 1.0) return fmt::format("{:.0f} ms", std::round(value * 1000.0));
+      return fmt::format("{:.2f} s", value);
+  }
+  return fmt::format("{}", value);
+}
+
+std::vector<RunMetric> run_metrics(const RunSummary& run) {
+  std::vector<RunMetric> out;
+  for (const MetricSpec& spec : metric_specs(run.kind)) {
+    std::optional<double> value = number_at(run.metrics, spec.key);
+    if (run.kind == "quality" && std::string_view(spec.key) == "memory_ratio") {
+      value = quality_memory_ratio(run.metrics);
+    } else if (run.kind == "quality" && std::string_view(spec.key) == "memory_bits_per_value") {
+      value = quality_memory_bits(run.metrics);
+    }
+    if (value) out.push_back({spec.key, spec.name, *value, spec.format});
+  }
+  return out;
+}
+
+RunRow run_row(const RunSummary& run) {
+  RunRow row;
+  row.id = run.id;
+  row.created_at = run.created_at;
+  row.kind = run.kind;
+  row.source = run.source;
+  row.method = run.method;
+  row.label = run.label;
+  const json& m = run.metrics;
+  const auto kind = run_kind_from_id(run.kind);
+  if (!kind) return row;
+  switch (*kind) {
+    case RunKind::Compression:
+      row.context = number_at(m, "tokens");
+      row.ratio = number_at(m, "ratio");
+      row.bits_per_value = number_at(m, "bits_per_value");
+      row.error = number_at(m, "error.attn_output_rel_error");
+      break;
+    case RunKind::Eviction:
+      row.context = number_at(m, "tokens");
+      row.ratio = number_at(m, "memory_ratio");
+      if (row.ratio && *row.ratio > 0) row.bits_per_value = 16.0 / *row.ratio;
+      row.error = number_at(m, "attn_output_rel_error");
+      row.needle_kept = number_at(m, "needle_retained");
+      break;
+    case RunKind::Quality: {
+      // The window the model read (tokens predicted per window + 1).
+      const auto tokens = number_at(m, "tokens");
+      const auto windows = number_at(m, "windows");
+      if (tokens && windows && *windows > 0) row.context = *tokens / *windows + 1;
+      row.ratio = quality_memory_ratio(m);
+      row.bits_per_value = quality_memory_bits(m);
+      row.perplexity_change = number_at(m, "perplexity_change");
+      row.kl = number_at(m, "kl_mean");
+      break;
+    }
+    case RunKind::Plan:
+      row.context = number_at(m, "context");
+      break;
+    case RunKind::Stream:
+      row.context = number_at(m, "tokens");
+      row.ratio = number_at(m, "ratio");
+      if (row.ratio && *row.ratio > 0) row.bits_per_value = 16.0 / *row.ratio;
+      break;
+  }
+  return row;
+}
+
+Result<planners::Scheme> run_scheme(const RunRecord& run, std::string_view id) {
+  const RunRow row = run_row(run);
+  const bool measured = run.kind == "compression" || run.kind == "quality" ||
+                        run.kind == "eviction" || run.kind == "stream";
+  if (!measured || !row.bits_per_value || !(*row.bits_per_value > 0)) {
+    return make_error(fmt::format(
+        "--scheme {}: run {} is a '{}' run without a measured bits per value; use a compression, "
+        "eviction, stream or quality run",
+        id, run.id, run.kind));
+  }
+  return planners::measured_scheme(std::string(id), fmt::format("run {} ({})", run.id, run.method),
+                                   *row.bits_per_value);
+}
+
+}  // namespace kvlab

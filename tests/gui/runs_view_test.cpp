@@ -1,0 +1,195 @@
+// The Runs page as a comparison tool (issue 18, part 4): the table model tested with
+// QAbstractItemModelTester and by what each cell shows, search and kind filter, tags and notes,
+// two runs overlaid with the parameters that differ, and runs saved by another process appearing
+// by themselves.
+#include <gtest/gtest.h>
+
+#include <qcustomplot.h>
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QComboBox>
+#include <QElapsedTimer>
+#include <QLineEdit>
+#include <QProcess>
+#include <QTableWidget>
+
+#include "gui_test_support.h"
+#include "kvlab/gui/runs_view.h"
+#include "kvlab/store/run_records.h"
+
+namespace kvlab::gui {
+namespace {
+
+using gui_test::fresh_dir;
+
+NewRun compression_of(int bits, int context) {
+  SyntheticConfig source = gui_test::tiny_source();
+  source.context = context;
+  MethodConfig method;
+  method.kind = MethodKind::Kivi;
+  method.bits = bits;
+  method.group_size = 8;
+  method.residual = 16;
+  return compression_run(gui_test::engine_report(source, method));
+}
+
+NewRun quality_with_eviction() {
+  QualityReport r;
+  r.method = "kivi";
+  r.method_label = "kivi-2 G=32 R=128";
+  r.policy = "h2o";
+  r.policy_label = "h2o budget 20%";
+  r.kept_fraction = 0.2;
+  r.tokens = 2046;
+  r.windows = 2;
+  r.perplexity_exact = 4.0;
+  r.perplexity = 32.828;
+  r.perplexity_change = 7.207;
+  r.next_token_agreement = 0.5;
+  r.kl_mean = 0.0125;
+  r.bits_per_value = 3.5;
+  r.ratio = 16.0 / 3.5;
+  QualityConfig config;
+  config.eviction = EvictionConfig{};
+  return quality_run(r, config, {"smollm2.gguf", "file:text.txt", 1024, ""});
+}
+
+bool wait_for(const std::function<bool()>& done, int ms) {
+  QElapsedTimer timer;
+  timer.start();
+  while (!done() && timer.elapsed() < ms) QApplication::processEvents(QEventLoop::AllEvents, 20);
+  return done();
+}
+
+struct Page {
+  std::filesystem::path db;
+  std::shared_ptr<RunsStore> store;
+  std::int64_t kivi2 = 0, kivi4 = 0, quality = 0;
+};
+
+Page page_with_three_runs() {
+  Page p;
+  p.db = fresh_dir() / "runs.sqlite";
+  p.store = std::make_shared<RunsStore>(RunsStore::open(p.db).value());
+  p.kivi2 = p.store->save_run(compression_of(2, 96)).value();
+  p.kivi4 = p.store->save_run(compression_of(4, 128)).value();
+  p.quality = p.store->save_run(quality_with_eviction()).value();
+  return p;
+}
+
+TEST(RunsPage, TheModelPassesTheModelTesterAndShowsEachRunsNumbers) {
+  Page p = page_with_three_runs();
+  RunsView view(p.store, QString());
+  QAbstractItemModelTester tester(view.model(),
+                                  QAbstractItemModelTester::FailureReportingMode::Fatal);
+  QAbstractItemModelTester proxy_tester(view.filter(),
+                                        QAbstractItemModelTester::FailureReportingMode::Fatal);
+  view.refresh();
+  ASSERT_EQ(view.row_count(), 3);
+
+  // The quality run with eviction: memory 16 / 3.5 / 0.2 = 22.86x, 0.7 bits; no attention
+  // error of its own; its perplexity change and KL as the Quality page writes them.
+  const int q = view.row_of(p.quality);
+  ASSERT_GE(q, 0);
+  EXPECT_EQ(view.cell_text(q, RunsTableModel::kRatio), QStringLiteral("22.86×"));
+  EXPECT_EQ(view.cell_text(q, RunsTableModel::kBits), QStringLiteral("0.70"));
+  EXPECT_EQ(view.cell_text(q, RunsTableModel::kError), QString());
+  EXPECT_EQ(view.cell_text(q, RunsTableModel::kPerplexityChange), QStringLiteral("+721 %"));
+  EXPECT_EQ(view.cell_text(q, RunsTableModel::kKl), QStringLiteral("0.0125 nats"));
+  EXPECT_EQ(view.cell_text(q, RunsTableModel::kContext), QStringLiteral("1024"));
+
+  // The two compression runs differ by their context, which the page now shows.
+  EXPECT_EQ(view.cell_text(view.row_of(p.kivi2), RunsTableModel::kContext), QStringLiteral("96"));
+  EXPECT_EQ(view.cell_text(view.row_of(p.kivi4), RunsTableModel::kContext), QStringLiteral("128"));
+  const auto kivi4 = p.store->load_run(p.kivi4).value();
+  EXPECT_EQ(view.cell_text(view.row_of(p.kivi4), RunsTableModel::kRatio),
+            QString::fromStdString(
+                format_metric_value(kivi4.metrics["ratio"].get<double>(), MetricFormat::Ratio)));
+
+  // Sorting by ratio puts the quality run (largest) first when descending.
+  view.table()->sortByColumn(RunsTableModel::kRatio, Qt::DescendingOrder);
+  EXPECT_EQ(view.cell_text(0, RunsTableModel::kId), QString::number(p.quality));
+}
+
+TEST(RunsPage, SearchKindFilterAndTags) {
+  Page p = page_with_three_runs();
+  RunsView view(p.store, QString());
+  view.kind_filter()->setCurrentIndex(view.kind_filter()->findData(QStringLiteral("quality")));
+  EXPECT_EQ(view.row_count(), 1);
+  view.kind_filter()->setCurrentIndex(0);
+  EXPECT_EQ(view.row_count(), 3);
+
+  ASSERT_TRUE(view.set_tags_and_note(p.kivi4, QStringLiteral(" baseline ,, long "),
+                                     QStringLiteral("the one to beat")));
+  EXPECT_EQ(p.store->load_run(p.kivi4)->tags, "baseline, long");
+  EXPECT_EQ(view.cell_text(view.row_of(p.kivi4), RunsTableModel::kTags),
+            QStringLiteral("baseline, long"));
+  view.search_field()->setText(QStringLiteral("BASELINE"));
+  ASSERT_EQ(view.row_count(), 1);
+  EXPECT_EQ(view.cell_text(0, RunsTableModel::kId), QString::number(p.kivi4));
+  view.search_field()->setText(QStringLiteral("beat"));  // the note is searched too
+  EXPECT_EQ(view.row_count(), 1);
+  view.search_field()->setText(QStringLiteral("nothing-like-this"));
+  EXPECT_EQ(view.row_count(), 0);
+  view.search_field()->clear();
+  EXPECT_EQ(view.row_count(), 3);
+}
+
+TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
+  Page p = page_with_three_runs();
+  RunsView view(p.store, QString());
+  view.resize(1100, 800);
+  view.show();
+  view.select_runs({p.kivi2, p.kivi4});
+  RunsComparePanel* panel = view.compare_panel();
+  // One curve per run over the tiny preset's layers, on one plot.
+  const int layers = static_cast<int>(p.store->load_run(p.kivi2)->metrics["per_layer"].size());
+  ASSERT_EQ(panel->layer_plot()->graphCount(), 2);
+  EXPECT_EQ(panel->layer_plot()->graph(0)->data()->size(), layers);
+  EXPECT_EQ(panel->layer_plot()->graph(1)->data()->size(), layers);
+  EXPECT_EQ(panel->layer_metric()->currentText(), QStringLiteral("ratio vs fp16"));
+  // They differ in bits and context, and not in the source kind.
+  QStringList differing;
+  for (int r = 0; r < panel->differences()->rowCount(); ++r) {
+    differing << panel->differences()->verticalHeaderItem(r)->text();
+  }
+  EXPECT_TRUE(differing.contains(QStringLiteral("bits"))) << differing.join(", ").toStdString();
+  EXPECT_TRUE(differing.contains(QStringLiteral("context")));
+  EXPECT_FALSE(differing.contains(QStringLiteral("kind")));
+  const int bits_row = static_cast<int>(differing.indexOf(QStringLiteral("bits")));
+  QStringList bits;
+  for (int c = 0; c < panel->differences()->columnCount(); ++c) {
+    bits << panel->differences()->item(bits_row, c)->text();
+  }
+  EXPECT_TRUE(bits.contains(QStringLiteral("2")) && bits.contains(QStringLiteral("4")));
+
+  view.select_runs({p.kivi2});  // one run: nothing to compare
+  EXPECT_EQ(panel->layer_plot()->graphCount(), 0);
+}
+
+TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
+  Page p = page_with_three_runs();
+  RunsView view(p.store, QString());
+  ASSERT_EQ(view.row_count(), 3);
+  const int before = view.refresh_count();
+  QProcess cli;
+  cli.start(
+      QStringLiteral(KVLAB_CLI_PATH),
+      {"compress", "--source", "synthetic:tiny", "--context", "64", "--method", "int8", "--save",
+       "--label", "from the command line", "--db", QString::fromStdString(p.db.string())});
+  ASSERT_TRUE(cli.waitForFinished(60000));
+  ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
+  // No call to refresh(): the page watches the file.
+  EXPECT_TRUE(wait_for([&] { return view.row_count() == 4; }, 10000));
+  EXPECT_GT(view.refresh_count(), before);
+  EXPECT_EQ(view.search_field()->text(), QString());
+  view.search_field()->setText(QStringLiteral("command line"));
+  EXPECT_EQ(view.row_count(), 1);
+  // Reading does not feed the watcher back into itself: it settles.
+  const int settled = view.refresh_count();
+  wait_for([] { return false; }, 1000);
+  EXPECT_LE(view.refresh_count(), settled + 1);
+}
+
+}  // namespace
+}  // namespace kvlab::gui
