@@ -14,6 +14,7 @@
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/number_fields.h"
+#include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/gui/stale_mark.h"
 
@@ -82,6 +83,39 @@ TEST(Inputs, ResultsAreMarkedStaleWhenASettingChangesAfterTheRun) {
   EXPECT_TRUE(view.stale_mark()->isVisible());
   ASSERT_TRUE(view.run_and_wait());
   EXPECT_FALSE(view.stale_mark()->isVisible());
+}
+
+// Labels of points that nearly coincide (FP8 and H2O 50% at the same ratio and change, as on the
+// stories260K Quality page) are moved apart or hidden, never drawn over each other.
+TEST(Charts, QualityPointLabelsNeverOverlap) {
+  QualityChart chart;
+  chart.resize(700, 380);
+  chart.show();
+  QualityChartData data;
+  data.x_label = QStringLiteral("memory ratio");
+  data.y_label = QStringLiteral("perplexity change (%), log scale");
+  data.log_y = true;
+  const char* names[] = {"FP8 E4M3",    "H2O 50%", "KIVI-2", "StreamingLLM 50%", "INT8",
+                         "KVComp 0.05", "KIVI-4",  "INT4",   "H2O 20%",          "Merge 50%"};
+  const double xy[][2] = {{2.00, 2.72}, {1.99, 2.53}, {1.63, 2.73}, {1.97, 5.0}, {2.0, 0.39},
+                          {1.47, 0.99}, {1.43, 0.11}, {3.99, 797},  {2.01, 2.6}, {1.98, 2.65}};
+  for (int i = 0; i < 10; ++i) {
+    data.points.push_back({xy[i][0], xy[i][1], QString::fromLatin1(names[i]), false});
+  }
+  chart.set_data(data);
+  chart.replot();
+  QApplication::processEvents();
+  int shown = 0;
+  for (int i = 0; i < chart.point_count(); ++i) {
+    const QRectF a = chart.label_rect(i);
+    if (a.isEmpty()) continue;
+    ++shown;
+    EXPECT_TRUE(QRectF(chart.axisRect()->rect()).contains(a)) << names[i];
+    for (int j = i + 1; j < chart.point_count(); ++j) {
+      EXPECT_FALSE(a.intersects(chart.label_rect(j))) << names[i] << " over " << names[j];
+    }
+  }
+  EXPECT_GE(shown, 7);  // most keep their label
 }
 
 TEST(Inputs, EngineErrorsUseTheFieldNames) {

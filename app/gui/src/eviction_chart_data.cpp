@@ -20,7 +20,8 @@ EvictionMapData eviction_map_data(const EvictionReport& report, int layer, int k
   const auto& heads = report.maps[static_cast<std::size_t>(layer)];
   if (kv_head < 0 || kv_head >= static_cast<int>(heads.size())) return d;
   const EvictionMap& map = heads[static_cast<std::size_t>(kv_head)];
-  d.title = QObject::tr("%1 · layer %2, KV head %3")
+  // Two lines: a long policy label on one would be cut at both ends of a narrow map.
+  d.title = QObject::tr("%1\nlayer %2, KV head %3")
                 .arg(QString::fromStdString(report.label))
                 .arg(find_layer(report, layer) ? find_layer(report, layer)->layer : layer)
                 .arg(kv_head);

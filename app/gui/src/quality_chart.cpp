@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "kvlab/gui/chart_hover.h"
 #include "kvlab/gui/chart_style.h"
@@ -173,6 +174,14 @@ void QualityChart::set_highlight(int index) {
   replot(QCustomPlot::rpQueuedReplot);
 }
 
+QRectF QualityChart::label_rect(int index) const {
+  if (index < 0 || index >= static_cast<int>(m_labels.size())) return {};
+  const QCPItemText* label = m_labels[static_cast<std::size_t>(index)];
+  if (!label->visible()) return {};
+  const QSizeF size = QFontMetricsF(label->font()).boundingRect(label->text()).size();
+  return text_rect(label->position->pixelPosition(), size, label->positionAlignment());
+}
+
 QString QualityChart::label_text(int index) const {
   if (index < 0 || index >= static_cast<int>(m_labels.size())) return {};
   return m_labels[static_cast<std::size_t>(index)]->text();
@@ -197,9 +206,12 @@ int QualityChart::point_at(const QPointF& pixel) const {
 }
 
 // Each label takes the first place around its point that covers no other label or point and
-// stays inside the axis rect; points are labelled left to right.
+// stays inside the axis rect, trying a ring close to the point, then farther ones; points are
+// labelled left to right. A label with no free place anywhere is hidden rather than drawn over
+// another (the point still names itself under the mouse, and the table lists it).
 void QualityChart::place_labels() {
   if (m_labels.empty()) return;
+  constexpr double kRings[] = {1.0, 2.2, 3.4};
   const QRectF area = axisRect()->rect();
   std::vector<QRectF> taken;
   for (int i = 0; i < point_count(); ++i) {
@@ -216,22 +228,26 @@ void QualityChart::place_labels() {
     QCPItemText* label = m_labels[static_cast<std::size_t>(i)];
     const QSizeF size = QFontMetricsF(label->font()).boundingRect(label->text()).size();
     const QPointF c = point_pixel(i);
-    const Placement* free_place = nullptr;
-    const Placement* inside = nullptr;
-    for (const Placement& p : kPlacements) {
-      const QRectF r = text_rect(c + p.offset, size, p.align);
-      if (!area.contains(r)) continue;
-      if (!inside) inside = &p;
-      if (std::none_of(taken.begin(), taken.end(),
-                       [&](const QRectF& t) { return t.intersects(r); })) {
-        free_place = &p;
+    std::optional<std::pair<QPointF, Qt::Alignment>> chosen;
+    for (const double ring : kRings) {
+      for (const Placement& p : kPlacements) {
+        const QPointF anchor = c + p.offset * ring;
+        const QRectF r = text_rect(anchor, size, p.align);
+        if (!area.contains(r)) continue;
+        if (std::any_of(taken.begin(), taken.end(),
+                        [&](const QRectF& t) { return t.intersects(r); })) {
+          continue;
+        }
+        chosen.emplace(anchor, p.align);
         break;
       }
+      if (chosen) break;
     }
-    const Placement* chosen = free_place ? free_place : inside ? inside : &kPlacements[0];
-    label->setPositionAlignment(chosen->align);
-    label->position->setPixelPosition(c + chosen->offset);
-    taken.push_back(text_rect(c + chosen->offset, size, chosen->align));
+    label->setVisible(chosen.has_value());
+    if (!chosen) continue;
+    label->setPositionAlignment(chosen->second);
+    label->position->setPixelPosition(chosen->first);
+    taken.push_back(text_rect(chosen->first, size, chosen->second));
   }
 }
 

@@ -133,7 +133,11 @@ void init_quality_table(QTableWidget* table) {
   table->setAlternatingRowColors(true);
   table->verticalHeader()->setVisible(false);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table->horizontalHeader()->setSectionResizeMode(kQualityConfiguration, QHeaderView::Stretch);
+  // Readable names first: the configuration keeps a width of its own (its full label is in the
+  // tooltip) and the table scrolls sideways in a narrow window rather than squeeze it to "…".
+  table->horizontalHeader()->setSectionResizeMode(kQualityConfiguration, QHeaderView::Interactive);
+  table->setColumnWidth(kQualityConfiguration, 150);
+  table->horizontalHeader()->setStretchLastSection(true);
   table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
 }
 

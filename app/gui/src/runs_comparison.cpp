@@ -122,6 +122,8 @@ QString run_name(const RunRecord& run) {
   return name;
 }
 
+constexpr int kLegendChars = 60;
+
 const QColor kRunColours[] = {{78, 121, 167},  {242, 142, 43}, {89, 161, 79},   {225, 87, 89},
                               {118, 183, 178}, {237, 201, 72}, {176, 122, 161}, {156, 117, 95}};
 
@@ -167,13 +169,15 @@ RunsComparePanel::RunsComparePanel(QWidget* parent) : QWidget(parent) {
   m_layer_plot = new QCustomPlot(this);
   m_step_plot = new QCustomPlot(this);
   for (QCustomPlot* plot : {m_layer_plot, m_step_plot}) {
-    plot->setMinimumSize(320, 200);
-    plot->legend->setVisible(true);
-    plot->legend->setFont(QFont(font().family(), 8));
+    plot->setMinimumSize(320, 220);
     style_plot(plot);
+    // Below the axes, one run a line: a legend never covers a curve.
+    add_legend_row(plot, plot->legend, 1);
+    plot->legend->setWrap(1);
   }
   m_differences = new QTableWidget(this);
   m_differences->setMinimumHeight(90);
+  m_differences->setMaximumHeight(180);  // the charts take the rest
   m_differences->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_differences->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   m_differences->setToolTip(tr("The parameters in which the selected runs differ"));
@@ -260,7 +264,9 @@ void RunsComparePanel::draw(QCustomPlot* plot, const std::vector<ComparedSeries>
   for (std::size_t r = 0; r < s.curves.size(); ++r) {
     if (s.curves[r].empty()) continue;
     QCPGraph* g = plot->addGraph();
-    g->setName(r < m_comparison.runs.size() ? m_comparison.runs[r] : QString());
+    QString name = r < m_comparison.runs.size() ? m_comparison.runs[r] : QString();
+    if (name.size() > kLegendChars) name = name.left(kLegendChars - 1) + QChar(0x2026);
+    g->setName(name);
     g->setPen(QPen(kRunColours[r % std::size(kRunColours)], 2));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
     QVector<double> x, y;

@@ -72,7 +72,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
         Qt::Alignment((numeric(column) ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter));
   }
   if (role == Qt::ToolTipRole) {
-    QString tip = method_text(r);
+    QString tip = QString::fromStdString(r.source) + QLatin1Char('\n') + method_text(r);
     if (!e.tags.isEmpty()) tip += tr("\nTags: %1").arg(e.tags);
     if (!e.notes.isEmpty()) tip += tr("\nNote: %1").arg(e.notes);
     return tip;

@@ -66,7 +66,14 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   m_table->setAlternatingRowColors(true);
   m_table->setWordWrap(false);
   m_table->verticalHeader()->setVisible(false);
-  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+  // Numbers and dates as wide as they need; the free-text columns get a fixed start width (the
+  // full text is in the tooltip) and Tags takes the rest.
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  for (const int column : {RunsTableModel::kSource, RunsTableModel::kMethod}) {
+    m_table->horizontalHeader()->setSectionResizeMode(column, QHeaderView::Interactive);
+  }
+  m_table->setColumnWidth(RunsTableModel::kSource, 170);
+  m_table->setColumnWidth(RunsTableModel::kMethod, 230);
   m_table->horizontalHeader()->setStretchLastSection(true);
   m_table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
   m_table->setMinimumHeight(160);

@@ -50,6 +50,8 @@ class QualityChart : public QCustomPlot {
   QCPGraph* frontier_graph() const { return m_frontier; }
   QCPCurve* step_line() const { return m_steps; }
   QString label_text(int index) const;
+  // Where point `index`'s label is drawn, in pixels; empty when it is hidden (no free place).
+  QRectF label_rect(int index) const;
   QString title() const { return m_title->text(); }
 
  signals:
