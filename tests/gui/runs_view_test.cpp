@@ -16,6 +16,7 @@
 #include "gui_test_support.h"
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/store/run_records.h"
+#include "sample_runs.h"
 
 namespace kvlab::gui {
 namespace {
@@ -34,24 +35,10 @@ NewRun compression_of(int bits, int context) {
 }
 
 NewRun quality_with_eviction() {
-  QualityReport r;
-  r.method = "kivi";
-  r.method_label = "kivi-2 G=32 R=128";
-  r.policy = "h2o";
-  r.policy_label = "h2o budget 20%";
-  r.kept_fraction = 0.2;
-  r.tokens = 2046;
-  r.windows = 2;
-  r.perplexity_exact = 4.0;
-  r.perplexity = 32.828;
-  r.perplexity_change = 7.207;
-  r.next_token_agreement = 0.5;
-  r.kl_mean = 0.0125;
-  r.bits_per_value = 3.5;
-  r.ratio = 16.0 / 3.5;
   QualityConfig config;
   config.eviction = EvictionConfig{};
-  return quality_run(r, config, {"smollm2.gguf", "file:text.txt", 1024, ""});
+  return quality_run(test::kivi2_with_h2o_at_20_percent(), config,
+                     {"smollm2.gguf", "file:text.txt", 1024, ""});
 }
 
 bool wait_for(const std::function<bool()>& done, int ms) {

@@ -7,32 +7,11 @@
 #include <string>
 
 #include "kvlab/store/run_report.h"
+#include "sample_runs.h"
 #include "store_test_support.h"
 
 namespace kvlab {
 namespace {
-
-// A quality run of KIVI-2 with H2O keeping a fifth of the tokens, as the Quality page measured
-// it: the method alone is 4.57x at 3.5 bits; with eviction the cache holds a fifth of that.
-QualityReport kivi_with_h2o() {
-  QualityReport r;
-  r.method = "kivi";
-  r.method_label = "kivi-2 G=32 R=128";
-  r.policy = "h2o";
-  r.policy_label = "h2o budget 20%";
-  r.kept_fraction = 0.2;
-  r.tokens = 2046;
-  r.windows = 2;
-  r.perplexity_exact = 4.0;
-  r.perplexity = 32.828;
-  r.perplexity_change = 7.207;
-  r.next_token_agreement = 0.4321;
-  r.kl_mean = 0.0125;
-  r.bits_per_value = 3.5;
-  r.ratio = 16.0 / 3.5;
-  r.seconds = 12.5;
-  return r;
-}
 
 RunSummary summary_of(const NewRun& run, std::int64_t id = 1) {
   RunSummary s;
@@ -77,8 +56,8 @@ TEST(RunRecords, FormatsAsTheAppWritesThem) {
 TEST(RunRecords, QualityRunWithEvictionStoresWhatTheCacheHeld) {
   QualityConfig config;
   config.eviction = EvictionConfig{};
-  const NewRun run =
-      quality_run(kivi_with_h2o(), config, {"smollm2.gguf", "file:text.txt", 1024, "mine"});
+  const NewRun run = quality_run(test::kivi2_with_h2o_at_20_percent(), config,
+                                 {"smollm2.gguf", "file:text.txt", 1024, "mine"});
   EXPECT_EQ(run.kind, "quality");
   EXPECT_EQ(run.source, "model:smollm2.gguf");
   EXPECT_EQ(run.method, "h2o budget 20% + kivi-2 G=32 R=128");
@@ -171,7 +150,8 @@ TEST(RunRecords, RunsAsPlannerSchemes) {
 TEST(RunRecords, ReportWritesPercentagesAsTheAppDoesAndRefusesARunTwice) {
   QualityConfig config;
   config.eviction = EvictionConfig{};
-  const NewRun run = quality_run(kivi_with_h2o(), config, {"m.gguf", "file:t.txt", 1024, ""});
+  const NewRun run =
+      quality_run(test::kivi2_with_h2o_at_20_percent(), config, {"m.gguf", "file:t.txt", 1024, ""});
   RunRecord record;
   static_cast<RunSummary&>(record) = summary_of(run, 4);
   record.params = run.params;

@@ -8,7 +8,6 @@ namespace kvlab::gui {
 
 namespace {
 
-constexpr const char* kMapArtifact = "eviction_map";
 constexpr const char* kComparedArtifact = "compared_with";
 
 }  // namespace
@@ -41,7 +40,7 @@ Result<EvictionReport> eviction_report_from_record(const RunRecord& record) {
   auto config = eviction_config_from_json(record.params);
   if (!config) return make_error(where + config.message());
   report->config = std::move(config).value();
-  const auto map = record.artifacts.find(kMapArtifact);
+  const auto map = record.artifacts.find(kEvictionMapArtifact);
   if (map == record.artifacts.end()) return make_error(where + "no eviction_map artifact");
   auto maps = eviction_maps_from_json(map->second);
   if (!maps) return make_error(where + maps.message());

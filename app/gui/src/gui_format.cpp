@@ -1,5 +1,6 @@
 #include "kvlab/gui/gui_format.h"
 
+#include <QDateTime>
 #include <QRegularExpression>
 
 #include "kvlab/store/run_records.h"
@@ -41,6 +42,13 @@ QString format_signed_percent(double fraction) {
 
 QString format_byte_count(double bytes) {
   return formatted(bytes, MetricFormat::Bytes);
+}
+
+QString format_local_time(const std::string& created_at, bool seconds) {
+  const QDateTime t = QDateTime::fromString(QString::fromStdString(created_at), Qt::ISODateWithMs);
+  if (!t.isValid()) return QString::fromStdString(created_at);
+  return t.toLocalTime().toString(seconds ? QStringLiteral("yyyy-MM-dd HH:mm:ss")
+                                          : QStringLiteral("yyyy-MM-dd HH:mm"));
 }
 
 QString in_gui_terms(const QString& message) {

@@ -7,12 +7,12 @@
 #include <fmt/format.h>
 
 #include "kvlab/gui/quality_configs.h"
+#include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
 
 namespace {
 
-constexpr const char* kKind = "quality";
 constexpr const char* kFilePrefix = "file:";
 constexpr const char* kSampledPrefix = "sampled:";
 
@@ -69,7 +69,7 @@ bool QualityKey::matches(const QualityKey& other) const {
 
 std::optional<QualityPoint> quality_point(const RunSummary& run) {
   const nlohmann::json& m = run.metrics;
-  if (run.kind != kKind || !m.is_object()) return std::nullopt;
+  if (run.kind != run_kind_id(RunKind::Quality) || !m.is_object()) return std::nullopt;
   QualityPoint p;
   p.run_id = run.id;
   p.created_at = run.created_at;

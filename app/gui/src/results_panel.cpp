@@ -113,6 +113,9 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   mono.setStyleHint(QFont::TypeWriter);
   m_fp16_formula->setFont(mono);
   m_measured_formula->setFont(mono);
+  // A long formula wraps at its spaces rather than make the page wider than a laptop's window.
+  m_fp16_formula->setWordWrap(true);
+  m_measured_formula->setWordWrap(true);
   formula->addWidget(m_fp16_formula, 0, 1);
   formula->addWidget(m_measured_formula, 1, 1);
   formula->setColumnStretch(1, 1);

@@ -1,20 +1,11 @@
 #include "kvlab/gui/runs_table_model.h"
 
-#include <QDateTime>
-
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 
 namespace kvlab::gui {
 
 namespace {
-
-// The store keeps UTC ISO-8601; people read local time.
-QString local_time(const std::string& created_at) {
-  const QDateTime t = QDateTime::fromString(QString::fromStdString(created_at), Qt::ISODateWithMs);
-  if (!t.isValid()) return QString::fromStdString(created_at);
-  return t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"));
-}
 
 QString text_of(const std::optional<double>& value, MetricFormat format) {
   return value ? QString::fromStdString(format_metric_value(*value, format)) : QString();
@@ -114,7 +105,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
     case kId:
       return QString::number(r.id);
     case kWhen:
-      return local_time(r.created_at);
+      return format_local_time(r.created_at);
     case kKind:
       return QString::fromStdString(r.kind);
     case kSource:

@@ -5,7 +5,6 @@
 
 #include <QAction>
 #include <QComboBox>
-#include <QDateTime>
 #include <QDialog>
 #include <QDialogButtonBox>
 #include <QDir>
@@ -41,13 +40,6 @@ namespace {
 constexpr int kStatusTimeoutMs = 8000;
 // Several writes in a row (a sweep saving runs) make one refresh.
 constexpr int kWatchDebounceMs = 250;
-
-// The store keeps UTC ISO-8601; people read local time.
-QString local_time(const std::string& created_at) {
-  const QDateTime t = QDateTime::fromString(QString::fromStdString(created_at), Qt::ISODateWithMs);
-  if (!t.isValid()) return QString::fromStdString(created_at);
-  return t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm:ss"));
-}
 
 }  // namespace
 
@@ -378,7 +370,8 @@ bool RunsView::open_run(std::int64_t id) {
     report_error(QString::fromStdString(record.message()));
     return false;
   }
-  const QString origin = tr("stored run #%1 from %2").arg(id).arg(local_time(record->created_at));
+  const QString origin =
+      tr("stored run #%1 from %2").arg(id).arg(format_local_time(record->created_at));
   if (record->kind == "eviction") return open_eviction_run(id, origin);
   if (record->kind == "quality") {
     emit quality_run_opened(id);
@@ -395,7 +388,7 @@ bool RunsView::open_run(std::int64_t id) {
                      .arg(QString::fromStdString(record->kind)));
     return false;
   }
-  const auto hist = record->artifacts.find("histograms");
+  const auto hist = record->artifacts.find(kHistogramsArtifact);
   auto report =
       report_from_json(record->metrics, hist != record->artifacts.end() ? &hist->second : nullptr);
   if (!report) {

@@ -4,7 +4,6 @@
 #include <QAction>
 #include <QActionGroup>
 #include <QApplication>
-#include <QDateTime>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QMenuBar>
@@ -19,6 +18,7 @@
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_view.h"
+#include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/quality_view.h"
 #include "kvlab/gui/recent_files.h"
@@ -36,16 +36,12 @@ QString native(const QKeySequence& keys) {
 
 // "#12  compression · kivi · llama3-8b · 2024-05-01 12:00"
 QString recent_run_text(const RunSummary& run) {
-  const QDateTime t =
-      QDateTime::fromString(QString::fromStdString(run.created_at), Qt::ISODateWithMs);
   QString what = QString::fromStdString(run.label).simplified();
   if (what.isEmpty()) what = QString::fromStdString(run.method);
   if (what.size() > 48) what = what.left(47) + QChar(0x2026);
   return QStringLiteral("#%1  %2 \u00b7 %3 \u00b7 %4")
       .arg(run.id)
-      .arg(QString::fromStdString(run.kind), what,
-           t.isValid() ? t.toLocalTime().toString(QStringLiteral("yyyy-MM-dd HH:mm"))
-                       : QString::fromStdString(run.created_at));
+      .arg(QString::fromStdString(run.kind), what, format_local_time(run.created_at, false));
 }
 
 bool opens_on_a_page(const std::string& kind) {

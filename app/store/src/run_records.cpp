@@ -160,8 +160,8 @@ NewRun compression_run(const CompressionReport& report, const std::string& label
   run.label = label.empty() ? report.method_label : label;
   run.params = method_params_json(report.config);
   run.metrics = report_to_json(report);
-  run.artifacts.emplace_back("histograms", histograms_to_json(report));
-  if (stream != nullptr) run.artifacts.emplace_back("stream", *stream);
+  run.artifacts.emplace_back(kHistogramsArtifact, histograms_to_json(report));
+  if (stream != nullptr) run.artifacts.emplace_back(kStreamArtifact, *stream);
   return run;
 }
 
@@ -174,7 +174,7 @@ NewRun eviction_run(const EvictionReport& report, const std::string& label, cons
   run.params = eviction_params_json(report.config);
   if (!source.is_null()) run.params["source"] = source;
   run.metrics = eviction_report_to_json(report);
-  run.artifacts.emplace_back("eviction_map", eviction_maps_to_json(report));
+  run.artifacts.emplace_back(kEvictionMapArtifact, eviction_maps_to_json(report));
   return run;
 }
 
@@ -271,7 +271,7 @@ NewRun stream_run(const StreamReport& report, const StreamConfig& config,
   } else {
     run.metrics = json::object();
   }
-  run.artifacts.emplace_back("stream", stream_to_json(report));
+  run.artifacts.emplace_back(kStreamArtifact, stream_to_json(report));
   return run;
 }
 

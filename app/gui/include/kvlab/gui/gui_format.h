@@ -2,6 +2,8 @@
 // the command line and the HTML report (format_metric_value in kvlab/store/run_records.h).
 #pragma once
 
+#include <string>
+
 #include <QString>
 
 namespace kvlab::gui {
@@ -14,6 +16,9 @@ QString format_percent(double fraction);         // 0.0123 -> "1.23 %"
 QString format_signed_percent(double fraction);  // a change: 7.207 -> "+721 %"
 QString format_byte_count(double bytes);         // "1.5 MiB" (binary units)
 QString format_seconds(double seconds);          // "0.84 s", "12 ms"
+// A stored UTC ISO-8601 time ("2024-05-01T12:34:56.789Z") in local time, "2024-05-01 14:34:56"
+// (or without seconds); the text as it is when it does not parse.
+QString format_local_time(const std::string& created_at, bool seconds = true);
 
 // An engine message in the app's words: the command line's option names ("--group-size 0: ...")
 // become the names of the fields that set them ("Group size 0: ...").

@@ -31,6 +31,11 @@ enum class RunKind { Compression, Eviction, Quality, Plan, Stream };
 std::string_view run_kind_id(RunKind kind);
 std::optional<RunKind> run_kind_from_id(std::string_view id);
 
+// The artifacts the builders store, by name, for those who read them back.
+inline constexpr const char* kHistogramsArtifact = "histograms";     // compression
+inline constexpr const char* kStreamArtifact = "stream";             // compression, stream
+inline constexpr const char* kEvictionMapArtifact = "eviction_map";  // eviction
+
 // ---- Results into runs ------------------------------------------------------------------
 
 // `label` empty: the method's own label. `stream`: the streaming chart's data, when there is one.
