@@ -18,6 +18,7 @@ CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
   m_picker->set_tooltips(tr("Layer whose Huffman codebook is shown"),
                          tr("Keys and values have a codebook each, per layer"));
   m_about = new QLabel(this);
+  m_about->setWordWrap(true);  // on two lines rather than widen the page past a laptop's
   QPalette muted = m_about->palette();
   muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
   m_about->setPalette(muted);

@@ -48,6 +48,7 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   which_label->setBuddy(m_which);
   which_label->setToolTip(m_which->toolTip());
   m_entropy = new QLabel(this);
+  m_entropy->setWordWrap(true);  // on two lines rather than widen the page past a laptop's
   m_entropy->setToolTip(
       tr("Code values that occur at least once, and the order-0 Shannon entropy −Σ p·log2 p of "
          "this histogram: the fewest bits per code a coder of one code at a time could reach, "

@@ -42,9 +42,11 @@ LayerChart::LayerChart(QWidget* parent) : QCustomPlot(parent) {
   m_ratio_rect = new QCPAxisRect(this);
   plotLayout()->addElement(1, 0, m_error_rect);
   plotLayout()->addElement(2, 0, m_ratio_rect);
-  // A one-line legend under the title, so it never hides a curve.
+  // A legend under the title, so it never hides a curve; two entries a line, so it fits the
+  // chart's narrowest width too.
   legend = new QCPLegend;
   add_legend_row(this, legend, 1);
+  legend->setWrap(2);
   plotLayout()->setRowStretchFactor(2, 3);
   plotLayout()->setRowStretchFactor(3, 2);
 
