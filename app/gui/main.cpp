@@ -289,6 +289,10 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
     std::fprintf(stderr, "kvlab-gui: %s\n", error.toLocal8Bit().constData());
     return 1;
   }
+  for (const QString& page : kvlab::gui::pages_wider_than_window(window)) {
+    std::fprintf(stderr, "kvlab-gui: warning: at this size the page scrolls sideways (%s)\n",
+                 page.toLocal8Bit().constData());
+  }
   if (const int rc = take_codec_screenshots(window, dir); rc != 0) return rc;
   return take_eviction_needle_screenshot(window, dir);
 }

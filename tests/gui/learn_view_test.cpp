@@ -14,6 +14,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QTabBar>
 #include <QTableWidget>
 
 #include <string>
@@ -132,7 +133,7 @@ TEST(LearnView, EveryControlHasATooltip) {
       bool part = false;
       for (QWidget* p = w->parentWidget(); p && p != root; p = p->parentWidget()) {
         part |= qobject_cast<QAbstractSpinBox*>(p) || qobject_cast<QComboBox*>(p) ||
-                qobject_cast<QAbstractItemView*>(p);
+                qobject_cast<QAbstractItemView*>(p) || qobject_cast<QTabBar*>(p);
       }
       if (part) continue;
       controls += qobject_cast<QComboBox*>(w) || qobject_cast<QAbstractSpinBox*>(w) ? 1 : 0;

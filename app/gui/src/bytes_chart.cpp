@@ -28,7 +28,7 @@ QCPBars* make_bars(QCustomPlot* plot, const QString& name, const QColor& color) 
 }  // namespace
 
 BytesChart::BytesChart(QWidget* parent) : QCustomPlot(parent) {
-  setMinimumSize(360, 260);
+  setMinimumSize(320, 260);
   m_title = add_title(this, kTitle);
   plotLayout()->insertRow(1);
   m_subtitle = new QCPTextElement(this, QString(), QFont(font().family(), 9));

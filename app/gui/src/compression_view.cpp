@@ -17,6 +17,7 @@
 
 #include "kvlab/engine/report_json.h"
 #include "kvlab/gui/bytes_chart.h"
+#include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/code_length_panel.h"
 #include "kvlab/gui/codec_ratio_chart.h"
 #include "kvlab/gui/compression_runner.h"
@@ -144,6 +145,12 @@ QWidget* CompressionView::build_charts() {
   m_results = new ResultsPanel(charts);
   m_bytes_chart = new BytesChart;
   m_layer_chart = new LayerChart;
+  m_bytes_chart->setToolTip(
+      tr("Where the compressed bytes go: codes, scales, zero-points, the fp16 residual and "
+         "metadata, keys and values stacked, against the fp16 cache"));
+  m_layer_chart->setToolTip(
+      tr("Per layer: the attention-output error and the MSE of the reconstruction (above) and "
+         "the compression ratio (below)"));
   m_histograms = new HistogramPanel;
   m_code_lengths = new CodeLengthPanel;
   m_codec_ratios = new CodecRatioChart;
@@ -178,13 +185,8 @@ QWidget* CompressionView::build_charts() {
             m_histograms->select(layer, tensor, m_histograms->selected_histogram());
           });
 
-  auto* top = new QSplitter(Qt::Horizontal);
-  top->addWidget(m_bytes_chart);
-  top->addWidget(m_layer_chart);
-  top->setChildrenCollapsible(false);
-  top->setStretchFactor(0, 1);
-  top->setStretchFactor(1, 1);
-  top->setSizes({500, 500});
+  auto* top =
+      new ChartPair(m_bytes_chart, tr("Bytes by component"), m_layer_chart, tr("Per layer"));
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(top);
   vertical->addWidget(m_lower_tabs);

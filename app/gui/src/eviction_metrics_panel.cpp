@@ -53,6 +53,7 @@ EvictionMetricsPanel::EvictionMetricsPanel(QWidget* parent) : QGroupBox(tr("Resu
     for (int c = 0; c < kColumns; ++c) {
       auto* value = new QLabel(this);
       value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+      value->setWordWrap(true);  // two policies' numbers fit a 1024-pixel window
       value->setToolTip(name->toolTip());
       if (m == static_cast<int>(EvictionMetric::Policy)) {
         QFont bold = value->font();

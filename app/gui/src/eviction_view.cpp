@@ -11,6 +11,7 @@
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/eviction_chart_data.h"
 #include "kvlab/gui/eviction_map_chart.h"
 #include "kvlab/gui/eviction_metrics_panel.h"
@@ -164,22 +165,26 @@ QWidget* EvictionView::build_results() {
   scope_label->setToolTip(m_scope->toolTip());
   m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
   m_reset_zoom->setToolTip(tr("Show the whole map again (drag pans, the wheel zooms)"));
-  auto* selectors = new QHBoxLayout;
-  selectors->addWidget(m_picker);
-  selectors->addSpacing(18);
-  selectors->addWidget(scope_label);
-  selectors->addWidget(m_scope);
-  selectors->addStretch(1);
-  selectors->addWidget(m_reset_zoom);
+  // Two short rows rather than one that makes the page wider than a laptop's window.
+  auto* map_row = new QHBoxLayout;
+  map_row->addWidget(m_picker);
+  map_row->addStretch(1);
+  map_row->addWidget(m_reset_zoom);
+  auto* scope_row = new QHBoxLayout;
+  scope_row->addWidget(scope_label);
+  scope_row->addWidget(m_scope);
+  scope_row->addStretch(1);
+  auto* selectors = new QVBoxLayout;
+  selectors->setSpacing(4);
+  selectors->addLayout(scope_row);
+  selectors->addLayout(map_row);
 
   m_map = new EvictionMapChart;
   m_compare_map = new EvictionMapChart;
-  m_compare_map->setVisible(false);
   m_series = new EvictionSeriesChart;
-  auto* maps = new QSplitter(Qt::Horizontal);
-  maps->addWidget(m_map);
-  maps->addWidget(m_compare_map);
-  maps->setChildrenCollapsible(false);
+  m_maps = new ChartPair(m_map, tr("Policy"), m_compare_map, tr("Compared policy"));
+  m_maps->set_second_shown(false);
+  auto* maps = m_maps;
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(maps);
   vertical->addWidget(m_series);
@@ -295,7 +300,7 @@ void EvictionView::show_reports(const EvictionReport& report,
   for (int h = 0; h < heads; ++h) head_names << QString::number(h);
   m_picker->set_layer_count(layers);
   m_picker->set_choices(head_names);
-  m_compare_map->setVisible(compare.has_value());
+  m_maps->set_second_shown(compare.has_value());
   redraw();
   m_map->reset_zoom();
   m_compare_map->reset_zoom();
@@ -336,7 +341,9 @@ void EvictionView::redraw() {
   }
   const QString scope_text = scope < 0 ? tr("all layers") : tr("layer %1").arg(layer);
   m_series->set_data(series, scope_text);
-  m_metrics->set_summaries(eviction_summary(*m_report, scope), second, m_origin);
+  const EvictionSummary first = eviction_summary(*m_report, scope);
+  m_maps->set_titles(first.label, second ? second->label : tr("Compared policy"));
+  m_metrics->set_summaries(first, second, m_origin);
 }
 
 void EvictionView::sync_zoom(EvictionMapChart* from, EvictionMapChart* to) {

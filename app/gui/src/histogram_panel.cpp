@@ -48,7 +48,7 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   which_label->setBuddy(m_which);
   which_label->setToolTip(m_which->toolTip());
   m_entropy = new QLabel(this);
-  m_entropy->setWordWrap(true);  // on two lines rather than widen the page past a laptop's
+  m_entropy->setWordWrap(true);  // a line of its own under the pickers, wrapped when narrow
   m_entropy->setToolTip(
       tr("Code values that occur at least once, and the order-0 Shannon entropy −Σ p·log2 p of "
          "this histogram: the fewest bits per code a coder of one code at a time could reach, "
@@ -60,12 +60,12 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   controls->addSpacing(12);
   controls->addWidget(which_label);
   controls->addWidget(m_which);
-  controls->addSpacing(12);
-  controls->addWidget(m_entropy, 1);
+  controls->addStretch(1);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
   layout->addLayout(controls);
+  layout->addWidget(m_entropy);
   layout->addWidget(m_chart, 1);
 
   const auto picked = [this] {

@@ -28,7 +28,7 @@ QCPGraph* make_line(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, const QString& na
 }  // namespace
 
 LayerChart::LayerChart(QWidget* parent) : QCustomPlot(parent) {
-  setMinimumSize(360, 260);
+  setMinimumSize(320, 260);
   setAutoAddPlottableToLegend(false);
   plotLayout()->clear();  // two panes of our own instead of the default axis rect
 

@@ -14,6 +14,7 @@
 #include <QTimer>
 
 #include "kvlab/engine/method.h"
+#include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/code_length_chart.h"
 #include "kvlab/gui/gui_format.h"
 
@@ -142,7 +143,9 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   m_headline->setToolTip(
       tr("Read off the table: the Huffman row against 8-bit codes, the narrowest fixed width "
          "and the entropy, on this tensor's codes"));
-  auto* right = new QVBoxLayout;
+  auto* table_box = new QWidget;
+  auto* right = new QVBoxLayout(table_box);
+  right->setContentsMargins(0, 0, 0, 0);
   right->addWidget(m_table);
   right->addWidget(m_headline);
   right->addStretch(1);
@@ -155,8 +158,7 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
 
   auto* top = new QHBoxLayout;
   top->addWidget(controls_box);
-  top->addWidget(m_chart, 1);
-  top->addLayout(right);
+  top->addWidget(new ChartPair(m_chart, tr("Code lengths"), table_box, tr("Bits per code")), 1);
   body()->addLayout(top);
   body()->addWidget(m_tree, 1);
 

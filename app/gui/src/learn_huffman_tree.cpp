@@ -140,6 +140,12 @@ HuffmanTreeWidget::HuffmanTreeWidget(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
 }
 
+QSize HuffmanTreeWidget::minimumSizeHint() const {
+  constexpr int kLeafSlot = 40;
+  const int leaves = m_steps.leaf_count() * kLeafSlot + static_cast<int>(2 * kMargin);
+  return {std::max(480, leaves), 240};
+}
+
 void HuffmanTreeWidget::set_steps(const HuffmanSteps& steps) {
   m_steps = steps;
   m_merges = 0;
@@ -165,6 +171,7 @@ void HuffmanTreeWidget::set_steps(const HuffmanSteps& steps) {
       stack.emplace_back(n.left, false);
     }
   }
+  updateGeometry();  // the minimum width follows the number of leaves
   update();
 }
 

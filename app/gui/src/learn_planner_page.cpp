@@ -151,6 +151,7 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
   m_chart->setMaximumHeight(230);
   add_title(m_chart, tr("One GPU's memory"));
   add_legend_row(m_chart, m_chart->legend, 2);
+  m_chart->legend->setWrap(3);  // two short lines fit a laptop window
   m_chart->setToolTip(
       tr("Weights, reserve, the batch's KV cache (red where it does not fit) "
          "and what is left, against the usable memory (dashed)"));

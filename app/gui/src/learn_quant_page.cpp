@@ -13,6 +13,7 @@
 #include <QTableWidget>
 
 #include "kvlab/engine/metrics.h"
+#include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/number_fields.h"
 
@@ -163,11 +164,9 @@ LearnQuantPage::LearnQuantPage(QWidget* parent)
       tr("The chosen token's value, channel by channel (black), and what "
          "each grouping gives back after quantize + dequantize"));
 
-  auto* charts = new QHBoxLayout;
-  charts->addWidget(m_key_chart, 1);
-  charts->addWidget(m_value_chart, 1);
+  auto* charts = new ChartPair(m_key_chart, tr("Key"), m_value_chart, tr("Value"));
   auto* right = new QVBoxLayout;
-  right->addLayout(charts, 1);
+  right->addWidget(charts, 1);
   right->addWidget(m_table);
   auto* row = new QHBoxLayout;
   row->addWidget(controls_box);

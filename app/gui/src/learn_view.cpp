@@ -4,6 +4,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QStackedWidget>
 #include <QVBoxLayout>
 
@@ -49,6 +50,7 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
   auto* list_title = new QLabel(tr("<b>Learn</b> — KV-cache compression, step by step"));
   list_title->setWordWrap(true);
   list_title->setFixedWidth(190);
+  m_list_title = list_title;
   list_box->addWidget(list_title);
   list_box->addWidget(m_list, 1);
 
@@ -59,6 +61,8 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
 
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);
+  // The view answers for its own minimum (the steps without the list, see resizeEvent).
+  layout->setSizeConstraint(QLayout::SetNoConstraint);
   layout->addLayout(list_box);
   layout->addLayout(right, 1);
 
@@ -66,6 +70,28 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
   connect(m_previous, &QPushButton::clicked, this, &LearnView::show_previous);
   connect(m_next, &QPushButton::clicked, this, &LearnView::show_next);
   show_index(0);
+}
+
+QSize LearnView::minimumSizeHint() const {
+  const QSize steps = m_stack->minimumSizeHint();
+  return {steps.width(), steps.height() + m_next->sizeHint().height()};
+}
+
+void LearnView::resizeEvent(QResizeEvent* event) {
+  // On a narrow window the list of steps gives its width to the step shown; Previous / Next and
+  // "step N of 5" below still lead through the walk-through.
+  const bool fits =
+      event->size().width() >= m_list->width() + m_stack->minimumSizeHint().width() + 12;
+  m_list->setVisible(fits);
+  m_list_title->setVisible(fits);
+  QWidget::resizeEvent(event);
+}
+
+bool LearnView::event(QEvent* event) {
+  // A step's minimum changed (a wider Huffman tree): the scroll area around the page must hear
+  // of it, which a layout without a size constraint does not tell it.
+  if (event->type() == QEvent::LayoutRequest) updateGeometry();
+  return QWidget::event(event);
 }
 
 void LearnView::add_page(LearnPage* page, const QString& file_name) {

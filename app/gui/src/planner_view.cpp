@@ -22,6 +22,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
@@ -174,6 +175,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   add_title(m_memory_chart, tr("One GPU's memory per scheme"));
   add_title(m_context_chart, tr("KV memory against context"));
   add_legend_row(m_memory_chart, m_memory_chart->legend, 2);
+  m_memory_chart->legend->setWrap(2);  // four entries: two short lines fit a laptop window
   add_legend_row(m_context_chart, m_context_chart->legend, 2);
 
   auto* formula_row = new QHBoxLayout;
@@ -182,14 +184,13 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   formula_label->setToolTip(m_formula_scheme->toolTip());
   formula_row->addWidget(formula_label);
   formula_row->addWidget(m_formula_scheme, 1);
-  auto* charts = new QHBoxLayout;
-  charts->addWidget(m_memory_chart, 1);
-  charts->addWidget(m_context_chart, 1);
+  auto* charts = new ChartPair(m_memory_chart, tr("Memory per scheme"), m_context_chart,
+                               tr("Against context"));
   auto* right = new QVBoxLayout;
   right->addLayout(formula_row);
   right->addWidget(m_formula);
   right->addWidget(m_table);
-  right->addLayout(charts, 1);
+  right->addWidget(charts, 1);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(controls);
   layout->addLayout(right, 1);

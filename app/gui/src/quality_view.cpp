@@ -277,6 +277,10 @@ QWidget* QualityView::build_results() {
   m_log_y->setToolTip(tr("A logarithmic y axis, used when every value is positive"));
   m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
   m_reset_zoom->setToolTip(tr("Show every point again (drag pans, the wheel zooms)"));
+  for (QComboBox* axis : {m_x, m_y}) {  // shrink rather than widen the page past a laptop's
+    axis->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    axis->setMinimumContentsLength(6);
+  }
   auto* selectors = new QHBoxLayout;
   auto* x_label = new QLabel(tr("Across"), results);
   x_label->setBuddy(m_x);
@@ -286,10 +290,10 @@ QWidget* QualityView::build_results() {
   y_label->setToolTip(m_y->toolTip());
   selectors->addWidget(x_label);
   selectors->addWidget(m_x);
-  selectors->addSpacing(12);
+  selectors->addSpacing(8);
   selectors->addWidget(y_label);
   selectors->addWidget(m_y);
-  selectors->addSpacing(12);
+  selectors->addSpacing(8);
   selectors->addWidget(m_log_y);
   selectors->addStretch(1);
   selectors->addWidget(m_reset_zoom);

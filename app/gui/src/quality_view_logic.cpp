@@ -36,16 +36,18 @@ QString count_of(int n, const QString& one, const QString& many) {
 }
 
 // "stories260K.bin on its own sampled text (1024 tokens, seed 1)"
-QString describe(const QualityKey& key) {
+// "MODEL on TEXT"; on two lines for a chart title that must fit half a laptop's window.
+QString describe(const QualityKey& key, bool two_lines = false) {
+  const QString on = two_lines ? QObject::tr("\non") : QObject::tr(" on");
   const QString model = QFileInfo(QString::fromStdString(key.model)).fileName();
   const auto text = QualityText::parse(key.text);
   if (!text) return model + QStringLiteral(", ") + QString::fromStdString(key.text);
   if (text->kind == QualityText::Kind::File) {
-    return QObject::tr("%1 on %2")
-        .arg(model, QFileInfo(QString::fromStdString(text->path)).fileName());
+    return QObject::tr("%1%2 %3").arg(model, on,
+                                      QFileInfo(QString::fromStdString(text->path)).fileName());
   }
-  return QObject::tr("%1 on its own sampled text (%2 tokens, seed %3)")
-      .arg(model)
+  return QObject::tr("%1%2 its own sampled text (%3 tokens, seed %4)")
+      .arg(model, on)
       .arg(text->tokens)
       .arg(text->seed);
 }
@@ -218,7 +220,7 @@ void QualityView::redraw() {
     m_heading->setText(m_key ? describe(*m_key) : QString());
     return;
   }
-  const QString title = describe(m_points.front().key);
+  const QString title = describe(m_points.front().key, true);
   m_chart->set_data(quality_chart_data(m_points, x, y, title, m_log_y->isChecked()));
   const QualityPoint& first = m_points.front();
   QString heading = tr("%1; %2 tokens predicted in %3; exact perplexity %4; %5 on the Pareto "

@@ -3,7 +3,11 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QResizeEvent>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
@@ -44,6 +48,83 @@ QLabel* selectable_label(QWidget* parent) {
   return label;
 }
 
+// Name/value pairs in as many columns as the width allows, up to `max_columns`: three on a wide
+// window, fewer on a 1024-pixel one, so the panel never makes the page scroll sideways. Its
+// minimum width is one column's.
+class MetricGrid : public QWidget {
+ public:
+  MetricGrid(int max_columns, QWidget* parent)
+      : QWidget(parent), m_max_columns(max_columns), m_columns(max_columns) {
+    m_grid = new QGridLayout(this);
+    m_grid->setContentsMargins(0, 0, 0, 0);
+    m_grid->setHorizontalSpacing(kSpacing);
+    m_grid->setVerticalSpacing(4);
+    m_grid->setSizeConstraint(QLayout::SetNoConstraint);
+  }
+
+  void add(QLabel* name, QLabel* value) {
+    m_pairs.push_back({name, value});
+    place(m_columns);
+  }
+
+  // As narrow as one column; as tall as the rows of the columns shown now (a resize that changes
+  // the columns asks the page to lay out again).
+  QSize minimumSizeHint() const override { return {width_for(1), height_for(m_columns)}; }
+  QSize sizeHint() const override { return {width_for(m_max_columns), height_for(m_columns)}; }
+
+ protected:
+  void resizeEvent(QResizeEvent* event) override {
+    const int columns = columns_for(event->size().width());
+    if (columns != m_columns) place(columns);
+    QWidget::resizeEvent(event);
+  }
+
+ private:
+  static constexpr int kSpacing = 10;
+
+  int pair_width() const {
+    int name = 0, value = 0;
+    for (const auto& [n, v] : m_pairs) {
+      name = std::max(name, n->sizeHint().width());
+      value = std::max({value, v->minimumWidth(), v->sizeHint().width()});
+    }
+    return name + kSpacing + value;
+  }
+  int width_for(int columns) const { return columns * pair_width() + (columns - 1) * kSpacing; }
+  int height_for(int columns) const {
+    int row = 0;
+    for (const auto& [n, v] : m_pairs)
+      row = std::max({row, n->sizeHint().height(), v->sizeHint().height()});
+    const int rows = (static_cast<int>(m_pairs.size()) + columns - 1) / columns;
+    return rows * row + std::max(rows - 1, 0) * m_grid->verticalSpacing();
+  }
+  int columns_for(int width) const {
+    int columns = m_max_columns;
+    while (columns > 1 && width_for(columns) > width) --columns;
+    return columns;
+  }
+  void place(int columns) {
+    m_columns = columns;
+    for (const auto& [n, v] : m_pairs) {
+      m_grid->removeWidget(n);
+      m_grid->removeWidget(v);
+    }
+    for (int c = 0; c < 2 * m_max_columns; ++c) m_grid->setColumnStretch(c, 0);
+    for (std::size_t i = 0; i < m_pairs.size(); ++i) {
+      const int row = static_cast<int>(i) / columns, column = 2 * (static_cast<int>(i) % columns);
+      m_grid->addWidget(m_pairs[i].first, row, column, Qt::AlignRight);
+      m_grid->addWidget(m_pairs[i].second, row, column + 1);
+    }
+    for (int c = 1; c < 2 * columns; c += 2) m_grid->setColumnStretch(c, 1);
+    updateGeometry();
+  }
+
+  int m_max_columns;
+  int m_columns;
+  QGridLayout* m_grid;
+  std::vector<std::pair<QLabel*, QLabel*>> m_pairs;
+};
+
 }  // namespace
 
 ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
@@ -53,48 +134,42 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
       tr("The run shown: its source, method, tokens × layers, whether it was computed now or "
          "reopened from the runs database, and where the entropy coder ran"));
 
-  auto* grid = new QGridLayout;
-  grid->setHorizontalSpacing(10);
-  grid->setVerticalSpacing(4);
-  constexpr int kColumns = 3;
+  auto* grid = new MetricGrid(3, this);
   QFont value_font = font();
   value_font.setBold(true);
   for (int i = 0; i < kMetricCount; ++i) {
-    auto* name = new QLabel(tr(kMetrics[i].name) + QStringLiteral(":"), this);
+    auto* name = new QLabel(tr(kMetrics[i].name) + QStringLiteral(":"), grid);
     name->setToolTip(kMetrics[i].tooltip());
-    m_values[i] = selectable_label(this);
+    m_values[i] = selectable_label(grid);
     m_values[i]->setFont(value_font);
     m_values[i]->setToolTip(name->toolTip());
     m_values[i]->setMinimumWidth(90);
-    const int row = i / kColumns, column = 2 * (i % kColumns);
-    grid->addWidget(name, row, column, Qt::AlignRight);
-    grid->addWidget(m_values[i], row, column + 1);
+    grid->add(name, m_values[i]);
   }
-  for (int c = 1; c < 2 * kColumns; c += 2) grid->setColumnStretch(c, 1);
 
+  // The codec's numbers: a caption line, then the pairs in as many columns as fit.
   m_codec_row = new QWidget(this);
-  auto* codec = new QHBoxLayout(m_codec_row);
-  codec->setContentsMargins(0, 0, 0, 0);
-  codec->setSpacing(6);
+  auto* codec = new QVBoxLayout(m_codec_row);
+  codec->setContentsMargins(0, 4, 0, 0);
+  codec->setSpacing(2);
   m_codec_caption = new QLabel(m_codec_row);
   QFont caption_font = font();
   caption_font.setItalic(true);
   m_codec_caption->setFont(caption_font);
   m_codec_caption->setToolTip(
-      tr("The codec that entropy-coded KVComp's uint8 codes; the numbers beside it cover all of "
+      tr("The codec that entropy-coded KVComp's uint8 codes; the numbers below it cover all of "
          "its streams, every layer's K and V"));
   codec->addWidget(m_codec_caption);
+  auto* codec_grid = new MetricGrid(kCodecMetricCount, m_codec_row);
   for (int i = 0; i < kCodecMetricCount; ++i) {
-    auto* name = new QLabel(tr(kCodecMetrics[i].name) + QStringLiteral(":"), m_codec_row);
+    auto* name = new QLabel(tr(kCodecMetrics[i].name) + QStringLiteral(":"), codec_grid);
     name->setToolTip(kCodecMetrics[i].tooltip());
-    m_codec_values[i] = selectable_label(m_codec_row);
+    m_codec_values[i] = selectable_label(codec_grid);
     m_codec_values[i]->setFont(value_font);
     m_codec_values[i]->setToolTip(name->toolTip());
-    codec->addSpacing(8);
-    codec->addWidget(name);
-    codec->addWidget(m_codec_values[i]);
+    codec_grid->add(name, m_codec_values[i]);
   }
-  codec->addStretch(1);
+  codec->addWidget(codec_grid);
 
   auto* formula = new QGridLayout;
   formula->setHorizontalSpacing(10);
@@ -122,7 +197,7 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
 
   auto* layout = new QVBoxLayout(this);
   layout->addWidget(m_heading);
-  layout->addLayout(grid);
+  layout->addWidget(grid);
   layout->addWidget(m_codec_row);
   layout->addSpacing(4);
   layout->addLayout(formula);

@@ -4,6 +4,8 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QPixmap>
+#include <QScrollArea>
+#include <QScrollBar>
 
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
@@ -111,6 +113,27 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
   learn->show_index(learn_before);
   window.show_page(before);
   return written;
+}
+
+QStringList pages_wider_than_window(MainWindow& window) {
+  QStringList wide;
+  const Page before = window.current_page();
+  for (int i = 0; i < kPageCount; ++i) {
+    const auto page = static_cast<Page>(i);
+    window.show_page(page);
+    QApplication::processEvents();
+    QApplication::processEvents();
+    QWidget* widget = window.page_widget(page);
+    // A page sits in a QScrollArea's viewport (main_window.cpp).
+    auto* scroll = qobject_cast<QScrollArea*>(widget->parentWidget()->parentWidget());
+    if (scroll == nullptr || scroll->horizontalScrollBar()->maximum() == 0) continue;
+    wide << QObject::tr("%1: needs %2 px, has %3")
+                .arg(page_file_name(page))
+                .arg(widget->minimumSizeHint().width())
+                .arg(scroll->viewport()->width());
+  }
+  window.show_page(before);
+  return wide;
 }
 
 }  // namespace kvlab::gui

@@ -22,6 +22,7 @@ class QPushButton;
 
 namespace kvlab::gui {
 
+class ChartPair;
 class EvictionMapChart;
 class EvictionMetricsPanel;
 class EvictionPolicyPanel;
@@ -111,6 +112,7 @@ class EvictionView : public QWidget {
   QPushButton* m_reset_zoom = nullptr;
   EvictionMapChart* m_map = nullptr;
   EvictionMapChart* m_compare_map = nullptr;
+  ChartPair* m_maps = nullptr;  // the two maps: side by side, or tabs when narrow
   EvictionSeriesChart* m_series = nullptr;
 
   std::optional<EvictionReport> m_report, m_compare;

@@ -82,7 +82,8 @@ class HuffmanTreeWidget : public QWidget {
   // Where node `node` is drawn (its centre), for tests; invalid when not drawn now.
   QPointF node_position(int node) const;
 
-  QSize minimumSizeHint() const override { return {480, 240}; }
+  // Wide enough that the leaves' labels never overlap (a slot of 40 px per leaf).
+  QSize minimumSizeHint() const override;
   QSize sizeHint() const override { return {900, 330}; }
 
  protected:

@@ -38,6 +38,7 @@ class LearnView : public QWidget {
   QPushButton* previous_button() const { return m_previous; }
   QPushButton* next_button() const { return m_next; }
   QLabel* position_label() const { return m_position; }
+  QSize minimumSizeHint() const override;
 
  public slots:
   void show_index(int index);
@@ -47,6 +48,10 @@ class LearnView : public QWidget {
  signals:
   void open_full_view(const kvlab::gui::LearnLink& link);
 
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+  bool event(QEvent* event) override;
+
  private:
   void add_page(LearnPage* page, const QString& file_name);
   void update_navigation();
@@ -54,6 +59,7 @@ class LearnView : public QWidget {
   std::vector<LearnPage*> m_pages;
   QStringList m_file_names;
   QListWidget* m_list = nullptr;
+  QLabel* m_list_title = nullptr;
   QStackedWidget* m_stack = nullptr;
   QPushButton* m_previous = nullptr;
   QPushButton* m_next = nullptr;

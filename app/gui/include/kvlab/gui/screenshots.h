@@ -16,4 +16,9 @@ class MainWindow;
 // weights are found ($KVLAB_MODELS_DIR, or shared/models above the program or working folder).
 QStringList save_page_screenshots(MainWindow& window, const QString& dir, QString* error);
 
+// The pages that are wider than the window gives them, so that they scroll sideways at its
+// present size: "quality: needs 1046 px, has 1000". Shows each page in turn and returns to the
+// one shown before.
+QStringList pages_wider_than_window(MainWindow& window);
+
 }  // namespace kvlab::gui
