@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "fused_attention.cuh"
 #include "kvlab/engine/backend.h"
 #include "kvlab/engine/fused_attention.h"
 #include "kvlab/kernels/cuda_device.h"
@@ -89,6 +90,27 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
     return make_error(fmt::format(
         "CUDA fused attention: q holds {} and out {} floats, {} query heads need {} each", q.size(),
         out.size(), q_heads, head_floats));
+  }
+  // The kernels are built for GQA groups of 1, 2, 4 and 8 query heads per KV head. Another
+  // group (SmolLM2's 3, Qwen2-7B's 7) runs as `group` passes of one query head per KV head: pass
+  // j takes query heads j, group + j, 2 group + j, ... Each pass reads the cache once more.
+  if (const int group = q_heads / kv_heads; !supported_group(group)) {
+    const std::size_t pass_floats = static_cast<std::size_t>(kv_heads) * dim;
+    std::vector<float> q_pass(pass_floats), out_pass(pass_floats);
+    for (int j = 0; j < group; ++j) {
+      for (int kv = 0; kv < kv_heads; ++kv) {
+        const std::size_t head = static_cast<std::size_t>(kv) * group + j;
+        std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(head * dim), dim,
+                    q_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim);
+      }
+      if (Status st = fused_attention(cache, q_pass, kv_heads, out_pass); !st) return st;
+      for (int kv = 0; kv < kv_heads; ++kv) {
+        const std::size_t head = static_cast<std::size_t>(kv) * group + j;
+        std::copy_n(out_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim, dim,
+                    out.begin() + static_cast<std::ptrdiff_t>(head * dim));
+      }
+    }
+    return Ok{};
   }
   const int compressed = cache.compressed_tokens, buffered = cache.buffered_tokens;
   const int total = cache.tokens();
