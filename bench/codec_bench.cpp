@@ -17,8 +17,8 @@
 #include <fmt/format.h>
 
 #include "codec_bench_data.h"
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab::bench {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/quantizer.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab::bench {
 

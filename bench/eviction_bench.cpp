@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab::bench {
 namespace {

@@ -27,9 +27,9 @@
 #include <utility>
 #include <vector>
 
-#include "kvlab/engine/compressed_cache.h"
-#include "kvlab/engine/fused_attention.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab::bench {
 

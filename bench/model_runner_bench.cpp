@@ -12,7 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "kvlab/engine/llama_model.h"
+#include "kvlab/engine/model/llama_model.h"
 
 namespace kvlab::bench {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace {
 

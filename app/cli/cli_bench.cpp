@@ -19,10 +19,10 @@
 
 #include "cli_common.h"
 #include "kvlab/app/backends.h"
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/compressed_cache.h"
-#include "kvlab/engine/fused_attention.h"
-#include "kvlab/engine/method.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/quant/method.h"
 
 #if KVLAB_HAVE_ZSTD
 #include <zstd.h>
@@ -167,7 +167,7 @@ Result<nlohmann::json> fused_rows(const BenchOptions& o, const KvCache& cache, i
 
   std::vector<float> logits(static_cast<std::size_t>(q_heads) * tokens);
   std::vector<float> out(qn);
-  if (Status st = fp16_attention_logits(fp16, q, q_heads, logits); !st) return st.error();
+  KVLAB_TRY(fp16_attention_logits(fp16, q, q_heads, logits));
   std::vector<float> probs = logits;
   softmax_rows(probs, q_heads);
 

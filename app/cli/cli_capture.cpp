@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/model_capture.h"
+#include "kvlab/engine/model/model_capture.h"
+#include "kvlab/engine/sources/cache_file.h"
 
 namespace kvlab::cli {
 namespace {

@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/names.h"
+#include "kvlab/engine/core/names.h"
+#include "kvlab/engine/sources/cache_file.h"
 
 namespace kvlab::cli {
 
@@ -149,7 +149,7 @@ Result<MethodConfig> MethodOptions::resolve(std::string_view id,
   auto parsed_codec = parse_codec_option(codec);
   if (!parsed_codec) return make_error("--codec: " + parsed_codec.message());
   c.codec = *parsed_codec;
-  if (auto q = make_quantizer(c); !q) return q.error();
+  KVLAB_TRY(make_quantizer(c));
   return c;
 }
 

@@ -12,15 +12,15 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kvlab/engine/backend.h"
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/kv_cache.h"
-#include "kvlab/engine/llama_model.h"
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/model_capture.h"  // load_model() for capture and quality
-#include "kvlab/engine/progress.h"
-#include "kvlab/engine/result.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/core/result.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/model/model_capture.h"  // load_model() for capture and quality
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/store/run_records.h"
 #include "kvlab/store/runs_store.h"
 

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/report_json.h"
+#include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/compress.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::cli {

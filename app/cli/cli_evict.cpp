@@ -10,7 +10,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/eviction.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/eviction/eviction_json.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::cli {

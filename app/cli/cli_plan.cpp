@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/hf_model.h"
+#include "kvlab/engine/model/hf_model.h"
 #include "kvlab/planners/memory_formula.h"
 #include "kvlab/planners/solvers.h"
 

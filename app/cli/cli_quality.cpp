@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/model_quality.h"
+#include "kvlab/engine/model/model_quality.h"
 
 namespace kvlab::cli {
 namespace {

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/cache_file.h"
+#include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::cli {

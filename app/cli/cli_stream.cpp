@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/engine/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim.h"
 
 namespace kvlab::cli {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "kvlab/engine/backend.h"
+#include "kvlab/engine/core/backend.h"
 
 #if KVLAB_WITH_CUDA
 #include "kvlab/kernels/cuda_backend.h"
@@ -22,7 +22,7 @@ void register_backends() {
 }
 
 Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest& request) {
-  if (Status st = cuda::require_gpu(); !st) return st.error();
+  KVLAB_TRY(cuda::require_gpu());
   cuda::GpuBenchOptions options;
   options.contexts = request.contexts;
   options.repeats = request.repeats;

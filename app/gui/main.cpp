@@ -22,9 +22,9 @@
 #include <QTimer>
 
 #include "kvlab/app/backends.h"
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/gui/app_settings.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_map_chart.h"

@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 
 #include "fused_attention.cuh"
-#include "kvlab/engine/backend.h"
-#include "kvlab/engine/fused_attention.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/core/backend.h"
 #include "kvlab/kernels/cuda_device.h"
 #include "kvlab/kernels/gpu_kv.h"
 
@@ -103,7 +103,7 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
         std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(head * dim), dim,
                     q_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim);
       }
-      if (Status st = fused_attention(cache, q_pass, kv_heads, out_pass); !st) return st;
+      KVLAB_TRY(fused_attention(cache, q_pass, kv_heads, out_pass));
       for (int kv = 0; kv < kv_heads; ++kv) {
         const std::size_t head = static_cast<std::size_t>(kv) * group + j;
         std::copy_n(out_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim, dim,
@@ -132,7 +132,7 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
     return std::span<float>(m_part);
   };
   if (compressed > 0) {
-    if (Status st = attention_logits(layer, q, q_heads, part(compressed)); !st) return st;
+    KVLAB_TRY(attention_logits(layer, q, q_heads, part(compressed)));
     place_columns(m_part, q_heads, compressed, 0, total, m_all);
   }
   if (buffered > 0) {
@@ -150,19 +150,19 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
   };
   if (compressed > 0) {
     take_columns(m_all, q_heads, compressed, 0, total, part(compressed));
-    if (Status st = attention_values(layer, m_part, q_heads, m_out); !st) return st;
+    KVLAB_TRY(attention_values(layer, m_part, q_heads, m_out));
     add_part();
   }
   if (buffered > 0) {
     take_columns(m_all, q_heads, buffered, compressed, total, part(buffered));
-    if (Status st = kvlab::fp16_attention_values(buffer, m_part, q_heads, m_out); !st) return st;
+    KVLAB_TRY(kvlab::fp16_attention_values(buffer, m_part, q_heads, m_out));
     add_part();
   }
   return Ok{};
 }
 
 Result<std::unique_ptr<Backend>> make_cuda_backend() {
-  if (Status st = require_gpu(); !st) return st.error();
+  KVLAB_TRY(require_gpu());
   auto devices = list_devices();
   if (!devices) return devices.error();
   if (devices->empty()) return make_error("CUDA: no usable GPU (no CUDA device found)");

@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab::cuda {
 

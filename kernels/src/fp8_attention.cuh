@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "kvlab/engine/fp8.h"
+#include "kvlab/engine/quant/fp8.h"
 
 namespace kvlab::cuda {
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fused_attention.cuh"
+#include "kvlab/engine/codec/table_entry.h"
 #include "packed_attention.cuh"
 
 namespace kvlab::cuda {
@@ -105,19 +106,19 @@ __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::ui
     while (c < s.dim) {
       const std::uint32_t x = r.peek();
       const std::uint32_t e = table[x & 4095u];
-      const std::uint32_t len1 = (e >> 16) & 15u;
-      const bool esc = (e >> 27) != 0;
-      const bool two = ((e >> 25) & 3u) == 2u && c + 1 < s.dim;
-      const std::uint32_t first = esc ? (x >> len1) & 255u : e & 255u;
-      const std::uint32_t adv = two ? (e >> 20) & 31u : len1 + (esc ? 8u : 0u);
+      const std::uint32_t len1 = table_entry::pair_first_length(e);
+      const bool esc = table_entry::pair_escape(e);
+      const bool two = table_entry::pair_count(e) == 2u && c + 1 < s.dim;
+      const std::uint32_t first = esc ? (x >> len1) & 255u : table_entry::pair_first(e);
+      const std::uint32_t adv = two ? table_entry::pair_total_length(e) : len1 + (esc ? 8u : 0u);
       r.skip(adv);
       used += adv;
-      ok &= ((e >> 25) & 3u) != 0;
+      ok &= table_entry::pair_count(e) != 0;
       // No branch: a lookup without a second symbol adds a zero code at channel c + 1, which
       // is harmless for the dot products and overwritten by the next lookup in the tile (the
       // tile and query buffers have room past the last channel).
       f(c, first);
-      f(min(c + 1, s.dim), two ? (e >> 8) & 255u : 0u);
+      f(min(c + 1, s.dim), two ? table_entry::pair_second(e) : 0u);
       c += two ? 2 : 1;
     }
     return ok && used == bits;

@@ -18,9 +18,9 @@
 #include "fp8_attention.cuh"
 #include "fused_attention.cuh"
 #include "group_quantize.cuh"
-#include "kvlab/engine/dtype.h"
-#include "kvlab/engine/fp8.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/quant/fp8.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/kernels/cuda_device.h"
 #include "kvlab/kernels/gpu_bench.h"
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gpu_layer.cuh"
+#include "kvlab/engine/codec/table_entry.h"
 #include "kvlab/kernels/cuda_device.h"
 
 namespace kvlab::cuda {
@@ -51,18 +52,20 @@ std::vector<std::uint32_t> pair_table(const HuffmanCodebook& book) {
   for (std::uint32_t i = 0; i < out.size(); ++i) {
     const std::uint32_t e1 = t[i];
     if (e1 == 0) continue;
-    const std::uint32_t len1 = e1 >> 9, s1 = e1 & 511u;
+    const std::uint32_t len1 = table_entry::single_length(e1);
+    const std::uint32_t s1 = table_entry::single_symbol(e1);
     if (s1 == HuffmanCodebook::kEscape) {
-      out[i] = (len1 << 16) | (len1 << 20) | (1u << 25) | (1u << 27);
+      out[i] = table_entry::pair(0, 0, len1, len1, 1, true);
       continue;
     }
-    std::uint32_t entry = s1 | (len1 << 16) | (len1 << 20) | (1u << 25);
+    std::uint32_t entry = table_entry::pair(s1, 0, len1, len1, 1, false);
     const std::uint32_t room = HuffmanCodebook::kMaxCodeLength - len1;
     if (room > 0) {
       const std::uint32_t e2 = t[(i >> len1) & ((1u << room) - 1u)];
-      const std::uint32_t len2 = e2 >> 9, s2 = e2 & 511u;
+      const std::uint32_t len2 = table_entry::single_length(e2);
+      const std::uint32_t s2 = table_entry::single_symbol(e2);
       if (e2 != 0 && len2 <= room && s2 != HuffmanCodebook::kEscape) {
-        entry = s1 | (s2 << 8) | (len1 << 16) | ((len1 + len2) << 20) | (2u << 25);
+        entry = table_entry::pair(s1, s2, len1, len1 + len2, 2, false);
       }
     }
     out[i] = entry;
@@ -99,7 +102,7 @@ std::uint64_t GpuCodes::metadata_bytes() const {
 }
 
 Status GpuCodes::upload(const EncodedCodes& e) {
-  if (Status st = validate_encoded(e); !st) return st;
+  KVLAB_TRY(validate_encoded(e));
   kind = e.kind;
   tokens = e.tokens;
   heads = e.heads;

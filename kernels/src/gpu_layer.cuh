@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cuda_check.cuh"
-#include "kvlab/engine/code_codec.h"
+#include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/kernels/gpu_kv.h"
 
 namespace kvlab::cuda {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "kvlab/engine/names.h"
+#include "kvlab/engine/core/names.h"
 
 namespace kvlab::planners {
 namespace detail {
@@ -147,7 +147,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     return make_error(fmt::format("model entry '{}': {}", m.id, e.what()));
   }
-  if (auto v = m.validate(); !v) return v.error();
+  KVLAB_TRY(m.validate());
   return m;
 }
 
@@ -190,7 +190,7 @@ Result<GpuSpec> gpu_from_json(const nlohmann::json& j) {
   } catch (const nlohmann::json::exception& e) {
     return make_error(fmt::format("GPU entry '{}': {}", g.id, e.what()));
   }
-  if (auto v = g.validate(); !v) return v.error();
+  KVLAB_TRY(g.validate());
   return g;
 }
 

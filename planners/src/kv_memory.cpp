@@ -7,14 +7,14 @@
 
 #include <fmt/format.h>
 
-#include "kvlab/engine/names.h"
+#include "kvlab/engine/core/names.h"
+#include "kvlab/engine/quant/kivi.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::planners {
 namespace {
 
-constexpr std::uint64_t kTensorHeaderBytes = 16;  // as the engine's quantizers count them
-constexpr std::uint64_t kScaleBytes = 4;          // one float
+constexpr std::uint64_t kScaleBytes = 4;  // one float
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {
   return (a + b - 1) / b;
@@ -197,15 +197,12 @@ std::uint64_t scheme_tensor_bytes(const Scheme& s, bool key, std::int64_t tokens
     case SchemeKind::Measured:
       return static_cast<std::uint64_t>(
           std::ceil(static_cast<double>(n) * s.measured_bits_per_value / 8));
-    case SchemeKind::Kivi: {
-      const std::uint64_t g = static_cast<std::uint64_t>(s.group_size);
-      const std::uint64_t r = static_cast<std::uint64_t>(s.residual);
-      const std::uint64_t q = (t > r ? t - r : 0) / g * g;  // whole groups quantized
-      const std::uint64_t units = key ? q / g * heads * dim : q * heads * ceil_div(dim, g);
-      const std::uint64_t codes = ceil_div(q * heads * dim * s.bits, 8);
-      const std::uint64_t residual = (t - q) * heads * dim * 2;
-      return codes + 2 * kScaleBytes * units + residual + kTensorHeaderBytes + 3 * 4;
-    }
+    case SchemeKind::Kivi:
+      return kivi_tensor_bytes(
+                 KiviShape{t, static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(dim),
+                           s.bits, s.group_size, s.residual},
+                 key ? TensorRole::Key : TensorRole::Value)
+          .total();
   }
   return 2 * n;
 }

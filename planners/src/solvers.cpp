@@ -36,9 +36,9 @@ double step_seconds(const GpuSpec& g, const Deployment& d, std::uint64_t weights
 
 Status validate_common(const ModelSpec& m, const GpuSpec& g, const Deployment& d,
                        double efficiency) {
-  if (auto v = m.validate(); !v) return v;
-  if (auto v = g.validate(); !v) return v;
-  if (auto v = d.validate(m); !v) return v;
+  KVLAB_TRY(m.validate());
+  KVLAB_TRY(g.validate());
+  KVLAB_TRY(d.validate(m));
   if (!(efficiency > 0 && efficiency <= 1)) {
     return make_error(fmt::format("--efficiency {}: must be in (0, 1]", efficiency));
   }
@@ -48,7 +48,7 @@ Status validate_common(const ModelSpec& m, const GpuSpec& g, const Deployment& d
 }  // namespace
 
 Status Scenario::validate() const {
-  if (auto v = validate_common(model, gpu, deployment, bandwidth_efficiency); !v) return v;
+  KVLAB_TRY(validate_common(model, gpu, deployment, bandwidth_efficiency));
   if (batch < 1 || batch > kMaxBatch) {
     return make_error(fmt::format("--batch {}: must be between 1 and {}", batch, kMaxBatch));
   }
@@ -78,7 +78,7 @@ QuickPlan quick_plan(const Scenario& s) {
 }
 
 Result<PlanResult> plan(const Scenario& s) {
-  if (auto v = s.validate(); !v) return v.error();
+  KVLAB_TRY(s.validate());
   const ModelSpec& m = s.model;
   const Deployment& d = s.deployment;
   PlanResult r;

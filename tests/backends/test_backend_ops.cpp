@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "kvlab/app/backends.h"
-#include "kvlab/engine/backend.h"
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/compressed_cache.h"
-#include "kvlab/engine/dtype.h"
-#include "kvlab/engine/tensor.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/tensor.h"
 
 namespace kvlab {
 namespace {

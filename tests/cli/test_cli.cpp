@@ -12,7 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.h"
-#include "kvlab/engine/eviction.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/eviction/eviction_json.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_test_support.h"
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/safetensors.h"
+#include "kvlab/engine/sources/cache_file.h"
+#include "kvlab/engine/sources/safetensors.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // 16 / 3.5 = 4.57x at 3.5 bits; with eviction the cache holds a fifth of that: 22.86x, 0.7 bits.
 #pragma once
 
-#include "kvlab/engine/model_quality.h"
+#include "kvlab/engine/model/model_quality.h"
 
 namespace kvlab::test {
 

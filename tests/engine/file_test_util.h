@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/core/kv_cache.h"
 #include "scratch_dir.h"
 
 namespace kvlab::file_test {

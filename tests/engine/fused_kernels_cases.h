@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "fused_kernels.h"
-#include "kvlab/engine/dtype.h"
-#include "random.h"
+#include "attention/fused_kernels.h"
+#include "core/random.h"
+#include "kvlab/engine/core/dtype.h"
 
 namespace kvlab {
 namespace {

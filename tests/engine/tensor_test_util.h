@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "kvlab/engine/tensor.h"
+#include "kvlab/engine/core/tensor.h"
 
 namespace kvlab::tensor_test {
 

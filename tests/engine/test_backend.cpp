@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/backend.h"
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/fused_attention.h"
-#include "kvlab/engine/report_json.h"
-#include "kvlab/engine/synthetic.h"
-#include "random.h"
+#include "core/random.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "tensor_test_util.h"
 
 namespace kvlab {

@@ -12,9 +12,9 @@
 #include <tuple>
 #include <vector>
 
-#include "codec_streams.h"
-#include "kvlab/engine/code_codec.h"
-#include "random.h"
+#include "codec/codec_streams.h"
+#include "core/random.h"
+#include "kvlab/engine/codec/code_codec.h"
 
 namespace kvlab {
 namespace {

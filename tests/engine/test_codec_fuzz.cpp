@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "kvlab/engine/code_codec.h"
-#include "random.h"
+#include "core/random.h"
+#include "kvlab/engine/codec/code_codec.h"
 
 namespace kvlab {
 namespace {

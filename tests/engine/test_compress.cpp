@@ -4,9 +4,9 @@
 
 #include <cmath>
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/report_json.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab {
 namespace {

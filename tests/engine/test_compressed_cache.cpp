@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "group_quant.h"
-#include "kvlab/engine/compressed_cache.h"
-#include "random.h"
+#include "core/random.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "quant/group_quant.h"
 #include "tensor_test_util.h"
 
 namespace kvlab {

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "kvlab/engine/dtype.h"
+#include "kvlab/engine/core/dtype.h"
 
 namespace kvlab {
 namespace {

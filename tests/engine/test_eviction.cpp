@@ -9,8 +9,9 @@
 #include <numeric>
 #include <set>
 
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab {
 namespace {

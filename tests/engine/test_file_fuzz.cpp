@@ -11,9 +11,9 @@
 #include <string>
 
 #include "file_test_util.h"
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/npy.h"
-#include "kvlab/engine/safetensors.h"
+#include "kvlab/engine/sources/cache_file.h"
+#include "kvlab/engine/sources/npy.h"
+#include "kvlab/engine/sources/safetensors.h"
 
 namespace kvlab {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "kvlab/engine/fp8.h"
+#include "kvlab/engine/quant/fp8.h"
 
 namespace kvlab {
 namespace {

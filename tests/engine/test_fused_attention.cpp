@@ -10,9 +10,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/fused_attention.h"
-#include "random.h"
+#include "core/random.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/codec/code_codec.h"
 #include "tensor_test_util.h"
 
 namespace kvlab {

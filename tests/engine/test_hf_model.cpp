@@ -9,8 +9,8 @@
 #include <fstream>
 
 #include "file_test_util.h"
-#include "kvlab/engine/hf_model.h"
-#include "kvlab/engine/safetensors.h"
+#include "kvlab/engine/model/hf_model.h"
+#include "kvlab/engine/sources/safetensors.h"
 
 namespace kvlab {
 namespace {

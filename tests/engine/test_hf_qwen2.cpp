@@ -13,7 +13,7 @@
 #include <random>
 
 #include "file_test_util.h"
-#include "kvlab/engine/hf_model.h"
+#include "kvlab/engine/model/hf_model.h"
 
 namespace kvlab {
 namespace {

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "file_test_util.h"
-#include "kvlab/engine/hf_tokenizer.h"
+#include "kvlab/engine/model/hf_tokenizer.h"
 
 namespace kvlab {
 namespace {

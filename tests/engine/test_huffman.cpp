@@ -9,10 +9,10 @@
 #include <queue>
 #include <vector>
 
-#include "codec_streams.h"
-#include "huffman_lengths.h"
-#include "kvlab/engine/code_codec.h"
-#include "random.h"
+#include "codec/codec_streams.h"
+#include "codec/huffman_lengths.h"
+#include "core/random.h"
+#include "kvlab/engine/codec/code_codec.h"
 
 namespace kvlab {
 namespace {

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "kvlab/engine/llama_model.h"
-#include "kvlab/engine/model_quality.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/model/model_quality.h"
 #include "scratch_dir.h"
 
 namespace kvlab {

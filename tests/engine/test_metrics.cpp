@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kvlab/engine/metrics.h"
+#include "kvlab/engine/attention/metrics.h"
 
 namespace kvlab {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "file_test_util.h"
-#include "kvlab/engine/model_capture.h"
+#include "kvlab/engine/model/model_capture.h"
 
 namespace kvlab {
 namespace {

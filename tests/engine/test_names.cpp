@@ -1,6 +1,6 @@
 // Names users type: canonical ids and "did you mean" suggestions, against cases worked out by
 // hand.
-#include "kvlab/engine/names.h"
+#include "kvlab/engine/core/names.h"
 
 #include <gtest/gtest.h>
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "file_test_util.h"
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/npy.h"
+#include "kvlab/engine/sources/cache_file.h"
+#include "kvlab/engine/sources/npy.h"
 
 namespace kvlab {
 namespace {

@@ -7,9 +7,10 @@
 #include <random>
 #include <vector>
 
-#include "bitpack.h"
-#include "kvlab/engine/fp8.h"
-#include "kvlab/engine/method.h"
+#include "codec/bitpack.h"
+#include "kvlab/engine/quant/fp8.h"
+#include "kvlab/engine/quant/kivi.h"
+#include "kvlab/engine/quant/method.h"
 
 namespace kvlab {
 namespace {
@@ -177,6 +178,16 @@ TEST(Quantizers, KiviWithinHalfStepAndRecentTokensExact) {
           EXPECT_EQ(qt.bytes.zero_points, units * 4);
           EXPECT_EQ(qt.bytes.residual, (s.tokens - quantized) * hd * 2);
           EXPECT_EQ(qt.bytes.metadata, 16u + 3 * 4);
+          // The formula the planner evaluates gives the same bytes, component by component.
+          const ByteBreakdown formula = kivi_tensor_bytes(
+              KiviShape{static_cast<std::uint64_t>(s.tokens), static_cast<std::uint64_t>(s.heads),
+                        static_cast<std::uint64_t>(s.dim), bits, group, c.residual},
+              role);
+          EXPECT_EQ(formula.codes, qt.bytes.codes);
+          EXPECT_EQ(formula.scales, qt.bytes.scales);
+          EXPECT_EQ(formula.zero_points, qt.bytes.zero_points);
+          EXPECT_EQ(formula.residual, qt.bytes.residual);
+          EXPECT_EQ(formula.metadata, qt.bytes.metadata);
         }
       }
     }

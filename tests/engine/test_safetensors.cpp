@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "file_test_util.h"
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/safetensors.h"
+#include "kvlab/engine/sources/cache_file.h"
+#include "kvlab/engine/sources/safetensors.h"
 
 namespace kvlab {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "kvlab/engine/stream_sim.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab {
 namespace {

@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <string>
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "scratch_dir.h"
 
 namespace kvlab::gui_test {

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/dtype.h"
-#include "kvlab/engine/fp8.h"
-#include "kvlab/engine/fused_attention.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/quant/fp8.h"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "kvlab/kernels/gpu_kv.h"
 

@@ -9,13 +9,13 @@
 #include <random>
 #include <vector>
 
-#include "bitpack.h"
-#include "group_quant.h"
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/compressed_cache.h"
-#include "kvlab/engine/dtype.h"
-#include "kvlab/engine/tensor.h"
+#include "codec/bitpack.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/tensor.h"
 #include "kvlab/kernels/gpu_kv.h"
+#include "quant/group_quant.h"
 
 namespace kvlab {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/quantizer.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/quant/quantizer.h"
 #include "kvlab/planners/solvers.h"
 
 namespace kvlab::planners {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/gui_style.h"
 
 namespace kvlab::gui {
 
@@ -18,7 +19,7 @@ CodeLengthChart::CodeLengthChart(QWidget* parent) : QCustomPlot(parent) {
   QFont note_font = font();
   note_font.setPointSize(9);
   m_note = new QCPTextElement(this, QString(), note_font);
-  m_note->setTextColor(QColor(90, 90, 90));
+  m_note->setTextColor(style::kMutedText);
   plotLayout()->insertRow(1);
   plotLayout()->addElement(1, 0, m_note);
 

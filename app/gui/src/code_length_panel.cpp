@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/code_length_chart.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/layer_picker.h"
 
 namespace kvlab::gui {
@@ -19,9 +20,7 @@ CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
                          tr("Keys and values have a codebook each, per layer"));
   m_about = new QLabel(this);
   m_about->setWordWrap(true);  // on two lines rather than widen the page past a laptop's
-  QPalette muted = m_about->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_about->setPalette(muted);
+  style::make_muted(m_about);
   m_chart = new CodeLengthChart(this);
 
   auto* controls = new QHBoxLayout;

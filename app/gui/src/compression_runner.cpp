@@ -1,8 +1,8 @@
 #include "kvlab/gui/compression_runner.h"
 
-#include "kvlab/engine/backend.h"
-#include "kvlab/engine/cache_file.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/sources/cache_file.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab::gui {
 

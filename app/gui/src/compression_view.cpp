@@ -15,18 +15,20 @@
 #include <QTabWidget>
 #include <QVBoxLayout>
 
-#include "kvlab/engine/report_json.h"
+#include "kvlab/engine/io/report_json.h"
 #include "kvlab/gui/bytes_chart.h"
 #include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/code_length_panel.h"
 #include "kvlab/gui/codec_ratio_chart.h"
 #include "kvlab/gui/compression_runner.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/histogram_panel.h"
 #include "kvlab/gui/layer_chart.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/report_charts.h"
 #include "kvlab/gui/results_panel.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/gui/stale_mark.h"
 #include "kvlab/gui/stream_chart.h"
@@ -37,7 +39,6 @@ namespace kvlab::gui {
 namespace {
 
 constexpr int kControlsWidth = 360;
-constexpr int kStatusTimeoutMs = 8000;
 
 }  // namespace
 
@@ -62,8 +63,8 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
           [this](const StreamReport& stream) { m_pending_stream = stream; });
   connect(m_runner, &CompressionRunner::succeeded, this, &CompressionView::on_succeeded);
   connect(m_runner, &CompressionRunner::failed, this, &CompressionView::on_failed);
-  connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
-  connect(m_cancel_button, &QPushButton::clicked, this, &CompressionView::cancel);
+  connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
+  connect(m_shell, &RunShell::cancel_requested, this, &CompressionView::cancel);
   connect(m_source, &SourcePanel::changed, this, [this] {
     m_cache_note->setText(m_runner->would_reuse_cache(m_source->spec())
                               ? tr("The cache in memory will be reused.")
@@ -93,38 +94,19 @@ QWidget* CompressionView::build_controls() {
   backend->addWidget(backend_label);
   backend->addWidget(m_backend, 1);
 
-  m_run_button = new QPushButton(tr("Run"), controls);
-  m_run_button->setDefault(true);
-  m_run_button->setToolTip(
-      tr("Generate or load the cache (kept in memory while only the method changes), compress it "
-         "with the method, measure it and save the run"));
-  m_cancel_button = new QPushButton(tr("Cancel"), controls);
-  m_cancel_button->setToolTip(tr("Stop the run; nothing is saved"));
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_run_button);
-  buttons->addWidget(m_cancel_button);
-
-  m_progress = new QProgressBar(controls);
-  m_progress->setRange(0, 100);
-  m_progress->setValue(0);
-  m_progress->setToolTip(tr("How far the run has got, layer by layer"));
-  m_stage = new QLabel(controls);
-  m_stage->setWordWrap(true);
-  m_cache_note = new QLabel(tr("The cache will be generated or loaded on Run."), controls);
-  m_cache_note->setWordWrap(true);
-  QPalette muted = m_cache_note->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_cache_note->setPalette(muted);
-  m_stage->setPalette(muted);
+  m_shell = new RunShell(
+      {tr("Generate or load the cache (kept in memory while only the method changes), compress it "
+          "with the method, measure it and save the run"),
+       tr("Stop the run; nothing is saved"), tr("How far the run has got, layer by layer")},
+      controls);
+  m_cache_note = style::muted_label(tr("The cache will be generated or loaded on Run."), controls);
 
   auto* layout = new QVBoxLayout(controls);
   layout->setContentsMargins(0, 0, 6, 0);
   layout->addWidget(m_source);
   layout->addWidget(m_method);
   layout->addLayout(backend);
-  layout->addLayout(buttons);
-  layout->addWidget(m_progress);
-  layout->addWidget(m_stage);
+  layout->addWidget(m_shell);
   layout->addWidget(m_cache_note);
   layout->addStretch(1);
 
@@ -204,13 +186,9 @@ QWidget* CompressionView::build_charts() {
 }
 
 void CompressionView::set_running(bool running) {
-  m_run_button->setEnabled(!running);
-  m_cancel_button->setEnabled(running);
   m_source->setEnabled(!running);
   m_method->setEnabled(!running);
   m_backend->setEnabled(!running);
-  if (!running) m_stage->clear();
-  m_stage->setVisible(running);
 }
 
 bool CompressionView::is_running() const {
@@ -227,8 +205,7 @@ bool CompressionView::run() {
   if (!m_runner->start(job)) return false;
   m_last_ok = false;
   m_last_error.clear();
-  m_progress->setValue(0);
-  m_stage->setText(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
+  m_shell->started(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
                                                            : tr("Preparing the cache"));
   set_running(true);
   emit status_message(
@@ -241,7 +218,7 @@ bool CompressionView::run() {
 void CompressionView::cancel() {
   if (!m_runner->busy()) return;
   m_runner->cancel();
-  m_stage->setText(tr("Cancelling…"));
+  m_shell->cancelling();
 }
 
 bool CompressionView::run_and_wait(int timeout_ms) {
@@ -260,13 +237,12 @@ bool CompressionView::wait_until_done(int timeout_ms) {
 }
 
 void CompressionView::on_progress(int percent, const QString& stage) {
-  m_progress->setValue(percent);
-  m_stage->setText(stage);
+  m_shell->progress(percent, stage);
 }
 
 void CompressionView::on_succeeded(const CompressionReport& report, bool reused_cache) {
+  m_shell->finished(true);
   set_running(false);
-  m_progress->setValue(100);
   m_last_ok = true;
   m_last_reused_cache = reused_cache;
   m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the method changed).")
@@ -279,11 +255,11 @@ void CompressionView::on_succeeded(const CompressionReport& report, bool reused_
 
 void CompressionView::on_failed(const QString& message, bool cancelled) {
   m_pending_stream.reset();
+  m_shell->finished(false);
   set_running(false);
-  m_progress->setValue(0);
   m_last_error = message;
   if (cancelled) {
-    emit status_message(tr("Run cancelled."), kStatusTimeoutMs);
+    emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
     return;
   }
   show_error(tr("The run failed: %1").arg(message));
@@ -341,7 +317,7 @@ void CompressionView::save_run(const CompressionReport& report) {
                format_bits_per_value(report.bits_per_value),
                QString::fromStdString(report.backend + ": " + report.device));
   if (!m_store) {
-    emit status_message(done + tr(" (not saved: no runs database)"), kStatusTimeoutMs);
+    emit status_message(done + tr(" (not saved: no runs database)"), style::kStatusTimeoutMs);
     return;
   }
   const nlohmann::json stream = m_stream ? stream_to_json(*m_stream) : nlohmann::json();
@@ -352,7 +328,7 @@ void CompressionView::save_run(const CompressionReport& report) {
     return;
   }
   m_last_saved_id = *id;
-  emit status_message(done + tr(", saved as run #%1").arg(*id), kStatusTimeoutMs);
+  emit status_message(done + tr(", saved as run #%1").arg(*id), style::kStatusTimeoutMs);
   emit run_saved(*id);
 }
 

@@ -13,6 +13,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
@@ -136,9 +137,7 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
          "below"));
   m_about = new QLabel(policy_group);
   m_about->setWordWrap(true);
-  QPalette muted = m_about->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_about->setPalette(muted);
+  style::make_muted(m_about);
   m_budget = new BudgetEdit(policy_group);
   m_steps = make_spin(policy_group, 1, 16000, d.steps,
                       tr("Decode steps: the last tokens of the cache arrive one per step"));

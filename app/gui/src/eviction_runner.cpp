@@ -1,6 +1,6 @@
 #include "kvlab/gui/eviction_runner.h"
 
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/gui/compression_runner.h"
 
 namespace kvlab::gui {

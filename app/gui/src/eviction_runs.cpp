@@ -1,4 +1,5 @@
 #include "kvlab/gui/eviction_runs.h"
+#include "kvlab/engine/eviction/eviction_json.h"
 
 #include <string>
 

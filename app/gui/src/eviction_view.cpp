@@ -20,7 +20,9 @@
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/eviction_series_chart.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/layer_picker.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/gui/stale_mark.h"
 
@@ -29,16 +31,6 @@ namespace kvlab::gui {
 namespace {
 
 constexpr int kControlsWidth = 360;
-constexpr int kStatusTimeoutMs = 8000;
-
-QLabel* muted_label(const QString& text, QWidget* parent) {
-  auto* label = new QLabel(text, parent);
-  label->setWordWrap(true);
-  QPalette muted = label->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  label->setPalette(muted);
-  return label;
-}
 
 }  // namespace
 
@@ -57,14 +49,12 @@ EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &EvictionRunner::progress, this, [this](int percent, const QString& stage) {
-    m_progress->setValue(percent);
-    m_stage->setText(stage);
-  });
+  connect(m_runner, &EvictionRunner::progress, this,
+          [this](int percent, const QString& stage) { m_shell->progress(percent, stage); });
   connect(m_runner, &EvictionRunner::succeeded, this, &EvictionView::on_succeeded);
   connect(m_runner, &EvictionRunner::failed, this, &EvictionView::on_failed);
-  connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
-  connect(m_cancel_button, &QPushButton::clicked, this, &EvictionView::cancel);
+  connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
+  connect(m_shell, &RunShell::cancel_requested, this, &EvictionView::cancel);
   const auto update_note = [this] {
     const auto job = make_eviction_job(m_source->spec(), m_policy->config(), std::nullopt);
     m_cache_note->setText(m_runner->would_reuse_cache(job.source)
@@ -96,24 +86,14 @@ QWidget* EvictionView::build_controls() {
   auto* controls = new QWidget;
   m_source = new SourcePanel(controls);
   m_policy = new EvictionPolicyPanel(controls);
-  m_run_button = new QPushButton(tr("Run"), controls);
-  m_run_button->setDefault(true);
-  m_run_button->setToolTip(
-      tr("Simulate decoding: the last tokens of the cache arrive one per step, the policy cuts "
-         "each KV head down to its budget, and attention over what is kept is compared with the "
-         "full cache; the run is saved"));
-  m_cancel_button = new QPushButton(tr("Cancel"), controls);
-  m_cancel_button->setToolTip(tr("Stop the simulation; nothing is saved"));
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_run_button);
-  buttons->addWidget(m_cancel_button);
-  m_progress = new QProgressBar(controls);
-  m_progress->setRange(0, 100);
-  m_progress->setValue(0);
-  m_progress->setToolTip(tr("How far the simulation has got"));
-  m_stage = muted_label(QString(), controls);
-  m_cache_note = muted_label(tr("The cache will be generated or loaded on Run."), controls);
-  auto* note = muted_label(
+  m_shell = new RunShell(
+      {tr("Simulate decoding: the last tokens of the cache arrive one per step, the policy cuts "
+          "each KV head down to its budget, and attention over what is kept is compared with the "
+          "full cache; the run is saved"),
+       tr("Stop the simulation; nothing is saved"), tr("How far the simulation has got")},
+      controls);
+  m_cache_note = style::muted_label(tr("The cache will be generated or loaded on Run."), controls);
+  auto* note = style::muted_label(
       tr("A synthetic source gets one decode-time query per step; its planted needle is marked "
          "on the maps."),
       controls);
@@ -122,9 +102,7 @@ QWidget* EvictionView::build_controls() {
   layout->setContentsMargins(0, 0, 6, 0);
   layout->addWidget(m_source);
   layout->addWidget(m_policy);
-  layout->addLayout(buttons);
-  layout->addWidget(m_progress);
-  layout->addWidget(m_stage);
+  layout->addWidget(m_shell);
   layout->addWidget(m_cache_note);
   layout->addWidget(note);
   layout->addStretch(1);
@@ -145,8 +123,7 @@ QWidget* EvictionView::build_results() {
   m_error = new QLabel(results);
   m_error->setWordWrap(true);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  m_error->setStyleSheet(QStringLiteral(
-      "QLabel { color: #a01818; background: #fbe9e7; border: 1px solid #e0a09a; padding: 6px; }"));
+  style::make_error_banner(m_error);
   m_error->setVisible(false);
   m_metrics = new EvictionMetricsPanel(results);
 
@@ -204,12 +181,8 @@ QWidget* EvictionView::build_results() {
 }
 
 void EvictionView::set_running(bool running) {
-  m_run_button->setEnabled(!running);
-  m_cancel_button->setEnabled(running);
   m_source->setEnabled(!running);
   m_policy->setEnabled(!running);
-  if (!running) m_stage->clear();
-  m_stage->setVisible(running);
 }
 
 bool EvictionView::is_running() const {
@@ -223,8 +196,7 @@ bool EvictionView::run() {
   m_last_ok = false;
   m_last_error.clear();
   m_error->setVisible(false);
-  m_progress->setValue(0);
-  m_stage->setText(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
+  m_shell->started(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
                                                            : tr("Preparing the cache"));
   set_running(true);
   emit status_message(
@@ -237,7 +209,7 @@ bool EvictionView::run() {
 void EvictionView::cancel() {
   if (!m_runner->busy()) return;
   m_runner->cancel();
-  m_stage->setText(tr("Cancelling…"));
+  m_shell->cancelling();
 }
 
 bool EvictionView::run_and_wait(int timeout_ms) {
@@ -256,8 +228,8 @@ bool EvictionView::wait_until_done(int timeout_ms) {
 }
 
 void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cache) {
+  m_shell->finished(true);
   set_running(false);
-  m_progress->setValue(100);
   m_last_ok = true;
   m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the policy changed).")
                                      : tr("Cache kept in memory: changing only the policy will "
@@ -269,11 +241,11 @@ void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cach
 }
 
 void EvictionView::on_failed(const QString& message, bool cancelled) {
+  m_shell->finished(false);
   set_running(false);
-  m_progress->setValue(0);
   m_last_error = message;
   if (cancelled) {
-    emit status_message(tr("Run cancelled."), kStatusTimeoutMs);
+    emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
     return;
   }
   show_error(tr("The run failed: %1").arg(message));
@@ -364,7 +336,7 @@ void EvictionView::save_runs() {
                            .arg(m_report->kept_tokens, 0, 'f', 1)
                            .arg(format_percent(m_report->attention_mass_retained));
   if (!m_store) {
-    emit status_message(done + tr(" (not saved: no runs database)"), kStatusTimeoutMs);
+    emit status_message(done + tr(" (not saved: no runs database)"), style::kStatusTimeoutMs);
     return;
   }
   auto saved = save_eviction_runs(*m_store, *m_report, m_compare);
@@ -374,7 +346,7 @@ void EvictionView::save_runs() {
     return;
   }
   m_last_saved_id = saved->id;
-  emit status_message(done + tr(", saved as run #%1").arg(saved->id), kStatusTimeoutMs);
+  emit status_message(done + tr(", saved as run #%1").arg(saved->id), style::kStatusTimeoutMs);
   emit run_saved(saved->id);
 }
 

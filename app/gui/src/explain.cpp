@@ -2,7 +2,6 @@
 
 #include <QFormLayout>
 #include <QLabel>
-#include <QTableWidget>
 
 namespace kvlab::gui::explain {
 
@@ -310,12 +309,6 @@ QStringList runs_columns() {
       QObject::tr("Eviction runs: the fraction of KV heads that kept the planted needle."),
       QObject::tr("Your tags (Tags & note…); searched with the note."),
   };
-}
-
-void set_header_tooltips(QTableWidget* table, const QStringList& tips) {
-  for (int c = 0; c < table->columnCount() && c < tips.size(); ++c) {
-    if (QTableWidgetItem* header = table->horizontalHeaderItem(c)) header->setToolTip(tips[c]);
-  }
 }
 
 QString tooltip_of(const QWidget* w) {

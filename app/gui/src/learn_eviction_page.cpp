@@ -18,6 +18,7 @@
 #include "kvlab/gui/eviction_chart_data.h"
 #include "kvlab/gui/eviction_map_chart.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
@@ -167,7 +168,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
          "arrived, and the needle only the last query looks for (dashed line)"));
   m_error_label = new QLabel;
   m_error_label->setWordWrap(true);
-  m_error_label->setStyleSheet(QStringLiteral("color: #b00020;"));
+  style::make_error_text(m_error_label);
 
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);

@@ -16,6 +16,7 @@
 
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 #include "kvlab/planners/catalog.h"
 
@@ -105,7 +106,7 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
   add_form_row(form, tr("Tokens per step"), m_step_tokens);
   m_error = new QLabel;
   m_error->setWordWrap(true);
-  m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
+  style::make_error_text(m_error);
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);
   controls->addWidget(m_playback);

@@ -13,10 +13,11 @@
 #include <QTableWidget>
 #include <QTimer>
 
-#include "kvlab/engine/method.h"
+#include "kvlab/engine/quant/method.h"
 #include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/code_length_chart.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 
 namespace kvlab::gui {
 namespace {
@@ -115,7 +116,7 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
           .arg(kMaxTreeLeaves));
   m_error_label = new QLabel;
   m_error_label->setWordWrap(true);
-  m_error_label->setStyleSheet(QStringLiteral("color: #b00020;"));
+  style::make_error_text(m_error_label);
   m_error_label->setToolTip(tr("Why the page could not compute its numbers"));
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);

@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QPushButton>
 #include <QVBoxLayout>
+#include "kvlab/gui/gui_style.h"
 
 namespace kvlab::gui {
 
@@ -34,9 +35,7 @@ LearnPage::LearnPage(const QString& title, const QString& explanation_html, cons
   m_citation->setTextFormat(Qt::RichText);
   m_citation->setWordWrap(true);
   m_citation->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  QPalette muted = m_citation->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_citation->setPalette(muted);
+  style::make_muted(m_citation);
 
   m_full_view = new QPushButton(full_view_label, this);
   m_full_view->setToolTip(

@@ -15,6 +15,7 @@
 
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
@@ -111,7 +112,7 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
   assumptions->setToolTip(tr("The Planner view's defaults; change them there"));
   m_error = new QLabel;
   m_error->setWordWrap(true);
-  m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
+  style::make_error_text(m_error);
   auto* controls = new QVBoxLayout;
   controls->addLayout(form);
   controls->addWidget(assumptions);

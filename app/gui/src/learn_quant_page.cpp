@@ -12,9 +12,10 @@
 #include <QSpinBox>
 #include <QTableWidget>
 
-#include "kvlab/engine/metrics.h"
+#include "kvlab/engine/attention/metrics.h"
 #include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
@@ -123,7 +124,7 @@ LearnQuantPage::LearnQuantPage(QWidget* parent)
          "\"synthetic llama3-8b\" source)"));
   m_error_label = new QLabel;
   m_error_label->setWordWrap(true);
-  m_error_label->setStyleSheet(QStringLiteral("color: #b00020;"));
+  style::make_error_text(m_error_label);
   m_table = new QTableWidget(kGroupings, 6);
   style_table();
   m_conclusion = new QLabel;

@@ -13,6 +13,7 @@
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_policy_panel.h"
 #include "kvlab/gui/eviction_view.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/planner_view.h"
@@ -24,8 +25,6 @@
 namespace kvlab::gui {
 
 namespace {
-
-constexpr int kStatusTimeoutMs = 8000;
 
 struct PageInfo {
   const char* title;
@@ -151,7 +150,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   if (m_store) {
     statusBar()->showMessage(
         tr("Runs database: %1").arg(QString::fromStdString(m_store->path().string())),
-        kStatusTimeoutMs);
+        style::kStatusTimeoutMs);
   } else {
     statusBar()->showMessage(tr("Runs will not be saved: %1").arg(m_store_error));
   }

@@ -12,6 +12,7 @@
 #include <QSpinBox>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
@@ -69,9 +70,7 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
          "it changes)"));
   m_about = new QLabel(this);
   m_about->setWordWrap(true);
-  QPalette muted = m_about->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_about->setPalette(muted);
+  style::make_muted(m_about);
 
   m_bits = make_bits_combo(this);
   m_bits->setToolTip(

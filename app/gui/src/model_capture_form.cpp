@@ -17,9 +17,10 @@
 #include <QPushButton>
 #include <QSpinBox>
 
-#include "kvlab/engine/cache_file.h"
+#include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/gui/capture_runner.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 
 namespace kvlab::gui {
@@ -107,15 +108,12 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_status->setWordWrap(true);
   m_status->setTextFormat(Qt::PlainText);
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  QPalette muted = m_status->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_status->setPalette(muted);
+  style::make_muted(m_status);
   m_error = new QLabel(parent);
   m_error->setWordWrap(true);
   m_error->setTextFormat(Qt::PlainText);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  m_error->setStyleSheet(QStringLiteral(
-      "QLabel { color: #a01818; background: #fbe9e7; border: 1px solid #e0a09a; padding: 6px; }"));
+  style::make_error_banner(m_error);
 
   connect(browse_file, &QPushButton::clicked, this, [this] { browse_model(false); });
   connect(browse_folder, &QPushButton::clicked, this, [this] { browse_model(true); });

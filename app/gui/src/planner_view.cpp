@@ -19,14 +19,16 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QTableWidget>
+#include <QTableView>
 #include <QVBoxLayout>
 
 #include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
+#include "kvlab/gui/planner_table_model.h"
 
 namespace kvlab::gui {
 namespace {
@@ -145,7 +147,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   m_timing->setToolTip(tr("Time to recompute every scheme's plan, the table and both charts"));
   m_error = new QLabel;
   m_error->setWordWrap(true);
-  m_error->setStyleSheet(QStringLiteral("color: #b00020;"));
+  style::make_error_text(m_error);
   cl->addWidget(m_error);
   cl->addWidget(m_timing);
   cl->addStretch(1);
@@ -160,7 +162,9 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   m_formula->setReadOnly(true);
   m_formula->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_formula->setMaximumHeight(130);
-  m_table = new QTableWidget;
+  m_table = new QTableView;
+  m_table_model = new PlannerTableModel(m_table);
+  m_table->setModel(m_table_model);
   m_table->verticalHeader()->setVisible(false);
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->setMaximumHeight(190);

@@ -5,61 +5,22 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QSpinBox>
-#include <QTableWidget>
+#include <QTableView>
 
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/planner_table_model.h"
 #include "kvlab/gui/planner_view.h"
 #include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
-namespace {
-
-QStringList row_cells(const planners::Scheme& s, const planners::PlanResult& r) {
-  return {QString::fromStdString(s.label),
-          QString::number(r.kv_bytes_per_token, 'f', 0),
-          format_byte_count(static_cast<double>(r.kv_bytes_per_sequence)),
-          format_byte_count(static_cast<double>(r.kv_bytes_total)),
-          r.fits ? QObject::tr("yes") : QObject::tr("no"),
-          QString::number(r.max_batch),
-          QString::number(r.max_context),
-          r.min_gpus
-              ? QStringLiteral("%1 (TP %2 × PP %3)").arg(r.min_gpus).arg(r.min_tp).arg(r.min_pp)
-              : QObject::tr("none up to 64"),
-          QString::number(r.decode_tokens_per_s, 'f', 0),
-          QString::number(r.decode_tokens_per_s_per_sequence, 'f', 1)};
-}
-
-}  // namespace
-
 void PlannerView::fill_table() {
-  const QStringList header = {tr("scheme"),           tr("KV B/token"),  tr("KV per sequence"),
-                              tr("KV of batch"),      tr("fits"),        tr("max batch"),
-                              tr("max context"),      tr("fewest GPUs"), tr("tokens/s"),
-                              tr("tokens/s per seq.")};
-  m_table->clear();
-  m_table->setColumnCount(header.size());
-  m_table->setHorizontalHeaderLabels(header);
-  explain::set_header_tooltips(m_table, explain::planner_columns());
-  m_table->setRowCount(static_cast<int>(m_results.size() + m_pinned.size()));
-  int row = 0;
-  const auto put = [&](const QStringList& cells, const QColor& background) {
-    for (int c = 0; c < cells.size(); ++c) {
-      auto* item = new QTableWidgetItem(cells[c]);
-      if (background.isValid()) item->setBackground(background);
-      if (c == 4)
-        item->setForeground(cells[c] == tr("yes") ? QColor(30, 120, 50) : QColor(190, 30, 30));
-      m_table->setItem(row, c, item);
-    }
-    ++row;
-  };
-  for (std::size_t i = 0; i < m_results.size(); ++i)
-    put(row_cells(m_shown_schemes[i], m_results[i]), {});
-  for (const auto& [s, r] : m_pinned) {
-    QStringList cells = row_cells(s, r);
-    cells[0] = tr("pinned: %1 · %2").arg(m_pinned_title, cells[0]);
-    put(cells, QColor(238, 238, 246));
+  std::vector<PlannerTableModel::Row> rows;
+  for (std::size_t i = 0; i < m_results.size(); ++i) {
+    rows.push_back({m_shown_schemes[i], m_results[i], false});
   }
+  for (const auto& [s, r] : m_pinned) rows.push_back({s, r, true});
+  m_table_model->set_rows(std::move(rows), m_pinned_title);
   m_table->resizeColumnsToContents();
   m_table->horizontalHeader()->setStretchLastSection(true);
 }

@@ -1,27 +1,17 @@
 #include "kvlab/gui/quality_results.h"
 
 #include <algorithm>
+#include <array>
 
 #include <QAbstractItemView>
 #include <QHeaderView>
-#include <QTableWidget>
+#include <QTableView>
 
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/quality_configs.h"
 
 namespace kvlab::gui {
-
-namespace {
-
-QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignRight) {
-  auto* it = new QTableWidgetItem(text);
-  it->setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
-  it->setTextAlignment(align | Qt::AlignVCenter);
-  return it;
-}
-
-}  // namespace
 
 ParetoAxes quality_pareto_axes(QualityX x, QualityY y) {
   return {x == QualityX::Ratio ? Better::Higher : Better::Lower,
@@ -115,21 +105,110 @@ QString quality_point_summary(const QualityPoint& p) {
            format_metric(p.kl_mean));
 }
 
-void init_quality_table(QTableWidget* table) {
-  table->setColumnCount(kQualityColumnCount);
-  table->setHorizontalHeaderLabels(
-      {QObject::tr("Run"), QObject::tr("Configuration"), QObject::tr("Ratio"),
-       QObject::tr("Bits/value"), QObject::tr("Kept"), QObject::tr("Perplexity"),
-       QObject::tr("Δ perplexity"), QObject::tr("Next-token agreement"), QObject::tr("KL (nats)"),
-       QObject::tr("Pareto"), QObject::tr("Time")});
-  // Same order as the labels above (kQualityRun … kQualitySeconds).
-  explain::set_header_tooltips(
-      table, {explain::quality_run(), explain::quality_configuration(), explain::quality_ratio(),
-              explain::quality_bits(), explain::kept_fraction(), explain::perplexity(),
-              explain::perplexity_change(), explain::next_token_agreement(), explain::quality_kl(),
-              explain::pareto(), explain::quality_seconds()});
+void QualityTableModel::set_points(std::vector<QualityPoint> points, std::vector<bool> frontier) {
+  beginResetModel();
+  m_points = std::move(points);
+  m_frontier = std::move(frontier);
+  m_frontier.resize(m_points.size(), false);
+  endResetModel();
+}
+
+int QualityTableModel::row_of_run(std::int64_t id) const {
+  for (std::size_t i = 0; i < m_points.size(); ++i) {
+    if (m_points[i].run_id == id) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::int64_t QualityTableModel::run_at(int row) const {
+  if (row < 0 || row >= rowCount()) return 0;
+  return m_points[static_cast<std::size_t>(row)].run_id;
+}
+
+int QualityTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(m_points.size());
+}
+
+int QualityTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kQualityColumnCount;
+}
+
+QString QualityTableModel::text(const QualityPoint& p, int row, int column) const {
+  switch (column) {
+    case kQualityRun:
+      return QString::number(p.run_id);
+    case kQualityConfiguration:
+      return quality_short_name(p.method);
+    case kQualityRatio:
+      return format_ratio(p.memory_ratio());
+    case kQualityBits:
+      return format_bits_per_value(p.memory_bits_per_value());
+    case kQualityKept:
+      return format_percent(p.kept_fraction);
+    case kQualityPerplexity:
+      return QStringLiteral("%1 → %2").arg(QString::number(p.perplexity_exact, 'f', 3),
+                                           QString::number(p.perplexity, 'f', 3));
+    case kQualityPerplexityChange:
+      return format_signed_percent(p.perplexity_change);
+    case kQualityAgreement:
+      return format_percent(p.next_token_agreement);
+    case kQualityKl:
+      return format_metric(p.kl_mean);
+    case kQualityPareto:
+      return m_frontier[static_cast<std::size_t>(row)] ? QStringLiteral("✓") : QString();
+    case kQualitySeconds:
+      return format_seconds(p.seconds);
+    default:
+      return {};
+  }
+}
+
+QVariant QualityTableModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= kQualityColumnCount)
+    return {};
+  const QualityPoint& p = m_points[static_cast<std::size_t>(index.row())];
+  switch (role) {
+    case Qt::DisplayRole:
+      return text(p, index.row(), index.column());
+    case Qt::ToolTipRole:
+      if (index.column() == kQualityConfiguration) return QString::fromStdString(p.method);
+      return {};
+    case Qt::TextAlignmentRole: {
+      const Qt::Alignment h = index.column() == kQualityConfiguration ? Qt::AlignLeft
+                              : index.column() == kQualityPareto      ? Qt::AlignHCenter
+                                                                      : Qt::AlignRight;
+      return QVariant::fromValue(h | Qt::AlignVCenter);
+    }
+    case Qt::UserRole:
+      return static_cast<qlonglong>(p.run_id);
+    default:
+      return {};
+  }
+}
+
+QVariant QualityTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || section < 0 || section >= kQualityColumnCount) return {};
+  // Same order as QualityColumn.
+  static const std::array<const char*, kQualityColumnCount> kNames{
+      "Run",          "Configuration",        "Ratio",     "Bits/value", "Kept", "Perplexity",
+      "Δ perplexity", "Next-token agreement", "KL (nats)", "Pareto",     "Time"};
+  using Tip = QString (*)();
+  static const std::array<Tip, kQualityColumnCount> kTips{
+      explain::quality_run,       explain::quality_configuration,
+      explain::quality_ratio,     explain::quality_bits,
+      explain::kept_fraction,     explain::perplexity,
+      explain::perplexity_change, explain::next_token_agreement,
+      explain::quality_kl,        explain::pareto,
+      explain::quality_seconds};
+  if (role == Qt::DisplayRole) return tr(kNames[static_cast<std::size_t>(section)]);
+  if (role == Qt::ToolTipRole) return kTips[static_cast<std::size_t>(section)]();
+  return {};
+}
+
+void init_quality_table(QTableView* table) {
   table->setSelectionBehavior(QAbstractItemView::SelectRows);
   table->setSelectionMode(QAbstractItemView::SingleSelection);
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table->setAlternatingRowColors(true);
   table->verticalHeader()->setVisible(false);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -139,35 +218,6 @@ void init_quality_table(QTableWidget* table) {
   table->setColumnWidth(kQualityConfiguration, 150);
   table->horizontalHeader()->setStretchLastSection(true);
   table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
-}
-
-void fill_quality_table(QTableWidget* table, const std::vector<QualityPoint>& points,
-                        const std::vector<bool>& frontier) {
-  table->setRowCount(0);
-  table->setRowCount(static_cast<int>(points.size()));
-  for (int row = 0; row < static_cast<int>(points.size()); ++row) {
-    const QualityPoint& p = points[static_cast<std::size_t>(row)];
-    auto* id = cell(QString::number(p.run_id));
-    id->setData(Qt::UserRole, static_cast<qlonglong>(p.run_id));
-    table->setItem(row, kQualityRun, id);
-    auto* name = cell(quality_short_name(p.method), Qt::AlignLeft);
-    name->setToolTip(QString::fromStdString(p.method));
-    table->setItem(row, kQualityConfiguration, name);
-    table->setItem(row, kQualityRatio, cell(format_ratio(p.memory_ratio())));
-    table->setItem(row, kQualityBits, cell(format_bits_per_value(p.memory_bits_per_value())));
-    table->setItem(row, kQualityKept, cell(format_percent(p.kept_fraction)));
-    table->setItem(row, kQualityPerplexity,
-                   cell(QStringLiteral("%1 → %2").arg(QString::number(p.perplexity_exact, 'f', 3),
-                                                      QString::number(p.perplexity, 'f', 3))));
-    table->setItem(row, kQualityPerplexityChange, cell(format_signed_percent(p.perplexity_change)));
-    table->setItem(row, kQualityAgreement, cell(format_percent(p.next_token_agreement)));
-    table->setItem(row, kQualityKl, cell(format_metric(p.kl_mean)));
-    const bool on =
-        row < static_cast<int>(frontier.size()) && frontier[static_cast<std::size_t>(row)];
-    table->setItem(row, kQualityPareto,
-                   cell(on ? QStringLiteral("✓") : QString(), Qt::AlignHCenter));
-    table->setItem(row, kQualitySeconds, cell(format_seconds(p.seconds)));
-  }
 }
 
 }  // namespace kvlab::gui

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "kvlab/engine/model_capture.h"
+#include "kvlab/engine/model/model_capture.h"
 
 namespace kvlab::gui {
 

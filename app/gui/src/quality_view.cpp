@@ -18,14 +18,16 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
-#include <QTableWidget>
+#include <QTableView>
 #include <QVBoxLayout>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
+#include "kvlab/gui/run_shell.h"
 
 namespace kvlab::gui {
 
@@ -33,15 +35,6 @@ namespace {
 
 constexpr int kControlsWidth = 340;
 constexpr int kDefaultSampleTokens = 1024;
-
-QLabel* muted_label(const QString& text, QWidget* parent) {
-  auto* label = new QLabel(text, parent);
-  label->setWordWrap(true);
-  QPalette muted = label->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  label->setPalette(muted);
-  return label;
-}
 
 }  // namespace
 
@@ -58,14 +51,12 @@ QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &QualityRunner::progress, this, [this](int percent, const QString& stage) {
-    m_progress->setValue(percent);
-    m_stage->setText(stage);
-  });
+  connect(m_runner, &QualityRunner::progress, this,
+          [this](int percent, const QString& stage) { m_shell->progress(percent, stage); });
   connect(m_runner, &QualityRunner::measured, this, &QualityView::on_measured);
   connect(m_runner, &QualityRunner::ended, this, &QualityView::on_ended);
-  connect(m_run_button, &QPushButton::clicked, this, [this] { run(); });
-  connect(m_cancel_button, &QPushButton::clicked, this, &QualityView::cancel);
+  connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
+  connect(m_shell, &RunShell::cancel_requested, this, &QualityView::cancel);
   connect(m_model, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
   connect(m_text_file, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
   connect(m_sampled, &QRadioButton::toggled, this, &QualityView::controls_changed);
@@ -84,7 +75,7 @@ QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
     emit status_message(
         valid ? quality_point_summary(m_points[static_cast<std::size_t>(index)]) : QString(), 0);
   });
-  connect(m_table, &QTableWidget::itemSelectionChanged, this, [this] {
+  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
     const auto rows = m_table->selectionModel()->selectedRows();
     m_chart->set_highlight(rows.isEmpty() ? -1 : rows.front().row());
   });
@@ -201,20 +192,11 @@ QWidget* QualityView::build_controls() {
   });
   connect(none, &QPushButton::clicked, this, [this] { set_checked({}); });
 
-  m_run_button = new QPushButton(tr("Run"), controls);
-  m_run_button->setDefault(true);
-  m_run_button->setToolTip(tr("Measure each checked configuration and save it as a quality run"));
-  m_cancel_button = new QPushButton(tr("Cancel"), controls);
-  m_cancel_button->setToolTip(tr("Stop measuring; the configurations already measured stay saved"));
-  auto* buttons = new QHBoxLayout;
-  buttons->addWidget(m_run_button);
-  buttons->addWidget(m_cancel_button);
-  m_progress = new QProgressBar(controls);
-  m_progress->setRange(0, 100);
-  m_progress->setValue(0);
-  m_progress->setToolTip(tr("How far the measurement has got, window by window"));
-  m_stage = muted_label(QString(), controls);
-  auto* note = muted_label(
+  m_shell = new RunShell({tr("Measure each checked configuration and save it as a quality run"),
+                          tr("Stop measuring; the configurations already measured stay saved"),
+                          tr("How far the measurement has got, window by window")},
+                         controls);
+  auto* note = style::muted_label(
       tr("Each configuration runs the model over the text twice, exactly and with attention "
          "reading the compressed or evicted cache, in windows of the model's context."),
       controls);
@@ -224,9 +206,7 @@ QWidget* QualityView::build_controls() {
   layout->addWidget(model_box);
   layout->addWidget(text_box);
   layout->addWidget(methods_box, 1);
-  layout->addLayout(buttons);
-  layout->addWidget(m_progress);
-  layout->addWidget(m_stage);
+  layout->addWidget(m_shell);
   layout->addWidget(note);
 
   auto* scroll = new QScrollArea;  // scrolls rather than clips when the window is short
@@ -244,8 +224,7 @@ QWidget* QualityView::build_results() {
   m_error = new QLabel(results);
   m_error->setWordWrap(true);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  m_error->setStyleSheet(QStringLiteral(
-      "QLabel { color: #a01818; background: #fbe9e7; border: 1px solid #e0a09a; padding: 6px; }"));
+  style::make_error_banner(m_error);
   m_error->setVisible(false);
   m_heading = new QLabel(results);
   m_heading->setWordWrap(true);
@@ -299,7 +278,9 @@ QWidget* QualityView::build_results() {
   selectors->addWidget(m_reset_zoom);
 
   m_chart = new QualityChart;
-  m_table = new QTableWidget(0, kQualityColumnCount);
+  m_table = new QTableView;
+  m_table_model = new QualityTableModel(m_table);
+  m_table->setModel(m_table_model);
   init_quality_table(m_table);
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(m_chart);

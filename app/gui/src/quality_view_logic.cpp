@@ -14,17 +14,17 @@
 #include <QTableWidget>
 
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
 #include "kvlab/gui/quality_view.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
 
 namespace {
-
-constexpr int kStatusTimeoutMs = 8000;
 
 QString absolute(const QString& path) {
   return path.trimmed().isEmpty() ? QString() : QFileInfo(path.trimmed()).absoluteFilePath();
@@ -192,13 +192,9 @@ bool QualityView::show_stored_run(std::int64_t id) {
   set_controls(*m_key);
   m_error->setVisible(false);
   reload_from_store();
-  for (int row = 0; row < m_table->rowCount(); ++row) {
-    if (m_table->item(row, kQualityRun)->data(Qt::UserRole).toLongLong() == id) {
-      m_table->selectRow(row);
-    }
-  }
+  if (const int row = m_table_model->row_of_run(id); row >= 0) m_table->selectRow(row);
   emit status_message(tr("Opened quality run #%1 among the runs of its model and text").arg(id),
-                      kStatusTimeoutMs);
+                      style::kStatusTimeoutMs);
   return true;
 }
 
@@ -208,10 +204,10 @@ void QualityView::redraw() {
   const std::int64_t selected = [this]() -> std::int64_t {
     const auto rows = m_table->selectionModel()->selectedRows();
     if (rows.isEmpty()) return 0;
-    return m_table->item(rows.front().row(), kQualityRun)->data(Qt::UserRole).toLongLong();
+    return m_table_model->run_at(rows.front().row());
   }();
   const std::vector<bool> frontier = quality_frontier(m_points, x, y);
-  fill_quality_table(m_table, m_points, frontier);
+  m_table_model->set_points(m_points, frontier);
   if (m_points.empty()) {
     m_chart->clear_data(m_key && !m_key->model.empty()
                             ? tr("No quality runs of this model and text yet: Run measures them")
@@ -236,22 +232,16 @@ void QualityView::redraw() {
                    .arg(count_of(m_older_duplicates, tr("older repeat"), tr("older repeats")));
   }
   m_heading->setText(heading);
-  for (int row = 0; row < m_table->rowCount(); ++row) {
-    if (selected && m_table->item(row, kQualityRun)->data(Qt::UserRole).toLongLong() == selected) {
-      m_table->selectRow(row);
-    }
+  if (const int row = m_table_model->row_of_run(selected); selected && row >= 0) {
+    m_table->selectRow(row);
   }
 }
 
 void QualityView::set_running(bool running) {
-  m_run_button->setEnabled(!running);
-  m_cancel_button->setEnabled(running);
   for (QWidget* w : std::initializer_list<QWidget*>{m_model, m_sampled, m_file, m_sample_tokens,
                                                     m_seed, m_text_file, m_methods}) {
     w->setEnabled(!running);
   }
-  if (!running) m_stage->clear();
-  m_stage->setVisible(running);
 }
 
 bool QualityView::is_running() const {
@@ -282,8 +272,7 @@ bool QualityView::run() {
   m_last_ok = false;
   m_last_error.clear();
   m_error->setVisible(false);
-  m_progress->setValue(0);
-  m_stage->setText(tr("Loading the model"));
+  m_shell->started(tr("Loading the model"));
   set_running(true);
   emit status_message(tr("Measuring %1…")
                           .arg(count_of(static_cast<int>(m_job.choices.size()), tr("configuration"),
@@ -295,7 +284,7 @@ bool QualityView::run() {
 void QualityView::cancel() {
   if (!m_runner->busy()) return;
   m_runner->cancel();
-  m_stage->setText(tr("Cancelling…"));
+  m_shell->cancelling();
 }
 
 bool QualityView::run_and_wait(int timeout_ms) {
@@ -352,27 +341,26 @@ void QualityView::on_measured(const QualityReport& report, int index, int count)
                           .arg(format_percent(report.perplexity_change))
                           .arg(format_ratio(point ? point->memory_ratio() : report.ratio))
                           .arg(saved_note),
-                      kStatusTimeoutMs);
+                      style::kStatusTimeoutMs);
 }
 
 void QualityView::on_ended(const QString& error, bool cancelled, int failed_index) {
+  m_shell->finished(error.isEmpty());
   set_running(false);
   m_last_error = error;
   m_last_ok = error.isEmpty();
   const int count = static_cast<int>(m_job.choices.size());
   if (m_last_ok) {
-    m_progress->setValue(100);
     emit status_message(
         tr("Measured %1").arg(count_of(count, tr("configuration"), tr("configurations"))) +
             (m_store ? tr("; each saved as a quality run") : QString()),
-        kStatusTimeoutMs);
+        style::kStatusTimeoutMs);
     return;
   }
-  m_progress->setValue(0);
   if (cancelled) {
     emit status_message(
         tr("Cancelled after %1 of %2 configurations (those are kept)").arg(m_measured).arg(count),
-        kStatusTimeoutMs);
+        style::kStatusTimeoutMs);
     return;
   }
   const QString where = failed_index >= 0 && failed_index < count

@@ -24,11 +24,12 @@
 #include <QUndoStack>
 #include <QVBoxLayout>
 
-#include "kvlab/engine/report_json.h"
+#include "kvlab/engine/io/report_json.h"
 #include "kvlab/gui/chart_export.h"
 #include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/run_files.h"
 #include "kvlab/gui/runs_comparison.h"
 #include "kvlab/gui/runs_table_model.h"
@@ -37,7 +38,6 @@ namespace kvlab::gui {
 
 namespace {
 
-constexpr int kStatusTimeoutMs = 8000;
 // Several writes in a row (a sweep saving runs) make one refresh.
 constexpr int kWatchDebounceMs = 250;
 
@@ -270,7 +270,7 @@ void RunsView::on_selection_changed() {
   for (const std::int64_t id : ids) {
     auto record = m_store->load_run(id);
     if (!record) {
-      emit status_message(QString::fromStdString(record.message()), kStatusTimeoutMs);
+      emit status_message(QString::fromStdString(record.message()), style::kStatusTimeoutMs);
       continue;
     }
     records.push_back(std::move(*record));
@@ -293,7 +293,7 @@ bool RunsView::set_tags_and_note(std::int64_t id, const QString& tags, const QSt
     return false;
   }
   refresh();
-  emit status_message(tr("Run %1: tags and note saved").arg(id), kStatusTimeoutMs);
+  emit status_message(tr("Run %1: tags and note saved").arg(id), style::kStatusTimeoutMs);
   return true;
 }
 
@@ -324,7 +324,8 @@ QString RunsView::export_selected(const QString& path) {
   if (!m_store) return tr("No runs database to export from");
   const QString error = save_runs(*m_store, selected_run_ids(), path);
   if (error.isEmpty()) {
-    emit status_message(tr("Saved %1").arg(QDir::toNativeSeparators(path)), kStatusTimeoutMs);
+    emit status_message(tr("Saved %1").arg(QDir::toNativeSeparators(path)),
+                        style::kStatusTimeoutMs);
   }
   return error;
 }
@@ -379,7 +380,7 @@ bool RunsView::open_run(std::int64_t id) {
   }
   if (record->kind == "plan") {
     emit plan_run_opened(record->params);
-    emit status_message(tr("Opened planner scenario #%1").arg(id), kStatusTimeoutMs);
+    emit status_message(tr("Opened planner scenario #%1").arg(id), style::kStatusTimeoutMs);
     return true;
   }
   if (record->kind != "compression") {
@@ -398,7 +399,7 @@ bool RunsView::open_run(std::int64_t id) {
   }
   emit compression_run_opened(*report, origin);
   emit status_message(tr("Opened run #%1 (redrawn from the stored data)").arg(id),
-                      kStatusTimeoutMs);
+                      style::kStatusTimeoutMs);
   return true;
 }
 
@@ -413,7 +414,7 @@ bool RunsView::open_eviction_run(std::int64_t id, const QString& origin) {
       stored->compare_id ? origin + tr(", compared with run #%1").arg(stored->compare_id) : origin;
   emit eviction_run_opened(stored->report, stored->compare, shown);
   emit status_message(tr("Opened eviction run #%1 (redrawn from the stored data)").arg(id),
-                      kStatusTimeoutMs);
+                      style::kStatusTimeoutMs);
   return true;
 }
 
@@ -450,7 +451,8 @@ bool RunsView::delete_run_confirmed(std::int64_t id) {
   }
   m_undo->push(new DeleteRunCommand(this, std::move(*record)));
   const QString undo_key = undo_shortcut().toString(QKeySequence::NativeText);
-  emit status_message(tr("Run %1 deleted — %2 to undo").arg(id).arg(undo_key), kStatusTimeoutMs);
+  emit status_message(tr("Run %1 deleted — %2 to undo").arg(id).arg(undo_key),
+                      style::kStatusTimeoutMs);
   return true;
 }
 
@@ -464,7 +466,7 @@ bool RunsView::restore_deleted_run(const RunRecord& record) {
   }
   refresh();
   if (const int row = row_of(record.id); row >= 0) select_row_only(row);
-  emit status_message(tr("Run %1 restored").arg(record.id), kStatusTimeoutMs);
+  emit status_message(tr("Run %1 restored").arg(record.id), style::kStatusTimeoutMs);
   return true;
 }
 
@@ -475,7 +477,7 @@ bool RunsView::erase_run(std::int64_t id) {
     return false;
   }
   refresh();
-  emit status_message(tr("Run %1 deleted again").arg(id), kStatusTimeoutMs);
+  emit status_message(tr("Run %1 deleted again").arg(id), style::kStatusTimeoutMs);
   return true;
 }
 

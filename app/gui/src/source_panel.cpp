@@ -11,6 +11,7 @@
 #include <QSpinBox>
 
 #include "kvlab/gui/explain.h"
+#include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/model_capture_form.h"
 #include "kvlab/gui/number_fields.h"
 
@@ -109,9 +110,7 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
 
   m_shape = new QLabel(this);
   m_shape->setWordWrap(true);
-  QPalette muted = m_shape->palette();
-  muted.setColor(QPalette::WindowText, QColor(90, 90, 90));
-  m_shape->setPalette(muted);
+  style::make_muted(m_shape);
   m_shape->setToolTip(tr("The preset's shape: what the memory formula multiplies"));
 
   m_form = new QFormLayout(this);

@@ -73,7 +73,7 @@ Status check_not_newer(const sqlite::Database& db, int version) {
 Result<int> migrate(sqlite::Database& db) {
   auto version = read_version(db);
   if (!version) return version.error();
-  if (auto newer = check_not_newer(db, *version); !newer) return newer.error();
+  KVLAB_TRY(check_not_newer(db, *version));
   while (*version < latest_version()) {
     const int target = *version + 1;
     const Migration& migration = kMigrations[static_cast<std::size_t>(*version)];
@@ -85,9 +85,9 @@ Result<int> migrate(sqlite::Database& db) {
     // Another process may have migrated while this one waited for the write lock.
     version = read_version(db);
     if (!version) return version.error();
-    if (auto newer = check_not_newer(db, *version); !newer) return newer.error();
+    KVLAB_TRY(check_not_newer(db, *version));
     if (*version >= target) {
-      if (auto done = tx->commit(); !done) return done.error();
+      KVLAB_TRY(tx->commit());
       continue;
     }
     if (auto applied = db.exec(std::string(migration.sql), operation); !applied) {
@@ -97,7 +97,7 @@ Result<int> migrate(sqlite::Database& db) {
         !bumped) {
       return bumped.error();
     }
-    if (auto committed = tx->commit(); !committed) return committed.error();
+    KVLAB_TRY(tx->commit());
     version = target;
   }
   return *version;

@@ -6,7 +6,7 @@
 #include <span>
 #include <string_view>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 #include "sqlite_handles.h"
 
 namespace kvlab::store_schema {

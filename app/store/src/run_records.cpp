@@ -1,4 +1,5 @@
 #include "kvlab/store/run_records.h"
+#include "kvlab/engine/eviction/eviction_json.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,7 +8,7 @@
 #include <cmath>
 #include <span>
 
-#include "kvlab/engine/report_json.h"
+#include "kvlab/engine/io/report_json.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab {

@@ -56,13 +56,13 @@ Status read_text(const sqlite::Statement& stmt, int column, std::string& out) {
 Status read_summary(const sqlite::Database& db, std::string_view operation,
                     const sqlite::Statement& stmt, RunSummary& run) {
   run.id = stmt.column_int64(0);
-  std::string* fields[] = {&run.created_at, &run.kind,  &run.source,
-                           &run.method,     &run.label, &run.notes, &run.tags};
+  std::string* fields[] = {&run.created_at, &run.kind,  &run.source, &run.method,
+                           &run.label,      &run.notes, &run.tags};
   for (int i = 0; i < 7; ++i) {
-    if (auto read = read_text(stmt, i + 1, *fields[i]); !read) return read;
+    KVLAB_TRY(read_text(stmt, i + 1, *fields[i]));
   }
   std::string metrics;
-  if (auto read = read_text(stmt, 8, metrics); !read) return read;
+  KVLAB_TRY(read_text(stmt, 8, metrics));
   auto parsed = from_json_text(db, operation, fmt::format("run {} metrics", run.id), metrics);
   if (!parsed) return parsed.error();
   run.metrics = std::move(*parsed);
@@ -134,10 +134,10 @@ Status insert_artifacts(sqlite::Database& db, std::string_view op, std::int64_t 
   auto add = db.prepare("INSERT INTO artifacts (run_id, name, data_json) VALUES (?1, ?2, ?3)", op);
   if (!add) return add.error();
   for (const auto& [name, text] : artifacts) {
-    if (auto b = add->bind(1, run_id); !b) return b.error();
-    if (auto b = add->bind(2, name); !b) return b.error();
-    if (auto b = add->bind(3, std::string_view(text)); !b) return b.error();
-    if (auto added = add->run(); !added) return added.error();
+    KVLAB_TRY(add->bind(1, run_id));
+    KVLAB_TRY(add->bind(2, name));
+    KVLAB_TRY(add->bind(3, std::string_view(text)));
+    KVLAB_TRY(add->run());
   }
   return Ok{};
 }
@@ -214,10 +214,10 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path, OpenMode mo
   // journal mode (or anything else) is written. They run in one read transaction so the version
   // and the table count come from the same snapshot: another process may be creating the schema
   // at this moment, and seeing its tables without its version would look like a foreign file.
-  if (auto begin = db->exec("BEGIN", "checking the schema"); !begin) return begin.error();
+  KVLAB_TRY(db->exec("BEGIN", "checking the schema"));
   auto version = store_schema::read_version(*db);
   if (!version) return version.error();
-  if (auto newer = store_schema::check_not_newer(*db, *version); !newer) return newer.error();
+  KVLAB_TRY(store_schema::check_not_newer(*db, *version));
   if (*version == 0) {
     // Version 0 with tables in it is some other program's database (a mistyped $KVLAB_DB):
     // refuse it rather than switch its journal mode and add kvlab's tables to it.
@@ -229,9 +229,9 @@ Result<RunsStore> RunsStore::open(const std::filesystem::path& path, OpenMode mo
                        "runs database and was left untouched");
     }
   }
-  if (auto end = db->exec("COMMIT", "checking the schema"); !end) return end.error();
+  KVLAB_TRY(db->exec("COMMIT", "checking the schema"));
 
-  if (auto wal = enable_wal(*db); !wal) return wal.error();
+  KVLAB_TRY(enable_wal(*db));
   if (auto pragmas = db->exec(kConnectionPragmas, "setting up the connection"); !pragmas) {
     return pragmas.error();
   }
@@ -275,12 +275,12 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
   if (!insert) return insert.error();
   const std::string_view values[] = {run.kind, run.source, run.method, run.label, params, metrics};
   for (int i = 0; i < 6; ++i) {
-    if (auto bound = insert->bind(i + 1, values[i]); !bound) return bound.error();
+    KVLAB_TRY(insert->bind(i + 1, values[i]));
   }
-  if (auto inserted = insert->run(); !inserted) return inserted.error();
+  KVLAB_TRY(insert->run());
   const std::int64_t id = db.last_insert_rowid();
-  if (auto added = insert_artifacts(db, op, id, artifact_texts); !added) return added.error();
-  if (auto committed = tx->commit(); !committed) return committed.error();
+  KVLAB_TRY(insert_artifacts(db, op, id, artifact_texts));
+  KVLAB_TRY(tx->commit());
   return id;
 }
 
@@ -296,14 +296,14 @@ Result<std::vector<RunSummary>> RunsStore::list_runs(int limit) const {
                                      kSummaryColumns),
                          op);
   if (!stmt) return stmt.error();
-  if (auto bound = stmt->bind(1, std::int64_t{limit}); !bound) return bound.error();
+  KVLAB_TRY(stmt->bind(1, std::int64_t{limit}));
   std::vector<RunSummary> runs;
   for (;;) {
     auto row = stmt->step();
     if (!row) return row.error();
     if (!*row) break;
     RunSummary run;
-    if (auto read = read_summary(db, op, *stmt, run); !read) return read.error();
+    KVLAB_TRY(read_summary(db, op, *stmt, run));
     runs.push_back(std::move(run));
   }
   return runs;
@@ -322,37 +322,37 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
   auto stmt = db.prepare(
       fmt::format("SELECT {}, params_json FROM runs WHERE id = ?1", kSummaryColumns), op);
   if (!stmt) return stmt.error();
-  if (auto bound = stmt->bind(1, id); !bound) return bound.error();
+  KVLAB_TRY(stmt->bind(1, id));
   auto row = stmt->step();
   if (!row) return row.error();
   if (!*row) return not_found(db, op, id);
 
   RunRecord run;
-  if (auto read = read_summary(db, op, *stmt, run); !read) return read.error();
+  KVLAB_TRY(read_summary(db, op, *stmt, run));
   std::string params;
-  if (auto read = read_text(*stmt, 9, params); !read) return read.error();
+  KVLAB_TRY(read_text(*stmt, 9, params));
   auto parsed = from_json_text(db, op, "params", params);
   if (!parsed) return parsed.error();
   run.params = std::move(*parsed);
-  if (auto done = stmt->reset(); !done) return done.error();
+  KVLAB_TRY(stmt->reset());
 
   auto artifacts =
       db.prepare("SELECT name, data_json FROM artifacts WHERE run_id = ?1 ORDER BY name", op);
   if (!artifacts) return artifacts.error();
-  if (auto bound = artifacts->bind(1, id); !bound) return bound.error();
+  KVLAB_TRY(artifacts->bind(1, id));
   for (;;) {
     auto next = artifacts->step();
     if (!next) return next.error();
     if (!*next) break;
     std::string name;
     std::string data;
-    if (auto read = read_text(*artifacts, 0, name); !read) return read.error();
-    if (auto read = read_text(*artifacts, 1, data); !read) return read.error();
+    KVLAB_TRY(read_text(*artifacts, 0, name));
+    KVLAB_TRY(read_text(*artifacts, 1, data));
     auto value = from_json_text(db, op, fmt::format("artifact '{}'", name), data);
     if (!value) return value.error();
     run.artifacts.emplace(std::move(name), std::move(*value));
   }
-  if (auto done = tx->commit(); !done) return done.error();
+  KVLAB_TRY(tx->commit());
   return run;
 }
 
@@ -366,8 +366,8 @@ Status RunsStore::delete_run(std::int64_t id) {
   // One statement is its own transaction; ON DELETE CASCADE removes the artifacts with it.
   auto stmt = db.prepare("DELETE FROM runs WHERE id = ?1", op);
   if (!stmt) return stmt.error();
-  if (auto bound = stmt->bind(1, id); !bound) return bound.error();
-  if (auto deleted = stmt->run(); !deleted) return deleted.error();
+  KVLAB_TRY(stmt->bind(1, id));
+  KVLAB_TRY(stmt->run());
   if (db.changes() == 0) return not_found(db, op, id);
   return Ok{};
 }
@@ -390,10 +390,10 @@ Status RunsStore::restore_run(const RunRecord& run) {
   // Checked first for a message that says what happened; the primary key would refuse it too.
   auto taken = db.prepare("SELECT count(*) FROM runs WHERE id = ?1", op);
   if (!taken) return taken.error();
-  if (auto bound = taken->bind(1, run.id); !bound) return bound.error();
-  if (auto row = taken->step(); !row) return row.error();
+  KVLAB_TRY(taken->bind(1, run.id));
+  KVLAB_TRY(taken->step());
   const std::int64_t existing = taken->column_int64(0);
-  if (auto done = taken->reset(); !done) return done.error();
+  KVLAB_TRY(taken->reset());
   if (existing > 0) {
     return db.error(op, fmt::format("a run with id {} exists already (restored before, or the id "
                                     "was given to a newer run); nothing was changed",
@@ -404,31 +404,30 @@ Status RunsStore::restore_run(const RunRecord& run) {
       "metrics_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
       op);
   if (!insert) return insert.error();
-  if (auto bound = insert->bind(1, run.id); !bound) return bound.error();
+  KVLAB_TRY(insert->bind(1, run.id));
   const std::string_view values[] = {run.created_at, run.kind, run.source, run.method, run.label,
                                      run.notes,      run.tags, params,     metrics};
   for (int i = 0; i < 9; ++i) {
-    if (auto bound = insert->bind(i + 2, values[i]); !bound) return bound.error();
+    KVLAB_TRY(insert->bind(i + 2, values[i]));
   }
-  if (auto inserted = insert->run(); !inserted) return inserted.error();
-  if (auto added = insert_artifacts(db, op, run.id, artifact_texts); !added) return added.error();
+  KVLAB_TRY(insert->run());
+  KVLAB_TRY(insert_artifacts(db, op, run.id, artifact_texts));
   return tx->commit();
 }
 
 namespace {
 
 // UPDATE runs SET <column> = text WHERE id = id, for one of the user's own text columns.
-Status set_run_text(Result<sqlite::Database> connection, std::string_view column,
-                    std::int64_t id, std::string_view text) {
+Status set_run_text(Result<sqlite::Database> connection, std::string_view column, std::int64_t id,
+                    std::string_view text) {
   const std::string op = fmt::format("setting {} of run {}", column, id);
   if (!connection) return connection.error();
   sqlite::Database& db = *connection;
-  auto stmt = db.prepare(
-      fmt::format("UPDATE runs SET {} = ?1 WHERE id = ?2", column), op);
+  auto stmt = db.prepare(fmt::format("UPDATE runs SET {} = ?1 WHERE id = ?2", column), op);
   if (!stmt) return stmt.error();
-  if (auto bound = stmt->bind(1, text); !bound) return bound.error();
-  if (auto bound = stmt->bind(2, id); !bound) return bound.error();
-  if (auto updated = stmt->run(); !updated) return updated.error();
+  KVLAB_TRY(stmt->bind(1, text));
+  KVLAB_TRY(stmt->bind(2, id));
+  KVLAB_TRY(stmt->run());
   if (db.changes() == 0) return not_found(db, op, id);
   return Ok{};
 }
@@ -460,9 +459,9 @@ Status RunsStore::save_catalog_entry(std::string_view kind, std::string_view id,
       "ON CONFLICT (kind, id) DO UPDATE SET entry_json = excluded.entry_json",
       op);
   if (!stmt) return stmt.error();
-  if (auto b = stmt->bind(1, kind); !b) return b.error();
-  if (auto b = stmt->bind(2, id); !b) return b.error();
-  if (auto b = stmt->bind(3, std::string_view(*text)); !b) return b.error();
+  KVLAB_TRY(stmt->bind(1, kind));
+  KVLAB_TRY(stmt->bind(2, id));
+  KVLAB_TRY(stmt->bind(3, std::string_view(*text)));
   return stmt->run();
 }
 
@@ -474,15 +473,15 @@ Result<std::vector<nlohmann::json>> RunsStore::list_catalog_entries(std::string_
   sqlite::Database& db = *connection;
   auto stmt = db.prepare("SELECT id, entry_json FROM catalog WHERE kind = ?1 ORDER BY id", op);
   if (!stmt) return stmt.error();
-  if (auto b = stmt->bind(1, kind); !b) return b.error();
+  KVLAB_TRY(stmt->bind(1, kind));
   std::vector<nlohmann::json> out;
   for (;;) {
     auto row = stmt->step();
     if (!row) return row.error();
     if (!*row) break;
     std::string id, text;
-    if (auto r = read_text(*stmt, 0, id); !r) return r.error();
-    if (auto r = read_text(*stmt, 1, text); !r) return r.error();
+    KVLAB_TRY(read_text(*stmt, 0, id));
+    KVLAB_TRY(read_text(*stmt, 1, text));
     auto parsed = from_json_text(db, op, fmt::format("{} '{}'", kind, id), text);
     if (!parsed) return parsed.error();
     out.push_back(std::move(*parsed));
@@ -498,9 +497,9 @@ Status RunsStore::delete_catalog_entry(std::string_view kind, std::string_view i
   sqlite::Database& db = *connection;
   auto stmt = db.prepare("DELETE FROM catalog WHERE kind = ?1 AND id = ?2", op);
   if (!stmt) return stmt.error();
-  if (auto b = stmt->bind(1, kind); !b) return b.error();
-  if (auto b = stmt->bind(2, id); !b) return b.error();
-  if (auto r = stmt->run(); !r) return r.error();
+  KVLAB_TRY(stmt->bind(1, kind));
+  KVLAB_TRY(stmt->bind(2, id));
+  KVLAB_TRY(stmt->run());
   if (db.changes() == 0) return db.error(op, fmt::format("no {} '{}' is stored", kind, id));
   return Ok{};
 }
@@ -525,8 +524,8 @@ Result<std::string> RunsStore::integrity_check() const {
     if (!*row) break;
     std::string table;
     std::string parent;
-    if (auto read = read_text(*fk, 0, table); !read) return read.error();
-    if (auto read = read_text(*fk, 2, parent); !read) return read.error();
+    KVLAB_TRY(read_text(*fk, 0, table));
+    KVLAB_TRY(read_text(*fk, 2, parent));
     problems->push_back(fmt::format("foreign key: {} row {} refers to a missing {} row", table,
                                     fk->column_int64(1), parent));
   }

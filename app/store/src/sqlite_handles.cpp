@@ -125,7 +125,7 @@ Result<std::int64_t> Database::query_int(std::string_view sql, std::string_view 
   if (!row) return row.error();
   if (!*row) return error(operation, "the query returned no row");
   const std::int64_t value = stmt->column_int64(0);
-  if (auto done = stmt->run(); !done) return done.error();
+  KVLAB_TRY(stmt->run());
   return value;
 }
 
@@ -174,7 +174,7 @@ Error Database::sqlite_error(std::string_view operation) const {
 
 Result<Transaction> Transaction::begin(Database& db, Mode mode, std::string_view operation) {
   const char* sql = mode == Mode::Immediate ? "BEGIN IMMEDIATE" : "BEGIN";
-  if (auto begun = db.exec(sql, operation); !begun) return begun.error();
+  KVLAB_TRY(db.exec(sql, operation));
   return Transaction(db, std::string(operation));
 }
 

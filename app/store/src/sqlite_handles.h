@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab::sqlite {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab::cuda {
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <span>
 
-#include "kvlab/engine/fp8.h"
-#include "kvlab/engine/fused_attention.h"
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/core/result.h"
+#include "kvlab/engine/quant/fp8.h"
 
 namespace kvlab::cuda {
 

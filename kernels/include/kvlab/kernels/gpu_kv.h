@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/compressed_cache.h"
-#include "kvlab/engine/fp8.h"
-#include "kvlab/engine/quantizer.h"
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/result.h"
+#include "kvlab/engine/quant/fp8.h"
+#include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab::cuda {
 

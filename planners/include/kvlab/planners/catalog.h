@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvlab/engine/model_shape.h"
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/model_shape.h"
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab::planners {
 

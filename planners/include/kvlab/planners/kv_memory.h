@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 #include "kvlab/planners/catalog.h"
 
 namespace kvlab::planners {

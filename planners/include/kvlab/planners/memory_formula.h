@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "kvlab/engine/model_shape.h"
+#include "kvlab/engine/core/model_shape.h"
 
 namespace kvlab::planners {
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab {
 

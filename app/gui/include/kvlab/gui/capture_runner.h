@@ -8,8 +8,8 @@
 
 #include <QString>
 
-#include "kvlab/engine/kv_cache.h"
-#include "kvlab/engine/model_capture.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/model/model_capture.h"
 #include "kvlab/gui/worker_runner.h"
 
 namespace kvlab::gui {

@@ -9,10 +9,10 @@
 
 #include <QString>
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/kv_cache.h"
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/quant/method.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/gui/worker_runner.h"
 

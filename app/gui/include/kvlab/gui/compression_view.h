@@ -12,8 +12,9 @@
 #include <QString>
 #include <QWidget>
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/store/runs_store.h"
 
 class QComboBox;
@@ -84,9 +85,9 @@ class CompressionView : public QWidget {
   // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run).
   QTabWidget* lower_tabs() const { return m_lower_tabs; }
   enum LowerTab { kHistogramTab = 0, kCodeLengthTab = 1, kCodecRatioTab = 2, kStreamTab = 3 };
-  QProgressBar* progress_bar() const { return m_progress; }
-  QPushButton* run_button() const { return m_run_button; }
-  QPushButton* cancel_button() const { return m_cancel_button; }
+  QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
+  QPushButton* run_button() const { return m_shell->run_button(); }
+  QPushButton* cancel_button() const { return m_shell->cancel_button(); }
 
  signals:
   void status_message(const QString& text, int timeout_ms);
@@ -108,10 +109,7 @@ class CompressionView : public QWidget {
   SourcePanel* m_source = nullptr;
   MethodPanel* m_method = nullptr;
   QComboBox* m_backend = nullptr;
-  QPushButton* m_run_button = nullptr;
-  QPushButton* m_cancel_button = nullptr;
-  QProgressBar* m_progress = nullptr;
-  QLabel* m_stage = nullptr;
+  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
   QLabel* m_cache_note = nullptr;
   ResultsPanel* m_results = nullptr;
   StaleMark* m_stale = nullptr;

@@ -9,7 +9,7 @@
 
 #include <QString>
 
-#include "kvlab/engine/eviction.h"
+#include "kvlab/engine/eviction/eviction.h"
 
 namespace kvlab::gui {
 

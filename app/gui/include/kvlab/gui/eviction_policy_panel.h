@@ -7,7 +7,7 @@
 
 #include <QWidget>
 
-#include "kvlab/engine/eviction.h"
+#include "kvlab/engine/eviction/eviction.h"
 
 class QComboBox;
 class QDoubleSpinBox;

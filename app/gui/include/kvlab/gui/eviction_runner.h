@@ -9,8 +9,8 @@
 
 #include <QString>
 
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/gui/worker_runner.h"
 

@@ -8,8 +8,9 @@
 #include <cstdint>
 #include <optional>
 
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/eviction/eviction_json.h"
 #include "kvlab/store/runs_store.h"
 
 namespace kvlab::gui {

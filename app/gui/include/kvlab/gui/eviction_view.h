@@ -12,7 +12,8 @@
 #include <QString>
 #include <QWidget>
 
-#include "kvlab/engine/eviction.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/store/runs_store.h"
 
 class QComboBox;
@@ -76,9 +77,9 @@ class EvictionView : public QWidget {
   QComboBox* scope_combo() const { return m_scope; }
   QPushButton* reset_zoom_button() const { return m_reset_zoom; }
   QLabel* error_label() const { return m_error; }
-  QProgressBar* progress_bar() const { return m_progress; }
-  QPushButton* run_button() const { return m_run_button; }
-  QPushButton* cancel_button() const { return m_cancel_button; }
+  QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
+  QPushButton* run_button() const { return m_shell->run_button(); }
+  QPushButton* cancel_button() const { return m_shell->cancel_button(); }
 
  signals:
   void status_message(const QString& text, int timeout_ms);
@@ -99,10 +100,7 @@ class EvictionView : public QWidget {
   EvictionRunner* m_runner = nullptr;
   SourcePanel* m_source = nullptr;
   EvictionPolicyPanel* m_policy = nullptr;
-  QPushButton* m_run_button = nullptr;
-  QPushButton* m_cancel_button = nullptr;
-  QProgressBar* m_progress = nullptr;
-  QLabel* m_stage = nullptr;
+  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
   QLabel* m_cache_note = nullptr;
   QLabel* m_error = nullptr;
   StaleMark* m_stale = nullptr;

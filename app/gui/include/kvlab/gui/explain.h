@@ -9,7 +9,6 @@
 #include <QStringList>
 
 class QFormLayout;
-class QTableWidget;
 class QWidget;
 
 namespace kvlab::gui::explain {
@@ -67,8 +66,6 @@ QString planner_context_chart();
 // Bits/value, Attn-out rel. error.
 QStringList runs_columns();
 
-// Sets the tooltip of each horizontal header item that exists, in column order.
-void set_header_tooltips(QTableWidget* table, const QStringList& tips);
 // Gives every caption of `form` that has none its field's tooltip (or, for a row of several
 // widgets, the first tooltip among them), so hovering the caption explains the field too.
 void share_with_captions(QFormLayout* form);

@@ -11,8 +11,8 @@
 #include <optional>
 #include <vector>
 
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/gui/learn_page.h"
 #include "kvlab/gui/playback_controls.h"
 

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kvlab/engine/code_codec.h"
-#include "kvlab/engine/quantizer.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/quant/quantizer.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/gui/learn_huffman_tree.h"
 #include "kvlab/gui/learn_page.h"
 #include "kvlab/gui/playback_controls.h"

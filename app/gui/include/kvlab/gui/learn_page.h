@@ -9,9 +9,9 @@
 #include <QWidget>
 #include <nlohmann/json.hpp>
 
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/method.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 class QFormLayout;
 class QLabel;

@@ -12,8 +12,8 @@
 #include <array>
 #include <vector>
 
-#include "kvlab/engine/quantizer.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/quant/quantizer.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/gui/learn_page.h"
 
 class QComboBox;

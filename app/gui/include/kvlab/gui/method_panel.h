@@ -5,7 +5,7 @@
 
 #include <QGroupBox>
 
-#include "kvlab/engine/method.h"
+#include "kvlab/engine/quant/method.h"
 
 class QCheckBox;
 class QComboBox;

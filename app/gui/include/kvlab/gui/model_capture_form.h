@@ -15,7 +15,7 @@
 #include <QObject>
 #include <QString>
 
-#include "kvlab/engine/kv_cache.h"
+#include "kvlab/engine/core/kv_cache.h"
 
 class QCheckBox;
 class QFormLayout;

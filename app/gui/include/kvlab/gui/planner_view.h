@@ -23,10 +23,12 @@ class QLabel;
 class QListWidget;
 class QPlainTextEdit;
 class QSpinBox;
-class QTableWidget;
+class QTableView;
 class QCustomPlot;
 
 namespace kvlab::gui {
+
+class PlannerTableModel;
 
 class PlannerView : public QWidget {
   Q_OBJECT
@@ -61,7 +63,8 @@ class PlannerView : public QWidget {
 
   QCustomPlot* memory_chart() const { return m_memory_chart; }
   QCustomPlot* context_chart() const { return m_context_chart; }
-  QTableWidget* table() const { return m_table; }
+  QTableView* table() const { return m_table; }
+  PlannerTableModel* table_model() const { return m_table_model; }
   QPlainTextEdit* formula() const { return m_formula; }
   QLabel* timing_label() const { return m_timing; }
 
@@ -89,7 +92,8 @@ class PlannerView : public QWidget {
   QListWidget* m_scheme_list = nullptr;
   QComboBox* m_formula_scheme = nullptr;
   QPlainTextEdit* m_formula = nullptr;
-  QTableWidget* m_table = nullptr;
+  QTableView* m_table = nullptr;
+  PlannerTableModel* m_table_model = nullptr;
   QCustomPlot *m_memory_chart = nullptr, *m_context_chart = nullptr;
   QLabel *m_timing = nullptr, *m_error = nullptr;
   std::vector<planners::Scheme> m_shown_schemes;

@@ -9,7 +9,7 @@
 
 #include <QString>
 
-#include "kvlab/engine/model_quality.h"
+#include "kvlab/engine/model/model_quality.h"
 
 namespace kvlab::gui {
 

@@ -3,15 +3,17 @@
 // a point is hovered.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
+#include <QAbstractTableModel>
 #include <QString>
 
 #include "kvlab/gui/pareto.h"
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/quality_runs.h"
 
-class QTableWidget;
+class QTableView;
 
 namespace kvlab::gui {
 
@@ -52,10 +54,33 @@ enum QualityColumn {
   kQualitySeconds,
   kQualityColumnCount
 };
-// Sets up the columns and headers.
-void init_quality_table(QTableWidget* table);
-// One row per point, in the points' order.
-void fill_quality_table(QTableWidget* table, const std::vector<QualityPoint>& points,
-                        const std::vector<bool>& frontier);
+// The Quality page's table over its points: one row per point, in the points' order, the
+// columns above; Qt::UserRole of any cell is the row's run id.
+class QualityTableModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+
+  void set_points(std::vector<QualityPoint> points, std::vector<bool> frontier);
+  // The row showing run `id`, or -1.
+  int row_of_run(std::int64_t id) const;
+  std::int64_t run_at(int row) const;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
+
+ private:
+  QString text(const QualityPoint& p, int row, int column) const;
+
+  std::vector<QualityPoint> m_points;
+  std::vector<bool> m_frontier;
+};
+
+// Sizes and selection behaviour of a view showing a QualityTableModel.
+void init_quality_table(QTableView* table);
 
 }  // namespace kvlab::gui

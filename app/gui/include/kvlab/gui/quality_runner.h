@@ -10,7 +10,7 @@
 
 #include <QString>
 
-#include "kvlab/engine/model_quality.h"
+#include "kvlab/engine/model/model_quality.h"
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_runs.h"
 #include "kvlab/gui/worker_runner.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/model_quality.h"
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
+#include "kvlab/engine/model/model_quality.h"
 #include "kvlab/store/runs_store.h"
 
 namespace kvlab::gui {

@@ -17,6 +17,7 @@
 
 #include "kvlab/gui/quality_runner.h"
 #include "kvlab/gui/quality_runs.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/store/runs_store.h"
 
 class QCheckBox;
@@ -28,11 +29,12 @@ class QProgressBar;
 class QPushButton;
 class QRadioButton;
 class QSpinBox;
-class QTableWidget;
+class QTableView;
 
 namespace kvlab::gui {
 
 class QualityChart;
+class QualityTableModel;
 
 class QualityView : public QWidget {
   Q_OBJECT
@@ -80,12 +82,13 @@ class QualityView : public QWidget {
   // agreement, whenever the y axis changes.
   QCheckBox* log_y_check() const { return m_log_y; }
   QualityChart* chart() const { return m_chart; }
-  QTableWidget* table() const { return m_table; }
+  QTableView* table() const { return m_table; }
+  QualityTableModel* table_model() const { return m_table_model; }
   QLabel* heading_label() const { return m_heading; }
   QLabel* error_label() const { return m_error; }
-  QProgressBar* progress_bar() const { return m_progress; }
-  QPushButton* run_button() const { return m_run_button; }
-  QPushButton* cancel_button() const { return m_cancel_button; }
+  QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
+  QPushButton* run_button() const { return m_shell->run_button(); }
+  QPushButton* cancel_button() const { return m_shell->cancel_button(); }
 
  signals:
   void status_message(const QString& text, int timeout_ms);
@@ -117,10 +120,7 @@ class QualityView : public QWidget {
   QSpinBox* m_seed = nullptr;
   QLineEdit* m_text_file = nullptr;
   QListWidget* m_methods = nullptr;
-  QPushButton* m_run_button = nullptr;
-  QPushButton* m_cancel_button = nullptr;
-  QProgressBar* m_progress = nullptr;
-  QLabel* m_stage = nullptr;
+  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
   QLabel* m_error = nullptr;
   QLabel* m_heading = nullptr;
   QComboBox* m_x = nullptr;
@@ -128,7 +128,8 @@ class QualityView : public QWidget {
   QCheckBox* m_log_y = nullptr;
   QPushButton* m_reset_zoom = nullptr;
   QualityChart* m_chart = nullptr;
-  QTableWidget* m_table = nullptr;
+  QTableView* m_table = nullptr;
+  QualityTableModel* m_table_model = nullptr;
 
   std::optional<QualityKey> m_key;  // whose runs are shown
   std::vector<QualityPoint> m_points;

@@ -2,8 +2,8 @@
 // charts' data meets the engine and the planners' memory formula.
 #pragma once
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/quant/compress.h"
 #include "kvlab/gui/chart_data.h"
 
 namespace kvlab::gui {

@@ -18,8 +18,8 @@
 #include <QString>
 #include <QWidget>
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/eviction.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/quant/compress.h"
 #include "kvlab/gui/runs_comparison.h"
 #include "kvlab/gui/runs_table_model.h"
 #include "kvlab/store/runs_store.h"

@@ -10,8 +10,8 @@
 #include <QGroupBox>
 #include <QString>
 
-#include "kvlab/engine/kv_cache.h"
-#include "kvlab/engine/synthetic.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 class QComboBox;
 class QFormLayout;

@@ -10,7 +10,7 @@
 #include <QObject>
 #include <QString>
 
-#include "kvlab/engine/progress.h"
+#include "kvlab/engine/core/progress.h"
 
 namespace kvlab::gui {
 

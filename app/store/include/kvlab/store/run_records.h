@@ -14,11 +14,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kvlab/engine/compress.h"
-#include "kvlab/engine/eviction.h"
-#include "kvlab/engine/model_quality.h"
-#include "kvlab/engine/result.h"
-#include "kvlab/engine/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/core/result.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/model/model_quality.h"
+#include "kvlab/engine/quant/compress.h"
 #include "kvlab/planners/kv_memory.h"
 #include "kvlab/planners/solvers.h"
 #include "kvlab/store/runs_store.h"

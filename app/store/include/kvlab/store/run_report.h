@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kvlab/engine/result.h"
+#include "kvlab/engine/core/result.h"
 #include "kvlab/store/runs_store.h"
 
 namespace kvlab {

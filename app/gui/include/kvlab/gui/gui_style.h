@@ -1,0 +1,27 @@
+// The app's shared look outside the charts (chart_style.h has theirs): how long a status-bar
+// message stays, and the muted, error and banner text every page uses.
+#pragma once
+
+#include <QColor>
+#include <QString>
+
+class QLabel;
+class QWidget;
+
+namespace kvlab::gui::style {
+
+// A status-bar message that reports something done stays this long.
+inline constexpr int kStatusTimeoutMs = 8000;
+
+inline const QColor kMutedText{90, 90, 90};  // notes, captions, citations, stages
+
+// Grey text for a note beside the controls.
+void make_muted(QLabel* label);
+// A word-wrapped muted label.
+QLabel* muted_label(const QString& text, QWidget* parent);
+// Dark red text: why a page could not compute its numbers.
+void make_error_text(QLabel* label);
+// A boxed red banner above a page's results: what went wrong with the last run.
+void make_error_banner(QLabel* label);
+
+}  // namespace kvlab::gui::style

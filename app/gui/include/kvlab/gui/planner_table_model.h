@@ -1,0 +1,55 @@
+// The Planner page's results table: one row per chosen scheme, then the pinned rows of an
+// earlier scenario to compare with, each a scheme and its planners::PlanResult as plain values.
+#pragma once
+
+#include <vector>
+
+#include <QAbstractTableModel>
+#include <QString>
+
+#include "kvlab/planners/solvers.h"
+
+namespace kvlab::gui {
+
+enum PlannerColumn {
+  kPlannerScheme,
+  kPlannerBytesPerToken,
+  kPlannerPerSequence,
+  kPlannerBatch,
+  kPlannerFits,
+  kPlannerMaxBatch,
+  kPlannerMaxContext,
+  kPlannerFewestGpus,
+  kPlannerTokensPerSecond,
+  kPlannerTokensPerSecondPerSequence,
+  kPlannerColumnCount
+};
+
+class PlannerTableModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  using QAbstractTableModel::QAbstractTableModel;
+
+  struct Row {
+    planners::Scheme scheme;
+    planners::PlanResult result;
+    bool pinned = false;  // from the pinned scenario named pinned_title
+  };
+  void set_rows(std::vector<Row> rows, const QString& pinned_title);
+  const std::vector<Row>& rows() const { return m_rows; }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
+
+ private:
+  QString text(const Row& row, int column) const;
+
+  std::vector<Row> m_rows;
+  QString m_pinned_title;
+};
+
+}  // namespace kvlab::gui

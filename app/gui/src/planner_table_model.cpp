@@ -1,0 +1,91 @@
+#include "kvlab/gui/planner_table_model.h"
+
+#include <array>
+
+#include <QBrush>
+#include <QColor>
+
+#include "kvlab/gui/explain.h"
+#include "kvlab/gui/gui_format.h"
+
+namespace kvlab::gui {
+
+void PlannerTableModel::set_rows(std::vector<Row> rows, const QString& pinned_title) {
+  beginResetModel();
+  m_rows = std::move(rows);
+  m_pinned_title = pinned_title;
+  endResetModel();
+}
+
+int PlannerTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(m_rows.size());
+}
+
+int PlannerTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kPlannerColumnCount;
+}
+
+QString PlannerTableModel::text(const Row& row, int column) const {
+  const planners::PlanResult& r = row.result;
+  switch (column) {
+    case kPlannerScheme: {
+      const QString label = QString::fromStdString(row.scheme.label);
+      return row.pinned ? tr("pinned: %1 · %2").arg(m_pinned_title, label) : label;
+    }
+    case kPlannerBytesPerToken:
+      return QString::number(r.kv_bytes_per_token, 'f', 0);
+    case kPlannerPerSequence:
+      return format_byte_count(static_cast<double>(r.kv_bytes_per_sequence));
+    case kPlannerBatch:
+      return format_byte_count(static_cast<double>(r.kv_bytes_total));
+    case kPlannerFits:
+      return r.fits ? tr("yes") : tr("no");
+    case kPlannerMaxBatch:
+      return QString::number(r.max_batch);
+    case kPlannerMaxContext:
+      return QString::number(r.max_context);
+    case kPlannerFewestGpus:
+      return r.min_gpus
+                 ? QStringLiteral("%1 (TP %2 × PP %3)").arg(r.min_gpus).arg(r.min_tp).arg(r.min_pp)
+                 : tr("none up to 64");
+    case kPlannerTokensPerSecond:
+      return QString::number(r.decode_tokens_per_s, 'f', 0);
+    case kPlannerTokensPerSecondPerSequence:
+      return QString::number(r.decode_tokens_per_s_per_sequence, 'f', 1);
+    default:
+      return {};
+  }
+}
+
+QVariant PlannerTableModel::data(const QModelIndex& index, int role) const {
+  if (!index.isValid() || index.row() >= rowCount() || index.column() >= kPlannerColumnCount)
+    return {};
+  const Row& row = m_rows[static_cast<std::size_t>(index.row())];
+  switch (role) {
+    case Qt::DisplayRole:
+      return text(row, index.column());
+    case Qt::ForegroundRole:
+      if (index.column() != kPlannerFits) return {};
+      return QBrush(row.result.fits ? QColor(30, 120, 50) : QColor(190, 30, 30));
+    case Qt::BackgroundRole:
+      return row.pinned ? QVariant(QBrush(QColor(238, 238, 246))) : QVariant();
+    default:
+      return {};
+  }
+}
+
+QVariant PlannerTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || section < 0 || section >= kPlannerColumnCount) return {};
+  // Same order as PlannerColumn.
+  static const std::array<const char*, kPlannerColumnCount> kNames{
+      "scheme",    "KV B/token",  "KV per sequence", "KV of batch", "fits",
+      "max batch", "max context", "fewest GPUs",     "tokens/s",    "tokens/s per seq."};
+  if (role == Qt::DisplayRole) return tr(kNames[static_cast<std::size_t>(section)]);
+  if (role == Qt::ToolTipRole) {
+    const QStringList tips = explain::planner_columns();
+    return section < tips.size() ? tips[section] : QString();
+  }
+  return {};
+}
+
+}  // namespace kvlab::gui

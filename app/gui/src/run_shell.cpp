@@ -1,0 +1,67 @@
+#include "kvlab/gui/run_shell.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "kvlab/gui/gui_style.h"
+
+namespace kvlab::gui {
+
+RunShell::RunShell(const RunShellTexts& texts, QWidget* parent) : QWidget(parent) {
+  m_run = new QPushButton(tr("Run"), this);
+  m_run->setDefault(true);
+  m_run->setToolTip(texts.run_tooltip);
+  m_cancel = new QPushButton(tr("Cancel"), this);
+  m_cancel->setToolTip(texts.cancel_tooltip);
+  m_progress = new QProgressBar(this);
+  m_progress->setRange(0, 100);
+  m_progress->setValue(0);
+  m_progress->setToolTip(texts.progress_tooltip);
+  m_stage = style::muted_label(QString(), this);
+
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(m_run);
+  buttons->addWidget(m_cancel);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addLayout(buttons);
+  layout->addWidget(m_progress);
+  layout->addWidget(m_stage);
+
+  connect(m_run, &QPushButton::clicked, this, &RunShell::run_requested);
+  connect(m_cancel, &QPushButton::clicked, this, &RunShell::cancel_requested);
+  set_running(false);
+}
+
+void RunShell::started(const QString& stage) {
+  m_progress->setValue(0);
+  set_running(true);
+  m_stage->setText(stage);
+}
+
+void RunShell::progress(int percent, const QString& stage) {
+  m_progress->setValue(percent);
+  m_stage->setText(stage);
+}
+
+void RunShell::cancelling() {
+  m_stage->setText(tr("Cancelling…"));
+}
+
+void RunShell::finished(bool succeeded) {
+  m_progress->setValue(succeeded ? 100 : 0);
+  set_running(false);
+}
+
+void RunShell::set_running(bool running) {
+  m_running = running;
+  m_run->setEnabled(!running);
+  m_cancel->setEnabled(running);
+  if (!running) m_stage->clear();
+  m_stage->setVisible(running);
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,81 @@
+// Entropy coding of uint8 quantization codes (the codes of QuantizedTensor, laid out
+// [token][head][dim]) in KVComp's block layout (Jiang et al. 2025, "KVComp", Sec. 3.3): per head,
+// blocks of `block_size` consecutive tokens; every vector (one token of one head, `dim` codes) is
+// its own bit stream, so any block and any vector in it decodes on its own and blocks append
+// without touching earlier bytes. Three codecs share the layout and this interface so they can be
+// compared on the same data: fixed-width bit packing, per-group variable width, and canonical
+// length-limited Huffman with a shared codebook. The byte-exact contract is docs/FORMAT.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kvlab/engine/codec/huffman_book.h"
+#include "kvlab/engine/core/result.h"
+
+namespace kvlab {
+
+enum class CodecKind : std::uint8_t { BitPack = 0, VarWidth = 1, Huffman = 2 };
+std::string_view codec_id(CodecKind kind);  // "bitpack", "varwidth", "huffman"
+Result<CodecKind> parse_codec(std::string_view id);
+
+struct CodecConfig {
+  CodecKind kind = CodecKind::Huffman;
+  int block_size = 64;  // tokens per block, 1..65535
+  // BitPack only: 2, 4 or 8; 0 picks the smallest of those that holds the largest code given to
+  // encode_codes(). Later appends must fit the chosen width.
+  int bitpack_width = 0;
+};
+
+// One K or V tensor's codes, encoded. Blocks are ordered token-block major, then head: block
+// b = token_block * heads + head, so appending tokens only adds blocks at the end.
+struct EncodedCodes {
+  // The codec's own header (kind, width, block size): counted in metadata_bytes().
+  static constexpr std::uint64_t kHeaderBytes = 4;
+
+  CodecKind kind = CodecKind::Huffman;
+  int tokens = 0, heads = 0, dim = 0, block_size = 0;
+  int bitpack_width = 0;  // BitPack: 2, 4 or 8; else 0
+  std::vector<std::uint8_t> payload;
+  // Huffman and VarWidth: byte offset of each block in `payload`, and the bit count of every
+  // vector in block order (a block's vectors are contiguous, token order). BitPack keeps both
+  // empty: its sizes follow from the shape and width.
+  std::vector<std::uint32_t> block_offsets;
+  std::vector<std::uint16_t> vector_bits;
+
+  int token_blocks() const { return block_size > 0 ? (tokens + block_size - 1) / block_size : 0; }
+  int block_count() const { return token_blocks() * heads; }
+  std::uint64_t payload_bytes() const { return payload.size(); }
+  // VarWidth's 4-bit group headers; they sit inside the payload (part of payload_bytes()).
+  std::uint64_t header_bits() const;
+  // Offsets, bit counts and the codec header. The Huffman codebook is shared per layer and
+  // K/V, so it is counted by its owner (HuffmanCodebook::serialized_bytes()).
+  std::uint64_t metadata_bytes() const;
+  std::uint64_t total_bytes() const { return payload_bytes() + metadata_bytes(); }
+};
+
+// Encodes codes [tokens][heads][dim]. `book` is required for Huffman and ignored otherwise.
+Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                  int dim, const CodecConfig& config,
+                                  const HuffmanCodebook* book = nullptr);
+
+// Appends `tokens` new tokens [tokens][heads][dim] as new blocks. The existing tensor must end
+// on a block boundary (tokens % block_size == 0) so no earlier byte changes; the result equals
+// encoding all tokens at once.
+Status append_tokens(EncodedCodes& encoded, std::span<const std::uint8_t> codes, int tokens,
+                     const HuffmanCodebook* book = nullptr);
+
+// Structural checks of everything but the bit streams' contents: sizes, offsets, bit counts.
+Status validate_encoded(const EncodedCodes& encoded);
+
+// Decodes the whole tensor into `out` (tokens*heads*dim codes, [token][head][dim]).
+Status decode_codes(const EncodedCodes& encoded, const HuffmanCodebook* book,
+                    std::span<std::uint8_t> out);
+// Decodes one vector (dim codes) reading only its block's metadata and its own bits.
+Status decode_vector(const EncodedCodes& encoded, const HuffmanCodebook* book, int token, int head,
+                     std::span<std::uint8_t> out);
+
+}  // namespace kvlab

@@ -1,0 +1,63 @@
+// Where an op runs. A Backend is the table of the engine ops that also have a GPU implementation:
+// the CPU backend calls the engine's reference functions, the CUDA backend (kernels/, built only
+// when nvcc is found) runs them on the GPU under the same contracts, producing the same bytes
+// (docs/FORMAT.md). Callers choose one by name and never write #ifdef: the CUDA library registers
+// its factory once at start-up (the apps call kvlab::register_backends()), and without it "cuda"
+// is a clear error while "auto" quietly takes the CPU.
+//
+// A backend object is used by one thread at a time (it may keep scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/result.h"
+
+namespace kvlab {
+
+class Backend {
+ public:
+  virtual ~Backend();
+
+  // "cpu" or "cuda".
+  virtual std::string id() const = 0;
+  // What runs the ops, for reports: the CPU model, or the GPU's name.
+  virtual std::string device_name() const = 0;
+
+  // encode_codes() of code_codec.h: the same contract and the same bytes.
+  virtual Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens,
+                                            int heads, int dim, const CodecConfig& config,
+                                            const HuffmanCodebook* book) = 0;
+  // Whether encode_codes and fused_attention take Huffman books whose symbols are pairs of codes
+  // (HuffmanCodebook::pairs()); where not, callers build single-code books (choose_codebook()).
+  virtual bool huffman_pairs() const { return true; }
+  // fused_attention() of fused_attention.h: softmax(q . K / sqrt(d)) . V over a compressed layer,
+  // its fp16 buffer included. q and out [q_heads][head_dim].
+  virtual Status fused_attention(const CompressedKvView& cache, std::span<const float> q,
+                                 int q_heads, std::span<float> out) = 0;
+};
+
+// Why "cuda" is unavailable when no CUDA library was built in.
+inline constexpr std::string_view kBuiltWithoutCuda =
+    "CUDA: this kvlab was built without CUDA (nvcc was not found at build time, or KVLAB_CUDA=OFF)";
+
+// The names make_backend() accepts, in the order a selector lists them: "auto", "cpu", "cuda".
+std::span<const std::string_view> backend_ids();
+
+// "cpu"; "cuda" (an Error when kvlab was built without CUDA or no GPU is usable); "auto" (the
+// GPU when one is usable, else the CPU). Any other name is an Error listing the valid ones.
+Result<std::unique_ptr<Backend>> make_backend(std::string_view id);
+std::unique_ptr<Backend> make_cpu_backend();
+
+// The CUDA library registers its factory here at start-up (kvlab::cuda::register_backend()).
+// The factory returns an Error with the driver's reason when no GPU is usable. Call it before
+// any thread calls make_backend().
+using BackendFactory = Result<std::unique_ptr<Backend>> (*)();
+void register_cuda_backend(BackendFactory factory);
+
+}  // namespace kvlab

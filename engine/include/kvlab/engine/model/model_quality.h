@@ -1,0 +1,74 @@
+// Quality where it counts: a real model runs over a text while its attention reads the KV cache
+// through a quantizer, and its next-token distributions are compared with the exact run.
+//
+// The text is split into windows of the model's context (each starting from BOS); every window
+// is run one token at a time, twice: exactly, and with attention reading the cache as the
+// method would hold it after each token (the whole prefix quantized and dequantized again, so
+// per-tensor scales and KIVI's fp16 window follow the prefix as it grows). Reported: perplexity
+// of both runs and its relative change, how often the greedy next token agrees, the mean
+// KL(exact || compressed) of the next-token distributions, and the method's bits per value
+// measured on the exact run's cache.
+//
+// Eviction in the loop: with `eviction` set, every (layer, KV head) keeps its own tokens through
+// the same policy code the eviction simulation runs (eviction_policy.h). At each decode step the
+// new token is admitted, attention reads only the kept tokens (softmax renormalised over them),
+// each query head's probabilities are summed into its group's policy, and the policy evicts down
+// to the budget at the tokens so far. With a method as well, attention reads the kept tokens
+// quantized. Merging runs in the loop as in the simulation: a merged entry's logit is its
+// members' weighted logit + log(count), and its attention probability is shared among its tokens
+// by their weights, so attention reads the weighted averages of their keys and values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/quant/method.h"
+
+namespace kvlab {
+
+struct QualityConfig {
+  std::optional<MethodConfig> method = MethodConfig{};  // none: attention reads exact K and V
+  std::optional<EvictionConfig> eviction;               // none: every token is kept
+  // At least one of the two must be set. EvictionConfig's steps, needle, top_k and quant belong
+  // to the simulation and are not used here.
+  int window = 0;                  // tokens per window; 0: the model's seq_len
+  int bos = LlamaTokenizer::kBos;  // the token each window starts from
+};
+
+struct QualityReport {
+  std::string method;        // method id; "none" without quantization
+  std::string method_label;  // "kivi-2 G=32 R=128"; "none"
+  std::string policy;        // eviction policy id; "none" without eviction
+  std::string policy_label;  // "h2o budget 50% recent 50%"; "none"
+  double kept_fraction = 1;  // kept tokens / tokens so far after each step, mean over steps,
+                             // windows, layers and KV heads
+  int tokens = 0;            // tokens predicted (windows × (window − 1))
+  int windows = 0;
+  double perplexity_exact = 0, perplexity = 0;
+  double perplexity_change = 0;  // perplexity / perplexity_exact − 1
+  double next_token_agreement = 0;
+  double kl_mean = 0;
+  double bits_per_value = 16, ratio = 1;  // of the method on the exact run's cache
+  double seconds = 0;
+};
+
+// `tokens` is the text (without BOS; windows add it). An error names what is wrong.
+Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
+                                      const QualityConfig& config, const ProgressFn& progress = {});
+
+// `count` tokens of the model's own text: stories sampled from BOS at temperature 1 with a
+// seeded generator, one after another (BOS and EOS left out).
+Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
+                                     int bos = LlamaTokenizer::kBos,
+                                     int eos = LlamaTokenizer::kEos);
+
+nlohmann::json quality_report_to_json(const QualityReport& r);
+
+}  // namespace kvlab

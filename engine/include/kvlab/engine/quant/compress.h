@@ -1,0 +1,89 @@
+// Runs a method over a whole cache, layer by layer, and reports bytes, errors and histograms.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvlab/engine/attention/metrics.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/quant/quantizer.h"
+
+namespace kvlab {
+
+class Backend;
+
+struct ErrorMetrics {
+  double mse = 0, max_abs = 0, snr_db = 0;
+  // Attention-level; zero when the cache has no queries.
+  double logit_rmse = 0, softmax_kl = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
+};
+
+// What entropy coding did to one stream of codes (or to all of them, in the totals).
+struct CodecStats {
+  std::uint64_t codes = 0;           // codes coded
+  double entropy_bits_per_code = 0;  // order-0 entropy: the bound for a code-by-code coder
+  double payload_bits_per_code = 0;  // coded bits, codebook and offsets excluded
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t metadata_bytes = 0;  // block offsets, vector bit counts, codec header
+  std::uint64_t codebook_bytes = 0;  // the serialized Huffman codebook (0 for the others)
+  // All three codecs on the same stream, for comparison: payload + metadata + codebook bytes,
+  // indexed by CodecKind (bitpack, varwidth, huffman); and the order-0 entropy bound in bytes.
+  std::array<std::uint64_t, 3> codec_bytes{};
+  std::uint64_t entropy_bound_bytes = 0;
+  CodecStats& operator+=(const CodecStats& o);
+};
+
+struct LayerReport {
+  int layer = 0;
+  ByteBreakdown key_bytes, value_bytes;
+  double ratio = 0;  // fp16 bytes / compressed bytes, this layer
+  double bits_per_value = 0;
+  ErrorMetrics key_error, value_error;  // element-wise parts only
+  ErrorMetrics error;                   // K and V together, with attention metrics
+  std::vector<CodeHistogram> key_histograms, value_histograms;
+  CodecStats key_codec, value_codec;  // all zero when no codec ran
+  // When a codec ran: the Huffman codebook's code length of each symbol (256 symbols + escape),
+  // whether its symbols are pairs of codes (docs/FORMAT.md, "Pair symbols"), and the mean bits
+  // a code of each of the 256 values took through it (mean_code_bits()).
+  std::vector<std::uint8_t> key_code_lengths, value_code_lengths;
+  bool key_code_pairs = false, value_code_pairs = false;
+  std::vector<double> key_code_bits, value_code_bits;
+};
+
+// A layer's compression ratio had its codes been coded with `kind` (everything else equal), and
+// with codes at their entropy bound. Zero when no codec ran.
+double layer_ratio_with_codec(const LayerReport& layer, CodecKind kind);
+double layer_ratio_at_entropy(const LayerReport& layer);
+
+struct CompressionReport {
+  std::string source;
+  std::string method;  // method id
+  std::string method_label;
+  MethodConfig config;
+  ModelShape shape;
+  int tokens = 0;
+  std::uint64_t values = 0;      // K and V elements
+  std::uint64_t fp16_bytes = 0;  // the baseline: every value in fp16
+  ByteBreakdown bytes;           // compressed, by component
+  double ratio = 0;              // fp16_bytes / bytes.total()
+  double bits_per_value = 0;
+  ErrorMetrics error;
+  CodecStats codec;  // summed over layers; entropy is the code-weighted mean of the streams'
+  std::vector<LayerReport> layers;
+  double quantize_seconds = 0, dequantize_seconds = 0, total_seconds = 0;
+  // Where the entropy coder ran: the backend's id ("cpu", "cuda") and device name. Empty in
+  // reports saved before backends existed.
+  std::string backend, device;
+};
+
+// `backend` runs the entropy coding of the chosen codec (null: the CPU); the other two codecs of
+// the side-by-side comparison are sized on the CPU (same bytes either way).
+Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
+                                         const ProgressFn& progress = {},
+                                         Backend* backend = nullptr);
+
+}  // namespace kvlab

@@ -1,0 +1,192 @@
+// The plain baseline: decode-time attention over uncompressed fp16 keys and values, one query per
+// head, GQA by head index. Rows are converted with F16C and go through the same register-blocked
+// AVX2 loops as the fused compressed paths (fused_kernels.h), so the benchmark compares decoding
+// costs, not loop quality. The benchmarks set the fused compressed paths against it
+// (bench/fused_attention_bench.cpp); its row loops also serve the compressed cache's fp16 buffer.
+#include "kvlab/engine/attention/fused_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attention/attention_common.h"
+#include "attention/fused_kernels.h"
+#include "kvlab/engine/core/dtype.h"
+
+namespace kvlab {
+
+namespace detail {
+
+namespace {
+
+// Tokens per pass over the heads: their rows (64 x kv_heads x head_dim halves) stay in L2 while
+// every head reads its part, and the value accumulators go to memory once per pass.
+constexpr int kTokenChunk = 64;
+
+}  // namespace
+
+void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens, int heads,
+                      int dim, int group, const float* q, float scale, int total_tokens,
+                      float* logits) {
+  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+#if KVLAB_FUSED_SIMD
+  if (dim % kLaneGroup == 0) {
+    // The scale goes into the query once; every query head of a GQA group reads each converted
+    // key row while it is in registers (key_tile).
+    std::vector<float> qf(static_cast<std::size_t>(heads) * group * dim);
+    for (std::size_t i = 0; i < qf.size(); ++i) qf[i] = q[i] * scale;
+    const float zero[kHeadTile] = {};
+    for (int t0 = 0; t0 < tokens; t0 += kTokenChunk) {
+      const int n = std::min(kTokenChunk, tokens - t0);
+      for (int h = 0; h < heads; ++h) {
+        const Fp16Rows rows{keys.data() + static_cast<std::size_t>(h) * dim, hd, dim,
+                            static_cast<std::size_t>(tokens)};
+        for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+          const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+          key_tile(rows, static_cast<std::size_t>(t0), n, std::min(kHeadTile, group - g0),
+                   dim / kLaneGroup, qf.data() + qh * dim, dim, zero,
+                   logits + qh * total_tokens + first + t0, total_tokens);
+        }
+      }
+    }
+    return;
+  }
+#endif
+  std::vector<float> row(hd);
+  for (int i = 0; i < tokens; ++i) {
+    fp16_to_float(keys.subspan(static_cast<std::size_t>(i) * hd, hd), row);
+    for (int qh = 0; qh < heads * group; ++qh) {
+      const float* k = row.data() + static_cast<std::size_t>(qh / group) * dim;
+      const float* qv = q + static_cast<std::size_t>(qh) * dim;
+      float a = 0.f;
+#pragma omp simd reduction(+ : a)
+      for (int c = 0; c < dim; ++c) a += qv[c] * k[c];
+      logits[static_cast<std::size_t>(qh) * total_tokens + first + i] = a * scale;
+    }
+  }
+}
+
+void fp16_rows_values(std::span<const std::uint16_t> values, int first, int tokens, int heads,
+                      int dim, int group, const float* probs, int total_tokens, float* out) {
+  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+#if KVLAB_FUSED_SIMD
+  if (dim % kLaneGroup == 0) {
+    for (int t0 = 0; t0 < tokens; t0 += kTokenChunk) {
+      const int n = std::min(kTokenChunk, tokens - t0);
+      for (int h = 0; h < heads; ++h) {
+        const Fp16Rows rows{values.data() + static_cast<std::size_t>(h) * dim, hd, dim,
+                            static_cast<std::size_t>(tokens)};
+        for (int g0 = 0; g0 < group; g0 += kHeadTile) {
+          const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+          value_tile(rows, static_cast<std::size_t>(t0), n, std::min(kHeadTile, group - g0),
+                     dim / kLaneGroup, probs + qh * total_tokens + first + t0, total_tokens,
+                     out + qh * dim, dim);
+        }
+      }
+    }
+    return;
+  }
+#endif
+  std::vector<float> row(hd);
+  for (int i = 0; i < tokens; ++i) {
+    fp16_to_float(values.subspan(static_cast<std::size_t>(i) * hd, hd), row);
+    for (int qh = 0; qh < heads * group; ++qh) {
+      const float* v = row.data() + static_cast<std::size_t>(qh / group) * dim;
+      const float p = probs[static_cast<std::size_t>(qh) * total_tokens + first + i];
+      float* o = out + static_cast<std::size_t>(qh) * dim;
+#pragma omp simd
+      for (int c = 0; c < dim; ++c) o[c] += p * v[c];
+    }
+  }
+}
+
+Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::size_t out,
+                   std::size_t out_need) {
+  if (in != in_need || out != out_need) {
+    return make_error(fmt::format("{}: input holds {} floats (needs {}), output {} (needs {})",
+                                  what, in, in_need, out, out_need));
+  }
+  return Ok{};
+}
+
+}  // namespace detail
+
+void softmax_rows(std::span<float> x, int rows) {
+  if (rows <= 0) return;
+  const std::size_t n = x.size() / static_cast<std::size_t>(rows);
+  for (int r = 0; r < rows; ++r) {
+    float* v = x.data() + static_cast<std::size_t>(r) * n;
+    const float mx = *std::max_element(v, v + n);
+    float sum = 0.f;
+    for (std::size_t i = 0; i < n; ++i) {
+      v[i] = std::exp(v[i] - mx);
+      sum += v[i];
+    }
+    const float inv = 1.f / sum;
+    for (std::size_t i = 0; i < n; ++i) v[i] *= inv;
+  }
+}
+
+namespace {
+
+Status check_fp16(const Fp16KvView& kv, int q_heads) {
+  if (kv.tokens < 1 || kv.kv_heads < 1 || kv.head_dim < 1) {
+    return make_error(fmt::format("fp16 attention: shape [{}, {}, {}] is empty", kv.tokens,
+                                  kv.kv_heads, kv.head_dim));
+  }
+  if (q_heads < 1 || q_heads % kv.kv_heads != 0) {
+    return make_error(fmt::format(
+        "fp16 attention: {} query heads are not a multiple of {} KV heads", q_heads, kv.kv_heads));
+  }
+  const std::size_t need = static_cast<std::size_t>(kv.tokens) * kv.kv_heads * kv.head_dim;
+  if (kv.keys.size() != need || kv.values.size() != need) {
+    return make_error(fmt::format("fp16 attention: {} keys and {} values given, the shape needs {}",
+                                  kv.keys.size(), kv.values.size(), need));
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+Status fp16_attention_logits(const Fp16KvView& kv, std::span<const float> q, int q_heads,
+                             std::span<float> logits) {
+  KVLAB_TRY(check_fp16(kv, q_heads));
+  if (Status st = detail::check_sizes("fp16 attention logits", q.size(),
+                                      static_cast<std::size_t>(q_heads) * kv.head_dim,
+                                      logits.size(), static_cast<std::size_t>(q_heads) * kv.tokens);
+      !st) {
+    return st;
+  }
+  detail::fp16_rows_logits(kv.keys, 0, kv.tokens, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
+                           q.data(), 1.f / std::sqrt(static_cast<float>(kv.head_dim)), kv.tokens,
+                           logits.data());
+  return Ok{};
+}
+
+Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs, int q_heads,
+                             std::span<float> out) {
+  KVLAB_TRY(check_fp16(kv, q_heads));
+  if (Status st = detail::check_sizes("fp16 attention values", probs.size(),
+                                      static_cast<std::size_t>(q_heads) * kv.tokens, out.size(),
+                                      static_cast<std::size_t>(q_heads) * kv.head_dim);
+      !st) {
+    return st;
+  }
+  std::fill(out.begin(), out.end(), 0.f);
+  detail::fp16_rows_values(kv.values, 0, kv.tokens, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
+                           probs.data(), kv.tokens, out.data());
+  return Ok{};
+}
+
+Status fp16_attention(const Fp16KvView& kv, std::span<const float> q, int q_heads,
+                      std::span<float> out, std::vector<float>& scratch) {
+  scratch.resize(static_cast<std::size_t>(std::max(q_heads, 0)) *
+                 static_cast<std::size_t>(std::max(kv.tokens, 0)));
+  KVLAB_TRY(fp16_attention_logits(kv, q, q_heads, scratch));
+  softmax_rows(scratch, q_heads);
+  return fp16_attention_values(kv, scratch, q_heads, out);
+}
+
+}  // namespace kvlab

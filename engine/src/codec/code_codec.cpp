@@ -1,0 +1,422 @@
+// KVComp's block layout for code streams (Jiang et al. 2025, Sec. 3.3; docs/FORMAT.md): per head,
+// blocks of `block_size` tokens; inside a block each vector is its own bit stream, bit-aligned
+// after the previous one; a u16 bit count per vector and a u32 byte offset per block let any
+// block or vector decode alone, and new blocks only ever go at the end of the payload.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "codec/bitpack.h"
+#include "codec/codec_streams.h"
+#include "kvlab/engine/codec/code_codec.h"
+
+namespace kvlab {
+
+namespace {
+
+constexpr bool has_streams(CodecKind k) {
+  return k == CodecKind::Huffman || k == CodecKind::VarWidth;
+}
+
+// Where block b sits: its token block, head, first token, token count and the index of its first
+// vector in `vector_bits` (every token block but the last is full).
+struct BlockPlace {
+  int token_block, head, first_token, tokens;
+  std::uint64_t first_vector;
+};
+
+BlockPlace place_of(const EncodedCodes& e, int b) {
+  BlockPlace p{};
+  p.token_block = b / e.heads;
+  p.head = b % e.heads;
+  p.first_token = p.token_block * e.block_size;
+  p.tokens = std::min(e.block_size, e.tokens - p.first_token);
+  p.first_vector = static_cast<std::uint64_t>(p.token_block) * e.heads * e.block_size +
+                   static_cast<std::uint64_t>(p.head) * p.tokens;
+  return p;
+}
+
+std::string block_name(const EncodedCodes& e, int b) {
+  const BlockPlace p = place_of(e, b);
+  return fmt::format("{} codes: block {} (head {}, tokens {}..{})", codec_id(e.kind), b, p.head,
+                     p.first_token, p.first_token + p.tokens - 1);
+}
+
+std::uint64_t bitpack_block_bytes(int tokens, int dim, int width) {
+  return detail::packed_bytes(static_cast<std::size_t>(tokens) * static_cast<std::size_t>(dim),
+                              width);
+}
+
+std::uint64_t bitpack_block_offset(const EncodedCodes& e, int b) {
+  const BlockPlace p = place_of(e, b);
+  const std::uint64_t full = bitpack_block_bytes(e.block_size, e.dim, e.bitpack_width);
+  return static_cast<std::uint64_t>(p.token_block) * e.heads * full +
+         static_cast<std::uint64_t>(p.head) * bitpack_block_bytes(p.tokens, e.dim, e.bitpack_width);
+}
+
+Status check_shape(std::string_view what, int tokens, int heads, int dim, int block_size) {
+  if (tokens < 0 || heads < 0 || dim < 0) {
+    return make_error(fmt::format("{}: negative shape [{}, {}, {}]", what, tokens, heads, dim));
+  }
+  if (block_size < 1 || block_size > 65535) {
+    return make_error(fmt::format("{}: block size {} outside 1..65535", what, block_size));
+  }
+  // Vector and block indices stay in int; element counts in size_t.
+  const std::uint64_t vectors =
+      static_cast<std::uint64_t>(tokens) * static_cast<std::uint64_t>(heads);
+  if (vectors > static_cast<std::uint64_t>(std::numeric_limits<int>::max()) ||
+      vectors * static_cast<std::uint64_t>(dim) > (std::uint64_t{1} << 40)) {
+    return make_error(fmt::format("{}: shape [{}, {}, {}] too large", what, tokens, heads, dim));
+  }
+  return Ok{};
+}
+
+bool valid_width(int w) {
+  return w == 2 || w == 4 || w == 8;
+}
+
+// The problem with the header fields and array sizes, if any (O(1)).
+Status check_header(const EncodedCodes& e) {
+  const std::string_view what = "encoded codes";
+  KVLAB_TRY(check_shape(what, e.tokens, e.heads, e.dim, e.block_size));
+  if (e.kind == CodecKind::BitPack) {
+    if (!valid_width(e.bitpack_width)) {
+      return make_error(fmt::format("bitpack codes: width {} is not 2, 4 or 8", e.bitpack_width));
+    }
+    if (!e.block_offsets.empty() || !e.vector_bits.empty()) {
+      return make_error("bitpack codes: offsets or bit counts present (bitpack keeps none)");
+    }
+    return Ok{};
+  }
+  if (!has_streams(e.kind)) return make_error("encoded codes: unknown codec kind");
+  if (e.bitpack_width != 0) {
+    return make_error(
+        fmt::format("{} codes: bitpack width {} set", codec_id(e.kind), e.bitpack_width));
+  }
+  if (e.block_offsets.size() != static_cast<std::size_t>(e.block_count())) {
+    return make_error(fmt::format("{} codes: {} block offsets for {} blocks", codec_id(e.kind),
+                                  e.block_offsets.size(), e.block_count()));
+  }
+  const std::uint64_t vectors = static_cast<std::uint64_t>(e.tokens) * e.heads;
+  if (e.vector_bits.size() != vectors) {
+    return make_error(fmt::format("{} codes: {} vector bit counts for {} vectors", codec_id(e.kind),
+                                  e.vector_bits.size(), vectors));
+  }
+  return Ok{};
+}
+
+// Checks block b of a stream codec: its byte range lies in the payload, follows the previous
+// block and holds exactly its vectors' bits rounded up to a byte. Gives its first byte.
+Status check_block(const EncodedCodes& e, int b, std::uint64_t& begin) {
+  const BlockPlace p = place_of(e, b);
+  begin = e.block_offsets[static_cast<std::size_t>(b)];
+  const std::uint64_t end =
+      b + 1 < e.block_count() ? e.block_offsets[static_cast<std::size_t>(b) + 1] : e.payload.size();
+  if (b == 0 && begin != 0) {
+    return make_error(fmt::format("{}: offset {} is not 0", block_name(e, b), begin));
+  }
+  if (begin > e.payload.size() || end > e.payload.size()) {
+    return make_error(fmt::format("{}: byte range {}..{} past the payload end {}", block_name(e, b),
+                                  begin, end, e.payload.size()));
+  }
+  if (end < begin) {
+    return make_error(
+        fmt::format("{}: offsets not increasing ({} then {})", block_name(e, b), begin, end));
+  }
+  std::uint64_t bits = 0;
+  for (int i = 0; i < p.tokens; ++i)
+    bits += e.vector_bits[p.first_vector + static_cast<std::uint64_t>(i)];
+  if ((bits + 7) / 8 != end - begin) {
+    return make_error(
+        fmt::format("{}: vector bit counts sum to {} bits but the block holds {} bytes",
+                    block_name(e, b), bits, end - begin));
+  }
+  return Ok{};
+}
+
+Status decode_one(const EncodedCodes& e, const HuffmanCodebook* book, int b, int i,
+                  std::uint64_t start_bit, std::uint8_t* out) {
+  const BlockPlace p = place_of(e, b);
+  const std::uint16_t bits = e.vector_bits[p.first_vector + static_cast<std::uint64_t>(i)];
+  const detail::DecodeProblem problem =
+      e.kind == CodecKind::Huffman
+          ? detail::decode_huffman_vector(e.payload.data(), e.payload.size(), start_bit, bits,
+                                          e.dim, *book, out)
+          : detail::decode_varwidth_vector(e.payload.data(), e.payload.size(), start_bit, bits,
+                                           e.dim, out);
+  if (problem == nullptr) return Ok{};
+  return make_error(fmt::format("{}, vector {} (token {}, {} bits): {}", block_name(e, b), i,
+                                p.first_token + i, bits, problem));
+}
+
+Status need_book(const EncodedCodes& e, const HuffmanCodebook* book) {
+  if (e.kind == CodecKind::Huffman && (book == nullptr || book->decode_table() == nullptr)) {
+    return make_error("huffman codes: no codebook given");
+  }
+  return Ok{};
+}
+
+}  // namespace
+
+std::string_view codec_id(CodecKind kind) {
+  switch (kind) {
+    case CodecKind::BitPack:
+      return "bitpack";
+    case CodecKind::VarWidth:
+      return "varwidth";
+    case CodecKind::Huffman:
+      return "huffman";
+  }
+  return "unknown";
+}
+
+Result<CodecKind> parse_codec(std::string_view id) {
+  for (CodecKind k : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+    if (codec_id(k) == id) return k;
+  }
+  return make_error(fmt::format("unknown codec '{}' (expected bitpack, varwidth or huffman)", id));
+}
+
+std::uint64_t EncodedCodes::header_bits() const {
+  if (kind != CodecKind::VarWidth) return 0;
+  const std::uint64_t groups =
+      (static_cast<std::uint64_t>(dim) + detail::kVarWidthGroup - 1) / detail::kVarWidthGroup;
+  return static_cast<std::uint64_t>(tokens) * heads * groups * 4;
+}
+
+std::uint64_t EncodedCodes::metadata_bytes() const {
+  return kHeaderBytes + block_offsets.size() * sizeof(std::uint32_t) +
+         vector_bits.size() * sizeof(std::uint16_t);
+}
+
+Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                  int dim, const CodecConfig& config, const HuffmanCodebook* book) {
+  if (Status st = check_shape("encode codes", tokens, heads, dim, config.block_size); !st) {
+    return st.error();
+  }
+  EncodedCodes e;
+  e.kind = config.kind;
+  e.heads = heads;
+  e.dim = dim;
+  e.block_size = config.block_size;
+  if (config.kind == CodecKind::BitPack) {
+    e.bitpack_width = config.bitpack_width;
+    if (e.bitpack_width == 0) {
+      const std::uint8_t max_code =
+          codes.empty() ? 0 : *std::max_element(codes.begin(), codes.end());
+      e.bitpack_width = max_code < 4 ? 2 : max_code < 16 ? 4 : 8;
+    } else if (!valid_width(e.bitpack_width)) {
+      return make_error(
+          fmt::format("encode codes: bitpack width {} is not 0, 2, 4 or 8", config.bitpack_width));
+    }
+  } else if (!has_streams(config.kind)) {
+    return make_error("encode codes: unknown codec kind");
+  }
+  KVLAB_TRY(append_tokens(e, codes, tokens, book));
+  return e;
+}
+
+Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int tokens,
+                     const HuffmanCodebook* book) {
+  KVLAB_TRY(check_header(e));
+  KVLAB_TRY(check_shape("append codes", tokens, e.heads, e.dim, e.block_size));
+  KVLAB_TRY(need_book(e, book));
+  if (e.tokens % e.block_size != 0) {
+    return make_error(fmt::format(
+        "{} codes: cannot append after {} tokens: the last block is partial (block size {})",
+        codec_id(e.kind), e.tokens, e.block_size));
+  }
+  if (static_cast<std::uint64_t>(e.tokens) + tokens > std::numeric_limits<int>::max()) {
+    return make_error(fmt::format("{} codes: too many tokens", codec_id(e.kind)));
+  }
+  const std::size_t row = static_cast<std::size_t>(e.heads) * static_cast<std::size_t>(e.dim);
+  if (codes.size() != static_cast<std::size_t>(tokens) * row) {
+    return make_error(fmt::format("{} codes: {} codes given for [{}, {}, {}]", codec_id(e.kind),
+                                  codes.size(), tokens, e.heads, e.dim));
+  }
+  if (e.kind == CodecKind::BitPack) {
+    const unsigned limit = 1u << e.bitpack_width;
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      if (codes[i] >= limit) {
+        return make_error(fmt::format("bitpack codes: code {} at token {} does not fit {} bits",
+                                      codes[i], e.tokens + static_cast<int>(i / row),
+                                      e.bitpack_width));
+      }
+    }
+  }
+
+  // The largest code first (a loop the compiler vectorizes), the offending one only if needed.
+  std::uint8_t largest = 0;
+  if (e.kind == CodecKind::Huffman && book->pairs()) {
+    for (const std::uint8_t c : codes) largest = std::max(largest, c);
+  }
+  if (largest > 15) {
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      if (codes[i] > 15) {
+        return make_error(fmt::format(
+            "huffman codes: code {} at token {} does not fit the codebook's 4-bit pair symbols "
+            "(it was built from codes below 16)",
+            codes[i], e.tokens + static_cast<int>(i / row)));
+      }
+    }
+  }
+
+  // Encode into the tail of the arrays; on failure, cut them back so nothing changed.
+  const std::size_t old_payload = e.payload.size();
+  const std::size_t old_offsets = e.block_offsets.size();
+  const std::size_t old_bits = e.vector_bits.size();
+  auto fail = [&](std::string message) -> Status {
+    e.payload.resize(old_payload);
+    e.block_offsets.resize(old_offsets);
+    e.vector_bits.resize(old_bits);
+    return make_error(std::move(message));
+  };
+  const std::size_t dim = static_cast<std::size_t>(e.dim);
+  for (int t0 = 0; t0 < tokens; t0 += e.block_size) {
+    const int n = std::min(e.block_size, tokens - t0);
+    for (int h = 0; h < e.heads; ++h) {
+      const std::uint8_t* first =
+          codes.data() + static_cast<std::size_t>(t0) * row + static_cast<std::size_t>(h) * dim;
+      if (e.kind == CodecKind::BitPack) {
+        const std::size_t at = e.payload.size();
+        e.payload.resize(at + bitpack_block_bytes(n, e.dim, e.bitpack_width), 0);
+        for (int i = 0; i < n; ++i) {
+          detail::pack_codes(first + static_cast<std::size_t>(i) * row, dim, e.bitpack_width,
+                             e.payload.data() + at, static_cast<std::size_t>(i) * dim);
+        }
+        continue;
+      }
+      if (e.payload.size() > std::numeric_limits<std::uint32_t>::max()) {
+        return fail(
+            fmt::format("{} codes: payload passes 4 GiB at token {}: u32 block offsets "
+                        "cannot address it",
+                        codec_id(e.kind), e.tokens + t0));
+      }
+      e.block_offsets.push_back(static_cast<std::uint32_t>(e.payload.size()));
+      detail::BitWriter writer(e.payload);
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t before = writer.bits_written();
+        const std::uint8_t* vec = first + static_cast<std::size_t>(i) * row;
+        if (e.kind == CodecKind::Huffman) {
+          detail::encode_huffman_vector(vec, e.dim, *book, writer);
+        } else {
+          detail::encode_varwidth_vector(vec, e.dim, writer);
+        }
+        const std::uint64_t bits = writer.bits_written() - before;
+        if (bits > std::numeric_limits<std::uint16_t>::max()) {
+          return fail(
+              fmt::format("{} codes: token {}, head {} takes {} bits, more than a u16 "
+                          "bit count holds",
+                          codec_id(e.kind), e.tokens + t0 + i, h, bits));
+        }
+        e.vector_bits.push_back(static_cast<std::uint16_t>(bits));
+      }
+      writer.flush();
+    }
+  }
+  e.tokens += tokens;
+  return Ok{};
+}
+
+Status validate_encoded(const EncodedCodes& e) {
+  KVLAB_TRY(check_header(e));
+  if (e.kind == CodecKind::BitPack) {
+    const std::uint64_t expect =
+        e.block_count() == 0 ? 0
+                             : bitpack_block_offset(e, e.block_count() - 1) +
+                                   bitpack_block_bytes(place_of(e, e.block_count() - 1).tokens,
+                                                       e.dim, e.bitpack_width);
+    if (e.payload.size() != expect) {
+      return make_error(fmt::format("bitpack codes: payload has {} bytes, the shape needs {}",
+                                    e.payload.size(), expect));
+    }
+    return Ok{};
+  }
+  for (int b = 0; b < e.block_count(); ++b) {
+    std::uint64_t begin = 0;
+    KVLAB_TRY(check_block(e, b, begin));
+  }
+  return Ok{};
+}
+
+Status decode_codes(const EncodedCodes& e, const HuffmanCodebook* book,
+                    std::span<std::uint8_t> out) {
+  KVLAB_TRY(validate_encoded(e));
+  KVLAB_TRY(need_book(e, book));
+  const std::size_t row = static_cast<std::size_t>(e.heads) * static_cast<std::size_t>(e.dim);
+  if (out.size() != static_cast<std::size_t>(e.tokens) * row) {
+    return make_error(fmt::format("{} codes: output holds {} codes, the tensor has {}",
+                                  codec_id(e.kind), out.size(),
+                                  static_cast<std::size_t>(e.tokens) * row));
+  }
+  const std::size_t dim = static_cast<std::size_t>(e.dim);
+  for (int b = 0; b < e.block_count(); ++b) {
+    const BlockPlace p = place_of(e, b);
+    std::uint8_t* first = out.data() + static_cast<std::size_t>(p.first_token) * row +
+                          static_cast<std::size_t>(p.head) * dim;
+    if (e.kind == CodecKind::BitPack) {
+      const std::uint8_t* src = e.payload.data() + bitpack_block_offset(e, b);
+      for (int i = 0; i < p.tokens; ++i) {
+        detail::unpack_codes(src, static_cast<std::size_t>(i) * dim, dim, e.bitpack_width,
+                             first + static_cast<std::size_t>(i) * row);
+      }
+      continue;
+    }
+    std::uint64_t bit =
+        8 * static_cast<std::uint64_t>(e.block_offsets[static_cast<std::size_t>(b)]);
+    if (e.kind == CodecKind::Huffman) {  // a block's vectors decode interleaved
+      const detail::BlockProblem bp = detail::decode_huffman_block(
+          e.payload.data(), e.payload.size(), bit, e.vector_bits.data() + p.first_vector, p.tokens,
+          e.dim, *book, first, row);
+      if (bp.problem == nullptr) continue;
+      return make_error(fmt::format(
+          "{}, vector {} (token {}, {} bits): {}", block_name(e, b), bp.vector,
+          p.first_token + bp.vector,
+          e.vector_bits[p.first_vector + static_cast<std::uint64_t>(bp.vector)], bp.problem));
+    }
+    for (int i = 0; i < p.tokens; ++i) {
+      if (Status st = decode_one(e, book, b, i, bit, first + static_cast<std::size_t>(i) * row);
+          !st) {
+        return st;
+      }
+      bit += e.vector_bits[p.first_vector + static_cast<std::uint64_t>(i)];
+    }
+  }
+  return Ok{};
+}
+
+Status decode_vector(const EncodedCodes& e, const HuffmanCodebook* book, int token, int head,
+                     std::span<std::uint8_t> out) {
+  KVLAB_TRY(check_header(e));
+  KVLAB_TRY(need_book(e, book));
+  if (token < 0 || token >= e.tokens || head < 0 || head >= e.heads) {
+    return make_error(fmt::format("{} codes: vector (token {}, head {}) outside [{}, {}]",
+                                  codec_id(e.kind), token, head, e.tokens, e.heads));
+  }
+  if (out.size() != static_cast<std::size_t>(e.dim)) {
+    return make_error(fmt::format("{} codes: output holds {} codes, a vector has {}",
+                                  codec_id(e.kind), out.size(), e.dim));
+  }
+  const int b = (token / e.block_size) * e.heads + head;
+  const int i = token % e.block_size;
+  if (e.kind == CodecKind::BitPack) {
+    const BlockPlace p = place_of(e, b);
+    const std::uint64_t begin = bitpack_block_offset(e, b);
+    if (begin + bitpack_block_bytes(p.tokens, e.dim, e.bitpack_width) > e.payload.size()) {
+      return make_error(
+          fmt::format("{}: past the payload end {}", block_name(e, b), e.payload.size()));
+    }
+    detail::unpack_codes(e.payload.data() + begin, static_cast<std::size_t>(i) * e.dim,
+                         static_cast<std::size_t>(e.dim), e.bitpack_width, out.data());
+    return Ok{};
+  }
+  std::uint64_t begin = 0;
+  KVLAB_TRY(check_block(e, b, begin));
+  const BlockPlace p = place_of(e, b);
+  std::uint64_t bit = 8 * begin;
+  for (int k = 0; k < i; ++k) bit += e.vector_bits[p.first_vector + static_cast<std::uint64_t>(k)];
+  return decode_one(e, book, b, i, bit, out.data());
+}
+
+}  // namespace kvlab

@@ -1,0 +1,444 @@
+// The decode-time eviction and merging simulation; the model is described in eviction.h.
+//
+// Work is split by (layer, KV head): a KV head's policy only ever sees the attention of its own
+// query-head group, so heads are independent. For each head, the logits of a chunk of decode
+// steps (every query head of the group, every token position) come from one matrix product,
+// the per-step softmaxes and the policy run over rows of it, and the attention outputs come from
+// two more matrix products: the full-cache probabilities times V, and the kept entries'
+// probabilities (spread back over the tokens each entry holds) times V. The policy's state and
+// rules live in EvictionHeadPolicy (eviction_policy.h), shared with the model loop.
+#include <Eigen/Dense>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/row_loader.h"
+#include "eviction/eviction_policy.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/quant/compress.h"
+
+namespace kvlab {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using HeadRows = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+
+constexpr double kFp16BytesPerValue = 2.0;
+constexpr double kMergeCountBytes = 4.0;  // the token count a merged entry carries
+
+// Per-step sums over heads; the report divides them into means.
+struct StepSums {
+  double kept = 0, memory = 0, kv_heads = 0;        // per KV head
+  double mass = 0, cosine = 0, err2 = 0, out2 = 0;  // per query head
+  double rows = 0;
+  StepSums& operator+=(const StepSums& o) {
+    kept += o.kept, memory += o.memory, kv_heads += o.kv_heads;
+    mass += o.mass, cosine += o.cosine, err2 += o.err2, out2 += o.out2, rows += o.rows;
+    return *this;
+  }
+};
+
+// One layer as float, [tokens][heads][dim]; the dequantized copies are empty without `quant`.
+struct LayerData {
+  std::vector<float> keys, values, keys_q, values_q, queries;
+};
+
+struct HeadOutcome {
+  std::vector<StepSums> steps;
+  EvictionHeadResult result;
+  EvictionMap map;
+  double flops = 0;
+};
+
+struct HeadParams {
+  const EvictionConfig* config = nullptr;
+  Budget budget;
+  int tokens = 0, prompt = 0, steps = 0, group = 0, dim = 0, kv_heads = 0, q_heads = 0;
+  int queries = 0;
+  int kv_head = 0;
+  double bytes_per_entry = 0;
+};
+
+// Which of the cache's queries step s uses: the last `steps` of them, cycling when there are
+// fewer, so the last step always gets the last query.
+int query_for_step(int s, int steps, int queries) {
+  return queries - 1 - (steps - 1 - s) % queries;
+}
+
+class HeadSimulation {
+ public:
+  HeadSimulation(const HeadParams& p, const LayerData& layer)
+      : m_p(p), m_c(*p.config), m_layer(layer) {}
+
+  HeadOutcome run() {
+    m_policy.emplace(m_c, m_p.budget, m_p.tokens, m_p.prompt, m_p.group);
+    if (m_c.policy == EvictionPolicy::Merge) {
+      m_policy->set_merge_keys(head_rows(policy_keys(), m_p.tokens));
+    }
+    m_out.steps.assign(m_p.steps, {});
+
+    // Chunks of steps small enough that a chunk's matrices stay around 16 MB each.
+    const std::int64_t cells_per_step = static_cast<std::int64_t>(m_p.group) * m_p.tokens;
+    const int chunk = static_cast<int>(std::clamp<std::int64_t>(
+        (std::int64_t{1} << 22) / std::max<std::int64_t>(1, cells_per_step), 1, m_p.steps));
+    for (int s0 = 0; s0 < m_p.steps; s0 += chunk) run_chunk(s0, std::min(m_p.steps, s0 + chunk));
+
+    auto& r = m_out.result;
+    r.kept_tokens = static_cast<int>(m_policy->kept().size());
+    double mass = 0;
+    for (const auto& st : m_out.steps) mass += st.mass;
+    r.attention_mass_retained = mass / (static_cast<double>(m_p.steps) * m_p.group);
+    m_out.map = m_policy->take_map();
+    return std::move(m_out);
+  }
+
+ private:
+  const std::vector<float>& policy_keys() const {
+    return m_c.quant ? m_layer.keys_q : m_layer.keys;
+  }
+  const std::vector<float>& policy_values() const {
+    return m_c.quant ? m_layer.values_q : m_layer.values;
+  }
+  HeadRows head_rows(const std::vector<float>& x, int rows) const {
+    return HeadRows(x.data() + static_cast<std::size_t>(m_p.kv_head) * m_p.dim, rows, m_p.dim,
+                    Eigen::OuterStride<>(static_cast<Eigen::Index>(m_p.kv_heads) * m_p.dim));
+  }
+
+  void run_chunk(int s0, int s1) {
+    const int G = m_p.group, D = m_p.dim;
+    const int rows = (s1 - s0) * G;
+    const int cols = m_p.prompt + s1;  // tokens present at the chunk's last step
+    RowMatrix q(rows, D);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    for (int s = s0; s < s1; ++s) {
+      const int qi = query_for_step(s, m_p.steps, m_p.queries);
+      for (int g = 0; g < G; ++g) {
+        const float* src = m_layer.queries.data() +
+                           (static_cast<std::size_t>(qi) * m_p.q_heads + m_p.kv_head * G + g) * D;
+        for (int d = 0; d < D; ++d) q((s - s0) * G + g, d) = src[d] * scale;
+      }
+    }
+    m_logits_full.noalias() = q * head_rows(m_layer.keys, cols).transpose();
+    if (m_c.quant) m_logits_kept.noalias() = q * head_rows(m_layer.keys_q, cols).transpose();
+    const RowMatrix& logits_kept = m_c.quant ? m_logits_kept : m_logits_full;
+    m_probs_full.setZero(rows, cols);
+    m_probs_kept.setZero(rows, cols);
+    for (int s = s0; s < s1; ++s) step(s, s0, logits_kept);
+
+    const RowMatrix out_full = m_probs_full * head_rows(m_layer.values, cols);
+    const RowMatrix out_kept = m_probs_kept * head_rows(policy_values(), cols);
+    m_out.flops += 2.0 * rows * cols * D * (m_c.quant ? 4 : 3);
+    for (int s = s0; s < s1; ++s) {
+      StepSums& st = m_out.steps[s];
+      for (int g = 0; g < G; ++g) {
+        const int r = (s - s0) * G + g;
+        const double o2 = out_full.row(r).cast<double>().squaredNorm();
+        const double h2 = out_kept.row(r).cast<double>().squaredNorm();
+        const double dot = out_full.row(r).cast<double>().dot(out_kept.row(r).cast<double>());
+        st.err2 += (out_full.row(r) - out_kept.row(r)).cast<double>().squaredNorm();
+        st.out2 += o2;
+        st.cosine += (o2 > 0 && h2 > 0) ? dot / std::sqrt(o2 * h2) : (o2 == h2 ? 1.0 : 0.0);
+      }
+    }
+  }
+
+  void step(int s, int s0, const RowMatrix& logits_kept) {
+    const int G = m_p.group;
+    const int t_new = m_p.prompt + s;
+    const int context = t_new + 1;
+    detail::EvictionHeadPolicy& policy = *m_policy;
+    policy.admit(t_new);
+    const std::vector<int>& kept = policy.kept();
+    const std::vector<char>& held = policy.held();
+    StepSums& st = m_out.steps[s];
+    const bool last = s == m_p.steps - 1;
+    const bool needle = last && m_c.needle && *m_c.needle < context;
+    bool needle_in_top = needle && policy.is_entry(*m_c.needle);
+
+    const std::size_t n = kept.size();
+    m_p_entry.resize(n);
+    for (int g = 0; g < G; ++g) {
+      const int r = (s - s0) * G + g;
+      // The full cache: every token so far, original keys.
+      float* pf = m_probs_full.row(r).data();
+      const float* lf = m_logits_full.row(r).data();
+      const float mf = *std::max_element(lf, lf + context);
+      double sum = 0;
+      for (int t = 0; t < context; ++t) sum += (pf[t] = std::exp(lf[t] - mf));
+      const float inv = static_cast<float>(1.0 / sum);
+      double mass = 0;
+      for (int t = 0; t < context; ++t) {
+        pf[t] *= inv;
+        if (held[t]) mass += pf[t];
+      }
+      st.mass += mass;
+      st.rows += 1;
+
+      // What the model sees: the kept entries.
+      const float* lk = logits_kept.row(r).data();
+      double mk = -INFINITY;
+      for (std::size_t i = 0; i < n; ++i) {
+        m_p_entry[i] = policy.entry_logit(lk, kept[i]);
+        mk = std::max(mk, m_p_entry[i]);
+      }
+      double sk = 0;
+      for (std::size_t i = 0; i < n; ++i) sk += (m_p_entry[i] = std::exp(m_p_entry[i] - mk));
+      float* pk = m_probs_kept.row(r).data();
+      double p_needle = -1;
+      for (std::size_t i = 0; i < n; ++i) {
+        const int e = kept[i];
+        const double p = m_p_entry[i] / sk;
+        m_p_entry[i] = p;
+        policy.add_attention(e, p);
+        const auto& members = policy.members(e);
+        if (members.empty()) {
+          pk[e] = static_cast<float>(p);
+        } else {
+          for (const auto& [t, c] : members) pk[t] += static_cast<float>(p * c);
+        }
+        if (needle && e == *m_c.needle) p_needle = p;
+      }
+      if (needle_in_top) {
+        int above = 0;
+        for (std::size_t i = 0; i < n; ++i) above += m_p_entry[i] > p_needle;
+        needle_in_top = above < m_c.top_k;
+      }
+    }
+    if (needle) {
+      m_out.result.needle_retained = policy.is_entry(*m_c.needle);
+      m_out.result.needle_in_top_k = needle_in_top;
+    }
+
+    policy.evict(s, context);
+
+    const std::size_t merged = policy.merged_entries();
+    st.kept += static_cast<double>(kept.size());
+    st.memory += static_cast<double>(kept.size()) * m_p.bytes_per_entry +
+                 static_cast<double>(merged) * kMergeCountBytes;
+    st.kv_heads += 1;
+  }
+
+  const HeadParams m_p;
+  const EvictionConfig& m_c;
+  const LayerData& m_layer;
+  HeadOutcome m_out;
+  std::optional<detail::EvictionHeadPolicy> m_policy;
+  RowMatrix m_logits_full, m_logits_kept, m_probs_full, m_probs_kept;
+  std::vector<double> m_p_entry;
+};
+
+}  // namespace
+
+CellState EvictionMap::state(int step, int position) const {
+  if (step < arrival_step(position)) return CellState::Absent;
+  const std::uint16_t cell = cells[static_cast<std::size_t>(position)];
+  const int leave = cell & 0x3FFF;
+  const int how = cell >> 14;
+  if (leave == kNever || step < leave) {
+    return how == detail::kLeftSink ? CellState::Sink : CellState::Kept;
+  }
+  return how == detail::kLeftMerged ? CellState::Merged : CellState::Evicted;
+}
+
+namespace {
+
+void finish_step(const StepSums& sums, int context, EvictionStep& out) {
+  out.context = context;
+  out.kept = sums.kv_heads > 0 ? sums.kept / sums.kv_heads : 0;
+  out.memory_bytes = sums.memory;
+  out.attention_mass_retained = sums.rows > 0 ? sums.mass / sums.rows : 1;
+  out.attn_output_rel_error = sums.out2 > 0 ? std::sqrt(sums.err2 / sums.out2) : 0;
+  out.attn_output_cosine = sums.rows > 0 ? sums.cosine / sums.rows : 1;
+}
+
+// Means over steps of the per-step numbers, with the error pooled over every step.
+void finish_totals(const std::vector<StepSums>& steps, double& mass, double& rel_error,
+                   double& cosine) {
+  StepSums all;
+  for (const auto& s : steps) all += s;
+  mass = all.rows > 0 ? all.mass / all.rows : 1;
+  rel_error = all.out2 > 0 ? std::sqrt(all.err2 / all.out2) : 0;
+  cosine = all.rows > 0 ? all.cosine / all.rows : 1;
+}
+
+Result<LayerData> load_layer(const KvCache& cache, int l, const Quantizer* quantizer) {
+  const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
+  LayerData d;
+  const auto to_float = [](const Tensor& t) {
+    std::vector<float> out(t.elements());
+    if (!out.empty()) detail::load_rows(t.view(), 0, t.tokens(), out.data());
+    return out;
+  };
+  d.keys = to_float(lkv.key);
+  d.values = to_float(lkv.value);
+  d.queries = to_float(lkv.query);
+  if (quantizer) {
+    for (auto [src, dst, role] : {std::tuple{&lkv.key, &d.keys_q, TensorRole::Key},
+                                  std::tuple{&lkv.value, &d.values_q, TensorRole::Value}}) {
+      auto q = quantizer->quantize(src->view(), role);
+      if (!q) return make_error(fmt::format("layer {}: {}", l, q.message()));
+      dst->resize(src->elements());
+      quantizer->dequantize(*q, dst->data());
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionConfig& config,
+                                         const ProgressFn& progress) {
+  const auto t_start = std::chrono::steady_clock::now();
+  KVLAB_TRY(cache.validate());
+  KVLAB_TRY(config.validate(cache));
+  const ModelShape& shape = cache.shape;
+  const int L = static_cast<int>(cache.layers.size());
+  const int T = cache.tokens();
+
+  EvictionReport rep;
+  rep.source = cache.source;
+  rep.policy = std::string(eviction_policy_id(config.policy));
+  rep.config = config;
+  rep.shape = shape;
+  rep.tokens = T;
+  rep.steps = config.steps;
+  rep.prompt = T - config.steps;
+
+  // With quantization: each layer's bytes per (token, KV head) as the method measures them.
+  std::vector<double> bytes_per_entry(L, 2.0 * shape.head_dim * kFp16BytesPerValue);
+  std::unique_ptr<Quantizer> quantizer;
+  if (config.quant) {
+    auto q = make_quantizer(*config.quant);
+    if (!q) return q.error();
+    quantizer = std::move(*q);
+    if (!report_progress(progress, 0.0, "measuring the quantized size")) {
+      return make_error(std::string(kCancelledMessage));
+    }
+    auto measured = compress_cache(cache, *config.quant);
+    if (!measured) return measured.error();
+    double total = 0;
+    for (int l = 0; l < L; ++l) {
+      const auto& lr = measured->layers[static_cast<std::size_t>(l)];
+      bytes_per_entry[l] = static_cast<double>(lr.key_bytes.total() + lr.value_bytes.total()) /
+                           (static_cast<double>(T) * shape.kv_heads);
+      total += bytes_per_entry[l];
+    }
+    rep.quant_bytes_per_token = total / L;
+  }
+
+  const int H = shape.kv_heads;
+  const int tasks = L * H;
+  std::vector<HeadOutcome> outcomes(static_cast<std::size_t>(tasks));
+  std::vector<std::string> errors(static_cast<std::size_t>(L));
+  std::atomic<int> next{0}, done{0};
+  std::atomic<bool> stop{false};
+  // A worker takes a whole layer (its float copies are shared by the layer's heads).
+  const auto run_layer = [&](int l) {
+    auto data = load_layer(cache, l, quantizer.get());
+    if (!data) {
+      errors[static_cast<std::size_t>(l)] = data.message();
+      stop = true;
+      return;
+    }
+    HeadParams hp;
+    hp.config = &config;
+    hp.budget = config.layer_budgets.empty() ? config.budget
+                                             : config.layer_budgets[static_cast<std::size_t>(l)];
+    hp.tokens = T;
+    hp.prompt = rep.prompt;
+    hp.steps = config.steps;
+    hp.group = shape.q_heads / shape.kv_heads;
+    hp.dim = shape.head_dim;
+    hp.kv_heads = H;
+    hp.q_heads = shape.q_heads;
+    hp.queries = cache.layers[static_cast<std::size_t>(l)].query.tokens();
+    hp.bytes_per_entry = bytes_per_entry[static_cast<std::size_t>(l)];
+    for (int h = 0; h < H && !stop; ++h) {
+      hp.kv_head = h;
+      outcomes[static_cast<std::size_t>(l * H + h)] = HeadSimulation(hp, *data).run();
+      ++done;
+    }
+  };
+  const auto worker = [&] {
+    for (int l = next++; l < L && !stop; l = next++) run_layer(l);
+  };
+  const unsigned extra = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()) - 1,
+                                            static_cast<unsigned>(L - 1));
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < extra; ++i) pool.emplace_back(worker);
+  for (int l = next++; l < L && !stop; l = next++) {
+    run_layer(l);
+    if (!report_progress(
+            progress, static_cast<double>(done) / tasks,
+            fmt::format("simulating {}: {} of {} heads", rep.policy, done.load(), tasks))) {
+      stop = true;
+    }
+  }
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) return make_error(e);
+  }
+  if (stop) return make_error(std::string(kCancelledMessage));
+
+  // Gather: per layer over its heads, then over layers.
+  const int S = config.steps;
+  std::vector<StepSums> total_steps(static_cast<std::size_t>(S));
+  const double fp16_per_entry = 2.0 * shape.head_dim * kFp16BytesPerValue;
+  double needle_kept = 0, needle_top = 0;
+  rep.maps.resize(static_cast<std::size_t>(L));
+  for (int l = 0; l < L; ++l) {
+    EvictionLayerResult lr;
+    lr.layer = l;
+    const Budget& b = config.layer_budgets.empty()
+                          ? config.budget
+                          : config.layer_budgets[static_cast<std::size_t>(l)];
+    lr.budget_tokens = config.policy == EvictionPolicy::Full ? T : b.tokens_at(T);
+    std::vector<StepSums> layer_steps(static_cast<std::size_t>(S));
+    for (int h = 0; h < H; ++h) {
+      HeadOutcome& o = outcomes[static_cast<std::size_t>(l * H + h)];
+      for (int s = 0; s < S; ++s) layer_steps[s] += o.steps[s];
+      lr.heads.push_back(o.result);
+      lr.needle_retained += o.result.needle_retained;
+      lr.needle_in_top_k += o.result.needle_in_top_k;
+      rep.matmul_flops += o.flops;
+      rep.maps[static_cast<std::size_t>(l)].push_back(std::move(o.map));
+    }
+    needle_kept += lr.needle_retained;
+    needle_top += lr.needle_in_top_k;
+    lr.needle_retained /= H;
+    lr.needle_in_top_k /= H;
+    lr.steps.resize(static_cast<std::size_t>(S));
+    for (int s = 0; s < S; ++s) {
+      finish_step(layer_steps[s], rep.prompt + s + 1, lr.steps[s]);
+      total_steps[s] += layer_steps[s];
+    }
+    finish_totals(layer_steps, lr.attention_mass_retained, lr.attn_output_rel_error,
+                  lr.attn_output_cosine);
+    lr.kept_tokens = lr.steps.back().kept;
+    lr.memory_bytes = lr.steps.back().memory_bytes;
+    lr.full_memory_bytes = static_cast<double>(T) * H * fp16_per_entry;
+    rep.memory_bytes += lr.memory_bytes;
+    rep.full_memory_bytes += lr.full_memory_bytes;
+    rep.kept_tokens += lr.kept_tokens / L;
+    rep.layers.push_back(std::move(lr));
+  }
+  rep.steps_total.resize(static_cast<std::size_t>(S));
+  for (int s = 0; s < S; ++s) finish_step(total_steps[s], rep.prompt + s + 1, rep.steps_total[s]);
+  finish_totals(total_steps, rep.attention_mass_retained, rep.attn_output_rel_error,
+                rep.attn_output_cosine);
+  if (config.needle) {
+    rep.needle_retained = needle_kept / (static_cast<double>(L) * H);
+    rep.needle_in_top_k = needle_top / (static_cast<double>(L) * H);
+  }
+  rep.label = eviction_label(config);
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+  report_progress(progress, 1.0, "done");
+  return rep;
+}
+
+}  // namespace kvlab

@@ -1,0 +1,166 @@
+// Causal attention of the Llama runner (see llama_attention.h).
+#include "model/llama_attention.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+namespace kvlab::detail {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+using StridedOut = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+
+constexpr int kScoreFloats = 16384;  // a block's scores: 64 KiB
+constexpr int kMinRows = 48;         // Eigen's float GEBP kernel takes 48 rows at a time (AVX-512)
+constexpr int kGemvRows = 8;         // up to this many rows: one matrix-vector product per row
+constexpr int kPacket = 16;          // floats per 64-byte row start of the scores
+
+template <class Buffer>
+float* grow(Buffer& buffer, std::size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer.data();
+}
+
+int round_up(int n) {
+  return (n + kPacket - 1) / kPacket * kPacket;
+}
+
+// One row of scaled scores to unnormalised probabilities in place: exp(p[t] − max) over the kept
+// positions of 0..ctx-1, 0 at the others and up to the end of the row (width, or ctx rounded up
+// to kPacket); returns their sum (at least 1: the largest kept score gives exp(0)), or 0 when the
+// mask keeps nothing. The row starts 64-byte aligned and has room for ctx rounded up to kPacket,
+// so max, exp and sum run in whole packets.
+float softmax_row(float* p, int ctx, int width, const char* keep) {
+  const int padded = round_up(ctx);
+  using Row = Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>;
+  float max = -INFINITY;
+  if (keep) {
+    for (int t = 0; t < ctx; ++t) {
+      if (keep[t]) max = std::max(max, p[t]);
+    }
+    if (max == -INFINITY) return 0.0f;
+  } else {
+    std::fill(p + ctx, p + padded, -INFINITY);
+    max = Row(p, padded).maxCoeff();
+  }
+  Row(p, padded) = (Row(p, padded) - max).exp();
+  if (keep) {
+    for (int t = 0; t < ctx; ++t) {
+      if (!keep[t]) p[t] = 0.0f;
+    }
+  }
+  std::fill(p + ctx, p + std::max(width, padded), 0.0f);
+  return Row(p, padded).sum();
+}
+
+// The plain path (no mask, no observer): the causal softmax of a whole block at once. Row r
+// attends to positions 0..first_ctx + r / group - 1; every row is `stride` long (a multiple of
+// kPacket, 64-byte aligned), so the max, the exponentials and the sums run in whole packets.
+// Leaves exp(score − row max) in the rows, 0 past each row's positions, and 1 / row sum in
+// inverse_sums.
+void block_softmax(float* scores, int rows, int stride, int first_ctx, int group, float* row_max,
+                   float* inverse_sums) {
+  using Block = Eigen::Map<Eigen::Array<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
+                           Eigen::AlignedMax>;
+  Block block(scores, rows, stride);
+  for (int r = 0; r < rows; ++r) block.row(r).tail(stride - first_ctx - r / group) = -INFINITY;
+  Eigen::Map<Eigen::ArrayXf> max(row_max, rows), inverse(inverse_sums, rows);
+  max = block.rowwise().maxCoeff();
+  for (int r = 0; r < rows; ++r) {  // row by row: a broadcast max would not vectorise
+    float* p = scores + static_cast<std::size_t>(r) * stride;
+    const int ctx = first_ctx + r / group;
+    Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax> live(p, round_up(ctx));
+    live = (live - max[r]).exp();
+    std::fill(p + ctx, p + stride, 0.0f);
+  }
+  inverse = block.rowwise().sum().inverse();  // each at least 1: the max gives exp(0)
+}
+
+}  // namespace
+
+int attention_block_tokens(int group, int total, int n) {
+  const int by_size = kScoreFloats / std::max(1, group * total);
+  const int by_rows = (kMinRows + group - 1) / group;
+  return std::clamp(std::max(by_size, by_rows), 1, std::max(1, n));
+}
+
+Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out) {
+  const int hd = a.head_dim, group = a.heads / a.kv_heads;
+  const int D = a.heads * hd, KV = a.kv_heads * hd, total = a.pos + a.n;
+  const int group_width = group * hd;  // one token's queries of the heads sharing a KV head
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int block = attention_block_tokens(group, total, a.n);
+  const std::size_t block_rows = static_cast<std::size_t>(block) * group;
+  float* queries = grow(s.queries, block_rows * hd);
+  float* scores = grow(s.scores, block_rows * round_up(total));
+  float* result = grow(s.out, block_rows * hd);
+  float* inverse_sums = grow(s.inverse_sums, block_rows);
+  float* row_max = grow(s.row_max, block_rows);
+  // A weights hook replaces the softmax, the masks and the observer for every head.
+  const bool weighed = a.weigh && *a.weigh;
+  for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
+    const char* keep = a.masks && !weighed ? a.masks[kvh] : nullptr;
+    const Strided keys(a.keys + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
+    const Strided values(a.values + kvh * hd, total, hd, Eigen::OuterStride<>(KV));
+    for (int i0 = 0; i0 < a.n; i0 += block) {
+      const int tokens = std::min(block, a.n - i0), rows = tokens * group;
+      const int width = a.pos + i0 + tokens;  // the block's last token sees positions 0..width-1
+      // Row i·group + g: query head kvh·group + g of token i0 + i.
+      // Scaled here by 1 / sqrt(head_dim), so that the scores come out of the product scaled.
+      Eigen::Map<RowMatrix>(queries, tokens, group_width) =
+          Strided(a.q + static_cast<std::size_t>(i0) * D + kvh * group_width, tokens, group_width,
+                  Eigen::OuterStride<>(D)) *
+          scale;
+      const int stride = round_up(width);  // rows start 64-byte aligned
+      StridedOut sc(scores, rows, width, Eigen::OuterStride<>(stride));
+      const Eigen::Map<const RowMatrix> q(queries, rows, hd);
+      sc.noalias() = q * keys.topRows(width).transpose();
+      // Normalised rows for the observer; otherwise the sums divide the hd outputs of a row.
+      const bool observed = !weighed && a.observe && *a.observe;
+      if (weighed) {
+        for (int r = 0; r < rows; ++r) {
+          const int ctx = a.pos + i0 + r / group + 1;
+          float* p = scores + static_cast<std::size_t>(r) * stride;
+          (*a.weigh)(a.layer, kvh * group + r % group, p, ctx);
+          std::fill(p + ctx, p + width, 0.0f);
+          inverse_sums[r] = 1.0f;
+        }
+      } else if (!keep && !observed) {
+        block_softmax(scores, rows, stride, a.pos + i0 + 1, group, row_max, inverse_sums);
+      }
+      for (int r = 0; (keep || observed) && r < rows; ++r) {
+        const int ctx = a.pos + i0 + r / group + 1;
+        float* p = scores + static_cast<std::size_t>(r) * stride;
+        const float sum = softmax_row(p, ctx, width, keep);
+        if (sum == 0.0f) {
+          return make_error(fmt::format(
+              "layer {}, KV head {}: the kept-token mask leaves nothing to attend at position {}",
+              a.layer, kvh, ctx - 1));
+        }
+        inverse_sums[r] = 1.0f / sum;
+        if (observed) {
+          Eigen::Map<Eigen::ArrayXf>(p, ctx) *= inverse_sums[r];
+          inverse_sums[r] = 1.0f;
+          (*a.observe)(a.layer, kvh * group + r % group, p, ctx);
+        }
+      }
+      Eigen::Map<RowMatrix> o(result, rows, hd);
+      if (rows > kGemvRows) {
+        o.noalias() = sc * values.topRows(width);
+      } else {
+        for (int r = 0; r < rows; ++r) o.row(r).noalias() = sc.row(r) * values.topRows(width);
+      }
+      o.array().colwise() *= Eigen::Map<const Eigen::ArrayXf>(inverse_sums, rows);
+      StridedOut(out + static_cast<std::size_t>(i0) * D + kvh * group_width, tokens, group_width,
+                 Eigen::OuterStride<>(D)) =
+          Eigen::Map<const RowMatrix>(result, tokens, group_width);
+    }
+  }
+  return Ok{};
+}
+
+}  // namespace kvlab::detail

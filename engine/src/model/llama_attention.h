@@ -1,0 +1,49 @@
+// Causal attention of the Llama runner (llama_model.h) over its KV cache. Per KV head and per
+// block of new tokens, the scores of the head group's queries against the cached keys and the
+// weighted values are matrix products, with a vectorised softmax between them. Only the keys up
+// to the block's last position take part, so a prefill skips most of the causal upper triangle.
+// Kept-token masks and the attention observer (eviction in the loop) run on the same path.
+#pragma once
+
+#include <Eigen/Core>
+#include <functional>
+#include <vector>
+
+#include "kvlab/engine/core/result.h"
+
+namespace kvlab::detail {
+
+// New tokens per block of queries, for `group` query heads per KV head, `total` cached positions
+// (the new tokens included) and `n` new tokens: a block's scores stay near 64 KiB (in L2) while
+// a block has enough rows for the GEMM kernel. forward_matmul_shapes() uses the same blocks.
+int attention_block_tokens(int group, int total, int n);
+
+// Buffers reused from one forward to the next (grown, never shrunk). The scores' rows start
+// 64-byte aligned.
+struct AttentionScratch {
+  std::vector<float> queries, out, inverse_sums, row_max;
+  std::vector<float, Eigen::aligned_allocator<float>> scores;
+};
+
+struct AttentionArgs {
+  int layer = 0;  // for messages and the observer
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int pos = 0, n = 0;                  // new tokens at positions pos..pos + n - 1
+  const float* q = nullptr;            // [n][heads × head_dim], after RoPE
+  const float* keys = nullptr;         // [pos + n][kv_heads × head_dim], after RoPE
+  const float* values = nullptr;       // [pos + n][kv_heads × head_dim]
+  const char* const* masks = nullptr;  // per KV head: positions kept (nonzero), or nullptr
+  const std::function<void(int layer, int q_head, const float* probs, int tokens)>* observe =
+      nullptr;
+  // When set (and non-empty), turns each row of scaled scores into probabilities instead of the
+  // softmax; masks and observe are then not used (LlamaModel::State::attention_weights).
+  const std::function<void(int layer, int q_head, float* scores, int tokens)>* weigh = nullptr;
+};
+
+// Writes the attention output [n][heads × head_dim] to `out`. Softmax over the scaled scores
+// q·k / sqrt(head_dim) of positions 0..pos + i for new token i (Vaswani et al. 2017, eq. 1),
+// renormalised over the kept positions when a mask is given. An error when a mask keeps none of
+// a token's positions.
+Status causal_attention(const AttentionArgs& args, AttentionScratch& scratch, float* out);
+
+}  // namespace kvlab::detail

@@ -1,0 +1,409 @@
+// The Llama-architecture CPU runner (see llama_model.h).
+#include "kvlab/engine/model/llama_model.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "io/file_mapping.h"
+#include "model/llama_attention.h"
+
+namespace kvlab {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<RowMatrix>;
+using ConstWeights = Eigen::Map<const RowMatrix>;
+using ConstRow = Eigen::Map<const Eigen::RowVectorXf>;
+
+// RMSNorm (Zhang & Sennrich 2019) of each of `rows` rows of `n`: x / sqrt(mean(x²) + eps) · w.
+void rms_norm_rows(const float* x, const float* w, int rows, int n, float eps, float* out) {
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + static_cast<std::size_t>(r) * n;
+    float* o = out + static_cast<std::size_t>(r) * n;
+    double ss = 0;
+#pragma omp simd reduction(+ : ss)
+    for (int i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+#pragma omp simd
+    for (int i = 0; i < n; ++i) o[i] = xr[i] * scale * w[i];
+  }
+}
+
+}  // namespace
+
+std::vector<double> rope_frequencies(const LlamaConfig& c) {
+  const int head_dim = c.head_dim();
+  std::vector<double> freq(static_cast<std::size_t>(std::max(head_dim / 2, 0)));
+  const RopeScaling& s = c.rope_scaling;
+  constexpr double kTwoPi = 6.283185307179586;
+  const double low_wavelen = s.original_max_positions / s.low_freq_factor;
+  const double high_wavelen = s.original_max_positions / s.high_freq_factor;
+  for (std::size_t i = 0; i < freq.size(); ++i) {
+    double f = std::pow(c.rope_theta, -2.0 * static_cast<double>(i) / head_dim);
+    if (s.kind == RopeScaling::Kind::Linear) {
+      f /= s.factor;
+    } else if (s.kind == RopeScaling::Kind::Llama3) {
+      const double wavelen = kTwoPi / f;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;  // low frequencies: interpolated
+      } else if (wavelen >= high_wavelen) {
+        // In between: a linear blend of interpolated and original, by where the wavelength sits.
+        const double smooth = (s.original_max_positions / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        f = (1.0 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    freq[i] = f;
+  }
+  return freq;
+}
+
+namespace {
+
+// RoPE (Su et al. 2021, RoFormer, eq. 34): pair i of a head turns by pos · freq_i
+// (rope_frequencies: theta^(-2i/head_dim), scaled as the config says).
+// A row of the table holds, for one position, the cos of each pair's angle [head_dim / 2] then
+// its sin; it is the same for both layouts, which only differ in which two elements make pair i.
+// The model keeps the rows of the first kTablePositions positions (16 MiB at head_dim 128); a
+// forward past them computes its own rows the same way.
+class RopeTable {
+ public:
+  static constexpr int kTablePositions = 32768;
+
+  explicit RopeTable(const LlamaConfig& c) : m_head_dim(c.head_dim()), m_freq(rope_frequencies(c)) {
+    m_positions = std::min(c.seq_len, kTablePositions);
+    m_rows.resize(static_cast<std::size_t>(m_positions) * m_head_dim);
+    fill(0, m_positions, m_rows.data());
+  }
+
+  // The rows of positions pos..pos + n - 1: the model's, or computed into `scratch`.
+  const float* rows(int pos, int n, std::vector<float>& scratch) const {
+    if (pos + n <= m_positions) return m_rows.data() + static_cast<std::size_t>(pos) * m_head_dim;
+    scratch.resize(static_cast<std::size_t>(n) * m_head_dim);
+    fill(pos, n, scratch.data());
+    return scratch.data();
+  }
+
+ private:
+  void fill(int pos, int n, float* out) const {
+    const int half = m_head_dim / 2;
+    for (int r = 0; r < n; ++r) {
+      float* t = out + static_cast<std::size_t>(r) * m_head_dim;
+      for (int i = 0; i < half; ++i) {
+        const double angle = static_cast<double>(pos + r) * m_freq[i];
+        t[i] = static_cast<float>(std::cos(angle));
+        t[half + i] = static_cast<float>(std::sin(angle));
+      }
+    }
+  }
+
+  int m_head_dim = 0, m_positions = 0;
+  std::vector<double> m_freq;
+  std::vector<float> m_rows;
+};
+
+// Rotates the `heads` heads of `n` rows (row stride `stride`), row r by table row r.
+// Hugging Face pairs (x[i], x[i + hd/2]); llama2.c pairs (x[2i], x[2i+1]).
+void apply_rope(float* v, int n, int stride, int heads, int hd, const float* table,
+                bool half_split) {
+  const int half = hd / 2;
+  for (int r = 0; r < n; ++r) {
+    const float* c = table + static_cast<std::size_t>(r) * hd;
+    const float* s = c + half;
+    float* row = v + static_cast<std::size_t>(r) * stride;
+    for (int h = 0; h < heads; ++h) {
+      float* x = row + static_cast<std::size_t>(h) * hd;
+      if (half_split) {
+#pragma omp simd
+        for (int i = 0; i < half; ++i) {
+          const float a = x[i], b = x[i + half];
+          x[i] = a * c[i] - b * s[i];
+          x[i + half] = a * s[i] + b * c[i];
+        }
+      } else {
+#pragma omp simd
+        for (int i = 0; i < half; ++i) {
+          const float a = x[2 * i], b = x[2 * i + 1];
+          x[2 * i] = a * c[i] - b * s[i];
+          x[2 * i + 1] = a * s[i] + b * c[i];
+        }
+      }
+    }
+  }
+}
+
+float* grow(std::vector<float>& buffer, std::size_t size) {
+  if (buffer.size() < size) buffer.resize(size);
+  return buffer.data();
+}
+
+// The buffers of one forward, kept per thread so that decoding one token at a time does not
+// allocate them again for each token.
+struct ForwardScratch {
+  std::vector<float> x, xn, q, k, v, att, h1, h3, last, rope, read_keys, read_values;
+  std::vector<const char*> masks;
+  detail::AttentionScratch attention;
+  bool busy = false;
+
+  std::size_t bytes() const {
+    std::size_t n = 0;
+    for (const auto* b :
+         {&x, &xn, &q, &k, &v, &att, &h1, &h3, &last, &read_keys, &read_values, &attention.queries,
+          &attention.out, &attention.inverse_sums, &attention.row_max}) {
+      n += b->capacity() * sizeof(float);
+    }
+    return n + attention.scores.capacity() * sizeof(float);
+  }
+};
+
+// Lends the thread's scratch to one forward; a forward started from a hook of another on the
+// same thread gets a fresh one. Buffers past kKeepBytes (a long prefill of a large model) are
+// freed afterwards rather than held by the thread for good.
+class ScratchLease {
+ public:
+  ScratchLease() {
+    static thread_local ForwardScratch t_scratch;
+    if (t_scratch.busy) {
+      m_own = std::make_unique<ForwardScratch>();
+      m_scratch = m_own.get();
+    } else {
+      m_scratch = &t_scratch;
+    }
+    m_scratch->busy = true;
+  }
+  ~ScratchLease() {
+    if (m_own) return;
+    if (m_scratch->bytes() > kKeepBytes) *m_scratch = ForwardScratch{};
+    m_scratch->busy = false;
+  }
+  ScratchLease(const ScratchLease&) = delete;
+  ScratchLease& operator=(const ScratchLease&) = delete;
+  ForwardScratch& operator*() { return *m_scratch; }
+
+ private:
+  static constexpr std::size_t kKeepBytes = std::size_t{64} << 20;
+  ForwardScratch* m_scratch = nullptr;
+  std::unique_ptr<ForwardScratch> m_own;
+};
+
+}  // namespace
+
+struct LlamaModel::Impl {
+  std::string path;
+  LlamaConfig config;
+  LlamaWeights w;
+  std::optional<RopeTable> rope;
+};
+
+LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+LlamaModel::LlamaModel(LlamaModel&&) noexcept = default;
+LlamaModel& LlamaModel::operator=(LlamaModel&&) noexcept = default;
+LlamaModel::~LlamaModel() = default;
+const LlamaConfig& LlamaModel::config() const {
+  return m_impl->config;
+}
+const std::string& LlamaModel::path() const {
+  return m_impl->path;
+}
+
+Result<LlamaModel> LlamaModel::from_weights(std::string path, LlamaConfig config,
+                                            LlamaWeights weights) {
+  const LlamaConfig& c = config;
+  if (c.dim <= 0 || c.heads <= 0 || c.kv_heads <= 0 || c.dim % c.heads != 0 ||
+      c.heads % c.kv_heads != 0 || c.head_dim() % 2 != 0 || c.layers <= 0 || c.vocab <= 0 ||
+      c.hidden_dim <= 0 || c.seq_len <= 0) {
+    return make_error(fmt::format("{}: inconsistent model shape (dim {}, heads {}, kv_heads {})",
+                                  path, c.dim, c.heads, c.kv_heads));
+  }
+  if (static_cast<int>(weights.layers.size()) != c.layers || !weights.embedding ||
+      !weights.final_norm || !weights.classifier) {
+    return make_error(fmt::format("{}: weights missing for the model's {} layers", path, c.layers));
+  }
+  for (int l = 0; l < c.layers; ++l) {
+    const LlamaLayerWeights& lw = weights.layers[static_cast<std::size_t>(l)];
+    const int biases = (lw.bq != nullptr) + (lw.bk != nullptr) + (lw.bv != nullptr);
+    if (biases != (c.qkv_bias ? 3 : 0)) {
+      return make_error(
+          fmt::format("{}: layer {} has {} of the q, k, v projection biases; the "
+                      "config wants {}",
+                      path, l, biases, c.qkv_bias ? "all three" : "none"));
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->path = std::move(path);
+  impl->config = config;
+  impl->w = std::move(weights);
+  impl->rope.emplace(impl->config);
+  return LlamaModel(std::move(impl));
+}
+
+LlamaModel::State LlamaModel::new_state(bool keep_queries, bool keep_pre_rope) const {
+  State s;
+  const int L = m_impl->config.layers;
+  s.keys.resize(L);
+  s.values.resize(L);
+  s.keep_queries = keep_queries;
+  s.keep_pre_rope = keep_pre_rope;
+  if (keep_queries) s.queries.resize(L);
+  if (keep_pre_rope) s.keys_pre_rope.resize(L);
+  return s;
+}
+
+Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<int>& tokens) const {
+  const LlamaConfig& c = m_impl->config;
+  const int n = static_cast<int>(tokens.size());
+  if (n == 0) return make_error("forward: no tokens");
+  if (state.pos + n > c.seq_len) {
+    return make_error(fmt::format("forward: positions {}..{} pass the model's seq_len {}",
+                                  state.pos, state.pos + n - 1, c.seq_len));
+  }
+  for (int t : tokens) {
+    if (t < 0 || t >= c.vocab) {
+      return make_error(
+          fmt::format("forward: token {} is outside the vocabulary of {}", t, c.vocab));
+    }
+  }
+  const int D = c.dim, KV = c.kv_dim(), F = c.hidden_dim, hd = c.head_dim();
+  ScratchLease lease;
+  ForwardScratch& s = *lease;
+  const auto matrix = [&](std::vector<float>& buffer, int cols) {
+    return MatrixMap(grow(buffer, static_cast<std::size_t>(n) * cols), n, cols);
+  };
+  MatrixMap x = matrix(s.x, D), xn = matrix(s.xn, D), q = matrix(s.q, D), k = matrix(s.k, KV),
+            v = matrix(s.v, KV), att = matrix(s.att, D), h1 = matrix(s.h1, F), h3 = matrix(s.h3, F);
+  const float* rope = m_impl->rope->rows(state.pos, n, s.rope);
+  for (int i = 0; i < n; ++i) {
+    std::memcpy(x.row(i).data(), m_impl->w.embedding + static_cast<std::size_t>(tokens[i]) * D,
+                sizeof(float) * D);
+  }
+  for (int l = 0; l < c.layers; ++l) {
+    const LlamaLayerWeights& w = m_impl->w.layers[static_cast<std::size_t>(l)];
+    rms_norm_rows(x.data(), w.attn_norm, n, D, c.norm_eps, xn.data());
+    q.noalias() = xn * ConstWeights(w.wq, D, D).transpose();
+    k.noalias() = xn * ConstWeights(w.wk, KV, D).transpose();
+    v.noalias() = xn * ConstWeights(w.wv, KV, D).transpose();
+    if (c.qkv_bias) {  // Qwen2: biases on the q, k and v projections
+      q.rowwise() += ConstRow(w.bq, D);
+      k.rowwise() += ConstRow(w.bk, KV);
+      v.rowwise() += ConstRow(w.bv, KV);
+    }
+    auto& kc = state.keys[l];
+    auto& vc = state.values[l];
+    if (state.keep_pre_rope) {
+      state.keys_pre_rope[l].insert(state.keys_pre_rope[l].end(), k.data(),
+                                    k.data() + static_cast<std::size_t>(n) * KV);
+    }
+    apply_rope(q.data(), n, D, c.heads, hd, rope, c.rope_half_split);
+    apply_rope(k.data(), n, KV, c.kv_heads, hd, rope, c.rope_half_split);
+    kc.insert(kc.end(), k.data(), k.data() + static_cast<std::size_t>(n) * KV);
+    vc.insert(vc.end(), v.data(), v.data() + static_cast<std::size_t>(n) * KV);
+    const float* read_k = kc.data();
+    const float* read_v = vc.data();
+    if (state.attention_reader) {
+      if (auto r = state.attention_reader(l, kc, vc, s.read_keys, s.read_values); !r) {
+        return make_error(fmt::format("layer {}: {}", l, r.message()));
+      }
+      if (s.read_keys.size() != kc.size() || s.read_values.size() != vc.size()) {
+        return make_error(
+            fmt::format("layer {}: the attention reader returned {} keys and {} "
+                        "values for a cache of {}",
+                        l, s.read_keys.size(), s.read_values.size(), kc.size()));
+      }
+      read_k = s.read_keys.data();
+      read_v = s.read_values.data();
+    }
+    if (state.keep_queries) {
+      state.queries[l].insert(state.queries[l].end(), q.data(),
+                              q.data() + static_cast<std::size_t>(n) * D);
+    }
+    // The kept-token masks, when eviction runs in the loop.
+    s.masks.assign(static_cast<std::size_t>(c.kv_heads), nullptr);
+    if (state.kept_tokens) {
+      for (int h = 0; h < c.kv_heads; ++h) {
+        const std::vector<char>* mask = state.kept_tokens(l, h);
+        if (mask && static_cast<int>(mask->size()) < state.pos + n) {
+          return make_error(
+              fmt::format("layer {}, KV head {}: the kept-token mask covers {} positions of {}", l,
+                          h, mask->size(), state.pos + n));
+        }
+        s.masks[static_cast<std::size_t>(h)] = mask ? mask->data() : nullptr;
+      }
+    }
+    detail::AttentionArgs args;
+    args.layer = l;
+    args.heads = c.heads, args.kv_heads = c.kv_heads, args.head_dim = hd;
+    args.pos = state.pos, args.n = n;
+    args.q = q.data(), args.keys = read_k, args.values = read_v;
+    args.masks = s.masks.data();
+    args.observe = &state.observe_attention;
+    args.weigh = &state.attention_weights;
+    KVLAB_TRY(detail::causal_attention(args, s.attention, att.data()));
+    // The residual adds ride on the products (C += A·B).
+    x.noalias() += att * ConstWeights(w.wo, D, D).transpose();
+    rms_norm_rows(x.data(), w.ffn_norm, n, D, c.norm_eps, xn.data());
+    h1.noalias() = xn * ConstWeights(w.w1, F, D).transpose();
+    h3.noalias() = xn * ConstWeights(w.w3, F, D).transpose();
+    {  // SwiGLU (Shazeer 2020): silu(gate) · up, over the n × hidden values as one array
+      Eigen::Map<Eigen::ArrayXf> gate(h1.data(), h1.size());
+      gate = gate / (1.0f + (-gate).exp()) * Eigen::Map<const Eigen::ArrayXf>(h3.data(), h3.size());
+    }
+    x.noalias() += h1 * ConstWeights(w.w2, D, F).transpose();
+  }
+  state.pos += n;
+  std::vector<float> logits(static_cast<std::size_t>(c.vocab));
+  float* last = grow(s.last, static_cast<std::size_t>(D));
+  rms_norm_rows(x.row(n - 1).data(), m_impl->w.final_norm, 1, D, c.norm_eps, last);
+  Eigen::Map<Eigen::VectorXf>(logits.data(), c.vocab).noalias() =
+      ConstWeights(m_impl->w.classifier, c.vocab, D) * Eigen::Map<const Eigen::VectorXf>(last, D);
+  return logits;
+}
+
+std::vector<MatmulShape> forward_matmul_shapes(const LlamaConfig& c, int pos, int n) {
+  const int L = c.layers, D = c.dim, KV = c.kv_dim(), F = c.hidden_dim, hd = c.head_dim();
+  std::vector<MatmulShape> shapes = {
+      {n, D, D, 2 * L, true},   // q and o projections
+      {n, D, KV, 2 * L, true},  // k and v projections
+      {n, D, F, 2 * L, true},   // gate and up
+      {n, F, D, L, true},       // down
+  };
+  const int group = c.heads / c.kv_heads;
+  const int block = detail::attention_block_tokens(group, pos + n, n);
+  for (int i0 = 0; i0 < n; i0 += block) {
+    const int rows = std::min(block, n - i0) * group, width = pos + i0 + std::min(block, n - i0);
+    shapes.push_back({rows, hd, width, L * c.kv_heads, true});   // scores: queries · keysᵀ
+    shapes.push_back({rows, width, hd, L * c.kv_heads, false});  // probabilities · values
+  }
+  shapes.push_back({1, D, c.vocab, 1, true});  // the classifier, last token only
+  return shapes;
+}
+
+KvCache state_to_cache(const LlamaModel& model, const LlamaModel::State& state, bool pre_rope) {
+  const LlamaConfig& c = model.config();
+  KvCache cache;
+  cache.shape = ModelShape{model.path(), c.layers, c.heads, c.kv_heads, c.head_dim()};
+  cache.source = "model:" + model.path();
+  const int T = state.pos;
+  for (int l = 0; l < c.layers; ++l) {
+    LayerKv lkv;
+    const auto& keys = pre_rope ? state.keys_pre_rope[l] : state.keys[l];
+    lkv.key = Tensor::from_float(keys, DType::F32, T, c.kv_heads, c.head_dim());
+    lkv.value = Tensor::from_float(state.values[l], DType::F32, T, c.kv_heads, c.head_dim());
+    if (state.keep_queries) {
+      lkv.query = Tensor::from_float(state.queries[l], DType::F32, T, c.heads, c.head_dim());
+    }
+    cache.layers.push_back(std::move(lkv));
+  }
+  return cache;
+}
+
+}  // namespace kvlab

@@ -1,0 +1,170 @@
+#include "kvlab/engine/model/model_capture.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "kvlab/engine/model/hf_model.h"
+#include "kvlab/engine/model/hf_tokenizer.h"
+
+namespace kvlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Prefill chunk: long prompts report progress and can be cancelled between chunks, and the
+// batched forward keeps its matrix products large enough to be efficient.
+constexpr std::size_t kPrefillChunk = 128;
+
+Result<LoadedModel> with_llama2c_tokenizer(LlamaModel model, const std::string& tok_path) {
+  auto tok = LlamaTokenizer::load_llama2c(tok_path, model.config().vocab);
+  if (!tok) return tok.error();
+  auto shared = std::make_shared<LlamaTokenizer>(std::move(*tok));
+  LoadedModel m{std::move(model), {}, {}, LlamaTokenizer::kBos, LlamaTokenizer::kEos};
+  m.encode = [shared](const std::string& text) -> Result<std::vector<int>> {
+    return shared->encode(text, true, false);
+  };
+  m.decode = [shared](const std::vector<int>& ids) {
+    std::string out;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      out += shared->decode(i == 0 ? LlamaTokenizer::kBos : ids[i - 1], ids[i]);
+    }
+    return out;
+  };
+  return m;
+}
+
+Result<LoadedModel> with_hf_tokenizer(LlamaModel model, const std::string& tok_path) {
+  auto tok = HfTokenizer::load(tok_path);
+  if (!tok) return tok.error();
+  auto shared = std::make_shared<HfTokenizer>(std::move(*tok));
+  LoadedModel m{std::move(model), {}, {}, shared->bos(), shared->eos()};
+  if (m.bos < 0) {
+    return make_error(fmt::format("{}: no BOS token found among the added tokens", tok_path));
+  }
+  m.encode = [shared](const std::string& text) { return shared->encode(text, true, false); };
+  m.decode = [shared](const std::vector<int>& ids) { return shared->decode(ids, true); };
+  return m;
+}
+
+bool is_llama2c_tokenizer(const std::string& path) {
+  return fs::path(path).extension() == ".bin";
+}
+
+}  // namespace
+
+Result<std::string> find_llama2c_tokenizer(const std::string& model) {
+  const fs::path dir =
+      fs::path(model).parent_path().empty() ? fs::path(".") : fs::path(model).parent_path();
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".bin" && name.rfind("tok", 0) == 0) found.push_back(e.path());
+  }
+  if (ec)
+    return make_error(fmt::format("{}: cannot list the folder: {}", dir.string(), ec.message()));
+  std::sort(found.begin(), found.end());
+  if (found.size() == 1) return found.front();
+  for (const auto& f : found) {
+    if (fs::path(f).filename() == "tokenizer.bin") return f;
+  }
+  if (found.empty()) {
+    return make_error(fmt::format(
+        "{}: no llama2.c tokenizer (tok*.bin, e.g. tok512.bin or tokenizer.bin) next to it in {}",
+        model, dir.string()));
+  }
+  return make_error(
+      fmt::format("{}: {} tokenizer files (tok*.bin) next to it in {}; expected one, or one named "
+                  "tokenizer.bin",
+                  model, found.size(), dir.string()));
+}
+
+Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer) {
+  std::error_code ec;
+  if (path.empty()) {
+    return make_error("no model given: name a llama2.c checkpoint (.bin) or a Hugging Face folder");
+  }
+  if (!fs::exists(path, ec)) return make_error(fmt::format("{}: no such file or folder", path));
+  if (fs::is_directory(path, ec)) {  // a Hugging Face checkpoint folder
+    auto model = load_hf_model(path);
+    if (!model) return model.error();
+    if (is_llama2c_tokenizer(tokenizer))
+      return with_llama2c_tokenizer(std::move(*model), tokenizer);
+    return with_hf_tokenizer(std::move(*model), tokenizer.empty()
+                                                    ? (fs::path(path) / "tokenizer.json").string()
+                                                    : tokenizer);
+  }
+  auto model = LlamaModel::load_llama2c(path);
+  if (!model) return model.error();
+  std::string tok_path = tokenizer;
+  if (tok_path.empty()) {
+    auto found = find_llama2c_tokenizer(path);
+    if (!found) return found.error();
+    tok_path = *found;
+  }
+  if (!is_llama2c_tokenizer(tok_path)) return with_hf_tokenizer(std::move(*model), tok_path);
+  return with_llama2c_tokenizer(std::move(*model), tok_path);
+}
+
+Result<ModelCapture> capture_kv_cache(const LoadedModel& loaded, const std::string& prompt,
+                                      const CaptureConfig& config, const ProgressFn& progress) {
+  if (config.max_tokens < 0) {
+    return make_error(fmt::format("max tokens {}: must not be negative", config.max_tokens));
+  }
+  const LlamaModel& model = loaded.model;
+  auto encoded = loaded.encode(prompt);
+  if (!encoded) return encoded.error();
+  std::vector<int> ids = std::move(*encoded);
+  const int limit = model.config().seq_len;
+  if (ids.empty()) return make_error("the prompt encodes to no tokens");
+  if (static_cast<int>(ids.size()) > limit) {
+    return make_error(fmt::format("the prompt is {} tokens, more than the model's {} positions",
+                                  ids.size(), limit));
+  }
+  const std::size_t prompt_tokens = ids.size();
+  const int to_generate = std::min(config.max_tokens, limit - static_cast<int>(prompt_tokens));
+  const double total = static_cast<double>(prompt_tokens) + std::max(to_generate, 0);
+  const auto cancelled = [] { return make_error(std::string(kCancelledMessage)); };
+
+  auto state = model.new_state(true, config.pre_rope);
+  Result<std::vector<float>> logits = std::vector<float>{};
+  for (std::size_t at = 0; at < prompt_tokens; at += kPrefillChunk) {
+    if (!report_progress(progress, static_cast<double>(at) / total, "prefill")) return cancelled();
+    const std::size_t end = std::min(prompt_tokens, at + kPrefillChunk);
+    logits = model.forward(state, std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
+                                                   ids.begin() + static_cast<std::ptrdiff_t>(end)));
+    if (!logits) return logits.error();
+  }
+  for (int i = 0; i < config.max_tokens && state.pos < limit; ++i) {
+    const int next =
+        static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    ids.push_back(next);
+    if (next == loaded.eos) break;
+    if (!report_progress(progress, (static_cast<double>(prompt_tokens) + i) / total,
+                         "generating")) {
+      return cancelled();
+    }
+    logits = model.forward(state, {next});
+    if (!logits) return logits.error();
+  }
+  report_progress(progress, 1.0, "captured");
+
+  ModelCapture capture;
+  capture.prompt_tokens = static_cast<int>(prompt_tokens);
+  // The continuation's text: decoded after the prompt's last token, so that a leading space or
+  // a byte sequence split across the boundary comes out as it would in the whole text.
+  const std::vector<int> tail(ids.begin() + static_cast<std::ptrdiff_t>(prompt_tokens) - 1,
+                              ids.end());
+  const std::string head = loaded.decode({tail.front()}), text = loaded.decode(tail);
+  capture.generated = text.rfind(head, 0) == 0 ? text.substr(head.size()) : text;
+  // The cache holds the tokens that went through the model (a last sampled one did not).
+  ids.resize(static_cast<std::size_t>(state.pos));
+  capture.cache = state_to_cache(model, state, config.pre_rope);
+  capture.cache.token_ids.assign(ids.begin(), ids.end());
+  return capture;
+}
+
+}  // namespace kvlab

@@ -1,0 +1,313 @@
+// Perplexity, next-token agreement and KL with a quantized KV cache in the loop.
+#include "kvlab/engine/model/model_quality.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "core/random.h"
+#include "eviction/eviction_policy.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/quant/quantizer.h"
+
+namespace kvlab {
+namespace {
+
+// Log-softmax in double.
+std::vector<double> log_probs(const std::vector<float>& logits) {
+  const double m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(x - m);
+  const double lse = m + std::log(sum);
+  std::vector<double> out(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - lse;
+  return out;
+}
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// The options of `e` the model loop uses: the simulation's cache-free checks, and the loop's own;
+// the error names the option.
+Status check_eviction(const EvictionConfig& e, int layers) {
+  KVLAB_TRY(e.validate_options(layers));
+  if (e.quant) return make_error("eviction: give the quantization as the method, not as quant");
+  for (const Budget& b : e.layer_budgets) {
+    if (!(b.value > 0)) return make_error("--layer-budgets: budgets must be positive");
+  }
+  if (!(e.budget.value > 0)) return make_error("--budget: must be positive");
+  return Ok{};
+}
+
+// One window's eviction: a policy per (layer, KV head), driven one decode step at a time.
+// Policies whose entries are single tokens run on the runner's kept-token masks (its vectorised
+// masked softmax) and observe the probabilities; merging runs on attention_weights, since a
+// merged entry's logit is its members' weighted logit + log(count) (eviction.h) and its
+// probability goes to its members by their weights, exactly as the simulation computes it.
+class LoopEviction {
+ public:
+  LoopEviction(const EvictionConfig& config, const LlamaConfig& mc, int tokens)
+      : m_kv_heads(mc.kv_heads),
+        m_group(mc.heads / mc.kv_heads),
+        m_head_dim(mc.head_dim()),
+        m_merge(config.policy == EvictionPolicy::Merge) {
+    m_heads.reserve(static_cast<std::size_t>(mc.layers) * mc.kv_heads);
+    for (int l = 0; l < mc.layers; ++l) {
+      const Budget& b = config.layer_budgets.empty()
+                            ? config.budget
+                            : config.layer_budgets[static_cast<std::size_t>(l)];
+      for (int h = 0; h < mc.kv_heads; ++h) {
+        auto& p = m_heads.emplace_back(config, b, tokens, 0, m_group);
+        // Keys arrive as the window runs; evict() fills each token's row before it is compared.
+        if (m_merge)
+          p.set_merge_keys(detail::EvictionHeadPolicy::RowMatrix::Zero(tokens, m_head_dim));
+      }
+    }
+  }
+
+  // Hooks the state's attention to the kept entries and the policies to its probabilities.
+  void attach(LlamaModel::State& state) {
+    if (m_merge) {
+      state.attention_weights = [this](int l, int q_head, float* p, int tokens) {
+        weigh(head(l, q_head / m_group), p, tokens);
+      };
+      return;
+    }
+    state.kept_tokens = [this](int l, int h) { return &head(l, h).held(); };
+    state.observe_attention = [this](int l, int q_head, const float* probs, int) {
+      detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
+      for (int e : p.kept()) p.add_attention(e, probs[e]);
+    };
+  }
+
+  void admit(int t) {
+    for (auto& p : m_heads) p.admit(t);
+  }
+
+  // Evicts after the step at position `t` (the state holds its keys); returns the kept fraction
+  // summed over heads.
+  double evict(int t, const LlamaModel::State& state) {
+    double kept = 0;
+    for (std::size_t i = 0; i < m_heads.size(); ++i) {
+      auto& p = m_heads[i];
+      if (m_merge) {
+        const int l = static_cast<int>(i) / m_kv_heads, h = static_cast<int>(i) % m_kv_heads;
+        const float* key = state.keys[static_cast<std::size_t>(l)].data() +
+                           static_cast<std::size_t>(t) * m_kv_heads * m_head_dim + h * m_head_dim;
+        p.set_merge_key(t, key);
+      }
+      p.evict(t, t + 1);
+      kept += static_cast<double>(p.kept().size()) / (t + 1);
+    }
+    return kept;
+  }
+
+  std::size_t heads() const { return m_heads.size(); }
+
+ private:
+  detail::EvictionHeadPolicy& head(int l, int h) {
+    return m_heads[static_cast<std::size_t>(l) * m_kv_heads + h];
+  }
+
+  // Scaled token scores in, probabilities out: softmax over the entries' logits, each entry's
+  // probability added to the policy's attention and shared among its tokens by their weights.
+  void weigh(detail::EvictionHeadPolicy& policy, float* p, int tokens) {
+    const std::vector<int>& kept = policy.kept();
+    m_entry.resize(kept.size());
+    double max = -INFINITY;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      m_entry[i] = policy.entry_logit(p, kept[i]);
+      max = std::max(max, m_entry[i]);
+    }
+    double sum = 0;
+    for (double& z : m_entry) sum += (z = std::exp(z - max));
+    std::fill(p, p + tokens, 0.0f);  // scores of tokens no longer held must not stay behind
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      const int e = kept[i];
+      const double prob = m_entry[i] / sum;
+      policy.add_attention(e, prob);
+      const auto& members = policy.members(e);
+      if (members.empty()) {
+        p[e] = static_cast<float>(prob);
+      } else {
+        for (const auto& [t, c] : members) p[t] += static_cast<float>(prob * c);
+      }
+    }
+  }
+
+  int m_kv_heads, m_group, m_head_dim;
+  bool m_merge;
+  std::vector<detail::EvictionHeadPolicy> m_heads;
+  std::vector<double> m_entry;
+};
+
+}  // namespace
+
+Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
+                                      const QualityConfig& config, const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const LlamaConfig& mc = model.config();
+  const int window = config.window > 0 ? config.window : mc.seq_len;
+  if (window < 2 || window > mc.seq_len) {
+    return make_error(fmt::format("--window {}: must be between 2 and the model's {} positions",
+                                  window, mc.seq_len));
+  }
+  const int per_window = window - 1;  // BOS, then text
+  const int windows = static_cast<int>(tokens.size()) / per_window;
+  if (windows < 1) {
+    return make_error(fmt::format("the text has {} tokens; at least {} are needed for one window",
+                                  tokens.size(), per_window));
+  }
+  if (config.bos < 0 || config.bos >= mc.vocab) {
+    return make_error(fmt::format("BOS token {} is outside the vocabulary", config.bos));
+  }
+  if (!config.method && !config.eviction) {
+    return make_error("nothing to measure: give a quantization method, an eviction policy or both");
+  }
+  if (config.eviction) {
+    KVLAB_TRY(check_eviction(*config.eviction, mc.layers));
+  }
+  std::unique_ptr<Quantizer> quantizer;
+  if (config.method) {
+    auto q = make_quantizer(*config.method);
+    if (!q) return q.error();
+    quantizer = std::move(*q);
+  }
+  const int kv_heads = mc.kv_heads, hd = mc.head_dim();
+
+  // Attention reads the prefix as the method holds it: quantize, dequantize.
+  const auto reader = [&](int, const std::vector<float>& keys, const std::vector<float>& values,
+                          std::vector<float>& keys_read,
+                          std::vector<float>& values_read) -> Status {
+    const int t = static_cast<int>(keys.size() / (static_cast<std::size_t>(kv_heads) * hd));
+    for (auto [src, dst, role] : {std::tuple{&keys, &keys_read, TensorRole::Key},
+                                  std::tuple{&values, &values_read, TensorRole::Value}}) {
+      const TensorView view(reinterpret_cast<const std::byte*>(src->data()), DType::F32, t,
+                            kv_heads, hd, static_cast<std::ptrdiff_t>(kv_heads) * hd, hd);
+      auto q = quantizer->quantize(view, role);
+      if (!q) return q.error();
+      dst->resize(src->size());
+      quantizer->dequantize(*q, dst->data());
+    }
+    return Ok{};
+  };
+
+  QualityReport r;
+  r.method = config.method ? std::string(method_id(config.method->kind)) : "none";
+  r.method_label = config.method ? method_label(*config.method) : "none";
+  r.policy = config.eviction ? std::string(eviction_policy_id(config.eviction->policy)) : "none";
+  r.policy_label = config.eviction ? eviction_label(*config.eviction) : "none";
+  const std::string label = config.eviction && config.method
+                                ? r.policy_label + " + " + r.method_label
+                                : (config.eviction ? r.policy_label : r.method_label);
+  r.windows = windows;
+  double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
+  std::int64_t agree = 0, count = 0;
+  KvCache first_window;
+  for (int w = 0; w < windows; ++w) {
+    auto exact = model.new_state();
+    auto lossy = model.new_state();
+    if (quantizer) lossy.attention_reader = reader;
+    std::optional<LoopEviction> eviction;
+    if (config.eviction) {
+      eviction.emplace(*config.eviction, mc, per_window);
+      eviction->attach(lossy);
+    }
+    int prev = config.bos;
+    for (int i = 0; i < per_window; ++i) {
+      auto le = model.forward(exact, {prev});
+      if (!le) return le.error();
+      if (eviction) eviction->admit(i);
+      auto lq = model.forward(lossy, {prev});
+      if (!lq) return make_error(fmt::format("{}: {}", label, lq.message()));
+      if (eviction) {
+        kept += eviction->evict(i, lossy);
+        kept_count += static_cast<double>(eviction->heads());
+      }
+      const int next = tokens[static_cast<std::size_t>(w) * per_window + i];
+      const auto pe = log_probs(*le), pq = log_probs(*lq);
+      nll_exact -= pe[next];
+      nll -= pq[next];
+      double k = 0;
+      for (std::size_t v = 0; v < pe.size(); ++v) k += std::exp(pe[v]) * (pe[v] - pq[v]);
+      kl += k;
+      agree += argmax(*le) == argmax(*lq);
+      ++count;
+      prev = next;
+    }
+    if (w == 0) first_window = state_to_cache(model, exact, false);
+    if (!report_progress(progress, static_cast<double>(w + 1) / windows,
+                         fmt::format("window {} of {}", w + 1, windows))) {
+      return make_error(std::string(kCancelledMessage));
+    }
+  }
+  r.tokens = static_cast<int>(count);
+  r.perplexity_exact = std::exp(nll_exact / count);
+  r.perplexity = std::exp(nll / count);
+  r.perplexity_change = r.perplexity / r.perplexity_exact - 1;
+  r.next_token_agreement = static_cast<double>(agree) / count;
+  r.kl_mean = kl / count;
+  if (kept_count > 0) r.kept_fraction = kept / kept_count;
+  if (config.method) {
+    auto measured = compress_cache(first_window, *config.method);
+    if (!measured) return measured.error();
+    r.bits_per_value = measured->bits_per_value;
+    r.ratio = measured->ratio;
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
+                                     int bos, int eos) {
+  if (count < 1) return make_error(fmt::format("--tokens {}: must be positive", count));
+  detail::Rng rng(seed);
+  std::vector<int> out;
+  while (static_cast<int>(out.size()) < count) {
+    auto state = model.new_state();
+    int token = bos;
+    while (state.pos < model.config().seq_len && static_cast<int>(out.size()) < count) {
+      auto logits = model.forward(state, {token});
+      if (!logits) return logits.error();
+      const auto lp = log_probs(*logits);
+      double u = rng.uniform();
+      int next = static_cast<int>(lp.size()) - 1;
+      for (std::size_t v = 0; v < lp.size(); ++v) {
+        u -= std::exp(lp[v]);
+        if (u <= 0) {
+          next = static_cast<int>(v);
+          break;
+        }
+      }
+      if (next == eos || next == bos) break;
+      out.push_back(next);
+      token = next;
+    }
+  }
+  return out;
+}
+
+nlohmann::json quality_report_to_json(const QualityReport& r) {
+  return {{"method", r.method},
+          {"method_label", r.method_label},
+          {"policy", r.policy},
+          {"policy_label", r.policy_label},
+          {"kept_fraction", r.kept_fraction},
+          {"tokens", r.tokens},
+          {"windows", r.windows},
+          {"perplexity_exact", r.perplexity_exact},
+          {"perplexity", r.perplexity},
+          {"perplexity_change", r.perplexity_change},
+          {"next_token_agreement", r.next_token_agreement},
+          {"kl_mean", r.kl_mean},
+          {"bits_per_value", r.bits_per_value},
+          {"ratio", r.ratio},
+          {"seconds", r.seconds}};
+}
+
+}  // namespace kvlab

@@ -1,0 +1,248 @@
+#include "kvlab/engine/quant/compress.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "kvlab/engine/core/backend.h"
+
+namespace kvlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A NaN or infinity would poison every statistic downstream: name where it is.
+Status check_finite(const std::vector<float>& x, const Tensor& t, const std::string& name) {
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      const std::size_t row = i / t.dim();
+      return make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name, x[i],
+                                    row / t.heads(), row % t.heads(), i % t.dim()));
+    }
+  }
+  return Ok{};
+}
+
+// Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
+// prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
+// the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
+// metadata. The chosen codec runs on `backend`; the two others encode the same stream on the CPU,
+// for the side-by-side comparison (every backend writes the same bytes, so the sizes agree).
+// The book is chosen as the streaming cache chooses it (choose_codebook), with pair symbols
+// only where the backend's kernels read them.
+Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, Backend& backend,
+                                const std::string& name, LayerReport& layer, bool key) {
+  CodecStats stats;
+  const CodeCounts counts = count_codes(q.codes);
+  stats.codes = q.codes.size();
+  stats.entropy_bits_per_code = shannon_entropy_bits(counts);
+  stats.entropy_bound_bytes = static_cast<std::uint64_t>(
+      std::ceil(stats.entropy_bits_per_code * static_cast<double>(stats.codes) / 8.0));
+  auto book = choose_codebook(q.codes, q.dim,
+                              backend.huffman_pairs() ? kvcomp_max_code(config.rel_scale) : 255);
+  if (!book) return make_error(fmt::format("{}: codebook: {}", name, book.message()));
+  (key ? layer.key_code_lengths : layer.value_code_lengths)
+      .assign(book->lengths().begin(), book->lengths().end());
+  (key ? layer.key_code_pairs : layer.value_code_pairs) = book->pairs();
+  const std::array<double, 256> bits = mean_code_bits(q.codes, q.dim, *book);
+  (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
+  std::optional<EncodedCodes> chosen;
+  for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+    const CodecConfig codec{kind, config.block_size, 0};
+    const bool chose = kind == *config.codec;
+    auto encoded = chose ? backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book)
+                         : encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
+    if (!encoded) {
+      return make_error(
+          fmt::format("{}: {} encoding: {}", name, codec_id(kind), encoded.message()));
+    }
+    const std::uint64_t book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0;
+    stats.codec_bytes[static_cast<std::size_t>(kind)] = encoded->total_bytes() + book_bytes;
+    if (chose) {
+      stats.codebook_bytes = book_bytes;
+      chosen = std::move(*encoded);
+    }
+  }
+  if (auto s = decode_codes(*chosen, &*book, q.codes); !s) {
+    return make_error(fmt::format("{}: decoding: {}", name, s.message()));
+  }
+  stats.payload_bytes = chosen->payload_bytes();
+  stats.metadata_bytes = chosen->metadata_bytes();
+  stats.payload_bits_per_code =
+      stats.codes ? 8.0 * static_cast<double>(stats.payload_bytes) / stats.codes : 0.0;
+  q.bytes.codes = stats.payload_bytes;
+  q.bytes.metadata += stats.metadata_bytes + stats.codebook_bytes;
+  return stats;
+}
+
+void fill_element(ErrorMetrics& m, const ElementErrorSums& s) {
+  m.mse = s.mse();
+  m.max_abs = s.max_abs;
+  m.snr_db = s.snr_db();
+}
+
+void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
+  m.logit_rmse = a.logit_rmse();
+  m.softmax_kl = a.softmax_kl();
+  m.attn_output_rel_error = a.output_rel_error();
+  m.attn_output_cosine = a.output_cosine();
+}
+
+}  // namespace
+
+Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
+                                         const ProgressFn& progress, Backend* backend) {
+  const auto start = Clock::now();
+  KVLAB_TRY(cache.validate());
+  auto quantizer = make_quantizer(config);
+  if (!quantizer) return quantizer.error();
+  std::unique_ptr<Backend> cpu;
+  if (backend == nullptr) {
+    cpu = make_cpu_backend();
+    backend = cpu.get();
+  }
+
+  CompressionReport report;
+  report.source = cache.source;
+  report.method = std::string(method_id(config.kind));
+  report.method_label = method_label(config);
+  report.config = config;
+  report.shape = cache.shape;
+  report.tokens = cache.tokens();
+  report.values = cache.values_count();
+  report.fp16_bytes = report.values * 2;
+  report.backend = backend->id();
+  report.device = backend->device_name();
+
+  ElementErrorSums total_elem;
+  AttentionErrorSums total_attn;
+  const int layers = static_cast<int>(cache.layers.size());
+  for (int l = 0; l < layers; ++l) {
+    if (!report_progress(progress, static_cast<double>(l) / layers,
+                         fmt::format("layer {} of {}", l + 1, layers))) {
+      return make_error(std::string(kCancelledMessage));
+    }
+    const LayerKv& lkv = cache.layers[l];
+    LayerReport lr;
+    lr.layer = l;
+    std::vector<float> xs[2], hats[2];
+    ElementErrorSums elem[2];
+    const Tensor* tensors[2] = {&lkv.key, &lkv.value};
+    for (int r = 0; r < 2; ++r) {
+      const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+      const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
+      xs[r] = tensors[r]->view().to_float();
+      KVLAB_TRY(check_finite(xs[r], *tensors[r], name));
+      auto t0 = Clock::now();
+      auto q = (*quantizer)->quantize(tensors[r]->view(), role);
+      if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
+      if (config.codec) {
+        auto stats = entropy_code(*q, config, *backend, name, lr, r == 0);
+        if (!stats) return stats.error();
+        (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
+        report.codec += *stats;
+      }
+      report.quantize_seconds += seconds_since(t0);
+      hats[r].resize(xs[r].size());
+      t0 = Clock::now();
+      (*quantizer)->dequantize(*q, hats[r].data());
+      report.dequantize_seconds += seconds_since(t0);
+      elem[r].add(xs[r].data(), hats[r].data(), xs[r].size());
+      (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
+      (r == 0 ? lr.key_histograms : lr.value_histograms) = (*quantizer)->histograms(*q);
+      fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
+    }
+    ElementErrorSums both = elem[0];
+    both += elem[1];
+    fill_element(lr.error, both);
+    if (cache.has_queries()) {
+      const std::vector<float> q = lkv.query.view().to_float();
+      const AttentionErrorSums a =
+          attention_errors(q.data(), lkv.query.tokens(), cache.shape.q_heads, xs[0].data(),
+                           xs[1].data(), hats[0].data(), hats[1].data(), lkv.key.tokens(),
+                           cache.shape.kv_heads, cache.shape.head_dim);
+      fill_attention(lr.error, a);
+      total_attn += a;
+    }
+    ByteBreakdown layer_bytes = lr.key_bytes;
+    layer_bytes += lr.value_bytes;
+    const std::uint64_t layer_values = lkv.key.elements() + lkv.value.elements();
+    lr.ratio = layer_bytes.total() ? 2.0 * layer_values / layer_bytes.total() : 0.0;
+    lr.bits_per_value = layer_values ? 8.0 * layer_bytes.total() / layer_values : 0.0;
+    report.bytes += layer_bytes;
+    total_elem += both;
+    report.layers.push_back(std::move(lr));
+  }
+  fill_element(report.error, total_elem);
+  if (cache.has_queries()) fill_attention(report.error, total_attn);
+  report.ratio =
+      report.bytes.total() ? static_cast<double>(report.fp16_bytes) / report.bytes.total() : 0.0;
+  report.bits_per_value = report.values ? 8.0 * report.bytes.total() / report.values : 0.0;
+  report.total_seconds = seconds_since(start);
+  report_progress(progress, 1.0, "done");
+  return report;
+}
+
+CodecStats& CodecStats::operator+=(const CodecStats& o) {
+  const std::uint64_t n = codes + o.codes;
+  if (n > 0) {
+    entropy_bits_per_code = (entropy_bits_per_code * static_cast<double>(codes) +
+                             o.entropy_bits_per_code * static_cast<double>(o.codes)) /
+                            static_cast<double>(n);
+  }
+  codes = n;
+  payload_bytes += o.payload_bytes;
+  metadata_bytes += o.metadata_bytes;
+  codebook_bytes += o.codebook_bytes;
+  payload_bits_per_code = n ? 8.0 * static_cast<double>(payload_bytes) / n : 0.0;
+  for (std::size_t i = 0; i < codec_bytes.size(); ++i) codec_bytes[i] += o.codec_bytes[i];
+  entropy_bound_bytes += o.entropy_bound_bytes;
+  return *this;
+}
+
+namespace {
+
+// fp16 bytes over the layer's bytes with its coded codes (payload, metadata and codebook of the
+// codec that ran) swapped for `coded` bytes.
+double layer_ratio_with_coded_bytes(const LayerReport& l, std::uint64_t coded) {
+  if (l.key_codec.codes + l.value_codec.codes == 0) return 0.0;
+  ByteBreakdown b = l.key_bytes;
+  b += l.value_bytes;
+  const std::uint64_t ran = l.key_codec.payload_bytes + l.key_codec.metadata_bytes +
+                            l.key_codec.codebook_bytes + l.value_codec.payload_bytes +
+                            l.value_codec.metadata_bytes + l.value_codec.codebook_bytes;
+  const double bytes = static_cast<double>(b.total() - ran + coded);
+  return bytes > 0 ? 2.0 * static_cast<double>(l.key_codec.codes + l.value_codec.codes) / bytes
+                   : 0.0;
+}
+
+}  // namespace
+
+double layer_ratio_with_codec(const LayerReport& l, CodecKind kind) {
+  const auto i = static_cast<std::size_t>(kind);
+  return layer_ratio_with_coded_bytes(l, l.key_codec.codec_bytes[i] + l.value_codec.codec_bytes[i]);
+}
+
+double layer_ratio_at_entropy(const LayerReport& l) {
+  return layer_ratio_with_coded_bytes(
+      l, l.key_codec.entropy_bound_bytes + l.value_codec.entropy_bound_bytes);
+}
+
+ByteBreakdown& ByteBreakdown::operator+=(const ByteBreakdown& o) {
+  codes += o.codes;
+  scales += o.scales;
+  zero_points += o.zero_points;
+  residual += o.residual;
+  metadata += o.metadata;
+  return *this;
+}
+
+}  // namespace kvlab

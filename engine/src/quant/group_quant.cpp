@@ -1,0 +1,189 @@
+#include "quant/group_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "codec/bitpack.h"
+#include "core/row_loader.h"
+
+namespace kvlab::detail {
+
+namespace {
+
+constexpr int kValueChunkTokens = 64;
+
+int value_groups_per_head(const GroupSpec& spec, int dim) {
+  const int g = spec.value_group_channels > 0 ? std::min(spec.value_group_channels, dim) : dim;
+  return (dim + g - 1) / g;
+}
+
+int value_group_width(const GroupSpec& spec, int dim) {
+  return spec.value_group_channels > 0 ? std::min(spec.value_group_channels, dim) : dim;
+}
+
+float step_for(const GroupSpec& spec, float range) {
+  if (spec.rule == StepRule::Levels) {
+    return range / static_cast<float>((1 << spec.bits) - 1);
+  }
+  return static_cast<float>(spec.rel_scale) * range;
+}
+
+// Codes for n elements sharing (min, inv_step): round((x - min) * inv), clamped to max_code.
+// x >= min holds exactly in float, so (x - min) >= 0 and truncation of q + 0.5 rounds. The
+// multiply-add is an explicit fma so every build (with or without FMA contraction) and the CUDA
+// kernel (kernels/src/group_quantize.cu) produce the same codes.
+inline void encode_run(const float* x, std::size_t n, float mn, float inv, float max_code,
+                       std::uint8_t* out) {
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) {
+    const float q = std::min(std::fma(x[i] - mn, inv, 0.5f), max_code + 0.5f);
+    out[i] = static_cast<std::uint8_t>(static_cast<int>(q));
+  }
+}
+
+}  // namespace
+
+int largest_code(const GroupSpec& spec) {
+  const int top = (1 << spec.bits) - 1;
+  if (spec.rule == StepRule::Levels || !(spec.rel_scale > 0.0)) return top;
+  const double bound = std::floor(1.0 / spec.rel_scale + 0.5 + 1e-3);
+  return bound >= top ? top : static_cast<int>(bound);
+}
+
+std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,
+                             int dim) {
+  if (role == TensorRole::Key) {
+    const std::size_t groups =
+        (static_cast<std::size_t>(tokens) + spec.key_group_tokens - 1) / spec.key_group_tokens;
+    return groups * static_cast<std::size_t>(heads) * dim;
+  }
+  return static_cast<std::size_t>(tokens) * heads * value_groups_per_head(spec, dim);
+}
+
+void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec,
+                     std::uint8_t* codes, std::size_t first_code, float* steps, float* mins) {
+  const int tokens = x.tokens();
+  const int hd = x.heads() * x.dim();
+  const float max_code = static_cast<float>((1 << spec.bits) - 1);
+  if (role == TensorRole::Key) {
+    const int g = spec.key_group_tokens;
+    std::vector<float> buf(static_cast<std::size_t>(g) * hd);
+    std::vector<std::uint8_t> cbuf(buf.size());
+    std::vector<float> inv(hd), mx(hd);
+    for (int t0 = 0, group = 0; t0 < tokens; t0 += g, ++group) {
+      const int rows = std::min(g, tokens - t0);
+      load_rows(x, t0, t0 + rows, buf.data());
+      float* mn = mins + static_cast<std::size_t>(group) * hd;
+      float* step = steps + static_cast<std::size_t>(group) * hd;
+      std::copy(buf.begin(), buf.begin() + hd, mx.begin());
+      std::copy(buf.begin(), buf.begin() + hd, mn);
+      for (int r = 1; r < rows; ++r) {
+        const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
+#pragma omp simd
+        for (int j = 0; j < hd; ++j) {
+          mn[j] = std::min(mn[j], row[j]);
+          mx[j] = std::max(mx[j], row[j]);
+        }
+      }
+      for (int j = 0; j < hd; ++j) {
+        step[j] = step_for(spec, mx[j] - mn[j]);
+        inv[j] = step[j] > 0.f ? 1.f / step[j] : 0.f;
+      }
+      for (int r = 0; r < rows; ++r) {
+        const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
+        std::uint8_t* out = cbuf.data() + static_cast<std::size_t>(r) * hd;
+#pragma omp simd
+        for (int j = 0; j < hd; ++j) {
+          const float q = std::min(std::fma(row[j] - mn[j], inv[j], 0.5f), max_code + 0.5f);
+          out[j] = static_cast<std::uint8_t>(static_cast<int>(q));
+        }
+      }
+      pack_codes(cbuf.data(), static_cast<std::size_t>(rows) * hd, spec.bits, codes,
+                 first_code + static_cast<std::size_t>(t0) * hd);
+    }
+    return;
+  }
+  const int dim = x.dim();
+  const int width = value_group_width(spec, dim);
+  const int per_head = value_groups_per_head(spec, dim);
+  const int units_per_token = x.heads() * per_head;
+  std::vector<float> buf(static_cast<std::size_t>(kValueChunkTokens) * hd);
+  std::vector<std::uint8_t> cbuf(buf.size());
+  for (int t0 = 0; t0 < tokens; t0 += kValueChunkTokens) {
+    const int rows = std::min(kValueChunkTokens, tokens - t0);
+    load_rows(x, t0, t0 + rows, buf.data());
+    std::size_t unit = static_cast<std::size_t>(t0) * units_per_token;
+    for (int r = 0; r < rows; ++r) {
+      for (int h = 0; h < x.heads(); ++h) {
+        const std::size_t base =
+            static_cast<std::size_t>(r) * hd + static_cast<std::size_t>(h) * dim;
+        for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
+          const int n = std::min(width, dim - c0);
+          const float* seg = buf.data() + base + c0;
+          float lo = seg[0], hi = seg[0];
+#pragma omp simd reduction(min : lo) reduction(max : hi)
+          for (int i = 0; i < n; ++i) {
+            lo = std::min(lo, seg[i]);
+            hi = std::max(hi, seg[i]);
+          }
+          const float step = step_for(spec, hi - lo);
+          steps[unit] = step;
+          mins[unit] = lo;
+          encode_run(seg, static_cast<std::size_t>(n), lo, step > 0.f ? 1.f / step : 0.f, max_code,
+                     cbuf.data() + base + c0);
+        }
+      }
+    }
+    pack_codes(cbuf.data(), static_cast<std::size_t>(rows) * hd, spec.bits, codes,
+               first_code + static_cast<std::size_t>(t0) * hd);
+  }
+}
+
+void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
+                       const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
+                       int heads, int dim, float* out) {
+  const int hd = heads * dim;
+  if (role == TensorRole::Key) {
+    const int g = spec.key_group_tokens;
+    std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(g) * hd);
+    for (int t0 = 0, group = 0; t0 < tokens; t0 += g, ++group) {
+      const int rows = std::min(g, tokens - t0);
+      unpack_codes(codes, first_code + static_cast<std::size_t>(t0) * hd,
+                   static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.data());
+      const float* mn = mins + static_cast<std::size_t>(group) * hd;
+      const float* step = steps + static_cast<std::size_t>(group) * hd;
+      for (int r = 0; r < rows; ++r) {
+        const std::uint8_t* c = cbuf.data() + static_cast<std::size_t>(r) * hd;
+        float* o = out + static_cast<std::size_t>(t0 + r) * hd;
+#pragma omp simd
+        for (int j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
+      }
+    }
+    return;
+  }
+  const int width = value_group_width(spec, dim);
+  std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(kValueChunkTokens) * hd);
+  std::size_t unit = 0;
+  for (int t0 = 0; t0 < tokens; t0 += kValueChunkTokens) {
+    const int rows = std::min(kValueChunkTokens, tokens - t0);
+    unpack_codes(codes, first_code + static_cast<std::size_t>(t0) * hd,
+                 static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.data());
+    for (int r = 0; r < rows; ++r) {
+      for (int h = 0; h < heads; ++h) {
+        const std::size_t base =
+            static_cast<std::size_t>(r) * hd + static_cast<std::size_t>(h) * dim;
+        float* o = out + static_cast<std::size_t>(t0) * hd + base;
+        for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
+          const int n = std::min(width, dim - c0);
+          const float mn = mins[unit], step = steps[unit];
+          const std::uint8_t* c = cbuf.data() + base + c0;
+#pragma omp simd
+          for (int i = 0; i < n; ++i) o[c0 + i] = mn + static_cast<float>(c[i]) * step;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kvlab::detail

@@ -1,0 +1,51 @@
+// Asymmetric group quantization: the one mechanism behind KIVI, the age-tiered quantizer and
+// KVComp's blockwise quantizer. Each unit (a group of elements sharing statistics) gets a
+// minimum and a step; code = round((x - min) / step), x_hat = min + code * step, so
+// |x - x_hat| <= step / 2 for every element.
+//  - keys: per channel, over groups of `key_group_tokens` consecutive tokens (KIVI Sec. 3.2,
+//    KVComp's key blocks); the last group may be shorter;
+//  - values: per token, over groups of `value_group_channels` channels of one head (0 = the whole
+//    head, as KVComp's per-token values).
+// Private to the engine.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kvlab/engine/quant/quantizer.h"
+
+namespace kvlab::detail {
+
+enum class StepRule {
+  Levels,    // step = (max - min) / (2^bits - 1): the range spans every code (KIVI)
+  Relative,  // step = rel_scale * (max - min): an error bound relative to the range (KVComp)
+};
+
+struct GroupSpec {
+  int bits = 2;
+  int key_group_tokens = 32;
+  int value_group_channels = 32;  // 0: whole head
+  StepRule rule = StepRule::Levels;
+  double rel_scale = 0.0;
+};
+
+// Number of units (each has one step and one minimum) for a tensor of this shape.
+std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,
+                             int dim);
+
+// An upper bound of every code quantize_groups() gives under `spec`, whatever the data: 2^bits - 1
+// for Levels; for Relative the unit's maximum lands on (max - min) / step = 1 / rel_scale, rounded
+// (with a margin for the float arithmetic), and never above 2^bits - 1.
+int largest_code(const GroupSpec& spec);
+
+// Quantizes every token of `x`. `codes` receives packed_bytes(elements, bits) bytes starting at
+// code index `first_code`; `steps` and `mins` receive group_unit_count() floats each.
+void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec,
+                     std::uint8_t* codes, std::size_t first_code, float* steps, float* mins);
+
+// Writes tokens*heads*dim floats, [token][head][dim].
+void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
+                       const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
+                       int heads, int dim, float* out);
+
+}  // namespace kvlab::detail

@@ -1,0 +1,71 @@
+// KVComp's blockwise, error-bounded quantizer (Jiang et al. 2025, "KVComp: A High-Performance,
+// LLM-Aware, Lossy Compression Framework for KV Cache", Sec. 3): keys in blocks of B tokens,
+// per channel inside a block; values per token; step = rel_scale * (max - min) of the unit and
+// code = round((x - min) / step) as uint8, so |x - x_hat| <= step / 2. The codes are left
+// byte-wide here: their entropy coding is the codec's job.
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "quant/group_quant.h"
+#include "quant/quantizers.h"
+
+namespace kvlab::detail {
+
+namespace {
+
+class KvCompQuantizer final : public Quantizer {
+ public:
+  KvCompQuantizer(int block_size, double rel_scale) : m_block(block_size), m_rel(rel_scale) {}
+
+  std::string name() const override { return fmt::format("kvcomp B={} rel={:g}", m_block, m_rel); }
+
+  GroupSpec spec() const { return GroupSpec{8, m_block, 0, StepRule::Relative, m_rel}; }
+
+  Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
+    QuantizedTensor q{role, x.tokens(), x.heads(), x.dim(), {}, {}, {}, {}, {}};
+    const GroupSpec s = spec();
+    const std::size_t units = group_unit_count(s, role, x.tokens(), x.heads(), x.dim());
+    q.codes.resize(x.elements());
+    q.params.resize(2 * units);
+    quantize_groups(x, role, s, q.codes.data(), 0, q.params.data(), q.params.data() + units);
+    q.bytes.codes = q.codes.size();
+    q.bytes.scales = units * sizeof(float);
+    q.bytes.zero_points = units * sizeof(float);
+    q.bytes.metadata = kTensorHeaderBytes;
+    return q;
+  }
+
+  void dequantize(const QuantizedTensor& q, float* out) const override {
+    const GroupSpec s = spec();
+    const std::size_t units = q.params.size() / 2;
+    dequantize_groups(q.codes.data(), 0, q.params.data(), q.params.data() + units, q.role, s,
+                      q.tokens, q.heads, q.dim, out);
+  }
+
+  std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {
+    CodeHistogram h{"uint8", 8, std::vector<std::uint64_t>(256, 0)};
+    for (std::uint8_t c : q.codes) ++h.counts[c];
+    return {h};
+  }
+
+ private:
+  int m_block;
+  double m_rel;
+};
+
+}  // namespace
+
+std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scale) {
+  return std::make_unique<KvCompQuantizer>(block_size, rel_scale);
+}
+
+}  // namespace kvlab::detail
+
+namespace kvlab {
+
+int kvcomp_max_code(double rel_scale) {
+  return detail::largest_code(detail::GroupSpec{8, 1, 0, detail::StepRule::Relative, rel_scale});
+}
+
+}  // namespace kvlab

@@ -1,0 +1,98 @@
+// Per-tensor symmetric INT8 / INT4: scale = max|x| / (2^(b-1) - 1), the naive baseline.
+// Codes are stored offset by 2^(b-1) (so -7..7 is 1..15 for INT4), packed b bits each.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codec/bitpack.h"
+#include "core/row_loader.h"
+#include "quant/quantizers.h"
+
+namespace kvlab::detail {
+
+namespace {
+
+constexpr int kChunkTokens = 64;
+
+class SymmetricQuantizer final : public Quantizer {
+ public:
+  explicit SymmetricQuantizer(int bits) : m_bits(bits) {}
+
+  std::string name() const override { return fmt::format("int{} per-tensor", m_bits); }
+
+  Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
+    QuantizedTensor q{role, x.tokens(), x.heads(), x.dim(), {}, {}, {}, {}, {}};
+    const std::size_t n = x.elements();
+    const std::size_t hd = static_cast<std::size_t>(x.heads()) * x.dim();
+    q.codes.assign(packed_bytes(n, m_bits), 0);
+    std::vector<float> buf(kChunkTokens * hd);
+    std::vector<std::uint8_t> cbuf(buf.size());
+    float amax = 0.f;
+    for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
+      const int rows = std::min(kChunkTokens, x.tokens() - t0);
+      load_rows(x, t0, t0 + rows, buf.data());
+      const std::size_t m = rows * hd;
+#pragma omp simd reduction(max : amax)
+      for (std::size_t i = 0; i < m; ++i) amax = std::max(amax, std::fabs(buf[i]));
+    }
+    const float qmax = static_cast<float>((1 << (m_bits - 1)) - 1);
+    const float scale = amax > 0.f ? amax / qmax : 1.f;
+    const float inv = 1.f / scale;
+    const float offset = static_cast<float>(1 << (m_bits - 1)) + 0.5f;
+    for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
+      const int rows = std::min(kChunkTokens, x.tokens() - t0);
+      load_rows(x, t0, t0 + rows, buf.data());
+      const std::size_t m = rows * hd;
+#pragma omp simd
+      for (std::size_t i = 0; i < m; ++i) {
+        // x * inv lies in [-qmax, qmax]; shifting by 2^(b-1) + 0.5 makes truncation round.
+        const float v = std::clamp(buf[i] * inv + offset, 1.f, 2.f * qmax + 1.5f);
+        cbuf[i] = static_cast<std::uint8_t>(static_cast<int>(v));
+      }
+      pack_codes(cbuf.data(), m, m_bits, q.codes.data(), t0 * hd);
+    }
+    q.params = {scale};
+    q.bytes.codes = q.codes.size();
+    q.bytes.scales = sizeof(float);
+    q.bytes.metadata = kTensorHeaderBytes;
+    return q;
+  }
+
+  void dequantize(const QuantizedTensor& q, float* out) const override {
+    const float scale = q.params.at(0);
+    const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
+    const float offset = static_cast<float>(1 << (m_bits - 1));
+    std::vector<std::uint8_t> cbuf(kChunkTokens * hd);
+    for (int t0 = 0; t0 < q.tokens; t0 += kChunkTokens) {
+      const int rows = std::min(kChunkTokens, q.tokens - t0);
+      const std::size_t m = rows * hd;
+      unpack_codes(q.codes.data(), t0 * hd, m, m_bits, cbuf.data());
+      float* o = out + t0 * hd;
+#pragma omp simd
+      for (std::size_t i = 0; i < m; ++i) o[i] = (static_cast<float>(cbuf[i]) - offset) * scale;
+    }
+  }
+
+  std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {
+    CodeHistogram h{fmt::format("int{}", m_bits), m_bits,
+                    std::vector<std::uint64_t>(std::size_t{1} << m_bits, 0)};
+    const std::size_t n = static_cast<std::size_t>(q.tokens) * q.heads * q.dim;
+    std::vector<std::uint8_t> codes(n);
+    unpack_codes(q.codes.data(), 0, n, m_bits, codes.data());
+    for (std::uint8_t c : codes) ++h.counts[c];
+    return {h};
+  }
+
+ private:
+  int m_bits;
+};
+
+}  // namespace
+
+std::unique_ptr<Quantizer> make_symmetric_quantizer(int bits) {
+  return std::make_unique<SymmetricQuantizer>(bits);
+}
+
+}  // namespace kvlab::detail

@@ -1,0 +1,89 @@
+// The Compression page's backend selector: Auto, CPU and CUDA are offered; a CPU or Auto run
+// names where it ran in the results heading; CUDA where it is unavailable (this test program
+// registers no CUDA library) fails in the view's normal error display and saves nothing.
+#include <gtest/gtest.h>
+
+#include <QComboBox>
+#include <QLabel>
+#include <QPushButton>
+
+#include "gui_test_support.h"
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/main_window.h"
+#include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/results_panel.h"
+#include "kvlab/gui/source_panel.h"
+
+namespace kvlab::gui {
+namespace {
+
+using gui_test::fresh_dir;
+using gui_test::tiny_source;
+
+constexpr int kTimeoutMs = 60'000;
+
+MethodConfig kvcomp_huffman() {
+  MethodConfig m;
+  m.kind = MethodKind::KvComp;
+  m.codec = CodecKind::Huffman;
+  return m;
+}
+
+TEST(BackendSelector, OffersAutoCpuCudaWithAutoFirst) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  window.show();
+  QComboBox* combo = window.compression_view()->backend_combo();
+  ASSERT_NE(combo, nullptr);
+  EXPECT_TRUE(combo->isVisibleTo(&window));
+  ASSERT_EQ(combo->count(), 3);
+  const char* ids[] = {"auto", "cpu", "cuda"};
+  const char* texts[] = {"Auto", "CPU", "CUDA"};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(combo->itemData(i).toString(), QString::fromLatin1(ids[i]));
+    EXPECT_EQ(combo->itemText(i), QString::fromLatin1(texts[i]));
+  }
+  EXPECT_EQ(combo->currentData().toString(), QStringLiteral("auto"));
+}
+
+TEST(BackendSelector, CpuAndAutoRunsNameTheDevice) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  CompressionView& view = *window.compression_view();
+  view.source_panel()->set_synthetic(tiny_source());
+  view.method_panel()->set_config(kvcomp_huffman());
+  const QString device = QString::fromStdString(make_cpu_backend()->device_name());
+  for (const char* id : {"cpu", "auto"}) {
+    view.set_backend(QString::fromLatin1(id));
+    ASSERT_EQ(view.backend_combo()->currentData().toString(), QString::fromLatin1(id));
+    ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << id << ": " << view.last_error().toStdString();
+    ASSERT_TRUE(view.current_report().has_value());
+    EXPECT_EQ(view.current_report()->backend, "cpu") << id;  // no GPU library in this program
+    const QString heading = view.results_panel()->heading_label()->text();
+    EXPECT_TRUE(heading.contains(QStringLiteral("on cpu: ") + device.toHtmlEscaped()))
+        << heading.toStdString();
+    EXPECT_TRUE(view.backend_combo()->isEnabled());
+  }
+}
+
+TEST(BackendSelector, UnavailableCudaIsShownAsARunError) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  CompressionView& view = *window.compression_view();
+  view.source_panel()->set_synthetic(tiny_source());
+  view.method_panel()->set_config(kvcomp_huffman());
+  view.set_backend(QStringLiteral("cuda"));
+  EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
+  EXPECT_TRUE(view.last_error().startsWith(QStringLiteral("backend cuda: CUDA")))
+      << view.last_error().toStdString();
+  EXPECT_FALSE(view.current_report().has_value());
+  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_TRUE(view.run_button()->isEnabled());
+  EXPECT_TRUE(view.backend_combo()->isEnabled());
+
+  // Back on the CPU the same view runs.
+  view.set_backend(QStringLiteral("cpu"));
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_GT(view.last_saved_run_id(), 0);
+}
+
+}  // namespace
+}  // namespace kvlab::gui

@@ -1,0 +1,224 @@
+// The whole path a person takes: run a method on the Compression page, read the numbers off the
+// charts and labels, find the run on the Runs page, reopen it, delete it.
+#include <gtest/gtest.h>
+
+#include <QComboBox>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QTableWidget>
+
+#include "gui_test_support.h"
+#include "kvlab/engine/io/report_json.h"
+#include "kvlab/gui/bytes_chart.h"
+#include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/histogram_chart.h"
+#include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/layer_chart.h"
+#include "kvlab/gui/main_window.h"
+#include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/results_panel.h"
+#include "kvlab/gui/runs_view.h"
+#include "kvlab/gui/source_panel.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab::gui {
+namespace {
+
+using gui_test::engine_report;
+using gui_test::fresh_dir;
+using gui_test::tiered_method;
+using gui_test::tiny_source;
+
+constexpr int kTimeoutMs = 60'000;
+
+std::array<std::uint64_t, kByteComponentCount> components(const ByteBreakdown& b) {
+  return {b.codes, b.scales, b.zero_points, b.residual, b.metadata};
+}
+
+// Keys + values of each drawn bar, back in bytes.
+std::vector<double> drawn_bytes(const BytesChart& chart) {
+  std::vector<double> out;
+  const auto keys = chart.key_bars()->data();
+  const auto values = chart.value_bars()->data();
+  EXPECT_EQ(keys->size(), kByteComponentCount);
+  EXPECT_EQ(values->size(), kByteComponentCount);
+  for (int i = 0; i < keys->size() && i < values->size(); ++i) {
+    out.push_back((keys->at(i)->mainValue() + values->at(i)->mainValue()) * chart.unit().bytes);
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> drawn_counts(const HistogramChart& chart) {
+  std::vector<std::uint64_t> out;
+  const auto data = chart.bars()->data();
+  for (int i = 0; i < data->size(); ++i) {
+    EXPECT_EQ(data->at(i)->mainKey(), i) << "bar " << i << " is not code " << i;
+    out.push_back(static_cast<std::uint64_t>(data->at(i)->mainValue()));
+  }
+  return out;
+}
+
+// The charts and labels of `view` show `expected` (bytes, a histogram, the ratio label).
+void expect_shows(CompressionView& view, const CompressionReport& expected) {
+  const auto bytes = drawn_bytes(*view.bytes_chart());
+  const auto want = components(expected.bytes);
+  ASSERT_EQ(bytes.size(), want.size());
+  double total = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(bytes[i], static_cast<double>(want[i]), 1e-6 * (1.0 + want[i]))
+        << "component " << byte_component_names()[i].toStdString();
+    total += bytes[i];
+  }
+  EXPECT_NEAR(total, static_cast<double>(expected.bytes.total()), 1e-3);
+
+  // Layer 1, values, second histogram (the age-tiered method keeps one per tier).
+  const auto& layer = expected.layers.at(1);
+  ASSERT_GE(layer.value_histograms.size(), 2u);
+  view.histogram_panel()->select(1, TensorPick::Values, 1);
+  EXPECT_EQ(view.histogram_panel()->selected_layer(), 1);
+  EXPECT_EQ(view.histogram_panel()->selected_histogram(), 1);
+  EXPECT_EQ(drawn_counts(*view.histogram_panel()->chart()), layer.value_histograms[1].counts);
+  // And the keys of layer 0, first histogram.
+  view.histogram_panel()->select(0, TensorPick::Keys, 0);
+  EXPECT_EQ(drawn_counts(*view.histogram_panel()->chart()),
+            expected.layers.at(0).key_histograms.at(0).counts);
+
+  const QString ratio = view.results_panel()->value_label(Metric::Ratio)->text();
+  EXPECT_EQ(ratio, format_ratio(expected.ratio));
+  EXPECT_TRUE(QRegularExpression(QStringLiteral("^\\d+\\.\\d\\d×$")).match(ratio).hasMatch())
+      << ratio.toStdString();
+  EXPECT_EQ(view.results_panel()->value_label(Metric::BitsPerValue)->text(),
+            format_bits_per_value(expected.bits_per_value));
+
+  EXPECT_EQ(view.layer_chart()->ratio_bars()->data()->size(),
+            static_cast<int>(expected.layers.size()));
+  EXPECT_DOUBLE_EQ(view.layer_chart()->rel_error_graph()->data()->at(1)->mainValue(),
+                   expected.layers[1].error.attn_output_rel_error);
+}
+
+TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
+  const auto db = fresh_dir() / "runs.sqlite";
+  MainWindow window(db);
+  ASSERT_TRUE(window.store_error().isEmpty()) << window.store_error().toStdString();
+  window.show();
+  CompressionView& view = *window.compression_view();
+  RunsView& runs = *window.runs_view();
+  EXPECT_EQ(runs.row_count(), 0);
+
+  view.source_panel()->set_synthetic(tiny_source());
+  view.method_panel()->set_config(tiered_method());
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_EQ(view.progress_bar()->value(), 100);
+  EXPECT_TRUE(view.run_button()->isEnabled());
+  EXPECT_FALSE(view.cancel_button()->isEnabled());
+
+  // The view's report is the engine's (seeded, so an independent computation agrees).
+  const CompressionReport expected = engine_report(tiny_source(), tiered_method());
+  ASSERT_TRUE(view.current_report().has_value());
+  EXPECT_EQ(view.current_report()->bytes.total(), expected.bytes.total());
+  EXPECT_EQ(view.current_report()->method, "tiered");
+  expect_shows(view, expected);
+
+  // Saved to the store.
+  const std::int64_t id = view.last_saved_run_id();
+  ASSERT_GT(id, 0);
+  auto store = RunsStore::open(db);
+  ASSERT_TRUE(store.ok()) << store.message();
+  auto record = store->load_run(id);
+  ASSERT_TRUE(record.ok()) << record.message();
+  EXPECT_EQ(record->kind, "compression");
+  EXPECT_EQ(record->method, "tiered");
+  EXPECT_EQ(record->label, expected.method_label);
+  EXPECT_EQ(record->params, method_params_json(tiered_method()));
+  EXPECT_EQ(record->metrics.at("ratio").get<double>(), view.current_report()->ratio);
+  EXPECT_EQ(record->artifacts.count("histograms"), 1u);
+
+  // Listed on the Runs page.
+  const int row = runs.row_of(id);
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(runs.row_count(), 1);
+  EXPECT_EQ(runs.cell_text(row, RunsTableModel::kRatio), format_ratio(expected.ratio));
+  EXPECT_EQ(runs.cell_text(row, RunsTableModel::kKind), QStringLiteral("compression"));
+
+  // Show something else, then reopen the stored run: the same numbers come back.
+  MethodConfig int8;
+  int8.kind = MethodKind::Int8;
+  view.method_panel()->set_config(int8);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_EQ(view.current_report()->method, "int8");
+  EXPECT_EQ(runs.row_count(), 2);
+  window.show_page(Page::Runs);
+  ASSERT_TRUE(runs.open_run(id));
+  EXPECT_EQ(window.current_page(), Page::Compression);
+  EXPECT_EQ(view.current_report()->method, "tiered");
+  expect_shows(view, expected);
+  EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
+      QStringLiteral("stored run #%1").arg(id)));
+
+  // Delete (auto-confirmed): gone from the table and from the store.
+  runs.set_auto_confirm(true);
+  ASSERT_TRUE(runs.delete_run(id));
+  EXPECT_EQ(runs.row_of(id), -1);
+  EXPECT_EQ(runs.row_count(), 1);
+  EXPECT_FALSE(store->load_run(id).ok());
+}
+
+TEST(CompressionRoundTrip, ChangingOnlyTheMethodReusesTheCache) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  CompressionView& view = *window.compression_view();
+  view.source_panel()->set_synthetic(tiny_source());
+  view.method_panel()->set_config(tiered_method());
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_FALSE(view.last_run_reused_cache());
+
+  MethodConfig kivi;
+  kivi.residual = 16;
+  view.method_panel()->set_config(kivi);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_TRUE(view.last_run_reused_cache());
+
+  SyntheticConfig other = tiny_source();
+  other.seed = 8;
+  view.source_panel()->set_synthetic(other);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_FALSE(view.last_run_reused_cache());
+}
+
+TEST(CompressionRoundTrip, EngineErrorIsShownNotSaved) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  CompressionView& view = *window.compression_view();
+  view.source_panel()->set_file(QStringLiteral("/nonexistent/kvlab/cache.safetensors"));
+  EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
+  EXPECT_TRUE(view.last_error().contains(QStringLiteral("/nonexistent/kvlab/cache.safetensors")))
+      << view.last_error().toStdString();
+  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_FALSE(view.current_report().has_value());
+  EXPECT_TRUE(view.run_button()->isEnabled());
+  EXPECT_EQ(window.runs_view()->row_count(), 0);
+}
+
+TEST(CompressionRoundTrip, CancelStopsTheRun) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  CompressionView& view = *window.compression_view();
+  SyntheticConfig big;
+  big.preset = "llama3-8b";
+  big.layers = 16;
+  big.context = 4096;
+  view.source_panel()->set_synthetic(big);
+  ASSERT_TRUE(view.run());
+  EXPECT_TRUE(view.is_running());
+  EXPECT_FALSE(view.run()) << "a second run must not start while one is running";
+  view.cancel();
+  // Finishes promptly: the engine checks the callback at every layer.
+  ASSERT_TRUE(view.wait_until_done(kTimeoutMs));
+  EXPECT_FALSE(view.is_running());
+  EXPECT_EQ(view.last_error().toStdString(), std::string(kCancelledMessage));
+  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_TRUE(view.run_button()->isEnabled());
+}
+
+}  // namespace
+}  // namespace kvlab::gui

@@ -1,0 +1,333 @@
+// The Eviction page as a person uses it: run a policy (and one to compare with) on a tiny
+// synthetic cache, read the maps, curves and numbers against the engine's own report, switch
+// layer and head, find the run in the store, reopen it, and get an error (not a crash) on bad
+// input.
+#include <gtest/gtest.h>
+
+#include <QComboBox>
+#include <QLabel>
+#include <QSpinBox>
+
+#include "gui_test_support.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/gui/eviction_map_chart.h"
+#include "kvlab/gui/eviction_metrics_panel.h"
+#include "kvlab/gui/eviction_policy_panel.h"
+#include "kvlab/gui/eviction_runner.h"
+#include "kvlab/gui/eviction_series_chart.h"
+#include "kvlab/gui/eviction_view.h"
+#include "kvlab/gui/layer_picker.h"
+#include "kvlab/gui/main_window.h"
+#include "kvlab/gui/runs_view.h"
+#include "kvlab/gui/source_panel.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab::gui {
+namespace {
+
+using gui_test::fresh_dir;
+using gui_test::tiny_source;
+
+constexpr int kTimeoutMs = 60'000;
+constexpr int kSteps = 16;
+
+EvictionConfig policy(EvictionPolicy p, double budget_fraction) {
+  EvictionConfig c;
+  c.policy = p;
+  c.budget = Budget{budget_fraction, true};
+  c.steps = kSteps;
+  return c;
+}
+
+// The engine's reports for the job the view runs, computed here without the widgets.
+struct EngineRun {
+  EvictionReport report;
+  std::optional<EvictionReport> compare;
+};
+
+EngineRun engine_run(const EvictionConfig& first, const std::optional<EvictionConfig>& second) {
+  SourceSpec source;
+  source.synthetic = tiny_source();
+  const EvictionJob job = make_eviction_job(source, first, second);
+  EXPECT_EQ(job.source.synthetic.queries, kSteps);
+  auto cache = generate_synthetic(job.source.synthetic);
+  EXPECT_TRUE(cache.ok()) << cache.message();
+  auto report = simulate_eviction(*cache, job.policy);
+  EXPECT_TRUE(report.ok()) << report.message();
+  EngineRun out{*report, std::nullopt};
+  if (job.compare) {
+    auto compare = simulate_eviction(*cache, *job.compare);
+    EXPECT_TRUE(compare.ok()) << compare.message();
+    out.compare = *compare;
+  }
+  return out;
+}
+
+void set_up(EvictionView& view, const EvictionConfig& first,
+            const std::optional<EvictionConfig>& second) {
+  view.source_panel()->set_synthetic(tiny_source());
+  view.policy_panel()->set_config(first);
+  view.policy_panel()->set_compare(second);
+}
+
+// Every cell of the chart's colour map is the engine map's state at (step, position).
+void expect_cells(const EvictionMapChart& chart, const EvictionMap& map) {
+  QCPColorMapData* data = chart.color_map()->data();  // cell() is not const in QCustomPlot
+  ASSERT_EQ(data->keySize(), map.positions);
+  ASSERT_EQ(data->valueSize(), map.steps);
+  int mismatches = 0;
+  for (int s = 0; s < map.steps; ++s) {
+    for (int p = 0; p < map.positions; ++p) {
+      const auto want = static_cast<double>(map.state(s, p));
+      if (data->cell(p, s) != want && ++mismatches <= 5) {
+        ADD_FAILURE() << "step " << s << " position " << p << ": drawn " << data->cell(p, s)
+                      << ", engine " << want;
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+std::vector<double> drawn_values(const QCPGraph* graph) {
+  std::vector<double> out;
+  for (auto it = graph->data()->constBegin(); it != graph->data()->constEnd(); ++it) {
+    out.push_back(it->value);
+  }
+  return out;
+}
+
+void expect_series(const QCPGraph* graph, const std::vector<EvictionStep>& steps, bool mass) {
+  const auto drawn = drawn_values(graph);
+  ASSERT_EQ(drawn.size(), steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const double want = mass ? steps[i].attention_mass_retained : steps[i].attn_output_rel_error;
+    EXPECT_NEAR(drawn[i], want, 1e-12) << "step " << i;
+  }
+}
+
+TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
+  const auto first = policy(EvictionPolicy::H2O, 0.25);
+  const auto engine = engine_run(first, std::nullopt);
+  const auto& expected = engine.report;
+  ASSERT_EQ(expected.maps.size(), 2u);
+  ASSERT_EQ(expected.maps[0].size(), 2u);
+
+  EvictionView view(nullptr);
+  view.resize(1300, 900);
+  view.show();
+  set_up(view, first, std::nullopt);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  ASSERT_TRUE(view.current_report());
+  EXPECT_FALSE(view.compare_map_chart()->isVisible());
+  EXPECT_FALSE(view.error_label()->isVisible());
+
+  // Layer 0, head 0 first; then every other layer and head, picked through the selectors.
+  EXPECT_EQ(view.layer_picker()->layer_spin()->maximum(), 1);
+  EXPECT_EQ(view.layer_picker()->choice_combo()->count(), 2);
+  expect_cells(*view.map_chart(), expected.maps[0][0]);
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int head = 0; head < 2; ++head) {
+      view.layer_picker()->layer_spin()->setValue(layer);
+      view.layer_picker()->choice_combo()->setCurrentIndex(head);
+      SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head);
+      expect_cells(*view.map_chart(), expected.maps[layer][head]);
+      EXPECT_TRUE(view.map_chart()->title().contains(
+          QStringLiteral("layer %1, KV head %2").arg(layer).arg(head)));
+    }
+  }
+
+  // The needle line sits on the planted needle.
+  const int needle = synthetic_landmarks(tiny_source()).needle;
+  ASSERT_EQ(view.current_report()->config.needle, needle);
+  EXPECT_TRUE(view.map_chart()->needle_line()->visible());
+  EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point1->coords().x(), needle);
+  EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point2->coords().x(), needle);
+
+  // Curves over all layers, then over the selected layer (1).
+  expect_series(view.series_chart()->mass_graph(0), expected.steps_total, true);
+  expect_series(view.series_chart()->error_graph(0), expected.steps_total, false);
+  EXPECT_TRUE(drawn_values(view.series_chart()->mass_graph(1)).empty());
+  view.scope_combo()->setCurrentIndex(1);
+  expect_series(view.series_chart()->mass_graph(0), expected.layers[1].steps, true);
+  EXPECT_TRUE(view.series_chart()->title().contains(QStringLiteral("layer 1")));
+  EXPECT_EQ(
+      view.metrics_panel()->value_label(EvictionMetric::MassRetained)->text(),
+      QStringLiteral("%1 %").arg(100 * expected.layers[1].attention_mass_retained, 0, 'g', 3));
+  view.scope_combo()->setCurrentIndex(0);
+  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Policy)->text(),
+            QString::fromStdString(expected.label));
+  EXPECT_TRUE(view.metrics_panel()
+                  ->value_label(EvictionMetric::Kept)
+                  ->text()
+                  .startsWith(QString::number(expected.kept_tokens, 'f', 1)));
+  EXPECT_TRUE(view.metrics_panel()
+                  ->value_label(EvictionMetric::NeedleRetained)
+                  ->text()
+                  .contains(QStringLiteral("of KV heads")));
+  EXPECT_TRUE(view.metrics_panel()->value_label(EvictionMetric::Policy, 1)->text().isEmpty());
+
+  // Zoom, then reset.
+  view.map_chart()->xAxis->setRange(10, 20);
+  view.reset_zoom_button()->click();
+  EXPECT_DOUBLE_EQ(view.map_chart()->xAxis->range().lower, -0.5);
+  EXPECT_DOUBLE_EQ(view.map_chart()->xAxis->range().upper, expected.tokens - 0.5);
+}
+
+TEST(EvictionView, ComparedPolicySideBySide) {
+  const auto first = policy(EvictionPolicy::H2O, 0.25);
+  const auto second = policy(EvictionPolicy::Window, 0.25);
+  const auto engine = engine_run(first, second);
+  ASSERT_TRUE(engine.compare);
+
+  EvictionView view(nullptr);
+  view.resize(1300, 900);
+  view.show();
+  set_up(view, first, second);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  ASSERT_TRUE(view.current_compare());
+  EXPECT_TRUE(view.compare_map_chart()->isVisible());
+  view.select(1, 1);
+  expect_cells(*view.map_chart(), engine.report.maps[1][1]);
+  expect_cells(*view.compare_map_chart(), engine.compare->maps[1][1]);
+  expect_series(view.series_chart()->mass_graph(1), engine.compare->steps_total, true);
+  expect_series(view.series_chart()->error_graph(1), engine.compare->steps_total, false);
+  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Policy, 1)->text(),
+            QString::fromStdString(engine.compare->label));
+  // A window never keeps the needle once it has slid past (the needle sits early).
+  EXPECT_EQ(engine.compare->needle_retained, 0.0);
+  EXPECT_TRUE(view.metrics_panel()
+                  ->value_label(EvictionMetric::NeedleRetained, 1)
+                  ->text()
+                  .startsWith(QStringLiteral("0 %")));
+
+  // Zooming one map zooms the other.
+  view.map_chart()->xAxis->setRange(20, 40);
+  EXPECT_DOUBLE_EQ(view.compare_map_chart()->xAxis->range().lower, 20);
+  EXPECT_DOUBLE_EQ(view.compare_map_chart()->xAxis->range().upper, 40);
+}
+
+TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
+  const auto dir = fresh_dir();
+  MainWindow window(dir / "runs.sqlite");
+  window.show();
+  EvictionView& view = *window.eviction_view();
+  set_up(view, policy(EvictionPolicy::Streaming, 0.3), policy(EvictionPolicy::H2O, 0.2));
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  const std::int64_t id = view.last_saved_run_id();
+  ASSERT_GT(id, 0);
+  const EvictionReport fresh = *view.current_report();
+  const EvictionReport fresh_compare = *view.current_compare();
+  const QString kept = view.metrics_panel()->value_label(EvictionMetric::Kept)->text();
+  const QString error = view.metrics_panel()->value_label(EvictionMetric::RelError, 1)->text();
+
+  {  // In the store: two eviction runs, the first policy linked to the compared one.
+    auto store = RunsStore::open(dir / "runs.sqlite");
+    ASSERT_TRUE(store.ok()) << store.message();
+    auto record = store->load_run(id);
+    ASSERT_TRUE(record.ok()) << record.message();
+    EXPECT_EQ(record->kind, "eviction");
+    EXPECT_EQ(record->method, "streaming");
+    EXPECT_EQ(record->label, fresh.label);
+    EXPECT_EQ(record->params, eviction_params_json(fresh.config));
+    EXPECT_EQ(record->metrics, eviction_report_to_json(fresh));
+    EXPECT_TRUE(record->artifacts.count("eviction_map"));
+    auto runs = store->list_runs(-1);
+    ASSERT_TRUE(runs.ok());
+    EXPECT_EQ(runs->size(), 2u);
+  }
+
+  // Show something else, then reopen from the Runs page: the same numbers, no recomputation.
+  set_up(view, policy(EvictionPolicy::Window, 0.5), std::nullopt);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  ASSERT_FALSE(view.current_compare());
+  window.show_page(Page::Runs);
+  RunsView& runs = *window.runs_view();
+  ASSERT_GE(runs.row_of(id), 0);
+  ASSERT_TRUE(runs.open_run(id));
+  EXPECT_EQ(window.current_page(), Page::Eviction);
+  ASSERT_TRUE(view.current_report() && view.current_compare());
+  EXPECT_EQ(view.current_report()->label, fresh.label);
+  EXPECT_EQ(view.current_compare()->label, fresh_compare.label);
+  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Kept)->text(), kept);
+  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::RelError, 1)->text(), error);
+  EXPECT_TRUE(view.metrics_panel()->heading_label()->text().contains(
+      QStringLiteral("stored run #%1").arg(id)));
+  EXPECT_EQ(view.current_report()->config.needle, fresh.config.needle);
+  view.select(1, 0);
+  expect_cells(*view.map_chart(), fresh.maps[1][0]);
+  expect_cells(*view.compare_map_chart(), fresh_compare.maps[1][0]);
+  expect_series(view.series_chart()->mass_graph(0), fresh.steps_total, true);
+  EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point1->coords().x(), *fresh.config.needle);
+}
+
+TEST(EvictionView, BadInputShowsAnErrorInsteadOfCrashing) {
+  const auto dir = fresh_dir();
+  auto store = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(store.ok()) << store.message();
+  auto shared = std::make_shared<RunsStore>(std::move(store).value());
+  EvictionView view(shared);
+  view.show();
+  auto bad = policy(EvictionPolicy::H2O, 0.25);
+  bad.steps = tiny_source().context;  // steps >= context
+  set_up(view, bad, std::nullopt);
+  EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
+  EXPECT_TRUE(view.error_label()->isVisible());
+  EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("steps")))
+      << view.error_label()->text().toStdString();
+  EXPECT_FALSE(view.current_report());
+  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_TRUE(view.run_button()->isEnabled());
+  auto runs = shared->list_runs(-1);
+  ASSERT_TRUE(runs.ok());
+  EXPECT_TRUE(runs->empty());
+
+  // A good run afterwards clears the message.
+  set_up(view, policy(EvictionPolicy::H2O, 0.25), std::nullopt);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_FALSE(view.error_label()->isVisible());
+}
+
+TEST(EvictionPolicyPanel, ShowsOnlyThePolicysOptions) {
+  EvictionPolicyPanel panel;
+  panel.show();
+  const auto pick = [&](const char* id) {
+    panel.policy_combo()->setCurrentText(QString::fromLatin1(id));
+    return std::array<bool, 6>{panel.is_field_visible(panel.sinks_spin()),
+                               panel.is_field_visible(panel.recent_fraction_spin()),
+                               panel.is_field_visible(panel.threshold_spin()),
+                               panel.is_field_visible(panel.w_attention_spin()),
+                               panel.is_field_visible(panel.merge_similarity_spin()),
+                               panel.is_field_visible(panel.budget_edit())};
+  };
+  using V = std::array<bool, 6>;
+  EXPECT_EQ(pick("streaming"), (V{true, false, false, false, false, true}));
+  EXPECT_EQ(pick("h2o"), (V{false, true, false, false, false, true}));
+  EXPECT_EQ(pick("threshold"), (V{false, false, true, false, false, true}));
+  EXPECT_EQ(pick("importance"), (V{false, false, false, true, false, true}));
+  EXPECT_EQ(pick("merge"), (V{false, true, false, false, true, true}));
+  EXPECT_EQ(pick("full"), (V{false, false, false, false, false, false}));
+
+  // The budget in tokens or % of context, and quantization of the kept tokens.
+  panel.policy_combo()->setCurrentText(QStringLiteral("h2o"));
+  panel.budget_edit()->unit_combo()->setCurrentIndex(0);
+  panel.budget_edit()->value_spin()->setValue(200);
+  panel.quant_combo()->setCurrentText(QStringLiteral("int8"));
+  const EvictionConfig c = panel.config();
+  EXPECT_EQ(c.policy, EvictionPolicy::H2O);
+  EXPECT_FALSE(c.budget.fraction);
+  EXPECT_EQ(c.budget.value, 200);
+  ASSERT_TRUE(c.quant);
+  EXPECT_EQ(c.quant->kind, MethodKind::Int8);
+  EXPECT_FALSE(panel.compare_config());
+  panel.compare_group()->setChecked(true);
+  panel.compare_policy_combo()->setCurrentText(QStringLiteral("streaming"));
+  const auto compare = panel.compare_config();
+  ASSERT_TRUE(compare);
+  EXPECT_EQ(compare->policy, EvictionPolicy::Streaming);
+  EXPECT_TRUE(compare->budget.fraction);
+  EXPECT_EQ(compare->quant->kind, MethodKind::Int8);
+}
+
+}  // namespace
+}  // namespace kvlab::gui

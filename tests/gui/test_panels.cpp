@@ -1,0 +1,244 @@
+// The parts a person sets up before a run: method parameters shown only where they matter, the
+// source panel's spec, and the window's pages.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include <QApplication>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFileInfo>
+#include <QImage>
+#include <QLabel>
+#include <QListWidget>
+#include <QScrollArea>
+#include <QScrollBar>
+#include <QSpinBox>
+#include <QTableWidget>
+
+#include "gui_test_support.h"
+#include "kvlab/engine/io/report_json.h"
+#include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/eviction_view.h"
+#include "kvlab/gui/histogram_chart.h"
+#include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/learn_view.h"
+#include "kvlab/gui/main_window.h"
+#include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/planner_view.h"
+#include "kvlab/gui/runs_view.h"
+#include "kvlab/gui/screenshots.h"
+#include "kvlab/gui/source_panel.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab::gui {
+namespace {
+
+struct Visible {
+  bool bits, group, residual, per_head, int8_tokens, old_bits, block, rel_scale;
+};
+
+Visible visible(const MethodPanel& p) {
+  return {p.is_field_visible(p.bits_combo()),       p.is_field_visible(p.group_size_spin()),
+          p.is_field_visible(p.residual_spin()),    p.is_field_visible(p.per_head_check()),
+          p.is_field_visible(p.int8_tokens_spin()), p.is_field_visible(p.old_bits_combo()),
+          p.is_field_visible(p.block_size_spin()),  p.is_field_visible(p.rel_scale_spin())};
+}
+
+TEST(MethodPanel, ShowsOnlyTheFieldsOfTheMethod) {
+  MethodPanel panel;
+  panel.show();
+  const auto pick = [&](const char* id) {
+    panel.method_combo()->setCurrentText(QString::fromLatin1(id));
+    return visible(panel);
+  };
+  auto v = pick("kivi");
+  EXPECT_TRUE(v.bits && v.group && v.residual);
+  EXPECT_FALSE(v.per_head || v.int8_tokens || v.old_bits || v.block || v.rel_scale);
+  v = pick("int8");
+  EXPECT_FALSE(v.bits || v.group || v.residual || v.per_head || v.int8_tokens || v.old_bits ||
+               v.block || v.rel_scale);
+  v = pick("fp8-e4m3");
+  EXPECT_TRUE(v.per_head);
+  EXPECT_FALSE(v.bits || v.group || v.residual || v.block);
+  v = pick("tiered");
+  EXPECT_TRUE(v.group && v.residual && v.int8_tokens && v.old_bits);
+  EXPECT_FALSE(v.bits || v.per_head || v.block || v.rel_scale);
+  v = pick("kvcomp");
+  EXPECT_TRUE(v.block && v.rel_scale);
+  EXPECT_FALSE(v.bits || v.group || v.residual || v.per_head || v.int8_tokens);
+}
+
+TEST(MethodPanel, ConfigRoundTrips) {
+  MethodPanel panel;
+  EXPECT_EQ(panel.method_combo()->count(), static_cast<int>(method_ids().size()));
+  MethodConfig c;
+  c.kind = MethodKind::KvComp;
+  c.block_size = 128;
+  c.rel_scale = 0.02;
+  panel.set_config(c);
+  const MethodConfig back = panel.config();
+  EXPECT_EQ(back.kind, MethodKind::KvComp);
+  EXPECT_EQ(back.block_size, 128);
+  EXPECT_DOUBLE_EQ(back.rel_scale, 0.02);
+  EXPECT_EQ(method_label(back), method_label(c));
+
+  c = gui_test::tiered_method();
+  c.old_bits = 2;
+  panel.set_config(c);
+  EXPECT_EQ(method_params_json(panel.config()), method_params_json(c));
+}
+
+TEST(SourcePanel, SpecFollowsTheControls) {
+  SourcePanel panel;
+  EXPECT_EQ(panel.spec().kind, SourceSpec::Kind::Synthetic);
+  EXPECT_EQ(panel.spec().synthetic.preset, "llama3-8b");
+  EXPECT_EQ(panel.spec().synthetic.context, 1024);  // the GUI's snappy default
+  EXPECT_EQ(panel.spec().synthetic.layers, 0);
+  EXPECT_EQ(panel.preset_combo()->count(), static_cast<int>(synthetic_presets().size()));
+
+  panel.set_synthetic(gui_test::tiny_source());
+  const SourceSpec s = panel.spec();
+  EXPECT_EQ(s.synthetic.preset, "tiny");
+  EXPECT_EQ(s.synthetic.context, 96);
+  EXPECT_EQ(s.synthetic.seed, 7u);
+  const std::string key = s.cache_key();
+  panel.context_spin()->setValue(97);
+  EXPECT_NE(panel.spec().cache_key(), key);
+
+  panel.set_file(QStringLiteral("/tmp/some.npz"));
+  EXPECT_EQ(panel.spec().kind, SourceSpec::Kind::File);
+  EXPECT_EQ(panel.spec().file, QStringLiteral("/tmp/some.npz"));
+}
+
+TEST(HistogramPanel, PickersFollowTheData) {
+  HistogramPanel panel;
+  LayerHistograms l0{
+      0,
+      {{QStringLiteral("int8 tier"), 8, std::vector<std::uint64_t>(256, 1)},
+       {QStringLiteral("int4 tier"), 4, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}},
+      {{QStringLiteral("int2"), 2, {5, 6, 7, 8}}}};
+  panel.set_histograms({l0});
+  panel.select(0, TensorPick::Keys, 1);
+  EXPECT_EQ(panel.chart()->bars()->data()->size(), 16);
+  EXPECT_EQ(panel.chart()->bars()->data()->at(15)->mainValue(), 16.0);
+  EXPECT_TRUE(panel.entropy_label()->text().contains(QStringLiteral("of 4 bits")));
+  EXPECT_TRUE(panel.entropy_label()->text().contains(QStringLiteral("16 of 16 codes used")));
+  panel.select(5, TensorPick::Values, 3);  // clamped to what exists
+  EXPECT_EQ(panel.selected_layer(), 0);
+  EXPECT_EQ(panel.selected_histogram(), 0);
+  EXPECT_EQ(panel.chart()->bars()->data()->size(), 4);
+  panel.clear();
+  EXPECT_EQ(panel.chart()->bars()->data()->size(), 0);
+}
+
+TEST(MainWindow, PagesTitleAndScreenshots) {
+  const auto dir = gui_test::fresh_dir();
+  MainWindow window(dir / "runs.sqlite");
+  window.show();
+  EXPECT_EQ(window.windowTitle(), QStringLiteral("kvlab"));
+  auto* nav = window.findChild<QListWidget*>();
+  ASSERT_NE(nav, nullptr);
+  ASSERT_EQ(nav->count(), kPageCount);
+  EXPECT_EQ(nav->item(0)->text(), QStringLiteral("Compression"));
+  EXPECT_EQ(nav->item(static_cast<int>(Page::Runs))->text(), QStringLiteral("Runs"));
+  EXPECT_NE(window.eviction_view(), nullptr);
+  EXPECT_EQ(window.page_widget(Page::Eviction), window.eviction_view());
+  EXPECT_EQ(window.page_widget(Page::Planner), static_cast<QWidget*>(window.planner_view()));
+  EXPECT_EQ(window.page_widget(Page::Learn), static_cast<QWidget*>(window.learn_view()));
+  nav->setCurrentRow(static_cast<int>(Page::Runs));
+  EXPECT_EQ(window.current_page(), Page::Runs);
+
+  QString error;
+  const QStringList files =
+      save_page_screenshots(window, QString::fromStdString((dir / "shots").string()), &error);
+  EXPECT_TRUE(error.isEmpty()) << error.toStdString();
+  ASSERT_EQ(files.size(), kPageCount + window.learn_view()->page_count());
+  for (const QString& f : files) {
+    const QImage image(f);
+    EXPECT_FALSE(image.isNull()) << f.toStdString();
+    EXPECT_GE(image.width(), 800) << f.toStdString();
+  }
+  EXPECT_TRUE(QFileInfo(files[0]).fileName() == QStringLiteral("compression.png"));
+  EXPECT_EQ(window.current_page(), Page::Runs);  // put back where it was
+}
+
+TEST(MainWindow, UnopenableStoreStillWorks) {
+  const auto dir = gui_test::fresh_dir();
+  const auto not_a_db = dir / "not-a-db.sqlite";
+  {
+    std::FILE* f = std::fopen(not_a_db.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    std::fputs("this is not a SQLite database, just some text long enough to be a header\n", f);
+    std::fclose(f);
+  }
+  MainWindow window(not_a_db);
+  EXPECT_FALSE(window.store_error().isEmpty());
+  EXPECT_EQ(window.runs_view()->row_count(), 0);
+}
+
+TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {
+  const auto db = gui_test::fresh_dir() / "runs.sqlite";
+  {  // First launch: nothing stored, so the default run starts in the background.
+    MainWindow window(db);
+    ASSERT_TRUE(window.open_latest_or_run_default());
+    EXPECT_TRUE(window.compression_view()->is_running());
+    window.compression_view()->cancel();
+    window.compression_view()->wait_until_done(60 * 1000);
+  }
+  // A stored run is reopened from the store: nothing is recomputed or saved again.
+  const CompressionReport report =
+      gui_test::engine_report(gui_test::tiny_source(), gui_test::tiered_method());
+  std::int64_t id = 0;
+  {
+    auto store = RunsStore::open(db);
+    ASSERT_TRUE(store.ok()) << store.message();
+    auto saved = store->save_run(NewRun{"compression",
+                                        report.source,
+                                        report.method,
+                                        report.method_label,
+                                        method_params_json(report.config),
+                                        report_to_json(report),
+                                        {{"histograms", histograms_to_json(report)}}});
+    ASSERT_TRUE(saved.ok()) << saved.message();
+    id = *saved;
+  }
+  MainWindow window(db);
+  window.show_page(Page::Runs);
+  ASSERT_TRUE(window.open_latest_or_run_default());
+  EXPECT_FALSE(window.compression_view()->is_running());
+  EXPECT_EQ(window.current_page(), Page::Compression);
+  auto store = RunsStore::open(db);
+  ASSERT_TRUE(store.ok());
+  auto runs = store->list_runs();
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().id, id);
+}
+
+// A window smaller than a laptop's: the window takes the size it is given, and a page that needs
+// more room scrolls instead of pushing the window wider than the screen.
+TEST(MainWindow, PagesScrollInASmallWindow) {
+  MainWindow window(gui_test::fresh_dir() / "runs.sqlite");
+  const QSize wanted = window.preferred_size();
+  EXPECT_GE(wanted.width(), window.planner_view()->minimumSizeHint().width());
+  window.show();
+  window.resize(800, 560);
+  window.show_page(Page::Planner);
+  QApplication::processEvents();
+  EXPECT_EQ(window.width(), 800);
+  EXPECT_EQ(window.height(), 560);
+  auto* scroll = qobject_cast<QScrollArea*>(window.planner_view()->parentWidget()->parentWidget());
+  ASSERT_NE(scroll, nullptr);
+  EXPECT_TRUE(scroll->isVisible());
+  EXPECT_GT(scroll->horizontalScrollBar()->maximum(), 0);  // the planner needs about 850 px
+  // The page keeps its own minimum: nothing inside it is squeezed below what it needs.
+  EXPECT_GE(window.planner_view()->width(), window.planner_view()->minimumSizeHint().width());
+  window.resize(wanted);
+  QApplication::processEvents();
+  EXPECT_EQ(scroll->horizontalScrollBar()->maximum(), 0);
+}
+
+}  // namespace
+}  // namespace kvlab::gui

@@ -1,0 +1,286 @@
+// The Quality page as a person uses it, on the real stories260K model (../shared/models,
+// skipped when absent): three configurations measured on one window of the model's own text,
+// saved as three "quality" runs in a temporary store with the CLI's shape, drawn as three points
+// with the Pareto frontier, named in the status bar on hover, found again by a new window and
+// opened from the Runs page; and a bogus model path shown as the engine's error.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QFileInfo>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QStatusBar>
+#include <QTableView>
+
+#include "gui_test_support.h"
+#include "kvlab/engine/model/model_capture.h"
+#include "kvlab/engine/model/model_quality.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/main_window.h"
+#include "kvlab/gui/quality_chart.h"
+#include "kvlab/gui/quality_configs.h"
+#include "kvlab/gui/quality_results.h"
+#include "kvlab/gui/quality_view.h"
+#include "kvlab/gui/runs_view.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab::gui {
+namespace {
+
+namespace fs = std::filesystem;
+using gui_test::fresh_dir;
+
+constexpr int kTimeoutMs = 120'000;
+constexpr int kTokens = 511;  // one window of the model's 512 positions
+const std::string kModelDir = std::string(KVLAB_MODELS_DIR) + "/stories260K";
+const std::string kModel = kModelDir + "/stories260K.bin";
+
+bool have_model() {
+  return fs::exists(kModel) && fs::exists(kModelDir + "/tok512.bin");
+}
+
+// The path the view stores: what the user chose, made absolute.
+std::string stored_path(const std::string& path) {
+  return QFileInfo(QString::fromStdString(path)).absoluteFilePath().toStdString();
+}
+
+const QStringList kChosen = {QStringLiteral("int8"), QStringLiteral("kivi-2"),
+                             QStringLiteral("h2o-50")};
+
+void set_up(QualityView& view) {
+  view.set_model_path(QString::fromStdString(kModel));
+  view.set_sampled_text(kTokens, 1);
+  view.set_checked(kChosen);
+}
+
+// The table's model over plain points: what each cell shows, the run id behind each row, the
+// Pareto mark, and header tooltips; QAbstractItemModelTester watches every reset.
+TEST(QualityTable, ShowsEachPointsNumbersAndPassesTheModelTester) {
+  QualityTableModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  QualityPoint a;
+  a.run_id = 7;
+  a.method = "int8 per-tensor";
+  a.ratio = 2.0;
+  a.bits_per_value = 8.0;
+  a.perplexity_exact = 4.0;
+  a.perplexity = 4.1;
+  a.perplexity_change = 0.025;
+  a.next_token_agreement = 0.97;
+  a.kl_mean = 0.0123;
+  QualityPoint b = a;
+  b.run_id = 9;
+  b.method = "h2o budget 50% recent 50%";
+  b.kept_fraction = 0.5;
+  model.set_points({a, b}, {true, false});
+  ASSERT_EQ(model.rowCount(), 2);
+  ASSERT_EQ(model.columnCount(), kQualityColumnCount);
+  const auto cell = [&](int row, int column) { return model.index(row, column).data().toString(); };
+  EXPECT_EQ(cell(0, kQualityRun), QStringLiteral("7"));
+  EXPECT_EQ(cell(0, kQualityConfiguration), QStringLiteral("INT8"));
+  EXPECT_EQ(model.index(0, kQualityConfiguration).data(Qt::ToolTipRole).toString(),
+            QStringLiteral("int8 per-tensor"));
+  EXPECT_EQ(cell(0, kQualityPerplexity), QStringLiteral("4.000 → 4.100"));
+  EXPECT_EQ(cell(0, kQualityPareto), QStringLiteral("✓"));
+  EXPECT_EQ(cell(1, kQualityPareto), QString());
+  // Eviction counts in memory: half the tokens kept doubles the ratio and halves the bits.
+  EXPECT_EQ(cell(1, kQualityRatio), format_ratio(4.0));
+  EXPECT_EQ(cell(1, kQualityBits), format_bits_per_value(4.0));
+  EXPECT_EQ(model.index(1, kQualityKl).data(Qt::UserRole).toLongLong(), 9);
+  EXPECT_EQ(model.row_of_run(9), 1);
+  EXPECT_EQ(model.row_of_run(8), -1);
+  EXPECT_EQ(model.run_at(0), 7);
+  for (int c = 0; c < kQualityColumnCount; ++c) {
+    EXPECT_FALSE(model.headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty()) << c;
+  }
+  model.set_points({}, {});
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
+  if (!have_model()) {
+    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir
+                 << " (stories260K.bin and tok512.bin, from ../shared/models)";
+  }
+  const std::string model_path = stored_path(kModel);
+  const auto dir = fresh_dir();
+  MainWindow window(dir / "runs.sqlite");
+  window.resize(1400, 900);
+  window.show();
+  window.show_page(Page::Quality);
+  QualityView& view = *window.quality_view();
+  EXPECT_EQ(window.page_widget(Page::Quality), &view);
+  EXPECT_EQ(view.chart()->point_count(), 0);
+  set_up(view);
+  EXPECT_EQ(view.checked_ids(), kChosen);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  EXPECT_FALSE(view.error_label()->isVisible());
+  EXPECT_EQ(view.progress_bar()->value(), 100);
+
+  // Three runs in the store, as `kvlab quality --save` stores them.
+  ASSERT_EQ(view.last_saved_run_ids().size(), 3u);
+  auto store = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(store.ok()) << store.message();
+  auto runs = store->list_runs(-1);
+  ASSERT_TRUE(runs.ok()) << runs.message();
+  ASSERT_EQ(runs->size(), 3u);
+  std::vector<std::string> methods;
+  for (const RunSummary& r : *runs) {
+    EXPECT_EQ(r.kind, "quality");
+    EXPECT_EQ(r.source, "model:" + model_path);
+    EXPECT_EQ(r.metrics.value("model", ""), model_path);
+    EXPECT_EQ(r.metrics.value("text", ""), "sampled:511 tokens, seed 1");
+    EXPECT_EQ(r.metrics.value("tokens", 0), kTokens);
+    EXPECT_EQ(r.metrics.value("windows", 0), 1);
+    for (const char* key : {"perplexity", "perplexity_change", "next_token_agreement", "kl_mean",
+                            "bits_per_value", "ratio", "kept_fraction"}) {
+      EXPECT_TRUE(r.metrics.contains(key)) << key;
+    }
+    methods.push_back(r.method);
+  }
+  for (const QString& id : kChosen) {
+    const std::string m = quality_run_method(find_quality_choice(id)->config);
+    EXPECT_NE(std::find(methods.begin(), methods.end(), m), methods.end()) << m;
+  }
+  auto record = store->load_run(view.last_saved_run_ids().front());
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->params.value("text", ""), "sampled:511 tokens, seed 1");
+  EXPECT_EQ(record->params.value("window", -1), 0);
+
+  // Three points, the frontier among them, a row each.
+  const QualityChart& chart = *view.chart();
+  EXPECT_EQ(chart.point_count(), 3);
+  EXPECT_EQ(chart.dominated_graph()->dataCount() + chart.frontier_graph()->dataCount(), 3);
+  EXPECT_GE(chart.frontier_graph()->dataCount(), 1);
+  EXPECT_GE(chart.step_line()->dataCount(), chart.frontier_graph()->dataCount());
+  EXPECT_EQ(view.table_model()->rowCount(), 3);
+  ASSERT_EQ(view.points().size(), 3u);
+
+  // The numbers are the engine's own, measured here without the widgets.
+  auto model = load_model(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto text = sample_text(model->model, kTokens, 1, model->bos, model->eos);
+  ASSERT_TRUE(text.ok()) << text.message();
+  const QualityChoice& int8 = *find_quality_choice(QStringLiteral("int8"));
+  auto engine = measure_quality(model->model, *text, int8.config);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const auto shown = std::find_if(view.points().begin(), view.points().end(),
+                                  [](const auto& p) { return p.method == "int8 per-tensor"; });
+  ASSERT_NE(shown, view.points().end());
+  // The forward's float sums may be ordered differently from run to run (threads), so the
+  // perplexities agree to a few parts in 1e9, not to the last bit.
+  EXPECT_NEAR(shown->perplexity_change, engine->perplexity_change, 1e-6);
+  EXPECT_NEAR(shown->perplexity_exact, engine->perplexity_exact, 1e-6);
+  EXPECT_DOUBLE_EQ(shown->ratio, engine->ratio);
+  EXPECT_NEAR(shown->next_token_agreement, engine->next_token_agreement, 0.01);
+  const int row = static_cast<int>(shown - view.points().begin());
+  EXPECT_EQ(view.table_model()->index(row, kQualityConfiguration).data().toString(),
+            QStringLiteral("INT8"));
+  EXPECT_EQ(view.table_model()->index(row, kQualityRun).data(Qt::UserRole).toLongLong(),
+            shown->run_id);
+  EXPECT_DOUBLE_EQ(chart.data().points[static_cast<std::size_t>(row)].y,
+                   100.0 * shown->perplexity_change);
+  EXPECT_DOUBLE_EQ(chart.data().points[static_cast<std::size_t>(row)].x, shown->ratio);
+
+  // Hovering a point names it in the status bar.
+  const QPointF at = chart.point_pixel(row);
+  QMouseEvent move(QEvent::MouseMove, at, chart.mapToGlobal(at), Qt::NoButton, Qt::NoButton,
+                   Qt::NoModifier);
+  QApplication::sendEvent(view.chart(), &move);
+  const QString status = window.statusBar()->currentMessage();
+  EXPECT_TRUE(status.startsWith(QStringLiteral("INT8"))) << status.toStdString();
+  EXPECT_TRUE(status.contains(QStringLiteral("perplexity"))) << status.toStdString();
+
+  // Another y axis: still three points, the frontier computed for it.
+  view.y_combo()->setCurrentIndex(static_cast<int>(QualityY::Agreement));
+  EXPECT_EQ(view.chart()->point_count(), 3);
+  EXPECT_TRUE(view.chart()->data().y_label.contains(QStringLiteral("agreement")));
+
+  // A new window on the same store shows the stored runs and takes their model and text.
+  MainWindow reopened(dir / "runs.sqlite");
+  EXPECT_EQ(reopened.quality_view()->chart()->point_count(), 3);
+  EXPECT_EQ(reopened.quality_view()->model_edit()->text(), QString::fromStdString(model_path));
+  // The Runs page opens a quality run on the Quality page.
+  reopened.show_page(Page::Runs);
+  ASSERT_TRUE(reopened.runs_view()->open_run(view.last_saved_run_ids().back()));
+  EXPECT_EQ(reopened.current_page(), Page::Quality);
+}
+
+TEST(QualityView, CancelKeepsWhatWasMeasured) {
+  if (!have_model()) {
+    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir
+                 << " (stories260K.bin and tok512.bin, from ../shared/models)";
+  }
+  const auto dir = fresh_dir();
+  auto store = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(store.ok()) << store.message();
+  auto shared = std::make_shared<RunsStore>(std::move(store).value());
+  QualityView view(shared);
+  view.set_model_path(QString::fromStdString(kModel));
+  view.set_sampled_text(kTokens, 1);
+  QStringList all;
+  for (const QualityChoice& c : quality_choices()) all << c.id;
+  view.set_checked(all);
+  ASSERT_TRUE(view.run());
+  EXPECT_FALSE(view.run());  // one job at a time
+  QElapsedTimer timer;
+  timer.start();
+  while (view.last_saved_run_ids().empty() && view.is_running() && timer.elapsed() < kTimeoutMs) {
+    QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
+  }
+  view.cancel();
+  ASSERT_TRUE(view.wait_until_done(kTimeoutMs));
+  EXPECT_FALSE(view.is_running());
+  EXPECT_TRUE(view.run_button()->isEnabled());
+  EXPECT_FALSE(view.error_label()->isVisible());  // a cancel is not an error
+  const auto saved = view.last_saved_run_ids().size();
+  EXPECT_GE(saved, 1u);
+  EXPECT_LT(saved, all.size());
+  EXPECT_EQ(shared->list_runs(-1)->size(), saved);
+  EXPECT_EQ(static_cast<std::size_t>(view.chart()->point_count()), saved);
+}
+
+TEST(QualityView, BadInputShowsTheEnginesError) {
+  const auto dir = fresh_dir();
+  auto store = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(store.ok()) << store.message();
+  auto shared = std::make_shared<RunsStore>(std::move(store).value());
+  QualityView view(shared);
+  view.resize(1200, 800);
+  view.show();
+  const std::string bogus = (dir / "no-such-model.bin").string();
+  view.set_model_path(QString::fromStdString(bogus));
+  view.set_checked({QStringLiteral("int8")});
+  EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
+  EXPECT_TRUE(view.error_label()->isVisible());
+  EXPECT_TRUE(view.error_label()->text().contains(QString::fromStdString(bogus)))
+      << view.error_label()->text().toStdString();
+  EXPECT_TRUE(view.run_button()->isEnabled());
+  EXPECT_EQ(view.chart()->point_count(), 0);
+  EXPECT_EQ(shared->list_runs(-1)->size(), 0u);
+
+  view.set_checked({});  // nothing to measure
+  EXPECT_FALSE(view.run());
+  EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("no configuration")));
+
+  if (!have_model()) return;
+  // An empty text file: the engine says how many tokens a window needs.
+  const fs::path empty = dir / "empty.txt";
+  std::ofstream(empty).close();
+  view.set_model_path(QString::fromStdString(kModel));
+  view.set_text_file(QString::fromStdString(empty.string()));
+  view.set_checked({QStringLiteral("int8")});
+  EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
+  EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("tokens")))
+      << view.error_label()->text().toStdString();
+  EXPECT_EQ(shared->list_runs(-1)->size(), 0u);
+}
+
+}  // namespace
+}  // namespace kvlab::gui
