@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim_json.h"
 
 namespace kvlab::cli {
 

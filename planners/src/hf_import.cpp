@@ -1,5 +1,6 @@
 // Hugging Face config.json → ModelSpec, for the families whose KV layout kvlab knows.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -181,7 +182,8 @@ Result<ModelSpec> import_hf_config(const nlohmann::json& c, std::string id) {
   return m;
 }
 
-Result<ModelSpec> import_hf_config_file(const std::string& path) {
+Result<ModelSpec> import_hf_config_file(const std::filesystem::path& file) {
+  const std::string path = file.string();
   std::ifstream in(path);
   if (!in) return make_error(fmt::format("{}: cannot open the file", path));
   std::stringstream ss;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim_json.h"
 #include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab {

@@ -11,6 +11,7 @@
 
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/method_json.h"
 #include "kvlab/gui/bytes_chart.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/gui_format.h"

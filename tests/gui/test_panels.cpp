@@ -19,6 +19,7 @@
 
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/method_json.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/histogram_chart.h"

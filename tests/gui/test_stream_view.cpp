@@ -8,6 +8,7 @@
 
 #include "gui_test_support.h"
 #include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim_json.h"
 #include "kvlab/gui/compression_runner.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/main_window.h"

@@ -1,4 +1,5 @@
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/engine/codec/stream_sim_json.h"
 
 #include <utility>
 

@@ -242,36 +242,37 @@ QWidget* QualityView::build_results() {
       tr("The chart's x axis: memory ratio vs fp16 (higher is smaller) or bits per value held "
          "(lower is smaller), eviction's kept fraction included"));
   m_y = new QComboBox(results);
-  m_y->addItem(tr("perplexity change"));
-  m_y->addItem(tr("next-token agreement"));
-  m_y->addItem(tr("KL divergence"));
+  m_y->addItem(tr("Δ perplexity"));
+  m_y->addItem(tr("agreement"));
+  m_y->addItem(tr("KL"));
   m_y->setItemData(0, explain::perplexity_change(), Qt::ToolTipRole);
   m_y->setItemData(1, explain::next_token_agreement(), Qt::ToolTipRole);
   m_y->setItemData(2, explain::quality_kl(), Qt::ToolTipRole);
   m_y->setToolTip(
       tr("The chart's y axis: how much the compressed or evicted cache changes the model's "
          "predictions (perplexity change, next-token agreement or KL)"));
-  m_log_y = new QCheckBox(tr("Log scale"), results);
+  m_log_y = new QCheckBox(tr("Log y"), results);
   m_log_y->setChecked(true);
   m_log_y->setToolTip(tr("A logarithmic y axis, used when every value is positive"));
   m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
   m_reset_zoom->setToolTip(tr("Show every point again (drag pans, the wheel zooms)"));
   for (QComboBox* axis : {m_x, m_y}) {  // shrink rather than widen the page past a laptop's
     axis->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    axis->setMinimumContentsLength(6);
+    axis->setMinimumContentsLength(10);
+    axis->setMaximumWidth(230);  // takes what room there is, up to its longest item
   }
   auto* selectors = new QHBoxLayout;
-  auto* x_label = new QLabel(tr("Across"), results);
+  auto* x_label = new QLabel(tr("x"), results);
   x_label->setBuddy(m_x);
   x_label->setToolTip(m_x->toolTip());
-  auto* y_label = new QLabel(tr("Up"), results);
+  auto* y_label = new QLabel(tr("y"), results);
   y_label->setBuddy(m_y);
   y_label->setToolTip(m_y->toolTip());
   selectors->addWidget(x_label);
-  selectors->addWidget(m_x);
+  selectors->addWidget(m_x, 1);
   selectors->addSpacing(8);
   selectors->addWidget(y_label);
-  selectors->addWidget(m_y);
+  selectors->addWidget(m_y, 1);
   selectors->addSpacing(8);
   selectors->addWidget(m_log_y);
   selectors->addStretch(1);

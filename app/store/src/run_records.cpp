@@ -1,5 +1,8 @@
 #include "kvlab/store/run_records.h"
+#include "kvlab/engine/codec/stream_sim_json.h"
 #include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/engine/model/model_quality_json.h"
+#include "kvlab/engine/quant/method_json.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,5 @@
 #include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/codec/stream_sim_json.h"
 
 #include <algorithm>
 #include <cmath>

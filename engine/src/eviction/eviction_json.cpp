@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/engine/quant/method_json.h"
 
 namespace kvlab {
 namespace {

@@ -1,4 +1,5 @@
 #include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/method_json.h"
 
 #include <fmt/format.h>
 
@@ -63,13 +64,6 @@ Status get(const json& j, const char* key, T& out, std::string_view where) {
   }
   return Ok{};
 }
-
-#define KVLAB_TRY(expr)          \
-  do {                           \
-    if (auto s_ = (expr); !s_) { \
-      return s_.error();         \
-    }                            \
-  } while (0)
 
 Status bytes_from(const json& j, ByteBreakdown& b, const std::string& where) {
   KVLAB_TRY(get(j, "codes", b.codes, where));

@@ -52,8 +52,9 @@ void permute_rows(const float* in, float* out, int heads, std::uint64_t head_dim
 
 }  // namespace
 
-Status convert_llama2c_to_hf(const std::string& llama2c_path, const std::string& out_dir,
-                             DType dtype) {
+Status convert_llama2c_to_hf(const std::filesystem::path& llama2c_file,
+                             const std::filesystem::path& out_folder, DType dtype) {
+  const std::string llama2c_path = llama2c_file.string(), out_dir = out_folder.string();
   auto model = LlamaModel::load_llama2c(llama2c_path);  // validates the header and the size
   if (!model) return model.error();
   const LlamaConfig& c = model->config();

@@ -222,7 +222,8 @@ struct ConfigReader {
 
 }  // namespace
 
-Result<LlamaConfig> read_hf_config(const std::string& dir) {
+Result<LlamaConfig> read_hf_config(const std::filesystem::path& folder) {
+  const std::string dir = folder.string();
   const fs::path file = fs::path(dir) / "config.json";
   auto j = read_json(file);
   if (!j) return j.error();
@@ -308,7 +309,8 @@ Result<LlamaConfig> read_hf_config(const std::string& dir) {
   return c;
 }
 
-Result<LlamaModel> load_hf_model(const std::string& dir) {
+Result<LlamaModel> load_hf_model(const std::filesystem::path& folder) {
+  const std::string dir = folder.string();
   auto config = read_hf_config(dir);
   if (!config) return config.error();
   const LlamaConfig& c = *config;

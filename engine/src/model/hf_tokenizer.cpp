@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -150,7 +151,8 @@ std::string merge_key(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Result<HfTokenizer> HfTokenizer::load(const std::string& path) {
+Result<HfTokenizer> HfTokenizer::load(const std::filesystem::path& file) {
+  const std::string path = file.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(fmt::format("{}: cannot open", path));
   std::stringstream text;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -14,7 +15,8 @@
 
 namespace kvlab {
 
-Result<LlamaModel> LlamaModel::load_llama2c(const std::string& path) {
+Result<LlamaModel> LlamaModel::load_llama2c(const std::filesystem::path& file) {
+  const std::string path = file.string();
   auto mapping = detail::FileMapping::open(path);
   if (!mapping) return mapping.error();
   LlamaConfig c;

@@ -1,6 +1,7 @@
 // The llama2.c tokenizer: SentencePiece-style BPE over scored pieces with byte fallback.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <unordered_map>
 
@@ -10,7 +11,8 @@
 
 namespace kvlab {
 
-Result<LlamaTokenizer> LlamaTokenizer::load_llama2c(const std::string& path, int vocab) {
+Result<LlamaTokenizer> LlamaTokenizer::load_llama2c(const std::filesystem::path& file, int vocab) {
+  const std::string path = file.string();
   std::ifstream in(path, std::ios::binary);
   if (!in) return make_error(fmt::format("{}: cannot open the tokenizer", path));
   const auto read = [&](void* p, std::size_t n) {

@@ -82,7 +82,9 @@ Result<std::string> find_llama2c_tokenizer(const std::string& model) {
                   model, found.size(), dir.string()));
 }
 
-Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer) {
+Result<LoadedModel> load_model(const std::filesystem::path& file,
+                               const std::filesystem::path& tokenizer_file) {
+  const std::string path = file.string(), tokenizer = tokenizer_file.string();
   std::error_code ec;
   if (path.empty()) {
     return make_error("no model given: name a llama2.c checkpoint (.bin) or a Hugging Face folder");

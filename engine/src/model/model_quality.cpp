@@ -1,5 +1,6 @@
 // Perplexity, next-token agreement and KL with a quantized KV cache in the loop.
 #include "kvlab/engine/model/model_quality.h"
+#include "kvlab/engine/model/model_quality_json.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,5 @@
 #include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/quant/method_json.h"
 
 #include <array>
 #include <utility>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,7 +65,7 @@ nlohmann::json gpu_to_json(const GpuSpec& g);
 // head_dim when present, never from hidden / heads when the config says otherwise; Qwen's
 // sliding_window counts only with use_sliding_window true. Errors name the field.
 Result<ModelSpec> import_hf_config(const nlohmann::json& config, std::string id);
-Result<ModelSpec> import_hf_config_file(const std::string& path);
+Result<ModelSpec> import_hf_config_file(const std::filesystem::path& path);
 
 // Bytes per value of a weights dtype name ("bf16" → 2); an error for unknown names.
 Result<double> dtype_bytes(std::string_view dtype);

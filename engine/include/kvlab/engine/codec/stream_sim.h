@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/codec/compressed_cache.h"
 #include "kvlab/engine/core/kv_cache.h"
@@ -58,9 +56,5 @@ Result<CompressedCacheConfig> stream_cache_config(const StreamConfig& config);
 
 Result<StreamReport> simulate_stream(const KvCache& cache, const StreamConfig& config,
                                      const ProgressFn& progress = {});
-
-nlohmann::json stream_config_to_json(const StreamConfig& config);
-nlohmann::json stream_to_json(const StreamReport& report);
-Result<StreamReport> stream_from_json(const nlohmann::json& j);
 
 }  // namespace kvlab

@@ -26,6 +26,7 @@
 // (Llama's o_proj and MLP biases), the other rope_scaling kinds ("dynamic", YaRN, LongRoPE).
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "kvlab/engine/core/dtype.h"
@@ -35,12 +36,12 @@
 namespace kvlab {
 
 // The runner's config from DIR/config.json; errors name the file and the field.
-Result<LlamaConfig> read_hf_config(const std::string& dir);
+Result<LlamaConfig> read_hf_config(const std::filesystem::path& dir);
 
 // Loads the checkpoint in `dir`. Every missing tensor, wrong shape (expected and found), dtype
 // other than F32/F16/BF16, unreadable shard or bad config field is an error naming it and the
 // file.
-Result<LlamaModel> load_hf_model(const std::string& dir);
+Result<LlamaModel> load_hf_model(const std::filesystem::path& dir);
 
 // Writes a llama2.c v0 checkpoint as a Hugging Face Llama folder: out_dir/config.json and
 // out_dir/model.safetensors with tensors in `dtype` (F32, F16 or BF16). The rows of wq and wk are
@@ -48,7 +49,7 @@ Result<LlamaModel> load_hf_model(const std::string& dir);
 // Hugging Face layout rotates the pairs llama2.c rotates (the "permute" of transformers'
 // convert_llama_weights_to_hf.py). lm_head.weight is written only for an unshared classifier.
 // Files are written atomically; out_dir is created when absent.
-Status convert_llama2c_to_hf(const std::string& llama2c_path, const std::string& out_dir,
-                             DType dtype = DType::F32);
+Status convert_llama2c_to_hf(const std::filesystem::path& llama2c_path,
+                             const std::filesystem::path& out_dir, DType dtype = DType::F32);
 
 }  // namespace kvlab

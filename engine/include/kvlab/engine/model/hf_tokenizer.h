@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -28,7 +29,7 @@ namespace kvlab {
 class HfTokenizer {
  public:
   // Reads `path` (a tokenizer.json); errors name the file and the field.
-  static Result<HfTokenizer> load(const std::string& path);
+  static Result<HfTokenizer> load(const std::filesystem::path& path);
   // The same from the JSON text; `label` names it in messages.
   static Result<HfTokenizer> parse(std::string_view json_text, const std::string& label);
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -76,7 +77,7 @@ std::vector<double> rope_frequencies(const LlamaConfig& config);
 class LlamaModel {
  public:
   // A llama2.c v0 checkpoint; errors name the file and what does not fit.
-  static Result<LlamaModel> load_llama2c(const std::string& path);
+  static Result<LlamaModel> load_llama2c(const std::filesystem::path& path);
   // Any other loader: a checked config and its weights; `path` names the model in messages.
   // Builds the RoPE table: cos and sin per position and pair, head_dim floats per position for
   // the first min(seq_len, 32768) positions; a forward past them computes its own rows.
@@ -145,7 +146,7 @@ class LlamaModel {
 // int32 length and the bytes). Pieces "<0xXX>" stand for raw bytes.
 class LlamaTokenizer {
  public:
-  static Result<LlamaTokenizer> load_llama2c(const std::string& path, int vocab);
+  static Result<LlamaTokenizer> load_llama2c(const std::filesystem::path& path, int vocab);
   // SentencePiece-style BPE as llama2.c does it: a leading space is added, characters are
   // looked up (bytes + 3 as fallback), then the best-scoring pairs are merged.
   std::vector<int> encode(const std::string& text, bool bos, bool eos) const;

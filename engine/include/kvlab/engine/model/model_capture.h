@@ -7,6 +7,7 @@
 // K, V and queries of every layer with the token ids, as the KvCache the rest of kvlab reads.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -33,7 +34,8 @@ Result<std::string> find_llama2c_tokenizer(const std::string& model);
 // tokenizer found next to the model: a tok*.bin (llama2.c) or a tokenizer.json. Errors name the
 // file and what is wrong with it (missing tokenizer, no config.json, a tensor of the wrong
 // shape, ...).
-Result<LoadedModel> load_model(const std::string& path, const std::string& tokenizer = {});
+Result<LoadedModel> load_model(const std::filesystem::path& path,
+                               const std::filesystem::path& tokenizer = {});
 
 struct CaptureConfig {
   int max_tokens = 64;    // greedy continuation after the prompt; stops early at EOS or seq_len

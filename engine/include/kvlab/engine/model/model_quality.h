@@ -24,8 +24,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "kvlab/engine/core/progress.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/model/llama_model.h"
@@ -68,7 +66,5 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
 Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
                                      int bos = LlamaTokenizer::kBos,
                                      int eos = LlamaTokenizer::kEos);
-
-nlohmann::json quality_report_to_json(const QualityReport& r);
 
 }  // namespace kvlab

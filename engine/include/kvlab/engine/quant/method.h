@@ -8,8 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/quant/quantizer.h"
@@ -47,8 +45,6 @@ Result<MethodKind> parse_method(std::string_view id);
 Result<std::optional<CodecKind>> parse_codec_option(std::string_view id);
 
 // Only the parameters that matter for the method, as JSON (for run records).
-nlohmann::json method_params_json(const MethodConfig& config);
-Result<MethodConfig> method_config_from_json(const nlohmann::json& j);
 std::string method_label(const MethodConfig& config);  // "kivi-2 G=32 R=128"
 
 Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& config);
