@@ -56,7 +56,7 @@ void BM_Dequantize(benchmark::State& state) {
   const auto packed = (*q)->quantize(tensor(role).view(), role);
   std::vector<float> out(tensor(role).elements());
   for (auto _ : state) {
-    (*q)->dequantize(*packed, out.data());
+    (*q)->dequantize(*packed, out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -68,7 +68,7 @@ void BM_Fp16ToFloat(benchmark::State& state) {
   const kvlab::Tensor& t = tensor(kvlab::TensorRole::Key);
   std::vector<float> out(t.elements());
   for (auto _ : state) {
-    kvlab::convert_to_float(t.dtype(), t.data(), t.elements(), out.data());
+    kvlab::convert_to_float(t.dtype(), {t.data(), t.nbytes()}, out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }

@@ -158,7 +158,7 @@ TEST_P(BackendOps, FusedAttentionMatchesAttentionOverTheDequantizedCache) {
     ASSERT_TRUE(cache->prefill(view(k16), view(v16)));
 
     std::vector<float> keys(n), values(n);
-    ASSERT_TRUE(cache->dequantize_all(keys.data(), values.data()));
+    ASSERT_TRUE(cache->dequantize_all(keys, values));
     const auto expected =
         reference_attention(keys, values, q, c.tokens, c.kv_heads, c.q_heads, c.dim);
     std::vector<float> out(expected.size());

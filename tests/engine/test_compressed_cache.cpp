@@ -129,7 +129,7 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
     const OneShot ko = one_shot(K, compressed, TensorRole::Key, config);
     const OneShot vo = one_shot(V, compressed, TensorRole::Value, config);
     std::vector<float> keys(cache->tokens() * hd), values(cache->tokens() * hd);
-    ASSERT_TRUE(cache->dequantize_all(keys.data(), values.data()));
+    ASSERT_TRUE(cache->dequantize_all(keys, values));
     const std::size_t c = static_cast<std::size_t>(compressed) * hd;
     for (std::size_t i = 0; i < c; ++i) {
       ASSERT_EQ(keys[i], ko.recon[i]) << "key element " << i;
@@ -242,7 +242,12 @@ TEST(CompressedCache, AppendsUnseenCodesThroughTheEscape) {
   for (int t = 0; t < 9; ++t) ASSERT_TRUE(cache->append(row_of(later, t), row_of(later, t)));
   EXPECT_EQ(cache->compressed_tokens(), 12);
   std::vector<float> k(13 * 8), v(13 * 8);
-  ASSERT_TRUE(cache->dequantize_all(k.data(), v.data()));
+  ASSERT_TRUE(cache->dequantize_all(k, v));
+  // Spans of the wrong size are refused with the sizes named, nothing written past them.
+  std::vector<float> short_keys(12 * 8);
+  const Status wrong = cache->dequantize_all(short_keys, v);
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.message().find("given 96 and 104"), std::string::npos) << wrong.message();
   const std::vector<float> x = later.view().to_float();
   // Relative step 0.05: |x - x_hat| <= step / 2 <= 0.025 * range of the unit.
   for (int t = 4; t < 12; ++t) {

@@ -30,7 +30,7 @@ KvCache tiny_cache(int context, int queries, std::uint64_t seed = 3) {
 
 std::vector<double> row(const Tensor& t, int token, int head) {
   std::vector<float> f(static_cast<std::size_t>(t.dim()));
-  t.view().load_row(token, head, f.data());
+  t.view().load_row(token, head, f);
   return {f.begin(), f.end()};
 }
 

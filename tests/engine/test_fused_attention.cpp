@@ -130,7 +130,7 @@ TEST_P(FusedAttention, MatchesDoubleReferenceOverDequantizedCache) {
   const int q_heads = kKvHeads * p.group;
   const std::vector<float> q = random_queries(q_heads, kDim, 7 + p.group);
   std::vector<float> k(static_cast<std::size_t>(T) * kKvHeads * kDim), v(k.size());
-  ASSERT_TRUE(b.cache.dequantize_all(k.data(), v.data()));
+  ASSERT_TRUE(b.cache.dequantize_all(k, v));
   const std::vector<double> want = reference(q, q_heads, k.data(), v.data(), T, kKvHeads, kDim);
 
   std::vector<float> out(static_cast<std::size_t>(q_heads) * kDim), scratch;
@@ -212,7 +212,7 @@ TEST(FusedAttentionParts, LogitsAndValuesMatchPerElement) {
     if (T == 0) continue;
     const std::vector<float> q = random_queries(qh, D, 11);
     std::vector<float> k(static_cast<std::size_t>(T) * H * D), v(k.size());
-    ASSERT_TRUE(b.cache.dequantize_all(k.data(), v.data()));
+    ASSERT_TRUE(b.cache.dequantize_all(k, v));
     std::vector<float> logits(static_cast<std::size_t>(qh) * T),
         out(static_cast<std::size_t>(qh) * D);
     ASSERT_TRUE(fused_attention_logits(b.cache.view(), q, qh, logits));

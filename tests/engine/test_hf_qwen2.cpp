@@ -265,10 +265,10 @@ TEST(HfQwen2, BiasedProjectionsMatchADoublePrecisionReference) {
     const std::vector<char> all(kTokens.size(), 1);
     int observed = 0, read = 0;
     state.kept_tokens = [&](int, int) { return &all; };
-    state.observe_attention = [&](int, int, const float* probs, int tokens) {
+    state.observe_attention = [&](int, int, std::span<const float> probs) {
       ++observed;
       double sum = 0;
-      for (int t = 0; t < tokens; ++t) sum += probs[t];
+      for (const float p : probs) sum += p;
       EXPECT_NEAR(sum, 1.0, 1e-5);
     };
     state.attention_reader = [&](int, const std::vector<float>& k, const std::vector<float>& v,

@@ -227,7 +227,7 @@ TEST(LlamaModel, LongChunkedPrefillMatchesTheReference) {
   const std::vector<char> all(300, 1);
   int observed = 0;
   hooked.kept_tokens = [&](int, int) { return &all; };
-  hooked.observe_attention = [&](int, int, const float*, int) { ++observed; };
+  hooked.observe_attention = [&](int, int, std::span<const float>) { ++observed; };
   hooked.attention_reader = [](int, const std::vector<float>& k, const std::vector<float>& v,
                                std::vector<float>& k_out, std::vector<float>& v_out) -> Status {
     k_out = k, v_out = v;
@@ -255,7 +255,7 @@ TEST(LlamaModel, ForwardInsideAHookOfAnother) {
   auto outer = model.new_state();
   auto inner = model.new_state();
   std::vector<float> inner_logits;
-  outer.observe_attention = [&](int layer, int head, const float*, int) {
+  outer.observe_attention = [&](int layer, int head, std::span<const float>) {
     if (layer == 2 && head == 0 && inner.pos == 0)
       inner_logits = model.forward(inner, tokens).value();
   };
@@ -415,10 +415,10 @@ TEST(LlamaModel, KeptMaskRestrictsAttentionToTheKeptTokens) {
   auto masked = model.new_state();
   masked.kept_tokens = [&](int, int) { return &all; };
   int observed = 0;
-  masked.observe_attention = [&](int, int, const float* p, int tokens) {
+  masked.observe_attention = [&](int, int, std::span<const float> probs) {
     ++observed;
     double sum = 0;
-    for (int t = 0; t < tokens; ++t) sum += p[t];
+    for (const float p : probs) sum += p;
     EXPECT_NEAR(sum, 1.0, 1e-5);
   };
   for (int t : text)
@@ -433,8 +433,8 @@ TEST(LlamaModel, KeptMaskRestrictsAttentionToTheKeptTokens) {
   std::vector<std::vector<std::vector<float>>> last_probs(c.layers,
                                                           std::vector<std::vector<float>>(c.heads));
   state.kept_tokens = [&](int l, int h) { return &masks[l][h]; };
-  state.observe_attention = [&](int l, int q_head, const float* p, int tokens) {
-    last_probs[l][q_head].assign(p, p + tokens);
+  state.observe_attention = [&](int l, int q_head, std::span<const float> probs) {
+    last_probs[l][q_head].assign(probs.begin(), probs.end());
   };
   for (int i = 0; i < n; ++i) {
     for (auto& layer : masks) {
@@ -498,7 +498,9 @@ TEST(LlamaModel, AttentionWeightsReplaceTheSoftmax) {
   auto plain = model.new_state();
   auto weighed = model.new_state(/*keep_queries=*/true);
   std::vector<std::vector<float>> scores(c.heads);  // layer 0, the latest token
-  weighed.attention_weights = [&](int l, int q_head, float* p, int tokens) {
+  weighed.attention_weights = [&](int l, int q_head, std::span<float> scores_span) {
+    float* p = scores_span.data();
+    const int tokens = static_cast<int>(scores_span.size());
     if (l == 0) scores[q_head].assign(p, p + tokens);
     double max = -INFINITY, sum = 0;
     for (int t = 0; t < tokens; ++t) max = std::max(max, double(p[t]));
@@ -523,8 +525,8 @@ TEST(LlamaModel, AttentionWeightsReplaceTheSoftmax) {
   }
 
   auto first_only = model.new_state();
-  first_only.attention_weights = [](int, int, float* p, int tokens) {
-    std::fill(p, p + tokens, 0.0f);
+  first_only.attention_weights = [](int, int, std::span<float> p) {
+    std::fill(p.begin(), p.end(), 0.0f);
     p[0] = 1.0f;
   };
   std::vector<char> only0(static_cast<std::size_t>(n), 0);

@@ -80,8 +80,7 @@ TEST(Metrics, AttentionErrorsMatchDoublePrecisionReference) {
     kh[i] = k[i] + 0.05f * n(rng);
     vh[i] = v[i] + 0.05f * n(rng);
   }
-  const AttentionErrorSums got =
-      attention_errors(q.data(), nq, qh, k.data(), v.data(), kh.data(), vh.data(), t, kvh, d);
+  const AttentionErrorSums got = attention_errors(q, k, v, kh, vh, {qh, kvh, d});
   const Reference want = reference_attention(q, nq, qh, k, v, kh, vh, t, kvh, d);
   EXPECT_NEAR(got.logit_rmse(), want.logit_rmse, 1e-4 * want.logit_rmse);
   EXPECT_NEAR(got.softmax_kl(), want.kl, 1e-3 * want.kl + 1e-9);
@@ -94,7 +93,7 @@ TEST(Metrics, AttentionErrorsMatchDoublePrecisionReference) {
 TEST(Metrics, IdenticalReconstructionHasNoError) {
   std::vector<float> q(4 * 16, 0.5f), k(10 * 16), v(10 * 16);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = v[i] = std::sin(static_cast<float>(i));
-  const auto a = attention_errors(q.data(), 1, 4, k.data(), v.data(), k.data(), v.data(), 10, 4, 4);
+  const auto a = attention_errors(q, k, v, k, v, {4, 4, 4});
   EXPECT_EQ(a.logit_rmse(), 0.0);
   EXPECT_NEAR(a.softmax_kl(), 0.0, 1e-12);
   EXPECT_EQ(a.output_rel_error(), 0.0);
@@ -104,7 +103,7 @@ TEST(Metrics, IdenticalReconstructionHasNoError) {
 TEST(Metrics, ElementErrorsMatchDirectSums) {
   const std::vector<float> x{1, -2, 3, 4}, xh{1.5f, -2, 2, 4};
   ElementErrorSums s;
-  s.add(x.data(), xh.data(), x.size());
+  s.add(x, xh);
   EXPECT_DOUBLE_EQ(s.mse(), (0.25 + 0 + 1 + 0) / 4);
   EXPECT_DOUBLE_EQ(s.max_abs, 1.0);
   EXPECT_NEAR(s.snr_db(), 10 * std::log10(30 / 1.25), 1e-12);

@@ -21,7 +21,7 @@ float value_at(std::size_t i, float base) {
 
 Bytes encode(DType dtype, const std::vector<float>& values) {
   Bytes out(values.size() * dtype_size(dtype));
-  convert_from_float(dtype, values.data(), values.size(), reinterpret_cast<std::byte*>(out.data()));
+  convert_from_float(dtype, values, std::as_writable_bytes(std::span(out)));
   return out;
 }
 

@@ -52,7 +52,7 @@ std::vector<float> roundtrip(const Quantizer& q, const Tensor& x, TensorRole rol
   auto r = q.quantize(x.view(), role);
   EXPECT_TRUE(r.ok());
   std::vector<float> hat(x.elements());
-  q.dequantize(*r, hat.data());
+  q.dequantize(*r, hat);
   if (out) *out = std::move(*r);
   return hat;
 }

@@ -24,7 +24,8 @@ KvCache tiny_cache(int context) {
 
 std::vector<float> row(const Tensor& t, int token) {
   std::vector<float> r(static_cast<std::size_t>(t.heads()) * t.dim());
-  for (int h = 0; h < t.heads(); ++h) t.view().load_row(token, h, r.data() + h * t.dim());
+  for (int h = 0; h < t.heads(); ++h)
+    t.view().load_row(token, h, std::span(r).subspan(static_cast<std::size_t>(h * t.dim())));
   return r;
 }
 

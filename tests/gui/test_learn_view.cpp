@@ -265,8 +265,8 @@ TEST(LearnQuantPage, TableEqualsTheEngineAndKeysFavourPerChannel) {
       const std::vector<float> x = t.view().to_float();
       ASSERT_EQ(page.original(role), x);
       std::vector<float> per_channel(x.size()), per_token(x.size());
-      (*q)->dequantize(*(*q)->quantize(t.view(), TensorRole::Key), per_channel.data());
-      (*q)->dequantize(*(*q)->quantize(t.view(), TensorRole::Value), per_token.data());
+      (*q)->dequantize(*(*q)->quantize(t.view(), TensorRole::Key), per_channel);
+      (*q)->dequantize(*(*q)->quantize(t.view(), TensorRole::Value), per_token);
       const double want[] = {mse(x, per_tensor(x, bits)), mse(x, per_channel), mse(x, per_token)};
       for (int g = 0; g < 3; ++g) {
         const double got = page.errors(role, static_cast<Grouping>(g)).mse;

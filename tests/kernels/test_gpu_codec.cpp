@@ -255,7 +255,7 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
     const int ct = cache->compressed_tokens();
     ASSERT_GT(ct, 0);
     std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
-    ASSERT_TRUE(cache->dequantize_all(kd.data(), vd.data()));
+    ASSERT_TRUE(cache->dequantize_all(kd, vd));
     std::vector<float> probs(static_cast<std::size_t>(q_heads) * ct);
     for (auto& p : probs) p = std::abs(nd(rng)) / ct;
     const Reference ref = reference(kd, vd, ct, c.kv_heads, c.dim, q, probs, q_heads);
@@ -410,7 +410,7 @@ TEST(GpuFusedAttention, PackedTensorCorePathMatchesReference) {
       ASSERT_TRUE(cache) << cache.message();
       const int ct = cache->compressed_tokens();
       std::vector<float> kd(k.size()), vd(v.size());
-      ASSERT_TRUE(cache->dequantize_all(kd.data(), vd.data()));
+      ASSERT_TRUE(cache->dequantize_all(kd, vd));
       std::vector<float> p2(static_cast<std::size_t>(q_heads) * ct);
       for (auto& p : p2) p = std::abs(nd(rng)) / ct;
       const Reference ref2 = reference(kd, vd, ct, c.kv_heads, c.dim, q, p2, q_heads);

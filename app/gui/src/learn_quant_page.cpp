@@ -263,7 +263,7 @@ void LearnQuantPage::recompute() {
     return;
   }
   const LayerKv& layer = m_cache.layers.front();
-  const int tokens = layer.key.tokens(), heads = layer.key.heads(), dim = layer.key.dim();
+  const int heads = layer.key.heads(), dim = layer.key.dim();
   for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
     const Tensor& tensor = role == TensorRole::Key ? layer.key : layer.value;
     RoleData& d = data(role);
@@ -280,7 +280,7 @@ void LearnQuantPage::recompute() {
         return;
       }
       d.reconstructed[g].resize(tensor.elements());
-      (*quantizer)->dequantize(*q, d.reconstructed[g].data());
+      (*quantizer)->dequantize(*q, d.reconstructed[g]);
     }
   }
   const auto& k = data(TensorRole::Key);
@@ -290,17 +290,16 @@ void LearnQuantPage::recompute() {
     for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
       RoleData& d = data(role);
       ElementErrorSums sums;
-      sums.add(d.original.data(), d.reconstructed[g].data(), d.original.size());
+      sums.add(d.original, d.reconstructed[g]);
       Errors& e = d.errors[g];
       e.mse = sums.mse();
       e.rel_error = relative_error(sums);
       const bool key = role == TensorRole::Key;
       e.attention_error =
           nq == 0 ? 0.0
-                  : attention_errors(
-                        m_queries.data(), nq, q_heads, k.original.data(), v.original.data(),
-                        key ? k.reconstructed[g].data() : k.original.data(),
-                        key ? v.original.data() : v.reconstructed[g].data(), tokens, heads, dim)
+                  : attention_errors(m_queries, k.original, v.original,
+                                     key ? k.reconstructed[g] : k.original,
+                                     key ? v.original : v.reconstructed[g], {q_heads, heads, dim})
                         .output_rel_error();
     }
   }

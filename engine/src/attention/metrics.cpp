@@ -7,7 +7,10 @@
 
 namespace kvlab {
 
-void ElementErrorSums::add(const float* x, const float* x_hat, std::size_t n) {
+void ElementErrorSums::add(std::span<const float> x_span, std::span<const float> x_hat_span) {
+  const std::size_t n = std::min(x_span.size(), x_hat_span.size());
+  const float* x = x_span.data();
+  const float* x_hat = x_hat_span.data();
   double se = 0, ss = 0, mx = max_abs;
   for (std::size_t i = 0; i < n; ++i) {
     const double d = static_cast<double>(x[i]) - static_cast<double>(x_hat[i]);
@@ -85,11 +88,25 @@ void softmax_rows(RowMatrix& logits, Eigen::MatrixXd& logp) {
 
 }  // namespace
 
-AttentionErrorSums attention_errors(const float* queries, int nq, int q_heads, const float* keys,
-                                    const float* values, const float* keys_hat,
-                                    const float* values_hat, int tokens, int kv_heads, int dim) {
+AttentionErrorSums attention_errors(std::span<const float> query_rows,
+                                    std::span<const float> key_rows,
+                                    std::span<const float> value_rows,
+                                    std::span<const float> key_hat_rows,
+                                    std::span<const float> value_hat_rows,
+                                    const AttentionShape& shape) {
   AttentionErrorSums sums;
+  const int q_heads = shape.q_heads, kv_heads = shape.kv_heads, dim = shape.dim;
+  if (q_heads <= 0 || kv_heads <= 0 || dim <= 0) return sums;
+  const int nq = static_cast<int>(query_rows.size() / (static_cast<std::size_t>(q_heads) * dim));
+  const int tokens = static_cast<int>(
+      std::min({key_rows.size(), value_rows.size(), key_hat_rows.size(), value_hat_rows.size()}) /
+      (static_cast<std::size_t>(kv_heads) * dim));
   if (nq <= 0 || tokens <= 0) return sums;
+  const float* queries = query_rows.data();
+  const float* keys = key_rows.data();
+  const float* values = value_rows.data();
+  const float* keys_hat = key_hat_rows.data();
+  const float* values_hat = value_hat_rows.data();
   const int group = q_heads / kv_heads;
   const Eigen::Index stride = static_cast<Eigen::Index>(kv_heads) * dim;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(dim));

@@ -109,9 +109,9 @@ Status CompressedKvCache::prefill(const TensorView& keys, const TensorView& valu
   std::vector<float> row(static_cast<std::size_t>(m_dim));
   for (int t = whole; t < keys.tokens(); ++t) {
     for (int h = 0; h < m_heads; ++h) {
-      keys.load_row(t, h, row.data());
+      keys.load_row(t, h, row);
       append_fp16(m_buffer_keys, row.data(), row.size());
-      values.load_row(t, h, row.data());
+      values.load_row(t, h, row);
       append_fp16(m_buffer_values, row.data(), row.size());
     }
   }
@@ -245,8 +245,18 @@ CompressedKvView CompressedKvCache::view() const {
   return v;
 }
 
-Status CompressedKvCache::dequantize_all(float* keys, float* values) const {
+Status CompressedKvCache::dequantize_all(std::span<float> key_rows,
+                                         std::span<float> value_rows) const {
   const std::size_t row = static_cast<std::size_t>(m_heads) * m_dim;
+  const std::size_t want = static_cast<std::size_t>(tokens()) * row;
+  if (key_rows.size() != want || value_rows.size() != want) {
+    return make_error(fmt::format(
+        "compressed cache: {} tokens x {} floats need {} floats for keys and for values; given {} "
+        "and {}",
+        tokens(), row, want, key_rows.size(), value_rows.size()));
+  }
+  float* const keys = key_rows.data();
+  float* const values = value_rows.data();
   if (m_compressed > 0) {
     const detail::GroupSpec spec = kvcomp_spec(m_config);
     std::vector<std::uint8_t> codes(static_cast<std::size_t>(m_compressed) * row);

@@ -21,7 +21,7 @@ std::vector<int> recorded_steps(int steps, int every) {
 std::vector<float> row_of(const TensorView& t, int token) {
   std::vector<float> r(static_cast<std::size_t>(t.heads()) * t.dim());
   for (int h = 0; h < t.heads(); ++h)
-    t.load_row(token, h, r.data() + static_cast<std::size_t>(h) * t.dim());
+    t.load_row(token, h, std::span(r).subspan(static_cast<std::size_t>(h) * t.dim()));
   return r;
 }
 

@@ -1,6 +1,7 @@
 #include "kvlab/engine/core/dtype.h"
 
 #include <bit>
+#include <cassert>
 #include <cstring>
 
 #if defined(__F16C__)
@@ -102,8 +103,12 @@ void float_to_fp16(std::span<const float> in, std::span<std::uint16_t> out) {
   for (; i < n; ++i) out[i] = float_to_fp16(in[i]);
 }
 
-void convert_to_float(DType t, const std::byte* src, std::size_t count, float* out) {
+void convert_to_float(DType t, std::span<const std::byte> src_bytes, std::span<float> out_floats) {
+  const std::size_t count = out_floats.size();
   if (count == 0) return;  // empty tensors may have null buffers
+  assert(src_bytes.size() >= count * dtype_size(t));
+  const std::byte* src = src_bytes.data();
+  float* out = out_floats.data();
   switch (t) {
     case DType::F32:
       std::memcpy(out, src, count * sizeof(float));
@@ -119,8 +124,13 @@ void convert_to_float(DType t, const std::byte* src, std::size_t count, float* o
   }
 }
 
-void convert_from_float(DType t, const float* src, std::size_t count, std::byte* dst) {
+void convert_from_float(DType t, std::span<const float> src_floats,
+                        std::span<std::byte> dst_bytes) {
+  const std::size_t count = src_floats.size();
   if (count == 0) return;
+  assert(dst_bytes.size() >= count * dtype_size(t));
+  const float* src = src_floats.data();
+  std::byte* dst = dst_bytes.data();
   switch (t) {
     case DType::F32:
       std::memcpy(dst, src, count * sizeof(float));

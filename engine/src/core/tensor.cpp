@@ -6,23 +6,28 @@ namespace kvlab {
 
 float TensorView::at(int token, int head, int d) const {
   float v;
-  convert_to_float(m_dtype, row_ptr(token, head) + d * dtype_size(m_dtype), 1, &v);
+  convert_to_float(m_dtype, {row_ptr(token, head) + d * dtype_size(m_dtype), dtype_size(m_dtype)},
+                   {&v, 1});
   return v;
 }
 
-void TensorView::load_row(int token, int head, float* out) const {
-  convert_to_float(m_dtype, row_ptr(token, head), static_cast<std::size_t>(m_dim), out);
+void TensorView::load_row(int token, int head, std::span<float> out) const {
+  assert(out.size() >= static_cast<std::size_t>(m_dim));
+  const std::size_t n = static_cast<std::size_t>(m_dim);
+  convert_to_float(m_dtype, {row_ptr(token, head), n * dtype_size(m_dtype)}, out.first(n));
 }
 
 std::vector<float> TensorView::to_float() const {
   std::vector<float> out(elements());
   if (contiguous()) {
-    convert_to_float(m_dtype, m_data, out.size(), out.data());
+    convert_to_float(m_dtype, {m_data, out.size() * dtype_size(m_dtype)}, out);
     return out;
   }
-  float* dst = out.data();
+  std::span<float> dst(out);
   for (int t = 0; t < m_tokens; ++t) {
-    for (int h = 0; h < m_heads; ++h, dst += m_dim) load_row(t, h, dst);
+    for (int h = 0; h < m_heads; ++h, dst = dst.subspan(static_cast<std::size_t>(m_dim))) {
+      load_row(t, h, dst);
+    }
   }
   return out;
 }
@@ -51,19 +56,23 @@ Tensor Tensor::from_float(const std::vector<float>& values, DType dtype, int tok
                           int dim) {
   Tensor t(dtype, tokens, heads, dim);
   assert(values.size() == t.elements());
-  convert_from_float(dtype, values.data(), values.size(), t.data());
+  convert_from_float(dtype, values, {t.data(), t.elements() * dtype_size(dtype)});
   return t;
 }
 
 void Tensor::set(int token, int head, int d, float value) {
   const std::size_t index = (static_cast<std::size_t>(token) * m_heads + head) * m_dim + d;
-  convert_from_float(m_dtype, &value, 1, m_bytes.data() + index * dtype_size(m_dtype));
+  convert_from_float(m_dtype, {&value, 1},
+                     std::span(m_bytes).subspan(index * dtype_size(m_dtype), dtype_size(m_dtype)));
 }
 
-void Tensor::store_row(int token, int head, const float* values) {
+void Tensor::store_row(int token, int head, std::span<const float> values) {
+  const std::size_t n = static_cast<std::size_t>(m_dim);
+  assert(values.size() >= n);
   const std::size_t index = (static_cast<std::size_t>(token) * m_heads + head) * m_dim;
-  convert_from_float(m_dtype, values, static_cast<std::size_t>(m_dim),
-                     m_bytes.data() + index * dtype_size(m_dtype));
+  convert_from_float(
+      m_dtype, values.first(n),
+      std::span(m_bytes).subspan(index * dtype_size(m_dtype), n * dtype_size(m_dtype)));
 }
 
 }  // namespace kvlab

@@ -283,7 +283,7 @@ Result<LayerData> load_layer(const KvCache& cache, int l, const Quantizer* quant
       auto q = quantizer->quantize(src->view(), role);
       if (!q) return make_error(fmt::format("layer {}: {}", l, q.message()));
       dst->resize(src->elements());
-      quantizer->dequantize(*q, dst->data());
+      quantizer->dequantize(*q, *dst);
     }
   }
   return d;

@@ -149,7 +149,7 @@ Status convert_llama2c_to_hf(const std::filesystem::path& llama2c_file,
             values = permuted.data();
           }
           encoded.resize(t.count() * dtype_size(dtype));
-          convert_from_float(dtype, values, t.count(), encoded.data());
+          convert_from_float(dtype, {values, t.count()}, std::span(encoded));
           KVLAB_TRY(out.write(encoded));
         }
         return Ok{};

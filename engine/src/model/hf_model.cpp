@@ -143,7 +143,7 @@ class TensorSource {
       bytes = reinterpret_cast<const std::byte*>(aligned.data());
     }
     std::vector<float> out(count);
-    convert_to_float(*dtype, bytes, count, out.data());
+    convert_to_float(*dtype, {bytes, e.nbytes()}, out);
     m_store->converted.push_back(std::move(out));
     return m_store->converted.back().data();
   }

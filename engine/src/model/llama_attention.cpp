@@ -125,7 +125,7 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
         for (int r = 0; r < rows; ++r) {
           const int ctx = a.pos + i0 + r / group + 1;
           float* p = scores + static_cast<std::size_t>(r) * stride;
-          (*a.weigh)(a.layer, kvh * group + r % group, p, ctx);
+          (*a.weigh)(a.layer, kvh * group + r % group, {p, static_cast<std::size_t>(ctx)});
           std::fill(p + ctx, p + width, 0.0f);
           inverse_sums[r] = 1.0f;
         }
@@ -145,7 +145,7 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
         if (observed) {
           Eigen::Map<Eigen::ArrayXf>(p, ctx) *= inverse_sums[r];
           inverse_sums[r] = 1.0f;
-          (*a.observe)(a.layer, kvh * group + r % group, p, ctx);
+          (*a.observe)(a.layer, kvh * group + r % group, {p, static_cast<std::size_t>(ctx)});
         }
       }
       Eigen::Map<RowMatrix> o(result, rows, hd);

@@ -7,6 +7,7 @@
 
 #include <Eigen/Core>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "kvlab/engine/core/result.h"
@@ -33,11 +34,10 @@ struct AttentionArgs {
   const float* keys = nullptr;         // [pos + n][kv_heads × head_dim], after RoPE
   const float* values = nullptr;       // [pos + n][kv_heads × head_dim]
   const char* const* masks = nullptr;  // per KV head: positions kept (nonzero), or nullptr
-  const std::function<void(int layer, int q_head, const float* probs, int tokens)>* observe =
-      nullptr;
+  const std::function<void(int layer, int q_head, std::span<const float> probs)>* observe = nullptr;
   // When set (and non-empty), turns each row of scaled scores into probabilities instead of the
   // softmax; masks and observe are then not used (LlamaModel::State::attention_weights).
-  const std::function<void(int layer, int q_head, float* scores, int tokens)>* weigh = nullptr;
+  const std::function<void(int layer, int q_head, std::span<float> scores)>* weigh = nullptr;
 };
 
 // Writes the attention output [n][heads × head_dim] to `out`. Softmax over the scaled scores

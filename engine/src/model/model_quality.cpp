@@ -74,13 +74,13 @@ class LoopEviction {
   // Hooks the state's attention to the kept entries and the policies to its probabilities.
   void attach(LlamaModel::State& state) {
     if (m_merge) {
-      state.attention_weights = [this](int l, int q_head, float* p, int tokens) {
-        weigh(head(l, q_head / m_group), p, tokens);
+      state.attention_weights = [this](int l, int q_head, std::span<float> scores) {
+        weigh(head(l, q_head / m_group), scores.data(), static_cast<int>(scores.size()));
       };
       return;
     }
     state.kept_tokens = [this](int l, int h) { return &head(l, h).held(); };
-    state.observe_attention = [this](int l, int q_head, const float* probs, int) {
+    state.observe_attention = [this](int l, int q_head, std::span<const float> probs) {
       detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
       for (int e : p.kept()) p.add_attention(e, probs[e]);
     };
@@ -193,7 +193,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       auto q = quantizer->quantize(view, role);
       if (!q) return q.error();
       dst->resize(src->size());
-      quantizer->dequantize(*q, dst->data());
+      quantizer->dequantize(*q, *dst);
     }
     return Ok{};
   };

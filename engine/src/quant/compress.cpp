@@ -153,9 +153,9 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
       report.quantize_seconds += seconds_since(t0);
       hats[r].resize(xs[r].size());
       t0 = Clock::now();
-      (*quantizer)->dequantize(*q, hats[r].data());
+      (*quantizer)->dequantize(*q, hats[r]);
       report.dequantize_seconds += seconds_since(t0);
-      elem[r].add(xs[r].data(), hats[r].data(), xs[r].size());
+      elem[r].add(xs[r], hats[r]);
       (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
       (r == 0 ? lr.key_histograms : lr.value_histograms) = (*quantizer)->histograms(*q);
       fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
@@ -166,9 +166,8 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
     if (cache.has_queries()) {
       const std::vector<float> q = lkv.query.view().to_float();
       const AttentionErrorSums a =
-          attention_errors(q.data(), lkv.query.tokens(), cache.shape.q_heads, xs[0].data(),
-                           xs[1].data(), hats[0].data(), hats[1].data(), lkv.key.tokens(),
-                           cache.shape.kv_heads, cache.shape.head_dim);
+          attention_errors(q, xs[0], xs[1], hats[0], hats[1],
+                           {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim});
       fill_attention(lr.error, a);
       total_attn += a;
     }

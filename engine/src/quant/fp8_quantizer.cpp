@@ -120,7 +120,8 @@ class Fp8Quantizer final : public Quantizer {
     }
   }
 
-  void dequantize(const QuantizedTensor& q, float* out) const override {
+  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+    float* const out = out_span.data();
     const std::size_t rows = static_cast<std::size_t>(q.tokens) * q.heads;
     for (std::size_t r = 0; r < rows; ++r) {
       const float scale = m_per_head ? q.params[r % q.heads] : q.params[0];

@@ -36,7 +36,8 @@ class KvCompQuantizer final : public Quantizer {
     return q;
   }
 
-  void dequantize(const QuantizedTensor& q, float* out) const override {
+  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+    float* const out = out_span.data();
     const GroupSpec s = spec();
     const std::size_t units = q.params.size() / 2;
     dequantize_groups(q.codes.data(), 0, q.params.data(), q.params.data() + units, q.role, s,

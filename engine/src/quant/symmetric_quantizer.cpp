@@ -60,7 +60,8 @@ class SymmetricQuantizer final : public Quantizer {
     return q;
   }
 
-  void dequantize(const QuantizedTensor& q, float* out) const override {
+  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+    float* const out = out_span.data();
     const float scale = q.params.at(0);
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
     const float offset = static_cast<float>(1 << (m_bits - 1));

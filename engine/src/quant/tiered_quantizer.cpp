@@ -86,7 +86,8 @@ class TieredQuantizer final : public Quantizer {
     return q;
   }
 
-  void dequantize(const QuantizedTensor& q, float* out) const override {
+  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+    float* const out = out_span.data();
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
     const int n = static_cast<int>(m_tiers.size());
     const std::uint8_t* codes = q.codes.data();

@@ -124,7 +124,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       plant(marks.needle, plan.needle, sum_needle_proj / t_count, c.needle_strength);
     }
     for (int t = 0; t < t_count; ++t)
-      out.key.store_row(t, g, keys.data() + static_cast<std::size_t>(t) * d);
+      out.key.store_row(t, g, std::span(keys).subspan(static_cast<std::size_t>(t) * d));
 
     // Values: no channel outliers, a mild per-token scale. The sink's value is small, as in
     // trained models, where the sink serves as a near no-op target for spare attention
@@ -138,7 +138,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       for (int i = 0; i < d; ++i) {
         row[i] = static_cast<float>(scale * (value_mean[i] + rng.normal()));
       }
-      out.value.store_row(t, g, row.data());
+      out.value.store_row(t, g, row);
     }
     // Decode-time queries for the heads of this group; the last one also looks for the needle.
     const double noise = 0.1 * q_scale / std::sqrt(static_cast<double>(d));
@@ -150,7 +150,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
           if (n == c.queries - 1) v += q_scale * plan.needle[i];
           row[i] = static_cast<float>(v);
         }
-        out.query.store_row(n, g * group + h, row.data());
+        out.query.store_row(n, g * group + h, row);
       }
     }
   }

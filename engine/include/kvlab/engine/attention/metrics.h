@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 namespace kvlab {
 
@@ -12,7 +13,8 @@ struct ElementErrorSums {
   double sum_sq_signal = 0;  // sum x^2
   double max_abs = 0;
   std::size_t count = 0;
-  void add(const float* x, const float* x_hat, std::size_t n);
+  // `x` and its reconstruction `x_hat`, of the same length.
+  void add(std::span<const float> x, std::span<const float> x_hat);
   ElementErrorSums& operator+=(const ElementErrorSums& o);
   double mse() const;
   double snr_db() const;  // 10 log10(signal / error); +inf reported as 999 when error is 0
@@ -33,11 +35,16 @@ struct AttentionErrorSums {
   double output_cosine() const;
 };
 
+struct AttentionShape {
+  int q_heads = 0, kv_heads = 0, dim = 0;
+};
+
 // Attention of `queries` [nq, q_heads, dim] over keys/values [tokens, kv_heads, dim], all
 // row-major float, once with the original K,V and once with the reconstruction; GQA maps query
-// head h to KV head h / (q_heads / kv_heads). Every query attends to every token.
-AttentionErrorSums attention_errors(const float* queries, int nq, int q_heads, const float* keys,
-                                    const float* values, const float* keys_hat,
-                                    const float* values_hat, int tokens, int kv_heads, int dim);
+// head h to KV head h / (q_heads / kv_heads). Every query attends to every token. nq and tokens
+// are the spans' sizes over a row; the four K/V spans have the same size.
+AttentionErrorSums attention_errors(std::span<const float> queries, std::span<const float> keys,
+                                    std::span<const float> values, std::span<const float> keys_hat,
+                                    std::span<const float> values_hat, const AttentionShape& shape);
 
 }  // namespace kvlab

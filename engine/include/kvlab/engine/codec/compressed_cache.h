@@ -86,7 +86,7 @@ class CompressedKvCache {
 
   // Reconstructs every token, [tokens][kv_heads][head_dim] floats each: the compressed part
   // decoded and dequantized, the buffer converted from fp16.
-  Status dequantize_all(float* keys, float* values) const;
+  Status dequantize_all(std::span<float> keys, std::span<float> values) const;
 
  private:
   CompressedCacheConfig m_config;

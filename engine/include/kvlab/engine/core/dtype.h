@@ -27,9 +27,10 @@ std::uint16_t float_to_bf16(float f);
 // Bulk conversions (vectorised with F16C where the CPU has it).
 void fp16_to_float(std::span<const std::uint16_t> in, std::span<float> out);
 void float_to_fp16(std::span<const float> in, std::span<std::uint16_t> out);
-// Converts `count` elements of type `t` starting at `src` to float.
-void convert_to_float(DType t, const std::byte* src, std::size_t count, float* out);
-// Converts `count` floats to type `t` at `dst`.
-void convert_from_float(DType t, const float* src, std::size_t count, std::byte* dst);
+// Converts out.size() elements of type `t` from the start of `src` (at least
+// out.size() * dtype_size(t) bytes) to float.
+void convert_to_float(DType t, std::span<const std::byte> src, std::span<float> out);
+// Converts the floats of `src` to type `t` at the start of `dst` (room for all of them).
+void convert_from_float(DType t, std::span<const float> src, std::span<std::byte> dst);
 
 }  // namespace kvlab

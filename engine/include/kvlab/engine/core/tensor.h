@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kvlab/engine/core/dtype.h"
@@ -42,8 +43,8 @@ class TensorView {
                         static_cast<std::ptrdiff_t>(dtype_size(m_dtype));
   }
   float at(int token, int head, int d) const;
-  // Converts one row of `dim` elements to float.
-  void load_row(int token, int head, float* out) const;
+  // Converts one row of `dim` elements to float, into the first dim() floats of `out`.
+  void load_row(int token, int head, std::span<float> out) const;
   // Converts the whole view to float, row-major [tokens][heads][dim].
   std::vector<float> to_float() const;
 
@@ -80,8 +81,8 @@ class Tensor {
   }
   void set(int token, int head, int d, float value);
   float at(int token, int head, int d) const { return view().at(token, head, d); }
-  // Writes one row of `dim` floats.
-  void store_row(int token, int head, const float* values);
+  // Writes one row: the first dim() floats of `values`.
+  void store_row(int token, int head, std::span<const float> values);
 
  private:
   DType m_dtype = DType::F16;

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -115,17 +116,18 @@ class LlamaModel {
     // selects among what the reader returns).
     std::function<const std::vector<char>*(int layer, int kv_head)> kept_tokens;
     // When set, called for each new token and query head with its attention probabilities over
-    // positions 0..tokens - 1 (0 where the mask leaves a position out), e.g. for H2O's scores.
+    // positions 0..probs.size() - 1 (0 where the mask leaves a position out), e.g. for H2O's
+    // scores.
     // Within one forward the calls come per KV head, then per token, then per query head of the
     // KV head's group.
-    std::function<void(int layer, int q_head, const float* probs, int tokens)> observe_attention;
+    std::function<void(int layer, int q_head, std::span<const float> probs)> observe_attention;
     // When set, it replaces the softmax (and kept_tokens and observe_attention are not used):
     // called for each new token and query head with the scaled scores q·k / sqrt(head_dim) over
-    // positions 0..tokens - 1, it writes the attention probabilities over those positions in
+    // positions 0..scores.size() - 1, it writes the attention probabilities over them in
     // place (they should sum to 1; 0 where the cache holds nothing). For eviction policies whose
     // entries are not single tokens (merging): an entry's probability goes to its tokens by
     // their weights, so the output is the weighted sum of the merged values.
-    std::function<void(int layer, int q_head, float* scores, int tokens)> attention_weights;
+    std::function<void(int layer, int q_head, std::span<float> scores)> attention_weights;
   };
   State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,8 @@ class Quantizer {
   virtual ~Quantizer() = default;
   virtual std::string name() const = 0;  // e.g. "kivi-2 (G=32, R=128)"
   virtual Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const = 0;
-  // Writes tokens*heads*dim floats, row-major [token][head][dim].
-  virtual void dequantize(const QuantizedTensor& q, float* out) const = 0;
+  // Writes tokens*heads*dim floats, row-major [token][head][dim]; `out` holds exactly that many.
+  virtual void dequantize(const QuantizedTensor& q, std::span<float> out) const = 0;
   virtual std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const = 0;
 };
 
