@@ -71,6 +71,11 @@ class CudaBackend final : public Backend {
                          std::span<float> out) override;
 
  private:
+  // softmax(q . K / sqrt(d)) . V over an uploaded layer (its first `compressed` tokens) and the
+  // fp16 buffer, for a GQA group the kernels are built for.
+  Status attend(const GpuLayer& layer, const Fp16KvView& buffer, int compressed,
+                std::span<const float> q, int q_heads, std::span<float> out);
+
   std::string m_device;
   // Host scratch kept between calls: every token's logits then probabilities, one part's logits
   // or probabilities, and one part's output.
@@ -91,30 +96,8 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
         "CUDA fused attention: q holds {} and out {} floats, {} query heads need {} each", q.size(),
         out.size(), q_heads, head_floats));
   }
-  // The kernels are built for GQA groups of 1, 2, 4 and 8 query heads per KV head. Another
-  // group (SmolLM2's 3, Qwen2-7B's 7) runs as `group` passes of one query head per KV head: pass
-  // j takes query heads j, group + j, 2 group + j, ... Each pass reads the cache once more.
-  if (const int group = q_heads / kv_heads; !supported_group(group)) {
-    const std::size_t pass_floats = static_cast<std::size_t>(kv_heads) * dim;
-    std::vector<float> q_pass(pass_floats), out_pass(pass_floats);
-    for (int j = 0; j < group; ++j) {
-      for (int kv = 0; kv < kv_heads; ++kv) {
-        const std::size_t head = static_cast<std::size_t>(kv) * group + j;
-        std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(head * dim), dim,
-                    q_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim);
-      }
-      KVLAB_TRY(fused_attention(cache, q_pass, kv_heads, out_pass));
-      for (int kv = 0; kv < kv_heads; ++kv) {
-        const std::size_t head = static_cast<std::size_t>(kv) * group + j;
-        std::copy_n(out_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim, dim,
-                    out.begin() + static_cast<std::ptrdiff_t>(head * dim));
-      }
-    }
-    return Ok{};
-  }
   const int compressed = cache.compressed_tokens, buffered = cache.buffered_tokens;
-  const int total = cache.tokens();
-  if (compressed < 0 || buffered < 0 || total == 0) {
+  if (compressed < 0 || buffered < 0 || cache.tokens() == 0) {
     return make_error("CUDA fused attention: the cache holds no tokens");
   }
   GpuLayer layer;
@@ -124,7 +107,35 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
     layer = std::move(uploaded).value();
   }
   const Fp16KvView buffer{buffered, kv_heads, dim, cache.buffer_keys, cache.buffer_values};
+  const int group = q_heads / kv_heads;
+  if (supported_group(group)) return attend(layer, buffer, compressed, q, q_heads, out);
 
+  // The kernels are built for GQA groups of 1, 2, 4 and 8 query heads per KV head. Another
+  // group (SmolLM2's 3, Qwen2-7B's 7) runs as `group` passes of one query head per KV head over
+  // the one uploaded layer: pass j takes query heads j, group + j, 2 group + j, ... Each pass
+  // reads the cache once more.
+  const std::size_t pass_floats = static_cast<std::size_t>(kv_heads) * dim;
+  std::vector<float> q_pass(pass_floats), out_pass(pass_floats);
+  for (int j = 0; j < group; ++j) {
+    for (int kv = 0; kv < kv_heads; ++kv) {
+      const std::size_t head = static_cast<std::size_t>(kv) * group + j;
+      std::copy_n(q.begin() + static_cast<std::ptrdiff_t>(head * dim), dim,
+                  q_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim);
+    }
+    KVLAB_TRY(attend(layer, buffer, compressed, q_pass, kv_heads, out_pass));
+    for (int kv = 0; kv < kv_heads; ++kv) {
+      const std::size_t head = static_cast<std::size_t>(kv) * group + j;
+      std::copy_n(out_pass.begin() + static_cast<std::ptrdiff_t>(kv) * dim, dim,
+                  out.begin() + static_cast<std::ptrdiff_t>(head * dim));
+    }
+  }
+  return Ok{};
+}
+
+Status CudaBackend::attend(const GpuLayer& layer, const Fp16KvView& buffer, int compressed,
+                           std::span<const float> q, int q_heads, std::span<float> out) {
+  const int buffered = buffer.tokens, total = compressed + buffered;
+  const std::size_t head_floats = out.size();
   // Logits of every token: the compressed blocks' on the GPU, the buffer rows' on the host.
   m_all.assign(static_cast<std::size_t>(q_heads) * total, 0.f);
   const auto part = [&](int n) {
@@ -136,8 +147,7 @@ Status CudaBackend::fused_attention(const CompressedKvView& cache, std::span<con
     place_columns(m_part, q_heads, compressed, 0, total, m_all);
   }
   if (buffered > 0) {
-    if (Status st = kvlab::fp16_attention_logits(buffer, q, q_heads, part(buffered)); !st)
-      return st;
+    KVLAB_TRY(kvlab::fp16_attention_logits(buffer, q, q_heads, part(buffered)));
     place_columns(m_part, q_heads, buffered, compressed, total, m_all);
   }
   kvlab::softmax_rows(m_all, q_heads);
