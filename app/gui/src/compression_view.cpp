@@ -59,7 +59,7 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &CompressionRunner::progress, this, &CompressionView::on_progress);
+  connect(m_runner, &CompressionRunner::progress, m_shell, &RunShell::progress);
   connect(m_runner, &CompressionRunner::stream_simulated, this,
           [this](const StreamReport& stream) { m_pending_stream = stream; });
   connect(m_runner, &CompressionRunner::succeeded, this, &CompressionView::on_succeeded);
@@ -235,10 +235,6 @@ bool CompressionView::run_and_wait(int timeout_ms) {
 
 bool CompressionView::wait_until_done(int timeout_ms) {
   return m_runner->wait_until_done(timeout_ms);
-}
-
-void CompressionView::on_progress(int percent, const QString& stage) {
-  m_shell->progress(percent, stage);
 }
 
 void CompressionView::on_succeeded(const CompressionReport& report, bool reused_cache) {

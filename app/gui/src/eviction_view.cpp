@@ -49,8 +49,7 @@ EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &EvictionRunner::progress, this,
-          [this](int percent, const QString& stage) { m_shell->progress(percent, stage); });
+  connect(m_runner, &EvictionRunner::progress, m_shell, &RunShell::progress);
   connect(m_runner, &EvictionRunner::succeeded, this, &EvictionView::on_succeeded);
   connect(m_runner, &EvictionRunner::failed, this, &EvictionView::on_failed);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });

@@ -260,8 +260,8 @@ void LearnPlannerPage::recompute() {
   m_result = *r;
   const planners::PlanResult& p = *m_result;
   m_answer->setText(p.fits ? tr("✔ Fits") : tr("✘ Does not fit"));
-  m_answer->setStyleSheet(p.fits ? QStringLiteral("color: #1e7832;")
-                                 : QStringLiteral("color: #be1e1e;"));
+  m_answer->setStyleSheet(
+      QStringLiteral("color: %1;").arg((p.fits ? style::kFits : style::kDoesNotFit).name()));
   const double used = static_cast<double>(p.weights_bytes + p.reserve_bytes) +
                       static_cast<double>(p.kv_bytes_total);
   QString sum =
@@ -313,7 +313,7 @@ void LearnPlannerPage::fill_schemes_table(const planners::Scenario& s) {
         f.setBold(true);
         item->setFont(f);
       }
-      if (c == 2 && r) item->setForeground(r->fits ? QColor(30, 120, 50) : QColor(190, 30, 30));
+      if (c == 2 && r) item->setForeground(r->fits ? style::kFits : style::kDoesNotFit);
       m_schemes_table->setItem(row, c, item);
     }
   }

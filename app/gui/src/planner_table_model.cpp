@@ -7,6 +7,7 @@
 
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/gui_style.h"
 
 namespace kvlab::gui {
 
@@ -66,7 +67,7 @@ QVariant PlannerTableModel::data(const QModelIndex& index, int role) const {
       return text(row, index.column());
     case Qt::ForegroundRole:
       if (index.column() != kPlannerFits) return {};
-      return QBrush(row.result.fits ? QColor(30, 120, 50) : QColor(190, 30, 30));
+      return QBrush(row.result.fits ? style::kFits : style::kDoesNotFit);
     case Qt::BackgroundRole:
       return row.pinned ? QVariant(QBrush(QColor(238, 238, 246))) : QVariant();
     default:

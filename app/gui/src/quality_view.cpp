@@ -51,8 +51,7 @@ QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &QualityRunner::progress, this,
-          [this](int percent, const QString& stage) { m_shell->progress(percent, stage); });
+  connect(m_runner, &QualityRunner::progress, m_shell, &RunShell::progress);
   connect(m_runner, &QualityRunner::measured, this, &QualityView::on_measured);
   connect(m_runner, &QualityRunner::ended, this, &QualityView::on_ended);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });

@@ -97,7 +97,6 @@ class CompressionView : public QWidget {
   QWidget* build_controls();
   QWidget* build_charts();
   void set_running(bool running);
-  void on_progress(int percent, const QString& stage);
   void on_succeeded(const CompressionReport& report, bool reused_cache);
   void on_failed(const QString& message, bool cancelled);
   void save_run(const CompressionReport& report);

@@ -13,7 +13,9 @@ namespace kvlab::gui::style {
 // A status-bar message that reports something done stays this long.
 inline constexpr int kStatusTimeoutMs = 8000;
 
-inline const QColor kMutedText{90, 90, 90};  // notes, captions, citations, stages
+inline const QColor kMutedText{90, 90, 90};    // notes, captions, citations, stages
+inline const QColor kFits{30, 120, 50};        // a planner answer: it fits
+inline const QColor kDoesNotFit{190, 30, 30};  // a planner answer: it does not
 
 // Grey text for a note beside the controls.
 void make_muted(QLabel* label);
