@@ -70,16 +70,18 @@ void add_capture_command(CLI::App& app) {
   auto o = std::make_shared<CaptureOptions>();
   auto* cmd = app.add_subcommand(
       "capture",
-      "Run a real model (llama2.c checkpoint or Hugging Face folder) on a prompt, continue it "
+      "Run a real model (GGUF file, llama2.c checkpoint or Hugging Face folder) on a prompt, "
+      "continue it "
       "greedily, and write the "
       "K, V, queries and token ids of every layer to a .safetensors file that every kvlab "
       "command reads (--source file:PATH)");
   cmd->add_option("--model", o->model,
-                  "llama2.c checkpoint (.bin) or Hugging Face folder (config.json, safetensors)")
+                  "a .gguf file (llama, qwen2), a llama2.c checkpoint (.bin) or a Hugging Face "
+                  "folder (config.json, safetensors)")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
                   "tokenizer (default: the tok*.bin next to a llama2.c model, or the folder's "
-                  "tokenizer.json)");
+                  "tokenizer.json; a GGUF file has its own)");
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate after the prompt")

@@ -35,6 +35,9 @@ int& exit_code();
 // Prints "kvlab: <message>" to stderr and returns kExitFailure.
 int fail(const std::string& message);
 
+// The offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence.
+std::optional<std::size_t> first_invalid_utf8(std::string_view text);
+
 // "unknown command 'runs lst'; did you mean 'list'? (known: ...)" when the words before the
 // first option do not name a command (or a subcommand of a command that needs one).
 std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv);
@@ -119,6 +122,7 @@ void add_plan_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
 void add_capture_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 void add_quality_command(CLI::App& app);
 void add_evict_command(CLI::App& app);
 

@@ -13,7 +13,7 @@ namespace {
 
 struct QualityOptions {
   std::string model, tokenizer, text_file, method = "kivi", label;
-  int sample = 4096, window = 0;
+  int sample = 4096, window = 0, max_tokens = 0;
   std::uint64_t seed = 1;
   MethodOptions method_options;
   EvictionOptions eviction;  // --policy none: no eviction
@@ -50,9 +50,21 @@ int run_quality(const QualityOptions& o) {
     if (!in) return fail(fmt::format("--text-file {}: cannot open it", o.text_file));
     std::stringstream ss;
     ss << in.rdbuf();
-    auto ids = loaded->encode(ss.str());
+    const std::string text = ss.str();
+    if (const auto bad = first_invalid_utf8(text)) {
+      return fail(
+          fmt::format("--text-file {}: not UTF-8 text (byte 0x{:02X} at offset {} does not "
+                      "belong to a UTF-8 sequence)",
+                      o.text_file, static_cast<unsigned char>(text[*bad]), *bad));
+    }
+    auto ids = loaded->encode(text);
     if (!ids) return fail(ids.message());
-    tokens.assign(ids->begin() + 1, ids->end());  // windows add their own BOS
+    // Windows add their own BOS.
+    const bool has_bos = !ids->empty() && ids->front() == loaded->bos;
+    tokens.assign(ids->begin() + (has_bos ? 1 : 0), ids->end());
+    if (o.max_tokens > 0 && static_cast<int>(tokens.size()) > o.max_tokens) {
+      tokens.resize(static_cast<std::size_t>(o.max_tokens));
+    }
     text_source = "file:" + o.text_file;
   } else {
     auto sampled = sample_text(model, o.sample, o.seed, loaded->bos, loaded->eos);
@@ -91,19 +103,25 @@ void add_quality_command(CLI::App& app) {
   auto o = std::make_shared<QualityOptions>();
   auto* cmd = app.add_subcommand(
       "quality",
-      "Run a real model (llama2.c or Hugging Face) over a text twice, exactly and with attention "
+      "Run a real model (GGUF, llama2.c or Hugging Face) over a text twice, exactly and with "
+      "attention "
       "reading a quantized or evicted KV cache (or both), and compare: perplexity, greedy "
       "next-token agreement, KL");
   cmd->add_option("--model", o->model,
-                  "llama2.c checkpoint (.bin) or Hugging Face folder (config.json, safetensors)")
+                  "a .gguf file (llama, qwen2), a llama2.c checkpoint (.bin) or a Hugging Face "
+                  "folder (config.json, safetensors)")
       ->required();
   cmd->add_option("--tokenizer", o->tokenizer,
-                  "llama2.c tokenizer for --text-file (default: the tok*.bin next to the model)");
+                  "llama2.c tokenizer for --text-file (default: the tok*.bin next to the model; "
+                  "a GGUF file has its own)");
   cmd->add_option("--text-file", o->text_file,
-                  "the text to score (default: the model's own "
-                  "sampled text)");
+                  "the UTF-8 text to score (default: the model's own sampled text)");
   cmd->add_option("--sample", o->sample, "without --text-file: tokens of sampled text")
       ->capture_default_str();
+  cmd->add_option("--max-tokens", o->max_tokens,
+                  "with --text-file: score only its first N tokens (0: all of it)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "seed of the sampled text")->capture_default_str();
   cmd->add_option("--window", o->window, "tokens per window (0: the model's context)")
       ->capture_default_str();

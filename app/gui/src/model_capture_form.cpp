@@ -59,12 +59,13 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_runner = new CaptureRunner(this);
 
   m_model = new QLineEdit(parent);
-  m_model->setPlaceholderText(tr("llama2.c .bin or Hugging Face folder"));
+  m_model->setPlaceholderText(tr(".gguf, llama2.c .bin or Hugging Face folder"));
   m_model->setToolTip(
-      tr("A llama2.c checkpoint (.bin, its tokenizer tok*.bin next to it) or a Hugging Face "
-         "folder (config.json, model.safetensors, tokenizer.json)"));
+      tr("A GGUF model (llama or qwen2, its tokenizer inside), a llama2.c checkpoint (.bin, its "
+         "tokenizer tok*.bin next to it) or a Hugging Face folder (config.json, "
+         "model.safetensors, tokenizer.json)"));
   auto* browse_file = new QPushButton(tr("File…"), parent);
-  browse_file->setToolTip(tr("A llama2.c checkpoint (.bin)"));
+  browse_file->setToolTip(tr("A GGUF model (.gguf) or a llama2.c checkpoint (.bin)"));
   auto* browse_folder = new QPushButton(tr("Folder…"), parent);
   browse_folder->setToolTip(tr("A Hugging Face checkpoint folder with config.json"));
   m_model_row = row_of(parent, {{m_model, 1}, {browse_file, 0}, {browse_folder, 0}});
@@ -196,7 +197,8 @@ bool ModelCaptureForm::start_capture() {
   if (is_capturing()) return false;
   const QString model = m_model->text().trimmed();
   if (model.isEmpty()) {
-    show_error(tr("No model chosen: pick a llama2.c .bin or a Hugging Face folder first."));
+    show_error(
+        tr("No model chosen: pick a .gguf file, a llama2.c .bin or a Hugging Face folder first."));
     return false;
   }
   CaptureJob job;
@@ -285,8 +287,10 @@ void ModelCaptureForm::browse_model(bool folder) {
   const QString start = current.isEmpty() ? QString() : QFileInfo(current).path();
   const QString path =
       folder ? QFileDialog::getExistingDirectory(m_parent, tr("Hugging Face model folder"), start)
-             : QFileDialog::getOpenFileName(m_parent, tr("llama2.c checkpoint"), start,
-                                            tr("llama2.c checkpoints (*.bin);;All files (*)"));
+             : QFileDialog::getOpenFileName(
+                   m_parent, tr("Model file"), start,
+                   tr("Models (*.gguf *.bin);;GGUF models (*.gguf);;llama2.c checkpoints (*.bin);;"
+                      "All files (*)"));
   if (!path.isEmpty()) m_model->setText(path);
 }
 

@@ -89,12 +89,14 @@ QWidget* QualityView::build_controls() {
 
   auto* model_box = new QGroupBox(tr("Model"), controls);
   m_model = new QLineEdit(model_box);
-  m_model->setPlaceholderText(tr("llama2.c .bin or Hugging Face folder"));
+  m_model->setPlaceholderText(tr(".gguf, llama2.c .bin or Hugging Face folder"));
   m_model->setToolTip(
-      tr("A llama2.c checkpoint with its tok*.bin beside it, or a Hugging Face "
-         "folder (config.json, safetensors, tokenizer.json)"));
+      tr("A GGUF model (llama or qwen2, its tokenizer inside), a llama2.c checkpoint with its "
+         "tok*.bin beside it, or a Hugging Face folder (config.json, safetensors, "
+         "tokenizer.json)"));
   auto* model_file = new QPushButton(tr("File…"), model_box);
-  model_file->setToolTip(tr("Choose a llama2.c checkpoint (.bin) with its tok*.bin beside it"));
+  model_file->setToolTip(tr(
+      "Choose a GGUF model (.gguf) or a llama2.c checkpoint (.bin) with its tok*.bin beside it"));
   auto* model_folder = new QPushButton(tr("Folder…"), model_box);
   model_folder->setToolTip(
       tr("Choose a Hugging Face checkpoint folder (config.json, safetensors, tokenizer.json)"));
@@ -106,8 +108,10 @@ QWidget* QualityView::build_controls() {
   model_layout->addWidget(m_model);
   model_layout->addLayout(model_buttons);
   connect(model_file, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(
-        this, tr("llama2.c checkpoint"), m_model->text(), tr("Checkpoints (*.bin);;All files (*)"));
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Model file"), m_model->text(),
+                                     tr("Models (*.gguf *.bin);;GGUF models (*.gguf);;llama2.c "
+                                        "checkpoints (*.bin);;All files (*)"));
     if (!path.isEmpty()) set_model_path(path);
   });
   connect(model_folder, &QPushButton::clicked, this, [this] {

@@ -255,6 +255,46 @@ Result<HfTokenizer> HfTokenizer::parse(std::string_view json_text, const std::st
   return t;
 }
 
+Result<HfTokenizer> HfTokenizer::from_vocabulary(const Vocabulary& v, const std::string& label) {
+  if (v.pieces.empty()) return make_error(fmt::format("{}: the vocabulary is empty", label));
+  if (v.types.size() != v.pieces.size()) {
+    return make_error(
+        fmt::format("{}: {} token types for {} tokens", label, v.types.size(), v.pieces.size()));
+  }
+  const int n = static_cast<int>(v.pieces.size());
+  if (v.bos >= n || v.eos >= n) {
+    return make_error(
+        fmt::format("{}: BOS {} or EOS {} is outside the {} tokens", label, v.bos, v.eos, n));
+  }
+  HfTokenizer t;
+  t.m_pieces.resize(v.pieces.size());
+  t.m_kind.assign(v.pieces.size(), PieceKind::Bpe);
+  for (int id = 0; id < n; ++id) {
+    const std::string piece(v.pieces[static_cast<std::size_t>(id)]);
+    const std::int64_t type = v.types[static_cast<std::size_t>(id)];
+    t.m_pieces[static_cast<std::size_t>(id)] = piece;
+    if ((type == 3 || type == 4) && !piece.empty()) {  // control / user-defined: added tokens
+      t.m_kind[static_cast<std::size_t>(id)] = type == 3 ? PieceKind::Special : PieceKind::Added;
+      t.m_added.push_back(Added{piece, id, type == 3});
+    }
+    t.m_vocab.emplace(piece, id);  // the first id of a piece wins
+  }
+  int rank = 0;
+  for (const std::string_view m : v.merges) {
+    const auto space = m.find(' ');
+    if (space == std::string_view::npos || m.find(' ', space + 1) != std::string_view::npos) {
+      return make_error(fmt::format("{}: merge {} (\"{}\") is not two pieces", label, rank, m));
+    }
+    t.m_merge_rank.emplace(merge_key(m.substr(0, space), m.substr(space + 1)), rank++);
+  }
+  std::stable_sort(t.m_added.begin(), t.m_added.end(), [](const Added& x, const Added& y) {
+    return x.content.size() > y.content.size();
+  });
+  t.m_bos = v.bos, t.m_eos = v.eos;
+  t.m_split_digits = v.split_digits;
+  return t;
+}
+
 int HfTokenizer::id_of(const std::string& piece) const {
   const auto it = m_vocab.find(piece);
   return it == m_vocab.end() ? -1 : it->second;
@@ -305,8 +345,19 @@ Result<std::vector<int>> HfTokenizer::encode(std::string_view text, bool bos, bo
       prefixed.append(part);
       part = prefixed;
     }
-    for (const auto word : split_words(part)) {
-      KVLAB_TRY(encode_word(word, ids));
+    if (!m_split_digits) {
+      for (const auto word : split_words(part)) KVLAB_TRY(encode_word(word, ids));
+      return Ok{};
+    }
+    // Each digit is a word; GPT-2's pattern runs on the text between digits.
+    std::size_t from = 0;
+    for (std::size_t i = 0; i <= part.size(); ++i) {
+      if (i < part.size() && class_of(part[i]) != CharClass::Digit) continue;
+      for (const auto word : split_words(part.substr(from, i - from))) {
+        KVLAB_TRY(encode_word(word, ids));
+      }
+      if (i < part.size()) KVLAB_TRY(encode_word(part.substr(i, 1), ids));
+      from = i + 1;
     }
     return Ok{};
   };

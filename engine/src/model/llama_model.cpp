@@ -13,6 +13,8 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 #include "io/file_mapping.h"
 #include "model/llama_attention.h"
@@ -63,6 +65,7 @@ std::vector<double> rope_frequencies(const LlamaConfig& c) {
         f = (1.0 - smooth) * f / s.factor + smooth * f;
       }
     }
+    if (i < s.freq_divisors.size()) f /= s.freq_divisors[i];
     freq[i] = f;
   }
   return freq;
@@ -140,6 +143,74 @@ void apply_rope(float* v, int n, int stride, int heads, int hd, const float* tab
       }
     }
   }
+}
+
+// out [n × rows] = x [n × cols] · wᵀ (or += when `accumulate`), for a weight matrix [rows][cols]
+// of any type. The rows are split into fixed tiles that the cores share (oneTBB); a tile of
+// quantized rows is dequantized into the thread's buffer and multiplied there, so the result
+// does not depend on how many threads ran or which ran a tile. One or two tokens (decoding) take
+// the dot products of ggml_dot instead, without a buffer.
+void project(const WeightMatrix& w, int rows, int cols, const float* x, int n, float* out,
+             bool accumulate) {
+  const std::size_t row_bytes = w.type == GgmlType::F32
+                                    ? sizeof(float) * static_cast<std::size_t>(cols)
+                                    : static_cast<std::size_t>(*ggml_row_bytes(w.type, cols));
+  const auto* base = static_cast<const std::uint8_t*>(w.data);
+  const ConstWeights xs(x, n, cols);
+  MatrixMap o(out, n, rows);
+  // About 64 KiB of weights per tile as floats, in whole multiples of 16 rows.
+  const int tile = std::max(16, (16384 / std::max(cols, 1)) / 16 * 16);
+  const int tiles = (rows + tile - 1) / tile;
+  const bool vector = n <= 2 && w.type != GgmlType::F32;
+  const auto run_tile = [&](int t) {
+    const int r0 = t * tile, nr = std::min(tile, rows - r0);
+    if (vector) {
+      for (int i = 0; i < n; ++i) {
+        const float* xi = x + static_cast<std::size_t>(i) * cols;
+        float* oi = out + static_cast<std::size_t>(i) * rows;
+        for (int r = r0; r < r0 + nr; ++r) {
+          const float d =
+              ggml_dot(w.type, base + static_cast<std::size_t>(r) * row_bytes, xi, cols);
+          oi[r] = accumulate ? oi[r] + d : d;
+        }
+      }
+      return;
+    }
+    const float* tw =
+        reinterpret_cast<const float*>(base + static_cast<std::size_t>(r0) * row_bytes);
+    if (w.type != GgmlType::F32) {
+      thread_local std::vector<float> buffer;
+      buffer.resize(static_cast<std::size_t>(nr) * cols);
+      for (int r = 0; r < nr; ++r) {
+        ggml_dequantize(w.type, base + static_cast<std::size_t>(r0 + r) * row_bytes,
+                        buffer.data() + static_cast<std::size_t>(r) * cols, cols);
+      }
+      tw = buffer.data();
+    }
+    if (accumulate) {
+      o.middleCols(r0, nr).noalias() += xs * ConstWeights(tw, nr, cols).transpose();
+    } else {
+      o.middleCols(r0, nr).noalias() = xs * ConstWeights(tw, nr, cols).transpose();
+    }
+  };
+  if (2.0 * n * rows * cols < 2e5 || tiles == 1) {
+    for (int t = 0; t < tiles; ++t) run_tile(t);
+    return;
+  }
+  tbb::parallel_for(tbb::blocked_range<int>(0, tiles), [&](const tbb::blocked_range<int>& r) {
+    for (int t = r.begin(); t < r.end(); ++t) run_tile(t);
+  });
+}
+
+// Row `r` of the embedding [vocab][dim] as floats.
+void embedding_row(const WeightMatrix& w, int r, int dim, float* out) {
+  if (w.type == GgmlType::F32) {
+    std::memcpy(out, static_cast<const float*>(w.data) + static_cast<std::size_t>(r) * dim,
+                sizeof(float) * dim);
+    return;
+  }
+  const std::size_t row_bytes = static_cast<std::size_t>(*ggml_row_bytes(w.type, dim));
+  ggml_dequantize(w.type, static_cast<const std::uint8_t*>(w.data) + r * row_bytes, out, dim);
 }
 
 float* grow(std::vector<float>& buffer, std::size_t size) {
@@ -282,16 +353,13 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
   MatrixMap x = matrix(s.x, D), xn = matrix(s.xn, D), q = matrix(s.q, D), k = matrix(s.k, KV),
             v = matrix(s.v, KV), att = matrix(s.att, D), h1 = matrix(s.h1, F), h3 = matrix(s.h3, F);
   const float* rope = m_impl->rope->rows(state.pos, n, s.rope);
-  for (int i = 0; i < n; ++i) {
-    std::memcpy(x.row(i).data(), m_impl->w.embedding + static_cast<std::size_t>(tokens[i]) * D,
-                sizeof(float) * D);
-  }
+  for (int i = 0; i < n; ++i) embedding_row(m_impl->w.embedding, tokens[i], D, x.row(i).data());
   for (int l = 0; l < c.layers; ++l) {
     const LlamaLayerWeights& w = m_impl->w.layers[static_cast<std::size_t>(l)];
     rms_norm_rows(x.data(), w.attn_norm, n, D, c.norm_eps, xn.data());
-    q.noalias() = xn * ConstWeights(w.wq, D, D).transpose();
-    k.noalias() = xn * ConstWeights(w.wk, KV, D).transpose();
-    v.noalias() = xn * ConstWeights(w.wv, KV, D).transpose();
+    project(w.wq, D, D, xn.data(), n, q.data(), false);
+    project(w.wk, KV, D, xn.data(), n, k.data(), false);
+    project(w.wv, KV, D, xn.data(), n, v.data(), false);
     if (c.qkv_bias) {  // Qwen2: biases on the q, k and v projections
       q.rowwise() += ConstRow(w.bq, D);
       k.rowwise() += ConstRow(w.bk, KV);
@@ -349,22 +417,21 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
     args.weigh = &state.attention_weights;
     KVLAB_TRY(detail::causal_attention(args, s.attention, att.data()));
     // The residual adds ride on the products (C += A·B).
-    x.noalias() += att * ConstWeights(w.wo, D, D).transpose();
+    project(w.wo, D, D, att.data(), n, x.data(), true);
     rms_norm_rows(x.data(), w.ffn_norm, n, D, c.norm_eps, xn.data());
-    h1.noalias() = xn * ConstWeights(w.w1, F, D).transpose();
-    h3.noalias() = xn * ConstWeights(w.w3, F, D).transpose();
+    project(w.w1, F, D, xn.data(), n, h1.data(), false);
+    project(w.w3, F, D, xn.data(), n, h3.data(), false);
     {  // SwiGLU (Shazeer 2020): silu(gate) · up, over the n × hidden values as one array
       Eigen::Map<Eigen::ArrayXf> gate(h1.data(), h1.size());
       gate = gate / (1.0f + (-gate).exp()) * Eigen::Map<const Eigen::ArrayXf>(h3.data(), h3.size());
     }
-    x.noalias() += h1 * ConstWeights(w.w2, D, F).transpose();
+    project(w.w2, D, F, h1.data(), n, x.data(), true);
   }
   state.pos += n;
   std::vector<float> logits(static_cast<std::size_t>(c.vocab));
   float* last = grow(s.last, static_cast<std::size_t>(D));
   rms_norm_rows(x.row(n - 1).data(), m_impl->w.final_norm, 1, D, c.norm_eps, last);
-  Eigen::Map<Eigen::VectorXf>(logits.data(), c.vocab).noalias() =
-      ConstWeights(m_impl->w.classifier, c.vocab, D) * Eigen::Map<const Eigen::VectorXf>(last, D);
+  project(m_impl->w.classifier, c.vocab, D, last, 1, logits.data(), false);
   return logits;
 }
 

