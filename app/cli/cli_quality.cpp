@@ -1,11 +1,13 @@
 // kvlab quality: perplexity, next-token agreement and KL of a real model whose attention reads
 // a quantized KV cache, an evicted one, or both, against the exact run.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/model/model_needle.h"
 #include "kvlab/engine/model/model_quality.h"
 
 namespace kvlab::cli {
@@ -19,7 +21,53 @@ struct QualityOptions {
   EvictionOptions eviction;  // --policy none: no eviction
   bool json = false, save = false;
   DbOption db;
+  bool needle = false;
+  std::vector<int> lengths = {1024, 2048};
+  std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
+  int trials = 1;
 };
+
+// --needle: passkey retrieval across lengths and depths, exact or with the method / policy.
+int run_needle(const QualityOptions& o, const QualityConfig& qc) {
+  if (o.save) return fail("--needle runs are not saved yet; leave out --save");
+  auto loaded = load_model(o.model, o.tokenizer);
+  if (!loaded) return fail(loaded.message());
+  NeedleConfig nc;
+  nc.method = qc.method;
+  nc.eviction = qc.eviction;
+  nc.lengths = o.lengths;
+  nc.depths = o.depths;
+  nc.trials = o.trials;
+  nc.seed = o.seed;
+  auto r = measure_needle(*loaded, nc, terminal_progress(o.json));
+  if (!r) return fail(fmt::format("{}: {}", o.model, r.message()));
+  if (o.json) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (const auto& c : r->cells) {
+      cells.push_back({{"length", c.length},
+                       {"depth", c.depth},
+                       {"trials", c.trials},
+                       {"found", c.found},
+                       {"answer", c.answer}});
+    }
+    const nlohmann::json j = {{"model", o.model},          {"method", r->method_label},
+                              {"policy", r->policy_label}, {"accuracy", r->accuracy},
+                              {"seconds", r->seconds},     {"cells", cells}};
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("model     {}\nmethod    {}\neviction  {}\n\n", o.model, r->method_label,
+             r->policy_label);
+  fmt::print("{:>8} {:>7} {:>7}  {}\n", "tokens", "depth", "found", "last answer");
+  for (const auto& c : r->cells) {
+    std::string answer = c.answer.substr(0, 48);
+    std::replace(answer.begin(), answer.end(), '\n', ' ');
+    fmt::print("{:>8} {:>6.0f}% {:>3}/{:<3}  {}\n", c.length, 100 * c.depth, c.found, c.trials,
+               answer);
+  }
+  fmt::print("\nretrieved {:.0f}% of the pass keys in {:.1f} s\n", 100 * r->accuracy, r->seconds);
+  return 0;
+}
 
 int run_quality(const QualityOptions& o) {
   QualityConfig qc;
@@ -34,6 +82,7 @@ int run_quality(const QualityOptions& o) {
     if (!ec) return fail(ec.message());
     qc.eviction = *ec;
   }
+  if (o.needle) return run_needle(o, qc);
   if (!qc.method && !qc.eviction) {
     return fail(
         "--method none without --policy: nothing to measure (give a method, a policy or both)");
@@ -135,6 +184,18 @@ void add_quality_command(CLI::App& app) {
   o->eviction.add_to(*cmd,
                      "eviction in the loop: none | full | window | streaming | h2o | threshold | "
                      "importance | merge");
+  cmd->add_flag("--needle", o->needle,
+                "passkey retrieval instead (a needle in a haystack): a 5-digit key hidden at "
+                "each depth of a filler text of each length, asked for through the model's chat "
+                "template; exact with --method none and no policy");
+  cmd->add_option("--lengths", o->lengths, "--needle: prompt tokens, e.g. 1024,2048")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--depths", o->depths, "--needle: where the key sits, 0 (start) to 1 (end)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--trials", o->trials, "--needle: keys per length and depth")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");
   cmd->add_option("--label", o->label, "a label for the saved run");

@@ -1,0 +1,155 @@
+// The hooks the quality loops put into the runner (llama_model.h's State): eviction in the
+// loop, one policy per layer and KV head, and attention reading a quantized cache. Shared by
+// measure_quality (model_quality.cpp) and measure_needle (model_needle.cpp).
+#pragma once
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "eviction/eviction_policy.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/quant/quantizer.h"
+
+namespace kvlab::detail {
+
+// The options of `e` the model loop uses: the simulation's cache-free checks, and the loop's own;
+// the error names the option.
+inline Status check_eviction(const EvictionConfig& e, int layers) {
+  KVLAB_TRY(e.validate_options(layers));
+  if (e.quant) return make_error("eviction: give the quantization as the method, not as quant");
+  for (const Budget& b : e.layer_budgets) {
+    if (!(b.value > 0)) return make_error("--layer-budgets: budgets must be positive");
+  }
+  if (!(e.budget.value > 0)) return make_error("--budget: must be positive");
+  return Ok{};
+}
+
+// Attention reads the prefix as `quantizer` holds it: the whole cache quantized and dequantized
+// again at every call (so per-tensor scales and KIVI's fp16 window follow the prefix as it
+// grows).
+inline auto quantizing_reader(const Quantizer& quantizer, int kv_heads, int head_dim) {
+  return [&quantizer, kv_heads, head_dim](
+             int, const std::vector<float>& keys, const std::vector<float>& values,
+             std::vector<float>& keys_read, std::vector<float>& values_read) -> Status {
+    const int t = static_cast<int>(keys.size() / (static_cast<std::size_t>(kv_heads) * head_dim));
+    for (auto [src, dst, role] : {std::tuple{&keys, &keys_read, TensorRole::Key},
+                                  std::tuple{&values, &values_read, TensorRole::Value}}) {
+      const TensorView view(reinterpret_cast<const std::byte*>(src->data()), DType::F32, t,
+                            kv_heads, head_dim, static_cast<std::ptrdiff_t>(kv_heads) * head_dim,
+                            head_dim);
+      auto q = quantizer.quantize(view, role);
+      if (!q) return q.error();
+      dst->resize(src->size());
+      quantizer.dequantize(*q, *dst);
+    }
+    return Ok{};
+  };
+}
+
+// One window's eviction: a policy per (layer, KV head), driven one decode step at a time.
+// Policies whose entries are single tokens run on the runner's kept-token masks (its vectorised
+// masked softmax) and observe the probabilities; merging runs on attention_weights, since a
+// merged entry's logit is its members' weighted logit + log(count) (eviction.h) and its
+// probability goes to its members by their weights, exactly as the simulation computes it.
+class LoopEviction {
+ public:
+  LoopEviction(const EvictionConfig& config, const LlamaConfig& mc, int tokens)
+      : m_kv_heads(mc.kv_heads),
+        m_group(mc.heads / mc.kv_heads),
+        m_head_dim(mc.head_dim()),
+        m_merge(config.policy == EvictionPolicy::Merge) {
+    m_heads.reserve(static_cast<std::size_t>(mc.layers) * mc.kv_heads);
+    for (int l = 0; l < mc.layers; ++l) {
+      const Budget& b = config.layer_budgets.empty()
+                            ? config.budget
+                            : config.layer_budgets[static_cast<std::size_t>(l)];
+      for (int h = 0; h < mc.kv_heads; ++h) {
+        auto& p = m_heads.emplace_back(config, b, tokens, 0, m_group);
+        // Keys arrive as the window runs; evict() fills each token's row before it is compared.
+        if (m_merge)
+          p.set_merge_keys(detail::EvictionHeadPolicy::RowMatrix::Zero(tokens, m_head_dim));
+      }
+    }
+  }
+
+  // Hooks the state's attention to the kept entries and the policies to its probabilities.
+  void attach(LlamaModel::State& state) {
+    if (m_merge) {
+      state.attention_weights = [this](int l, int q_head, std::span<float> scores) {
+        weigh(head(l, q_head / m_group), scores.data(), static_cast<int>(scores.size()));
+      };
+      return;
+    }
+    state.kept_tokens = [this](int l, int h) { return &head(l, h).held(); };
+    state.observe_attention = [this](int l, int q_head, std::span<const float> probs) {
+      detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
+      for (int e : p.kept()) p.add_attention(e, probs[e]);
+    };
+  }
+
+  void admit(int t) {
+    for (auto& p : m_heads) p.admit(t);
+  }
+
+  // Evicts after the step at position `t` (the state holds its keys); returns the kept fraction
+  // summed over heads.
+  double evict(int t, const LlamaModel::State& state) {
+    double kept = 0;
+    for (std::size_t i = 0; i < m_heads.size(); ++i) {
+      auto& p = m_heads[i];
+      if (m_merge) {
+        const int l = static_cast<int>(i) / m_kv_heads, h = static_cast<int>(i) % m_kv_heads;
+        const float* key = state.keys[static_cast<std::size_t>(l)].data() +
+                           static_cast<std::size_t>(t) * m_kv_heads * m_head_dim + h * m_head_dim;
+        p.set_merge_key(t, key);
+      }
+      p.evict(t, t + 1);
+      kept += static_cast<double>(p.kept().size()) / (t + 1);
+    }
+    return kept;
+  }
+
+  std::size_t heads() const { return m_heads.size(); }
+
+ private:
+  detail::EvictionHeadPolicy& head(int l, int h) {
+    return m_heads[static_cast<std::size_t>(l) * m_kv_heads + h];
+  }
+
+  // Scaled token scores in, probabilities out: softmax over the entries' logits, each entry's
+  // probability added to the policy's attention and shared among its tokens by their weights.
+  void weigh(detail::EvictionHeadPolicy& policy, float* p, int tokens) {
+    const std::vector<int>& kept = policy.kept();
+    m_entry.resize(kept.size());
+    double max = -INFINITY;
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      m_entry[i] = policy.entry_logit(p, kept[i]);
+      max = std::max(max, m_entry[i]);
+    }
+    double sum = 0;
+    for (double& z : m_entry) sum += (z = std::exp(z - max));
+    std::fill(p, p + tokens, 0.0f);  // scores of tokens no longer held must not stay behind
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      const int e = kept[i];
+      const double prob = m_entry[i] / sum;
+      policy.add_attention(e, prob);
+      const auto& members = policy.members(e);
+      if (members.empty()) {
+        p[e] = static_cast<float>(prob);
+      } else {
+        for (const auto& [t, c] : members) p[t] += static_cast<float>(prob * c);
+      }
+    }
+  }
+
+  int m_kv_heads, m_group, m_head_dim;
+  bool m_merge;
+  std::vector<detail::EvictionHeadPolicy> m_heads;
+  std::vector<double> m_entry;
+};
+
+}  // namespace kvlab::detail

@@ -1,0 +1,173 @@
+// Passkey retrieval on a real model (see model_needle.h).
+#include "kvlab/engine/model/model_needle.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/random.h"
+#include "kvlab/engine/quant/quantizer.h"
+#include "model/loop_hooks.h"
+
+namespace kvlab {
+namespace {
+
+constexpr std::size_t kPrefillChunk = 128;
+
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+struct Prompt {
+  std::vector<int> ids;
+  std::string key;
+};
+
+// The user turn: an instruction, `reps` filler sentences with the needle after round(depth ×
+// reps) of them, and the question.
+Result<Prompt> build_prompt(const LoadedModel& m, int reps, double depth, int key) {
+  Prompt p;
+  p.key = fmt::format("{:05d}", key);
+  const int at = static_cast<int>(std::lround(depth * reps));
+  std::string text =
+      "There is an important pass key hidden inside a lot of irrelevant text. Find it and "
+      "remember it.\n\n";
+  for (int i = 0; i <= reps; ++i) {
+    if (i == at)
+      text += fmt::format("The pass key is {0}. Remember it. {0} is the pass key. ", p.key);
+    if (i < reps) text += kNeedleFiller;
+  }
+  text += "\n\nWhat is the pass key?";
+  auto chat = chat_prompt(m, text);
+  if (!chat) return chat.error();
+  auto ids = m.encode(*chat);
+  if (!ids) return ids.error();
+  p.ids = std::move(*ids);
+  return p;
+}
+
+}  // namespace
+
+Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
+                                    const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const LlamaModel& model = m.model;
+  const LlamaConfig& mc = model.config();
+  if (c.trials < 1) return make_error(fmt::format("--trials {}: must be at least 1", c.trials));
+  if (c.answer_tokens < 1 || c.answer_tokens > 256) {
+    return make_error(fmt::format("answer tokens {}: must be 1 to 256", c.answer_tokens));
+  }
+  for (const double d : c.depths) {
+    if (!(d >= 0 && d <= 1)) return make_error(fmt::format("--depths: {} is outside 0..1", d));
+  }
+  for (const int len : c.lengths) {
+    if (len < 64 || len + c.answer_tokens > mc.seq_len) {
+      return make_error(
+          fmt::format("--lengths: {} tokens must be 64 or more and leave room for "
+                      "the answer in the model's {} positions",
+                      len, mc.seq_len));
+    }
+  }
+  if (c.lengths.empty() || c.depths.empty()) return make_error("no lengths or no depths given");
+  std::unique_ptr<Quantizer> quantizer;
+  NeedleReport r;
+  if (c.method) {
+    auto q = make_quantizer(*c.method);
+    if (!q) return q.error();
+    quantizer = std::move(*q);
+    r.method_label = method_label(*c.method);
+  }
+  if (c.eviction) {
+    KVLAB_TRY(detail::check_eviction(*c.eviction, mc.layers));
+    r.policy_label = eviction_label(*c.eviction);
+  }
+  // Tokens per filler sentence group and for the rest of the prompt, to size the haystack.
+  auto bare = build_prompt(m, 0, 0, 0);
+  if (!bare) return bare.error();
+  auto one = build_prompt(m, 8, 0, 0);
+  if (!one) return one.error();
+  const double per_rep = (static_cast<double>(one->ids.size()) - bare->ids.size()) / 8;
+
+  detail::Rng rng(c.seed);
+  const double total = static_cast<double>(c.lengths.size() * c.depths.size()) * c.trials;
+  int done = 0, found = 0;
+  for (const int length : c.lengths) {
+    const int reps =
+        std::max(1, static_cast<int>((length - static_cast<double>(bare->ids.size())) / per_rep));
+    for (const double depth : c.depths) {
+      NeedleCell cell;
+      cell.depth = depth;
+      for (int t = 0; t < c.trials; ++t) {
+        if (!report_progress(progress, done / total,
+                             fmt::format("{} tokens, depth {:.0f}%", length, 100 * depth))) {
+          return make_error(std::string(kCancelledMessage));
+        }
+        const int key = 10000 + static_cast<int>(rng.uniform() * 89999);
+        auto prompt = build_prompt(m, reps, depth, key);
+        if (!prompt) return prompt.error();
+        const std::vector<int>& ids = prompt->ids;
+        if (static_cast<int>(ids.size()) + c.answer_tokens > mc.seq_len) {
+          return make_error(
+              fmt::format("a prompt of {} tokens leaves no room for the answer", ids.size()));
+        }
+        cell.length = static_cast<int>(ids.size());
+        auto state = model.new_state();
+        if (quantizer) {
+          state.attention_reader =
+              detail::quantizing_reader(*quantizer, mc.kv_heads, mc.head_dim());
+        }
+        const int positions = static_cast<int>(ids.size()) + c.answer_tokens;
+        std::optional<detail::LoopEviction> eviction;
+        if (c.eviction) {
+          eviction.emplace(*c.eviction, mc, positions);
+          eviction->attach(state);
+        }
+        // One step through the model: the prompt in chunks, or one token at a time when a
+        // policy must see every step.
+        const auto step = [&](const std::vector<int>& tokens) -> Result<std::vector<float>> {
+          if (!eviction) return model.forward(state, tokens);
+          Result<std::vector<float>> logits = std::vector<float>{};
+          for (const int tok : tokens) {
+            const int pos = state.pos;
+            eviction->admit(pos);
+            logits = model.forward(state, {tok});
+            if (!logits) return logits;
+            eviction->evict(pos, state);
+          }
+          return logits;
+        };
+        Result<std::vector<float>> logits = std::vector<float>{};
+        for (std::size_t at = 0; at < ids.size(); at += kPrefillChunk) {
+          const std::size_t end = std::min(ids.size(), at + kPrefillChunk);
+          logits = step(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
+                                         ids.begin() + static_cast<std::ptrdiff_t>(end)));
+          if (!logits) return logits.error();
+        }
+        std::vector<int> answer;
+        for (int i = 0; i < c.answer_tokens; ++i) {
+          const int next = argmax(*logits);
+          if (next == m.eos) break;
+          answer.push_back(next);
+          if (i + 1 == c.answer_tokens) break;
+          logits = step({next});
+          if (!logits) return logits.error();
+        }
+        cell.answer = m.decode(answer);
+        const bool hit = cell.answer.find(prompt->key) != std::string::npos;
+        cell.found += hit;
+        found += hit;
+        ++cell.trials;
+        ++done;
+      }
+      r.cells.push_back(std::move(cell));
+    }
+  }
+  report_progress(progress, 1.0, "done");
+  r.accuracy = static_cast<double>(found) / done;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+}  // namespace kvlab
