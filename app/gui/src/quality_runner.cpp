@@ -75,7 +75,10 @@ std::shared_ptr<QualityRunner::JobResult> QualityRunner::run_job(
       ss << in.rdbuf();
       auto ids = prepared->model.encode(ss.str());
       if (!ids) return fail(ids.message());
-      if (!ids->empty()) prepared->tokens.assign(ids->begin() + 1, ids->end());
+      // Windows start from BOS themselves; a tokenizer that adds none (GGUF files can say so)
+      // keeps its first token.
+      const bool has_bos = !ids->empty() && ids->front() == prepared->model.bos;
+      prepared->tokens.assign(ids->begin() + (has_bos ? 1 : 0), ids->end());
     }
     ready = prepared;
     result->prepared = ready;
