@@ -1,7 +1,5 @@
 // kvlab capture: run a real model on a prompt and write its KV cache, queries and token ids.
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -30,11 +28,9 @@ int run_capture(const CaptureOptions& o) {
   }
   std::string prompt = o.prompt;
   if (!o.prompt_file.empty()) {
-    std::ifstream in(o.prompt_file);
-    if (!in) return fail(fmt::format("--prompt-file {}: cannot open it", o.prompt_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    prompt = ss.str();
+    auto read = read_text_file("--prompt-file", o.prompt_file);
+    if (!read) return fail(read.message());
+    prompt = std::move(*read);
   }
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -16,6 +18,14 @@ namespace kvlab::cli {
 int& exit_code() {
   static int code = 0;
   return code;
+}
+
+Result<std::string> read_text_file(const std::string& option, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(fmt::format("{} {}: cannot open it", option, path));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 std::optional<std::size_t> first_invalid_utf8(std::string_view text) {

@@ -35,6 +35,10 @@ int& exit_code();
 // Prints "kvlab: <message>" to stderr and returns kExitFailure.
 int fail(const std::string& message);
 
+// The whole of a text file given as `option` (e.g. "--prompt-file"); the error names the option
+// and the file.
+Result<std::string> read_text_file(const std::string& option, const std::string& path);
+
 // The offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence.
 std::optional<std::size_t> first_invalid_utf8(std::string_view text);
 

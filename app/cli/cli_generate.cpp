@@ -57,11 +57,9 @@ int run_generate(const GenerateOptions& o) {
   } else {
     std::string text = o.prompt;
     if (!o.prompt_file.empty()) {
-      std::ifstream in(o.prompt_file, std::ios::binary);
-      if (!in) return fail(fmt::format("--prompt-file {}: cannot open it", o.prompt_file));
-      std::stringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
+      auto read = read_text_file("--prompt-file", o.prompt_file);
+      if (!read) return fail(read.message());
+      text = std::move(*read);
     }
     if (o.chat) {
       auto wrapped = chat_prompt(*loaded, text);

@@ -1,8 +1,6 @@
 // kvlab quality: perplexity, next-token agreement and KL of a real model whose attention reads
 // a quantized KV cache, an evicted one, or both, against the exact run.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -95,11 +93,9 @@ int run_quality(const QualityOptions& o) {
   std::vector<int> tokens;
   std::string text_source;
   if (!o.text_file.empty()) {
-    std::ifstream in(o.text_file);
-    if (!in) return fail(fmt::format("--text-file {}: cannot open it", o.text_file));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    auto read = read_text_file("--text-file", o.text_file);
+    if (!read) return fail(read.message());
+    const std::string& text = *read;
     if (const auto bad = first_invalid_utf8(text)) {
       return fail(
           fmt::format("--text-file {}: not UTF-8 text (byte 0x{:02X} at offset {} does not "

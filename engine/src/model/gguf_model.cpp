@@ -243,10 +243,10 @@ Result<LlamaConfig> gguf_llama_config(const GgufFile& f) {
   return c;
 }
 
-Result<LlamaModel> load_gguf_model(const std::filesystem::path& path) {
-  auto file = GgufFile::open(path);
-  if (!file) return file.error();
-  const GgufFile& f = *file;
+namespace {
+
+// The model of a parsed file; its weights point into the file's mapping, which they keep alive.
+Result<LlamaModel> model_of(const GgufFile& f) {
   auto config = gguf_llama_config(f);
   if (!config) return config.error();
   const LlamaConfig& c = *config;
@@ -338,12 +338,20 @@ Result<LlamaModel> load_gguf_model(const std::filesystem::path& path) {
   return LlamaModel::from_weights(f.path(), c, std::move(w));
 }
 
+}  // namespace
+
+Result<LlamaModel> load_gguf_model(const std::filesystem::path& path) {
+  auto file = GgufFile::open(path);
+  if (!file) return file.error();
+  return model_of(*file);
+}
+
 Result<LoadedModel> load_gguf(const std::filesystem::path& path) {
-  auto model = load_gguf_model(path);
-  if (!model) return model.error();
-  auto file = GgufFile::open(path);  // the tokenizer's metadata (the mapping is shared by the OS)
+  auto file = GgufFile::open(path);  // parsed once: the model and its tokenizer
   if (!file) return file.error();
   const GgufFile& f = *file;
+  auto model = model_of(f);
+  if (!model) return model.error();
   const int vocab = model->config().vocab;
   auto kind = f.get_string("tokenizer.ggml.model");
   if (!kind) return kind.error();
