@@ -90,33 +90,10 @@ int run_quality(const QualityOptions& o) {
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
   const LlamaModel& model = loaded->model;
-  std::vector<int> tokens;
-  std::string text_source;
-  if (!o.text_file.empty()) {
-    auto read = read_text_file("--text-file", o.text_file);
-    if (!read) return fail(read.message());
-    const std::string& text = *read;
-    if (const auto bad = first_invalid_utf8(text)) {
-      return fail(
-          fmt::format("--text-file {}: not UTF-8 text (byte 0x{:02X} at offset {} does not "
-                      "belong to a UTF-8 sequence)",
-                      o.text_file, static_cast<unsigned char>(text[*bad]), *bad));
-    }
-    auto ids = loaded->encode(text);
-    if (!ids) return fail(ids.message());
-    // Windows add their own BOS.
-    const bool has_bos = !ids->empty() && ids->front() == loaded->bos;
-    tokens.assign(ids->begin() + (has_bos ? 1 : 0), ids->end());
-    if (o.max_tokens > 0 && static_cast<int>(tokens.size()) > o.max_tokens) {
-      tokens.resize(static_cast<std::size_t>(o.max_tokens));
-    }
-    text_source = "file:" + o.text_file;
-  } else {
-    auto sampled = sample_text(model, o.sample, o.seed, loaded->bos, loaded->eos);
-    if (!sampled) return fail(sampled.message());
-    tokens = std::move(*sampled);
-    text_source = fmt::format("sampled:{} tokens, seed {}", o.sample, o.seed);
-  }
+  auto text = quality_text(*loaded, "--text-file", o.text_file, o.max_tokens, o.sample, o.seed);
+  if (!text) return fail(text.message());
+  const std::vector<int>& tokens = text->tokens;
+  const std::string& text_source = text->source;
   qc.window = o.window;
   qc.bos = loaded->bos;
   auto r = measure_quality(model, tokens, qc, terminal_progress(o.json));
@@ -143,6 +120,37 @@ int run_quality(const QualityOptions& o) {
 }
 
 }  // namespace
+
+Result<QualityText> quality_text(const LoadedModel& loaded, const std::string& option,
+                                 const std::string& text_file, int max_tokens, int sample,
+                                 std::uint64_t seed) {
+  QualityText out;
+  if (text_file.empty()) {
+    auto sampled = sample_text(loaded.model, sample, seed, loaded.bos, loaded.eos);
+    if (!sampled) return sampled.error();
+    out.tokens = std::move(*sampled);
+    out.source = fmt::format("sampled:{} tokens, seed {}", sample, seed);
+    return out;
+  }
+  auto read = read_text_file(option, text_file);
+  if (!read) return read.error();
+  const std::string& text = *read;
+  if (const auto bad = first_invalid_utf8(text)) {
+    return make_error(fmt::format(
+        "{} {}: not UTF-8 text (byte 0x{:02X} at offset {} does not belong to a UTF-8 sequence)",
+        option, text_file, static_cast<unsigned char>(text[*bad]), *bad));
+  }
+  auto ids = loaded.encode(text);
+  if (!ids) return ids.error();
+  // Windows add their own BOS.
+  const bool has_bos = !ids->empty() && ids->front() == loaded.bos;
+  out.tokens.assign(ids->begin() + (has_bos ? 1 : 0), ids->end());
+  if (max_tokens > 0 && static_cast<int>(out.tokens.size()) > max_tokens) {
+    out.tokens.resize(static_cast<std::size_t>(max_tokens));
+  }
+  out.source = "file:" + text_file;
+  return out;
+}
 
 void add_quality_command(CLI::App& app) {
   auto o = std::make_shared<QualityOptions>();

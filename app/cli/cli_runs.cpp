@@ -1,4 +1,4 @@
-// kvlab runs: list, show, export and delete saved runs.
+// kvlab runs: list, show, export, report, import and delete saved runs.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -181,6 +181,42 @@ int remove(const DbOption& db, std::int64_t id) {
   return 0;
 }
 
+// Merges the databases `from` into `db` (created when missing), one transaction each.
+int import_runs(const DbOption& db, const std::vector<std::string>& from, bool json) {
+  auto store = db.open_for_saving();
+  if (!store) return fail(store.message());
+  nlohmann::json reports = nlohmann::json::array();
+  int imported = 0, skipped = 0;
+  for (const auto& path : from) {
+    auto r = store->import_runs(path);
+    if (!r) {
+      // The databases before this one are in; this one left nothing behind.
+      return fail(
+          fmt::format("{} (the databases before it were imported; run the command again "
+                      "for the rest: runs held already are skipped)",
+                      r.message()));
+    }
+    imported += r->imported;
+    skipped += r->skipped;
+    reports.push_back({{"from", path}, {"imported", r->imported}, {"skipped", r->skipped}});
+    if (!json) {
+      fmt::print("{}: {} runs imported, {} held already (same uid) skipped\n", path, r->imported,
+                 r->skipped);
+    }
+  }
+  if (json) {
+    fmt::print("{}\n", nlohmann::json{{"db", store->path().string()},
+                                      {"imported", imported},
+                                      {"skipped", skipped},
+                                      {"databases", reports}}
+                           .dump(2));
+  } else {
+    fmt::print("{}: {} runs imported from {} databases, {} skipped\n", store->path().string(),
+               imported, from.size(), skipped);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_runs_command(CLI::App& app) {
@@ -192,9 +228,11 @@ void add_runs_command(CLI::App& app) {
     std::string out;
     std::vector<std::int64_t> ids;
     std::string title;
+    std::vector<std::string> from;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* runs = app.add_subcommand("runs", "List, show, export, report and delete saved runs");
+  CLI::App* runs =
+      app.add_subcommand("runs", "List, show, export, report, import and delete saved runs");
   runs->require_subcommand(1);
 
   CLI::App* l = runs->add_subcommand("list", "List saved runs, newest first");
@@ -224,6 +262,17 @@ void add_runs_command(CLI::App& app) {
   r->add_option("--title", o->title, "report title (default: kvlab run N / comparison)");
   o->db.add_to(*r);
   r->callback([o] { exit_code() = report(o->db, o->ids, o->title, o->out); });
+
+  CLI::App* im = runs->add_subcommand(
+      "import",
+      "Merge other runs databases (the shards of a sweep) into this one, each in one "
+      "transaction; runs it holds already (the same uid) are skipped");
+  im->add_option("from", o->from, "databases to copy the runs of")
+      ->required()
+      ->check(CLI::ExistingFile);
+  o->db.add_to(*im);
+  im->add_flag("--json", o->json, "print JSON");
+  im->callback([o] { exit_code() = import_runs(o->db, o->from, o->json); });
 
   CLI::App* d = runs->add_subcommand("delete", "Delete one run");
   d->add_option("id", o->id, "run id")->required();

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   kvlab::cli::add_capture_command(app);
   kvlab::cli::add_generate_command(app);
   kvlab::cli::add_quality_command(app);
+  kvlab::cli::add_sweep_command(app);
   kvlab::cli::add_plan_command(app);
   kvlab::cli::add_models_command(app);
   kvlab::cli::add_gpus_command(app);

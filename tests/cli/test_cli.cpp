@@ -39,6 +39,8 @@ TEST(Cli, HelpOnEveryCommand) {
                         "runs export",
                         "runs report",
                         "runs delete",
+                        "runs import",
+                        "sweep",
                         "sources",
                         "sources export-synthetic",
                         "sources info",

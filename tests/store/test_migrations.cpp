@@ -42,12 +42,12 @@ TEST(StoreMigrations, EmptyDatabaseReachesLatestVersion) {
   const auto path = fresh_dir() / "nested" / "folder" / "runs.sqlite";
   auto store = RunsStore::open(path);
   ASSERT_TRUE(store.ok()) << store.message();
-  EXPECT_EQ(RunsStore::latest_schema_version(), 4);
+  EXPECT_EQ(RunsStore::latest_schema_version(), 5);
   EXPECT_EQ(store->schema_version(), RunsStore::latest_schema_version());
   EXPECT_EQ(store->path(), path);
 
   RawDb raw(path);
-  EXPECT_EQ(raw.text("PRAGMA user_version"), "4");
+  EXPECT_EQ(raw.text("PRAGMA user_version"), "5");
   EXPECT_EQ(raw.text("PRAGMA journal_mode"), "wal");
   const auto columns = raw.texts("SELECT name FROM pragma_table_info('runs')");
   EXPECT_NE(std::find(columns.begin(), columns.end(), "notes"), columns.end());
@@ -68,7 +68,7 @@ TEST(StoreMigrations, ReopeningKeepsVersionAndRuns) {
   }
   auto store = RunsStore::open(path);
   ASSERT_TRUE(store.ok()) << store.message();
-  EXPECT_EQ(store->schema_version(), 4);
+  EXPECT_EQ(store->schema_version(), 5);
   auto run = store->load_run(id);
   ASSERT_TRUE(run.ok()) << run.message();
   EXPECT_EQ(run->label, "first");
@@ -90,7 +90,7 @@ INSERT INTO artifacts (run_id, name, data_json) VALUES (7, 'histograms', '[1,2,3
 
   auto store = RunsStore::open(path);
   ASSERT_TRUE(store.ok()) << store.message();
-  EXPECT_EQ(store->schema_version(), 4);
+  EXPECT_EQ(store->schema_version(), 5);
 
   auto run = store->load_run(7);
   ASSERT_TRUE(run.ok()) << run.message();
@@ -100,6 +100,9 @@ INSERT INTO artifacts (run_id, name, data_json) VALUES (7, 'histograms', '[1,2,3
   EXPECT_EQ(run->method, "int8");
   EXPECT_EQ(run->label, "old, \"quoted\"");
   EXPECT_EQ(run->notes, "");  // the v2 column, defaulted
+  // The v5 column: a random uid of 32 hex digits.
+  ASSERT_EQ(run->uid.size(), 32u) << run->uid;
+  EXPECT_EQ(run->uid.find_first_not_of("0123456789abcdef"), std::string::npos) << run->uid;
   EXPECT_EQ(run->params, nlohmann::json({{"bits", 8}}));
   EXPECT_EQ(run->metrics["error"]["mse"], 0.5);
   ASSERT_EQ(run->artifacts.size(), 1u);

@@ -16,6 +16,7 @@ RunRecord sample_record() {
   run.label = R"(kivi, "fast")";
   run.notes = "line one\nline two";
   run.tags = "baseline, kivi";
+  run.uid = "0123456789abcdef0123456789abcdef";
   run.params = {{"bits", 2}, {"keys", {{"group", 32}}}, {"name", "k,v"}};
   run.metrics = {{"error", {{"mse", 0.5}}},
                  {"per_layer", {{{"ratio", 4.0}}, {{"ratio", 4.5}}}},
@@ -37,6 +38,7 @@ TEST(RunExport, CsvFlattensWithDottedKeysAndQuotesPerRfc4180) {
       "label,\"kivi, \"\"fast\"\"\"\r\n"
       "notes,\"line one\nline two\"\r\n"
       "tags,\"baseline, kivi\"\r\n"
+      "uid,0123456789abcdef0123456789abcdef\r\n"
       "params.bits,2\r\n"
       "params.keys.group,32\r\n"
       "params.name,\"k,v\"\r\n"
@@ -55,6 +57,7 @@ TEST(RunExport, JsonHasEveryField) {
   EXPECT_EQ(j["label"], run.label);
   EXPECT_EQ(j["notes"], run.notes);
   EXPECT_EQ(j["tags"], run.tags);
+  EXPECT_EQ(j["uid"], run.uid);
   EXPECT_EQ(j["params"], run.params);
   EXPECT_EQ(j["metrics"], run.metrics);
   EXPECT_EQ(j["artifacts"]["histograms"], nlohmann::json({1, 2, 3}));

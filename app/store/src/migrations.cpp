@@ -48,6 +48,12 @@ CREATE TABLE catalog (
               R"sql(
 ALTER TABLE runs ADD COLUMN tags TEXT NOT NULL DEFAULT '';  -- comma-separated, as typed
 )sql"},
+    Migration{"a unique id per run, so that runs merged from other databases are not duplicated",
+              R"sql(
+ALTER TABLE runs ADD COLUMN uid TEXT NOT NULL DEFAULT '';  -- 32 hex digits, or a sweep item's key
+UPDATE runs SET uid = lower(hex(randomblob(16))) WHERE uid = '';
+CREATE UNIQUE INDEX runs_by_uid ON runs(uid);
+)sql"},
 };
 
 }  // namespace

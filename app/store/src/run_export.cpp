@@ -59,7 +59,7 @@ nlohmann::json run_to_json(const RunRecord& run) {
           {"kind", run.kind},       {"source", run.source},
           {"method", run.method},   {"label", run.label},
           {"notes", run.notes},     {"tags", run.tags},
-          {"params", run.params},
+          {"uid", run.uid},         {"params", run.params},
           {"metrics", run.metrics}, {"artifacts", std::move(artifacts)}};
 }
 
@@ -71,7 +71,8 @@ std::string run_to_csv(const RunRecord& run) {
                     {"method", run.method},
                     {"label", run.label},
                     {"notes", run.notes},
-                    {"tags", run.tags}};
+                    {"tags", run.tags},
+                    {"uid", run.uid}};
   flatten(run.params, "params", rows);
   flatten(run.metrics, "metrics", rows);
 

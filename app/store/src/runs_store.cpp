@@ -28,7 +28,7 @@ constexpr std::string_view kNowUtc = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')";
 
 // Column order shared by list_runs and load_run, so read_summary can read both.
 constexpr std::string_view kSummaryColumns =
-    "id, created_at, kind, source, method, label, notes, tags, metrics_json";
+    "id, created_at, kind, source, method, label, notes, tags, uid, metrics_json";
 
 Result<std::string> to_json_text(const sqlite::Database& db, std::string_view operation,
                                  std::string_view what, const nlohmann::json& value) {
@@ -57,12 +57,12 @@ Status read_summary(const sqlite::Database& db, std::string_view operation,
                     const sqlite::Statement& stmt, RunSummary& run) {
   run.id = stmt.column_int64(0);
   std::string* fields[] = {&run.created_at, &run.kind,  &run.source, &run.method,
-                           &run.label,      &run.notes, &run.tags};
-  for (int i = 0; i < 7; ++i) {
+                           &run.label,      &run.notes, &run.tags,   &run.uid};
+  for (int i = 0; i < 8; ++i) {
     KVLAB_TRY(read_text(stmt, i + 1, *fields[i]));
   }
   std::string metrics;
-  KVLAB_TRY(read_text(stmt, 8, metrics));
+  KVLAB_TRY(read_text(stmt, 9, metrics));
   auto parsed = from_json_text(db, operation, fmt::format("run {} metrics", run.id), metrics);
   if (!parsed) return parsed.error();
   run.metrics = std::move(*parsed);
@@ -140,6 +140,48 @@ Status insert_artifacts(sqlite::Database& db, std::string_view op, std::int64_t 
     KVLAB_TRY(add->run());
   }
   return Ok{};
+}
+
+// Inside the caller's transaction: whether a run with this uid is stored.
+Result<std::optional<std::int64_t>> run_with_uid(sqlite::Database& db, std::string_view op,
+                                                 std::string_view uid) {
+  auto stmt = db.prepare("SELECT id FROM runs WHERE uid = ?1", op);
+  if (!stmt) return stmt.error();
+  KVLAB_TRY(stmt->bind(1, uid));
+  auto row = stmt->step();
+  if (!row) return row.error();
+  if (!*row) return std::optional<std::int64_t>();
+  return std::optional<std::int64_t>(stmt->column_int64(0));
+}
+
+// Inside the caller's transaction: the runs row and its artifacts; returns the row's id. `id` 0
+// takes a new id, an empty created_at the time now, an empty uid a new random one.
+Result<std::int64_t> insert_run(sqlite::Database& db, std::string_view op, std::int64_t id,
+                                const RunSummary& run, const RunJsonTexts& texts) {
+  auto insert = db.prepare(
+      fmt::format("INSERT INTO runs (id, created_at, kind, source, method, label, notes, tags, "
+                  "params_json, metrics_json, uid) VALUES (NULLIF(?1, 0), "
+                  "COALESCE(NULLIF(?2, ''), {}), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                  "COALESCE(NULLIF(?11, ''), lower(hex(randomblob(16)))))",
+                  kNowUtc),
+      op);
+  if (!insert) return insert.error();
+  KVLAB_TRY(insert->bind(1, id));
+  const std::string_view values[] = {run.created_at, run.kind,  run.source, run.method,
+                                     run.label,      run.notes, run.tags,   texts.params,
+                                     texts.metrics,  run.uid};
+  for (int i = 0; i < 10; ++i) {
+    KVLAB_TRY(insert->bind(i + 2, values[i]));
+  }
+  KVLAB_TRY(insert->run());
+  const std::int64_t row_id = db.last_insert_rowid();
+  KVLAB_TRY(insert_artifacts(db, op, row_id, texts.artifacts));
+  return row_id;
+}
+
+Error uid_taken(const sqlite::Database& db, std::string_view op, std::string_view uid,
+                std::int64_t id) {
+  return db.error(op, fmt::format("run {} has the uid {} already; nothing was changed", id, uid));
 }
 
 }  // namespace
@@ -262,26 +304,32 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
   }
   auto texts = run_json_texts(db, op, run.params, run.metrics, run.artifacts);
   if (!texts) return texts.error();
-  const auto& [params, metrics, artifact_texts] = *texts;
 
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
   if (!tx) return tx.error();
-
-  auto insert = db.prepare(fmt::format("INSERT INTO runs (created_at, kind, source, method, "
-                                       "label, params_json, metrics_json) "
-                                       "VALUES ({}, ?1, ?2, ?3, ?4, ?5, ?6)",
-                                       kNowUtc),
-                           op);
-  if (!insert) return insert.error();
-  const std::string_view values[] = {run.kind, run.source, run.method, run.label, params, metrics};
-  for (int i = 0; i < 6; ++i) {
-    KVLAB_TRY(insert->bind(i + 1, values[i]));
+  if (!run.uid.empty()) {
+    auto existing = run_with_uid(db, op, run.uid);
+    if (!existing) return existing.error();
+    if (*existing) return uid_taken(db, op, run.uid, **existing);
   }
-  KVLAB_TRY(insert->run());
-  const std::int64_t id = db.last_insert_rowid();
-  KVLAB_TRY(insert_artifacts(db, op, id, artifact_texts));
+  RunSummary row;
+  row.kind = run.kind;
+  row.source = run.source;
+  row.method = run.method;
+  row.label = run.label;
+  row.uid = run.uid;
+  auto id = insert_run(db, op, 0, row, *texts);
+  if (!id) return id.error();
   KVLAB_TRY(tx->commit());
-  return id;
+  return *id;
+}
+
+Result<std::optional<std::int64_t>> RunsStore::find_run(std::string_view uid) const {
+  const std::string op = fmt::format("finding the run with uid {}", uid);
+  if (!m_impl) return moved_from();
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  return run_with_uid(*connection, op, uid);
 }
 
 Result<std::vector<RunSummary>> RunsStore::list_runs(int limit) const {
@@ -330,7 +378,7 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
   RunRecord run;
   KVLAB_TRY(read_summary(db, op, *stmt, run));
   std::string params;
-  KVLAB_TRY(read_text(*stmt, 9, params));
+  KVLAB_TRY(read_text(*stmt, 10, params));
   auto parsed = from_json_text(db, op, "params", params);
   if (!parsed) return parsed.error();
   run.params = std::move(*parsed);
@@ -383,7 +431,6 @@ Status RunsStore::restore_run(const RunRecord& run) {
 
   auto texts = run_json_texts(db, op, run.params, run.metrics, run.artifacts);
   if (!texts) return texts.error();
-  const auto& [params, metrics, artifact_texts] = *texts;
 
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
   if (!tx) return tx.error();
@@ -399,20 +446,53 @@ Status RunsStore::restore_run(const RunRecord& run) {
                                     "was given to a newer run); nothing was changed",
                                     run.id));
   }
-  auto insert = db.prepare(
-      "INSERT INTO runs (id, created_at, kind, source, method, label, notes, tags, params_json, "
-      "metrics_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-      op);
-  if (!insert) return insert.error();
-  KVLAB_TRY(insert->bind(1, run.id));
-  const std::string_view values[] = {run.created_at, run.kind, run.source, run.method, run.label,
-                                     run.notes,      run.tags, params,     metrics};
-  for (int i = 0; i < 9; ++i) {
-    KVLAB_TRY(insert->bind(i + 2, values[i]));
+  if (!run.uid.empty()) {
+    auto same_uid = run_with_uid(db, op, run.uid);
+    if (!same_uid) return same_uid.error();
+    if (*same_uid) return uid_taken(db, op, run.uid, **same_uid);
   }
-  KVLAB_TRY(insert->run());
-  KVLAB_TRY(insert_artifacts(db, op, run.id, artifact_texts));
+  auto id = insert_run(db, op, run.id, run, *texts);
+  if (!id) return id.error();
   return tx->commit();
+}
+
+Result<ImportReport> RunsStore::import_runs(const std::filesystem::path& from) {
+  const std::string op = fmt::format("importing runs from {}", from.string());
+  if (!m_impl) return moved_from();
+  auto connection = m_impl->connect();
+  if (!connection) return connection.error();
+  sqlite::Database& db = *connection;
+  std::error_code ec;
+  if (std::filesystem::equivalent(from, m_impl->path, ec)) {
+    return db.error(op, "it is this database itself; nothing was changed");
+  }
+  auto source = RunsStore::open(from, OpenMode::MustExist);
+  if (!source) return source.error();
+  auto summaries = source->list_runs(-1);
+  if (!summaries) return summaries.error();
+
+  ImportReport report;
+  report.from = from;
+  auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
+  if (!tx) return tx.error();
+  // Oldest first, so that the copies' ids follow the order the runs were made in.
+  for (auto it = summaries->rbegin(); it != summaries->rend(); ++it) {
+    auto existing = run_with_uid(db, op, it->uid);
+    if (!existing) return existing.error();
+    if (*existing) {
+      ++report.skipped;
+      continue;
+    }
+    auto run = source->load_run(it->id);
+    if (!run) return run.error();
+    auto texts = run_json_texts(db, op, run->params, run->metrics, run->artifacts);
+    if (!texts) return texts.error();
+    auto id = insert_run(db, op, 0, *run, *texts);
+    if (!id) return id.error();
+    ++report.imported;
+  }
+  KVLAB_TRY(tx->commit());
+  return report;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,10 @@ struct NewRun {
   nlohmann::json metrics;
   // Large per-run data by name ("histograms", "code_lengths", "eviction_map"); names unique.
   std::vector<std::pair<std::string, nlohmann::json>> artifacts;
+  // The run's identity across databases. Empty: the store makes a random one (32 hex digits). A
+  // sweep gives each item's key (sweep_plan.h), so that an item already in a database is
+  // recognised and a merge of shards keeps one copy of it.
+  std::string uid;
 };
 
 // One line of the runs list: enough for a table and for charts across runs, without artifacts.
@@ -41,7 +46,15 @@ struct RunSummary {
   std::string label;
   std::string notes;
   std::string tags;  // comma-separated, as the user typed them
+  std::string uid;   // unique in a database, the same in every database the run is copied to
   nlohmann::json metrics;
+};
+
+// What RunsStore::import_runs did with one database.
+struct ImportReport {
+  std::filesystem::path from;
+  int imported = 0;  // runs copied in
+  int skipped = 0;   // runs whose uid the database held already
 };
 
 // A whole run.
@@ -84,8 +97,17 @@ class RunsStore {
   const std::filesystem::path& path() const;
   int schema_version() const;  // PRAGMA user_version after migrations; 0 when moved from
 
-  // Saves the run and all its artifacts in one transaction; returns the new run's id.
+  // Saves the run and all its artifacts in one transaction; returns the new run's id. An error
+  // naming the uid when a run with the run's (non-empty) uid is stored already.
   Result<std::int64_t> save_run(const NewRun& run);
+  // The id of the run with this uid, if one is stored.
+  Result<std::optional<std::int64_t>> find_run(std::string_view uid) const;
+  // Copies every run of the database `from` (artifacts, notes, tags, label and creation time
+  // included; ids are this database's own) whose uid this database does not hold yet, in one
+  // transaction: an error leaves this database as it was. `from` is opened as open() does
+  // (MustExist: a missing file is an error), so a database of an older schema is migrated first.
+  // Importing a database into itself is an error.
+  Result<ImportReport> import_runs(const std::filesystem::path& from);
   // Newest first; a negative limit lists every run.
   Result<std::vector<RunSummary>> list_runs(int limit = 1000) const;
   // Error "run 42 not found" when there is no such run.
