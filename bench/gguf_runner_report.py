@@ -52,9 +52,31 @@ def cpu_name():
 
 def llama_cpp_run(model, ids, threads):
     import llama_cpp  # optional
+    import llama_cpp.llama_cpp as low
     import numpy as np
+    # ggml's AMX matrix kernels (an "extra buffer type") die with SIGILL on KVM guests whose CPUID
+    # lists AMX without the kernel granting its tile state, as on the 2-core Xeon of
+    # docs/PERFORMANCE.md; turn them off so llama.cpp runs its AVX-512/AVX2 kernels there. On a
+    # CPU without AMX this changes nothing.
+    default_params = low.llama_model_default_params
+
+    def params_without_extra_buffers():
+        p = default_params()
+        p.use_extra_bufts = False
+        return p
+
+    low.llama_model_default_params = params_without_extra_buffers
     llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_threads=threads,
                           n_threads_batch=threads, n_batch=PROMPT_TOKENS, verbose=False)
+    low.llama_model_default_params = default_params
+    n_vocab = llm.n_vocab()
+
+    def next_token():
+        # The logits of the last token evaluated (Llama.scores is only filled with
+        # logits_all=True, which would make llama.cpp compute logits for every prompt token).
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,))
+        return int(np.argmax(logits))
+
     best = None
     generated = []
     for _ in range(REPEATS):
@@ -64,7 +86,7 @@ def llama_cpp_run(model, ids, threads):
         t1 = time.perf_counter()
         out = []
         for _ in range(DECODE_TOKENS):
-            tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
+            tok = next_token()
             out.append(tok)
             llm.eval([tok])
         t2 = time.perf_counter()
@@ -72,6 +94,46 @@ def llama_cpp_run(model, ids, threads):
         best = row if best is None else (max(best[0], row[0]), max(best[1], row[1]))
         generated = out
     return best, generated
+
+
+def teacher_forced_comparison(kvlab, model, ids, kv_tokens, count=32):
+    """Both runners read the same tokens, the prompt then kvlab's first `count` greedy tokens;
+    at each of those positions: does llama.cpp's top token equal kvlab's, and how far apart are
+    the two logit vectors. Greedy paths alone diverge at the first near-tie and stay apart."""
+    import tempfile
+    import llama_cpp
+    import llama_cpp.llama_cpp as low
+    import numpy as np
+    seq = list(ids) + list(kv_tokens[:count])
+    with tempfile.NamedTemporaryFile(suffix=".f32") as f:
+        subprocess.run([kvlab, "generate", "--model", model, "--ids", ",".join(map(str, seq)),
+                        "--tokens", "0", "--stepwise", "--logits-out", f.name, "--json"],
+                       capture_output=True, text=True, check=True)
+        kv = np.fromfile(f.name, dtype="<f4").reshape(len(seq), -1)
+    default_params = low.llama_model_default_params
+
+    def params_without_extra_buffers():  # see llama_cpp_run
+        p = default_params()
+        p.use_extra_bufts = False
+        return p
+
+    low.llama_model_default_params = params_without_extra_buffers
+    llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_batch=len(seq), logits_all=True,
+                          verbose=False)
+    low.llama_model_default_params = default_params
+    llm.eval(seq)
+    ll = np.array(llm.scores[:len(seq)], dtype=np.float64)
+    rows = range(len(ids) - 1, len(seq) - 1)  # the positions that predict kvlab's tokens
+    same, worst_rel, margins = 0, 0.0, []
+    for p in rows:
+        a, b = kv[p].astype(np.float64), ll[p]
+        same += int(np.argmax(a) == np.argmax(b))
+        worst_rel = max(worst_rel, float(np.max(np.abs(a - b)) / np.max(np.abs(b))))
+        if np.argmax(a) != np.argmax(b):
+            top2 = np.sort(a)[-2:]
+            margins.append((p - len(ids) + 1, float(top2[1] - top2[0]),
+                            float(b[np.argmax(b)] - b[np.argmax(a)])))
+    return same, len(rows), worst_rel, margins
 
 
 def main():
@@ -108,6 +170,14 @@ def main():
                               None)
             print(f"\n(greedy tokens: {same}/32 of the first 32 agree with llama.cpp; first "
                   f"difference at {first_diff})\n", file=sys.stderr)
+    if have_llama:
+        same, n, worst_rel, margins = teacher_forced_comparison(kvlab, args.model, ids, kv_tokens)
+        print(f"\nSame inputs (the prompt, then kvlab's first {n} greedy tokens), each position "
+              f"read by both: llama.cpp's top token is kvlab's at {same}/{n} positions; the "
+              f"largest logit difference is {worst_rel:.2%} of the largest logit.")
+        for step, kv_margin, ll_margin in margins:
+            print(f"- generated token {step}: a near-tie, kvlab's top two logits {kv_margin:.3f} "
+                  f"apart, llama.cpp's {ll_margin:.3f}")
     if not have_llama:
         print("\nllama.cpp: not measured (llama_cpp cannot be imported by this Python)")
 
