@@ -24,6 +24,7 @@ void expect_same_record(const RunRecord& a, const RunRecord& b) {
   EXPECT_EQ(a.label, b.label);
   EXPECT_EQ(a.notes, b.notes);
   EXPECT_EQ(a.tags, b.tags);
+  EXPECT_EQ(a.uid, b.uid);
   EXPECT_EQ(a.params, b.params);
   EXPECT_EQ(a.metrics, b.metrics);
   EXPECT_EQ(a.artifacts, b.artifacts);
@@ -160,6 +161,13 @@ TEST(RestoreRun, BadRecordsAreRefusedWithNothingWritten) {
   auto bad = f.store.restore_run(bad_text);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("artifact 'histograms'"), std::string::npos) << bad.message();
+
+  // Another run's uid (a record changed by hand, or imported since) is refused too.
+  RunRecord taken_uid = *original;
+  taken_uid.uid = f.store.load_run(f.ids[0])->uid;
+  auto duplicate = f.store.restore_run(taken_uid);
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_NE(duplicate.message().find(taken_uid.uid), std::string::npos) << duplicate.message();
 
   EXPECT_FALSE(f.store.load_run(f.ids[1]).ok());  // neither attempt left a row behind
   EXPECT_EQ(listed_ids(f.store).size(), 2u);

@@ -179,9 +179,15 @@ Result<std::int64_t> insert_run(sqlite::Database& db, std::string_view op, std::
   return row_id;
 }
 
-Error uid_taken(const sqlite::Database& db, std::string_view op, std::string_view uid,
-                std::int64_t id) {
-  return db.error(op, fmt::format("run {} has the uid {} already; nothing was changed", id, uid));
+// Inside the caller's transaction: an error naming the run that has `uid` already; Ok for an
+// empty uid (the insert makes a new one).
+Status uid_free(sqlite::Database& db, std::string_view op, std::string_view uid) {
+  if (uid.empty()) return Ok{};
+  auto existing = run_with_uid(db, op, uid);
+  if (!existing) return existing.error();
+  if (!*existing) return Ok{};
+  return db.error(
+      op, fmt::format("run {} has the uid {} already; nothing was changed", **existing, uid));
 }
 
 }  // namespace
@@ -307,11 +313,7 @@ Result<std::int64_t> RunsStore::save_run(const NewRun& run) {
 
   auto tx = sqlite::Transaction::begin(db, sqlite::Transaction::Mode::Immediate, op);
   if (!tx) return tx.error();
-  if (!run.uid.empty()) {
-    auto existing = run_with_uid(db, op, run.uid);
-    if (!existing) return existing.error();
-    if (*existing) return uid_taken(db, op, run.uid, **existing);
-  }
+  KVLAB_TRY(uid_free(db, op, run.uid));
   RunSummary row;
   row.kind = run.kind;
   row.source = run.source;
@@ -446,11 +448,7 @@ Status RunsStore::restore_run(const RunRecord& run) {
                                     "was given to a newer run); nothing was changed",
                                     run.id));
   }
-  if (!run.uid.empty()) {
-    auto same_uid = run_with_uid(db, op, run.uid);
-    if (!same_uid) return same_uid.error();
-    if (*same_uid) return uid_taken(db, op, run.uid, **same_uid);
-  }
+  KVLAB_TRY(uid_free(db, op, run.uid));
   auto id = insert_run(db, op, run.id, run, *texts);
   if (!id) return id.error();
   return tx->commit();
