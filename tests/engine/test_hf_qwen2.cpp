@@ -271,8 +271,8 @@ TEST(HfQwen2, BiasedProjectionsMatchADoublePrecisionReference) {
       for (const float p : probs) sum += p;
       EXPECT_NEAR(sum, 1.0, 1e-5);
     };
-    state.attention_reader = [&](int, const std::vector<float>& k, const std::vector<float>& v,
-                                 std::vector<float>& k_out, std::vector<float>& v_out) -> Status {
+    state.attention_reader = [&](int, const AlignedFloats& k, const AlignedFloats& v,
+                                 AlignedFloats& k_out, AlignedFloats& v_out) -> Status {
       ++read;
       k_out = k, v_out = v;
       return Ok{};

@@ -228,8 +228,8 @@ TEST(LlamaModel, LongChunkedPrefillMatchesTheReference) {
   int observed = 0;
   hooked.kept_tokens = [&](int, int) { return &all; };
   hooked.observe_attention = [&](int, int, std::span<const float>) { ++observed; };
-  hooked.attention_reader = [](int, const std::vector<float>& k, const std::vector<float>& v,
-                               std::vector<float>& k_out, std::vector<float>& v_out) -> Status {
+  hooked.attention_reader = [](int, const AlignedFloats& k, const AlignedFloats& v,
+                               AlignedFloats& k_out, AlignedFloats& v_out) -> Status {
     k_out = k, v_out = v;
     return Ok{};
   };
@@ -344,8 +344,8 @@ TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
   auto plain = model.new_state();
   auto hooked = model.new_state();
   int calls = 0;
-  hooked.attention_reader = [&](int, const std::vector<float>& k, const std::vector<float>& v,
-                                std::vector<float>& kr, std::vector<float>& vr) -> Status {
+  hooked.attention_reader = [&](int, const AlignedFloats& k, const AlignedFloats& v,
+                                AlignedFloats& kr, AlignedFloats& vr) -> Status {
     ++calls;
     kr = k;
     vr = v;

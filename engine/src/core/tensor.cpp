@@ -52,7 +52,7 @@ Tensor::Tensor(DType dtype, int tokens, int heads, int dim)
       m_dim(dim),
       m_bytes(static_cast<std::size_t>(tokens) * heads * dim * dtype_size(dtype)) {}
 
-Tensor Tensor::from_float(const std::vector<float>& values, DType dtype, int tokens, int heads,
+Tensor Tensor::from_float(std::span<const float> values, DType dtype, int tokens, int heads,
                           int dim) {
   Tensor t(dtype, tokens, heads, dim);
   assert(values.size() == t.elements());

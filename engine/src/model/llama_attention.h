@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/result.h"
 
 namespace kvlab::detail {
@@ -22,8 +23,7 @@ int attention_block_tokens(int group, int total, int n);
 // Buffers reused from one forward to the next (grown, never shrunk). The scores' rows start
 // 64-byte aligned.
 struct AttentionScratch {
-  std::vector<float> queries, out, inverse_sums, row_max;
-  std::vector<float, Eigen::aligned_allocator<float>> scores;
+  AlignedFloats queries, out, inverse_sums, row_max, scores;
 };
 
 struct AttentionArgs {

@@ -90,7 +90,7 @@ class RopeTable {
   }
 
   // The rows of positions pos..pos + n - 1: the model's, or computed into `scratch`.
-  const float* rows(int pos, int n, std::vector<float>& scratch) const {
+  const float* rows(int pos, int n, AlignedFloats& scratch) const {
     if (pos + n <= m_positions) return m_rows.data() + static_cast<std::size_t>(pos) * m_head_dim;
     scratch.resize(static_cast<std::size_t>(n) * m_head_dim);
     fill(pos, n, scratch.data());
@@ -179,7 +179,7 @@ void project(const WeightMatrix& w, int rows, int cols, const float* x, int n, f
     const float* tw =
         reinterpret_cast<const float*>(base + static_cast<std::size_t>(r0) * row_bytes);
     if (w.type != GgmlType::F32) {
-      thread_local std::vector<float> buffer;
+      thread_local AlignedFloats buffer;
       buffer.resize(static_cast<std::size_t>(nr) * cols);
       for (int r = 0; r < nr; ++r) {
         ggml_dequantize(w.type, base + static_cast<std::size_t>(r0 + r) * row_bytes,
@@ -213,7 +213,7 @@ void embedding_row(const WeightMatrix& w, int r, int dim, float* out) {
   ggml_dequantize(w.type, static_cast<const std::uint8_t*>(w.data) + r * row_bytes, out, dim);
 }
 
-float* grow(std::vector<float>& buffer, std::size_t size) {
+float* grow(AlignedFloats& buffer, std::size_t size) {
   if (buffer.size() < size) buffer.resize(size);
   return buffer.data();
 }
@@ -221,7 +221,7 @@ float* grow(std::vector<float>& buffer, std::size_t size) {
 // The buffers of one forward, kept per thread so that decoding one token at a time does not
 // allocate them again for each token.
 struct ForwardScratch {
-  std::vector<float> x, xn, q, k, v, att, h1, h3, last, rope, read_keys, read_values;
+  AlignedFloats x, xn, q, k, v, att, h1, h3, last, rope, read_keys, read_values;
   std::vector<const char*> masks;
   detail::AttentionScratch attention;
   bool busy = false;
@@ -347,7 +347,7 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
   const int D = c.dim, KV = c.kv_dim(), F = c.hidden_dim, hd = c.head_dim();
   ScratchLease lease;
   ForwardScratch& s = *lease;
-  const auto matrix = [&](std::vector<float>& buffer, int cols) {
+  const auto matrix = [&](AlignedFloats& buffer, int cols) {
     return MatrixMap(grow(buffer, static_cast<std::size_t>(n) * cols), n, cols);
   };
   MatrixMap x = matrix(s.x, D), xn = matrix(s.xn, D), q = matrix(s.q, D), k = matrix(s.k, KV),

@@ -32,9 +32,9 @@ inline Status check_eviction(const EvictionConfig& e, int layers) {
 // again at every call (so per-tensor scales and KIVI's fp16 window follow the prefix as it
 // grows).
 inline auto quantizing_reader(const Quantizer& quantizer, int kv_heads, int head_dim) {
-  return [&quantizer, kv_heads, head_dim](
-             int, const std::vector<float>& keys, const std::vector<float>& values,
-             std::vector<float>& keys_read, std::vector<float>& values_read) -> Status {
+  return [&quantizer, kv_heads, head_dim](int, const AlignedFloats& keys,
+                                          const AlignedFloats& values, AlignedFloats& keys_read,
+                                          AlignedFloats& values_read) -> Status {
     const int t = static_cast<int>(keys.size() / (static_cast<std::size_t>(kv_heads) * head_dim));
     for (auto [src, dst, role] : {std::tuple{&keys, &keys_read, TensorRole::Key},
                                   std::tuple{&values, &values_read, TensorRole::Value}}) {

@@ -62,7 +62,7 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, int tokens, int heads, int dim);  // zero-filled
-  static Tensor from_float(const std::vector<float>& values, DType dtype, int tokens, int heads,
+  static Tensor from_float(std::span<const float> values, DType dtype, int tokens, int heads,
                            int dim);
 
   DType dtype() const { return m_dtype; }

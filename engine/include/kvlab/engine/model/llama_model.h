@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/model/ggml_types.h"
@@ -112,18 +113,17 @@ class LlamaModel {
   // The running state of one sequence: its KV cache (post-RoPE) and, when asked, the queries.
   struct State {
     int pos = 0;
-    std::vector<std::vector<float>> keys, values;  // per layer [pos][kv_dim]
-    std::vector<std::vector<float>> queries;       // per layer [pos][dim], when kept
+    std::vector<AlignedFloats> keys, values;  // per layer [pos][kv_dim]
+    std::vector<AlignedFloats> queries;       // per layer [pos][dim], when kept
     bool keep_queries = false;
     bool keep_pre_rope = false;
-    std::vector<std::vector<float>> keys_pre_rope;  // per layer [pos][kv_dim], when kept
+    std::vector<AlignedFloats> keys_pre_rope;  // per layer [pos][kv_dim], when kept
     // When set, attention reads what this returns instead of the exact cache: called for each
     // layer after the new tokens' keys and values are appended, with the layer's whole cache
     // ([pos][kv_dim], post-RoPE); it fills keys_read and values_read with the same shape (a
     // quantized cache, dequantized). An error stops the forward.
-    std::function<Status(int layer, const std::vector<float>& keys,
-                         const std::vector<float>& values, std::vector<float>& keys_read,
-                         std::vector<float>& values_read)>
+    std::function<Status(int layer, const AlignedFloats& keys, const AlignedFloats& values,
+                         AlignedFloats& keys_read, AlignedFloats& values_read)>
         attention_reader;
     // Eviction in the loop. When set, attention of `layer` through KV head `kv_head` reads only
     // the positions whose entry in the returned mask is nonzero (nullptr: every position), the
