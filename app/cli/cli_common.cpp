@@ -28,38 +28,6 @@ Result<std::string> read_text_file(const std::string& option, const std::string&
   return ss.str();
 }
 
-std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
-  // RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF.
-  for (std::size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    std::size_t n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b < 0x80) {
-      ++i;
-      continue;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      n = 1;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      n = 2;
-      if (b == 0xE0) lo = 0xA0;
-      if (b == 0xED) hi = 0x9F;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      n = 3;
-      if (b == 0xF0) lo = 0x90;
-      if (b == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
-    for (std::size_t k = 1; k <= n; ++k) {
-      if (i + k >= text.size()) return i;
-      const auto c = static_cast<unsigned char>(text[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += n + 1;
-  }
-  return std::nullopt;
-}
-
 int fail(const std::string& message) {
   std::fprintf(stderr, "kvlab: %s\n", message.c_str());
   return kExitFailure;

@@ -39,9 +39,6 @@ int fail(const std::string& message);
 // and the file.
 Result<std::string> read_text_file(const std::string& option, const std::string& path);
 
-// The offset of the first byte of `text` that is not part of a well-formed UTF-8 sequence.
-std::optional<std::size_t> first_invalid_utf8(std::string_view text);
-
 // "unknown command 'runs lst'; did you mean 'list'? (known: ...)" when the words before the
 // first option do not name a command (or a subcommand of a command that needs one).
 std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv);

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/model/model_needle.h"
 #include "kvlab/engine/model/model_quality.h"
 
@@ -135,11 +136,7 @@ Result<QualityText> quality_text(const LoadedModel& loaded, const std::string& o
   auto read = read_text_file(option, text_file);
   if (!read) return read.error();
   const std::string& text = *read;
-  if (const auto bad = first_invalid_utf8(text)) {
-    return make_error(fmt::format(
-        "{} {}: not UTF-8 text (byte 0x{:02X} at offset {} does not belong to a UTF-8 sequence)",
-        option, text_file, static_cast<unsigned char>(text[*bad]), *bad));
-  }
+  KVLAB_TRY(check_utf8(text, fmt::format("{} {}", option, text_file)));
   auto ids = loaded.encode(text);
   if (!ids) return ids.error();
   // Windows add their own BOS.

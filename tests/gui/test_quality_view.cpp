@@ -212,6 +212,85 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_EQ(reopened.current_page(), Page::Quality);
 }
 
+// Issue 20: the same page on a GGUF model, SmolLM2-135M-Instruct (the test set-up fetches it;
+// required when KVLAB_REQUIRE_TEST_DATA=1), scoring a human-written text file: the start of
+// GPL-3 from Debian's base-files.
+TEST(QualityView, RunsOnAGgufModelOverATextFile) {
+  const fs::path gguf = KVLAB_SMOLLM2;
+  constexpr int kWindow = 128;
+  if (!fs::exists(gguf)) {
+    const char* required = std::getenv("KVLAB_REQUIRE_TEST_DATA");
+    if (required != nullptr && std::string(required) == "1") {
+      FAIL() << gguf << " is missing; run scripts/test_data.sh";
+    }
+    GTEST_SKIP() << gguf << " is missing; run scripts/test_data.sh to fetch it";
+  }
+  const auto dir = fresh_dir();
+  std::string text;
+  {
+    std::ifstream in("/usr/share/common-licenses/GPL-3", std::ios::binary);
+    ASSERT_TRUE(in) << "Debian's base-files ships /usr/share/common-licenses/GPL-3";
+    text.resize(1200);
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+  }
+  const fs::path text_file = dir / "gpl3-start.txt";
+  std::ofstream(text_file, std::ios::binary) << text;
+
+  MainWindow window(dir / "runs.sqlite");
+  window.resize(1280, 720);
+  window.show();
+  window.show_page(Page::Quality);
+  QualityView& view = *window.quality_view();
+  view.set_model_path(QString::fromStdString(gguf.string()));
+  view.set_text_file(QString::fromStdString(text_file.string()));
+  view.set_checked({QStringLiteral("int8")});
+  // In the model's 8,192-position context the text does not fill one window: an error that
+  // says what to do.
+  EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
+  EXPECT_TRUE(view.last_error().contains(QStringLiteral("shorter windows")))
+      << view.last_error().toStdString();
+  EXPECT_TRUE(view.points().empty());
+  // Windows of 128 positions, as `kvlab quality --window 128`.
+  view.set_window(kWindow);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  ASSERT_EQ(view.points().size(), 1u);
+  ASSERT_EQ(view.table_model()->rowCount(), 1);
+  EXPECT_EQ(view.chart()->point_count(), 1);
+
+  // The engine's numbers for the same tokens (the file's tokens without the BOS its tokenizer
+  // adds: the window adds its own), measured here without the widgets.
+  auto model = load_model(gguf);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto ids = model->encode(text);
+  ASSERT_TRUE(ids.ok()) << ids.message();
+  std::vector<int> tokens(*ids);
+  if (!tokens.empty() && tokens.front() == model->bos) tokens.erase(tokens.begin());
+  QualityConfig config = find_quality_choice(QStringLiteral("int8"))->config;
+  config.bos = model->bos;
+  config.window = kWindow;
+  auto engine = measure_quality(model->model, tokens, config);
+  ASSERT_TRUE(engine.ok()) << engine.message();
+  const QualityPoint& shown = view.points().front();
+  EXPECT_EQ(shown.method, "int8 per-tensor");
+  EXPECT_EQ(engine->windows, 2);
+  // The runner's buffers are aligned, so the page's worker thread and this one agree to the
+  // last bits (SmolLm2.ResultsDoNotDependOnWhereTheHeapPutsTheBuffers).
+  EXPECT_DOUBLE_EQ(shown.perplexity_exact, engine->perplexity_exact);
+  EXPECT_DOUBLE_EQ(shown.perplexity_change, engine->perplexity_change);
+  EXPECT_DOUBLE_EQ(shown.kl_mean, engine->kl_mean);
+  EXPECT_DOUBLE_EQ(shown.ratio, engine->ratio);
+  auto store = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(store.ok()) << store.message();
+  auto runs = store->list_runs(-1);
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_EQ(runs->front().metrics.value("text", ""), "file:" + stored_path(text_file.string()));
+  EXPECT_EQ(runs->front().metrics.value("tokens", 0), engine->tokens);
+  auto record = store->load_run(runs->front().id);
+  ASSERT_TRUE(record.ok()) << record.message();
+  EXPECT_EQ(record->params.value("window", 0), kWindow);
+}
+
 TEST(QualityView, CancelKeepsWhatWasMeasured) {
   if (!have_model()) {
     GTEST_SKIP() << "the stories260K weights are not at " << kModelDir

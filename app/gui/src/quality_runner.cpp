@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/model/model_capture.h"
 
 namespace kvlab::gui {
@@ -73,7 +74,11 @@ std::shared_ptr<QualityRunner::JobResult> QualityRunner::run_job(
       if (!in) return fail(fmt::format("text file {}: cannot open it", job.text.path));
       std::stringstream ss;
       ss << in.rdbuf();
-      auto ids = prepared->model.encode(ss.str());
+      const std::string text = ss.str();
+      if (auto utf8 = check_utf8(text, fmt::format("text file {}", job.text.path)); !utf8) {
+        return fail(utf8.message());
+      }
+      auto ids = prepared->model.encode(text);
       if (!ids) return fail(ids.message());
       // Windows start from BOS themselves; a tokenizer that adds none (GGUF files can say so)
       // keeps its first token.

@@ -153,11 +153,24 @@ QWidget* QualityView::build_controls() {
   file_row->addSpacing(20);
   file_row->addWidget(m_text_file, 1);
   file_row->addWidget(text_browse);
+  m_window = new IntField(text_box);
+  m_window->setRange(0, 1'000'000);
+  m_window->setValue(0);
+  m_window->setSingleStep(256);
+  m_window->setPrefix(tr("windows of "));
+  m_window->setSuffix(tr(" tokens"));
+  m_window->setSpecialValueText(tr("windows of the model's context"));
+  m_window->setToolTip(
+      tr("Tokens per window, BOS included: the text is cut into windows of this many positions, "
+         "each scored from BOS. The model's context is the default; a long-context model (8K "
+         "and more) scores far faster in shorter windows (512), as `kvlab quality --window` "
+         "does"));
   auto* text_layout = new QVBoxLayout(text_box);
   text_layout->addWidget(m_sampled);
   text_layout->addLayout(sample_row);
   text_layout->addWidget(m_file);
   text_layout->addLayout(file_row);
+  text_layout->addWidget(m_window);
   connect(text_browse, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Text to score"), m_text_file->text(), tr("Text (*.txt);;All files (*)"));

@@ -76,6 +76,10 @@ void QualityView::set_text_file(const QString& path) {
   controls_changed();
 }
 
+void QualityView::set_window(int tokens) {
+  m_window->setValue(tokens);
+}
+
 void QualityView::set_checked(const QStringList& ids) {
   for (int i = 0; i < m_methods->count(); ++i) {
     QListWidgetItem* item = m_methods->item(i);
@@ -239,7 +243,7 @@ void QualityView::redraw() {
 
 void QualityView::set_running(bool running) {
   for (QWidget* w : std::initializer_list<QWidget*>{m_model, m_sampled, m_file, m_sample_tokens,
-                                                    m_seed, m_text_file, m_methods}) {
+                                                    m_seed, m_text_file, m_window, m_methods}) {
     w->setEnabled(!running);
   }
 }
@@ -252,6 +256,7 @@ bool QualityView::run() {
   QualityJob job;
   job.model = absolute(m_model->text()).toStdString();
   job.text = controls_text();
+  job.window = m_window->value();
   for (const QString& id : checked_ids()) {
     if (const QualityChoice* c = find_quality_choice(id)) job.choices.push_back(*c);
   }

@@ -47,8 +47,10 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   const int per_window = window - 1;  // BOS, then text
   const int windows = static_cast<int>(tokens.size()) / per_window;
   if (windows < 1) {
-    return make_error(fmt::format("the text has {} tokens; at least {} are needed for one window",
-                                  tokens.size(), per_window));
+    return make_error(fmt::format(
+        "the text has {} tokens; at least {} are needed for one window of {} positions (score a "
+        "longer text, or use shorter windows)",
+        tokens.size(), per_window, window));
   }
   if (config.bos < 0 || config.bos >= mc.vocab) {
     return make_error(fmt::format("BOS token {} is outside the vocabulary", config.bos));

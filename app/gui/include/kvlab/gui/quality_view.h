@@ -47,6 +47,8 @@ class QualityView : public QWidget {
   void set_model_path(const QString& path);
   void set_sampled_text(int tokens, std::uint64_t seed);
   void set_text_file(const QString& path);
+  // Tokens per window, BOS included; 0: the model's context (`kvlab quality --window`).
+  void set_window(int tokens);
   // Checks exactly the configurations with these ids (quality_choices()).
   void set_checked(const QStringList& ids);
   QStringList checked_ids() const;
@@ -74,6 +76,7 @@ class QualityView : public QWidget {
   QRadioButton* sampled_radio() const { return m_sampled; }
   QRadioButton* file_radio() const { return m_file; }
   QSpinBox* sample_tokens_spin() const { return m_sample_tokens; }
+  QSpinBox* window_spin() const { return m_window; }
   QLineEdit* text_file_edit() const { return m_text_file; }
   QListWidget* method_list() const { return m_methods; }
   QComboBox* x_combo() const { return m_x; }
@@ -118,6 +121,7 @@ class QualityView : public QWidget {
   QRadioButton* m_file = nullptr;
   QSpinBox* m_sample_tokens = nullptr;
   QSpinBox* m_seed = nullptr;
+  QSpinBox* m_window = nullptr;
   QLineEdit* m_text_file = nullptr;
   QListWidget* m_methods = nullptr;
   RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage

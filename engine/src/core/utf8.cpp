@@ -1,0 +1,46 @@
+#include "kvlab/engine/core/utf8.h"
+
+#include <fmt/format.h>
+
+namespace kvlab {
+
+std::optional<std::size_t> first_invalid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if (b >= 0xC2 && b <= 0xDF) {
+      n = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 2;
+      if (b == 0xE0) lo = 0xA0;  // overlong
+      if (b == 0xED) hi = 0x9F;  // surrogates
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 3;
+      if (b == 0xF0) lo = 0x90;  // overlong
+      if (b == 0xF4) hi = 0x8F;  // past U+10FFFF
+    } else {
+      return i;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= text.size()) return i;
+      const auto c = static_cast<unsigned char>(text[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return i;
+    }
+    i += n + 1;
+  }
+  return std::nullopt;
+}
+
+Status check_utf8(std::string_view text, std::string_view what) {
+  const auto bad = first_invalid_utf8(text);
+  if (!bad) return Ok{};
+  return make_error(fmt::format(
+      "{}: not UTF-8 text (byte 0x{:02X} at offset {} does not belong to a UTF-8 sequence)", what,
+      static_cast<unsigned char>(text[*bad]), *bad));
+}
+
+}  // namespace kvlab
