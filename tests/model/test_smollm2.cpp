@@ -129,19 +129,29 @@ TEST(SmolLm2, FindsAPassKeyWithTheExactAndAnInt8Cache) {
   EXPECT_NE(r.message().find("no chat template"), std::string::npos) << r.message();
 }
 
-TEST(SmolLm2, QualityOnRealTextWithInt8InTheLoop) {
-  KVLAB_REQUIRE_FILE(test::smollm2());
-  KVLAB_REQUIRE_FILE("/usr/share/common-licenses/GPL-3");
+// The first `chars` bytes of GPL-3 (Debian's base-files) as SmolLM2's tokens.
+Result<std::vector<int>> gpl3_tokens(std::size_t chars) {
   std::ifstream in("/usr/share/common-licenses/GPL-3");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto ids = smollm2().encode(text.substr(0, 2000));
-  ASSERT_TRUE(ids) << ids.message();
+  return smollm2().encode(text.substr(0, chars));
+}
+
+// INT8 in the loop, in windows of `window` positions.
+QualityConfig int8_in_the_loop(int window) {
   QualityConfig qc;
   qc.method = MethodConfig{};
   qc.method->kind = MethodKind::Int8;
-  qc.window = 128;
+  qc.window = window;
   qc.bos = smollm2().bos;
-  auto r = measure_quality(smollm2().model, *ids, qc);
+  return qc;
+}
+
+TEST(SmolLm2, QualityOnRealTextWithInt8InTheLoop) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  KVLAB_REQUIRE_FILE("/usr/share/common-licenses/GPL-3");
+  auto ids = gpl3_tokens(2000);
+  ASSERT_TRUE(ids) << ids.message();
+  auto r = measure_quality(smollm2().model, *ids, int8_in_the_loop(128));
   ASSERT_TRUE(r) << r.message();
   EXPECT_GE(r->tokens, 254);
   // A trained model on human-written text: a perplexity far below the vocabulary's 49,152, and
@@ -160,15 +170,9 @@ TEST(SmolLm2, QualityOnRealTextWithInt8InTheLoop) {
 TEST(SmolLm2, ResultsDoNotDependOnWhereTheHeapPutsTheBuffers) {
   KVLAB_REQUIRE_FILE(test::smollm2());
   KVLAB_REQUIRE_FILE("/usr/share/common-licenses/GPL-3");
-  std::ifstream in("/usr/share/common-licenses/GPL-3");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto ids = smollm2().encode(text.substr(0, 600));
+  auto ids = gpl3_tokens(600);
   ASSERT_TRUE(ids) << ids.message();
-  QualityConfig qc;
-  qc.method = MethodConfig{};
-  qc.method->kind = MethodKind::Int8;
-  qc.window = 64;
-  qc.bos = smollm2().bos;
+  const QualityConfig qc = int8_in_the_loop(64);
   auto first = measure_quality(smollm2().model, *ids, qc);
   ASSERT_TRUE(first) << first.message();
   for (const std::size_t shift : {20u, 52u}) {
