@@ -3,6 +3,7 @@
 // without duplicates.
 #include <charconv>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -96,14 +97,15 @@ int run_sweep(const SweepOptions& o) {
   if (!plan) return fail(plan.message());
   const auto items = shard_items(*plan, *shard);
 
-  // --dry-run reads the database only when it exists, to say which items it holds.
+  // --dry-run reads the database only when it exists, to say which items it holds; it creates
+  // none, and a file that is not a runs database is still an error.
   std::optional<RunsStore> store;
-  if (!o.dry_run) {
-    auto opened = o.db.open_for_saving();
+  const std::filesystem::path db_path =
+      o.db.path.empty() ? default_db_path() : std::filesystem::path(o.db.path);
+  if (!o.dry_run || std::filesystem::exists(db_path)) {
+    auto opened = o.dry_run ? o.db.open_existing() : o.db.open_for_saving();
     if (!opened) return fail(opened.message());
     store.emplace(std::move(*opened));
-  } else if (auto existing = o.db.open_existing(); existing) {
-    store.emplace(std::move(*existing));
   }
   SweepContext ctx{*plan, o.json, nullptr, {}, std::nullopt};
   if (!o.dry_run && plan->kind == SweepKind::Compression) {

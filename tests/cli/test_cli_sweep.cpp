@@ -157,6 +157,16 @@ TEST(CliSweep, BadFilesAndShardsFailFastCreatingNothing) {
   EXPECT_NE(o.out.find("--shard 3/2"), std::string::npos) << o.out;
   EXPECT_FALSE(fs::exists(db));
 
+  // --dry-run creates no database, and refuses a file that is not one.
+  o = run_kvlab("sweep " + good + " --dry-run --db " + db);
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("to do"), std::string::npos) << o.out;
+  EXPECT_FALSE(fs::exists(db));
+  const std::string garbage = write(dir + "/garbage.sqlite", "not a database at all, only text");
+  o = run_kvlab("sweep " + good + " --dry-run --db " + garbage);
+  EXPECT_NE(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("garbage.sqlite"), std::string::npos) << o.out;
+
   o = run_kvlab("runs import " + dir + "/missing.sqlite --db " + db);
   EXPECT_NE(o.code, 0);
   EXPECT_NE(o.out.find("missing.sqlite"), std::string::npos) << o.out;
