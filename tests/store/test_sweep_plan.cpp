@@ -186,5 +186,42 @@ TEST(SweepPlan, BadFilesAreRefusedNamingTheFileAndThePlace) {
   EXPECT_NE(missing.message().find("none.json"), std::string::npos) << missing.message();
 }
 
+// A sweep file is a new parser: every value of a valid file swapped for one of every JSON type,
+// and seeded byte flips of its text, give a plan or an error, never an exception or a crash.
+TEST(SweepPlan, FuzzedFilesGiveAPlanOrAnErrorNeverAThrow) {
+  const nlohmann::json valid = quality_sweep();
+  const nlohmann::json kinds[] = {
+      nullptr, 1,           -1, 1.5, "x", nlohmann::json::array(), nlohmann::json::object(),
+      true,    4294967296.0};
+  std::size_t cases = 0;
+  const nlohmann::json flat = valid.flatten();
+  for (const auto& [pointer, value] : flat.items()) {
+    for (const auto& replacement : kinds) {
+      nlohmann::json changed = valid;
+      changed[nlohmann::json::json_pointer(pointer)] = replacement;
+      EXPECT_NO_THROW({ (void)parse_sweep(changed, "f.json"); }) << pointer;
+      ++cases;
+    }
+  }
+  const auto dir = store_test::fresh_dir();
+  const std::string text = valid.dump();
+  std::uint64_t state = 12345;
+  const auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  for (int i = 0; i < 300; ++i) {
+    std::string bytes = text;
+    for (int flips = 1 + static_cast<int>(next() % 4); flips > 0; --flips) {
+      bytes[next() % bytes.size()] = static_cast<char>(next() & 0xFF);
+    }
+    const auto path = dir / "fuzz.json";
+    std::ofstream(path, std::ios::binary) << bytes;
+    EXPECT_NO_THROW({ (void)load_sweep_file(path); }) << bytes;
+    ++cases;
+  }
+  EXPECT_GT(cases, 400u);
+}
+
 }  // namespace
 }  // namespace kvlab
