@@ -50,14 +50,13 @@ def cpu_name():
     return platform.processor()
 
 
-def llama_cpp_run(model, ids, threads):
+def load_llama(model, **kwargs):
+    """llama_cpp.Llama on `model` without ggml's AMX matrix kernels (an "extra buffer type").
+    They die with SIGILL on KVM guests whose CPUID lists AMX without the kernel granting its tile
+    state, as on the 2-core Xeon of docs/PERFORMANCE.md; without them llama.cpp runs its
+    AVX-512/AVX2 kernels there. On a CPU without AMX this changes nothing."""
     import llama_cpp  # optional
     import llama_cpp.llama_cpp as low
-    import numpy as np
-    # ggml's AMX matrix kernels (an "extra buffer type") die with SIGILL on KVM guests whose CPUID
-    # lists AMX without the kernel granting its tile state, as on the 2-core Xeon of
-    # docs/PERFORMANCE.md; turn them off so llama.cpp runs its AVX-512/AVX2 kernels there. On a
-    # CPU without AMX this changes nothing.
     default_params = low.llama_model_default_params
 
     def params_without_extra_buffers():
@@ -66,9 +65,16 @@ def llama_cpp_run(model, ids, threads):
         return p
 
     low.llama_model_default_params = params_without_extra_buffers
-    llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_threads=threads,
-                          n_threads_batch=threads, n_batch=PROMPT_TOKENS, verbose=False)
-    low.llama_model_default_params = default_params
+    try:
+        return llama_cpp.Llama(model_path=model, verbose=False, **kwargs)
+    finally:
+        low.llama_model_default_params = default_params
+
+
+def llama_cpp_run(model, ids, threads):
+    import numpy as np
+    llm = load_llama(model, n_ctx=2048, n_threads=threads, n_threads_batch=threads,
+                     n_batch=PROMPT_TOKENS)
     n_vocab = llm.n_vocab()
 
     def next_token():
@@ -101,8 +107,6 @@ def teacher_forced_comparison(kvlab, model, ids, kv_tokens, count=32):
     at each of those positions: does llama.cpp's top token equal kvlab's, and how far apart are
     the two logit vectors. Greedy paths alone diverge at the first near-tie and stay apart."""
     import tempfile
-    import llama_cpp
-    import llama_cpp.llama_cpp as low
     import numpy as np
     seq = list(ids) + list(kv_tokens[:count])
     with tempfile.NamedTemporaryFile(suffix=".f32") as f:
@@ -110,17 +114,7 @@ def teacher_forced_comparison(kvlab, model, ids, kv_tokens, count=32):
                         "--tokens", "0", "--stepwise", "--logits-out", f.name, "--json"],
                        capture_output=True, text=True, check=True)
         kv = np.fromfile(f.name, dtype="<f4").reshape(len(seq), -1)
-    default_params = low.llama_model_default_params
-
-    def params_without_extra_buffers():  # see llama_cpp_run
-        p = default_params()
-        p.use_extra_bufts = False
-        return p
-
-    low.llama_model_default_params = params_without_extra_buffers
-    llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_batch=len(seq), logits_all=True,
-                          verbose=False)
-    low.llama_model_default_params = default_params
+    llm = load_llama(model, n_ctx=2048, n_batch=len(seq), logits_all=True)
     llm.eval(seq)
     ll = np.array(llm.scores[:len(seq)], dtype=np.float64)
     rows = range(len(ids) - 1, len(seq) - 1)  # the positions that predict kvlab's tokens
