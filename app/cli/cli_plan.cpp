@@ -317,7 +317,7 @@ void add_models_command(CLI::App& app) {
           notes += fmt::format("MLA latent {}+{} ", m.kv_lora_rank, m.qk_rope_head_dim);
         if (m.sliding_window) {
           notes += fmt::format("window {}{} ", *m.sliding_window,
-                               m.sliding_layers.empty() ? " (all layers)" : " (some layers)");
+                               m.layer_kinds.empty() ? " (all layers)" : " (some layers)");
         }
         fmt::print("{:<16} {:>6} {:>7} {:>8} {:>8} {:>9.1f} {:>14.0f}  {}\n", m.id, m.layers,
                    m.q_heads, m.is_mla() ? 0 : m.kv_heads, m.head_dim, m.params_billion,

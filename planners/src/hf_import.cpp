@@ -141,25 +141,28 @@ Result<ModelSpec> import_hf_config(const nlohmann::json& c, std::string id) {
     bool any = false;
     for (const auto& t : types) {
       const bool s = t.is_string() && t.get<std::string>() == "sliding_attention";
-      m.sliding_layers.push_back(s);
+      m.layer_kinds.push_back(s ? LayerKind::Sliding : LayerKind::Full);
       any = any || s;
     }
     if (any && !window_on) {
       return make_error("config.json: layer_types has sliding layers but no sliding_window");
     }
-    if (!any) m.sliding_layers.clear();
+    if (!any) m.layer_kinds.clear();
     if (any) m.sliding_window = static_cast<int>(**window);
   } else if (window_on) {
     m.sliding_window = static_cast<int>(**window);
     if (type == "gemma2") {
-      for (int l = 0; l < m.layers; ++l) m.sliding_layers.push_back(l % 2 == 0);
+      for (int l = 0; l < m.layers; ++l) {
+        m.layer_kinds.push_back(l % 2 == 0 ? LayerKind::Sliding : LayerKind::Full);
+      }
     } else if (qwen && c.contains("max_window_layers")) {
       auto first = req_int(c, "max_window_layers");
       if (!first) return first.error();
-      for (int l = 0; l < m.layers; ++l) m.sliding_layers.push_back(l >= *first);
-      if (std::find(m.sliding_layers.begin(), m.sliding_layers.end(), true) ==
-          m.sliding_layers.end()) {
-        m.sliding_layers.clear();
+      for (int l = 0; l < m.layers; ++l) {
+        m.layer_kinds.push_back(l >= *first ? LayerKind::Sliding : LayerKind::Full);
+      }
+      if (m.layers_of(LayerKind::Sliding) == 0) {
+        m.layer_kinds.clear();
         m.sliding_window.reset();
       }
     }

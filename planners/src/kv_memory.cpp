@@ -44,9 +44,14 @@ Result<double> parse_number(std::string_view t) {
   return v;
 }
 
-// Layers of each kind (global, sliding) in each pipeline stage.
+constexpr LayerKind kKinds[] = {LayerKind::Full, LayerKind::Sliding, LayerKind::Chunked,
+                                LayerKind::Linear};
+
+// Layers of each kind in each pipeline stage.
 struct Stage {
-  int global = 0, sliding = 0;
+  int count[4] = {0, 0, 0, 0};
+  int of(LayerKind k) const { return count[static_cast<int>(k)]; }
+  int total() const { return count[0] + count[1] + count[2] + count[3]; }
 };
 
 std::vector<Stage> stages(const ModelSpec& m, int pp) {
@@ -54,7 +59,7 @@ std::vector<Stage> stages(const ModelSpec& m, int pp) {
   for (int l = 0; l < m.layers; ++l) {
     // Stage sizes differ by at most one layer, larger stages first.
     const int s = static_cast<int>(static_cast<std::int64_t>(l) * pp / m.layers);
-    (m.layer_is_sliding(l) ? out[s].sliding : out[s].global) += 1;
+    out[s].count[static_cast<int>(m.layer_kind(l))] += 1;
   }
   return out;
 }
@@ -208,8 +213,13 @@ std::uint64_t scheme_tensor_bytes(const Scheme& s, bool key, std::int64_t tokens
 }
 
 std::int64_t layer_tokens(const ModelSpec& m, const Scheme& s, int layer, std::int64_t context) {
-  std::int64_t t = context;
-  if (m.layer_is_sliding(layer)) t = std::min<std::int64_t>(t, *m.sliding_window);
+  return kind_tokens(m, s, m.layer_kind(layer), context);
+}
+
+std::int64_t kind_tokens(const ModelSpec& m, const Scheme& s, LayerKind kind,
+                         std::int64_t context) {
+  std::int64_t t = m.kind_tokens(kind, context);
+  if (t == 0) return 0;
   if (s.evict_tokens) t = std::min(t, *s.evict_tokens);
   if (s.evict_fraction) {
     t = std::min(t, std::max<std::int64_t>(1, std::llround(*s.evict_fraction * context)));
@@ -217,42 +227,40 @@ std::int64_t layer_tokens(const ModelSpec& m, const Scheme& s, int layer, std::i
   return t;
 }
 
+KvLayout kv_layout(const ModelSpec& m, const Scheme& s, const Deployment& d, std::int64_t context) {
+  KvLayout out;
+  out.heads = kv_heads_per_gpu(m, d.tp);
+  std::uint64_t bytes[4] = {0, 0, 0, 0};
+  for (LayerKind k : kKinds) {
+    if (k == LayerKind::Linear || m.layers_of(k) == 0) continue;
+    const std::int64_t kept = kind_tokens(m, s, k, context);
+    bytes[static_cast<int>(k)] = layer_bytes(m, s, out.heads, paged(kept, d.page_tokens));
+  }
+  for (const Stage& st : stages(m, d.pp)) {
+    std::uint64_t b = 0;
+    std::int64_t tokens = 0;
+    for (LayerKind k : kKinds) {
+      b += st.of(k) * bytes[static_cast<int>(k)];
+      tokens += st.of(k) * kind_tokens(m, s, k, context);
+    }
+    if (b >= out.bytes_per_sequence) {
+      out.bytes_per_sequence = b;
+      out.layer_tokens = tokens;
+      out.layers = st.total() - st.of(LayerKind::Linear);
+    }
+  }
+  return out;
+}
+
 std::uint64_t kv_bytes_per_sequence(const ModelSpec& m, const Scheme& s, const Deployment& d,
                                     std::int64_t context) {
-  const int heads = kv_heads_per_gpu(m, d.tp);
-  const int first_sliding = [&] {
-    for (int l = 0; l < m.layers; ++l) {
-      if (m.layer_is_sliding(l)) return l;
-    }
-    return -1;
-  }();
-  const int first_global = [&] {
-    for (int l = 0; l < m.layers; ++l) {
-      if (!m.layer_is_sliding(l)) return l;
-    }
-    return -1;
-  }();
-  const std::uint64_t global =
-      first_global < 0
-          ? 0
-          : layer_bytes(m, s, heads,
-                        paged(layer_tokens(m, s, first_global, context), d.page_tokens));
-  const std::uint64_t sliding =
-      first_sliding < 0
-          ? 0
-          : layer_bytes(m, s, heads,
-                        paged(layer_tokens(m, s, first_sliding, context), d.page_tokens));
-  std::uint64_t most = 0;
-  for (const Stage& st : stages(m, d.pp)) {
-    most = std::max(most, st.global * global + st.sliding * sliding);
-  }
-  return most;
+  return kv_layout(m, s, d, context).bytes_per_sequence;
 }
 
 double kv_bytes_per_token(const ModelSpec& m, const Scheme& s) {
   const double per_layer =
       m.is_mla() ? static_cast<double>(m.head_dim) : 2.0 * m.kv_heads * m.head_dim;
-  return per_layer * m.layers * value_bytes(s);
+  return per_layer * (m.layers - m.layers_of(LayerKind::Linear)) * value_bytes(s);
 }
 
 std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d) {
@@ -289,52 +297,64 @@ std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
                            d.tp, m.kv_heads));
   }
   const auto st = stages(m, d.pp);
-  const Stage biggest = *std::max_element(st.begin(), st.end(), [](Stage a, Stage b) {
-    return a.global + a.sliding < b.global + b.sliding;
-  });
+  const Stage biggest = *std::max_element(
+      st.begin(), st.end(), [](const Stage& a, const Stage& b) { return a.total() < b.total(); });
   if (d.pp > 1) {
     line(fmt::format("layers per GPU = {} layers / PP {} → {} on the largest stage", m.layers, d.pp,
-                     biggest.global + biggest.sliding));
+                     biggest.total()));
+  }
+  const bool mixed = biggest.of(LayerKind::Full) != biggest.total();
+  if (biggest.of(LayerKind::Linear) > 0) {
+    line(fmt::format("{} linear-attention layers keep no KV (a fixed-size state instead)",
+                     biggest.of(LayerKind::Linear)));
   }
   std::uint64_t total = 0;
-  for (const bool sliding : {false, true}) {
-    const int n = sliding ? biggest.sliding : biggest.global;
-    if (n == 0) continue;
-    int layer = 0;
-    while (layer < m.layers && m.layer_is_sliding(layer) != sliding) ++layer;
-    const std::int64_t kept = layer_tokens(m, s, layer, context);
+  for (LayerKind kind : kKinds) {
+    const int n = biggest.of(kind);
+    if (n == 0 || kind == LayerKind::Linear) continue;
+    const std::int64_t kept = kind_tokens(m, s, kind, context);
     const std::int64_t pages = paged(kept, d.page_tokens);
     const std::uint64_t bytes = n * layer_bytes(m, s, heads, pages);
     total += bytes;
     std::string tokens_text = thousands(kept) + " tokens";
-    if (sliding) tokens_text += fmt::format(" (window {})", thousands(*m.sliding_window));
-    if (kept < std::min<std::int64_t>(context, sliding ? *m.sliding_window : context)) {
-      tokens_text += " (eviction budget)";
+    if (kind == LayerKind::Sliding) {
+      tokens_text += fmt::format(" (window {})", thousands(*m.sliding_window));
     }
+    if (kind == LayerKind::Chunked)
+      tokens_text += fmt::format(" (chunk {})", thousands(m.chunk_size));
+    if (kept < m.kind_tokens(kind, context)) tokens_text += " (eviction budget)";
     if (pages != kept) {
       tokens_text += fmt::format(" → {} in pages of {}", thousands(pages), d.page_tokens);
     }
-    const std::string kind =
-        sliding ? " sliding-window" : (st.size() && biggest.sliding ? " global" : "");
+    const std::string kind_text =
+        kind == LayerKind::Full
+            ? (mixed ? " full-attention" : "")
+            : fmt::format(" {}",
+                          kind == LayerKind::Sliding ? "sliding-window" : "chunked-attention");
     const std::string exact =
         s.kind == SchemeKind::Kivi
             ? fmt::format(" (exact, with the newest {} tokens in fp16 and per-tensor headers)",
                           s.residual)
             : "";
     if (m.is_mla()) {
-      line(fmt::format("{}{} layers × {} × {} latent × {} = {}{}", n, kind, tokens_text, m.head_dim,
-                       vb_text, bytes_text(static_cast<double>(bytes)), exact));
+      line(fmt::format("{}{} layers × {} × {} latent × {} = {}{}", n, kind_text, tokens_text,
+                       m.head_dim, vb_text, bytes_text(static_cast<double>(bytes)), exact));
     } else {
       line(fmt::format("2 (K and V) × {}{} layers × {} kv_heads × {} head_dim × {} × {} = {}{}", n,
-                       kind, heads, m.head_dim, tokens_text, vb_text,
+                       kind_text, heads, m.head_dim, tokens_text, vb_text,
                        bytes_text(static_cast<double>(bytes)), exact));
     }
   }
+  const int gpus = d.tp * d.pp;
   line(fmt::format("= {} per sequence{}", bytes_text(static_cast<double>(total)),
-                   d.tp * d.pp > 1 ? " on each GPU" : ""));
+                   gpus > 1 ? " on each GPU" : ""));
   line(fmt::format("× batch {} = {} of KV cache{}", batch,
-                   bytes_text(static_cast<double>(total) * batch),
-                   d.tp * d.pp > 1 ? " on each GPU" : ""));
+                   bytes_text(static_cast<double>(total) * batch), gpus > 1 ? " on each GPU" : ""));
+  if (gpus > 1) {
+    // The whole deployment: every GPU holds its own share (or a replica) of the same sequences.
+    line(fmt::format("× {} GPUs = {} of KV cache in the whole deployment", gpus,
+                     bytes_text(static_cast<double>(total) * batch * gpus)));
+  }
   return out;
 }
 

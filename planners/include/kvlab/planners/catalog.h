@@ -16,40 +16,79 @@
 
 namespace kvlab::planners {
 
-// What decides a model's KV cache and weights.
+// How a layer attends, which decides the KV it keeps per sequence.
+//   Full: every token so far. Sliding: at most `sliding_window` tokens (Mistral, Gemma's local
+//   layers, GPT-OSS's banded layers). Chunked: the tokens of the current chunk of `chunk_size`,
+//   so at most that many (Llama 4's local layers). Linear: no KV at all, a fixed-size recurrent
+//   state instead (Qwen3-Next's Gated DeltaNet layers).
+enum class LayerKind : std::uint8_t { Full, Sliding, Chunked, Linear };
+std::string_view layer_kind_name(LayerKind k);  // "full", "sliding", "chunked", "linear"
+
+// What decides a model's KV cache, weights and compute.
 struct ModelSpec {
   std::string id, name, family, source;
+  std::string hf_id;                 // "meta-llama/Llama-3.1-70B"; also accepted as --model
+  std::vector<std::string> aliases;  // other names people use ("llama3.1-70b")
   int layers = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
-  double params_billion = 0;
+  // Every weight held in GPU memory (all experts), and the weights one token multiplies with
+  // (mixture of experts: the routed experts it uses, plus the shared parts). 0: dense, the same.
+  double params_billion = 0, active_params_billion = 0;
   int max_context = 0;
-  std::string weights_dtype = "bf16";  // fp32, fp16, bf16, fp8, int8, int4
-  // Sliding-window attention: the window, and which layers use it (all when `sliding_layers` is
-  // empty and a window is set). Such a layer keeps at most `sliding_window` tokens.
+  std::string weights_dtype = "bf16";  // fp32, fp16, bf16, fp8, int8, int4, fp4
+  // Layer kinds. Empty: every layer Full, or every layer Sliding when a window is set (Mistral).
   std::optional<int> sliding_window;
-  std::vector<bool> sliding_layers;
-  // MLA (DeepSeek-V2/V3): each layer caches one latent of kv_lora_rank + qk_rope_head_dim values
-  // per token, shared by every head and not split by tensor parallelism.
+  int chunk_size = 0;
+  std::vector<LayerKind> layer_kinds;
+  // Learned per-head sink logits (GPT-OSS): they add no KV, but keep a sliding layer's softmax
+  // from losing its sink tokens.
+  bool attention_sinks = false;
+  // MLA (DeepSeek-V2/V3, Kimi K2): each layer caches one latent of kv_lora_rank +
+  // qk_rope_head_dim values per token, shared by every head and not split by tensor parallelism.
   int kv_lora_rank = 0, qk_rope_head_dim = 0;
 
   bool is_mla() const { return kv_lora_rank > 0; }
-  bool layer_is_sliding(int layer) const;
+  bool is_moe() const {
+    return active_params_billion > 0 && active_params_billion < params_billion;
+  }
+  double active_params() const {  // billions
+    return active_params_billion > 0 ? active_params_billion : params_billion;
+  }
+  LayerKind layer_kind(int layer) const;
+  bool layer_is_sliding(int layer) const { return layer_kind(layer) == LayerKind::Sliding; }
+  int layers_of(LayerKind k) const;
+  // The most tokens a layer of this kind keeps at `context` (0 for Linear).
+  std::int64_t kind_tokens(LayerKind k, std::int64_t context) const;
   ModelShape shape() const;  // for the engine's formula helpers (MLA: kv_heads 1, head_dim latent)
   Status validate() const;   // names the field that is wrong
 };
 
+// Dense tensor-core throughput per dtype, TFLOP/s (TOP/s for int8); 0 where the GPU has none.
+struct GpuCompute {
+  double bf16 = 0, fp8 = 0, int8 = 0, fp4 = 0;
+  double fp32 = 0;  // non-tensor (CUDA core / vector) FP32, for decompression work
+};
+
 struct GpuSpec {
   std::string id, name, source;
+  std::vector<std::string> aliases;
   std::uint64_t memory_bytes = 0;  // what the driver reports as total memory
   std::string memory_stated;       // the vendor's figure, GB or GiB as stated
   double bandwidth_gbs = 0;        // peak memory bandwidth, decimal GB/s
+  GpuCompute tflops;               // dense, no sparsity
+  std::string host_link;           // "PCIe 5.0 x16", "NVLink-C2C"
+  double host_link_gbs = 0;        // host-link bandwidth, one direction, decimal GB/s
+  std::string compute_source;      // where tflops and the host link come from
   bool user = false;               // added by the user (stored), not built in
+  // The dense throughput for weights of `dtype` (fp8 weights on fp8 tensor cores where the GPU
+  // has them; int8/int4 weight-only quantization computes in bf16), TFLOP/s.
+  double dense_tflops(std::string_view weights_dtype) const;
   Status validate() const;
 };
-
 const std::vector<ModelSpec>& builtin_models();
 const std::vector<GpuSpec>& builtin_gpus();
 
-// Looks up by id (case-insensitive); the error lists the known ids.
+// Looks up by id, Hugging Face name ("meta-llama/Llama-3.1-70B", or without the organisation) or
+// alias, compared as canonical ids; the error suggests the nearest known ids.
 Result<ModelSpec> find_model(std::string_view id, const std::vector<ModelSpec>& extra = {});
 Result<GpuSpec> find_gpu(std::string_view id, const std::vector<GpuSpec>& extra = {});
 

@@ -62,14 +62,27 @@ int kv_heads_per_gpu(const ModelSpec& m, int tp);
 std::uint64_t scheme_tensor_bytes(const Scheme& s, bool key, std::int64_t tokens, int heads,
                                   int dim);
 
-// Tokens a layer keeps for a sequence of `context` tokens (window, eviction; no pages).
+// Tokens a layer keeps for a sequence of `context` tokens (window, chunk, eviction; no pages);
+// 0 on a linear-attention layer.
 std::int64_t layer_tokens(const ModelSpec& m, const Scheme& s, int layer, std::int64_t context);
+std::int64_t kind_tokens(const ModelSpec& m, const Scheme& s, LayerKind kind, std::int64_t context);
+
+// One sequence's KV on the most loaded GPU: bytes (pages included), the KV heads it holds, the
+// layers with KV it holds, and the tokens summed over those layers (no pages), which is what an
+// attention step reads and multiplies with.
+struct KvLayout {
+  std::uint64_t bytes_per_sequence = 0;
+  int heads = 0, layers = 0;
+  std::int64_t layer_tokens = 0;
+};
+KvLayout kv_layout(const ModelSpec& m, const Scheme& s, const Deployment& d, std::int64_t context);
 
 // KV bytes of one sequence on the most loaded GPU.
 std::uint64_t kv_bytes_per_sequence(const ModelSpec& m, const Scheme& s, const Deployment& d,
                                     std::int64_t context);
-// KV bytes per token for the whole model (one GPU, no pages, no window, no eviction): the
-// headline number, e.g. 327,680 for Llama-3-70B in fp16.
+// KV bytes per token for the whole model (all its KV heads and layers, as if on one GPU; no pages,
+// no window, no eviction; linear-attention layers hold none): the headline number, e.g. 327,680
+// for Llama-3-70B in fp16, whatever the TP.
 double kv_bytes_per_token(const ModelSpec& m, const Scheme& s);
 
 std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d);
