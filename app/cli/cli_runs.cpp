@@ -43,12 +43,17 @@ void show_plan(const RunRecord& run) {
              metric(m, "context"), metric(m, "batch"), metric(m, "tp"), metric(m, "pp"));
   if (!m.contains("schemes") || !m["schemes"].is_array()) return;
   for (const auto& s : m["schemes"]) {
+    // Plans saved before the latency model named these kv_bytes_total and decode_tokens_per_s.
+    const auto either = [&](const char* now, const char* before) {
+      return s.contains(now) ? metric(s, now) : metric(s, before);
+    };
     fmt::print(
-        "  {:<28} KV {:>14.0f} B total  fits {:<3}  max batch {:>6.0f}  max context "
-        "{:>7.0f}  min GPUs {:>3.0f}  {:>8.0f} tokens/s\n",
-        cell(s.value("scheme_label", std::string("?")), 28), metric(s, "kv_bytes_total"),
-        s.value("fits", false) ? "yes" : "no", metric(s, "max_batch"), metric(s, "max_context"),
-        metric(s, "min_gpus"), metric(s, "decode_tokens_per_s"));
+        "  {:<28} KV {:>14.0f} B per GPU  fits {:<3}  max batch {:>6.0f}  max context "
+        "{:>7.0f}  min GPUs {:>3.0f}  {:>8.0f} tokens/s (deployment)\n",
+        cell(s.value("scheme_label", std::string("?")), 28),
+        either("kv_bytes_batch_per_gpu", "kv_bytes_total"), s.value("fits", false) ? "yes" : "no",
+        metric(s, "max_batch"), metric(s, "max_context"), metric(s, "min_gpus"),
+        either("tokens_per_s_deployment", "decode_tokens_per_s"));
   }
 }
 

@@ -98,64 +98,81 @@ Result<Scheme> parse_scheme(std::string_view id) {
   Scheme s;
   s.id = std::string(id);
   std::string_view base = id;
-  std::string_view evict;
+  std::string_view rest;
   if (const auto plus = id.find('+'); plus != std::string_view::npos) {
     base = id.substr(0, plus);
-    evict = id.substr(plus + 1);
-    if (evict.rfind("evict:", 0) != 0) {
-      return make_error(fmt::format(
-          "scheme '{}': after '+' expected evict:N (tokens) or evict:F (fraction)", id));
-    }
-    evict.remove_prefix(6);
+    rest = id.substr(plus + 1);
   }
   if (base == "fp16" || base == "bf16") {
     s.kind = SchemeKind::Fp16, s.bits = 16, s.label = std::string(base);
   } else if (base == "fp8") {
-    s.kind = SchemeKind::Fp8, s.bits = 8, s.label = "fp8";
+    s.kind = SchemeKind::Fp8, s.bits = 8, s.label = "fp8", s.kernel = SchemeKernel::Fp8;
   } else if (base == "int8") {
-    s.kind = SchemeKind::Int8, s.bits = 8, s.label = "int8";
+    s.kind = SchemeKind::Int8, s.bits = 8, s.label = "int8", s.kernel = SchemeKernel::Fp8;
   } else if (base == "int4") {
-    s.kind = SchemeKind::Int4, s.bits = 4, s.label = "int4";
+    s.kind = SchemeKind::Int4, s.bits = 4, s.label = "int4", s.kernel = SchemeKernel::Packed;
   } else if (base == "kivi2" || base == "kivi4") {
     s.kind = SchemeKind::Kivi, s.bits = base == "kivi2" ? 2 : 4;
+    s.kernel = SchemeKernel::Packed;
     s.label = fmt::format("kivi-{} G=32 R=128", s.bits);
+  } else if (base == "kvcomp") {
+    s = measured_scheme(s.id, "kvcomp huffman", kKvCompDefaultBits, SchemeKernel::Huffman);
   } else {
     return make_error(
         unknown_name_message("scheme", base,
-                             {"fp16", "bf16", "fp8", "int8", "int4", "kivi2", "kivi4"}) +
-        "; or run:ID, each optionally +evict:N or +evict:F");
+                             {"fp16", "bf16", "fp8", "int8", "int4", "kivi2", "kivi4", "kvcomp"}) +
+        "; or run:ID, each optionally +evict:N or +evict:F and +offload");
   }
-  if (!evict.empty() || id.find('+') != std::string_view::npos) {
-    const bool pct = !evict.empty() && evict.back() == '%';
-    auto v = parse_number(pct ? evict.substr(0, evict.size() - 1) : evict);
-    if (!v || !(*v > 0)) {
-      return make_error(
-          fmt::format("scheme '{}': the eviction budget must be a positive number", id));
-    }
-    const double f = pct ? *v / 100 : *v;
-    if (pct || f < 1) {
-      if (f > 1)
-        return make_error(fmt::format("scheme '{}': a budget fraction is at most 100%", id));
-      s.evict_fraction = f;
-      s.label += fmt::format(" + evict to {:g}%", f * 100);
-    } else {
-      if (f != std::floor(f)) {
-        return make_error(fmt::format("scheme '{}': a token budget is a whole number", id));
+  // The options after '+', in any order: evict:BUDGET, offload.
+  while (id.find('+') != std::string_view::npos) {
+    const auto plus = rest.find('+');
+    std::string_view part = rest.substr(0, plus);
+    if (part == "offload") {
+      s.offload = true;
+      s.label += " + host offload";
+    } else if (part.rfind("evict:", 0) == 0) {
+      if (s.evict_tokens || s.evict_fraction) {
+        return make_error(fmt::format("scheme '{}': one eviction budget at most", id));
       }
-      s.evict_tokens = static_cast<std::int64_t>(f);
-      s.label += fmt::format(" + evict to {} tokens", thousands(*s.evict_tokens));
+      part.remove_prefix(6);
+      const bool pct = !part.empty() && part.back() == '%';
+      auto v = parse_number(pct ? part.substr(0, part.size() - 1) : part);
+      if (!v || !(*v > 0)) {
+        return make_error(
+            fmt::format("scheme '{}': the eviction budget must be a positive number", id));
+      }
+      const double f = pct ? *v / 100 : *v;
+      if (pct || f < 1) {
+        if (f > 1)
+          return make_error(fmt::format("scheme '{}': a budget fraction is at most 100%", id));
+        s.evict_fraction = f;
+        s.label += fmt::format(" + evict to {:g}%", f * 100);
+      } else {
+        if (f != std::floor(f)) {
+          return make_error(fmt::format("scheme '{}': a token budget is a whole number", id));
+        }
+        s.evict_tokens = static_cast<std::int64_t>(f);
+        s.label += fmt::format(" + evict to {} tokens", thousands(*s.evict_tokens));
+      }
+    } else {
+      return make_error(fmt::format(
+          "scheme '{}': after '+' expected evict:N (tokens), evict:F (fraction) or offload", id));
     }
+    if (plus == std::string_view::npos) break;
+    rest = rest.substr(plus + 1);
   }
   return s;
 }
 
-Scheme measured_scheme(std::string id, std::string label, double bits_per_value) {
+Scheme measured_scheme(std::string id, std::string label, double bits_per_value,
+                       SchemeKernel kernel) {
   Scheme s;
   s.id = std::move(id);
   s.label = std::move(label);
   s.kind = SchemeKind::Measured;
   s.measured_bits_per_value = bits_per_value;
   s.bits = static_cast<int>(std::ceil(bits_per_value));
+  s.kernel = kernel;
   return s;
 }
 

@@ -1,4 +1,4 @@
-// Fit solvers, the decode roofline and sweeps over the memory model.
+// Fit solvers, the latency model per scenario, and sweeps over both.
 #include "kvlab/planners/solvers.h"
 
 #include <algorithm>
@@ -14,41 +14,35 @@ constexpr int kMaxBatch = 10'000'000;
 // What one GPU of the deployment offers the KV cache.
 struct Budgets {
   std::uint64_t weights = 0, usable = 0, capacity = 0;
+  std::uint64_t with_host = 0;  // capacity plus host memory, for a scheme that offloads
 };
 
-Budgets budgets(const ModelSpec& m, const GpuSpec& g, const Deployment& d) {
+Budgets budgets(const ModelSpec& m, const GpuSpec& g, const Deployment& d, bool offload) {
   Budgets b;
   b.weights = weights_bytes_per_gpu(m, d);
   b.usable =
       static_cast<std::uint64_t>(static_cast<double>(g.memory_bytes) * d.gpu_memory_utilization);
   const std::uint64_t taken = b.weights + d.reserve_bytes;
   b.capacity = b.usable > taken ? b.usable - taken : 0;
+  b.with_host = b.capacity + (offload && b.capacity > 0 ? d.host_bytes : 0);
   return b;
 }
 
-// Seconds of one decode step: every pipeline stage reads its weights and its share of the
-// batch's KV once, one stage after another.
-double step_seconds(const GpuSpec& g, const Deployment& d, std::uint64_t weights,
-                    std::uint64_t kv_total, double efficiency) {
-  const double bytes = static_cast<double>(weights) + static_cast<double>(kv_total);
-  return d.pp * bytes / (g.bandwidth_gbs * 1e9 * efficiency);
-}
-
 Status validate_common(const ModelSpec& m, const GpuSpec& g, const Deployment& d,
-                       double efficiency) {
+                       const Efficiencies& e) {
   KVLAB_TRY(m.validate());
   KVLAB_TRY(g.validate());
   KVLAB_TRY(d.validate(m));
-  if (!(efficiency > 0 && efficiency <= 1)) {
-    return make_error(fmt::format("--efficiency {}: must be in (0, 1]", efficiency));
-  }
+  KVLAB_TRY(e.validate());
+  // A GPU without compute figures (one stored before they existed) still plans: its compute is
+  // not charged, which the CLI and the GUI say.
   return Ok{};
 }
 
 }  // namespace
 
 Status Scenario::validate() const {
-  KVLAB_TRY(validate_common(model, gpu, deployment, bandwidth_efficiency));
+  KVLAB_TRY(validate_common(model, gpu, deployment, efficiencies()));
   if (batch < 1 || batch > kMaxBatch) {
     return make_error(fmt::format("--batch {}: must be between 1 and {}", batch, kMaxBatch));
   }
@@ -66,14 +60,17 @@ Status Scenario::validate() const {
 
 QuickPlan quick_plan(const Scenario& s) {
   QuickPlan q;
-  const Budgets b = budgets(s.model, s.gpu, s.deployment);
+  const Budgets b = budgets(s.model, s.gpu, s.deployment, s.scheme.offload);
   const std::uint64_t seq = kv_bytes_per_sequence(s.model, s.scheme, s.deployment, s.context);
-  q.kv_bytes_total = seq * static_cast<std::uint64_t>(s.batch);
-  q.fits = b.capacity > 0 && q.kv_bytes_total <= b.capacity;
-  q.max_batch = seq > 0 ? static_cast<std::int64_t>(b.capacity / seq) : 0;
-  const double t =
-      step_seconds(s.gpu, s.deployment, b.weights, q.kv_bytes_total, s.bandwidth_efficiency);
-  q.decode_tokens_per_s = t > 0 ? s.batch / t : 0;
+  q.kv_bytes_batch_per_gpu = seq * static_cast<std::uint64_t>(s.batch);
+  q.fits = b.capacity > 0 && q.kv_bytes_batch_per_gpu <= b.with_host;
+  q.max_batch = seq > 0 ? static_cast<std::int64_t>(b.with_host / seq) : 0;
+  const auto rate = decompression_rate(s.scheme, s.gpu, s.rates);
+  const Latency l = estimate_latency(s.model, s.gpu, s.scheme, s.deployment, s.context, s.batch,
+                                     rate, s.efficiencies(), b.capacity);
+  q.tpot_s = l.tpot_s, q.ttft_s = l.ttft_s;
+  q.tokens_per_s_per_user = l.tokens_per_s_per_user;
+  q.tokens_per_s_per_gpu = l.tokens_per_s_per_gpu;
   return q;
 }
 
@@ -82,25 +79,29 @@ Result<PlanResult> plan(const Scenario& s) {
   const ModelSpec& m = s.model;
   const Deployment& d = s.deployment;
   PlanResult r;
-  const Budgets b = budgets(m, s.gpu, d);
-  r.kv_bytes_per_token = kv_bytes_per_token(m, s.scheme);
-  r.kv_bytes_per_sequence = kv_bytes_per_sequence(m, s.scheme, d, s.context);
-  r.kv_bytes_total = r.kv_bytes_per_sequence * static_cast<std::uint64_t>(s.batch);
-  r.weights_bytes = b.weights;
+  const Budgets b = budgets(m, s.gpu, d, s.scheme.offload);
+  r.kv_bytes_per_token_model = kv_bytes_per_token(m, s.scheme);
+  r.kv_bytes_per_sequence_per_gpu = kv_bytes_per_sequence(m, s.scheme, d, s.context);
+  r.kv_bytes_batch_per_gpu = r.kv_bytes_per_sequence_per_gpu * static_cast<std::uint64_t>(s.batch);
+  r.gpus = d.tp * d.pp;
+  r.kv_bytes_batch_deployment = r.kv_bytes_batch_per_gpu * static_cast<std::uint64_t>(r.gpus);
+  if (s.scheme.offload && r.kv_bytes_batch_per_gpu > b.capacity) {
+    r.host_kv_bytes_per_gpu = r.kv_bytes_batch_per_gpu - b.capacity;
+  }
+  r.weights_bytes_per_gpu = b.weights;
   r.reserve_bytes = d.reserve_bytes;
   r.usable_bytes = b.usable;
   r.kv_capacity_bytes = b.capacity;
   r.gpu_bytes = s.gpu.memory_bytes;
-  r.gpus = d.tp * d.pp;
-  r.fits = b.capacity > 0 && r.kv_bytes_total <= b.capacity;
-  r.max_batch = r.kv_bytes_per_sequence > 0
-                    ? static_cast<std::int64_t>(b.capacity / r.kv_bytes_per_sequence)
+  r.fits = b.capacity > 0 && r.kv_bytes_batch_per_gpu <= b.with_host;
+  r.max_batch = r.kv_bytes_per_sequence_per_gpu > 0
+                    ? static_cast<std::int64_t>(b.with_host / r.kv_bytes_per_sequence_per_gpu)
                     : 0;
 
   // The longest context that fits the batch: KV bytes never fall as the context grows.
   const auto fits_at = [&](std::int64_t t) {
     return kv_bytes_per_sequence(m, s.scheme, d, t) * static_cast<std::uint64_t>(s.batch) <=
-           b.capacity;
+           b.with_host;
   };
   if (b.capacity > 0 && fits_at(1)) {
     std::int64_t lo = 1, hi = m.max_context;
@@ -123,41 +124,78 @@ Result<PlanResult> plan(const Scenario& s) {
     Deployment trial = d;
     trial.tp = tp, trial.pp = pp;
     if (!trial.validate(m)) continue;
-    Scenario t = s;
-    t.deployment = trial;
-    if (quick_plan(t).fits) {
+    const Budgets tb = budgets(m, s.gpu, trial, s.scheme.offload);
+    const std::uint64_t need = kv_bytes_per_sequence(m, s.scheme, trial, s.context) *
+                               static_cast<std::uint64_t>(s.batch);
+    if (tb.capacity > 0 && need <= tb.with_host) {
       r.min_gpus = tp * pp, r.min_tp = tp, r.min_pp = pp;
       break;
     }
   }
 
-  r.decode_seconds_per_step =
-      step_seconds(s.gpu, d, b.weights, r.kv_bytes_total, s.bandwidth_efficiency);
-  r.decode_tokens_per_s_per_sequence = 1.0 / r.decode_seconds_per_step;
-  r.decode_tokens_per_s = s.batch / r.decode_seconds_per_step;
+  r.decompression = decompression_rate(s.scheme, s.gpu, s.rates);
+  r.latency = estimate_latency(m, s.gpu, s.scheme, d, s.context, s.batch, r.decompression,
+                               s.efficiencies(), b.capacity);
+  r.ttft_s = r.latency.ttft_s;
+  r.tpot_s = r.latency.tpot_s;
+  r.tokens_per_s_per_user = r.latency.tokens_per_s_per_user;
+  r.tokens_per_s_per_gpu = r.latency.tokens_per_s_per_gpu;
+  r.tokens_per_s_deployment = r.latency.tokens_per_s_deployment;
   r.formula = explain_kv(m, s.scheme, d, s.context, s.batch);
   return r;
 }
 
 nlohmann::json plan_result_to_json(const Scheme& s, const PlanResult& r) {
+  const StepCost& st = r.latency.step;
   return {{"scheme", s.id},
           {"scheme_label", s.label},
-          {"kv_bytes_per_token", r.kv_bytes_per_token},
-          {"kv_bytes_per_sequence", r.kv_bytes_per_sequence},
-          {"kv_bytes_total", r.kv_bytes_total},
-          {"weights_bytes", r.weights_bytes},
-          {"reserve_bytes", r.reserve_bytes},
-          {"usable_bytes", r.usable_bytes},
-          {"kv_capacity_bytes", r.kv_capacity_bytes},
-          {"gpu_bytes", r.gpu_bytes},
+          {"kv_bytes_per_token_model", r.kv_bytes_per_token_model},
+          {"kv_bytes_per_sequence_per_gpu", r.kv_bytes_per_sequence_per_gpu},
+          {"kv_bytes_batch_per_gpu", r.kv_bytes_batch_per_gpu},
+          {"kv_bytes_batch_deployment", r.kv_bytes_batch_deployment},
+          {"host_kv_bytes_per_gpu", r.host_kv_bytes_per_gpu},
+          {"weights_bytes_per_gpu", r.weights_bytes_per_gpu},
+          {"reserve_bytes_per_gpu", r.reserve_bytes},
+          {"usable_bytes_per_gpu", r.usable_bytes},
+          {"kv_capacity_bytes_per_gpu", r.kv_capacity_bytes},
+          {"gpu_memory_bytes_per_gpu", r.gpu_bytes},
+          {"gpus", r.gpus},
           {"fits", r.fits},
           {"max_batch", r.max_batch},
           {"max_context", r.max_context},
           {"min_gpus", r.min_gpus},
           {"min_tp", r.min_tp},
           {"min_pp", r.min_pp},
-          {"decode_tokens_per_s", r.decode_tokens_per_s},
-          {"decode_tokens_per_s_per_sequence", r.decode_tokens_per_s_per_sequence},
+          {"ttft_ms", r.ttft_s * 1e3},
+          {"tpot_ms", r.tpot_s * 1e3},
+          {"tokens_per_s_per_user", r.tokens_per_s_per_user},
+          {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+          {"tokens_per_s_deployment", r.tokens_per_s_deployment},
+          {"decode_step",
+           {{"per_gpu_weights_bytes", st.weights_bytes},
+            {"per_gpu_kv_bytes", st.kv_bytes},
+            {"per_gpu_host_bytes", st.host_bytes},
+            {"per_gpu_dense_flops", st.dense_flops},
+            {"per_gpu_attention_flops", st.attention_flops},
+            {"per_gpu_decompress_values", st.decompress_values},
+            {"weights_read_ms", st.t_weights * 1e3},
+            {"dense_compute_ms", st.t_dense * 1e3},
+            {"kv_read_ms", st.t_kv * 1e3},
+            {"attention_compute_ms", st.t_attention * 1e3},
+            {"decompression_ms", st.t_decompress * 1e3},
+            {"host_link_ms", st.t_host * 1e3},
+            {"bound_by", st.bound_by},
+            {"compute_bound", st.compute_bound},
+            {"arithmetic_intensity_flops_per_byte", st.intensity()},
+            {"achieved_tflops_per_gpu", st.achieved_flops() / 1e12}}},
+          {"prefill",
+           {{"deployment_flops", r.latency.prefill.flops},
+            {"compute_ms", r.latency.prefill.t_compute * 1e3},
+            {"memory_ms", r.latency.prefill.t_memory * 1e3},
+            {"compress_ms", r.latency.prefill.t_compress * 1e3},
+            {"compute_bound", r.latency.prefill.compute_bound}}},
+          {"decompression_values_per_s_per_gpu", r.decompression.values_per_s},
+          {"decompression_source", r.decompression.source},
           {"formula", r.formula}};
 }
 
@@ -165,10 +203,9 @@ Result<std::vector<SweepRow>> sweep(const SweepSpec& spec) {
   if (spec.gpus.empty() || spec.schemes.empty() || spec.contexts.empty() || spec.batches.empty()) {
     return make_error("sweep: give at least one GPU, scheme, context and batch");
   }
+  const Efficiencies eff{spec.bandwidth_efficiency, spec.compute_efficiency, spec.link_efficiency};
   for (const auto& g : spec.gpus) {
-    if (auto v = validate_common(spec.model, g, spec.deployment, spec.bandwidth_efficiency); !v) {
-      return v.error();
-    }
+    if (auto v = validate_common(spec.model, g, spec.deployment, eff); !v) return v.error();
   }
   for (auto c : spec.contexts) {
     if (c < 1 || c > spec.model.max_context) {
@@ -180,36 +217,32 @@ Result<std::vector<SweepRow>> sweep(const SweepSpec& spec) {
     if (b < 1 || b > kMaxBatch)
       return make_error(fmt::format("sweep: batch {} is out of range", b));
   }
-  // KV bytes per sequence depend on the scheme and the context only: compute each once.
   const std::size_t nc = spec.contexts.size();
-  std::vector<std::uint64_t> seq(spec.schemes.size() * nc);
-  for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
-    for (std::size_t c = 0; c < nc; ++c) {
-      seq[k * nc + c] =
-          kv_bytes_per_sequence(spec.model, spec.schemes[k], spec.deployment, spec.contexts[c]);
-    }
-  }
   std::vector<SweepRow> rows;
-  rows.reserve(spec.gpus.size() * seq.size() * spec.batches.size());
+  rows.reserve(spec.gpus.size() * spec.schemes.size() * nc * spec.batches.size());
   for (std::size_t g = 0; g < spec.gpus.size(); ++g) {
     const GpuSpec& gpu = spec.gpus[g];
-    const Budgets b = budgets(spec.model, gpu, spec.deployment);
-    const double per_byte =
-        spec.deployment.pp / (gpu.bandwidth_gbs * 1e9 * spec.bandwidth_efficiency);
     for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
+      const Scheme& scheme = spec.schemes[k];
+      const Budgets b = budgets(spec.model, gpu, spec.deployment, scheme.offload);
+      const DecompressionRate rate = decompression_rate(scheme, gpu, spec.rates);
       for (std::size_t c = 0; c < nc; ++c) {
-        const std::uint64_t s = seq[k * nc + c];
-        const std::int64_t max_batch = s > 0 ? static_cast<std::int64_t>(b.capacity / s) : 0;
+        // Everything but the batch, once per (GPU, scheme, context).
+        const LatencyInputs in =
+            latency_inputs(spec.model, gpu, scheme, spec.deployment, spec.contexts[c], rate, eff);
+        const auto s = static_cast<std::uint64_t>(in.kv_bytes_per_sequence);
+        const std::int64_t max_batch = s > 0 ? static_cast<std::int64_t>(b.with_host / s) : 0;
         for (int batch : spec.batches) {
           SweepRow row;
           row.gpu = static_cast<int>(g), row.scheme = static_cast<int>(k);
           row.context = spec.contexts[c], row.batch = batch;
-          row.plan.kv_bytes_total = s * static_cast<std::uint64_t>(batch);
-          row.plan.fits = b.capacity > 0 && row.plan.kv_bytes_total <= b.capacity;
+          row.plan.kv_bytes_batch_per_gpu = s * static_cast<std::uint64_t>(batch);
+          row.plan.fits = b.capacity > 0 && row.plan.kv_bytes_batch_per_gpu <= b.with_host;
           row.plan.max_batch = max_batch;
-          row.plan.decode_tokens_per_s =
-              batch / (per_byte * (static_cast<double>(b.weights) +
-                                   static_cast<double>(row.plan.kv_bytes_total)));
+          const Latency l = decode_latency(in, batch, b.capacity);
+          row.plan.tpot_s = l.tpot_s, row.plan.ttft_s = l.ttft_s;
+          row.plan.tokens_per_s_per_user = l.tokens_per_s_per_user;
+          row.plan.tokens_per_s_per_gpu = l.tokens_per_s_per_gpu;
           rows.push_back(row);
         }
       }
@@ -220,11 +253,14 @@ Result<std::vector<SweepRow>> sweep(const SweepSpec& spec) {
 
 std::string sweep_to_csv(const SweepSpec& spec, const std::vector<SweepRow>& rows) {
   std::string out =
-      "gpu,scheme,context,batch,fits,kv_bytes_total,max_batch,decode_tokens_per_s\r\n";
+      "gpu,scheme,context,batch,fits,kv_bytes_batch_per_gpu,max_batch,ttft_ms,tpot_ms,"
+      "tokens_per_s_per_user,tokens_per_s_per_gpu\r\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{},{},{},{},{},{:.1f}\r\n", spec.gpus[r.gpu].id,
+    out += fmt::format("{},{},{},{},{},{},{},{:.2f},{:.3f},{:.1f},{:.1f}\r\n", spec.gpus[r.gpu].id,
                        spec.schemes[r.scheme].id, r.context, r.batch, r.plan.fits ? 1 : 0,
-                       r.plan.kv_bytes_total, r.plan.max_batch, r.plan.decode_tokens_per_s);
+                       r.plan.kv_bytes_batch_per_gpu, r.plan.max_batch, r.plan.ttft_s * 1e3,
+                       r.plan.tpot_s * 1e3, r.plan.tokens_per_s_per_user,
+                       r.plan.tokens_per_s_per_gpu);
   }
   return out;
 }

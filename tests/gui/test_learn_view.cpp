@@ -351,7 +351,7 @@ TEST(LearnPlannerPage, AnswerEqualsThePlannersFit) {
         QStringLiteral("<b>%1</b>")
             .arg(QLocale().toString(static_cast<qlonglong>(want->max_context)))));
     EXPECT_TRUE(page.detail_label()->text().contains(
-        format_byte_count(static_cast<double>(want->kv_bytes_total))));
+        format_byte_count(static_cast<double>(want->kv_bytes_batch_per_gpu))));
     EXPECT_GE(page.memory_chart()->plottableCount(), 4);
 
     // The Planner view, given the link, computes the same answer.

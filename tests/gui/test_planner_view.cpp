@@ -63,14 +63,14 @@ TEST(PlannerView, ShowsWhatThePlannerComputes) {
   }
   ASSERT_TRUE(over && fits);
   ASSERT_EQ(over->data()->size(), 1);
-  EXPECT_NEAR(over->data()->begin()->value, fp16.kv_bytes_total / double(1ull << 30), 1e-9);
+  EXPECT_NEAR(over->data()->begin()->value, fp16.kv_bytes_batch_per_gpu / double(1ull << 30), 1e-9);
   ASSERT_EQ(fits->data()->size(), 1);
-  EXPECT_NEAR(fits->data()->begin()->value, kivi.kv_bytes_total / double(1ull << 30), 1e-9);
+  EXPECT_NEAR(fits->data()->begin()->value, kivi.kv_bytes_batch_per_gpu / double(1ull << 30), 1e-9);
   // A change recomputes at once.
   view.set_batch(8);
   EXPECT_EQ(cell(0, kPlannerFits), "yes");
-  EXPECT_EQ(view.results()[0].kv_bytes_total,
-            expected("llama-3-8b", "h100-sxm", "fp16", 8192, 8).kv_bytes_total);
+  EXPECT_EQ(view.results()[0].kv_bytes_batch_per_gpu,
+            expected("llama-3-8b", "h100-sxm", "fp16", 8192, 8).kv_bytes_batch_per_gpu);
   // Well under a frame.
   EXPECT_GT(view.last_recompute_ms(), 0.0);
   EXPECT_LT(view.last_recompute_ms(), 16.0);
@@ -97,7 +97,7 @@ TEST(PlannerView, ImportSaveReopenAndPin) {
   view.set_batch(4);
   view.set_schemes({"fp8", "int4"});
   ASSERT_EQ(view.results().size(), 2u) << view.error_text().toStdString();
-  const auto saved_numbers = view.results()[1].kv_bytes_total;
+  const auto saved_numbers = view.results()[1].kv_bytes_batch_per_gpu;
   const std::int64_t id = view.save();
   ASSERT_GT(id, 0) << view.error_text().toStdString();
   view.pin();
@@ -115,7 +115,7 @@ TEST(PlannerView, ImportSaveReopenAndPin) {
   EXPECT_EQ(view.scenario().context, 65536);
   EXPECT_EQ(view.scenario().gpu.id, "l40s");
   ASSERT_EQ(view.results().size(), 2u);
-  EXPECT_EQ(view.results()[1].kv_bytes_total, saved_numbers);
+  EXPECT_EQ(view.results()[1].kv_bytes_batch_per_gpu, saved_numbers);
   // The imported model stays in the store for the next session.
   PlannerView again(std::make_shared<RunsStore>(RunsStore::open(dir / "runs.sqlite").value()));
   again.set_model(QString::fromStdString(view.scenario().model.id));

@@ -137,7 +137,7 @@ TEST(Solvers, GoldenFitAndLimits) {
   // usable = 80 GiB × 0.9 = 77,309,411,328; weights = 6.74e9 × 2 = 13,480,000,000;
   // reserve 1 GiB → KV capacity 62,755,669,504 bytes = 29.2 sequences of 2 GiB.
   auto r = plan(llama2_on_a100(29, 4096)).value();
-  EXPECT_EQ(r.weights_bytes, 13'480'000'000ull);
+  EXPECT_EQ(r.weights_bytes_per_gpu, 13'480'000'000ull);
   EXPECT_EQ(r.kv_capacity_bytes, 62'755'669'504ull);
   EXPECT_TRUE(r.fits);
   EXPECT_EQ(r.max_batch, 29);
@@ -152,7 +152,7 @@ TEST(Solvers, GoldenFitAndLimits) {
   // Roofline: (weights + KV) / (2039 GB/s × 0.8) per step.
   r = plan(llama2_on_a100(1, 4096)).value();
   const double step = (13.48e9 + 2.0 * kGiB) / (2039e9 * 0.8);
-  EXPECT_NEAR(r.decode_tokens_per_s, 1.0 / step, 1e-9);
+  EXPECT_NEAR(r.tokens_per_s_deployment, 1.0 / step, 1e-9);
   EXPECT_NE(r.formula.find(
                 "2 (K and V) × 32 layers × 32 kv_heads × 128 head_dim × 4,096 tokens × 2 bytes = "
                 "2.0 GiB"),
@@ -209,9 +209,11 @@ TEST(Solvers, SweepAgreesWithSinglePlans) {
     s.batch = row.batch;
     const QuickPlan q = quick_plan(s);
     EXPECT_EQ(row.plan.fits, q.fits);
-    EXPECT_EQ(row.plan.kv_bytes_total, q.kv_bytes_total);
+    EXPECT_EQ(row.plan.kv_bytes_batch_per_gpu, q.kv_bytes_batch_per_gpu);
     EXPECT_EQ(row.plan.max_batch, q.max_batch);
-    EXPECT_NEAR(row.plan.decode_tokens_per_s, q.decode_tokens_per_s, 1e-9 * q.decode_tokens_per_s);
+    EXPECT_NEAR(row.plan.tokens_per_s_per_gpu, q.tokens_per_s_per_gpu, 1e-9 * q.tokens_per_s_per_gpu);
+    EXPECT_NEAR(row.plan.tpot_s, q.tpot_s, 1e-12 * q.tpot_s);
+    EXPECT_NEAR(row.plan.ttft_s, q.ttft_s, 1e-12 * q.ttft_s);
   }
   const std::string csv = sweep_to_csv(spec, rows);
   EXPECT_EQ(csv.rfind("gpu,scheme,context,batch,fits", 0), 0u);

@@ -262,19 +262,19 @@ void LearnPlannerPage::recompute() {
   m_answer->setText(p.fits ? tr("✔ Fits") : tr("✘ Does not fit"));
   m_answer->setStyleSheet(
       QStringLiteral("color: %1;").arg((p.fits ? style::kFits : style::kDoesNotFit).name()));
-  const double used = static_cast<double>(p.weights_bytes + p.reserve_bytes) +
-                      static_cast<double>(p.kv_bytes_total);
+  const double used = static_cast<double>(p.weights_bytes_per_gpu + p.reserve_bytes) +
+                      static_cast<double>(p.kv_bytes_batch_per_gpu);
   QString sum =
       tr("%1 weights + %2 reserve + %3 KV (%4 × %5 tokens in %6) = <b>%7</b> of <b>%8</b> usable "
          "(%9 % of the GPU's %10).")
-          .arg(format_byte_count(static_cast<double>(p.weights_bytes)),
+          .arg(format_byte_count(static_cast<double>(p.weights_bytes_per_gpu)),
                format_byte_count(static_cast<double>(p.reserve_bytes)),
-               format_byte_count(static_cast<double>(p.kv_bytes_total)), thousands(s.batch),
+               format_byte_count(static_cast<double>(p.kv_bytes_batch_per_gpu)), thousands(s.batch),
                thousands(s.context), QString::fromStdString(s.scheme.label),
                format_byte_count(used), format_byte_count(static_cast<double>(p.usable_bytes)))
           .arg(s.deployment.gpu_memory_utilization * 100, 0, 'f', 0)
           .arg(format_byte_count(static_cast<double>(p.gpu_bytes)));
-  if (p.weights_bytes + p.reserve_bytes > p.usable_bytes) {
+  if (p.weights_bytes_per_gpu + p.reserve_bytes > p.usable_bytes) {
     sum +=
         tr(" The weights alone leave no room for any KV cache: this model needs more GPUs "
            "(tensor or pipeline parallelism, in the Planner view).");
@@ -300,7 +300,7 @@ void LearnPlannerPage::fill_schemes_table(const planners::Scenario& s) {
     const auto r = planners::plan(other);
     const QStringList cells =
         r ? QStringList{QString::fromStdString(other.scheme.label),
-                        format_byte_count(static_cast<double>(r->kv_bytes_total)),
+                        format_byte_count(static_cast<double>(r->kv_bytes_batch_per_gpu)),
                         r->fits ? tr("yes") : tr("no"), thousands(r->max_batch),
                         thousands(r->max_context)}
           : QStringList{QString::fromStdString(other.scheme.label),
@@ -329,16 +329,16 @@ void LearnPlannerPage::draw_chart() {
   }
   const planners::PlanResult& r = *m_result;
   QCPBars* below = nullptr;
-  const double used = static_cast<double>(r.weights_bytes + r.reserve_bytes + r.kv_bytes_total);
+  const double used = static_cast<double>(r.weights_bytes_per_gpu + r.reserve_bytes + r.kv_bytes_batch_per_gpu);
   const struct {
     QString name;
     double bytes;
     QColor color;
   } parts[] = {
-      {tr("weights"), static_cast<double>(r.weights_bytes), kWeights},
+      {tr("weights"), static_cast<double>(r.weights_bytes_per_gpu), kWeights},
       {tr("reserve"), static_cast<double>(r.reserve_bytes), kReserve},
       {r.fits ? tr("KV cache") : tr("KV cache (does not fit)"),
-       static_cast<double>(r.kv_bytes_total), r.fits ? kKv : kKvOver},
+       static_cast<double>(r.kv_bytes_batch_per_gpu), r.fits ? kKv : kKvOver},
       {tr("free"), std::max(0.0, static_cast<double>(r.usable_bytes) - used), kFree},
   };
   for (const auto& part : parts) {

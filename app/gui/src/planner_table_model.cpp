@@ -34,11 +34,11 @@ QString PlannerTableModel::text(const Row& row, int column) const {
       return row.pinned ? tr("pinned: %1 · %2").arg(m_pinned_title, label) : label;
     }
     case kPlannerBytesPerToken:
-      return QString::number(r.kv_bytes_per_token, 'f', 0);
+      return QString::number(r.kv_bytes_per_token_model, 'f', 0);
     case kPlannerPerSequence:
-      return format_byte_count(static_cast<double>(r.kv_bytes_per_sequence));
+      return format_byte_count(static_cast<double>(r.kv_bytes_per_sequence_per_gpu));
     case kPlannerBatch:
-      return format_byte_count(static_cast<double>(r.kv_bytes_total));
+      return format_byte_count(static_cast<double>(r.kv_bytes_batch_per_gpu));
     case kPlannerFits:
       return r.fits ? tr("yes") : tr("no");
     case kPlannerMaxBatch:
@@ -50,9 +50,9 @@ QString PlannerTableModel::text(const Row& row, int column) const {
                  ? QStringLiteral("%1 (TP %2 × PP %3)").arg(r.min_gpus).arg(r.min_tp).arg(r.min_pp)
                  : tr("none up to 64");
     case kPlannerTokensPerSecond:
-      return QString::number(r.decode_tokens_per_s, 'f', 0);
+      return QString::number(r.tokens_per_s_deployment, 'f', 0);
     case kPlannerTokensPerSecondPerSequence:
-      return QString::number(r.decode_tokens_per_s_per_sequence, 'f', 1);
+      return QString::number(r.tokens_per_s_per_user, 'f', 1);
     default:
       return {};
   }

@@ -20,12 +20,13 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<RunKind, std::string_view>, 5> kKindIds = {{
+constexpr std::array<std::pair<RunKind, std::string_view>, 6> kKindIds = {{
     {RunKind::Compression, "compression"},
     {RunKind::Eviction, "eviction"},
     {RunKind::Quality, "quality"},
     {RunKind::Plan, "plan"},
     {RunKind::Stream, "stream"},
+    {RunKind::Bench, "bench"},  // kvlab bench gpu --save: kernel rates for the planner
 }};
 
 // The number at a dotted path ("error.mse"), if the run has one.
@@ -362,6 +363,8 @@ RunRow run_row(const RunSummary& run) {
     case RunKind::Plan:
       row.context = number_at(m, "context");
       break;
+    case RunKind::Bench:
+      break;
     case RunKind::Stream:
       row.context = number_at(m, "tokens");
       row.ratio = number_at(m, "ratio");
@@ -382,7 +385,20 @@ Result<planners::Scheme> run_scheme(const RunRecord& run, std::string_view id) {
         id, run.id, run.kind));
   }
   return planners::measured_scheme(std::string(id), fmt::format("run {} ({})", run.id, run.method),
-                                   *row.bits_per_value);
+                                   *row.bits_per_value, run_kernel(run));
+}
+
+planners::SchemeKernel run_kernel(const RunRecord& run) {
+  // The engine kernel that reads what the run's method stores (planners/latency.h).
+  const std::string method = run.params.is_object() ? run.params.value("method", "") : "";
+  if (method == "none" || method.empty()) {
+    return run.kind == "eviction" ? planners::SchemeKernel::None : planners::SchemeKernel::Packed;
+  }
+  if (method.rfind("fp8", 0) == 0 || method == "int8") return planners::SchemeKernel::Fp8;
+  if (method == "kvcomp" && run.params.value("codec", "") == "huffman") {
+    return planners::SchemeKernel::Huffman;
+  }
+  return planners::SchemeKernel::Packed;
 }
 
 }  // namespace kvlab

@@ -98,11 +98,27 @@ nlohmann::json model_to_json(const ModelSpec& m);
 Result<GpuSpec> gpu_from_json(const nlohmann::json& j);
 nlohmann::json gpu_to_json(const GpuSpec& g);
 
-// A Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, Gemma2, DeepSeek-V2/V3 families).
-// `id` names the result (the file's folder name, say). The KV heads come from
-// num_key_value_heads (defaulting to num_attention_heads only when absent), head_dim from
-// head_dim when present, never from hidden / heads when the config says otherwise; Qwen's
-// sliding_window counts only with use_sliding_window true. Errors name the field.
+// A Hugging Face config.json. model_type: llama, llama4 / llama4_text, mistral, mixtral, phi3,
+// qwen2, qwen2_moe, qwen3, qwen3_moe, qwen3_next, gemma2, gemma3 / gemma3_text, gpt_oss,
+// deepseek_v2, deepseek_v3, kimi_k2. `id` names the result (the file's folder name, say).
+//  - The multimodal llama4 and gemma3 files keep the model under "text_config"; it is read there.
+//  - KV heads come from num_key_value_heads (num_attention_heads only when absent), head_dim
+//    from head_dim when present, never from hidden / heads when the config says otherwise; MLA
+//    (DeepSeek, Kimi K2) caches kv_lora_rank + qk_rope_head_dim per layer.
+//  - Layer kinds: an explicit "layer_types" list wins (full_attention, sliding_attention,
+//    chunked_attention, linear_attention); else the family's pattern as transformers derives
+//    it: Gemma 3 every sliding_window_pattern-th layer global (6), GPT-OSS sliding and full
+//    alternating, Llama 4 chunked except the NoPE layers (no_rope_layers, else every
+//    no_rope_layer_interval-th, 4), Qwen3-Next linear except every full_attention_interval-th
+//    (4), Gemma 2 alternating; Qwen's sliding_window counts only with use_sliding_window true.
+//    Sliding layers take sliding_window, chunked ones attention_chunk_size; GPT-OSS has sinks.
+//  - Parameters are estimated from the shapes, all experts included; for mixture-of-experts
+//    models the active parameters count num_experts_per_tok routed experts and the shared
+//    experts per MoE layer (num_local_experts / n_routed_experts / num_experts;
+//    first_k_dense_replace, moe_layer_freq, decoder_sparse_step, mlp_only_layers, moe_layers,
+//    interleave_moe_layer_step decide which layers are MoE) plus everything else, embeddings
+//    included.
+// Errors name the field they cannot read.
 Result<ModelSpec> import_hf_config(const nlohmann::json& config, std::string id);
 Result<ModelSpec> import_hf_config_file(const std::filesystem::path& path);
 

@@ -27,6 +27,11 @@ namespace kvlab::planners {
 
 enum class SchemeKind : std::uint8_t { Fp16, Fp8, Int8, Int4, Kivi, Measured };
 
+// Which of the engine's attention kernels reads the stored KV (latency.h): none for fp16, the
+// FP8 kernel (int8 is assumed to cost the same: one byte and a scale per value), the packed
+// low-bit kernel (int4, KIVI), or the Huffman-stream kernel (KVComp).
+enum class SchemeKernel : std::uint8_t { None, Fp8, Packed, Huffman };
+
 struct Scheme {
   std::string id;  // "fp16", "kivi2", "run:12", "int4+evict:0.25"
   std::string label;
@@ -37,19 +42,30 @@ struct Scheme {
   // Eviction: at most this many tokens per layer, or this fraction of the context.
   std::optional<std::int64_t> evict_tokens;
   std::optional<double> evict_fraction;
+  SchemeKernel kernel = SchemeKernel::None;
+  // Keep what does not fit in GPU memory in host memory, read over the host link every step.
+  bool offload = false;
 };
 
-// "fp16" (or "bf16"), "fp8", "int8", "int4", "kivi2", "kivi4", each optionally followed by
-// "+evict:N" (tokens) or "+evict:F" (fraction < 1) or "+evict:25%". "run:ID" is resolved by the
-// caller (it needs the runs store): use measured_scheme().
+// KVComp with Huffman codes at rel_scale 0.05, as `kvlab bench gpu` measured it on an H100: 5.03
+// bits per value with every stream byte, bit count and block offset (the bytes its attention
+// kernels read at 32K, bench/results/gpu_h100_2026-11-23.json). A saved run of your own data
+// (run:ID) gives your model's figure.
+inline constexpr double kKvCompDefaultBits = 5.03;
+
+// "fp16" (or "bf16"), "fp8", "int8", "int4", "kivi2", "kivi4", "kvcomp", each optionally followed
+// by "+evict:N" (tokens) or "+evict:F" (fraction < 1) or "+evict:25%", and by "+offload". "run:ID"
+// is resolved by the caller (it needs the runs store): use measured_scheme().
 Result<Scheme> parse_scheme(std::string_view id);
-Scheme measured_scheme(std::string id, std::string label, double bits_per_value);
+Scheme measured_scheme(std::string id, std::string label, double bits_per_value,
+                       SchemeKernel kernel = SchemeKernel::Packed);
 
 struct Deployment {
   int tp = 1, pp = 1;
   double gpu_memory_utilization = 0.9;        // the serving engine's share of the GPU's memory
   std::uint64_t reserve_bytes = 1ull << 30;   // activations, CUDA graphs, runtime: not for KV
   int page_tokens = 16;                       // KV allocated in pages of this many tokens
+  std::uint64_t host_bytes = 256ull << 30;    // host memory per GPU for offloaded KV
   std::string weights_dtype;                  // empty: the model's own
   Status validate(const ModelSpec& m) const;  // names the option
 };

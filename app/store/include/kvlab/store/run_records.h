@@ -25,7 +25,7 @@
 
 namespace kvlab {
 
-enum class RunKind { Compression, Eviction, Quality, Plan, Stream };
+enum class RunKind { Compression, Eviction, Quality, Plan, Stream, Bench };
 
 // The id stored in the kind column: "compression", "eviction", "quality", "plan", "stream".
 std::string_view run_kind_id(RunKind kind);
@@ -116,5 +116,7 @@ RunRow run_row(const RunSummary& run);
 // A stored run as a planner scheme (`--scheme run:ID`): the bits per value it measured, with
 // eviction counted. `id` is how the user named it. An error says why a run cannot be one.
 Result<planners::Scheme> run_scheme(const RunRecord& run, std::string_view id);
+// The engine kernel that would read what the run's method stores, for the latency model.
+planners::SchemeKernel run_kernel(const RunRecord& run);
 
 }  // namespace kvlab

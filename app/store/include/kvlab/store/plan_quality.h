@@ -1,0 +1,30 @@
+// The quality cost of the planner's schemes for one model, from the quality runs a runs database
+// holds (`kvlab quality --save`): the newest run of the same model with the same method.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kvlab/engine/core/result.h"
+#include "kvlab/planners/catalog.h"
+#include "kvlab/planners/kv_memory.h"
+#include "kvlab/store/runs_store.h"
+
+namespace kvlab {
+
+// Whether a quality run's model (a file or folder path) is the catalogue model: the file's name
+// starts with one of the model's names (id, alias, Hugging Face name), compared as canonical ids.
+bool quality_run_is_model(const std::string& run_model, const planners::ModelSpec& model);
+
+// The quality run method a planner scheme stands for ("fp8" → fp8-e4m3 or e5m2, "kivi2" → KIVI
+// with 2 bits, "kvcomp" → KVComp with Huffman codes); false for fp16 and for schemes with
+// eviction or offload, which a quality run of the method alone does not measure.
+bool quality_run_is_scheme(const nlohmann::json& run_params, const planners::Scheme& scheme);
+
+// One text per scheme (same order): "perplexity +0.8%, KL 0.003 (run 12, 2,048 tokens)", "exact"
+// for fp16, or empty where the database has no such run.
+Result<std::vector<std::string>> scheme_quality(const RunsStore& store,
+                                                const planners::ModelSpec& model,
+                                                const std::vector<planners::Scheme>& schemes);
+
+}  // namespace kvlab
