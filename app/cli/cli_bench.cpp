@@ -311,13 +311,76 @@ int run_codec_bench(const BenchOptions& o) {
 
 struct GpuBenchCliOptions {
   GpuBenchRequest request;
-  bool json = false;
+  bool json = false, save = false;
+  std::string gpu_id, from_json;
+  DbOption db;
 };
 
+// Stores a measurement as a "bench" run of a catalogue GPU, for the planner's decompression rates
+// (planners/latency.h). The rates are read back now, so a file that cannot give them is refused.
+int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
+  if (o.gpu_id.empty()) {
+    return fail("bench gpu --save: give --gpu-id, the catalogue GPU this ran on (see 'kvlab gpus "
+                "list')");
+  }
+  std::vector<planners::GpuSpec> user_gpus;
+  if (auto store = o.db.open_if(false); store && *store) {
+    if (auto entries = (*store)->list_catalog_entries("gpu")) {
+      for (const auto& e : *entries) {
+        if (auto g = planners::gpu_from_json(e)) user_gpus.push_back(*g);
+      }
+    }
+  }
+  auto gpu = planners::find_gpu(o.gpu_id, user_gpus);
+  if (!gpu) return fail("--gpu-id: " + gpu.message());
+  auto rates = planners::kernel_rates_from_bench(j, gpu->id, gpu->tflops.fp32, "check");
+  if (!rates) {
+    return fail(fmt::format("bench gpu{}: {}", o.from_json.empty() ? "" : " " + o.from_json,
+                            rates.message()));
+  }
+  auto store = o.db.open_for_saving();
+  if (!store) return fail(store.message());
+  NewRun run;
+  run.kind = "bench";
+  run.source = j.value("device", std::string("?"));
+  run.method = "gpu kernels";
+  run.label = fmt::format("{} kernel rates", gpu->id);
+  run.params = {{"gpu_id", gpu->id}, {"from_json", o.from_json}};
+  run.metrics = j;
+  run.metrics["rates"] = planners::kernel_rates_to_json(*rates);
+  auto id = store->save_run(run);
+  if (!id) return fail(id.message());
+  fmt::print(stderr,
+             "saved run {}: the planner now charges decompression on {} at FP8 {:.2f}, packed "
+             "{:.2f}, Huffman {:.2f} T values/s\n",
+             *id, gpu->id, rates->fp8 / 1e12, rates->packed / 1e12, rates->huffman / 1e12);
+  return 0;
+}
+
 int run_gpu_bench_command(const GpuBenchCliOptions& o) {
-  auto result = run_gpu_bench_json(o.request);
-  if (!result) return fail("bench gpu: " + result.message());
-  const nlohmann::json& j = *result;
+  nlohmann::json j;
+  if (!o.from_json.empty()) {
+    auto text = read_text_file("--from-json", o.from_json);
+    if (!text) return fail(text.message());
+    try {
+      j = nlohmann::json::parse(*text);
+    } catch (const nlohmann::json::exception& e) {
+      return fail(fmt::format("--from-json {}: not valid JSON: {}", o.from_json, e.what()));
+    }
+    if (!j.is_object() || !j.contains("device") || !j["device"].is_string() ||
+        !j.contains("copy_gb_s") || !j.contains("rows") || !j.contains("encode")) {
+      return fail(fmt::format("--from-json {}: not the output of 'kvlab bench gpu --json' (needs "
+                              "device, copy_gb_s, rows and encode)",
+                              o.from_json));
+    }
+  } else {
+    auto result = run_gpu_bench_json(o.request);
+    if (!result) return fail("bench gpu: " + result.message());
+    j = *result;
+  }
+  if (o.save) {
+    if (int rc = save_gpu_bench(o, j); rc != 0) return rc;
+  }
   if (o.json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -385,6 +448,14 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
   gpu->add_flag("--json", g->json, "print the measurements as JSON");
+  gpu->add_flag("--save", g->save,
+                "store the measurement in the runs database: the planner then charges "
+                "decompression on that GPU at these rates");
+  gpu->add_option("--gpu-id", g->gpu_id, "with --save: the catalogue GPU this is (e.g. h100-sxm)");
+  gpu->add_option("--from-json", g->from_json,
+                  "read a measurement 'kvlab bench gpu --json' wrote (on another machine) instead "
+                  "of running one; with --save, store it");
+  g->db.add_to(*gpu);
   gpu->callback([g] { exit_code() = run_gpu_bench_command(*g); });
 }
 

@@ -92,11 +92,12 @@ int run_advise(const AdviseOptions& o) {
       "(fp16 KV the users need / KV memory, per GPU).\n\n",
       o.min_gain * 100);
   fmt::print("{:>10}", "context");
-  for (int c : spec.concurrencies) fmt::print(" {:>22}", fmt::format("{} users", c));
+  for (int c : spec.concurrencies) fmt::print(" {:>22}", fmt::format("{} {}", c, c == 1 ? "user" : "users"));
   fmt::print("\n");
   std::size_t i = 0;
   for (auto ctx : spec.contexts) {
     fmt::print("{:>10}", ctx);
+    // (each row: one context)
     for (std::size_t k = 0; k < spec.concurrencies.size(); ++k, ++i) {
       fmt::print(" {:>22}", cell_text(*advice, advice->cells[i]));
     }
@@ -105,6 +106,26 @@ int run_advise(const AdviseOptions& o) {
   if (!dropped.empty()) {
     fmt::print("(left out, beyond the model's {} tokens: {})\n", base->model.max_context,
                fmt::join(dropped, ", "));
+  }
+  // Every scheme against fp16, so that a loss shows even where the advice is not to compress.
+  fmt::print("\nTokens/s per GPU against fp16 (served: sequences held at once, if fewer):\n");
+  fmt::print("{:>10} {:>7}", "context", "users");
+  for (const auto& s : spec.schemes) fmt::print(" {:>14}", s.id);
+  fmt::print("\n");
+  i = 0;
+  for (auto ctx : spec.contexts) {
+    for (std::size_t k = 0; k < spec.concurrencies.size(); ++k, ++i) {
+      const auto& c = advice->cells[i];
+      fmt::print("{:>10} {:>7}", ctx, c.concurrency);
+      for (const auto& out : c.outcomes) {
+        std::string t = out.served == 0        ? "none fit"
+                        : !std::isfinite(out.gain) ? "fp16: none"
+                                                   : fmt::format("{:+.0f}%", out.gain * 100);
+        if (out.served > 0 && out.served < c.concurrency) t += fmt::format(" ({})", out.served);
+        fmt::print(" {:>14}", t);
+      }
+      fmt::print("\n");
+    }
   }
   fmt::print("\nQuality cost (stored quality runs of {}):\n", base->model.id);
   bool any = false;
@@ -126,7 +147,8 @@ int run_advise(const AdviseOptions& o) {
     for (std::size_t k = 0; k < spec.concurrencies.size(); ++k, ++i) {
       if (!o.reasons && k != 0 && k + 1 != spec.concurrencies.size()) continue;
       const auto& c = advice->cells[i];
-      fmt::print("  {} tokens × {} users: {}. {}\n", ctx, c.concurrency, c.verdict, c.reason);
+      fmt::print("  {} tokens × {} {}: {}. {}\n", ctx, c.concurrency,
+                 c.concurrency == 1 ? "user" : "users", c.verdict, c.reason);
     }
   }
   return 0;

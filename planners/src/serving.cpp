@@ -292,7 +292,8 @@ nlohmann::json advice_to_json(const Advice& a) {
                          {"gain_vs_fp16", std::isfinite(o.gain) ? nlohmann::json(o.gain)
                                                                 : nlohmann::json("fp16 fits none")},
                          {"compute_bound", o.compute_bound},
-                         {"bound_by", o.bound_by}});
+                         {"bound_by", o.bound_by},
+                         {"attention_bound_by", o.attention_bound_by}});
     }
     cells.push_back(
         {{"context_tokens_per_sequence", c.context},

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/planner_chart_data.h"
 #include "kvlab/gui/planner_view.h"
 
 namespace kvlab::gui {
@@ -81,13 +82,11 @@ void PlannerView::draw_context_chart() {
   const double gib = 1024.0 * 1024 * 1024;
   const double max_ctx = base.model.max_context;
   const double min_ctx = std::min(512.0, max_ctx);
-  static const QColor colors[] = {{52, 101, 164}, {230, 140, 40}, {60, 150, 90},
-                                  {120, 80, 170}, {200, 55, 55},  {90, 90, 90}};
   double top = m_results.front().kv_capacity_bytes / gib;
   for (std::size_t i = 0; i < m_shown_schemes.size(); ++i) {
     auto* g = p->addGraph();
     g->setName(QString::fromStdString(m_shown_schemes[i].label));
-    g->setPen(QPen(colors[i % 6], 2));
+    g->setPen(QPen(planner_series_color(static_cast<int>(i)), 2));
     for (int k = 0; k <= 48; ++k) {
       const double ctx = std::round(min_ctx * std::pow(max_ctx / min_ctx, k / 48.0));
       const double bytes =
