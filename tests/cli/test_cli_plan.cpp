@@ -36,13 +36,21 @@ TEST(CliPlan, JsonHasTheDocumentedFieldsAndGoldenNumbers) {
                        "--scheme fp16,kivi2 --json");
   ASSERT_EQ(o.code, 0) << o.out;
   const auto j = nlohmann::json::parse(o.out);
-  for (const char* k : {"kv_bytes_per_token", "kv_bytes_total", "weights_bytes", "fits",
-                        "max_batch", "max_context", "min_gpus", "decode_tokens_per_s", "formula"}) {
+  // Every name says what it counts: the whole model, one GPU, or the whole deployment.
+  for (const char* k :
+       {"kv_bytes_per_token_model", "kv_bytes_per_sequence_per_gpu", "kv_bytes_batch_per_gpu",
+        "kv_bytes_batch_deployment", "weights_bytes_per_gpu", "kv_capacity_bytes_per_gpu", "fits",
+        "max_batch", "max_context", "min_gpus", "ttft_ms", "tpot_ms", "tokens_per_s_per_user",
+        "tokens_per_s_per_gpu", "tokens_per_s_deployment", "decode_step", "prefill",
+        "decompression_source", "formula", "decompression_rates"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
-  EXPECT_EQ(j["kv_bytes_per_token"], 524288.0);
-  EXPECT_EQ(j["kv_bytes_total"], 29ull * 2147483648ull);
-  EXPECT_EQ(j["weights_bytes"], 13480000000ull);
+  EXPECT_EQ(j["kv_bytes_per_token_model"], 524288.0);
+  EXPECT_EQ(j["kv_bytes_batch_per_gpu"], 29ull * 2147483648ull);
+  EXPECT_EQ(j["weights_bytes_per_gpu"], 13480000000ull);
+  // One sequence: (13.48e9 B of weights + 2 GiB of KV) / (2,039 GB/s × 0.8) per token.
+  EXPECT_NEAR(j["schemes"][0]["decode_step"]["weights_read_ms"].get<double>(),
+              13.48e9 / (2039e9 * 0.8) * 1e3, 1e-9);
   EXPECT_EQ(j["fits"], true);
   EXPECT_EQ(j["max_batch"], 29);
   ASSERT_EQ(j["schemes"].size(), 2u);
@@ -76,7 +84,7 @@ TEST(CliPlan, SavedScenarioAndMeasuredScheme) {
   ASSERT_EQ(o.code, 0) << o.out;
   const auto j = nlohmann::json::parse(o.out);
   // The measured scheme stores exactly the run's bits per value.
-  EXPECT_NEAR(j["schemes"][1]["kv_bytes_per_token"].get<double>(),
+  EXPECT_NEAR(j["schemes"][1]["kv_bytes_per_token_model"].get<double>(),
               131072.0 / 16 * cj["bits_per_value"].get<double>(), 1e-6);
   const Output show = run(db, "runs show " + std::to_string(j["run_id"].get<long long>()));
   EXPECT_EQ(show.code, 0) << show.out;
@@ -116,11 +124,60 @@ TEST(CliPlan, ModelsImportAndUserGpus) {
   o = run(db, "plan --model my-llama --gpu lab-gpu --context 65536 --batch 2 --json");
   ASSERT_EQ(o.code, 0) << o.out;
   // 2 × 16 × 8 × 64 × 2 bytes per token.
-  EXPECT_EQ(nlohmann::json::parse(o.out)["kv_bytes_per_token"], 32768.0);
+  EXPECT_EQ(nlohmann::json::parse(o.out)["kv_bytes_per_token_model"], 32768.0);
   EXPECT_EQ(run(db, "gpus remove lab-gpu").code, 0);
   o = run(db, "plan --model my-llama --gpu lab-gpu");
   EXPECT_NE(o.code, 0);
   EXPECT_NE(o.out.find("unknown GPU 'lab-gpu'"), std::string::npos) << o.out;
+}
+
+TEST(CliPlan, AdviseSaysWhereCompressionLosesAndWhereItPays) {
+  const std::string db = fresh("advise") + "/runs.sqlite";
+  Output o = run(db, "plan advise --model llama-3-70b --gpu h100 --tp 4 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  // The model's 8K limit drops the longer default contexts.
+  EXPECT_EQ(j["contexts"], nlohmann::json::array({2048, 8192}));
+  EXPECT_EQ(j["contexts_beyond_the_model"], nlohmann::json::array({32768, 131072}));
+  bool dont = false, compress = false, loss = false;
+  for (const auto& c : j["cells"]) {
+    dont = dont || c["verdict"] == "don't compress";
+    compress = compress || c["verdict"].get<std::string>().rfind("compress: ", 0) == 0;
+    for (const auto& s : c["schemes"]) {
+      if (s["gain_vs_fp16"].is_number() && s["gain_vs_fp16"].get<double>() < 0 &&
+          s["attention_bound_by"] == "decompression") {
+        loss = true;
+      }
+    }
+  }
+  EXPECT_TRUE(dont && compress && loss) << o.out;
+  o = run(db, "plan advise --model llama-3-70b --gpu h100 --tp 4");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("kvcomp loses"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("waits on decompression"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("no quality run of this model"), std::string::npos) << o.out;
+}
+
+TEST(CliPlan, StoredGpuBenchmarkSetsTheDecompressionRates) {
+  const std::string db = fresh("bench") + "/runs.sqlite";
+  Output o = run(db, std::string("bench gpu --from-json ") + KVLAB_SOURCE_DIR +
+                         "/bench/results/gpu_h100_2026-11-23.json --save --gpu-id h100-sxm --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  o = run(db, "plan --model llama-3-8b --gpu h100-sxm --scheme kvcomp --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["decompression_rates"]["measured"], true);
+  // That run's Huffman pair at 32K: 2 × 33,554,432 values in 81.4 + 134.0 µs (rounded here).
+  EXPECT_NEAR(j["decompression_rates"]["huffman_values_per_s"].get<double>(), 3.115e11, 0.01e11);
+  EXPECT_NE(j["decompression_source"].get<std::string>().find("run 1"), std::string::npos)
+      << j["decompression_source"];
+  // Another GPU: scaled from this one.
+  o = run(db, "plan --model llama-3-8b --gpu a100-80gb --scheme kvcomp --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(nlohmann::json::parse(o.out)["decompression_source"].get<std::string>().find(
+                "default on h100-sxm"),
+            std::string::npos)
+      << o.out;
 }
 
 TEST(CliPlan, BadInputNamesTheProblem) {
@@ -136,6 +193,13 @@ TEST(CliPlan, BadInputNamesTheProblem) {
       {"plan sweep --contexts 10,x", "--contexts"},
       {"models import /does/not/config.json", "/does/not/config.json"},
       {"gpus add --id h100-sxm --memory-gib 80 --bandwidth 1", "built-in"},
+      {"plan --compute-efficiency 0", "--compute-efficiency 0"},
+      {"plan --model meta-llama/Llama-3.1-7B", "did you mean"},
+      {"plan --scheme fp16+offload+evict:0.5+evict:10", "one eviction budget"},
+      {"plan advise --model llama-3-8b --contexts 100000", "beyond"},
+      {"plan advise --schemes fp8,fp16", "first scheme must be the uncompressed"},
+      {"bench gpu --from-json /does/not/exist.json", "/does/not/exist.json"},
+      {"bench gpu --from-json /does/not/exist.json --save", "/does/not/exist.json"},
   };
   for (const auto& [args, want] : cases) {
     const Output o = run(db, args);

@@ -1,6 +1,7 @@
 #include "kvlab/gui/planner_table_model.h"
 
 #include <array>
+#include <cmath>
 
 #include <QBrush>
 #include <QColor>
@@ -26,6 +27,19 @@ int PlannerTableModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : kPlannerColumnCount;
 }
 
+QString PlannerTableModel::millis(double seconds) {
+  if (!std::isfinite(seconds)) return QStringLiteral("∞");
+  if (seconds >= 1) return QStringLiteral("%1 s").arg(seconds, 0, 'f', 2);
+  if (seconds >= 0.01) return QStringLiteral("%1 ms").arg(seconds * 1e3, 0, 'f', 0);
+  return QStringLiteral("%1 ms").arg(seconds * 1e3, 0, 'f', 2);
+}
+
+QString PlannerTableModel::waits_on(const planners::StepCost& step) {
+  return tr("%1 (%2-bound)")
+      .arg(QString::fromStdString(step.bound_by),
+           step.compute_bound ? tr("compute") : tr("memory"));
+}
+
 QString PlannerTableModel::text(const Row& row, int column) const {
   const planners::PlanResult& r = row.result;
   switch (column) {
@@ -49,10 +63,20 @@ QString PlannerTableModel::text(const Row& row, int column) const {
       return r.min_gpus
                  ? QStringLiteral("%1 (TP %2 × PP %3)").arg(r.min_gpus).arg(r.min_tp).arg(r.min_pp)
                  : tr("none up to 64");
-    case kPlannerTokensPerSecond:
-      return QString::number(r.tokens_per_s_deployment, 'f', 0);
-    case kPlannerTokensPerSecondPerSequence:
+    case kPlannerBatchDeployment:
+      return format_byte_count(static_cast<double>(r.kv_bytes_batch_deployment));
+    case kPlannerTtft:
+      return millis(r.ttft_s);
+    case kPlannerTpot:
+      return millis(r.tpot_s);
+    case kPlannerTokensPerUser:
       return QString::number(r.tokens_per_s_per_user, 'f', 1);
+    case kPlannerTokensPerGpu:
+      return QString::number(r.tokens_per_s_per_gpu, 'f', 0);
+    case kPlannerTokensDeployment:
+      return QString::number(r.tokens_per_s_deployment, 'f', 0);
+    case kPlannerWaitsOn:
+      return waits_on(r.latency.step);
     default:
       return {};
   }
@@ -78,9 +102,23 @@ QVariant PlannerTableModel::data(const QModelIndex& index, int role) const {
 QVariant PlannerTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || section < 0 || section >= kPlannerColumnCount) return {};
   // Same order as PlannerColumn.
+  // Two lines each, the second saying what the number counts, so the table stays narrow.
   static const std::array<const char*, kPlannerColumnCount> kNames{
-      "scheme",    "KV B/token",  "KV per sequence", "KV of batch", "fits",
-      "max batch", "max context", "fewest GPUs",     "tokens/s",    "tokens/s per seq."};
+      "scheme",
+      "KV B/token\n(whole model)",
+      "KV per sequence\n(per GPU)",
+      "KV batch\n(per GPU)",
+      "KV batch\n(deployment)",
+      "fits",
+      "max batch",
+      "max context",
+      "min GPUs",
+      "TTFT",
+      "TPOT",
+      "tok/s\nper user",
+      "tok/s\nper GPU",
+      "tok/s\n(deployment)",
+      "decode step\nwaits on"};
   if (role == Qt::DisplayRole) return tr(kNames[static_cast<std::size_t>(section)]);
   if (role == Qt::ToolTipRole) {
     const QStringList tips = explain::planner_columns();

@@ -18,22 +18,23 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSpinBox>
-#include <QSplitter>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 
-#include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/number_fields.h"
+#include "kvlab/gui/planner_advice_panel.h"
+#include "kvlab/gui/planner_frontier_chart.h"
+#include "kvlab/gui/planner_roofline_chart.h"
 #include "kvlab/gui/planner_table_model.h"
 
 namespace kvlab::gui {
 namespace {
 
-constexpr const char* kBuiltInSchemes[] = {"fp16", "fp8", "int8", "int4", "kivi2", "kivi4"};
 constexpr const char* kEvictChoices[] = {"none", "50%", "25%", "10%"};
 
 QSpinBox* spin(int lo, int hi, int value, const QString& suffix = {}) {
@@ -70,6 +71,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   m_reserve = dspin(0, 64, 1.0, 0.5, 1);
   m_reserve->setSuffix(tr(" GiB"));
   m_efficiency = dspin(0.05, 1.0, 0.8, 0.05, 2);
+  m_compute_efficiency = dspin(0.05, 1.0, 0.6, 0.05, 2);
   m_evict = new QComboBox;
   for (const char* e : kEvictChoices) m_evict->addItem(QString::fromLatin1(e));
   m_scheme_list = new QListWidget;
@@ -115,7 +117,12 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
       tr("KV is allocated in pages of this many tokens (vLLM's block size): each layer's tokens "
          "round up to whole pages"));
   m_efficiency->setToolTip(
-      tr("Achieved ÷ peak memory bandwidth, for the decode throughput roofline"));
+      tr("Achieved ÷ peak memory bandwidth: every byte the latency model reads (weights, KV) "
+         "moves at bandwidth × this"));
+  m_compute_efficiency->setToolTip(
+      tr("Achieved ÷ peak dense tensor throughput (model FLOPs utilisation): the matrix and "
+         "attention FLOPs of prefill and decode run at the GPU's peak for the weights' dtype × "
+         "this"));
   save_button->setToolTip(
       tr("Save the scenario and every scheme's results as a plan run; the Runs page reopens it"));
   pin_button->setToolTip(
@@ -137,6 +144,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   form->addRow(tr("Reserve per GPU"), m_reserve);
   form->addRow(tr("KV page"), m_page);
   form->addRow(tr("Bandwidth efficiency"), m_efficiency);
+  form->addRow(tr("Compute efficiency"), m_compute_efficiency);
   explain::share_with_captions(form);
   auto* controls = new QGroupBox(tr("Scenario"));
   auto* cl = new QVBoxLayout(controls);
@@ -144,7 +152,8 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   cl->addWidget(save_button);
   cl->addWidget(pin_button);
   m_timing = new QLabel;
-  m_timing->setToolTip(tr("Time to recompute every scheme's plan, the table and both charts"));
+  m_timing->setToolTip(
+      tr("Time to recompute every scheme's plan, the table, the charts and the advice"));
   m_error = new QLabel;
   m_error->setWordWrap(true);
   style::make_error_text(m_error);
@@ -174,6 +183,31 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
     style_plot(p);
     p->setMinimumHeight(260);
   }
+  m_frontier_chart = new PlannerFrontierChart;
+  m_roofline_chart = new PlannerRooflineChart;
+  m_advice_panel = new PlannerAdvicePanel;
+  m_tabs = new QTabWidget;
+  m_tabs->setDocumentMode(true);
+  const struct {
+    QWidget* widget;
+    QString name, tip;
+  } tabs[] = {
+      {m_memory_chart, tr("Memory"), tr("One GPU's memory per scheme: weights, reserve, KV, free")},
+      {m_context_chart, tr("Against context"), tr("The batch's KV on one GPU as the context grows")},
+      {make_frontier_tab(), tr("Frontier"),
+       tr("Tokens/s per user against tokens/s per GPU as the batch grows, one curve per scheme; "
+          "optional TTFT and TPOT targets pick the best scheme and batch")},
+      {m_roofline_chart, tr("Roofline"),
+       tr("Arithmetic intensity against attainable TFLOP/s on one GPU, with each scheme's decode "
+          "step")},
+      {m_advice_panel, tr("Should I compress?"),
+       tr("The advice matrix: for each context and number of concurrent users, whether a "
+          "compressed KV cache serves more tokens/s per GPU than fp16, and with which scheme")},
+  };
+  for (const auto& t : tabs) {
+    m_tabs->addTab(t.widget, t.name);
+    m_tabs->setTabToolTip(m_tabs->count() - 1, t.tip);
+  }
   m_memory_chart->setToolTip(explain::planner_memory_chart());
   m_context_chart->setToolTip(explain::planner_context_chart());
   add_title(m_memory_chart, tr("One GPU's memory per scheme"));
@@ -188,13 +222,11 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   formula_label->setToolTip(m_formula_scheme->toolTip());
   formula_row->addWidget(formula_label);
   formula_row->addWidget(m_formula_scheme, 1);
-  auto* charts = new ChartPair(m_memory_chart, tr("Memory per scheme"), m_context_chart,
-                               tr("Against context"));
   auto* right = new QVBoxLayout;
   right->addLayout(formula_row);
   right->addWidget(m_formula);
   right->addWidget(m_table);
-  right->addWidget(charts, 1);
+  right->addWidget(m_tabs, 1);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(controls);
   layout->addLayout(right, 1);
@@ -210,10 +242,11 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   for (auto* s : {m_context, m_batch, m_tp, m_pp, m_page}) {
     connect(s, &QSpinBox::valueChanged, this, &PlannerView::recompute);
   }
-  for (auto* s : {m_util, m_reserve, m_efficiency}) {
+  for (auto* s : {m_util, m_reserve, m_efficiency, m_compute_efficiency}) {
     connect(s, &QDoubleSpinBox::valueChanged, this, &PlannerView::recompute);
   }
   connect(m_scheme_list, &QListWidget::itemChanged, this, &PlannerView::recompute);
+  connect(m_advice_panel, &PlannerAdvicePanel::min_gain_changed, this, &PlannerView::recompute);
   connect(import, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("A Hugging Face config.json"), {},
                                                       tr("config.json (*.json)"));
@@ -237,69 +270,6 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   connect(save_button, &QPushButton::clicked, this, [this] { save(); });
   connect(pin_button, &QPushButton::clicked, this, &PlannerView::pin);
   recompute();
-}
-
-void PlannerView::reload_catalogues() {
-  m_models = planners::builtin_models();
-  m_gpus = planners::builtin_gpus();
-  m_measured.clear();
-  if (m_store) {
-    if (auto entries = m_store->list_catalog_entries("model")) {
-      for (const auto& j : *entries) {
-        if (auto m = planners::model_from_json(j)) m_models.push_back(*m);
-      }
-    }
-    if (auto entries = m_store->list_catalog_entries("gpu")) {
-      for (const auto& j : *entries) {
-        if (auto g = planners::gpu_from_json(j)) m_gpus.push_back(*g);
-      }
-    }
-    if (auto runs = m_store->list_runs(50)) {
-      for (const auto& r : *runs) {
-        const auto& m = r.metrics;
-        if (r.kind != "compression" || !m.contains("bits_per_value") ||
-            !m["bits_per_value"].is_number()) {
-          continue;
-        }
-        m_measured.push_back(planners::measured_scheme(
-            "run:" + std::to_string(r.id), "run " + std::to_string(r.id) + " (" + r.method + ")",
-            m["bits_per_value"].get<double>()));
-      }
-    }
-  }
-  const QString model = m_model->currentData().toString(), gpu = m_gpu->currentData().toString();
-  QStringList checked;
-  for (int i = 0; i < m_scheme_list->count(); ++i) {
-    if (m_scheme_list->item(i)->checkState() == Qt::Checked) {
-      checked << m_scheme_list->item(i)->data(Qt::UserRole).toString();
-    }
-  }
-  const QSignalBlocker b1(m_model), b2(m_gpu), b3(m_scheme_list);
-  m_model->clear();
-  for (const auto& m : m_models) {
-    m_model->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
-  }
-  m_gpu->clear();
-  for (const auto& g : m_gpus) {
-    m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
-  }
-  m_scheme_list->clear();
-  const auto add_scheme = [&](const QString& id, const QString& label) {
-    auto* item = new QListWidgetItem(label, m_scheme_list);
-    item->setData(Qt::UserRole, id);
-    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-    item->setCheckState(checked.contains(id) ? Qt::Checked : Qt::Unchecked);
-    item->setToolTip(explain::planner_scheme(id));
-  };
-  for (const char* id : kBuiltInSchemes) {
-    add_scheme(QString::fromLatin1(id),
-               QString::fromStdString(planners::parse_scheme(id).value().label));
-  }
-  for (const auto& s : m_measured) {
-    add_scheme(QString::fromStdString(s.id), QString::fromStdString(s.label));
-  }
-  if (!model.isEmpty()) set_model(model);
-  if (!gpu.isEmpty()) set_gpu(gpu);
 }
 
 void PlannerView::set_model(const QString& id) {
@@ -375,6 +345,8 @@ planners::Scenario PlannerView::scenario() const {
   s.deployment.gpu_memory_utilization = m_util->value();
   s.deployment.reserve_bytes = static_cast<std::uint64_t>(m_reserve->value() * (1ull << 30));
   s.bandwidth_efficiency = m_efficiency->value();
+  s.compute_efficiency = m_compute_efficiency->value();
+  s.rates = rates_for(s.gpu);
   return s;
 }
 
@@ -418,9 +390,10 @@ void PlannerView::recompute() {
   fill_table();
   draw_memory_chart();
   draw_context_chart();
+  update_serving(s);
   m_recompute_ms = timer.nsecsElapsed() / 1e6;
   m_timing->setText(
-      tr("recomputed in %1 ms (all schemes, tables and charts)").arg(m_recompute_ms, 0, 'f', 1));
+      tr("recomputed in %1 ms (all schemes, tables, charts and advice)").arg(m_recompute_ms, 0, 'f', 1));
 }
 
 }  // namespace kvlab::gui

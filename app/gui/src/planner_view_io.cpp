@@ -1,4 +1,4 @@
-// The Planner page's results table, imports, saving, reopening and pinning.
+// The Planner page's catalogues, results table, imports, saving, reopening and pinning.
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QHeaderView>
@@ -14,6 +14,76 @@
 #include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
+namespace {
+
+constexpr const char* kBuiltInSchemes[] = {"fp16",  "fp8",   "int8",  "int4",
+                                           "kivi4", "kivi2", "kvcomp"};
+
+}  // namespace
+
+void PlannerView::reload_catalogues() {
+  m_models = planners::builtin_models();
+  m_gpus = planners::builtin_gpus();
+  m_measured.clear();
+  if (m_store) {
+    if (auto entries = m_store->list_catalog_entries("model")) {
+      for (const auto& j : *entries) {
+        if (auto m = planners::model_from_json(j)) m_models.push_back(*m);
+      }
+    }
+    if (auto entries = m_store->list_catalog_entries("gpu")) {
+      for (const auto& j : *entries) {
+        if (auto g = planners::gpu_from_json(j)) m_gpus.push_back(*g);
+      }
+    }
+    if (auto runs = m_store->list_runs(50)) {
+      for (const auto& r : *runs) {
+        const auto& m = r.metrics;
+        if (r.kind != "compression" || !m.contains("bits_per_value") ||
+            !m["bits_per_value"].is_number()) {
+          continue;
+        }
+        m_measured.push_back(planners::measured_scheme(
+            "run:" + std::to_string(r.id), "run " + std::to_string(r.id) + " (" + r.method + ")",
+            m["bits_per_value"].get<double>()));
+      }
+    }
+  }
+  const QString model = m_model->currentData().toString(), gpu = m_gpu->currentData().toString();
+  QStringList checked;
+  for (int i = 0; i < m_scheme_list->count(); ++i) {
+    if (m_scheme_list->item(i)->checkState() == Qt::Checked) {
+      checked << m_scheme_list->item(i)->data(Qt::UserRole).toString();
+    }
+  }
+  const QSignalBlocker b1(m_model), b2(m_gpu), b3(m_scheme_list);
+  m_model->clear();
+  for (const auto& m : m_models) {
+    m_model->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
+  }
+  m_gpu->clear();
+  for (const auto& g : m_gpus) {
+    m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
+  }
+  m_scheme_list->clear();
+  const auto add_scheme = [&](const QString& id, const QString& label) {
+    auto* item = new QListWidgetItem(label, m_scheme_list);
+    item->setData(Qt::UserRole, id);
+    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+    item->setCheckState(checked.contains(id) ? Qt::Checked : Qt::Unchecked);
+    item->setToolTip(explain::planner_scheme(id));
+  };
+  for (const char* id : kBuiltInSchemes) {
+    add_scheme(QString::fromLatin1(id),
+               QString::fromStdString(planners::parse_scheme(id).value().label));
+  }
+  for (const auto& s : m_measured) {
+    add_scheme(QString::fromStdString(s.id), QString::fromStdString(s.label));
+  }
+  if (!model.isEmpty()) set_model(model);
+  if (!gpu.isEmpty()) set_gpu(gpu);
+}
+
 void PlannerView::fill_table() {
   std::vector<PlannerTableModel::Row> rows;
   for (std::size_t i = 0; i < m_results.size(); ++i) {
@@ -85,7 +155,8 @@ std::int64_t PlannerView::save() {
   for (std::size_t i = 0; i < m_results.size(); ++i) {
     results.emplace_back(m_shown_schemes[i], m_results[i]);
   }
-  const NewRun run = plan_run(s, results, context);
+  NewRun run = plan_run(s, results, context);
+  run.params["compute_efficiency"] = s.compute_efficiency;  // restore() reads it back
   auto id = m_store->save_run(run);
   if (!id) {
     m_error->setText(in_gui_terms(QString::fromStdString(id.message())));
@@ -124,6 +195,7 @@ bool PlannerView::restore(const nlohmann::json& p) {
     m_reserve->setValue(p.value("reserve_gib", 1.0));
     m_page->setValue(p.value("page_tokens", 16));
     m_efficiency->setValue(p.value("efficiency", 0.8));
+    m_compute_efficiency->setValue(p.value("compute_efficiency", 0.6));
     m_evict->setCurrentText(QString::fromStdString(p.value("evict", std::string("none"))));
     QStringList ids;
     for (const auto& id : p.at("schemes")) ids << QString::fromStdString(id.get<std::string>());

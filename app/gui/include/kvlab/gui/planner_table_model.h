@@ -1,5 +1,7 @@
 // The Planner page's results table: one row per chosen scheme, then the pinned rows of an
 // earlier scenario to compare with, each a scheme and its planners::PlanResult as plain values.
+// Every column says what it counts: the whole model, one sequence, one GPU (of the most loaded
+// pipeline stage) or the whole deployment (all TP × PP GPUs).
 #pragma once
 
 #include <vector>
@@ -16,12 +18,17 @@ enum PlannerColumn {
   kPlannerBytesPerToken,
   kPlannerPerSequence,
   kPlannerBatch,
+  kPlannerBatchDeployment,
   kPlannerFits,
   kPlannerMaxBatch,
   kPlannerMaxContext,
   kPlannerFewestGpus,
-  kPlannerTokensPerSecond,
-  kPlannerTokensPerSecondPerSequence,
+  kPlannerTtft,
+  kPlannerTpot,
+  kPlannerTokensPerUser,
+  kPlannerTokensPerGpu,
+  kPlannerTokensDeployment,
+  kPlannerWaitsOn,
   kPlannerColumnCount
 };
 
@@ -38,6 +45,11 @@ class PlannerTableModel : public QAbstractTableModel {
   };
   void set_rows(std::vector<Row> rows, const QString& pinned_title);
   const std::vector<Row>& rows() const { return m_rows; }
+
+  // A latency as the command line writes it: "1.23 ms", "350 ms", "2.10 s".
+  static QString millis(double seconds);
+  // "weights read (memory-bound)".
+  static QString waits_on(const planners::StepCost& step);
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;

@@ -1,19 +1,24 @@
 // The Planner page: a model, a GPU, a context, a batch, schemes and parallelism; everything is
-// recomputed as any control changes (plan() per scheme): the formula with the numbers, one GPU's
-// memory per scheme (weights, KV, reserve, free; red when it does not fit), KV memory against
-// context with the capacity line, and a table of max batch, max context, fewest GPUs and decode
-// throughput. A scenario saves to the runs store as a "plan" run, reopens from the Runs page,
-// and can be pinned to compare with the next one.
+// recomputed as any control changes (plan() per scheme): the formula with the numbers, a table
+// of KV memory (whole model, per sequence, per GPU, deployment), max batch, max context, fewest
+// GPUs, TTFT, TPOT and tokens/s (per user, per GPU, deployment) and what the decode step waits
+// on; and tabs of charts: one GPU's memory per scheme, KV memory against context, the throughput
+// frontier (with the best choice under optional TTFT / TPOT targets), the roofline with each
+// scheme's decode step, and "Should I compress?", the advice matrix over contexts × users
+// (planners::advise) for the page's model, GPU and parallelism. A scenario saves to the runs
+// store as a "plan" run, reopens from the Runs page, and can be pinned to compare with the next.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <optional>
 #include <vector>
 
 #include <QWidget>
 #include <nlohmann/json.hpp>
 
-#include "kvlab/planners/solvers.h"
+#include "kvlab/planners/serving.h"
 #include "kvlab/store/runs_store.h"
 
 class QCheckBox;
@@ -23,11 +28,15 @@ class QLabel;
 class QListWidget;
 class QPlainTextEdit;
 class QSpinBox;
+class QTabWidget;
 class QTableView;
 class QCustomPlot;
 
 namespace kvlab::gui {
 
+class PlannerAdvicePanel;
+class PlannerFrontierChart;
+class PlannerRooflineChart;
 class PlannerTableModel;
 
 class PlannerView : public QWidget {
@@ -50,6 +59,9 @@ class PlannerView : public QWidget {
   void set_batch(int batch);
   void set_schemes(const QStringList& ids);
   void set_parallelism(int tp, int pp);
+  void set_compute_efficiency(double fraction);
+  // Service-level targets for the frontier's best choice; 0 means none.
+  void set_targets(double ttft_ms, double tpot_ms);
   // Imports a config.json into the model list (and the store); false with an error shown.
   bool import_config(const QString& path);
   bool add_gpu(const planners::GpuSpec& gpu);
@@ -67,6 +79,13 @@ class PlannerView : public QWidget {
   PlannerTableModel* table_model() const { return m_table_model; }
   QPlainTextEdit* formula() const { return m_formula; }
   QLabel* timing_label() const { return m_timing; }
+  QTabWidget* chart_tabs() const { return m_tabs; }
+  PlannerFrontierChart* frontier_chart() const { return m_frontier_chart; }
+  PlannerRooflineChart* roofline_chart() const { return m_roofline_chart; }
+  PlannerAdvicePanel* advice_panel() const { return m_advice_panel; }
+  // The best scheme and batch under the targets (none without targets), and its sentence.
+  const std::optional<planners::SloChoice>& slo_choice() const { return m_slo; }
+  QLabel* slo_label() const { return m_slo_label; }
 
  signals:
   void status_message(const QString& text, int timeout_ms);
@@ -80,6 +99,13 @@ class PlannerView : public QWidget {
   void fill_table();
   void draw_memory_chart();
   void draw_context_chart();
+  // planner_view_serving.cpp: the frontier, the targets, the roofline and the advice.
+  QWidget* make_frontier_tab();
+  void update_serving(const planners::Scenario& s);
+  void update_advice(const planners::Scenario& s);
+  // The decompression rates for `gpu`: the newest `kvlab bench gpu --save` run of it in the
+  // store, else the built-in H100 measurement (as the command line's planner does).
+  const planners::KernelRates& rates_for(const planners::GpuSpec& gpu) const;
 
   std::shared_ptr<RunsStore> m_store;
   std::vector<planners::ModelSpec> m_models;
@@ -89,13 +115,22 @@ class PlannerView : public QWidget {
   QSpinBox *m_context = nullptr, *m_batch = nullptr, *m_tp = nullptr, *m_pp = nullptr;
   QSpinBox* m_page = nullptr;
   QDoubleSpinBox *m_util = nullptr, *m_reserve = nullptr, *m_efficiency = nullptr;
+  QDoubleSpinBox* m_compute_efficiency = nullptr;
+  QDoubleSpinBox *m_ttft_target = nullptr, *m_tpot_target = nullptr;
   QListWidget* m_scheme_list = nullptr;
   QComboBox* m_formula_scheme = nullptr;
   QPlainTextEdit* m_formula = nullptr;
   QTableView* m_table = nullptr;
   PlannerTableModel* m_table_model = nullptr;
   QCustomPlot *m_memory_chart = nullptr, *m_context_chart = nullptr;
-  QLabel *m_timing = nullptr, *m_error = nullptr;
+  QLabel *m_timing = nullptr, *m_error = nullptr, *m_slo_label = nullptr;
+  QTabWidget* m_tabs = nullptr;
+  PlannerFrontierChart* m_frontier_chart = nullptr;
+  PlannerRooflineChart* m_roofline_chart = nullptr;
+  PlannerAdvicePanel* m_advice_panel = nullptr;
+  std::optional<planners::SloChoice> m_slo;
+  std::string m_advice_key;  // what the shown advice was computed for
+  mutable std::map<std::string, planners::KernelRates> m_rates;  // by GPU id
   std::vector<planners::Scheme> m_shown_schemes;
   std::vector<planners::PlanResult> m_results;
   // The pinned scenario: its description and per-scheme results.

@@ -1,0 +1,52 @@
+// The Planner page's "Should I compress?" tab: the question for the page's model, GPU and
+// parallelism, the advice matrix (PlannerAdviceModel) with a legend of its colours, the gain a
+// compressed scheme must bring to be advised, the quality cost of each scheme from the stored
+// quality runs, and where the decompression rates come from. The page computes the advice
+// (planners::advise) and hands it over; the panel only shows it.
+#pragma once
+
+#include <QString>
+#include <QWidget>
+
+#include "kvlab/planners/serving.h"
+
+class QDoubleSpinBox;
+class QLabel;
+class QTableView;
+
+namespace kvlab::gui {
+
+class PlannerAdviceModel;
+
+class PlannerAdvicePanel : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit PlannerAdvicePanel(QWidget* parent = nullptr);
+
+  // `question`: "Should Llama-3-70B on 4 × H100 (TP 4, PP 1) compress its KV cache?";
+  // `note`: what was left out (contexts beyond the model's limit), or empty.
+  void set_advice(planners::Advice advice, const QString& question, const QString& note);
+  // The advice could not be computed: the table empties and `message` says why.
+  void set_error(const QString& question, const QString& message);
+
+  // The gain over fp16 a compressed scheme must bring to be advised (0.1: 10%).
+  double min_gain() const;
+  void set_min_gain(double fraction);
+
+  QTableView* table() const { return m_table; }
+  PlannerAdviceModel* model() const { return m_model; }
+  QLabel* question_label() const { return m_question; }
+  QLabel* quality_label() const { return m_quality; }
+
+ signals:
+  void min_gain_changed();
+
+ private:
+  QLabel *m_question = nullptr, *m_note = nullptr, *m_quality = nullptr, *m_rates = nullptr;
+  QDoubleSpinBox* m_min_gain = nullptr;
+  QTableView* m_table = nullptr;
+  PlannerAdviceModel* m_model = nullptr;
+};
+
+}  // namespace kvlab::gui

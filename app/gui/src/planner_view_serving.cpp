@@ -1,0 +1,187 @@
+// The Planner page's serving tabs (see planner_view.h): the throughput frontier with optional
+// TTFT / TPOT targets, the roofline, and "Should I compress?" (planners::advise), with the same
+// defaults as `kvlab plan advise`; and the decompression rates, as the command line finds them.
+#include <QDoubleSpinBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLocale>
+#include <QVBoxLayout>
+#include <fmt/format.h>
+
+#include "kvlab/gui/explain.h"
+#include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/number_fields.h"
+#include "kvlab/gui/planner_advice_panel.h"
+#include "kvlab/gui/planner_chart_data.h"
+#include "kvlab/gui/planner_frontier_chart.h"
+#include "kvlab/gui/planner_roofline_chart.h"
+#include "kvlab/gui/planner_view.h"
+#include "kvlab/store/plan_quality.h"
+
+namespace kvlab::gui {
+namespace {
+
+// `kvlab plan advise`'s defaults (app/cli/cli_plan_advise.cpp): fp16 first, then in order of
+// quality cost; contexts beyond the model's limit are left out.
+constexpr const char* kAdviceSchemes[] = {"fp16", "fp8", "int8", "kivi4", "kivi2", "kvcomp"};
+constexpr std::int64_t kAdviceContexts[] = {2048, 8192, 32768, 131072};
+const std::vector<int> kAdviceConcurrencies{1, 8, 32, 128, 512};
+
+QDoubleSpinBox* target_spin(const QString& tip) {
+  auto* s = new RealField;
+  s->setRange(0, 1e6);
+  s->setDecimals(0);
+  s->setSingleStep(10);
+  s->setValue(0);
+  s->setSuffix(QObject::tr(" ms"));
+  s->setSpecialValueText(QObject::tr("none"));
+  s->setKeyboardTracking(false);
+  s->setToolTip(tip);
+  return s;
+}
+
+}  // namespace
+
+QWidget* PlannerView::make_frontier_tab() {
+  m_ttft_target = target_spin(
+      tr("Time to first token target: a scheme whose prefill of one prompt of this context "
+         "takes longer is ruled out (none: no target)"));
+  m_tpot_target = target_spin(
+      tr("Time per output token target: the largest batch whose decode step is at most this "
+         "long (each user then gets at least 1000 ÷ target tokens/s; none: no target)"));
+  m_slo_label = new QLabel;
+  m_slo_label->setWordWrap(true);
+  m_slo_label->setToolTip(
+      tr("Among the checked schemes, the scheme and batch with the most tokens/s per GPU that "
+         "fit memory and meet both targets (planners' best_under_slo)"));
+  auto* row = new QHBoxLayout;
+  for (auto [caption, spin] : {std::pair{tr("TTFT ≤"), m_ttft_target},
+                               std::pair{tr("TPOT ≤"), m_tpot_target}}) {
+    auto* label = new QLabel(caption);
+    label->setBuddy(spin);
+    label->setToolTip(spin->toolTip());
+    row->addWidget(label);
+    row->addWidget(spin);
+  }
+  row->addWidget(m_slo_label, 1);
+  auto* tab = new QWidget;
+  auto* layout = new QVBoxLayout(tab);
+  layout->setContentsMargins(0, 4, 0, 0);
+  layout->addLayout(row);
+  layout->addWidget(m_frontier_chart, 1);
+  for (auto* s : {m_ttft_target, m_tpot_target}) {
+    connect(s, &QDoubleSpinBox::valueChanged, this, &PlannerView::recompute);
+  }
+  return tab;
+}
+
+void PlannerView::set_compute_efficiency(double fraction) {
+  m_compute_efficiency->setValue(fraction);
+}
+
+void PlannerView::set_targets(double ttft_ms, double tpot_ms) {
+  {
+    const QSignalBlocker b(m_ttft_target);
+    m_ttft_target->setValue(ttft_ms);
+  }
+  m_tpot_target->setValue(tpot_ms);
+  recompute();
+}
+
+const planners::KernelRates& PlannerView::rates_for(const planners::GpuSpec& gpu) const {
+  if (auto it = m_rates.find(gpu.id); it != m_rates.end()) return it->second;
+  planners::KernelRates rates = planners::default_kernel_rates();
+  if (m_store) {
+    if (auto runs = m_store->list_runs(-1)) {
+      for (const auto& r : *runs) {  // newest first
+        if (r.kind != "bench") continue;
+        auto record = m_store->load_run(r.id);
+        if (!record || record->params.value("gpu_id", "") != gpu.id) continue;
+        auto measured = planners::kernel_rates_from_bench(
+            record->metrics, gpu.id, gpu.tflops.fp32,
+            fmt::format("kvlab bench gpu on {} (run {}, {})",
+                        record->metrics.value("device", "?"), r.id, r.created_at.substr(0, 10)));
+        if (measured) rates = *measured;
+        break;
+      }
+    }
+  }
+  return m_rates.emplace(gpu.id, std::move(rates)).first->second;
+}
+
+void PlannerView::update_serving(const planners::Scenario& s) {
+  const double ttft = m_ttft_target->value(), tpot = m_tpot_target->value();
+  m_slo.reset();
+  if (m_results.empty()) {
+    m_frontier_chart->set_data({});
+    m_roofline_chart->set_data({});
+    m_slo_label->setText(m_error->text());
+  } else {
+    FrontierChartData frontier = frontier_data(s, m_shown_schemes);
+    frontier.tpot_target_ms = tpot;
+    if (ttft > 0 || tpot > 0) {
+      auto c = planners::best_under_slo(s, m_shown_schemes, {ttft, tpot});
+      if (!c) {
+        m_slo_label->setText(in_gui_terms(QString::fromStdString(c.message())));
+      } else {
+        m_slo = *c;
+        m_slo_label->setText(tr("Best under the targets: %1").arg(QString::fromStdString(c->reason)));
+        if (c->found) {
+          frontier.chosen = FrontierMark{c->scheme, c->tokens_per_s_per_user,
+                                         c->tokens_per_s_per_gpu, QString()};
+        }
+      }
+    } else {
+      m_slo_label->setText(
+          tr("No targets: set a TTFT or TPOT target to pick the best scheme and batch."));
+    }
+    m_frontier_chart->set_data(frontier);
+    m_roofline_chart->set_data(roofline_data(s, m_shown_schemes, m_results));
+  }
+  update_advice(s);
+}
+
+void PlannerView::update_advice(const planners::Scenario& s) {
+  const auto& d = s.deployment;
+  // The advice depends on the model, GPU, deployment and efficiencies, not on the page's
+  // context, batch or schemes: computed again only when those change.
+  const std::string key =
+      nlohmann::json{planners::model_to_json(s.model), planners::gpu_to_json(s.gpu), d.tp, d.pp,
+                     d.gpu_memory_utilization, d.reserve_bytes, d.page_tokens,
+                     s.bandwidth_efficiency, s.compute_efficiency, s.rates.source,
+                     m_advice_panel->min_gain()}
+          .dump();
+  if (key == m_advice_key) return;
+  m_advice_key = key;
+  const QString question = tr("Should %1 compress its KV cache?").arg(deployment_title(s));
+  planners::AdviceSpec spec;
+  spec.base = s;
+  for (const char* id : kAdviceSchemes) spec.schemes.push_back(planners::parse_scheme(id).value());
+  QStringList dropped;
+  for (const std::int64_t c : kAdviceContexts) {
+    if (c <= s.model.max_context) {
+      spec.contexts.push_back(c);
+    } else {
+      dropped << QLocale().toString(qlonglong(c));
+    }
+  }
+  if (spec.contexts.empty()) spec.contexts.push_back(s.model.max_context);
+  spec.concurrencies = kAdviceConcurrencies;
+  spec.min_gain = m_advice_panel->min_gain();
+  if (m_store) {
+    if (auto q = scheme_quality(*m_store, s.model, spec.schemes)) spec.quality = *q;
+  }
+  auto advice = planners::advise(spec);
+  if (!advice) {
+    m_advice_panel->set_error(question, in_gui_terms(QString::fromStdString(advice.message())));
+    return;
+  }
+  const QString note =
+      dropped.isEmpty() ? QString()
+                        : tr("Left out, beyond %1's %2 tokens: %3.")
+                              .arg(QString::fromStdString(s.model.name),
+                                   QLocale().toString(s.model.max_context), dropped.join(", "));
+  m_advice_panel->set_advice(std::move(*advice), question, note);
+}
+
+}  // namespace kvlab::gui
