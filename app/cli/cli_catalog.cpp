@@ -24,7 +24,7 @@ void add_models_command(CLI::App& app) {
     exit_code() = [&]() -> int {
       auto user = user_catalogue(*db);
       if (!user) return fail(user.message());
-      fmt::print("{:<16} {:>6} {:>7} {:>8} {:>8} {:>9} {:>14}  {}\n", "id", "layers", "q_heads",
+      fmt::print("{:<20} {:>6} {:>7} {:>8} {:>8} {:>9} {:>14}  {}\n", "id", "layers", "q_heads",
                  "kv_heads", "head_dim", "params B", "KV B/token", "notes");
       std::vector<ModelSpec> all = planners::builtin_models();
       all.insert(all.end(), user->models.begin(), user->models.end());
@@ -32,12 +32,22 @@ void add_models_command(CLI::App& app) {
       for (const auto& m : all) {
         std::string notes;
         if (m.is_mla())
-          notes += fmt::format("MLA latent {}+{} ", m.kv_lora_rank, m.qk_rope_head_dim);
+          notes += fmt::format("MLA latent {}+{}; ", m.kv_lora_rank, m.qk_rope_head_dim);
         if (m.sliding_window) {
-          notes += fmt::format("window {}{} ", *m.sliding_window,
-                               m.layer_kinds.empty() ? " (all layers)" : " (some layers)");
+          notes += fmt::format("window {} on {} layers; ", *m.sliding_window,
+                               m.layers_of(planners::LayerKind::Sliding));
         }
-        fmt::print("{:<16} {:>6} {:>7} {:>8} {:>8} {:>9.1f} {:>14.0f}  {}\n", m.id, m.layers,
+        if (m.chunk_size > 0) {
+          notes += fmt::format("chunks of {} on {} layers; ", m.chunk_size,
+                               m.layers_of(planners::LayerKind::Chunked));
+        }
+        if (m.layers_of(planners::LayerKind::Linear) > 0) {
+          notes += fmt::format("{} linear-attention layers (no KV); ",
+                               m.layers_of(planners::LayerKind::Linear));
+        }
+        if (m.is_moe()) notes += fmt::format("MoE, {:g}B active; ", m.active_params());
+        if (m.attention_sinks) notes += "attention sinks; ";
+        fmt::print("{:<20} {:>6} {:>7} {:>8} {:>8} {:>9.1f} {:>14.0f}  {}\n", m.id, m.layers,
                    m.q_heads, m.is_mla() ? 0 : m.kv_heads, m.head_dim, m.params_billion,
                    planners::kv_bytes_per_token(m, fp16), notes);
       }
@@ -118,13 +128,16 @@ void add_gpus_command(CLI::App& app) {
     exit_code() = [&]() -> int {
       auto user = user_catalogue(*db);
       if (!user) return fail(user.message());
-      fmt::print("{:<16} {:>10} {:>10}  {:<34} {}\n", "id", "memory", "GB/s", "name", "source");
+      fmt::print("{:<14} {:>10} {:>7} {:>8} {:>8} {:>8} {:>6} {:>8}  {:<36} {}\n", "id", "memory",
+                 "GB/s", "bf16 TF", "fp8 TF", "fp4 TF", "fp32", "link GB/s", "name", "source");
       std::vector<GpuSpec> all = planners::builtin_gpus();
       all.insert(all.end(), user->gpus.begin(), user->gpus.end());
+      const auto tf = [](double v) { return v > 0 ? fmt::format("{:g}", v) : std::string("-"); };
       for (const auto& g : all) {
-        fmt::print("{:<16} {:>10} {:>10.0f}  {:<34} {}\n", g.id,
+        fmt::print("{:<14} {:>10} {:>7.0f} {:>8} {:>8} {:>8} {:>6} {:>8}  {:<36} {}\n", g.id,
                    planners::format_bytes(static_cast<double>(g.memory_bytes)), g.bandwidth_gbs,
-                   g.name, g.user ? "yours" : g.source);
+                   tf(g.tflops.bf16), tf(g.tflops.fp8), tf(g.tflops.fp4), tf(g.tflops.fp32),
+                   tf(g.host_link_gbs), g.name, g.user ? "yours" : g.source);
       }
       return 0;
     }();
@@ -137,6 +150,14 @@ void add_gpus_command(CLI::App& app) {
   add->add_option("--memory-gib", *gib, "device memory in GiB (as nvidia-smi reports it)")
       ->required();
   add->add_option("--bandwidth", g->bandwidth_gbs, "peak memory bandwidth in GB/s")->required();
+  add->add_option("--bf16-tflops", g->tflops.bf16,
+                  "dense BF16 tensor throughput, TFLOPS (for time to first token and compute-bound "
+                  "steps; without it only memory is charged)");
+  add->add_option("--fp8-tflops", g->tflops.fp8, "dense FP8 tensor throughput, TFLOPS");
+  add->add_option("--fp32-tflops", g->tflops.fp32,
+                  "FP32 (non-tensor) throughput, TFLOPS: scales the decompression rates");
+  add->add_option("--host-link-gbs", g->host_link_gbs,
+                  "host link bandwidth one way, GB/s (PCIe 5.0 x16: 64), for +offload");
   add->add_option("--source", g->source, "where the numbers come from");
   db->add_to(*add);
   add->callback([=] {

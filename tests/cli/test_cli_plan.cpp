@@ -125,6 +125,15 @@ TEST(CliPlan, ModelsImportAndUserGpus) {
   ASSERT_EQ(o.code, 0) << o.out;
   // 2 × 16 × 8 × 64 × 2 bytes per token.
   EXPECT_EQ(nlohmann::json::parse(o.out)["kv_bytes_per_token_model"], 32768.0);
+  // A GPU given without compute figures plans on memory alone, and says so.
+  EXPECT_EQ(nlohmann::json::parse(o.out)["prefill"]["compute_ms"], 0.0);
+  o = run(db, "plan --model my-llama --gpu lab-gpu --context 65536 --batch 2");
+  EXPECT_NE(o.out.find("compute is not charged"), std::string::npos) << o.out;
+  o = run(db, "gpus add --id lab-gpu2 --memory-gib 40 --bandwidth 1200 --bf16-tflops 100");
+  ASSERT_EQ(o.code, 0) << o.out;
+  o = run(db, "plan --model my-llama --gpu lab-gpu2 --context 65536 --batch 2 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_GT(nlohmann::json::parse(o.out)["prefill"]["compute_ms"].get<double>(), 0);
   EXPECT_EQ(run(db, "gpus remove lab-gpu").code, 0);
   o = run(db, "plan --model my-llama --gpu lab-gpu");
   EXPECT_NE(o.code, 0);

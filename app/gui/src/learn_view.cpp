@@ -11,6 +11,7 @@
 #include "kvlab/gui/learn_eviction_page.h"
 #include "kvlab/gui/learn_growth_page.h"
 #include "kvlab/gui/learn_huffman_page.h"
+#include "kvlab/gui/learn_pays_page.h"
 #include "kvlab/gui/learn_planner_page.h"
 #include "kvlab/gui/learn_quant_page.h"
 
@@ -29,6 +30,7 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
   add_page(new LearnHuffmanPage, QStringLiteral("learn-huffman"));
   add_page(new LearnEvictionPage, QStringLiteral("learn-eviction"));
   add_page(new LearnPlannerPage, QStringLiteral("learn-planner"));
+  add_page(new LearnPaysPage, QStringLiteral("learn-pays"));
 
   m_previous = new QPushButton(tr("◀ Previous"));
   m_previous->setToolTip(tr("Go back one step of the walk-through"));
@@ -79,7 +81,7 @@ QSize LearnView::minimumSizeHint() const {
 
 void LearnView::resizeEvent(QResizeEvent* event) {
   // On a narrow window the list of steps gives its width to the step shown; Previous / Next and
-  // "step N of 5" below still lead through the walk-through.
+  // "step N of 6" below still lead through the walk-through.
   const bool fits =
       event->size().width() >= m_list->width() + m_stack->minimumSizeHint().width() + 12;
   m_list->setVisible(fits);

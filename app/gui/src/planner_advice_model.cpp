@@ -56,9 +56,8 @@ QString PlannerAdviceModel::tooltip(const planners::AdviceCell& c) const {
   if (c.recommended < 0) return tip;
   const auto k = static_cast<std::size_t>(c.recommended);
   const QString scheme = QString::fromStdString(m_advice.scheme_ids[k]);
-  const QString quality = k < m_advice.quality.size()
-                              ? QString::fromStdString(m_advice.quality[k])
-                              : QString();
+  const QString quality =
+      k < m_advice.quality.size() ? QString::fromStdString(m_advice.quality[k]) : QString();
   tip += QStringLiteral("\n\n") +
          (quality.isEmpty()
               ? tr("Quality cost of %1: no stored quality run of this model with this method "
@@ -91,8 +90,7 @@ QVariant PlannerAdviceModel::data(const QModelIndex& index, int role) const {
   }
 }
 
-QVariant PlannerAdviceModel::headerData(int section, Qt::Orientation orientation,
-                                        int role) const {
+QVariant PlannerAdviceModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (section < 0) return {};
   if (orientation == Qt::Horizontal) {
     if (section >= columnCount()) return {};

@@ -127,9 +127,9 @@ void PlannerAdvicePanel::set_advice(planners::Advice advice, const QString& ques
   for (std::size_t k = 1; k < advice.scheme_ids.size(); ++k) {
     const std::string q = k < advice.quality.size() ? advice.quality[k] : std::string();
     any = any || !q.empty();
-    quality << QStringLiteral("%1: %2").arg(QString::fromStdString(advice.scheme_ids[k]),
-                                            q.empty() ? tr("not measured")
-                                                      : QString::fromStdString(q));
+    quality << QStringLiteral("%1: %2").arg(
+        QString::fromStdString(advice.scheme_ids[k]),
+        q.empty() ? tr("not measured") : QString::fromStdString(q));
   }
   m_quality->setText(any ? tr("Quality cost (stored quality runs): %1").arg(quality.join("; "))
                          : tr("Quality cost: no stored quality run of this model with these "

@@ -9,9 +9,8 @@
 namespace kvlab::gui {
 
 QColor planner_series_color(int i) {
-  static const QColor colors[] = {{52, 101, 164}, {230, 140, 40}, {60, 150, 90},
-                                  {120, 80, 170}, {200, 55, 55},  {90, 90, 90},
-                                  {40, 160, 170}, {170, 120, 60}};
+  static const QColor colors[] = {{52, 101, 164}, {230, 140, 40}, {60, 150, 90},  {120, 80, 170},
+                                  {200, 55, 55},  {90, 90, 90},   {40, 160, 170}, {170, 120, 60}};
   return colors[static_cast<std::size_t>(i) % std::size(colors)];
 }
 

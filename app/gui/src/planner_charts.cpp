@@ -46,7 +46,8 @@ void PlannerView::draw_memory_chart() {
     weights->addData(x, r.weights_bytes_per_gpu / gib);
     reserve->addData(x, r.reserve_bytes / gib);
     (r.fits ? kv : over)->addData(x, r.kv_bytes_batch_per_gpu / gib);
-    const double used = r.weights_bytes_per_gpu + r.reserve_bytes + static_cast<double>(r.kv_bytes_batch_per_gpu);
+    const double used =
+        r.weights_bytes_per_gpu + r.reserve_bytes + static_cast<double>(r.kv_bytes_batch_per_gpu);
     free->addData(x, std::max(0.0, r.usable_bytes - used) / gib);
     ticker->addTick(x, QString::fromStdString(m_shown_schemes[i].label).replace(" + ", "\n+ "));
     top = std::max(top, std::max(used, static_cast<double>(r.usable_bytes)) / gib);

@@ -77,7 +77,8 @@ void PlannerFrontierChart::set_data(const FrontierChartData& data) {
     auto* star = addGraph();
     star->setName(tr("best under the targets"));
     star->setLineStyle(QCPGraph::lsNone);
-    star->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssStar, QPen(Qt::black, 2), QBrush(Qt::NoBrush), 18));
+    star->setScatterStyle(
+        QCPScatterStyle(QCPScatterStyle::ssStar, QPen(Qt::black, 2), QBrush(Qt::NoBrush), 18));
     star->addData(data.chosen->tokens_per_s_per_user, data.chosen->tokens_per_s_per_gpu);
   }
   xAxis->setRange(0, max_x * 1.15);

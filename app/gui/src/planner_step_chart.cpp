@@ -10,7 +10,7 @@ constexpr double kSpacing = 0.03;  // between the bars of one part, in axis unit
 }  // namespace
 
 QStringList PlannerStepChart::part_names() {
-  return {tr("weights\nread"),   tr("dense\ncompute"), tr("KV\nread"),
+  return {tr("weights\nread"),      tr("dense\ncompute"),   tr("KV\nread"),
           tr("attention\ncompute"), tr("decom-\npression"), tr("whole\nstep")};
 }
 

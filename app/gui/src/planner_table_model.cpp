@@ -103,22 +103,21 @@ QVariant PlannerTableModel::headerData(int section, Qt::Orientation orientation,
   if (orientation != Qt::Horizontal || section < 0 || section >= kPlannerColumnCount) return {};
   // Same order as PlannerColumn.
   // Two lines each, the second saying what the number counts, so the table stays narrow.
-  static const std::array<const char*, kPlannerColumnCount> kNames{
-      "scheme",
-      "KV B/token\n(whole model)",
-      "KV per sequence\n(per GPU)",
-      "KV batch\n(per GPU)",
-      "KV batch\n(deployment)",
-      "fits",
-      "max batch",
-      "max context",
-      "min GPUs",
-      "TTFT",
-      "TPOT",
-      "tok/s\nper user",
-      "tok/s\nper GPU",
-      "tok/s\n(deployment)",
-      "decode step\nwaits on"};
+  static const std::array<const char*, kPlannerColumnCount> kNames{"scheme",
+                                                                   "KV B/token\n(whole model)",
+                                                                   "KV per sequence\n(per GPU)",
+                                                                   "KV batch\n(per GPU)",
+                                                                   "KV batch\n(deployment)",
+                                                                   "fits",
+                                                                   "max batch",
+                                                                   "max context",
+                                                                   "min GPUs",
+                                                                   "TTFT",
+                                                                   "TPOT",
+                                                                   "tok/s\nper user",
+                                                                   "tok/s\nper GPU",
+                                                                   "tok/s\n(deployment)",
+                                                                   "decode step\nwaits on"};
   if (role == Qt::DisplayRole) return tr(kNames[static_cast<std::size_t>(section)]);
   if (role == Qt::ToolTipRole) {
     const QStringList tips = explain::planner_columns();

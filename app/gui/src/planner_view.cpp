@@ -193,7 +193,8 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
     QString name, tip;
   } tabs[] = {
       {m_memory_chart, tr("Memory"), tr("One GPU's memory per scheme: weights, reserve, KV, free")},
-      {m_context_chart, tr("Against context"), tr("The batch's KV on one GPU as the context grows")},
+      {m_context_chart, tr("Against context"),
+       tr("The batch's KV on one GPU as the context grows")},
       {make_frontier_tab(), tr("Frontier"),
        tr("Tokens/s per user against tokens/s per GPU as the batch grows, one curve per scheme; "
           "optional TTFT and TPOT targets pick the best scheme and batch")},
@@ -392,8 +393,8 @@ void PlannerView::recompute() {
   draw_context_chart();
   update_serving(s);
   m_recompute_ms = timer.nsecsElapsed() / 1e6;
-  m_timing->setText(
-      tr("recomputed in %1 ms (all schemes, tables, charts and advice)").arg(m_recompute_ms, 0, 'f', 1));
+  m_timing->setText(tr("recomputed in %1 ms (all schemes, tables, charts and advice)")
+                        .arg(m_recompute_ms, 0, 'f', 1));
 }
 
 }  // namespace kvlab::gui

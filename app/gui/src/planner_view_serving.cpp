@@ -1,12 +1,12 @@
 // The Planner page's serving tabs (see planner_view.h): the throughput frontier with optional
 // TTFT / TPOT targets, the roofline, and "Should I compress?" (planners::advise), with the same
 // defaults as `kvlab plan advise`; and the decompression rates, as the command line finds them.
+#include <fmt/format.h>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLocale>
 #include <QVBoxLayout>
-#include <fmt/format.h>
 
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
@@ -55,8 +55,8 @@ QWidget* PlannerView::make_frontier_tab() {
       tr("Among the checked schemes, the scheme and batch with the most tokens/s per GPU that "
          "fit memory and meet both targets (planners' best_under_slo)"));
   auto* row = new QHBoxLayout;
-  for (auto [caption, spin] : {std::pair{tr("TTFT ≤"), m_ttft_target},
-                               std::pair{tr("TPOT ≤"), m_tpot_target}}) {
+  for (auto [caption, spin] :
+       {std::pair{tr("TTFT ≤"), m_ttft_target}, std::pair{tr("TPOT ≤"), m_tpot_target}}) {
     auto* label = new QLabel(caption);
     label->setBuddy(spin);
     label->setToolTip(spin->toolTip());
@@ -99,8 +99,8 @@ const planners::KernelRates& PlannerView::rates_for(const planners::GpuSpec& gpu
         if (!record || record->params.value("gpu_id", "") != gpu.id) continue;
         auto measured = planners::kernel_rates_from_bench(
             record->metrics, gpu.id, gpu.tflops.fp32,
-            fmt::format("kvlab bench gpu on {} (run {}, {})",
-                        record->metrics.value("device", "?"), r.id, r.created_at.substr(0, 10)));
+            fmt::format("kvlab bench gpu on {} (run {}, {})", record->metrics.value("device", "?"),
+                        r.id, r.created_at.substr(0, 10)));
         if (measured) rates = *measured;
         break;
       }
@@ -125,10 +125,11 @@ void PlannerView::update_serving(const planners::Scenario& s) {
         m_slo_label->setText(in_gui_terms(QString::fromStdString(c.message())));
       } else {
         m_slo = *c;
-        m_slo_label->setText(tr("Best under the targets: %1").arg(QString::fromStdString(c->reason)));
+        m_slo_label->setText(
+            tr("Best under the targets: %1").arg(QString::fromStdString(c->reason)));
         if (c->found) {
-          frontier.chosen = FrontierMark{c->scheme, c->tokens_per_s_per_user,
-                                         c->tokens_per_s_per_gpu, QString()};
+          frontier.chosen =
+              FrontierMark{c->scheme, c->tokens_per_s_per_user, c->tokens_per_s_per_gpu, QString()};
         }
       }
     } else {
@@ -145,12 +146,18 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   const auto& d = s.deployment;
   // The advice depends on the model, GPU, deployment and efficiencies, not on the page's
   // context, batch or schemes: computed again only when those change.
-  const std::string key =
-      nlohmann::json{planners::model_to_json(s.model), planners::gpu_to_json(s.gpu), d.tp, d.pp,
-                     d.gpu_memory_utilization, d.reserve_bytes, d.page_tokens,
-                     s.bandwidth_efficiency, s.compute_efficiency, s.rates.source,
-                     m_advice_panel->min_gain()}
-          .dump();
+  const std::string key = nlohmann::json{planners::model_to_json(s.model),
+                                         planners::gpu_to_json(s.gpu),
+                                         d.tp,
+                                         d.pp,
+                                         d.gpu_memory_utilization,
+                                         d.reserve_bytes,
+                                         d.page_tokens,
+                                         s.bandwidth_efficiency,
+                                         s.compute_efficiency,
+                                         s.rates.source,
+                                         m_advice_panel->min_gain()}
+                              .dump();
   if (key == m_advice_key) return;
   m_advice_key = key;
   const QString question = tr("Should %1 compress its KV cache?").arg(deployment_title(s));
@@ -176,11 +183,11 @@ void PlannerView::update_advice(const planners::Scenario& s) {
     m_advice_panel->set_error(question, in_gui_terms(QString::fromStdString(advice.message())));
     return;
   }
-  const QString note =
-      dropped.isEmpty() ? QString()
-                        : tr("Left out, beyond %1's %2 tokens: %3.")
-                              .arg(QString::fromStdString(s.model.name),
-                                   QLocale().toString(s.model.max_context), dropped.join(", "));
+  const QString note = dropped.isEmpty()
+                           ? QString()
+                           : tr("Left out, beyond %1's %2 tokens: %3.")
+                                 .arg(QString::fromStdString(s.model.name),
+                                      QLocale().toString(s.model.max_context), dropped.join(", "));
   m_advice_panel->set_advice(std::move(*advice), question, note);
 }
 

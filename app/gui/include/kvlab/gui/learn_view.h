@@ -1,7 +1,8 @@
-// The Learn page: a guided walk through KV-cache compression in five steps, each live on the real
+// The Learn page: a guided walk through KV-cache compression in six steps, each live on the real
 // engine and planners: (1) the cache growing during decoding, (2) quantization groupings (KIVI),
-// (3) Huffman coding of the codes, (4) eviction, (5) "what fits on my GPU?". A list of the steps
-// on the left, the step in the middle, Previous / Next and "page N of 5" below. Every page's
+// (3) Huffman coding of the codes, (4) eviction, (5) "what fits on my GPU?", (6) "when does
+// compression pay?". A list of the steps on the left, the step in the middle, Previous / Next
+// and "page N of 6" below. Every page's
 // "Open in the … view" link is re-emitted for the main window to apply.
 #pragma once
 

@@ -41,9 +41,9 @@ struct FrontierChartData {
 // One scheme's decode step on the roofline (Williams, Waterman and Patterson, CACM 2009).
 struct RooflinePoint {
   QString scheme;
-  double intensity = 0;      // FLOP per byte read, the step's (StepCost::intensity())
-  double tflops = 0;         // TFLOP/s achieved per GPU (StepCost::achieved_flops())
-  QString bound_by;          // what the step waits on
+  double intensity = 0;  // FLOP per byte read, the step's (StepCost::intensity())
+  double tflops = 0;     // TFLOP/s achieved per GPU (StepCost::achieved_flops())
+  QString bound_by;      // what the step waits on
   bool fits = true;
 };
 

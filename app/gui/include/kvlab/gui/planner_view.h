@@ -11,8 +11,8 @@
 
 #include <map>
 #include <memory>
-#include <string>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <QWidget>
