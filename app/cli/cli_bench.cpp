@@ -320,8 +320,9 @@ struct GpuBenchCliOptions {
 // (planners/latency.h). The rates are read back now, so a file that cannot give them is refused.
 int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
   if (o.gpu_id.empty()) {
-    return fail("bench gpu --save: give --gpu-id, the catalogue GPU this ran on (see 'kvlab gpus "
-                "list')");
+    return fail(
+        "bench gpu --save: give --gpu-id, the catalogue GPU this ran on (see 'kvlab gpus "
+        "list')");
   }
   std::vector<planners::GpuSpec> user_gpus;
   if (auto store = o.db.open_if(false); store && *store) {
@@ -369,9 +370,10 @@ int run_gpu_bench_command(const GpuBenchCliOptions& o) {
     }
     if (!j.is_object() || !j.contains("device") || !j["device"].is_string() ||
         !j.contains("copy_gb_s") || !j.contains("rows") || !j.contains("encode")) {
-      return fail(fmt::format("--from-json {}: not the output of 'kvlab bench gpu --json' (needs "
-                              "device, copy_gb_s, rows and encode)",
-                              o.from_json));
+      return fail(
+          fmt::format("--from-json {}: not the output of 'kvlab bench gpu --json' (needs "
+                      "device, copy_gb_s, rows and encode)",
+                      o.from_json));
     }
   } else {
     auto result = run_gpu_bench_json(o.request);

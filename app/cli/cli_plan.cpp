@@ -57,8 +57,8 @@ void print_tables(const std::vector<std::pair<Scheme, planners::PlanResult>>& re
                r.fits ? "yes" : "NO", r.max_batch, r.max_context,
                r.min_gpus ? std::to_string(r.min_gpus) : std::string("-"));
   }
-  fmt::print("\n{:<28} {:>9} {:>9} {:>11} {:>10} {:>12}  {}\n", "latency", "TTFT", "TPOT",
-             "tok/s", "tok/s", "tok/s", "decode step waits on");
+  fmt::print("\n{:<28} {:>9} {:>9} {:>11} {:>10} {:>12}  {}\n", "latency", "TTFT", "TPOT", "tok/s",
+             "tok/s", "tok/s", "decode step waits on");
   fmt::print("{:<28} {:>9} {:>9} {:>11} {:>10} {:>12}\n", "scheme", "", "", "(per user)",
              "(per GPU)", "(deployment)");
   for (const auto& [s, r] : results) {
@@ -103,8 +103,7 @@ int run_plan(const PlanOptions& o) {
       frontiers.push_back(planners::frontier(sc));
     }
   }
-  const NewRun run =
-      plan_run(sc, results, {split(o.schemes), o.where.reserve_gib, {}, o.label});
+  const NewRun run = plan_run(sc, results, {split(o.schemes), o.where.reserve_gib, {}, o.label});
   nlohmann::json j = run.metrics;
   j["decompression_rates"] = planners::kernel_rates_to_json(sc.rates);
   if (slo) {

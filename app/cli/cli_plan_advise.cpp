@@ -92,7 +92,8 @@ int run_advise(const AdviseOptions& o) {
       "(fp16 KV the users need / KV memory, per GPU).\n\n",
       o.min_gain * 100);
   fmt::print("{:>10}", "context");
-  for (int c : spec.concurrencies) fmt::print(" {:>22}", fmt::format("{} {}", c, c == 1 ? "user" : "users"));
+  for (int c : spec.concurrencies)
+    fmt::print(" {:>22}", fmt::format("{} {}", c, c == 1 ? "user" : "users"));
   fmt::print("\n");
   std::size_t i = 0;
   for (auto ctx : spec.contexts) {
@@ -118,7 +119,7 @@ int run_advise(const AdviseOptions& o) {
       const auto& c = advice->cells[i];
       fmt::print("{:>10} {:>7}", ctx, c.concurrency);
       for (const auto& out : c.outcomes) {
-        std::string t = out.served == 0        ? "none fit"
+        std::string t = out.served == 0            ? "none fit"
                         : !std::isfinite(out.gain) ? "fp16: none"
                                                    : fmt::format("{:+.0f}%", out.gain * 100);
         if (out.served > 0 && out.served < c.concurrency) t += fmt::format(" ({})", out.served);
@@ -140,8 +141,9 @@ int run_advise(const AdviseOptions& o) {
                have_db ? "" : ", no runs database");
   }
   fmt::print("\nDecompression rates: {}\n", base->rates.source);
-  fmt::print("\nWhy, cell by cell{}:\n", o.reasons ? "" : " (the first and last of each row; "
-                                                         "--reasons for all)");
+  fmt::print("\nWhy, cell by cell{}:\n", o.reasons ? ""
+                                                   : " (the first and last of each row; "
+                                                     "--reasons for all)");
   i = 0;
   for (auto ctx : spec.contexts) {
     for (std::size_t k = 0; k < spec.concurrencies.size(); ++k, ++i) {

@@ -204,6 +204,10 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j) {
       if (!v) return v.error();
       *field = *v;
     }
+    if (m.layers > kMaxLayers) {
+      return make_error(fmt::format("{}: {} layers is more than any model has (at most {})", where,
+                                    m.layers, kMaxLayers));
+    }
     if (j.contains("mla")) {
       auto r = positive_int(j["mla"], "kv_lora_rank", where + " mla");
       if (!r) return r.error();

@@ -475,6 +475,11 @@ Result<ModelSpec> read_config(const Json& file, std::string id) {
   if (!layers) return layers.error();
   if (!heads) return heads.error();
   if (!hidden) return hidden.error();
+  if (*layers > kMaxLayers) {
+    return f.error(
+        "num_hidden_layers",
+        fmt::format("is {}, more layers than any model has (at most {})", *layers, kMaxLayers));
+  }
   m.layers = static_cast<int>(*layers);
   m.q_heads = static_cast<int>(*heads);
   // Gemma 3's published configs leave out what matches Gemma3TextConfig's defaults.

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -53,6 +55,25 @@ const KernelRates& default_kernel_rates() {
   return r;
 }
 
+namespace {
+
+// Fields of a stored benchmark, read without trusting their types.
+std::optional<double> number(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  const double v = it->get<double>();
+  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
+}
+
+std::string text(const nlohmann::json& j, const char* key) {
+  if (!j.is_object()) return {};
+  const auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
 Result<KernelRates> kernel_rates_from_bench(const nlohmann::json& bench, std::string gpu_id,
                                             double fp32_tflops, std::string source) {
   if (!bench.is_object() || !bench.contains("rows") || !bench["rows"].is_array()) {
@@ -60,34 +81,33 @@ Result<KernelRates> kernel_rates_from_bench(const nlohmann::json& bench, std::st
   }
   KernelRates r;
   r.gpu_id = std::move(gpu_id);
-  r.device = bench.value("device", "");
+  r.device = text(bench, "device");
   r.source = std::move(source);
   r.fp32_tflops = fp32_tflops;
   r.measured = true;
   for (const auto& row : bench["rows"]) {
-    if (row.is_object() && row.contains("context") && row["context"].is_number_integer()) {
-      r.context = std::max(r.context, row["context"].get<int>());
-    }
+    const auto c = number(row, "context");
+    if (c && *c > 0 && *c < (1 << 30)) r.context = std::max(r.context, static_cast<int>(*c));
   }
-  if (r.context <= 0) return make_error("GPU benchmark: no row has a 'context'");
+  if (r.context <= 0) return make_error("GPU benchmark: no row has a positive 'context'");
   // Per kernel pair at the longest context: fp16 values of K plus V over the two times.
   const auto rate = [&](const std::string& prefix) -> Result<double> {
     double us = 0, values = 0;
     int found = 0;
     for (const auto& row : bench["rows"]) {
-      if (!row.is_object() || row.value("context", 0) != r.context) continue;
-      const std::string kernel = row.value("kernel", "");
+      const auto c = number(row, "context");
+      if (!c || static_cast<int>(*c) != r.context) continue;
+      const std::string kernel = text(row, "kernel");
       if (kernel != prefix + "_qk" && kernel != prefix + "_sv") continue;
-      const auto t = row.find("microseconds");
-      const auto b = row.find("fp16_bytes");
-      if (t == row.end() || b == row.end() || !t->is_number() || !b->is_number() ||
-          !(t->get<double>() > 0) || !(b->get<double>() > 0)) {
+      const auto t = number(row, "microseconds");
+      const auto b = number(row, "fp16_bytes");
+      if (!t || !b || !(*t > 0) || !(*b > 0)) {
         return make_error(fmt::format(
             "GPU benchmark: row '{}' at {} tokens needs positive 'microseconds' and 'fp16_bytes'",
             kernel, r.context));
       }
-      us += t->get<double>();
-      values += b->get<double>() / 2;
+      us += *t;
+      values += *b / 2;
       ++found;
     }
     if (found != 2) return 0.0;  // not measured: the default stands
@@ -103,12 +123,13 @@ Result<KernelRates> kernel_rates_from_bench(const nlohmann::json& bench, std::st
   }
   r.huffman_encode = d.huffman_encode;
   if (bench.contains("encode") && bench["encode"].is_array()) {
-    int best = 0;
+    double best = 0;
     for (const auto& e : bench["encode"]) {
-      if (e.is_object() && e.value("context", 0) > best && e.contains("gb_s") &&
-          e["gb_s"].is_number() && e["gb_s"].get<double>() > 0) {
-        best = e["context"].get<int>();
-        r.huffman_encode = e["gb_s"].get<double>() * 1e9 / 2;
+      const auto c = number(e, "context");
+      const auto g = number(e, "gb_s");
+      if (c && g && *c > best && *g > 0) {
+        best = *c;
+        r.huffman_encode = *g * 1e9 / 2;
       }
     }
   }
@@ -234,14 +255,14 @@ LatencyInputs latency_inputs(const ModelSpec& m, const GpuSpec& g, const Scheme&
   p.flops = prefill_dense + prefill_attention;
   p.bytes = (in.weights_bytes + in.kv_bytes_per_sequence) * d.pp;
   p.t_compute = in.dense_peak > 0 && in.attention_peak > 0
-                    ? (prefill_dense / in.dense_peak + prefill_attention / in.attention_peak) /
-                          d.tp
+                    ? (prefill_dense / in.dense_peak + prefill_attention / in.attention_peak) / d.tp
                     : 0;
   p.t_memory = p.bytes / in.bw;
   p.compute_bound = p.t_compute >= p.t_memory;
   if (s.kernel != SchemeKernel::None) {
     // Compressing the new KV: read in fp16 and written as stored; or the encoder's measured rate.
-    const double fp16_bytes = static_cast<double>(kv.layer_tokens) * values_per_token(m, kv.heads) * 2;
+    const double fp16_bytes =
+        static_cast<double>(kv.layer_tokens) * values_per_token(m, kv.heads) * 2;
     const double pass = (fp16_bytes + in.kv_bytes_per_sequence) / in.bw;
     const double encode =
         rate.encode_values_per_s > 0 ? fp16_bytes / 2 / rate.encode_values_per_s : 0;
@@ -276,9 +297,9 @@ Latency decode_latency(const LatencyInputs& in, int batch, std::uint64_t kv_gpu_
   st.t_host = st.host_bytes > 0 ? (in.link > 0 ? st.host_bytes / in.link : INFINITY) : 0;
   st.decompress_flops = st.t_decompress * in.attention_peak;
   // Each part takes its slower side; the step waits on the larger of the two parts' limits.
-  const std::pair<double, const char*> dense_side =
-      st.t_dense > st.t_weights ? std::pair{st.t_dense, "dense compute"}
-                                : std::pair{st.t_weights, "weights read"};
+  const std::pair<double, const char*> dense_side = st.t_dense > st.t_weights
+                                                        ? std::pair{st.t_dense, "dense compute"}
+                                                        : std::pair{st.t_weights, "weights read"};
   std::pair<double, const char*> attention_side{st.t_kv, "KV read"};
   if (st.t_attention + st.t_decompress > attention_side.first) {
     attention_side = {st.t_attention + st.t_decompress,
@@ -298,10 +319,9 @@ Latency decode_latency(const LatencyInputs& in, int batch, std::uint64_t kv_gpu_
   return out;
 }
 
-Latency estimate_latency(const ModelSpec& m, const GpuSpec& g, const Scheme& s,
-                         const Deployment& d, std::int64_t context, int batch,
-                         const DecompressionRate& rate, const Efficiencies& e,
-                         std::uint64_t kv_gpu_capacity) {
+Latency estimate_latency(const ModelSpec& m, const GpuSpec& g, const Scheme& s, const Deployment& d,
+                         std::int64_t context, int batch, const DecompressionRate& rate,
+                         const Efficiencies& e, std::uint64_t kv_gpu_capacity) {
   return decode_latency(latency_inputs(m, g, s, d, context, rate, e), batch, kv_gpu_capacity);
 }
 

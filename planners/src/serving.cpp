@@ -30,10 +30,10 @@ Prepared prepare(const Scenario& base, const Scheme& scheme, std::int64_t contex
   p.inputs = latency_inputs(s.model, s.gpu, scheme, s.deployment, context, rate, s.efficiencies());
   const QuickPlan q = quick_plan(s);
   p.max_batch = std::min<std::int64_t>(q.max_batch, kMaxServed);
-  const std::uint64_t usable = static_cast<std::uint64_t>(
-      static_cast<double>(s.gpu.memory_bytes) * s.deployment.gpu_memory_utilization);
-  const std::uint64_t taken = weights_bytes_per_gpu(s.model, s.deployment) +
-                              s.deployment.reserve_bytes;
+  const std::uint64_t usable = static_cast<std::uint64_t>(static_cast<double>(s.gpu.memory_bytes) *
+                                                          s.deployment.gpu_memory_utilization);
+  const std::uint64_t taken =
+      weights_bytes_per_gpu(s.model, s.deployment) + s.deployment.reserve_bytes;
   p.capacity = usable > taken ? usable - taken : 0;
   return p;
 }
@@ -77,8 +77,8 @@ Result<SloChoice> best_under_slo(const Scenario& base, const std::vector<Scheme>
     const Prepared p = prepare(base, schemes[k], base.context);
     const double ttft_ms = p.inputs.prefill.seconds * 1e3;
     if (p.max_batch < 1) {
-      misses.push_back(fmt::format("{}: not one sequence of {} tokens fits", schemes[k].id,
-                                   base.context));
+      misses.push_back(
+          fmt::format("{}: not one sequence of {} tokens fits", schemes[k].id, base.context));
       continue;
     }
     if (slo.ttft_ms > 0 && ttft_ms > slo.ttft_ms) {
@@ -126,9 +126,9 @@ Result<SloChoice> best_under_slo(const Scenario& base, const std::vector<Scheme>
         schemes[static_cast<std::size_t>(best.scheme)].id, best.batch, best.tokens_per_s_per_gpu,
         best.tokens_per_s_per_user, best.ttft_ms, best.tpot_ms,
         slo.tpot_ms > 0 && best.tpot_ms <= slo.tpot_ms &&
-                best.batch < prepare(base, schemes[static_cast<std::size_t>(best.scheme)],
-                                     base.context)
-                                 .max_batch
+                best.batch <
+                    prepare(base, schemes[static_cast<std::size_t>(best.scheme)], base.context)
+                        .max_batch
             ? "the TPOT target"
             : "memory");
   } else {
@@ -180,10 +180,9 @@ Result<Advice> advise(const AdviceSpec& spec) {
       cell.context = context;
       cell.concurrency = concurrency;
       const Prepared& fp16 = prepared.front();
-      cell.memory_pressure =
-          fp16.capacity > 0
-              ? fp16.inputs.kv_bytes_per_sequence * concurrency / static_cast<double>(fp16.capacity)
-              : INFINITY;
+      cell.memory_pressure = fp16.capacity > 0 ? fp16.inputs.kv_bytes_per_sequence * concurrency /
+                                                     static_cast<double>(fp16.capacity)
+                                               : INFINITY;
       for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
         const Prepared& p = prepared[k];
         SchemeOutcome o;
@@ -209,9 +208,9 @@ Result<Advice> advise(const AdviceSpec& spec) {
       for (std::size_t k = 0; k < cell.outcomes.size(); ++k) {
         const auto& o = cell.outcomes[k];
         if (o.served == 0) continue;
-        if (best < 0 || o.tokens_per_s_per_gpu >
-                            cell.outcomes[static_cast<std::size_t>(best)].tokens_per_s_per_gpu *
-                                1.02) {
+        if (best < 0 ||
+            o.tokens_per_s_per_gpu >
+                cell.outcomes[static_cast<std::size_t>(best)].tokens_per_s_per_gpu * 1.02) {
           best = static_cast<int>(k);
         }
       }
@@ -237,10 +236,9 @@ Result<Advice> advise(const AdviceSpec& spec) {
         }
         loss += ".";
       }
-      const std::string pressure =
-          fmt::format("fp16 KV for {} {} of {} tokens is {:.0f}% of the KV memory per GPU",
-                      concurrency, concurrency == 1 ? "user" : "users", context,
-                      cell.memory_pressure * 100);
+      const std::string pressure = fmt::format(
+          "fp16 KV for {} {} of {} tokens is {:.0f}% of the KV memory per GPU", concurrency,
+          concurrency == 1 ? "user" : "users", context, cell.memory_pressure * 100);
       if (best < 0) {
         cell.verdict = "nothing fits";
         cell.reason = pressure + "; not one sequence fits with any scheme.";
@@ -298,8 +296,8 @@ nlohmann::json advice_to_json(const Advice& a) {
     cells.push_back(
         {{"context_tokens_per_sequence", c.context},
          {"concurrent_sequences", c.concurrency},
-         {"recommended", c.recommended >= 0 ? nlohmann::json(a.scheme_ids[c.recommended])
-                                            : nlohmann::json()},
+         {"recommended",
+          c.recommended >= 0 ? nlohmann::json(a.scheme_ids[c.recommended]) : nlohmann::json()},
          {"verdict", c.verdict},
          {"memory_pressure_fp16_per_gpu",
           std::isfinite(c.memory_pressure) ? nlohmann::json(c.memory_pressure) : nlohmann::json()},

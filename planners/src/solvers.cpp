@@ -125,8 +125,8 @@ Result<PlanResult> plan(const Scenario& s) {
     trial.tp = tp, trial.pp = pp;
     if (!trial.validate(m)) continue;
     const Budgets tb = budgets(m, s.gpu, trial, s.scheme.offload);
-    const std::uint64_t need = kv_bytes_per_sequence(m, s.scheme, trial, s.context) *
-                               static_cast<std::uint64_t>(s.batch);
+    const std::uint64_t need =
+        kv_bytes_per_sequence(m, s.scheme, trial, s.context) * static_cast<std::uint64_t>(s.batch);
     if (tb.capacity > 0 && need <= tb.with_host) {
       r.min_gpus = tp * pp, r.min_tp = tp, r.min_pp = pp;
       break;
@@ -256,11 +256,11 @@ std::string sweep_to_csv(const SweepSpec& spec, const std::vector<SweepRow>& row
       "gpu,scheme,context,batch,fits,kv_bytes_batch_per_gpu,max_batch,ttft_ms,tpot_ms,"
       "tokens_per_s_per_user,tokens_per_s_per_gpu\r\n";
   for (const auto& r : rows) {
-    out += fmt::format("{},{},{},{},{},{},{},{:.2f},{:.3f},{:.1f},{:.1f}\r\n", spec.gpus[r.gpu].id,
-                       spec.schemes[r.scheme].id, r.context, r.batch, r.plan.fits ? 1 : 0,
-                       r.plan.kv_bytes_batch_per_gpu, r.plan.max_batch, r.plan.ttft_s * 1e3,
-                       r.plan.tpot_s * 1e3, r.plan.tokens_per_s_per_user,
-                       r.plan.tokens_per_s_per_gpu);
+    out +=
+        fmt::format("{},{},{},{},{},{},{},{:.2f},{:.3f},{:.1f},{:.1f}\r\n", spec.gpus[r.gpu].id,
+                    spec.schemes[r.scheme].id, r.context, r.batch, r.plan.fits ? 1 : 0,
+                    r.plan.kv_bytes_batch_per_gpu, r.plan.max_batch, r.plan.ttft_s * 1e3,
+                    r.plan.tpot_s * 1e3, r.plan.tokens_per_s_per_user, r.plan.tokens_per_s_per_gpu);
   }
   return out;
 }

@@ -37,12 +37,26 @@ TEST(CliPlan, JsonHasTheDocumentedFieldsAndGoldenNumbers) {
   ASSERT_EQ(o.code, 0) << o.out;
   const auto j = nlohmann::json::parse(o.out);
   // Every name says what it counts: the whole model, one GPU, or the whole deployment.
-  for (const char* k :
-       {"kv_bytes_per_token_model", "kv_bytes_per_sequence_per_gpu", "kv_bytes_batch_per_gpu",
-        "kv_bytes_batch_deployment", "weights_bytes_per_gpu", "kv_capacity_bytes_per_gpu", "fits",
-        "max_batch", "max_context", "min_gpus", "ttft_ms", "tpot_ms", "tokens_per_s_per_user",
-        "tokens_per_s_per_gpu", "tokens_per_s_deployment", "decode_step", "prefill",
-        "decompression_source", "formula", "decompression_rates"}) {
+  for (const char* k : {"kv_bytes_per_token_model",
+                        "kv_bytes_per_sequence_per_gpu",
+                        "kv_bytes_batch_per_gpu",
+                        "kv_bytes_batch_deployment",
+                        "weights_bytes_per_gpu",
+                        "kv_capacity_bytes_per_gpu",
+                        "fits",
+                        "max_batch",
+                        "max_context",
+                        "min_gpus",
+                        "ttft_ms",
+                        "tpot_ms",
+                        "tokens_per_s_per_user",
+                        "tokens_per_s_per_gpu",
+                        "tokens_per_s_deployment",
+                        "decode_step",
+                        "prefill",
+                        "decompression_source",
+                        "formula",
+                        "decompression_rates"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["kv_bytes_per_token_model"], 524288.0);

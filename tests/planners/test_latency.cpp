@@ -78,7 +78,8 @@ TEST(Latency, GoldenSlidingLayersGptOssAndGemma3) {
   EXPECT_EQ(kv_bytes_per_sequence(gemma, fp16, d, 32768), 8192ull * (10 * 32768 + 52 * 1024));
   // Prefill attention pairs on a sliding layer of window 1,024 over 4,096 tokens: the first
   // 1,024 tokens see 1..1,024 keys, the other 3,072 see 1,024 each.
-  EXPECT_DOUBLE_EQ(causal_pairs(gemma, LayerKind::Sliding, 4096), 1024.0 * 1025 / 2 + 3072.0 * 1024);
+  EXPECT_DOUBLE_EQ(causal_pairs(gemma, LayerKind::Sliding, 4096),
+                   1024.0 * 1025 / 2 + 3072.0 * 1024);
   // Linear-attention layers keep nothing: Qwen3-Next holds KV in 12 of its 48 layers.
   const ModelSpec next = find_model("qwen3-next-80b-a3b").value();
   EXPECT_EQ(kv_bytes_per_token(next, fp16), 12.0 * 2 * 2 * 256 * 2);
@@ -99,7 +100,8 @@ TEST(Latency, DecompressionIsChargedAtTheEnginesMeasuredRate) {
   const auto f = plan(scenario("llama-3-8b", "h100-sxm", "fp16", 8192, 16)).value();
   EXPECT_GT(k.tpot_s, f.tpot_s);  // compression that costs throughput
   // On another GPU the rate moves with FP32 throughput: an A100 (19.5 TFLOPS) gets 19.5 / 67.
-  const auto a100 = decompression_rate(parse_scheme("fp8").value(), find_gpu("a100-80gb").value(), r);
+  const auto a100 =
+      decompression_rate(parse_scheme("fp8").value(), find_gpu("a100-80gb").value(), r);
   EXPECT_NEAR(a100.values_per_s, r.fp8 * 19.5 / 67, 1.0);
   // Roofline: fewer bytes for the same FLOPs raise the intensity; decompression adds work.
   const auto fp8 = plan(scenario("llama-3-8b", "h100-sxm", "fp8", 8192, 16)).value();
@@ -194,15 +196,15 @@ TEST(Catalogue, HuggingFaceNamesAliasesAndSuggestions) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("did you mean"), std::string::npos) << bad.message();
   EXPECT_NE(bad.message().find("llama-3.1-70b"), std::string::npos) << bad.message();
-  for (const char* id : {"llama-3.2-1b", "llama-4-scout", "llama-4-maverick", "qwen3-0.6b",
-                         "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b",
-                         "gpt-oss-20b", "gemma-3-1b", "mistral-small-3", "phi-4", "deepseek-r1",
-                         "kimi-k2"}) {
+  for (const char* id :
+       {"llama-3.2-1b", "llama-4-scout", "llama-4-maverick", "qwen3-0.6b", "qwen3-32b",
+        "qwen3-30b-a3b", "qwen3-235b-a22b", "qwen3-next-80b-a3b", "gpt-oss-20b", "gemma-3-1b",
+        "mistral-small-3", "phi-4", "deepseek-r1", "kimi-k2"}) {
     EXPECT_TRUE(find_model(id).ok()) << id;
   }
-  for (const char* id : {"h20", "h100-pcie", "h100-nvl", "h200", "b200", "b300", "gb200", "a100-40gb",
-                         "l4", "l40s", "a10g", "rtx-4090", "rtx-5090", "rtx-pro-6000", "mi300x",
-                         "mi325x", "mi355x"}) {
+  for (const char* id :
+       {"h20", "h100-pcie", "h100-nvl", "h200", "b200", "b300", "gb200", "a100-40gb", "l4", "l40s",
+        "a10g", "rtx-4090", "rtx-5090", "rtx-pro-6000", "mi300x", "mi325x", "mi355x"}) {
     auto g = find_gpu(id);
     ASSERT_TRUE(g.ok()) << id;
     EXPECT_GT(g->tflops.bf16, 0) << id;

@@ -211,7 +211,8 @@ TEST(Solvers, SweepAgreesWithSinglePlans) {
     EXPECT_EQ(row.plan.fits, q.fits);
     EXPECT_EQ(row.plan.kv_bytes_batch_per_gpu, q.kv_bytes_batch_per_gpu);
     EXPECT_EQ(row.plan.max_batch, q.max_batch);
-    EXPECT_NEAR(row.plan.tokens_per_s_per_gpu, q.tokens_per_s_per_gpu, 1e-9 * q.tokens_per_s_per_gpu);
+    EXPECT_NEAR(row.plan.tokens_per_s_per_gpu, q.tokens_per_s_per_gpu,
+                1e-9 * q.tokens_per_s_per_gpu);
     EXPECT_NEAR(row.plan.tpot_s, q.tpot_s, 1e-12 * q.tpot_s);
     EXPECT_NEAR(row.plan.ttft_s, q.ttft_s, 1e-12 * q.ttft_s);
   }

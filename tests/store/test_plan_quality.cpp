@@ -17,8 +17,8 @@ NewRun quality(const std::string& model, nlohmann::json params, double ppl_chang
   r.source = "model:" + model;
   r.method = params.value("method", "");
   r.params = std::move(params);
-  r.metrics = {{"model", model}, {"perplexity_change", ppl_change}, {"kl_mean", 0.0123},
-               {"tokens", 512}};
+  r.metrics = {
+      {"model", model}, {"perplexity_change", ppl_change}, {"kl_mean", 0.0123}, {"tokens", 512}};
   return r;
 }
 
@@ -31,10 +31,10 @@ TEST(PlanQuality, NewestRunOfTheSameModelAndMethod) {
   const auto fp8 = store.save_run(quality(smol, {{"method", "fp8-e4m3"}}, 0.01)).value();
   ASSERT_TRUE(store.save_run(quality(smol, {{"method", "kivi"}, {"bits", 4}}, 0.03)).ok());
   // Not this model; eviction in the loop; KIVI with other bits.
-  ASSERT_TRUE(store.save_run(quality("/m/stories260K.bin", {{"method", "kivi"}, {"bits", 2}}, 0.2))
-                  .ok());
-  ASSERT_TRUE(store.save_run(quality(smol, {{"method", "kivi"}, {"bits", 2}, {"eviction", {}}}, 0.9))
-                  .ok());
+  ASSERT_TRUE(
+      store.save_run(quality("/m/stories260K.bin", {{"method", "kivi"}, {"bits", 2}}, 0.2)).ok());
+  ASSERT_TRUE(
+      store.save_run(quality(smol, {{"method", "kivi"}, {"bits", 2}, {"eviction", {}}}, 0.9)).ok());
   const auto model = planners::find_model("smollm2-135m").value();
   std::vector<planners::Scheme> schemes;
   for (const char* id : {"fp16", "int8", "fp8", "kivi4", "kivi2", "kvcomp"}) {

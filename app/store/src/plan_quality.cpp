@@ -26,8 +26,7 @@ bool quality_run_is_model(const std::string& run_model, const planners::ModelSpe
 
 bool quality_run_is_scheme(const nlohmann::json& p, const planners::Scheme& s) {
   using planners::SchemeKind;
-  if (!p.is_object() || p.contains("eviction") || s.evict_tokens || s.evict_fraction ||
-      s.offload) {
+  if (!p.is_object() || p.contains("eviction") || s.evict_tokens || s.evict_fraction || s.offload) {
     return false;
   }
   const std::string method = p.value("method", "");
@@ -82,8 +81,7 @@ Result<std::vector<std::string>> scheme_quality(const RunsStore& store,
         text += fmt::format("{}KL {:.4f}", text.empty() ? "" : ", ", m["kl_mean"].get<double>());
       }
       if (text.empty()) continue;
-      out[k] = fmt::format("{} (run {}, {:.0f} tokens)", text, r.id,
-                           m.value("tokens", 0.0));
+      out[k] = fmt::format("{} (run {}, {:.0f} tokens)", text, r.id, m.value("tokens", 0.0));
     }
   }
   return out;

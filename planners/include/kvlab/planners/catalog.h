@@ -24,6 +24,9 @@ namespace kvlab::planners {
 enum class LayerKind : std::uint8_t { Full, Sliding, Chunked, Linear };
 std::string_view layer_kind_name(LayerKind k);  // "full", "sliding", "chunked", "linear"
 
+// No model has more layers; a file saying otherwise is refused before anything is sized by it.
+inline constexpr int kMaxLayers = 4096;
+
 // What decides a model's KV cache, weights and compute.
 struct ModelSpec {
   std::string id, name, family, source;

@@ -42,13 +42,13 @@ namespace kvlab::planners {
 // Decompression throughput of the engine's kernels on one GPU, fp16 values per second (K and V
 // of one layer averaged), at the longest context measured: the streaming case serving is in.
 struct KernelRates {
-  std::string gpu_id;  // the catalogue GPU the measurement belongs to
-  std::string device;  // as the driver named it
-  std::string source;  // where the numbers come from
-  double fp32_tflops = 0;  // of that GPU, to scale the rates to another
-  double fp8 = 0;          // FP8 E4M3, one scale per head
-  double packed = 0;       // packed low-bit codes (int4, KIVI-2/4; int8 assumed like FP8)
-  double huffman = 0;      // KVComp Huffman streams
+  std::string gpu_id;         // the catalogue GPU the measurement belongs to
+  std::string device;         // as the driver named it
+  std::string source;         // where the numbers come from
+  double fp32_tflops = 0;     // of that GPU, to scale the rates to another
+  double fp8 = 0;             // FP8 E4M3, one scale per head
+  double packed = 0;          // packed low-bit codes (int4, KIVI-2/4; int8 assumed like FP8)
+  double huffman = 0;         // KVComp Huffman streams
   double huffman_encode = 0;  // compressing at prefill, fp16 values per second
   int context = 0;            // tokens of the measurement
   bool measured = false;      // true: a stored run; false: the built-in default
@@ -89,7 +89,7 @@ struct StepCost {
   // compute", "decompression" or "host link".
   std::string bound_by;
   std::string attention_bound_by;  // what the attention part alone waits on
-  bool compute_bound = false;  // the compute side outweighs the memory side, over both parts
+  bool compute_bound = false;      // the compute side outweighs the memory side, over both parts
   // The roofline point: FLOPs (decompression counted as the tensor FLOPs its time could have
   // done) per byte read, and FLOP/s achieved.
   double intensity() const;
@@ -108,9 +108,9 @@ struct Latency {
   PrefillCost prefill;
   StepCost step;
   double ttft_s = 0, tpot_s = 0;
-  double tokens_per_s_per_user = 0;        // one sequence: 1 / TPOT
-  double tokens_per_s_deployment = 0;      // the batch: B / TPOT
-  double tokens_per_s_per_gpu = 0;         // the deployment's over its TP × PP GPUs
+  double tokens_per_s_per_user = 0;    // one sequence: 1 / TPOT
+  double tokens_per_s_deployment = 0;  // the batch: B / TPOT
+  double tokens_per_s_per_gpu = 0;     // the deployment's over its TP × PP GPUs
 };
 
 // What a decode step costs that does not depend on the batch, and the prefill: computed once per
@@ -132,10 +132,9 @@ Latency decode_latency(const LatencyInputs& in, int batch, std::uint64_t kv_gpu_
 
 // Host offload: KV beyond what the GPUs hold is kept in host memory and read over the host link
 // every step. `kv_gpu_capacity` is one GPU's KV budget; `kv_total` the batch's KV on that GPU.
-Latency estimate_latency(const ModelSpec& m, const GpuSpec& g, const Scheme& s,
-                         const Deployment& d, std::int64_t context, int batch,
-                         const DecompressionRate& rate, const Efficiencies& e,
-                         std::uint64_t kv_gpu_capacity);
+Latency estimate_latency(const ModelSpec& m, const GpuSpec& g, const Scheme& s, const Deployment& d,
+                         std::int64_t context, int batch, const DecompressionRate& rate,
+                         const Efficiencies& e, std::uint64_t kv_gpu_capacity);
 
 // Σ over a prompt's tokens of the keys each one attends to, on one layer of the kind.
 double causal_pairs(const ModelSpec& m, LayerKind kind, std::int64_t prompt);

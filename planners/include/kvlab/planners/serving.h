@@ -51,7 +51,7 @@ struct SchemeOutcome {
 struct AdviceCell {
   std::int64_t context = 0;
   int concurrency = 0;
-  int recommended = -1;  // index into the schemes; -1: nothing fits
+  int recommended = -1;        // index into the schemes; -1: nothing fits
   double memory_pressure = 0;  // fp16 KV the users need / KV capacity, per GPU
   std::vector<SchemeOutcome> outcomes;
   std::string verdict;  // "don't compress", "compress: fp8", "nothing fits"

@@ -23,8 +23,8 @@ struct Scenario {
   GpuSpec gpu;
   Scheme scheme;
   Deployment deployment;
-  std::int64_t context = 4096;  // tokens per sequence (the prompt, for time to first token)
-  int batch = 1;                // sequences at once
+  std::int64_t context = 4096;        // tokens per sequence (the prompt, for time to first token)
+  int batch = 1;                      // sequences at once
   double bandwidth_efficiency = 0.8;  // achieved / peak memory bandwidth
   double compute_efficiency = 0.6;    // achieved / peak dense tensor throughput
   double link_efficiency = 0.8;       // achieved / peak host-link bandwidth
@@ -36,7 +36,7 @@ struct Scenario {
 };
 
 struct PlanResult {
-  double kv_bytes_per_token_model = 0;  // whole model, one token: the headline number
+  double kv_bytes_per_token_model = 0;              // whole model, one token: the headline number
   std::uint64_t kv_bytes_per_sequence_per_gpu = 0;  // on the most loaded GPU, pages included
   std::uint64_t kv_bytes_batch_per_gpu = 0;         // the batch, on that GPU
   std::uint64_t kv_bytes_batch_deployment = 0;      // the batch on all GPUs (replicas counted)
