@@ -18,6 +18,7 @@ struct AdviseOptions {
   std::string contexts = "2048,8192,32768,131072";
   std::string concurrency = "1,8,32,128,512";
   double min_gain = 0.10;
+  double max_ppl = -1;  // percent; negative: no limit
   bool json = false, reasons = false;
 };
 
@@ -58,6 +59,7 @@ int run_advise(const AdviseOptions& o) {
   if (!conc) return fail(conc.message());
   spec.concurrencies = *conc;
   spec.min_gain = o.min_gain;
+  if (o.max_ppl >= 0) spec.max_perplexity_change = o.max_ppl / 100;
   bool have_db = false;
   const auto path =
       o.where.db.path.empty() ? default_db_path() : std::filesystem::path(o.where.db.path);
@@ -66,7 +68,10 @@ int run_advise(const AdviseOptions& o) {
     if (!store) return fail(store.message());
     auto q = scheme_quality(*store, base->model, spec.schemes);
     if (!q) return fail(q.message());
-    spec.quality = *q;
+    for (const auto& e : *q) {
+      spec.quality.push_back(e.text);
+      spec.perplexity_change.push_back(e.perplexity_change);
+    }
     have_db = true;
   }
   auto advice = planners::advise(spec);
@@ -133,8 +138,10 @@ int run_advise(const AdviseOptions& o) {
   for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
     const std::string q = k < spec.quality.size() ? spec.quality[k] : "";
     if (!q.empty() && k > 0) any = true;
-    fmt::print("  {:<10} {}\n", spec.schemes[k].id,
-               q.empty() ? std::string("no quality run of this model and method") : q);
+    const bool over = k < advice->allowed.size() && !advice->allowed[k];
+    fmt::print("  {:<10} {}{}\n", spec.schemes[k].id,
+               q.empty() ? std::string("no quality run of this model and method") : q,
+               over ? "  (over the --max-perplexity-change limit: not recommended)" : "");
   }
   if (!any) {
     fmt::print("  (none stored{}: measure with 'kvlab quality --model FILE --method M --save')\n",
@@ -180,6 +187,9 @@ void add_plan_advise_command(CLI::App& plan) {
                   "the throughput gain over fp16 a compressed scheme must bring to be advised "
                   "when fp16 fits (0.1: 10%)")
       ->capture_default_str();
+  cmd->add_option("--max-perplexity-change", o->max_ppl,
+                  "recommend only schemes whose stored quality run of this model raised "
+                  "perplexity by at most this many percent (unmeasured schemes are left out too)");
   o->where.add_to(*cmd);
   cmd->add_flag("--reasons", o->reasons, "print the reason for every cell");
   cmd->add_flag("--json", o->json, "print JSON");

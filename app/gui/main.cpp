@@ -3,8 +3,9 @@
 // 1024 tokens, KIVI) and the default eviction comparison (H2O 25% against a 25% window, 64
 // decode steps), saves a PNG of every page and of every Learn step, then runs KVComp with
 // Huffman coding and saves the Compression page's codec charts and its memory over decode
-// steps, and the Eviction page zoomed in on one layer's needle. The screenshot mode neither
-// reads nor writes the saved settings, so its pictures do not depend on the last session.
+// steps, every chart tab of the Planner page, and the Eviction page zoomed in on one layer's
+// needle. The screenshot mode neither reads nor writes the saved settings, so its pictures do
+// not depend on the last session.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -32,6 +33,7 @@
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/screenshots.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/store/runs_store.h"
@@ -62,8 +64,10 @@ constexpr const char* kUsage =
     "                     page, DIR/{compression,eviction,quality,planner,runs,learn}.png, and of\n"
     "                     every Learn step, DIR/learn-*.png; then run kvcomp + huffman and save\n"
     "                     DIR/compression-codec.png, DIR/compression-codec-ratio.png,\n"
-    "                     DIR/compression-stream.png (memory over decode steps) and\n"
-    "                     DIR/eviction-needle.png (one layer, zoomed on the needle), and exit.\n"
+    "                     DIR/compression-stream.png (memory over decode steps), each chart\n"
+    "                     tab of the Planner, DIR/planner-{memory,context,frontier,roofline,\n"
+    "                     advice}.png, and DIR/eviction-needle.png (one layer, zoomed on the\n"
+    "                     needle), and exit.\n"
     "                     When the stories260K model is found ($KVLAB_MODELS_DIR, or\n"
     "                     shared/models above the program or the working folder) and the\n"
     "                     Quality page has no runs, quality.png first measures a few methods\n"
@@ -263,6 +267,26 @@ int take_eviction_needle_screenshot(kvlab::gui::MainWindow& window, const QStrin
   return ok ? 0 : 1;
 }
 
+// Every chart tab of the Planner page (planner.png shows the first): the default scenario with
+// a TPOT target of 30 ms, so the frontier shows the best choice under it.
+int take_planner_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
+  using namespace kvlab;
+  auto& view = *window.planner_view();
+  window.show_page(gui::Page::Planner);
+  view.set_targets(0, 30);
+  const char* names[] = {"planner-memory.png", "planner-context.png", "planner-frontier.png",
+                         "planner-roofline.png", "planner-advice.png"};
+  QTabWidget* tabs = view.chart_tabs();
+  const int before = tabs->currentIndex();
+  for (int i = 0; i < tabs->count() && i < static_cast<int>(std::size(names)); ++i) {
+    tabs->setCurrentIndex(i);
+    if (!save_window(window, dir, names[i])) return 1;
+  }
+  tabs->setCurrentIndex(before);
+  view.set_targets(0, 0);
+  return 0;
+}
+
 int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
   using namespace kvlab;
   SyntheticConfig source;
@@ -294,6 +318,7 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
                  page.toLocal8Bit().constData());
   }
   if (const int rc = take_codec_screenshots(window, dir); rc != 0) return rc;
+  if (const int rc = take_planner_screenshots(window, dir); rc != 0) return rc;
   return take_eviction_needle_screenshot(window, dir);
 }
 

@@ -167,6 +167,19 @@ Result<Advice> advise(const AdviceSpec& spec) {
   a.contexts = spec.contexts;
   a.concurrencies = spec.concurrencies;
   a.quality = spec.quality;
+  if (spec.max_perplexity_change && !(*spec.max_perplexity_change >= 0)) {
+    return make_error(fmt::format("--max-perplexity-change {}: must not be negative",
+                                  *spec.max_perplexity_change));
+  }
+  for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
+    bool ok = true;
+    if (k > 0 && spec.max_perplexity_change) {
+      const auto change =
+          k < spec.perplexity_change.size() ? spec.perplexity_change[k] : std::nullopt;
+      ok = change && *change <= *spec.max_perplexity_change;
+    }
+    a.allowed.push_back(ok);
+  }
   a.rates_source = spec.base.rates.source;
   for (const auto& s : spec.schemes) {
     a.scheme_ids.push_back(s.id);
@@ -207,7 +220,7 @@ Result<Advice> advise(const AdviceSpec& spec) {
       int best = -1;
       for (std::size_t k = 0; k < cell.outcomes.size(); ++k) {
         const auto& o = cell.outcomes[k];
-        if (o.served == 0) continue;
+        if (o.served == 0 || !a.allowed[k]) continue;
         if (best < 0 ||
             o.tokens_per_s_per_gpu >
                 cell.outcomes[static_cast<std::size_t>(best)].tokens_per_s_per_gpu * 1.02) {
@@ -215,6 +228,20 @@ Result<Advice> advise(const AdviceSpec& spec) {
         }
       }
       const auto& f = cell.outcomes.front();
+      std::string excluded;
+      for (std::size_t k = 1; k < cell.outcomes.size(); ++k) {
+        if (!a.allowed[k] && cell.outcomes[k].served > 0 &&
+            cell.outcomes[k].tokens_per_s_per_gpu >
+                cell.outcomes[static_cast<std::size_t>(std::max(best, 0))].tokens_per_s_per_gpu) {
+          excluded += (excluded.empty() ? "" : ", ") + a.scheme_ids[k];
+        }
+      }
+      if (!excluded.empty()) {
+        excluded = fmt::format(
+            " Faster but over the quality limit (perplexity +{:g}%) or not "
+            "measured: {}.",
+            *spec.max_perplexity_change * 100, excluded);
+      }
       // The scheme that loses most against fp16, to say why compressing can cost.
       int worst = -1;
       for (std::size_t k = 1; k < cell.outcomes.size(); ++k) {
@@ -263,13 +290,17 @@ Result<Advice> advise(const AdviceSpec& spec) {
                                     pressure, f.served, concurrency, loss);
         } else {
           cell.reason = fmt::format(
-              "{}; fp16 holds {} of {} users. {} holds {} and serves {} tokens/s per GPU ({:.0f} "
+              "{}; fp16 holds {}. {} holds {} and serves {} tokens/s per GPU ({:.0f} "
               "against {:.0f}); its step is {}-bound (waits on {}).{}",
-              pressure, f.served, concurrency, a.scheme_ids[best], b.served,
+              pressure,
+              f.served == concurrency ? "all of them"
+                                      : fmt::format("{} of {}", f.served, concurrency),
+              a.scheme_ids[best], b.served == concurrency ? "all" : std::to_string(b.served),
               f.served > 0 ? percent(b.gain) : std::string("all the"), b.tokens_per_s_per_gpu,
               f.tokens_per_s_per_gpu, b.compute_bound ? "compute" : "memory", b.bound_by, loss);
         }
       }
+      cell.reason += excluded;
       a.cells.push_back(std::move(cell));
     }
   }
@@ -305,7 +336,9 @@ nlohmann::json advice_to_json(const Advice& a) {
          {"schemes", schemes}});
   }
   nlohmann::json quality = nlohmann::json::object();
+  nlohmann::json excluded = nlohmann::json::array();
   for (std::size_t k = 0; k < a.scheme_ids.size(); ++k) {
+    if (k < a.allowed.size() && !a.allowed[k]) excluded.push_back(a.scheme_ids[k]);
     quality[a.scheme_ids[k]] = k < a.quality.size() && !a.quality[k].empty()
                                    ? nlohmann::json(a.quality[k])
                                    : nlohmann::json();
@@ -314,6 +347,7 @@ nlohmann::json advice_to_json(const Advice& a) {
           {"contexts", a.contexts},
           {"concurrencies", a.concurrencies},
           {"quality", quality},
+          {"over_the_quality_limit", excluded},
           {"decompression_rates_source", a.rates_source},
           {"cells", cells}};
 }

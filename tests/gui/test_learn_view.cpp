@@ -32,16 +32,19 @@
 #include "kvlab/gui/learn_eviction_page.h"
 #include "kvlab/gui/learn_growth_page.h"
 #include "kvlab/gui/learn_huffman_page.h"
+#include "kvlab/gui/learn_pays_page.h"
 #include "kvlab/gui/learn_planner_page.h"
 #include "kvlab/gui/learn_quant_page.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/planner_step_chart.h"
 #include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/playback_controls.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/planners/catalog.h"
 #include "kvlab/planners/memory_formula.h"
+#include "kvlab/planners/serving.h"
 #include "kvlab/planners/solvers.h"
 
 namespace kvlab::gui {
@@ -54,15 +57,15 @@ TEST(LearnView, NextAndPreviousVisitEveryStep) {
   view.resize(1200, 800);
   view.show();
   const int n = view.page_count();
-  ASSERT_EQ(n, 5);  // the five steps, in its order
+  ASSERT_EQ(n, 6);  // the five steps, in its order, then "when does compression pay?"
   ASSERT_EQ(view.step_list()->count(), n);
   int i = 0;
-  for (const char* name :
-       {"learn-growth", "learn-quant", "learn-huffman", "learn-eviction", "learn-planner"}) {
+  for (const char* name : {"learn-growth", "learn-quant", "learn-huffman", "learn-eviction",
+                           "learn-planner", "learn-pays"}) {
     EXPECT_EQ(view.index_of(QString::fromLatin1(name)), i++) << name;
   }
   EXPECT_EQ(view.index_of(QStringLiteral("learn-growth")), 0);
-  EXPECT_EQ(view.index_of(QStringLiteral("learn-planner")), n - 1);
+  EXPECT_EQ(view.index_of(QStringLiteral("learn-pays")), n - 1);
   EXPECT_EQ(view.current_index(), 0);
   EXPECT_EQ(view.position_label()->text(), QStringLiteral("page 1 of %1").arg(n));
   EXPECT_FALSE(view.previous_button()->isEnabled());
@@ -366,6 +369,81 @@ TEST(LearnPlannerPage, AnswerEqualsThePlannersFit) {
   page.set_model(QStringLiteral("llama-2-7b"));
   page.set_context(1 << 20);
   EXPECT_EQ(page.context_spin()->value(), 4096);
+}
+
+// "When does compression pay?": the verdict is advise() on the one cell, the bars are each
+// scheme's decode step at the users it holds, and the sentence follows the numbers: one user
+// waits on the weights (don't compress), 512 users do not fit in fp16 (compress).
+TEST(LearnPaysPage, SentenceAndBarsFollowTheUsers) {
+  LearnPaysPage page;
+  page.resize(1000, 640);
+  page.show();
+  page.set_model("llama-3-8b");
+  page.set_gpu("h100-sxm");
+  page.set_scheme("kivi2");
+  page.set_context(8192);
+  const auto advice_for = [](int users) {
+    planners::AdviceSpec spec;
+    spec.base.model = planners::find_model("llama-3-8b").value();
+    spec.base.gpu = planners::find_gpu("h100-sxm").value();
+    spec.schemes = {planners::parse_scheme("fp16").value(),
+                    planners::parse_scheme("kivi2").value()};
+    spec.contexts = {8192};
+    spec.concurrencies = {users};
+    return planners::advise(spec).value().cells.front();
+  };
+  page.set_users(1);
+  ASSERT_EQ(page.users(), 1);
+  ASSERT_EQ(page.context(), 8192);
+  ASSERT_TRUE(page.cell().has_value()) << page.error_text().toStdString();
+  const auto one = advice_for(1);
+  EXPECT_EQ(page.cell()->recommended, one.recommended);
+  EXPECT_EQ(page.cell()->verdict, "don't compress");
+  EXPECT_EQ(page.verdict_label()->text(), "Don't compress");
+  const QString alone = page.sentence();
+  EXPECT_TRUE(alone.contains("weights read")) << alone.toStdString();
+  EXPECT_TRUE(alone.endsWith("don't compress.")) << alone.toStdString();
+  // The bars: two schemes, six parts each; the step equals plan()'s TPOT at that batch.
+  ASSERT_EQ(page.step_chart()->scheme_bars().size(), 2u);
+  planners::Scenario s;
+  s.model = planners::find_model("llama-3-8b").value();
+  s.gpu = planners::find_gpu("h100-sxm").value();
+  s.context = 8192;
+  s.batch = 1;
+  for (int k = 0; k < 2; ++k) {
+    s.scheme = planners::parse_scheme(k == 0 ? "fp16" : "kivi2").value();
+    const auto r = planners::plan(s).value();
+    QCPBars* bars = page.step_chart()->scheme_bars()[static_cast<std::size_t>(k)];
+    ASSERT_EQ(bars->data()->size(), 6);
+    EXPECT_NEAR(bars->data()->at(5)->value, r.tpot_s * 1e3, 1e-9);
+    EXPECT_NEAR(bars->data()->at(0)->value, r.latency.step.t_weights * 1e3, 1e-9);
+    EXPECT_NEAR(bars->data()->at(2)->value, r.latency.step.t_kv * 1e3, 1e-9);
+  }
+  EXPECT_LT(page.steps()[1].kv_read, page.steps()[0].kv_read);  // kivi2 reads fewer bytes
+
+  page.set_users(512);
+  ASSERT_EQ(page.users(), 512);
+  const auto many = advice_for(512);
+  ASSERT_TRUE(page.cell().has_value());
+  EXPECT_EQ(page.cell()->verdict, many.verdict);
+  EXPECT_EQ(page.cell()->verdict, "compress: kivi2");
+  EXPECT_EQ(page.verdict_label()->text(), "Compress with kivi2");
+  const QString crowd = page.sentence();
+  EXPECT_NE(crowd, alone);
+  EXPECT_TRUE(crowd.contains(QLocale().toString(many.outcomes[0].served))) << crowd.toStdString();
+  EXPECT_TRUE(crowd.endsWith("Compress.")) << crowd.toStdString();
+  EXPECT_EQ(page.steps()[0].served, many.outcomes[0].served);
+  EXPECT_EQ(page.steps()[1].served, many.outcomes[1].served);
+  EXPECT_TRUE(page.compressed_rate_label()->text().contains(
+      QLocale().toString(many.outcomes[1].tokens_per_s_per_gpu, 'f', 0)));
+  // The link opens the Planner with both schemes and the users as the batch.
+  const LearnLink link = page.link();
+  ASSERT_TRUE(link.planner.has_value());
+  PlannerView planner(nullptr);
+  ASSERT_TRUE(planner.restore(*link.planner)) << planner.error_text().toStdString();
+  EXPECT_EQ(planner.scenario().batch, 512);
+  ASSERT_EQ(planner.schemes().size(), 2u);
+  EXPECT_EQ(planner.schemes()[1].id, "kivi2");
 }
 
 TEST(LearnView, MainWindowAppliesTheLinks) {

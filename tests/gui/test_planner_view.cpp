@@ -1,16 +1,26 @@
-// The Planner page against plan() computed here for the same scenario: the table, the memory
-// bars, the formula, recomputation on every change, config.json import, saving and reopening a
-// scenario from a real SQLite store, and the recompute time.
+// The Planner page against plan() computed here for the same scenario: the table (memory and
+// latency columns), the memory bars, the formula, recomputation on every change, config.json
+// import, saving and reopening a scenario from a real SQLite store, and the recompute time; the
+// serving tabs against frontier(), best_under_slo(), the roofline point of each decode step and
+// advise() computed here.
 #include <qcustomplot.h>
 #include <QAbstractItemModelTester>
+#include <QBrush>
 #include <QComboBox>
 #include <QLabel>
 #include <QPlainTextEdit>
+#include <QTabWidget>
 #include <QTableView>
 #include <fstream>
+#include <set>
 
 #include "gui_test_support.h"
+#include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/main_window.h"
+#include "kvlab/gui/planner_advice_model.h"
+#include "kvlab/gui/planner_advice_panel.h"
+#include "kvlab/gui/planner_frontier_chart.h"
+#include "kvlab/gui/planner_roofline_chart.h"
 #include "kvlab/gui/planner_table_model.h"
 #include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/runs_view.h"
@@ -18,15 +28,25 @@
 namespace kvlab::gui {
 namespace {
 
-planners::PlanResult expected(const char* model, const char* gpu, const char* scheme, int context,
-                              int batch) {
+planners::Scenario scenario_of(const char* model, const char* gpu, const char* scheme, int context,
+                               int batch, int tp = 1) {
   planners::Scenario s;
   s.model = planners::find_model(model).value();
   s.gpu = planners::find_gpu(gpu).value();
   s.scheme = planners::parse_scheme(scheme).value();
   s.context = context;
   s.batch = batch;
-  return planners::plan(s).value();
+  s.deployment.tp = tp;
+  return s;
+}
+
+planners::PlanResult expected(const char* model, const char* gpu, const char* scheme, int context,
+                              int batch, int tp = 1) {
+  return planners::plan(scenario_of(model, gpu, scheme, context, batch, tp)).value();
+}
+
+QString header(const QAbstractItemModel* m, int column) {
+  return m->headerData(column, Qt::Horizontal).toString();
 }
 
 TEST(PlannerView, ShowsWhatThePlannerComputes) {
@@ -124,6 +144,223 @@ TEST(PlannerView, ImportSaveReopenAndPin) {
   std::ofstream(dir / "bad.json") << "{";
   EXPECT_FALSE(view.import_config(QString::fromStdString((dir / "bad.json").string())));
   EXPECT_TRUE(view.error_text().contains("bad.json"));
+}
+
+// The latency columns hold what plan() gives, and every memory and throughput column says what it
+// counts: the whole model, one sequence, one GPU or the deployment.
+TEST(PlannerView, LatencyColumnsShowWhatThePlannerComputesPerGpuAndPerDeployment) {
+  PlannerView view(nullptr);
+  view.set_model("llama-3-70b");
+  view.set_gpu("h100-sxm");
+  view.set_context(8192);
+  view.set_batch(16);
+  view.set_schemes({"fp16", "kivi2"});
+  view.set_parallelism(4, 1);
+  ASSERT_EQ(view.results().size(), 2u) << view.error_text().toStdString();
+  QAbstractItemModelTester tester(view.table_model(),
+                                  QAbstractItemModelTester::FailureReportingMode::Fatal);
+  const QAbstractItemModel* t = view.table_model();
+  EXPECT_EQ(header(t, kPlannerBytesPerToken), "KV B/token\n(whole model)");
+  EXPECT_EQ(header(t, kPlannerPerSequence), "KV per sequence\n(per GPU)");
+  EXPECT_EQ(header(t, kPlannerBatch), "KV batch\n(per GPU)");
+  EXPECT_EQ(header(t, kPlannerBatchDeployment), "KV batch\n(deployment)");
+  EXPECT_EQ(header(t, kPlannerTtft), "TTFT");
+  EXPECT_EQ(header(t, kPlannerTpot), "TPOT");
+  EXPECT_EQ(header(t, kPlannerTokensPerUser), "tok/s\nper user");
+  EXPECT_EQ(header(t, kPlannerTokensPerGpu), "tok/s\nper GPU");
+  EXPECT_EQ(header(t, kPlannerTokensDeployment), "tok/s\n(deployment)");
+  EXPECT_EQ(header(t, kPlannerWaitsOn), "decode step\nwaits on");
+  for (int c = 0; c < t->columnCount(); ++c) {
+    EXPECT_FALSE(t->headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty()) << c;
+  }
+  const auto cell = [t](int row, int column) { return t->index(row, column).data().toString(); };
+  for (int row = 0; row < 2; ++row) {
+    const auto r = expected("llama-3-70b", "h100-sxm", row == 0 ? "fp16" : "kivi2", 8192, 16, 4);
+    EXPECT_EQ(cell(row, kPlannerTtft), PlannerTableModel::millis(r.ttft_s));
+    EXPECT_EQ(cell(row, kPlannerTpot), PlannerTableModel::millis(r.tpot_s));
+    EXPECT_EQ(cell(row, kPlannerTokensPerUser), QString::number(r.tokens_per_s_per_user, 'f', 1));
+    EXPECT_EQ(cell(row, kPlannerTokensPerGpu), QString::number(r.tokens_per_s_per_gpu, 'f', 0));
+    EXPECT_EQ(cell(row, kPlannerTokensDeployment),
+              QString::number(r.tokens_per_s_deployment, 'f', 0));
+    EXPECT_EQ(cell(row, kPlannerBatchDeployment),
+              format_byte_count(static_cast<double>(r.kv_bytes_batch_deployment)));
+    EXPECT_TRUE(
+        cell(row, kPlannerWaitsOn).startsWith(QString::fromStdString(r.latency.step.bound_by)))
+        << cell(row, kPlannerWaitsOn).toStdString();
+    // Four GPUs: the deployment's tokens/s and KV are four times one GPU's.
+    EXPECT_NEAR(r.tokens_per_s_deployment, 4 * r.tokens_per_s_per_gpu,
+                1e-6 * r.tokens_per_s_deployment);
+    EXPECT_EQ(r.kv_bytes_batch_deployment, 4 * r.kv_bytes_batch_per_gpu);
+    EXPECT_GT(r.tpot_s, 0);
+  }
+  EXPECT_NE(cell(0, kPlannerTpot), cell(1, kPlannerTpot));  // the schemes' steps differ
+  // The compute efficiency is a control: halving it slows the compute-bound prefill.
+  const QString ttft = cell(0, kPlannerTtft);
+  view.set_compute_efficiency(0.3);
+  EXPECT_EQ(view.scenario().compute_efficiency, 0.3);
+  auto slow = scenario_of("llama-3-70b", "h100-sxm", "fp16", 8192, 16, 4);
+  slow.compute_efficiency = 0.3;
+  EXPECT_EQ(cell(0, kPlannerTtft), PlannerTableModel::millis(planners::plan(slow)->ttft_s));
+  EXPECT_NE(cell(0, kPlannerTtft), ttft);
+}
+
+TEST(PlannerView, FrontierHasOneCurvePerCheckedSchemeAndTheTargetsPickOne) {
+  PlannerView view(nullptr);
+  view.resize(1024, 700);
+  view.set_model("llama-3-8b");
+  view.set_gpu("h100-sxm");
+  view.set_context(8192);
+  view.set_batch(8);
+  view.set_schemes({"fp16", "fp8", "kivi2"});
+  ASSERT_EQ(view.results().size(), 3u) << view.error_text().toStdString();
+  PlannerFrontierChart* chart = view.frontier_chart();
+  ASSERT_EQ(chart->curve_graphs().size(), 3u);
+  const char* ids[] = {"fp16", "fp8", "kivi2"};
+  for (int k = 0; k < 3; ++k) {
+    auto s = scenario_of("llama-3-8b", "h100-sxm", ids[k], 8192, 8);
+    const auto want = planners::frontier(s);
+    QCPGraph* g = chart->curve_graphs()[k];
+    EXPECT_EQ(g->name(), ids[k]);
+    ASSERT_EQ(g->data()->size(), static_cast<int>(want.size())) << ids[k];
+    ASSERT_GT(want.size(), 3u);
+    // Stored in batch order: the last point is the largest batch that fits.
+    const auto last = g->data()->at(g->data()->size() - 1);
+    EXPECT_DOUBLE_EQ(last->key, want.back().tokens_per_s_per_user);
+    EXPECT_DOUBLE_EQ(last->value, want.back().tokens_per_s_per_gpu);
+  }
+  // kivi2's cache is 6× smaller: its curve reaches far larger batches.
+  EXPECT_GT(chart->data().curves[2].batch.back(), 4 * chart->data().curves[0].batch.back());
+  EXPECT_FALSE(view.slo_choice().has_value());
+  view.set_targets(0, 40);
+  ASSERT_TRUE(view.slo_choice().has_value());
+  auto base = scenario_of("llama-3-8b", "h100-sxm", "fp16", 8192, 8);
+  const auto want = planners::best_under_slo(base, view.schemes(), {0, 40}).value();
+  EXPECT_TRUE(want.found);
+  EXPECT_EQ(view.slo_choice()->scheme, want.scheme);
+  EXPECT_EQ(view.slo_choice()->batch, want.batch);
+  EXPECT_LE(view.slo_choice()->tpot_ms, 40);
+  EXPECT_EQ(view.slo_label()->text(),
+            "Best under the targets: " + QString::fromStdString(want.reason));
+  ASSERT_TRUE(chart->data().chosen.has_value());
+  EXPECT_DOUBLE_EQ(chart->data().chosen->tokens_per_s_per_gpu, want.tokens_per_s_per_gpu);
+  EXPECT_EQ(chart->data().tpot_target_ms, 40);
+  // Unchecking a scheme drops its curve.
+  view.set_schemes({"fp16", "kivi2"});
+  EXPECT_EQ(chart->curve_graphs().size(), 2u);
+}
+
+TEST(PlannerView, RooflineHasOnePointPerSchemeWhereItsDecodeStepIs) {
+  PlannerView view(nullptr);
+  view.set_model("llama-3-8b");
+  view.set_gpu("h100-sxm");
+  view.set_context(8192);
+  view.set_batch(32);
+  view.set_schemes({"fp16", "fp8", "kivi2", "kvcomp"});
+  ASSERT_EQ(view.results().size(), 4u) << view.error_text().toStdString();
+  PlannerRooflineChart* chart = view.roofline_chart();
+  ASSERT_EQ(chart->point_graphs().size(), 4u);
+  std::set<double> intensities;
+  for (std::size_t k = 0; k < 4; ++k) {
+    const auto& step = view.results()[k].latency.step;
+    QCPGraph* g = chart->point_graphs()[k];
+    EXPECT_EQ(g->name(), QString::fromStdString(view.schemes()[k].id));
+    ASSERT_EQ(g->data()->size(), 1);
+    EXPECT_DOUBLE_EQ(g->data()->at(0)->key, step.intensity());
+    EXPECT_DOUBLE_EQ(g->data()->at(0)->value, step.achieved_flops() * 1e-12);
+    // Nothing runs above the roof.
+    EXPECT_LE(g->data()->at(0)->value, chart->data().roof(step.intensity()) * (1 + 1e-9));
+    intensities.insert(step.intensity());
+  }
+  EXPECT_EQ(intensities.size(), 4u);  // every scheme's step sits somewhere else
+  const auto& fp16 = view.results()[0].latency.step;
+  const auto& kivi2 = view.results()[2].latency.step;
+  EXPECT_NE(kivi2.intensity(), fp16.intensity());
+  // The roof: bf16 peak × compute efficiency, bandwidth × bandwidth efficiency.
+  const auto gpu = planners::find_gpu("h100-sxm").value();
+  EXPECT_DOUBLE_EQ(chart->data().peak_tflops, gpu.tflops.bf16 * 0.6);
+  EXPECT_DOUBLE_EQ(chart->data().bandwidth_tbs, gpu.bandwidth_gbs * 1e-3 * 0.8);
+  ASSERT_EQ(chart->roof_graph()->data()->size(), 3);
+  EXPECT_DOUBLE_EQ(chart->roof_graph()->data()->at(1)->value, gpu.tflops.bf16 * 0.6);
+  EXPECT_EQ(chart->xAxis->scaleType(), QCPAxis::stLogarithmic);
+  EXPECT_EQ(chart->yAxis->scaleType(), QCPAxis::stLogarithmic);
+}
+
+// Llama-3-70B on four H100s: the advice matrix has cells where fp16 is best and cells where a
+// compressed cache serves more, each cell's tooltip is the planner's own reason.
+TEST(PlannerView, AdviceMatrixSaysWhenToCompressAndWhy) {
+  PlannerView view(nullptr);
+  view.set_model("llama-3-70b");
+  view.set_gpu("h100-sxm");
+  view.set_parallelism(4, 1);
+  PlannerAdvicePanel* panel = view.advice_panel();
+  int tab = -1;
+  for (int i = 0; i < view.chart_tabs()->count(); ++i) {
+    if (view.chart_tabs()->tabText(i) == "Should I compress?") tab = i;
+  }
+  ASSERT_GE(tab, 0);
+  EXPECT_EQ(view.chart_tabs()->widget(tab), panel);
+  PlannerAdviceModel* m = panel->model();
+  QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  EXPECT_EQ(panel->table()->model(), m);
+  EXPECT_TRUE(panel->question_label()->text().contains("Llama-3-70B"))
+      << panel->question_label()->text().toStdString();
+  EXPECT_TRUE(panel->question_label()->text().contains("TP 4"));
+
+  // The same advice computed here: the CLI's defaults, contexts up to the model's 8,192 tokens.
+  planners::AdviceSpec spec;
+  spec.base = scenario_of("llama-3-70b", "h100-sxm", "fp16", 8192, 1, 4);
+  for (const char* id : {"fp16", "fp8", "int8", "kivi4", "kivi2", "kvcomp"}) {
+    spec.schemes.push_back(planners::parse_scheme(id).value());
+  }
+  spec.contexts = {2048, 8192};
+  spec.concurrencies = {1, 8, 32, 128, 512};
+  const auto want = planners::advise(spec).value();
+  ASSERT_EQ(m->rowCount(), 2);
+  ASSERT_EQ(m->columnCount(), 5);
+  EXPECT_EQ(m->headerData(0, Qt::Vertical).toString(), "2,048 tokens");
+  EXPECT_EQ(m->headerData(4, Qt::Horizontal).toString(), "512 users");
+  bool dont = false, compress = false;
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 5; ++col) {
+      const auto& c = want.cells[static_cast<std::size_t>(row * 5 + col)];
+      const QModelIndex i = m->index(row, col);
+      EXPECT_EQ(i.data(PlannerAdviceModel::kVerdictRole).toString().toStdString(), c.verdict);
+      const QString tip = i.data(Qt::ToolTipRole).toString();
+      EXPECT_EQ(tip.section("\n\n", 0, 0).toStdString(), c.reason);
+      EXPECT_TRUE(tip.contains("Quality cost of")) << tip.toStdString();
+      EXPECT_EQ(i.data().toString(), PlannerAdviceModel::cell_text(want, c));
+      const QColor bg = i.data(Qt::BackgroundRole).value<QBrush>().color();
+      if (c.verdict == "don't compress") {
+        dont = true;
+        EXPECT_EQ(bg, PlannerAdviceModel::dont_compress_color());
+        EXPECT_EQ(i.data().toString(), "fp16");
+      } else if (c.verdict.rfind("compress: ", 0) == 0) {
+        compress = true;
+        EXPECT_EQ(bg, PlannerAdviceModel::compress_color());
+        EXPECT_TRUE(i.data().toString().contains('+')) << i.data().toString().toStdString();
+      }
+    }
+  }
+  EXPECT_TRUE(dont);
+  EXPECT_TRUE(compress);
+  // One user of 2,048 tokens: fp16 (the weights dominate); 512 users of 8,192: compress.
+  EXPECT_EQ(m->index(0, 0).data().toString(), "fp16");
+  EXPECT_EQ(m->index(1, 4).data(PlannerAdviceModel::kVerdictRole).toString().left(9), "compress:");
+
+  // The gain a scheme must bring is a control: at 0 % more cells say compress.
+  int compress_cells = 0;
+  for (const auto& c : want.cells) compress_cells += c.recommended > 0 ? 1 : 0;
+  panel->set_min_gain(0.0);
+  int now = 0;
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 5; ++col) now += m->cell(row, col)->recommended > 0 ? 1 : 0;
+  }
+  EXPECT_GE(now, compress_cells);
+  // A single GPU cannot hold the 70B weights: every cell says nothing fits, in red.
+  view.set_parallelism(1, 1);
+  EXPECT_EQ(m->index(0, 0).data(PlannerAdviceModel::kVerdictRole).toString(), "nothing fits");
+  EXPECT_EQ(m->index(0, 0).data(Qt::BackgroundRole).value<QBrush>().color(),
+            PlannerAdviceModel::nothing_fits_color());
 }
 
 }  // namespace

@@ -229,7 +229,7 @@ TEST(Tooltips, SayHowTheNumbersAreComputed) {
 
   const auto* planner = window.planner_view()->table();
   ASSERT_NE(planner, nullptr);
-  EXPECT_TRUE(header_tip(planner, QStringLiteral("KV B/token"))
+  EXPECT_TRUE(header_tip(planner, QStringLiteral("KV B/token\n(whole model)"))
                   .contains(QStringLiteral("2 × layers × kv_heads × head_dim")));
   EXPECT_TRUE(header_tip(planner, QStringLiteral("fits")).contains(QStringLiteral("reserve")));
 
@@ -288,7 +288,7 @@ TEST(Tooltips, RenderPagesAndATooltip) {
   window.show_page(Page::Planner);
   auto* planner = window.planner_view()->table();
   ASSERT_NE(planner, nullptr);
-  EXPECT_TRUE(save_tooltip(planner, header_tip(planner, QStringLiteral("tokens/s")),
+  EXPECT_TRUE(save_tooltip(planner, header_tip(planner, QStringLiteral("tok/s\nper GPU")),
                            dir / "tooltip_planner_tokens_s.png"));
   std::printf("pages and tooltip rendered to %s\n", dir.string().c_str());
 }

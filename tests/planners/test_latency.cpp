@@ -182,6 +182,14 @@ TEST(Serving, AdviceSaysWhenNotToCompressAndWhenTo) {
   const auto j = advice_to_json(a);
   EXPECT_EQ(j["cells"][0]["verdict"], "don't compress");
   EXPECT_TRUE(j["cells"][0].contains("memory_pressure_fp16_per_gpu"));
+  // A quality limit: KIVI-2 measured +8% perplexity and KVComp was never measured, so with at
+  // most +2% only FP8 (+1%) may be recommended.
+  spec.perplexity_change = {0.0, 0.01, 0.08, std::nullopt};
+  spec.max_perplexity_change = 0.02;
+  const Advice limited = advise(spec).value();
+  EXPECT_EQ(limited.allowed, (std::vector<bool>{true, true, false, false}));
+  for (const auto& c : limited.cells) EXPECT_LE(c.recommended, 1) << c.reason;
+  EXPECT_EQ(limited.cells[3].recommended, 1);
   // The baseline must come first.
   spec.schemes.erase(spec.schemes.begin());
   EXPECT_FALSE(advise(spec).ok());

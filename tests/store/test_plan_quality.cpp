@@ -42,12 +42,15 @@ TEST(PlanQuality, NewestRunOfTheSameModelAndMethod) {
   }
   const auto q = scheme_quality(store, model, schemes).value();
   ASSERT_EQ(q.size(), 6u);
-  EXPECT_EQ(q[0], "exact (the baseline)");
-  EXPECT_EQ(q[1], "perplexity +0.2 %, KL 0.0123 (run " + std::to_string(newer) + ", 512 tokens)");
-  EXPECT_NE(q[2].find("run " + std::to_string(fp8)), std::string::npos) << q[2];
-  EXPECT_NE(q[3].find("+3 %"), std::string::npos) << q[3];
-  EXPECT_TRUE(q[4].empty()) << q[4];  // only an eviction run and another model's
-  EXPECT_TRUE(q[5].empty()) << q[5];
+  EXPECT_EQ(q[0].text, "exact (the baseline)");
+  EXPECT_DOUBLE_EQ(*q[1].perplexity_change, 0.002);
+  EXPECT_EQ(q[1].text,
+            "perplexity +0.2 %, KL 0.0123 (run " + std::to_string(newer) + ", 512 tokens)");
+  EXPECT_NE(q[2].text.find("run " + std::to_string(fp8)), std::string::npos) << q[2].text;
+  EXPECT_NE(q[3].text.find("+3 %"), std::string::npos) << q[3].text;
+  EXPECT_TRUE(q[4].text.empty()) << q[4].text;
+  EXPECT_FALSE(q[4].perplexity_change);  // only an eviction run and another model's
+  EXPECT_TRUE(q[5].text.empty()) << q[5].text;
   EXPECT_TRUE(quality_run_is_model("/x/SmolLM2-135M-Instruct-f16.gguf", model));
   EXPECT_FALSE(quality_run_is_model("/x/SmolLM2-360M.gguf", model));
 }

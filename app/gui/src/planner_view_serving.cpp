@@ -176,7 +176,12 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   spec.concurrencies = kAdviceConcurrencies;
   spec.min_gain = m_advice_panel->min_gain();
   if (m_store) {
-    if (auto q = scheme_quality(*m_store, s.model, spec.schemes)) spec.quality = *q;
+    if (auto q = scheme_quality(*m_store, s.model, spec.schemes)) {
+      for (const auto& e : *q) {
+        spec.quality.push_back(e.text);
+        spec.perplexity_change.push_back(e.perplexity_change);
+      }
+    }
   }
   auto advice = planners::advise(spec);
   if (!advice) {

@@ -48,14 +48,14 @@ bool quality_run_is_scheme(const nlohmann::json& p, const planners::Scheme& s) {
   return false;
 }
 
-Result<std::vector<std::string>> scheme_quality(const RunsStore& store,
-                                                const planners::ModelSpec& model,
-                                                const std::vector<planners::Scheme>& schemes) {
-  std::vector<std::string> out(schemes.size());
+Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
+                                                  const planners::ModelSpec& model,
+                                                  const std::vector<planners::Scheme>& schemes) {
+  std::vector<SchemeQuality> out(schemes.size());
   for (std::size_t k = 0; k < schemes.size(); ++k) {
     if (schemes[k].kind == planners::SchemeKind::Fp16 && !schemes[k].evict_tokens &&
         !schemes[k].evict_fraction) {
-      out[k] = "exact (the baseline)";
+      out[k] = {"exact (the baseline)", 0.0};
     }
   }
   auto runs = store.list_runs(-1);
@@ -70,18 +70,21 @@ Result<std::vector<std::string>> scheme_quality(const RunsStore& store,
     auto record = store.load_run(r.id);
     if (!record) return record.error();
     for (std::size_t k = 0; k < schemes.size(); ++k) {
-      if (!out[k].empty() || !quality_run_is_scheme(record->params, schemes[k])) continue;
+      if (!out[k].text.empty() || !quality_run_is_scheme(record->params, schemes[k])) continue;
       const auto& m = record->metrics;
       std::string text;
+      std::optional<double> change;
       if (m.contains("perplexity_change") && m["perplexity_change"].is_number()) {
-        text = "perplexity " + format_metric_value(m["perplexity_change"].get<double>(),
-                                                   MetricFormat::SignedPercent);
+        change = m["perplexity_change"].get<double>();
+        text = "perplexity " + format_metric_value(*change, MetricFormat::SignedPercent);
       }
       if (m.contains("kl_mean") && m["kl_mean"].is_number()) {
         text += fmt::format("{}KL {:.4f}", text.empty() ? "" : ", ", m["kl_mean"].get<double>());
       }
       if (text.empty()) continue;
-      out[k] = fmt::format("{} (run {}, {:.0f} tokens)", text, r.id, m.value("tokens", 0.0));
+      const double tokens =
+          m.contains("tokens") && m["tokens"].is_number() ? m["tokens"].get<double>() : 0.0;
+      out[k] = {fmt::format("{} (run {}, {:.0f} tokens)", text, r.id, tokens), change};
     }
   }
   return out;

@@ -66,6 +66,11 @@ struct AdviceSpec {
   double min_gain = 0.10;
   // Quality cost per scheme (same order), from stored quality runs; empty: none known.
   std::vector<std::string> quality;
+  // The perplexity change each scheme measured (same order; nullopt: not measured), and the most
+  // a recommended scheme may have (nullopt: no limit). A scheme over the limit, or unmeasured
+  // while a limit is set, is shown but not recommended.
+  std::vector<std::optional<double>> perplexity_change;
+  std::optional<double> max_perplexity_change;
 };
 struct Advice {
   std::vector<AdviceCell> cells;  // contexts outer, concurrencies inner
@@ -73,6 +78,7 @@ struct Advice {
   std::vector<std::int64_t> contexts;
   std::vector<int> concurrencies;
   std::vector<std::string> quality;
+  std::vector<bool> allowed;  // per scheme: within the quality limit
   std::string rates_source;
 };
 Result<Advice> advise(const AdviceSpec& spec);

@@ -2,6 +2,7 @@
 // holds (`kvlab quality --save`): the newest run of the same model with the same method.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,10 +22,15 @@ bool quality_run_is_model(const std::string& run_model, const planners::ModelSpe
 // eviction or offload, which a quality run of the method alone does not measure.
 bool quality_run_is_scheme(const nlohmann::json& run_params, const planners::Scheme& scheme);
 
-// One text per scheme (same order): "perplexity +0.8%, KL 0.003 (run 12, 2,048 tokens)", "exact"
-// for fp16, or empty where the database has no such run.
-Result<std::vector<std::string>> scheme_quality(const RunsStore& store,
-                                                const planners::ModelSpec& model,
-                                                const std::vector<planners::Scheme>& schemes);
+// Per scheme (same order): a text, "perplexity +0.8 %, KL 0.003 (run 12, 2048 tokens)", "exact"
+// for fp16, or empty where the database has no such run; and the perplexity change it measured
+// (0 for fp16).
+struct SchemeQuality {
+  std::string text;
+  std::optional<double> perplexity_change;
+};
+Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
+                                                  const planners::ModelSpec& model,
+                                                  const std::vector<planners::Scheme>& schemes);
 
 }  // namespace kvlab
