@@ -28,11 +28,10 @@ QString explanation() {
       "<p>Generating one token for every user is one <b>decode step</b>: the GPU reads all the "
       "<b>weights</b> once for the whole batch, and every user's <b>KV cache</b>. With few "
       "users the weights dominate: a smaller cache saves little, and decompressing it costs "
-      "time. With many users of long contexts the KV cache dominates, and it decides how many "
-      "users fit at once: a compressed cache holds more of them, so each read of the weights "
-      "serves more tokens.</p>"
-      "<p>Unless decompressing is slower than reading fp16 would have been: then the step "
-      "waits on the decompression. Move the users and the context and watch which wins.</p>");
+      "time. With many users of long contexts the cache dominates and decides how many users "
+      "fit at once: a compressed cache holds more of them, so each read of the weights serves "
+      "more tokens, unless decompressing is slower than reading fp16 would have been. Move the "
+      "users and the context and watch which wins.</p>");
 }
 
 QLabel* rate_label() {
@@ -158,12 +157,15 @@ LearnPaysPage::LearnPaysPage(QWidget* parent)
   rates->addWidget(m_fp16_rate, 1);
   rates->addWidget(m_compressed_rate, 1);
   m_chart = new PlannerStepChart;
+  // Kept to the top of a laptop's screen: the Learn view is taller than 700 pixels.
+  m_chart->setFixedHeight(250);
 
   auto* right = new QVBoxLayout;
   right->addWidget(m_verdict);
   right->addWidget(m_sentence);
   right->addLayout(rates);
-  right->addWidget(m_chart, 1);
+  right->addWidget(m_chart);
+  right->addStretch(1);
   auto* row = new QHBoxLayout;
   row->addWidget(controls_box);
   row->addLayout(right, 1);
@@ -348,19 +350,21 @@ QString LearnPaysPage::explain(const planners::AdviceCell& c) const {
               .arg(fo.tokens_per_s_per_gpu, 0, 'f', 0)
               .arg(percent(co.gain));
     if (cs.decompression > cs.kv_read) {
-      why += tr(" But %1's step waits on its decompression (%2 of its %3 step).")
+      why += tr(" %1's step then waits on its decompression (%2 of its %3 step).")
                  .arg(comp, ms(cs.decompression), ms(cs.step));
     }
   } else {
     // Both hold everyone: the step times decide.
-    why = tr("fp16 holds all %1 (%2 % of the KV memory). Its step waits on %3: the weights take "
+    why = tr("fp16 holds %1 (%2 % of the KV memory). Its step waits on %3: the weights take "
              "%4 and the KV %5 of the %6 step.")
-              .arg(n)
+              .arg(users() == 1 ? tr("the one user") : tr("all %1 users").arg(n))
               .arg(c.memory_pressure * 100, 0, 'f', 0)
               .arg(fs.bound_by, ms(fs.weights_read), ms(fs.kv_read), ms(fs.step));
     why += cs.decompression > cs.kv_read
-               ? tr(" %1 reads its KV in %2, but decompressing it takes %3,")
-                     .arg(comp, ms(cs.kv_read), ms(cs.decompression))
+               ? tr(" %1 reads its KV in %2 but then waits %3 on decompressing it, %4 than "
+                    "fp16's %5 read,")
+                     .arg(comp, ms(cs.kv_read), ms(cs.decompression),
+                          cs.decompression < fs.kv_read ? tr("less") : tr("more"), ms(fs.kv_read))
                : tr(" %1 reads its KV in %2 (decompressing, %3, hides under the reads),")
                      .arg(comp, ms(cs.kv_read), ms(cs.decompression));
     why += tr(" so its step takes %1: %2 tok/s per GPU.").arg(ms(cs.step), percent(co.gain));

@@ -29,20 +29,11 @@ QLabel* swatch(const QColor& color, const QString& text, const QString& tip) {
 PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   m_question = new QLabel;
   m_question->setWordWrap(true);
-  QFont bold = m_question->font();
-  bold.setBold(true);
-  m_question->setFont(bold);
-  m_question->setToolTip(tr("The page's model, GPU and parallelism; contexts and users vary"));
-
-  auto* how = style::muted_label(
-      tr("Each cell: the scheme with the most tokens/s per GPU for that many concurrent users of "
-         "that many tokens, and its gain over fp16. Hover a cell for why, and for the scheme's "
-         "quality cost."),
-      this);
-  how->setToolTip(
-      tr("Every cell is computed by the planner's latency model (planners::advise): each "
-         "scheme serves as many of the users as fit its KV memory, and is timed per decode "
-         "step"));
+  m_question->setTextFormat(Qt::RichText);
+  m_question->setToolTip(
+      tr("For the page's model, GPU and parallelism, contexts and users varying. Every cell is "
+         "computed by the planner's latency model (planners::advise): each scheme serves as "
+         "many of the users as fit its KV memory, and is timed per decode step"));
 
   m_min_gain = new RealField;
   m_min_gain->setRange(0, 500);
@@ -54,7 +45,7 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   m_min_gain->setToolTip(
       tr("When fp16 holds every user, a compressed scheme is advised only when it serves at "
          "least this much more tokens/s per GPU: less would not pay for its quality cost"));
-  auto* min_gain_caption = new QLabel(tr("Compress only for a gain of at least"));
+  auto* min_gain_caption = new QLabel(tr("Min. gain"));
   min_gain_caption->setBuddy(m_min_gain);
   min_gain_caption->setToolTip(m_min_gain->toolTip());
 
@@ -64,9 +55,9 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->setSelectionMode(QAbstractItemView::SingleSelection);
   m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  m_table->horizontalHeader()->setMinimumSectionSize(90);
+  m_table->horizontalHeader()->setMinimumSectionSize(64);
   m_table->verticalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  m_table->setMinimumHeight(150);
+  m_table->setMinimumHeight(90);
   m_table->setToolTip(
       tr("Rows: tokens per sequence; columns: concurrent users. Grey: don't compress (fp16); "
          "green: compress with the scheme shown; red: not one sequence fits with any scheme"));
@@ -74,7 +65,7 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   auto* legend = new QHBoxLayout;
   legend->addWidget(swatch(PlannerAdviceModel::dont_compress_color(), tr("don't compress"),
                            tr("fp16 holds every user and no scheme gains enough")));
-  legend->addWidget(swatch(PlannerAdviceModel::compress_color(), tr("compress (gain over fp16)"),
+  legend->addWidget(swatch(PlannerAdviceModel::compress_color(), tr("compress"),
                            tr("A compressed scheme serves more tokens/s per GPU: it holds more "
                               "users, or reads fewer bytes per step")));
   legend->addWidget(swatch(PlannerAdviceModel::nothing_fits_color(), tr("nothing fits"),
@@ -93,13 +84,15 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
       tr("The newest stored quality run of this model with each scheme's method (Quality page, "
          "or kvlab quality --save): what the compression costs in perplexity and KL"));
   m_rates = style::muted_label(QString(), this);
-  m_rates->setToolTip(
+  m_rates_tip =
       tr("Where the decompression rates of the latency model come from: a kvlab bench gpu run "
-         "of this GPU when one is stored, else the H100 measurement scaled by FP32 throughput"));
+         "of this GPU when one is stored, else the H100 measurement scaled by FP32 throughput");
+  m_rates->setToolTip(m_rates_tip);
 
   auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 4, 0, 0);
+  layout->setSpacing(4);
   layout->addWidget(m_question);
-  layout->addWidget(how);
   layout->addWidget(m_table, 1);
   layout->addLayout(legend);
   layout->addWidget(m_note);
@@ -116,9 +109,17 @@ void PlannerAdvicePanel::set_min_gain(double fraction) {
   m_min_gain->setValue(fraction * 100);
 }
 
+QString PlannerAdvicePanel::heading(const QString& question) const {
+  return QStringLiteral("<b>%1</b><br><span style='color:%2'>%3</span>")
+      .arg(question.toHtmlEscaped(), style::kMutedText.name(),
+           tr("Each cell: the scheme with the most tokens/s per GPU, and its gain over fp16. "
+              "Hover a cell for why and for its quality cost.")
+               .toHtmlEscaped());
+}
+
 void PlannerAdvicePanel::set_advice(planners::Advice advice, const QString& question,
                                     const QString& note) {
-  m_question->setText(question);
+  m_question->setText(heading(question));
   m_note->setStyleSheet(QString());  // muted again after an error
   m_note->setText(note);
   m_note->setVisible(!note.isEmpty());
@@ -134,12 +135,15 @@ void PlannerAdvicePanel::set_advice(planners::Advice advice, const QString& ques
   m_quality->setText(any ? tr("Quality cost (stored quality runs): %1").arg(quality.join("; "))
                          : tr("Quality cost: no stored quality run of this model with these "
                               "methods; measure them on the Quality page."));
-  m_rates->setText(tr("Decompression rates: %1").arg(QString::fromStdString(advice.rates_source)));
+  // The source's first words name it; the whole of it (what was measured) is the tooltip.
+  const QString source = QString::fromStdString(advice.rates_source);
+  m_rates->setText(tr("Decompression rates: %1").arg(source.section(QStringLiteral(" ("), 0, 0)));
+  m_rates->setToolTip(m_rates_tip + QStringLiteral("\n\n") + source);
   m_model->set_advice(std::move(advice));
 }
 
 void PlannerAdvicePanel::set_error(const QString& question, const QString& message) {
-  m_question->setText(question);
+  m_question->setText(heading(question));
   m_model->set_advice({});
   style::make_error_text(m_note);
   m_note->setText(message);

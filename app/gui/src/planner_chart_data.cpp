@@ -35,7 +35,7 @@ QString deployment_title(const planners::Scenario& s) {
 FrontierChartData frontier_data(const planners::Scenario& base,
                                 const std::vector<planners::Scheme>& schemes) {
   FrontierChartData out;
-  out.title = QObject::tr("%1, %2 tokens per sequence")
+  out.title = QObject::tr("%1\n%2 tokens per sequence; the batch doubles along each curve")
                   .arg(deployment_title(base), QLocale().toString(qlonglong(base.context)));
   planners::Scenario s = base;
   for (const auto& scheme : schemes) {
@@ -56,7 +56,7 @@ RooflineData roofline_data(const planners::Scenario& s,
                            const std::vector<planners::Scheme>& schemes,
                            const std::vector<planners::PlanResult>& results) {
   RooflineData out;
-  out.title = QObject::tr("%1, batch %2 × %3 tokens")
+  out.title = QObject::tr("%1\nbatch %2 × %3 tokens per sequence")
                   .arg(deployment_title(s), QLocale().toString(s.batch),
                        QLocale().toString(qlonglong(s.context)));
   // The attention roof (planners/latency.h: attention_peak = bf16 × compute efficiency).

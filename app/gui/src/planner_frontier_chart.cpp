@@ -7,8 +7,8 @@
 namespace kvlab::gui {
 
 PlannerFrontierChart::PlannerFrontierChart(QWidget* parent) : QCustomPlot(parent) {
-  setMinimumSize(320, 260);
-  add_title(this, tr("Throughput frontier: each user's speed against each GPU's"));
+  setMinimumSize(320, 220);
+  add_title(this, tr("Throughput frontier"));
   plotLayout()->insertRow(1);
   m_subtitle = new QCPTextElement(this, QString(), QFont(font().family(), 9));
   m_subtitle->setTextColor(QColor(80, 80, 80));
@@ -16,6 +16,7 @@ PlannerFrontierChart::PlannerFrontierChart(QWidget* parent) : QCustomPlot(parent
   xAxis->setLabel(tr("tokens/s per user (1 ÷ TPOT)"));
   yAxis->setLabel(tr("tokens/s per GPU (deployment ÷ GPUs)"));
   add_legend_row(this, legend, 3);
+  legend->setWrap(2);  // two entries a line: the page keeps a laptop's width
   style_plot(this);
   setToolTip(
       tr("Each curve is one KV storage scheme at this context; along it the batch doubles from 1 "
@@ -36,10 +37,13 @@ void PlannerFrontierChart::set_data(const FrontierChartData& data) {
     const FrontierCurve& c = data.curves[i];
     auto* g = addGraph();
     const QColor color = planner_series_color(static_cast<int>(i));
-    g->setName(c.batch.empty() ? tr("%1 (nothing fits)").arg(c.scheme) : c.scheme);
+    // The batch range in the legend: the curve's left end is the largest batch that fits.
+    g->setName(c.batch.empty()
+                   ? tr("%1 (nothing fits)").arg(c.scheme)
+                   : tr("%1, batch %2–%3").arg(c.scheme).arg(c.batch.front()).arg(c.batch.back()));
     g->setPen(QPen(color, 2));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, color, Qt::white, 6));
-    // Points in batch order, not sorted by x: the curve runs right to left as the batch grows.
+    // QCustomPlot keeps them sorted by x: the batch grows from right to left along the curve.
     QVector<double> keys, values;
     for (std::size_t k = 0; k < c.batch.size(); ++k) {
       keys << c.tokens_per_s_per_user[k];
@@ -48,15 +52,6 @@ void PlannerFrontierChart::set_data(const FrontierChartData& data) {
       max_y = std::max(max_y, c.tokens_per_s_per_gpu[k]);
     }
     g->setData(keys, values);
-    if (!c.batch.empty()) {
-      // The largest batch that fits, named at the curve's end.
-      auto* label = new QCPItemText(this);
-      label->position->setCoords(keys.back(), values.back());
-      label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
-      label->setPadding(QMargins(4, 0, 0, 2));
-      label->setColor(color.darker(120));
-      label->setText(tr("%1 × %2").arg(c.scheme).arg(c.batch.back()));
-    }
     m_curves.push_back(g);
   }
   if (data.tpot_target_ms > 0) {

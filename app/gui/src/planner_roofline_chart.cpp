@@ -8,8 +8,8 @@
 namespace kvlab::gui {
 
 PlannerRooflineChart::PlannerRooflineChart(QWidget* parent) : QCustomPlot(parent) {
-  setMinimumSize(320, 260);
-  add_title(this, tr("Roofline of one GPU: each scheme's decode step"));
+  setMinimumSize(320, 220);
+  add_title(this, tr("Roofline of one GPU"));
   plotLayout()->insertRow(1);
   m_subtitle = new QCPTextElement(this, QString(), QFont(font().family(), 9));
   m_subtitle->setTextColor(QColor(80, 80, 80));
@@ -24,6 +24,7 @@ PlannerRooflineChart::PlannerRooflineChart(QWidget* parent) : QCustomPlot(parent
   xAxis->setLabel(tr("arithmetic intensity (FLOP per byte read)"));
   yAxis->setLabel(tr("TFLOP/s per GPU"));
   add_legend_row(this, legend, 3);
+  legend->setWrap(4);
   style_plot(this);
   setToolTip(
       tr("Log-log. The roof is what one GPU can attain at an intensity: memory-bound on the "
@@ -40,7 +41,11 @@ void PlannerRooflineChart::set_data(const RooflineData& data) {
   clearGraphs();
   clearItems();
   m_points.clear();
-  m_subtitle->setText(data.title);
+  m_subtitle->setText(data.peak_tflops > 0 ? tr("%1\nroof: min(%2 TFLOP/s, %3 TB/s × intensity)")
+                                                 .arg(data.title)
+                                                 .arg(data.peak_tflops, 0, 'f', 0)
+                                                 .arg(data.bandwidth_tbs, 0, 'f', 2)
+                                           : data.title);
   double lo_x = data.ridge() > 0 ? data.ridge() : 1, hi_x = lo_x;
   double lo_y = data.peak_tflops > 0 ? data.peak_tflops : 1, hi_y = lo_y;
   for (const auto& p : data.points) {
@@ -53,9 +58,7 @@ void PlannerRooflineChart::set_data(const RooflineData& data) {
   lo_x /= 4, hi_x *= 4, lo_y /= 4, hi_y *= 2;
 
   m_roof = addGraph();
-  m_roof->setName(tr("roof: %1 TB/s × intensity, at most %2 TFLOP/s")
-                      .arg(data.bandwidth_tbs, 0, 'f', 2)
-                      .arg(data.peak_tflops, 0, 'f', 0));
+  m_roof->setName(tr("roof"));
   m_roof->setPen(QPen(Qt::black, 2));
   if (data.bandwidth_tbs > 0 && data.peak_tflops > 0) {
     m_roof->addData(lo_x, data.roof(lo_x));

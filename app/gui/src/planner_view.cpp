@@ -75,7 +75,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   m_evict = new QComboBox;
   for (const char* e : kEvictChoices) m_evict->addItem(QString::fromLatin1(e));
   m_scheme_list = new QListWidget;
-  m_scheme_list->setMaximumHeight(150);
+  m_scheme_list->setMaximumHeight(120);
 
   auto* import = new QPushButton(tr("Import config.json…"));
   auto* add_gpu_button = new QPushButton(tr("Add GPU…"));
@@ -149,8 +149,10 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   auto* controls = new QGroupBox(tr("Scenario"));
   auto* cl = new QVBoxLayout(controls);
   cl->addLayout(form);
-  cl->addWidget(save_button);
-  cl->addWidget(pin_button);
+  auto* buttons = new QHBoxLayout;  // side by side: the page fits a 700-pixel-high window
+  buttons->addWidget(save_button);
+  buttons->addWidget(pin_button);
+  cl->addLayout(buttons);
   m_timing = new QLabel;
   m_timing->setToolTip(
       tr("Time to recompute every scheme's plan, the table, the charts and the advice"));
@@ -170,18 +172,19 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
          "one step per line"));
   m_formula->setReadOnly(true);
   m_formula->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-  m_formula->setMaximumHeight(130);
+  m_formula->setMaximumHeight(96);
   m_table = new QTableView;
   m_table_model = new PlannerTableModel(m_table);
   m_table->setModel(m_table_model);
   m_table->verticalHeader()->setVisible(false);
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  m_table->setMaximumHeight(190);
+  m_table->setMaximumHeight(150);
+  m_table->setMinimumHeight(122);  // the header and three rows, whatever the tabs below need
   m_memory_chart = new QCustomPlot;
   m_context_chart = new QCustomPlot;
   for (auto* p : {m_memory_chart, m_context_chart}) {
     style_plot(p);
-    p->setMinimumHeight(260);
+    p->setMinimumHeight(220);
   }
   m_frontier_chart = new PlannerFrontierChart;
   m_roofline_chart = new PlannerRooflineChart;
@@ -193,8 +196,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
     QString name, tip;
   } tabs[] = {
       {m_memory_chart, tr("Memory"), tr("One GPU's memory per scheme: weights, reserve, KV, free")},
-      {m_context_chart, tr("Against context"),
-       tr("The batch's KV on one GPU as the context grows")},
+      {m_context_chart, tr("Context"), tr("The batch's KV on one GPU as the context grows")},
       {make_frontier_tab(), tr("Frontier"),
        tr("Tokens/s per user against tokens/s per GPU as the batch grows, one curve per scheme; "
           "optional TTFT and TPOT targets pick the best scheme and batch")},
@@ -209,6 +211,11 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
     m_tabs->addTab(t.widget, t.name);
     m_tabs->setTabToolTip(m_tabs->count() - 1, t.tip);
   }
+  // The tabs take the height left, not the height their tallest page would like: the page's
+  // scroll area sizes it by that wish, which would not fit a 700-pixel-high laptop window.
+  QSizePolicy tabs_policy(QSizePolicy::Expanding, QSizePolicy::Ignored);
+  tabs_policy.setHeightForWidth(false);
+  m_tabs->setSizePolicy(tabs_policy);
   m_memory_chart->setToolTip(explain::planner_memory_chart());
   m_context_chart->setToolTip(explain::planner_context_chart());
   add_title(m_memory_chart, tr("One GPU's memory per scheme"));
@@ -216,6 +223,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   add_legend_row(m_memory_chart, m_memory_chart->legend, 2);
   m_memory_chart->legend->setWrap(2);  // four entries: two short lines fit a laptop window
   add_legend_row(m_context_chart, m_context_chart->legend, 2);
+  m_context_chart->legend->setWrap(2);  // scheme labels are long: two a line
 
   auto* formula_row = new QHBoxLayout;
   auto* formula_label = new QLabel(tr("Formula for"));
@@ -270,38 +278,6 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   });
   connect(save_button, &QPushButton::clicked, this, [this] { save(); });
   connect(pin_button, &QPushButton::clicked, this, &PlannerView::pin);
-  recompute();
-}
-
-void PlannerView::set_model(const QString& id) {
-  const int i = m_model->findData(id);
-  if (i >= 0) m_model->setCurrentIndex(i);
-}
-void PlannerView::set_gpu(const QString& id) {
-  const int i = m_gpu->findData(id);
-  if (i >= 0) m_gpu->setCurrentIndex(i);
-}
-void PlannerView::set_context(int tokens) {
-  m_context->setValue(tokens);
-}
-void PlannerView::set_batch(int batch) {
-  m_batch->setValue(batch);
-}
-void PlannerView::set_parallelism(int tp, int pp) {
-  const QSignalBlocker b(m_tp);
-  m_tp->setValue(tp);
-  m_pp->setValue(pp);
-  recompute();
-}
-void PlannerView::set_schemes(const QStringList& ids) {
-  {
-    const QSignalBlocker b(m_scheme_list);
-    for (int i = 0; i < m_scheme_list->count(); ++i) {
-      auto* item = m_scheme_list->item(i);
-      item->setCheckState(ids.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
-                                                                            : Qt::Unchecked);
-    }
-  }
   recompute();
 }
 
@@ -393,8 +369,7 @@ void PlannerView::recompute() {
   draw_context_chart();
   update_serving(s);
   m_recompute_ms = timer.nsecsElapsed() / 1e6;
-  m_timing->setText(tr("recomputed in %1 ms (all schemes, tables, charts and advice)")
-                        .arg(m_recompute_ms, 0, 'f', 1));
+  m_timing->setText(tr("recomputed in %1 ms").arg(m_recompute_ms, 0, 'f', 1));
 }
 
 }  // namespace kvlab::gui

@@ -1,4 +1,5 @@
-// The Planner page's catalogues, results table, imports, saving, reopening and pinning.
+// The Planner page's catalogues, setters, results table, imports, saving, reopening and
+// pinning.
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QHeaderView>
@@ -82,6 +83,38 @@ void PlannerView::reload_catalogues() {
   }
   if (!model.isEmpty()) set_model(model);
   if (!gpu.isEmpty()) set_gpu(gpu);
+}
+
+void PlannerView::set_model(const QString& id) {
+  const int i = m_model->findData(id);
+  if (i >= 0) m_model->setCurrentIndex(i);
+}
+void PlannerView::set_gpu(const QString& id) {
+  const int i = m_gpu->findData(id);
+  if (i >= 0) m_gpu->setCurrentIndex(i);
+}
+void PlannerView::set_context(int tokens) {
+  m_context->setValue(tokens);
+}
+void PlannerView::set_batch(int batch) {
+  m_batch->setValue(batch);
+}
+void PlannerView::set_parallelism(int tp, int pp) {
+  const QSignalBlocker b(m_tp);
+  m_tp->setValue(tp);
+  m_pp->setValue(pp);
+  recompute();
+}
+void PlannerView::set_schemes(const QStringList& ids) {
+  {
+    const QSignalBlocker b(m_scheme_list);
+    for (int i = 0; i < m_scheme_list->count(); ++i) {
+      auto* item = m_scheme_list->item(i);
+      item->setCheckState(ids.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                            : Qt::Unchecked);
+    }
+  }
+  recompute();
 }
 
 void PlannerView::fill_table() {

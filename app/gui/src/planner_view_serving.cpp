@@ -63,11 +63,12 @@ QWidget* PlannerView::make_frontier_tab() {
     row->addWidget(label);
     row->addWidget(spin);
   }
-  row->addWidget(m_slo_label, 1);
+  row->addStretch(1);
   auto* tab = new QWidget;
   auto* layout = new QVBoxLayout(tab);
   layout->setContentsMargins(0, 4, 0, 0);
   layout->addLayout(row);
+  layout->addWidget(m_slo_label);
   layout->addWidget(m_frontier_chart, 1);
   for (auto* s : {m_ttft_target, m_tpot_target}) {
     connect(s, &QDoubleSpinBox::valueChanged, this, &PlannerView::recompute);

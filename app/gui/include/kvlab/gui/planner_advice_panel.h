@@ -43,7 +43,10 @@ class PlannerAdvicePanel : public QWidget {
   void min_gain_changed();
 
  private:
+  QString heading(const QString& question) const;
+
   QLabel *m_question = nullptr, *m_note = nullptr, *m_quality = nullptr, *m_rates = nullptr;
+  QString m_rates_tip;
   QDoubleSpinBox* m_min_gain = nullptr;
   QTableView* m_table = nullptr;
   PlannerAdviceModel* m_model = nullptr;
