@@ -126,6 +126,18 @@ Status ModelSpec::validate() const {
     return make_error(where + ": sliding_window must be positive");
   }
   if (chunk_size < 0) return make_error(where + ": chunk_size must be positive");
+  if (experts < 0 || experts_per_token < 0 || experts_per_token > experts ||
+      (experts > 0 && experts_per_token == 0)) {
+    return make_error(
+        fmt::format("{}: moe experts_per_token {} must be between 1 and the {} "
+                    "experts",
+                    where, experts_per_token, experts));
+  }
+  if (experts > 0 && !is_moe()) {
+    return make_error(where +
+                      ": moe experts given, but active_params_billion is not below "
+                      "params_billion");
+  }
   if (!layer_kinds.empty() && static_cast<int>(layer_kinds.size()) != layers) {
     return make_error(
         fmt::format("{}: {} layer types for {} layers", where, layer_kinds.size(), layers));
@@ -195,6 +207,14 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j) {
     m.aliases = j.value("aliases", std::vector<std::string>{});
     m.params_billion = j.at("params_billion").get<double>();
     m.active_params_billion = j.value("active_params_billion", 0.0);
+    if (j.contains("moe")) {
+      auto e = positive_int(j["moe"], "experts", where + " moe");
+      if (!e) return e.error();
+      auto k = positive_int(j["moe"], "experts_per_token", where + " moe");
+      if (!k) return k.error();
+      m.experts = *e;
+      m.experts_per_token = *k;
+    }
     m.weights_dtype = j.value("weights_dtype", "bf16");
     m.attention_sinks = j.value("attention_sinks", false);
     for (auto [key, field] : {std::pair{"layers", &m.layers},
@@ -292,6 +312,9 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (!m.hf_id.empty()) j["hf_id"] = m.hf_id;
   if (!m.aliases.empty()) j["aliases"] = m.aliases;
   if (m.active_params_billion > 0) j["active_params_billion"] = m.active_params_billion;
+  if (m.experts > 0) {
+    j["moe"] = {{"experts", m.experts}, {"experts_per_token", m.experts_per_token}};
+  }
   if (m.is_mla()) {
     j["mla"] = {{"kv_lora_rank", m.kv_lora_rank}, {"qk_rope_head_dim", m.qk_rope_head_dim}};
   }

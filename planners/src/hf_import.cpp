@@ -596,7 +596,11 @@ Result<ModelSpec> read_config(const Json& file, std::string id) {
   auto params = estimate_params(f, type, m, *moe, *hidden, *vocab, *tied);
   if (!params) return params.error();
   m.params_billion = params->total;
-  if (moe->any() && moe->top_k < moe->experts) m.active_params_billion = params->active;
+  if (moe->any() && moe->top_k < moe->experts) {
+    m.active_params_billion = params->active;
+    m.experts = static_cast<int>(moe->experts);
+    m.experts_per_token = static_cast<int>(moe->top_k);
+  }
 
   // Weights: the checkpoint's dtype ("torch_dtype", or "dtype" in newer files), or its
   // quantization (FP8 blocks: DeepSeek-V3, Kimi K2; MXFP4 experts: GPT-OSS).

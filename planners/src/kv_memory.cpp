@@ -289,6 +289,17 @@ std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d) {
   return ceil_div(weights_bytes_total(m, d), static_cast<std::uint64_t>(d.tp) * d.pp);
 }
 
+double weights_read_fraction(const ModelSpec& m, double tokens) {
+  if (m.experts <= 0 || !m.is_moe() || tokens <= 0) return 1.0;
+  const double p = m.params_billion, a = m.active_params();
+  const double share = static_cast<double>(m.experts_per_token) / m.experts;
+  if (share >= 1) return 1.0;
+  const double routed = std::min(p, (p - a) / (1 - share));
+  const double always = p - routed;
+  const double touched = 1 - std::pow(1 - share, tokens);
+  return std::clamp((always + routed * touched) / p, 0.0, 1.0);
+}
+
 std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
                        std::int64_t context, int batch) {
   std::string out;

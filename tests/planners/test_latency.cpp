@@ -3,6 +3,8 @@
 // bandwidth 0.8, compute 0.6).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "kvlab/planners/serving.h"
 
 namespace kvlab::planners {
@@ -83,6 +85,25 @@ TEST(Latency, GoldenSlidingLayersGptOssAndGemma3) {
   // Linear-attention layers keep nothing: Qwen3-Next holds KV in 12 of its 48 layers.
   const ModelSpec next = find_model("qwen3-next-80b-a3b").value();
   EXPECT_EQ(kv_bytes_per_token(next, fp16), 12.0 * 2 * 2 * 256 * 2);
+}
+
+TEST(Latency, MixtureOfExpertsReadsTheExpertsItsBatchRoutesTo) {
+  // Qwen3-30B-A3B: P = 30.5B, A = 3.3B, 128 experts, 8 per token (share 1/16). The routed experts
+  // hold X = (30.5 − 3.3) / (1 − 1/16) = 29.013B; the rest, 1.487B, is read every step.
+  const ModelSpec m = find_model("qwen3-30b-a3b").value();
+  const double routed = (30.5 - 3.3) / (1 - 1.0 / 16);
+  EXPECT_NEAR(weights_read_fraction(m, 1), 3.3 / 30.5, 1e-12);
+  const double touched8 = 1 - std::pow(15.0 / 16, 8);  // 40.3% of the experts for 8 tokens
+  EXPECT_NEAR(weights_read_fraction(m, 8), (30.5 - routed + routed * touched8) / 30.5, 1e-12);
+  EXPECT_NEAR(weights_read_fraction(m, 4096), 1.0, 1e-9);
+  EXPECT_EQ(weights_read_fraction(find_model("llama-3-8b").value(), 1), 1.0);
+  // One user on an H100: the step reads 3.3B × 2 B of weights, not 30.5B × 2 B; compute is
+  // 2 × 3.3e9 FLOPs per token.
+  const auto r = plan(scenario("qwen3-30b-a3b", "h100-sxm", "fp16", 1024, 1)).value();
+  EXPECT_NEAR(r.latency.step.weights_bytes, 30.5e9 * 2 * 3.3 / 30.5, 1e3);
+  EXPECT_NEAR(r.latency.step.dense_flops, 2 * 3.3e9, 1);
+  const auto b8 = plan(scenario("qwen3-30b-a3b", "h100-sxm", "fp16", 1024, 8)).value();
+  EXPECT_NEAR(b8.latency.step.weights_bytes, 61e9 * weights_read_fraction(m, 8), 1e3);
 }
 
 TEST(Latency, DecompressionIsChargedAtTheEnginesMeasuredRate) {

@@ -36,6 +36,9 @@ struct ModelSpec {
   // Every weight held in GPU memory (all experts), and the weights one token multiplies with
   // (mixture of experts: the routed experts it uses, plus the shared parts). 0: dense, the same.
   double params_billion = 0, active_params_billion = 0;
+  // Mixture of experts: routed experts per MoE layer, and how many each token uses (0: dense or
+  // unknown). A decode step reads only the experts its tokens route to (kv_memory.h).
+  int experts = 0, experts_per_token = 0;
   int max_context = 0;
   std::string weights_dtype = "bf16";  // fp32, fp16, bf16, fp8, int8, int4, fp4
   // Layer kinds. Empty: every layer Full, or every layer Sliding when a window is set (Mistral).

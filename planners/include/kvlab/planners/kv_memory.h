@@ -104,6 +104,13 @@ double kv_bytes_per_token(const ModelSpec& m, const Scheme& s);
 std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d);
 std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d);
 
+// The share of the weights a forward pass over `tokens` tokens reads. Dense: all. Mixture of
+// experts with E routed experts, k per token: the always-on part S = P − X plus the experts the
+// tokens route to, X × (1 − (1 − k/E)^tokens) with X = (P − A) / (1 − k/E) the routed experts'
+// parameters (P all parameters, A active per token; routing assumed uniform, so a step of one
+// token reads A and a large batch reads nearly all P).
+double weights_read_fraction(const ModelSpec& m, double tokens);
+
 // The formula with the numbers substituted at every step, one step per line.
 std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
                        std::int64_t context, int batch);

@@ -10,7 +10,9 @@
 //          the stored bytes written, or the engine's measured encode rate where slower).
 // Decode step of a batch of B sequences at `context` tokens each, on one GPU of the most loaded
 // pipeline stage (× PP, the stages taking turns):
-//   dense part:     max(weights bytes / bandwidth,  2 × active params × B / compute)
+//   dense part:     max(weights bytes read / bandwidth,  2 × active params × B / compute)
+//                   (mixture of experts: only the experts the batch's tokens route to are read;
+//                   kv_memory.h, weights_read_fraction)
 //   attention part: max(KV bytes / bandwidth,
 //                       attention FLOPs / compute + values to decompress / decompression rate,
 //                       KV bytes kept in host memory / host link)
@@ -118,6 +120,9 @@ struct Latency {
 struct LatencyInputs {
   PrefillCost prefill;
   double weights_bytes = 0, kv_bytes_per_sequence = 0;  // per GPU of the most loaded stage
+  // Mixture of experts: the weights a step reads are always_read + routed_read × (1 − (1 −
+  // expert_share)^batch) of weights_bytes (dense: 1, 0, 0); see weights_read_fraction().
+  double always_read = 1, routed_read = 0, expert_share = 0;
   double dense_flops_per_sequence = 0, attention_flops_per_sequence = 0;
   double decompress_values_per_sequence = 0;
   double bw = 0, dense_peak = 0, attention_peak = 0, link = 0;  // achieved, per second
