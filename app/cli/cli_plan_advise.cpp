@@ -7,7 +7,7 @@
 
 #include "cli_plan_support.h"
 #include "kvlab/planners/memory_formula.h"
-#include "kvlab/store/plan_quality.h"
+#include "kvlab/store/plan_inputs.h"
 
 namespace kvlab::cli {
 namespace {

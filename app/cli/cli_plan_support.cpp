@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/store/plan_inputs.h"
 #include "kvlab/store/run_records.h"
 
 namespace kvlab::cli {
@@ -75,21 +76,9 @@ Result<planners::KernelRates> resolve_rates(const GpuSpec& gpu, const DbOption& 
   if (!std::filesystem::exists(path)) return planners::default_kernel_rates();
   auto store = db.open_existing();
   if (!store) return store.error();
-  auto runs = store->list_runs(-1);
-  if (!runs) return runs.error();
-  for (const auto& r : *runs) {  // newest first
-    if (r.kind != "bench") continue;
-    auto record = store->load_run(r.id);
-    if (!record) return record.error();
-    if (record->params.value("gpu_id", "") != gpu.id) continue;
-    auto rates = planners::kernel_rates_from_bench(
-        record->metrics, gpu.id, gpu.tflops.fp32,
-        fmt::format("kvlab bench gpu on {} (run {}, {})", record->metrics.value("device", "?"),
-                    r.id, r.created_at.substr(0, 10)));
-    if (!rates) return make_error(fmt::format("run {}: {}", r.id, rates.message()));
-    return rates;
-  }
-  return planners::default_kernel_rates();
+  auto rates = stored_kernel_rates(*store, gpu);
+  if (!rates) return rates.error();
+  return rates->value_or(planners::default_kernel_rates());
 }
 
 void DeploymentOptions::add_to(CLI::App& cmd) {

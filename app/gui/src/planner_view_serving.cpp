@@ -16,7 +16,7 @@
 #include "kvlab/gui/planner_frontier_chart.h"
 #include "kvlab/gui/planner_roofline_chart.h"
 #include "kvlab/gui/planner_view.h"
-#include "kvlab/store/plan_quality.h"
+#include "kvlab/store/plan_inputs.h"
 
 namespace kvlab::gui {
 namespace {
@@ -93,19 +93,8 @@ const planners::KernelRates& PlannerView::rates_for(const planners::GpuSpec& gpu
   if (auto it = m_rates.find(gpu.id); it != m_rates.end()) return it->second;
   planners::KernelRates rates = planners::default_kernel_rates();
   if (m_store) {
-    if (auto runs = m_store->list_runs(-1)) {
-      for (const auto& r : *runs) {  // newest first
-        if (r.kind != "bench") continue;
-        auto record = m_store->load_run(r.id);
-        if (!record || record->params.value("gpu_id", "") != gpu.id) continue;
-        auto measured = planners::kernel_rates_from_bench(
-            record->metrics, gpu.id, gpu.tflops.fp32,
-            fmt::format("kvlab bench gpu on {} (run {}, {})", record->metrics.value("device", "?"),
-                        r.id, r.created_at.substr(0, 10)));
-        if (measured) rates = *measured;
-        break;
-      }
-    }
+    // A stored run that cannot give rates leaves the default (the CLI names the run's error).
+    if (auto stored = stored_kernel_rates(*m_store, gpu); stored && *stored) rates = **stored;
   }
   return m_rates.emplace(gpu.id, std::move(rates)).first->second;
 }

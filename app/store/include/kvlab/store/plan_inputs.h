@@ -1,5 +1,6 @@
-// The quality cost of the planner's schemes for one model, from the quality runs a runs database
-// holds (`kvlab quality --save`): the newest run of the same model with the same method.
+// What the planner takes from a runs database: the quality cost of its schemes for one model,
+// from the quality runs it holds (`kvlab quality --save`: the newest run of the same model with
+// the same method), and the decompression rates measured on a GPU (`kvlab bench gpu --save`).
 #pragma once
 
 #include <optional>
@@ -9,6 +10,7 @@
 #include "kvlab/engine/core/result.h"
 #include "kvlab/planners/catalog.h"
 #include "kvlab/planners/kv_memory.h"
+#include "kvlab/planners/latency.h"
 #include "kvlab/store/runs_store.h"
 
 namespace kvlab {
@@ -32,5 +34,10 @@ struct SchemeQuality {
 Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
                                                   const planners::ModelSpec& model,
                                                   const std::vector<planners::Scheme>& schemes);
+
+// The kernel rates of the newest `kvlab bench gpu --save` run of `gpu` (params.gpu_id), or
+// nullopt when there is none. A stored run that cannot give rates is an error naming the run.
+Result<std::optional<planners::KernelRates>> stored_kernel_rates(const RunsStore& store,
+                                                                 const planners::GpuSpec& gpu);
 
 }  // namespace kvlab

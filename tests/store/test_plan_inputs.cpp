@@ -3,7 +3,7 @@
 // runs and methods that are not the scheme are left out.
 #include <gtest/gtest.h>
 
-#include "kvlab/store/plan_quality.h"
+#include "kvlab/store/plan_inputs.h"
 #include "store_test_support.h"
 
 namespace kvlab {
@@ -53,6 +53,39 @@ TEST(PlanQuality, NewestRunOfTheSameModelAndMethod) {
   EXPECT_TRUE(q[5].text.empty()) << q[5].text;
   EXPECT_TRUE(quality_run_is_model("/x/SmolLM2-135M-Instruct-f16.gguf", model));
   EXPECT_FALSE(quality_run_is_model("/x/SmolLM2-360M.gguf", model));
+}
+
+TEST(PlanInputs, StoredGpuBenchmarkRatesForTheirGpuOnly) {
+  const auto dir = fresh_dir();
+  auto store = RunsStore::open(dir / "runs.sqlite").value();
+  const auto h100 = planners::find_gpu("h100-sxm").value();
+  EXPECT_FALSE(stored_kernel_rates(store, h100).value().has_value());
+  // One Huffman pair at 32K: 2 × 33,554,432 values in 100 + 100 µs.
+  const auto row = [](const char* kernel, double us) {
+    return nlohmann::json{
+        {"kernel", kernel}, {"context", 32768}, {"microseconds", us}, {"fp16_bytes", 67108864.0}};
+  };
+  NewRun bench;
+  bench.kind = "bench";
+  bench.params = {{"gpu_id", "h100-sxm"}};
+  bench.metrics = {{"device", 7},  // not a string: read as "?", never a throw
+                   {"rows", {row("huffman_qk", 100), row("huffman_sv", 100)}}};
+  const auto id = store.save_run(bench).value();
+  auto other = bench;
+  other.params = {{"gpu_id", "l40s"}};
+  other.metrics["rows"] = {row("huffman_qk", 1), row("huffman_sv", 1)};
+  ASSERT_TRUE(store.save_run(other).ok());
+  const auto rates = stored_kernel_rates(store, h100).value();
+  ASSERT_TRUE(rates.has_value());
+  EXPECT_TRUE(rates->measured);
+  EXPECT_NEAR(rates->huffman, 2 * 33554432.0 / 200e-6, 1.0);
+  EXPECT_NE(rates->source.find("run " + std::to_string(id)), std::string::npos) << rates->source;
+  // A newer run of the same GPU that cannot give rates is an error naming it.
+  bench.metrics["rows"] = {row("huffman_qk", -1), row("huffman_sv", 1)};
+  const auto bad = store.save_run(bench).value();
+  auto e = stored_kernel_rates(store, h100);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("run " + std::to_string(bad)), std::string::npos) << e.message();
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Quality cost of planner schemes from stored quality runs (see plan_quality.h).
-#include "kvlab/store/plan_quality.h"
+// Quality cost and kernel rates for the planner from a runs database (see plan_inputs.h).
+#include "kvlab/store/plan_inputs.h"
 
 #include <filesystem>
 
@@ -88,6 +88,33 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
     }
   }
   return out;
+}
+
+Result<std::optional<planners::KernelRates>> stored_kernel_rates(const RunsStore& store,
+                                                                 const planners::GpuSpec& gpu) {
+  auto runs = store.list_runs(-1);
+  if (!runs) return runs.error();
+  for (const auto& r : *runs) {  // newest first
+    if (r.kind != "bench") continue;
+    auto record = store.load_run(r.id);
+    if (!record) return record.error();
+    const auto& p = record->params;
+    if (!p.is_object() || !p.contains("gpu_id") || !p["gpu_id"].is_string() ||
+        p["gpu_id"].get<std::string>() != gpu.id) {
+      continue;
+    }
+    const auto& m = record->metrics;
+    const std::string device = m.is_object() && m.contains("device") && m["device"].is_string()
+                                   ? m["device"].get<std::string>()
+                                   : std::string("?");
+    auto rates =
+        planners::kernel_rates_from_bench(m, gpu.id, gpu.tflops.fp32,
+                                          fmt::format("kvlab bench gpu on {} (run {}, {})", device,
+                                                      r.id, r.created_at.substr(0, 10)));
+    if (!rates) return make_error(fmt::format("run {}: {}", r.id, rates.message()));
+    return std::optional<planners::KernelRates>(std::move(*rates));
+  }
+  return std::optional<planners::KernelRates>();
 }
 
 }  // namespace kvlab
