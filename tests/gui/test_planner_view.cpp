@@ -360,6 +360,18 @@ TEST(PlannerView, AdviceMatrixSaysWhenToCompressAndWhy) {
     for (int col = 0; col < 5; ++col) now += m->cell(row, col)->recommended > 0 ? 1 : 0;
   }
   EXPECT_GE(now, compress_cells);
+  // A quality limit: with no runs database no compressed scheme has a measured quality, so none
+  // may be recommended, and the tooltips say which faster ones were left out.
+  panel->set_max_perplexity_change(0.01);
+  EXPECT_EQ(panel->max_perplexity_change(), 0.01);
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 5; ++col) EXPECT_LE(m->cell(row, col)->recommended, 0);
+  }
+  EXPECT_TRUE(m->index(1, 4).data(Qt::ToolTipRole).toString().contains("over the quality limit"))
+      << m->index(1, 4).data(Qt::ToolTipRole).toString().toStdString();
+  panel->set_max_perplexity_change(std::nullopt);
+  EXPECT_FALSE(panel->max_perplexity_change().has_value());
+  EXPECT_EQ(m->index(1, 4).data(PlannerAdviceModel::kVerdictRole).toString().left(9), "compress:");
   // A single GPU cannot hold the 70B weights: every cell says nothing fits, in red.
   view.set_parallelism(1, 1);
   EXPECT_EQ(m->index(0, 0).data(PlannerAdviceModel::kVerdictRole).toString(), "nothing fits");

@@ -49,6 +49,21 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   min_gain_caption->setBuddy(m_min_gain);
   min_gain_caption->setToolTip(m_min_gain->toolTip());
 
+  m_max_ppl = new RealField;
+  m_max_ppl->setRange(0, 1000);
+  m_max_ppl->setDecimals(1);
+  m_max_ppl->setSingleStep(0.5);
+  m_max_ppl->setValue(0);
+  m_max_ppl->setSuffix(tr(" %"));
+  m_max_ppl->setSpecialValueText(tr("any"));
+  m_max_ppl->setKeyboardTracking(false);
+  m_max_ppl->setToolTip(
+      tr("Advise only schemes whose stored quality run of this model raised perplexity by at "
+         "most this much; schemes with no quality run are left out too. \"any\": no limit"));
+  auto* max_ppl_caption = new QLabel(tr("Max. perplexity +"));
+  max_ppl_caption->setBuddy(m_max_ppl);
+  max_ppl_caption->setToolTip(m_max_ppl->toolTip());
+
   m_model = new PlannerAdviceModel(this);
   m_table = new QTableView;
   m_table->setModel(m_model);
@@ -72,8 +87,15 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
                            tr("Not one sequence of this context fits with any scheme: more GPUs "
                               "(tensor or pipeline parallelism)")));
   legend->addStretch(1);
-  legend->addWidget(min_gain_caption);
-  legend->addWidget(m_min_gain);
+  // What a scheme must bring to be advised, on a row of its own so that the page keeps to a
+  // 1024-pixel window.
+  auto* limits = new QHBoxLayout;
+  limits->addWidget(min_gain_caption);
+  limits->addWidget(m_min_gain);
+  limits->addSpacing(12);
+  limits->addWidget(max_ppl_caption);
+  limits->addWidget(m_max_ppl);
+  limits->addStretch(1);
 
   m_note = style::muted_label(QString(), this);
   m_note->setToolTip(tr("Contexts left out of the matrix"));
@@ -95,10 +117,12 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   layout->addWidget(m_question);
   layout->addWidget(m_table, 1);
   layout->addLayout(legend);
+  layout->addLayout(limits);
   layout->addWidget(m_note);
   layout->addWidget(m_quality);
   layout->addWidget(m_rates);
-  connect(m_min_gain, &QDoubleSpinBox::valueChanged, this, &PlannerAdvicePanel::min_gain_changed);
+  connect(m_min_gain, &QDoubleSpinBox::valueChanged, this, &PlannerAdvicePanel::options_changed);
+  connect(m_max_ppl, &QDoubleSpinBox::valueChanged, this, &PlannerAdvicePanel::options_changed);
 }
 
 double PlannerAdvicePanel::min_gain() const {
@@ -107,6 +131,15 @@ double PlannerAdvicePanel::min_gain() const {
 
 void PlannerAdvicePanel::set_min_gain(double fraction) {
   m_min_gain->setValue(fraction * 100);
+}
+
+std::optional<double> PlannerAdvicePanel::max_perplexity_change() const {
+  if (m_max_ppl->value() <= 0) return std::nullopt;
+  return m_max_ppl->value() / 100;
+}
+
+void PlannerAdvicePanel::set_max_perplexity_change(std::optional<double> fraction) {
+  m_max_ppl->setValue(fraction ? *fraction * 100 : 0);
 }
 
 QString PlannerAdvicePanel::heading(const QString& question) const {

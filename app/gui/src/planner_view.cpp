@@ -255,7 +255,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
     connect(s, &QDoubleSpinBox::valueChanged, this, &PlannerView::recompute);
   }
   connect(m_scheme_list, &QListWidget::itemChanged, this, &PlannerView::recompute);
-  connect(m_advice_panel, &PlannerAdvicePanel::min_gain_changed, this, &PlannerView::recompute);
+  connect(m_advice_panel, &PlannerAdvicePanel::options_changed, this, &PlannerView::recompute);
   connect(import, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getOpenFileName(this, tr("A Hugging Face config.json"), {},
                                                       tr("config.json (*.json)"));

@@ -146,7 +146,8 @@ void PlannerView::update_advice(const planners::Scenario& s) {
                                          s.bandwidth_efficiency,
                                          s.compute_efficiency,
                                          s.rates.source,
-                                         m_advice_panel->min_gain()}
+                                         m_advice_panel->min_gain(),
+                                         m_advice_panel->max_perplexity_change().value_or(-1)}
                               .dump();
   if (key == m_advice_key) return;
   m_advice_key = key;
@@ -165,6 +166,7 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   if (spec.contexts.empty()) spec.contexts.push_back(s.model.max_context);
   spec.concurrencies = kAdviceConcurrencies;
   spec.min_gain = m_advice_panel->min_gain();
+  spec.max_perplexity_change = m_advice_panel->max_perplexity_change();
   if (m_store) {
     if (auto q = scheme_quality(*m_store, s.model, spec.schemes)) {
       for (const auto& e : *q) {

@@ -5,6 +5,8 @@
 // (planners::advise) and hands it over; the panel only shows it.
 #pragma once
 
+#include <optional>
+
 #include <QString>
 #include <QWidget>
 
@@ -33,6 +35,10 @@ class PlannerAdvicePanel : public QWidget {
   // The gain over fp16 a compressed scheme must bring to be advised (0.1: 10%).
   double min_gain() const;
   void set_min_gain(double fraction);
+  // The most perplexity change a recommended scheme may have measured (0.01: +1%); nullopt: no
+  // limit (the control's "any").
+  std::optional<double> max_perplexity_change() const;
+  void set_max_perplexity_change(std::optional<double> fraction);
 
   QTableView* table() const { return m_table; }
   PlannerAdviceModel* model() const { return m_model; }
@@ -40,14 +46,14 @@ class PlannerAdvicePanel : public QWidget {
   QLabel* quality_label() const { return m_quality; }
 
  signals:
-  void min_gain_changed();
+  void options_changed();  // the minimum gain or the quality limit
 
  private:
   QString heading(const QString& question) const;
 
   QLabel *m_question = nullptr, *m_note = nullptr, *m_quality = nullptr, *m_rates = nullptr;
   QString m_rates_tip;
-  QDoubleSpinBox* m_min_gain = nullptr;
+  QDoubleSpinBox *m_min_gain = nullptr, *m_max_ppl = nullptr;
   QTableView* m_table = nullptr;
   PlannerAdviceModel* m_model = nullptr;
 };
