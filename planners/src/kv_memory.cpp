@@ -282,7 +282,8 @@ double kv_bytes_per_token(const ModelSpec& m, const Scheme& s) {
 
 std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d) {
   const auto b = dtype_bytes(d.weights_dtype.empty() ? m.weights_dtype : d.weights_dtype);
-  return static_cast<std::uint64_t>(m.params_billion * 1e9 * (b ? *b : 2.0));
+  // Rounded, not truncated: 8.03e9 × 2 is 16,059,999,999.999998 in binary floating point.
+  return static_cast<std::uint64_t>(std::llround(m.params_billion * 1e9 * (b ? *b : 2.0)));
 }
 
 std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d) {
