@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "cli_plan_support.h"
 #include "kvlab/app/backends.h"
 #include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/codec/code_codec.h"
@@ -324,15 +325,9 @@ int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
         "bench gpu --save: give --gpu-id, the catalogue GPU this ran on (see 'kvlab gpus "
         "list')");
   }
-  std::vector<planners::GpuSpec> user_gpus;
-  if (auto store = o.db.open_if(false); store && *store) {
-    if (auto entries = (*store)->list_catalog_entries("gpu")) {
-      for (const auto& e : *entries) {
-        if (auto g = planners::gpu_from_json(e)) user_gpus.push_back(*g);
-      }
-    }
-  }
-  auto gpu = planners::find_gpu(o.gpu_id, user_gpus);
+  auto user = user_catalogue(o.db);
+  if (!user) return fail(user.message());
+  auto gpu = planners::find_gpu(o.gpu_id, user->gpus);
   if (!gpu) return fail("--gpu-id: " + gpu.message());
   auto rates = planners::kernel_rates_from_bench(j, gpu->id, gpu->tflops.fp32, "check");
   if (!rates) {

@@ -14,9 +14,10 @@ namespace {
 
 struct AdviseOptions {
   DeploymentOptions where;
-  std::string schemes = "fp16,fp8,int8,kivi4,kivi2,kvcomp";
-  std::string contexts = "2048,8192,32768,131072";
-  std::string concurrency = "1,8,32,128,512";
+  std::string schemes = fmt::format("{}", fmt::join(planners::kDefaultAdviceSchemes, ","));
+  std::string contexts = fmt::format("{}", fmt::join(planners::kDefaultAdviceContexts, ","));
+  std::string concurrency =
+      fmt::format("{}", fmt::join(planners::kDefaultAdviceConcurrencies, ","));
   double min_gain = 0.10;
   double max_ppl = -1;  // percent; negative: no limit
   bool json = false, reasons = false;

@@ -290,15 +290,20 @@ std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d) {
   return ceil_div(weights_bytes_total(m, d), static_cast<std::uint64_t>(d.tp) * d.pp);
 }
 
-double weights_read_fraction(const ModelSpec& m, double tokens) {
-  if (m.experts <= 0 || !m.is_moe() || tokens <= 0) return 1.0;
-  const double p = m.params_billion, a = m.active_params();
+WeightsRead weights_read(const ModelSpec& m) {
+  WeightsRead w;
+  if (m.experts <= 0 || !m.is_moe()) return w;
   const double share = static_cast<double>(m.experts_per_token) / m.experts;
-  if (share >= 1) return 1.0;
-  const double routed = std::min(p, (p - a) / (1 - share));
-  const double always = p - routed;
-  const double touched = 1 - std::pow(1 - share, tokens);
-  return std::clamp((always + routed * touched) / p, 0.0, 1.0);
+  if (share >= 1) return w;
+  const double p = m.params_billion, a = m.active_params();
+  w.routed = std::min(p, (p - a) / (1 - share)) / p;
+  w.always = 1 - w.routed;
+  w.expert_share = share;
+  return w;
+}
+
+double weights_read_fraction(const ModelSpec& m, double tokens) {
+  return weights_read(m).fraction(tokens);
 }
 
 std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,

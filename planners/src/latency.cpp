@@ -235,15 +235,7 @@ LatencyInputs latency_inputs(const ModelSpec& m, const GpuSpec& g, const Scheme&
   in.link = g.host_link_gbs * 1e9 * e.host_link;
   in.decompress_rate = rate.values_per_s;
   in.weights_bytes = static_cast<double>(weights_bytes_per_gpu(m, d));
-  if (m.experts > 0 && m.is_moe()) {
-    // weights_read_fraction() split into its parts, so that a sweep over batches is cheap.
-    in.expert_share = static_cast<double>(m.experts_per_token) / m.experts;
-    const double f1 = weights_read_fraction(m, 1);
-    const double touched1 = in.expert_share;
-    // f(tokens) = always + routed × touched(tokens); f(1) = A / P, and f(∞) = 1.
-    in.routed_read = touched1 < 1 ? (1 - f1) / (1 - touched1) : 0;
-    in.always_read = 1 - in.routed_read;
-  }
+  in.weights_read = weights_read(m);
   const double active = m.active_params() * 1e9;
   const KvLayout kv = kv_layout(m, s, d, context);
   in.kv_bytes_per_sequence = static_cast<double>(kv.bytes_per_sequence);
@@ -262,10 +254,9 @@ LatencyInputs latency_inputs(const ModelSpec& m, const GpuSpec& g, const Scheme&
   const double prefill_dense = 2 * active * static_cast<double>(context);
   const double prefill_attention = attention_flops_per_token(m, 1) * pairs;
   p.flops = prefill_dense + prefill_attention;
-  const double prefill_read =
-      in.always_read +
-      in.routed_read * (1 - std::pow(1 - in.expert_share, static_cast<double>(context)));
-  p.bytes = (in.weights_bytes * prefill_read + in.kv_bytes_per_sequence) * d.pp;
+  p.bytes = (in.weights_bytes * in.weights_read.fraction(static_cast<double>(context)) +
+             in.kv_bytes_per_sequence) *
+            d.pp;
   p.t_compute = in.dense_peak > 0 && in.attention_peak > 0
                     ? (prefill_dense / in.dense_peak + prefill_attention / in.attention_peak) / d.tp
                     : 0;
@@ -296,11 +287,7 @@ Latency decode_latency(const LatencyInputs& in, int batch, std::uint64_t kv_gpu_
     on_gpu = static_cast<double>(kv_gpu_capacity);
     st.host_bytes = kv_total - on_gpu;
   }
-  st.weights_bytes =
-      in.routed_read > 0
-          ? in.weights_bytes *
-                (in.always_read + in.routed_read * (1 - std::pow(1 - in.expert_share, b)))
-          : in.weights_bytes;
+  st.weights_bytes = in.weights_bytes * in.weights_read.fraction(b);
   st.kv_bytes = on_gpu;
   st.dense_flops = in.dense_flops_per_sequence * b;
   st.attention_flops = in.attention_flops_per_sequence * b;

@@ -28,13 +28,12 @@ Prepared prepare(const Scenario& base, const Scheme& scheme, std::int64_t contex
   Prepared p;
   const auto rate = decompression_rate(scheme, s.gpu, s.rates);
   p.inputs = latency_inputs(s.model, s.gpu, scheme, s.deployment, context, rate, s.efficiencies());
-  const QuickPlan q = quick_plan(s);
-  p.max_batch = std::min<std::int64_t>(q.max_batch, kMaxServed);
-  const std::uint64_t usable = static_cast<std::uint64_t>(static_cast<double>(s.gpu.memory_bytes) *
-                                                          s.deployment.gpu_memory_utilization);
-  const std::uint64_t taken =
-      weights_bytes_per_gpu(s.model, s.deployment) + s.deployment.reserve_bytes;
-  p.capacity = usable > taken ? usable - taken : 0;
+  const KvBudget b = kv_budget(s.model, s.gpu, s.deployment, scheme.offload);
+  const auto seq = static_cast<std::uint64_t>(p.inputs.kv_bytes_per_sequence);
+  p.capacity = b.capacity;
+  p.max_batch =
+      seq > 0 ? std::min<std::int64_t>(static_cast<std::int64_t>(b.with_host / seq), kMaxServed)
+              : 0;
   return p;
 }
 
@@ -72,6 +71,7 @@ Result<SloChoice> best_under_slo(const Scenario& base, const std::vector<Scheme>
   check.batch = 1;
   KVLAB_TRY(check.validate());
   SloChoice best;
+  bool best_hit_target = false;  // the TPOT target, not memory, limited the best's batch
   std::vector<std::string> misses;
   for (std::size_t k = 0; k < schemes.size(); ++k) {
     const Prepared p = prepare(base, schemes[k], base.context);
@@ -91,7 +91,8 @@ Result<SloChoice> best_under_slo(const Scenario& base, const std::vector<Scheme>
       return decode_latency(p.inputs, static_cast<int>(b), p.capacity).tpot_s * 1e3;
     };
     std::int64_t batch = p.max_batch;
-    if (slo.tpot_ms > 0 && tpot_ms(batch) > slo.tpot_ms) {
+    const bool hit_target = slo.tpot_ms > 0 && tpot_ms(batch) > slo.tpot_ms;
+    if (hit_target) {
       if (tpot_ms(1) > slo.tpot_ms) {
         misses.push_back(fmt::format("{}: even one sequence takes {:.1f} ms per token, over {:g}",
                                      schemes[k].id, tpot_ms(1), slo.tpot_ms));
@@ -117,6 +118,7 @@ Result<SloChoice> best_under_slo(const Scenario& base, const std::vector<Scheme>
       best.tokens_per_s_per_user = l.tokens_per_s_per_user;
       best.ttft_ms = ttft_ms;
       best.tpot_ms = l.tpot_s * 1e3;
+      best_hit_target = hit_target;
     }
   }
   if (best.found) {
@@ -125,12 +127,7 @@ Result<SloChoice> best_under_slo(const Scenario& base, const std::vector<Scheme>
         "{:.1f} ms (batch limited by {})",
         schemes[static_cast<std::size_t>(best.scheme)].id, best.batch, best.tokens_per_s_per_gpu,
         best.tokens_per_s_per_user, best.ttft_ms, best.tpot_ms,
-        slo.tpot_ms > 0 && best.tpot_ms <= slo.tpot_ms &&
-                best.batch <
-                    prepare(base, schemes[static_cast<std::size_t>(best.scheme)], base.context)
-                        .max_batch
-            ? "the TPOT target"
-            : "memory");
+        best_hit_target ? "the TPOT target" : "memory");
   } else {
     best.reason = "no scheme meets the targets: " + fmt::format("{}", fmt::join(misses, "; "));
   }

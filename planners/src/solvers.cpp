@@ -11,23 +11,6 @@ namespace {
 
 constexpr int kMaxBatch = 10'000'000;
 
-// What one GPU of the deployment offers the KV cache.
-struct Budgets {
-  std::uint64_t weights = 0, usable = 0, capacity = 0;
-  std::uint64_t with_host = 0;  // capacity plus host memory, for a scheme that offloads
-};
-
-Budgets budgets(const ModelSpec& m, const GpuSpec& g, const Deployment& d, bool offload) {
-  Budgets b;
-  b.weights = weights_bytes_per_gpu(m, d);
-  b.usable =
-      static_cast<std::uint64_t>(static_cast<double>(g.memory_bytes) * d.gpu_memory_utilization);
-  const std::uint64_t taken = b.weights + d.reserve_bytes;
-  b.capacity = b.usable > taken ? b.usable - taken : 0;
-  b.with_host = b.capacity + (offload && b.capacity > 0 ? d.host_bytes : 0);
-  return b;
-}
-
 Status validate_common(const ModelSpec& m, const GpuSpec& g, const Deployment& d,
                        const Efficiencies& e) {
   KVLAB_TRY(m.validate());
@@ -40,6 +23,17 @@ Status validate_common(const ModelSpec& m, const GpuSpec& g, const Deployment& d
 }
 
 }  // namespace
+
+KvBudget kv_budget(const ModelSpec& m, const GpuSpec& g, const Deployment& d, bool offload) {
+  KvBudget b;
+  b.weights = weights_bytes_per_gpu(m, d);
+  b.usable =
+      static_cast<std::uint64_t>(static_cast<double>(g.memory_bytes) * d.gpu_memory_utilization);
+  const std::uint64_t taken = b.weights + d.reserve_bytes;
+  b.capacity = b.usable > taken ? b.usable - taken : 0;
+  b.with_host = b.capacity + (offload && b.capacity > 0 ? d.host_bytes : 0);
+  return b;
+}
 
 Status Scenario::validate() const {
   KVLAB_TRY(validate_common(model, gpu, deployment, efficiencies()));
@@ -60,7 +54,7 @@ Status Scenario::validate() const {
 
 QuickPlan quick_plan(const Scenario& s) {
   QuickPlan q;
-  const Budgets b = budgets(s.model, s.gpu, s.deployment, s.scheme.offload);
+  const KvBudget b = kv_budget(s.model, s.gpu, s.deployment, s.scheme.offload);
   const std::uint64_t seq = kv_bytes_per_sequence(s.model, s.scheme, s.deployment, s.context);
   q.kv_bytes_batch_per_gpu = seq * static_cast<std::uint64_t>(s.batch);
   q.fits = b.capacity > 0 && q.kv_bytes_batch_per_gpu <= b.with_host;
@@ -79,7 +73,7 @@ Result<PlanResult> plan(const Scenario& s) {
   const ModelSpec& m = s.model;
   const Deployment& d = s.deployment;
   PlanResult r;
-  const Budgets b = budgets(m, s.gpu, d, s.scheme.offload);
+  const KvBudget b = kv_budget(m, s.gpu, d, s.scheme.offload);
   r.kv_bytes_per_token_model = kv_bytes_per_token(m, s.scheme);
   r.kv_bytes_per_sequence_per_gpu = kv_bytes_per_sequence(m, s.scheme, d, s.context);
   r.kv_bytes_batch_per_gpu = r.kv_bytes_per_sequence_per_gpu * static_cast<std::uint64_t>(s.batch);
@@ -124,7 +118,7 @@ Result<PlanResult> plan(const Scenario& s) {
     Deployment trial = d;
     trial.tp = tp, trial.pp = pp;
     if (!trial.validate(m)) continue;
-    const Budgets tb = budgets(m, s.gpu, trial, s.scheme.offload);
+    const KvBudget tb = kv_budget(m, s.gpu, trial, s.scheme.offload);
     const std::uint64_t need =
         kv_bytes_per_sequence(m, s.scheme, trial, s.context) * static_cast<std::uint64_t>(s.batch);
     if (tb.capacity > 0 && need <= tb.with_host) {
@@ -224,7 +218,7 @@ Result<std::vector<SweepRow>> sweep(const SweepSpec& spec) {
     const GpuSpec& gpu = spec.gpus[g];
     for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
       const Scheme& scheme = spec.schemes[k];
-      const Budgets b = budgets(spec.model, gpu, spec.deployment, scheme.offload);
+      const KvBudget b = kv_budget(spec.model, gpu, spec.deployment, scheme.offload);
       const DecompressionRate rate = decompression_rate(scheme, gpu, spec.rates);
       for (std::size_t c = 0; c < nc; ++c) {
         // Everything but the batch, once per (GPU, scheme, context).

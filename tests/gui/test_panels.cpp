@@ -201,7 +201,8 @@ TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {
                                         report.method_label,
                                         method_params_json(report.config),
                                         report_to_json(report),
-                                        {{"histograms", histograms_to_json(report)}}});
+                                        {{"histograms", histograms_to_json(report)}},
+                                        {}});
     ASSERT_TRUE(saved.ok()) << saved.message();
     id = *saved;
   }

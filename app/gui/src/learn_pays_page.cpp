@@ -293,7 +293,9 @@ void LearnPaysPage::recompute() {
     at.scheme = spec.schemes[k];
     at.batch = std::max(1, o.served);
     const auto r = planners::plan(at);
-    m_steps.push_back(r && o.served > 0 ? step_parts(id, o.served, r->latency) : StepParts{id, 0});
+    StepParts none;  // not one sequence fits: an empty bar group under the scheme's name
+    none.scheme = id;
+    m_steps.push_back(r && o.served > 0 ? step_parts(id, o.served, r->latency) : none);
     QLabel* label = k == 0 ? m_fp16_rate : m_compressed_rate;
     label->setText(o.served > 0
                        ? tr("%1: <span style='font-size:16pt'><b>%2</b></span> tok/s per GPU<br>"

@@ -23,9 +23,6 @@ namespace {
 
 // `kvlab plan advise`'s defaults (app/cli/cli_plan_advise.cpp): fp16 first, then in order of
 // quality cost; contexts beyond the model's limit are left out.
-constexpr const char* kAdviceSchemes[] = {"fp16", "fp8", "int8", "kivi4", "kivi2", "kvcomp"};
-constexpr std::int64_t kAdviceContexts[] = {2048, 8192, 32768, 131072};
-const std::vector<int> kAdviceConcurrencies{1, 8, 32, 128, 512};
 
 QDoubleSpinBox* target_spin(const QString& tip) {
   auto* s = new RealField;
@@ -154,9 +151,11 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   const QString question = tr("Should %1 compress its KV cache?").arg(deployment_title(s));
   planners::AdviceSpec spec;
   spec.base = s;
-  for (const char* id : kAdviceSchemes) spec.schemes.push_back(planners::parse_scheme(id).value());
+  for (const auto& id : planners::kDefaultAdviceSchemes) {
+    spec.schemes.push_back(planners::parse_scheme(id).value());
+  }
   QStringList dropped;
-  for (const std::int64_t c : kAdviceContexts) {
+  for (const std::int64_t c : planners::kDefaultAdviceContexts) {
     if (c <= s.model.max_context) {
       spec.contexts.push_back(c);
     } else {
@@ -164,7 +163,7 @@ void PlannerView::update_advice(const planners::Scenario& s) {
     }
   }
   if (spec.contexts.empty()) spec.contexts.push_back(s.model.max_context);
-  spec.concurrencies = kAdviceConcurrencies;
+  spec.concurrencies = planners::kDefaultAdviceConcurrencies;
   spec.min_gain = m_advice_panel->min_gain();
   spec.max_perplexity_change = m_advice_panel->max_perplexity_change();
   if (m_store) {

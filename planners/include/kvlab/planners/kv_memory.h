@@ -15,6 +15,8 @@
 //    header per tensor); or a measured bits per value from a saved compression run.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -108,7 +110,17 @@ std::uint64_t weights_bytes_per_gpu(const ModelSpec& m, const Deployment& d);
 // experts with E routed experts, k per token: the always-on part S = P − X plus the experts the
 // tokens route to, X × (1 − (1 − k/E)^tokens) with X = (P − A) / (1 − k/E) the routed experts'
 // parameters (P all parameters, A active per token; routing assumed uniform, so a step of one
-// token reads A and a large batch reads nearly all P).
+// token reads A and a large batch reads nearly all P). As fractions of P: `always` + `routed` ×
+// touched(tokens), so that a sweep computes the split once and each batch with one pow().
+struct WeightsRead {
+  double always = 1, routed = 0, expert_share = 0;  // dense: 1, 0, 0
+  // Inline: a sweep calls it for every scenario.
+  double fraction(double tokens) const {
+    if (routed <= 0 || tokens <= 0) return 1.0;
+    return std::clamp(always + routed * (1 - std::pow(1 - expert_share, tokens)), 0.0, 1.0);
+  }
+};
+WeightsRead weights_read(const ModelSpec& m);
 double weights_read_fraction(const ModelSpec& m, double tokens);
 
 // The formula with the numbers substituted at every step, one step per line.

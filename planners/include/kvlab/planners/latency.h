@@ -120,9 +120,7 @@ struct Latency {
 struct LatencyInputs {
   PrefillCost prefill;
   double weights_bytes = 0, kv_bytes_per_sequence = 0;  // per GPU of the most loaded stage
-  // Mixture of experts: the weights a step reads are always_read + routed_read × (1 − (1 −
-  // expert_share)^batch) of weights_bytes (dense: 1, 0, 0); see weights_read_fraction().
-  double always_read = 1, routed_read = 0, expert_share = 0;
+  WeightsRead weights_read;  // mixture of experts: the share of weights_bytes a batch reads
   double dense_flops_per_sequence = 0, attention_flops_per_sequence = 0;
   double decompress_values_per_sequence = 0;
   double bw = 0, dense_peak = 0, attention_peak = 0, link = 0;  // achieved, per second

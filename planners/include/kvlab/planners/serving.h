@@ -57,6 +57,14 @@ struct AdviceCell {
   std::string verdict;  // "don't compress", "compress: fp8", "nothing fits"
   std::string reason;   // the numbers behind it, one sentence or two
 };
+// What the advice weighs when not told otherwise (`kvlab plan advise` and the Planner page):
+// schemes in order of quality cost, fp16 first; contexts (capped at the model's limit by the
+// caller); concurrent sequences.
+inline const std::vector<std::string> kDefaultAdviceSchemes{"fp16",  "fp8",   "int8",
+                                                            "kivi4", "kivi2", "kvcomp"};
+inline const std::vector<std::int64_t> kDefaultAdviceContexts{2048, 8192, 32768, 131072};
+inline const std::vector<int> kDefaultAdviceConcurrencies{1, 8, 32, 128, 512};
+
 struct AdviceSpec {
   Scenario base;  // model, GPU, deployment, efficiencies, rates (context and batch ignored)
   std::vector<Scheme> schemes;  // the first must be the uncompressed baseline (fp16)

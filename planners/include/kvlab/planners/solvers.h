@@ -61,6 +61,13 @@ struct PlanResult {
 
 Result<PlanResult> plan(const Scenario& s);
 
+// What one GPU of the deployment offers the KV cache: its weights, memory × utilization, what is
+// left for KV (0 when nothing), and that plus host memory for a scheme that offloads.
+struct KvBudget {
+  std::uint64_t weights = 0, usable = 0, capacity = 0, with_host = 0;
+};
+KvBudget kv_budget(const ModelSpec& m, const GpuSpec& g, const Deployment& d, bool offload);
+
 // One scheme's result as JSON, for `kvlab plan --json` and stored plan runs.
 nlohmann::json plan_result_to_json(const Scheme& scheme, const PlanResult& r);
 
