@@ -315,6 +315,21 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& p) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// "" when equal, else where the bytes first differ.
+std::string byte_difference(const std::vector<std::uint8_t>& got,
+                            const std::vector<std::uint8_t>& want) {
+  if (got.size() != want.size()) {
+    return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
+  }
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      return "byte " + std::to_string(i) + ": " + std::to_string(got[i]) +
+             " != " + std::to_string(want[i]);
+    }
+  }
+  return "";
+}
+
 TEST(Fp4Reference, BytesMatchGgufMxfp4AndNumpyNvfp4) {
   const auto dir = reference_dir();
   std::ifstream list(dir / "cases.txt");
@@ -341,10 +356,12 @@ TEST(Fp4Reference, BytesMatchGgufMxfp4AndNumpyNvfp4) {
       const Tensor t = tensor_of(x, tokens, heads, dim, dtype);
       auto mx = detail::make_mxfp4_quantizer()->quantize(t.view(), TensorRole::Key);
       ASSERT_TRUE(mx.ok()) << mx.message();
-      EXPECT_EQ(mx->codes, read_bytes(dir / (name + ".mxfp4"))) << dtype_name(dtype);
+      EXPECT_EQ(byte_difference(mx->codes, read_bytes(dir / (name + ".mxfp4"))), "")
+          << "mxfp4 " << dtype_name(dtype);
       auto nv = detail::make_nvfp4_quantizer()->quantize(t.view(), TensorRole::Key);
       ASSERT_TRUE(nv.ok()) << nv.message();
-      EXPECT_EQ(nv->codes, read_bytes(dir / (name + ".nvfp4"))) << dtype_name(dtype);
+      EXPECT_EQ(byte_difference(nv->codes, read_bytes(dir / (name + ".nvfp4"))), "")
+          << "nvfp4 " << dtype_name(dtype);
       const auto g = read_bytes(dir / (name + ".nvfp4_global"));
       ASSERT_EQ(g.size(), 4u);
       float global = 0;
