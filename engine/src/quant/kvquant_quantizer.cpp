@@ -1,0 +1,532 @@
+// KVQuant's quantizer: calibration (the offline step), the dense-and-sparse split, non-uniform
+// codes, and RoPE after dequantisation for keys quantized pre-RoPE. See kvquant_quantizer.h for
+// the method, the reference it follows and the stored layout.
+#include "quant/kvquant_quantizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "codec/bitpack.h"
+#include "core/row_loader.h"
+
+namespace kvlab::detail {
+
+namespace {
+
+constexpr int kChunkTokens = 64;
+
+// ---- RoPE ----------------------------------------------------------------------------------
+
+void rope_row(float* row, int heads, int dim, const RopeSpec& rope, const float* c,
+              const float* s) {
+  const int half = rope.rotary_dims / 2;
+  for (int h = 0; h < heads; ++h) {
+    float* x = row + static_cast<std::size_t>(h) * dim;
+    if (rope.half_split) {
+      for (int i = 0; i < half; ++i) {
+        const float a = x[i], b = x[i + half];
+        x[i] = a * c[i] - b * s[i];
+        x[i + half] = a * s[i] + b * c[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * c[i] - b * s[i];
+        x[2 * i + 1] = a * s[i] + b * c[i];
+      }
+    }
+  }
+}
+
+// ---- codes ---------------------------------------------------------------------------------
+
+// Nearest level of a normalised u: the number of midpoints below it (a tie goes to the lower
+// level, as the reference's argmin over |u − level| picks the first).
+template <int B>
+void encode_channels(const float* x, const float* inv, const float* bias, const float* lo,
+                     const float* up, const float* mids, int n, std::uint8_t* codes,
+                     std::uint8_t* flags) {
+  constexpr int NM = (1 << B) - 1;
+  float m[NM];
+  for (int j = 0; j < NM; ++j) m[j] = mids[j];
+#pragma omp simd
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float u = v * inv[i] + bias[i];
+    int c = 0;
+    for (int j = 0; j < NM; ++j) c += u > m[j] ? 1 : 0;
+    codes[i] = static_cast<std::uint8_t>(c);
+    flags[i] = static_cast<std::uint8_t>((v > up[i]) | (v < lo[i]));
+  }
+}
+
+template <int B>
+void encode_token(const float* x, float inv, float bias, const float* mids, int n,
+                  std::uint8_t* codes) {
+  constexpr int NM = (1 << B) - 1;
+  float m[NM];
+  for (int j = 0; j < NM; ++j) m[j] = mids[j];
+#pragma omp simd
+  for (int i = 0; i < n; ++i) {
+    const float u = x[i] * inv + bias;
+    int c = 0;
+    for (int j = 0; j < NM; ++j) c += u > m[j] ? 1 : 0;
+    codes[i] = static_cast<std::uint8_t>(c);
+  }
+}
+
+std::uint8_t nearest_code(float u, const std::vector<float>& mids) {
+  return static_cast<std::uint8_t>(std::lower_bound(mids.begin(), mids.end(), u) - mids.begin());
+}
+
+void encode_channels_any(int bits, const float* x, const float* inv, const float* bias,
+                         const float* lo, const float* up, const std::vector<float>& mids, int n,
+                         std::uint8_t* codes, std::uint8_t* flags) {
+  switch (bits) {
+    case 2:
+      return encode_channels<2>(x, inv, bias, lo, up, mids.data(), n, codes, flags);
+    case 3:
+      return encode_channels<3>(x, inv, bias, lo, up, mids.data(), n, codes, flags);
+    case 4:
+      return encode_channels<4>(x, inv, bias, lo, up, mids.data(), n, codes, flags);
+    default:
+      for (int i = 0; i < n; ++i) {
+        codes[i] = nearest_code(x[i] * inv[i] + bias[i], mids);
+        flags[i] = static_cast<std::uint8_t>((x[i] > up[i]) | (x[i] < lo[i]));
+      }
+  }
+}
+
+void encode_token_any(int bits, const float* x, float inv, float bias,
+                      const std::vector<float>& mids, int n, std::uint8_t* codes) {
+  switch (bits) {
+    case 2:
+      return encode_token<2>(x, inv, bias, mids.data(), n, codes);
+    case 3:
+      return encode_token<3>(x, inv, bias, mids.data(), n, codes);
+    case 4:
+      return encode_token<4>(x, inv, bias, mids.data(), n, codes);
+    default:
+      for (int i = 0; i < n; ++i) codes[i] = nearest_code(x[i] * inv + bias, mids);
+  }
+}
+
+// b-bit codes, LSB first, code i at bit i·b of the stream (bitpack.h's layout, which covers b =
+// 1, 2, 4, 8; the others straddle bytes and are written here). `out` is zero where written.
+void pack_stream(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
+                 std::size_t first) {
+  if (bits == 1 || bits == 2 || bits == 4 || bits == 8) {
+    pack_codes(codes, count, bits, out, first);
+    return;
+  }
+  std::size_t i = 0;
+  if (bits == 3 && first % 8 == 0) {  // eight codes to three bytes
+    std::uint8_t* o = out + first / 8 * 3;
+    for (; i + 8 <= count; i += 8, o += 3) {
+      std::uint32_t w = 0;
+      for (int j = 0; j < 8; ++j) w |= static_cast<std::uint32_t>(codes[i + j] & 7u) << (3 * j);
+      o[0] = static_cast<std::uint8_t>(w);
+      o[1] = static_cast<std::uint8_t>(w >> 8);
+      o[2] = static_cast<std::uint8_t>(w >> 16);
+    }
+  }
+  const unsigned mask = (1u << bits) - 1;
+  for (; i < count; ++i) {
+    const std::size_t bit = (first + i) * static_cast<std::size_t>(bits);
+    const unsigned v = (codes[i] & mask) << (bit % 8);
+    out[bit / 8] |= static_cast<std::uint8_t>(v);
+    if (bit % 8 + bits > 8) out[bit / 8 + 1] |= static_cast<std::uint8_t>(v >> 8);
+  }
+}
+
+void unpack_stream(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
+                   std::uint8_t* codes) {
+  if (bits == 1 || bits == 2 || bits == 4 || bits == 8) {
+    unpack_codes(packed, first, count, bits, codes);
+    return;
+  }
+  const unsigned mask = (1u << bits) - 1;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t bit = (first + i) * static_cast<std::size_t>(bits);
+    unsigned v = packed[bit / 8];
+    if (bit % 8 + bits > 8) v |= static_cast<unsigned>(packed[bit / 8 + 1]) << 8;
+    codes[i] = static_cast<std::uint8_t>((v >> (bit % 8)) & mask);
+  }
+}
+
+float fp16_round(float v) {
+  return fp16_to_float(float_to_fp16(v));
+}
+
+// offset = (upper + lower) / 2, scale = (upper − lower) / 2 (quant_fn_nuq_recon); u = x·inv + bias.
+void norm_of(float lower, float upper, float& inv, float& bias) {
+  const float offset = 0.5f * (upper + lower), scale = 0.5f * (upper - lower);
+  inv = scale > 0.f ? 1.f / scale : 0.f;
+  bias = -offset * inv;
+}
+
+std::vector<float> midpoints(const std::vector<float>& levels) {
+  std::vector<float> m(levels.size() - 1);
+  for (std::size_t j = 0; j + 1 < levels.size(); ++j) m[j] = 0.5f * (levels[j] + levels[j + 1]);
+  return m;
+}
+
+}  // namespace
+
+RopeSpec rope_spec_for(const LlamaConfig& config, int first_position) {
+  RopeSpec r;
+  r.frequencies = rope_frequencies(config);
+  r.rotary_dims = config.head_dim();
+  r.half_split = config.rope_half_split;
+  r.first_position = first_position;
+  return r;
+}
+
+void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope) {
+  if (!rope.enabled()) return;
+  const int half = rope.rotary_dims / 2;
+  std::vector<float> c(static_cast<std::size_t>(half)), s(c.size());
+  for (int t = t0; t < t1; ++t) {
+    const double pos = rope.position(t);
+    for (int i = 0; i < half; ++i) {
+      const double angle = pos * rope.frequencies[static_cast<std::size_t>(i)];
+      c[i] = static_cast<float>(std::cos(angle));
+      s[i] = static_cast<float>(std::sin(angle));
+    }
+    rope_row(rows + static_cast<std::size_t>(t - t0) * heads * dim, heads, dim, rope, c.data(),
+             s.data());
+  }
+}
+
+Status check_kvquant_config(const KvQuantConfig& c) {
+  if (c.bits < 2 || c.bits > 8) {
+    return make_error(fmt::format("kvquant: bits must be 2 to 8 (got {})", c.bits));
+  }
+  if (!(c.outlier_fraction >= 0.0 && c.outlier_fraction < 0.5)) {
+    return make_error(
+        fmt::format("kvquant: outlier fraction must be in [0, 0.5) (got {})", c.outlier_fraction));
+  }
+  if (c.sink_tokens < 0) {
+    return make_error(fmt::format("kvquant: sink tokens must be >= 0 (got {})", c.sink_tokens));
+  }
+  if (c.calibration_tokens < 0) {
+    return make_error(
+        fmt::format("kvquant: calibration tokens must be >= 0 (got {})", c.calibration_tokens));
+  }
+  const RopeSpec& r = c.rope;
+  if (r.rotary_dims < 0 || r.rotary_dims % 2 != 0) {
+    return make_error(
+        fmt::format("kvquant: rotary dims must be even and >= 0 (got {})", r.rotary_dims));
+  }
+  if (r.frequencies.size() < static_cast<std::size_t>(r.rotary_dims / 2)) {
+    return make_error(fmt::format("kvquant: RoPE has {} frequencies for {} rotary dims",
+                                  r.frequencies.size(), r.rotary_dims));
+  }
+  return Ok{};
+}
+
+KvQuantQuantizer::KvQuantQuantizer(KvQuantConfig config) : m_config(std::move(config)) {}
+
+std::string KvQuantQuantizer::name() const {
+  const KvQuantConfig& c = m_config;
+  return fmt::format("kvquant-{} {} {:g}% outliers sink{} keys {}", c.bits,
+                     c.levels == KvQuantLevels::KMeans ? "nuq" : "nf", 100.0 * c.outlier_fraction,
+                     c.sink_tokens,
+                     keys_pre_rope() ? "pre-RoPE (RoPE after dequant)" : "post-RoPE (as given)");
+}
+
+Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill,
+                                                       TensorRole role) const {
+  KVLAB_TRY(check_kvquant_config(m_config));
+  const auto start = std::chrono::steady_clock::now();
+  const KvQuantConfig& cfg = m_config;
+  const int T = prefill.tokens(), C = prefill.heads() * prefill.dim();
+  const int t0 = std::min(cfg.sink_tokens, T);
+  const int t1 = cfg.calibration_tokens > 0 ? std::min(T, t0 + cfg.calibration_tokens) : T;
+  const int n = t1 - t0;
+  if (n <= 0 || C <= 0) {
+    return make_error(
+        fmt::format("kvquant: the {} calibration prefill has no tokens after its {} "
+                    "sink tokens ({} tokens, {} x {})",
+                    role_name(role), cfg.sink_tokens, T, prefill.heads(), prefill.dim()));
+  }
+  KvQuantCalibration cal;
+  cal.role = role;
+  cal.heads = prefill.heads();
+  cal.dim = prefill.dim();
+  std::vector<float> x(static_cast<std::size_t>(n) * C);
+  load_rows(prefill, t0, t1, x.data());
+
+  const bool kmeans = cfg.levels == KvQuantLevels::KMeans;
+  const bool squared = cfg.weighting == KvQuantWeighting::SquaredMagnitude;
+  std::vector<float> samples, weights;
+  if (kmeans) samples.reserve(x.size());
+  const auto add = [&](float v, float inv, float bias) {
+    samples.push_back(std::clamp(v * inv + bias, -1.f, 1.f));
+    if (squared) weights.push_back(v * v);
+  };
+  const double f = cfg.outlier_fraction;
+  if (role == TensorRole::Key) {
+    // Per channel thresholds over the calibration tokens (SimQuant.quantize, perchannel: the
+    // percentiles t and 1 − t with t = 1 − f/2; f = 0 is min-max).
+    cal.lower.resize(C);
+    cal.upper.resize(C);
+    std::vector<float> col(static_cast<std::size_t>(n));
+    for (int c = 0; c < C; ++c) {
+      for (int t = 0; t < n; ++t) col[t] = x[static_cast<std::size_t>(t) * C + c];
+      std::sort(col.begin(), col.end());
+      cal.lower[c] = float_to_fp16(static_cast<float>(percentile_sorted(col, f / 2)));
+      cal.upper[c] = float_to_fp16(static_cast<float>(percentile_sorted(col, 1.0 - f / 2)));
+    }
+    if (kmeans) {
+      std::vector<float> inv(C), bias(C), lo(C), up(C);
+      for (int c = 0; c < C; ++c) {
+        lo[c] = fp16_to_float(cal.lower[c]);
+        up[c] = fp16_to_float(cal.upper[c]);
+        norm_of(lo[c], up[c], inv[c], bias[c]);
+      }
+      for (int t = 0; t < n; ++t) {
+        const float* row = x.data() + static_cast<std::size_t>(t) * C;
+        for (int c = 0; c < C; ++c) {
+          if (f > 0.0 && (row[c] > up[c] || row[c] < lo[c])) continue;  // an outlier
+          add(row[c], inv[c], bias[c]);
+        }
+      }
+    }
+  } else if (kmeans) {
+    // Each token normalised as quantize() will normalise it, its outliers left out.
+    TailScratch scratch;
+    std::vector<int> out;
+    const int k = outliers_per_side(f, C);
+    for (int t = 0; t < n; ++t) {
+      const float* row = x.data() + static_cast<std::size_t>(t) * C;
+      float lower = 0.f, upper = 0.f, inv = 0.f, bias = 0.f;
+      select_token_tails(row, C, k, scratch, lower, upper, out);
+      norm_of(fp16_round(lower), fp16_round(upper), inv, bias);
+      std::size_t o = 0;
+      for (int c = 0; c < C; ++c) {
+        if (o < out.size() && out[o] == c) {
+          ++o;
+          continue;
+        }
+        add(row[c], inv, bias);
+      }
+    }
+  }
+  cal.levels =
+      kmeans ? weighted_kmeans_1d(samples, weights, 1 << cfg.bits) : normal_float_levels(cfg.bits);
+  cal.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return cal;
+}
+
+Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRole role) const {
+  if (x.tokens() <= m_config.sink_tokens) {  // nothing to code: any fitting calibration does
+    KvQuantCalibration none{role, x.heads(), x.dim(), normal_float_levels(m_config.bits),
+                            {},   {},        0.0};
+    if (role == TensorRole::Key) {
+      none.lower.assign(static_cast<std::size_t>(x.heads()) * x.dim(), 0);
+      none.upper = none.lower;
+    }
+    return quantize(x, role, none);
+  }
+  auto cal = calibrate(x, role);
+  if (!cal) return cal.error();
+  return quantize(x, role, *cal);
+}
+
+Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRole role,
+                                                   const KvQuantCalibration& cal) const {
+  KVLAB_TRY(check_kvquant_config(m_config));
+  const KvQuantConfig& cfg = m_config;
+  const int bits = cfg.bits, L = 1 << bits;
+  const int T = x.tokens(), H = x.heads(), D = x.dim(), C = H * D;
+  const bool key = role == TensorRole::Key;
+  if (cal.role != role || cal.heads != H || cal.dim != D ||
+      cal.levels.size() != static_cast<std::size_t>(L) ||
+      (key &&
+       (cal.lower.size() != static_cast<std::size_t>(C) || cal.upper.size() != cal.lower.size()))) {
+    return make_error(fmt::format(
+        "kvquant: the calibration ({}, {} x {}, {} levels) does not fit the {} tensor ({} x {}, "
+        "{} bits)",
+        role_name(cal.role), cal.heads, cal.dim, cal.levels.size(), role_name(role), H, D, bits));
+  }
+  if (key && cfg.rope.enabled() &&
+      (cfg.rope.rotary_dims > D ||
+       (!cfg.rope.positions.empty() && cfg.rope.positions.size() < static_cast<std::size_t>(T)))) {
+    return make_error(fmt::format(
+        "kvquant: RoPE of {} dims and {} positions does not fit keys of {} tokens x {} dims",
+        cfg.rope.rotary_dims, cfg.rope.positions.size(), T, D));
+  }
+  QuantizedTensor q{role, T, H, D, {}, {}, {}, {}, {}};
+  const int S = std::min(cfg.sink_tokens, T), Tq = T - S;
+  const std::size_t hd = static_cast<std::size_t>(C);
+  q.codes.assign(packed_bytes(static_cast<std::size_t>(Tq) * hd, bits), 0);
+  q.params = cal.levels;
+  const std::vector<float> mids = midpoints(cal.levels);
+
+  // Sinks: fp16 as they are.
+  std::vector<float> buf(static_cast<std::size_t>(std::max(S, std::min(kChunkTokens, Tq))) * hd);
+  q.residual.resize(static_cast<std::size_t>(S) * hd);
+  if (S > 0) {
+    load_rows(x, 0, S, buf.data());
+    float_to_fp16(std::span<const float>(buf.data(), q.residual.size()), q.residual);
+  }
+  std::vector<std::uint16_t> sparse_values;
+  std::vector<int> row_ptr{0}, cols;
+  row_ptr.reserve(static_cast<std::size_t>(Tq) + 1);
+  std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(kChunkTokens) * hd), flags(hd + 8, 0);
+  const bool sparse = cfg.outlier_fraction > 0.0;
+
+  std::vector<float> inv, bias, lo, up, tok_lower, tok_upper;
+  if (key) {
+    inv.resize(hd), bias.resize(hd), lo.resize(hd), up.resize(hd);
+    for (std::size_t c = 0; c < hd; ++c) {
+      lo[c] = fp16_to_float(cal.lower[c]);
+      up[c] = fp16_to_float(cal.upper[c]);
+      norm_of(lo[c], up[c], inv[c], bias[c]);
+    }
+  } else {
+    tok_lower.resize(static_cast<std::size_t>(Tq));
+    tok_upper.resize(static_cast<std::size_t>(Tq));
+  }
+  TailScratch scratch;
+  std::vector<int> out;
+  const int k_side = outliers_per_side(cfg.outlier_fraction, C);
+  for (int t0 = S; t0 < T; t0 += kChunkTokens) {
+    const int rows = std::min(kChunkTokens, T - t0);
+    load_rows(x, t0, t0 + rows, buf.data());
+    for (int r = 0; r < rows; ++r) {
+      const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
+      std::uint8_t* codes = cbuf.data() + static_cast<std::size_t>(r) * hd;
+      if (key) {
+        encode_channels_any(bits, row, inv.data(), bias.data(), lo.data(), up.data(), mids, C,
+                            codes, flags.data());
+        if (sparse) {  // scan the flags eight at a time; outliers are rare
+          for (int c0 = 0; c0 < C; c0 += 8) {
+            std::uint64_t w;
+            std::memcpy(&w, flags.data() + c0, 8);
+            if (w == 0) continue;
+            for (int c = c0; c < std::min(C, c0 + 8); ++c) {
+              if (!flags[c]) continue;
+              cols.push_back(c);
+              sparse_values.push_back(float_to_fp16(row[c]));
+            }
+          }
+        }
+      } else {
+        const int tq = t0 + r - S;
+        float lower = 0.f, upper = 0.f, iv = 0.f, bs = 0.f;
+        select_token_tails(row, C, k_side, scratch, lower, upper, out);
+        tok_lower[tq] = fp16_round(lower);
+        tok_upper[tq] = fp16_round(upper);
+        norm_of(tok_lower[tq], tok_upper[tq], iv, bs);
+        encode_token_any(bits, row, iv, bs, mids, C, codes);
+        for (int c : out) {
+          cols.push_back(c);
+          sparse_values.push_back(float_to_fp16(row[c]));
+        }
+      }
+      row_ptr.push_back(static_cast<int>(cols.size()));
+    }
+    pack_stream(cbuf.data(), static_cast<std::size_t>(rows) * hd, bits, q.codes.data(),
+                static_cast<std::size_t>(t0 - S) * hd);
+  }
+  if (key) {
+    q.params.insert(q.params.end(), lo.begin(), lo.end());
+    q.params.insert(q.params.end(), up.begin(), up.end());
+  } else {
+    q.params.insert(q.params.end(), tok_lower.begin(), tok_lower.end());
+    q.params.insert(q.params.end(), tok_upper.begin(), tok_upper.end());
+  }
+  const std::size_t nnz = cols.size();
+  q.residual.insert(q.residual.end(), sparse_values.begin(), sparse_values.end());
+  q.bounds.reserve(2 + row_ptr.size() + nnz);
+  q.bounds = {S, static_cast<int>(nnz)};
+  q.bounds.insert(q.bounds.end(), row_ptr.begin(), row_ptr.end());
+  q.bounds.insert(q.bounds.end(), cols.begin(), cols.end());
+
+  const std::uint64_t units = key ? hd : static_cast<std::uint64_t>(Tq);
+  q.bytes.codes = q.codes.size();
+  q.bytes.scales = units * sizeof(std::uint16_t);
+  q.bytes.zero_points = units * sizeof(std::uint16_t);
+  q.bytes.residual = q.residual.size() * sizeof(std::uint16_t);
+  q.bytes.metadata = kTensorHeaderBytes + static_cast<std::uint64_t>(L) * sizeof(float) +
+                     q.bounds.size() * sizeof(std::int32_t);
+  return q;
+}
+
+void KvQuantQuantizer::dequantize(const QuantizedTensor& q, std::span<float> out_span) const {
+  const int bits = m_config.bits, L = 1 << bits;
+  const int T = q.tokens, C = q.heads * q.dim;
+  const std::size_t hd = static_cast<std::size_t>(C);
+  const int S = q.bounds.at(0), nnz = q.bounds.at(1), Tq = T - S;
+  const int* row_ptr = q.bounds.data() + 2;
+  const int* cols = row_ptr + Tq + 1;
+  const float* levels = q.params.data();
+  const float* p_lo = levels + L;
+  const bool key = q.role == TensorRole::Key;
+  const float* p_up = p_lo + (key ? C : Tq);
+  float* const out = out_span.data();
+  fp16_to_float(std::span<const std::uint16_t>(q.residual.data(), static_cast<std::size_t>(S) * hd),
+                out_span.first(static_cast<std::size_t>(S) * hd));
+  std::vector<float> scale(hd), offset(hd);
+  if (key) {
+    for (std::size_t c = 0; c < hd; ++c) {
+      scale[c] = 0.5f * (p_up[c] - p_lo[c]);
+      offset[c] = 0.5f * (p_up[c] + p_lo[c]);
+    }
+  }
+  std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(kChunkTokens) * hd);
+  for (int t0 = 0; t0 < Tq; t0 += kChunkTokens) {
+    const int rows = std::min(kChunkTokens, Tq - t0);
+    unpack_stream(q.codes.data(), static_cast<std::size_t>(t0) * hd,
+                  static_cast<std::size_t>(rows) * hd, bits, cbuf.data());
+    for (int r = 0; r < rows; ++r) {
+      const int t = t0 + r;
+      float* o = out + static_cast<std::size_t>(S + t) * hd;
+      const std::uint8_t* cd = cbuf.data() + static_cast<std::size_t>(r) * hd;
+      if (key) {
+#pragma omp simd
+        for (int c = 0; c < C; ++c) o[c] = levels[cd[c]] * scale[c] + offset[c];
+      } else {
+        const float sc = 0.5f * (p_up[t] - p_lo[t]), of = 0.5f * (p_up[t] + p_lo[t]);
+#pragma omp simd
+        for (int c = 0; c < C; ++c) o[c] = levels[cd[c]] * sc + of;
+      }
+      for (int j = row_ptr[t]; j < row_ptr[t + 1]; ++j) {
+        o[cols[j]] = fp16_to_float(q.residual[static_cast<std::size_t>(S) * hd + j]);
+      }
+    }
+  }
+  (void)nnz;
+  if (key && keys_pre_rope()) apply_rope_rows(out, 0, T, q.heads, q.dim, m_config.rope);
+}
+
+std::vector<CodeHistogram> KvQuantQuantizer::histograms(const QuantizedTensor& q) const {
+  const int bits = m_config.bits;
+  CodeHistogram h{fmt::format("kvquant {} {}{}", role_name(q.role),
+                              m_config.levels == KvQuantLevels::KMeans ? "nuq" : "nf", bits),
+                  bits, std::vector<std::uint64_t>(std::size_t{1} << bits, 0)};
+  const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
+  const int S = q.bounds.at(0), Tq = q.tokens - S;
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(Tq) * hd);
+  unpack_stream(q.codes.data(), 0, codes.size(), bits, codes.data());
+  for (std::uint8_t c : codes) ++h.counts[c];
+  const int* row_ptr = q.bounds.data() + 2;
+  const int* cols = row_ptr + Tq + 1;
+  for (int t = 0; t < Tq; ++t) {
+    for (int j = row_ptr[t]; j < row_ptr[t + 1]; ++j) --h.counts[codes[t * hd + cols[j]]];
+  }
+  return {h};
+}
+
+std::unique_ptr<KvQuantQuantizer> make_kvquant_quantizer(const KvQuantConfig& config) {
+  return std::make_unique<KvQuantQuantizer>(config);
+}
+
+}  // namespace kvlab::detail

@@ -1,0 +1,445 @@
+// KVQuant (kvquant_quantizer.h) against references computed here: NF4 against QLoRA's table, the
+// k-means against levels known in closed form, the dense-and-sparse split against a sort, the
+// bytes against the formula written out, pre-RoPE keys against RoPE done here (and against the
+// post-RoPE keys of a real model), and its error against plain 3-bit uniform quantization.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/model/model_capture.h"
+#include "quant/kvquant_calibration.h"
+#include "quant/kvquant_quantizer.h"
+
+namespace kvlab {
+namespace {
+
+using detail::KvQuantConfig;
+using detail::KvQuantLevels;
+using detail::make_kvquant_quantizer;
+
+Tensor gaussian(int T, int H, int D, std::uint32_t seed, DType dtype = DType::F16) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::vector<float> v(static_cast<std::size_t>(T) * H * D);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const int ch = static_cast<int>(i % D);
+    v[i] = n(rng) * (1.f + 0.1f * (ch % 5)) + (ch == 2 ? 3.f : 0.f);
+  }
+  return Tensor::from_float(v, dtype, T, H, D);
+}
+
+std::vector<float> dequant(const Quantizer& q, const QuantizedTensor& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.tokens) * t.heads * t.dim);
+  q.dequantize(t, out);
+  return out;
+}
+
+double mse(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += (a[i] - b[i]) * double(a[i] - b[i]);
+  return a.empty() ? 0 : s / a.size();
+}
+
+// Sparse columns of each quantized token row, from the stored CSR (bounds: sinks, nnz, row
+// pointers, columns).
+std::vector<std::vector<int>> sparse_rows(const QuantizedTensor& q) {
+  const int S = q.bounds[0], Tq = q.tokens - S;
+  std::vector<std::vector<int>> rows(static_cast<std::size_t>(Tq));
+  for (int t = 0; t < Tq; ++t) {
+    for (int j = q.bounds[2 + t]; j < q.bounds[2 + t + 1]; ++j) {
+      rows[t].push_back(q.bounds[2 + Tq + 1 + j]);
+    }
+  }
+  return rows;
+}
+
+TEST(KvQuant, NormalFloatLevelsAreQloraNf4AtFourBits) {
+  // QLoRA (Dettmers et al. 2023), Appendix E / bitsandbytes' NF4 table.
+  const double nf4[16] = {-1.0,
+                          -0.6961928009986877,
+                          -0.5250730514526367,
+                          -0.39491748809814453,
+                          -0.28444138169288635,
+                          -0.18477343022823334,
+                          -0.09105003625154495,
+                          0.0,
+                          0.07958029955625534,
+                          0.16093020141124725,
+                          0.24611230194568634,
+                          0.33791524171829224,
+                          0.44070982933044434,
+                          0.5626170039176941,
+                          0.7229568362236023,
+                          1.0};
+  const auto l4 = detail::normal_float_levels(4);
+  ASSERT_EQ(l4.size(), 16u);
+  for (int i = 0; i < 16; ++i) EXPECT_NEAR(l4[i], nf4[i], 1e-6) << i;
+  for (int b : {2, 3, 5}) {
+    const auto l = detail::normal_float_levels(b);
+    ASSERT_EQ(l.size(), std::size_t{1} << b);
+    EXPECT_EQ(l.front(), -1.f);
+    EXPECT_EQ(l.back(), 1.f);
+    EXPECT_EQ(l[(l.size() / 2) - 1], 0.f) << "zero closes the negative half";
+    EXPECT_TRUE(std::is_sorted(l.begin(), l.end()));
+  }
+  EXPECT_NEAR(detail::normal_quantile(0.975), 1.959963984540054, 1e-12);
+}
+
+TEST(KvQuant, KMeansFindsKnownLevels) {
+  // Uniform on [-1, 1]: the optimal k levels are the cell centres -1 + (2i + 1) / k.
+  std::vector<float> grid;
+  for (int i = 0; i < 20000; ++i) grid.push_back(-1.f + (2.f * i + 1.f) / 20000.f);
+  for (int k : {4, 8, 16}) {
+    const auto c = detail::weighted_kmeans_1d(grid, {}, k);
+    for (int i = 0; i < k; ++i) EXPECT_NEAR(c[i], -1.0 + (2.0 * i + 1.0) / k, 2e-3) << k;
+  }
+  // Tight clusters of very different sizes: the levels are their means, whatever the sizes.
+  const float centres[4] = {-0.8f, -0.1f, 0.3f, 0.9f};
+  const int counts[4] = {1000, 50, 5000, 10};
+  std::vector<float> x, w;
+  for (int j = 0; j < 4; ++j) {
+    for (int i = 0; i < counts[j]; ++i) x.push_back(centres[j] + 0.001f * ((i % 5) - 2));
+  }
+  auto c = detail::weighted_kmeans_1d(x, {}, 4);
+  for (int j = 0; j < 4; ++j) EXPECT_NEAR(c[j], centres[j], 1e-5) << j;
+  // Weights move a level: one cluster {0, 1} weighted 3:1 has its centre at 0.25.
+  c = detail::weighted_kmeans_1d(std::vector<float>{0.f, 1.f}, std::vector<float>{3.f, 1.f}, 1);
+  EXPECT_NEAR(c[0], 0.25f, 1e-6);
+}
+
+TEST(KvQuant, CalibratedLevelsFitTheData) {
+  // Values uniform per token: its normalised entries are uniform on [-1, 1], so the fitted
+  // 3-bit levels are near the cell centres.
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  std::vector<float> v(512 * 4 * 64);
+  for (float& e : v) e = u(rng);
+  const Tensor t = Tensor::from_float(v, DType::F32, 512, 4, 64);
+  KvQuantConfig cfg;
+  cfg.bits = 3;
+  auto q = make_kvquant_quantizer(cfg);
+  auto cal = q->calibrate(t.view(), TensorRole::Value);
+  ASSERT_TRUE(cal.ok()) << cal.message();
+  for (int i = 0; i < 8; ++i) EXPECT_NEAR(cal->levels[i], -1.0 + (2.0 * i + 1.0) / 8, 0.02) << i;
+  EXPECT_TRUE(cal->lower.empty());
+}
+
+// The k largest and k smallest of every token, ties to the lower index at the top and to the
+// higher index at the bottom, by a stable sort.
+void expect_token_tails(int T, int H, int D, double fraction, int k, float grid) {
+  const int C = H * D;
+  std::mt19937 rng(11 + C);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> v(static_cast<std::size_t>(T) * C);
+  for (float& e : v) e = grid > 0 ? std::round(nd(rng) / grid) * grid : nd(rng);  // grid: ties
+  const Tensor x = Tensor::from_float(v, DType::F16, T, H, D);
+  KvQuantConfig cfg;
+  cfg.bits = 3;
+  cfg.outlier_fraction = fraction;
+  cfg.sink_tokens = 0;
+  auto q = make_kvquant_quantizer(cfg);
+  auto r = q->quantize(x.view(), TensorRole::Value);
+  ASSERT_TRUE(r.ok()) << r.message();
+  const auto rows = sparse_rows(*r);
+  const auto out = dequant(*q, *r);
+  const auto xf = x.view().to_float();
+  ASSERT_EQ(r->bounds[1], T * 2 * k);
+  for (int t = 0; t < T; ++t) {
+    std::vector<int> order(C);
+    std::iota(order.begin(), order.end(), 0);
+    const float* row = xf.data() + t * C;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return row[a] > row[b]; });
+    std::vector<int> want(order.begin(), order.begin() + k);
+    want.insert(want.end(), order.end() - k, order.end());
+    std::sort(want.begin(), want.end());
+    ASSERT_EQ(rows[t], want) << "token " << t << " of " << C;
+    for (int c : want) EXPECT_EQ(out[t * C + c], row[c]) << "kept exactly";
+    // The range is what is left: every other entry reconstructs inside it.
+    const float lo = row[order[C - 1 - k]], hi = row[order[k]];
+    for (int c = 0; c < C; ++c) {
+      EXPECT_GE(out[t * C + c], std::min(lo, row[c]) - 1e-2f);
+      EXPECT_LE(out[t * C + c], std::max(hi, row[c]) + 1e-2f);
+    }
+  }
+}
+
+TEST(KvQuant, ValueOutliersAreExactlyEachTokensTails) {
+  expect_token_tails(50, 4, 32, 0.05, 3, 0.f);      // round(0.05 * 128 / 2) = 3 per side
+  expect_token_tails(40, 8, 128, 0.02, 10, 0.f);    // round(0.02 * 1024 / 2) = 10
+  expect_token_tails(40, 8, 128, 0.02, 10, 0.25f);  // many ties
+  expect_token_tails(20, 3, 64, 0.01, 1, 0.5f);     // SmolLM2's 3 x 64: round(0.96) = 1
+  expect_token_tails(20, 5, 100, 0.01, 3, 0.f);     // 500 = 16 * 31 + 4 (a remainder): 3
+}
+
+TEST(KvQuant, KeyOutliersAreTheCalibratedChannelTails) {
+  // 1000 distinct values per channel (a shuffled grid of step 0.01, exact in fp16 spacing):
+  // the 0.5% and 99.5% percentiles leave exactly 5 entries beyond each.
+  const int T = 1000, H = 2, D = 8, C = H * D;
+  std::mt19937 rng(3);
+  std::vector<float> v(static_cast<std::size_t>(T) * C);
+  for (int c = 0; c < C; ++c) {
+    std::vector<int> perm(T);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (int t = 0; t < T; ++t) v[t * C + c] = (perm[t] - 500) * 0.01f * (1 + c % 3);
+  }
+  const Tensor x = Tensor::from_float(v, DType::F16, T, H, D);
+  const auto xf = x.view().to_float();
+  KvQuantConfig cfg;
+  cfg.bits = 2;
+  cfg.sink_tokens = 0;
+  auto q = make_kvquant_quantizer(cfg);
+  auto r = q->quantize(x.view(), TensorRole::Key);
+  ASSERT_TRUE(r.ok()) << r.message();
+  const auto rows = sparse_rows(*r);
+  const auto out = dequant(*q, *r);
+  std::vector<int> per_channel(C, 0);
+  int nnz = 0;
+  for (int t = 0; t < T; ++t) {
+    for (int c : rows[t]) {
+      ++per_channel[c];
+      ++nnz;
+      EXPECT_EQ(out[t * C + c], xf[t * C + c]);
+      const int g = static_cast<int>(std::lround(xf[t * C + c] / (0.01f * (1 + c % 3)))) + 500;
+      EXPECT_TRUE(g < 5 || g >= 995) << "grid index " << g;  // the 5 smallest or 5 largest
+    }
+  }
+  for (int c = 0; c < C; ++c) EXPECT_EQ(per_channel[c], 10) << "channel " << c;
+  EXPECT_EQ(nnz, r->bounds[1]);
+}
+
+TEST(KvQuant, BytesAreTheFormula) {
+  for (int bits : {2, 3, 4}) {
+    for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      const int T = 77, H = 3, D = 24, C = H * D, S = 2;
+      const Tensor x = gaussian(T, H, D, 20 + bits);
+      KvQuantConfig cfg;
+      cfg.bits = bits;
+      cfg.sink_tokens = S;
+      cfg.outlier_fraction = 0.03;
+      auto q = make_kvquant_quantizer(cfg);
+      auto r = q->quantize(x.view(), role);
+      ASSERT_TRUE(r.ok()) << r.message();
+      const std::uint64_t nnz = static_cast<std::uint64_t>(r->bounds[1]);
+      const std::uint64_t Tq = T - S, L = 1u << bits;
+      const std::uint64_t units = role == TensorRole::Key ? C : Tq;  // fp16 lower + upper each
+      EXPECT_EQ(r->bytes.codes, (Tq * C * bits + 7) / 8);
+      EXPECT_EQ(r->bytes.scales, 2 * units);
+      EXPECT_EQ(r->bytes.zero_points, 2 * units);
+      EXPECT_EQ(r->bytes.residual, 2 * (S * C + nnz));  // sinks + sparse values
+      EXPECT_EQ(r->bytes.metadata, 16 + 4 * L + 8 + 4 * (Tq + 1) + 4 * nnz);  // CSR int32
+      EXPECT_EQ(r->codes.size(), r->bytes.codes);
+      if (role == TensorRole::Value) {
+        EXPECT_EQ(nnz, Tq * 2 * 1);  // round(0.03 * 72 / 2) = 1 per side
+      }
+      const auto h = q->histograms(*r);
+      ASSERT_EQ(h.size(), 1u);
+      EXPECT_EQ(std::accumulate(h[0].counts.begin(), h[0].counts.end(), std::uint64_t{0}),
+                Tq * C - nnz);
+    }
+  }
+}
+
+TEST(KvQuant, BoundarySizesAndSinks) {
+  for (int T : {0, 1, 2, 3, 9, 65, 130}) {
+    for (int D : {7, 16}) {
+      const Tensor x = gaussian(T, 2, D, 40 + T);
+      const auto xf = x.view().to_float();
+      for (int bits : {2, 3, 4}) {
+        for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+          KvQuantConfig cfg;
+          cfg.bits = bits;
+          cfg.sink_tokens = 2;
+          auto q = make_kvquant_quantizer(cfg);
+          auto r = q->quantize(x.view(), role);
+          ASSERT_TRUE(r.ok()) << r.message();
+          const auto out = dequant(*q, *r);
+          const int S = std::min(2, T);
+          for (int i = 0; i < S * 2 * D; ++i) ASSERT_EQ(out[i], xf[i]) << "sink";
+          // Error bounded by the widest level gap times the largest range, for dense entries.
+          for (std::size_t i = 0; i < out.size(); ++i) {
+            ASSERT_TRUE(std::isfinite(out[i]));
+            ASSERT_LT(std::fabs(out[i] - xf[i]), 8.f) << T << " " << D << " " << bits;
+          }
+        }
+      }
+    }
+  }
+  KvQuantConfig bad;
+  bad.bits = 9;
+  EXPECT_FALSE(
+      make_kvquant_quantizer(bad)->quantize(gaussian(4, 1, 8, 1).view(), TensorRole::Key).ok());
+  auto q = make_kvquant_quantizer({});
+  auto cal = q->calibrate(gaussian(5, 1, 8, 1).view(), TensorRole::Key);
+  ASSERT_TRUE(cal.ok());
+  EXPECT_FALSE(q->quantize(gaussian(5, 2, 8, 1).view(), TensorRole::Key, *cal).ok())
+      << "a calibration of other heads is refused";
+  EXPECT_FALSE(q->quantize(gaussian(5, 1, 8, 1).view(), TensorRole::Value, *cal).ok());
+}
+
+// RoPE written out here, independently of the engine: pair i of a head turns by pos · θ^(-2i/d).
+std::vector<float> rope_here(const std::vector<float>& x, int T, int H, int D, double theta,
+                             bool half_split, int first_pos) {
+  std::vector<float> y = x;
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < D / 2; ++i) {
+        const double a = (first_pos + t) * std::pow(theta, -2.0 * i / D);
+        const int p0 = half_split ? i : 2 * i, p1 = half_split ? i + D / 2 : 2 * i + 1;
+        const double u = x[(t * H + h) * D + p0], w = x[(t * H + h) * D + p1];
+        y[(t * H + h) * D + p0] = static_cast<float>(u * std::cos(a) - w * std::sin(a));
+        y[(t * H + h) * D + p1] = static_cast<float>(u * std::sin(a) + w * std::cos(a));
+      }
+    }
+  }
+  return y;
+}
+
+TEST(KvQuant, PreRopeKeysComeBackPostRope) {
+  const int T = 200, H = 2, D = 32;
+  const Tensor pre = gaussian(T, H, D, 8);
+  const auto pref = pre.view().to_float();
+  for (bool half : {false, true}) {
+    LlamaConfig mc;
+    mc.dim = H * D;
+    mc.heads = H;
+    mc.rope_theta = 10000.0;
+    mc.rope_half_split = half;
+    KvQuantConfig cfg;
+    cfg.bits = 8;
+    cfg.rope = detail::rope_spec_for(mc, 5);
+    auto q = make_kvquant_quantizer(cfg);
+    EXPECT_NE(q->name().find("pre-RoPE"), std::string::npos) << q->name();
+    auto r = q->quantize(pre.view(), TensorRole::Key);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const auto out = dequant(*q, *r);
+    const auto want = rope_here(pref, T, H, D, 10000.0, half, 5);
+    float worst = 0.f, amax = 0.f;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      worst = std::max(worst, std::fabs(out[i] - want[i]));
+      amax = std::max(amax, std::fabs(want[i]));
+    }
+    EXPECT_LT(worst, 0.02f * amax) << "half_split " << half;
+    EXPECT_GT(mse(out, pref), 100 * mse(out, want)) << "RoPE was applied";
+    // Values never turn.
+    auto rv = q->quantize(pre.view(), TensorRole::Value);
+    ASSERT_TRUE(rv.ok());
+    EXPECT_LT(mse(dequant(*q, *rv), pref), 1e-3);
+  }
+  auto plain = make_kvquant_quantizer({});
+  EXPECT_NE(plain->name().find("post-RoPE (as given)"), std::string::npos) << plain->name();
+}
+
+TEST(KvQuant, PreRopeCaptureOfARealModelMatchesItsPostRopeKeys) {
+  const std::string model_path = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
+  if (!std::filesystem::exists(model_path)) GTEST_SKIP() << model_path << " is absent: skipped";
+  auto model = load_model(model_path);
+  ASSERT_TRUE(model.ok()) << model.message();
+  auto pre = capture_kv_cache(*model, "Once upon a time", {40, true});
+  auto post = capture_kv_cache(*model, "Once upon a time", {40, false});
+  ASSERT_TRUE(pre.ok() && post.ok());
+  KvQuantConfig cfg;
+  cfg.bits = 8;
+  cfg.rope = detail::rope_spec_for(model->model.config());
+  auto q = make_kvquant_quantizer(cfg);
+  for (std::size_t l = 0; l < pre->cache.layers.size(); ++l) {
+    auto r = q->quantize(pre->cache.layers[l].key.view(), TensorRole::Key);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const auto out = dequant(*q, *r);
+    const auto want = post->cache.layers[l].key.view().to_float();
+    float worst = 0.f, amax = 0.f;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      worst = std::max(worst, std::fabs(out[i] - want[i]));
+      amax = std::max(amax, std::fabs(want[i]));
+    }
+    EXPECT_LT(worst, 0.02f * amax) << "layer " << l;
+  }
+}
+
+// Plain b-bit min-max uniform quantization, per channel (keys) or per token (values).
+std::vector<float> uniform_here(const std::vector<float>& x, int T, int C, int bits, bool key) {
+  std::vector<float> y(x.size());
+  const int outer = key ? C : T, inner = key ? T : C;
+  const auto at = [&](int o, int i) { return key ? i * C + o : o * C + i; };
+  const float levels = static_cast<float>((1 << bits) - 1);
+  for (int o = 0; o < outer; ++o) {
+    float lo = INFINITY, hi = -INFINITY;
+    for (int i = 0; i < inner; ++i) lo = std::min(lo, x[at(o, i)]), hi = std::max(hi, x[at(o, i)]);
+    const float step = hi > lo ? (hi - lo) / levels : 1.f;
+    for (int i = 0; i < inner; ++i) {
+      y[at(o, i)] = lo + std::round((x[at(o, i)] - lo) / step) * step;
+    }
+  }
+  return y;
+}
+
+TEST(KvQuant, ThreeBitsWithOutliersBeatUniformThreeBits) {
+  const int T = 512, H = 2, D = 64, C = H * D;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> n(0.f, 1.f);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<float> v(static_cast<std::size_t>(T) * C);
+  for (float& e : v) e = n(rng) * (u(rng) < 0.005f ? 25.f : 1.f);  // 0.5% large outliers
+  const Tensor x = Tensor::from_float(v, DType::F16, T, H, D);
+  const auto xf = x.view().to_float();
+  for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+    for (KvQuantLevels levels : {KvQuantLevels::KMeans, KvQuantLevels::NormalFloat}) {
+      KvQuantConfig cfg;
+      cfg.bits = 3;
+      cfg.levels = levels;
+      auto q = make_kvquant_quantizer(cfg);
+      auto r = q->quantize(x.view(), role);
+      ASSERT_TRUE(r.ok()) << r.message();
+      const double e_kvq = mse(dequant(*q, *r), xf);
+      const double e_uni = mse(uniform_here(xf, T, C, 3, role == TensorRole::Key), xf);
+      EXPECT_LT(e_kvq, 0.5 * e_uni) << role_name(role) << " " << q->name();
+      std::printf("[kvquant] %s %s: mse %.4f vs uniform 3-bit %.4f\n", role_name(role),
+                  q->name().c_str(), e_kvq, e_uni);
+    }
+  }
+}
+
+// Not a timed test: prints the quantize throughput (fp16 input bytes per second, one core) and
+// the calibration time. Run with --gtest_also_run_disabled_tests --gtest_filter=*Throughput*.
+TEST(KvQuant, DISABLED_Throughput) {
+  const int T = 4096, H = 8, D = 128;
+  const Tensor x = gaussian(T, H, D, 1);
+  const double bytes = static_cast<double>(x.nbytes());
+  for (int bits : {2, 3, 4}) {
+    KvQuantConfig cfg;
+    cfg.bits = bits;
+    cfg.calibration_tokens = 512;
+    auto q = make_kvquant_quantizer(cfg);
+    for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      auto cal = q->calibrate(x.view(), role);
+      ASSERT_TRUE(cal.ok());
+      double best = 1e30;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto r = q->quantize(x.view(), role, *cal);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_TRUE(r.ok());
+        best = std::min(best, s);
+        if (rep == 0) {
+          std::printf("[kvquant] %d-bit %s: %.3f bits/value\n", bits, role_name(role),
+                      8.0 * r->bytes.total() / (double(T) * H * D));
+        }
+      }
+      std::printf(
+          "[kvquant] %d-bit %s: quantize %.2f GB/s of fp16, calibration (512 tokens) %.1f ms\n",
+          bits, role_name(role), bytes / best / 1e9, 1e3 * cal->seconds);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvlab
