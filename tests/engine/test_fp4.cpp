@@ -307,7 +307,9 @@ TEST(Fp8Calibrated, ExplicitAndPerHeadScales) {
 
 std::filesystem::path reference_dir() {
   if (const char* env = std::getenv("KVLAB_FP4_REFERENCE_DIR")) return env;
-  return std::filesystem::path(KVLAB_TEST_TMPDIR) / ".." / ".." / "model" / "fp4_reference";
+  // build/tests/engine/tmp -> build/tests/model/fp4_reference (tests/model/CMakeLists.txt).
+  return std::filesystem::path(KVLAB_TEST_TMPDIR).parent_path().parent_path() / "model" /
+         "fp4_reference";
 }
 
 std::vector<std::uint8_t> read_bytes(const std::filesystem::path& p) {

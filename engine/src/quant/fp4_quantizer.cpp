@@ -72,6 +72,35 @@ void for_each_chunk(const TensorView& x, std::vector<float>& buf, F&& f) {
   }
 }
 
+// max |x| over the tensor. fp16 magnitudes order as their bit patterns, so fp16 rows need no
+// conversion: the largest pattern below NaN (0x7c00 is infinity) is the amax.
+float tensor_amax(const TensorView& x, std::vector<float>& buf) {
+  if (x.dtype() == DType::F16) {
+    std::uint32_t top = 0;
+    for (int t = 0; t < x.tokens(); ++t) {
+      for (int h = 0; h < x.heads(); ++h) {
+        const auto* in = reinterpret_cast<const std::uint16_t*>(x.row_ptr(t, h));
+        std::uint32_t m = top;
+#pragma omp simd reduction(max : m)
+        for (int i = 0; i < x.dim(); ++i) {
+          const std::uint32_t a = in[i] & 0x7fffu;
+          m = std::max(m, a <= 0x7c00u ? a : 0u);
+        }
+        top = m;
+      }
+    }
+    return fp16_to_float(static_cast<std::uint16_t>(top));
+  }
+  float amax = 0.f;
+  for_each_chunk(x, buf, [&](std::size_t, const float* v, std::size_t count) {
+    float m = amax;
+#pragma omp simd reduction(max : m)
+    for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(v[i]));
+    amax = m;
+  });
+  return amax;
+}
+
 Status check_block(const TensorView& x, TensorRole role, const char* method, int block) {
   if (x.dim() % block != 0) {
     return make_error(
@@ -95,13 +124,7 @@ class Nvfp4Quantizer final : public Quantizer {
     QuantizedTensor q = empty_like(x, role);
     const std::size_t n = x.elements();
     std::vector<float> buf;
-    float amax = 0.f;
-    for_each_chunk(x, buf, [&](std::size_t, const float* v, std::size_t count) {
-      float m = amax;
-#pragma omp simd reduction(max : m)
-      for (std::size_t i = 0; i < count; ++i) m = std::max(m, std::fabs(v[i]));
-      amax = m;
-    });
+    const float amax = tensor_amax(x, buf);
     const float global = nvfp4_global_scale(amax);
     q.codes.resize(n / 2 + n / kNvfp4BlockSize);
     std::uint8_t* nibbles = q.codes.data();
