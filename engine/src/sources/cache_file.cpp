@@ -48,16 +48,26 @@ std::optional<CacheFileFormat> cache_file_format(const std::filesystem::path& pa
 }
 
 Result<KvCache> load_cache_file(const std::filesystem::path& path, const ProgressFn& progress) {
+  return load_cache_file(path, LlamaStateOptions{}, progress);
+}
+
+Result<KvCache> load_cache_file(const std::filesystem::path& path,
+                                const LlamaStateOptions& llama_state,
+                                const ProgressFn& progress) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) {
     return make_error(fmt::format("{}: no such file or directory", path.string()));
   }
+  // llama.cpp names its state files freely (slot.bin, prompt.cache, ...): the magic decides.
+  if (std::filesystem::is_regular_file(status) && is_llama_state_file(path)) {
+    return load_llama_state(path, llama_state, progress);
+  }
   const auto format = cache_file_format(path);
   if (!format) {
     return make_error(fmt::format(
-        "{}: unsupported file type '{}' (expected .safetensors, .npz, .npy, or a directory of "
-        ".npy files)",
+        "{}: unsupported file type '{}' (expected .safetensors, .npz, .npy, a directory of .npy "
+        "files, or a llama.cpp state file)",
         path.string(), path.extension().string()));
   }
   switch (*format) {
@@ -79,6 +89,11 @@ Result<KvCache> load_cache_bytes(std::span<const std::byte> bytes, std::string_v
   const std::string ext = lower_extension(path);
   const auto file = detail::InputFile::from_memory(bytes, std::string(name));
   std::string source = "memory:" + std::string(name);
+  if (bytes.size() >= 4 && std::to_integer<char>(bytes[0]) == 'q' &&
+      std::to_integer<char>(bytes[1]) == 's' && std::to_integer<char>(bytes[2]) == 'g' &&
+      std::to_integer<char>(bytes[3]) == 'g') {  // kLlamaStateSeqMagic, little-endian
+    return load_llama_state_bytes(bytes, name, LlamaStateOptions{}, progress);
+  }
   if (ext == ".safetensors") {
     return detail::read_safetensors_cache(file, path.stem().string(), std::move(source), progress);
   }
