@@ -257,10 +257,9 @@ void select_token_tails(const float* x, int n, int k, TailScratch& s, float& low
     if (a >= hi.floor()) hi.offer(a, j);
     if (-a >= lo.floor()) lo.offer(-a, j);
   };
-  // The row as 16 stripes of nb entries: block j is {j, j + nb, j + 2nb, ...}. Its maximum and
-  // minimum come from vertical (vectorised) passes. The K largest entries lie in blocks whose
-  // maximum is at least the K-th largest block maximum (K blocks hold an entry that large), so
-  // only those blocks are searched; likewise for the minimum. Entries past 16·nb are searched.
+  // The row as 16 stripes of nb entries: block j is {j, j + nb, j + 2nb, ...}, its maximum and
+  // minimum from vertical (vectorised) passes. From them a lower bound of the K-th largest entry
+  // (and an upper bound of the K-th smallest) is cheap, and only entries past it are candidates.
   const int nb = n / kStripes;
   if (nb < 2 * K) {
     for (int j = 0; j < n; ++j) offer(j);
@@ -277,23 +276,34 @@ void select_token_tails(const float* x, int n, int k, TailScratch& s, float& low
         bmin[j] = std::min(bmin[j], row[j]);
       }
     }
-    s.sel.assign(bmax, bmax + nb);
-    std::nth_element(s.sel.begin(), s.sel.begin() + (K - 1), s.sel.end(), std::greater<float>());
-    const float tau_hi = s.sel[K - 1];
-    s.sel.assign(bmin, bmin + nb);
-    std::nth_element(s.sel.begin(), s.sel.begin() + (K - 1), s.sel.end());
-    const float tau_lo = s.sel[K - 1];
-    for (int j = 0; j < nb; ++j) {
-      const bool h = bmax[j] >= tau_hi, l = bmin[j] <= tau_lo;
-      if (!h && !l) continue;
-      for (int r = 0; r < kStripes; ++r) {
-        const int e = j + r * nb;
-        const float a = x[e];
-        if (h && a >= hi.floor()) hi.offer(a, e);
-        if (l && -a >= lo.floor()) lo.offer(-a, e);
+    // K disjoint groups of blocks (j mod K): each group's largest maximum is a distinct entry,
+    // so the smallest of the K is at most the K-th largest entry; all K largest are >= it.
+    s.sel.assign(static_cast<std::size_t>(2 * K), 0.f);
+    float* gmax = s.sel.data();
+    float* gmin = gmax + K;
+    for (int g = 0; g < K; ++g) gmax[g] = bmax[g], gmin[g] = bmin[g];
+    for (int j = K; j < nb; ++j) {
+      gmax[j % K] = std::max(gmax[j % K], bmax[j]);
+      gmin[j % K] = std::min(gmin[j % K], bmin[j]);
+    }
+    const float tau_hi = *std::min_element(gmax, gmax + K);
+    const float tau_lo = *std::max_element(gmin, gmin + K);
+    s.cand_hi.clear();
+    s.cand_lo.clear();
+    constexpr int kChunk = 16;
+    for (int c0 = 0; c0 < n; c0 += kChunk) {
+      const int c1 = std::min(n, c0 + kChunk);
+      int hits = 0;
+#pragma omp simd reduction(+ : hits)
+      for (int j = c0; j < c1; ++j) hits += (x[j] >= tau_hi ? 1 : 0) + (x[j] <= tau_lo ? 1 : 0);
+      if (hits == 0) continue;
+      for (int j = c0; j < c1; ++j) {
+        if (x[j] >= tau_hi) s.cand_hi.push_back(j);
+        if (x[j] <= tau_lo) s.cand_lo.push_back(j);
       }
     }
-    for (int j = kStripes * nb; j < n; ++j) offer(j);
+    for (int j : s.cand_hi) hi.offer(x[j], j);
+    for (int j : s.cand_lo) lo.offer(-x[j], j);
   }
   if (hi.count == 0) {  // every entry NaN
     lower = upper = 0.f;

@@ -50,7 +50,7 @@ double percentile_sorted(std::span<const float> sorted, double q);
 // ascending. k is cut to (n - 1) / 2 so the two tails never meet. Reuses `scratch`.
 struct TailScratch {
   std::vector<float> hi_v, lo_v, bmax, bmin, sel;
-  std::vector<int> hi_i, lo_i;
+  std::vector<int> hi_i, lo_i, cand_hi, cand_lo;
 };
 void select_token_tails(const float* x, int n, int k, TailScratch& scratch, float& lower,
                         float& upper, std::vector<int>& outliers);
