@@ -1,0 +1,359 @@
+// TurboQuant_mse and TurboQuant_prod (arXiv:2504.19874, Algorithms 1 and 2); see
+// turboquant_quantizer.h for the method, the layout and what is counted.
+#include "quant/turboquant_quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <numbers>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <fmt/format.h>
+#include <Eigen/Dense>
+
+#include "codec/bitpack.h"
+#include "core/row_loader.h"
+#include "kvlab/engine/quant/rotation.h"
+#include "quant/lloyd_max.h"
+
+namespace kvlab::detail {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixMap = Eigen::Map<RowMatrix>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+
+// Head vectors per block: enough rows for the d x d products to run at GEMM speed, few enough
+// for the block's buffers to stay in L2.
+constexpr int kBlockVectors = 256;
+constexpr std::uint64_t kSketchSeedSalt = 0x9e3779b97f4a7c15ull;  // S's stream, apart from Pi's
+
+float stored_norm(float v, DType t) {
+  switch (t) {
+    case DType::F16:
+      return fp16_to_float(float_to_fp16(std::min(v, 65504.0f)));
+    case DType::BF16:
+      return bf16_to_float(float_to_bf16(v));
+    case DType::F32:
+      break;
+  }
+  return v;
+}
+
+// QJL's projection S: d x d, i.i.d. N(0,1), row-major, by Box-Muller over std::mt19937_64 (the
+// same numbers on every platform, as rotation.cpp draws its Gaussian matrix).
+std::vector<float> gaussian_sketch(int dim, std::uint64_t seed) {
+  std::mt19937_64 rng(seed ^ kSketchSeedSalt);
+  auto uniform = [&rng] { return (static_cast<double>(rng() >> 11) + 1.0) * 0x1.0p-53; };
+  std::vector<float> s(static_cast<std::size_t>(dim) * dim);
+  for (std::size_t i = 0; i < s.size(); i += 2) {
+    const double r = std::sqrt(-2.0 * std::log(uniform()));
+    const double t = 2.0 * std::numbers::pi * uniform();
+    s[i] = static_cast<float>(r * std::cos(t));
+    if (i + 1 < s.size()) s[i + 1] = static_cast<float>(r * std::sin(t));
+  }
+  return s;
+}
+
+// Everything that depends on head_dim: the rotation, the codebook and S.
+struct Prepared {
+  int dim = 0;
+  std::optional<RandomOrthogonalRotation> orthogonal;
+  std::optional<RandomizedHadamard> hadamard;
+  const LloydMaxCodebook* codebook = nullptr;  // null when there are no MSE bits
+  std::vector<float> sketch;                   // S, with QJL
+
+  // Rows of `y` (rows x dim) <- Pi rows of `x`; x and y may be the same buffer with Hadamard.
+  void rotate(const float* x, float* y, int rows) const {
+    if (orthogonal) {
+      MatrixMap(y, rows, dim).noalias() =
+          ConstMatrixMap(x, rows, dim) *
+          ConstMatrixMap(orthogonal->matrix().data(), dim, dim).transpose();
+      return;
+    }
+    const std::size_t n = static_cast<std::size_t>(rows) * dim;
+    if (x != y) std::copy(x, x + n, y);
+    for (int i = 0; i < rows; ++i)
+      hadamard->apply({y + static_cast<std::size_t>(i) * dim, static_cast<std::size_t>(dim)});
+  }
+  // Rows of `x` <- Pi^T rows of `y`.
+  void unrotate(const float* y, float* x, int rows) const {
+    if (orthogonal) {
+      MatrixMap(x, rows, dim).noalias() =
+          ConstMatrixMap(y, rows, dim) * ConstMatrixMap(orthogonal->matrix().data(), dim, dim);
+      return;
+    }
+    const std::size_t n = static_cast<std::size_t>(rows) * dim;
+    if (x != y) std::copy(y, y + n, x);
+    for (int i = 0; i < rows; ++i) {
+      hadamard->inverse({x + static_cast<std::size_t>(i) * dim, static_cast<std::size_t>(dim)});
+    }
+  }
+};
+
+// Packs `count` codes of `bits` (1 to 4) bits from code index `first` of a stream of `total`
+// codes whose planes start at `out`: 3 bits as a 2-bit plane then a 1-bit plane.
+void pack_plane_codes(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
+                      std::size_t first, std::size_t total, std::vector<std::uint8_t>& tmp) {
+  if (bits != 3) {
+    pack_codes(codes, count, bits, out, first);
+    return;
+  }
+  tmp.resize(count);
+  for (std::size_t i = 0; i < count; ++i) tmp[i] = codes[i] & 3;
+  pack_codes(tmp.data(), count, 2, out, first);
+  for (std::size_t i = 0; i < count; ++i) tmp[i] = codes[i] >> 2;
+  pack_codes(tmp.data(), count, 1, out + packed_bytes(total, 2), first);
+}
+
+void unpack_plane_codes(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
+                        std::size_t total, std::uint8_t* codes, std::vector<std::uint8_t>& tmp) {
+  if (bits != 3) {
+    unpack_codes(packed, first, count, bits, codes);
+    return;
+  }
+  tmp.resize(count);
+  unpack_codes(packed, first, count, 2, codes);
+  unpack_codes(packed + packed_bytes(total, 2), first, count, 1, tmp.data());
+  for (std::size_t i = 0; i < count; ++i) codes[i] |= static_cast<std::uint8_t>(tmp[i] << 2);
+}
+
+std::size_t mse_plane_bytes(std::size_t n, int bits) {
+  if (bits == 0) return 0;
+  return bits == 3 ? packed_bytes(n, 2) + packed_bytes(n, 1) : packed_bytes(n, bits);
+}
+
+class TurboQuantQuantizer final : public Quantizer {
+ public:
+  explicit TurboQuantQuantizer(const TurboQuantConfig& c) : m_cfg(c) {}
+
+  std::string name() const override {
+    return fmt::format("turboquant{}-{} ({}, seed {}, {} norms)", m_cfg.qjl ? "-prod" : "",
+                       m_cfg.bits, turboquant_rotation_name(m_cfg.rotation), m_cfg.seed,
+                       dtype_name(m_cfg.norm_dtype));
+  }
+
+  Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
+    KVLAB_TRY(check_turboquant_config(m_cfg));
+    auto prepared = prepare(x.dim());
+    if (!prepared) return prepared.error();
+    const Prepared& p = **prepared;
+    const int d = x.dim(), mse_bits = turboquant_mse_bits(m_cfg);
+    const std::size_t vectors = static_cast<std::size_t>(x.tokens()) * x.heads();
+    const std::size_t n = vectors * d;
+    QuantizedTensor q{role, x.tokens(), x.heads(), d, {}, {}, {}, {}, {}};
+    q.bytes = turboquant_bytes(m_cfg, x.tokens(), x.heads(), d);
+    q.codes.assign(q.bytes.codes, 0);
+    q.params.assign(vectors * (m_cfg.qjl ? 2 : 1), 0.0f);
+    float* const norms = q.params.data();
+    float* const gammas = m_cfg.qjl ? norms + vectors : nullptr;
+    std::uint8_t* const sign_plane = q.codes.data() + mse_plane_bytes(n, mse_bits);
+
+    const int block_tokens = std::max(1, kBlockVectors / std::max(1, x.heads()));
+    const std::size_t block_n = static_cast<std::size_t>(block_tokens) * x.heads() * d;
+    std::vector<float> xb(block_n), yb(block_n), rb(m_cfg.qjl ? block_n : 0);
+    std::vector<std::uint8_t> cb(block_n), tmp;
+    const int levels = mse_bits > 0 ? 1 << mse_bits : 0;
+    std::vector<float> thresholds(std::max(levels - 1, 0)), scaled(levels);
+    for (int t0 = 0; t0 < x.tokens(); t0 += block_tokens) {
+      const int t1 = std::min(x.tokens(), t0 + block_tokens);
+      const int rows = (t1 - t0) * x.heads();
+      const std::size_t first = static_cast<std::size_t>(t0) * x.heads() * d;
+      const std::size_t m = static_cast<std::size_t>(rows) * d;
+      load_rows(x, t0, t1, xb.data());
+      p.rotate(xb.data(), yb.data(), rows);
+      for (int i = 0; i < rows; ++i) {
+        const float* xi = xb.data() + static_cast<std::size_t>(i) * d;
+        float* yi = yb.data() + static_cast<std::size_t>(i) * d;
+        std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
+        float ss = 0.0f;
+#pragma omp simd reduction(+ : ss)
+        for (int j = 0; j < d; ++j) ss += xi[j] * xi[j];
+        const float norm = std::sqrt(ss);
+        const std::size_t v = static_cast<std::size_t>(t0) * x.heads() + i;
+        if (!std::isfinite(norm)) {
+          return make_error(fmt::format("turboquant: {} vector of token {}, head {} is not finite",
+                                        role_name(role), v / x.heads(), v % x.heads()));
+        }
+        const float ns = stored_norm(norm, m_cfg.norm_dtype);
+        norms[v] = ns;
+        if (levels > 0) {
+          // Coding y / ||x|| against the boundaries is coding y against ||x|| * boundaries.
+          for (int k = 0; k + 1 < levels; ++k) thresholds[k] = norm * p.codebook->boundaries[k];
+          std::fill(ci, ci + d, std::uint8_t{0});
+          for (int k = 0; k + 1 < levels; ++k) {
+            const float th = thresholds[k];
+#pragma omp simd
+            for (int j = 0; j < d; ++j) ci[j] = static_cast<std::uint8_t>(ci[j] + (yi[j] > th));
+          }
+        }
+        if (!m_cfg.qjl) continue;
+        // The residual in the rotated frame: S Pi is as Gaussian as S, so sign(S Pi r) is the
+        // QJL sketch of r with another draw of S, and ||Pi r|| = ||r||.
+        float* ri = rb.data() + static_cast<std::size_t>(i) * d;
+        for (int k = 0; k < levels; ++k) scaled[k] = ns * p.codebook->centroids[k];
+        float rr = 0.0f;
+        for (int j = 0; j < d; ++j) {
+          ri[j] = yi[j] - (levels > 0 ? scaled[ci[j]] : 0.0f);
+          rr += ri[j] * ri[j];
+        }
+        gammas[v] = stored_norm(std::sqrt(rr), m_cfg.norm_dtype);
+      }
+      if (levels > 0) pack_plane_codes(cb.data(), m, mse_bits, q.codes.data(), first, n, tmp);
+      if (m_cfg.qjl) {
+        // Z = R S^T: row i holds S r_i.
+        MatrixMap(yb.data(), rows, d).noalias() =
+            ConstMatrixMap(rb.data(), rows, d) * ConstMatrixMap(p.sketch.data(), d, d).transpose();
+#pragma omp simd
+        for (std::size_t i = 0; i < m; ++i) cb[i] = yb[i] >= 0.0f ? 1 : 0;
+        pack_codes(cb.data(), m, 1, sign_plane, first);
+      }
+    }
+    return q;
+  }
+
+  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+    auto prepared = prepare(q.dim);
+    if (!prepared) return;  // quantize() gave no tensor of this head_dim
+    const Prepared& p = **prepared;
+    const int d = q.dim, mse_bits = turboquant_mse_bits(m_cfg);
+    const int levels = mse_bits > 0 ? 1 << mse_bits : 0;
+    const std::size_t vectors = static_cast<std::size_t>(q.tokens) * q.heads;
+    const std::size_t n = vectors * d;
+    const float* const norms = q.params.data();
+    const float* const gammas = m_cfg.qjl ? norms + vectors : nullptr;
+    const std::uint8_t* const sign_plane = q.codes.data() + mse_plane_bytes(n, mse_bits);
+    const int block_tokens = std::max(1, kBlockVectors / std::max(1, q.heads));
+    const std::size_t block_n = static_cast<std::size_t>(block_tokens) * q.heads * d;
+    std::vector<float> yb(block_n), sb(m_cfg.qjl ? block_n : 0), scaled(levels);
+    std::vector<std::uint8_t> cb(block_n), tmp;
+    // E[S^T sign(S r)] = sqrt(2/pi) d r / ||r|| for d Gaussian rows (QJL, Lemma 3.2).
+    const float qjl_scale = std::sqrt(std::numbers::pi_v<float> / 2.0f) / static_cast<float>(d);
+    for (int t0 = 0; t0 < q.tokens; t0 += block_tokens) {
+      const int t1 = std::min(q.tokens, t0 + block_tokens);
+      const int rows = (t1 - t0) * q.heads;
+      const std::size_t first = static_cast<std::size_t>(t0) * q.heads * d;
+      const std::size_t m = static_cast<std::size_t>(rows) * d;
+      const std::size_t v0 = static_cast<std::size_t>(t0) * q.heads;
+      if (levels > 0) {
+        unpack_plane_codes(q.codes.data(), first, m, mse_bits, n, cb.data(), tmp);
+        for (int i = 0; i < rows; ++i) {
+          for (int k = 0; k < levels; ++k) scaled[k] = norms[v0 + i] * p.codebook->centroids[k];
+          const std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
+          float* yi = yb.data() + static_cast<std::size_t>(i) * d;
+          for (int j = 0; j < d; ++j) yi[j] = scaled[ci[j]];
+        }
+      } else {
+        std::fill(yb.begin(), yb.begin() + m, 0.0f);
+      }
+      if (m_cfg.qjl) {
+        unpack_codes(sign_plane, first, m, 1, cb.data());
+        for (int i = 0; i < rows; ++i) {
+          const float g = qjl_scale * gammas[v0 + i];
+          const std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
+          float* si = sb.data() + static_cast<std::size_t>(i) * d;
+#pragma omp simd
+          for (int j = 0; j < d; ++j) si[j] = ci[j] ? g : -g;
+        }
+        // Y += diag(g) Sigma S: row i gains g_i S^T sign_i.
+        MatrixMap(yb.data(), rows, d).noalias() +=
+            ConstMatrixMap(sb.data(), rows, d) * ConstMatrixMap(p.sketch.data(), d, d);
+      }
+      p.unrotate(yb.data(), out_span.data() + first, rows);
+    }
+  }
+
+  std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {
+    const int mse_bits = turboquant_mse_bits(m_cfg);
+    const std::size_t n = static_cast<std::size_t>(q.tokens) * q.heads * q.dim;
+    std::vector<CodeHistogram> out;
+    std::vector<std::uint8_t> codes(std::min<std::size_t>(n, 1 << 16)), tmp;
+    auto count = [&](CodeHistogram& h, const std::uint8_t* packed, int bits) {
+      for (std::size_t first = 0; first < n; first += codes.size()) {
+        const std::size_t m = std::min(codes.size(), n - first);
+        unpack_plane_codes(packed, first, m, bits, n, codes.data(), tmp);
+        for (std::size_t i = 0; i < m; ++i) ++h.counts[codes[i]];
+      }
+    };
+    if (mse_bits > 0) {
+      CodeHistogram h{fmt::format("turboquant {}-bit Lloyd-Max", mse_bits), mse_bits,
+                      std::vector<std::uint64_t>(std::size_t{1} << mse_bits, 0)};
+      count(h, q.codes.data(), mse_bits);
+      out.push_back(std::move(h));
+    }
+    if (m_cfg.qjl) {
+      CodeHistogram h{"qjl residual signs", 1, std::vector<std::uint64_t>(2, 0)};
+      count(h, q.codes.data() + mse_plane_bytes(n, mse_bits), 1);
+      out.push_back(std::move(h));
+    }
+    return out;
+  }
+
+ private:
+  Result<const Prepared*> prepare(int dim) const {
+    const std::lock_guard<std::mutex> lock(m_mutex);
+    auto it = m_prepared.find(dim);
+    if (it != m_prepared.end()) return it->second.get();
+    if (dim < 2) {
+      return make_error(fmt::format(
+          "turboquant: head_dim {} is below 2 (a coordinate of a point on the sphere S^(d-1) "
+          "needs d >= 2)",
+          dim));
+    }
+    auto p = std::make_unique<Prepared>();
+    p->dim = dim;
+    if (m_cfg.rotation == TurboQuantRotation::RandomOrthogonal) {
+      auto r = RandomOrthogonalRotation::create(dim, m_cfg.seed);
+      if (!r) return make_error("turboquant: " + r.message());
+      p->orthogonal.emplace(std::move(*r));
+    } else {
+      auto r = RandomizedHadamard::create(dim, m_cfg.seed);
+      if (!r) return make_error("turboquant: " + r.message());
+      p->hadamard.emplace(std::move(*r));
+    }
+    const int mse_bits = turboquant_mse_bits(m_cfg);
+    if (mse_bits > 0) p->codebook = &lloyd_max_codebook(dim, mse_bits);
+    if (m_cfg.qjl) p->sketch = gaussian_sketch(dim, m_cfg.seed);
+    const Prepared* raw = p.get();
+    m_prepared.emplace(dim, std::move(p));
+    return raw;
+  }
+
+  TurboQuantConfig m_cfg;
+  mutable std::mutex m_mutex;
+  mutable std::map<int, std::unique_ptr<const Prepared>> m_prepared;
+};
+
+}  // namespace
+
+const char* turboquant_rotation_name(TurboQuantRotation r) {
+  return r == TurboQuantRotation::RandomOrthogonal ? "orthogonal" : "hadamard";
+}
+
+Status check_turboquant_config(const TurboQuantConfig& c) {
+  if (c.bits < 1 || c.bits > kLloydMaxMaxBits) {
+    return make_error(
+        fmt::format("turboquant: bits {} is outside 1 to {}", c.bits, kLloydMaxMaxBits));
+  }
+  return Ok{};
+}
+
+ByteBreakdown turboquant_bytes(const TurboQuantConfig& c, int tokens, int heads, int dim) {
+  const std::size_t vectors = static_cast<std::size_t>(tokens) * heads;
+  const std::size_t n = vectors * dim;
+  ByteBreakdown b;
+  b.codes = mse_plane_bytes(n, turboquant_mse_bits(c)) + (c.qjl ? packed_bytes(n, 1) : 0);
+  b.scales = vectors * (c.qjl ? 2 : 1) * dtype_size(c.norm_dtype);
+  b.metadata = kTensorHeaderBytes + sizeof(std::uint64_t);  // header, seed
+  return b;
+}
+
+std::unique_ptr<Quantizer> make_turboquant_quantizer(const TurboQuantConfig& config) {
+  return std::make_unique<TurboQuantQuantizer>(config);
+}
+
+}  // namespace kvlab::detail
