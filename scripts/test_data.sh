@@ -5,6 +5,11 @@
 #   venv/                                   a Python virtual environment with the tests'
 #                                           independent references: gguf (llama.cpp's reader and
 #                                           quantizers) and numpy
+#   llamacpp-venv/                          llama-cpp-python 0.3.36: llama.cpp itself, built from
+#                                           its PyPI source (CPU only, no examples, tools or
+#                                           llava), for tests/python/llama_state_reference.py.
+#                                           When it does not build, the script says so and goes
+#                                           on; that test is then skipped.
 # A second run checks the files and downloads nothing. Prints the cache folder on its last line.
 set -euo pipefail
 
@@ -41,5 +46,24 @@ if ! "$venv/bin/python" -c 'import gguf, numpy' 2>/dev/null; then
   rm -rf "$venv"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'gguf==0.19.0' numpy >&2
+fi
+llamacpp=$cache/llamacpp-venv
+if ! "$llamacpp/bin/python" -c 'import llama_cpp, numpy' 2>/dev/null; then
+  echo "kvlab: building llama-cpp-python 0.3.36 (llama.cpp from source) into $llamacpp" >&2
+  rm -rf "$llamacpp"
+  # Portable AVX2 kernels (GGML_NATIVE off: no AMX, which some VMs list but do not grant), and
+  # only the libraries: no llava/mtmd, examples, tools, server or tests.
+  if python3 -m venv "$llamacpp" &&
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_OPENMP=OFF" \
+      CMAKE_BUILD_PARALLEL_LEVEL=${KVLAB_BUILD_JOBS:-$(nproc)} \
+      nice "$llamacpp/bin/python" -m pip install --quiet --disable-pip-version-check \
+      'llama-cpp-python==0.3.36' numpy >&2 &&
+    "$llamacpp/bin/python" -c 'import llama_cpp' 2>/dev/null; then
+    :
+  else
+    echo "kvlab: llama-cpp-python did not build; python.llama_state_reference will be skipped" >&2
+    rm -rf "$llamacpp"
+  fi
 fi
 echo "$cache"

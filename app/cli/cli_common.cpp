@@ -81,7 +81,8 @@ ProgressFn terminal_progress(bool json) {
 void SourceOptions::add_to(CLI::App& app) {
   app.add_option("--source", source,
                  "KV source: synthetic:PRESET (llama2-7b, llama3-8b, mistral-7b, qwen2.5-7b, "
-                 "tiny) or file:PATH (.safetensors, .npz, .npy, or a folder of .npy)")
+                 "tiny) or file:PATH (.safetensors, .npz, .npy, a folder of .npy, or a llama.cpp "
+                 "state file: llama_state_seq_save_file, llama-server slot save)")
       ->capture_default_str();
   app.add_option("--layers", synthetic.layers, "synthetic: number of layers (0: the preset's)")
       ->capture_default_str();
@@ -90,6 +91,18 @@ void SourceOptions::add_to(CLI::App& app) {
   app.add_option("--seed", synthetic.seed, "synthetic: random seed")->capture_default_str();
   app.add_option("--queries", synthetic.queries,
                  "synthetic: decode-time queries per layer, for attention metrics")
+      ->capture_default_str();
+  app.add_option("--model", llama_state.model,
+                 "llama.cpp state file: the GGUF model that wrote it (its KV heads and head_dim, "
+                 "which the file does not record)");
+  app.add_option("--kv-heads", llama_state.kv_heads,
+                 "llama.cpp state file without --model: KV heads (0: from --head-dim)");
+  app.add_option("--head-dim", llama_state.head_dim,
+                 "llama.cpp state file without --model: head_dim (0: from --kv-heads)");
+  app.add_option("--llama-rotation", llama_rotation,
+                 "llama.cpp state file: its Hadamard rotation of quantized K/V, undone on reading: "
+                 "auto (llama.cpp's rule: quantized type and head_dim % 64 == 0), on, or off "
+                 "(written with LLAMA_ATTN_ROT_DISABLE=1)")
       ->capture_default_str();
 }
 
@@ -109,7 +122,11 @@ Result<KvCache> SourceOptions::load(const ProgressFn& progress) const {
   const std::string rest = colon == std::string::npos ? "" : source.substr(colon + 1);
   if (kind == "file") {
     if (rest.empty()) return make_error("--source file: needs a path, e.g. file:cache.safetensors");
-    return load_cache_file(rest, progress);
+    LlamaStateOptions state = llama_state;
+    auto rotation = parse_llama_state_rotation(llama_rotation);
+    if (!rotation) return make_error("--llama-rotation " + rotation.message());
+    state.rotation = *rotation;
+    return load_cache_file(rest, state, progress);
   }
   return make_error(fmt::format("--source '{}': expected synthetic:PRESET or file:PATH", source));
 }
@@ -123,6 +140,10 @@ nlohmann::json SourceOptions::to_json() const {
     j["seed"] = c->seed;
     j["queries"] = c->queries;
   }
+  if (!llama_state.model.empty()) j["model"] = llama_state.model.string();
+  if (llama_state.kv_heads > 0) j["kv_heads"] = llama_state.kv_heads;
+  if (llama_state.head_dim > 0) j["head_dim"] = llama_state.head_dim;
+  if (llama_rotation != "auto") j["llama_rotation"] = llama_rotation;
   return j;
 }
 

@@ -20,6 +20,7 @@
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/model/model_capture.h"  // load_model() for capture and quality
 #include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/llama_state.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/store/run_records.h"
 #include "kvlab/store/runs_store.h"
@@ -47,10 +48,15 @@ std::optional<std::string> unknown_command(CLI::App& app, int argc, char** argv)
 // 32"), cleared at the end; nothing when stderr is not a terminal or the output is --json.
 ProgressFn terminal_progress(bool json = false);
 
-// Options naming a KV source: --source synthetic:PRESET | file:PATH, and synthetic knobs.
+// Options naming a KV source: --source synthetic:PRESET | file:PATH, synthetic knobs, and what a
+// llama.cpp state file needs.
 struct SourceOptions {
   std::string source = "synthetic:llama3-8b";
   SyntheticConfig synthetic;
+  // How to read a llama.cpp state file (file:slot.bin): --model, --kv-heads, --head-dim,
+  // --llama-rotation.
+  LlamaStateOptions llama_state;
+  std::string llama_rotation = "auto";
   void add_to(CLI::App& app);
   // The generator's configuration, preset resolved, when the source is synthetic.
   std::optional<SyntheticConfig> synthetic_config() const;

@@ -1,11 +1,14 @@
 // kvlab sources: list presets, export a synthetic cache, describe a cache file.
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "cli_common.h"
 #include "kvlab/engine/model/gguf_model.h"
+#include "kvlab/engine/quant/rotation.h"
 #include "kvlab/engine/sources/cache_file.h"
+#include "kvlab/engine/sources/llama_state.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::cli {
@@ -33,6 +36,18 @@ int export_synthetic(const SourceOptions& src, const std::string& preset, const 
   if (!cache) return fail(cache.message());
   if (auto s = save_cache_file(*cache, out); !s) return fail(s.message());
   fmt::print("wrote {} ({} layers, {} tokens, {})\n", out, cache->shape.layers, cache->tokens(),
+             planners::format_bytes(static_cast<double>(cache->stored_bytes())));
+  return 0;
+}
+
+// Any source written as a .safetensors file (a llama.cpp state file as kvlab reads it: heads
+// split, rotation undone).
+int export_source(const SourceOptions& src, const std::string& out) {
+  auto cache = src.load(terminal_progress());
+  if (!cache) return fail(cache.message());
+  if (auto s = save_cache_file(*cache, out); !s) return fail(s.message());
+  fmt::print("wrote {} ({} layers, {} tokens, {} KV heads, head_dim {}, {})\n", out,
+             cache->shape.layers, cache->tokens(), cache->shape.kv_heads, cache->shape.head_dim,
              planners::format_bytes(static_cast<double>(cache->stored_bytes())));
   return 0;
 }
@@ -116,6 +131,89 @@ int gguf_info(const std::string& path, bool metadata, bool json) {
   return 0;
 }
 
+// A llama.cpp sequence-state file: its layout, and the shape and rotation kvlab reads it with
+// when the heads are known (--model or --kv-heads / --head-dim).
+int llama_state_info(const std::string& path, const LlamaStateOptions& options, bool json) {
+  auto layout = read_llama_state_layout(path);
+  if (!layout) return fail(layout.message());
+  const LlamaStateLayout& l = *layout;
+  const LlamaStateLayer& first = l.layers.front();
+  auto shape = llama_state_shape(l, options, path);
+  const int head_dim = shape ? shape->head_dim : 0;
+  const auto type_name = [](GgmlType t) { return std::string(ggml_type_info(t)->name); };
+  // The rotation as kvlab undoes it: "none", or "Hadamard N (undone)".
+  const auto rotation = [&](GgmlType type, TensorRole role) -> std::string {
+    if (!shape) return "unknown until the head_dim is known";
+    if (!llama_state_rotated(options.rotation, type, head_dim)) return "none";
+    return fmt::format("Hadamard {}, undone", llama_attn_rot_size(role, head_dim));
+  };
+  std::int32_t pos_min = 0, pos_max = 0;
+  if (!l.positions.empty()) {
+    const auto [lo, hi] = std::minmax_element(l.positions.begin(), l.positions.end());
+    pos_min = *lo;
+    pos_max = *hi;
+  }
+  const std::uint64_t kv_bytes =
+      (first.k_row_bytes + first.v_row_bytes) * l.cells * l.layers.size();
+  if (json) {
+    nlohmann::json j = {{"path", path},
+                        {"format", "llama.cpp sequence state"},
+                        {"version", l.version},
+                        {"file_bytes", l.file_bytes},
+                        {"layers", l.layers.size()},
+                        {"tokens", l.cells},
+                        {"saved_token_ids", l.tokens.size()},
+                        {"position_min", pos_min},
+                        {"position_max", pos_max},
+                        {"streams", l.streams},
+                        {"k_type", type_name(first.k_type)},
+                        {"v_type", type_name(first.v_type)},
+                        {"k_row_bytes", first.k_row_bytes},
+                        {"v_row_bytes", first.v_row_bytes},
+                        {"k_values_per_token", first.k_embd},
+                        {"v_values_per_token", first.v_embd},
+                        {"v_transposed", l.v_transposed},
+                        {"kv_bytes", kv_bytes},
+                        {"rotation_option", llama_state_rotation_name(options.rotation)},
+                        {"k_rotation", rotation(first.k_type, TensorRole::Key)},
+                        {"v_rotation", rotation(first.v_type, TensorRole::Value)}};
+    if (shape) {
+      j["model"] = shape->name;
+      j["kv_heads"] = shape->kv_heads;
+      j["head_dim"] = shape->head_dim;
+      j["q_heads"] = shape->q_heads;
+    } else {
+      j["kv_heads"] = nullptr;
+      j["head_dim"] = nullptr;
+      j["shape_error"] = shape.message();
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}\n", path);
+  fmt::print("format    llama.cpp sequence state v{} ('ggsq'), {}\n", l.version,
+             planners::format_bytes(static_cast<double>(l.file_bytes)));
+  if (shape) {
+    fmt::print("model     {}\nshape     {} layers, {} KV heads, head_dim {} ({} q_heads)\n",
+               shape->name, l.layers.size(), shape->kv_heads, shape->head_dim, shape->q_heads);
+  } else {
+    fmt::print(
+        "shape     {} layers, {} values per token and layer; KV heads and head_dim unknown: "
+        "give --model MODEL.gguf or --kv-heads / --head-dim\n",
+        l.layers.size(), first.k_embd);
+  }
+  fmt::print("tokens    {} cells, positions {} to {}; {} token ids saved\n", l.cells, pos_min,
+             pos_max, l.tokens.size());
+  fmt::print("K         {}, {} bytes per token and layer; rotation {}\n", type_name(first.k_type),
+             first.k_row_bytes, rotation(first.k_type, TensorRole::Key));
+  fmt::print("V         {}, {} bytes per token and layer, {}; rotation {}\n",
+             type_name(first.v_type), first.v_row_bytes,
+             l.v_transposed ? "transposed (flash attention off)" : "rows (flash attention on)",
+             rotation(first.v_type, TensorRole::Value));
+  fmt::print("memory    {}\n", planners::format_bytes(static_cast<double>(kv_bytes)));
+  return 0;
+}
+
 int info(const std::string& path, bool metadata, bool json) {
   if (is_gguf_file(path)) return gguf_info(path, metadata, json);
   auto cache = load_cache_file(path, terminal_progress());
@@ -139,6 +237,7 @@ void add_sources_command(CLI::App& app) {
     std::string dtype = "f16";
     std::string out;
     std::string path;
+    std::string source;
     bool metadata = false, json = false;
   };
   auto o = std::make_shared<Options>();
@@ -162,14 +261,59 @@ void add_sources_command(CLI::App& app) {
   e->add_option("--out", o->out, "output .safetensors file")->required();
   e->callback([o] { exit_code() = export_synthetic(o->src, o->preset, o->dtype, o->out); });
 
+  CLI::App* x = sources->add_subcommand(
+      "export", "Write any KV source (e.g. a llama.cpp state file) to a .safetensors file");
+  o->src.add_to(*x);
+  x->add_option("--out", o->out, "output .safetensors file")->required();
+  x->callback([o] { exit_code() = export_source(o->src, o->out); });
+
   CLI::App* i = sources->add_subcommand("info", "Describe a KV cache file or a GGUF model");
   i->add_option("path", o->path,
-                ".safetensors, .npz, .npy, a folder of .npy, or a .gguf model (architecture, "
-                "shape, RoPE, tensor types, KV bytes per token)")
-      ->required();
+                ".safetensors, .npz, .npy, a folder of .npy, a llama.cpp state file (layers, KV "
+                "heads, head_dim, tokens, K/V types, V layout, rotation), or a .gguf model "
+                "(architecture, shape, RoPE, tensor types, KV bytes per token)");
+  i->add_option("--source", o->source, "the same as PATH, as file:PATH");
   i->add_flag("--metadata", o->metadata, "GGUF: also list every metadata key and value");
-  i->add_flag("--json", o->json, "GGUF: print the description as JSON");
-  i->callback([o] { exit_code() = info(o->path, o->metadata, o->json); });
+  i->add_flag("--json", o->json, "GGUF, llama.cpp state: print the description as JSON");
+  i->add_option("--model", o->src.llama_state.model,
+                "llama.cpp state file: the GGUF model that wrote it (its KV heads and head_dim)");
+  i->add_option("--kv-heads", o->src.llama_state.kv_heads,
+                "llama.cpp state file without --model: KV heads");
+  i->add_option("--head-dim", o->src.llama_state.head_dim,
+                "llama.cpp state file without --model: head_dim");
+  i->add_option("--llama-rotation", o->src.llama_rotation,
+                "llama.cpp state file: auto (llama.cpp's rule), on or off")
+      ->capture_default_str();
+  i->callback([o] {
+    std::string path = o->path;
+    if (!o->source.empty()) {
+      if (!path.empty()) {
+        exit_code() = fail("sources info: give PATH or --source file:PATH, not both");
+        return;
+      }
+      if (o->source.rfind("file:", 0) != 0 || o->source.size() == 5) {
+        exit_code() = fail(fmt::format("--source '{}': sources info reads file:PATH", o->source));
+        return;
+      }
+      path = o->source.substr(5);
+    }
+    if (path.empty()) {
+      exit_code() = fail("sources info: give a PATH or --source file:PATH");
+      return;
+    }
+    if (is_llama_state_file(path)) {
+      LlamaStateOptions state = o->src.llama_state;
+      auto rotation = parse_llama_state_rotation(o->src.llama_rotation);
+      if (!rotation) {
+        exit_code() = fail("--llama-rotation " + rotation.message());
+        return;
+      }
+      state.rotation = *rotation;
+      exit_code() = llama_state_info(path, state, o->json);
+      return;
+    }
+    exit_code() = info(path, o->metadata, o->json);
+  });
 }
 
 }  // namespace kvlab::cli
