@@ -1,5 +1,6 @@
 // The tensor element types of ggml (llama.cpp's tensor library, and so of GGUF files): their
-// on-disk ids, block sizes, and the conversion of their blocks to floats.
+// on-disk ids, block sizes, the conversion of their blocks to floats, and the quantization of
+// floats into the block types llama.cpp's KV cache uses (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL).
 //
 // A quantized type stores its values in fixed blocks (32 values for Q4_0 … Q8_0, 256 for the
 // "K" super-blocks) of scales and packed integers; a tensor row is a whole number of blocks. The
@@ -82,6 +83,35 @@ std::optional<std::uint64_t> ggml_row_bytes(GgmlType type, std::int64_t n);
 // ggml_type_info(type)->dequantizable): `src` holds ggml_row_bytes(type, n) bytes, at any
 // alignment, and nothing past them is read. An undequantizable type fills `dst` with NaN.
 void ggml_dequantize(GgmlType type, const std::uint8_t* src, float* dst, std::int64_t n);
+
+// Which of ggml's quantizers to follow where they differ (only IQ4_NL's differ).
+enum class GgmlQuantizeRule : std::uint8_t {
+  // quantize_row_<type>_ref (ggml/src/ggml-quants.c): what llama.cpp's KV cache holds. ggml-cpu's
+  // set_rows/cpy convert with type_traits_cpu[type].from_float, which is quantize_row_<type>
+  // (ggml-cpu/quants.c), a call of the _ref function for Q4_0 … Q5_1 and IQ4_NL (ntry = -1: one
+  // scale, refined by least squares, no search). CUDA's set_rows (cpy-utils.cuh) follows the
+  // Q4_0 … Q8_0 formulas. Q8_0 is the exception on CPUs: ggml-cpu's SIMD quantize_row_q8_0
+  // (arch/x86) scales and rounds its own way (31 of the 1,196 test blocks differ from the
+  // reference in a code), so a CPU-resident q8_0 cache may differ in a last bit; kvlab writes
+  // the reference (CUDA, gguf-py) bytes.
+  KvCache,
+  // ggml_quantize_chunk without an importance matrix (llama-quantize): the same _ref functions
+  // for Q4_0 … Q8_0; IQ4_NL searches 15 scales (quantize_iq4_nl, ntry = 7).
+  ModelFile,
+};
+
+// Whether ggml_quantize handles `type`: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and IQ4_NL.
+bool ggml_quantizable(GgmlType type);
+
+// Quantizes `n` floats at `src` into ggml_row_bytes(type, n) bytes at `dst` (any alignment),
+// byte for byte as llama.cpp's reference quantizers do: the same float operations in the same
+// order, the block scales (and Q4_1/Q5_1 minimums) rounded to fp16 to nearest even.
+// Returns false, writing nothing, when `type` is not quantizable or n is negative or not a whole
+// number of 32-value blocks. NaN and ±inf do not crash: they give the codes x86-64 builds of
+// ggml give (its float-to-integer conversions of NaN, undefined in C, are cvttss2si's, i.e. code
+// 0 before any offset), and a NaN or infinite block scale where ggml stores one.
+bool ggml_quantize(GgmlType type, const float* src, std::int64_t n, std::uint8_t* dst,
+                   GgmlQuantizeRule rule = GgmlQuantizeRule::KvCache);
 
 // The dot product of `n` values stored as `type` at `row` with the floats `x` (same
 // preconditions): the value of dequantizing then a float dot, without a row buffer, for
