@@ -3,7 +3,9 @@
 #include "quant/turboquant_quantizer.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <numbers>
@@ -13,6 +15,9 @@
 
 #include <fmt/format.h>
 #include <Eigen/Dense>
+#if defined(__BMI2__)
+#include <immintrin.h>
+#endif
 
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
@@ -67,8 +72,8 @@ struct Prepared {
   const LloydMaxCodebook* codebook = nullptr;  // null when there are no MSE bits
   std::vector<float> sketch;                   // S, with QJL
 
-  // Rows of `y` (rows x dim) <- Pi rows of `x`; x and y may be the same buffer with Hadamard.
-  void rotate(const float* x, float* y, int rows) const {
+  // Rows of `y` (rows x dim) <- Pi rows of `x`. `scratch` holds rows * dim floats.
+  void rotate(const float* x, float* y, int rows, std::vector<float>& scratch) const {
     if (orthogonal) {
       MatrixMap(y, rows, dim).noalias() =
           ConstMatrixMap(x, rows, dim) *
@@ -77,11 +82,10 @@ struct Prepared {
     }
     const std::size_t n = static_cast<std::size_t>(rows) * dim;
     if (x != y) std::copy(x, x + n, y);
-    for (int i = 0; i < rows; ++i)
-      hadamard->apply({y + static_cast<std::size_t>(i) * dim, static_cast<std::size_t>(dim)});
+    randomized_hadamard_rows(*hadamard, y, rows, false, scratch);
   }
   // Rows of `x` <- Pi^T rows of `y`.
-  void unrotate(const float* y, float* x, int rows) const {
+  void unrotate(const float* y, float* x, int rows, std::vector<float>& scratch) const {
     if (orthogonal) {
       MatrixMap(x, rows, dim).noalias() =
           ConstMatrixMap(y, rows, dim) * ConstMatrixMap(orthogonal->matrix().data(), dim, dim);
@@ -89,42 +93,81 @@ struct Prepared {
     }
     const std::size_t n = static_cast<std::size_t>(rows) * dim;
     if (x != y) std::copy(y, y + n, x);
-    for (int i = 0; i < rows; ++i) {
-      hadamard->inverse({x + static_cast<std::size_t>(i) * dim, static_cast<std::size_t>(dim)});
-    }
+    randomized_hadamard_rows(*hadamard, x, rows, true, scratch);
   }
 };
 
-// Packs `count` codes of `bits` (1 to 4) bits from code index `first` of a stream of `total`
-// codes whose planes start at `out`: 3 bits as a 2-bit plane then a 1-bit plane.
-void pack_plane_codes(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
-                      std::size_t first, std::size_t total, std::vector<std::uint8_t>& tmp) {
-  if (bits != 3) {
+// Code streams keep codec/bitpack.h's order (code i at bit i * b, low bits first). 2- and 4-bit
+// codes go through pack_codes; bitpack.h has no 3-bit form and packs 1-bit codes one at a time,
+// so 1- and 3-bit codes are written here eight codes (b bytes) at a time. `first` is a multiple
+// of 8 (blocks hold a multiple of 8 tokens; histograms read 2^16 codes at a time).
+void pack_stream(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
+                 std::size_t first) {
+  if (bits == 2 || bits == 4) {
     pack_codes(codes, count, bits, out, first);
     return;
   }
-  tmp.resize(count);
-  for (std::size_t i = 0; i < count; ++i) tmp[i] = codes[i] & 3;
-  pack_codes(tmp.data(), count, 2, out, first);
-  for (std::size_t i = 0; i < count; ++i) tmp[i] = codes[i] >> 2;
-  pack_codes(tmp.data(), count, 1, out + packed_bytes(total, 2), first);
+  std::uint8_t* dst = out + first / 8 * bits;
+  const std::size_t groups = count / 8;
+  for (std::size_t g = 0; g < groups; ++g, codes += 8, dst += bits) {
+    std::uint32_t v = 0;
+#if defined(__BMI2__)
+    // Eight code bytes -> their low `bits` bits side by side, in one instruction.
+    std::uint64_t w;
+    std::memcpy(&w, codes, 8);
+    v = static_cast<std::uint32_t>(
+        _pext_u64(w, bits == 1 ? 0x0101010101010101ull : 0x0707070707070707ull));
+#else
+    for (int i = 0; i < 8; ++i) v |= static_cast<std::uint32_t>(codes[i]) << (bits * i);
+#endif
+    for (int b = 0; b < bits; ++b) dst[b] = static_cast<std::uint8_t>(v >> (8 * b));
+  }
+  const std::size_t rest = count % 8;
+  if (rest == 0) return;
+  std::uint32_t v = 0;
+  for (std::size_t i = 0; i < rest; ++i) v |= static_cast<std::uint32_t>(codes[i]) << (bits * i);
+  for (std::size_t b = 0; b < packed_bytes(rest, bits); ++b) {
+    dst[b] = static_cast<std::uint8_t>(v >> (8 * b));
+  }
 }
 
-void unpack_plane_codes(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
-                        std::size_t total, std::uint8_t* codes, std::vector<std::uint8_t>& tmp) {
-  if (bits != 3) {
+void unpack_stream(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
+                   std::uint8_t* codes) {
+  if (bits == 2 || bits == 4) {
     unpack_codes(packed, first, count, bits, codes);
     return;
   }
-  tmp.resize(count);
-  unpack_codes(packed, first, count, 2, codes);
-  unpack_codes(packed + packed_bytes(total, 2), first, count, 1, tmp.data());
-  for (std::size_t i = 0; i < count; ++i) codes[i] |= static_cast<std::uint8_t>(tmp[i] << 2);
+  const std::uint8_t* src = packed + first / 8 * bits;
+  const std::uint32_t mask = (1u << bits) - 1;
+  const std::size_t groups = count / 8;
+  for (std::size_t g = 0; g < groups; ++g, codes += 8, src += bits) {
+    std::uint32_t v = 0;
+    for (int b = 0; b < bits; ++b) v |= static_cast<std::uint32_t>(src[b]) << (8 * b);
+#if defined(__BMI2__)
+    const std::uint64_t w = _pdep_u64(v, bits == 1 ? 0x0101010101010101ull : 0x0707070707070707ull);
+    std::memcpy(codes, &w, 8);
+#else
+    for (int i = 0; i < 8; ++i) codes[i] = static_cast<std::uint8_t>((v >> (bits * i)) & mask);
+#endif
+  }
+  const std::size_t rest = count % 8;
+  std::uint32_t v = 0;
+  for (std::size_t b = 0; b < packed_bytes(rest, bits); ++b) {
+    v |= static_cast<std::uint32_t>(src[b]) << (8 * b);
+  }
+  for (std::size_t i = 0; i < rest; ++i) {
+    codes[i] = static_cast<std::uint8_t>((v >> (bits * i)) & mask);
+  }
 }
 
 std::size_t mse_plane_bytes(std::size_t n, int bits) {
-  if (bits == 0) return 0;
-  return bits == 3 ? packed_bytes(n, 2) + packed_bytes(n, 1) : packed_bytes(n, bits);
+  return bits == 0 ? 0 : packed_bytes(n, bits);
+}
+
+// Tokens per block: a multiple of 8 (so every block starts a whole group of 8 codes) near
+// kBlockVectors head vectors.
+int block_tokens(int heads) {
+  return std::max(8, kBlockVectors / std::max(1, heads) / 8 * 8);
 }
 
 class TurboQuantQuantizer final : public Quantizer {
@@ -153,19 +196,19 @@ class TurboQuantQuantizer final : public Quantizer {
     float* const gammas = m_cfg.qjl ? norms + vectors : nullptr;
     std::uint8_t* const sign_plane = q.codes.data() + mse_plane_bytes(n, mse_bits);
 
-    const int block_tokens = std::max(1, kBlockVectors / std::max(1, x.heads()));
-    const std::size_t block_n = static_cast<std::size_t>(block_tokens) * x.heads() * d;
-    std::vector<float> xb(block_n), yb(block_n), rb(m_cfg.qjl ? block_n : 0);
-    std::vector<std::uint8_t> cb(block_n), tmp;
+    const int bt = block_tokens(x.heads());
+    const std::size_t block_n = static_cast<std::size_t>(bt) * x.heads() * d;
+    std::vector<float> xb(block_n), yb(block_n), rb(m_cfg.qjl ? block_n : 0), scratch;
+    std::vector<std::uint8_t> cb(block_n);
     const int levels = mse_bits > 0 ? 1 << mse_bits : 0;
     std::vector<float> thresholds(std::max(levels - 1, 0)), scaled(levels);
-    for (int t0 = 0; t0 < x.tokens(); t0 += block_tokens) {
-      const int t1 = std::min(x.tokens(), t0 + block_tokens);
+    for (int t0 = 0; t0 < x.tokens(); t0 += bt) {
+      const int t1 = std::min(x.tokens(), t0 + bt);
       const int rows = (t1 - t0) * x.heads();
       const std::size_t first = static_cast<std::size_t>(t0) * x.heads() * d;
       const std::size_t m = static_cast<std::size_t>(rows) * d;
       load_rows(x, t0, t1, xb.data());
-      p.rotate(xb.data(), yb.data(), rows);
+      p.rotate(xb.data(), yb.data(), rows, scratch);
       for (int i = 0; i < rows; ++i) {
         const float* xi = xb.data() + static_cast<std::size_t>(i) * d;
         float* yi = yb.data() + static_cast<std::size_t>(i) * d;
@@ -184,6 +227,7 @@ class TurboQuantQuantizer final : public Quantizer {
         if (levels > 0) {
           // Coding y / ||x|| against the boundaries is coding y against ||x|| * boundaries.
           for (int k = 0; k + 1 < levels; ++k) thresholds[k] = norm * p.codebook->boundaries[k];
+          // Outer loop over boundaries, so that the inner one runs over whole vectors of y.
           std::fill(ci, ci + d, std::uint8_t{0});
           for (int k = 0; k + 1 < levels; ++k) {
             const float th = thresholds[k];
@@ -203,14 +247,14 @@ class TurboQuantQuantizer final : public Quantizer {
         }
         gammas[v] = stored_norm(std::sqrt(rr), m_cfg.norm_dtype);
       }
-      if (levels > 0) pack_plane_codes(cb.data(), m, mse_bits, q.codes.data(), first, n, tmp);
+      if (levels > 0) pack_stream(cb.data(), m, mse_bits, q.codes.data(), first);
       if (m_cfg.qjl) {
         // Z = R S^T: row i holds S r_i.
         MatrixMap(yb.data(), rows, d).noalias() =
             ConstMatrixMap(rb.data(), rows, d) * ConstMatrixMap(p.sketch.data(), d, d).transpose();
 #pragma omp simd
         for (std::size_t i = 0; i < m; ++i) cb[i] = yb[i] >= 0.0f ? 1 : 0;
-        pack_codes(cb.data(), m, 1, sign_plane, first);
+        pack_stream(cb.data(), m, 1, sign_plane, first);
       }
     }
     return q;
@@ -227,20 +271,20 @@ class TurboQuantQuantizer final : public Quantizer {
     const float* const norms = q.params.data();
     const float* const gammas = m_cfg.qjl ? norms + vectors : nullptr;
     const std::uint8_t* const sign_plane = q.codes.data() + mse_plane_bytes(n, mse_bits);
-    const int block_tokens = std::max(1, kBlockVectors / std::max(1, q.heads));
-    const std::size_t block_n = static_cast<std::size_t>(block_tokens) * q.heads * d;
-    std::vector<float> yb(block_n), sb(m_cfg.qjl ? block_n : 0), scaled(levels);
-    std::vector<std::uint8_t> cb(block_n), tmp;
+    const int bt = block_tokens(q.heads);
+    const std::size_t block_n = static_cast<std::size_t>(bt) * q.heads * d;
+    std::vector<float> yb(block_n), sb(m_cfg.qjl ? block_n : 0), scaled(levels), scratch;
+    std::vector<std::uint8_t> cb(block_n);
     // E[S^T sign(S r)] = sqrt(2/pi) d r / ||r|| for d Gaussian rows (QJL, Lemma 3.2).
     const float qjl_scale = std::sqrt(std::numbers::pi_v<float> / 2.0f) / static_cast<float>(d);
-    for (int t0 = 0; t0 < q.tokens; t0 += block_tokens) {
-      const int t1 = std::min(q.tokens, t0 + block_tokens);
+    for (int t0 = 0; t0 < q.tokens; t0 += bt) {
+      const int t1 = std::min(q.tokens, t0 + bt);
       const int rows = (t1 - t0) * q.heads;
       const std::size_t first = static_cast<std::size_t>(t0) * q.heads * d;
       const std::size_t m = static_cast<std::size_t>(rows) * d;
       const std::size_t v0 = static_cast<std::size_t>(t0) * q.heads;
       if (levels > 0) {
-        unpack_plane_codes(q.codes.data(), first, m, mse_bits, n, cb.data(), tmp);
+        unpack_stream(q.codes.data(), first, m, mse_bits, cb.data());
         for (int i = 0; i < rows; ++i) {
           for (int k = 0; k < levels; ++k) scaled[k] = norms[v0 + i] * p.codebook->centroids[k];
           const std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
@@ -251,7 +295,7 @@ class TurboQuantQuantizer final : public Quantizer {
         std::fill(yb.begin(), yb.begin() + m, 0.0f);
       }
       if (m_cfg.qjl) {
-        unpack_codes(sign_plane, first, m, 1, cb.data());
+        unpack_stream(sign_plane, first, m, 1, cb.data());
         for (int i = 0; i < rows; ++i) {
           const float g = qjl_scale * gammas[v0 + i];
           const std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
@@ -263,7 +307,7 @@ class TurboQuantQuantizer final : public Quantizer {
         MatrixMap(yb.data(), rows, d).noalias() +=
             ConstMatrixMap(sb.data(), rows, d) * ConstMatrixMap(p.sketch.data(), d, d);
       }
-      p.unrotate(yb.data(), out_span.data() + first, rows);
+      p.unrotate(yb.data(), out_span.data() + first, rows, scratch);
     }
   }
 
@@ -271,11 +315,11 @@ class TurboQuantQuantizer final : public Quantizer {
     const int mse_bits = turboquant_mse_bits(m_cfg);
     const std::size_t n = static_cast<std::size_t>(q.tokens) * q.heads * q.dim;
     std::vector<CodeHistogram> out;
-    std::vector<std::uint8_t> codes(std::min<std::size_t>(n, 1 << 16)), tmp;
+    std::vector<std::uint8_t> codes(std::min<std::size_t>(n, 1 << 16));
     auto count = [&](CodeHistogram& h, const std::uint8_t* packed, int bits) {
       for (std::size_t first = 0; first < n; first += codes.size()) {
         const std::size_t m = std::min(codes.size(), n - first);
-        unpack_plane_codes(packed, first, m, bits, n, codes.data(), tmp);
+        unpack_stream(packed, first, m, bits, codes.data());
         for (std::size_t i = 0; i < m; ++i) ++h.counts[codes[i]];
       }
     };
@@ -329,6 +373,68 @@ class TurboQuantQuantizer final : public Quantizer {
 };
 
 }  // namespace
+
+void randomized_hadamard_rows(const RandomizedHadamard& r, float* rows, int count, bool inverse,
+                              std::vector<float>& scratch) {
+  // RandomizedHadamard::apply() is x -> H_d D x / sqrt(d) with hadamard_transform()'s
+  // butterflies, one head vector at a time, whose strides below 16 run in scalar code. The
+  // butterfly stages commute, and those of stride < 16 together are I_(d/16) (x) H_16 (Sylvester
+  // order): here they are one product of the block's 16-value chunks with the 16 x 16 matrix
+  // of +-1 (a GEMM), and the strides from 16 up run as whole-vector butterflies. Equal to
+  // apply() / inverse() up to float rounding.
+  const int d = r.dim();
+  const std::size_t dd = static_cast<std::size_t>(d);
+  if (d < 16) {
+    for (int i = 0; i < count; ++i) {
+      const std::span<float> v(rows + i * dd, dd);
+      inverse ? r.inverse(v) : r.apply(v);
+    }
+    return;
+  }
+  static const RowMatrix h16 = [] {
+    RowMatrix h(16, 16);
+    for (int i = 0; i < 16; ++i) {
+      for (int j = 0; j < 16; ++j) h(i, j) = (std::popcount(unsigned(i & j)) & 1) ? -1.f : 1.f;
+    }
+    return h;
+  }();
+  const float* signs = r.signs().data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const std::size_t n = static_cast<std::size_t>(count) * dd;
+  if (!inverse) {
+    for (int i = 0; i < count; ++i) {
+      float* v = rows + i * dd;
+#pragma omp simd
+      for (int j = 0; j < d; ++j) v[j] *= signs[j];
+    }
+  }
+  scratch.resize(n);
+  const Eigen::Index chunks = static_cast<Eigen::Index>(n / 16);
+  MatrixMap(scratch.data(), chunks, 16).noalias() = ConstMatrixMap(rows, chunks, 16) * h16;
+  for (int i = 0; i < count; ++i) {
+    float* v = scratch.data() + i * dd;
+    for (int h = 16; h < d; h *= 2) {
+      for (int b = 0; b < d; b += 2 * h) {
+        float* a = v + b;
+        float* c = a + h;
+#pragma omp simd
+        for (int j = 0; j < h; ++j) {
+          const float x = a[j], y = c[j];
+          a[j] = x + y;
+          c[j] = x - y;
+        }
+      }
+    }
+    float* out = rows + i * dd;
+    if (inverse) {
+#pragma omp simd
+      for (int j = 0; j < d; ++j) out[j] = v[j] * scale * signs[j];
+    } else {
+#pragma omp simd
+      for (int j = 0; j < d; ++j) out[j] = v[j] * scale;
+    }
+  }
+}
 
 const char* turboquant_rotation_name(TurboQuantRotation r) {
   return r == TurboQuantRotation::RandomOrthogonal ? "orthogonal" : "hadamard";

@@ -20,9 +20,9 @@
 // which the tensor's metadata counts (8 bytes).
 //
 // Layout of QuantizedTensor (vector i = token * heads + head, code i * d + j):
-//  - codes: the MSE codes packed with pack_codes at b_mse bits (1, 2 or 4); 3-bit codes as two
-//    planes, the low two bits (2-bit plane) then the high bit (1-bit plane); then, with QJL, the
-//    sign bits (1: (S r)_j >= 0) as a 1-bit plane.
+//  - codes: the MSE codes, b_mse bits each in codec/bitpack.h's order (code i at bit i * b_mse,
+//    low bits first; a 3-bit code may straddle two bytes), packed_bytes(n, b_mse) bytes; then,
+//    with QJL, the sign bits (1: (S r)_j >= 0), packed_bytes(n, 1) bytes.
 //  - params: tokens * heads norms, then (QJL) tokens * heads residual norms gamma, each exactly
 //    representable in norm_dtype (fp16 saturates at +-65504).
 // Private to the engine.
@@ -31,10 +31,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/quant/quantizer.h"
+#include "kvlab/engine/quant/rotation.h"
 
 namespace kvlab::detail {
 
@@ -63,6 +65,11 @@ Status check_turboquant_config(const TurboQuantConfig& config);
 // Bytes quantize() keeps for a tensor of this shape, by component: codes (MSE codes and QJL
 // signs), scales (the norms), metadata (header and seed).
 ByteBreakdown turboquant_bytes(const TurboQuantConfig& config, int tokens, int heads, int dim);
+
+// `count` head vectors (rows of r.dim() floats) <- r.apply() of each (or r.inverse()), up to
+// float rounding, a block at a time in vector code; `scratch` is resized to count * dim floats.
+void randomized_hadamard_rows(const RandomizedHadamard& r, float* rows, int count, bool inverse,
+                              std::vector<float>& scratch);
 
 // The quantizer; quantize() reports a bad configuration or head_dim (below 2, or not a power of
 // two with the Hadamard rotation) as an error naming it.
