@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "kvlab/engine/quant/fp8.h"
 #include "quant/fp4_quantizer.h"
 #include "quant/fp8_calibrated.h"
+#include "quant/quantizers.h"
 
 namespace kvlab {
 namespace {
@@ -330,6 +334,227 @@ std::string byte_difference(const std::vector<std::uint8_t>& got,
     }
   }
   return "";
+}
+
+// ---- The vectorised quantizers against the formulas written out element by element -----------
+
+// Random values with the awkward ones mixed in: zeros of both signs, E2M1 ties, powers of two and
+// the floats just below them, fp16 and fp32 subnormals, values past fp16's range, and (where
+// `special`) infinities and NaN.
+std::vector<float> awkward_values(std::size_t n, std::uint32_t seed, bool special) {
+  std::vector<float> x(n);
+  std::uint32_t s = seed;
+  const auto next = [&s] {
+    s = s * 1664525u + 1013904223u;
+    return s >> 8;
+  };
+  for (auto& v : x) {
+    const float sign = (next() & 1) ? -1.f : 1.f;
+    const int pick = static_cast<int>(next() % 12);
+    const int p = static_cast<int>(next() % 40) - 20;
+    switch (pick) {
+      case 0:
+        v = sign * 0.f;
+        break;
+      case 1:
+        v = sign * 0.25f * static_cast<float>(next() % 30);
+        break;
+      case 2:
+        v = sign * std::ldexp(1.f, p);
+        break;
+      case 3:
+        v = sign * std::nextafter(std::ldexp(1.f, p), 0.f);
+        break;
+      case 4:
+        v = sign * std::ldexp(static_cast<float>(next() % 1024), -24);
+        break;
+      case 5:
+        v = sign * std::ldexp(static_cast<float>(next() % 1000 + 1), -149);
+        break;
+      case 6:
+        v = sign * (special ? std::numeric_limits<float>::infinity() : 70000.f);
+        break;
+      case 7:
+        v = special ? std::numeric_limits<float>::quiet_NaN() : sign * 1e-3f;
+        break;
+      case 8:
+        v = sign * std::ldexp(1.f + static_cast<float>(next() % 16) / 16.f, p / 4);
+        break;
+      default:
+        v = sign * static_cast<float>(next() % 100000) * 1e-4f * std::ldexp(1.f, p / 3);
+    }
+  }
+  return x;
+}
+
+// E2M1 by nearest value: the smallest distance, the even code on a tie, beyond 6 saturated.
+std::uint8_t e2m1_nearest(float y) {
+  const float m[8] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
+  const float a = std::fabs(y);
+  int best = 0;
+  for (int k = 1; k < 8; ++k) {
+    const float dk = std::fabs(a - m[k]), db = std::fabs(a - m[best]);
+    if (dk < db || (dk == db && k % 2 == 0)) best = k;
+  }
+  if (a > 6.f) best = 7;
+  return static_cast<std::uint8_t>((std::signbit(y) ? 8 : 0) | best);
+}
+
+std::vector<std::uint8_t> nvfp4_by_formula(const std::vector<float>& x, float* global_out) {
+  const std::size_t n = x.size();
+  float amax = 0.f;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  const float global = amax > 0.f ? 448.f * 6.f / amax : 1.f;
+  std::vector<std::uint8_t> out(n / 2 + n / 16);
+  for (std::size_t b = 0; b < n / 16; ++b) {
+    float bmax = 0.f;
+    for (int i = 0; i < 16; ++i) bmax = std::max(bmax, std::fabs(x[b * 16 + i]));
+    const std::uint8_t sf8 = float_to_fp8(global * (bmax * (1.f / 6.f)), Fp8Format::E4M3);
+    const float narrow = fp8_to_float(sf8, Fp8Format::E4M3);
+    const float scale = narrow != 0.f ? 1.f / (narrow * (1.f / global)) : 0.f;
+    for (int j = 0; j < 8; ++j) {
+      out[b * 8 + j] = static_cast<std::uint8_t>(e2m1_nearest(x[b * 16 + 2 * j] * scale) |
+                                                 e2m1_nearest(x[b * 16 + 2 * j + 1] * scale) << 4);
+    }
+    out[n / 2 + b] = sf8;
+  }
+  *global_out = global;
+  return out;
+}
+
+// quantize_row_mxfp4_ref, with kvlab's rule for non-finite inputs (midpoints, ties down, -0 as
+// +0); for finite ones llama.cpp's best_index_mxfp4 (first least error) must agree with it.
+std::vector<std::uint8_t> mxfp4_by_formula(const std::vector<float>& x) {
+  const int kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+  const float mid[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.f, 7.f, 10.f};
+  std::vector<std::uint8_t> out(x.size() / 32 * 17);
+  for (std::size_t b = 0; b < x.size() / 32; ++b) {
+    const float* xb = x.data() + b * 32;
+    float amax = 0.f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float ef = std::floor(std::log2(amax)) - 2.f + 127.f;
+    const std::uint8_t e =
+        amax > 0.f ? static_cast<std::uint8_t>(static_cast<int>(std::clamp(ef, -256.f, 255.f))) : 0;
+    const float d = std::ldexp(1.f, e - 128);
+    const auto index = [&](float v) {
+      int m = 0;
+      for (float t : mid) m += std::fabs(v) > t * d;
+      const int rule = m | (v < 0.f && m > 0 ? 8 : 0);
+      if (std::isfinite(v)) {
+        int best = 0;
+        for (int k = 1; k < 16; ++k) {
+          if (std::fabs(kv[k] * d - v) < std::fabs(kv[best] * d - v)) best = k;
+        }
+        EXPECT_EQ(best, rule) << "value " << v << ", d " << d;
+      }
+      return rule;
+    };
+    out[b * 17] = e;
+    for (int j = 0; j < 16; ++j) {
+      out[b * 17 + 1 + j] = static_cast<std::uint8_t>(index(xb[j]) | index(xb[j + 16]) << 4);
+    }
+  }
+  return out;
+}
+
+TEST(Fp4, QuantizersMatchTheFormulaElementByElement) {
+  struct Shape {
+    int tokens, heads, dim;
+  };
+  for (const Shape& shape : {Shape{1, 1, 32}, Shape{37, 3, 96}, Shape{50, 8, 128}}) {
+    for (bool special : {false, true}) {
+      const std::size_t n = static_cast<std::size_t>(shape.tokens) * shape.heads * shape.dim;
+      const auto values = awkward_values(n, static_cast<std::uint32_t>(n) + special, special);
+      for (DType dtype : {DType::F32, DType::F16}) {
+        SCOPED_TRACE(::testing::Message()
+                     << shape.tokens << "x" << shape.heads << "x" << shape.dim << " "
+                     << dtype_name(dtype) << (special ? " with inf/NaN" : ""));
+        const Tensor t = tensor_of(values, shape.tokens, shape.heads, shape.dim, dtype);
+        const std::vector<float> x = t.view().to_float();  // as stored (fp16-rounded)
+        float global = 0.f;
+        const auto nv_want = nvfp4_by_formula(x, &global);
+        auto nv = detail::make_nvfp4_quantizer()->quantize(t.view(), TensorRole::Key);
+        ASSERT_TRUE(nv.ok()) << nv.message();
+        EXPECT_EQ(byte_difference(nv->codes, nv_want), "") << "nvfp4";
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(nv->params[0]),
+                  std::bit_cast<std::uint32_t>(global));
+        auto mx = detail::make_mxfp4_quantizer()->quantize(t.view(), TensorRole::Key);
+        ASSERT_TRUE(mx.ok()) << mx.message();
+        EXPECT_EQ(byte_difference(mx->codes, mxfp4_by_formula(x)), "") << "mxfp4";
+        // A view of one head is strided: it goes through the row loader.
+        if (shape.heads > 1) {
+          const TensorView head = t.view().head(1);
+          std::vector<float> hx = head.to_float();
+          auto hv = detail::make_mxfp4_quantizer()->quantize(head, TensorRole::Key);
+          ASSERT_TRUE(hv.ok()) << hv.message();
+          EXPECT_EQ(byte_difference(hv->codes, mxfp4_by_formula(hx)), "") << "mxfp4 head 1";
+          auto hn = detail::make_nvfp4_quantizer()->quantize(head, TensorRole::Key);
+          ASSERT_TRUE(hn.ok()) << hn.message();
+          EXPECT_EQ(byte_difference(hn->codes, nvfp4_by_formula(hx, &global)), "")
+              << "nvfp4 head 1";
+        }
+      }
+    }
+  }
+}
+
+TEST(Fp8Calibrated, QuantizersMatchTheFormulaElementByElement) {
+  const int tokens = 45, heads = 3, dim = 48, calib = 20;
+  const std::size_t n = static_cast<std::size_t>(tokens) * heads * dim;
+  for (bool special : {false, true}) {
+    auto values = awkward_values(n, 77u + special, special);
+    for (DType dtype : {DType::F32, DType::F16}) {
+      const Tensor t = tensor_of(values, tokens, heads, dim, dtype);
+      const std::vector<float> x = t.view().to_float();
+      for (Fp8Format format : {Fp8Format::E4M3, Fp8Format::E5M2}) {
+        const float top = fp8_max(format);
+        for (bool per_head : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dtype) << " " << static_cast<int>(format)
+                                            << (per_head ? " per head" : " per tensor")
+                                            << (special ? " with inf/NaN" : ""));
+          // Calibrated: scale = amax of the first `calib` tokens / 200, code = fp8(x / scale).
+          detail::Fp8CalibratedConfig cfg;
+          cfg.format = format;
+          cfg.per_head = per_head;
+          cfg.calib_tokens = calib;
+          auto q = detail::make_fp8_calibrated_quantizer(cfg);
+          ASSERT_TRUE(q.ok()) << q.message();
+          auto r = (*q)->quantize(t.view(), TensorRole::Key);
+          ASSERT_TRUE(r.ok()) << r.message();
+          std::vector<float> amax(heads, 0.f);
+          for (std::size_t i = 0; i < static_cast<std::size_t>(calib) * heads * dim; ++i) {
+            float& m = amax[per_head ? (i / dim) % heads : 0];
+            m = std::max(m, std::fabs(x[i]));
+          }
+          std::uint64_t clipped = 0;
+          std::vector<std::uint8_t> want(n);
+          for (std::size_t i = 0; i < n; ++i) {
+            const float a = amax[per_head ? (i / dim) % heads : 0];
+            const float scale = a > 0.f ? a / kvlab::detail::kVllmKScaleConstant : 1.f;
+            const float v = x[i] / scale;
+            want[i] = float_to_fp8(v, format);
+            clipped += std::fabs(v) > top;
+          }
+          EXPECT_EQ(byte_difference(r->codes, want), "") << "calibrated";
+          EXPECT_EQ(detail::fp8_calibration_report(*r).clipped, clipped);
+          // Dynamic: scale = amax / max over the whole tensor, code = fp8(x * (1 / scale)).
+          auto dq =
+              detail::make_fp8_quantizer(format, per_head)->quantize(t.view(), TensorRole::Key);
+          ASSERT_TRUE(dq.ok()) << dq.message();
+          std::fill(amax.begin(), amax.end(), 0.f);
+          for (std::size_t i = 0; i < n; ++i) {
+            float& m = amax[per_head ? (i / dim) % heads : 0];
+            m = std::max(m, std::fabs(x[i]));
+          }
+          for (std::size_t i = 0; i < n; ++i) {
+            const float a = amax[per_head ? (i / dim) % heads : 0];
+            want[i] = float_to_fp8(x[i] * (1.f / (a > 0.f ? a / top : 1.f)), format);
+          }
+          EXPECT_EQ(byte_difference(dq->codes, want), "") << "dynamic";
+        }
+      }
+    }
+  }
 }
 
 TEST(Fp4Reference, BytesMatchGgufMxfp4AndNumpyNvfp4) {

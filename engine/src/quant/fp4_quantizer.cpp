@@ -6,6 +6,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,7 +19,7 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr int kChunkTokens = 64;
+constexpr std::size_t kChunkValues = 8192;
 constexpr float kE2m1Max = 6.f;
 constexpr float kE4m3Max = 448.f;
 // The kernel multiplies by reciprocal(6.0f): the float nearest 1/6.
@@ -60,15 +61,25 @@ inline void pack_nibbles(const std::uint8_t* c, int n, std::uint8_t* out) {
 }
 
 // Rows of a view as contiguous float, chunk by chunk: f(first_row, floats, count) where rows are
-// [token][head] in order and count = rows * dim.
+// [token][head] in order and count = rows * dim. Chunks of about kChunkValues stay in cache
+// between a quantizer's passes; contiguous, aligned float32 is read where it lies.
 template <class F>
 void for_each_chunk(const TensorView& x, std::vector<float>& buf, F&& f) {
   const std::size_t hd = static_cast<std::size_t>(x.heads()) * x.dim();
-  buf.resize(kChunkTokens * hd);
-  for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
-    const int rows = std::min(kChunkTokens, x.tokens() - t0);
-    load_rows(x, t0, t0 + rows, buf.data());
-    f(static_cast<std::size_t>(t0) * hd, buf.data(), rows * hd);
+  if (x.elements() == 0) return;
+  const int rows = static_cast<int>(std::max<std::size_t>(1, kChunkValues / hd));
+  const bool in_place = x.dtype() == DType::F32 && x.contiguous() &&
+                        reinterpret_cast<std::uintptr_t>(x.row_ptr(0, 0)) % alignof(float) == 0;
+  if (!in_place) buf.resize(rows * hd);
+  for (int t0 = 0; t0 < x.tokens(); t0 += rows) {
+    const int t1 = std::min(t0 + rows, x.tokens());
+    const float* v = buf.data();
+    if (in_place) {
+      v = reinterpret_cast<const float*>(x.row_ptr(t0, 0));
+    } else {
+      load_rows(x, t0, t1, buf.data());
+    }
+    f(static_cast<std::size_t>(t0) * hd, v, static_cast<std::size_t>(t1 - t0) * hd);
   }
 }
 
@@ -99,6 +110,74 @@ float tensor_amax(const TensorView& x, std::vector<float>& buf) {
     amax = m;
   });
   return amax;
+}
+
+// max |x| over a block, NaN left out (as the scalar loops' std::max(amax, |x|) leaves it out).
+template <int N>
+inline float block_amax(const float* x) {
+#if KVLAB_QUANT_AVX512
+  // |x| as bit patterns, NaN as 0: their unsigned maximum is the float maximum.
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  __m512i m = _mm512_setzero_si512();
+  for (int i = 0; i < N; i += 16) {
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + i)), abs_mask);
+    m = _mm512_mask_max_epu32(m, _mm512_cmple_epu32_mask(a, inf), m, a);
+  }
+  return std::bit_cast<float>(_mm512_reduce_max_epu32(m));
+#else
+  float amax = 0.f;
+#pragma omp simd reduction(max : amax)
+  for (int i = 0; i < N; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax;
+#endif
+}
+
+#if KVLAB_QUANT_AVX512
+// e2m1_encode of 16 floats, one code a 32-bit lane: the sign bit, then the count of midpoints
+// below |y| (ordered compares: NaN counts none).
+inline __m512i e2m1_encode16(__m512 y) {
+  const __m512i u = _mm512_castps_si512(y);
+  const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)));
+  const __m512i one = _mm512_set1_epi32(1);
+  __m512i c = _mm512_and_si512(_mm512_srli_epi32(u, 28), _mm512_set1_epi32(8));
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_GT_OQ), c, one);
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.75f), _CMP_GE_OQ), c, one);
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.25f), _CMP_GT_OQ), c, one);
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(1.75f), _CMP_GE_OQ), c, one);
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(2.5f), _CMP_GT_OQ), c, one);
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(3.5f), _CMP_GE_OQ), c, one);
+  c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(5.f), _CMP_GT_OQ), c, one);
+  return c;
+}
+
+// llama.cpp's index of 16 floats given the block's midpoints t (see mxfp4_quantize_row), one a
+// 32-bit lane.
+inline __m512i mxfp4_index16(__m512 x, const std::array<float, 7>& t) {
+  const __m512 a =
+      _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+  const __m512i one = _mm512_set1_epi32(1);
+  const __mmask16 nonzero = _mm512_cmp_ps_mask(a, _mm512_set1_ps(t[0]), _CMP_GT_OQ);
+  __m512i c = _mm512_maskz_mov_epi32(nonzero, one);
+  for (int k = 1; k < 7; ++k) {
+    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(a, _mm512_set1_ps(t[k]), _CMP_GT_OQ), c, one);
+  }
+  const __mmask16 negative = _mm512_mask_cmp_ps_mask(nonzero, x, _mm512_setzero_ps(), _CMP_LT_OQ);
+  return _mm512_mask_or_epi32(c, negative, c, _mm512_set1_epi32(8));
+}
+#endif
+
+// mxfp4_exponent without log2 where the exponent field gives it: amax = 2^k (1 + f) with
+// f < 1 - 2^-11 is at least 2^-11 below 2^(k + 1) in ratio, so log2 is below k + 1 by more than
+// 3e-4, far more than log2f's error at |k + 1| <= 128 (ulp 2^-16), and floor(log2f) is k.
+// The rest (zero, subnormal, the smallest exponents, infinity, f near 1) go to mxfp4_exponent.
+inline std::uint8_t mxfp4_exponent_fast(float amax) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(amax);
+  const std::uint32_t biased = bits >> 23;
+  if (biased >= 3 && biased <= 254 && (bits & 0x7fffffu) < 0x7ff000u) {
+    return static_cast<std::uint8_t>(biased - 2);
+  }
+  return mxfp4_exponent(amax);
 }
 
 Status check_block(const TensorView& x, TensorRole role, const char* method, int block) {
@@ -238,23 +317,44 @@ float nvfp4_global_scale(float amax) {
 
 void nvfp4_quantize_row(const float* x, int n, float global_scale, std::uint8_t* nibbles,
                         std::uint8_t* block_scales) {
-  // TensorRT-LLM cvt_warp_fp16_to_fp4 (cpp/tensorrt_llm/kernels/quantization.cuh), per block.
+  // TensorRT-LLM cvt_warp_fp16_to_fp4 (cpp/tensorrt_llm/kernels/quantization.cuh), per block,
+  // in three passes over groups of blocks: the block amaxes, then their scales (one vectorised
+  // loop over the blocks), then the codes.
   const auto& e4m3 = e4m3_table();
   const float inv_global = 1.f / global_scale;
-  for (int b = 0; b < n / kNvfp4BlockSize; ++b) {
-    const float* xb = x + b * kNvfp4BlockSize;
-    float amax = 0.f;
-#pragma omp simd reduction(max : amax)
-    for (int i = 0; i < kNvfp4BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const float sf = global_scale * (amax * kInvE2m1Max);
-    const std::uint8_t sf8 = fp8_encode<E4M3>(sf);
-    const float narrow = e4m3[sf8];
-    const float out_scale = narrow != 0.f ? 1.f / (narrow * inv_global) : 0.f;
-    std::uint8_t c[kNvfp4BlockSize];
+  constexpr int kGroup = 16;
+  const int blocks = n / kNvfp4BlockSize;
+  for (int g = 0; g < blocks; g += kGroup) {
+    const int nb = std::min(kGroup, blocks - g);
+    const float* xg = x + static_cast<std::ptrdiff_t>(g) * kNvfp4BlockSize;
+    alignas(64) float amax[kGroup];
+    alignas(64) float out_scale[kGroup];
+    for (int b = 0; b < nb; ++b) amax[b] = block_amax<kNvfp4BlockSize>(xg + b * kNvfp4BlockSize);
 #pragma omp simd
-    for (int i = 0; i < kNvfp4BlockSize; ++i) c[i] = e2m1_encode(xb[i] * out_scale);
-    pack_nibbles(c, kNvfp4BlockSize, nibbles + b * (kNvfp4BlockSize / 2));
-    block_scales[b] = sf8;
+    for (int b = 0; b < nb; ++b) {
+      const float sf = global_scale * (amax[b] * kInvE2m1Max);
+      const std::uint8_t sf8 = fp8_encode<E4M3>(sf);
+      const float narrow = e4m3[sf8];
+      out_scale[b] = narrow != 0.f ? 1.f / (narrow * inv_global) : 0.f;
+      block_scales[g + b] = sf8;
+    }
+    std::uint8_t* out = nibbles + static_cast<std::ptrdiff_t>(g) * (kNvfp4BlockSize / 2);
+    for (int b = 0; b < nb; ++b) {
+      const float* xb = xg + b * kNvfp4BlockSize;
+      std::uint8_t* ob = out + b * (kNvfp4BlockSize / 2);
+#if KVLAB_QUANT_AVX512
+      const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(xb), _mm512_set1_ps(out_scale[b]));
+      const __m512i c = e2m1_encode16(y);
+      // Lane pairs (2j, 2j + 1) as one 64-bit lane: its low byte becomes c[2j] | c[2j + 1] << 4.
+      const __m512i pairs = _mm512_or_si512(c, _mm512_srli_epi64(c, 28));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(ob), _mm512_cvtepi64_epi8(pairs));
+#else
+      std::uint8_t c[kNvfp4BlockSize];
+#pragma omp simd
+      for (int i = 0; i < kNvfp4BlockSize; ++i) c[i] = e2m1_encode(xb[i] * out_scale[b]);
+      pack_nibbles(c, kNvfp4BlockSize, ob);
+#endif
+    }
   }
 }
 
@@ -286,14 +386,20 @@ void mxfp4_quantize_row(const float* x, int n, std::uint8_t* blocks) {
   // e = 0 for an all-zero block, and its float-to-uint8 cast wraps for amax < 2^-125.
   constexpr std::array<float, 7> kMid = {0.5f, 1.5f, 2.5f, 3.5f, 5.f, 7.f, 10.f};
   for (int b = 0; b < n / kMxfp4BlockSize; ++b) {
-    const float* xb = x + b * kMxfp4BlockSize;
-    float amax = 0.f;
-#pragma omp simd reduction(max : amax)
-    for (int i = 0; i < kMxfp4BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    const std::uint8_t e = mxfp4_exponent(amax);
+    const float* xb = x + static_cast<std::ptrdiff_t>(b) * kMxfp4BlockSize;
+    const float amax = block_amax<kMxfp4BlockSize>(xb);
+    const std::uint8_t e = mxfp4_exponent_fast(amax);
     const float d = e8m0_to_float_half(e);
     std::array<float, 7> t{};
     for (int k = 0; k < 7; ++k) t[k] = kMid[k] * d;
+    std::uint8_t* out = blocks + static_cast<std::ptrdiff_t>(b) * kMxfp4BlockBytes;
+    out[0] = e;
+#if KVLAB_QUANT_AVX512
+    const __m512i lo = mxfp4_index16(_mm512_loadu_ps(xb), t);
+    const __m512i hi = mxfp4_index16(_mm512_loadu_ps(xb + kMxfp4BlockSize / 2), t);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 1),
+                     _mm512_cvtepi32_epi8(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4))));
+#else
     std::uint8_t c[kMxfp4BlockSize];
 #pragma omp simd
     for (int i = 0; i < kMxfp4BlockSize; ++i) {
@@ -302,11 +408,10 @@ void mxfp4_quantize_row(const float* x, int n, std::uint8_t* blocks) {
           (a > t[0]) + (a > t[1]) + (a > t[2]) + (a > t[3]) + (a > t[4]) + (a > t[5]) + (a > t[6]);
       c[i] = static_cast<std::uint8_t>(m | ((xb[i] < 0.f && m > 0) ? 8 : 0));
     }
-    std::uint8_t* out = blocks + b * kMxfp4BlockBytes;
-    out[0] = e;
     for (int j = 0; j < kMxfp4BlockSize / 2; ++j) {
       out[1 + j] = static_cast<std::uint8_t>(c[j] | (c[j + kMxfp4BlockSize / 2] << 4));
     }
+#endif
   }
 }
 

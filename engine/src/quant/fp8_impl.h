@@ -6,6 +6,15 @@
 #include <cstdint>
 #include <limits>
 
+// AVX-512 forms of the loops below (the same bits as the scalar code, lane by lane), used where
+// the build targets them (-march=native on AVX-512 machines); scalar code otherwise.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+#define KVLAB_QUANT_AVX512 1
+#include <immintrin.h>
+#else
+#define KVLAB_QUANT_AVX512 0
+#endif
+
 namespace kvlab::detail {
 
 template <int ExpBits, int MantBits, int Bias, std::uint32_t MaxCode, bool HasInf>
@@ -41,6 +50,36 @@ inline std::uint8_t fp8_encode(float value) {
   code = a > 0x7f800000u ? 0x7fu : code;           // NaN
   return static_cast<std::uint8_t>(sign | code);
 }
+
+#if KVLAB_QUANT_AVX512
+// fp8_encode<F> of 16 floats: each code in the low byte of its 32-bit lane, the rest zero.
+template <class F>
+inline __m512i fp8_encode16(__m512 value) {
+  const __m512i u = _mm512_castps_si512(value);
+  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), _mm512_set1_epi32(0x80));
+  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff));
+  const __m512 q = _mm512_mul_ps(
+      _mm512_castsi512_ps(a), _mm512_set1_ps(static_cast<float>(1u << (F::kBias - 1 + F::kMant))));
+  const __m512 rounded =
+      _mm512_sub_ps(_mm512_add_ps(q, _mm512_set1_ps(0x1p23f)), _mm512_set1_ps(0x1p23f));
+  // min_ps gives its second operand for NaN, as fmin(NaN, 255) gives 255.
+  const __m512i sub = _mm512_cvttps_epi32(_mm512_min_ps(rounded, _mm512_set1_ps(255.f)));
+  constexpr int kShift = 23 - F::kMant;
+  const __m512i r =
+      _mm512_add_epi32(_mm512_add_epi32(a, _mm512_set1_epi32((1 << (kShift - 1)) - 1)),
+                       _mm512_and_si512(_mm512_srli_epi32(a, kShift), _mm512_set1_epi32(1)));
+  const __m512i normal = _mm512_sub_epi32(_mm512_srli_epi32(r, kShift),
+                                          _mm512_set1_epi32((127 - F::kBias) << F::kMant));
+  constexpr std::uint32_t kMinNormalBits = static_cast<std::uint32_t>(127 + 1 - F::kBias) << 23;
+  const __mmask16 is_sub =
+      _mm512_cmplt_epu32_mask(a, _mm512_set1_epi32(static_cast<int>(kMinNormalBits)));
+  __m512i code = _mm512_mask_blend_epi32(is_sub, normal, sub);
+  code = _mm512_min_epu32(code, _mm512_set1_epi32(static_cast<int>(F::kMaxCode)));
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(a, _mm512_set1_epi32(0x7f800000));
+  code = _mm512_mask_mov_epi32(code, nan, _mm512_set1_epi32(0x7f));
+  return _mm512_or_si512(code, sign);
+}
+#endif
 
 template <class F>
 inline float fp8_decode(std::uint8_t code) {

@@ -4,8 +4,10 @@
 // token encoded with them, saturating, and the clipped values counted.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -21,12 +23,105 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr int kChunkTokens = 64;
+constexpr std::size_t kChunkValues = 8192;
 
-template <class F>
-void encode_span(const float* x, std::size_t n, float inv, std::uint8_t* out) {
-#pragma omp simd
-  for (std::size_t i = 0; i < n; ++i) out[i] = fp8_encode<F>(x[i] * inv);
+// Rows of a view as contiguous float, chunk by chunk: f(first_row, floats, rows) with rows
+// [token][head] in order, whole tokens at a time. Contiguous, aligned float32 is read where it
+// lies; the rest is converted into `buf` (a chunk of about kChunkValues stays in cache).
+template <class Fn>
+void for_each_chunk(const TensorView& x, int t_end, std::vector<float>& buf, Fn&& f) {
+  const std::size_t hd = static_cast<std::size_t>(x.heads()) * x.dim();
+  if (hd == 0 || t_end <= 0) return;
+  const int rows = static_cast<int>(std::max<std::size_t>(1, kChunkValues / hd));
+  const bool in_place = x.dtype() == DType::F32 && x.contiguous() &&
+                        reinterpret_cast<std::uintptr_t>(x.row_ptr(0, 0)) % alignof(float) == 0;
+  if (!in_place) buf.resize(rows * hd);
+  for (int t0 = 0; t0 < t_end; t0 += rows) {
+    const int t1 = std::min(t0 + rows, t_end);
+    const float* v = buf.data();
+    if (in_place) {
+      v = reinterpret_cast<const float*>(x.row_ptr(t0, 0));
+    } else {
+      load_rows(x, t0, t1, buf.data());
+    }
+    f(static_cast<std::size_t>(t0) * x.heads(), v, static_cast<std::size_t>(t1 - t0) * x.heads());
+  }
+}
+
+// Per-head max |x| over tokens [0, t_end) (NaN left out).
+std::vector<float> head_amax(const TensorView& x, int t_end) {
+  const int heads = x.heads(), dim = x.dim();
+  std::vector<float> amax(heads, 0.f);
+  std::vector<float> buf;
+  for_each_chunk(x, t_end, buf, [&](std::size_t first, const float* v, std::size_t rows) {
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* row = v + r * dim;
+      const std::size_t h = (first + r) % heads;
+      float m = amax[h];
+#pragma omp simd reduction(max : m)
+      for (int i = 0; i < dim; ++i) m = std::max(m, std::fabs(row[i]));
+      amax[h] = m;
+    }
+  });
+  return amax;
+}
+
+// out[i] = fp8(x[i] / s) (Divide) or fp8(x[i] * s); returns how many of those scaled values have
+// a magnitude above top (Count; 0 otherwise).
+template <class F, bool Divide, bool Count>
+std::uint64_t encode_scaled(const float* x, std::size_t n, float s, float top, std::uint8_t* out) {
+  std::size_t i = 0;
+  std::uint64_t clipped = 0;
+#if KVLAB_QUANT_AVX512
+  const __m512 vs = _mm512_set1_ps(s);
+  const __m512 vtop = _mm512_set1_ps(top);
+  for (const std::size_t end = n / 16 * 16; i < end; i += 16) {
+    const __m512 in = _mm512_loadu_ps(x + i);
+    const __m512 v = Divide ? _mm512_div_ps(in, vs) : _mm512_mul_ps(in, vs);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(fp8_encode16<F>(v)));
+    if constexpr (Count) {
+      const __mmask16 over = _mm512_cmp_ps_mask(_mm512_abs_ps(v), vtop, _CMP_GT_OQ);
+      clipped += static_cast<std::uint64_t>(std::popcount(static_cast<unsigned>(over)));
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    const float v = Divide ? x[i] / s : x[i] * s;
+    out[i] = fp8_encode<F>(v);
+    if constexpr (Count) clipped += std::fabs(v) > top ? 1u : 0u;
+  }
+  return clipped;
+}
+
+template <bool Divide, bool Count>
+std::uint64_t encode_scaled(Fp8Format format, const float* x, std::size_t n, float s, float top,
+                            std::uint8_t* out) {
+  return format == Fp8Format::E4M3 ? encode_scaled<E4M3, Divide, Count>(x, n, s, top, out)
+                                   : encode_scaled<E5M2, Divide, Count>(x, n, s, top, out);
+}
+
+using Fp16Table = std::array<std::uint8_t, 32768>;
+
+// The fp8 code of every fp16 magnitude h (0 .. 0x7fff) scaled: fp8(float(h) / s) (Divide) or
+// fp8(float(h) * s), converted a run of patterns at a time.
+template <bool Divide>
+void fill_fp16_table(Fp8Format format, float s, Fp16Table& table) {
+  constexpr std::uint32_t kRun = 1024;
+  alignas(64) std::uint16_t h[kRun];
+  alignas(64) float f[kRun];
+  for (std::uint32_t h0 = 0; h0 < table.size(); h0 += kRun) {
+    for (std::uint32_t i = 0; i < kRun; ++i) h[i] = static_cast<std::uint16_t>(h0 + i);
+    fp16_to_float(std::span<const std::uint16_t>(h, kRun), std::span<float>(f, kRun));
+    encode_scaled<Divide, false>(format, f, kRun, s, 0.f, table.data() + h0);
+  }
+}
+
+// Codes of an fp16 row through a table of its magnitudes, the sign bit put back.
+inline void encode_fp16_row(const std::uint16_t* in, int n, const std::uint8_t* table,
+                            std::uint8_t* out) {
+  for (int i = 0; i < n; ++i) {
+    out[i] = static_cast<std::uint8_t>(table[in[i] & 0x7fffu] | ((in[i] >> 8) & 0x80u));
+  }
 }
 
 class Fp8Quantizer final : public Quantizer {
@@ -42,24 +137,9 @@ class Fp8Quantizer final : public Quantizer {
 
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
     QuantizedTensor q{role, x.tokens(), x.heads(), x.dim(), {}, {}, {}, {}, {}};
-    const int heads = x.heads(), dim = x.dim();
-    const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+    const int heads = x.heads();
     q.codes.resize(x.elements());
-    std::vector<float> buf(kChunkTokens * hd);
-    std::vector<float> amax(heads, 0.f);
-    for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, x.tokens() - t0);
-      load_rows(x, t0, t0 + rows, buf.data());
-      for (int r = 0; r < rows; ++r) {
-        for (int h = 0; h < heads; ++h) {
-          const float* row = buf.data() + r * hd + h * dim;
-          float m = amax[h];
-#pragma omp simd reduction(max : m)
-          for (int i = 0; i < dim; ++i) m = std::max(m, std::fabs(row[i]));
-          amax[h] = m;
-        }
-      }
-    }
+    std::vector<float> amax = head_amax(x, x.tokens());
     if (!m_per_head) {
       const float all = *std::max_element(amax.begin(), amax.end());
       std::fill(amax.begin(), amax.end(), all);
@@ -74,7 +154,7 @@ class Fp8Quantizer final : public Quantizer {
     if (x.dtype() == DType::F16) {
       encode_fp16(x, inv, q.codes.data());
     } else {
-      encode_float(x, inv, buf, q.codes.data());
+      encode_float(x, inv, q.codes.data());
     }
     q.bytes.codes = q.codes.size();
     q.bytes.scales = q.params.size() * sizeof(float);
@@ -86,44 +166,28 @@ class Fp8Quantizer final : public Quantizer {
   // element is one lookup (the same codes as encoding float(x) * inv directly).
   void encode_fp16(const TensorView& x, const std::vector<float>& inv, std::uint8_t* codes) const {
     const int heads = x.heads(), dim = x.dim();
-    std::vector<std::array<std::uint8_t, 32768>> tables(m_per_head ? heads : 1);
+    std::vector<Fp16Table> tables(m_per_head ? heads : 1);
     for (std::size_t i = 0; i < tables.size(); ++i) {
-      for (std::uint32_t h = 0; h < 32768; ++h) {
-        tables[i][h] =
-            float_to_fp8(fp16_to_float(static_cast<std::uint16_t>(h)) * inv[i], m_format);
-      }
+      fill_fp16_table<false>(m_format, inv[i], tables[i]);
     }
     for (int t = 0; t < x.tokens(); ++t) {
       for (int h = 0; h < heads; ++h) {
-        const auto* in = reinterpret_cast<const std::uint16_t*>(x.row_ptr(t, h));
-        const std::uint8_t* table = tables[m_per_head ? h : 0].data();
-        std::uint8_t* out = codes + (static_cast<std::size_t>(t) * heads + h) * dim;
-        for (int i = 0; i < dim; ++i) {
-          out[i] = static_cast<std::uint8_t>(table[in[i] & 0x7fffu] | ((in[i] >> 8) & 0x80u));
-        }
+        encode_fp16_row(reinterpret_cast<const std::uint16_t*>(x.row_ptr(t, h)), dim,
+                        tables[m_per_head ? h : 0].data(),
+                        codes + (static_cast<std::size_t>(t) * heads + h) * dim);
       }
     }
   }
 
-  void encode_float(const TensorView& x, const std::vector<float>& inv, std::vector<float>& buf,
-                    std::uint8_t* codes) const {
+  void encode_float(const TensorView& x, const std::vector<float>& inv, std::uint8_t* codes) const {
     const int heads = x.heads(), dim = x.dim();
-    const std::size_t hd = static_cast<std::size_t>(heads) * dim;
-    for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, x.tokens() - t0);
-      load_rows(x, t0, t0 + rows, buf.data());
-      for (int r = 0; r < rows; ++r) {
-        for (int h = 0; h < heads; ++h) {
-          const float* row = buf.data() + r * hd + h * dim;
-          std::uint8_t* out = codes + (t0 + r) * hd + h * dim;
-          if (m_format == Fp8Format::E4M3) {
-            encode_span<E4M3>(row, dim, inv[h], out);
-          } else {
-            encode_span<E5M2>(row, dim, inv[h], out);
-          }
-        }
+    std::vector<float> buf;
+    for_each_chunk(x, x.tokens(), buf, [&](std::size_t first, const float* v, std::size_t rows) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        encode_scaled<false, false>(m_format, v + r * dim, dim, inv[(first + r) % heads], 0.f,
+                                    codes + (first + r) * dim);
       }
-    }
+    });
   }
 
   void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
@@ -149,20 +213,6 @@ class Fp8Quantizer final : public Quantizer {
   bool m_per_head;
   std::array<float, 256> m_table{};
 };
-
-// Encodes n floats as fp8(x / scale) and returns how many had |x / scale| > max (clipped).
-template <class F>
-std::uint64_t encode_divided(const float* x, std::size_t n, float scale, float top,
-                             std::uint8_t* out) {
-  std::uint64_t clipped = 0;
-#pragma omp simd reduction(+ : clipped)
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i] / scale;
-    out[i] = fp8_encode<F>(v);
-    clipped += std::fabs(v) > top ? 1u : 0u;
-  }
-  return clipped;
-}
 
 class Fp8CalibratedQuantizer final : public Quantizer {
  public:
@@ -215,23 +265,7 @@ class Fp8CalibratedQuantizer final : public Quantizer {
   // vLLM calc_kv_scales: torch.abs(key).max() / k_range, in fp32. A zero amax would give a zero
   // scale (and x / 0); it gives 1.0, vLLM's scale before any calibration, instead.
   std::vector<float> calibrate(const TensorView& x, int calib, float range) const {
-    const int heads = x.heads(), dim = x.dim();
-    const std::size_t hd = static_cast<std::size_t>(heads) * dim;
-    std::vector<float> amax(heads, 0.f);
-    std::vector<float> buf(kChunkTokens * hd);
-    for (int t0 = 0; t0 < calib; t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, calib - t0);
-      load_rows(x, t0, t0 + rows, buf.data());
-      for (int r = 0; r < rows; ++r) {
-        for (int h = 0; h < heads; ++h) {
-          const float* row = buf.data() + r * hd + h * dim;
-          float m = amax[h];
-#pragma omp simd reduction(max : m)
-          for (int i = 0; i < dim; ++i) m = std::max(m, std::fabs(row[i]));
-          amax[h] = m;
-        }
-      }
-    }
+    std::vector<float> amax = head_amax(x, calib);
     if (!m_cfg.per_head) {
       amax = {amax.empty() ? 0.f : *std::max_element(amax.begin(), amax.end())};
     }
@@ -243,33 +277,36 @@ class Fp8CalibratedQuantizer final : public Quantizer {
   }
 
   // fp16 input: each of the 2^15 magnitudes encoded once per scale (x / scale, as vLLM divides);
-  // magnitudes grow with the bit pattern, so the clipped ones are those from the first clipped
-  // pattern up to infinity (0x7c00; NaN is not counted).
+  // magnitudes grow with the bit pattern and x / scale with them, so the clipped ones are those
+  // from the first clipped pattern up to infinity (0x7c00; NaN is not counted).
   std::uint64_t encode_fp16(const TensorView& x, const std::vector<float>& scales,
                             std::uint8_t* codes) const {
     const int heads = x.heads(), dim = x.dim();
     const float top = fp8_max(m_cfg.format);
-    std::vector<std::array<std::uint8_t, 32768>> tables(scales.size());
-    std::vector<std::uint32_t> first_clipped(scales.size(), 0x7c01u);
+    std::vector<Fp16Table> tables(scales.size());
+    std::vector<std::uint32_t> first_clipped(scales.size());
     for (std::size_t s = 0; s < scales.size(); ++s) {
-      for (std::uint32_t h = 0; h < 32768; ++h) {
-        const float v = fp16_to_float(static_cast<std::uint16_t>(h)) / scales[s];
-        tables[s][h] = float_to_fp8(v, m_cfg.format);
-        if (h <= 0x7c00u && v > top && first_clipped[s] > h) first_clipped[s] = h;
+      fill_fp16_table<true>(m_cfg.format, scales[s], tables[s]);
+      std::uint32_t lo = 0, hi = 0x7c01u;  // the first clipped pattern is in [lo, hi]
+      while (lo < hi) {
+        const std::uint32_t mid = (lo + hi) / 2;
+        if (fp16_to_float(static_cast<std::uint16_t>(mid)) / scales[s] > top) {
+          hi = mid;
+        } else {
+          lo = mid + 1;
+        }
       }
+      first_clipped[s] = lo;
     }
     std::uint64_t clipped = 0;
     for (int t = 0; t < x.tokens(); ++t) {
       for (int h = 0; h < heads; ++h) {
         const std::size_t s = scales.size() == 1 ? 0 : static_cast<std::size_t>(h);
         const auto* in = reinterpret_cast<const std::uint16_t*>(x.row_ptr(t, h));
-        const std::uint8_t* table = tables[s].data();
-        const std::uint32_t lo = first_clipped[s];
-        std::uint8_t* out = codes + (static_cast<std::size_t>(t) * heads + h) * dim;
-        for (int i = 0; i < dim; ++i) {
-          out[i] = static_cast<std::uint8_t>(table[in[i] & 0x7fffu] | ((in[i] >> 8) & 0x80u));
-        }
+        encode_fp16_row(in, dim, tables[s].data(),
+                        codes + (static_cast<std::size_t>(t) * heads + h) * dim);
         // Apart from the lookups so that it vectorises.
+        const std::uint32_t lo = first_clipped[s];
         std::uint32_t row_clipped = 0;
 #pragma omp simd reduction(+ : row_clipped)
         for (int i = 0; i < dim; ++i) {
@@ -285,24 +322,16 @@ class Fp8CalibratedQuantizer final : public Quantizer {
   std::uint64_t encode_float(const TensorView& x, const std::vector<float>& scales,
                              std::uint8_t* codes) const {
     const int heads = x.heads(), dim = x.dim();
-    const std::size_t hd = static_cast<std::size_t>(heads) * dim;
     const float top = fp8_max(m_cfg.format);
-    std::vector<float> buf(kChunkTokens * hd);
+    std::vector<float> buf;
     std::uint64_t clipped = 0;
-    for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, x.tokens() - t0);
-      load_rows(x, t0, t0 + rows, buf.data());
-      for (int r = 0; r < rows; ++r) {
-        for (int h = 0; h < heads; ++h) {
-          const float scale = scales[scales.size() == 1 ? 0 : h];
-          const float* row = buf.data() + r * hd + h * dim;
-          std::uint8_t* out = codes + (t0 + r) * hd + h * dim;
-          clipped += m_cfg.format == Fp8Format::E4M3
-                         ? encode_divided<E4M3>(row, dim, scale, top, out)
-                         : encode_divided<E5M2>(row, dim, scale, top, out);
-        }
+    for_each_chunk(x, x.tokens(), buf, [&](std::size_t first, const float* v, std::size_t rows) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float scale = scales[scales.size() == 1 ? 0 : (first + r) % heads];
+        clipped += encode_scaled<true, true>(m_cfg.format, v + r * dim, dim, scale, top,
+                                             codes + (first + r) * dim);
       }
-    }
+    });
     return clipped;
   }
 
