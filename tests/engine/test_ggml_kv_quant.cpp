@@ -5,7 +5,9 @@
 //  - worked examples computed by hand, sizes 0 / block-1 / block / block+1, error bounds of
 //    decode(encode(x)), NaN and inf that must not crash;
 //  - the Quantizer: bytes counted, histograms, llama.cpp's attn_rot undone on dequantize,
-//    head_dim not a multiple of 32 an error naming it.
+//    head_dim not a multiple of 32 an error naming it;
+//  - the AVX-512 path (ggml_quantize, the batched attn_rot) against the reference path, probe
+//    blocks with ties, zeros, tiny values, NaN and inf.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -386,11 +388,147 @@ TEST(GgmlBlockQuantizer, EmptyAndNanTensors) {
   q->dequantize(*rn, back);  // must not crash; the NaN head decodes to NaN after the rotation
 }
 
+// --- the fast path against the reference path ------------------------------------------------
+
+// Blocks that probe every rule the vectorised path reorganises: random scales from denormal to
+// near FLT_MAX, exact rounding ties of each type's grid (and IQ4_NL's midpoints between levels),
+// equal |x| of both signs (the first one sets the scale), ±0 in every order, NaN and ±inf.
+std::vector<float> probe_blocks(std::uint32_t seed, int blocks) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> kind_of(0, 11), pos(0, 31), small(-20, 20);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                 1,    13,   25,  38,  53,  69,  89,  113};
+  std::vector<float> v(static_cast<std::size_t>(blocks) * 32);
+  for (int b = 0; b < blocks; ++b) {
+    float* x = v.data() + static_cast<std::size_t>(b) * 32;
+    const float scale = std::ldexp(1.0f, small(rng) * 6);  // 2^-120 … 2^120
+    const int kind = kind_of(rng);
+    for (int j = 0; j < 32; ++j) x[j] = nd(rng) * scale;
+    switch (kind) {
+      case 0:  // half-integer ties on the q8_0 grid (amax 127 -> d 1) and the q4/q5 grids
+        for (int j = 0; j < 32; ++j) x[j] = (small(rng) * 2 + 1) * 0.5f * scale;
+        x[pos(rng)] = 127.f * scale;
+        break;
+      case 1:  // q4_0 / q5_0: max -8 or -16 -> d 1 or 0.5, values on the half steps
+        for (int j = 0; j < 32; ++j) x[j] = std::fmod(small(rng) * 0.25f, 8.f) * scale;
+        x[pos(rng)] = (pos(rng) % 2 != 0 ? -8.f : -16.f) * scale;
+        break;
+      case 2:  // equal |x| of both signs: the first one's sign sets d
+        x[pos(rng)] = 5.f * scale;
+        x[pos(rng)] = -5.f * scale;
+        break;
+      case 3:  // zeros of both signs, maybe with one value
+        for (int j = 0; j < 32; ++j) x[j] = pos(rng) % 2 != 0 ? 0.f : -0.f;
+        if (pos(rng) % 2 != 0) x[pos(rng)] = nd(rng) * scale;
+        break;
+      case 4:  // tiny: denormals and IQ4_NL's 1e-15 threshold
+        for (int j = 0; j < 32; ++j) x[j] = nd(rng) * (pos(rng) % 2 != 0 ? 1e-40f : 1e-15f);
+        break;
+      case 5:  // NaN (either sign) somewhere, maybe last
+        x[pos(rng) % 2 != 0 ? 31 : pos(rng)] = pos(rng) % 2 != 0 ? nan : -nan;
+        break;
+      case 6:  // ±inf, maybe with a NaN
+        x[pos(rng)] = pos(rng) % 2 != 0 ? inf : -inf;
+        if (pos(rng) % 3 == 0) x[pos(rng)] = nan;
+        break;
+      case 7:  // IQ4_NL midpoints: max -127 -> d 1, values halfway between levels
+        for (int j = 0; j < 32; ++j) {
+          const int k = pos(rng) % 15;
+          x[j] = (kLevels[k] + kLevels[k + 1]) * 0.5f * scale;
+        }
+        x[pos(rng)] = -127.f * scale;
+        break;
+      case 8:  // near FLT_MAX
+        for (int j = 0; j < 32; ++j) x[j] = nd(rng) * 1e38f;
+        break;
+      case 9:  // all equal (q4_1 / q5_1: d = 0)
+        for (int j = 0; j < 32; ++j) x[j] = scale;
+        break;
+      case 10:  // all non-negative with zeros (the _1 types' min is a zero)
+        for (int j = 0; j < 32; ++j) x[j] = pos(rng) % 3 == 0 ? -0.f : std::fabs(x[j]);
+        break;
+      default:  // integers (exact level hits for the _1 grids)
+        for (int j = 0; j < 32; ++j) x[j] = static_cast<float>(small(rng)) * scale;
+        break;
+    }
+  }
+  return v;
+}
+
+TEST(GgmlQuantize, FastPathEqualsReferencePath) {
+  const int blocks = 20000 + 7;  // not a whole number of IQ4_NL's 16-block groups
+  const auto x = probe_blocks(11, blocks);
+  for (GgmlType t : kTypes) {
+    for (auto rule : {GgmlQuantizeRule::KvCache, GgmlQuantizeRule::ModelFile}) {
+      const auto fast = quantized(t, x, rule);
+      std::vector<std::uint8_t> ref(fast.size());
+      ASSERT_TRUE(detail::ggml_quantize_scalar(t, x.data(), static_cast<std::int64_t>(x.size()),
+                                               ref.data(), rule));
+      const int size = ggml_type_info(t)->type_size;
+      for (std::size_t b = 0; b < fast.size(); b += size) {
+        if (std::memcmp(fast.data() + b, ref.data() + b, size) == 0) continue;
+        std::ostringstream msg;
+        msg << ggml_type_info(t)->name << " block " << b / size << ": input";
+        for (int j = 0; j < 32; ++j) msg << ' ' << x[b / size * 32 + j];
+        msg << "\n fast:";
+        for (int j = 0; j < size; ++j) msg << ' ' << int(fast[b + j]);
+        msg << "\n ref: ";
+        for (int j = 0; j < size; ++j) msg << ' ' << int(ref[b + j]);
+        FAIL() << msg.str();
+      }
+    }
+  }
+}
+
+TEST(GgmlBlockQuantizer, FastRotationEqualsLlamaAttnRotate) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  for (int dim : {64, 128, 192, 256, 320, 512, 96}) {
+    for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      const std::size_t rows = 37;
+      std::vector<float> x(rows * dim);
+      for (float& v : x) v = nd(rng);
+      x[5 * dim + 7] = std::numeric_limits<float>::quiet_NaN();
+      x[9 * dim + 1] = std::numeric_limits<float>::infinity();
+      x[9 * dim + 2] = -std::numeric_limits<float>::infinity();
+      x[11 * dim] = 3e38f, x[11 * dim + 1] = 3e38f;  // overflows to inf inside the transform
+      x[13 * dim + 3] = 1e-42f;
+      std::vector<float> ref = x;
+      for (std::size_t r = 0; r < rows; ++r) {
+        llama_attn_rotate(std::span(ref).subspan(r * dim, dim), role, false);
+      }
+      detail::llama_attn_rotate_rows(x.data(), rows, dim, role);
+      EXPECT_EQ(std::memcmp(x.data(), ref.data(), x.size() * sizeof(float)), 0)
+          << "dim " << dim << ' ' << role_name(role);
+    }
+  }
+  // The Quantizer with attn_rot: the reference bytes of the reference rotation's rows.
+  const Tensor k = random_tensor(100, 3, 128, 5, DType::F16);
+  const auto flat = k.view().to_float();
+  for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+    std::vector<float> rotated = flat;
+    for (std::size_t r = 0; r < rotated.size() / 128; ++r) {
+      llama_attn_rotate(std::span(rotated).subspan(r * 128, 128), role, false);
+    }
+    for (GgmlType t : kTypes) {
+      auto q = detail::make_ggml_block_quantizer(t, true)->quantize(k.view(), role);
+      ASSERT_TRUE(q.ok());
+      std::vector<std::uint8_t> ref(q->codes.size());
+      ASSERT_TRUE(detail::ggml_quantize_scalar(
+          t, rotated.data(), static_cast<std::int64_t>(rotated.size()), ref.data()));
+      EXPECT_EQ(q->codes, ref) << ggml_type_info(t)->name << ' ' << role_name(role);
+    }
+  }
+}
+
 // Throughput of the quantize path for fp16 input (printed; a loose floor only).
 TEST(GgmlBlockQuantizer, Throughput) {
   const Tensor k = random_tensor(2048, 8, 128, 4, DType::F16);
   const double gb = double(k.elements()) * 2 / 1e9;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0}) {
+  for (GgmlType t : kTypes) {
     const auto q = detail::make_ggml_block_quantizer(t, false);
     const auto t0 = std::chrono::steady_clock::now();
     auto r = q->quantize(k.view(), TensorRole::Key);

@@ -9,6 +9,7 @@
 // is the reference's, in its order, so that the bytes are equal (the tests compare with gguf-py
 // and with libggml itself).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,6 +17,12 @@
 
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/model/ggml_types.h"
+#include "quant/ggml_block_quantizer.h"
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include <immintrin.h>
+#define KVLAB_GGML_QUANT_AVX512 1
+#endif
 
 // No fused multiply-add may join two of the reference's operations (-march=native offers FMA,
 // and GCC contracts a*b+c by default even in ISO C++ mode; libggml-base is built without FMA).
@@ -246,6 +253,272 @@ void quant_iq4_nl(const float* x, std::uint8_t* y, int ntry) {
   }
 }
 
+// One block by the reference functions above.
+void quant_block_scalar(GgmlType type, const float* x, std::uint8_t* y, int ntry) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      quant_q4_0(x, y);
+      break;
+    case GgmlType::Q4_1:
+      quant_q4_1(x, y);
+      break;
+    case GgmlType::Q5_0:
+      quant_q5_0(x, y);
+      break;
+    case GgmlType::Q5_1:
+      quant_q5_1(x, y);
+      break;
+    case GgmlType::Q8_0:
+      quant_q8_0(x, y);
+      break;
+    default:
+      quant_iq4_nl(x, y, ntry);
+      break;
+  }
+}
+
+#if defined(KVLAB_GGML_QUANT_AVX512)
+// --- AVX-512 path ------------------------------------------------------------------------------
+// The same float operations as the reference, value by value (x*id, + 8.5f, the x86 truncation
+// cvttps2dq = trunc_x86, roundf as trunc plus a step where |fraction| >= 0.5, ...), so the bytes
+// are equal. Only reductions are reorganised, where the result provably is the same: a block
+// holding NaN or ±inf goes to the reference functions (the NaN-sensitive MAX and comparisons of
+// the reference), and for finite values max/min are order-free except for the sign of a zero,
+// which is taken from the first zero as the reference's strict comparisons do. IQ4_NL's sums
+// stay sequential per block, several blocks interleaved.
+
+// Whether any of the 32 values is NaN or ±inf (fpclass: QNaN 0x01, +inf 0x08, -inf 0x10, SNaN
+// 0x80).
+inline bool nonfinite(__m512 a, __m512 b) {
+  return (_mm512_fpclass_ps_mask(a, 0x99) | _mm512_fpclass_ps_mask(b, 0x99)) != 0;
+}
+
+inline std::uint32_t mask32(__mmask16 lo, __mmask16 hi) {
+  return static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+}
+
+// signed_absmax of a finite block: the first value of the largest |x|; max = +0 when all are 0.
+inline void signed_absmax_v(const float* x, __m512 v0, __m512 v1, float& amax, float& max) {
+  const __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+  amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+  max = 0.0f;
+  if (amax > 0.0f) {
+    const __m512 m = _mm512_set1_ps(amax);
+    const std::uint32_t at =
+        mask32(_mm512_cmp_ps_mask(a0, m, _CMP_EQ_OQ), _mm512_cmp_ps_mask(a1, m, _CMP_EQ_OQ));
+    max = x[std::countr_zero(at)];
+  }
+}
+
+// min_max of a finite block: a zero result keeps the sign of the first zero (the reference only
+// replaces on strictly smaller / larger).
+inline void min_max_v(const float* x, __m512 v0, __m512 v1, float& min, float& max) {
+  min = std::min(std::numeric_limits<float>::max(), _mm512_reduce_min_ps(_mm512_min_ps(v0, v1)));
+  max = std::max(-std::numeric_limits<float>::max(), _mm512_reduce_max_ps(_mm512_max_ps(v0, v1)));
+  if (min == 0.0f || max == 0.0f) {
+    const __m512 z = _mm512_setzero_ps();
+    const std::uint32_t at =
+        mask32(_mm512_cmp_ps_mask(v0, z, _CMP_EQ_OQ), _mm512_cmp_ps_mask(v1, z, _CMP_EQ_OQ));
+    const float first = x[std::countr_zero(at)];
+    if (min == 0.0f) min = first;
+    if (max == 0.0f) max = first;
+  }
+}
+
+// (std::int8_t) trunc_x86(v) as int32: cvttps2dq (0x80000000 for NaN / out of range, as
+// trunc_x86), then the low byte sign-extended.
+inline __m512i to_int8_v(__m512 v) {
+  return _mm512_srai_epi32(_mm512_slli_epi32(_mm512_cvttps_epi32(v), 24), 24);
+}
+
+// 16 bytes lo | hi << 4 from two int32 vectors (their low bytes, as the uint8 casts).
+inline void store_nibbles(std::uint8_t* y, __m512i lo, __m512i hi) {
+  const __m512i b = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y), _mm512_cvtepi32_epi8(b));
+}
+
+// Q5 layout: low nibbles as store_nibbles (masked to 4 bits), bit 4 into qh.
+inline void store_q5(std::uint8_t* qh_at, std::uint8_t* qs, __m512i lo, __m512i hi) {
+  const __m512i f = _mm512_set1_epi32(0x0F), b4 = _mm512_set1_epi32(0x10);
+  store_nibbles(qs, _mm512_and_si512(lo, f), _mm512_and_si512(hi, f));
+  const std::uint32_t qh = mask32(_mm512_test_epi32_mask(lo, b4), _mm512_test_epi32_mask(hi, b4));
+  std::memcpy(qh_at, &qh, sizeof qh);
+}
+
+void fast_q4_0(const float* x, std::uint8_t* y) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  if (nonfinite(v0, v1)) return quant_q4_0(x, y);
+  float amax, max;
+  signed_absmax_v(x, v0, v1, amax, max);
+  const float d = max / -8;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_f16(y, d);
+  const __m512 vid = _mm512_set1_ps(id), off = _mm512_set1_ps(8.5f);
+  const __m512i top = _mm512_set1_epi32(15);
+  const __m512i q0 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v0, vid), off)));
+  const __m512i q1 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v1, vid), off)));
+  store_nibbles(y + 2, q0, q1);
+}
+
+void fast_q4_1(const float* x, std::uint8_t* y) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  if (nonfinite(v0, v1)) return quant_q4_1(x, y);
+  float min, max;
+  min_max_v(x, v0, v1, min, max);
+  const float d = (max - min) / ((1 << 4) - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_f16(y, d);
+  store_f16(y + 2, min);
+  const __m512 vid = _mm512_set1_ps(id), vmin = _mm512_set1_ps(min), h = _mm512_set1_ps(0.5f);
+  const __m512i top = _mm512_set1_epi32(15);
+  const __m512i q0 = _mm512_min_epi32(
+      top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v0, vmin), vid), h)));
+  const __m512i q1 = _mm512_min_epi32(
+      top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v1, vmin), vid), h)));
+  store_nibbles(y + 4, q0, q1);
+}
+
+void fast_q5_0(const float* x, std::uint8_t* y) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  if (nonfinite(v0, v1)) return quant_q5_0(x, y);
+  float amax, max;
+  signed_absmax_v(x, v0, v1, amax, max);
+  const float d = max / -16;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_f16(y, d);
+  const __m512 vid = _mm512_set1_ps(id), off = _mm512_set1_ps(16.5f);
+  const __m512i top = _mm512_set1_epi32(31);
+  const __m512i q0 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v0, vid), off)));
+  const __m512i q1 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v1, vid), off)));
+  store_q5(y + 2, y + 6, q0, q1);
+}
+
+void fast_q5_1(const float* x, std::uint8_t* y) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  if (nonfinite(v0, v1)) return quant_q5_1(x, y);
+  float min, max;
+  min_max_v(x, v0, v1, min, max);
+  const float d = (max - min) / ((1 << 5) - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_f16(y, d);
+  store_f16(y + 2, min);
+  const __m512 vid = _mm512_set1_ps(id), vmin = _mm512_set1_ps(min), h = _mm512_set1_ps(0.5f);
+  // to_uint8: the low byte of the truncation, no clamp.
+  const __m512i q0 =
+      _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v0, vmin), vid), h));
+  const __m512i q1 =
+      _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v1, vmin), vid), h));
+  store_q5(y + 4, y + 8, q0, q1);
+}
+
+// roundf(v) (half away from zero) for every float: t = trunc(v), v - t exact, one step away from
+// zero where |v - t| >= 0.5 (NaN and ±inf stay as they are).
+inline __m512 roundf_v(__m512 v) {
+  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask16 up =
+      _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f),
+                                  _mm512_and_ps(v, _mm512_set1_ps(-0.0f)));  // copysign(1, v)
+  return _mm512_mask_add_ps(t, up, t, one);
+}
+
+void fast_q8_0(const float* x, std::uint8_t* y) {
+  const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+  if (nonfinite(v0, v1)) return quant_q8_0(x, y);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+  const float d = amax / ((1 << 7) - 1);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  store_f16(y, d);
+  const __m512 vid = _mm512_set1_ps(id);
+  const __m512i q0 = _mm512_cvttps_epi32(roundf_v(_mm512_mul_ps(v0, vid)));
+  const __m512i q1 = _mm512_cvttps_epi32(roundf_v(_mm512_mul_ps(v1, vid)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 2), _mm512_cvtepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 18), _mm512_cvtepi32_epi8(q1));
+}
+
+// best_index_iq4nl for 16 values: the largest k with !(x < kvalues[k]) by a branch-free binary
+// search (the reference's comparison, so NaN goes up as there), capped at 14, then the
+// reference's tie rule x - v[k] < v[k+1] - x. Below kvalues[0] and above kvalues[15] this gives
+// 0 and 15 as the reference's early returns do.
+inline __m512i best_index_v(__m512 x, __m512 levels) {
+  // First step against kvalues[8] = 1 without a permute, then 4, 2, 1.
+  __m512i k = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLT_UQ),
+                                     _mm512_set1_epi32(8));
+  const auto step = [&](int s) {
+    const __m512i c = _mm512_add_epi32(k, _mm512_set1_epi32(s));
+    const __mmask16 ge = _mm512_cmp_ps_mask(x, _mm512_permutexvar_ps(c, levels), _CMP_NLT_UQ);
+    k = _mm512_mask_mov_epi32(k, ge, c);
+  };
+  step(4);
+  step(2);
+  step(1);
+  k = _mm512_min_epi32(k, _mm512_set1_epi32(14));
+  const __m512i k1 = _mm512_add_epi32(k, _mm512_set1_epi32(1));
+  const __m512 lo = _mm512_permutexvar_ps(k, levels), hi = _mm512_permutexvar_ps(k1, levels);
+  const __mmask16 down = _mm512_cmp_ps_mask(_mm512_sub_ps(x, lo), _mm512_sub_ps(hi, x), _CMP_LT_OQ);
+  return _mm512_mask_mov_epi32(k1, down, k);
+}
+
+// IQ4_NL as the KV cache stores it (quantize_row_iq4_nl_ref, ntry = -1), up to kGroup blocks:
+// per block the codes of the first scale and the products w*q*x, w*q*q vectorised; the two
+// least-squares sums added in the reference's order, the blocks' chains interleaved.
+constexpr int kGroup = 16;
+void fast_iq4_nl_kv(const float* x, std::uint8_t* y, int blocks, int size) {
+  alignas(64) float pqx[kGroup][kBlock];
+  alignas(64) float pq2[kGroup][kBlock];
+  bool vector[kGroup];
+  const __m512 levels =
+      _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+  for (int b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kBlock;
+    std::uint8_t* yb = y + b * size;
+    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+    vector[b] = false;
+    float amax = 0.0f, max = 0.0f;
+    const bool finite = !nonfinite(v0, v1);
+    if (finite) signed_absmax_v(xb, v0, v1, amax, max);
+    if (!finite || amax < 1e-15f) {
+      if (finite) {  // GROUP_MAX_EPS: scale 0, codes 0
+        store_f16(yb, 0.0f);
+        std::memset(yb + 2, 0, kBlock / 2);
+      } else {
+        quant_iq4_nl(xb, yb, -1);
+      }
+      std::memset(pqx[b], 0, sizeof pqx[b]);
+      std::memset(pq2[b], 0, sizeof pq2[b]);
+      continue;
+    }
+    vector[b] = true;
+    const float d = max / kIq4nl[0];
+    const __m512 vid = _mm512_set1_ps(1 / d);
+    const __m512i l0 = best_index_v(_mm512_mul_ps(vid, v0), levels);
+    const __m512i l1 = best_index_v(_mm512_mul_ps(vid, v1), levels);
+    store_nibbles(yb + 2, l0, l1);
+    const __m512 q0 = _mm512_permutexvar_ps(l0, levels), q1 = _mm512_permutexvar_ps(l1, levels);
+    const __m512 wq0 = _mm512_mul_ps(_mm512_mul_ps(v0, v0), q0);
+    const __m512 wq1 = _mm512_mul_ps(_mm512_mul_ps(v1, v1), q1);
+    _mm512_store_ps(pqx[b], _mm512_mul_ps(wq0, v0));
+    _mm512_store_ps(pqx[b] + 16, _mm512_mul_ps(wq1, v1));
+    _mm512_store_ps(pq2[b], _mm512_mul_ps(wq0, q0));
+    _mm512_store_ps(pq2[b] + 16, _mm512_mul_ps(wq1, q1));
+  }
+  for (int b = blocks; b < kGroup; ++b) {
+    std::memset(pqx[b], 0, sizeof pqx[b]);
+    std::memset(pq2[b], 0, sizeof pq2[b]);
+  }
+  float sqx[kGroup] = {}, sq2[kGroup] = {};
+  for (int j = 0; j < kBlock; ++j) {
+    for (int b = 0; b < kGroup; ++b) {
+      sqx[b] += pqx[b][j];
+      sq2[b] += pq2[b][j];
+    }
+  }
+  for (int b = 0; b < blocks; ++b) {
+    if (vector[b]) store_f16(y + b * size, sq2[b] > 0 ? sqx[b] / sq2[b] : 0.f);
+  }
+}
+#endif
+
 }  // namespace
 
 bool ggml_quantizable(GgmlType type) {
@@ -264,35 +537,57 @@ bool ggml_quantizable(GgmlType type) {
 
 bool ggml_quantize(GgmlType type, const float* src, std::int64_t n, std::uint8_t* dst,
                    GgmlQuantizeRule rule) {
+#if defined(KVLAB_GGML_QUANT_AVX512)
   if (!ggml_quantizable(type) || n < 0 || n % kBlock != 0) return false;
   const int size = ggml_type_info(type)->type_size;
   const std::int64_t blocks = n / kBlock;
+  void (*block)(const float*, std::uint8_t*) = nullptr;
+  switch (type) {
+    case GgmlType::Q4_0:
+      block = fast_q4_0;
+      break;
+    case GgmlType::Q4_1:
+      block = fast_q4_1;
+      break;
+    case GgmlType::Q5_0:
+      block = fast_q5_0;
+      break;
+    case GgmlType::Q5_1:
+      block = fast_q5_1;
+      break;
+    case GgmlType::Q8_0:
+      block = fast_q8_0;
+      break;
+    default:
+      // IQ4_NL's model-file rule (a 15-scale search) stays on the reference path.
+      if (rule == GgmlQuantizeRule::ModelFile)
+        return detail::ggml_quantize_scalar(type, src, n, dst, rule);
+      for (std::int64_t b = 0; b < blocks; b += kGroup) {
+        fast_iq4_nl_kv(src + b * kBlock, dst + b * size,
+                       static_cast<int>(std::min<std::int64_t>(kGroup, blocks - b)), size);
+      }
+      return true;
+  }
+  for (std::int64_t b = 0; b < blocks; ++b) block(src + b * kBlock, dst + b * size);
+  return true;
+#else
+  return detail::ggml_quantize_scalar(type, src, n, dst, rule);
+#endif
+}
+
+namespace detail {
+
+bool ggml_quantize_scalar(GgmlType type, const float* src, std::int64_t n, std::uint8_t* dst,
+                          GgmlQuantizeRule rule) {
+  if (!ggml_quantizable(type) || n < 0 || n % kBlock != 0) return false;
+  const int size = ggml_type_info(type)->type_size;
   const int ntry = rule == GgmlQuantizeRule::ModelFile ? 7 : -1;
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const float* x = src + b * kBlock;
-    std::uint8_t* y = dst + b * size;
-    switch (type) {
-      case GgmlType::Q4_0:
-        quant_q4_0(x, y);
-        break;
-      case GgmlType::Q4_1:
-        quant_q4_1(x, y);
-        break;
-      case GgmlType::Q5_0:
-        quant_q5_0(x, y);
-        break;
-      case GgmlType::Q5_1:
-        quant_q5_1(x, y);
-        break;
-      case GgmlType::Q8_0:
-        quant_q8_0(x, y);
-        break;
-      default:
-        quant_iq4_nl(x, y, ntry);
-        break;
-    }
+  for (std::int64_t b = 0; b < n / kBlock; ++b) {
+    quant_block_scalar(type, src + b * kBlock, dst + b * size, ntry);
   }
   return true;
 }
+
+}  // namespace detail
 
 }  // namespace kvlab

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,12 +20,63 @@
 #include "core/row_loader.h"
 #include "kvlab/engine/quant/rotation.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#define KVLAB_GGML_ROT_AVX512 1
+#endif
+
 namespace kvlab::detail {
 
 namespace {
 
 constexpr int kBlock = 32;
-constexpr int kChunkTokens = 64;
+// Token rows converted, rotated and quantized at a time: about 32 KiB of floats, so that the
+// buffer stays in L1 between the three passes.
+constexpr std::size_t kChunkValues = 8192;
+
+#if defined(KVLAB_GGML_ROT_AVX512)
+// hadamard_transform (rotation.cpp) on 16-float vectors: every value gets the same sums and
+// differences in the same order (a + b for the lower, a - b for the upper of each pair), then
+// the same scale, so the floats are the same. Strides 1 … 8 inside a vector: with p the vector
+// with partners swapped, lanes without the stride bit take v + p, lanes with it p - v. (The
+// masked permutes with an all-ones mask are the plain ones; GCC 12 warns about those.)
+inline __m512 butterfly_in(__m512 v, __m512 p, __mmask16 upper) {
+  return _mm512_mask_sub_ps(_mm512_add_ps(v, p), upper, p, v);
+}
+
+inline __m512 hadamard16(__m512 v) {
+  v = butterfly_in(v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0xB1), 0xAAAA);           // stride 1
+  v = butterfly_in(v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0x4E), 0xCCCC);           // stride 2
+  v = butterfly_in(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0xB1), 0xF0F0);     // stride 4
+  return butterfly_in(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0x4E), 0xFF00);  // stride 8
+}
+
+// hadamard_transform of N consecutive floats, N = 64, 128 or 256, in registers.
+template <int N>
+void hadamard_n(float* x) {
+  constexpr int kV = N / 16;
+  __m512 v[kV];
+  for (int i = 0; i < kV; ++i) v[i] = hadamard16(_mm512_loadu_ps(x + 16 * i));
+  for (int h = 1; h < kV; h *= 2) {
+    for (int i = 0; i < kV; i += 2 * h) {
+      for (int j = i; j < i + h; ++j) {
+        const __m512 a = v[j], b = v[j + h];
+        v[j] = _mm512_add_ps(a, b);
+        v[j + h] = _mm512_sub_ps(a, b);
+      }
+    }
+  }
+  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(N)));
+  for (int i = 0; i < kV; ++i) _mm512_storeu_ps(x + 16 * i, _mm512_mul_ps(v[i], scale));
+}
+
+// Whether all n floats (n % 16 == 0) are finite.
+inline bool all_finite(const float* x, int n) {
+  __mmask16 bad = 0;
+  for (int i = 0; i < n; i += 16) bad |= _mm512_fpclass_ps_mask(_mm512_loadu_ps(x + i), 0x99);
+  return bad == 0;
+}
+#endif
 
 std::string lower(std::string_view s) {
   std::string r(s);
@@ -65,14 +117,13 @@ class GgmlBlockQuantizer final : public Quantizer {
     const std::size_t row_bytes = row / kBlock * m_type_size;
     q.codes.resize(row_bytes * x.tokens());
     const bool rotate = m_hadamard && llama_attn_rot_enabled(m_type, dim);
-    std::vector<float> buf(kChunkTokens * row);
-    for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, x.tokens() - t0);
+    const int chunk = static_cast<int>(std::max<std::size_t>(1, kChunkValues / row));
+    std::vector<float> buf(chunk * row);
+    for (int t0 = 0; t0 < x.tokens(); t0 += chunk) {
+      const int rows = std::min(chunk, x.tokens() - t0);
       load_rows(x, t0, t0 + rows, buf.data());
       if (rotate) {
-        for (std::size_t r = 0; r < static_cast<std::size_t>(rows) * heads; ++r) {
-          llama_attn_rotate({buf.data() + r * dim, static_cast<std::size_t>(dim)}, role, false);
-        }
+        llama_attn_rotate_rows(buf.data(), static_cast<std::size_t>(rows) * heads, dim, role);
       }
       (void)ggml_quantize(m_type, buf.data(), static_cast<std::int64_t>(rows) * row,
                           q.codes.data() + t0 * row_bytes);
@@ -134,6 +185,29 @@ class GgmlBlockQuantizer final : public Quantizer {
 
 std::unique_ptr<Quantizer> make_ggml_block_quantizer(GgmlType type, bool hadamard) {
   return std::make_unique<GgmlBlockQuantizer>(type, hadamard);
+}
+
+void llama_attn_rotate_rows(float* x, std::size_t rows, int dim, TensorRole role) {
+  const int n = llama_attn_rot_size(role, dim);
+  if (n == 0) return;
+  for (std::size_t r = 0; r < rows; ++r) {
+    float* head = x + r * dim;
+#if defined(KVLAB_GGML_ROT_AVX512)
+    if (n <= 256 && all_finite(head, dim)) {
+      for (int i = 0; i < dim; i += n) {
+        if (n == 64) {
+          hadamard_n<64>(head + i);
+        } else if (n == 128) {
+          hadamard_n<128>(head + i);
+        } else {
+          hadamard_n<256>(head + i);
+        }
+      }
+      continue;
+    }
+#endif
+    llama_attn_rotate({head, static_cast<std::size_t>(dim)}, role, false);
+  }
 }
 
 }  // namespace kvlab::detail

@@ -2,6 +2,8 @@
 // Private to the engine; method.cpp wires it into the method registry.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kvlab/engine/model/ggml_types.h"
@@ -19,5 +21,16 @@ namespace kvlab::detail {
 // returns the tensor in its original frame, as llama.cpp's attention output is.
 // Another type gives a quantizer whose quantize() returns an error naming it.
 std::unique_ptr<Quantizer> make_ggml_block_quantizer(GgmlType type, bool hadamard);
+
+// ggml_quantize's reference path (ggml_quantize.cpp): llama.cpp's quantize_row_*_ref one value
+// at a time. ggml_quantize computes the same bytes with AVX-512 where the build has it (a block
+// holding NaN or ±inf, and IQ4_NL's model-file rule, through this path); the tests compare both.
+bool ggml_quantize_scalar(GgmlType type, const float* src, std::int64_t n, std::uint8_t* dst,
+                          GgmlQuantizeRule rule = GgmlQuantizeRule::KvCache);
+
+// llama_attn_rotate(head, role, false) on each of `rows` consecutive head vectors of `dim` values
+// at `x`: the same butterflies on every value, so the same floats, AVX-512 for rotation sizes up
+// to 256 (a head holding NaN or ±inf, and larger sizes, through llama_attn_rotate itself).
+void llama_attn_rotate_rows(float* x, std::size_t rows, int dim, TensorRole role);
 
 }  // namespace kvlab::detail
