@@ -5,6 +5,7 @@
 // unbiasedness over seeds; every stored byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -367,6 +368,63 @@ TEST(TurboQuant, ErrorsNameTheInput) {
   auto qi = had->quantize(ti.view(), TensorRole::Value);
   ASSERT_FALSE(qi.ok());
   EXPECT_NE(qi.message().find("token 0, head 0"), std::string::npos) << qi.message();
+}
+
+// The vectorised nearest-level search (count_boundaries_below) against the plain count of every
+// boundary below x, on random values and on values exactly on a boundary (a tie takes the lower
+// level), its neighbours one ulp away, +-0, +-inf and NaN, for 0 to 15 boundaries (codebooks of
+// 1 to 4 bits and KVQuant's midpoints) and lengths that are not multiples of 16; then on every
+// Lloyd-Max codebook scaled by a norm, as TurboQuant uses it.
+TEST(TurboQuantLevelSearch, FastEqualsPlainIncludingTies) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.f, 1.f);
+  std::uniform_int_distribution<int> pick(0, 99);
+  for (int count = 0; count <= detail::kMaxLevelBoundaries; ++count) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<float> t(count);
+      for (float& v : t) v = g(rng);
+      if (count >= 2 && rep % 4 == 1) t[1] = t[0];  // repeated boundaries
+      if (count >= 1 && rep % 4 == 2) t[count / 2] = 0.f;
+      std::sort(t.begin(), t.end());  // (the search needs them ascending)
+      const std::size_t n = 1 + static_cast<std::size_t>(rep) * 37;
+      std::vector<float> x(n);
+      for (float& v : x) {
+        const int r = pick(rng);
+        if (count > 0 && r < 40) {
+          const float b = t[static_cast<std::size_t>(pick(rng)) % t.size()];
+          v = r < 20 ? b : std::nextafter(b, r < 30 ? INFINITY : -INFINITY);
+        } else if (r < 44) {
+          const float special[] = {0.f, -0.f, INFINITY, -INFINITY, NAN};
+          v = special[r - 40 + (pick(rng) % 2)];
+        } else {
+          v = 2.f * g(rng);
+        }
+      }
+      std::vector<std::uint8_t> plain(n, 0xff), fast(n, 0xee);
+      detail::count_boundaries_below_plain(x.data(), n, t.data(), count, plain.data());
+      detail::count_boundaries_below(x.data(), n, t.data(), count, fast.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(int(fast[i]), int(plain[i]))
+            << "count " << count << " rep " << rep << " x " << x[i] << " at " << i;
+      }
+    }
+  }
+  for (int bits = 1; bits <= detail::kLloydMaxMaxBits; ++bits) {
+    const auto& cb = detail::lloyd_max_codebook(128, bits);
+    const float norm = 3.7f;
+    std::vector<float> th(cb.boundaries.size());
+    for (std::size_t k = 0; k < th.size(); ++k) th[k] = norm * cb.boundaries[k];
+    std::vector<float> x = gaussian(1000, 5 + bits);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      x[i] *= norm / std::sqrt(128.f);
+      if (i % 5 == 0) x[i] = th[i % th.size()];
+    }
+    std::vector<std::uint8_t> plain(x.size()), fast(x.size());
+    detail::count_boundaries_below_plain(x.data(), x.size(), th.data(), int(th.size()),
+                                         plain.data());
+    detail::count_boundaries_below(x.data(), x.size(), th.data(), int(th.size()), fast.data());
+    EXPECT_EQ(fast, plain) << bits << " bits";
+  }
 }
 
 }  // namespace

@@ -282,9 +282,9 @@ void select_token_tails(const float* x, int n, int k, TailScratch& s, float& low
     float* gmax = s.sel.data();
     float* gmin = gmax + K;
     for (int g = 0; g < K; ++g) gmax[g] = bmax[g], gmin[g] = bmin[g];
-    for (int j = K; j < nb; ++j) {
-      gmax[j % K] = std::max(gmax[j % K], bmax[j]);
-      gmin[j % K] = std::min(gmin[j % K], bmin[j]);
+    for (int j = K, g = 0; j < nb; ++j, g = g + 1 == K ? 0 : g + 1) {  // g = j mod K
+      gmax[g] = std::max(gmax[g], bmax[j]);
+      gmin[g] = std::min(gmin[g], bmin[j]);
     }
     const float tau_hi = *std::min_element(gmax, gmax + K);
     const float tau_lo = *std::max_element(gmin, gmin + K);

@@ -13,6 +13,7 @@
 
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
+#include "quant/lloyd_max.h"
 
 namespace kvlab::detail {
 
@@ -45,21 +46,33 @@ void rope_row(float* row, int heads, int dim, const RopeSpec& rope, const float*
 
 // ---- codes ---------------------------------------------------------------------------------
 
-// Nearest level of a normalised u: the number of midpoints below it (a tie goes to the lower
-// level, as the reference's argmin over |u − level| picks the first).
+// Nearest level of a normalised u = fma(x, inv, bias): the number of midpoints below it (a tie
+// goes to the lower level, as the reference's argmin over |u − level| picks the first), by
+// lloyd_max.h's branch-free binary search over the midpoints in one register, 16 at a time.
 template <int B>
 void encode_channels(const float* x, const float* inv, const float* bias, const float* lo,
                      const float* up, const float* mids, int n, std::uint8_t* codes,
                      std::uint8_t* flags) {
   constexpr int NM = (1 << B) - 1;
-  float m[NM];
-  for (int j = 0; j < NM; ++j) m[j] = mids[j];
-#pragma omp simd
-  for (int i = 0; i < n; ++i) {
+  int i = 0;
+#if defined(__AVX512F__)
+  const __m512 table = level_search_table(mids, NM);
+  const __m128i one = _mm_set1_epi8(1);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    const __m512 u = _mm512_fmadd_ps(v, _mm512_loadu_ps(inv + i), _mm512_loadu_ps(bias + i));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i),
+                     _mm512_cvtepi32_epi8(level_search16<B>(u, table)));
+    const __mmask16 out = _mm512_cmp_ps_mask(v, _mm512_loadu_ps(up + i), _CMP_GT_OQ) |
+                          _mm512_cmp_ps_mask(v, _mm512_loadu_ps(lo + i), _CMP_LT_OQ);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(flags + i), _mm_maskz_mov_epi8(out, one));
+  }
+#endif
+  for (; i < n; ++i) {
     const float v = x[i];
-    const float u = v * inv[i] + bias[i];
+    const float u = std::fma(v, inv[i], bias[i]);
     int c = 0;
-    for (int j = 0; j < NM; ++j) c += u > m[j] ? 1 : 0;
+    for (int j = 0; j < NM; ++j) c += u > mids[j] ? 1 : 0;
     codes[i] = static_cast<std::uint8_t>(c);
     flags[i] = static_cast<std::uint8_t>((v > up[i]) | (v < lo[i]));
   }
@@ -69,13 +82,20 @@ template <int B>
 void encode_token(const float* x, float inv, float bias, const float* mids, int n,
                   std::uint8_t* codes) {
   constexpr int NM = (1 << B) - 1;
-  float m[NM];
-  for (int j = 0; j < NM; ++j) m[j] = mids[j];
-#pragma omp simd
-  for (int i = 0; i < n; ++i) {
-    const float u = x[i] * inv + bias;
+  int i = 0;
+#if defined(__AVX512F__)
+  const __m512 table = level_search_table(mids, NM);
+  const __m512 vi = _mm512_set1_ps(inv), vb = _mm512_set1_ps(bias);
+  for (; i + 16 <= n; i += 16) {
+    const __m512 u = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), vi, vb);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i),
+                     _mm512_cvtepi32_epi8(level_search16<B>(u, table)));
+  }
+#endif
+  for (; i < n; ++i) {
+    const float u = std::fma(x[i], inv, bias);
     int c = 0;
-    for (int j = 0; j < NM; ++j) c += u > m[j] ? 1 : 0;
+    for (int j = 0; j < NM; ++j) c += u > mids[j] ? 1 : 0;
     codes[i] = static_cast<std::uint8_t>(c);
   }
 }

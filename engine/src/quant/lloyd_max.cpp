@@ -128,4 +128,56 @@ const LloydMaxCodebook& lloyd_max_codebook(int dim, int bits) {
   return *slot;
 }
 
+void count_boundaries_below_plain(const float* x, std::size_t n, const float* t, int count,
+                                  std::uint8_t* codes) {
+  for (std::size_t i = 0; i < n; ++i) {
+    int c = 0;
+    for (int k = 0; k < count; ++k) c += x[i] > t[k] ? 1 : 0;
+    codes[i] = static_cast<std::uint8_t>(c);
+  }
+}
+
+namespace {
+
+#if defined(__AVX512F__)
+template <int Steps>
+void count_below_avx512(const float* x, std::size_t n, __m512 table, std::uint8_t* codes) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + i),
+                     _mm512_cvtepi32_epi8(level_search16<Steps>(_mm512_loadu_ps(x + i), table)));
+  }
+  if (i < n) {
+    const auto m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_cvtepi32_storeu_epi8(codes + i, m,
+                                     level_search16<Steps>(_mm512_maskz_loadu_ps(m, x + i), table));
+  }
+}
+#endif
+
+}  // namespace
+
+void count_boundaries_below(const float* x, std::size_t n, const float* t, int count,
+                            std::uint8_t* codes) {
+#if defined(__AVX512F__)
+  if (count >= 0 && count <= kMaxLevelBoundaries) {
+    const __m512 table = level_search_table(t, count);
+    switch (level_search_steps(count)) {
+      case 0:
+        std::fill(codes, codes + n, std::uint8_t{0});
+        return;
+      case 1:
+        return count_below_avx512<1>(x, n, table, codes);
+      case 2:
+        return count_below_avx512<2>(x, n, table, codes);
+      case 3:
+        return count_below_avx512<3>(x, n, table, codes);
+      default:
+        return count_below_avx512<4>(x, n, table, codes);
+    }
+  }
+#endif
+  count_boundaries_below_plain(x, n, t, count, codes);
+}
+
 }  // namespace kvlab::detail

@@ -8,7 +8,13 @@
 // centroids, Max 1960 / Lloyd 1982) on a fine grid. Private to the engine.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace kvlab::detail {
 
@@ -28,6 +34,45 @@ struct LloydMaxCodebook {
 // Computes the codebook from scratch (about a millisecond). dim >= 2, 1 <= bits <= 4; other
 // values give an empty codebook.
 LloydMaxCodebook compute_lloyd_max_codebook(int dim, int bits);
+
+// Nearest-level search against ascending boundaries t[0..count) (count <= kMaxLevelBoundaries):
+// code = the number of boundaries strictly below x (x > t[k]), so a value exactly on a boundary
+// takes the lower level and NaN takes level 0. The plain form compares every boundary; the fast
+// one gives the same codes by a branch-free binary search (AVX-512: the boundaries in one
+// register, four probes by permute for 15 boundaries), 16 values at a time.
+inline constexpr int kMaxLevelBoundaries = 15;
+void count_boundaries_below_plain(const float* x, std::size_t n, const float* t, int count,
+                                  std::uint8_t* codes);
+void count_boundaries_below(const float* x, std::size_t n, const float* t, int count,
+                            std::uint8_t* codes);
+
+// Binary-search probes for `count` boundaries: the smallest s with 2^s - 1 >= count.
+inline int level_search_steps(int count) {
+  int s = 0;
+  while ((1 << s) - 1 < count) ++s;
+  return s;
+}
+
+#if defined(__AVX512F__)
+// The boundaries in lanes [0, count), +inf above (no value is above it, NaN neither).
+inline __m512 level_search_table(const float* t, int count) {
+  return _mm512_mask_loadu_ps(_mm512_set1_ps(__builtin_inff()),
+                              static_cast<__mmask16>((1u << count) - 1), t);
+}
+// Codes of 16 values: `Steps` probes of `table` (ascending, padded with +inf to 2^Steps - 1
+// lanes), each adding 2^s where x is above the probed boundary; equal to counting every
+// boundary below x, since the boundaries are sorted.
+template <int Steps>
+inline __m512i level_search16(__m512 x, __m512 table) {
+  __m512i idx = _mm512_setzero_si512();
+  for (int s = Steps - 1; s >= 0; --s) {
+    const __m512i probe = _mm512_add_epi32(idx, _mm512_set1_epi32((1 << s) - 1));
+    const __mmask16 above = _mm512_cmp_ps_mask(x, _mm512_permutexvar_ps(probe, table), _CMP_GT_OQ);
+    idx = _mm512_mask_add_epi32(idx, above, idx, _mm512_set1_epi32(1 << s));
+  }
+  return idx;
+}
+#endif
 
 // The codebook for (dim, bits), computed once per process and kept (thread-safe). The reference
 // stays valid for the life of the process.

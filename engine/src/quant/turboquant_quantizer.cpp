@@ -15,7 +15,7 @@
 
 #include <fmt/format.h>
 #include <Eigen/Dense>
-#if defined(__BMI2__)
+#if defined(__BMI2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -160,6 +160,95 @@ void unpack_stream(const std::uint8_t* packed, std::size_t first, std::size_t co
   }
 }
 
+// MSE codes of one rotated vector y (count_boundaries_below against `th`, `nb` boundaries) and
+// its residual r = y - scaled[code], in one pass.
+void code_and_residual(const float* y, int d, const float* th, int nb, const float* scaled,
+                       std::uint8_t* codes, float* r) {
+  int j = 0;
+#if defined(__AVX512F__)
+  if (nb <= 7) {
+    const __m512 table = level_search_table(th, nb);
+    const __m512 centroids =
+        _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (nb + 1)) - 1), scaled);
+    const int steps = level_search_steps(nb);
+    const auto one = [&](__m512 v) {
+      switch (steps) {
+        case 1:
+          return level_search16<1>(v, table);
+        case 2:
+          return level_search16<2>(v, table);
+        default:
+          return level_search16<3>(v, table);
+      }
+    };
+    for (; j + 16 <= d; j += 16) {
+      const __m512 v = _mm512_loadu_ps(y + j);
+      const __m512i c = one(v);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(c));
+      _mm512_storeu_ps(r + j, _mm512_sub_ps(v, _mm512_permutexvar_ps(c, centroids)));
+    }
+  }
+#endif
+  count_boundaries_below(y + j, static_cast<std::size_t>(d - j), th, nb, codes + j);
+  for (; j < d; ++j) r[j] = y[j] - scaled[codes[j]];
+}
+
+// out[i] = ||row i|| of `rows` rows of d floats, the squares summed in index order, by fused
+// multiply-adds or (fused = false) a product and a sum each rounded: the rounding the plain loop
+// `rr += r[j] * r[j]` had, contracted into FMAs where the residual came from a table and not
+// where it was the rotated vector itself (no MSE stage). 16 rows at a time, one per lane, with
+// AVX-512.
+void residual_norms(const float* r, int rows, int d, bool fused, float* out) {
+  int i = 0;
+#if defined(__AVX512F__)
+  const __m512i lane =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(d));
+  for (; i < rows; i += 16) {
+    const auto m = static_cast<__mmask16>(rows - i >= 16 ? 0xffff : (1u << (rows - i)) - 1);
+    const float* base = r + static_cast<std::size_t>(i) * d;
+    __m512 acc = _mm512_setzero_ps();
+    for (int j = 0; j < d; ++j) {
+      const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, lane, base + j, 4);
+      // (The explicit rounding keeps the compiler from contracting the unfused form.)
+      constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+      acc = fused ? _mm512_fmadd_ps(v, v, acc)
+                  : _mm512_add_round_ps(acc, _mm512_mul_round_ps(v, v, kRound), kRound);
+    }
+    _mm512_mask_storeu_ps(out + i, m, _mm512_sqrt_ps(acc));
+  }
+#endif
+  for (; i < rows; ++i) {
+    const float* ri = r + static_cast<std::size_t>(i) * d;
+    float rr = 0.0f;
+    for (int j = 0; j < d; ++j) {
+      if (fused) {
+        rr = std::fma(ri[j], ri[j], rr);
+      } else {
+        const volatile float sq = ri[j] * ri[j];
+        rr += sq;
+      }
+    }
+    out[i] = std::sqrt(rr);
+  }
+}
+
+// Sign bits (1: z >= 0) of m values into the 1-bit stream at code `first` (a multiple of 8):
+// with AVX-512 one compare mask is 16 bits of the stream as they lie; `cb` holds m bytes.
+void pack_signs(const float* z, std::size_t m, std::uint8_t* cb, std::uint8_t* out,
+                std::size_t first) {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= m; i += 16) {
+    const std::uint16_t bits =
+        _mm512_cmp_ps_mask(_mm512_loadu_ps(z + i), _mm512_setzero_ps(), _CMP_GE_OQ);
+    std::memcpy(out + (first + i) / 8, &bits, 2);
+  }
+#endif
+  for (std::size_t j = i; j < m; ++j) cb[j] = z[j] >= 0.0f ? 1 : 0;
+  if (i < m) pack_stream(cb + i, m - i, 1, out, first + i);
+}
+
 std::size_t mse_plane_bytes(std::size_t n, int bits) {
   return bits == 0 ? 0 : packed_bytes(n, bits);
 }
@@ -227,34 +316,33 @@ class TurboQuantQuantizer final : public Quantizer {
         if (levels > 0) {
           // Coding y / ||x|| against the boundaries is coding y against ||x|| * boundaries.
           for (int k = 0; k + 1 < levels; ++k) thresholds[k] = norm * p.codebook->boundaries[k];
-          // Outer loop over boundaries, so that the inner one runs over whole vectors of y.
-          std::fill(ci, ci + d, std::uint8_t{0});
-          for (int k = 0; k + 1 < levels; ++k) {
-            const float th = thresholds[k];
-#pragma omp simd
-            for (int j = 0; j < d; ++j) ci[j] = static_cast<std::uint8_t>(ci[j] + (yi[j] > th));
-          }
+          if (!m_cfg.qjl) count_boundaries_below(yi, d, thresholds.data(), levels - 1, ci);
         }
         if (!m_cfg.qjl) continue;
         // The residual in the rotated frame: S Pi is as Gaussian as S, so sign(S Pi r) is the
         // QJL sketch of r with another draw of S, and ||Pi r|| = ||r||.
         float* ri = rb.data() + static_cast<std::size_t>(i) * d;
-        for (int k = 0; k < levels; ++k) scaled[k] = ns * p.codebook->centroids[k];
-        float rr = 0.0f;
-        for (int j = 0; j < d; ++j) {
-          ri[j] = yi[j] - (levels > 0 ? scaled[ci[j]] : 0.0f);
-          rr += ri[j] * ri[j];
+        if (levels > 0) {
+          for (int k = 0; k < levels; ++k) scaled[k] = ns * p.codebook->centroids[k];
+          code_and_residual(yi, d, thresholds.data(), levels - 1, scaled.data(), ci, ri);
+        } else {
+          std::copy(yi, yi + d, ri);
         }
-        gammas[v] = stored_norm(std::sqrt(rr), m_cfg.norm_dtype);
+      }
+      if (m_cfg.qjl) {
+        residual_norms(rb.data(), rows, d, levels > 0,
+                       gammas + static_cast<std::size_t>(t0) * x.heads());
+        for (int i = 0; i < rows; ++i) {
+          float& g = gammas[static_cast<std::size_t>(t0) * x.heads() + i];
+          g = stored_norm(g, m_cfg.norm_dtype);
+        }
       }
       if (levels > 0) pack_stream(cb.data(), m, mse_bits, q.codes.data(), first);
       if (m_cfg.qjl) {
         // Z = R S^T: row i holds S r_i.
         MatrixMap(yb.data(), rows, d).noalias() =
             ConstMatrixMap(rb.data(), rows, d) * ConstMatrixMap(p.sketch.data(), d, d).transpose();
-#pragma omp simd
-        for (std::size_t i = 0; i < m; ++i) cb[i] = yb[i] >= 0.0f ? 1 : 0;
-        pack_stream(cb.data(), m, 1, sign_plane, first);
+        pack_signs(yb.data(), m, cb.data(), sign_plane, first);
       }
     }
     return q;
