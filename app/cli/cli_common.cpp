@@ -149,7 +149,9 @@ nlohmann::json SourceOptions::to_json() const {
 
 void MethodOptions::add_to(CLI::App& app) {
   MethodConfig& c = config;
-  app.add_option("--bits", c.bits, "kivi: code bits, 2 or 4")->capture_default_str();
+  app.add_option("--bits", c.bits,
+                 "code bits: kivi 2 or 4; kvquant 2, 3 or 4; turboquant 1 to 4 (QJL bit included)")
+      ->capture_default_str();
   app.add_option("--group-size", c.group_size,
                  "kivi, tiered: tokens per key group / channels per value group")
       ->capture_default_str();
@@ -169,6 +171,33 @@ void MethodOptions::add_to(CLI::App& app) {
                  "kvcomp: entropy coding of the byte codes: none | bitpack | varwidth | huffman "
                  "(blocks of --block-size tokens)")
       ->capture_default_str();
+  app.add_option("--calib-tokens", c.calib_tokens,
+                 "fp8: scales calibrated once from the first N tokens as vLLM's "
+                 "calculate_kv_scales (amax/200 keys, amax/100 values), saturating later tokens; "
+                 "0: one scale from the whole tensor")
+      ->capture_default_str();
+  app.add_flag("--no-attn-rot{false}", c.llama_rotation,
+               "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: without the Hadamard rotation llama.cpp "
+               "applies to a quantized cache (as LLAMA_ATTN_ROT_DISABLE=1)");
+  app.add_option("--levels", levels,
+                 "kvquant: non-uniform levels fitted by k-means on the tensor (kmeans) or "
+                 "NormalFloat levels (nf)")
+      ->capture_default_str();
+  app.add_option("--outliers", c.outlier_fraction,
+                 "kvquant: fraction of values kept exactly in the sparse outlier table")
+      ->capture_default_str();
+  app.add_flag("--qjl", c.qjl, "turboquant: spend one of --bits on a 1-bit QJL residual sketch");
+  app.add_option("--rotation", rotation,
+                 "rotate each head vector before quantizing: none | hadamard (randomized, "
+                 "power-of-two head_dim) | orthogonal (random); turboquant: its rotation "
+                 "(default orthogonal)")
+      ->capture_default_str();
+  app.add_option("--rotation-seed", c.rotation_seed, "seed of the rotations")
+      ->capture_default_str();
+  app.add_flag("--rotate-values", c.rotate_values, "rotate the values too (keys always)");
+  app.add_option("--param-dtype", param_dtype,
+                 "kivi, tiered, kvcomp: dtype of each group's step and minimum, f16 | bf16 | f32 "
+                 "(default: the reference's, f16 for kivi and tiered, f32 for kvcomp)");
 }
 
 Result<MethodConfig> MethodOptions::resolve(std::string_view id,
@@ -180,6 +209,20 @@ Result<MethodConfig> MethodOptions::resolve(std::string_view id,
   auto parsed_codec = parse_codec_option(codec);
   if (!parsed_codec) return make_error("--codec: " + parsed_codec.message());
   c.codec = *parsed_codec;
+  if (!param_dtype.empty()) {
+    const auto dt = parse_dtype(param_dtype);
+    if (!dt) {
+      return make_error(fmt::format("--param-dtype '{}': expected f16, bf16 or f32", param_dtype));
+    }
+    c.param_dtype = *dt;
+  }
+  if (levels != "kmeans" && levels != "nf") {
+    return make_error(fmt::format("--levels '{}': expected kmeans or nf", levels));
+  }
+  c.normal_float = levels == "nf";
+  auto rot = parse_rotation(rotation);
+  if (!rot) return make_error("--rotation: " + rot.message());
+  c.rotation = *rot;
   KVLAB_TRY(make_quantizer(c));
   return c;
 }

@@ -72,6 +72,9 @@ struct SourceOptions {
 struct MethodOptions {
   MethodConfig config;
   std::string codec = "none";
+  std::string param_dtype;
+  std::string levels = "kmeans";  // kvquant
+  std::string rotation = "none";  // empty: the method's reference (method_param_dtype())
   void add_to(CLI::App& app);
   // The configuration for method `id`, validated by building its quantizer; an error names
   // `method_option` (e.g. "--method") when the method is unknown.

@@ -15,6 +15,8 @@ namespace kvlab::planners {
 namespace {
 
 constexpr std::uint64_t kScaleBytes = 4;  // one float
+// KIVI's step and minimum per group, fp16 as its reference keeps them (kivi.h).
+constexpr int kKiviParamBytes = KiviShape{}.param_bytes;
 
 std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) {
   return (a + b - 1) / b;
@@ -85,14 +87,49 @@ double value_bytes(const Scheme& s) {
     case SchemeKind::Int4:
       return 0.5;
     case SchemeKind::Kivi:
-      return s.bits / 8.0 + 2.0 * kScaleBytes / s.group_size;
+      return s.bits / 8.0 + 2.0 * kKiviParamBytes / s.group_size;
     case SchemeKind::Measured:
       return s.measured_bits_per_value / 8.0;
+    case SchemeKind::Engine:  // at a 128-wide head over 4,096 tokens
+      return static_cast<double>(
+                 method_tensor_bytes(s.method, TensorRole::Key, 4096, 1, 128).value_or(0)) /
+             (4096.0 * 128.0);
   }
   return 2.0;
 }
 
+// The engine methods the planner offers, by scheme id.
+struct EngineScheme {
+  std::string_view id;
+  MethodKind kind;
+  int bits;
+  SchemeKernel kernel;
+};
+constexpr EngineScheme kEngineSchemes[] = {
+    {"q8_0", MethodKind::Q8_0, 8, SchemeKernel::Fp8},
+    {"q4_0", MethodKind::Q4_0, 4, SchemeKernel::Packed},
+    {"q4_1", MethodKind::Q4_1, 4, SchemeKernel::Packed},
+    {"q5_0", MethodKind::Q5_0, 5, SchemeKernel::Packed},
+    {"q5_1", MethodKind::Q5_1, 5, SchemeKernel::Packed},
+    {"iq4_nl", MethodKind::IQ4_NL, 4, SchemeKernel::Packed},
+    {"nvfp4", MethodKind::Nvfp4, 4, SchemeKernel::Packed},
+    {"mxfp4", MethodKind::Mxfp4, 4, SchemeKernel::Packed},
+    {"kvquant2", MethodKind::KvQuant, 2, SchemeKernel::Packed},
+    {"kvquant3", MethodKind::KvQuant, 3, SchemeKernel::Packed},
+    {"kvquant4", MethodKind::KvQuant, 4, SchemeKernel::Packed},
+    {"turboquant2", MethodKind::TurboQuant, 2, SchemeKernel::Packed},
+    {"turboquant3", MethodKind::TurboQuant, 3, SchemeKernel::Packed},
+    {"turboquant4", MethodKind::TurboQuant, 4, SchemeKernel::Packed},
+};
+
 }  // namespace
+
+std::vector<std::string_view> scheme_ids() {
+  std::vector<std::string_view> ids = {"fp16", "bf16",  "fp8",   "int8",
+                                       "int4", "kivi2", "kivi4", "kvcomp"};
+  for (const auto& e : kEngineSchemes) ids.push_back(e.id);
+  return ids;
+}
 
 Result<Scheme> parse_scheme(std::string_view id) {
   Scheme s;
@@ -117,11 +154,19 @@ Result<Scheme> parse_scheme(std::string_view id) {
     s.label = fmt::format("kivi-{} G=32 R=128", s.bits);
   } else if (base == "kvcomp") {
     s = measured_scheme(s.id, "kvcomp huffman", kKvCompDefaultBits, SchemeKernel::Huffman);
+  } else if (const auto* e = std::find_if(std::begin(kEngineSchemes), std::end(kEngineSchemes),
+                                          [&](const EngineScheme& x) { return x.id == base; });
+             e != std::end(kEngineSchemes)) {
+    s.kind = SchemeKind::Engine;
+    s.bits = e->bits;
+    s.kernel = e->kernel;
+    s.method.kind = e->kind;
+    s.method.bits = e->bits;
+    s.label = method_label(s.method);
   } else {
-    return make_error(
-        unknown_name_message("scheme", base,
-                             {"fp16", "bf16", "fp8", "int8", "int4", "kivi2", "kivi4", "kvcomp"}) +
-        "; or run:ID, each optionally +evict:N or +evict:F and +offload");
+    const auto ids = scheme_ids();
+    return make_error(unknown_name_message("scheme", base, {ids.begin(), ids.end()}) +
+                      "; or run:ID, each optionally +evict:N or +evict:F and +offload");
   }
   // The options after '+', in any order: evict:BUDGET, offload.
   while (id.find('+') != std::string_view::npos) {
@@ -219,6 +264,9 @@ std::uint64_t scheme_tensor_bytes(const Scheme& s, bool key, std::int64_t tokens
     case SchemeKind::Measured:
       return static_cast<std::uint64_t>(
           std::ceil(static_cast<double>(n) * s.measured_bits_per_value / 8));
+    case SchemeKind::Engine:
+      return method_tensor_bytes(s.method, key ? TensorRole::Key : TensorRole::Value, t, heads, dim)
+          .value_or(2 * n);
     case SchemeKind::Kivi:
       return kivi_tensor_bytes(
                  KiviShape{t, static_cast<std::uint64_t>(heads), static_cast<std::uint64_t>(dim),
@@ -316,7 +364,8 @@ std::string explain_kv(const ModelSpec& m, const Scheme& s, const Deployment& d,
   const double vb = value_bytes(s);
   const std::string vb_text =
       s.kind == SchemeKind::Kivi
-          ? fmt::format("({} bits / 8 + 2 × 4 B / {} group) bytes", s.bits, s.group_size)
+          ? fmt::format("({} bits / 8 + 2 × {} B fp16 step and minimum / {} group) bytes", s.bits,
+                        kKiviParamBytes, s.group_size)
           : fmt::format("{:g} {}", vb, vb == 1 ? "byte" : "bytes");
   if (m.is_mla()) {
     line(

@@ -135,63 +135,108 @@ TEST(Quantizers, SymmetricIntWithinHalfStep) {
   }
 }
 
+// KIVI keeps each group's step and minimum in fp16 as its reference does (or in the dtype chosen):
+// the stored parameters are exactly representable in it, the error stays within half a stored
+// step (plus, where rounding shrank the step, the clamped top code's shortfall of at most
+// 2^bits - 1 ulps of the step), and each parameter counts its dtype's bytes.
 TEST(Quantizers, KiviWithinHalfStepAndRecentTokensExact) {
-  for (int bits : {2, 4}) {
-    for (int group : {8, 32}) {
-      MethodConfig c;
-      c.kind = MethodKind::Kivi;
-      c.bits = bits;
-      c.group_size = group;
-      c.residual = 20;
-      auto q = make_quantizer(c);
-      ASSERT_TRUE(q.ok());
-      for (Shape s : shapes_for(group)) {
-        for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
-          const Tensor t = random_tensor(s, 5 + s.tokens * 3 + bits);
-          const std::vector<float> x = t.view().to_float();
-          QuantizedTensor qt;
-          const std::vector<float> hat = roundtrip(**q, t, role, &qt);
-          const int quantized = std::max(0, s.tokens - c.residual) / group * group;
-          for (int tt = 0; tt < s.tokens; ++tt) {
-            for (int h = 0; h < s.heads; ++h) {
-              for (int d = 0; d < s.dim; ++d) {
-                const std::size_t i = (static_cast<std::size_t>(tt) * s.heads + h) * s.dim + d;
-                if (tt >= quantized) {
-                  ASSERT_EQ(hat[i], x[i]) << "fp16 window must be exact";
-                  continue;
+  for (const DType params : {DType::F16, DType::BF16, DType::F32}) {
+    const double ulp = params == DType::F16 ? 0x1p-11 : params == DType::BF16 ? 0x1p-8 : 0.0;
+    const std::size_t param_bytes = params == DType::F32 ? 4 : 2;
+    for (int bits : {2, 4}) {
+      for (int group : {8, 32}) {
+        MethodConfig c;
+        c.kind = MethodKind::Kivi;
+        c.bits = bits;
+        c.group_size = group;
+        c.residual = 20;
+        if (params != DType::F16) c.param_dtype = params;  // fp16 is KIVI's default
+        auto q = make_quantizer(c);
+        ASSERT_TRUE(q.ok());
+        for (Shape s : shapes_for(group)) {
+          for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+            SCOPED_TRACE(::testing::Message() << dtype_name(params) << " " << bits
+                                              << " bits G=" << group << " " << role_name(role));
+            const Tensor t = random_tensor(s, 5 + s.tokens * 3 + bits);
+            const std::vector<float> x = t.view().to_float();
+            QuantizedTensor qt;
+            const std::vector<float> hat = roundtrip(**q, t, role, &qt);
+            for (float p : qt.params) {
+              const float stored = params == DType::F16    ? fp16_to_float(float_to_fp16(p))
+                                   : params == DType::BF16 ? bf16_to_float(float_to_bf16(p))
+                                                           : p;
+              ASSERT_EQ(stored, p) << "a parameter is not representable in its dtype";
+            }
+            const int quantized = std::max(0, s.tokens - c.residual) / group * group;
+            const int levels = (1 << bits) - 1;
+            for (int tt = 0; tt < s.tokens; ++tt) {
+              for (int h = 0; h < s.heads; ++h) {
+                for (int d = 0; d < s.dim; ++d) {
+                  const std::size_t i = (static_cast<std::size_t>(tt) * s.heads + h) * s.dim + d;
+                  if (tt >= quantized) {
+                    ASSERT_EQ(hat[i], x[i]) << "fp16 window must be exact";
+                    continue;
+                  }
+                  const double step = group_step(x, s, role, 0, quantized, tt, h, d, group, group,
+                                                 levels, false, 0);
+                  // A minimum rounded to the dtype moves every code's value by up to half an
+                  // ulp of that minimum, |min| <= |x| + range.
+                  const double min_shift = ulp * (std::fabs(x[i]) + step * levels);
+                  ASSERT_LE(std::fabs(x[i] - hat[i]),
+                            step * (0.5 + (levels + 1) * ulp) + min_shift + slack(x[i]))
+                      << "t=" << tt << " h=" << h << " d=" << d;
                 }
-                const double step = group_step(x, s, role, 0, quantized, tt, h, d, group, group,
-                                               (1 << bits) - 1, false, 0);
-                ASSERT_LE(std::fabs(x[i] - hat[i]), step / 2 + slack(x[i]))
-                    << role_name(role) << " t=" << tt << " h=" << h << " d=" << d;
               }
             }
+            // Bytes, written out: packed codes, a step and minimum per group, fp16 window.
+            const std::size_t hd = static_cast<std::size_t>(s.heads) * s.dim;
+            const std::size_t units =
+                role == TensorRole::Key
+                    ? static_cast<std::size_t>(quantized / group) * hd
+                    : static_cast<std::size_t>(quantized) * s.heads * ((s.dim + group - 1) / group);
+            EXPECT_EQ(qt.bytes.codes, (quantized * hd * bits + 7) / 8);
+            EXPECT_EQ(qt.bytes.scales, units * param_bytes);
+            EXPECT_EQ(qt.bytes.zero_points, units * param_bytes);
+            EXPECT_EQ(qt.bytes.residual, (s.tokens - quantized) * hd * 2);
+            EXPECT_EQ(qt.bytes.metadata, 16u + 3 * 4);
+            // The formula the planner evaluates gives the same bytes, component by component.
+            KiviShape shape{static_cast<std::uint64_t>(s.tokens),
+                            static_cast<std::uint64_t>(s.heads),
+                            static_cast<std::uint64_t>(s.dim),
+                            bits,
+                            group,
+                            c.residual};
+            shape.param_bytes = static_cast<int>(param_bytes);
+            const ByteBreakdown formula = kivi_tensor_bytes(shape, role);
+            EXPECT_EQ(formula.codes, qt.bytes.codes);
+            EXPECT_EQ(formula.scales, qt.bytes.scales);
+            EXPECT_EQ(formula.zero_points, qt.bytes.zero_points);
+            EXPECT_EQ(formula.residual, qt.bytes.residual);
+            EXPECT_EQ(formula.metadata, qt.bytes.metadata);
           }
-          // Bytes, written out: packed codes, a float step and minimum per group, fp16 window.
-          const std::size_t hd = static_cast<std::size_t>(s.heads) * s.dim;
-          const std::size_t units =
-              role == TensorRole::Key
-                  ? static_cast<std::size_t>(quantized / group) * hd
-                  : static_cast<std::size_t>(quantized) * s.heads * ((s.dim + group - 1) / group);
-          EXPECT_EQ(qt.bytes.codes, (quantized * hd * bits + 7) / 8);
-          EXPECT_EQ(qt.bytes.scales, units * 4);
-          EXPECT_EQ(qt.bytes.zero_points, units * 4);
-          EXPECT_EQ(qt.bytes.residual, (s.tokens - quantized) * hd * 2);
-          EXPECT_EQ(qt.bytes.metadata, 16u + 3 * 4);
-          // The formula the planner evaluates gives the same bytes, component by component.
-          const ByteBreakdown formula = kivi_tensor_bytes(
-              KiviShape{static_cast<std::uint64_t>(s.tokens), static_cast<std::uint64_t>(s.heads),
-                        static_cast<std::uint64_t>(s.dim), bits, group, c.residual},
-              role);
-          EXPECT_EQ(formula.codes, qt.bytes.codes);
-          EXPECT_EQ(formula.scales, qt.bytes.scales);
-          EXPECT_EQ(formula.zero_points, qt.bytes.zero_points);
-          EXPECT_EQ(formula.residual, qt.bytes.residual);
-          EXPECT_EQ(formula.metadata, qt.bytes.metadata);
         }
       }
     }
   }
+}
+
+// A parameter dtype is a choice only where a method keeps per-group parameters, and it is named
+// in the label only where it is not the reference's.
+TEST(Quantizers, ParamDtypeOption) {
+  MethodConfig c;
+  c.kind = MethodKind::Kivi;
+  EXPECT_EQ(method_param_dtype(c), DType::F16);
+  EXPECT_EQ(method_label(c), "kivi-2 G=32 R=128");
+  c.param_dtype = DType::F32;
+  EXPECT_EQ(method_label(c), "kivi-2 G=32 R=128 params=f32");
+  c.kind = MethodKind::KvComp;
+  c.param_dtype.reset();
+  EXPECT_EQ(method_param_dtype(c), DType::F32);
+  c.kind = MethodKind::Int8;
+  c.param_dtype = DType::F16;
+  auto q = make_quantizer(c);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.message().find("--param-dtype"), std::string::npos) << q.message();
 }
 
 TEST(Quantizers, TieredBitsFallWithAge) {
@@ -315,7 +360,7 @@ TEST(Quantizers, Fp8IsNearestCodeTimesScale) {
 }
 
 TEST(Quantizers, HistogramsCountEveryQuantizedCode) {
-  const Shape s{300, 2, 16};
+  const Shape s{300, 2, 32};  // head_dim a whole block of every block format
   const Tensor t = random_tensor(s, 8);
   for (std::string_view id : method_ids()) {
     MethodConfig c;
@@ -323,10 +368,15 @@ TEST(Quantizers, HistogramsCountEveryQuantizedCode) {
     auto q = make_quantizer(c);
     ASSERT_TRUE(q.ok()) << id;
     auto qt = (*q)->quantize(t.view(), TensorRole::Value);
-    ASSERT_TRUE(qt.ok());
+    ASSERT_TRUE(qt.ok()) << id << ": " << qt.message();
     std::uint64_t counted = 0;
     for (const auto& h : (*q)->histograms(*qt)) {
       EXPECT_EQ(h.counts.size(), std::size_t{1} << h.bits) << id;
+      // Block formats also show their scales (NVFP4's E4M3, MXFP4's E8M0 exponents).
+      if (h.label.find("scale") != std::string::npos ||
+          h.label.find("exponent") != std::string::npos) {
+        continue;
+      }
       for (auto n : h.counts) counted += n;
     }
     const std::uint64_t fp16_values = qt->residual.size();

@@ -44,6 +44,16 @@ bool quality_run_is_scheme(const nlohmann::json& p, const planners::Scheme& s) {
     case SchemeKind::Measured:
       return s.kernel == planners::SchemeKernel::Huffman && method == "kvcomp" &&
              p.value("codec", "") == "huffman";
+    case SchemeKind::Engine: {
+      const MethodKind kind = s.method.kind;
+      if (method != method_id(kind)) return false;
+      if ((kind == MethodKind::KvQuant || kind == MethodKind::TurboQuant) &&
+          p.value("bits", 0) != s.bits) {
+        return false;
+      }
+      // A rotation before the method is another scheme (TurboQuant's own is part of it).
+      return kind == MethodKind::TurboQuant || !p.contains("rotation");
+    }
   }
   return false;
 }

@@ -23,31 +23,50 @@ int value_group_width(const GroupSpec& spec, int dim) {
 }
 
 float step_for(const GroupSpec& spec, float range) {
-  if (spec.rule == StepRule::Levels) {
-    return range / static_cast<float>((1 << spec.bits) - 1);
-  }
-  return static_cast<float>(spec.rel_scale) * range;
+  const float step = spec.rule == StepRule::Levels
+                         ? range / static_cast<float>((1 << spec.bits) - 1)
+                         : static_cast<float>(spec.rel_scale) * range;
+  return round_param(step, spec.params);
 }
 
-// Codes for n elements sharing (min, inv_step): round((x - min) * inv), clamped to max_code.
-// x >= min holds exactly in float, so (x - min) >= 0 and truncation of q + 0.5 rounds. The
+// Codes for n elements sharing (min, inv_step): round((x - min) * inv), clamped to
+// [0, max_code]. With float32 parameters x >= min holds exactly, so (x - min) >= 0 and truncation
+// of q + 0.5 rounds; a minimum rounded to fp16 / bf16 may lie above x, hence the lower clamp. The
 // multiply-add is an explicit fma so every build (with or without FMA contraction) and the CUDA
-// kernel (kernels/src/group_quantize.cu) produce the same codes.
+// kernel (kernels/src/group_quantize.cu, float32 parameters) produce the same codes.
+inline std::uint8_t encode_one(float x, float mn, float inv, float max_code) {
+  const float q = std::clamp(std::fma(x - mn, inv, 0.5f), 0.f, max_code + 0.5f);
+  return static_cast<std::uint8_t>(static_cast<int>(q));
+}
+
 inline void encode_run(const float* x, std::size_t n, float mn, float inv, float max_code,
                        std::uint8_t* out) {
 #pragma omp simd
-  for (std::size_t i = 0; i < n; ++i) {
-    const float q = std::min(std::fma(x[i] - mn, inv, 0.5f), max_code + 0.5f);
-    out[i] = static_cast<std::uint8_t>(static_cast<int>(q));
-  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = encode_one(x[i], mn, inv, max_code);
 }
 
 }  // namespace
 
+float round_param(float v, DType params) {
+  switch (params) {
+    case DType::F16:
+      return fp16_to_float(float_to_fp16(std::clamp(v, -65504.f, 65504.f)));
+    case DType::BF16:
+      return bf16_to_float(float_to_bf16(v));
+    case DType::F32:
+      break;
+  }
+  return v;
+}
+
 int largest_code(const GroupSpec& spec) {
   const int top = (1 << spec.bits) - 1;
   if (spec.rule == StepRule::Levels || !(spec.rel_scale > 0.0)) return top;
-  const double bound = std::floor(1.0 / spec.rel_scale + 0.5 + 1e-3);
+  // A rounded step may be up to half an ulp of its dtype smaller than rel_scale * range.
+  const double shrink = spec.params == DType::F16    ? 0x1p-11
+                        : spec.params == DType::BF16 ? 0x1p-8
+                                                     : 0;
+  const double bound = std::floor(1.0 / spec.rel_scale * (1.0 + shrink) + 0.5 + 1e-3);
   return bound >= top ? top : static_cast<int>(bound);
 }
 
@@ -65,7 +84,7 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
                      std::uint8_t* codes, std::size_t first_code, float* steps, float* mins) {
   const int tokens = x.tokens();
   const int hd = x.heads() * x.dim();
-  const float max_code = static_cast<float>((1 << spec.bits) - 1);
+  const float max_code = static_cast<float>(largest_code(spec));
   if (role == TensorRole::Key) {
     const int g = spec.key_group_tokens;
     std::vector<float> buf(static_cast<std::size_t>(g) * hd);
@@ -88,16 +107,14 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
       }
       for (int j = 0; j < hd; ++j) {
         step[j] = step_for(spec, mx[j] - mn[j]);
+        mn[j] = round_param(mn[j], spec.params);
         inv[j] = step[j] > 0.f ? 1.f / step[j] : 0.f;
       }
       for (int r = 0; r < rows; ++r) {
         const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
         std::uint8_t* out = cbuf.data() + static_cast<std::size_t>(r) * hd;
 #pragma omp simd
-        for (int j = 0; j < hd; ++j) {
-          const float q = std::min(std::fma(row[j] - mn[j], inv[j], 0.5f), max_code + 0.5f);
-          out[j] = static_cast<std::uint8_t>(static_cast<int>(q));
-        }
+        for (int j = 0; j < hd; ++j) out[j] = encode_one(row[j], mn[j], inv[j], max_code);
       }
       pack_codes(cbuf.data(), static_cast<std::size_t>(rows) * hd, spec.bits, codes,
                  first_code + static_cast<std::size_t>(t0) * hd);
@@ -128,6 +145,7 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
             hi = std::max(hi, seg[i]);
           }
           const float step = step_for(spec, hi - lo);
+          lo = round_param(lo, spec.params);
           steps[unit] = step;
           mins[unit] = lo;
           encode_run(seg, static_cast<std::size_t>(n), lo, step > 0.f ? 1.f / step : 0.f, max_code,

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab::detail {
@@ -27,7 +28,15 @@ struct GroupSpec {
   int value_group_channels = 32;  // 0: whole head
   StepRule rule = StepRule::Levels;
   double rel_scale = 0.0;
+  // The precision each step and minimum is stored in. They are rounded to it (fp16 and bf16:
+  // to nearest even, fp16 saturating at +-65504) before any code is computed, so the codes are
+  // those the stored parameters reconstruct. KIVI's reference keeps them in the tensor's dtype
+  // (fp16); KVComp's in float32.
+  DType params = DType::F32;
 };
+
+// A parameter value as `spec.params` stores it (exactly representable in that dtype).
+float round_param(float v, DType params);
 
 // Number of units (each has one step and one minimum) for a tensor of this shape.
 std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,
@@ -35,7 +44,9 @@ std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens,
 
 // An upper bound of every code quantize_groups() gives under `spec`, whatever the data: 2^bits - 1
 // for Levels; for Relative the unit's maximum lands on (max - min) / step = 1 / rel_scale, rounded
-// (with a margin for the float arithmetic), and never above 2^bits - 1.
+// (with a margin for the float arithmetic), and never above 2^bits - 1. With parameters rounded
+// to fp16 or bf16 the step may round down a little, so the maximum can land above that bound:
+// the code is then clamped to 2^bits - 1, the Relative bound gains one code of margin.
 int largest_code(const GroupSpec& spec);
 
 // Quantizes every token of `x`. `codes` receives packed_bytes(elements, bits) bytes starting at

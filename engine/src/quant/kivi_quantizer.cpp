@@ -7,8 +7,13 @@
 // It is the one-tier case of the age-tiered quantizer (tiered_quantizer.cpp), whose group
 // arithmetic is group_quant.h's; this file is where the method and its parameters are named.
 //
-// Known difference from the reference, kept for now (issue 22): the reference stores each
-// group's scale and minimum in fp16; here they are float32, counted as 4 bytes each.
+// Parameter precision as the reference: its quantizer (quant/new_pack.py,
+// triton_quantize_and_pack_along_last_dim, and the per-token quant_and_pack_vcache) computes each
+// group's min and scale = (max - min) / (2^bits - 1) in the tensor's dtype and keeps them so:
+// fp16 for the fp16 models of the paper. Here they are rounded to fp16 (to nearest even) before
+// the codes are computed and counted as 2 bytes each; --param-dtype bf16 / fp32 stores them
+// otherwise. The element arithmetic is float32 (the reference's is fp16), and ties round half up
+// (torch.round: half to even), so a code can differ by one on an exact tie.
 #include <string>
 
 #include "kvlab/engine/quant/kivi.h"
@@ -24,8 +29,8 @@ ByteBreakdown kivi_tensor_bytes(const KiviShape& s, TensorRole role) {
       role == TensorRole::Key ? q / g * s.heads * s.dim : q * s.heads * ((s.dim + g - 1) / g);
   ByteBreakdown b;
   b.codes = (q * s.heads * s.dim * static_cast<std::uint64_t>(s.bits) + 7) / 8;
-  b.scales = units * sizeof(float);
-  b.zero_points = units * sizeof(float);
+  b.scales = units * s.param_bytes;
+  b.zero_points = units * s.param_bytes;
   b.residual = (s.tokens - q) * s.heads * s.dim * sizeof(std::uint16_t);
   b.metadata = kTensorHeaderBytes + 3 * sizeof(std::uint32_t);  // one tier: three bounds
   return b;
@@ -36,8 +41,8 @@ ByteBreakdown kivi_tensor_bytes(const KiviShape& s, TensorRole role) {
 namespace kvlab::detail {
 
 std::unique_ptr<Quantizer> make_kivi_quantizer(std::string label, int bits, int group_size,
-                                               int residual) {
-  return make_tiered_quantizer(std::move(label), {{bits, 0}}, group_size, residual);
+                                               int residual, DType params) {
+  return make_tiered_quantizer(std::move(label), {{bits, 0}}, group_size, residual, params);
 }
 
 }  // namespace kvlab::detail

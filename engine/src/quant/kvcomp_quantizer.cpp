@@ -2,7 +2,9 @@
 // LLM-Aware, Lossy Compression Framework for KV Cache", Sec. 3): keys in blocks of B tokens,
 // per channel inside a block; values per token; step = rel_scale * (max - min) of the unit and
 // code = round((x - min) / step) as uint8, so |x - x_hat| <= step / 2. The codes are left
-// byte-wide here: their entropy coding is the codec's job.
+// byte-wide here: their entropy coding is the codec's job. The paper does not say in what
+// precision a unit's step and minimum are kept; float32 is the default here (as the SZ family of
+// error-bounded compressors it comes from keeps them), fp16 / bf16 by --param-dtype.
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,11 +18,12 @@ namespace {
 
 class KvCompQuantizer final : public Quantizer {
  public:
-  KvCompQuantizer(int block_size, double rel_scale) : m_block(block_size), m_rel(rel_scale) {}
+  KvCompQuantizer(int block_size, double rel_scale, DType params)
+      : m_block(block_size), m_rel(rel_scale), m_params(params) {}
 
   std::string name() const override { return fmt::format("kvcomp B={} rel={:g}", m_block, m_rel); }
 
-  GroupSpec spec() const { return GroupSpec{8, m_block, 0, StepRule::Relative, m_rel}; }
+  GroupSpec spec() const { return GroupSpec{8, m_block, 0, StepRule::Relative, m_rel, m_params}; }
 
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
     QuantizedTensor q{role, x.tokens(), x.heads(), x.dim(), {}, {}, {}, {}, {}};
@@ -30,8 +33,8 @@ class KvCompQuantizer final : public Quantizer {
     q.params.resize(2 * units);
     quantize_groups(x, role, s, q.codes.data(), 0, q.params.data(), q.params.data() + units);
     q.bytes.codes = q.codes.size();
-    q.bytes.scales = units * sizeof(float);
-    q.bytes.zero_points = units * sizeof(float);
+    q.bytes.scales = units * dtype_size(m_params);
+    q.bytes.zero_points = units * dtype_size(m_params);
     q.bytes.metadata = kTensorHeaderBytes;
     return q;
   }
@@ -53,12 +56,13 @@ class KvCompQuantizer final : public Quantizer {
  private:
   int m_block;
   double m_rel;
+  DType m_params;
 };
 
 }  // namespace
 
-std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scale) {
-  return std::make_unique<KvCompQuantizer>(block_size, rel_scale);
+std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scale, DType params) {
+  return std::make_unique<KvCompQuantizer>(block_size, rel_scale, params);
 }
 
 }  // namespace kvlab::detail

@@ -7,7 +7,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "quant/fp4_quantizer.h"
+#include "quant/fp8_calibrated.h"
+#include "quant/ggml_block_quantizer.h"
+#include "quant/kvquant_quantizer.h"
 #include "quant/quantizers.h"
+#include "quant/rotated_quantizer.h"
+#include "quant/turboquant_quantizer.h"
 
 #include "kvlab/engine/core/names.h"
 
@@ -15,7 +21,7 @@ namespace kvlab {
 
 namespace {
 
-constexpr std::array<std::pair<MethodKind, std::string_view>, 7> kMethods{{
+constexpr std::array<std::pair<MethodKind, std::string_view>, 17> kMethods{{
     {MethodKind::Int8, "int8"},
     {MethodKind::Int4, "int4"},
     {MethodKind::Kivi, "kivi"},
@@ -23,7 +29,56 @@ constexpr std::array<std::pair<MethodKind, std::string_view>, 7> kMethods{{
     {MethodKind::Fp8E5M2, "fp8-e5m2"},
     {MethodKind::Tiered, "tiered"},
     {MethodKind::KvComp, "kvcomp"},
+    {MethodKind::Q8_0, "q8_0"},
+    {MethodKind::Q4_0, "q4_0"},
+    {MethodKind::Q4_1, "q4_1"},
+    {MethodKind::Q5_0, "q5_0"},
+    {MethodKind::Q5_1, "q5_1"},
+    {MethodKind::IQ4_NL, "iq4_nl"},
+    {MethodKind::Nvfp4, "nvfp4"},
+    {MethodKind::Mxfp4, "mxfp4"},
+    {MethodKind::KvQuant, "kvquant"},
+    {MethodKind::TurboQuant, "turboquant"},
 }};
+
+// The ggml type of llama.cpp's KV cache types; nullopt for the other methods.
+constexpr std::array<std::pair<MethodKind, GgmlType>, 6> kGgmlMethods{{
+    {MethodKind::Q8_0, GgmlType::Q8_0},
+    {MethodKind::Q4_0, GgmlType::Q4_0},
+    {MethodKind::Q4_1, GgmlType::Q4_1},
+    {MethodKind::Q5_0, GgmlType::Q5_0},
+    {MethodKind::Q5_1, GgmlType::Q5_1},
+    {MethodKind::IQ4_NL, GgmlType::IQ4_NL},
+}};
+
+std::optional<GgmlType> ggml_type_of(MethodKind kind) {
+  for (const auto& [k, type] : kGgmlMethods) {
+    if (k == kind) return type;
+  }
+  return std::nullopt;
+}
+
+bool is_fp8(MethodKind kind) {
+  return kind == MethodKind::Fp8E4M3 || kind == MethodKind::Fp8E5M2;
+}
+
+detail::KvQuantConfig kvquant_config(const MethodConfig& c) {
+  detail::KvQuantConfig k;
+  k.bits = c.bits;
+  k.levels = c.normal_float ? detail::KvQuantLevels::NormalFloat : detail::KvQuantLevels::KMeans;
+  k.outlier_fraction = c.outlier_fraction;
+  return k;
+}
+
+detail::TurboQuantConfig turboquant_config(const MethodConfig& c) {
+  detail::TurboQuantConfig t;
+  t.bits = c.bits;
+  t.qjl = c.qjl;
+  t.rotation = c.rotation == RotationKind::Hadamard ? detail::TurboQuantRotation::RandomizedHadamard
+                                                    : detail::TurboQuantRotation::RandomOrthogonal;
+  t.seed = c.rotation_seed;
+  return t;
+}
 
 constexpr int kMaxGroup = 4096;
 constexpr int kMaxWindow = 1 << 24;
@@ -36,13 +91,49 @@ Status check_range(std::string_view what, long long value, long long lo, long lo
 }
 
 Status validate(const MethodConfig& c) {
+  if (c.param_dtype && !method_has_param_dtype(c.kind)) {
+    return make_error(fmt::format(
+        "--param-dtype {}: only kivi, tiered and kvcomp store per-group parameters; {} keeps its "
+        "scale as its reference does",
+        dtype_name(*c.param_dtype), method_id(c.kind)));
+  }
   if (c.codec && c.kind != MethodKind::KvComp) {
     return make_error(fmt::format(
         "--codec {}: only kvcomp's byte codes are entropy-coded; {} packs its own codes (use "
         "--codec none)",
         codec_id(*c.codec), method_id(c.kind)));
   }
+  if (c.calib_tokens != 0 && !is_fp8(c.kind)) {
+    return make_error(fmt::format("--calib-tokens: only fp8 calibrates its scales ({} was chosen)",
+                                  method_id(c.kind)));
+  }
+  if (c.calib_tokens < 0 || c.calib_tokens > kMaxWindow) {
+    KVLAB_TRY(check_range("--calib-tokens", c.calib_tokens, 0, kMaxWindow));
+  }
+  if (c.rotate_values && c.rotation == RotationKind::None) {
+    return make_error("--rotate-values: choose a --rotation (hadamard or orthogonal) first");
+  }
   switch (c.kind) {
+    case MethodKind::KvQuant:
+      if (c.bits < 2 || c.bits > 4) {
+        return make_error(fmt::format("kvquant: --bits must be 2, 3 or 4 (got {})", c.bits));
+      }
+      if (!(c.outlier_fraction >= 0.0 && c.outlier_fraction <= 0.5)) {
+        return make_error(
+            fmt::format("kvquant: --outliers must be a fraction between 0 and 0.5 (got {:g})",
+                        c.outlier_fraction));
+      }
+      return detail::check_kvquant_config(kvquant_config(c));
+    case MethodKind::TurboQuant:
+      if (c.bits < 1 || c.bits > 4) {
+        return make_error(fmt::format("turboquant: --bits must be 1 to 4 (got {})", c.bits));
+      }
+      if (c.qjl && c.bits < 2) {
+        return make_error(
+            "turboquant: --qjl takes one of the --bits for the residual sketch; use --bits 2 or "
+            "more");
+      }
+      return Ok{};
     case MethodKind::Kivi:
       if (c.bits != 2 && c.bits != 4) {
         return make_error(fmt::format("kivi: --bits must be 2 or 4 (got {})", c.bits));
@@ -74,6 +165,68 @@ Status validate(const MethodConfig& c) {
 }
 
 }  // namespace
+
+bool method_has_param_dtype(MethodKind kind) {
+  return kind == MethodKind::Kivi || kind == MethodKind::Tiered || kind == MethodKind::KvComp;
+}
+
+DType method_param_dtype(const MethodConfig& c) {
+  if (c.param_dtype) return *c.param_dtype;
+  return c.kind == MethodKind::Kivi || c.kind == MethodKind::Tiered ? DType::F16 : DType::F32;
+}
+
+std::string_view rotation_id(RotationKind kind) {
+  switch (kind) {
+    case RotationKind::None:
+      return "none";
+    case RotationKind::Hadamard:
+      return "hadamard";
+    case RotationKind::Orthogonal:
+      return "orthogonal";
+  }
+  return "?";
+}
+
+Result<RotationKind> parse_rotation(std::string_view id) {
+  for (RotationKind k : {RotationKind::None, RotationKind::Hadamard, RotationKind::Orthogonal}) {
+    if (rotation_id(k) == id) return k;
+  }
+  return make_error(unknown_name_message("rotation", id, {"none", "hadamard", "orthogonal"}));
+}
+
+std::string_view method_reference(MethodKind kind) {
+  switch (kind) {
+    case MethodKind::Int8:
+    case MethodKind::Int4:
+      return "per-tensor symmetric, the naive baseline";
+    case MethodKind::Kivi:
+      return "KIVI (Liu et al. 2024, arXiv:2402.02750; github.com/jy-yuan/KIVI)";
+    case MethodKind::Fp8E4M3:
+    case MethodKind::Fp8E5M2:
+      return "vLLM kv_cache_dtype=fp8 (vllm/attention/layer.py, calc_kv_scales)";
+    case MethodKind::Tiered:
+      return "age-tiered KIVI groups (bits fall with token age)";
+    case MethodKind::KvComp:
+      return "KVComp (Jiang et al. 2025)";
+    case MethodKind::Q8_0:
+    case MethodKind::Q4_0:
+    case MethodKind::Q4_1:
+    case MethodKind::Q5_0:
+    case MethodKind::Q5_1:
+    case MethodKind::IQ4_NL:
+      return "llama.cpp -ctk/-ctv (ggml-quants.c quantize_row_*_ref; attn_rot in "
+             "llama-kv-cache.cpp)";
+    case MethodKind::Nvfp4:
+      return "NVFP4 (NVIDIA TensorRT-LLM / vLLM nvfp4 quantization)";
+    case MethodKind::Mxfp4:
+      return "MXFP4 (OCP Microscaling v1.0; llama.cpp block_mxfp4)";
+    case MethodKind::KvQuant:
+      return "KVQuant (Hooper et al. 2024, arXiv:2401.18079; github.com/SqueezeAILab/KVQuant)";
+    case MethodKind::TurboQuant:
+      return "TurboQuant (Zandieh et al. 2025, arXiv:2504.19874; QJL, github.com/amirzandieh/QJL)";
+  }
+  return "";
+}
 
 std::string_view method_id(MethodKind kind) {
   for (const auto& [k, id] : kMethods) {
@@ -117,6 +270,19 @@ nlohmann::json method_params_json(const MethodConfig& c) {
     case MethodKind::Fp8E4M3:
     case MethodKind::Fp8E5M2:
       j["per_head_scale"] = c.per_head_scale;
+      j["calib_tokens"] = c.calib_tokens;
+      break;
+    case MethodKind::KvQuant:
+      j["bits"] = c.bits;
+      j["levels"] = c.normal_float ? "nf" : "kmeans";
+      j["outliers"] = c.outlier_fraction;
+      break;
+    case MethodKind::TurboQuant:
+      j["bits"] = c.bits;
+      j["qjl"] = c.qjl;
+      j["rotation"] = std::string(rotation_id(
+          c.rotation == RotationKind::Hadamard ? c.rotation : RotationKind::Orthogonal));
+      j["rotation_seed"] = c.rotation_seed;
       break;
     case MethodKind::Tiered:
       j["group_size"] = c.group_size;
@@ -131,6 +297,15 @@ nlohmann::json method_params_json(const MethodConfig& c) {
       break;
     default:
       break;
+  }
+  if (ggml_type_of(c.kind)) j["llama_rotation"] = c.llama_rotation;
+  if (method_has_param_dtype(c.kind)) {
+    j["param_dtype"] = std::string(dtype_name(method_param_dtype(c)));
+  }
+  if (c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None) {
+    j["rotation"] = std::string(rotation_id(c.rotation));
+    j["rotation_seed"] = c.rotation_seed;
+    j["rotate_values"] = c.rotate_values;
   }
   return j;
 }
@@ -156,8 +331,43 @@ Result<MethodConfig> method_config_from_json(const nlohmann::json& j) {
                             {"residual", &c.residual},
                             {"int8_tokens", &c.int8_tokens},
                             {"old_bits", &c.old_bits},
-                            {"block_size", &c.block_size}}) {
+                            {"block_size", &c.block_size},
+                            {"calib_tokens", &c.calib_tokens}}) {
     KVLAB_TRY(read_int(key, *field));
+  }
+  for (auto [key, field] : {std::pair{"per_head_scale", &c.per_head_scale},
+                            {"llama_rotation", &c.llama_rotation},
+                            {"qjl", &c.qjl},
+                            {"rotate_values", &c.rotate_values}}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_boolean()) {
+      return make_error(fmt::format("method parameters: '{}' must be true or false", key));
+    }
+    *field = j[key].get<bool>();
+  }
+  if (j.contains("outliers")) {
+    if (!j["outliers"].is_number())
+      return make_error("method parameters: 'outliers' must be a number");
+    c.outlier_fraction = j["outliers"].get<double>();
+  }
+  if (j.contains("levels")) {
+    if (!j["levels"].is_string() || (j["levels"] != "nf" && j["levels"] != "kmeans")) {
+      return make_error("method parameters: 'levels' must be \"kmeans\" or \"nf\"");
+    }
+    c.normal_float = j["levels"] == "nf";
+  }
+  if (j.contains("rotation")) {
+    if (!j["rotation"].is_string())
+      return make_error("method parameters: 'rotation' must be a string");
+    auto r = parse_rotation(j["rotation"].get<std::string>());
+    if (!r) return make_error("method parameters: " + r.message());
+    c.rotation = *r;
+  }
+  if (j.contains("rotation_seed")) {
+    if (!j["rotation_seed"].is_number_unsigned() && !j["rotation_seed"].is_number_integer()) {
+      return make_error("method parameters: 'rotation_seed' must be an integer");
+    }
+    c.rotation_seed = j["rotation_seed"].get<std::uint64_t>();
   }
   if (j.contains("rel_scale")) {
     if (!j["rel_scale"].is_number())
@@ -170,17 +380,21 @@ Result<MethodConfig> method_config_from_json(const nlohmann::json& j) {
     if (!codec) return codec.error();
     c.codec = *codec;
   }
-  if (j.contains("per_head_scale")) {
-    if (!j["per_head_scale"].is_boolean()) {
-      return make_error("method parameters: 'per_head_scale' must be true or false");
-    }
-    c.per_head_scale = j["per_head_scale"].get<bool>();
+  if (j.contains("param_dtype")) {
+    const auto bad =
+        make_error("method parameters: 'param_dtype' must be \"f16\", \"bf16\" or \"f32\"");
+    if (!j["param_dtype"].is_string()) return bad;
+    auto dt = parse_dtype(j["param_dtype"].get<std::string>());
+    if (!dt) return bad;
+    c.param_dtype = *dt;
   }
   KVLAB_TRY(validate(c));
   return c;
 }
 
-std::string method_label(const MethodConfig& c) {
+namespace {
+
+std::string method_label_base(const MethodConfig& c) {
   switch (c.kind) {
     case MethodKind::Int8:
       return "int8 per-tensor";
@@ -190,7 +404,25 @@ std::string method_label(const MethodConfig& c) {
       return fmt::format("kivi-{} G={} R={}", c.bits, c.group_size, c.residual);
     case MethodKind::Fp8E4M3:
     case MethodKind::Fp8E5M2:
-      return fmt::format("{} {}", method_id(c.kind), c.per_head_scale ? "per-head" : "per-tensor");
+      return fmt::format(
+          "{} {}{}", method_id(c.kind), c.per_head_scale ? "per-head" : "per-tensor",
+          c.calib_tokens > 0 ? fmt::format(" calibrated:{}", c.calib_tokens) : std::string());
+    case MethodKind::Q8_0:
+    case MethodKind::Q4_0:
+    case MethodKind::Q4_1:
+    case MethodKind::Q5_0:
+    case MethodKind::Q5_1:
+    case MethodKind::IQ4_NL:
+      return fmt::format("{}{}", method_id(c.kind), c.llama_rotation ? "" : " no-rot");
+    case MethodKind::Nvfp4:
+    case MethodKind::Mxfp4:
+      return std::string(method_id(c.kind));
+    case MethodKind::KvQuant:
+      return fmt::format("kvquant-{} {} {:g}% outliers", c.bits, c.normal_float ? "nf" : "nuq",
+                         c.outlier_fraction * 100);
+    case MethodKind::TurboQuant:
+      return fmt::format("turboquant-{}{}{}", c.bits, c.qjl ? " qjl" : "",
+                         c.rotation == RotationKind::Hadamard ? " hadamard" : "");
     case MethodKind::Tiered:
       return fmt::format("tiered fp16:{} int8:{} int{} G={}", c.residual, c.int8_tokens, c.old_bits,
                          c.group_size);
@@ -201,26 +433,76 @@ std::string method_label(const MethodConfig& c) {
   return "?";
 }
 
-Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& c) {
-  KVLAB_TRY(validate(c));
+}  // namespace
+
+std::string method_label(const MethodConfig& c) {
+  // The parameter dtype is named only where it is not the reference's.
+  std::string params;
+  MethodConfig reference;
+  reference.kind = c.kind;
+  if (c.param_dtype && *c.param_dtype != method_param_dtype(reference)) {
+    params = fmt::format(" params={}", dtype_name(*c.param_dtype));
+  }
+  std::string rotation;
+  if (c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None) {
+    rotation = fmt::format(" + {}{}", rotation_id(c.rotation), c.rotate_values ? " K,V" : " K");
+  }
+  return method_label_base(c) + params + rotation;
+}
+
+namespace {
+
+Result<std::unique_ptr<Quantizer>> make_base_quantizer(const MethodConfig& c) {
   switch (c.kind) {
     case MethodKind::Int8:
       return detail::make_symmetric_quantizer(8);
     case MethodKind::Int4:
       return detail::make_symmetric_quantizer(4);
     case MethodKind::Kivi:
-      return detail::make_kivi_quantizer(method_label(c), c.bits, c.group_size, c.residual);
+      return detail::make_kivi_quantizer(method_label(c), c.bits, c.group_size, c.residual,
+                                         method_param_dtype(c));
     case MethodKind::Fp8E4M3:
-      return detail::make_fp8_quantizer(Fp8Format::E4M3, c.per_head_scale);
-    case MethodKind::Fp8E5M2:
-      return detail::make_fp8_quantizer(Fp8Format::E5M2, c.per_head_scale);
+    case MethodKind::Fp8E5M2: {
+      const Fp8Format format = c.kind == MethodKind::Fp8E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
+      if (c.calib_tokens == 0) return detail::make_fp8_quantizer(format, c.per_head_scale);
+      detail::Fp8CalibratedConfig f;
+      f.format = format;
+      f.per_head = c.per_head_scale;
+      f.calib_tokens = c.calib_tokens;
+      return detail::make_fp8_calibrated_quantizer(f);
+    }
+    case MethodKind::Q8_0:
+    case MethodKind::Q4_0:
+    case MethodKind::Q4_1:
+    case MethodKind::Q5_0:
+    case MethodKind::Q5_1:
+    case MethodKind::IQ4_NL:
+      return detail::make_ggml_block_quantizer(*ggml_type_of(c.kind), c.llama_rotation);
+    case MethodKind::Nvfp4:
+      return detail::make_nvfp4_quantizer();
+    case MethodKind::Mxfp4:
+      return detail::make_mxfp4_quantizer();
+    case MethodKind::KvQuant:
+      return std::unique_ptr<Quantizer>(detail::make_kvquant_quantizer(kvquant_config(c)));
+    case MethodKind::TurboQuant:
+      return detail::make_turboquant_quantizer(turboquant_config(c));
     case MethodKind::Tiered:
       return detail::make_tiered_quantizer(method_label(c), {{c.old_bits, 0}, {8, c.int8_tokens}},
-                                           c.group_size, c.residual);
+                                           c.group_size, c.residual, method_param_dtype(c));
     case MethodKind::KvComp:
-      return detail::make_kvcomp_quantizer(c.block_size, c.rel_scale);
+      return detail::make_kvcomp_quantizer(c.block_size, c.rel_scale, method_param_dtype(c));
   }
   return make_error("unknown method");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& c) {
+  KVLAB_TRY(validate(c));
+  auto q = make_base_quantizer(c);
+  if (!q || c.kind == MethodKind::TurboQuant) return q;
+  return detail::make_rotated_quantizer(std::move(*q),
+                                        {c.rotation, c.rotation_seed, c.rotate_values});
 }
 
 }  // namespace kvlab

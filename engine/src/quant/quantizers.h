@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/quant/fp8.h"
 #include "kvlab/engine/quant/quantizer.h"
 
@@ -22,14 +23,15 @@ struct AgeTier {
   int bits = 4;
   int tokens = 0;  // 0 for the oldest tier: everything older
 };
+// `params`: the dtype each group's step and minimum is stored in (group_quant.h).
 std::unique_ptr<Quantizer> make_tiered_quantizer(std::string label, std::vector<AgeTier> tiers,
-                                                 int group_size, int residual);
+                                                 int group_size, int residual, DType params);
 
 // KIVI's bits-bit keys per channel and values per token, groups of `group_size`, `residual`
 // newest tokens in fp16 (kivi_quantizer.cpp).
 std::unique_ptr<Quantizer> make_kivi_quantizer(std::string label, int bits, int group_size,
-                                               int residual);
+                                               int residual, DType params);
 std::unique_ptr<Quantizer> make_fp8_quantizer(Fp8Format format, bool per_head);
-std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scale);
+std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scale, DType params);
 
 }  // namespace kvlab::detail

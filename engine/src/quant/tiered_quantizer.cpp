@@ -2,7 +2,8 @@
 // 2bit Quantization for KV Cache") is the one-tier case: keys per channel over groups of G
 // tokens, values per token over groups of G channels, the newest tokens kept in fp16. The
 // hierarchical variant adds tiers so bits fall with token age (newest fp16, then INT8, then
-// INT4/INT2 for the oldest).
+// INT4/INT2 for the oldest). Each group's step and minimum are stored in the configured dtype
+// (fp16 by default, as KIVI's reference keeps them in the tensor's dtype).
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -20,11 +21,13 @@ namespace {
 
 class TieredQuantizer final : public Quantizer {
  public:
-  TieredQuantizer(std::string label, std::vector<AgeTier> tiers, int group_size, int residual)
+  TieredQuantizer(std::string label, std::vector<AgeTier> tiers, int group_size, int residual,
+                  DType params)
       : m_label(std::move(label)),
         m_tiers(std::move(tiers)),
         m_group(group_size),
-        m_residual(residual) {}
+        m_residual(residual),
+        m_params(params) {}
 
   std::string name() const override { return m_label; }
 
@@ -45,7 +48,7 @@ class TieredQuantizer final : public Quantizer {
   }
 
   GroupSpec spec(int bits) const {
-    return GroupSpec{bits, m_group, m_group, StepRule::Levels, 0.0};
+    return GroupSpec{bits, m_group, m_group, StepRule::Levels, 0.0, m_params};
   }
 
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
@@ -79,8 +82,8 @@ class TieredQuantizer final : public Quantizer {
     float_to_fp16(tmp, q.residual);
 
     q.bytes.codes = q.codes.size();
-    q.bytes.scales = units * sizeof(float);
-    q.bytes.zero_points = units * sizeof(float);
+    q.bytes.scales = units * dtype_size(m_params);
+    q.bytes.zero_points = units * dtype_size(m_params);
     q.bytes.residual = q.residual.size() * sizeof(std::uint16_t);
     q.bytes.metadata = kTensorHeaderBytes + q.bounds.size() * sizeof(std::uint32_t);
     return q;
@@ -131,14 +134,15 @@ class TieredQuantizer final : public Quantizer {
   std::vector<AgeTier> m_tiers;
   int m_group;
   int m_residual;
+  DType m_params;
 };
 
 }  // namespace
 
 std::unique_ptr<Quantizer> make_tiered_quantizer(std::string label, std::vector<AgeTier> tiers,
-                                                 int group_size, int residual) {
-  return std::make_unique<TieredQuantizer>(std::move(label), std::move(tiers), group_size,
-                                           residual);
+                                                 int group_size, int residual, DType params) {
+  return std::make_unique<TieredQuantizer>(std::move(label), std::move(tiers), group_size, residual,
+                                           params);
 }
 
 }  // namespace kvlab::detail

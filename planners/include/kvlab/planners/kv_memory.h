@@ -12,7 +12,9 @@
 //  - the scheme's bytes: fp16/bf16 2 bytes per value; fp8 and int8 1 byte plus one float scale
 //    per tensor; int4 half a byte plus a scale; KIVI as the engine's quantizer allocates it
 //    (codes, a float scale and minimum per group, the newest `residual` tokens in fp16, a 28-byte
-//    header per tensor); or a measured bits per value from a saved compression run.
+//    header per tensor); the engine's byte formula of a llama.cpp block type, NVFP4, MXFP4,
+//    KVQuant or TurboQuant (method_tensor_bytes); or a measured bits per value from a saved
+//    compression run.
 #pragma once
 
 #include <algorithm>
@@ -23,11 +25,14 @@
 #include <string_view>
 
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/quant/method.h"
 #include "kvlab/planners/catalog.h"
 
 namespace kvlab::planners {
 
-enum class SchemeKind : std::uint8_t { Fp16, Fp8, Int8, Int4, Kivi, Measured };
+// Engine: one of the engine's methods whose bytes are a formula (method_tensor_bytes(): the
+// llama.cpp block types, NVFP4, MXFP4, KVQuant, TurboQuant).
+enum class SchemeKind : std::uint8_t { Fp16, Fp8, Int8, Int4, Kivi, Measured, Engine };
 
 // Which of the engine's attention kernels reads the stored KV (latency.h): none for fp16, the
 // FP8 kernel (int8 is assumed to cost the same: one byte and a scale per value), the packed
@@ -41,6 +46,7 @@ struct Scheme {
   int bits = 16;
   int group_size = 32, residual = 128;  // KIVI
   double measured_bits_per_value = 0;   // Measured
+  MethodConfig method;                  // Engine
   // Eviction: at most this many tokens per layer, or this fraction of the context.
   std::optional<std::int64_t> evict_tokens;
   std::optional<double> evict_fraction;
@@ -55,10 +61,14 @@ struct Scheme {
 // (run:ID) gives your model's figure.
 inline constexpr double kKvCompDefaultBits = 5.03;
 
-// "fp16" (or "bf16"), "fp8", "int8", "int4", "kivi2", "kivi4", "kvcomp", each optionally followed
+// "fp16" (or "bf16"), "fp8", "int8", "int4", "kivi2", "kivi4", "kvcomp", the engine formats
+// "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl", "nvfp4", "mxfp4", and "kvquant2".."kvquant4",
+// "turboquant2".."turboquant4" (kSchemeIds), each optionally followed
 // by "+evict:N" (tokens) or "+evict:F" (fraction < 1) or "+evict:25%", and by "+offload". "run:ID"
 // is resolved by the caller (it needs the runs store): use measured_scheme().
 Result<Scheme> parse_scheme(std::string_view id);
+// Every built-in scheme id parse_scheme() accepts.
+std::vector<std::string_view> scheme_ids();
 Scheme measured_scheme(std::string id, std::string label, double bits_per_value,
                        SchemeKernel kernel = SchemeKernel::Packed);
 

@@ -9,12 +9,37 @@
 #include <vector>
 
 #include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab {
 
-enum class MethodKind { Int8, Int4, Kivi, Fp8E4M3, Fp8E5M2, Tiered, KvComp };
+enum class MethodKind {
+  Int8,
+  Int4,
+  Kivi,
+  Fp8E4M3,
+  Fp8E5M2,
+  Tiered,
+  KvComp,
+  // llama.cpp's KV cache types (-ctk / -ctv), blocks of 32 values as ggml stores them.
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  IQ4_NL,
+  Nvfp4,       // E2M1 values, an E4M3 scale per 16 and an fp32 global scale (TensorRT-LLM, vLLM)
+  Mxfp4,       // E2M1 values, an E8M0 scale per 32 (OCP MX; llama.cpp's block_mxfp4)
+  KvQuant,     // Hooper et al. 2024: per-channel keys, non-uniform levels, sparse outliers
+  TurboQuant,  // Zandieh et al. 2025: random rotation + Lloyd-Max levels, optional QJL bit
+};
+
+// A rotation of every head vector before the quantizer (rotated_quantizer.cpp).
+enum class RotationKind { None, Hadamard, Orthogonal };
+std::string_view rotation_id(RotationKind kind);  // "none", "hadamard", "orthogonal"
+Result<RotationKind> parse_rotation(std::string_view id);
 
 struct MethodConfig {
   MethodKind kind = MethodKind::Kivi;
@@ -36,7 +61,39 @@ struct MethodConfig {
   // with one Huffman codebook per layer and K/V built from that tensor's histogram; none when
   // empty.
   std::optional<CodecKind> codec;
+  // The dtype each group's step and minimum is stored in (kivi, tiered, kvcomp); empty: the
+  // method's reference (method_param_dtype()).
+  std::optional<DType> param_dtype;
+  // llama.cpp's block types: the Hadamard rotation llama.cpp applies to Q/K and V of a quantized
+  // cache by default (attn_rot; off as with LLAMA_ATTN_ROT_DISABLE=1).
+  bool llama_rotation = true;
+  // FP8: scales calibrated once from the first `calib_tokens` tokens (vLLM's
+  // calculate_kv_scales: amax / 200 for keys, / 100 for values) and kept for every later token;
+  // 0: one scale from the whole tensor's max|x| / 448.
+  int calib_tokens = 0;
+  // KVQuant: levels fitted by k-means on the tensor's calibration (false) or NormalFloat levels
+  // (true); the fraction of values kept exactly in the sparse outlier table.
+  bool normal_float = false;
+  double outlier_fraction = 0.01;
+  // TurboQuant: the last of `bits` is a 1-bit QJL sketch of the residual.
+  bool qjl = false;
+  // A rotation before the quantizer: keys (and values with rotate_values), one matrix per KV
+  // head from the seed. TurboQuant always rotates: Hadamard here picks its fast variant.
+  RotationKind rotation = RotationKind::None;
+  std::uint64_t rotation_seed = 0;
+  bool rotate_values = false;
 };
+
+// The paper or reference each method follows, one line ("KIVI (Liu et al. 2024,
+// arXiv:2402.02750)").
+std::string_view method_reference(MethodKind kind);
+
+// The parameter dtype `config` stores its steps and minimums in: its param_dtype, or the
+// reference's: fp16 for kivi and tiered (KIVI's reference keeps them in the tensor's dtype),
+// float32 for kvcomp; float32 for the other methods (one scale per tensor or head).
+DType method_param_dtype(const MethodConfig& config);
+// True when the method has a per-group parameter dtype to choose (kivi, tiered, kvcomp).
+bool method_has_param_dtype(MethodKind kind);
 
 std::string_view method_id(MethodKind kind);  // "int8", "kivi", "fp8-e4m3", ...
 std::vector<std::string_view> method_ids();
@@ -48,5 +105,13 @@ Result<std::optional<CodecKind>> parse_codec_option(std::string_view id);
 std::string method_label(const MethodConfig& config);  // "kivi-2 G=32 R=128"
 
 Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& config);
+
+// Bytes the quantizer of `config` keeps for one K or V tensor of this shape, as a formula the
+// planner can evaluate for any context without quantizing: equal to quantize(...).bytes.total()
+// for every shape where the count does not depend on the data. Data-dependent parts are
+// nominal: KVQuant's key outliers count outlier_fraction of the values. Empty for the methods
+// whose bytes are all data-dependent (kvcomp with a codec: a measured run gives them) and tiered.
+std::optional<std::uint64_t> method_tensor_bytes(const MethodConfig& config, TensorRole role,
+                                                 std::uint64_t tokens, int heads, int dim);
 
 }  // namespace kvlab
