@@ -23,6 +23,7 @@
 #include <Eigen/Core>
 
 #include "core/row_loader.h"
+#include "kvlab/engine/quant/channel_stats.h"  // rotation_head_seed
 #include "kvlab/engine/quant/rotation.h"
 
 namespace kvlab::detail {
@@ -33,11 +34,6 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using HeadRows = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
 constexpr std::uint64_t kSeedBytes = sizeof(std::uint64_t);
-
-// The seed of head h's matrix: distinct per head, the same on every platform.
-std::uint64_t head_seed(std::uint64_t seed, int head) {
-  return seed ^ (0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(head + 1));
-}
 
 class RotatedQuantizer final : public Quantizer {
  public:
@@ -78,7 +74,7 @@ class RotatedQuantizer final : public Quantizer {
   // Rotates (or rotates back) every [token][head] vector of `rows` in place.
   Status rotate(std::span<float> rows, int tokens, int heads, int dim, bool inverse) const {
     for (int h = 0; h < heads; ++h) {
-      const std::uint64_t seed = head_seed(m_spec.seed, h);
+      const std::uint64_t seed = rotation_head_seed(m_spec.seed, h);
       if (m_spec.kind == RotationKind::Hadamard) {
         auto r = RandomizedHadamard::create(dim, seed);
         if (!r) return make_error(fmt::format("hadamard rotation: {}", r.message()));
