@@ -25,6 +25,7 @@
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/key_channel_panel.h"
 #include "kvlab/gui/layer_chart.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/report_charts.h"
@@ -66,6 +67,7 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   connect(m_runner, &CompressionRunner::failed, this, &CompressionView::on_failed);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
   connect(m_shell, &RunShell::cancel_requested, this, &CompressionView::cancel);
+  connect(m_method, &MethodPanel::changed, this, &CompressionView::update_key_channels);
   connect(m_source, &SourcePanel::changed, this, [this] {
     m_cache_note->setText(m_runner->would_reuse_cache(m_source->spec())
                               ? tr("The cache in memory will be reused.")
@@ -138,12 +140,14 @@ QWidget* CompressionView::build_charts() {
   m_code_lengths = new CodeLengthPanel;
   m_codec_ratios = new CodecRatioChart;
   m_stream_chart = new StreamChart;
+  m_key_channels = new KeyChannelPanel;
   m_lower_tabs = new QTabWidget;
   m_lower_tabs->setDocumentMode(true);
   m_lower_tabs->addTab(m_histograms, tr("Codes histogram"));
   m_lower_tabs->addTab(m_code_lengths, tr("Code lengths"));
   m_lower_tabs->addTab(m_codec_ratios, tr("Ratio by codec"));
   m_lower_tabs->addTab(m_stream_chart, tr("Decode stream"));
+  m_lower_tabs->addTab(m_key_channels, tr("Key channels"));
   m_lower_tabs->setTabToolTip(
       kHistogramTab, tr("How often each quantized code value occurs, per layer and K or V, with "
                         "the entropy an entropy coder could reach"));
@@ -154,6 +158,9 @@ QWidget* CompressionView::build_charts() {
   m_lower_tabs->setTabToolTip(
       kStreamTab, tr("Streaming cache memory over decode steps: prefill half, then one token a "
                      "step (compressed blocks vs the fp16 buffer)"));
+  m_lower_tabs->setTabToolTip(
+      kKeyChannelTab, tr("Largest |k| per key channel of a layer, before and after the method's "
+                         "rotation (Hadamard when none is chosen)"));
   m_lower_tabs->setTabVisible(kCodecRatioTab, false);
   m_lower_tabs->setTabVisible(kStreamTab, false);
   // Both pickers show the same layer and tensor.
@@ -161,12 +168,16 @@ QWidget* CompressionView::build_charts() {
           [this](int layer, TensorPick tensor) {
             const QSignalBlocker block(m_code_lengths);
             m_code_lengths->select(layer, tensor);
+            m_key_channels->select_layer(layer);
+            update_key_channels();
           });
   connect(m_code_lengths, &CodeLengthPanel::selection_changed, this,
           [this](int layer, TensorPick tensor) {
             const QSignalBlocker block(m_histograms);
             m_histograms->select(layer, tensor, m_histograms->selected_histogram());
           });
+  connect(m_key_channels, &KeyChannelPanel::layer_changed, this,
+          &CompressionView::update_key_channels);
 
   auto* top =
       new ChartPair(m_bytes_chart, tr("Bytes by component"), m_layer_chart, tr("Per layer"));
@@ -246,6 +257,8 @@ void CompressionView::on_succeeded(const CompressionReport& report, bool reused_
                                      : tr("Cache kept in memory: changing only the method "
                                           "will not regenerate it."));
   show_report(report, tr("computed in %1").arg(format_seconds(report.total_seconds)));
+  m_channel_cache = m_runner->cached_cache();
+  update_key_channels();
   show_stream(std::exchange(m_pending_stream, std::nullopt));
   save_run(report);
 }
@@ -294,6 +307,29 @@ void CompressionView::show_report(const CompressionReport& report, const QString
   }
   m_lower_tabs->setTabVisible(kCodecRatioTab, coded);
   show_stream(std::nullopt);  // a fresh run shows its stream right after this
+  // A fresh run sets the cache right after this; a stored run keeps none.
+  m_channel_cache.reset();
+  m_key_channels->clear(tr("Key channels: run to see them"));
+}
+
+void CompressionView::update_key_channels() {
+  if (!m_channel_cache) return;
+  m_key_channels->set_layer_count(static_cast<int>(m_channel_cache->layers.size()));
+  const int layer = m_key_channels->selected_layer();
+  const MethodConfig method = m_method->config();
+  const auto& shown = m_key_channels->stats();
+  if (shown && shown->layer == layer && shown->seed == method.rotation_seed &&
+      shown->rotation == shown_rotation(method.rotation, shown->dim) &&
+      shown->chosen == (method.rotation != RotationKind::None)) {
+    return;  // the same statistics
+  }
+  auto stats =
+      compute_key_channel_stats(*m_channel_cache, layer, method.rotation, method.rotation_seed);
+  if (!stats) {
+    m_key_channels->clear(tr("Key channels: %1").arg(QString::fromStdString(stats.message())));
+    return;
+  }
+  m_key_channels->set_stats(std::move(stats).value());
 }
 
 void CompressionView::show_stream(const std::optional<StreamReport>& stream) {

@@ -6,11 +6,15 @@ namespace kvlab::gui {
 
 namespace {
 
-QualityChoice method_choice(const char* id, const char* name, MethodConfig method) {
+QualityChoice method_choice(const char* id, const char* name, MethodConfig method,
+                            bool checked_at_start = true) {
   QualityChoice c{QString::fromLatin1(id), QString::fromUtf8(name), {}};
   c.config.method = method;
+  c.checked_at_start = checked_at_start;
   return c;
 }
+
+constexpr bool kOptIn = false;
 
 MethodConfig kind(MethodKind k) {
   MethodConfig m;
@@ -21,6 +25,20 @@ MethodConfig kind(MethodKind k) {
 MethodConfig kivi(int bits) {
   MethodConfig m = kind(MethodKind::Kivi);
   m.bits = bits;
+  return m;
+}
+
+MethodConfig with_bits(MethodKind k, int bits) {
+  MethodConfig m = kind(k);
+  m.bits = bits;
+  return m;
+}
+
+// KIVI with its group steps and minimums in fp32 instead of the reference's fp16: the fidelity
+// comparison separates the method's error from the parameters' rounding.
+MethodConfig kivi_f32(int bits) {
+  MethodConfig m = kivi(bits);
+  m.param_dtype = DType::F32;
   return m;
 }
 
@@ -51,7 +69,16 @@ const std::vector<QualityChoice>& quality_choices() {
       method_choice("int4", "INT4", kind(MethodKind::Int4)),
       method_choice("kivi-4", "KIVI-4", kivi(4)),
       method_choice("kivi-2", "KIVI-2", kivi(2)),
+      method_choice("kivi-2-f32", "KIVI-2 fp32 params", kivi_f32(2), kOptIn),
       method_choice("fp8-e4m3", "FP8 E4M3", kind(MethodKind::Fp8E4M3)),
+      // llama.cpp's cache types with its default Hadamard rotation (attn_rot).
+      method_choice("q8_0", "q8_0", kind(MethodKind::Q8_0), kOptIn),
+      method_choice("q4_0", "q4_0", kind(MethodKind::Q4_0), kOptIn),
+      method_choice("iq4_nl", "iq4_nl", kind(MethodKind::IQ4_NL), kOptIn),
+      method_choice("nvfp4", "NVFP4", kind(MethodKind::Nvfp4), kOptIn),
+      method_choice("mxfp4", "MXFP4", kind(MethodKind::Mxfp4), kOptIn),
+      method_choice("kvquant-3", "KVQuant-3", with_bits(MethodKind::KvQuant, 3), kOptIn),
+      method_choice("turboquant-3", "TurboQuant-3", with_bits(MethodKind::TurboQuant, 3), kOptIn),
       method_choice("kvcomp-0.02", "KVComp 0.02", kvcomp(0.02)),
       method_choice("kvcomp-0.05", "KVComp 0.05", kvcomp(0.05)),
       method_choice("kvcomp-0.1", "KVComp 0.1", kvcomp(0.1)),

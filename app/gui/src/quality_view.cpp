@@ -187,7 +187,7 @@ QWidget* QualityView::build_controls() {
     item->setData(Qt::UserRole, c.id);
     item->setToolTip(quality_choice_tooltip(c));
     item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable);
-    item->setCheckState(Qt::Checked);
+    item->setCheckState(c.checked_at_start ? Qt::Checked : Qt::Unchecked);
   }
   m_methods->setMinimumHeight(m_methods->sizeHintForRow(0) * 7);
   auto* all = new QPushButton(tr("All"), methods_box);

@@ -7,6 +7,9 @@
 #include <QScrollArea>
 #include <QScrollBar>
 
+#include <QTabWidget>
+
+#include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/playback_controls.h"
@@ -99,6 +102,20 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
     window.show_page(page);
     if (!grab_to(page_file_name(page))) return written;
   }
+  // The Compression page's Key channels tab: the default run's layer 0 keys before and after a
+  // rotation.
+  QTabWidget* lower = window.compression_view()->lower_tabs();
+  const int lower_before = lower->currentIndex();
+  window.show_page(Page::Compression);
+  lower->setCurrentIndex(CompressionView::kKeyChannelTab);
+  // Scrolled to the bottom, where the tab is, when the window is shorter than the page.
+  auto* scroll = qobject_cast<QScrollArea*>(
+      window.page_widget(Page::Compression)->parentWidget()->parentWidget());
+  const int scrolled_before = scroll ? scroll->verticalScrollBar()->value() : 0;
+  if (scroll) scroll->verticalScrollBar()->setValue(scroll->verticalScrollBar()->maximum());
+  if (!grab_to(QStringLiteral("compression-channels"))) return written;
+  if (scroll) scroll->verticalScrollBar()->setValue(scrolled_before);
+  lower->setCurrentIndex(lower_before);
   // Every step of the Learn page: learn-growth.png, learn-quant.png, ...; a step that plays
   // (the cache growing, the Huffman merges, eviction) is shown played to its end, where its
   // chart has the most to show.

@@ -1,8 +1,10 @@
 // The Compression page: pick a source, a method and a backend (Auto, CPU, CUDA), run it on a
 // worker thread, and see the ratio, the errors, the memory formula, bytes by component, per-layer
 // error and ratio, and the histogram of quantized codes; when KVComp's codes were entropy-coded,
-// the Huffman code lengths and the per-layer ratio of each codec. Every successful run is saved to
-// the runs store; a stored run can be shown again from its JSON without recomputing.
+// the Huffman code lengths and the per-layer ratio of each codec; and the largest |k| per key
+// channel of a layer before and after the method panel's rotation (from the cache in memory). Every
+// successful run is saved to the runs store; a stored run can be shown again from its JSON without
+// recomputing.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <QWidget>
 
 #include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/gui/run_shell.h"
 #include "kvlab/store/runs_store.h"
@@ -30,6 +33,7 @@ class CodecRatioChart;
 class CodeLengthPanel;
 class CompressionRunner;
 class HistogramPanel;
+class KeyChannelPanel;
 class LayerChart;
 class MethodPanel;
 class ResultsPanel;
@@ -78,13 +82,21 @@ class CompressionView : public QWidget {
   CodeLengthPanel* code_length_panel() const { return m_code_lengths; }
   CodecRatioChart* codec_ratio_chart() const { return m_codec_ratios; }
   StreamChart* stream_chart() const { return m_stream_chart; }
+  KeyChannelPanel* key_channel_panel() const { return m_key_channels; }
   // The decode-stream simulation of the last fresh kvcomp + huffman/bitpack run; empty after
   // any other run or a report reopened from the store.
   const std::optional<StreamReport>& current_stream() const { return m_stream; }
   // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (shown only when a
-  // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run).
+  // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run) |
+  // "Key channels".
   QTabWidget* lower_tabs() const { return m_lower_tabs; }
-  enum LowerTab { kHistogramTab = 0, kCodeLengthTab = 1, kCodecRatioTab = 2, kStreamTab = 3 };
+  enum LowerTab {
+    kHistogramTab = 0,
+    kCodeLengthTab = 1,
+    kCodecRatioTab = 2,
+    kStreamTab = 3,
+    kKeyChannelTab = 4
+  };
   QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
   QPushButton* run_button() const { return m_shell->run_button(); }
   QPushButton* cancel_button() const { return m_shell->cancel_button(); }
@@ -102,6 +114,8 @@ class CompressionView : public QWidget {
   void save_run(const CompressionReport& report);
   void show_stream(const std::optional<StreamReport>& stream);
   void show_error(const QString& message);
+  // Recomputes the key channel statistics when the layer, the rotation or its seed changed.
+  void update_key_channels();
 
   std::shared_ptr<RunsStore> m_store;
   CompressionRunner* m_runner = nullptr;
@@ -118,7 +132,10 @@ class CompressionView : public QWidget {
   CodeLengthPanel* m_code_lengths = nullptr;
   CodecRatioChart* m_codec_ratios = nullptr;
   StreamChart* m_stream_chart = nullptr;
+  KeyChannelPanel* m_key_channels = nullptr;
   QTabWidget* m_lower_tabs = nullptr;
+  // The cache the last fresh run compressed (null for a report reopened from the store).
+  std::shared_ptr<const KvCache> m_channel_cache;
 
   std::optional<CompressionReport> m_report;
   std::optional<StreamReport> m_stream;

@@ -1,7 +1,8 @@
 // The configurations the Quality page offers to compare: quantization methods (INT8, INT4,
-// KIVI-4, KIVI-2, FP8, KVComp + Huffman at three step sizes) and eviction policies (H2O and
-// StreamingLLM at 50% and 20% of the tokens), each the QualityConfig that
-// `kvlab quality --method M --policy P` with the same options builds.
+// KIVI-4, KIVI-2 with fp16 and fp32 parameters, FP8, llama.cpp's q8_0, q4_0 and iq4_nl, NVFP4,
+// MXFP4, KVQuant-3, TurboQuant-3, KVComp + Huffman at three step sizes) and eviction policies (H2O
+// and StreamingLLM at 50% and 20% of the tokens), each the QualityConfig that `kvlab quality
+// --method M --policy P` with the same options builds.
 #pragma once
 
 #include <string>
@@ -17,6 +18,9 @@ struct QualityChoice {
   QString id;    // stable: "int8", "kivi-2", "kvcomp-0.05", "h2o-50", ...
   QString name;  // shown in the checklist and next to the point: "KIVI-2", "H2O 50%"
   QualityConfig config;
+  // Checked when the page opens: the original comparison; the block formats (which need a head
+  // size that is a multiple of 32, unlike stories260K's 8) and the newer methods are opt-in.
+  bool checked_at_start = true;
 };
 
 const std::vector<QualityChoice>& quality_choices();

@@ -10,7 +10,8 @@ namespace kvlab::gui {
 class MainWindow;
 
 // Shows each page in turn, lets the layout settle, and saves QWidget::grab() of the window to
-// `dir`/<page>.png, then each step of the Learn page to `dir`/learn-<step>.png (learn-growth.png,
+// `dir`/<page>.png, then the Compression page's Key channels tab (compression-channels.png), then
+// each step of the Learn page to `dir`/learn-<step>.png (learn-growth.png,
 // learn-quant.png, ...). Creates `dir`. Returns the files written; `error` is set when one fails.
 // An empty Quality page first measures a few configurations of the stories260K model when its
 // weights are found ($KVLAB_MODELS_DIR, or shared/models above the program or working folder).
