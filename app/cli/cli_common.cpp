@@ -174,7 +174,8 @@ void MethodOptions::add_to(CLI::App& app) {
   app.add_option("--calib-tokens", c.calib_tokens,
                  "fp8: scales calibrated once from the first N tokens as vLLM's "
                  "calculate_kv_scales (amax/200 keys, amax/100 values), saturating later tokens; "
-                 "0: one scale from the whole tensor")
+                 "0: one scale from the whole tensor. kvquant: the prefill tokens its levels and "
+                 "key thresholds are fitted on (0: all)")
       ->capture_default_str();
   app.add_flag("--no-attn-rot{false}", c.llama_rotation,
                "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl: without the Hadamard rotation llama.cpp "

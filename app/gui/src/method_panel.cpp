@@ -210,7 +210,8 @@ void MethodPanel::build_fields() {
                              tr("Scales calibrated once from the first N tokens, as vLLM's "
                                 "calculate_kv_scales (amax/200 for keys, amax/100 for values), "
                                 "later tokens saturating; 0: one scale from the whole tensor's "
-                                "max|x|/448"));
+                                "max|x|/448. KVQuant: the prefill tokens its levels and key "
+                                "thresholds are fitted on (0: the whole tensor)"));
   m_calib_tokens->setSuffix(tr(" tokens"));
   m_calib_tokens->setSpecialValueText(tr("whole tensor"));
   m_int8_tokens = make_spin(this, 0, 1 << 24, defaults.int8_tokens,
@@ -313,7 +314,7 @@ MethodConfig MethodPanel::config() const {
     // The reference's dtype stays implicit, as the command line without --param-dtype.
     if (dt != reference_param_dtype(c.kind)) c.param_dtype = dt;
   }
-  if (is_fp8(c.kind)) c.calib_tokens = m_calib_tokens->value();
+  if (is_fp8(c.kind) || c.kind == MethodKind::KvQuant) c.calib_tokens = m_calib_tokens->value();
   if (is_ggml_block(c.kind)) c.llama_rotation = m_llama_rotation->isChecked();
   c.normal_float = m_levels->currentData().toBool();
   c.outlier_fraction = m_outliers->value();
@@ -414,7 +415,7 @@ void MethodPanel::update_visible_fields() {
   m_form->setRowVisible(m_residual, kivi || tiered);
   m_form->setRowVisible(m_param_dtype, method_has_param_dtype(kind));
   m_form->setRowVisible(m_per_head, is_fp8(kind));
-  m_form->setRowVisible(m_calib_tokens, is_fp8(kind));
+  m_form->setRowVisible(m_calib_tokens, is_fp8(kind) || kind == MethodKind::KvQuant);
   m_form->setRowVisible(m_int8_tokens, tiered);
   m_form->setRowVisible(m_old_bits, tiered);
   m_form->setRowVisible(m_block_size, kvcomp);

@@ -67,6 +67,7 @@ detail::KvQuantConfig kvquant_config(const MethodConfig& c) {
   k.bits = c.bits;
   k.levels = c.normal_float ? detail::KvQuantLevels::NormalFloat : detail::KvQuantLevels::KMeans;
   k.outlier_fraction = c.outlier_fraction;
+  k.calibration_tokens = c.calib_tokens;
   return k;
 }
 
@@ -103,9 +104,10 @@ Status validate(const MethodConfig& c) {
         "--codec none)",
         codec_id(*c.codec), method_id(c.kind)));
   }
-  if (c.calib_tokens != 0 && !is_fp8(c.kind)) {
-    return make_error(fmt::format("--calib-tokens: only fp8 calibrates its scales ({} was chosen)",
-                                  method_id(c.kind)));
+  if (c.calib_tokens != 0 && !is_fp8(c.kind) && c.kind != MethodKind::KvQuant) {
+    return make_error(
+        fmt::format("--calib-tokens: only fp8 and kvquant calibrate on a prefill ({} was chosen)",
+                    method_id(c.kind)));
   }
   if (c.calib_tokens < 0 || c.calib_tokens > kMaxWindow) {
     KVLAB_TRY(check_range("--calib-tokens", c.calib_tokens, 0, kMaxWindow));
@@ -276,6 +278,7 @@ nlohmann::json method_params_json(const MethodConfig& c) {
       j["bits"] = c.bits;
       j["levels"] = c.normal_float ? "nf" : "kmeans";
       j["outliers"] = c.outlier_fraction;
+      j["calib_tokens"] = c.calib_tokens;
       break;
     case MethodKind::TurboQuant:
       j["bits"] = c.bits;

@@ -69,7 +69,8 @@ struct MethodConfig {
   bool llama_rotation = true;
   // FP8: scales calibrated once from the first `calib_tokens` tokens (vLLM's
   // calculate_kv_scales: amax / 200 for keys, / 100 for values) and kept for every later token;
-  // 0: one scale from the whole tensor's max|x| / 448.
+  // 0: one scale from the whole tensor's max|x| / 448. KVQuant: the prefill tokens its levels and
+  // key thresholds are fitted on (0: the whole tensor).
   int calib_tokens = 0;
   // KVQuant: levels fitted by k-means on the tensor's calibration (false) or NormalFloat levels
   // (true); the fraction of values kept exactly in the sparse outlier table.
