@@ -393,7 +393,7 @@ TEST(TurboQuantLevelSearch, FastEqualsPlainIncludingTies) {
         if (count > 0 && r < 40) {
           const float b = t[static_cast<std::size_t>(pick(rng)) % t.size()];
           v = r < 20 ? b : std::nextafter(b, r < 30 ? INFINITY : -INFINITY);
-        } else if (r < 44) {
+        } else if (r >= 40 && r < 44) {
           const float special[] = {0.f, -0.f, INFINITY, -INFINITY, NAN};
           v = special[r - 40 + (pick(rng) % 2)];
         } else {
