@@ -42,25 +42,6 @@ QComboBox* make_bits_combo(QWidget* parent) {
   return combo;
 }
 
-bool is_fp8(MethodKind kind) {
-  return kind == MethodKind::Fp8E4M3 || kind == MethodKind::Fp8E5M2;
-}
-
-// llama.cpp's block types, the ones its attn_rot rotates.
-bool is_ggml_block(MethodKind kind) {
-  switch (kind) {
-    case MethodKind::Q8_0:
-    case MethodKind::Q4_0:
-    case MethodKind::Q4_1:
-    case MethodKind::Q5_0:
-    case MethodKind::Q5_1:
-    case MethodKind::IQ4_NL:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // The bit widths the engine accepts for `kind` (method.cpp's validate()).
 std::initializer_list<int> bit_choices(MethodKind kind) {
   static constexpr std::initializer_list<int> kivi{2, 4};
@@ -314,8 +295,8 @@ MethodConfig MethodPanel::config() const {
     // The reference's dtype stays implicit, as the command line without --param-dtype.
     if (dt != reference_param_dtype(c.kind)) c.param_dtype = dt;
   }
-  if (is_fp8(c.kind) || c.kind == MethodKind::KvQuant) c.calib_tokens = m_calib_tokens->value();
-  if (is_ggml_block(c.kind)) c.llama_rotation = m_llama_rotation->isChecked();
+  if (method_takes_calib_tokens(c.kind)) c.calib_tokens = m_calib_tokens->value();
+  if (method_is_llama_block(c.kind)) c.llama_rotation = m_llama_rotation->isChecked();
   c.normal_float = m_levels->currentData().toBool();
   c.outlier_fraction = m_outliers->value();
   c.qjl = c.kind == MethodKind::TurboQuant && c.bits >= 2 && m_qjl->isChecked();
@@ -414,14 +395,14 @@ void MethodPanel::update_visible_fields() {
   m_form->setRowVisible(m_group_size, kivi || tiered);
   m_form->setRowVisible(m_residual, kivi || tiered);
   m_form->setRowVisible(m_param_dtype, method_has_param_dtype(kind));
-  m_form->setRowVisible(m_per_head, is_fp8(kind));
-  m_form->setRowVisible(m_calib_tokens, is_fp8(kind) || kind == MethodKind::KvQuant);
+  m_form->setRowVisible(m_per_head, method_is_fp8(kind));
+  m_form->setRowVisible(m_calib_tokens, method_takes_calib_tokens(kind));
   m_form->setRowVisible(m_int8_tokens, tiered);
   m_form->setRowVisible(m_old_bits, tiered);
   m_form->setRowVisible(m_block_size, kvcomp);
   m_form->setRowVisible(m_rel_scale, kvcomp);
   m_form->setRowVisible(m_codec, kvcomp);
-  m_form->setRowVisible(m_llama_rotation, is_ggml_block(kind));
+  m_form->setRowVisible(m_llama_rotation, method_is_llama_block(kind));
   m_form->setRowVisible(m_levels, kvquant);
   m_form->setRowVisible(m_outliers, kvquant);
   m_form->setRowVisible(m_qjl, turbo);

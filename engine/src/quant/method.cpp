@@ -58,10 +58,6 @@ std::optional<GgmlType> ggml_type_of(MethodKind kind) {
   return std::nullopt;
 }
 
-bool is_fp8(MethodKind kind) {
-  return kind == MethodKind::Fp8E4M3 || kind == MethodKind::Fp8E5M2;
-}
-
 detail::KvQuantConfig kvquant_config(const MethodConfig& c) {
   detail::KvQuantConfig k;
   k.bits = c.bits;
@@ -104,7 +100,7 @@ Status validate(const MethodConfig& c) {
         "--codec none)",
         codec_id(*c.codec), method_id(c.kind)));
   }
-  if (c.calib_tokens != 0 && !is_fp8(c.kind) && c.kind != MethodKind::KvQuant) {
+  if (c.calib_tokens != 0 && !method_takes_calib_tokens(c.kind)) {
     return make_error(
         fmt::format("--calib-tokens: only fp8 and kvquant calibrate on a prefill ({} was chosen)",
                     method_id(c.kind)));
@@ -167,6 +163,18 @@ Status validate(const MethodConfig& c) {
 }
 
 }  // namespace
+
+bool method_is_llama_block(MethodKind kind) {
+  return ggml_type_of(kind).has_value();
+}
+
+bool method_is_fp8(MethodKind kind) {
+  return kind == MethodKind::Fp8E4M3 || kind == MethodKind::Fp8E5M2;
+}
+
+bool method_takes_calib_tokens(MethodKind kind) {
+  return method_is_fp8(kind) || kind == MethodKind::KvQuant;
+}
 
 bool method_has_param_dtype(MethodKind kind) {
   return kind == MethodKind::Kivi || kind == MethodKind::Tiered || kind == MethodKind::KvComp;

@@ -95,6 +95,12 @@ std::string_view method_reference(MethodKind kind);
 DType method_param_dtype(const MethodConfig& config);
 // True when the method has a per-group parameter dtype to choose (kivi, tiered, kvcomp).
 bool method_has_param_dtype(MethodKind kind);
+// True for llama.cpp's block types (q8_0 ... iq4_nl), whose llama_rotation applies.
+bool method_is_llama_block(MethodKind kind);
+// True for the methods calib_tokens applies to (fp8-e4m3, fp8-e5m2, kvquant).
+bool method_takes_calib_tokens(MethodKind kind);
+// True for the FP8 methods (per_head_scale applies).
+bool method_is_fp8(MethodKind kind);
 
 std::string_view method_id(MethodKind kind);  // "int8", "kivi", "fp8-e4m3", ...
 std::vector<std::string_view> method_ids();
