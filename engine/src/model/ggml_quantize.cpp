@@ -436,86 +436,158 @@ void fast_q8_0(const float* x, std::uint8_t* y) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 18), _mm512_cvtepi32_epi8(q1));
 }
 
-// best_index_iq4nl for 16 values: the largest k with !(x < kvalues[k]) by a branch-free binary
-// search (the reference's comparison, so NaN goes up as there), capped at 14, then the
-// reference's tie rule x - v[k] < v[k+1] - x. Below kvalues[0] and above kvalues[15] this gives
-// 0 and 15 as the reference's early returns do.
-inline __m512i best_index_v(__m512 x, __m512 levels) {
-  // First step against kvalues[8] = 1 without a permute, then 4, 2, 1.
-  __m512i k = _mm512_maskz_mov_epi32(_mm512_cmp_ps_mask(x, _mm512_set1_ps(1.0f), _CMP_NLT_UQ),
-                                     _mm512_set1_epi32(8));
-  const auto step = [&](int s) {
-    const __m512i c = _mm512_add_epi32(k, _mm512_set1_epi32(s));
-    const __mmask16 ge = _mm512_cmp_ps_mask(x, _mm512_permutexvar_ps(c, levels), _CMP_NLT_UQ);
-    k = _mm512_mask_mov_epi32(k, ge, c);
-  };
-  step(4);
-  step(2);
-  step(1);
-  k = _mm512_min_epi32(k, _mm512_set1_epi32(14));
-  const __m512i k1 = _mm512_add_epi32(k, _mm512_set1_epi32(1));
-  const __m512 lo = _mm512_permutexvar_ps(k, levels), hi = _mm512_permutexvar_ps(k1, levels);
-  const __mmask16 down = _mm512_cmp_ps_mask(_mm512_sub_ps(x, lo), _mm512_sub_ps(hi, x), _CMP_LT_OQ);
-  return _mm512_mask_mov_epi32(k1, down, k);
+// best_index_iq4nl without its branches: for finite x the reference's answer is the number of
+// k in 0 … 14 with !(x - v[k] < v[k+1] - x) (below the interval holding x the test is false for
+// every k, above it true, and in it it is the tie rule), and that test is monotone in x (both
+// differences are rounded monotonically), so it is x >= T[k] for T[k] the least float that
+// fails it: here, x counted against the 15 sorted T[k] (found once from the reference's own
+// comparison) by a four-step branch-free search.
+struct Iq4Thresholds {
+  float t[16];
+  Iq4Thresholds() {
+    for (int k = 0; k < 15; ++k) {
+      const float a = kIq4nl[k], b = kIq4nl[k + 1];
+      const auto fails = [&](float x) { return !(x - a < b - x); };
+      float v = (a + b) * 0.5f;
+      while (!fails(v)) v = std::nextafter(v, b);
+      while (fails(std::nextafter(v, a))) v = std::nextafter(v, a);
+      t[k] = v;
+    }
+    t[15] = std::numeric_limits<float>::infinity();
+  }
+};
+const Iq4Thresholds kIq4Thresholds;
+
+// The codes of 16 finite values, given tables[s] = T[i + 2^s - 1] in lane i (s = 0, 1, 2).
+inline __m512i best_index_v(__m512 x, const __m512 tables[3]) {
+  __m512i k = _mm512_maskz_mov_epi32(
+      _mm512_cmp_ps_mask(x, _mm512_set1_ps(kIq4Thresholds.t[7]), _CMP_GE_OQ), _mm512_set1_epi32(8));
+  for (int s = 2; s >= 0; --s) {
+    const __mmask16 ge = _mm512_cmp_ps_mask(x, _mm512_permutexvar_ps(k, tables[s]), _CMP_GE_OQ);
+    k = _mm512_mask_add_epi32(k, ge, k, _mm512_set1_epi32(1 << s));
+  }
+  return k;
 }
 
-// IQ4_NL as the KV cache stores it (quantize_row_iq4_nl_ref, ntry = -1), up to kGroup blocks:
-// per block the codes of the first scale and the products w*q*x, w*q*q vectorised; the two
-// least-squares sums added in the reference's order, the blocks' chains interleaved.
+// GCC 12's unmasked AVX-512 intrinsics start from a self-initialised "undefined" vector, which
+// -Wuninitialized reports once they are inlined here (GCC bug 105593, fixed in GCC 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// 16 x 16 32-bit values transposed in registers: lane j of r[i] <-> lane i of r[j].
+inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  // r[4g + c]: rows 4g … 4g + 3 of column c + 4L in 128-bit lane L.
+  for (int g = 0; g < 16; g += 4) {
+    r[g] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+    r[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+    r[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+    r[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+  }
+  for (int c = 0; c < 4; ++c) {
+    // Rows 0 … 7 and 8 … 15: lanes of columns c, c + 8 (t[c], t[8 + c]) and c + 4, c + 12.
+    for (int h = 0; h < 2; ++h) {
+      const __m512 a = r[8 * h + c], b = r[8 * h + 4 + c];
+      t[8 * h + c] = _mm512_shuffle_f32x4(a, b, 0x88);
+      t[8 * h + 4 + c] = _mm512_shuffle_f32x4(a, b, 0xDD);
+    }
+    r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+    r[c + 8] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xDD);
+    r[c + 4] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+    r[c + 12] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);
+  }
+}
+
+// IQ4_NL as the KV cache stores it (quantize_row_iq4_nl_ref, ntry = -1) for 16 blocks at `x`,
+// one block per lane (the blocks transposed in registers): the reference's operations value by
+// value, in its order, every sum sequential in its lane, so the same floats. Blocks holding NaN
+// or ±inf go to the reference function; those below GROUP_MAX_EPS get scale 0 and codes 0.
 constexpr int kGroup = 16;
-void fast_iq4_nl_kv(const float* x, std::uint8_t* y, int blocks, int size) {
-  alignas(64) float pqx[kGroup][kBlock];
-  alignas(64) float pq2[kGroup][kBlock];
-  bool vector[kGroup];
+void fast_iq4_nl_kv16(const float* x, std::uint8_t* y, int size) {
+  __m512 v[kBlock];
+  for (int b = 0; b < kGroup; ++b) {
+    v[b] = _mm512_loadu_ps(x + b * kBlock);
+    v[16 + b] = _mm512_loadu_ps(x + b * kBlock + 16);
+  }
+  transpose16(v);
+  transpose16(v + 16);
+  __mmask16 bad = 0;
+  __m512 amax = _mm512_setzero_ps(), max = _mm512_setzero_ps();
+  for (int j = 0; j < kBlock; ++j) {
+    bad |= _mm512_fpclass_ps_mask(v[j], 0x99);
+    const __m512 a = _mm512_abs_ps(v[j]);
+    const __mmask16 gt = _mm512_cmp_ps_mask(a, amax, _CMP_GT_OQ);
+    amax = _mm512_mask_mov_ps(amax, gt, a);
+    max = _mm512_mask_mov_ps(max, gt, v[j]);
+  }
+  const __mmask16 used = _mm512_cmp_ps_mask(amax, _mm512_set1_ps(1e-15f), _CMP_NLT_UQ);
+  const __m512 d = _mm512_div_ps(max, _mm512_set1_ps(kIq4nl[0]));
+  const __m512 id = _mm512_div_ps(_mm512_set1_ps(1.0f), d);
   const __m512 levels =
       _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
-  for (int b = 0; b < blocks; ++b) {
-    const float* xb = x + b * kBlock;
-    std::uint8_t* yb = y + b * size;
-    const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-    vector[b] = false;
-    float amax = 0.0f, max = 0.0f;
-    const bool finite = !nonfinite(v0, v1);
-    if (finite) signed_absmax_v(xb, v0, v1, amax, max);
-    if (!finite || amax < 1e-15f) {
-      if (finite) {  // GROUP_MAX_EPS: scale 0, codes 0
-        store_f16(yb, 0.0f);
-        std::memset(yb + 2, 0, kBlock / 2);
-      } else {
-        quant_iq4_nl(xb, yb, -1);
-      }
-      std::memset(pqx[b], 0, sizeof pqx[b]);
-      std::memset(pq2[b], 0, sizeof pq2[b]);
-      continue;
-    }
-    vector[b] = true;
-    const float d = max / kIq4nl[0];
-    const __m512 vid = _mm512_set1_ps(1 / d);
-    const __m512i l0 = best_index_v(_mm512_mul_ps(vid, v0), levels);
-    const __m512i l1 = best_index_v(_mm512_mul_ps(vid, v1), levels);
-    store_nibbles(yb + 2, l0, l1);
-    const __m512 q0 = _mm512_permutexvar_ps(l0, levels), q1 = _mm512_permutexvar_ps(l1, levels);
-    const __m512 wq0 = _mm512_mul_ps(_mm512_mul_ps(v0, v0), q0);
-    const __m512 wq1 = _mm512_mul_ps(_mm512_mul_ps(v1, v1), q1);
-    _mm512_store_ps(pqx[b], _mm512_mul_ps(wq0, v0));
-    _mm512_store_ps(pqx[b] + 16, _mm512_mul_ps(wq1, v1));
-    _mm512_store_ps(pq2[b], _mm512_mul_ps(wq0, q0));
-    _mm512_store_ps(pq2[b] + 16, _mm512_mul_ps(wq1, q1));
-  }
-  for (int b = blocks; b < kGroup; ++b) {
-    std::memset(pqx[b], 0, sizeof pqx[b]);
-    std::memset(pq2[b], 0, sizeof pq2[b]);
-  }
-  float sqx[kGroup] = {}, sq2[kGroup] = {};
+  const __m512 th = _mm512_loadu_ps(kIq4Thresholds.t);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i last = _mm512_set1_epi32(15);
+  const __m512 tables[3] = {
+      th,
+      _mm512_permutexvar_ps(_mm512_min_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(1)), last),
+                            th),
+      _mm512_permutexvar_ps(_mm512_min_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(3)), last),
+                            th)};
+  __m512 sqx = _mm512_setzero_ps(), sq2 = _mm512_setzero_ps();
+  __m512 codes[kBlock / 2];
   for (int j = 0; j < kBlock; ++j) {
-    for (int b = 0; b < kGroup; ++b) {
-      sqx[b] += pqx[b][j];
-      sq2[b] += pq2[b][j];
+    const __m512i l = best_index_v(_mm512_mul_ps(id, v[j]), tables);
+    const __m512 q = _mm512_permutexvar_ps(l, levels);
+    const __m512 wq = _mm512_mul_ps(_mm512_mul_ps(v[j], v[j]), q);
+    sqx = _mm512_add_ps(sqx, _mm512_mul_ps(wq, v[j]));
+    sq2 = _mm512_add_ps(sq2, _mm512_mul_ps(wq, q));
+    if (j < kBlock / 2) {
+      codes[j] = _mm512_castsi512_ps(l);
+    } else {  // byte j - 16 of each block: code j - 16 | code j << 4
+      codes[j - 16] = _mm512_castsi512_ps(
+          _mm512_maskz_or_epi32(used, _mm512_castps_si512(codes[j - 16]), _mm512_slli_epi32(l, 4)));
     }
   }
-  for (int b = 0; b < blocks; ++b) {
-    if (vector[b]) store_f16(y + b * size, sq2[b] > 0 ? sqx[b] / sq2[b] : 0.f);
+  const __mmask16 positive = _mm512_mask_cmp_ps_mask(used, sq2, _mm512_setzero_ps(), _CMP_GT_OQ);
+  const __m512 scale = _mm512_maskz_div_ps(positive, sqx, sq2);
+  alignas(32) std::uint16_t half[kGroup];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(half),
+                     _mm512_cvtps_ph(scale, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  // cvtps_ph keeps a NaN's payload where GGML_FP32_TO_FP16 writes 0x7E00 with the sign.
+  const __mmask16 nan = _mm512_cmp_ps_mask(scale, scale, _CMP_UNORD_Q);
+  alignas(64) float scales[kGroup];
+  if (nan != 0) _mm512_store_ps(scales, scale);
+  transpose16(codes);
+  for (int b = 0; b < kGroup; ++b) {
+    std::uint8_t* yb = y + b * size;
+    std::memcpy(yb, &half[b], sizeof half[b]);
+    if ((nan >> b) & 1) store_f16(yb, scales[b]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(yb + 2),
+                     _mm512_cvtepi32_epi8(_mm512_castps_si512(codes[b])));
+    if ((bad >> b) & 1) quant_iq4_nl(x + b * kBlock, yb, -1);
   }
+}
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+// Fewer than 16 blocks, through a zero-padded group.
+void fast_iq4_nl_kv(const float* x, std::uint8_t* y, int blocks, int size) {
+  if (blocks == kGroup) return fast_iq4_nl_kv16(x, y, size);
+  alignas(64) float xs[kGroup * kBlock] = {};
+  std::uint8_t ys[kGroup * 32];
+  std::memcpy(xs, x, sizeof(float) * kBlock * blocks);
+  fast_iq4_nl_kv16(xs, ys, size);
+  std::memcpy(y, ys, static_cast<std::size_t>(size) * blocks);
 }
 #endif
 
