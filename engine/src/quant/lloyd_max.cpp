@@ -161,20 +161,13 @@ void count_boundaries_below(const float* x, std::size_t n, const float* t, int c
                             std::uint8_t* codes) {
 #if defined(__AVX512F__)
   if (count >= 0 && count <= kMaxLevelBoundaries) {
-    const __m512 table = level_search_table(t, count);
-    switch (level_search_steps(count)) {
-      case 0:
-        std::fill(codes, codes + n, std::uint8_t{0});
-        return;
-      case 1:
-        return count_below_avx512<1>(x, n, table, codes);
-      case 2:
-        return count_below_avx512<2>(x, n, table, codes);
-      case 3:
-        return count_below_avx512<3>(x, n, table, codes);
-      default:
-        return count_below_avx512<4>(x, n, table, codes);
+    if (count == 0) {
+      std::fill(codes, codes + n, std::uint8_t{0});
+      return;
     }
+    const __m512 table = level_search_table(t, count);
+    return with_level_search_steps(
+        count, [&](auto steps) { count_below_avx512<decltype(steps)::value>(x, n, table, codes); });
   }
 #endif
   count_boundaries_below_plain(x, n, t, count, codes);

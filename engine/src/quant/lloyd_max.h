@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX512F__)
@@ -51,6 +52,22 @@ inline int level_search_steps(int count) {
   int s = 0;
   while ((1 << s) - 1 < count) ++s;
   return s;
+}
+
+// f(std::integral_constant<int, level_search_steps(count)>{}) for count 1 to 15 (the search's
+// step count as a template argument).
+template <class F>
+decltype(auto) with_level_search_steps(int count, F&& f) {
+  switch (level_search_steps(count)) {
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+    default:
+      return f(std::integral_constant<int, 4>{});
+  }
 }
 
 #if defined(__AVX512F__)

@@ -11,6 +11,7 @@
 #include <numbers>
 #include <optional>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -40,7 +41,8 @@ constexpr std::uint64_t kSketchSeedSalt = 0x9e3779b97f4a7c15ull;  // S's stream,
 float stored_norm(float v, DType t) {
   switch (t) {
     case DType::F16:
-      return fp16_to_float(float_to_fp16(std::min(v, 65504.0f)));
+      // _Float16's conversion rounds to nearest even as float_to_fp16 does (v is not NaN).
+      return static_cast<float>(static_cast<_Float16>(std::min(v, 65504.0f)));
     case DType::BF16:
       return bf16_to_float(float_to_bf16(v));
     case DType::F32:
@@ -129,7 +131,26 @@ void gemm_nt(const float* x, int rows, const PackedTranspose& p, float* y) {
     for (; r + kRows <= rows; r += kRows) {
       tile_nt<kRows, NV>(x + r * dd, d, bp, y + r * dd + panel * w);
     }
-    for (; r < rows; ++r) tile_nt<1, NV>(x + r * dd, d, bp, y + r * dd + panel * w);
+    const auto rest = [&](auto n) {  // the last rows % kRows rows in one tile
+      tile_nt<decltype(n)::value, NV>(x + r * dd, d, bp, y + r * dd + panel * w);
+    };
+    switch (rows - r) {
+      case 0:
+        break;
+      case 1:
+        rest(std::integral_constant<int, 1>{});
+        break;
+      case 2:
+        rest(std::integral_constant<int, 2>{});
+        break;
+      case 3:
+        rest(std::integral_constant<int, 3>{});
+        break;
+      default:
+        for (; r + 4 <= rows; r += 4) rest(std::integral_constant<int, 4>{});
+        for (; r < rows; ++r) rest(std::integral_constant<int, 1>{});
+        break;
+    }
   }
 }
 #endif
@@ -248,37 +269,109 @@ void unpack_stream(const std::uint8_t* packed, std::size_t first, std::size_t co
   }
 }
 
-// MSE codes of one rotated vector y (count_boundaries_below against `th`, `nb` boundaries) and
-// its residual r = y - scaled[code], in one pass.
-void code_and_residual(const float* y, int d, const float* th, int nb, const float* scaled,
-                       std::uint8_t* codes, float* r) {
-  int j = 0;
+// out[i] = ||row i|| for `rows` rows of d floats: x_j^2 accumulated by fused multiply-adds in
+// 16 lanes (x_j in lane j % 16, j ascending), then 0 + lane 0 + lane 1 + ... + lane 15. That is
+// the order GCC gave the `#pragma omp simd reduction` loop this replaces on AVX-512, written
+// out: with AVX-512 the lane sums run 16 rows at a time, one row per lane.
+void vector_norms(const float* x, int rows, int d, float* out) {
+  const std::size_t dd = static_cast<std::size_t>(d);
+  int i = 0;
 #if defined(__AVX512F__)
-  if (nb <= 7) {
-    const __m512 table = level_search_table(th, nb);
-    const __m512 centroids =
-        _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (nb + 1)) - 1), scaled);
-    const int steps = level_search_steps(nb);
-    const auto one = [&](__m512 v) {
-      switch (steps) {
-        case 1:
-          return level_search16<1>(v, table);
-        case 2:
-          return level_search16<2>(v, table);
-        default:
-          return level_search16<3>(v, table);
+  alignas(64) float lanes[16 * 16];
+  const __m512i column =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(16));
+  const auto tail = static_cast<__mmask16>((1u << (d % 16)) - 1);
+  for (; i + 16 <= rows; i += 16) {
+    for (int r = 0; r < 16; ++r) {
+      const float* xr = x + (i + r) * dd;
+      __m512 acc = _mm512_setzero_ps();
+      int j = 0;
+      for (; j + 16 <= d; j += 16) {
+        const __m512 v = _mm512_loadu_ps(xr + j);
+        acc = _mm512_fmadd_ps(v, v, acc);
       }
-    };
-    for (; j + 16 <= d; j += 16) {
-      const __m512 v = _mm512_loadu_ps(y + j);
-      const __m512i c = one(v);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(c));
-      _mm512_storeu_ps(r + j, _mm512_sub_ps(v, _mm512_permutexvar_ps(c, centroids)));
+      if (tail != 0) {  // zeros in the missing lanes: fma(0, 0, a) = a
+        const __m512 v = _mm512_maskz_loadu_ps(tail, xr + j);
+        acc = _mm512_fmadd_ps(v, v, acc);
+      }
+      _mm512_store_ps(lanes + 16 * r, acc);
     }
+    __m512 sum = _mm512_setzero_ps();
+    for (int l = 0; l < 16; ++l) {
+      sum = _mm512_add_ps(sum, _mm512_i32gather_ps(column, lanes + l, 4));
+    }
+    _mm512_storeu_ps(out + i, _mm512_sqrt_ps(sum));
   }
 #endif
-  count_boundaries_below(y + j, static_cast<std::size_t>(d - j), th, nb, codes + j);
-  for (; j < d; ++j) r[j] = y[j] - scaled[codes[j]];
+  for (; i < rows; ++i) {
+    const float* xr = x + i * dd;
+    float lane[16] = {};
+    for (int j = 0; j < d; ++j) lane[j % 16] = std::fma(xr[j], xr[j], lane[j % 16]);
+    float sum = 0.0f;
+    for (float l : lane) sum += l;
+    out[i] = std::sqrt(sum);
+  }
+}
+
+// MSE codes of `rows` rotated vectors y_i: count_boundaries_below against norms[i] * boundaries
+// (coding y / ||x|| against the boundaries is coding y against ||x|| * boundaries); with
+// `residual`, also r_i = y_i - stored[i] * centroids[code] (the QJL stage's input).
+struct RowCoder {
+  const float* norms;   // ||x_i|| as computed
+  const float* stored;  // ||x_i|| as stored (for the residual)
+  const LloydMaxCodebook* codebook;
+  std::uint8_t* codes;
+  float* residual;  // null: codes only
+};
+
+#if defined(__AVX512F__)
+template <int Steps>
+void code_rows(const float* y, int rows, int d, const RowCoder& rc) {
+  const std::size_t dd = static_cast<std::size_t>(d);
+  const int nb = static_cast<int>(rc.codebook->boundaries.size());
+  const __m512 table = level_search_table(rc.codebook->boundaries.data(), nb);
+  const __m512 centroids = _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << (nb + 1)) - 1),
+                                                 rc.codebook->centroids.data());
+  const auto used = static_cast<__mmask16>((1u << nb) - 1);
+  const auto tail = static_cast<__mmask16>((1u << (d % 16)) - 1);
+  for (int i = 0; i < rows; ++i) {
+    const float* yi = y + i * dd;
+    std::uint8_t* ci = rc.codes + i * dd;
+    float* ri = rc.residual != nullptr ? rc.residual + i * dd : nullptr;
+    const __m512 t = _mm512_mask_mul_ps(table, used, table, _mm512_set1_ps(rc.norms[i]));
+    const __m512 c = _mm512_mul_ps(centroids, _mm512_set1_ps(rc.stored[i]));
+    for (int j = 0; j < d; j += 16) {
+      const __mmask16 m = j + 16 <= d ? static_cast<__mmask16>(0xffff) : tail;
+      const __m512 v = _mm512_maskz_loadu_ps(m, yi + j);
+      const __m512i code = level_search16<Steps>(v, t);
+      _mm512_mask_cvtepi32_storeu_epi8(ci + j, m, code);
+      if (ri != nullptr) {
+        _mm512_mask_storeu_ps(ri + j, m, _mm512_sub_ps(v, _mm512_permutexvar_ps(code, c)));
+      }
+    }
+  }
+}
+#endif
+
+void code_rows(const float* y, int rows, int d, const RowCoder& rc) {
+  const int nb = static_cast<int>(rc.codebook->boundaries.size());
+#if defined(__AVX512F__)
+  if (nb >= 1 && nb <= kMaxLevelBoundaries) {
+    return with_level_search_steps(
+        nb, [&](auto steps) { code_rows<decltype(steps)::value>(y, rows, d, rc); });
+  }
+#endif
+  std::vector<float> t(nb), scaled(nb + 1);
+  const std::size_t dd = static_cast<std::size_t>(d);
+  for (int i = 0; i < rows; ++i) {
+    for (int k = 0; k < nb; ++k) t[k] = rc.norms[i] * rc.codebook->boundaries[k];
+    std::uint8_t* ci = rc.codes + i * dd;
+    count_boundaries_below(y + i * dd, dd, t.data(), nb, ci);
+    if (rc.residual == nullptr) continue;
+    for (int k = 0; k <= nb; ++k) scaled[k] = rc.stored[i] * rc.codebook->centroids[k];
+    for (std::size_t j = 0; j < dd; ++j) rc.residual[i * dd + j] = y[i * dd + j] - scaled[ci[j]];
+  }
 }
 
 // out[i] = ||row i|| of `rows` rows of d floats, the squares summed in index order, by fused
@@ -378,7 +471,8 @@ class TurboQuantQuantizer final : public Quantizer {
     std::vector<float> xb(block_n), yb(block_n), rb(m_cfg.qjl ? block_n : 0), scratch;
     std::vector<std::uint8_t> cb(block_n);
     const int levels = mse_bits > 0 ? 1 << mse_bits : 0;
-    std::vector<float> thresholds(std::max(levels - 1, 0)), scaled(levels);
+    // ||x|| of the block's rows as computed (the code boundaries scale by it) and as stored.
+    std::vector<float> row_norm(static_cast<std::size_t>(bt) * x.heads());
     for (int t0 = 0; t0 < x.tokens(); t0 += bt) {
       const int t1 = std::min(x.tokens(), t0 + bt);
       const int rows = (t1 - t0) * x.heads();
@@ -386,36 +480,24 @@ class TurboQuantQuantizer final : public Quantizer {
       const std::size_t m = static_cast<std::size_t>(rows) * d;
       load_rows(x, t0, t1, xb.data());
       p.rotate(xb.data(), yb.data(), rows, scratch);
+      float* const block_norms = norms + static_cast<std::size_t>(t0) * x.heads();
+      vector_norms(xb.data(), rows, d, row_norm.data());
       for (int i = 0; i < rows; ++i) {
-        const float* xi = xb.data() + static_cast<std::size_t>(i) * d;
-        float* yi = yb.data() + static_cast<std::size_t>(i) * d;
-        std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
-        float ss = 0.0f;
-#pragma omp simd reduction(+ : ss)
-        for (int j = 0; j < d; ++j) ss += xi[j] * xi[j];
-        const float norm = std::sqrt(ss);
-        const std::size_t v = static_cast<std::size_t>(t0) * x.heads() + i;
-        if (!std::isfinite(norm)) {
+        if (!std::isfinite(row_norm[i])) {
+          const std::size_t v = static_cast<std::size_t>(t0) * x.heads() + i;
           return make_error(fmt::format("turboquant: {} vector of token {}, head {} is not finite",
                                         role_name(role), v / x.heads(), v % x.heads()));
         }
-        const float ns = stored_norm(norm, m_cfg.norm_dtype);
-        norms[v] = ns;
-        if (levels > 0) {
-          // Coding y / ||x|| against the boundaries is coding y against ||x|| * boundaries.
-          for (int k = 0; k + 1 < levels; ++k) thresholds[k] = norm * p.codebook->boundaries[k];
-          if (!m_cfg.qjl) count_boundaries_below(yi, d, thresholds.data(), levels - 1, ci);
-        }
-        if (!m_cfg.qjl) continue;
-        // The residual in the rotated frame: S Pi is as Gaussian as S, so sign(S Pi r) is the
-        // QJL sketch of r with another draw of S, and ||Pi r|| = ||r||.
-        float* ri = rb.data() + static_cast<std::size_t>(i) * d;
-        if (levels > 0) {
-          for (int k = 0; k < levels; ++k) scaled[k] = ns * p.codebook->centroids[k];
-          code_and_residual(yi, d, thresholds.data(), levels - 1, scaled.data(), ci, ri);
-        } else {
-          std::copy(yi, yi + d, ri);
-        }
+        block_norms[i] = stored_norm(row_norm[i], m_cfg.norm_dtype);
+      }
+      // With QJL, the residual in the rotated frame: S Pi is as Gaussian as S, so sign(S Pi r) is
+      // the QJL sketch of r with another draw of S, and ||Pi r|| = ||r||.
+      if (levels > 0) {
+        code_rows(
+            yb.data(), rows, d,
+            {row_norm.data(), block_norms, p.codebook, cb.data(), m_cfg.qjl ? rb.data() : nullptr});
+      } else if (m_cfg.qjl) {  // no MSE stage: the residual is the rotated vector itself
+        std::copy(yb.begin(), yb.begin() + static_cast<std::ptrdiff_t>(m), rb.begin());
       }
       if (m_cfg.qjl) {
         residual_norms(rb.data(), rows, d, levels > 0,
