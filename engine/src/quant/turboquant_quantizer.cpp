@@ -217,6 +217,14 @@ void pack_stream(const std::uint8_t* codes, std::size_t count, int bits, std::ui
     return;
   }
   std::uint8_t* dst = out + first / 8 * bits;
+#if defined(__AVX512BW__)
+  if (bits == 1) {  // 64 codes (0 or 1) -> the 64 bits of their test mask, in stream order
+    for (; count >= 64; count -= 64, codes += 64, dst += 8) {
+      const std::uint64_t m = _mm512_test_epi8_mask(_mm512_loadu_si512(codes), _mm512_set1_epi8(1));
+      std::memcpy(dst, &m, sizeof m);
+    }
+  }
+#endif
   const std::size_t groups = count / 8;
   for (std::size_t g = 0; g < groups; ++g, codes += 8, dst += bits) {
     std::uint32_t v = 0;
@@ -468,7 +476,18 @@ class TurboQuantQuantizer final : public Quantizer {
 
     const int bt = block_tokens(x.heads());
     const std::size_t block_n = static_cast<std::size_t>(bt) * x.heads() * d;
-    std::vector<float> xb(block_n), yb(block_n), rb(m_cfg.qjl ? block_n : 0), scratch;
+    std::vector<float> xb(block_n), yb(block_n), scratch;
+    // The residuals, 2 KiB apart from the rotated rows modulo 4 KiB: code_rows reads y_i and
+    // writes r_i at the same offsets, and on equal addresses modulo 4 KiB each load would wait
+    // for the store before it (4K aliasing).
+    std::vector<float> rb_buffer(m_cfg.qjl ? block_n + 1024 : 0);
+    float* rb = rb_buffer.data();
+    if (m_cfg.qjl) {
+      const std::uintptr_t gap =
+          (reinterpret_cast<std::uintptr_t>(rb) - reinterpret_cast<std::uintptr_t>(yb.data())) %
+          4096;
+      rb += (2048 + 4096 - gap) % 4096 / sizeof(float);
+    }
     std::vector<std::uint8_t> cb(block_n);
     const int levels = mse_bits > 0 ? 1 << mse_bits : 0;
     // ||x|| of the block's rows as computed (the code boundaries scale by it) and as stored.
@@ -493,15 +512,12 @@ class TurboQuantQuantizer final : public Quantizer {
       // With QJL, the residual in the rotated frame: S Pi is as Gaussian as S, so sign(S Pi r) is
       // the QJL sketch of r with another draw of S, and ||Pi r|| = ||r||.
       if (levels > 0) {
-        code_rows(
-            yb.data(), rows, d,
-            {row_norm.data(), block_norms, p.codebook, cb.data(), m_cfg.qjl ? rb.data() : nullptr});
+        code_rows(yb.data(), rows, d, {row_norm.data(), block_norms, p.codebook, cb.data(), rb});
       } else if (m_cfg.qjl) {  // no MSE stage: the residual is the rotated vector itself
-        std::copy(yb.begin(), yb.begin() + static_cast<std::ptrdiff_t>(m), rb.begin());
+        std::copy(yb.begin(), yb.begin() + static_cast<std::ptrdiff_t>(m), rb);
       }
       if (m_cfg.qjl) {
-        residual_norms(rb.data(), rows, d, levels > 0,
-                       gammas + static_cast<std::size_t>(t0) * x.heads());
+        residual_norms(rb, rows, d, levels > 0, gammas + static_cast<std::size_t>(t0) * x.heads());
         for (int i = 0; i < rows; ++i) {
           float& g = gammas[static_cast<std::size_t>(t0) * x.heads() + i];
           g = stored_norm(g, m_cfg.norm_dtype);
@@ -510,7 +526,7 @@ class TurboQuantQuantizer final : public Quantizer {
       if (levels > 0) pack_stream(cb.data(), m, mse_bits, q.codes.data(), first);
       if (m_cfg.qjl) {
         // Z = R S^T: row i holds S r_i.
-        rows_times_transpose(rb.data(), rows, p.sketch_t, p.sketch.data(), d, yb.data());
+        rows_times_transpose(rb, rows, p.sketch_t, p.sketch.data(), d, yb.data());
         pack_signs(yb.data(), m, cb.data(), sign_plane, first);
       }
     }
