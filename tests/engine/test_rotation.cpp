@@ -187,6 +187,29 @@ TEST(Rotation, RandomizedHadamardInverseAndSeeds) {
   EXPECT_NE(bad.message().find("96"), std::string::npos);
 }
 
+TEST(Rotation, RandomizedHadamardRowsEqualApply) {
+  std::vector<float> scratch;
+  for (int d : {2, 8, 16, 32, 64, 128, 256}) {
+    const auto r = RandomizedHadamard::create(d, 17 + d);
+    ASSERT_TRUE(r.ok());
+    for (int count : {1, 3, 256}) {
+      for (bool inverse : {false, true}) {
+        auto rows = gaussian(static_cast<std::size_t>(count) * d, count + d);
+        auto ref = rows;
+        for (int i = 0; i < count; ++i) {
+          std::span<float> v(ref.data() + static_cast<std::size_t>(i) * d, d);
+          inverse ? r->inverse(v) : r->apply(v);
+        }
+        r->apply_rows(rows.data(), count, inverse, scratch);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          ASSERT_NEAR(rows[i], ref[i], 1e-5f * (1.f + std::fabs(ref[i])))
+              << d << " " << count << " " << inverse << " " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(Rotation, RandomOrthogonalIsOrthonormalAndSeeded) {
   for (int dim : {1, 7, 64, 96, 128}) {
     auto r = RandomOrthogonalRotation::create(dim, 9);

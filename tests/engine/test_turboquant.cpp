@@ -159,29 +159,6 @@ std::vector<float> mse_reference(const std::vector<float>& x, int dim, int bits,
   return out;
 }
 
-TEST(TurboQuant, BlockHadamardEqualsRandomizedHadamard) {
-  std::vector<float> scratch;
-  for (int d : {2, 8, 16, 32, 64, 128, 256}) {
-    const auto r = RandomizedHadamard::create(d, 17 + d);
-    ASSERT_TRUE(r.ok());
-    for (int count : {1, 3, 256}) {
-      for (bool inverse : {false, true}) {
-        auto rows = gaussian(static_cast<std::size_t>(count) * d, count + d);
-        auto ref = rows;
-        for (int i = 0; i < count; ++i) {
-          std::span<float> v(ref.data() + static_cast<std::size_t>(i) * d, d);
-          inverse ? r->inverse(v) : r->apply(v);
-        }
-        detail::randomized_hadamard_rows(*r, rows.data(), count, inverse, scratch);
-        for (std::size_t i = 0; i < rows.size(); ++i) {
-          ASSERT_NEAR(rows[i], ref[i], 1e-5f * (1.f + std::fabs(ref[i])))
-              << d << " " << count << " " << inverse << " " << i;
-        }
-      }
-    }
-  }
-}
-
 TEST(TurboQuant, MseMatchesAlgorithmOneWrittenOut) {
   // Boundary token counts around the 256-vector block, odd head counts, dims not powers of two.
   struct Shape {

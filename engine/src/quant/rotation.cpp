@@ -1,6 +1,7 @@
 // Hadamard and random orthogonal rotations of head vectors (see rotation.h for the sources).
 #include "kvlab/engine/quant/rotation.h"
 
+#include <bit>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -73,6 +74,70 @@ void RandomizedHadamard::inverse(std::span<float> head) const {
   if (head.size() != m_signs.size()) return;
   hadamard_transform(head);
   for (std::size_t i = 0; i < head.size(); ++i) head[i] *= m_signs[i];
+}
+
+void RandomizedHadamard::apply_rows(float* rows, int count, bool inverse,
+                                    std::vector<float>& scratch) const {
+  // RandomizedHadamard::apply() is x -> H_d D x / sqrt(d) with hadamard_transform()'s
+  // butterflies, one head vector at a time, whose strides below 16 run in scalar code. The
+  // butterfly stages commute, and those of stride < 16 together are I_(d/16) (x) H_16 (Sylvester
+  // order): here they are one product of the block's 16-value chunks with the 16 x 16 matrix
+  // of +-1 (a GEMM), and the strides from 16 up run as whole-vector butterflies. Equal to
+  // apply() / inverse() up to float rounding.
+  const int d = dim();
+  const std::size_t dd = static_cast<std::size_t>(d);
+  if (d < 16) {
+    for (int i = 0; i < count; ++i) {
+      const std::span<float> v(rows + i * dd, dd);
+      inverse ? this->inverse(v) : apply(v);
+    }
+    return;
+  }
+  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  static const RowMatrix h16 = [] {
+    RowMatrix h(16, 16);
+    for (int i = 0; i < 16; ++i) {
+      for (int j = 0; j < 16; ++j) h(i, j) = (std::popcount(unsigned(i & j)) & 1) ? -1.f : 1.f;
+    }
+    return h;
+  }();
+  const float* signs = m_signs.data();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const std::size_t n = static_cast<std::size_t>(count) * dd;
+  if (!inverse) {
+    for (int i = 0; i < count; ++i) {
+      float* v = rows + i * dd;
+#pragma omp simd
+      for (int j = 0; j < d; ++j) v[j] *= signs[j];
+    }
+  }
+  scratch.resize(n);
+  const Eigen::Index chunks = static_cast<Eigen::Index>(n / 16);
+  Eigen::Map<RowMatrix>(scratch.data(), chunks, 16).noalias() =
+      Eigen::Map<const RowMatrix>(rows, chunks, 16) * h16;
+  for (int i = 0; i < count; ++i) {
+    float* v = scratch.data() + i * dd;
+    for (int h = 16; h < d; h *= 2) {
+      for (int b = 0; b < d; b += 2 * h) {
+        float* a = v + b;
+        float* c = a + h;
+#pragma omp simd
+        for (int j = 0; j < h; ++j) {
+          const float x = a[j], y = c[j];
+          a[j] = x + y;
+          c[j] = x - y;
+        }
+      }
+    }
+    float* out = rows + i * dd;
+    if (inverse) {
+#pragma omp simd
+      for (int j = 0; j < d; ++j) out[j] = v[j] * scale * signs[j];
+    } else {
+#pragma omp simd
+      for (int j = 0; j < d; ++j) out[j] = v[j] * scale;
+    }
+  }
 }
 
 Result<RandomOrthogonalRotation> RandomOrthogonalRotation::create(int dim, std::uint64_t seed) {

@@ -66,11 +66,6 @@ Status check_turboquant_config(const TurboQuantConfig& config);
 // signs), scales (the norms), metadata (header and seed).
 ByteBreakdown turboquant_bytes(const TurboQuantConfig& config, int tokens, int heads, int dim);
 
-// `count` head vectors (rows of r.dim() floats) <- r.apply() of each (or r.inverse()), up to
-// float rounding, a block at a time in vector code; `scratch` is resized to count * dim floats.
-void randomized_hadamard_rows(const RandomizedHadamard& r, float* rows, int count, bool inverse,
-                              std::vector<float>& scratch);
-
 // The quantizer; quantize() reports a bad configuration or head_dim (below 2, or not a power of
 // two with the Hadamard rotation) as an error naming it.
 std::unique_ptr<Quantizer> make_turboquant_quantizer(const TurboQuantConfig& config);
