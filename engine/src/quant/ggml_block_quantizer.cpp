@@ -55,18 +55,22 @@ inline __m512 hadamard16(__m512 v) {
 template <int N>
 void hadamard_n(float* x) {
   constexpr int kV = N / 16;
+  // Unrolled whole, so that v stays in registers (GCC otherwise keeps it on the stack).
   __m512 v[kV];
+#pragma GCC unroll 16
   for (int i = 0; i < kV; ++i) v[i] = hadamard16(_mm512_loadu_ps(x + 16 * i));
+#pragma GCC unroll 4
   for (int h = 1; h < kV; h *= 2) {
-    for (int i = 0; i < kV; i += 2 * h) {
-      for (int j = i; j < i + h; ++j) {
-        const __m512 a = v[j], b = v[j + h];
-        v[j] = _mm512_add_ps(a, b);
-        v[j + h] = _mm512_sub_ps(a, b);
-      }
+#pragma GCC unroll 8
+    for (int p = 0; p < kV / 2; ++p) {  // the pairs (j, j + h) of this stage
+      const int j = p / h * 2 * h + p % h;
+      const __m512 a = v[j], b = v[j + h];
+      v[j] = _mm512_add_ps(a, b);
+      v[j + h] = _mm512_sub_ps(a, b);
     }
   }
   const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(N)));
+#pragma GCC unroll 16
   for (int i = 0; i < kV; ++i) _mm512_storeu_ps(x + 16 * i, _mm512_mul_ps(v[i], scale));
 }
 
