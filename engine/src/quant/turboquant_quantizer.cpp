@@ -168,6 +168,8 @@ void rows_times_transpose(const float* x, int rows, const PackedTranspose& p, co
     default:
       break;
   }
+#else
+  (void)p;
 #endif
   MatrixMap(y, rows, d).noalias() =
       ConstMatrixMap(x, rows, d) * ConstMatrixMap(m, d, d).transpose();
