@@ -187,6 +187,9 @@ void MethodOptions::add_to(CLI::App& app) {
   app.add_option("--outliers", c.outlier_fraction,
                  "kvquant: fraction of values kept exactly in the sparse outlier table")
       ->capture_default_str();
+  app.add_flag("--post-rope{false}", c.pre_rope,
+               "kvquant: quantize keys as stored, after RoPE, instead of before it (the paper's "
+               "way, used wherever the source says how RoPE turned its keys)");
   app.add_flag("--qjl", c.qjl, "turboquant: spend one of --bits on a 1-bit QJL residual sketch");
   app.add_option("--rotation", rotation,
                  "rotate each head vector before quantizing: none | hadamard (randomized, "

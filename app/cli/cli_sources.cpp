@@ -225,6 +225,14 @@ int info(const std::string& path, bool metadata, bool json) {
              cache->layers.empty() ? "-" : dtype_name(cache->layers[0].key.dtype()),
              cache->has_queries() ? std::to_string(cache->layers[0].query.tokens()) : "none",
              planners::format_bytes(static_cast<double>(cache->stored_bytes())));
+  const RopeSpec& rope = cache->key_rope;
+  if (rope.enabled()) {
+    fmt::print("keys      {} RoPE ({} rotary dims, {} pairs, positions from {})\n",
+               cache->keys_pre_rope ? "before" : "after", rope.rotary_dims,
+               rope.half_split ? "half-split" : "adjacent", rope.position(0));
+  } else {
+    fmt::print("keys      RoPE not known (kvquant quantizes them as stored)\n");
+  }
   return 0;
 }
 

@@ -98,6 +98,18 @@ TEST(FileFuzz, SafetensorsTruncationsAndBitFlips) {
   fuzz_file(path, file_test::read_bytes(path), kFlips, 1);
 }
 
+// A capture's RoPE in the metadata (kvlab.key_rope, JSON inside the JSON header).
+TEST(FileFuzz, SafetensorsWithKeyRopeTruncationsAndBitFlips) {
+  const auto dir = file_test::scratch_dir("fuzz_safetensors_rope");
+  const auto path = dir / "rope.safetensors";
+  KvCache cache = file_test::random_cache(DType::F16, 1, 3, 1, 4, 0, 0);
+  cache.key_rope.frequencies = {1.0, 0.01};
+  cache.key_rope.rotary_dims = 4;
+  cache.key_rope.positions = {0, 7, 8};
+  ASSERT_TRUE(save_cache_file(cache, path));
+  fuzz_file(path, file_test::read_bytes(path), kFlips, 2);
+}
+
 TEST(FileFuzz, StoredNpzTruncationsAndBitFlips) {
   const auto dir = file_test::scratch_dir("fuzz_npz");
   const auto npy = [](std::string_view shape, std::size_t bytes, int version) {

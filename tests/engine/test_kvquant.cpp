@@ -1,7 +1,8 @@
 // KVQuant (kvquant_quantizer.h) against references computed here: NF4 against QLoRA's table, the
 // k-means against levels known in closed form, the dense-and-sparse split against a sort, the
-// bytes against the formula written out, pre-RoPE keys against RoPE done here (and against the
-// post-RoPE keys of a real model), and its error against plain 3-bit uniform quantization.
+// bytes against the formula written out, post-RoPE keys quantized before RoPE against RoPE done
+// here (and against the pre-RoPE keys of a real model), and its error against plain 3-bit uniform
+// quantization.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,8 @@
 
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/model/model_capture.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/quant/method.h"
 #include "quant/kvquant_calibration.h"
 #include "quant/kvquant_quantizer.h"
 
@@ -303,7 +306,44 @@ std::vector<float> rope_here(const std::vector<float>& x, int T, int H, int D, d
   return y;
 }
 
-TEST(KvQuant, PreRopeKeysComeBackPostRope) {
+// The share of entries where `a` and `b` differ by more than `tol` · max|b|.
+double share_apart(const std::vector<float>& a, const std::vector<float>& b, float tol) {
+  float amax = 0.f;
+  for (float v : b) amax = std::max(amax, std::fabs(v));
+  std::size_t apart = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) apart += std::fabs(a[i] - b[i]) > tol * amax;
+  return a.empty() ? 0.0 : static_cast<double>(apart) / static_cast<double>(a.size());
+}
+
+// apply_rope_rows over a long run of positions (its cos and sin stepped on between exact anchors)
+// against RoPE in double here, and its inverse against the input; explicit positions as well.
+TEST(Rope, ForwardAndInverseMatchRopeInDoubleOverLongContexts) {
+  const int T = 5000, H = 2, D = 16;
+  const auto x = gaussian(T, H, D, 3, DType::F32).view().to_float();
+  for (bool half : {false, true}) {
+    LlamaConfig mc;
+    mc.dim = H * D;
+    mc.heads = H;
+    mc.rope_theta = 10000.0;
+    mc.rope_half_split = half;
+    const RopeSpec rope = model_rope_spec(mc, 123);
+    std::vector<float> y = x;
+    apply_rope_rows(y.data(), 0, T, H, D, rope);
+    const auto want = rope_here(x, T, H, D, 10000.0, half, 123);
+    EXPECT_LT(share_apart(y, want, 1e-5f), 1e-4) << "half_split " << half;
+    apply_rope_rows(y.data(), 0, T, H, D, rope, /*inverse=*/true);
+    EXPECT_LT(share_apart(y, x, 1e-5f), 1e-4) << "half_split " << half;
+    // The same positions given one by one, and rows [t0, t1) of them.
+    RopeSpec listed = rope;
+    for (int t = 0; t < T; ++t) listed.positions.push_back(123 + t);
+    std::vector<float> part(x.begin() + 700 * H * D, x.begin() + 900 * H * D);
+    apply_rope_rows(part.data(), 700, 900, H, D, listed);
+    const std::vector<float> want_part(want.begin() + 700 * H * D, want.begin() + 900 * H * D);
+    EXPECT_LT(share_apart(part, want_part, 1e-5f), 1e-4) << "half_split " << half;
+  }
+}
+
+TEST(KvQuant, PostRopeKeysAreQuantizedBeforeRope) {
   const int T = 200, H = 2, D = 32;
   const Tensor pre = gaussian(T, H, D, 8);
   const auto pref = pre.view().to_float();
@@ -313,32 +353,45 @@ TEST(KvQuant, PreRopeKeysComeBackPostRope) {
     mc.heads = H;
     mc.rope_theta = 10000.0;
     mc.rope_half_split = half;
-    KvQuantConfig cfg;
-    cfg.bits = 8;
-    cfg.rope = detail::rope_spec_for(mc, 5);
+    // Keys as a model stores them: turned by RoPE written out here, at positions 5, 6, ...
+    const auto postf = rope_here(pref, T, H, D, 10000.0, half, 5);
+    const Tensor post = Tensor::from_float(postf, DType::F32, T, H, D);
+    // NormalFloat levels: fixed, so a k-means fit on inputs a rounding apart cannot move them.
+    KvQuantConfig plain_cfg;
+    plain_cfg.bits = 3;
+    plain_cfg.levels = KvQuantLevels::NormalFloat;
+    KvQuantConfig cfg = plain_cfg;
+    cfg.rope = model_rope_spec(mc, 5);
     auto q = make_kvquant_quantizer(cfg);
+    auto plain = make_kvquant_quantizer(plain_cfg);
     EXPECT_NE(q->name().find("pre-RoPE"), std::string::npos) << q->name();
-    auto r = q->quantize(pre.view(), TensorRole::Key);
+    auto r = q->quantize(post.view(), TensorRole::Key);
     ASSERT_TRUE(r.ok()) << r.message();
     const auto out = dequant(*q, *r);
-    const auto want = rope_here(pref, T, H, D, 10000.0, half, 5);
-    float worst = 0.f, amax = 0.f;
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      worst = std::max(worst, std::fabs(out[i] - want[i]));
-      amax = std::max(amax, std::fabs(want[i]));
-    }
-    EXPECT_LT(worst, 0.02f * amax) << "half_split " << half;
-    EXPECT_GT(mse(out, pref), 100 * mse(out, want)) << "RoPE was applied";
+    // The same as quantizing the pre-RoPE keys and turning the result by RoPE afterwards.
+    auto rp = plain->quantize(pre.view(), TensorRole::Key);
+    ASSERT_TRUE(rp.ok());
+    const auto want = rope_here(dequant(*plain, *rp), T, H, D, 10000.0, half, 5);
+    EXPECT_LT(share_apart(out, want, 1e-3f), 0.005) << "half_split " << half;
+    EXPECT_NEAR(mse(out, postf), mse(dequant(*plain, *rp), pref), 0.02 * mse(out, postf));
+    // Quantizing the post-RoPE keys per channel as they are is a different method.
+    auto rpost = plain->quantize(post.view(), TensorRole::Key);
+    ASSERT_TRUE(rpost.ok());
+    EXPECT_GT(share_apart(dequant(*plain, *rpost), want, 1e-3f), 0.2) << "half_split " << half;
     // Values never turn.
-    auto rv = q->quantize(pre.view(), TensorRole::Value);
-    ASSERT_TRUE(rv.ok());
-    EXPECT_LT(mse(dequant(*q, *rv), pref), 1e-3);
+    auto rv = q->quantize(post.view(), TensorRole::Value);
+    auto rvp = plain->quantize(post.view(), TensorRole::Value);
+    ASSERT_TRUE(rv.ok() && rvp.ok());
+    EXPECT_EQ(dequant(*q, *rv), dequant(*plain, *rvp));
   }
   auto plain = make_kvquant_quantizer({});
-  EXPECT_NE(plain->name().find("post-RoPE (as given)"), std::string::npos) << plain->name();
+  EXPECT_NE(plain->name().find("as given"), std::string::npos) << plain->name();
 }
 
-TEST(KvQuant, PreRopeCaptureOfARealModelMatchesItsPostRopeKeys) {
+// A real model's post-RoPE keys, turned back by the quantizer, against the same model's pre-RoPE
+// keys (its capture before RoPE): quantized alike, and the compress pipeline takes the RoPE from
+// the capture itself.
+TEST(KvQuant, PostRopeCaptureOfARealModelQuantizesAsItsPreRopeKeys) {
   const std::string model_path = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
   if (!std::filesystem::exists(model_path)) GTEST_SKIP() << model_path << " is absent: skipped";
   auto model = load_model(model_path);
@@ -346,22 +399,45 @@ TEST(KvQuant, PreRopeCaptureOfARealModelMatchesItsPostRopeKeys) {
   auto pre = capture_kv_cache(*model, "Once upon a time", {40, true});
   auto post = capture_kv_cache(*model, "Once upon a time", {40, false});
   ASSERT_TRUE(pre.ok() && post.ok());
-  KvQuantConfig cfg;
-  cfg.bits = 8;
-  cfg.rope = detail::rope_spec_for(model->model.config());
+  ASSERT_TRUE(post->cache.key_rope.enabled());
+  EXPECT_FALSE(post->cache.keys_pre_rope);
+  EXPECT_TRUE(pre->cache.keys_pre_rope);
+  const int T = post->cache.tokens(), H = post->cache.shape.kv_heads;
+  const int D = post->cache.shape.head_dim;
+  KvQuantConfig plain_cfg;
+  plain_cfg.bits = 3;
+  plain_cfg.levels = KvQuantLevels::NormalFloat;
+  KvQuantConfig cfg = plain_cfg;
+  cfg.rope = post->cache.key_rope;
   auto q = make_kvquant_quantizer(cfg);
+  auto plain = make_kvquant_quantizer(plain_cfg);
   for (std::size_t l = 0; l < pre->cache.layers.size(); ++l) {
-    auto r = q->quantize(pre->cache.layers[l].key.view(), TensorRole::Key);
-    ASSERT_TRUE(r.ok()) << r.message();
-    const auto out = dequant(*q, *r);
-    const auto want = post->cache.layers[l].key.view().to_float();
-    float worst = 0.f, amax = 0.f;
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      worst = std::max(worst, std::fabs(out[i] - want[i]));
-      amax = std::max(amax, std::fabs(want[i]));
-    }
-    EXPECT_LT(worst, 0.02f * amax) << "layer " << l;
+    auto r = q->quantize(post->cache.layers[l].key.view(), TensorRole::Key);
+    auto rp = plain->quantize(pre->cache.layers[l].key.view(), TensorRole::Key);
+    ASSERT_TRUE(r.ok() && rp.ok()) << r.message();
+    auto want = dequant(*plain, *rp);
+    apply_rope_rows(want.data(), 0, T, H, D, post->cache.key_rope);
+    EXPECT_LT(share_apart(dequant(*q, *r), want, 1e-3f), 0.01) << "layer " << l;
   }
+  // compress_cache: the post-RoPE capture quantized pre-RoPE has the pre-RoPE capture's error
+  // (RoPE is a rotation); --post-rope says so in its label.
+  MethodConfig m;
+  m.kind = MethodKind::KvQuant;
+  m.bits = 2;
+  auto a = compress_cache(post->cache, m);
+  auto b = compress_cache(pre->cache, m);
+  m.pre_rope = false;
+  auto c = compress_cache(post->cache, m);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.message() << b.message() << c.message();
+  EXPECT_NE(a->method_label.find("pre-RoPE"), std::string::npos) << a->method_label;
+  EXPECT_NE(c->method_label.find("post-RoPE"), std::string::npos) << c->method_label;
+  for (std::size_t l = 0; l < a->layers.size(); ++l) {
+    const double ea = a->layers[l].key_error.mse, eb = b->layers[l].key_error.mse;
+    EXPECT_NEAR(ea, eb, 0.02 * eb) << "layer " << l;
+  }
+  // The attention error of the pre-RoPE capture meets its post-RoPE queries with turned keys.
+  EXPECT_NEAR(a->error.attn_output_rel_error, b->error.attn_output_rel_error,
+              0.05 * b->error.attn_output_rel_error);
 }
 
 // Plain b-bit min-max uniform quantization, per channel (keys) or per token (values).

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -122,6 +123,67 @@ TEST(Safetensors, CapturedTokenIdsRoundTripAndAreChecked) {
   ASSERT_FALSE(wrong.ok());
   EXPECT_NE(wrong.message().find("tensor 'tokens' must be I32"), std::string::npos)
       << wrong.message();
+}
+
+// The header with `edit` applied to its JSON text, written to `out` (the same length is kept by
+// padding with spaces, so the data offsets stay valid).
+void write_with_header_edit(const std::filesystem::path& in, const std::filesystem::path& out,
+                            const std::function<void(std::string&)>& edit) {
+  Bytes bytes = file_test::read_bytes(in);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  std::string header(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+  edit(header);
+  ASSERT_LE(header.size(), n);
+  header.resize(n, ' ');
+  std::memcpy(bytes.data() + 8, header.data(), n);
+  file_test::write_bytes(out, bytes);
+}
+
+TEST(Safetensors, KeyRopeRoundTripsAndBadRopeIsAnError) {
+  const auto dir = file_test::scratch_dir("safetensors_rope");
+  KvCache cache = file_test::random_cache(DType::F32, 2, 5, 2, 8, 0, 0);
+  cache.key_rope.frequencies = {1.0, 0.1, 0.01, 0.001};
+  cache.key_rope.rotary_dims = 8;
+  cache.key_rope.half_split = true;
+  cache.key_rope.first_position = 3;
+  cache.keys_pre_rope = true;
+  ASSERT_TRUE(save_cache_file(cache, dir / "rope.safetensors"));
+  auto back = load_cache_file(dir / "rope.safetensors");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->key_rope.frequencies, cache.key_rope.frequencies);
+  EXPECT_EQ(back->key_rope.rotary_dims, 8);
+  EXPECT_TRUE(back->key_rope.half_split);
+  EXPECT_EQ(back->key_rope.first_position, 3);
+  EXPECT_TRUE(back->keys_pre_rope);
+  // Positions of their own (a llama.cpp state's cells) round-trip too.
+  cache.key_rope.positions = {9, 4, 5, 6, 20};
+  cache.keys_pre_rope = false;
+  ASSERT_TRUE(save_cache_file(cache, dir / "pos.safetensors"));
+  back = load_cache_file(dir / "pos.safetensors");
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->key_rope.positions, cache.key_rope.positions);
+  EXPECT_FALSE(back->keys_pre_rope);
+  // A cache without RoPE has none after loading.
+  ASSERT_TRUE(
+      save_cache_file(file_test::random_cache(DType::F32, 1, 2, 1, 4), dir / "no.safetensors"));
+  back = load_cache_file(dir / "no.safetensors");
+  ASSERT_TRUE(back.ok());
+  EXPECT_FALSE(back->key_rope.enabled());
+  // Odd rotary dims, and metadata that is not JSON: errors naming the file.
+  for (const auto& [from, to] :
+       {std::pair<std::string, std::string>{R"(\"rotary_dims\":8)", R"(\"rotary_dims\":9)"},
+        {R"({\"first)", R"([\"first)"}}) {
+    write_with_header_edit(dir / "rope.safetensors", dir / "bad.safetensors", [&](std::string& h) {
+      const auto at = h.find(from);
+      ASSERT_NE(at, std::string::npos) << h;
+      h.replace(at, from.size(), to);
+    });
+    auto bad = load_cache_file(dir / "bad.safetensors");
+    ASSERT_FALSE(bad.ok()) << to;
+    EXPECT_NE(bad.message().find("bad.safetensors"), std::string::npos) << bad.message();
+    EXPECT_NE(bad.message().find("RoPE"), std::string::npos) << bad.message();
+  }
 }
 
 TEST(Safetensors, SaveIsAtomicAndNeverDamagesAGoodFile) {

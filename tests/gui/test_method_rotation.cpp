@@ -79,6 +79,7 @@ TEST(MethodPanel, LlamaCppBlockTypesTakeTheirRotation) {
     EXPECT_FALSE(panel.is_field_visible(panel.bits_combo())) << id;
     EXPECT_FALSE(panel.is_field_visible(panel.param_dtype_combo())) << id;
     EXPECT_FALSE(panel.is_field_visible(panel.qjl_check())) << id;
+    EXPECT_FALSE(panel.is_field_visible(panel.pre_rope_check())) << id;
     EXPECT_TRUE(panel.config().llama_rotation) << id;  // llama.cpp's default
     panel.llama_rotation_check()->setChecked(false);
     const MethodConfig c = panel.config();
@@ -101,7 +102,10 @@ TEST(MethodPanel, KvQuantFields) {
   EXPECT_EQ(bit_items(panel), (QList<int>{2, 3, 4}));
   EXPECT_TRUE(panel.is_field_visible(panel.levels_combo()));
   EXPECT_TRUE(panel.is_field_visible(panel.outliers_spin()));
+  EXPECT_TRUE(panel.is_field_visible(panel.pre_rope_check()));
+  EXPECT_TRUE(panel.config().pre_rope);  // the paper's way by default
   EXPECT_FALSE(panel.is_field_visible(panel.group_size_spin()));
+  panel.pre_rope_check()->setChecked(false);
   panel.bits_combo()->setCurrentIndex(panel.bits_combo()->findData(3));
   panel.levels_combo()->setCurrentIndex(panel.levels_combo()->findData(true));
   panel.outliers_spin()->setValue(0.02);
@@ -110,6 +114,7 @@ TEST(MethodPanel, KvQuantFields) {
   EXPECT_EQ(c.bits, 3);
   EXPECT_TRUE(c.normal_float);
   EXPECT_DOUBLE_EQ(c.outlier_fraction, 0.02);
+  EXPECT_FALSE(c.pre_rope);
   expect_valid(c);
   MethodPanel other;
   other.set_config(c);

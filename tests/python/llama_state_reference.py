@@ -22,7 +22,13 @@ llama_state_seq_save_file. Then, through kvlab's command line only:
         RoPE): max |K - K_capture| / max |K_capture| per layer at most FLOOR + 3 x STEP[type]
         (FLOOR: kvlab's and llama.cpp's forwards differ this much with an f32 cache, since
         llama.cpp quantizes activations to 8 bits in its products with Q4_1 weights; later
-        layers also see the error of earlier layers' cached K and V, hence 3 steps, not 1).
+        layers also see the error of earlier layers' cached K and V, hence 3 steps, not 1);
+  3. the RoPE kvlab attaches to what it reads (the export's kvlab.key_rope metadata, which
+     KVQuant uses to quantize keys before RoPE): its frequencies equal theta^(-2i/64) with theta
+     the GGUF's rope.freq_base (read here with the gguf package), adjacent pairs, positions from
+     0; and llama.cpp's f32 keys turned back by that RoPE written here in NumPy match
+     `kvlab capture --pre-rope` (keys before RoPE) as closely as the post-RoPE keys match the
+     post-RoPE capture (a rotation of pairs: at most sqrt(2) x FLOOR).
 
 Measured with llama-cpp-python 0.3.36 (layer 0 error / bound; K vs capture): f32 0 / 2.4e-2,
 f16 0.91 / 2.9e-2, bf16 0.93 / 2.4e-2, q8_0 0.94 / 2.7e-2, q4_0 0.99 / 0.28, q4_1 0.99 / 0.17,
@@ -86,6 +92,23 @@ def skip(reason):
     # llama.cpp environment when llama-cpp-python does not build on the machine.
     print(f"kvlab: skipped: {reason}")
     sys.exit(77)
+
+
+def read_header(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        return json.loads(f.read(n))
+
+
+def rope_back(k, freq):
+    """Turns keys [tokens, heads, dim] at positions 0, 1, ... back by RoPE, adjacent pairs."""
+    pos = np.arange(k.shape[0], dtype=np.float64)[:, None, None]
+    ang = pos * np.asarray(freq)[None, None, :]
+    a, b = k[..., 0::2], k[..., 1::2]
+    out = np.empty_like(k)
+    out[..., 0::2] = a * np.cos(ang) + b * np.sin(ang)
+    out[..., 1::2] = -a * np.sin(ang) + b * np.cos(ang)
+    return out
 
 
 def read_safetensors(path):
@@ -254,6 +277,38 @@ def main():
         if not rel <= tol:
             failures.append(f"{name}: keys differ from kvlab capture by {rel:.2e} > {tol:.2e}")
     print(f"floor (f32 cache vs kvlab capture): {floor:.2e}")
+
+    # 3. The RoPE kvlab attaches, against the GGUF's theta and kvlab's pre-RoPE capture.
+    from gguf import GGUFReader
+    reader = GGUFReader(args.model)
+    theta = float(reader.fields["llama.rope.freq_base"].parts[-1][0])
+    freq = theta ** (-2.0 * np.arange(HEAD_DIM // 2) / HEAD_DIM)
+    meta = read_header(os.path.join(work, "f32.safetensors"))["__metadata__"]
+    rope = json.loads(meta.get("kvlab.key_rope", "null") or "null")
+    if not rope:
+        failures.append("the export of the f32 state carries no kvlab.key_rope")
+    else:
+        got_freq = np.asarray(rope["frequencies"])
+        if (rope["rotary_dims"] != HEAD_DIM or rope["half_split"] or rope["first_position"] != 0
+                or "positions" in rope or got_freq.shape != freq.shape
+                or np.max(np.abs(got_freq / freq - 1)) > 1e-12):
+            failures.append(f"kvlab.key_rope {rope} is not theta={theta}'s RoPE of {HEAD_DIM} "
+                            "dims, adjacent pairs, from position 0")
+        if meta.get("kvlab.keys_pre_rope") != "false":
+            failures.append("the export says its keys are before RoPE")
+    pre_path = os.path.join(work, "capture_pre_rope.safetensors")
+    run([args.kvlab, "capture", "--model", args.model, "--prompt", PROMPT, "--max-tokens", "0",
+         "--pre-rope", "--out", pre_path])
+    pre = read_safetensors(pre_path)
+    rel_pre = 0.0
+    for layer in range(LAYERS):
+        k = rope_back(base[f"layers.{layer}.key"], freq)
+        kr = pre[f"layers.{layer}.key"]
+        rel_pre = max(rel_pre, float(np.max(np.abs(k - kr)) / np.max(np.abs(kr))))
+    print(f"f32 keys turned back by RoPE (theta {theta:g}) vs kvlab capture --pre-rope: "
+          f"{rel_pre:.2e} (tolerance {np.sqrt(2) * FLOOR:.2e})")
+    if not rel_pre <= np.sqrt(2) * FLOOR:
+        failures.append(f"pre-RoPE keys differ from kvlab capture --pre-rope by {rel_pre:.2e}")
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))
         return 1

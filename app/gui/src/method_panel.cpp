@@ -114,6 +114,7 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_form->addRow(tr("llama.cpp"), m_llama_rotation);
   m_form->addRow(tr("Levels"), m_levels);
   m_form->addRow(tr("Outliers"), m_outliers);
+  m_form->addRow(tr("Keys"), m_pre_rope);
   m_form->addRow(tr("QJL"), m_qjl);
   m_form->addRow(tr("Rotation"), m_rotation);
   m_form->addRow(tr("Rotation seed"), m_rotation_seed);
@@ -134,7 +135,7 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
        {m_group_size, m_residual, m_int8_tokens, m_block_size, m_calib_tokens, m_rotation_seed}) {
     connect(s, &QSpinBox::valueChanged, this, &MethodPanel::changed);
   }
-  for (QCheckBox* b : {m_per_head, m_llama_rotation, m_qjl, m_rotate_values}) {
+  for (QCheckBox* b : {m_per_head, m_llama_rotation, m_pre_rope, m_qjl, m_rotate_values}) {
     connect(b, &QCheckBox::toggled, this, &MethodPanel::changed);
   }
   for (QDoubleSpinBox* s : {m_rel_scale, m_outliers}) {
@@ -259,6 +260,13 @@ void MethodPanel::build_fields() {
   m_outliers->setToolTip(
       tr("Fraction of values kept exactly (fp16) in KVQuant's sparse outlier table; the rest "
          "are quantized within the thresholds they leave"));
+  m_pre_rope = new QCheckBox(tr("quantized before RoPE"), this);
+  m_pre_rope->setChecked(defaults.pre_rope);
+  m_pre_rope->setToolTip(
+      tr("KVQuant quantizes keys per channel before the rotary embedding, where their outlier "
+         "channels stay put, and applies RoPE after dequantizing. Used wherever the source says "
+         "how RoPE turned its keys (model captures, llama.cpp state files read with their model); "
+         "unchecked: the keys as stored"));
   m_qjl = new QCheckBox(tr("1-bit QJL sketch of the residual"), this);
   m_qjl->setToolTip(
       tr("Spends one of the bits on the sign of a random projection of the residual (QJL), so "
@@ -299,6 +307,7 @@ MethodConfig MethodPanel::config() const {
   if (method_is_llama_block(c.kind)) c.llama_rotation = m_llama_rotation->isChecked();
   c.normal_float = m_levels->currentData().toBool();
   c.outlier_fraction = m_outliers->value();
+  c.pre_rope = m_pre_rope->isChecked();
   c.qjl = c.kind == MethodKind::TurboQuant && c.bits >= 2 && m_qjl->isChecked();
   if (m_rotation->currentIndex() >= 0) {
     c.rotation = static_cast<RotationKind>(m_rotation->currentData().toInt());
@@ -327,6 +336,7 @@ void MethodPanel::set_config(const MethodConfig& c) {
   m_llama_rotation->setChecked(c.llama_rotation);
   select_data(m_levels, c.normal_float);
   m_outliers->setValue(c.outlier_fraction);
+  m_pre_rope->setChecked(c.pre_rope);
   m_qjl->setChecked(c.qjl);
   // TurboQuant reads "none" as its default, orthogonal (method.cpp's turboquant_config()).
   if (!select_data(m_rotation, static_cast<int>(c.rotation))) {
@@ -405,6 +415,7 @@ void MethodPanel::update_visible_fields() {
   m_form->setRowVisible(m_llama_rotation, method_is_llama_block(kind));
   m_form->setRowVisible(m_levels, kvquant);
   m_form->setRowVisible(m_outliers, kvquant);
+  m_form->setRowVisible(m_pre_rope, kvquant);
   m_form->setRowVisible(m_qjl, turbo);
   m_form->setRowVisible(m_rotate_values, !turbo);
   m_qjl->setEnabled(m_bits->currentData().toInt() >= 2);

@@ -66,6 +66,12 @@ Status KvCache::validate() const {
       KVLAB_TRY(check(l.query, "query", shape.q_heads, false));
     }
   }
+  if (keys_pre_rope && !key_rope.enabled()) {
+    return make_error(fmt::format("KV cache '{}': keys before RoPE, but not which RoPE", source));
+  }
+  if (auto ok = key_rope.check(t, shape.head_dim); !ok) {
+    return make_error(fmt::format("KV cache '{}': {}", source, ok.message()));
+  }
   return Ok{};
 }
 

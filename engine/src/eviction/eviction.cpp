@@ -313,7 +313,7 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
   std::vector<double> bytes_per_entry(L, 2.0 * shape.head_dim * kFp16BytesPerValue);
   std::unique_ptr<Quantizer> quantizer;
   if (config.quant) {
-    auto q = make_quantizer(*config.quant);
+    auto q = make_quantizer(method_for_cache(*config.quant, cache));
     if (!q) return q.error();
     quantizer = std::move(*q);
     if (!report_progress(progress, 0.0, "measuring the quantized size")) {

@@ -71,6 +71,15 @@ std::vector<double> rope_frequencies(const LlamaConfig& c) {
   return freq;
 }
 
+RopeSpec model_rope_spec(const LlamaConfig& config, int first_position) {
+  RopeSpec r;
+  r.frequencies = rope_frequencies(config);
+  r.rotary_dims = config.head_dim();
+  r.half_split = config.rope_half_split;
+  r.first_position = first_position;
+  return r;
+}
+
 namespace {
 
 // RoPE (Su et al. 2021, RoFormer, eq. 34): pair i of a head turns by pos · freq_i
@@ -459,6 +468,8 @@ KvCache state_to_cache(const LlamaModel& model, const LlamaModel::State& state, 
   KvCache cache;
   cache.shape = ModelShape{model.path(), c.layers, c.heads, c.kv_heads, c.head_dim()};
   cache.source = "model:" + model.path();
+  cache.key_rope = model_rope_spec(c);
+  cache.keys_pre_rope = pre_rope;
   const int T = state.pos;
   for (int l = 0; l < c.layers; ++l) {
     LayerKv lkv;

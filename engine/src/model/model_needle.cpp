@@ -74,10 +74,12 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
   std::unique_ptr<Quantizer> quantizer;
   NeedleReport r;
   if (c.method) {
-    auto q = make_quantizer(*c.method);
+    MethodConfig method = *c.method;  // it sees post-RoPE keys at positions 0, 1, ...
+    method.key_rope = model_rope_spec(mc);
+    auto q = make_quantizer(method);
     if (!q) return q.error();
     quantizer = std::move(*q);
-    r.method_label = method_label(*c.method);
+    r.method_label = method_label(method);
   }
   if (c.eviction) {
     KVLAB_TRY(detail::check_eviction(*c.eviction, mc.layers));

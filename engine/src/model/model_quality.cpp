@@ -61,9 +61,12 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   if (config.eviction) {
     KVLAB_TRY(detail::check_eviction(*config.eviction, mc.layers));
   }
+  // The method sees the model's post-RoPE keys at positions 0, 1, ... of each window.
+  std::optional<MethodConfig> method = config.method;
+  if (method) method->key_rope = model_rope_spec(mc);
   std::unique_ptr<Quantizer> quantizer;
-  if (config.method) {
-    auto q = make_quantizer(*config.method);
+  if (method) {
+    auto q = make_quantizer(*method);
     if (!q) return q.error();
     quantizer = std::move(*q);
   }
@@ -74,8 +77,8 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   if (quantizer) reader = detail::quantizing_reader(*quantizer, kv_heads, hd);
 
   QualityReport r;
-  r.method = config.method ? std::string(method_id(config.method->kind)) : "none";
-  r.method_label = config.method ? method_label(*config.method) : "none";
+  r.method = method ? std::string(method_id(method->kind)) : "none";
+  r.method_label = method ? method_label(*method) : "none";
   r.policy = config.eviction ? std::string(eviction_policy_id(config.eviction->policy)) : "none";
   r.policy_label = config.eviction ? eviction_label(*config.eviction) : "none";
   const std::string label = config.eviction && config.method

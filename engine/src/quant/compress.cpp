@@ -98,10 +98,11 @@ void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
 
 }  // namespace
 
-Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
+Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& requested,
                                          const ProgressFn& progress, Backend* backend) {
   const auto start = Clock::now();
   KVLAB_TRY(cache.validate());
+  const MethodConfig config = method_for_cache(requested, cache);
   auto quantizer = make_quantizer(config);
   if (!quantizer) return quantizer.error();
   std::unique_ptr<Backend> cpu;
@@ -165,6 +166,12 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
     fill_element(lr.error, both);
     if (cache.has_queries()) {
       const std::vector<float> q = lkv.query.view().to_float();
+      if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
+        for (std::vector<float>* k : {&xs[0], &hats[0]}) {
+          apply_rope_rows(k->data(), 0, report.tokens, cache.shape.kv_heads, cache.shape.head_dim,
+                          cache.key_rope);
+        }
+      }
       const AttentionErrorSums a =
           attention_errors(q, xs[0], xs[1], hats[0], hats[1],
                            {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim});

@@ -1,6 +1,6 @@
 // KVQuant's quantizer: calibration (the offline step), the dense-and-sparse split, non-uniform
-// codes, and RoPE after dequantisation for keys quantized pre-RoPE. See kvquant_quantizer.h for
-// the method, the reference it follows and the stored layout.
+// codes, and keys turned back before RoPE for quantization and forward again after it. See
+// kvquant_quantizer.h for the method, the reference it follows and the stored layout.
 #include "quant/kvquant_quantizer.h"
 
 #include <algorithm>
@@ -20,29 +20,6 @@ namespace kvlab::detail {
 namespace {
 
 constexpr int kChunkTokens = 64;
-
-// ---- RoPE ----------------------------------------------------------------------------------
-
-void rope_row(float* row, int heads, int dim, const RopeSpec& rope, const float* c,
-              const float* s) {
-  const int half = rope.rotary_dims / 2;
-  for (int h = 0; h < heads; ++h) {
-    float* x = row + static_cast<std::size_t>(h) * dim;
-    if (rope.half_split) {
-      for (int i = 0; i < half; ++i) {
-        const float a = x[i], b = x[i + half];
-        x[i] = a * c[i] - b * s[i];
-        x[i + half] = a * s[i] + b * c[i];
-      }
-    } else {
-      for (int i = 0; i < half; ++i) {
-        const float a = x[2 * i], b = x[2 * i + 1];
-        x[2 * i] = a * c[i] - b * s[i];
-        x[2 * i + 1] = a * s[i] + b * c[i];
-      }
-    }
-  }
-}
 
 // ---- codes ---------------------------------------------------------------------------------
 
@@ -198,31 +175,6 @@ std::vector<float> midpoints(const std::vector<float>& levels) {
 
 }  // namespace
 
-RopeSpec rope_spec_for(const LlamaConfig& config, int first_position) {
-  RopeSpec r;
-  r.frequencies = rope_frequencies(config);
-  r.rotary_dims = config.head_dim();
-  r.half_split = config.rope_half_split;
-  r.first_position = first_position;
-  return r;
-}
-
-void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope) {
-  if (!rope.enabled()) return;
-  const int half = rope.rotary_dims / 2;
-  std::vector<float> c(static_cast<std::size_t>(half)), s(c.size());
-  for (int t = t0; t < t1; ++t) {
-    const double pos = rope.position(t);
-    for (int i = 0; i < half; ++i) {
-      const double angle = pos * rope.frequencies[static_cast<std::size_t>(i)];
-      c[i] = static_cast<float>(std::cos(angle));
-      s[i] = static_cast<float>(std::sin(angle));
-    }
-    rope_row(rows + static_cast<std::size_t>(t - t0) * heads * dim, heads, dim, rope, c.data(),
-             s.data());
-  }
-}
-
 Status check_kvquant_config(const KvQuantConfig& c) {
   if (c.bits < 2 || c.bits > 8) {
     return make_error(fmt::format("kvquant: bits must be 2 to 8 (got {})", c.bits));
@@ -238,14 +190,10 @@ Status check_kvquant_config(const KvQuantConfig& c) {
     return make_error(
         fmt::format("kvquant: calibration tokens must be >= 0 (got {})", c.calibration_tokens));
   }
-  const RopeSpec& r = c.rope;
-  if (r.rotary_dims < 0 || r.rotary_dims % 2 != 0) {
-    return make_error(
-        fmt::format("kvquant: rotary dims must be even and >= 0 (got {})", r.rotary_dims));
-  }
-  if (r.frequencies.size() < static_cast<std::size_t>(r.rotary_dims / 2)) {
-    return make_error(fmt::format("kvquant: RoPE has {} frequencies for {} rotary dims",
-                                  r.frequencies.size(), r.rotary_dims));
+  if (c.rope.rotary_dims < 0 || c.rope.rotary_dims % 2 != 0 ||
+      c.rope.frequencies.size() < static_cast<std::size_t>(c.rope.rotary_dims / 2)) {
+    return make_error(fmt::format("kvquant: RoPE of {} rotary dims with {} frequencies",
+                                  c.rope.rotary_dims, c.rope.frequencies.size()));
   }
   return Ok{};
 }
@@ -256,8 +204,7 @@ std::string KvQuantQuantizer::name() const {
   const KvQuantConfig& c = m_config;
   return fmt::format("kvquant-{} {} {:g}% outliers sink{} keys {}", c.bits,
                      c.levels == KvQuantLevels::KMeans ? "nuq" : "nf", 100.0 * c.outlier_fraction,
-                     c.sink_tokens,
-                     keys_pre_rope() ? "pre-RoPE (RoPE after dequant)" : "post-RoPE (as given)");
+                     c.sink_tokens, keys_pre_rope() ? "pre-RoPE (RoPE after dequant)" : "as given");
 }
 
 Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill,
@@ -281,6 +228,12 @@ Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill
   cal.dim = prefill.dim();
   std::vector<float> x(static_cast<std::size_t>(n) * C);
   load_rows(prefill, t0, t1, x.data());
+  if (role == TensorRole::Key && keys_pre_rope()) {
+    if (auto ok = cfg.rope.check(T, prefill.dim()); !ok) {
+      return make_error("kvquant calibration keys: " + ok.message());
+    }
+    apply_rope_rows(x.data(), t0, t1, prefill.heads(), prefill.dim(), cfg.rope, /*inverse=*/true);
+  }
 
   const bool kmeans = cfg.levels == KvQuantLevels::KMeans;
   const bool squared = cfg.weighting == KvQuantWeighting::SquaredMagnitude;
@@ -375,13 +328,14 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
         "{} bits)",
         role_name(cal.role), cal.heads, cal.dim, cal.levels.size(), role_name(role), H, D, bits));
   }
-  if (key && cfg.rope.enabled() &&
-      (cfg.rope.rotary_dims > D ||
-       (!cfg.rope.positions.empty() && cfg.rope.positions.size() < static_cast<std::size_t>(T)))) {
-    return make_error(fmt::format(
-        "kvquant: RoPE of {} dims and {} positions does not fit keys of {} tokens x {} dims",
-        cfg.rope.rotary_dims, cfg.rope.positions.size(), T, D));
+  if (key && keys_pre_rope()) {
+    if (auto ok = cfg.rope.check(T, D); !ok) return make_error("kvquant keys: " + ok.message());
   }
+  // Keys go back before RoPE (the inverse rotation of their positions) as they are loaded.
+  const auto load_pre_rope = [&](int r0, int r1, float* dst) {
+    load_rows(x, r0, r1, dst);
+    if (key && keys_pre_rope()) apply_rope_rows(dst, r0, r1, H, D, cfg.rope, /*inverse=*/true);
+  };
   QuantizedTensor q{role, T, H, D, {}, {}, {}, {}, {}};
   const int S = std::min(cfg.sink_tokens, T), Tq = T - S;
   const std::size_t hd = static_cast<std::size_t>(C);
@@ -393,7 +347,7 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
   std::vector<float> buf(static_cast<std::size_t>(std::max(S, std::min(kChunkTokens, Tq))) * hd);
   q.residual.resize(static_cast<std::size_t>(S) * hd);
   if (S > 0) {
-    load_rows(x, 0, S, buf.data());
+    load_pre_rope(0, S, buf.data());
     float_to_fp16(std::span<const float>(buf.data(), q.residual.size()), q.residual);
   }
   std::vector<std::uint16_t> sparse_values;
@@ -419,7 +373,7 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
   const int k_side = outliers_per_side(cfg.outlier_fraction, C);
   for (int t0 = S; t0 < T; t0 += kChunkTokens) {
     const int rows = std::min(kChunkTokens, T - t0);
-    load_rows(x, t0, t0 + rows, buf.data());
+    load_pre_rope(t0, t0 + rows, buf.data());
     for (int r = 0; r < rows; ++r) {
       const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
       std::uint8_t* codes = cbuf.data() + static_cast<std::size_t>(r) * hd;

@@ -38,36 +38,11 @@
 #include <vector>
 
 #include "kvlab/engine/core/result.h"
-#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/core/rope.h"
 #include "kvlab/engine/quant/quantizer.h"
 #include "quant/kvquant_calibration.h"
 
 namespace kvlab::detail {
-
-// How RoPE turned a model's keys, so pre-RoPE keys can be quantized and given back post-RoPE.
-// Token t of a tensor sits at positions[t] (or first_position + t when positions is empty); pair
-// i of the first `rotary_dims` dims of each head turns by position · frequencies[i] (RoFormer,
-// Su et al. 2021, eq. 34), computed as LlamaModel does (angle in double, cos and sin in float).
-struct RopeSpec {
-  std::vector<double> frequencies;  // radians per position, [rotary_dims / 2]
-  int rotary_dims = 0;              // 0: no RoPE (keys arrive post-RoPE and are kept so)
-  bool half_split = false;  // pairs (x[i], x[i + rotary_dims/2]) (Hugging Face, NeoX); false:
-                            // adjacent (x[2i], x[2i+1]) (llama2.c)
-  int first_position = 0;
-  std::vector<std::int32_t> positions;
-
-  bool enabled() const { return rotary_dims > 0; }
-  int position(int token) const {
-    return positions.empty() ? first_position + token : positions[static_cast<std::size_t>(token)];
-  }
-};
-
-// The model's RoPE over the whole head (rope_frequencies(): theta, scaling, its pair layout),
-// tokens at positions first_position, first_position + 1, ...
-RopeSpec rope_spec_for(const LlamaConfig& config, int first_position = 0);
-
-// Turns rows [t0, t1) of a [tokens][heads][dim] buffer (`rows` points at row t0) by RoPE.
-void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope);
 
 enum class KvQuantLevels : std::uint8_t { KMeans, NormalFloat };
 // Sample weights of the k-means. KVQuant weighs each calibration entry by its Fisher information
@@ -84,7 +59,9 @@ struct KvQuantConfig {
   double outlier_fraction = 0.01;  // kept exactly, half from each tail; 0: dense only (min-max)
   int sink_tokens = 1;             // first tokens kept in fp16; 0: none
   int calibration_tokens = 0;      // prefill tokens (after the sinks) calibrate() reads; 0: all
-  RopeSpec rope;                   // enabled: keys arrive pre-RoPE and come back post-RoPE
+  // Enabled: keys arrive post-RoPE by this spec; they are turned back, calibrated and quantized
+  // pre-RoPE (Sec. 3.1), and dequantize() turns them forward again (RoPE after dequantization).
+  RopeSpec rope;
 };
 
 // An error naming the field when the configuration cannot work.
@@ -104,16 +81,16 @@ class KvQuantQuantizer final : public Quantizer {
  public:
   explicit KvQuantQuantizer(KvQuantConfig config);
 
-  // "kvquant-3 nuq 1% sink1 keys pre-RoPE" or "... keys post-RoPE (as given)".
+  // "kvquant-3 nuq 1% sink1 keys pre-RoPE" or "... keys as given".
   std::string name() const override;
   const KvQuantConfig& config() const { return m_config; }
-  // Keys this quantizer receives are pre-RoPE (its RopeSpec is set) and leave post-RoPE.
+  // Keys are quantized before RoPE: turned back by the RopeSpec, forward again after dequant.
   bool keys_pre_rope() const { return m_config.rope.enabled(); }
 
   // The offline step (SimQuant.quantize): on a calibration prefill [tokens, heads, dim] (keys
-  // pre-RoPE when keys_pre_rope()), from its token sinks_tokens on, at most calibration_tokens:
-  // keys: per channel the (f/2, 1 − f/2) percentiles (numpy's linear rule) as thresholds;
-  // values: each token split by select_token_tails(); then the levels: k-means over the
+  // turned back to pre-RoPE when keys_pre_rope()), from its token sinks_tokens on, at most
+  // calibration_tokens: keys: per channel the (f/2, 1 − f/2) percentiles (numpy's linear rule) as
+  // thresholds; values: each token split by select_token_tails(); then the levels: k-means over the
   // normalised entries inside [-1, 1] (outliers left out), or NormalFloat.
   Result<KvQuantCalibration> calibrate(const TensorView& prefill, TensorRole role) const;
   // The online step with a calibration of the same role and heads × dim.
@@ -121,7 +98,8 @@ class KvQuantQuantizer final : public Quantizer {
                                    const KvQuantCalibration& calibration) const;
   // Calibrates on `x` itself (its prefill is the tensor), then quantizes it.
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override;
-  // Post-RoPE keys when keys_pre_rope(); sinks and sparse entries exact (to fp16).
+  // Keys turned forward by RoPE again when keys_pre_rope(); sinks and sparse entries exact (to
+  // fp16, before RoPE).
   void dequantize(const QuantizedTensor& q, std::span<float> out) const override;
   // One histogram of the dense codes, the entries of the sparse table left out.
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override;

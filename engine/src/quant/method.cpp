@@ -64,6 +64,7 @@ detail::KvQuantConfig kvquant_config(const MethodConfig& c) {
   k.levels = c.normal_float ? detail::KvQuantLevels::NormalFloat : detail::KvQuantLevels::KMeans;
   k.outlier_fraction = c.outlier_fraction;
   k.calibration_tokens = c.calib_tokens;
+  if (c.pre_rope) k.rope = c.key_rope;
   return k;
 }
 
@@ -287,6 +288,7 @@ nlohmann::json method_params_json(const MethodConfig& c) {
       j["levels"] = c.normal_float ? "nf" : "kmeans";
       j["outliers"] = c.outlier_fraction;
       j["calib_tokens"] = c.calib_tokens;
+      j["pre_rope"] = c.pre_rope;
       break;
     case MethodKind::TurboQuant:
       j["bits"] = c.bits;
@@ -349,6 +351,7 @@ Result<MethodConfig> method_config_from_json(const nlohmann::json& j) {
   for (auto [key, field] : {std::pair{"per_head_scale", &c.per_head_scale},
                             {"llama_rotation", &c.llama_rotation},
                             {"qjl", &c.qjl},
+                            {"pre_rope", &c.pre_rope},
                             {"rotate_values", &c.rotate_values}}) {
     if (!j.contains(key)) continue;
     if (!j[key].is_boolean()) {
@@ -429,8 +432,11 @@ std::string method_label_base(const MethodConfig& c) {
     case MethodKind::Mxfp4:
       return std::string(method_id(c.kind));
     case MethodKind::KvQuant:
-      return fmt::format("kvquant-{} {} {:g}% outliers", c.bits, c.normal_float ? "nf" : "nuq",
-                         c.outlier_fraction * 100);
+      return fmt::format("kvquant-{} {} {:g}% outliers{}", c.bits, c.normal_float ? "nf" : "nuq",
+                         c.outlier_fraction * 100,
+                         !c.pre_rope            ? " post-RoPE"
+                         : c.key_rope.enabled() ? " pre-RoPE"
+                                                : "");
     case MethodKind::TurboQuant:
       return fmt::format("turboquant-{}{}{}", c.bits, c.qjl ? " qjl" : "",
                          c.rotation == RotationKind::Hadamard ? " hadamard" : "");
@@ -507,6 +513,11 @@ Result<std::unique_ptr<Quantizer>> make_base_quantizer(const MethodConfig& c) {
 }
 
 }  // namespace
+
+MethodConfig method_for_cache(MethodConfig config, const KvCache& cache) {
+  config.key_rope = cache.keys_pre_rope ? RopeSpec{} : cache.key_rope;
+  return config;
+}
 
 Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& c) {
   KVLAB_TRY(validate(c));

@@ -62,6 +62,9 @@ inline constexpr std::string_view kMetaQHeads = "kvlab.q_heads";
 inline constexpr std::string_view kMetaKvHeads = "kvlab.kv_heads";
 inline constexpr std::string_view kMetaHeadDim = "kvlab.head_dim";
 inline constexpr std::string_view kMetaSource = "kvlab.source";
+// How RoPE turned the keys (rope_spec_to_json), and "true" when they are stored before it.
+inline constexpr std::string_view kMetaKeyRope = "kvlab.key_rope";
+inline constexpr std::string_view kMetaKeysPreRope = "kvlab.keys_pre_rope";
 
 // `label` names the file in messages; `default_name` is the model name when the metadata has
 // none. Tensors whose names do not start with "layers." are ignored.

@@ -323,6 +323,27 @@ DType tensor_type(GgmlType type, bool rotated) {
   return DType::F32;
 }
 
+// How the model that wrote the file turned its keys, at the cells' positions; disabled without
+// the model or when its GGUF does not give a llama config.
+RopeSpec key_rope_of(const LlamaStateOptions& options, const LlamaStateLayout& layout) {
+  if (options.model.empty() || layout.layers.empty()) return {};
+  auto gguf = GgufFile::open(options.model);
+  if (!gguf) return {};
+  auto config = gguf_llama_config(*gguf);
+  if (!config) return {};
+  RopeSpec rope = model_rope_spec(*config);
+  const std::vector<std::int32_t>& pos = layout.positions;
+  bool contiguous = true;
+  for (std::size_t i = 1; i < pos.size() && contiguous; ++i)
+    contiguous = pos[i] == pos[0] + static_cast<std::int32_t>(i);
+  if (contiguous && !pos.empty()) {
+    rope.first_position = pos.front();
+  } else {
+    rope.positions = pos;
+  }
+  return rope;
+}
+
 Result<KvCache> read_cache(const InputFile& file, const LlamaStateOptions& options,
                            std::string source, const ProgressFn& progress) {
   auto layout_read = parse_layout(file);
@@ -338,6 +359,7 @@ Result<KvCache> read_cache(const InputFile& file, const LlamaStateOptions& optio
   cache.shape = shape;
   cache.source = std::move(source);
   if (layout.tokens.size() == layout.cells) cache.token_ids = layout.tokens;
+  cache.key_rope = key_rope_of(options, layout);
   std::vector<std::uint8_t> raw;
   std::vector<float> values(static_cast<std::size_t>(cells) * n_embd);
   std::vector<float> column(static_cast<std::size_t>(cells));

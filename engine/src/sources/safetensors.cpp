@@ -339,6 +339,18 @@ Result<KvCache> detail::read_safetensors_cache(const InputFile& file, const std:
   };
   auto cache = build_kv_cache(label, *layout, descs, read, progress, std::move(source));
   if (!cache) return cache;
+  // How RoPE turned the keys, when the writer knew (a model capture saved by kvlab).
+  if (const auto it = index->metadata.find(std::string(detail::kMetaKeyRope));
+      it != index->metadata.end()) {
+    auto rope = rope_spec_from_json(it->second);
+    if (!rope)
+      return make_error(fmt::format("{}: {}: {}", label, detail::kMetaKeyRope, rope.message()));
+    cache->key_rope = std::move(*rope);
+    const auto pre = index->metadata.find(std::string(detail::kMetaKeysPreRope));
+    cache->keys_pre_rope = pre != index->metadata.end() && pre->second == "true";
+    if (auto ok = cache->validate(); !ok)
+      return make_error(fmt::format("{}: {}", label, ok.message()));
+  }
   // A capture's token ids, when present: one I32 per cached token.
   if (const SafetensorsEntry* ids = index->find("tokens")) {
     if (ids->dtype != SafetensorsDType::I32 || ids->shape.size() != 1 ||
@@ -372,6 +384,11 @@ Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path&
       {std::string(detail::kMetaHeadDim), std::to_string(cache.shape.head_dim)},
       {std::string(detail::kMetaSource), cache.source},
   };
+  if (cache.key_rope.enabled()) {
+    header["__metadata__"][std::string(detail::kMetaKeyRope)] = rope_spec_to_json(cache.key_rope);
+    header["__metadata__"][std::string(detail::kMetaKeysPreRope)] =
+        cache.keys_pre_rope ? "true" : "false";
+  }
   std::vector<const Tensor*> order;
   std::uint64_t offset = 0;
   const auto add = [&](const std::string& name, const Tensor& t) {

@@ -51,6 +51,7 @@ class MethodPanel : public QGroupBox {
   // k-means, NormalFloat (item data: true for NormalFloat).
   QComboBox* levels_combo() const { return m_levels; }
   QDoubleSpinBox* outliers_spin() const { return m_outliers; }
+  QCheckBox* pre_rope_check() const { return m_pre_rope; }
   QCheckBox* qjl_check() const { return m_qjl; }
   // none, hadamard, orthogonal; TurboQuant: hadamard, orthogonal (item data: the RotationKind).
   QComboBox* rotation_combo() const { return m_rotation; }
@@ -83,6 +84,7 @@ class MethodPanel : public QGroupBox {
   QCheckBox* m_llama_rotation = nullptr;
   QComboBox* m_levels = nullptr;
   QDoubleSpinBox* m_outliers = nullptr;
+  QCheckBox* m_pre_rope = nullptr;
   QCheckBox* m_qjl = nullptr;
   QComboBox* m_rotation = nullptr;
   QSpinBox* m_rotation_seed = nullptr;

@@ -18,6 +18,7 @@
 #include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/core/rope.h"
 #include "kvlab/engine/model/ggml_types.h"
 
 namespace kvlab {
@@ -92,6 +93,9 @@ struct LlamaWeights {
 // The rotation frequency of each pair of a head, radians per position [head_dim / 2]:
 // theta^(-2i / head_dim) (Su et al. 2021, RoFormer, eq. 34), then config.rope_scaling applied.
 std::vector<double> rope_frequencies(const LlamaConfig& config);
+// The model's RoPE over the whole head (rope_frequencies(), its pair layout), tokens at positions
+// first_position, first_position + 1, ...
+RopeSpec model_rope_spec(const LlamaConfig& config, int first_position = 0);
 
 class LlamaModel {
  public:

@@ -10,6 +10,7 @@
 
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/quant/quantizer.h"
 
@@ -76,6 +77,13 @@ struct MethodConfig {
   // (true); the fraction of values kept exactly in the sparse outlier table.
   bool normal_float = false;
   double outlier_fraction = 0.01;
+  // KVQuant: keys quantized before RoPE (the paper's Sec. 3.2) wherever key_rope says how RoPE
+  // turned them; false: as stored (after RoPE).
+  bool pre_rope = true;
+  // How RoPE turned the keys the method will see. Not a user's choice: compress_cache, the model
+  // loops and the eviction simulation fill it from the source (method_for_cache); disabled when
+  // unknown (synthetic presets) or when the keys are stored before RoPE already.
+  RopeSpec key_rope;
   // TurboQuant: the last of `bits` is a 1-bit QJL sketch of the residual.
   bool qjl = false;
   // A rotation before the quantizer: keys (and values with rotate_values), one matrix per KV
@@ -112,6 +120,8 @@ Result<std::optional<CodecKind>> parse_codec_option(std::string_view id);
 std::string method_label(const MethodConfig& config);  // "kivi-2 G=32 R=128"
 
 Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& config);
+// `config` for this cache's keys: key_rope from the cache, unless its keys are stored pre-RoPE.
+MethodConfig method_for_cache(MethodConfig config, const KvCache& cache);
 
 // Bytes the quantizer of `config` keeps for one K or V tensor of this shape, as a formula the
 // planner can evaluate for any context without quantizing: equal to quantize(...).bytes.total()
