@@ -315,18 +315,23 @@ double share_apart(const std::vector<float>& a, const std::vector<float>& b, flo
   return a.empty() ? 0.0 : static_cast<double>(apart) / static_cast<double>(a.size());
 }
 
+// A model config of H heads of D dims for RoPE: theta 10000, either pair layout.
+LlamaConfig rope_model(int H, int D, bool half_split) {
+  LlamaConfig mc;
+  mc.dim = H * D;
+  mc.heads = H;
+  mc.rope_theta = 10000.0;
+  mc.rope_half_split = half_split;
+  return mc;
+}
+
 // apply_rope_rows over a long run of positions (its cos and sin stepped on between exact anchors)
 // against RoPE in double here, and its inverse against the input; explicit positions as well.
 TEST(Rope, ForwardAndInverseMatchRopeInDoubleOverLongContexts) {
   const int T = 5000, H = 2, D = 16;
   const auto x = gaussian(T, H, D, 3, DType::F32).view().to_float();
   for (bool half : {false, true}) {
-    LlamaConfig mc;
-    mc.dim = H * D;
-    mc.heads = H;
-    mc.rope_theta = 10000.0;
-    mc.rope_half_split = half;
-    const RopeSpec rope = model_rope_spec(mc, 123);
+    const RopeSpec rope = model_rope_spec(rope_model(H, D, half), 123);
     std::vector<float> y = x;
     apply_rope_rows(y.data(), 0, T, H, D, rope);
     const auto want = rope_here(x, T, H, D, 10000.0, half, 123);
@@ -348,11 +353,7 @@ TEST(KvQuant, PostRopeKeysAreQuantizedBeforeRope) {
   const Tensor pre = gaussian(T, H, D, 8);
   const auto pref = pre.view().to_float();
   for (bool half : {false, true}) {
-    LlamaConfig mc;
-    mc.dim = H * D;
-    mc.heads = H;
-    mc.rope_theta = 10000.0;
-    mc.rope_half_split = half;
+    const LlamaConfig mc = rope_model(H, D, half);
     // Keys as a model stores them: turned by RoPE written out here, at positions 5, 6, ...
     const auto postf = rope_here(pref, T, H, D, 10000.0, half, 5);
     const Tensor post = Tensor::from_float(postf, DType::F32, T, H, D);
