@@ -10,6 +10,10 @@
 #include <numeric>
 #include <utility>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace kvlab::detail {
 
 double normal_quantile(double p) {
@@ -288,22 +292,38 @@ void select_token_tails(const float* x, int n, int k, TailScratch& s, float& low
     }
     const float tau_hi = *std::min_element(gmax, gmax + K);
     const float tau_lo = *std::max_element(gmin, gmin + K);
-    s.cand_hi.clear();
-    s.cand_lo.clear();
-    constexpr int kChunk = 16;
-    for (int c0 = 0; c0 < n; c0 += kChunk) {
-      const int c1 = std::min(n, c0 + kChunk);
-      int hits = 0;
-#pragma omp simd reduction(+ : hits)
-      for (int j = c0; j < c1; ++j) hits += (x[j] >= tau_hi ? 1 : 0) + (x[j] <= tau_lo ? 1 : 0);
-      if (hits == 0) continue;
-      for (int j = c0; j < c1; ++j) {
-        if (x[j] >= tau_hi) s.cand_hi.push_back(j);
-        if (x[j] <= tau_lo) s.cand_lo.push_back(j);
-      }
+    // Candidates: the indices past either bound, in index order (16 at a time by mask and
+    // compress-store where AVX-512 has them).
+    if (s.cand_hi.size() < static_cast<std::size_t>(n)) {  // grown once, never shrunk
+      s.cand_hi.resize(static_cast<std::size_t>(n));
+      s.cand_lo.resize(static_cast<std::size_t>(n));
     }
-    for (int j : s.cand_hi) hi.offer(x[j], j);
-    for (int j : s.cand_lo) lo.offer(-x[j], j);
+    int* ch = s.cand_hi.data();
+    int* cl = s.cand_lo.data();
+    int nh = 0, nl = 0, j0 = 0;
+#if defined(__AVX512F__)
+    const __m512 vhi = _mm512_set1_ps(tau_hi), vlo = _mm512_set1_ps(tau_lo);
+    const __m512i step = _mm512_set1_epi32(16);
+    __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (; j0 + 16 <= n; j0 += 16, idx = _mm512_add_epi32(idx, step)) {
+      const __m512 v = _mm512_loadu_ps(x + j0);
+      const __mmask16 mh = _mm512_cmp_ps_mask(v, vhi, _CMP_GE_OQ);
+      const __mmask16 ml = _mm512_cmp_ps_mask(v, vlo, _CMP_LE_OQ);
+      if ((mh | ml) == 0) continue;
+      _mm512_mask_compressstoreu_epi32(ch + nh, mh, idx);
+      _mm512_mask_compressstoreu_epi32(cl + nl, ml, idx);
+      nh += __builtin_popcount(mh);
+      nl += __builtin_popcount(ml);
+    }
+#endif
+    for (int j = j0; j < n; ++j) {
+      ch[nh] = j;
+      nh += x[j] >= tau_hi;
+      cl[nl] = j;
+      nl += x[j] <= tau_lo;
+    }
+    for (int c = 0; c < nh; ++c) hi.offer(x[ch[c]], ch[c]);
+    for (int c = 0; c < nl; ++c) lo.offer(-x[cl[c]], cl[c]);
   }
   if (hi.count == 0) {  // every entry NaN
     lower = upper = 0.f;
