@@ -53,6 +53,41 @@ void BM_Quantize(benchmark::State& state) {
   set_label(state, role);
 }
 
+// Methods away from their registry defaults whose speed differs: TurboQuant with its QJL bit and
+// with the randomized Hadamard instead of the random orthogonal rotation.
+struct Variant {
+  const char* label;
+  kvlab::MethodConfig config;
+};
+
+const std::vector<Variant>& variants() {
+  static const std::vector<Variant> v = [] {
+    kvlab::MethodConfig qjl;
+    qjl.kind = kvlab::MethodKind::TurboQuant;
+    qjl.bits = 3;
+    qjl.qjl = true;
+    kvlab::MethodConfig hadamard;
+    hadamard.kind = kvlab::MethodKind::TurboQuant;
+    hadamard.rotation = kvlab::RotationKind::Hadamard;
+    return std::vector<Variant>{{"turboquant-3 qjl", qjl}, {"turboquant-2 hadamard", hadamard}};
+  }();
+  return v;
+}
+
+void BM_QuantizeVariant(benchmark::State& state) {
+  const auto role = static_cast<kvlab::TensorRole>(state.range(1));
+  const Variant& v = variants()[static_cast<std::size_t>(state.range(0))];
+  auto q = kvlab::make_quantizer(v.config);
+  const kvlab::TensorView x = tensor(role).view();
+  for (auto _ : state) {
+    auto r = (*q)->quantize(x, role);
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetLabel(std::string(v.label) + "/" + kvlab::role_name(role));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(tensor(role).elements() * 2));
+}
+
 void BM_Dequantize(benchmark::State& state) {
   const auto role = static_cast<kvlab::TensorRole>(state.range(1));
   auto q = kvlab::make_quantizer(config(static_cast<int>(state.range(0))));
@@ -147,6 +182,7 @@ void methods(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Fp16ToFloat)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Quantize)->Apply(methods)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QuantizeVariant)->ArgsProduct({{0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Dequantize)->Apply(methods)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_KvQuantCalibrate)->Apply(kvquant_args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_KvQuantOnline)->Apply(kvquant_online_args)->Unit(benchmark::kMicrosecond);

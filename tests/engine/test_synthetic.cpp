@@ -86,6 +86,42 @@ TEST(Synthetic, KeysHaveOutlierChannelsValuesDoNot) {
   }
 }
 
+// The keys are drawn per channel (a mean and a spread each) and then turned by RoPE; the cache
+// says by which RoPE, so turning them back must give channels whose means stay put: over 2,048
+// tokens the high-frequency pairs (the first half of each head) have turned many times, so after
+// RoPE their means average out, and before it they are the drawn means (about 0.5 in size).
+TEST(Synthetic, KeysCarryTheRopeTheyWereTurnedBy) {
+  SyntheticConfig c = small("llama3-8b", 2048);
+  c.layers = 1;
+  auto cache = generate_synthetic(c);
+  ASSERT_TRUE(cache.ok());
+  const RopeSpec& rope = cache->key_rope;
+  ASSERT_TRUE(rope.enabled());
+  EXPECT_EQ(rope.rotary_dims, 128);
+  EXPECT_FALSE(rope.half_split);
+  EXPECT_FALSE(cache->keys_pre_rope);
+  const Tensor& k = cache->layers[0].key;
+  const int T = k.tokens(), H = k.heads(), D = k.dim();
+  const std::vector<float> post = k.view().to_float();
+  // Mean square over the heads' high-frequency channels of each channel's mean over the tokens.
+  const auto means_squared = [&](const std::vector<float>& x) {
+    double total = 0;
+    for (int h = 0; h < H; ++h) {
+      for (int d = 0; d < D / 2; ++d) {
+        double s = 0;
+        for (int t = 0; t < T; ++t) s += x[(static_cast<std::size_t>(t) * H + h) * D + d];
+        total += (s / T) * (s / T);
+      }
+    }
+    return total / (H * D / 2);
+  };
+  std::vector<float> pre = post;
+  apply_rope_rows(pre.data(), 0, T, H, D, rope, /*inverse=*/true);
+  const double m_pre = means_squared(pre), m_post = means_squared(post);
+  EXPECT_GT(m_pre, 0.1) << "the drawn means come back";
+  EXPECT_GT(m_pre, 20 * m_post) << "pre " << m_pre << " post " << m_post;
+}
+
 TEST(Synthetic, SinkHeavyHittersAndNeedleDrawAttention) {
   const SyntheticConfig c = small("tiny", 1024);
   auto cache = generate_synthetic(c);

@@ -236,6 +236,13 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   cache.shape.layers = layers;
   cache.source = fmt::format("synthetic:{}", preset->name);
   const ModelShape& s = cache.shape;
+  // The RoPE generate_layer turns the keys by: pair j of adjacent dims at theta^(-2j/d) per
+  // position, from position 0.
+  cache.key_rope.rotary_dims = s.head_dim;
+  for (int j = 0; j < s.head_dim / 2; ++j) {
+    cache.key_rope.frequencies.push_back(
+        std::pow(preset->rope_theta, -2.0 * static_cast<double>(j) / s.head_dim));
+  }
   cache.layers.resize(layers);
   for (auto& l : cache.layers) {
     l.key = Tensor(config.dtype, config.context, s.kv_heads, s.head_dim);
