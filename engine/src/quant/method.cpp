@@ -432,11 +432,13 @@ std::string method_label_base(const MethodConfig& c) {
     case MethodKind::Mxfp4:
       return std::string(method_id(c.kind));
     case MethodKind::KvQuant:
-      return fmt::format("kvquant-{} {} {:g}% outliers{}", c.bits, c.normal_float ? "nf" : "nuq",
-                         c.outlier_fraction * 100,
-                         !c.pre_rope            ? " post-RoPE"
-                         : c.key_rope.enabled() ? " pre-RoPE"
-                                                : "");
+      return fmt::format(
+          "kvquant-{} {} {:g}% outliers{}{}", c.bits, c.normal_float ? "nf" : "nuq",
+          c.outlier_fraction * 100,
+          c.calib_tokens > 0 ? fmt::format(" calibrated:{}", c.calib_tokens) : std::string(),
+          !c.pre_rope            ? " post-RoPE"
+          : c.key_rope.enabled() ? " pre-RoPE"
+                                 : "");
     case MethodKind::TurboQuant:
       return fmt::format("turboquant-{}{}{}", c.bits, c.qjl ? " qjl" : "",
                          c.rotation == RotationKind::Hadamard ? " hadamard" : "");
