@@ -56,8 +56,8 @@ QString method_description(MethodKind kind) {
           "MXFP4: E2M1 values and a power-of-two E8M0 scale per 32 values (4.25 bits/value).");
     case MethodKind::KvQuant:
       return QObject::tr(
-          "KVQuant: keys per channel, values per token, on non-uniform levels (k-means or "
-          "NormalFloat); the largest values kept exactly in a sparse table.");
+          "KVQuant: keys per channel before RoPE, values per token, on non-uniform levels "
+          "(k-means or NormalFloat); the largest values kept exactly in a sparse table.");
     case MethodKind::TurboQuant:
       return QObject::tr(
           "TurboQuant: each head vector's norm, then its randomly rotated direction on Lloyd-Max "
