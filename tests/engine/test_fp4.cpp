@@ -412,9 +412,12 @@ std::vector<std::uint8_t> nvfp4_by_formula(const std::vector<float>& x, float* g
     const std::uint8_t sf8 = float_to_fp8(global * (bmax * (1.f / 6.f)), Fp8Format::E4M3);
     const float narrow = fp8_to_float(sf8, Fp8Format::E4M3);
     const float scale = narrow != 0.f ? 1.f / (narrow * (1.f / global)) : 0.f;
+    // x * scale, except that a NaN scale (0 * inf) gives its own NaN for every element, a NaN x
+    // included: which of two NaNs a product returns is the compiler's operand order on x86.
+    const auto y = [&](std::size_t i) { return std::isnan(scale) ? scale : x[i] * scale; };
     for (int j = 0; j < 8; ++j) {
-      out[b * 8 + j] = static_cast<std::uint8_t>(e2m1_nearest(x[b * 16 + 2 * j] * scale) |
-                                                 e2m1_nearest(x[b * 16 + 2 * j + 1] * scale) << 4);
+      out[b * 8 + j] = static_cast<std::uint8_t>(e2m1_nearest(y(b * 16 + 2 * j)) |
+                                                 e2m1_nearest(y(b * 16 + 2 * j + 1)) << 4);
     }
     out[n / 2 + b] = sf8;
   }

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <fmt/format.h>
@@ -342,6 +343,16 @@ void nvfp4_quantize_row(const float* x, int n, float global_scale, std::uint8_t*
     for (int b = 0; b < nb; ++b) {
       const float* xb = xg + b * kNvfp4BlockSize;
       std::uint8_t* ob = out + b * (kNvfp4BlockSize / 2);
+      // A NaN scale (sf = 0 * inf: global 0 with an infinite block amax, or global inf with a
+      // zero one) makes every x * out NaN, and the code of a NaN is its sign with magnitude 0.
+      // Which NaN a product of two NaNs gives is not IEEE's to say: x86 returns the first
+      // operand, and the compiler orders a commutative multiply as it likes (the AVX-512 loop
+      // got the scale's NaN from operand folding, the SSE one x's). The rule is the scale's NaN
+      // for every element, x's own NaN included, written out here so no build depends on that.
+      if (std::isnan(out_scale[b])) {
+        std::memset(ob, std::signbit(out_scale[b]) ? 0x88 : 0x00, kNvfp4BlockSize / 2);
+        continue;
+      }
 #if KVLAB_QUANT_AVX512
       const __m512 y = _mm512_mul_ps(_mm512_loadu_ps(xb), _mm512_set1_ps(out_scale[b]));
       const __m512i c = e2m1_encode16(y);

@@ -8,7 +8,8 @@
 //   sf     = global * (block_amax * (1 / 6))              (fp32, as the kernel computes it)
 //   sf8    = e4m3(sf), round to nearest even, saturating  (__nv_fp8_e4m3(float): SATFINITE)
 //   out    = sf8 != 0 ? 1 / (float(sf8) * (1 / global)) : 0
-//   code   = e2m1(x * out), round to nearest even, saturating at 6 (cvt.rn.satfinite.e2m1x2)
+//   code   = e2m1(x * out), round to nearest even, saturating at 6 (cvt.rn.satfinite.e2m1x2);
+//            where out is NaN (sf = 0 * inf) every code of the block is out's sign, 0x0 or 0x8
 //   x_hat  = e2m1_value(code) * (float(sf8) / global)
 // The kernel's reciprocals are rcp.approx.ftz; here they are IEEE divisions (the CPU has no
 // equivalent; the two agree except in the last bit of rare scales).
@@ -37,7 +38,8 @@ inline constexpr int kMxfp4BlockBytes = 17;  // sizeof(block_mxfp4): e8m0 + 16 n
 // E2M1: code = sign << 3 | magnitude index into {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
 float e2m1_to_float(std::uint8_t code);
 // Round to nearest, ties to the even code, |x| beyond 6 saturates to 6; the sign is kept (a
-// negative value that rounds to zero is 0x8, as an IEEE-style conversion gives). NaN gives 0.
+// negative value that rounds to zero is 0x8, as an IEEE-style conversion gives). NaN gives its
+// sign with magnitude 0 (0x0 or 0x8).
 std::uint8_t float_to_e2m1(float x);
 
 // NVFP4's per-tensor global scale: 448 * 6 / amax; 1 where amax is 0 (every code is then 0).
