@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -346,6 +347,21 @@ TEST(Rope, ForwardAndInverseMatchRopeInDoubleOverLongContexts) {
     const std::vector<float> want_part(want.begin() + 700 * H * D, want.begin() + 900 * H * D);
     EXPECT_LT(share_apart(part, want_part, 1e-5f), 1e-4) << "half_split " << half;
   }
+}
+
+// A first position read from a file (kvlab.key_rope) that would run past INT_MAX is refused by
+// check() (position(t) = first_position + t would overflow: UBSan, signed-integer-overflow).
+TEST(Rope, CheckRefusesPositionsPastIntMax) {
+  RopeSpec rope;
+  rope.frequencies = {1.0};
+  rope.rotary_dims = 2;
+  rope.first_position = std::numeric_limits<int>::max();
+  EXPECT_TRUE(rope.check(1, 2));
+  EXPECT_FALSE(rope.check(2, 2));
+  rope.first_position = std::numeric_limits<int>::max() - 1;
+  EXPECT_TRUE(rope.check(2, 2));
+  rope.positions = {std::numeric_limits<int>::max(), 0, 1};
+  EXPECT_TRUE(rope.check(3, 2));
 }
 
 TEST(KvQuant, PostRopeKeysAreQuantizedBeforeRope) {

@@ -2,6 +2,8 @@
 #include "kvlab/engine/core/rope.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -48,6 +50,12 @@ Status RopeSpec::check(int tokens, int head_dim) const {
   }
   if (!positions.empty() && positions.size() < static_cast<std::size_t>(tokens)) {
     return make_error(fmt::format("RoPE: {} positions for {} tokens", positions.size(), tokens));
+  }
+  // position(t) = first_position + t must not overflow an int (first_position comes from files).
+  if (positions.empty() && tokens > 0 &&
+      std::int64_t{first_position} + (tokens - 1) > std::numeric_limits<int>::max()) {
+    return make_error(fmt::format("RoPE: {} tokens from position {} run past position {}", tokens,
+                                  first_position, std::numeric_limits<int>::max()));
   }
   return Ok{};
 }

@@ -335,7 +335,7 @@ RopeSpec key_rope_of(const LlamaStateOptions& options, const LlamaStateLayout& l
   const std::vector<std::int32_t>& pos = layout.positions;
   bool contiguous = true;
   for (std::size_t i = 1; i < pos.size() && contiguous; ++i)
-    contiguous = pos[i] == pos[0] + static_cast<std::int32_t>(i);
+    contiguous = std::int64_t{pos[i]} == std::int64_t{pos[0]} + static_cast<std::int64_t>(i);
   if (contiguous && !pos.empty()) {
     rope.first_position = pos.front();
   } else {
