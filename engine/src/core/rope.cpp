@@ -145,11 +145,7 @@ Result<RopeSpec> rope_spec_from_json(std::string_view text) {
       r.positions.push_back(p.get<std::int32_t>());
     }
   }
-  if (r.rotary_dims < 0 || r.rotary_dims % 2 != 0 ||
-      r.frequencies.size() < static_cast<std::size_t>(r.rotary_dims / 2)) {
-    return make_error(fmt::format("RoPE metadata: {} rotary dims with {} frequencies",
-                                  r.rotary_dims, r.frequencies.size()));
-  }
+  if (auto ok = r.check(0, r.rotary_dims); !ok) return make_error("RoPE metadata: " + ok.message());
   return r;
 }
 

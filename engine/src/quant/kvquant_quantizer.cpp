@@ -190,11 +190,9 @@ Status check_kvquant_config(const KvQuantConfig& c) {
     return make_error(
         fmt::format("kvquant: calibration tokens must be >= 0 (got {})", c.calibration_tokens));
   }
-  if (c.rope.rotary_dims < 0 || c.rope.rotary_dims % 2 != 0 ||
-      c.rope.frequencies.size() < static_cast<std::size_t>(c.rope.rotary_dims / 2)) {
-    return make_error(fmt::format("kvquant: RoPE of {} rotary dims with {} frequencies",
-                                  c.rope.rotary_dims, c.rope.frequencies.size()));
-  }
+  // The spec on its own (the keys' tokens and head_dim are checked when they come).
+  if (auto ok = c.rope.check(0, c.rope.rotary_dims); !ok)
+    return make_error("kvquant: " + ok.message());
   return Ok{};
 }
 

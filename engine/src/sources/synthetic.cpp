@@ -62,8 +62,10 @@ HeadPlan plan_head(detail::Rng& rng, int d) {
 }
 
 // One layer: keys, values and queries, written into `out`.
+// `rope`: the cache's key_rope, whose frequencies turn the keys.
 void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
-                    const SyntheticLandmarks& marks, int layer, LayerKv& out) {
+                    const SyntheticLandmarks& marks, const RopeSpec& rope, int layer,
+                    LayerKv& out) {
   const ModelShape& s = preset.shape;
   const int t_count = c.context, d = s.head_dim, group = s.group_size();
   std::vector<float> row(d);
@@ -89,8 +91,8 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
     for (int t = 0; t < t_count; ++t) {
       for (int i = 0; i < d; ++i) k[i] = mean[i] + sd[i] * rng.normal();
       for (int i = 0; i + 1 < d; i += 2) {
-        const double freq = std::pow(preset.rope_theta, -static_cast<double>(i) / d);
-        const double a = t * freq, cs = std::cos(a), sn = std::sin(a);
+        const double a = t * rope.frequencies[static_cast<std::size_t>(i / 2)], cs = std::cos(a),
+                     sn = std::sin(a);
         const double x = k[i], y = k[i + 1];
         k[i] = x * cs - y * sn;
         k[i + 1] = x * sn + y * cs;
@@ -236,8 +238,8 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   cache.shape.layers = layers;
   cache.source = fmt::format("synthetic:{}", preset->name);
   const ModelShape& s = cache.shape;
-  // The RoPE generate_layer turns the keys by: pair j of adjacent dims at theta^(-2j/d) per
-  // position, from position 0.
+  // The RoPE generate_layer turns the keys by (it reads these frequencies): pair j of adjacent
+  // dims at theta^(-2j/d) per position, from position 0.
   cache.key_rope.rotary_dims = s.head_dim;
   for (int j = 0; j < s.head_dim / 2; ++j) {
     cache.key_rope.frequencies.push_back(
@@ -259,7 +261,7 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   std::atomic<bool> cancel{false};
   const auto work = [&] {
     for (int l = next++; l < layers && !cancel; l = next++) {
-      generate_layer(config, *preset, marks, l, cache.layers[l]);
+      generate_layer(config, *preset, marks, cache.key_rope, l, cache.layers[l]);
       ++done;
     }
   };
@@ -268,7 +270,7 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   std::vector<std::thread> pool;
   for (unsigned i = 0; i < extra; ++i) pool.emplace_back(work);
   for (int l = next++; l < layers && !cancel; l = next++) {
-    generate_layer(config, *preset, marks, l, cache.layers[l]);
+    generate_layer(config, *preset, marks, cache.key_rope, l, cache.layers[l]);
     ++done;
     if (!report_progress(progress, static_cast<double>(done) / layers,
                          fmt::format("generating layer {} of {}", done.load(), layers))) {

@@ -27,7 +27,8 @@ struct RopeSpec {
     return positions.empty() ? first_position + token : positions[static_cast<std::size_t>(token)];
   }
   // An error naming what does not fit: odd or negative rotary_dims, too few frequencies, more
-  // rotary dims than `head_dim`, fewer positions than `tokens` (when positions are given).
+  // rotary dims than `head_dim`, fewer positions than `tokens` (when positions are given), or
+  // positions past INT_MAX. check(0, rotary_dims) checks the spec on its own.
   Status check(int tokens, int head_dim) const;
 };
 
