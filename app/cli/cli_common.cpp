@@ -260,6 +260,37 @@ void EvictionOptions::add_to(CLI::App& app, const std::string& policy_help) {
       ->capture_default_str();
   app.add_option("--merge-window", c.merge_window, "merge: kept neighbours searched each side")
       ->capture_default_str();
+  app.add_option("--obs-window", c.window,
+                 "snapkv, pyramidkv, expected-attention, think: the observation window, the "
+                 "last prompt queries that score")
+      ->capture_default_str();
+  app.add_option("--pool", c.pool, "snapkv, pyramidkv: average-pooling width over positions (odd)")
+      ->capture_default_str();
+  app.add_option("--beta", c.pyramid_beta, "pyramidkv: the top layer keeps budget / beta")
+      ->capture_default_str();
+  app.add_option("--scorer", scorer,
+                 "adakv, chunkkv, think --think-tokens: whose scores select: snapkv | pyramidkv "
+                 "| knorm | keydiff | expected-attention")
+      ->capture_default_str();
+  app.add_option("--safeguard", c.ada_safeguard,
+                 "adakv: each head keeps at least this share of the per-head budget")
+      ->capture_default_str();
+  app.add_option("--chunk", c.chunk, "chunkkv: tokens per chunk")->capture_default_str();
+  app.add_option("--key-channels", c.key_channels, "think: share of key channels kept per head")
+      ->capture_default_str();
+  app.add_flag("--think-tokens", c.think_tokens,
+               "think: also keep only the budget's tokens, chosen by --scorer");
+  app.add_option("--future", c.future, "expected-attention: future positions averaged over")
+      ->capture_default_str();
+  app.add_flag("--no-covariance{false}", c.covariance,
+               "expected-attention: leave out the query covariance term");
+  app.add_flag("--no-value-norm{false}", c.value_norm,
+               "expected-attention: do not weigh scores by the value's norm");
+  app.add_option("--merge-t", c.merge_t, "minicache: SLERP weight towards the upper layer")
+      ->capture_default_str();
+  app.add_option("--retain", c.retain,
+                 "minicache: the top share of the angular-distance range kept unmerged")
+      ->capture_default_str();
 }
 
 Result<EvictionConfig> EvictionOptions::resolve() const {
@@ -270,6 +301,9 @@ Result<EvictionConfig> EvictionOptions::resolve() const {
   auto b = Budget::parse(budget);
   if (!b) return make_error("--budget: " + b.message());
   c.budget = *b;
+  auto sc = parse_eviction_policy(scorer);
+  if (!sc) return make_error("--scorer: " + sc.message());
+  c.scorer = *sc;
   c.layer_budgets.clear();
   for (const auto& text : layer_budgets) {
     auto lb = Budget::parse(text);

@@ -83,13 +83,16 @@ struct MethodOptions {
 
 // The options of an eviction policy (--policy, --budget, --layer-budgets, --sinks,
 // --recent-fraction, --recent, --threshold, --w-attention, --w-recency, --protect,
-// --merge-similarity, --merge-window), shared by 'kvlab evict' and 'kvlab quality'. What only
+// --merge-similarity, --merge-window, and the prefill policies' --obs-window, --pool, --beta,
+// --scorer, --safeguard, --chunk, --key-channels, --think-tokens, --future, --no-covariance,
+// --no-value-norm, --merge-t, --retain), shared by 'kvlab evict' and 'kvlab quality'. What only
 // the simulation takes (--steps, --needle, --top-k, --quant) belongs to 'kvlab evict'.
 struct EvictionOptions {
   EvictionConfig config;
   std::string policy = "h2o";  // a command may change the default before add_to
   std::string budget = "0.25";
   std::vector<std::string> layer_budgets;
+  std::string scorer = "snapkv";
   void add_to(CLI::App& app, const std::string& policy_help);
   // Parses --policy, --budget and --layer-budgets into a copy of `config`; the error names the
   // option.

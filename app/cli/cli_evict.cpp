@@ -33,6 +33,7 @@ struct EvictOptions {
   MethodOptions quant_options;
   bool queries_given = false;
   bool json = false;
+  bool maps = false;
   bool save = false;
   std::string label;
 };
@@ -47,7 +48,10 @@ void print_text(const EvictionReport& r) {
       "source   {}  ({} layers x {} kv_heads x {} head_dim, {} tokens: prompt {} + {} decode "
       "steps)\n",
       r.source, s.layers, s.kv_heads, s.head_dim, r.tokens, r.prompt, r.steps);
-  fmt::print("policy   {}\n\n", r.label);
+  fmt::print("policy   {}  ({}: {})\n\n", r.label, r.policy,
+             eviction_schedule(r.config.policy) == EvictionSchedule::Prefill
+                 ? "once, when the prefill ends"
+                 : "after every decode step");
   fmt::print("kept tokens      {:.1f} of {} ({} of the context, mean over layers and KV heads)\n",
              r.kept_tokens, r.tokens, percent(r.kept_tokens / std::max(1, r.tokens)));
   const double ratio = r.memory_bytes > 0 ? r.full_memory_bytes / r.memory_bytes : 0.0;
@@ -65,8 +69,29 @@ void print_text(const EvictionReport& r) {
   if (!r.steps_total.empty()) {
     // The last step uses the cache's last query, the synthetic needle query: often the outlier.
     const EvictionStep& last = r.steps_total.back();
-    fmt::print("last step        rel. error {:.4g}  cosine {:.6f}  attention mass {:.4f}\n",
-               last.attn_output_rel_error, last.attn_output_cosine, last.attention_mass_retained);
+    fmt::print("last step        rel. error {:.4g}  cosine {:.6f}  attention mass {:.4f}{}\n",
+               last.attn_output_rel_error, last.attn_output_cosine, last.attention_mass_retained,
+               r.config.needle ? "  (the needle query)" : "");
+  }
+  if (r.rel_error_without_needle_step && r.mass_without_needle_step) {
+    fmt::print("without it       rel. error {:.4g}  attention mass {:.4f}\n",
+               *r.rel_error_without_needle_step, *r.mass_without_needle_step);
+  }
+  for (const auto& l : r.layers) {
+    if (l.key_channels > 0) {
+      fmt::print("key channels     {} of {} per head kept in the prompt's keys (think)\n",
+                 l.key_channels, r.shape.head_dim);
+      break;
+    }
+  }
+  int merged = 0;
+  double retained = 0;
+  for (const auto& l : r.layers) merged += l.merged, retained += l.merged ? l.retained : 0;
+  if (merged > 0) {
+    fmt::print(
+        "merged layers    {} of {} share their prompt's directions; {} of tokens kept "
+        "unmerged\n",
+        merged, r.layers.size(), percent(retained / merged));
   }
   if (r.config.needle && r.needle_retained && r.needle_in_top_k) {
     fmt::print("needle           token {}: retained in {} of KV heads, in the top {} in {}\n",
@@ -130,6 +155,7 @@ int run(EvictOptions& o) {
   auto report = simulate_eviction(*cache, o.config, progress);
   if (!report) return fail(report.message());
   nlohmann::json j = eviction_report_to_json(*report);
+  if (o.maps) j["maps"] = eviction_maps_to_json(*report);
   NewRun run;
   if (*store) run = eviction_run(*report, o.label, o.source.to_json());
   return save_and_print(store->get(), run, j, o.json, [&] { print_text(*report); });
@@ -137,26 +163,58 @@ int run(EvictOptions& o) {
 
 constexpr const char* kFooter =
     "Budgets: a whole number is a token count (--budget 512 keeps 512 tokens per KV head); a\n"
-    "number below 1 or a percentage is a fraction of the tokens the sequence has at each step\n"
-    "(--budget 0.25 or 25%). --layer-budgets gives one budget per layer instead, e.g. 0.5,0.25.\n"
+    "number below 1 or a percentage is a fraction (--budget 0.25 or 25%): for a decode policy of\n"
+    "the tokens the sequence has at each step, for a prefill policy of the prompt's tokens.\n"
+    "--layer-budgets gives one budget per layer instead, e.g. 0.5,0.25.\n"
     "\n"
-    "Policies (every KV head keeps its own tokens; the query heads of a group pool attention):\n"
+    "Decode policies cut every KV head to its budget after each decode step:\n"
     "  full        keep everything: the reference, through the same simulation\n"
     "  window      the newest tokens only (sliding-window attention)\n"
-    "  streaming   StreamingLLM: the first --sinks tokens plus the newest\n"
-    "  h2o         H2O: --recent-fraction of the budget for the newest, the rest the heavy "
-    "hitters\n"
-    "              by accumulated attention\n"
+    "  streaming   StreamingLLM (Xiao et al. 2024): the first --sinks tokens plus the newest\n"
+    "  h2o         H2O (Zhang et al. 2023): --recent-fraction of the budget for the newest, the\n"
+    "              rest the heavy hitters by accumulated attention\n"
     "  threshold   after --recent steps of grace, drop tokens whose mean attention is below\n"
-    "              --threshold x uniform; the budget caps it too\n"
+    "              --threshold x uniform; the budget only caps it\n"
     "  importance  score = --w-attention x attention + --w-recency x recency; --protect positions\n"
     "              are never evicted\n"
     "  merge       H2O's victim merged into its most similar neighbour (key cosine at least\n"
     "              --merge-similarity, within --merge-window kept neighbours) instead of dropped\n"
+    "  tova        TOVA (Oren et al. 2024): the entry the current query attends to least goes\n"
+    "\n"
+    "Prefill policies compress the prompt once when the prefill ends and keep every decoded token\n"
+    "(kvpress's presses); the prompt is the cache's tokens before the --steps decode steps:\n"
+    "  snapkv      SnapKV (Li et al. 2024): attention of the last --obs-window prompt queries,\n"
+    "              average-pooled over --pool positions; the window itself is kept\n"
+    "  pyramidkv   PyramidKV (Cai et al. 2024): SnapKV's scores, budgets falling with depth to\n"
+    "              budget / --beta at the top layer (the same total)\n"
+    "  knorm       keys with the lowest L2 norm (Devoto et al. 2024); no attention needed\n"
+    "  keydiff     KeyDiff (Park et al. 2025): keys least similar to the mean key direction\n"
+    "  expected-attention\n"
+    "              Expected Attention (Devoto et al. 2025): the attention future queries are\n"
+    "              expected to pay, from the window's query mean and covariance turned by RoPE\n"
+    "              over the next --future positions, times the value norm; --sinks kept\n"
+    "  adakv       Ada-KV (Feng et al. 2024): --scorer's scores, the layer's budget spread over\n"
+    "              its heads by concentration; each head keeps at least --safeguard of its share\n"
+    "  chunkkv     ChunkKV (Liu et al. 2025): whole chunks of --chunk tokens by --scorer's summed\n"
+    "              scores, the same for every head\n"
+    "  think       ThinK (Xu et al. 2025): prunes the prompt keys' channels to --key-channels,\n"
+    "              by query-key channel importance; with --think-tokens also --scorer's tokens\n"
+    "  minicache   MiniCache (Liu et al. 2024): the upper half's adjacent layers share each\n"
+    "              prompt token's direction (SLERP at --merge-t), keep their norms, and leave the\n"
+    "              tokens in the top --retain of the angular-distance range unmerged\n"
     "\n"
     "A synthetic source gets one decode-time query per step (unless --queries) and knows its\n"
-    "needle; for a file source give --needle POS. --quant METHOD holds the kept tokens quantized\n"
-    "with a 'kvlab compress' method, taking the same method options (--bits, --residual, ...).";
+    "needle; for a file source give --needle POS. The last step of a synthetic source is its\n"
+    "needle query: the report gives the totals with and without it. The observation window of a\n"
+    "source with decode-time queries only is those queries but the last. --quant METHOD holds\n"
+    "the kept tokens quantized with a 'kvlab compress' method, taking the same method options\n"
+    "(--bits, --residual, ...).";
+
+std::string join_ids(const std::vector<std::string_view>& ids, std::string_view first = {}) {
+  std::string out(first);
+  for (const auto id : ids) out += (out.empty() ? "" : " | ") + std::string(id);
+  return out;
+}
 
 }  // namespace
 
@@ -168,7 +226,7 @@ void add_evict_command(CLI::App& app) {
   cmd->get_option("--queries")
       ->description("synthetic: decode-time queries per layer (default: one per --steps)")
       ->default_str("");
-  o->policy.add_to(*cmd, "full | window | streaming | h2o | threshold | importance | merge");
+  o->policy.add_to(*cmd, join_ids(eviction_policy_ids()));
   cmd->add_option("--steps", o->steps, "decode steps simulated (the last tokens of the cache)")
       ->capture_default_str();
   cmd->add_option("--top-k", o->top_k, "needle: counted as found when in the top k attended")
@@ -176,11 +234,12 @@ void add_evict_command(CLI::App& app) {
   cmd->add_option("--needle", o->needle,
                   "position of a planted needle (default: the synthetic source's)");
   cmd->add_option("--quant", o->quant,
-                  "quantize the kept tokens: none | int8 | int4 | kivi | fp8-e4m3 | fp8-e5m2 | "
-                  "tiered | kvcomp")
+                  "quantize the kept tokens: " + join_ids(method_ids(), "none"))
       ->capture_default_str();
   o->quant_options.add_to(*cmd);
   cmd->add_flag("--json", o->json, "print the result as JSON");
+  cmd->add_flag("--maps", o->maps,
+                "with --json: add the eviction map of every layer and KV head (\"maps\")");
   cmd->add_flag("--save", o->save,
                 "save the run (kind \"eviction\", with its eviction map) to the runs database");
   cmd->add_option("--label", o->label, "label for the saved run");

@@ -24,6 +24,8 @@ struct QualityOptions {
   std::vector<int> lengths = {1024, 2048};
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   int trials = 1;
+  int prompt = 0;
+  bool press_before_question = false;
 };
 
 // --needle: passkey retrieval across lengths and depths, exact or with the method / policy.
@@ -38,6 +40,7 @@ int run_needle(const QualityOptions& o, const QualityConfig& qc) {
   nc.depths = o.depths;
   nc.trials = o.trials;
   nc.seed = o.seed;
+  nc.press_before_question = o.press_before_question;
   auto r = measure_needle(*loaded, nc, terminal_progress(o.json));
   if (!r) return fail(fmt::format("{}: {}", o.model, r.message()));
   if (o.json) {
@@ -49,9 +52,13 @@ int run_needle(const QualityOptions& o, const QualityConfig& qc) {
                        {"found", c.found},
                        {"answer", c.answer}});
     }
-    const nlohmann::json j = {{"model", o.model},          {"method", r->method_label},
-                              {"policy", r->policy_label}, {"accuracy", r->accuracy},
-                              {"seconds", r->seconds},     {"cells", cells}};
+    const nlohmann::json j = {{"model", o.model},
+                              {"method", r->method_label},
+                              {"policy", r->policy_label},
+                              {"accuracy", r->accuracy},
+                              {"press_before_question", r->press_before_question},
+                              {"seconds", r->seconds},
+                              {"cells", cells}};
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -96,6 +103,7 @@ int run_quality(const QualityOptions& o) {
   const std::vector<int>& tokens = text->tokens;
   const std::string& text_source = text->source;
   qc.window = o.window;
+  qc.prompt = o.prompt;
   qc.bos = loaded->bos;
   auto r = measure_quality(model, tokens, qc, terminal_progress(o.json));
   if (!r) return fail(r.message());
@@ -175,16 +183,15 @@ void add_quality_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the sampled text")->capture_default_str();
   cmd->add_option("--window", o->window, "tokens per window (0: the model's context)")
       ->capture_default_str();
-  cmd->add_option("--method", o->method,
-                  "quantization method: none, int8, int4, kivi, fp8-e4m3, fp8-e5m2, tiered, "
-                  "kvcomp")
-      ->capture_default_str();
+  std::string methods = "quantization method: none";
+  for (const auto id : method_ids()) methods += " | " + std::string(id);
+  cmd->add_option("--method", o->method, methods)->capture_default_str();
   o->method_options.add_to(*cmd);
   o->eviction.policy = "none";
   o->eviction.budget = "0.5";
-  o->eviction.add_to(*cmd,
-                     "eviction in the loop: none | full | window | streaming | h2o | threshold | "
-                     "importance | merge");
+  std::string policies = "eviction in the loop: none";
+  for (const auto id : eviction_policy_ids()) policies += " | " + std::string(id);
+  o->eviction.add_to(*cmd, policies);
   cmd->add_flag("--needle", o->needle,
                 "passkey retrieval instead (a needle in a haystack): a 5-digit key hidden at "
                 "each depth of a filler text of each length, asked for through the model's chat "
@@ -197,6 +204,15 @@ void add_quality_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--trials", o->trials, "--needle: keys per length and depth")
       ->capture_default_str();
+  cmd->add_option("--prompt", o->prompt,
+                  "tokens of each window that are its prompt (BOS included): kept whole while "
+                  "they run and not scored; a prefill policy compresses them when they end, a "
+                  "decode policy starts evicting after them (0: none, or half the window for a "
+                  "prefill policy)")
+      ->capture_default_str();
+  cmd->add_flag("--press-before-question", o->press_before_question,
+                "--needle: a prefill policy compresses the prompt after the haystack, before the "
+                "question (question-agnostic); default: after the whole prompt");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->add_flag("--save", o->save, "save the run to the runs database");
   cmd->add_option("--label", o->label, "a label for the saved run");

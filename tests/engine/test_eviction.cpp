@@ -9,6 +9,8 @@
 #include <numeric>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/eviction/eviction_json.h"
 #include "kvlab/engine/sources/synthetic.h"
@@ -26,6 +28,16 @@ KvCache tiny_cache(int context, int queries, std::uint64_t seed = 3) {
   auto c = generate_synthetic(s);
   EXPECT_TRUE(c.ok()) << c.message();
   return std::move(c).value();
+}
+
+// The llama3-8b preset cut to `layers` layers.
+KvCache llama_cache(int layers, int context, int queries) {
+  SyntheticConfig s;
+  s.preset = "llama3-8b";
+  s.layers = layers;
+  s.context = context;
+  s.queries = queries;
+  return generate_synthetic(s).value();
 }
 
 std::vector<double> row(const Tensor& t, int token, int head) {
@@ -47,6 +59,7 @@ struct RefEntry {
   std::vector<double> k, v;
   int count = 1;
   double acc = 0;
+  double step = 0;          // attention received in the current step (TOVA)
   std::vector<int> tokens;  // every position whose information the entry holds
 };
 
@@ -60,7 +73,12 @@ struct RefHead {
   std::vector<int> final_kept;
 };
 
-RefHead reference_head(const KvCache& cache, int l, int h, const EvictionConfig& c) {
+// `prompt_kept`: for a prefill policy, the prompt positions its press kept (the presses' own
+// scores are checked against NumPy in tests/python/press_reference.py); the reference then
+// drops the rest before the first step and evicts nothing after it.
+RefHead reference_head(const KvCache& cache, int l, int h, const EvictionConfig& c,
+                       const std::vector<int>& prompt_kept = {}) {
+  const bool prefill = eviction_schedule(c.policy) == EvictionSchedule::Prefill;
   const LayerKv& lkv = cache.layers[l];
   const int T = cache.tokens(), S = c.steps, P = T - S;
   const int D = cache.shape.head_dim, G = cache.shape.q_heads / cache.shape.kv_heads;
@@ -84,12 +102,24 @@ RefHead reference_head(const KvCache& cache, int l, int h, const EvictionConfig&
     state[t] = statics.count(t) ? CellState::Sink : CellState::Kept;
   };
   for (int t = 0; t < P; ++t) admit(t);
+  if (prefill) {
+    std::vector<RefEntry> pressed;
+    for (auto& e : kept) {
+      if (std::binary_search(prompt_kept.begin(), prompt_kept.end(), e.pos)) {
+        pressed.push_back(std::move(e));
+      } else {
+        state[e.pos] = CellState::Evicted;
+      }
+    }
+    kept = std::move(pressed);
+  }
   RefHead out;
   for (int s = 0; s < S; ++s) {
     const int context = P + s + 1;
     admit(P + s);
     RefStep st;
     const int qi = Q - 1 - (S - 1 - s) % Q;
+    for (auto& e : kept) e.step = 0;
     for (int g = 0; g < G; ++g) {
       std::vector<double> q = row(lkv.query, qi, h * G + g);
       for (double& x : q) x /= std::sqrt(static_cast<double>(D));
@@ -120,6 +150,7 @@ RefHead reference_head(const KvCache& cache, int l, int h, const EvictionConfig&
       for (std::size_t i = 0; i < kept.size(); ++i) {
         pk[i] /= sum;
         kept[i].acc += pk[i];
+        kept[i].step += pk[i];
         for (int d = 0; d < D; ++d) ok[d] += pk[i] * kept[i].v[d];
       }
       double e2 = 0, o2 = 0, k2 = 0, ko = 0;
@@ -132,7 +163,7 @@ RefHead reference_head(const KvCache& cache, int l, int h, const EvictionConfig&
       st.err2 += e2, st.out2 += o2, st.cosine += ko / std::sqrt(o2 * k2), st.rows += 1;
     }
     // Eviction, as eviction.h describes it.
-    if (c.policy != EvictionPolicy::Full) {
+    if (c.policy != EvictionPolicy::Full && !prefill) {
       const int b = budget.tokens_at(context);
       const std::size_t n = kept.size();
       const std::size_t recent =
@@ -163,6 +194,9 @@ RefHead reference_head(const KvCache& cache, int l, int h, const EvictionConfig&
           case EvictionPolicy::Importance:
             score[i] = c.w_attention * mean_rel(e) +
                        c.w_recency * (1.0 - static_cast<double>(context - 1 - e.pos) / context);
+            break;
+          case EvictionPolicy::TOVA:
+            score[i] = e.step;
             break;
           default:
             break;
@@ -244,8 +278,15 @@ void expect_matches_reference(const KvCache& cache, const EvictionConfig& c) {
   std::vector<RefStep> total(c.steps);
   for (int l = 0; l < L; ++l) {
     for (int h = 0; h < H; ++h) {
-      const RefHead ref = reference_head(cache, l, h, c);
       const EvictionMap& map = rep->maps[l][h];
+      std::vector<int> prompt_kept;
+      for (int t = 0; t < rep->prompt; ++t) {
+        if (map.state(0, t) != CellState::Evicted) prompt_kept.push_back(t);
+      }
+      if (eviction_schedule(c.policy) == EvictionSchedule::Prefill) {
+        EXPECT_EQ(rep->layers[l].heads[h].prompt_kept, static_cast<int>(prompt_kept.size()));
+      }
+      const RefHead ref = reference_head(cache, l, h, c, prompt_kept);
       for (int s = 0; s < c.steps; ++s) {
         for (int t = 0; t < cache.tokens(); ++t) {
           ASSERT_EQ(static_cast<int>(map.state(s, t)), static_cast<int>(ref.map[s][t]))
@@ -294,6 +335,8 @@ TEST_P(AgainstReference, FractionBudget) {
 TEST_P(AgainstReference, CountBudgetFewerQueriesThanSteps) {
   const KvCache cache = tiny_cache(97, 5, 11);
   EvictionConfig c = config_for(GetParam(), "40", 33);
+  c.window = 4;  // the source's 5 queries but the last
+  c.pool = 3;
   c.threshold = 0.5;
   c.protected_tokens = {0, 17};
   c.merge_similarity = -1.0;  // every victim merges
@@ -304,9 +347,15 @@ INSTANTIATE_TEST_SUITE_P(Policies, AgainstReference,
                          ::testing::Values(EvictionPolicy::Full, EvictionPolicy::Window,
                                            EvictionPolicy::Streaming, EvictionPolicy::H2O,
                                            EvictionPolicy::Threshold, EvictionPolicy::Importance,
-                                           EvictionPolicy::Merge),
+                                           EvictionPolicy::Merge, EvictionPolicy::TOVA,
+                                           EvictionPolicy::SnapKV, EvictionPolicy::PyramidKV,
+                                           EvictionPolicy::KNorm, EvictionPolicy::KeyDiff,
+                                           EvictionPolicy::ExpectedAttention, EvictionPolicy::AdaKV,
+                                           EvictionPolicy::ChunkKV),
                          [](const auto& info) {
-                           return std::string(eviction_policy_id(info.param));
+                           std::string id(eviction_policy_id(info.param));
+                           std::replace(id.begin(), id.end(), '-', '_');
+                           return id;
                          });
 
 TEST(Eviction, FullCacheIsExactAndKeepsTheNeedle) {
@@ -466,6 +515,164 @@ TEST(Eviction, CancelStops) {
                              [](double, std::string_view) { return false; });
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.message(), kCancelledMessage);
+}
+
+TEST(Eviction, PrefillOptionsThatCannotWorkNameTheOption) {
+  const KvCache cache = tiny_cache(64, 40);  // 24 prompt tokens with 40 decode steps
+  const auto message = [&](EvictionConfig c) {
+    auto r = simulate_eviction(cache, c);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.message();
+  };
+  EvictionConfig c = config_for(EvictionPolicy::SnapKV, "0.5", 40);
+  c.window = 39;  // the source has 39 queries before its last, but the prompt only 24 tokens
+  EXPECT_NE(message(c).find("--window 39: longer than the prompt"), std::string::npos)
+      << message(c);
+  c.window = 16;
+  c.pool = 17;
+  EXPECT_NE(message(c).find("--pool 17: wider than the observation window"), std::string::npos);
+  c.pool = 4;
+  EXPECT_NE(message(c).find("--pool 4"), std::string::npos);
+  c.pool = 5;
+  c.budget = Budget::parse("30").value();  // a count above the prompt's 24 tokens
+  EXPECT_NE(message(c).find("--budget 30: above the prompt's 24 tokens"), std::string::npos)
+      << message(c);
+  c.policy = EvictionPolicy::H2O;  // a decode policy's count is of the sequence
+  EXPECT_TRUE(simulate_eviction(cache, c).ok());
+  c.budget = Budget::parse("65").value();
+  EXPECT_NE(message(c).find("--budget 65: above the sequence's 64 tokens"), std::string::npos);
+  c = config_for(EvictionPolicy::AdaKV, "0.5", 40);
+  c.window = 16;
+  c.scorer = EvictionPolicy::H2O;
+  EXPECT_NE(message(c).find("--scorer h2o"), std::string::npos);
+  c.scorer = EvictionPolicy::KNorm;
+  EXPECT_TRUE(simulate_eviction(cache, c).ok());
+  const KvCache few = tiny_cache(200, 8);
+  c = config_for(EvictionPolicy::SnapKV, "0.5", 40);
+  c.window = 16;  // only 7 decode-time queries before the last
+  auto r = simulate_eviction(few, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("--window 16: the source has 7 queries"), std::string::npos)
+      << r.message();
+}
+
+TEST(Eviction, LabelsSayWhatAPolicyKeepsWhenItIsNotTheBudget) {
+  SyntheticConfig s;
+  s.preset = "tiny";
+  s.context = 1024;
+  s.queries = 64;
+  const KvCache cache = generate_synthetic(s).value();
+  EvictionConfig c = config_for(EvictionPolicy::Threshold, "25%", 64);
+  auto r = simulate_eviction(cache, c).value();
+  ASSERT_LT(r.kept_tokens, 0.2 * 1024);  // the threshold, not the cap, decides its size
+  EXPECT_NE(r.label.find(fmt::format("keeps {:.0f} of 1024", r.kept_tokens)), std::string::npos)
+      << r.label;
+  EXPECT_EQ(r.label.find("budget"), std::string::npos) << r.label;
+  c.policy = EvictionPolicy::H2O;  // it keeps exactly its budget: no correction
+  r = simulate_eviction(cache, c).value();
+  EXPECT_EQ(r.label, "h2o budget 25% recent 50%");
+  c.policy = EvictionPolicy::SnapKV;
+  r = simulate_eviction(cache, c).value();
+  EXPECT_EQ(r.label, "snapkv budget 25% of prompt window 32 pool 5");
+}
+
+TEST(Eviction, TheNeedleQueryStepIsReportedApart) {
+  SyntheticConfig s;
+  s.preset = "tiny";
+  s.context = 512;
+  s.queries = 32;
+  const KvCache cache = generate_synthetic(s).value();
+  EvictionConfig c = config_for(EvictionPolicy::H2O, "20%", 32);
+  c.needle = synthetic_landmarks(s).needle;
+  const auto r = simulate_eviction(cache, c).value();
+  ASSERT_TRUE(r.rel_error_without_needle_step && r.mass_without_needle_step);
+  // The needle query finds little of its mass in a cache that dropped the needle.
+  EXPECT_LT(r.steps_total.back().attention_mass_retained, 0.5);
+  EXPECT_GT(*r.mass_without_needle_step, r.attention_mass_retained);
+  EXPECT_LT(*r.rel_error_without_needle_step, r.attn_output_rel_error);
+  c.needle.reset();  // no needle known: no second set of totals
+  const auto plain = simulate_eviction(cache, c).value();
+  EXPECT_FALSE(plain.rel_error_without_needle_step);
+}
+
+TEST(Eviction, PyramidBudgetsFallWithDepthAndAverageTheUniformOne) {
+  const KvCache cache = llama_cache(8, 1024, 64);
+  EvictionConfig c = config_for(EvictionPolicy::PyramidKV, "25%", 64);
+  const auto r = simulate_eviction(cache, c).value();
+  const int prompt = 1024 - 64, uniform = 240;  // round(0.25 × 960)
+  double sum = 0;
+  for (std::size_t l = 0; l + 1 < r.layers.size(); ++l) {
+    EXPECT_GT(r.layers[l].budget_tokens, r.layers[l + 1].budget_tokens);
+  }
+  for (const auto& l : r.layers) {
+    sum += l.budget_tokens - 64;
+    EXPECT_DOUBLE_EQ(l.heads[0].prompt_kept, l.budget_tokens - 64);
+  }
+  EXPECT_NEAR(sum / r.layers.size(), uniform, 1.0);
+  // beta: the top layer keeps about uniform / beta.
+  EXPECT_NEAR(r.layers.back().budget_tokens - 64, uniform / c.pyramid_beta, 1.0);
+  EXPECT_LT(r.layers.front().budget_tokens - 64, prompt);
+}
+
+TEST(Eviction, AdaKVSpreadsTheLayerBudgetOverItsHeads) {
+  const KvCache cache = llama_cache(2, 1024, 64);
+  EvictionConfig c = config_for(EvictionPolicy::AdaKV, "10%", 64);
+  const auto r = simulate_eviction(cache, c).value();
+  const int budget = 96;  // round(0.1 × 960) per head on average
+  for (const auto& l : r.layers) {
+    int total = 0, least = 1 << 30, most = 0;
+    for (const auto& h : l.heads) {
+      total += h.prompt_kept;
+      least = std::min(least, h.prompt_kept);
+      most = std::max(most, h.prompt_kept);
+    }
+    EXPECT_EQ(total, budget * static_cast<int>(l.heads.size()));
+    EXPECT_GE(least, static_cast<int>(budget * c.ada_safeguard));
+    EXPECT_GT(most, least);  // the heads differ
+  }
+}
+
+TEST(Eviction, ThinKPrunesKeyChannelsAndCountsTheBytes) {
+  const KvCache cache = tiny_cache(300, 40);
+  EvictionConfig c = config_for(EvictionPolicy::ThinK, "1", 40);
+  c.key_channels = 0.25;
+  const auto r = simulate_eviction(cache, c).value();
+  const int D = cache.shape.head_dim;
+  for (const auto& l : r.layers) {
+    EXPECT_EQ(l.key_channels, D / 4);
+    ASSERT_EQ(l.channel_masks.size(), static_cast<std::size_t>(cache.shape.kv_heads));
+    for (const auto& m : l.channel_masks) {
+      EXPECT_EQ(std::count(m.begin(), m.end(), 1), D / 4);
+    }
+    EXPECT_DOUBLE_EQ(l.kept_tokens, 300);
+  }
+  // Keys at a quarter of their channels: (1 + 1/4) / 2 of the prompt's bytes, plus the masks.
+  const double prompt_bytes = 260.0 * 2 * D * 2 * (1.0 + 0.25) / 2 + D / 8.0;
+  const double decode_bytes = 40.0 * 2 * D * 2;
+  EXPECT_NEAR(r.layers[0].memory_bytes, cache.shape.kv_heads * (prompt_bytes + decode_bytes), 1e-6);
+  EXPECT_GT(r.attn_output_rel_error, 0.0);
+  EXPECT_NEAR(r.attention_mass_retained, 1.0, 1e-9);
+}
+
+TEST(Eviction, MiniCacheMergesTheUpperHalfAndRetainsOutliers) {
+  const KvCache cache = llama_cache(6, 512, 32);
+  EvictionConfig c = config_for(EvictionPolicy::MiniCache, "1", 32);
+  const auto r = simulate_eviction(cache, c).value();
+  for (const auto& l : r.layers) {
+    EXPECT_EQ(l.merged, l.layer >= 3 && l.layer <= 4) << l.layer;  // (3, 4); 5 has no partner
+    if (l.merged) {
+      EXPECT_GT(l.retained, 0.0);
+      EXPECT_LT(l.retained, 0.5);
+      EXPECT_LT(l.memory_bytes, 0.8 * l.full_memory_bytes);
+      EXPECT_GT(l.attn_output_rel_error, 0.0);
+    } else {
+      EXPECT_DOUBLE_EQ(l.memory_bytes, l.full_memory_bytes);
+      EXPECT_LT(l.attn_output_rel_error, 1e-6);
+    }
+  }
+  c.retain = 1.0;  // every token retained: nothing changes
+  const auto all = simulate_eviction(cache, c).value();
+  EXPECT_LT(all.attn_output_rel_error, 1e-6);
 }
 
 }  // namespace

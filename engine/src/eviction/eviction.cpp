@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -19,6 +20,7 @@
 
 #include "core/row_loader.h"
 #include "eviction/eviction_policy.h"
+#include "eviction/presses.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/quant/compress.h"
 
@@ -43,9 +45,12 @@ struct StepSums {
   }
 };
 
-// One layer as float, [tokens][heads][dim]; the dequantized copies are empty without `quant`.
+// One layer as float, [tokens][heads][dim]: the source's K and V, and what the cache holds of
+// them when that differs (quantized, ThinK's pruned key channels, MiniCache's shared directions;
+// empty otherwise).
 struct LayerData {
-  std::vector<float> keys, values, keys_q, values_q, queries;
+  std::vector<float> keys, values, keys_seen, values_seen, queries;
+  bool seen() const { return !keys_seen.empty(); }
 };
 
 struct HeadOutcome {
@@ -62,6 +67,9 @@ struct HeadParams {
   int queries = 0;
   int kv_head = 0;
   double bytes_per_entry = 0;
+  // A prefill policy's decision for this head: the prompt positions it keeps, and their bytes.
+  const std::vector<int>* prompt_kept = nullptr;
+  double prompt_bytes = 0;
 };
 
 // Which of the cache's queries step s uses: the last `steps` of them, cycling when there are
@@ -77,6 +85,7 @@ class HeadSimulation {
 
   HeadOutcome run() {
     m_policy.emplace(m_c, m_p.budget, m_p.tokens, m_p.prompt, m_p.group);
+    if (m_p.prompt_kept) m_policy->retain_prompt(*m_p.prompt_kept);
     if (m_c.policy == EvictionPolicy::Merge) {
       m_policy->set_merge_keys(head_rows(policy_keys(), m_p.tokens));
     }
@@ -90,6 +99,7 @@ class HeadSimulation {
 
     auto& r = m_out.result;
     r.kept_tokens = static_cast<int>(m_policy->kept().size());
+    if (m_p.prompt_kept) r.prompt_kept = static_cast<int>(m_p.prompt_kept->size());
     double mass = 0;
     for (const auto& st : m_out.steps) mass += st.mass;
     r.attention_mass_retained = mass / (static_cast<double>(m_p.steps) * m_p.group);
@@ -99,10 +109,10 @@ class HeadSimulation {
 
  private:
   const std::vector<float>& policy_keys() const {
-    return m_c.quant ? m_layer.keys_q : m_layer.keys;
+    return m_layer.seen() ? m_layer.keys_seen : m_layer.keys;
   }
   const std::vector<float>& policy_values() const {
-    return m_c.quant ? m_layer.values_q : m_layer.values;
+    return m_layer.seen() ? m_layer.values_seen : m_layer.values;
   }
   HeadRows head_rows(const std::vector<float>& x, int rows) const {
     return HeadRows(x.data() + static_cast<std::size_t>(m_p.kv_head) * m_p.dim, rows, m_p.dim,
@@ -124,15 +134,17 @@ class HeadSimulation {
       }
     }
     m_logits_full.noalias() = q * head_rows(m_layer.keys, cols).transpose();
-    if (m_c.quant) m_logits_kept.noalias() = q * head_rows(m_layer.keys_q, cols).transpose();
-    const RowMatrix& logits_kept = m_c.quant ? m_logits_kept : m_logits_full;
+    if (m_layer.seen()) {
+      m_logits_kept.noalias() = q * head_rows(m_layer.keys_seen, cols).transpose();
+    }
+    const RowMatrix& logits_kept = m_layer.seen() ? m_logits_kept : m_logits_full;
     m_probs_full.setZero(rows, cols);
     m_probs_kept.setZero(rows, cols);
     for (int s = s0; s < s1; ++s) step(s, s0, logits_kept);
 
     const RowMatrix out_full = m_probs_full * head_rows(m_layer.values, cols);
     const RowMatrix out_kept = m_probs_kept * head_rows(policy_values(), cols);
-    m_out.flops += 2.0 * rows * cols * D * (m_c.quant ? 4 : 3);
+    m_out.flops += 2.0 * rows * cols * D * (m_layer.seen() ? 4 : 3);
     for (int s = s0; s < s1; ++s) {
       StepSums& st = m_out.steps[s];
       for (int g = 0; g < G; ++g) {
@@ -218,8 +230,13 @@ class HeadSimulation {
 
     const std::size_t merged = policy.merged_entries();
     st.kept += static_cast<double>(kept.size());
-    st.memory += static_cast<double>(kept.size()) * m_p.bytes_per_entry +
-                 static_cast<double>(merged) * kMergeCountBytes;
+    if (m_p.prompt_kept) {
+      st.memory += m_p.prompt_bytes +
+                   static_cast<double>(kept.size() - m_p.prompt_kept->size()) * m_p.bytes_per_entry;
+    } else {
+      st.memory += static_cast<double>(kept.size()) * m_p.bytes_per_entry +
+                   static_cast<double>(merged) * kMergeCountBytes;
+    }
     st.kv_heads += 1;
   }
 
@@ -278,8 +295,8 @@ Result<LayerData> load_layer(const KvCache& cache, int l, const Quantizer* quant
   d.values = to_float(lkv.value);
   d.queries = to_float(lkv.query);
   if (quantizer) {
-    for (auto [src, dst, role] : {std::tuple{&lkv.key, &d.keys_q, TensorRole::Key},
-                                  std::tuple{&lkv.value, &d.values_q, TensorRole::Value}}) {
+    for (auto [src, dst, role] : {std::tuple{&lkv.key, &d.keys_seen, TensorRole::Key},
+                                  std::tuple{&lkv.value, &d.values_seen, TensorRole::Value}}) {
       auto q = quantizer->quantize(src->view(), role);
       if (!q) return make_error(fmt::format("layer {}: {}", l, q.message()));
       dst->resize(src->elements());
@@ -287,6 +304,90 @@ Result<LayerData> load_layer(const KvCache& cache, int l, const Quantizer* quant
     }
   }
   return d;
+}
+
+// What a prefill policy decided for one layer, and what its kept prompt costs per head.
+struct LayerPress {
+  detail::PressResult press;
+  std::vector<double> prompt_bytes;    // [kv head]
+  std::vector<std::uint8_t> retained;  // minicache: [position][head]
+  bool merged = false;
+};
+
+// Runs the layer's prefill policy over its prompt: the kept positions per head, ThinK's pruned
+// key channels and MiniCache's shared directions written into what the cache holds (`d.*_seen`),
+// and the bytes of the kept prompt per head.
+Result<LayerPress> press_layer(const KvCache& cache, const EvictionConfig& config, int l,
+                               const Quantizer* quantizer, const std::vector<double>& bpe,
+                               LayerData& d) {
+  const ModelShape& shape = cache.shape;
+  const int T = cache.tokens(), P = T - config.steps, H = shape.kv_heads, D = shape.head_dim;
+  const int L = static_cast<int>(cache.layers.size());
+  LayerPress out;
+  detail::PressLayer in;
+  in.layer = l, in.layers = L, in.prompt = P;
+  in.kv_heads = H, in.q_heads = shape.q_heads, in.dim = D;
+  in.keys = d.keys.data(), in.values = d.values.data();
+  in.kv_stride = static_cast<std::int64_t>(H) * D;
+  const int Q = cache.layers[static_cast<std::size_t>(l)].query.tokens();
+  in.q_stride = static_cast<std::int64_t>(shape.q_heads) * D;
+  in.window = d.queries.data();
+  if (Q >= T) {  // one query per position: the window is the prompt's last queries
+    in.window_rows = P;
+    in.window_positions.resize(static_cast<std::size_t>(P));
+    std::iota(in.window_positions.begin(), in.window_positions.end(), 0);
+  } else {  // decode-time queries: all but the last, the question
+    in.window_rows = observation_queries(Q, T);
+  }
+  in.rope = &cache.key_rope;
+  const Budget& budget = config.layer_budgets.empty()
+                             ? config.budget
+                             : config.layer_budgets[static_cast<std::size_t>(l)];
+  out.press = detail::run_press(config, budget, in);
+  const bool think = config.policy == EvictionPolicy::ThinK;
+  const int partner =
+      config.policy == EvictionPolicy::MiniCache ? detail::minicache_partner(l, L) : -1;
+  if ((think || partner >= 0) && !d.seen()) d.keys_seen = d.keys, d.values_seen = d.values;
+  int kept_channels = D;
+  if (think) {
+    detail::apply_channel_masks(out.press, in, d.keys_seen.data());
+    kept_channels = static_cast<int>(
+        std::count(out.press.channel_masks[0].begin(), out.press.channel_masks[0].end(), 1));
+  }
+  if (partner >= 0) {
+    auto other = load_layer(cache, partner, quantizer);
+    if (!other) return other.error();
+    if (!other->seen()) other->keys_seen = other->keys, other->values_seen = other->values;
+    float* lower_k = (partner < l ? other->keys_seen : d.keys_seen).data();
+    float* upper_k = (partner < l ? d.keys_seen : other->keys_seen).data();
+    float* lower_v = (partner < l ? other->values_seen : d.values_seen).data();
+    float* upper_v = (partner < l ? d.values_seen : other->values_seen).data();
+    std::vector<std::uint8_t> retained_v;
+    detail::minicache_merge(lower_k, upper_k, in.kv_stride, P, H, D, config.merge_t, config.retain,
+                            out.retained);
+    detail::minicache_merge(lower_v, upper_v, in.kv_stride, P, H, D, config.merge_t, config.retain,
+                            retained_v);
+    for (std::size_t i = 0; i < out.retained.size(); ++i) out.retained[i] |= retained_v[i];
+    out.merged = true;
+  }
+  const double entry = bpe[static_cast<std::size_t>(l)];
+  out.prompt_bytes.assign(static_cast<std::size_t>(H), 0.0);
+  for (int h = 0; h < H; ++h) {
+    const double kept = static_cast<double>(out.press.kept[static_cast<std::size_t>(h)].size());
+    double bytes = kept * entry;
+    if (think) {  // the keys' half of an entry shrinks to the kept channels; one bit per channel
+      bytes = kept * entry * (1.0 + static_cast<double>(kept_channels) / D) / 2.0 + D / 8.0;
+    } else if (out.merged) {
+      // A merged token: half of the pair's shared direction plus this layer's two norms (fp16);
+      // a retained one: its own vectors plus its position.
+      double retained = 0;
+      for (int p = 0; p < P; ++p) retained += out.retained[static_cast<std::size_t>(p) * H + h];
+      bytes = (kept - retained) * (entry / 2.0 + 2 * kFp16BytesPerValue) +
+              retained * (entry + kMergeCountBytes);
+    }
+    out.prompt_bytes[static_cast<std::size_t>(h)] = bytes;
+  }
+  return out;
 }
 
 }  // namespace
@@ -335,11 +436,21 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
   const int tasks = L * H;
   std::vector<HeadOutcome> outcomes(static_cast<std::size_t>(tasks));
   std::vector<std::string> errors(static_cast<std::size_t>(L));
+  const bool prefill = eviction_schedule(config.policy) == EvictionSchedule::Prefill;
+  std::vector<LayerPress> presses(static_cast<std::size_t>(prefill ? L : 0));
   std::atomic<int> next{0}, done{0};
   std::atomic<bool> stop{false};
   // A worker takes a whole layer (its float copies are shared by the layer's heads).
   const auto run_layer = [&](int l) {
     auto data = load_layer(cache, l, quantizer.get());
+    if (data && prefill) {
+      auto press = press_layer(cache, config, l, quantizer.get(), bytes_per_entry, *data);
+      if (press) {
+        presses[static_cast<std::size_t>(l)] = std::move(*press);
+      } else {
+        data = press.error();
+      }
+    }
     if (!data) {
       errors[static_cast<std::size_t>(l)] = data.message();
       stop = true;
@@ -360,6 +471,11 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
     hp.bytes_per_entry = bytes_per_entry[static_cast<std::size_t>(l)];
     for (int h = 0; h < H && !stop; ++h) {
       hp.kv_head = h;
+      if (prefill) {
+        const LayerPress& lp = presses[static_cast<std::size_t>(l)];
+        hp.prompt_kept = &lp.press.kept[static_cast<std::size_t>(h)];
+        hp.prompt_bytes = lp.prompt_bytes[static_cast<std::size_t>(h)];
+      }
       outcomes[static_cast<std::size_t>(l * H + h)] = HeadSimulation(hp, *data).run();
       ++done;
     }
@@ -398,6 +514,20 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
                           ? config.budget
                           : config.layer_budgets[static_cast<std::size_t>(l)];
     lr.budget_tokens = config.policy == EvictionPolicy::Full ? T : b.tokens_at(T);
+    if (prefill) {  // the prompt's share, plus every decoded token
+      const LayerPress& lp = presses[static_cast<std::size_t>(l)];
+      lr.budget_tokens = lp.press.budget + S;
+      if (!lp.press.channel_masks.empty()) {
+        lr.channel_masks = lp.press.channel_masks;
+        lr.key_channels =
+            static_cast<int>(std::count(lr.channel_masks[0].begin(), lr.channel_masks[0].end(), 1));
+      }
+      lr.merged = lp.merged;
+      if (lp.merged && !lp.retained.empty()) {
+        lr.retained = static_cast<double>(std::count(lp.retained.begin(), lp.retained.end(), 1)) /
+                      static_cast<double>(lp.retained.size());
+      }
+    }
     std::vector<StepSums> layer_steps(static_cast<std::size_t>(S));
     for (int h = 0; h < H; ++h) {
       HeadOutcome& o = outcomes[static_cast<std::size_t>(l * H + h)];
@@ -434,8 +564,23 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
   if (config.needle) {
     rep.needle_retained = needle_kept / (static_cast<double>(L) * H);
     rep.needle_in_top_k = needle_top / (static_cast<double>(L) * H);
+    if (S > 1) {  // the last step is the needle query: the totals without it
+      const std::vector<StepSums> before(total_steps.begin(), total_steps.end() - 1);
+      double mass = 1, err = 0, cosine = 1;
+      finish_totals(before, mass, err, cosine);
+      rep.mass_without_needle_step = mass;
+      rep.rel_error_without_needle_step = err;
+    }
   }
+  // A policy whose size is not its budget (the threshold, ChunkKV's whole chunks, Ada-KV's
+  // spread) says what it keeps.
   rep.label = eviction_label(config);
+  double budget = 0;
+  for (const auto& lr : rep.layers) budget += static_cast<double>(lr.budget_tokens) / L;
+  if (config.policy != EvictionPolicy::Full && std::abs(rep.kept_tokens - budget) >= 0.5) {
+    rep.label += fmt::format(", keeps {:.0f} of {} ({:.1f}%)", rep.kept_tokens, T,
+                             100.0 * rep.kept_tokens / T);
+  }
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
   report_progress(progress, 1.0, "done");
   return rep;

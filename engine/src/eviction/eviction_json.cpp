@@ -75,6 +75,20 @@ nlohmann::json eviction_params_json(const EvictionConfig& c) {
   j["protected_tokens"] = c.protected_tokens;
   j["merge_similarity"] = c.merge_similarity;
   j["merge_window"] = c.merge_window;
+  j["window"] = c.window;
+  j["pool"] = c.pool;
+  j["pyramid_beta"] = c.pyramid_beta;
+  j["scorer"] = std::string(eviction_policy_id(c.scorer));
+  j["think_tokens"] = c.think_tokens;
+  j["ada_safeguard"] = c.ada_safeguard;
+  j["chunk"] = c.chunk;
+  j["key_channels"] = c.key_channels;
+  j["future"] = c.future;
+  j["covariance"] = c.covariance;
+  j["value_norm"] = c.value_norm;
+  j["merge_t"] = c.merge_t;
+  j["retain"] = c.retain;
+  j["schedule"] = std::string(eviction_schedule_id(eviction_schedule(c.policy)));
   j["top_k"] = c.top_k;
   j["needle"] = c.needle ? nlohmann::json(*c.needle) : nlohmann::json();
   j["quant"] = c.quant ? method_params_json(*c.quant) : nlohmann::json();
@@ -107,6 +121,23 @@ Result<EvictionConfig> eviction_config_from_json(const nlohmann::json& j) {
     c.protected_tokens = j.value("protected_tokens", c.protected_tokens);
     c.merge_similarity = j.value("merge_similarity", c.merge_similarity);
     c.merge_window = j.value("merge_window", c.merge_window);
+    c.window = j.value("window", c.window);
+    c.pool = j.value("pool", c.pool);
+    c.pyramid_beta = j.value("pyramid_beta", c.pyramid_beta);
+    if (j.contains("scorer")) {
+      auto scorer = parse_eviction_policy(j["scorer"].get<std::string>());
+      if (!scorer) return make_error("scorer: " + scorer.message());
+      c.scorer = *scorer;
+    }
+    c.think_tokens = j.value("think_tokens", c.think_tokens);
+    c.ada_safeguard = j.value("ada_safeguard", c.ada_safeguard);
+    c.chunk = j.value("chunk", c.chunk);
+    c.key_channels = j.value("key_channels", c.key_channels);
+    c.future = j.value("future", c.future);
+    c.covariance = j.value("covariance", c.covariance);
+    c.value_norm = j.value("value_norm", c.value_norm);
+    c.merge_t = j.value("merge_t", c.merge_t);
+    c.retain = j.value("retain", c.retain);
     c.top_k = j.value("top_k", c.top_k);
     if (j.contains("needle") && !j["needle"].is_null()) c.needle = j["needle"].get<int>();
     if (j.contains("quant") && !j["quant"].is_null()) {
@@ -180,6 +211,9 @@ nlohmann::json eviction_report_to_json(const EvictionReport& r) {
   j["attn_output_cosine"] = r.attn_output_cosine;
   j["needle_retained"] = optional_json(r.needle_retained);
   j["needle_in_top_k"] = optional_json(r.needle_in_top_k);
+  j["attention_mass_retained_without_needle_step"] = optional_json(r.mass_without_needle_step);
+  j["attn_output_rel_error_without_needle_step"] = optional_json(r.rel_error_without_needle_step);
+  j["schedule"] = std::string(eviction_schedule_id(eviction_schedule(r.config.policy)));
   j["seconds"] = r.seconds;
   j["matmul_gflops"] = r.seconds > 0 ? r.matmul_flops / r.seconds / 1e9 : 0.0;
   j["per_step"] = steps_json(r.steps_total);
@@ -196,9 +230,23 @@ nlohmann::json eviction_report_to_json(const EvictionReport& r) {
     lj["attn_output_cosine"] = l.attn_output_cosine;
     lj["needle_retained"] = l.needle_retained;
     lj["needle_in_top_k"] = l.needle_in_top_k;
+    if (l.key_channels > 0) {
+      lj["key_channels"] = l.key_channels;
+      auto& masks = lj["channel_masks"] = nlohmann::json::array();
+      for (const auto& m : l.channel_masks) {
+        std::string bits;
+        for (const auto b : m) bits += b ? '1' : '0';
+        masks.push_back(bits);
+      }
+    }
+    if (l.merged) {
+      lj["merged"] = true;
+      lj["retained"] = l.retained;
+    }
     auto& heads = lj["per_head"] = nlohmann::json::array();
     for (const auto& h : l.heads) {
       heads.push_back({{"kept_tokens", h.kept_tokens},
+                       {"prompt_kept", h.prompt_kept},
                        {"attention_mass_retained", h.attention_mass_retained},
                        {"needle_retained", h.needle_retained},
                        {"needle_in_top_k", h.needle_in_top_k}});
@@ -233,6 +281,12 @@ Result<EvictionReport> eviction_report_from_json(const nlohmann::json& j) {
     r.attn_output_cosine = j.at("attn_output_cosine").get<double>();
     if (!j.at("needle_retained").is_null()) r.needle_retained = j["needle_retained"].get<double>();
     if (!j.at("needle_in_top_k").is_null()) r.needle_in_top_k = j["needle_in_top_k"].get<double>();
+    for (auto [key, field] :
+         {std::pair{"attention_mass_retained_without_needle_step", &r.mass_without_needle_step},
+          std::pair{"attn_output_rel_error_without_needle_step",
+                    &r.rel_error_without_needle_step}}) {
+      if (j.contains(key) && !j[key].is_null()) *field = j[key].get<double>();
+    }
     r.seconds = j.value("seconds", 0.0);
     r.steps_total = steps_from_json(j.at("per_step"));
     for (const auto& lj : j.at("per_layer")) {
@@ -247,9 +301,19 @@ Result<EvictionReport> eviction_report_from_json(const nlohmann::json& j) {
       l.attn_output_cosine = lj.at("attn_output_cosine").get<double>();
       l.needle_retained = lj.at("needle_retained").get<double>();
       l.needle_in_top_k = lj.at("needle_in_top_k").get<double>();
+      l.key_channels = lj.value("key_channels", 0);
+      if (lj.contains("channel_masks")) {
+        for (const auto& bits : lj["channel_masks"]) {
+          auto& m = l.channel_masks.emplace_back();
+          for (const char ch : bits.get<std::string>()) m.push_back(ch == '1');
+        }
+      }
+      l.merged = lj.value("merged", false);
+      l.retained = lj.value("retained", 0.0);
       for (const auto& hj : lj.at("per_head")) {
         EvictionHeadResult h;
         h.kept_tokens = hj.at("kept_tokens").get<int>();
+        h.prompt_kept = hj.value("prompt_kept", 0);
         h.attention_mass_retained = hj.at("attention_mass_retained").get<double>();
         h.needle_retained = hj.at("needle_retained").get<bool>();
         h.needle_in_top_k = hj.at("needle_in_top_k").get<bool>();

@@ -12,6 +12,7 @@ EvictionHeadPolicy::EvictionHeadPolicy(const EvictionConfig& config, Budget budg
     : m_c(config), m_budget(budget), m_prompt(prompt), m_group(group) {
   const int T = tokens, P = prompt;
   m_acc.assign(T, 0.0);
+  m_step.assign(T, 0.0);
   m_count.assign(T, 1);
   m_members.assign(T, {});
   m_held.assign(T, 0);
@@ -57,8 +58,26 @@ double EvictionHeadPolicy::mean_attention(int e, int context) const {
   return m_acc[e] / (static_cast<double>(steps_seen(e, context)) * m_group);
 }
 
+void EvictionHeadPolicy::retain_prompt(const std::vector<int>& kept) {
+  std::size_t k = 0;
+  for (int t = 0; t < m_prompt; ++t) {
+    if (k < kept.size() && kept[k] == t) {
+      ++k;
+    } else {
+      drop(t, 0);
+    }
+  }
+  std::vector<int> rest(m_kept.begin() + std::min<std::ptrdiff_t>(m_prompt, m_kept.size()),
+                        m_kept.end());
+  m_kept = kept;
+  m_kept.insert(m_kept.end(), rest.begin(), rest.end());
+}
+
 void EvictionHeadPolicy::evict(int s, int context) {
-  if (m_c.policy == EvictionPolicy::Full) return;
+  if (m_c.policy == EvictionPolicy::Full ||
+      eviction_schedule(m_c.policy) == EvictionSchedule::Prefill) {
+    return;
+  }
   const int budget = m_budget.tokens_at(context);
   const std::size_t n = m_kept.size();
   const double uniform = 1.0 / static_cast<double>(n);
@@ -92,9 +111,16 @@ void EvictionHeadPolicy::evict(int s, int context) {
         score[i] = m_c.w_attention * mean_attention(e, context) / uniform +
                    m_c.w_recency * (1.0 - static_cast<double>(last_pos - e) / context);
         break;
-      case EvictionPolicy::Full:
+      case EvictionPolicy::TOVA:
+        // Only this step's attention counts (TOVA's rule: the lowest current score goes).
+        score[i] = m_step[e];
+        break;
+      default:
         break;
     }
+  }
+  if (m_c.policy == EvictionPolicy::TOVA) {
+    for (int e : m_kept) m_step[static_cast<std::size_t>(e)] = 0;
   }
   std::vector<std::size_t> victims;
   std::vector<std::size_t> candidates;

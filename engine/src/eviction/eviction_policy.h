@@ -64,7 +64,14 @@ class EvictionHeadPolicy {
   double entry_logit(const float* logits, int e) const;
 
   // Attention probability `p` one query head paid to entry e.
-  void add_attention(int e, double p) { m_acc[static_cast<std::size_t>(e)] += p; }
+  void add_attention(int e, double p) {
+    m_acc[static_cast<std::size_t>(e)] += p;
+    m_step[static_cast<std::size_t>(e)] += p;
+  }
+
+  // A prefill policy's decision: of the prompt, only `kept` (ascending positions) stay. Called
+  // once, before the first decode step; the rest are recorded as evicted at step 0.
+  void retain_prompt(const std::vector<int>& kept);
 
   // Cuts the kept entries down to the budget at `context` tokens; `step` is recorded in the map.
   void evict(int step, int context);
@@ -84,6 +91,7 @@ class EvictionHeadPolicy {
   int m_prompt = 0, m_group = 1;
   std::vector<int> m_kept;
   std::vector<double> m_acc;
+  std::vector<double> m_step;  // attention received in the current step (TOVA)
   std::vector<int> m_count;
   std::vector<std::vector<std::pair<int, float>>> m_members;  // merged entries: token, weight
   std::vector<char> m_held, m_static_protect;

@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cmath>
+#include <numeric>
 #include <span>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "eviction/eviction_policy.h"
+#include "eviction/presses.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/quant/quantizer.h"
@@ -24,7 +26,6 @@ inline Status check_eviction(const EvictionConfig& e, int layers) {
   for (const Budget& b : e.layer_budgets) {
     if (!(b.value > 0)) return make_error("--layer-budgets: budgets must be positive");
   }
-  if (!(e.budget.value > 0)) return make_error("--budget: must be positive");
   return Ok{};
 }
 
@@ -55,12 +56,19 @@ inline auto quantizing_reader(const Quantizer& quantizer, int kv_heads, int head
 // masked softmax) and observe the probabilities; merging runs on attention_weights, since a
 // merged entry's logit is its members' weighted logit + log(count) (eviction.h) and its
 // probability goes to its members by their weights, exactly as the simulation computes it.
+// The first `prompt` positions are the prefill: every policy keeps them whole until the prompt
+// is done; then a prefill policy's press() compresses them once (decode policies start cutting
+// at the first decode step, as in the simulation).
 class LoopEviction {
  public:
-  LoopEviction(const EvictionConfig& config, const LlamaConfig& mc, int tokens)
-      : m_kv_heads(mc.kv_heads),
+  LoopEviction(const EvictionConfig& config, const LlamaConfig& mc, int tokens, int prompt = 0)
+      : m_config(config),
+        m_layers(mc.layers),
+        m_kv_heads(mc.kv_heads),
+        m_q_heads(mc.heads),
         m_group(mc.heads / mc.kv_heads),
         m_head_dim(mc.head_dim()),
+        m_prompt(prompt),
         m_merge(config.policy == EvictionPolicy::Merge) {
     m_heads.reserve(static_cast<std::size_t>(mc.layers) * mc.kv_heads);
     for (int l = 0; l < mc.layers; ++l) {
@@ -68,7 +76,7 @@ class LoopEviction {
                             ? config.budget
                             : config.layer_budgets[static_cast<std::size_t>(l)];
       for (int h = 0; h < mc.kv_heads; ++h) {
-        auto& p = m_heads.emplace_back(config, b, tokens, 0, m_group);
+        auto& p = m_heads.emplace_back(config, b, tokens, prompt, m_group);
         // Keys arrive as the window runs; evict() fills each token's row before it is compared.
         if (m_merge)
           p.set_merge_keys(detail::EvictionHeadPolicy::RowMatrix::Zero(tokens, m_head_dim));
@@ -85,6 +93,7 @@ class LoopEviction {
       return;
     }
     state.kept_tokens = [this](int l, int h) { return &head(l, h).held(); };
+    if (prefill()) return;  // a press decides from the keys and queries, not from attention
     state.observe_attention = [this](int l, int q_head, std::span<const float> probs) {
       detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
       for (int e : p.kept()) p.add_attention(e, probs[e]);
@@ -93,6 +102,64 @@ class LoopEviction {
 
   void admit(int t) {
     for (auto& p : m_heads) p.admit(t);
+  }
+
+  bool prefill() const { return eviction_schedule(m_config.policy) == EvictionSchedule::Prefill; }
+  // Whether press() reads the prompt's queries (the state must keep them).
+  bool needs_queries() const { return prefill() && needs_window(m_config); }
+
+  // A prefill policy's one decision, when the state holds exactly the prompt: the kept positions
+  // of every layer and KV head; ThinK's pruned channels and MiniCache's shared directions are
+  // written into the state's keys and values, which attention reads from then on.
+  Status press(LlamaModel::State& state, const RopeSpec& rope) {
+    if (!prefill()) return Ok{};
+    if (state.pos != m_prompt) {
+      return make_error(fmt::format("eviction: the press ran at {} tokens, not at the prompt's {}",
+                                    state.pos, m_prompt));
+    }
+    KVLAB_TRY(m_config.validate_prompt(m_prompt, m_prompt));
+    if (needs_queries() &&
+        static_cast<int>(state.queries[0].size()) < m_prompt * m_q_heads * m_head_dim) {
+      return make_error("eviction: the prompt's queries were not kept for the press");
+    }
+    const std::int64_t kv_stride = static_cast<std::int64_t>(m_kv_heads) * m_head_dim;
+    for (int l = 0; l < m_layers; ++l) {
+      detail::PressLayer in;
+      in.layer = l, in.layers = m_layers, in.prompt = m_prompt;
+      in.kv_heads = m_kv_heads, in.q_heads = m_q_heads, in.dim = m_head_dim;
+      in.keys = state.keys[static_cast<std::size_t>(l)].data();
+      in.values = state.values[static_cast<std::size_t>(l)].data();
+      in.kv_stride = kv_stride;
+      if (needs_queries()) {
+        in.window = state.queries[static_cast<std::size_t>(l)].data();
+        in.q_stride = static_cast<std::int64_t>(m_q_heads) * m_head_dim;
+        in.window_rows = m_prompt;
+        in.window_positions.resize(static_cast<std::size_t>(m_prompt));
+        std::iota(in.window_positions.begin(), in.window_positions.end(), 0);
+      }
+      in.rope = &rope;
+      const Budget& b = m_config.layer_budgets.empty()
+                            ? m_config.budget
+                            : m_config.layer_budgets[static_cast<std::size_t>(l)];
+      const detail::PressResult r = detail::run_press(m_config, b, in);
+      for (int h = 0; h < m_kv_heads; ++h)
+        head(l, h).retain_prompt(r.kept[static_cast<std::size_t>(h)]);
+      detail::apply_channel_masks(r, in, state.keys[static_cast<std::size_t>(l)].data());
+    }
+    if (m_config.policy == EvictionPolicy::MiniCache) {
+      std::vector<std::uint8_t> retained;
+      for (int l = 0; l < m_layers; ++l) {
+        const int partner = detail::minicache_partner(l, m_layers);
+        if (partner <= l) continue;  // each pair once, from its lower layer
+        for (auto* x : {&state.keys, &state.values}) {
+          detail::minicache_merge((*x)[static_cast<std::size_t>(l)].data(),
+                                  (*x)[static_cast<std::size_t>(partner)].data(), kv_stride,
+                                  m_prompt, m_kv_heads, m_head_dim, m_config.merge_t,
+                                  m_config.retain, retained);
+        }
+      }
+    }
+    return Ok{};
   }
 
   // Evicts after the step at position `t` (the state holds its keys); returns the kept fraction
@@ -146,7 +213,8 @@ class LoopEviction {
     }
   }
 
-  int m_kv_heads, m_group, m_head_dim;
+  const EvictionConfig& m_config;
+  int m_layers, m_kv_heads, m_q_heads, m_group, m_head_dim, m_prompt;
   bool m_merge;
   std::vector<detail::EvictionHeadPolicy> m_heads;
   std::vector<double> m_entry;

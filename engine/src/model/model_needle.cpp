@@ -23,6 +23,7 @@ int argmax(const std::vector<float>& v) {
 struct Prompt {
   std::vector<int> ids;
   std::string key;
+  int question = 0;  // where the question starts: ids before it are the instruction and haystack
 };
 
 // The user turn: an instruction, `reps` filler sentences with the needle after round(depth ×
@@ -39,12 +40,20 @@ Result<Prompt> build_prompt(const LoadedModel& m, int reps, double depth, int ke
       text += fmt::format("The pass key is {0}. Remember it. {0} is the pass key. ", p.key);
     if (i < reps) text += kNeedleFiller;
   }
+  // The question's first token: where the prompt without it stops agreeing with the prompt.
+  auto bare = chat_prompt(m, text);
+  if (!bare) return bare.error();
+  auto bare_ids = m.encode(*bare);
+  if (!bare_ids) return bare_ids.error();
   text += "\n\nWhat is the pass key?";
   auto chat = chat_prompt(m, text);
   if (!chat) return chat.error();
   auto ids = m.encode(*chat);
   if (!ids) return ids.error();
   p.ids = std::move(*ids);
+  p.question = static_cast<int>(
+      std::mismatch(p.ids.begin(), p.ids.end(), bare_ids->begin(), bare_ids->end()).first -
+      p.ids.begin());
   return p;
 }
 
@@ -84,7 +93,9 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
   if (c.eviction) {
     KVLAB_TRY(detail::check_eviction(*c.eviction, mc.layers));
     r.policy_label = eviction_label(*c.eviction);
+    r.press_before_question = c.press_before_question;
   }
+  const RopeSpec rope = model_rope_spec(mc);
   // Tokens per filler sentence group and for the rest of the prompt, to size the haystack.
   auto bare = build_prompt(m, 0, 0, 0);
   if (!bare) return bare.error();
@@ -115,21 +126,33 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
               fmt::format("a prompt of {} tokens leaves no room for the answer", ids.size()));
         }
         cell.length = static_cast<int>(ids.size());
-        auto state = model.new_state();
+        const int positions = static_cast<int>(ids.size()) + c.answer_tokens;
+        // A prefill policy compresses the prompt once, after all of it (the question in its
+        // observation window) or, with press_before_question, after the haystack.
+        const bool press =
+            c.eviction && eviction_schedule(c.eviction->policy) == EvictionSchedule::Prefill;
+        const int press_at =
+            press ? (c.press_before_question ? prompt->question : static_cast<int>(ids.size())) : 0;
+        std::optional<detail::LoopEviction> eviction;
+        if (c.eviction) eviction.emplace(*c.eviction, mc, positions, press_at);
+        auto state = model.new_state(eviction && eviction->needs_queries());
         if (quantizer) {
           state.attention_reader =
               detail::quantizing_reader(*quantizer, mc.kv_heads, mc.head_dim());
         }
-        const int positions = static_cast<int>(ids.size()) + c.answer_tokens;
-        std::optional<detail::LoopEviction> eviction;
-        if (c.eviction) {
-          eviction.emplace(*c.eviction, mc, positions);
-          eviction->attach(state);
-        }
+        if (eviction) eviction->attach(state);
         // One step through the model: the prompt in chunks, or one token at a time when a
         // policy must see every step.
         const auto step = [&](const std::vector<int>& tokens) -> Result<std::vector<float>> {
           if (!eviction) return model.forward(state, tokens);
+          if (press) {  // the prefill runs whole; after the press, new tokens are only admitted
+            if (state.pos >= press_at) {
+              for (std::size_t i = 0; i < tokens.size(); ++i) {
+                eviction->admit(state.pos + static_cast<int>(i));
+              }
+            }
+            return model.forward(state, tokens);
+          }
           Result<std::vector<float>> logits = std::vector<float>{};
           for (const int tok : tokens) {
             const int pos = state.pos;
@@ -141,11 +164,20 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
           return logits;
         };
         Result<std::vector<float>> logits = std::vector<float>{};
-        for (std::size_t at = 0; at < ids.size(); at += kPrefillChunk) {
-          const std::size_t end = std::min(ids.size(), at + kPrefillChunk);
+        const std::size_t stop = static_cast<std::size_t>(press_at);
+        for (std::size_t at = 0; at < ids.size();) {
+          if (press && at == stop) {
+            if (auto s = eviction->press(state, rope); !s) return s.error();
+          }
+          std::size_t end = std::min(ids.size(), at + kPrefillChunk);
+          if (press && at < stop) end = std::min(end, stop);  // the press falls between chunks
           logits = step(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
                                          ids.begin() + static_cast<std::ptrdiff_t>(end)));
           if (!logits) return logits.error();
+          at = end;
+        }
+        if (press && stop == ids.size()) {
+          if (auto s = eviction->press(state, rope); !s) return s.error();
         }
         std::vector<int> answer;
         for (int i = 0; i < c.answer_tokens; ++i) {

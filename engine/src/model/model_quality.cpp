@@ -61,6 +61,16 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   if (config.eviction) {
     KVLAB_TRY(detail::check_eviction(*config.eviction, mc.layers));
   }
+  const bool prefill_policy =
+      config.eviction && eviction_schedule(config.eviction->policy) == EvictionSchedule::Prefill;
+  const int prompt = config.prompt > 0 ? config.prompt : (prefill_policy ? window / 2 : 0);
+  if (prompt < 0 || prompt >= per_window) {
+    return make_error(
+        fmt::format("--prompt {}: must leave at least one of the window's {} "
+                    "predicted tokens to score",
+                    prompt, per_window));
+  }
+  if (config.eviction) KVLAB_TRY(config.eviction->validate_prompt(prompt, per_window));
   // The method sees the model's post-RoPE keys at positions 0, 1, ... of each window.
   std::optional<MethodConfig> method = config.method;
   if (method) method->key_rope = model_rope_spec(mc);
@@ -85,30 +95,39 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
                                 ? r.policy_label + " + " + r.method_label
                                 : (config.eviction ? r.policy_label : r.method_label);
   r.windows = windows;
+  r.prompt = prompt;
+  const RopeSpec rope = model_rope_spec(mc);
   double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
   std::int64_t agree = 0, count = 0;
   KvCache first_window;
   for (int w = 0; w < windows; ++w) {
     auto exact = model.new_state();
-    auto lossy = model.new_state();
-    if (quantizer) lossy.attention_reader = reader;
     std::optional<detail::LoopEviction> eviction;
-    if (config.eviction) {
-      eviction.emplace(*config.eviction, mc, per_window);
-      eviction->attach(lossy);
-    }
+    if (config.eviction) eviction.emplace(*config.eviction, mc, per_window, prompt);
+    auto lossy = model.new_state(eviction && eviction->needs_queries());
+    if (quantizer) lossy.attention_reader = reader;
+    if (eviction) eviction->attach(lossy);
     int prev = config.bos;
     for (int i = 0; i < per_window; ++i) {
       auto le = model.forward(exact, {prev});
       if (!le) return le.error();
-      if (eviction) eviction->admit(i);
+      if (eviction && i == prompt && prompt > 0) {
+        if (auto s = eviction->press(lossy, rope); !s) {
+          return make_error(fmt::format("{}: {}", label, s.message()));
+        }
+      }
+      if (eviction && i >= prompt) eviction->admit(i);
       auto lq = model.forward(lossy, {prev});
       if (!lq) return make_error(fmt::format("{}: {}", label, lq.message()));
-      if (eviction) {
+      if (eviction && i >= prompt) {
         kept += eviction->evict(i, lossy);
         kept_count += static_cast<double>(eviction->heads());
       }
       const int next = tokens[static_cast<std::size_t>(w) * per_window + i];
+      if (i < prompt) {
+        prev = next;
+        continue;
+      }
       const auto pe = log_probs(*le), pq = log_probs(*lq);
       nll_exact -= pe[next];
       nll -= pq[next];
@@ -178,6 +197,7 @@ nlohmann::json quality_report_to_json(const QualityReport& r) {
           {"policy_label", r.policy_label},
           {"kept_fraction", r.kept_fraction},
           {"tokens", r.tokens},
+          {"prompt", r.prompt},
           {"windows", r.windows},
           {"perplexity_exact", r.perplexity_exact},
           {"perplexity", r.perplexity},

@@ -25,12 +25,35 @@ enum class EvictionPolicy : std::uint8_t {
   H2O,
   Threshold,
   Importance,
-  Merge
+  Merge,
+  TOVA,
+  SnapKV,
+  PyramidKV,
+  KNorm,
+  KeyDiff,
+  ExpectedAttention,
+  AdaKV,
+  ChunkKV,
+  ThinK,
+  MiniCache
 };
 
 std::string_view eviction_policy_id(EvictionPolicy p);  // "full", "window", "streaming", ...
 std::vector<std::string_view> eviction_policy_ids();
 Result<EvictionPolicy> parse_eviction_policy(std::string_view id);
+// The paper a policy follows, for help texts and the GUI ("H2O (Zhang et al. 2023)").
+std::string_view eviction_policy_reference(EvictionPolicy p);
+
+// When a policy decides. Decode policies cut the cache to the budget after every decode step,
+// from the attention (or the positions) of that step; prefill policies compress the prompt once,
+// when the prefill ends (as kvpress's presses do), and keep every token decoded after it.
+enum class EvictionSchedule : std::uint8_t { Decode, Prefill };
+EvictionSchedule eviction_schedule(EvictionPolicy p);
+std::string_view eviction_schedule_id(EvictionSchedule s);  // "decode", "prefill"
+
+// The prefill scorers: the policies whose per-position scores Ada-KV, ChunkKV and ThinK can
+// select with (snapkv, pyramidkv, knorm, keydiff, expected-attention).
+bool is_prefill_scorer(EvictionPolicy p);
 
 // A token budget: a count, or a fraction of the tokens the sequence has at that step.
 struct Budget {
@@ -55,8 +78,22 @@ struct EvictionConfig {
   // protected tokens (token type: BOS, separators) are never evicted.
   double w_attention = 1.0, w_recency = 0.5;
   std::vector<int> protected_tokens = {0};
-  double merge_similarity = 0.8;      // merge: least key cosine similarity to merge
-  int merge_window = 16;              // merge: kept neighbours searched on each side
+  double merge_similarity = 0.8;  // merge: least key cosine similarity to merge
+  int merge_window = 16;          // merge: kept neighbours searched on each side
+  // Prefill policies. The budget is a share (or count) of the prompt's tokens.
+  int window = 32;           // snapkv & co: the observation window, last prompt queries
+  int pool = 5;              // snapkv & co: average pooling width over positions (odd)
+  double pyramid_beta = 20;  // pyramidkv: the top layer keeps budget / beta
+  EvictionPolicy scorer = EvictionPolicy::SnapKV;  // adakv, chunkkv, think: whose scores
+  bool think_tokens = false;          // think: also keep only the budget's tokens, by `scorer`
+  double ada_safeguard = 0.2;         // adakv: each head keeps at least this share of its budget
+  int chunk = 10;                     // chunkkv: tokens per chunk
+  double key_channels = 0.5;          // think: share of each head's key channels kept
+  int future = 512;                   // expected-attention: future positions averaged over
+  bool covariance = true;             // expected-attention: the query covariance term
+  bool value_norm = true;             // expected-attention: scores times the value's norm
+  double merge_t = 0.6;               // minicache: SLERP weight towards the lower layer
+  double retain = 0.05;               // minicache: angular-distance threshold to retain a token
   int top_k = 8;                      // needle: "in the top k attended entries"
   std::optional<int> needle;          // the planted needle's position, when the source knows it
   std::optional<MethodConfig> quant;  // eviction then quantization of the kept tokens
@@ -65,7 +102,16 @@ struct EvictionConfig {
   // The checks that need no cache, for a model with `layers` layers (validate() runs them too;
   // the model loop runs only these).
   Status validate_options(int layers) const;
+  // The checks that need the prompt's length: a count budget above the tokens it applies to (the
+  // prompt's for a prefill policy, the sequence's for a decode policy), a window longer than the
+  // prompt.
+  Status validate_prompt(int prompt, int tokens) const;
 };
+
+// Whether the policy (or the scorer it wraps) reads the observation window's queries.
+bool needs_window(const EvictionConfig& c);
+// The queries an observation window can use in a cache of `tokens` tokens with `queries` of them.
+int observation_queries(int queries, int tokens);
 
 std::string eviction_label(const EvictionConfig& config);  // "h2o budget 25% recent 50%"
 
@@ -98,6 +144,7 @@ struct EvictionStep {
 
 struct EvictionHeadResult {
   int kept_tokens = 0;                 // at the last step
+  int prompt_kept = 0;                 // prefill policies: prompt tokens kept (Ada-KV's budget)
   double attention_mass_retained = 0;  // mean over steps and the group's query heads
   bool needle_retained = false;        // the needle is still its own entry at the last step
   bool needle_in_top_k = false;        // ... and among the top-k for every query head of the group
@@ -111,6 +158,10 @@ struct EvictionLayerResult {
   double full_memory_bytes = 0;  // the full cache at the last step, same storage
   double attention_mass_retained = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
   double needle_retained = 0, needle_in_top_k = 0;  // fraction of KV heads
+  int key_channels = 0;                             // think: key channels kept per head (0: all)
+  bool merged = false;  // minicache: shares a direction with its neighbour layer
+  double retained = 0;  // minicache: share of prompt tokens kept unmerged
+  std::vector<std::vector<std::uint8_t>> channel_masks;  // think: [kv head][dim], 1 = kept
   std::vector<EvictionStep> steps;
   std::vector<EvictionHeadResult> heads;
 };
@@ -126,6 +177,9 @@ struct EvictionReport {
   double memory_bytes = 0, full_memory_bytes = 0;  // at the last step
   double quant_bytes_per_token = 0;  // per token and KV head, K and V; 0 without quantization
   double attention_mass_retained = 0, attn_output_rel_error = 0, attn_output_cosine = 1;
+  // The same without the last step when that step is the needle query (a synthetic source's
+  // last query looks for the needle alone, so its attention mass drops and its error jumps).
+  std::optional<double> mass_without_needle_step, rel_error_without_needle_step;
   std::optional<double> needle_retained, needle_in_top_k;  // fraction of KV heads; none without
   std::vector<EvictionStep> steps_total;                   // per step, over all layers
   std::vector<EvictionLayerResult> layers;

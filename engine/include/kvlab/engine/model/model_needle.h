@@ -27,6 +27,10 @@ struct NeedleConfig {
   int trials = 1;                                            // pass keys per cell
   std::uint64_t seed = 1;
   int answer_tokens = 16;  // greedy tokens generated for the answer
+  // A prefill policy compresses the prompt after the haystack, before the question is read
+  // (question-agnostic, as kvpress's benchmarks compress a context); false: after the whole
+  // prompt, the question in its observation window.
+  bool press_before_question = false;
 };
 
 struct NeedleCell {
@@ -38,8 +42,9 @@ struct NeedleCell {
 
 struct NeedleReport {
   std::string method_label = "none", policy_label = "none";
-  std::vector<NeedleCell> cells;  // lengths × depths
-  double accuracy = 0;            // found / trials over every cell
+  bool press_before_question = false;  // as configured, for prefill policies
+  std::vector<NeedleCell> cells;       // lengths × depths
+  double accuracy = 0;                 // found / trials over every cell
   double seconds = 0;
 };
 

@@ -36,7 +36,12 @@ struct QualityConfig {
   std::optional<EvictionConfig> eviction;               // none: every token is kept
   // At least one of the two must be set. EvictionConfig's steps, needle, top_k and quant belong
   // to the simulation and are not used here.
-  int window = 0;                  // tokens per window; 0: the model's seq_len
+  int window = 0;  // tokens per window; 0: the model's seq_len
+  // Tokens of each window that are its prompt (BOS included): every cache keeps them whole while
+  // they run, and only the tokens after them are scored; a prefill eviction policy compresses
+  // them once when they are done, a decode policy starts evicting after them. 0: no prompt
+  // (every token is scored), except that a prefill policy then takes half the window.
+  int prompt = 0;
   int bos = LlamaTokenizer::kBos;  // the token each window starts from
 };
 
@@ -47,7 +52,8 @@ struct QualityReport {
   std::string policy_label;  // "h2o budget 50% recent 50%"; "none"
   double kept_fraction = 1;  // kept tokens / tokens so far after each step, mean over steps,
                              // windows, layers and KV heads
-  int tokens = 0;            // tokens predicted (windows × (window − 1))
+  int tokens = 0;            // tokens scored (windows × (window − 1 − prompt))
+  int prompt = 0;            // the prompt's tokens per window
   int windows = 0;
   double perplexity_exact = 0, perplexity = 0;
   double perplexity_change = 0;  // perplexity / perplexity_exact − 1
