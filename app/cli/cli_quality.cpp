@@ -28,9 +28,24 @@ struct QualityOptions {
   bool press_before_question = false;
 };
 
+void print_needle(const QualityOptions& o, const NeedleReport& report) {
+  const NeedleReport* r = &report;
+  fmt::print("model     {}\nmethod    {}\neviction  {}{}\n\n", o.model, r->method_label,
+             r->policy_label, r->press_before_question ? " (pressed before the question)" : "");
+  fmt::print("{:>8} {:>7} {:>7}  {}\n", "tokens", "depth", "found", "last answer");
+  for (const auto& c : r->cells) {
+    std::string answer = c.answer.substr(0, 48);
+    std::replace(answer.begin(), answer.end(), '\n', ' ');
+    fmt::print("{:>8} {:>6.0f}% {:>3}/{:<3}  {}\n", c.length, 100 * c.depth, c.found, c.trials,
+               answer);
+  }
+  fmt::print("\nretrieved {:.0f}% of the pass keys in {:.1f} s\n", 100 * r->accuracy, r->seconds);
+}
+
 // --needle: passkey retrieval across lengths and depths, exact or with the method / policy.
 int run_needle(const QualityOptions& o, const QualityConfig& qc) {
-  if (o.save) return fail("--needle runs are not saved yet; leave out --save");
+  auto store = o.db.open_if(o.save);
+  if (!store) return fail(store.message());
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
   NeedleConfig nc;
@@ -43,36 +58,9 @@ int run_needle(const QualityOptions& o, const QualityConfig& qc) {
   nc.press_before_question = o.press_before_question;
   auto r = measure_needle(*loaded, nc, terminal_progress(o.json));
   if (!r) return fail(fmt::format("{}: {}", o.model, r.message()));
-  if (o.json) {
-    nlohmann::json cells = nlohmann::json::array();
-    for (const auto& c : r->cells) {
-      cells.push_back({{"length", c.length},
-                       {"depth", c.depth},
-                       {"trials", c.trials},
-                       {"found", c.found},
-                       {"answer", c.answer}});
-    }
-    const nlohmann::json j = {{"model", o.model},
-                              {"method", r->method_label},
-                              {"policy", r->policy_label},
-                              {"accuracy", r->accuracy},
-                              {"press_before_question", r->press_before_question},
-                              {"seconds", r->seconds},
-                              {"cells", cells}};
-    fmt::print("{}\n", j.dump(2));
-    return 0;
-  }
-  fmt::print("model     {}\nmethod    {}\neviction  {}\n\n", o.model, r->method_label,
-             r->policy_label);
-  fmt::print("{:>8} {:>7} {:>7}  {}\n", "tokens", "depth", "found", "last answer");
-  for (const auto& c : r->cells) {
-    std::string answer = c.answer.substr(0, 48);
-    std::replace(answer.begin(), answer.end(), '\n', ' ');
-    fmt::print("{:>8} {:>6.0f}% {:>3}/{:<3}  {}\n", c.length, 100 * c.depth, c.found, c.trials,
-               answer);
-  }
-  fmt::print("\nretrieved {:.0f}% of the pass keys in {:.1f} s\n", 100 * r->accuracy, r->seconds);
-  return 0;
+  const NewRun run = needle_run(*r, nc, o.model, o.label);
+  nlohmann::json j = run.metrics;
+  return save_and_print(store->get(), run, j, o.json, [&] { print_needle(o, *r); });
 }
 
 int run_quality(const QualityOptions& o) {

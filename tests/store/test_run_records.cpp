@@ -33,7 +33,7 @@ const RunMetric* find(const std::vector<RunMetric>& metrics, const std::string& 
 
 TEST(RunRecords, KindIdsRoundTrip) {
   for (RunKind k : {RunKind::Compression, RunKind::Eviction, RunKind::Quality, RunKind::Plan,
-                    RunKind::Stream}) {
+                    RunKind::Stream, RunKind::Bench, RunKind::Needle}) {
     EXPECT_EQ(run_kind_from_id(run_kind_id(k)), k);
   }
   EXPECT_FALSE(run_kind_from_id("compresion").has_value());

@@ -20,13 +20,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<RunKind, std::string_view>, 6> kKindIds = {{
+constexpr std::array<std::pair<RunKind, std::string_view>, 7> kKindIds = {{
     {RunKind::Compression, "compression"},
     {RunKind::Eviction, "eviction"},
     {RunKind::Quality, "quality"},
     {RunKind::Plan, "plan"},
     {RunKind::Stream, "stream"},
-    {RunKind::Bench, "bench"},  // kvlab bench gpu --save: kernel rates for the planner
+    {RunKind::Bench, "bench"},    // kvlab bench gpu --save: kernel rates for the planner
+    {RunKind::Needle, "needle"},  // kvlab quality --needle --save: passkey retrieval
 }};
 
 // The number at a dotted path ("error.mse"), if the run has one.
@@ -212,6 +213,51 @@ NewRun quality_run(const QualityReport& report, const QualityConfig& config,
   return run;
 }
 
+NewRun needle_run(const NeedleReport& report, const NeedleConfig& config, const std::string& model,
+                  const std::string& label) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Needle);
+  run.source = "model:" + model;
+  run.method = config.eviction && config.method
+                   ? report.policy_label + " + " + report.method_label
+                   : (config.eviction ? report.policy_label : report.method_label);
+  run.label = label;
+  run.params = config.method ? method_params_json(*config.method) : json::object();
+  if (config.eviction) {
+    json e = eviction_params_json(*config.eviction);
+    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
+      e.erase(simulation_only);
+    run.params["eviction"] = e;
+  }
+  run.params["lengths"] = config.lengths;
+  run.params["depths"] = config.depths;
+  run.params["trials"] = config.trials;
+  run.params["seed"] = config.seed;
+  run.params["press_before_question"] = config.press_before_question;
+  json cells = json::array();
+  for (const auto& c : report.cells) {
+    cells.push_back({{"length", c.length},
+                     {"depth", c.depth},
+                     {"trials", c.trials},
+                     {"found", c.found},
+                     {"answer", c.answer}});
+  }
+  run.metrics = {
+      {"model", model},
+      {"method", report.method_label},
+      {"policy", report.policy_label},
+      {"policy_id", config.eviction ? std::string(eviction_policy_id(config.eviction->policy))
+                                    : std::string("none")},
+      {"budget", config.eviction ? config.eviction->budget.to_string() : "100%"},
+      {"budget_fraction",
+       config.eviction && config.eviction->budget.fraction ? config.eviction->budget.value : 1.0},
+      {"press_before_question", report.press_before_question},
+      {"accuracy", report.accuracy},
+      {"seconds", report.seconds},
+      {"cells", cells}};
+  return run;
+}
+
 NewRun plan_run(const planners::Scenario& s,
                 const std::vector<std::pair<planners::Scheme, planners::PlanResult>>& results,
                 const PlanRunContext& context) {
@@ -364,6 +410,9 @@ RunRow run_row(const RunSummary& run) {
       row.context = number_at(m, "context");
       break;
     case RunKind::Bench:
+      break;
+    case RunKind::Needle:
+      row.needle_kept = number_at(m, "accuracy");
       break;
     case RunKind::Stream:
       row.context = number_at(m, "tokens");

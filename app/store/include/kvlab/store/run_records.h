@@ -17,6 +17,7 @@
 #include "kvlab/engine/codec/stream_sim.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/model/model_needle.h"
 #include "kvlab/engine/model/model_quality.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/planners/kv_memory.h"
@@ -25,9 +26,10 @@
 
 namespace kvlab {
 
-enum class RunKind { Compression, Eviction, Quality, Plan, Stream, Bench };
+enum class RunKind { Compression, Eviction, Quality, Plan, Stream, Bench, Needle };
 
-// The id stored in the kind column: "compression", "eviction", "quality", "plan", "stream".
+// The id stored in the kind column: "compression", "eviction", "quality", "plan", "stream",
+// "bench", "needle".
 std::string_view run_kind_id(RunKind kind);
 std::optional<RunKind> run_kind_from_id(std::string_view id);
 
@@ -57,6 +59,11 @@ struct QualityRunContext {
 // memory), so a run with eviction is not shown as 1× / 16 bits.
 NewRun quality_run(const QualityReport& report, const QualityConfig& config,
                    const QualityRunContext& context);
+
+// Passkey retrieval (kvlab quality --needle --save): the cells and the accuracy, with the
+// eviction policy's id and budget in the params (the Quality view draws accuracy against budget).
+NewRun needle_run(const NeedleReport& report, const NeedleConfig& config, const std::string& model,
+                  const std::string& label = {});
 
 struct PlanRunContext {
   std::vector<std::string> scheme_ids;  // as the user named them (run:ID included)

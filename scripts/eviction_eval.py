@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Every eviction policy on a real model at 50%, 25% and 10% budgets: perplexity change and KL on
+real text in the loop, and passkey retrieval (docs/QUALITY.md, "Every eviction policy").
+
+Each row is one or two `kvlab quality` commands, printed before they run, so any row can be
+reproduced alone:
+
+  perplexity  kvlab quality --model M --text-file TEXT --window 512 --max-tokens 1022
+                  --prompt 256 --method none --policy P --budget B --json
+              Each 512-token window is a prompt of 256 tokens (kept whole while it runs; a
+              prefill policy compresses it when it ends, a decode policy starts evicting after
+              it) and 255 scored tokens.
+  needle      kvlab quality --needle --model M --lengths 1024 --depths 0,0.25,0.5,0.75,1
+                  --method none --policy P --budget B [--press-before-question] --json
+              A prefill policy compresses the prompt after all of it (the question in its
+              observation window) and, in a second row, after the haystack, before the question.
+
+ThinK's size is its key channels (--key-channels B, every token kept); MiniCache has no budget
+and runs once. Results go to --out (JSON lines, one per command, appended, so an interrupted
+run resumes where it stopped) and, with --db, to a runs database (the Quality view's retrieval
+chart reads the needle runs from it). --markdown prints the table from --out.
+
+Usage: eviction_eval.py --kvlab PATH --model M.gguf --text TEXT --out results.jsonl
+                        [--db runs.sqlite] [--only ppl|needle] [--policies p,q] [--markdown]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+BUDGETS = ["50%", "25%", "10%"]
+PREFILL = ["snapkv", "pyramidkv", "knorm", "keydiff", "expected-attention", "adakv", "chunkkv",
+           "think", "minicache"]
+DECODE = ["window", "streaming", "h2o", "tova", "threshold", "importance", "merge"]
+
+
+def policy_args(policy, budget):
+    if policy == "think":
+        return ["--policy", "think", "--key-channels", str(float(budget.rstrip("%")) / 100)]
+    if policy == "minicache":
+        return ["--policy", "minicache"]
+    return ["--policy", policy, "--budget", budget]
+
+
+def commands(a):
+    policies = a.policies.split(",") if a.policies else PREFILL + DECODE
+    for kind in ("ppl", "needle"):
+        if a.only and a.only != kind:
+            continue
+        for policy in policies:
+            for budget in (["-"] if policy == "minicache" else BUDGETS):
+                base = [a.kvlab, "quality", "--model", a.model, "--method", "none", "--json"]
+                base += policy_args(policy, budget)
+                if kind == "ppl":
+                    yield kind, policy, budget, False, base + [
+                        "--text-file", a.text, "--window", "512", "--max-tokens", "1022",
+                        "--prompt", "256"]
+                    continue
+                needle = base + ["--needle", "--lengths", "1024", "--depths",
+                                 "0,0.25,0.5,0.75,1"]
+                yield kind, policy, budget, False, needle
+                if policy in PREFILL:
+                    yield kind, policy, budget, True, needle + ["--press-before-question"]
+
+
+def key(kind, policy, budget, before):
+    return f"{kind}|{policy}|{budget}|{int(before)}"
+
+
+def run(a):
+    done = set()
+    if os.path.exists(a.out):
+        with open(a.out) as f:
+            for line in f:
+                r = json.loads(line)
+                done.add(key(r["kind"], r["policy_id"], r["budget"], r["before_question"]))
+    for kind, policy, budget, before, cmd in commands(a):
+        if key(kind, policy, budget, before) in done:
+            continue
+        if a.db:
+            cmd = cmd + ["--save", "--db", a.db]
+        print(" ".join(cmd), flush=True)
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            print(p.stderr, file=sys.stderr)
+            return 1
+        r = json.loads(p.stdout)
+        r.update(kind=kind, policy_id=policy, budget=budget, before_question=before,
+                 command=" ".join(cmd[1:]))
+        with open(a.out, "a") as f:
+            f.write(json.dumps(r) + "\n")
+    return 0
+
+
+def markdown(a):
+    rows = {}
+    with open(a.out) as f:
+        for line in f:
+            r = json.loads(line)
+            rows[key(r["kind"], r["policy_id"], r["budget"], r["before_question"])] = r
+    print("| policy | when | budget | kept | perplexity change | KL nats | same greedy token "
+          "| passkeys found | found, pressed before the question |")
+    print("|---|---|---|---:|---:|---:|---:|---|---|")
+    for policy in PREFILL + DECODE:
+        for budget in (["-"] if policy == "minicache" else BUDGETS):
+            p = rows.get(key("ppl", policy, budget, False))
+            n = rows.get(key("needle", policy, budget, False))
+            b = rows.get(key("needle", policy, budget, True))
+            if not (p or n):
+                continue
+            cells = lambda r: "".join("✓" if c["found"] else "✗" for c in r["cells"]) + \
+                f" {sum(c['found'] for c in r['cells'])}/{len(r['cells'])}" if r else "–"
+            when = "prefill" if policy in PREFILL else "decode"
+            size = f"{budget} of channels" if policy == "think" else budget
+            print(f"| {policy} | {when} | {size} | "
+                  f"{100 * p['kept_fraction']:.1f}% | {100 * p['perplexity_change']:+.2f}% | "
+                  f"{p['kl_mean']:.4f} | {100 * p['next_token_agreement']:.1f}% | "
+                  f"{cells(n)} | {cells(b) if policy in PREFILL else ''} |" if p else
+                  f"| {policy} | {when} | {size} | | | | | {cells(n)} | {cells(b)} |")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kvlab")
+    ap.add_argument("--model")
+    ap.add_argument("--text")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--db")
+    ap.add_argument("--only", choices=["ppl", "needle"])
+    ap.add_argument("--policies")
+    ap.add_argument("--markdown", action="store_true")
+    a = ap.parse_args()
+    if a.markdown:
+        return markdown(a)
+    if not (a.kvlab and a.model and a.text):
+        ap.error("--kvlab, --model and --text are needed to run")
+    return run(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
