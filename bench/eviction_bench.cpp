@@ -1,9 +1,10 @@
-// The eviction simulator against the matrix product it is built on (issue 4): H2O over the
-// synthetic llama3-8b preset, all 32 layers, a 4K prompt and 256 decode steps (the issue's target
-// is under a minute on 2 cores), beside Eigen single-precision GEMMs of the simulator's own shape
-// (rows = 256 steps × 4 query heads of a group, inner = head_dim 128, columns = 4352 tokens), run
-// on every core as the simulator runs, in the same program. Both report GFLOP/s of matrix-product
-// work; bench/eviction_report.py prints the ratio (target: the simulator at ≥ 50% of the GEMM).
+// The eviction simulator against the matrix product it is built on (issue 4): every policy
+// (issue 23) over the synthetic llama3-8b preset, all 32 layers, a 4K prompt and 256 decode steps
+// (the targets: under a minute on 2 cores, interactive), beside Eigen single-precision GEMMs of the
+// simulator's own shape (rows = 256 steps × 4 query heads of a group, inner = head_dim 128, columns
+// = 4352 tokens), run on every core as the simulator runs, in the same program. Both report GFLOP/s
+// of matrix-product work; bench/eviction_report.py prints the ratio (target: the simulator at ≥ 50%
+// of the GEMM).
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Dense>
@@ -37,11 +38,14 @@ const KvCache& cache() {
   return c;
 }
 
-void BM_EvictionH2O(benchmark::State& state) {
+// One simulation of `policy` at a 20% budget (ThinK: 20% of the key channels; MiniCache: no
+// budget), timed by its own clock.
+void BM_Eviction(benchmark::State& state, EvictionPolicy policy) {
   const KvCache& c = cache();
   EvictionConfig config;
-  config.policy = EvictionPolicy::H2O;
+  config.policy = policy;
   config.budget = Budget{0.2, true};
+  config.key_channels = 0.2;
   config.steps = kSteps;
   double flops = 0, seconds = 0;
   for (auto _ : state) {
@@ -58,7 +62,19 @@ void BM_EvictionH2O(benchmark::State& state) {
   state.counters["seconds"] = seconds / static_cast<double>(state.iterations());
   state.counters["threads"] = std::max(1u, std::thread::hardware_concurrency());
 }
-BENCHMARK(BM_EvictionH2O)->Unit(benchmark::kSecond)->UseManualTime()->Iterations(1);
+
+// Every policy, as BM_Eviction/<id>: --benchmark_filter picks some.
+const bool kRegistered = [] {
+  for (const auto id : eviction_policy_ids()) {
+    const EvictionPolicy p = parse_eviction_policy(id).value();
+    benchmark::RegisterBenchmark(("BM_Eviction/" + std::string(id)).c_str(),
+                                 [p](benchmark::State& s) { BM_Eviction(s, p); })
+        ->Unit(benchmark::kSecond)
+        ->UseManualTime()
+        ->Iterations(1);
+  }
+  return true;
+}();
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 

@@ -675,5 +675,32 @@ TEST(Eviction, MiniCacheMergesTheUpperHalfAndRetainsOutliers) {
   EXPECT_LT(all.attn_output_rel_error, 1e-6);
 }
 
+// Every policy with a quantizer and every quantizer with a policy (the methods at their
+// defaults; the lists are walked side by side, the shorter one cycled, since quantization enters
+// the simulation in one place for every policy, load_layer): the kept tokens are read back
+// quantized, memory counts the method's measured bytes, and the label names both.
+TEST(Eviction, EveryPolicyComposesWithEveryQuantizer) {
+  const KvCache cache = llama_cache(2, 192, 16);  // head_dim 128: every block type fits
+  const auto policies = eviction_policy_ids();
+  const auto methods = method_ids();
+  for (std::size_t i = 0; i < std::max(policies.size(), methods.size()); ++i) {
+    const auto policy_id = policies[i % policies.size()];
+    const auto method_id = methods[i % methods.size()];
+    EvictionConfig c = config_for(parse_eviction_policy(policy_id).value(), "0.5", 16);
+    c.window = 12;
+    c.pool = 3;
+    const auto plain = simulate_eviction(cache, c);
+    ASSERT_TRUE(plain.ok()) << policy_id << ": " << plain.message();
+    MethodConfig m;
+    m.kind = parse_method(method_id).value();
+    c.quant = m;
+    const auto r = simulate_eviction(cache, c);
+    ASSERT_TRUE(r.ok()) << policy_id << " + " << method_id << ": " << r.message();
+    EXPECT_GT(r->quant_bytes_per_token, 0) << policy_id << " + " << method_id;
+    EXPECT_LT(r->memory_bytes, plain->memory_bytes) << policy_id << " + " << method_id;
+    EXPECT_NE(r->label.find(" + "), std::string::npos) << r->label;
+  }
+}
+
 }  // namespace
 }  // namespace kvlab
