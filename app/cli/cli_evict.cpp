@@ -103,13 +103,26 @@ void print_text(const EvictionReport& r) {
   const double gflops = r.seconds > 0 ? r.matmul_flops / r.seconds / 1e9 : 0.0;
   fmt::print("time             {:.3f} s ({:.1f} GFLOP/s in matrix products)\n\n", r.seconds,
              gflops);
-  fmt::print("{:>5} {:>7} {:>8} {:>11} {:>8} {:>10} {:>10} {:>7}\n", "layer", "budget", "kept",
-             "memory", "mass", "rel err", "cosine", "needle");
+  // A prefill policy's heads: the prompt tokens each kept (Ada-KV spreads them unevenly).
+  const bool prefill = eviction_schedule(r.config.policy) == EvictionSchedule::Prefill;
+  fmt::print("{:>5} {:>7} {:>8} {:>11} {:>8} {:>10} {:>10} {:>7}{}\n", "layer", "budget", "kept",
+             "memory", "mass", "rel err", "cosine", "needle",
+             prefill ? fmt::format(" {:>13}", "prompt/head") : "");
   for (const auto& l : r.layers) {
     const std::string needle = r.config.needle ? percent(l.needle_retained) : "-";
-    fmt::print("{:>5} {:>7} {:>8.1f} {:>11} {:>8.4f} {:>10.4g} {:>10.6f} {:>7}\n", l.layer,
+    std::string heads;
+    if (prefill && !l.heads.empty()) {
+      const auto [lo, hi] = std::minmax_element(
+          l.heads.begin(), l.heads.end(),
+          [](const auto& a, const auto& b) { return a.prompt_kept < b.prompt_kept; });
+      heads = lo->prompt_kept == hi->prompt_kept
+                  ? fmt::format(" {:>13}", lo->prompt_kept)
+                  : fmt::format(" {:>13}", fmt::format("{}-{}", lo->prompt_kept, hi->prompt_kept));
+    }
+    fmt::print("{:>5} {:>7} {:>8.1f} {:>11} {:>8.4f} {:>10.4g} {:>10.6f} {:>7}{}\n", l.layer,
                l.budget_tokens, l.kept_tokens, planners::format_bytes(l.memory_bytes),
-               l.attention_mass_retained, l.attn_output_rel_error, l.attn_output_cosine, needle);
+               l.attention_mass_retained, l.attn_output_rel_error, l.attn_output_cosine, needle,
+               heads);
   }
   fmt::print(
       "\nmass and cosine: means over the {} decode steps; rel. error: sqrt(sum |o - o'|^2 / "
@@ -138,7 +151,12 @@ Status finish_config(EvictOptions& o) {
       return make_error(fmt::format("--steps {}: must be below the cache's {} tokens (--context)",
                                     c.steps, synthetic->context));
     }
-    if (!o.queries_given) o.source.synthetic.queries = std::min(c.steps, kMaxSyntheticQueries);
+    // One query per step, and for a prefill policy's observation window as many as it reads
+    // before the last query (the question).
+    if (!o.queries_given) {
+      const int wanted = needs_window(c) ? std::max(c.steps, c.window + 1) : c.steps;
+      o.source.synthetic.queries = std::min(wanted, kMaxSyntheticQueries);
+    }
     if (!c.needle) c.needle = synthetic_landmarks(*o.source.synthetic_config()).needle;
   }
   return Ok{};

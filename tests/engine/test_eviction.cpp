@@ -526,7 +526,7 @@ TEST(Eviction, PrefillOptionsThatCannotWorkNameTheOption) {
   };
   EvictionConfig c = config_for(EvictionPolicy::SnapKV, "0.5", 40);
   c.window = 39;  // the source has 39 queries before its last, but the prompt only 24 tokens
-  EXPECT_NE(message(c).find("--window 39: longer than the prompt"), std::string::npos)
+  EXPECT_NE(message(c).find("--obs-window 39: longer than the prompt"), std::string::npos)
       << message(c);
   c.window = 16;
   c.pool = 17;
@@ -552,7 +552,7 @@ TEST(Eviction, PrefillOptionsThatCannotWorkNameTheOption) {
   c.window = 16;  // only 7 decode-time queries before the last
   auto r = simulate_eviction(few, c);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("--window 16: the source has 7 queries"), std::string::npos)
+  EXPECT_NE(r.message().find("--obs-window 16: the source has 7 queries"), std::string::npos)
       << r.message();
 }
 

@@ -151,7 +151,7 @@ Status EvictionConfig::validate(const KvCache& cache) const {
     const int available = observation_queries(cache.layers.front().query.tokens(), T);
     if (window > available) {
       return make_error(
-          fmt::format("--window {}: the source has {} queries for the observation window ({})",
+          fmt::format("--obs-window {}: the source has {} queries for the observation window ({})",
                       window, available,
                       available == prompt ? "one per prompt token"
                                           : "its decode-time queries but the last, the question"));
@@ -183,7 +183,7 @@ Status EvictionConfig::validate_prompt(int prompt, int tokens) const {
   }
   if (prefill && needs_window(*this) && window > prompt) {
     return make_error(
-        fmt::format("--window {}: longer than the prompt's {} tokens", window, prompt));
+        fmt::format("--obs-window {}: longer than the prompt's {} tokens", window, prompt));
   }
   return Ok{};
 }
@@ -228,7 +228,7 @@ Status EvictionConfig::validate_options(int layers) const {
   }
   if (merge_window < 1) return make_error("--merge-window: must be at least 1");
   if (window < 1 || window > 65536) {
-    return make_error(fmt::format("--window {}: must be 1 to 65536 queries", window));
+    return make_error(fmt::format("--obs-window {}: must be 1 to 65536 queries", window));
   }
   if (pool < 1 || pool % 2 == 0) {
     return make_error(fmt::format("--pool {}: must be an odd width of at least 1", pool));
