@@ -631,5 +631,66 @@ TEST(ModelQuality, EvictionInTheLoop) {
   EXPECT_NE(layers.message().find("--layer-budgets"), std::string::npos);
 }
 
+// Prefill policies in the model loop: the prompt (half the window unless --prompt) runs whole
+// and is compressed once when it ends; only the tokens after it are scored. A press that keeps
+// everything (SnapKV at 100%, ThinK at every channel, MiniCache retaining every token) is the
+// exact run; SnapKV at 25% keeps its budget of the prompt plus every decoded token.
+TEST(ModelQuality, PrefillPressesInTheLoop) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel).value();
+  const auto text = sample_text(model, 254, 3).value();
+  QualityConfig qc;
+  qc.window = 128;
+  qc.method.reset();
+  EvictionConfig ec;
+  ec.policy = EvictionPolicy::SnapKV;
+  ec.budget = Budget{1.0, true};
+  ec.window = 16;
+  qc.eviction = ec;
+  const auto all = measure_quality(model, text, qc).value();
+  EXPECT_EQ(all.prompt, 64);
+  EXPECT_EQ(all.tokens, 2 * (127 - 64));
+  EXPECT_LT(all.kl_mean, 1e-9);
+  EXPECT_EQ(all.kept_fraction, 1.0);
+  for (auto [policy, tweak] :
+       {std::pair{EvictionPolicy::ThinK, +[](EvictionConfig& e) { e.key_channels = 1.0; }},
+        std::pair{EvictionPolicy::MiniCache, +[](EvictionConfig& e) { e.retain = 1.0; }}}) {
+    qc.eviction = ec;
+    qc.eviction->policy = policy;
+    tweak(*qc.eviction);
+    const auto same = measure_quality(model, text, qc).value();
+    EXPECT_LT(same.kl_mean, 1e-9) << eviction_policy_id(policy);
+  }
+  qc.eviction = ec;
+  qc.eviction->budget = Budget{0.25, true};
+  qc.prompt = 80;
+  const auto snap = measure_quality(model, text, qc).value();
+  EXPECT_EQ(snap.prompt, 80);
+  EXPECT_GT(snap.kl_mean, 1e-4);
+  // After the press each head holds 20 of the 80 prompt tokens plus the decoded ones: at the step
+  // of position i, (20 + i - 79) of i + 1 tokens.
+  double expected = 0;
+  for (int i = 80; i < 127; ++i) expected += (20.0 + i - 79) / (i + 1);
+  EXPECT_NEAR(snap.kept_fraction, expected / (127 - 80), 1e-9);
+  // ThinK at a quarter of the key channels moves the distributions and keeps every token.
+  qc.eviction = ec;
+  qc.eviction->policy = EvictionPolicy::ThinK;
+  qc.eviction->key_channels = 0.25;
+  const auto think = measure_quality(model, text, qc).value();
+  EXPECT_GT(think.kl_mean, 1e-6);
+  EXPECT_EQ(think.kept_fraction, 1.0);
+  // A window longer than the prompt, or a prompt that leaves nothing to score, names itself.
+  qc.eviction = ec;
+  qc.prompt = 8;
+  auto bad = measure_quality(model, text, qc);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("--obs-window 16: longer than the prompt"), std::string::npos)
+      << bad.message();
+  qc.prompt = 127;
+  bad = measure_quality(model, text, qc);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("--prompt 127"), std::string::npos) << bad.message();
+}
+
 }  // namespace
 }  // namespace kvlab
