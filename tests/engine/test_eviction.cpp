@@ -468,7 +468,8 @@ TEST(Eviction, BudgetsParse) {
   EXPECT_EQ(Budget::parse("512")->tokens_at(100), 100);
   EXPECT_EQ(Budget::parse("0.1")->tokens_at(1000), 100);
   EXPECT_EQ(Budget::parse("0.001")->tokens_at(10), 1);
-  for (const char* bad : {"", "abc", "-3", "0", "1.5", "150%", "nan", "12x"}) {
+  for (const char* bad :
+       {"", "abc", "-3", "0", "1.5", "150%", "nan", "12x", "1.0", "512.", "1e3"}) {
     auto b = Budget::parse(bad);
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_NE(b.message().find("budget"), std::string::npos);

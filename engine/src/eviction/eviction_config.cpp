@@ -108,6 +108,12 @@ Result<Budget> Budget::parse(std::string_view text) {
   } else if (v > 0 && v < 1) {
     b.fraction = true, b.value = v;
   } else {
+    // "1.0" reads as 100% to a person but would be one token: a count has no decimal point.
+    if (t.find_first_of(".eE") != std::string_view::npos) {
+      return make_error(fmt::format(
+          "budget '{}': a fraction is below 1 (write {:g}% for a share, {:g} for a token count)",
+          text, v * 100, std::floor(v)));
+    }
     if (v != std::floor(v)) {
       return make_error(fmt::format(
           "budget '{}': a token count must be a whole number; a fraction must be below 1", text));
