@@ -15,7 +15,8 @@ reproduced alone:
               A prefill policy compresses the prompt after all of it (the question in its
               observation window) and, in a second row, after the haystack, before the question.
 
-ThinK's size is its key channels (--key-channels B, every token kept); MiniCache has no budget
+Prefill policies read an observation window of 16 queries (--obs-window 16; SnapKV keeps it whole
+inside its budget, and 10% of a 256-token prompt is 26 tokens). ThinK's size is its key channels (--key-channels B, every token kept); MiniCache has no budget
 and runs once. Results go to --out (JSON lines, one per command, appended, so an interrupted
 run resumes where it stopped) and, with --db, to a runs database (the Quality view's retrieval
 chart reads the needle runs from it). --markdown prints the table from --out.
@@ -36,11 +37,14 @@ DECODE = ["window", "streaming", "h2o", "tova", "threshold", "importance", "merg
 
 
 def policy_args(policy, budget):
+    # An observation window of 16 queries: SnapKV keeps it whole inside the budget, and 10% of
+    # a 256-token prompt is 26 tokens.
+    window = ["--obs-window", "16"] if policy in PREFILL else []
     if policy == "think":
-        return ["--policy", "think", "--key-channels", str(float(budget.rstrip("%")) / 100)]
+        return ["--policy", "think", "--key-channels", str(float(budget.rstrip("%")) / 100)] + window
     if policy == "minicache":
         return ["--policy", "minicache"]
-    return ["--policy", policy, "--budget", budget]
+    return ["--policy", policy, "--budget", budget] + window
 
 
 def commands(a):

@@ -690,6 +690,13 @@ TEST(ModelQuality, PrefillPressesInTheLoop) {
   bad = measure_quality(model, text, qc);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("--prompt 127"), std::string::npos) << bad.message();
+  // SnapKV keeps its window whole: a budget it would fill leaves nothing to select.
+  qc.prompt = 80;
+  qc.eviction->budget = Budget{0.2, true};  // 16 tokens, the window's 16
+  bad = measure_quality(model, text, qc);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("--budget 20%: 16 tokens of the prompt"), std::string::npos)
+      << bad.message();
 }
 
 }  // namespace

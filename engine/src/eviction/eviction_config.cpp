@@ -152,7 +152,7 @@ Status EvictionConfig::validate(const KvCache& cache) const {
     return options;
   }
   const int prompt = T - steps;
-  KVLAB_TRY(validate_prompt(prompt, T));
+  KVLAB_TRY(validate_prompt(prompt, T, cache.layers.front().query.tokens() >= T));
   if (needs_window(*this)) {
     const int available = observation_queries(cache.layers.front().query.tokens(), T);
     if (window > available) {
@@ -176,7 +176,7 @@ Status EvictionConfig::validate(const KvCache& cache) const {
   return Ok{};
 }
 
-Status EvictionConfig::validate_prompt(int prompt, int tokens) const {
+Status EvictionConfig::validate_prompt(int prompt, int tokens, bool window_in_prompt) const {
   const bool prefill = eviction_schedule(policy) == EvictionSchedule::Prefill;
   const int limit = prefill ? prompt : tokens;
   const char* what = prefill ? "prompt" : "sequence";
@@ -190,6 +190,25 @@ Status EvictionConfig::validate_prompt(int prompt, int tokens) const {
   if (prefill && needs_window(*this) && window > prompt) {
     return make_error(
         fmt::format("--obs-window {}: longer than the prompt's {} tokens", window, prompt));
+  }
+  // SnapKV keeps its observation window whole inside the budget, so the budget must leave room
+  // for at least one scored position (SnapKV's own code asserts capacity − window > 0).
+  EvictionPolicy scorer = policy;
+  if (policy == EvictionPolicy::AdaKV || policy == EvictionPolicy::ChunkKV ||
+      (policy == EvictionPolicy::ThinK && think_tokens)) {
+    scorer = this->scorer;
+  }
+  if (window_in_prompt && prefill &&
+      (scorer == EvictionPolicy::SnapKV || scorer == EvictionPolicy::PyramidKV)) {
+    for (const Budget& b : layer_budgets.empty() ? std::vector<Budget>{budget} : layer_budgets) {
+      if (b.tokens_at(prompt) <= window) {
+        return make_error(fmt::format(
+            "{} {}: {} tokens of the prompt, not more than the --obs-window of {} that {} keeps "
+            "whole (a larger budget or a shorter window)",
+            layer_budgets.empty() ? "--budget" : "--layer-budgets", b.to_string(),
+            b.tokens_at(prompt), window, eviction_policy_id(scorer)));
+      }
+    }
   }
   return Ok{};
 }

@@ -104,8 +104,9 @@ struct EvictionConfig {
   Status validate_options(int layers) const;
   // The checks that need the prompt's length: a count budget above the tokens it applies to (the
   // prompt's for a prefill policy, the sequence's for a decode policy), a window longer than the
-  // prompt.
-  Status validate_prompt(int prompt, int tokens) const;
+  // prompt, and (`window_in_prompt`: the window's queries sit on the prompt's last positions) a
+  // SnapKV budget that its kept window would fill.
+  Status validate_prompt(int prompt, int tokens, bool window_in_prompt = true) const;
 };
 
 // Whether the policy (or the scorer it wraps) reads the observation window's queries.
