@@ -16,11 +16,11 @@ ties to the lower position):
                prompt before the window, averaged over the window and the group, average-pooled
                over 5 positions (zero padding, divided by 5); the window is kept and counts
                against B. Also with --obs-window 8 --pool 3.
-  pyramidkv    SnapKV's scores; KVCache-Factory's integer pyramid (pyramidkv_utils.py): with
-               B' = B - w, min_n = B' // beta, max_n = 2 B' - min_n (if max_n >= P - w: max_n =
-               P - w, min_n = 2 B' - max_n), steps = (max_n - min_n) // (L - 1), layer l keeps
-               the window plus max_n - l steps (budget_tokens in the JSON is that plus the 16
-               steps). Also beta 2 and a 60% budget, where max_n is clamped.
+  pyramidkv    SnapKV's scores; KVCache-Factory's pyramid (pyramidkv_utils.py) in real
+               arithmetic: with B' = B - w, min_n = B' / beta, max_n = 2 B' - min_n (if max_n >=
+               P - w: max_n = P - w, min_n = 2 B' - max_n), layer l keeps the window plus
+               round_half_away(max_n - l (max_n - min_n) / (L - 1)) (budget_tokens in the JSON is
+               that plus the 16 steps). Also beta 2 and a 60% budget, where max_n is clamped.
   knorm        minus the key's L2 norm.
   keydiff      minus the cosine similarity of the key to the mean unit key.
   expected-attention
@@ -277,21 +277,21 @@ def scores_for(scorer, layer, P, G, rope, opt):
 
 
 def layer_budget(B, P, L, l, opt):
-    """PyramidKV's budget of layer l, as KVCache-Factory's PyramidKVCluster computes it in
-    integers: the window kept on top of a pyramid of the rest."""
+    """PyramidKV's budget of layer l: KVCache-Factory's pyramid (the window kept on top of it),
+    in real arithmetic as kvpress computes it."""
     if opt["beta"] is None or L < 2:
         return B
     w = min(opt["window"], P)
     rest = B - w
     if rest <= 0:
         return B
-    min_n = int(rest // opt["beta"])
+    min_n = rest / opt["beta"]
     max_n = 2 * rest - min_n
     if max_n >= P - w:
         max_n = P - w
         min_n = 2 * rest - max_n
-    steps = (max_n - min_n) // (L - 1)
-    return min(max(max_n - l * steps + w, 1), P)
+    steps = (max_n - min_n) / (L - 1)
+    return min(max(round_half_away(max_n - l * steps) + w, 1), P)
 
 
 # ---- the presses: kept [H, P] and near-ties [H, P] ------------------------------------------

@@ -248,12 +248,14 @@ std::vector<std::vector<double>> press_scores(EvictionPolicy scorer, const Evict
 
 // PyramidKV (Cai et al. 2024, arXiv 2406.02069; Zefan-Cai/KVCache-Factory pyramidkv_utils.py,
 // PyramidKVCluster): the budget of positions outside the observation window falls
-// arithmetically with depth, in the reference's integer arithmetic: with B' the uniform budget
-// less the window, min_n = B' / beta, max_n = 2B' − min_n (clamped to the prompt outside the
-// window, min_n then 2B' − max_n), steps = (max_n − min_n) / (layers − 1), and layer l keeps
-// max_n − l·steps plus the window. (kvpress's port counts the window inside the budget and falls
-// back to uniform whenever min_n is below the window, at beta 20 any budget under 20 windows; we
-// follow the original.)
+// arithmetically with depth: with B' the uniform budget less the window, min_n = B' / beta,
+// max_n = 2B' − min_n (clamped to the prompt outside the window, min_n then 2B' − max_n), and
+// layer l keeps round(max_n − l·(max_n − min_n)/(layers − 1)) plus the window, so the layers
+// average the uniform budget. In real arithmetic, as kvpress computes it: the original's integer
+// division makes the step 0 whenever max_n − min_n < layers − 1, and every layer then keeps
+// max_n, about twice the budget. (kvpress counts the window inside the budget and falls back to
+// uniform whenever min_n is below the window, at beta 20 any budget under 20 windows; the window
+// on top is the original's.)
 int press_budget(const EvictionConfig& c, const Budget& budget, const PressLayer& in) {
   const int P = in.prompt;
   const int uniform = budget.tokens_at(P);
@@ -266,11 +268,11 @@ int press_budget(const EvictionConfig& c, const Budget& budget, const PressLayer
   const std::int64_t window = P - window_start(in, w);  // kept by every layer on top
   const std::int64_t rest = uniform - window;
   if (rest <= 0) return uniform;
-  std::int64_t min_n = static_cast<std::int64_t>(std::floor(rest / c.pyramid_beta));
-  std::int64_t max_n = 2 * rest - min_n;
-  if (max_n >= P - window) max_n = P - window, min_n = 2 * rest - max_n;
-  const std::int64_t steps = (max_n - min_n) / (in.layers - 1);
-  return static_cast<int>(std::clamp<std::int64_t>(max_n - in.layer * steps + window, 1, P));
+  double min_n = static_cast<double>(rest) / c.pyramid_beta, max_n = 2.0 * rest - min_n;
+  if (max_n >= P - window) max_n = static_cast<double>(P - window), min_n = 2.0 * rest - max_n;
+  const double steps = (max_n - min_n) / (in.layers - 1);
+  const auto kept = std::lround(max_n - in.layer * steps) + window;
+  return static_cast<int>(std::clamp<std::int64_t>(kept, 1, P));
 }
 
 PressResult run_press(const EvictionConfig& c, const Budget& budget, const PressLayer& in) {
