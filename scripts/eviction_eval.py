@@ -86,10 +86,12 @@ def run(a):
             cmd = cmd + ["--save", "--db", a.db]
         print(" ".join(cmd), flush=True)
         p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            print(p.stderr, file=sys.stderr)
-            return 1
-        r = json.loads(p.stdout)
+        if p.returncode != 0:  # an option the policy refuses: recorded, and the rest goes on
+            message = p.stderr.strip().splitlines()[-1] if p.stderr.strip() else "failed"
+            print(message, file=sys.stderr)
+            r = {"error": message}
+        else:
+            r = json.loads(p.stdout)
         r.update(kind=kind, policy_id=policy, budget=budget, before_question=before,
                  command=" ".join(cmd[1:]))
         with open(a.out, "a") as f:
@@ -112,6 +114,11 @@ def markdown(a):
             n = rows.get(key("needle", policy, budget, False))
             b = rows.get(key("needle", policy, budget, True))
             if not (p or n):
+                continue
+            if (p and "error" in p) or (n and "error" in n):
+                err = (p if p and "error" in p else n)["error"].replace("kvlab: ", "")
+                print(f"| {policy} | {'prefill' if policy in PREFILL else 'decode'} | {budget} | "
+                      f"not run: {err} | | | | | |")
                 continue
             cells = lambda r: "".join("✓" if c["found"] else "✗" for c in r["cells"]) + \
                 f" {sum(c['found'] for c in r['cells'])}/{len(r['cells'])}" if r else "–"

@@ -548,6 +548,22 @@ TEST(Eviction, PrefillOptionsThatCannotWorkNameTheOption) {
   EXPECT_NE(message(c).find("--scorer h2o"), std::string::npos);
   c.scorer = EvictionPolicy::KNorm;
   EXPECT_TRUE(simulate_eviction(cache, c).ok());
+  // A query per position (as a model capture has): SnapKV keeps its window whole inside the
+  // budget, ChunkKV the window's chunks, so a budget they would fill names itself.
+  const KvCache per_position = tiny_cache(100, 100);
+  c = config_for(EvictionPolicy::SnapKV, "8%", 20);  // 6 of the 80 prompt tokens
+  c.window = 8;
+  c.pool = 3;
+  EXPECT_NE(
+      simulate_eviction(per_position, c).message().find("--budget 8%: 6 tokens of the prompt"),
+      std::string::npos);
+  c.policy = EvictionPolicy::ChunkKV;
+  c.budget = Budget::parse("20%").value();  // 16 tokens: 1 chunk of 10, the window's
+  EXPECT_NE(simulate_eviction(per_position, c).message().find("1 chunks of 10 tokens, all taken"),
+            std::string::npos)
+      << simulate_eviction(per_position, c).message();
+  c.budget = Budget::parse("40%").value();
+  EXPECT_TRUE(simulate_eviction(per_position, c).ok());
   const KvCache few = tiny_cache(200, 8);
   c = config_for(EvictionPolicy::SnapKV, "0.5", 40);
   c.window = 16;  // only 7 decode-time queries before the last

@@ -201,12 +201,27 @@ Status EvictionConfig::validate_prompt(int prompt, int tokens, bool window_in_pr
   if (window_in_prompt && prefill &&
       (scorer == EvictionPolicy::SnapKV || scorer == EvictionPolicy::PyramidKV)) {
     for (const Budget& b : layer_budgets.empty() ? std::vector<Budget>{budget} : layer_budgets) {
-      if (b.tokens_at(prompt) <= window) {
+      const char* option = layer_budgets.empty() ? "--budget" : "--layer-budgets";
+      const int tokens = b.tokens_at(prompt);
+      if (tokens <= window) {
         return make_error(fmt::format(
             "{} {}: {} tokens of the prompt, not more than the --obs-window of {} that {} keeps "
             "whole (a larger budget or a shorter window)",
-            layer_budgets.empty() ? "--budget" : "--layer-budgets", b.to_string(),
-            b.tokens_at(prompt), window, eviction_policy_id(scorer)));
+            option, b.to_string(), tokens, window, eviction_policy_id(scorer)));
+      }
+      // ChunkKV keeps whole chunks: the window's chunks score +inf and take their share first.
+      if (policy == EvictionPolicy::ChunkKV) {
+        const int chunks = (prompt + chunk - 1) / chunk;
+        const int kept = std::max(
+            1, static_cast<int>(static_cast<double>(chunks) * tokens / std::max(1, prompt)));
+        const int first = std::max(0, prompt - std::min(window, prompt));
+        const int window_chunks = (prompt - 1) / chunk - first / chunk + 1;
+        if (kept <= window_chunks) {
+          return make_error(fmt::format(
+              "{} {}: {} chunks of {} tokens, all taken by the {} chunks the --obs-window of {} "
+              "covers (a larger budget, a shorter window or smaller --chunk)",
+              option, b.to_string(), kept, chunk, window_chunks, window));
+        }
       }
     }
   }
