@@ -61,9 +61,13 @@ std::optional<QualityText> QualityText::parse(const std::string& text) {
   return t;
 }
 
+bool same_model_path(const std::string& a, const std::string& b) {
+  return a == b || resolved(a) == resolved(b);
+}
+
 bool QualityKey::matches(const QualityKey& other) const {
   return tokens == other.tokens && windows == other.windows &&
-         (model == other.model || resolved(model) == resolved(other.model)) &&
+         same_model_path(model, other.model) &&
          (text == other.text || resolved_text(text) == resolved_text(other.text));
 }
 

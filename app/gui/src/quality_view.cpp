@@ -18,6 +18,7 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -27,6 +28,7 @@
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
+#include "kvlab/gui/retrieval_chart.h"
 #include "kvlab/gui/run_shell.h"
 
 namespace kvlab::gui {
@@ -295,12 +297,23 @@ QWidget* QualityView::build_results() {
   selectors->addWidget(m_reset_zoom);
 
   m_chart = new QualityChart;
+  m_retrieval = new RetrievalChart;
+  m_chart_tabs = new QTabWidget;
+  m_chart_tabs->setDocumentMode(true);
+  m_chart_tabs->addTab(m_chart, tr("Quality against memory"));
+  m_chart_tabs->addTab(m_retrieval, tr("Passkey retrieval against budget"));
+  m_chart_tabs->setTabToolTip(0, tr("Each stored quality run of this model and text: error "
+                                    "against memory, the Pareto frontier as a step line"));
+  m_chart_tabs->setTabToolTip(
+      kRetrievalTab, tr("Stored passkey-retrieval runs (kvlab quality --needle --save) of this "
+                        "model: the share of pass keys found against the eviction budget, one "
+                        "line per policy; dashed: pressed before the question was read"));
   m_table = new QTableView;
   m_table_model = new QualityTableModel(m_table);
   m_table->setModel(m_table_model);
   init_quality_table(m_table);
   auto* vertical = new QSplitter(Qt::Vertical);
-  vertical->addWidget(m_chart);
+  vertical->addWidget(m_chart_tabs);
   vertical->addWidget(m_table);
   vertical->setChildrenCollapsible(false);
   vertical->setStretchFactor(0, 3);

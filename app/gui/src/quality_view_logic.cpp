@@ -19,6 +19,7 @@
 #include "kvlab/gui/quality_configs.h"
 #include "kvlab/gui/quality_results.h"
 #include "kvlab/gui/quality_view.h"
+#include "kvlab/gui/retrieval_chart.h"
 #include "kvlab/gui/run_shell.h"
 #include "kvlab/store/run_records.h"
 
@@ -177,7 +178,18 @@ void QualityView::reload_from_store() {
                    [](const QualityPoint& a, const QualityPoint& b) {
                      return a.memory_ratio() < b.memory_ratio();
                    });
+  reload_retrieval();
   redraw();
+}
+
+void QualityView::reload_retrieval() {
+  auto retrieval = load_retrieval(*m_store, m_key ? m_key->model : std::string());
+  if (!retrieval) {
+    m_retrieval->clear_data(tr("The passkey-retrieval runs could not be read: %1")
+                                .arg(QString::fromStdString(retrieval.message())));
+    return;
+  }
+  m_retrieval->set_data(*retrieval);
 }
 
 bool QualityView::show_stored_run(std::int64_t id) {

@@ -36,6 +36,9 @@ struct QualityKey {
   bool matches(const QualityKey& other) const;
 };
 
+// Whether two stored model paths name the same file (compared after resolving them).
+bool same_model_path(const std::string& a, const std::string& b);
+
 // One quality run as the chart and the table read it.
 struct QualityPoint {
   std::int64_t run_id = 0;

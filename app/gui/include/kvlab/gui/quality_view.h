@@ -4,6 +4,8 @@
 // "quality" run, as `kvlab quality --save` does. The chart shows error against memory ratio (or
 // bits per value) for every stored run of the same model and text, the Pareto frontier drawn as
 // a step line, and a table of every run's numbers; hovering a point names it in the status bar.
+// A second tab charts passkey retrieval against the eviction budget from the stored "needle"
+// runs (`kvlab quality --needle --save`), one line per policy.
 #pragma once
 
 #include <cstdint>
@@ -29,12 +31,14 @@ class QProgressBar;
 class QPushButton;
 class QRadioButton;
 class QSpinBox;
+class QTabWidget;
 class QTableView;
 
 namespace kvlab::gui {
 
 class QualityChart;
 class QualityTableModel;
+class RetrievalChart;
 
 class QualityView : public QWidget {
   Q_OBJECT
@@ -85,6 +89,10 @@ class QualityView : public QWidget {
   // agreement, whenever the y axis changes.
   QCheckBox* log_y_check() const { return m_log_y; }
   QualityChart* chart() const { return m_chart; }
+  // "quality against memory" | "passkey retrieval against budget"
+  QTabWidget* chart_tabs() const { return m_chart_tabs; }
+  RetrievalChart* retrieval_chart() const { return m_retrieval; }
+  static constexpr int kRetrievalTab = 1;
   QTableView* table() const { return m_table; }
   QualityTableModel* table_model() const { return m_table_model; }
   QLabel* heading_label() const { return m_heading; }
@@ -113,6 +121,7 @@ class QualityView : public QWidget {
   void controls_changed();
   void set_controls(const QualityKey& key);
   void redraw();
+  void reload_retrieval();
 
   std::shared_ptr<RunsStore> m_store;
   QualityRunner* m_runner = nullptr;
@@ -132,6 +141,8 @@ class QualityView : public QWidget {
   QCheckBox* m_log_y = nullptr;
   QPushButton* m_reset_zoom = nullptr;
   QualityChart* m_chart = nullptr;
+  QTabWidget* m_chart_tabs = nullptr;
+  RetrievalChart* m_retrieval = nullptr;
   QTableView* m_table = nullptr;
   QualityTableModel* m_table_model = nullptr;
 
