@@ -69,6 +69,34 @@ void add_legend_row(QCustomPlot* plot, QCPLegend* legend, int row) {
   legend->setLayer(QStringLiteral("legend"));
 }
 
+VerticalMarker add_vertical_marker(QCustomPlot* plot, const QString& text, const QColor& color,
+                                   Qt::Alignment label_alignment) {
+  VerticalMarker m;
+  m.line = new QCPItemStraightLine(plot);
+  m.line->setPen(QPen(color, 1.5, Qt::DashLine));
+  m.line->setClipToAxisRect(true);
+  m.label = new QCPItemText(plot);
+  m.label->setText(text);
+  m.label->setColor(color);
+  m.label->setFont(QFont(plot->font().family(), 9, QFont::Bold));
+  m.label->setBrush(QColor(255, 255, 255, 210));
+  m.label->setPositionAlignment(label_alignment);
+  m.label->position->setTypeX(QCPItemPosition::ptPlotCoords);
+  m.label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+  m.label->setClipToAxisRect(true);
+  m.line->setVisible(false);
+  m.label->setVisible(false);
+  return m;
+}
+
+void place_vertical_marker(const VerticalMarker& marker, double x, double label_x) {
+  marker.line->point1->setCoords(x, 0);
+  marker.line->point2->setCoords(x, 1);
+  marker.label->position->setCoords(label_x, 0.02);
+  marker.line->setVisible(true);
+  marker.label->setVisible(true);
+}
+
 ByteUnit byte_unit_for(double max_bytes) {
   static const std::array<const char*, 4> kNames{"B", "KiB", "MiB", "GiB"};
   ByteUnit unit{1.0, QString::fromLatin1(kNames[0])};

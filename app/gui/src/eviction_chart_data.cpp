@@ -13,6 +13,18 @@ const EvictionLayerResult* find_layer(const EvictionReport& report, int layer) {
 
 }  // namespace
 
+QString wrapped_label(const std::string& label, int width) {
+  QString out, line;
+  for (const QString& word : QString::fromStdString(label).split(QLatin1Char(' '))) {
+    if (!line.isEmpty() && line.size() + 1 + word.size() > width) {
+      out += line + QLatin1Char('\n');
+      line.clear();
+    }
+    line += (line.isEmpty() ? QString() : QStringLiteral(" ")) + word;
+  }
+  return out + line;
+}
+
 EvictionMapData eviction_map_data(const EvictionReport& report, int layer, int kv_head) {
   EvictionMapData d;
   d.needle = report.config.needle;
@@ -22,7 +34,7 @@ EvictionMapData eviction_map_data(const EvictionReport& report, int layer, int k
   const EvictionMap& map = heads[static_cast<std::size_t>(kv_head)];
   // Two lines: a long policy label on one would be cut at both ends of a narrow map.
   d.title = QObject::tr("%1\nlayer %2, KV head %3")
-                .arg(QString::fromStdString(report.label))
+                .arg(wrapped_label(report.label))
                 .arg(find_layer(report, layer) ? find_layer(report, layer)->layer : layer)
                 .arg(kv_head);
   d.steps = map.steps;
@@ -44,6 +56,7 @@ EvictionSeriesData eviction_series_data(const EvictionReport& report, int layer)
   const EvictionLayerResult* l = find_layer(report, layer);
   if (layer >= 0 && !l) return d;
   const std::vector<EvictionStep>& steps = l ? l->steps : report.steps_total;
+  d.last_step_is_needle = report.mass_without_needle_step.has_value() && !steps.empty();
   for (std::size_t i = 0; i < steps.size(); ++i) {
     d.step.push_back(static_cast<double>(i));
     d.mass_retained.push_back(steps[i].attention_mass_retained);
@@ -76,6 +89,8 @@ EvictionSummary eviction_summary(const EvictionReport& report, int layer) {
   s.mass_retained = report.attention_mass_retained;
   s.rel_error = report.attn_output_rel_error;
   s.cosine = report.attn_output_cosine;
+  s.mass_without_needle_step = report.mass_without_needle_step;
+  s.rel_error_without_needle_step = report.rel_error_without_needle_step;
   s.needle_retained = report.needle_retained;
   s.needle_in_top_k = report.needle_in_top_k;
   return s;

@@ -6,8 +6,6 @@ namespace kvlab::gui {
 
 namespace {
 
-const QColor kNeedle{200, 30, 160};
-
 // A gradient of exactly kCellStateCount levels, so state i (data range 0..4) gets colour i.
 QCPColorGradient state_gradient() {
   QCPColorGradient g;
@@ -75,19 +73,10 @@ EvictionMapChart::EvictionMapChart(QWidget* parent) : QCustomPlot(parent) {
     if (QCPAbstractLegendItem* item = legend->item(i)) item->setMargins(QMargins(8, 2, 8, 6));
   }
 
-  m_needle = new QCPItemStraightLine(this);
-  QPen needle_pen(kNeedle, 1.5, Qt::DashLine);
-  m_needle->setPen(needle_pen);
-  m_needle->setClipToAxisRect(true);
-  m_needle_label = new QCPItemText(this);
-  m_needle_label->setText(tr("needle"));
-  m_needle_label->setColor(kNeedle);
-  m_needle_label->setFont(QFont(font().family(), 9, QFont::Bold));
-  m_needle_label->setBrush(QColor(255, 255, 255, 210));
-  m_needle_label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-  m_needle_label->position->setTypeX(QCPItemPosition::ptPlotCoords);
-  m_needle_label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-  m_needle_label->setClipToAxisRect(true);
+  m_needle_marker =
+      add_vertical_marker(this, tr("needle"), palette::kNeedle, Qt::AlignLeft | Qt::AlignTop);
+  m_needle = m_needle_marker.line;
+  m_needle_label = m_needle_marker.label;
 
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   axisRect()->setRangeDrag(Qt::Horizontal | Qt::Vertical);
@@ -125,11 +114,7 @@ void EvictionMapChart::set_data(const EvictionMapData& data) {
   const bool needle = data.needle && *data.needle >= 0 && *data.needle < data.positions;
   m_needle->setVisible(needle);
   m_needle_label->setVisible(needle);
-  if (needle) {
-    m_needle->point1->setCoords(*data.needle, 0);
-    m_needle->point2->setCoords(*data.needle, 1);
-    m_needle_label->position->setCoords(*data.needle + 0.5, 0.02);
-  }
+  if (needle) place_vertical_marker(m_needle_marker, *data.needle, *data.needle + 0.5);
   m_title->setText(data.title);
   reset_zoom();
 }

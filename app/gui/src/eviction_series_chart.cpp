@@ -24,6 +24,10 @@ EvictionSeriesChart::EvictionSeriesChart(QWidget* parent) : QCustomPlot(parent) 
     m_error[i] = addGraph(xAxis, yAxis2);
     m_error[i]->setPen(QPen(palette::kError, 2, style));
   }
+  m_needle_marker = add_vertical_marker(this, tr("needle query"), palette::kNeedle,
+                                        Qt::AlignRight | Qt::AlignTop);
+  m_needle = m_needle_marker.line;
+  m_needle_label = m_needle_marker.label;
   add_legend_row(this, legend, plotLayout()->rowCount());
   legend->setWrap(2);  // one line per policy: its mass, then its error
   style_plot(this);
@@ -39,6 +43,8 @@ void EvictionSeriesChart::clear_data() {
     m_error[i]->removeFromLegend(legend);
   }
   m_title->setText(tr("Attention kept over decode steps"));
+  m_needle->setVisible(false);
+  m_needle_label->setVisible(false);
   xAxis->setRange(0, 1);
   yAxis->setRange(0, 1.05);
   yAxis2->setRange(0, 1);
@@ -61,6 +67,10 @@ void EvictionSeriesChart::set_data(const std::vector<EvictionSeriesData>& series
     m_error[i]->addToLegend(legend);
     if (!d.step.empty()) max_step = std::max(max_step, d.step.back());
     for (double e : d.rel_error) max_error = std::max(max_error, e);
+  }
+  if (!m_data.empty() && m_data.front().last_step_is_needle && !m_data.front().step.empty()) {
+    const double last = m_data.front().step.back();
+    place_vertical_marker(m_needle_marker, last, last - 0.2);
   }
   xAxis->setRange(0, max_step);
   yAxis2->setRange(0, max_error > 0 ? max_error * 1.1 : 1.0);

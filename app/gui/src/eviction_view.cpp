@@ -9,19 +9,24 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QVBoxLayout>
 
 #include "kvlab/gui/chart_pair.h"
+#include "kvlab/gui/eviction_budget_chart.h"
+#include "kvlab/gui/eviction_channel_chart.h"
 #include "kvlab/gui/eviction_chart_data.h"
 #include "kvlab/gui/eviction_map_chart.h"
 #include "kvlab/gui/eviction_metrics_panel.h"
 #include "kvlab/gui/eviction_policy_panel.h"
+#include "kvlab/gui/eviction_press_data.h"
 #include "kvlab/gui/eviction_runner.h"
 #include "kvlab/gui/eviction_runs.h"
 #include "kvlab/gui/eviction_series_chart.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/layer_picker.h"
+#include "kvlab/gui/minicache_chart.h"
 #include "kvlab/gui/run_shell.h"
 #include "kvlab/gui/source_panel.h"
 #include "kvlab/gui/stale_mark.h"
@@ -161,13 +166,32 @@ QWidget* EvictionView::build_results() {
   m_maps = new ChartPair(m_map, tr("Policy"), m_compare_map, tr("Compared policy"));
   m_maps->set_second_shown(false);
   auto* maps = m_maps;
+  m_budgets = new EvictionBudgetChart;
+  m_channels = new EvictionChannelChart;
+  m_minicache = new MiniCacheChart;
+  m_tabs = new QTabWidget;
+  m_tabs->setDocumentMode(true);
+  m_tabs->addTab(m_series, tr("Over the steps"));
+  m_tabs->addTab(m_budgets, tr("Budgets per layer and head"));
+  m_tabs->addTab(m_channels, tr("Key channels"));
+  m_tabs->addTab(m_minicache, tr("Merged layers"));
+  m_tabs->setTabToolTip(kStepsTab, tr("Attention mass retained and attention-output error at "
+                                      "each decode step"));
+  m_tabs->setTabToolTip(kBudgetTab,
+                        tr("A prefill press: the prompt tokens each layer's budget allows and "
+                           "those each KV head kept (PyramidKV's pyramid, Ada-KV's spread)"));
+  m_tabs->setTabToolTip(kChannelTab,
+                        tr("ThinK: the key channels each layer and KV head keeps for the prompt"));
+  m_tabs->setTabToolTip(kMiniCacheTab, tr("MiniCache: the layers that share their tokens' "
+                                          "directions, and the memory each layer holds"));
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(maps);
-  vertical->addWidget(m_series);
+  vertical->addWidget(m_tabs);
   vertical->setChildrenCollapsible(false);
   vertical->setStretchFactor(0, 3);
   vertical->setStretchFactor(1, 2);
   vertical->setSizes({420, 300});
+  for (int tab : {kBudgetTab, kChannelTab, kMiniCacheTab}) m_tabs->setTabVisible(tab, false);
 
   auto* layout = new QVBoxLayout(results);
   layout->setContentsMargins(6, 0, 0, 0);
@@ -272,6 +296,7 @@ void EvictionView::show_reports(const EvictionReport& report,
   m_picker->set_layer_count(layers);
   m_picker->set_choices(head_names);
   m_maps->set_second_shown(compare.has_value());
+  draw_press_tabs();
   redraw();
   m_map->reset_zoom();
   m_compare_map->reset_zoom();
@@ -315,6 +340,19 @@ void EvictionView::redraw() {
   const EvictionSummary first = eviction_summary(*m_report, scope);
   m_maps->set_titles(first.label, second ? second->label : tr("Compared policy"));
   m_metrics->set_summaries(first, second, m_origin);
+}
+
+void EvictionView::draw_press_tabs() {
+  const EvictionBudgetData budgets = eviction_budget_data(*m_report);
+  const EvictionChannelData channels = eviction_channel_data(*m_report);
+  const MiniCacheData merged = minicache_data(*m_report);
+  m_budgets->set_data(budgets);
+  m_channels->set_data(channels);
+  m_minicache->set_data(merged);
+  m_tabs->setTabVisible(kBudgetTab, !budgets.empty());
+  m_tabs->setTabVisible(kChannelTab, !channels.empty());
+  m_tabs->setTabVisible(kMiniCacheTab, !merged.empty());
+  if (!m_tabs->isTabVisible(m_tabs->currentIndex())) m_tabs->setCurrentIndex(kStepsTab);
 }
 
 void EvictionView::sync_zoom(EvictionMapChart* from, EvictionMapChart* to) {

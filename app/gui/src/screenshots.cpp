@@ -1,5 +1,10 @@
 #include "kvlab/gui/screenshots.h"
 
+#include <array>
+#include <functional>
+#include <optional>
+#include <tuple>
+
 #include <QApplication>
 #include <QDir>
 #include <QFileInfo>
@@ -9,11 +14,16 @@
 
 #include <QTabWidget>
 
+#include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/eviction_policy_panel.h"
+#include "kvlab/gui/eviction_runner.h"
+#include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/playback_controls.h"
 #include "kvlab/gui/quality_view.h"
+#include "kvlab/gui/retrieval_chart.h"
 #include "kvlab/gui/runs_view.h"
 
 namespace kvlab::gui {
@@ -57,6 +67,58 @@ void prepare_quality_page(MainWindow& window) {
                      QStringLiteral("kvcomp-0.05"), QStringLiteral("h2o-50"),
                      QStringLiteral("streaming-50")});
   view->run_and_wait(kQualityTimeoutMs);
+}
+
+// A prefill press simulated on a small synthetic cache (8 layers of llama3-8b's shape, 512
+// tokens, 64 decode steps): shown, not saved, so the screenshots leave no runs behind.
+std::optional<EvictionReport> press_report(EvictionPolicy policy) {
+  SourceSpec source;
+  source.synthetic.preset = "llama3-8b";
+  source.synthetic.layers = 8;
+  source.synthetic.context = 512;
+  EvictionConfig config;
+  config.policy = policy;
+  config.scorer = EvictionPolicy::PyramidKV;  // adakv: the pyramid and the spread over heads
+  config.budget = Budget{0.25, true};
+  config.steps = 64;
+  const EvictionJob job = make_eviction_job(source, config, std::nullopt);
+  auto cache = generate_synthetic(job.source.synthetic);
+  if (!cache) return std::nullopt;
+  auto report = simulate_eviction(*cache, job.policy);
+  if (!report) return std::nullopt;
+  return std::move(report).value();
+}
+
+// The Eviction page's press tabs (and the needle query marked on the curves), each on the run
+// that has its data; the page's own run is put back afterwards.
+bool grab_press_tabs(MainWindow& window, const std::function<bool(const QString&)>& grab_to) {
+  EvictionView* view = window.eviction_view();
+  const auto before = view->current_report();
+  const auto before_compare = view->current_compare();
+  window.show_page(Page::Eviction);
+  auto* scroll = qobject_cast<QScrollArea*>(
+      window.page_widget(Page::Eviction)->parentWidget()->parentWidget());
+  const std::array<std::tuple<EvictionPolicy, int, const char*>, 4> shots{{
+      {EvictionPolicy::AdaKV, EvictionView::kStepsTab, "eviction-needle-query"},
+      {EvictionPolicy::AdaKV, EvictionView::kBudgetTab, "eviction-budgets"},
+      {EvictionPolicy::ThinK, EvictionView::kChannelTab, "eviction-channels"},
+      {EvictionPolicy::MiniCache, EvictionView::kMiniCacheTab, "eviction-minicache"},
+  }};
+  bool ok = true;
+  for (const auto& [policy, tab, name] : shots) {
+    const auto report = press_report(policy);
+    if (!report) continue;
+    view->policy_panel()->set_config(report->config);
+    view->show_reports(*report, std::nullopt, QObject::tr("computed for the screenshot"));
+    view->chart_tabs()->setCurrentIndex(tab);
+    // Scrolled to the bottom, where the tabs are, when the window is shorter than the page.
+    if (scroll) scroll->verticalScrollBar()->setValue(scroll->verticalScrollBar()->maximum());
+    if (!(ok = grab_to(QString::fromLatin1(name)))) break;
+  }
+  if (scroll) scroll->verticalScrollBar()->setValue(0);
+  view->chart_tabs()->setCurrentIndex(EvictionView::kStepsTab);
+  if (before) view->show_reports(*before, before_compare, QObject::tr("as before"));
+  return ok;
 }
 
 // The Runs page comparing something: its two newest runs of one kind, overlaid.
@@ -116,6 +178,14 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
   if (!grab_to(QStringLiteral("compression-channels"))) return written;
   if (scroll) scroll->verticalScrollBar()->setValue(scrolled_before);
   lower->setCurrentIndex(lower_before);
+  if (!grab_press_tabs(window, grab_to)) return written;
+  // The Quality page's passkey-retrieval tab.
+  window.show_page(Page::Quality);
+  QTabWidget* quality_tabs = window.quality_view()->chart_tabs();
+  const int quality_before = quality_tabs->currentIndex();
+  quality_tabs->setCurrentIndex(QualityView::kRetrievalTab);
+  if (!grab_to(QStringLiteral("quality-retrieval"))) return written;
+  quality_tabs->setCurrentIndex(quality_before);
   // Every step of the Learn page: learn-growth.png, learn-quant.png, ...; a step that plays
   // (the cache growing, the Huffman merges, eviction) is shown played to its end, where its
   // chart has the most to show.

@@ -6,6 +6,8 @@
 
 class QCustomPlot;
 class QCPAxisRect;
+class QCPItemStraightLine;
+class QCPItemText;
 class QCPLegend;
 class QCPTextElement;
 
@@ -24,6 +26,7 @@ inline const QColor kBitPack{150, 150, 150};
 inline const QColor kVarWidth{110, 160, 210};
 inline const QColor kHuffman{60, 150, 90};
 inline const QColor kEntropy{30, 30, 30};
+inline const QColor kNeedle{200, 30, 160};  // the planted needle, and its query
 }  // namespace palette
 
 // Fonts, white background, light grid on every axis rect of the plot.
@@ -34,6 +37,17 @@ QCPTextElement* add_title(QCustomPlot* plot, const QString& text);
 // Puts `legend` (taken out of wherever it is) as one horizontal, centred line in a new row
 // `row` of the plot layout, so it never covers data.
 void add_legend_row(QCustomPlot* plot, QCPLegend* legend, int row);
+
+// A dashed vertical line across the axis rect with a bold label near its top, hidden until
+// placed: the needle's position on an eviction map, the needle query's step on the curves.
+struct VerticalMarker {
+  QCPItemStraightLine* line = nullptr;
+  QCPItemText* label = nullptr;
+};
+VerticalMarker add_vertical_marker(QCustomPlot* plot, const QString& text, const QColor& color,
+                                   Qt::Alignment label_alignment);
+// Shows the marker at `x`, its label's anchor at `label_x` (plot coordinates).
+void place_vertical_marker(const VerticalMarker& marker, double x, double label_x);
 
 // A unit for an axis measured in bytes, chosen so the largest value reads 1..1023.
 struct ByteUnit {

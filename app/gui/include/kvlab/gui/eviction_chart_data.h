@@ -30,6 +30,9 @@ struct EvictionSeriesData {
   std::vector<double> step;
   std::vector<double> mass_retained;  // full-cache attention on tokens still held
   std::vector<double> rel_error;      // attention-output relative error
+  // The last step is the needle query (a synthetic source's question): its mass drops and its
+  // error jumps, so the chart marks it.
+  bool last_step_is_needle = false;
 };
 
 // The numbers of the metrics box for one policy (over all layers, or one layer).
@@ -40,9 +43,16 @@ struct EvictionSummary {
   double kept_tokens = 0;
   double memory_bytes = 0, full_memory_bytes = 0;
   double mass_retained = 0, rel_error = 0, cosine = 1;
+  // The same without the last step, the needle query (all layers only, when there is one).
+  std::optional<double> mass_without_needle_step, rel_error_without_needle_step;
   std::optional<double> needle_retained, needle_in_top_k;  // fraction of KV heads
   double seconds = 0;
 };
+
+// A policy label broken at spaces into lines of at most `width` characters, for chart titles: a
+// press's label ("adakv budget 25% of prompt by pyramidkv window 32 ...") on one line would
+// make the chart, and the page, wider than a laptop's window.
+QString wrapped_label(const std::string& label, int width = 44);
 
 // `layer` < 0: over all layers. Out-of-range layers or heads give an empty map.
 EvictionMapData eviction_map_data(const EvictionReport& report, int layer, int kv_head);

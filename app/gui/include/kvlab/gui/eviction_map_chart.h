@@ -10,6 +10,7 @@
 
 #include <qcustomplot.h>
 
+#include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/eviction_chart_data.h"
 
 namespace kvlab::gui {
@@ -40,6 +41,7 @@ class EvictionMapChart : public QCustomPlot {
  private:
   QCPTextElement* m_title = nullptr;
   QCPColorMap* m_map = nullptr;
+  VerticalMarker m_needle_marker;
   QCPItemStraightLine* m_needle = nullptr;
   QCPItemText* m_needle_label = nullptr;
   EvictionMapData m_data;

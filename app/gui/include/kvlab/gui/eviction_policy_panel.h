@@ -1,5 +1,7 @@
-// The Eviction view's settings: the policy, its budget (tokens or % of context), the decode
-// steps, the policy's own options (shown only for the chosen policy), optional quantization of
+// The Eviction view's settings: the policy (with the paper it follows and when it decides: after
+// every decode step, or once when the prefill ends), its budget (tokens, or % of the context for
+// a decode policy and of the prompt for a prefill press), the decode steps, the policy's own
+// options (shown only for the chosen policy and the scorer it wraps), optional quantization of
 // the kept tokens, and a second policy with its own budget to compare with (same options).
 #pragma once
 
@@ -9,6 +11,7 @@
 
 #include "kvlab/engine/eviction/eviction.h"
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QFormLayout;
@@ -28,6 +31,8 @@ class BudgetEdit : public QWidget {
   void set_budget(const Budget& budget);
   QSpinBox* value_spin() const { return m_value; }
   QComboBox* unit_combo() const { return m_unit; }
+  // A prefill policy's fraction is of the prompt's tokens, a decode policy's of the context.
+  void set_of_prompt(bool prompt);
 
  signals:
   void changed();
@@ -61,6 +66,24 @@ class EvictionPolicyPanel : public QWidget {
   QDoubleSpinBox* w_recency_spin() const { return m_w_recency; }
   QDoubleSpinBox* merge_similarity_spin() const { return m_merge_similarity; }
   QSpinBox* merge_window_spin() const { return m_merge_window; }
+  // The prefill presses' options (EvictionConfig's fields of the same names).
+  QSpinBox* window_spin() const { return m_window; }
+  QSpinBox* pool_spin() const { return m_pool; }
+  QDoubleSpinBox* beta_spin() const { return m_beta; }
+  // The prefill scorers only (is_prefill_scorer), for adakv, chunkkv and think's tokens.
+  QComboBox* scorer_combo() const { return m_scorer; }
+  QDoubleSpinBox* safeguard_spin() const { return m_safeguard; }  // percent
+  QSpinBox* chunk_spin() const { return m_chunk; }
+  QDoubleSpinBox* key_channels_spin() const { return m_key_channels; }  // percent
+  QCheckBox* think_tokens_check() const { return m_think_tokens; }
+  QSpinBox* future_spin() const { return m_future; }
+  QCheckBox* covariance_check() const { return m_covariance; }
+  QCheckBox* value_norm_check() const { return m_value_norm; }
+  QDoubleSpinBox* merge_t_spin() const { return m_merge_t; }
+  QDoubleSpinBox* retain_spin() const { return m_retain; }
+  // The policy's paper and schedule, under the policy combo.
+  QLabel* about_label() const { return m_about; }
+  QLabel* budget_caption() const;
   // "none", then the method ids (each with its default parameters).
   QComboBox* quant_combo() const { return m_quant; }
   QGroupBox* compare_group() const { return m_compare_group; }
@@ -88,6 +111,19 @@ class EvictionPolicyPanel : public QWidget {
   QDoubleSpinBox* m_w_recency = nullptr;
   QDoubleSpinBox* m_merge_similarity = nullptr;
   QSpinBox* m_merge_window = nullptr;
+  QSpinBox* m_window = nullptr;
+  QSpinBox* m_pool = nullptr;
+  QDoubleSpinBox* m_beta = nullptr;
+  QComboBox* m_scorer = nullptr;
+  QDoubleSpinBox* m_safeguard = nullptr;
+  QSpinBox* m_chunk = nullptr;
+  QDoubleSpinBox* m_key_channels = nullptr;
+  QCheckBox* m_think_tokens = nullptr;
+  QSpinBox* m_future = nullptr;
+  QCheckBox* m_covariance = nullptr;
+  QCheckBox* m_value_norm = nullptr;
+  QDoubleSpinBox* m_merge_t = nullptr;
+  QDoubleSpinBox* m_retain = nullptr;
   QComboBox* m_quant = nullptr;
   QGroupBox* m_compare_group = nullptr;
   QComboBox* m_compare_policy = nullptr;

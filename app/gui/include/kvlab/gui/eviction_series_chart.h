@@ -1,6 +1,7 @@
 // What eviction costs step by step: the full-cache attention mass the kept tokens still hold
 // (left axis) and the attention-output relative error (right axis), one pair of curves per
-// policy (the first solid, the compared one dashed).
+// policy (the first solid, the compared one dashed). The last step of a synthetic source is
+// the needle query and is marked as such: its numbers are not those of ordinary decoding.
 #pragma once
 
 #include <array>
@@ -8,6 +9,7 @@
 
 #include <qcustomplot.h>
 
+#include "kvlab/gui/chart_style.h"
 #include "kvlab/gui/eviction_chart_data.h"
 
 namespace kvlab::gui {
@@ -28,11 +30,17 @@ class EvictionSeriesChart : public QCustomPlot {
   QCPGraph* mass_graph(int i) const { return m_mass[static_cast<std::size_t>(i)]; }
   QCPGraph* error_graph(int i) const { return m_error[static_cast<std::size_t>(i)]; }
   QString title() const { return m_title->text(); }
+  // At the last step when it is the needle query (EvictionSeriesData::last_step_is_needle).
+  QCPItemStraightLine* needle_marker() const { return m_needle; }
+  QCPItemText* needle_marker_label() const { return m_needle_label; }
 
  private:
   QCPTextElement* m_title = nullptr;
   std::array<QCPGraph*, kMaxSeries> m_mass{};
   std::array<QCPGraph*, kMaxSeries> m_error{};
+  VerticalMarker m_needle_marker;
+  QCPItemStraightLine* m_needle = nullptr;
+  QCPItemText* m_needle_label = nullptr;
   std::vector<EvictionSeriesData> m_data;
 };
 

@@ -1,7 +1,9 @@
 // The Eviction page: pick a source, a policy with its budget and options (and optionally a second
 // policy to compare with), run the decode-time simulation on a worker thread, and see the
 // eviction maps side by side (one layer and KV head, the needle marked), attention mass retained
-// and attention-output error over the steps, and the numbers of each policy. Every successful
+// and attention-output error over the steps, and the numbers of each policy. Tabs beside the
+// curves show what a prefill press did, when the run has it: the prompt tokens kept per layer
+// and KV head, ThinK's kept key channels, MiniCache's merged layers. Every successful
 // run is saved to the runs store; a stored run is shown again from its JSON without recomputing.
 #pragma once
 
@@ -20,10 +22,13 @@ class QComboBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
+class QTabWidget;
 
 namespace kvlab::gui {
 
 class ChartPair;
+class EvictionBudgetChart;
+class EvictionChannelChart;
 class EvictionMapChart;
 class EvictionMetricsPanel;
 class EvictionPolicyPanel;
@@ -31,6 +36,7 @@ class EvictionRunner;
 class EvictionSeriesChart;
 struct EvictionOutcome;
 class LayerPicker;
+class MiniCacheChart;
 class SourcePanel;
 class StaleMark;
 
@@ -72,6 +78,12 @@ class EvictionView : public QWidget {
   EvictionMapChart* map_chart() const { return m_map; }
   EvictionMapChart* compare_map_chart() const { return m_compare_map; }
   EvictionSeriesChart* series_chart() const { return m_series; }
+  // The curves, then the press tabs (hidden when the shown run has no such data).
+  enum ChartTab { kStepsTab = 0, kBudgetTab = 1, kChannelTab = 2, kMiniCacheTab = 3 };
+  QTabWidget* chart_tabs() const { return m_tabs; }
+  EvictionBudgetChart* budget_chart() const { return m_budgets; }
+  EvictionChannelChart* channel_chart() const { return m_channels; }
+  MiniCacheChart* minicache_chart() const { return m_minicache; }
   LayerPicker* layer_picker() const { return m_picker; }
   // "all layers" | "selected layer": what the curves and numbers cover.
   QComboBox* scope_combo() const { return m_scope; }
@@ -94,6 +106,7 @@ class EvictionView : public QWidget {
   void save_runs();
   void show_error(const QString& message);
   void redraw();
+  void draw_press_tabs();
   void sync_zoom(EvictionMapChart* from, EvictionMapChart* to);
 
   std::shared_ptr<RunsStore> m_store;
@@ -112,6 +125,10 @@ class EvictionView : public QWidget {
   EvictionMapChart* m_compare_map = nullptr;
   ChartPair* m_maps = nullptr;  // the two maps: side by side, or tabs when narrow
   EvictionSeriesChart* m_series = nullptr;
+  QTabWidget* m_tabs = nullptr;
+  EvictionBudgetChart* m_budgets = nullptr;
+  EvictionChannelChart* m_channels = nullptr;
+  MiniCacheChart* m_minicache = nullptr;
 
   std::optional<EvictionReport> m_report, m_compare;
   QString m_origin;
