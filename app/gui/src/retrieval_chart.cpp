@@ -21,6 +21,11 @@ const std::array<QCPScatterStyle::ScatterShape, 5> kShapes{
     QCPScatterStyle::ssCircle, QCPScatterStyle::ssSquare, QCPScatterStyle::ssDiamond,
     QCPScatterStyle::ssTriangle, QCPScatterStyle::ssCross};
 
+// On two lines: one is wider than the chart at the app's smallest window.
+QString no_runs_message() {
+  return QObject::tr("No passkey-retrieval runs yet\n(kvlab quality --needle --save makes them)");
+}
+
 }  // namespace
 
 RetrievalChart::RetrievalChart(QWidget* parent) : QCustomPlot(parent) {
@@ -44,7 +49,7 @@ RetrievalChart::RetrievalChart(QWidget* parent) : QCustomPlot(parent) {
   legend->setWrap(3);
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   style_plot(this);
-  clear_data(tr("No passkey-retrieval runs yet: kvlab quality --needle --save makes them"));
+  clear_data(no_runs_message());
 }
 
 void RetrievalChart::clear_data(const QString& message) {
@@ -61,7 +66,7 @@ void RetrievalChart::clear_data(const QString& message) {
 
 void RetrievalChart::set_data(const RetrievalChartData& data) {
   if (data.lines.empty() && !data.full_accuracy) {
-    clear_data(tr("No passkey-retrieval runs yet: kvlab quality --needle --save makes them"));
+    clear_data(no_runs_message());
     return;
   }
   clear_data({});

@@ -92,7 +92,7 @@ struct EvictionConfig {
   int future = 512;                   // expected-attention: future positions averaged over
   bool covariance = true;             // expected-attention: the query covariance term
   bool value_norm = true;             // expected-attention: scores times the value's norm
-  double merge_t = 0.6;               // minicache: SLERP weight towards the lower layer
+  double merge_t = 0.6;               // minicache: SLERP weight towards the upper layer
   double retain = 0.05;               // minicache: angular-distance threshold to retain a token
   int top_k = 8;                      // needle: "in the top k attended entries"
   std::optional<int> needle;          // the planted needle's position, when the source knows it
