@@ -697,6 +697,20 @@ TEST(ModelQuality, PrefillPressesInTheLoop) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("--budget 20%: 16 tokens of the prompt"), std::string::npos)
       << bad.message();
+
+  // Decode policies with a prompt: merging that never merges is H2O (its victims), also on the
+  // merge path's own softmax, which must leave out the prompt positions not yet run.
+  qc.eviction = ec;
+  qc.eviction->policy = EvictionPolicy::H2O;
+  qc.eviction->budget = Budget{0.5, true};
+  qc.prompt = 64;
+  const auto h2o = measure_quality(model, text, qc).value();
+  qc.eviction->policy = EvictionPolicy::Merge;
+  qc.eviction->merge_similarity = 1.0;
+  const auto unmerged = measure_quality(model, text, qc).value();
+  EXPECT_NEAR(unmerged.perplexity, h2o.perplexity, 1e-5 * h2o.perplexity);
+  EXPECT_NEAR(unmerged.kl_mean, h2o.kl_mean, 1e-6);
+  EXPECT_GT(h2o.kl_mean, 1e-4);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // measure_quality (model_quality.cpp) and measure_needle (model_needle.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <span>
@@ -96,7 +97,11 @@ class LoopEviction {
     if (prefill()) return;  // a press decides from the keys and queries, not from attention
     state.observe_attention = [this](int l, int q_head, std::span<const float> probs) {
       detail::EvictionHeadPolicy& p = head(l, q_head / m_group);
-      for (int e : p.kept()) p.add_attention(e, probs[e]);
+      // While a prompt runs the policy already holds its later positions; kept is ascending.
+      for (int e : p.kept()) {
+        if (e >= static_cast<int>(probs.size())) break;
+        p.add_attention(e, probs[e]);
+      }
     };
   }
 
@@ -168,15 +173,18 @@ class LoopEviction {
     double kept = 0;
     for (std::size_t i = 0; i < m_heads.size(); ++i) {
       auto& p = m_heads[i];
-      if (m_merge) {
+      if (m_merge) {  // the keys of every position since the last step (the prompt's at first)
         const int l = static_cast<int>(i) / m_kv_heads, h = static_cast<int>(i) % m_kv_heads;
-        const float* key = state.keys[static_cast<std::size_t>(l)].data() +
-                           static_cast<std::size_t>(t) * m_kv_heads * m_head_dim + h * m_head_dim;
-        p.set_merge_key(t, key);
+        for (int u = m_keys_set; u <= t; ++u) {
+          const float* key = state.keys[static_cast<std::size_t>(l)].data() +
+                             static_cast<std::size_t>(u) * m_kv_heads * m_head_dim + h * m_head_dim;
+          p.set_merge_key(u, key);
+        }
       }
       p.evict(t, t + 1);
       kept += static_cast<double>(p.kept().size()) / (t + 1);
     }
+    m_keys_set = t + 1;
     return kept;
   }
 
@@ -190,7 +198,12 @@ class LoopEviction {
   // Scaled token scores in, probabilities out: softmax over the entries' logits, each entry's
   // probability added to the policy's attention and shared among its tokens by their weights.
   void weigh(detail::EvictionHeadPolicy& policy, float* p, int tokens) {
-    const std::vector<int>& kept = policy.kept();
+    const std::vector<int>& all = policy.kept();
+    // While a prompt runs, the policy already holds its later positions: only those the
+    // scores cover (kept is ascending) take part.
+    const std::span<const int> kept(
+        all.data(),
+        static_cast<std::size_t>(std::lower_bound(all.begin(), all.end(), tokens) - all.begin()));
     m_entry.resize(kept.size());
     double max = -INFINITY;
     for (std::size_t i = 0; i < kept.size(); ++i) {
@@ -215,6 +228,7 @@ class LoopEviction {
 
   const EvictionConfig& m_config;
   int m_layers, m_kv_heads, m_q_heads, m_group, m_head_dim, m_prompt;
+  int m_keys_set = 0;  // merge: the positions whose keys the policies have
   bool m_merge;
   std::vector<detail::EvictionHeadPolicy> m_heads;
   std::vector<double> m_entry;
