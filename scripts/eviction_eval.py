@@ -49,11 +49,16 @@ def policy_args(policy, budget):
 
 def commands(a):
     policies = a.policies.split(",") if a.policies else PREFILL + DECODE
+    # Budgets outside, policies inside, 25% first: an interrupted run has every policy at one
+    # budget before any at the next.
+    order = ["25%", "50%", "10%"]
     for kind in ("ppl", "needle"):
         if a.only and a.only != kind:
             continue
-        for policy in policies:
+        for budget_i, policy in [(b, p) for b in order for p in policies]:
             for budget in (["-"] if policy == "minicache" else BUDGETS):
+                if budget not in ("-", budget_i) or (budget == "-" and budget_i != order[0]):
+                    continue
                 base = [a.kvlab, "quality", "--model", a.model, "--method", "none", "--json"]
                 base += policy_args(policy, budget)
                 if kind == "ppl":
