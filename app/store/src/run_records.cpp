@@ -184,23 +184,35 @@ NewRun eviction_run(const EvictionReport& report, const std::string& label, cons
   return run;
 }
 
+namespace {
+
+// A model-loop run's method column and params: the quantization, the eviction policy or both.
+// The decode-time simulation's own options (steps, needle, top_k, quant) do not apply in the loop.
+void loop_method_and_params(NewRun& run, const std::optional<MethodConfig>& method,
+                            const std::optional<EvictionConfig>& eviction,
+                            const std::string& method_label, const std::string& policy_label) {
+  run.method = eviction && method ? policy_label + " + " + method_label
+               : eviction         ? policy_label
+                                  : method_label;
+  run.params = method ? method_params_json(*method) : json::object();
+  if (eviction) {
+    json e = eviction_params_json(*eviction);
+    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
+      e.erase(simulation_only);
+    run.params["eviction"] = e;
+  }
+}
+
+}  // namespace
+
 NewRun quality_run(const QualityReport& report, const QualityConfig& config,
                    const QualityRunContext& context) {
   NewRun run;
   run.kind = run_kind_id(RunKind::Quality);
   run.source = "model:" + context.model;
-  run.method = config.eviction && config.method ? report.policy_label + " + " + report.method_label
-               : config.eviction                ? report.policy_label
-                                                : report.method_label;
+  loop_method_and_params(run, config.method, config.eviction, report.method_label,
+                         report.policy_label);
   run.label = context.label;
-  run.params = config.method ? method_params_json(*config.method) : json::object();
-  if (config.eviction) {
-    json e = eviction_params_json(*config.eviction);
-    // The decode-time simulation's own options do not apply in the model loop.
-    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
-      e.erase(simulation_only);
-    run.params["eviction"] = e;
-  }
   run.params["text"] = context.text;
   run.params["window"] = context.window;
   json m = quality_report_to_json(report);
@@ -218,17 +230,9 @@ NewRun needle_run(const NeedleReport& report, const NeedleConfig& config, const 
   NewRun run;
   run.kind = run_kind_id(RunKind::Needle);
   run.source = "model:" + model;
-  run.method = config.eviction && config.method
-                   ? report.policy_label + " + " + report.method_label
-                   : (config.eviction ? report.policy_label : report.method_label);
+  loop_method_and_params(run, config.method, config.eviction, report.method_label,
+                         report.policy_label);
   run.label = label;
-  run.params = config.method ? method_params_json(*config.method) : json::object();
-  if (config.eviction) {
-    json e = eviction_params_json(*config.eviction);
-    for (const char* simulation_only : {"steps", "needle", "top_k", "quant"})
-      e.erase(simulation_only);
-    run.params["eviction"] = e;
-  }
   run.params["lengths"] = config.lengths;
   run.params["depths"] = config.depths;
   run.params["trials"] = config.trials;
