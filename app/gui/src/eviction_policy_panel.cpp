@@ -98,16 +98,6 @@ QString about(EvictionPolicy p) {
       .arg(what_it_does(p), text_of(eviction_policy_reference(p)), when);
 }
 
-// The policy whose scores choose the tokens: the scorer of a policy that wraps one.
-bool wraps_scorer(const EvictionConfig& c) {
-  return c.policy == EvictionPolicy::AdaKV || c.policy == EvictionPolicy::ChunkKV ||
-         (c.policy == EvictionPolicy::ThinK && c.think_tokens);
-}
-
-EvictionPolicy scoring_policy(const EvictionConfig& c) {
-  return wraps_scorer(c) ? c.scorer : c.policy;
-}
-
 QComboBox* make_policy_combo(QWidget* parent) {
   auto* combo = new QComboBox(parent);
   for (auto id : eviction_policy_ids()) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "eviction/presses.h"
 #include "kvlab/engine/core/names.h"
 #include "kvlab/engine/eviction/eviction.h"
 
@@ -193,11 +194,7 @@ Status EvictionConfig::validate_prompt(int prompt, int tokens, bool window_in_pr
   }
   // SnapKV keeps its observation window whole inside the budget, so the budget must leave room
   // for at least one scored position (SnapKV's own code asserts capacity − window > 0).
-  EvictionPolicy scorer = policy;
-  if (policy == EvictionPolicy::AdaKV || policy == EvictionPolicy::ChunkKV ||
-      (policy == EvictionPolicy::ThinK && think_tokens)) {
-    scorer = this->scorer;
-  }
+  const EvictionPolicy scorer = scoring_policy(*this);
   if (window_in_prompt && prefill &&
       (scorer == EvictionPolicy::SnapKV || scorer == EvictionPolicy::PyramidKV)) {
     for (const Budget& b : layer_budgets.empty() ? std::vector<Budget>{budget} : layer_budgets) {
@@ -211,9 +208,7 @@ Status EvictionConfig::validate_prompt(int prompt, int tokens, bool window_in_pr
       }
       // ChunkKV keeps whole chunks: the window's chunks score +inf and take their share first.
       if (policy == EvictionPolicy::ChunkKV) {
-        const int chunks = (prompt + chunk - 1) / chunk;
-        const int kept = std::max(
-            1, static_cast<int>(static_cast<double>(chunks) * tokens / std::max(1, prompt)));
+        const int kept = detail::chunks_kept(prompt, chunk, tokens);
         const int first = std::max(0, prompt - std::min(window, prompt));
         const int window_chunks = (prompt - 1) / chunk - first / chunk + 1;
         if (kept <= window_chunks) {
@@ -228,12 +223,17 @@ Status EvictionConfig::validate_prompt(int prompt, int tokens, bool window_in_pr
   return Ok{};
 }
 
+bool wraps_scorer(const EvictionConfig& c) {
+  return c.policy == EvictionPolicy::AdaKV || c.policy == EvictionPolicy::ChunkKV ||
+         (c.policy == EvictionPolicy::ThinK && c.think_tokens);
+}
+
+EvictionPolicy scoring_policy(const EvictionConfig& c) {
+  return wraps_scorer(c) ? c.scorer : c.policy;
+}
+
 bool needs_window(const EvictionConfig& c) {
-  EvictionPolicy p = c.policy;
-  if (p == EvictionPolicy::AdaKV || p == EvictionPolicy::ChunkKV ||
-      (p == EvictionPolicy::ThinK && c.think_tokens)) {
-    p = c.scorer;
-  }
+  const EvictionPolicy p = scoring_policy(c);
   return p == EvictionPolicy::SnapKV || p == EvictionPolicy::PyramidKV ||
          p == EvictionPolicy::ExpectedAttention || c.policy == EvictionPolicy::ThinK;
 }
@@ -280,9 +280,7 @@ Status EvictionConfig::validate_options(int layers) const {
   if (!(pyramid_beta >= 1 && pyramid_beta <= 1e6)) {
     return make_error(fmt::format("--beta {}: must be at least 1", pyramid_beta));
   }
-  const bool wraps = policy == EvictionPolicy::AdaKV || policy == EvictionPolicy::ChunkKV ||
-                     (policy == EvictionPolicy::ThinK && think_tokens);
-  if (wraps && !is_prefill_scorer(scorer)) {
+  if (wraps_scorer(*this) && !is_prefill_scorer(scorer)) {
     return make_error(fmt::format(
         "--scorer {}: {} selects with a prefill scorer: snapkv, pyramidkv, knorm, keydiff or "
         "expected-attention",

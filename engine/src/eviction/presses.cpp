@@ -259,11 +259,7 @@ std::vector<std::vector<double>> press_scores(EvictionPolicy scorer, const Evict
 int press_budget(const EvictionConfig& c, const Budget& budget, const PressLayer& in) {
   const int P = in.prompt;
   const int uniform = budget.tokens_at(P);
-  const bool pyramid = c.policy == EvictionPolicy::PyramidKV ||
-                       (c.scorer == EvictionPolicy::PyramidKV &&
-                        (c.policy == EvictionPolicy::AdaKV || c.policy == EvictionPolicy::ChunkKV ||
-                         c.policy == EvictionPolicy::ThinK));
-  if (!pyramid || in.layers < 2) return uniform;
+  if (scoring_policy(c) != EvictionPolicy::PyramidKV || in.layers < 2) return uniform;
   const int w = window_used(c, in);
   const std::int64_t window = P - window_start(in, w);  // kept by every layer on top
   const std::int64_t rest = uniform - window;
@@ -273,6 +269,11 @@ int press_budget(const EvictionConfig& c, const Budget& budget, const PressLayer
   const double steps = (max_n - min_n) / (in.layers - 1);
   const auto kept = std::lround(max_n - in.layer * steps) + window;
   return static_cast<int>(std::clamp<std::int64_t>(kept, 1, P));
+}
+
+int chunks_kept(int prompt, int chunk, int tokens) {
+  const int chunks = (prompt + chunk - 1) / chunk;
+  return std::max(1, static_cast<int>(static_cast<double>(chunks) * tokens / std::max(1, prompt)));
 }
 
 PressResult run_press(const EvictionConfig& c, const Budget& budget, const PressLayer& in) {
@@ -328,8 +329,7 @@ PressResult run_press(const EvictionConfig& c, const Budget& budget, const Press
         }
         chunk_score[k] = s / (t1 - t0);
       }
-      const int keep =
-          std::max(1, static_cast<int>(static_cast<double>(chunks) * r.budget / std::max(1, P)));
+      const int keep = chunks_kept(P, c.chunk, r.budget);
       std::vector<int> tokens;
       for (int k : top_positions(chunk_score, keep)) {
         for (int t = k * c.chunk; t < std::min(P, (k + 1) * c.chunk); ++t) tokens.push_back(t);

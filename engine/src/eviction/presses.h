@@ -45,6 +45,10 @@ std::vector<std::vector<double>> press_scores(EvictionPolicy scorer, const Evict
 // Tokens per head the layer keeps: the budget of the prompt, or PyramidKV's share for its depth.
 int press_budget(const EvictionConfig& c, const Budget& budget, const PressLayer& in);
 
+// ChunkKV: the chunks of `chunk` positions kept of a `prompt`-token prompt at a budget of `tokens`
+// (at least one).
+int chunks_kept(int prompt, int chunk, int tokens);
+
 // The whole decision of a prefill policy for one layer (token selection; ThinK's channels).
 PressResult run_press(const EvictionConfig& c, const Budget& budget, const PressLayer& in);
 

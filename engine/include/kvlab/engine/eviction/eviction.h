@@ -109,6 +109,10 @@ struct EvictionConfig {
   Status validate_prompt(int prompt, int tokens, bool window_in_prompt = true) const;
 };
 
+// Whether the policy selects with another policy's scores (adakv, chunkkv, think with
+// think_tokens: `scorer`), and the policy whose scores it selects with (`scorer` or itself).
+bool wraps_scorer(const EvictionConfig& c);
+EvictionPolicy scoring_policy(const EvictionConfig& c);
 // Whether the policy (or the scorer it wraps) reads the observation window's queries.
 bool needs_window(const EvictionConfig& c);
 // The queries an observation window can use in a cache of `tokens` tokens with `queries` of them.
