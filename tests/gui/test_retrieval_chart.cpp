@@ -113,6 +113,50 @@ TEST(QualityView, RetrievalChartDrawsOneLinePerPolicyFromNeedleRuns) {
   }
 }
 
+// ThinK keeps every token and a share of the key channels: that share is its x, and its name
+// says so. MiniCache keeps every token and has no budget: one point at 100 %, not at the
+// budget field it ignores.
+TEST(QualityView, RetrievalChartPlacesThinKByKeyChannelsAndMiniCacheAtEveryToken) {
+  const auto dir = gui_test::fresh_dir();
+  auto opened = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  auto store = std::make_shared<RunsStore>(std::move(opened).value());
+  for (double channels : {0.25, 0.5}) {
+    NeedleConfig config;
+    EvictionConfig e;
+    e.policy = EvictionPolicy::ThinK;
+    e.budget = Budget{0.1, true};  // not used by ThinK without --think-tokens
+    e.key_channels = channels;
+    config.eviction = e;
+    NeedleReport report;
+    report.accuracy = channels;
+    report.policy_label = eviction_label(e);
+    ASSERT_TRUE(store->save_run(needle_run(report, config, kModel)).ok());
+  }
+  NeedleConfig config;
+  EvictionConfig e;
+  e.policy = EvictionPolicy::MiniCache;
+  e.budget = Budget{0.25, true};
+  config.eviction = e;
+  NeedleReport report;
+  report.accuracy = 0.2;
+  report.policy_label = eviction_label(e);
+  ASSERT_TRUE(store->save_run(needle_run(report, config, kModel)).ok());
+
+  QualityView view(store);
+  view.set_model_path(QString::fromStdString(kModel));
+  view.show();
+  view.reload_from_store();
+  const RetrievalChart& chart = *view.retrieval_chart();
+  ASSERT_EQ(chart.line_count(), 2);
+  const QCPGraph* think = line_named(chart, QStringLiteral("think (x: key channels kept)"));
+  const QCPGraph* mini = line_named(chart, QStringLiteral("minicache (no token budget: at 100 %)"));
+  ASSERT_TRUE(think && mini);
+  using P = std::vector<std::pair<double, double>>;
+  EXPECT_EQ(points(think), (P{{0.25, 0.25}, {0.5, 0.5}}));
+  EXPECT_EQ(points(mini), (P{{1.0, 0.2}}));
+}
+
 TEST(QualityView, RetrievalChartSaysWhenThereAreNoNeedleRuns) {
   const auto dir = gui_test::fresh_dir();
   auto opened = RunsStore::open(dir / "runs.sqlite");

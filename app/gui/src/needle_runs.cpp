@@ -34,6 +34,11 @@ QString line_name(const NeedlePoint& p) {
     name = p.policy_id == "none" ? QString::fromStdString(p.method)
                                  : name + QStringLiteral(" + ") + QString::fromStdString(p.method);
   }
+  if (p.budget_of == "key channels") {
+    name += QObject::tr(" (x: key channels kept)");
+  } else if (p.budget_of == "none") {
+    name += QObject::tr(" (no token budget: at 100 %)");
+  }
   if (p.press_before_question) name += QObject::tr(", pressed before the question");
   return name;
 }
@@ -51,6 +56,7 @@ std::optional<NeedlePoint> needle_point(const RunSummary& run) {
   }
   text(m, "policy", p.policy);
   text(m, "method", p.method);
+  text(m, "budget_of", p.budget_of);
   const auto press = m.find("press_before_question");
   p.press_before_question = press != m.end() && press->is_boolean() && press->get<bool>();
   return p;

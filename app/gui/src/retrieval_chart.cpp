@@ -46,7 +46,7 @@ RetrievalChart::RetrievalChart(QWidget* parent) : QCustomPlot(parent) {
   m_full_label->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
   m_full_label->position->setTypeY(QCPItemPosition::ptPlotCoords);
   add_legend_row(this, legend, plotLayout()->rowCount());
-  legend->setWrap(3);
+  legend->setWrap(2);  // two columns: three clip the longest names at the smallest window
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   style_plot(this);
   clear_data(no_runs_message());

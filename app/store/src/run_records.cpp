@@ -225,8 +225,29 @@ NewRun quality_run(const QualityReport& report, const QualityConfig& config,
   return run;
 }
 
+namespace {
+
+// What a needle run keeps of the prompt, for the retrieval chart's x: the token budget's share
+// for a token policy; ThinK keeps every token and a share of the key channels; MiniCache keeps
+// every token and merges layers (no budget); a count of tokens has no share of its own.
+struct NeedleSize {
+  double fraction = 1;
+  const char* of = "tokens";
+};
+
+NeedleSize needle_size(const std::optional<EvictionConfig>& e) {
+  if (!e) return {};
+  if (e->policy == EvictionPolicy::ThinK && !e->think_tokens)
+    return {e->key_channels, "key channels"};
+  if (e->policy == EvictionPolicy::MiniCache) return {1.0, "none"};
+  return {e->budget.fraction ? e->budget.value : 1.0, e->budget.fraction ? "tokens" : "none"};
+}
+
+}  // namespace
+
 NewRun needle_run(const NeedleReport& report, const NeedleConfig& config, const std::string& model,
                   const std::string& label) {
+  const NeedleSize size = needle_size(config.eviction);
   NewRun run;
   run.kind = run_kind_id(RunKind::Needle);
   run.source = "model:" + model;
@@ -253,8 +274,8 @@ NewRun needle_run(const NeedleReport& report, const NeedleConfig& config, const 
       {"policy_id", config.eviction ? std::string(eviction_policy_id(config.eviction->policy))
                                     : std::string("none")},
       {"budget", config.eviction ? config.eviction->budget.to_string() : "100%"},
-      {"budget_fraction",
-       config.eviction && config.eviction->budget.fraction ? config.eviction->budget.value : 1.0},
+      {"budget_fraction", size.fraction},
+      {"budget_of", size.of},
       {"press_before_question", report.press_before_question},
       {"accuracy", report.accuracy},
       {"seconds", report.seconds},

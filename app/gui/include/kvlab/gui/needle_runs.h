@@ -20,6 +20,10 @@ struct NeedlePoint {
   std::int64_t run_id = 0;
   std::string model, policy_id, policy, method;
   double budget_fraction = 1, accuracy = 0;
+  // What budget_fraction is a share of: "tokens" (of the prompt), "key channels" (ThinK), or
+  // "none" (MiniCache, a count of tokens: drawn at 100%). Runs saved before it say nothing:
+  // tokens.
+  std::string budget_of = "tokens";
   bool press_before_question = false;
 };
 
