@@ -1,4 +1,5 @@
 // kvlab compress: run one method over a KV source and report ratio, bytes and error.
+#include <chrono>
 #include <cstdio>
 #include <memory>
 
@@ -60,8 +61,11 @@ void print_text(const CompressionReport& r) {
     fmt::print("{:>5} {:>9.3f} {:>9.3f} {:>12.4g} {:>10.2f} {:>12.4g}\n", l.layer, l.ratio,
                l.bits_per_value, l.error.mse, l.error.snr_db, l.error.attn_output_rel_error);
   }
-  fmt::print("\ntime             {:.2f} s (quantize {:.3f} s, dequantize {:.3f} s)\n",
-             r.total_seconds, r.quantize_seconds, r.dequantize_seconds);
+  fmt::print(
+      "\ntime             {:.2f} s wall: source {:.2f} s, compression {:.2f} s on {} thread{} "
+      "(thread-seconds: quantize {:.2f}, code {:.2f}, dequantize {:.2f}, metrics {:.2f})\n",
+      r.wall_seconds, r.source_seconds, r.total_seconds, r.threads, r.threads == 1 ? "" : "s",
+      r.quantize_seconds, r.code_seconds, r.dequantize_seconds, r.metrics_seconds);
 }
 
 int run(const CompressOptions& o) {
@@ -73,10 +77,15 @@ int run(const CompressOptions& o) {
   auto store = o.db.open_if(o.save);
   if (!store) return fail(store.message());
   const ProgressFn progress = terminal_progress(o.json);
+  const auto start = std::chrono::steady_clock::now();
   auto cache = o.source.load(progress);
   if (!cache) return fail(cache.message());
+  const std::chrono::duration<double> source = std::chrono::steady_clock::now() - start;
   auto report = compress_cache(*cache, config, progress, backend->get());
   if (!report) return fail(report.message());
+  report->source_seconds = source.count();
+  report->wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   nlohmann::json j = report_to_json(*report);
   NewRun run;
   if (*store) run = compression_run(*report, o.label);

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/sources/synthetic.h"
+#include "sources/normal_stream.h"
 
 namespace kvlab {
 namespace {
@@ -35,6 +38,74 @@ std::vector<double> attention(const KvCache& cache, int l, int n, int h) {
   for (double& x : w) sum += (x = std::exp(x - m));
   for (double& x : w) x /= sum;
   return w;
+}
+
+// The fast normals: the quantile table against Python's inverse normal CDF, the sample's
+// moments and tail shares against the normal's, and the same sequence however it is drawn.
+TEST(Synthetic, NormalStreamDrawsStandardNormals) {
+  const auto& table = detail::normal_quantile_table();
+  EXPECT_EQ(table[32768], 0.0f);
+  // Quantiles of i / 2^16 from Python's statistics.NormalDist().inv_cdf.
+  EXPECT_NEAR(table[49152], 0.6744897501960817, 1e-6);      // 0.75
+  EXPECT_NEAR(table[65536 - 64], 3.097269078198784, 1e-6);  // 1 - 2^-10
+  EXPECT_NEAR(table[1], -4.169569323349103, 1e-5);          // 2^-16
+  EXPECT_NEAR(table[0], -5.294704084854597, 1e-5);          // the end: 2^-24
+  EXPECT_EQ(table[65536], -table[0]);
+  EXPECT_TRUE(std::is_sorted(table.begin(), table.end()));
+
+  detail::NormalStream stream(42);
+  std::vector<float> x(1 << 22);
+  stream.fill(x);
+  double m1 = 0, m2 = 0, m4 = 0;
+  std::size_t beyond2 = 0, beyond3 = 0;
+  for (float v : x) {
+    m1 += v;
+    m2 += double(v) * v;
+    m4 += double(v) * v * v * v;
+    beyond2 += std::fabs(v) > 2;
+    beyond3 += std::fabs(v) > 3;
+  }
+  const double n = static_cast<double>(x.size());
+  EXPECT_NEAR(m1 / n, 0.0, 3e-3);  // sd of the mean: 5e-4
+  EXPECT_NEAR(m2 / n, 1.0, 4e-3);
+  EXPECT_NEAR(m4 / n, 3.0, 3e-2);
+  EXPECT_NEAR(beyond2 / n, 0.0455, 1e-3);
+  EXPECT_NEAR(beyond3 / n, 0.0027, 2e-4);
+
+  // Drawn in uneven pieces and one at a time: the same values.
+  detail::NormalStream a(9), b(9);
+  std::vector<float> whole(1000), pieces(1000);
+  a.fill(whole);
+  std::size_t at = 0;
+  for (std::size_t len : {3u, 16u, 1u, 31u, 200u}) {
+    b.fill(std::span(pieces).subspan(at, len));
+    at += len;
+  }
+  while (at < pieces.size()) pieces[at++] = b.next();
+  EXPECT_EQ(whole, pieces);
+}
+
+// Layers are generated side by side: the cache is the same on one thread and on several.
+TEST(Synthetic, TheSameCacheOnAnyNumberOfThreads) {
+  SyntheticConfig c = small("llama3-8b", 300);
+  c.layers = 5;
+  std::optional<KvCache> one;
+  {
+    const auto limit = limit_threads(1);
+    auto r = generate_synthetic(c);
+    ASSERT_TRUE(r.ok()) << r.message();
+    one = std::move(*r);
+  }
+  auto many = generate_synthetic(c);
+  ASSERT_TRUE(many.ok()) << many.message();
+  for (std::size_t l = 0; l < one->layers.size(); ++l) {
+    for (auto [a, b] : {std::pair{&one->layers[l].key, &many->layers[l].key},
+                        {&one->layers[l].value, &many->layers[l].value},
+                        {&one->layers[l].query, &many->layers[l].query}}) {
+      ASSERT_EQ(a->nbytes(), b->nbytes());
+      EXPECT_EQ(std::memcmp(a->data(), b->data(), a->nbytes()), 0) << "layer " << l;
+    }
+  }
 }
 
 TEST(Synthetic, ShapeDtypeAndMemory) {

@@ -1,5 +1,7 @@
 #include "kvlab/gui/compression_runner.h"
 
+#include <chrono>
+
 #include "kvlab/engine/core/backend.h"
 #include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/engine/sources/synthetic.h"
@@ -63,6 +65,10 @@ bool CompressionRunner::start(const CompressionJob& job) {
 // On the worker thread: touches only its arguments and the progress functions.
 std::shared_ptr<CompressionRunner::Outcome> CompressionRunner::run_job(
     const CompressionJob& job, std::shared_ptr<const KvCache> cache, const std::string& key) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto since_start = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   auto outcome = std::make_shared<Outcome>();
   outcome->reused_cache = cache != nullptr;
   const auto fail = [&](const std::string& message) {
@@ -85,6 +91,7 @@ std::shared_ptr<CompressionRunner::Outcome> CompressionRunner::run_job(
       fail(loaded.message());
     }
   }
+  const double source_seconds = since_start();
   if (cache) {
     const double base = outcome->reused_cache ? 0.0 : 0.5;
     const auto stream_config = stream_config_for(job.method, cache->tokens());
@@ -104,6 +111,10 @@ std::shared_ptr<CompressionRunner::Outcome> CompressionRunner::run_job(
         outcome->report.reset();
         fail(stream.message());
       }
+    }
+    if (outcome->report) {  // the time the user waited: backend, source and stream included
+      outcome->report->source_seconds = source_seconds;
+      outcome->report->wall_seconds = since_start();
     }
   }
   return outcome;

@@ -1,5 +1,6 @@
 #include "kvlab/engine/codec/stream_sim.h"
 #include "kvlab/engine/codec/stream_sim_json.h"
+#include "kvlab/engine/core/threads.h"
 
 #include <algorithm>
 #include <cmath>
@@ -107,11 +108,10 @@ Result<StreamReport> simulate_stream(const KvCache& cache, const StreamConfig& c
     p.fp16_bytes = fp16_per_token * static_cast<std::uint64_t>(p.tokens) * layers;
   }
 
-  for (int l = 0; l < layers; ++l) {
-    const std::string stage = fmt::format("stream: layer {} of {}", l + 1, layers);
-    if (!report_progress(progress, static_cast<double>(l) / layers, stage)) {
-      return make_error(std::string(kCancelledMessage));
-    }
+  // Layers side by side on every core, each into its own memory points, added in layer order.
+  std::vector<std::vector<CacheMemory>> per_layer(static_cast<std::size_t>(layers));
+  const auto run_layer = [&](int l, ItemProgress& progress) -> Status {
+    std::vector<CacheMemory>& points = per_layer[static_cast<std::size_t>(l)];
     auto layer = CompressedKvCache::create(*cache_config, heads, dim);
     if (!layer) return make_error("stream: " + layer.message());
     const TensorView k = cache.layers[static_cast<std::size_t>(l)].key.view();
@@ -130,15 +130,22 @@ Result<StreamReport> simulate_stream(const KvCache& cache, const StreamConfig& c
         }
       }
       if (next < record.size() && record[next] == step) {
-        add(report.points[next].memory, layer->memory());
+        points.push_back(layer->memory());
         ++next;
         // Cancelling is checked at recorded points only: cheap, and often enough.
-        if (!report_progress(
-                progress, (l + static_cast<double>(step) / std::max(steps, 1)) / layers, stage)) {
+        if (!progress.keep_going(static_cast<double>(step) / std::max(steps, 1))) {
           return make_error(std::string(kCancelledMessage));
         }
       }
     }
+    return Ok{};
+  };
+  const ProgressFn streaming = [&](double f, std::string_view what) {
+    return report_progress(progress, f, fmt::format("stream: {}", what));
+  };
+  KVLAB_TRY(for_each_item(layers, progress ? streaming : ProgressFn{}, "layer", run_layer));
+  for (const auto& points : per_layer) {
+    for (std::size_t i = 0; i < points.size(); ++i) add(report.points[i].memory, points[i]);
   }
   report_progress(progress, 1.0, "stream: done");
   return report;

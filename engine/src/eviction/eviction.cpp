@@ -9,18 +9,17 @@
 // rules live in EvictionHeadPolicy (eviction_policy.h), shared with the model loop.
 #include <Eigen/Dense>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <numeric>
 #include <optional>
-#include <thread>
 
 #include <fmt/format.h>
 
 #include "core/row_loader.h"
 #include "eviction/eviction_policy.h"
 #include "eviction/presses.h"
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/quant/compress.h"
 
@@ -435,26 +434,16 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
   const int H = shape.kv_heads;
   const int tasks = L * H;
   std::vector<HeadOutcome> outcomes(static_cast<std::size_t>(tasks));
-  std::vector<std::string> errors(static_cast<std::size_t>(L));
   const bool prefill = eviction_schedule(config.policy) == EvictionSchedule::Prefill;
   std::vector<LayerPress> presses(static_cast<std::size_t>(prefill ? L : 0));
-  std::atomic<int> next{0}, done{0};
-  std::atomic<bool> stop{false};
-  // A worker takes a whole layer (its float copies are shared by the layer's heads).
-  const auto run_layer = [&](int l) {
+  // One item per layer (its float copies are shared by the layer's heads), on every core.
+  const auto run_layer = [&](int l, ItemProgress& progress) -> Status {
     auto data = load_layer(cache, l, quantizer.get());
-    if (data && prefill) {
+    if (!data) return data.error();
+    if (prefill) {
       auto press = press_layer(cache, config, l, quantizer.get(), bytes_per_entry, *data);
-      if (press) {
-        presses[static_cast<std::size_t>(l)] = std::move(*press);
-      } else {
-        data = press.error();
-      }
-    }
-    if (!data) {
-      errors[static_cast<std::size_t>(l)] = data.message();
-      stop = true;
-      return;
+      if (!press) return press.error();
+      presses[static_cast<std::size_t>(l)] = std::move(*press);
     }
     HeadParams hp;
     hp.config = &config;
@@ -469,7 +458,10 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
     hp.q_heads = shape.q_heads;
     hp.queries = cache.layers[static_cast<std::size_t>(l)].query.tokens();
     hp.bytes_per_entry = bytes_per_entry[static_cast<std::size_t>(l)];
-    for (int h = 0; h < H && !stop; ++h) {
+    for (int h = 0; h < H; ++h) {
+      if (!progress.keep_going(static_cast<double>(h) / H)) {
+        return make_error(std::string(kCancelledMessage));
+      }
       hp.kv_head = h;
       if (prefill) {
         const LayerPress& lp = presses[static_cast<std::size_t>(l)];
@@ -477,29 +469,13 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
         hp.prompt_bytes = lp.prompt_bytes[static_cast<std::size_t>(h)];
       }
       outcomes[static_cast<std::size_t>(l * H + h)] = HeadSimulation(hp, *data).run();
-      ++done;
     }
+    return Ok{};
   };
-  const auto worker = [&] {
-    for (int l = next++; l < L && !stop; l = next++) run_layer(l);
+  const ProgressFn simulating = [&](double f, std::string_view layers) {
+    return report_progress(progress, f, fmt::format("simulating {}: {}", rep.policy, layers));
   };
-  const unsigned extra = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()) - 1,
-                                            static_cast<unsigned>(L - 1));
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < extra; ++i) pool.emplace_back(worker);
-  for (int l = next++; l < L && !stop; l = next++) {
-    run_layer(l);
-    if (!report_progress(
-            progress, static_cast<double>(done) / tasks,
-            fmt::format("simulating {}: {} of {} heads", rep.policy, done.load(), tasks))) {
-      stop = true;
-    }
-  }
-  for (auto& t : pool) t.join();
-  for (const auto& e : errors) {
-    if (!e.empty()) return make_error(e);
-  }
-  if (stop) return make_error(std::string(kCancelledMessage));
+  KVLAB_TRY(for_each_item(L, progress ? simulating : ProgressFn{}, "layer", run_layer));
 
   // Gather: per layer over its heads, then over layers.
   const int S = config.steps;

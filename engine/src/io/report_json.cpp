@@ -158,9 +158,14 @@ json report_to_json(const CompressionReport& r) {
               {"bytes", bytes_json(r.bytes)},
               {"error", error_json(r.error)},
               {"timings",
-               {{"quantize_s", r.quantize_seconds},
+               {{"source_s", r.source_seconds},
+                {"quantize_s", r.quantize_seconds},
+                {"code_s", r.code_seconds},
                 {"dequantize_s", r.dequantize_seconds},
-                {"total_s", r.total_seconds}}},
+                {"metrics_s", r.metrics_seconds},
+                {"total_s", r.total_seconds},
+                {"wall_s", r.wall_seconds},
+                {"threads", r.threads}}},
               {"per_layer", layers}};
   if (r.config.codec) {
     out["codec"] = std::string(codec_id(*r.config.codec));
@@ -220,6 +225,14 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
     KVLAB_TRY(get(t, "quantize_s", r.quantize_seconds, "timings."));
     KVLAB_TRY(get(t, "dequantize_s", r.dequantize_seconds, "timings."));
     KVLAB_TRY(get(t, "total_s", r.total_seconds, "timings."));
+    r.wall_seconds = r.total_seconds;  // runs saved before the parts were timed: total only
+    for (auto [key, out] : {std::pair{"source_s", &r.source_seconds},
+                            {"code_s", &r.code_seconds},
+                            {"metrics_s", &r.metrics_seconds},
+                            {"wall_s", &r.wall_seconds}}) {
+      if (t.contains(key)) KVLAB_TRY(get(t, key, *out, "timings."));
+    }
+    if (t.contains("threads")) KVLAB_TRY(get(t, "threads", r.threads, "timings."));
   }
   if (j.contains("backend")) {  // absent from runs saved before backends existed
     KVLAB_TRY(get(j["backend"], "id", r.backend, "backend."));

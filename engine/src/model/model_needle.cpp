@@ -1,6 +1,8 @@
 // Passkey retrieval on a real model (see model_needle.h).
 #include "kvlab/engine/model/model_needle.h"
 
+#include "kvlab/engine/core/threads.h"
+
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -103,103 +105,120 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
   if (!one) return one.error();
   const double per_rep = (static_cast<double>(one->ids.size()) - bare->ids.size()) / 8;
 
+  // Every trial's pass key is drawn first, in the order of the cells, so the trials can run
+  // side by side on every core (the runner's row tiles share the cores too) and the report is
+  // the same on any number of threads.
+  struct Trial {
+    int reps = 0, key = 0, cell = 0;
+    double depth = 0;
+    int length = 0;  // the prompt's tokens
+    std::string answer;
+    bool hit = false;
+  };
   detail::Rng rng(c.seed);
-  const double total = static_cast<double>(c.lengths.size() * c.depths.size()) * c.trials;
-  int done = 0, found = 0;
+  std::vector<Trial> trials;
   for (const int length : c.lengths) {
     const int reps =
         std::max(1, static_cast<int>((length - static_cast<double>(bare->ids.size())) / per_rep));
     for (const double depth : c.depths) {
-      NeedleCell cell;
-      cell.depth = depth;
+      const int cell = static_cast<int>(r.cells.size());
+      r.cells.push_back({});
+      r.cells.back().depth = depth;
       for (int t = 0; t < c.trials; ++t) {
-        if (!report_progress(progress, done / total,
-                             fmt::format("{} tokens, depth {:.0f}%", length, 100 * depth))) {
-          return make_error(std::string(kCancelledMessage));
-        }
-        const int key = 10000 + static_cast<int>(rng.uniform() * 89999);
-        auto prompt = build_prompt(m, reps, depth, key);
-        if (!prompt) return prompt.error();
-        const std::vector<int>& ids = prompt->ids;
-        if (static_cast<int>(ids.size()) + c.answer_tokens > mc.seq_len) {
-          return make_error(
-              fmt::format("a prompt of {} tokens leaves no room for the answer", ids.size()));
-        }
-        cell.length = static_cast<int>(ids.size());
-        const int positions = static_cast<int>(ids.size()) + c.answer_tokens;
-        // A prefill policy compresses the prompt once, after all of it (the question in its
-        // observation window) or, with press_before_question, after the haystack.
-        const bool press =
-            c.eviction && eviction_schedule(c.eviction->policy) == EvictionSchedule::Prefill;
-        const int press_at =
-            press ? (c.press_before_question ? prompt->question : static_cast<int>(ids.size())) : 0;
-        std::optional<detail::LoopEviction> eviction;
-        if (c.eviction) eviction.emplace(*c.eviction, mc, positions, press_at);
-        auto state = model.new_state(eviction && eviction->needs_queries());
-        if (quantizer) {
-          state.attention_reader =
-              detail::quantizing_reader(*quantizer, mc.kv_heads, mc.head_dim());
-        }
-        if (eviction) eviction->attach(state);
-        // One step through the model: the prompt in chunks, or one token at a time when a
-        // policy must see every step.
-        const auto step = [&](const std::vector<int>& tokens) -> Result<std::vector<float>> {
-          if (!eviction) return model.forward(state, tokens);
-          if (press) {  // the prefill runs whole; after the press, new tokens are only admitted
-            if (state.pos >= press_at) {
-              for (std::size_t i = 0; i < tokens.size(); ++i) {
-                eviction->admit(state.pos + static_cast<int>(i));
-              }
-            }
-            return model.forward(state, tokens);
-          }
-          Result<std::vector<float>> logits = std::vector<float>{};
-          for (const int tok : tokens) {
-            const int pos = state.pos;
-            eviction->admit(pos);
-            logits = model.forward(state, {tok});
-            if (!logits) return logits;
-            eviction->evict(pos, state);
-          }
-          return logits;
-        };
-        Result<std::vector<float>> logits = std::vector<float>{};
-        const std::size_t stop = static_cast<std::size_t>(press_at);
-        for (std::size_t at = 0; at < ids.size();) {
-          if (press && at == stop) {
-            if (auto s = eviction->press(state, rope); !s) return s.error();
-          }
-          std::size_t end = std::min(ids.size(), at + kPrefillChunk);
-          if (press && at < stop) end = std::min(end, stop);  // the press falls between chunks
-          logits = step(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
-                                         ids.begin() + static_cast<std::ptrdiff_t>(end)));
-          if (!logits) return logits.error();
-          at = end;
-        }
-        if (press && stop == ids.size()) {
-          if (auto s = eviction->press(state, rope); !s) return s.error();
-        }
-        std::vector<int> answer;
-        for (int i = 0; i < c.answer_tokens; ++i) {
-          const int next = argmax(*logits);
-          if (next == m.eos) break;
-          answer.push_back(next);
-          if (i + 1 == c.answer_tokens) break;
-          logits = step({next});
-          if (!logits) return logits.error();
-        }
-        cell.answer = m.decode(answer);
-        const bool hit = cell.answer.find(prompt->key) != std::string::npos;
-        cell.found += hit;
-        found += hit;
-        ++cell.trials;
-        ++done;
+        trials.push_back({reps, 10000 + static_cast<int>(rng.uniform() * 89999), cell, depth});
       }
-      r.cells.push_back(std::move(cell));
     }
   }
+  const auto run_trial = [&](int index, ItemProgress& progress) -> Status {
+    Trial& trial = trials[static_cast<std::size_t>(index)];
+    auto prompt = build_prompt(m, trial.reps, trial.depth, trial.key);
+    if (!prompt) return prompt.error();
+    const std::vector<int>& ids = prompt->ids;
+    if (static_cast<int>(ids.size()) + c.answer_tokens > mc.seq_len) {
+      return make_error(
+          fmt::format("a prompt of {} tokens leaves no room for the answer", ids.size()));
+    }
+    trial.length = static_cast<int>(ids.size());
+    const int positions = static_cast<int>(ids.size()) + c.answer_tokens;
+    // A prefill policy compresses the prompt once, after all of it (the question in its
+    // observation window) or, with press_before_question, after the haystack.
+    const bool press =
+        c.eviction && eviction_schedule(c.eviction->policy) == EvictionSchedule::Prefill;
+    const int press_at =
+        press ? (c.press_before_question ? prompt->question : static_cast<int>(ids.size())) : 0;
+    std::optional<detail::LoopEviction> eviction;
+    if (c.eviction) eviction.emplace(*c.eviction, mc, positions, press_at);
+    auto state = model.new_state(eviction && eviction->needs_queries());
+    if (quantizer) {
+      state.attention_reader = detail::quantizing_reader(*quantizer, mc.kv_heads, mc.head_dim());
+    }
+    if (eviction) eviction->attach(state);
+    // One step through the model: the prompt in chunks, or one token at a time when a
+    // policy must see every step.
+    const auto step = [&](const std::vector<int>& tokens) -> Result<std::vector<float>> {
+      if (!eviction) return model.forward(state, tokens);
+      if (press) {  // the prefill runs whole; after the press, new tokens are only admitted
+        if (state.pos >= press_at) {
+          for (std::size_t i = 0; i < tokens.size(); ++i) {
+            eviction->admit(state.pos + static_cast<int>(i));
+          }
+        }
+        return model.forward(state, tokens);
+      }
+      Result<std::vector<float>> logits = std::vector<float>{};
+      for (const int tok : tokens) {
+        const int pos = state.pos;
+        eviction->admit(pos);
+        logits = model.forward(state, {tok});
+        if (!logits) return logits;
+        eviction->evict(pos, state);
+      }
+      return logits;
+    };
+    Result<std::vector<float>> logits = std::vector<float>{};
+    const std::size_t stop = static_cast<std::size_t>(press_at);
+    for (std::size_t at = 0; at < ids.size();) {
+      if (!progress.keep_going(static_cast<double>(at) / positions)) {
+        return make_error(std::string(kCancelledMessage));
+      }
+      if (press && at == stop) {
+        if (auto s = eviction->press(state, rope); !s) return s.error();
+      }
+      std::size_t end = std::min(ids.size(), at + kPrefillChunk);
+      if (press && at < stop) end = std::min(end, stop);  // the press falls between chunks
+      logits = step(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
+                                     ids.begin() + static_cast<std::ptrdiff_t>(end)));
+      if (!logits) return logits.error();
+      at = end;
+    }
+    if (press && stop == ids.size()) {
+      if (auto s = eviction->press(state, rope); !s) return s.error();
+    }
+    std::vector<int> answer;
+    for (int i = 0; i < c.answer_tokens; ++i) {
+      const int next = argmax(*logits);
+      if (next == m.eos) break;
+      answer.push_back(next);
+      if (i + 1 == c.answer_tokens) break;
+      logits = step({next});
+      if (!logits) return logits.error();
+    }
+    trial.answer = m.decode(answer);
+    trial.hit = trial.answer.find(prompt->key) != std::string::npos;
+    return Ok{};
+  };
+  KVLAB_TRY(for_each_item(static_cast<int>(trials.size()), progress, "trial", run_trial));
+  int found = 0;
+  for (const Trial& t : trials) {  // a cell shows its last trial's prompt length and answer
+    NeedleCell& cell = r.cells[static_cast<std::size_t>(t.cell)];
+    cell.length = t.length;
+    cell.answer = t.answer;
+    cell.found += t.hit;
+    ++cell.trials;
+    found += t.hit;
+  }
   report_progress(progress, 1.0, "done");
-  r.accuracy = static_cast<double>(found) / done;
+  r.accuracy = static_cast<double>(found) / static_cast<double>(trials.size());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -1,5 +1,7 @@
 // Perplexity, next-token agreement and KL with a quantized KV cache in the loop.
 #include "kvlab/engine/model/model_quality.h"
+
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/model/model_quality_json.h"
 
 #include <algorithm>
@@ -97,10 +99,16 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   r.windows = windows;
   r.prompt = prompt;
   const RopeSpec rope = model_rope_spec(mc);
-  double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
-  std::int64_t agree = 0, count = 0;
+  // Windows side by side on every core (the runner's own row tiles share them too), each into
+  // its own sums, added in window order: the same report on any number of threads.
+  struct WindowSums {
+    double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
+    std::int64_t agree = 0, count = 0;
+  };
+  std::vector<WindowSums> sums(static_cast<std::size_t>(windows));
   KvCache first_window;
-  for (int w = 0; w < windows; ++w) {
+  const auto run_window = [&](int w, ItemProgress& progress) -> Status {
+    WindowSums& ws = sums[static_cast<std::size_t>(w)];
     auto exact = model.new_state();
     std::optional<detail::LoopEviction> eviction;
     if (config.eviction) eviction.emplace(*config.eviction, mc, per_window, prompt);
@@ -109,6 +117,9 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     if (eviction) eviction->attach(lossy);
     int prev = config.bos;
     for (int i = 0; i < per_window; ++i) {
+      if (!progress.keep_going(static_cast<double>(i) / per_window)) {
+        return make_error(std::string(kCancelledMessage));
+      }
       auto le = model.forward(exact, {prev});
       if (!le) return le.error();
       if (eviction && i == prompt && prompt > 0) {
@@ -120,8 +131,8 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       auto lq = model.forward(lossy, {prev});
       if (!lq) return make_error(fmt::format("{}: {}", label, lq.message()));
       if (eviction && i >= prompt) {
-        kept += eviction->evict(i, lossy);
-        kept_count += static_cast<double>(eviction->heads());
+        ws.kept += eviction->evict(i, lossy);
+        ws.kept_count += static_cast<double>(eviction->heads());
       }
       const int next = tokens[static_cast<std::size_t>(w) * per_window + i];
       if (i < prompt) {
@@ -129,20 +140,29 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
         continue;
       }
       const auto pe = log_probs(*le), pq = log_probs(*lq);
-      nll_exact -= pe[next];
-      nll -= pq[next];
+      ws.nll_exact -= pe[next];
+      ws.nll -= pq[next];
       double k = 0;
       for (std::size_t v = 0; v < pe.size(); ++v) k += std::exp(pe[v]) * (pe[v] - pq[v]);
-      kl += k;
-      agree += argmax(*le) == argmax(*lq);
-      ++count;
+      ws.kl += k;
+      ws.agree += argmax(*le) == argmax(*lq);
+      ++ws.count;
       prev = next;
     }
     if (w == 0) first_window = state_to_cache(model, exact, false);
-    if (!report_progress(progress, static_cast<double>(w + 1) / windows,
-                         fmt::format("window {} of {}", w + 1, windows))) {
-      return make_error(std::string(kCancelledMessage));
-    }
+    return Ok{};
+  };
+  KVLAB_TRY(for_each_item(windows, progress, "window", run_window));
+  double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
+  std::int64_t agree = 0, count = 0;
+  for (const WindowSums& ws : sums) {
+    nll_exact += ws.nll_exact;
+    nll += ws.nll;
+    kl += ws.kl;
+    kept += ws.kept;
+    kept_count += ws.kept_count;
+    agree += ws.agree;
+    count += ws.count;
   }
   r.tokens = static_cast<int>(count);
   r.perplexity_exact = std::exp(nll_exact / count);

@@ -1,5 +1,6 @@
 #include "kvlab/engine/quant/compress.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/core/threads.h"
 
 namespace kvlab {
 
@@ -98,6 +100,85 @@ void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
 
 }  // namespace
 
+namespace {
+
+// One layer's share of the report, computed on its own (any thread) and added in layer order.
+struct LayerOutcome {
+  LayerReport report;
+  ElementErrorSums element;
+  AttentionErrorSums attention;
+  CodecStats codec;
+  ByteBreakdown bytes;
+  double quantize = 0, code = 0, dequantize = 0, metrics = 0;  // seconds on this layer's thread
+};
+
+Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
+                      const Quantizer& quantizer, Backend& backend, ItemProgress& progress,
+                      LayerOutcome& out) {
+  const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
+  LayerReport& lr = out.report;
+  lr.layer = l;
+  std::vector<float> xs[2], hats[2];
+  ElementErrorSums elem[2];
+  const Tensor* tensors[2] = {&lkv.key, &lkv.value};
+  for (int r = 0; r < 2; ++r) {
+    if (!progress.keep_going(0.5 * r)) return make_error(std::string(kCancelledMessage));
+    const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+    const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
+    auto t0 = Clock::now();
+    xs[r] = tensors[r]->view().to_float();
+    KVLAB_TRY(check_finite(xs[r], *tensors[r], name));
+    auto q = quantizer.quantize(tensors[r]->view(), role);
+    if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
+    out.quantize += seconds_since(t0);
+    if (config.codec) {
+      t0 = Clock::now();
+      auto stats = entropy_code(*q, config, backend, name, lr, r == 0);
+      if (!stats) return stats.error();
+      (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
+      out.codec += *stats;
+      out.code += seconds_since(t0);
+    }
+    if (!progress.keep_going(0.5 * r + 0.25)) return make_error(std::string(kCancelledMessage));
+    hats[r].resize(xs[r].size());
+    t0 = Clock::now();
+    quantizer.dequantize(*q, hats[r]);
+    out.dequantize += seconds_since(t0);
+    t0 = Clock::now();
+    elem[r].add(xs[r], hats[r]);
+    (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
+    (r == 0 ? lr.key_histograms : lr.value_histograms) = quantizer.histograms(*q);
+    fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
+    out.metrics += seconds_since(t0);
+  }
+  const auto t0 = Clock::now();
+  out.element = elem[0];
+  out.element += elem[1];
+  fill_element(lr.error, out.element);
+  if (cache.has_queries()) {
+    const std::vector<float> q = lkv.query.view().to_float();
+    if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
+      for (std::vector<float>* k : {&xs[0], &hats[0]}) {
+        apply_rope_rows(k->data(), 0, cache.tokens(), cache.shape.kv_heads, cache.shape.head_dim,
+                        cache.key_rope);
+      }
+    }
+    out.attention =
+        attention_errors(q, xs[0], xs[1], hats[0], hats[1],
+                         {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim});
+    fill_attention(lr.error, out.attention);
+  }
+  out.bytes = lr.key_bytes;
+  out.bytes += lr.value_bytes;
+  const std::uint64_t layer_values = lkv.key.elements() + lkv.value.elements();
+  lr.ratio = out.bytes.total() ? 2.0 * layer_values / out.bytes.total() : 0.0;
+  lr.bits_per_value = layer_values ? 8.0 * out.bytes.total() / layer_values : 0.0;
+  out.metrics += seconds_since(t0);
+  return Ok{};
+}
+
+}  // namespace
+
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& requested,
                                          const ProgressFn& progress, Backend* backend) {
   const auto start = Clock::now();
@@ -123,69 +204,28 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   report.backend = backend->id();
   report.device = backend->device_name();
 
+  const int layers = static_cast<int>(cache.layers.size());
+  std::vector<LayerOutcome> outcomes(static_cast<std::size_t>(layers));
+  // A GPU backend's streams and buffers belong to one caller: its layers run one by one.
+  const std::shared_ptr<void> one_thread = backend->id() == "cpu" ? nullptr : limit_threads(1);
+  report.threads = std::min(worker_threads(), std::max(1, layers));
+  KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
+    return compress_layer(cache, l, config, **quantizer, *backend, p,
+                          outcomes[static_cast<std::size_t>(l)]);
+  }));
+
   ElementErrorSums total_elem;
   AttentionErrorSums total_attn;
-  const int layers = static_cast<int>(cache.layers.size());
-  for (int l = 0; l < layers; ++l) {
-    if (!report_progress(progress, static_cast<double>(l) / layers,
-                         fmt::format("layer {} of {}", l + 1, layers))) {
-      return make_error(std::string(kCancelledMessage));
-    }
-    const LayerKv& lkv = cache.layers[l];
-    LayerReport lr;
-    lr.layer = l;
-    std::vector<float> xs[2], hats[2];
-    ElementErrorSums elem[2];
-    const Tensor* tensors[2] = {&lkv.key, &lkv.value};
-    for (int r = 0; r < 2; ++r) {
-      const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
-      const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
-      xs[r] = tensors[r]->view().to_float();
-      KVLAB_TRY(check_finite(xs[r], *tensors[r], name));
-      auto t0 = Clock::now();
-      auto q = (*quantizer)->quantize(tensors[r]->view(), role);
-      if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
-      if (config.codec) {
-        auto stats = entropy_code(*q, config, *backend, name, lr, r == 0);
-        if (!stats) return stats.error();
-        (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
-        report.codec += *stats;
-      }
-      report.quantize_seconds += seconds_since(t0);
-      hats[r].resize(xs[r].size());
-      t0 = Clock::now();
-      (*quantizer)->dequantize(*q, hats[r]);
-      report.dequantize_seconds += seconds_since(t0);
-      elem[r].add(xs[r], hats[r]);
-      (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
-      (r == 0 ? lr.key_histograms : lr.value_histograms) = (*quantizer)->histograms(*q);
-      fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
-    }
-    ElementErrorSums both = elem[0];
-    both += elem[1];
-    fill_element(lr.error, both);
-    if (cache.has_queries()) {
-      const std::vector<float> q = lkv.query.view().to_float();
-      if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
-        for (std::vector<float>* k : {&xs[0], &hats[0]}) {
-          apply_rope_rows(k->data(), 0, report.tokens, cache.shape.kv_heads, cache.shape.head_dim,
-                          cache.key_rope);
-        }
-      }
-      const AttentionErrorSums a =
-          attention_errors(q, xs[0], xs[1], hats[0], hats[1],
-                           {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim});
-      fill_attention(lr.error, a);
-      total_attn += a;
-    }
-    ByteBreakdown layer_bytes = lr.key_bytes;
-    layer_bytes += lr.value_bytes;
-    const std::uint64_t layer_values = lkv.key.elements() + lkv.value.elements();
-    lr.ratio = layer_bytes.total() ? 2.0 * layer_values / layer_bytes.total() : 0.0;
-    lr.bits_per_value = layer_values ? 8.0 * layer_bytes.total() / layer_values : 0.0;
-    report.bytes += layer_bytes;
-    total_elem += both;
-    report.layers.push_back(std::move(lr));
+  for (LayerOutcome& o : outcomes) {  // in layer order: the same sums on any number of threads
+    report.codec += o.codec;
+    report.bytes += o.bytes;
+    total_elem += o.element;
+    total_attn += o.attention;
+    report.quantize_seconds += o.quantize;
+    report.code_seconds += o.code;
+    report.dequantize_seconds += o.dequantize;
+    report.metrics_seconds += o.metrics;
+    report.layers.push_back(std::move(o.report));
   }
   fill_element(report.error, total_elem);
   if (cache.has_queries()) fill_attention(report.error, total_attn);
@@ -193,6 +233,7 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
       report.bytes.total() ? static_cast<double>(report.fp16_bytes) / report.bytes.total() : 0.0;
   report.bits_per_value = report.values ? 8.0 * report.bytes.total() / report.values : 0.0;
   report.total_seconds = seconds_since(start);
+  report.wall_seconds = report.total_seconds;
   report_progress(progress, 1.0, "done");
   return report;
 }

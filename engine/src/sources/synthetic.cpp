@@ -1,16 +1,16 @@
 #include "kvlab/engine/sources/synthetic.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <mutex>
-#include <thread>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "core/random.h"
+#include "sources/normal_stream.h"
 
 #include "kvlab/engine/core/names.h"
+#include "kvlab/engine/core/threads.h"
 
 namespace kvlab {
 
@@ -61,19 +61,56 @@ HeadPlan plan_head(detail::Rng& rng, int d) {
   return p;
 }
 
-// One layer: keys, values and queries, written into `out`.
-// `rope`: the cache's key_rope, whose frequencies turn the keys.
-void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
-                    const SyntheticLandmarks& marks, const RopeSpec& rope, int layer,
-                    LayerKv& out) {
+// cos and sin of every position's RoPE angle, [tokens][rotary pairs], float: computed once
+// (in double) and shared by every layer and head, which turn their keys by the same angles.
+struct RopeTable {
+  int pairs = 0;
+  std::vector<float> cos, sin;
+};
+
+Result<RopeTable> rope_table(const RopeSpec& rope, int tokens) {
+  RopeTable t;
+  t.pairs = rope.rotary_dims / 2;
+  const std::size_t n = static_cast<std::size_t>(tokens) * t.pairs;
+  t.cos.resize(n);
+  t.sin.resize(n);
+  constexpr int kChunk = 4096;
+  const int chunks = (tokens + kChunk - 1) / kChunk;
+  KVLAB_TRY(for_each_item(chunks, {}, "RoPE chunk", [&](int c, ItemProgress&) -> Status {
+    for (int p = c * kChunk; p < std::min(tokens, (c + 1) * kChunk); ++p) {
+      for (int j = 0; j < t.pairs; ++j) {
+        const double a = p * rope.frequencies[static_cast<std::size_t>(j)];
+        const std::size_t i = static_cast<std::size_t>(p) * t.pairs + j;
+        t.cos[i] = static_cast<float>(std::cos(a));
+        t.sin[i] = static_cast<float>(std::sin(a));
+      }
+    }
+    return Ok{};
+  }));
+  return t;
+}
+
+// One layer: keys, values and queries, written into `out`. Each (layer, KV head) draws its
+// statistics from a detail::Rng and its bulk noise (a normal for every key and value element)
+// from a detail::NormalStream, both seeded by (seed, layer, head): layers are independent, so
+// any number of threads gives the same cache.
+Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
+                      const SyntheticLandmarks& marks, const RopeTable& rope, int layer,
+                      LayerKv& out, ItemProgress& progress) {
   const ModelShape& s = preset.shape;
   const int t_count = c.context, d = s.head_dim, group = s.group_size();
-  std::vector<float> row(d);
-  std::vector<double> k(d);
+  const std::size_t ud = static_cast<std::size_t>(d);
+  std::vector<float> row(ud), mean_f(ud), sd_f(ud), att_f(ud), needle_f(ud);
+  // Every element is written before it is read: no zero-filling of 16 bytes a token-head.
+  const std::unique_ptr<float[]> keys(new float[static_cast<std::size_t>(t_count) * ud]);
   for (int g = 0; g < s.kv_heads; ++g) {
+    if (!progress.keep_going(static_cast<double>(g) / s.kv_heads)) {
+      return make_error(std::string(kCancelledMessage));
+    }
     detail::Rng rng(detail::stream_seed(c.seed, layer, g));
+    detail::NormalStream noise(detail::stream_seed(c.seed, layer, g) ^ 0x5eedf00dull);
     // Per-channel statistics of the keys before rotation; outliers on low-frequency pairs.
-    std::vector<double> mean(d), sd(d);
+    std::vector<double> mean(ud), sd(ud);
     for (int i = 0; i < d; ++i) {
       mean[i] = 0.5 * rng.normal();
       sd[i] = std::exp(0.3 * rng.normal());
@@ -85,26 +122,44 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       sd[ch] = 0.3 * c.outlier_scale;
     }
     const HeadPlan plan = plan_head(rng, d);
-    // Ordinary keys: mean + sd * noise, rotated by position (RoPE on adjacent pairs).
+    for (int i = 0; i < d; ++i) {
+      mean_f[i] = static_cast<float>(mean[i]);
+      sd_f[i] = static_cast<float>(sd[i]);
+      att_f[i] = static_cast<float>(plan.attention[i]);
+      needle_f[i] = static_cast<float>(plan.needle[i]);
+    }
+    // Ordinary keys: mean + sd * noise, rotated by position (RoPE on adjacent pairs). Sums
+    // over tokens in double; each token's dot products in float.
     double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;
-    std::vector<float> keys(static_cast<std::size_t>(t_count) * d);
     for (int t = 0; t < t_count; ++t) {
-      for (int i = 0; i < d; ++i) k[i] = mean[i] + sd[i] * rng.normal();
-      for (int i = 0; i + 1 < d; i += 2) {
-        const double a = t * rope.frequencies[static_cast<std::size_t>(i / 2)], cs = std::cos(a),
-                     sn = std::sin(a);
-        const double x = k[i], y = k[i + 1];
-        k[i] = x * cs - y * sn;
-        k[i + 1] = x * sn + y * cs;
+      float* k = keys.get() + static_cast<std::size_t>(t) * ud;
+      noise.fill({k, ud});
+      for (int i = 0; i < d; ++i) k[i] = mean_f[i] + sd_f[i] * k[i];
+      const float* cs = rope.cos.data() + static_cast<std::size_t>(t) * rope.pairs;
+      const float* sn = rope.sin.data() + static_cast<std::size_t>(t) * rope.pairs;
+      for (int j = 0; j < rope.pairs; ++j) {
+        const float x = k[2 * j], y = k[2 * j + 1];
+        k[2 * j] = x * cs[j] - y * sn[j];
+        k[2 * j + 1] = x * sn[j] + y * cs[j];
       }
-      double proj = 0;
+      // Dot products in 16 lanes (vectorised; a single float sum would be added in order).
+      float lanes[16] = {}, needle_lanes[16] = {};
       for (int i = 0; i < d; ++i) {
-        keys[static_cast<std::size_t>(t) * d + i] = static_cast<float>(k[i]);
-        proj += k[i] * plan.attention[i];
-        sum_needle_proj += k[i] * plan.needle[i];
+        lanes[i & 15] += k[i] * att_f[i];
+        needle_lanes[i & 15] += k[i] * needle_f[i];
+      }
+      float proj = 0, needle_proj = 0;
+      for (int j = 0; j < 16; ++j) {
+        proj += lanes[j];
+        needle_proj += needle_lanes[j];
       }
       sum_proj += proj;
-      sum_proj2 += proj * proj;
+      sum_proj2 += static_cast<double>(proj) * proj;
+      sum_needle_proj += needle_proj;
+      if ((t & 8191) == 8191 &&
+          !progress.keep_going((g + 0.5 * t / t_count) / static_cast<double>(s.kv_heads))) {
+        return make_error(std::string(kCancelledMessage));
+      }
     }
     // Query strength so ordinary tokens' logits q.k/sqrt(d) spread with std ~1.5.
     const double mean_proj = sum_proj / t_count;
@@ -113,7 +168,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
     // A planted token's projection on `dir` is set (not added to) so its logit sits
     // `logit_boost` above an average token's, whatever its own random part was.
     const auto plant = [&](int t, const std::vector<double>& dir, double base, double logit_boost) {
-      float* key = keys.data() + static_cast<std::size_t>(t) * d;
+      float* key = keys.get() + static_cast<std::size_t>(t) * ud;
       double proj = 0;
       for (int i = 0; i < d; ++i) proj += key[i] * dir[i];
       const double target = base + logit_boost * std::sqrt(static_cast<double>(d)) / q_scale;
@@ -125,30 +180,31 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       plant(marks.needle, plan.attention, mean_proj, 0.0);
       plant(marks.needle, plan.needle, sum_needle_proj / t_count, c.needle_strength);
     }
-    for (int t = 0; t < t_count; ++t)
-      out.key.store_row(t, g, std::span(keys).subspan(static_cast<std::size_t>(t) * d));
+    for (int t = 0; t < t_count; ++t) {
+      out.key.store_row(t, g, {keys.get() + static_cast<std::size_t>(t) * ud, ud});
+    }
 
     // Values: no channel outliers, a mild per-token scale. The sink's value is small, as in
     // trained models, where the sink serves as a near no-op target for spare attention
     // (Xiao et al. 2024, Sec. 3; Sun et al. 2024, "Massive Activations", Sec. 4).
     // Each head's values also share a per-channel mean, so attention outputs have a norm well
     // above the noise of averaging random vectors.
-    std::vector<double> value_mean(d);
-    for (auto& m : value_mean) m = 0.7 * rng.normal();
+    std::vector<float> value_mean(ud);
+    for (auto& m : value_mean) m = static_cast<float>(0.7 * rng.normal());
     for (int t = 0; t < t_count; ++t) {
-      const double scale = std::exp(0.2 * rng.normal()) * (t == marks.sink ? 0.1 : 1.0);
-      for (int i = 0; i < d; ++i) {
-        row[i] = static_cast<float>(scale * (value_mean[i] + rng.normal()));
-      }
+      const float scale =
+          static_cast<float>(std::exp(0.2 * noise.next())) * (t == marks.sink ? 0.1f : 1.0f);
+      noise.fill(row);
+      for (int i = 0; i < d; ++i) row[i] = scale * (value_mean[i] + row[i]);
       out.value.store_row(t, g, row);
     }
     // Decode-time queries for the heads of this group; the last one also looks for the needle.
-    const double noise = 0.1 * q_scale / std::sqrt(static_cast<double>(d));
+    const double noise_sd = 0.1 * q_scale / std::sqrt(static_cast<double>(d));
     for (int n = 0; n < c.queries; ++n) {
       for (int h = 0; h < group; ++h) {
         for (int i = 0; i < d; ++i) {
           // Noise at 10% of the query's norm, so the planted directions stay dominant.
-          double v = q_scale * plan.attention[i] + noise * rng.normal();
+          double v = q_scale * plan.attention[i] + noise_sd * rng.normal();
           if (n == c.queries - 1) v += q_scale * plan.needle[i];
           row[i] = static_cast<float>(v);
         }
@@ -156,6 +212,7 @@ void generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       }
     }
   }
+  return Ok{};
 }
 
 Status validate(const SyntheticConfig& c, const SyntheticPreset& p, int layers) {
@@ -253,32 +310,13 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   }
   const SyntheticLandmarks marks = synthetic_landmarks(config);
 
-  if (!report_progress(progress, 0.0, "generating")) {
-    return make_error(std::string(kCancelledMessage));
-  }
-  // Layers are independent streams: generate them on every core; the calling thread reports.
-  std::atomic<int> next{0}, done{0};
-  std::atomic<bool> cancel{false};
-  const auto work = [&] {
-    for (int l = next++; l < layers && !cancel; l = next++) {
-      generate_layer(config, *preset, marks, cache.key_rope, l, cache.layers[l]);
-      ++done;
-    }
-  };
-  const unsigned extra = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()) - 1,
-                                            static_cast<unsigned>(layers - 1));
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < extra; ++i) pool.emplace_back(work);
-  for (int l = next++; l < layers && !cancel; l = next++) {
-    generate_layer(config, *preset, marks, cache.key_rope, l, cache.layers[l]);
-    ++done;
-    if (!report_progress(progress, static_cast<double>(done) / layers,
-                         fmt::format("generating layer {} of {}", done.load(), layers))) {
-      cancel = true;
-    }
-  }
-  for (auto& t : pool) t.join();
-  if (cancel) return make_error(std::string(kCancelledMessage));
+  // Layers are independent streams: generate them on every core.
+  auto rope = rope_table(cache.key_rope, config.context);
+  if (!rope) return rope.error();
+  KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
+    return generate_layer(config, *preset, marks, *rope, l,
+                          cache.layers[static_cast<std::size_t>(l)], p);
+  }));
   return cache;
 }
 

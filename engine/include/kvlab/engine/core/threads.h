@@ -1,7 +1,12 @@
-// How many threads the engine's parallel loops (oneTBB) may use.
+// How many threads the engine's parallel loops (oneTBB) may use, and the one loop they share.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string_view>
+
+#include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab {
 
@@ -12,5 +17,37 @@ std::shared_ptr<void> limit_threads(int threads);
 
 // The threads the engine's parallel loops use now.
 int worker_threads();
+
+namespace detail {
+struct LoopState;
+}
+
+// What one item of for_each_item sees of its loop: whether to go on, and a way to say how far
+// it is. Long items call keep_going() every few tens of milliseconds of work, so a cancel takes
+// effect within that, not at the end of the item. Thread-safe; never calls the user's callback.
+class ItemProgress {
+ public:
+  ItemProgress(detail::LoopState& loop, int item) : m_loop(loop), m_item(item) {}
+  // False once the user cancelled or another item failed; records `part` (0..1) of this item
+  // as done.
+  bool keep_going(double part = 0);
+
+ private:
+  detail::LoopState& m_loop;
+  int m_item;
+};
+
+// Runs body(i, progress) once for every i in [0, items) on the engine's threads (oneTBB), in any
+// order and in parallel, so `body` writes only its own item's results; callers reduce them in
+// index order afterwards, which keeps results bit-identical to one thread.
+//
+// With a `progress` callback the calling thread does none of the items: it reports every 50 ms
+// (the share of items done, parts of items in flight included, and "<done> of <items>
+// <noun>s"), and when the callback asks to stop, the items see it at their next keep_going().
+// The callback is only ever called from the calling thread, so it need not be thread-safe.
+// Returns the error of the lowest failing item, or kCancelledMessage when the callback asked to
+// stop.
+Status for_each_item(int items, const ProgressFn& progress, std::string_view noun,
+                     const std::function<Status(int item, ItemProgress& progress)>& body);
 
 }  // namespace kvlab

@@ -74,14 +74,23 @@ struct CompressionReport {
   ErrorMetrics error;
   CodecStats codec;  // summed over layers; entropy is the code-weighted mean of the streams'
   std::vector<LayerReport> layers;
-  double quantize_seconds = 0, dequantize_seconds = 0, total_seconds = 0;
+  // Time. total_seconds is compress_cache's wall time; wall_seconds the whole run's, the
+  // source's loading or generation (source_seconds, set by the caller that loaded it) included.
+  // The parts are thread-seconds, summed over the `threads` that ran layers side by side:
+  // quantize, code (the entropy coder and its decoding back; the codecs compared beside it
+  // included), dequantize, and metrics (element and attention errors, histograms).
+  double source_seconds = 0, quantize_seconds = 0, code_seconds = 0, dequantize_seconds = 0,
+         metrics_seconds = 0, total_seconds = 0, wall_seconds = 0;
+  int threads = 1;
   // Where the entropy coder ran: the backend's id ("cpu", "cuda") and device name. Empty in
   // reports saved before backends existed.
   std::string backend, device;
 };
 
 // `backend` runs the entropy coding of the chosen codec (null: the CPU); the other two codecs of
-// the side-by-side comparison are sized on the CPU (same bytes either way).
+// the side-by-side comparison are sized on the CPU (same bytes either way). Layers run side by
+// side on the engine's threads (for_each_item) when the backend is the CPU; the report is the
+// same, bit for bit, whatever the number of threads.
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
                                          const ProgressFn& progress = {},
                                          Backend* backend = nullptr);
