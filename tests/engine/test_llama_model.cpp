@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/model/model_quality.h"
 #include "scratch_dir.h"
@@ -404,6 +405,35 @@ TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
 // The kept-token mask: keeping everything changes nothing (to float rounding); a hand-made mask
 // gives each query head a softmax over the kept positions only, computed here in double from the
 // state's own queries and keys.
+// Windows run side by side: the report is the same, bit for bit, on one thread and on several
+// (quantization and eviction in the loop, each window with its own policy state).
+TEST(ModelQuality, WindowsOnAnyNumberOfThreadsGiveOneReport) {
+  REQUIRE_MODEL();
+  const LlamaModel model = LlamaModel::load_llama2c(kModel).value();
+  auto text = sample_text(model, 4 * 96, 3).value();
+  QualityConfig qc;
+  qc.window = 96;
+  qc.method->kind = MethodKind::Kivi;
+  qc.method->residual = 16;
+  EvictionConfig e;
+  e.policy = EvictionPolicy::H2O;
+  e.budget = Budget{0.5, true};
+  qc.eviction = e;
+  std::optional<QualityReport> one;
+  {
+    const auto limit = limit_threads(1);
+    one = measure_quality(model, text, qc).value();
+  }
+  const QualityReport many = measure_quality(model, text, qc).value();
+  EXPECT_GE(one->windows, 4);
+  EXPECT_EQ(one->perplexity, many.perplexity);
+  EXPECT_EQ(one->perplexity_exact, many.perplexity_exact);
+  EXPECT_EQ(one->kl_mean, many.kl_mean);
+  EXPECT_EQ(one->next_token_agreement, many.next_token_agreement);
+  EXPECT_EQ(one->kept_fraction, many.kept_fraction);
+  EXPECT_EQ(one->bits_per_value, many.bits_per_value);
+}
+
 TEST(LlamaModel, KeptMaskRestrictsAttentionToTheKeptTokens) {
   REQUIRE_MODEL();
   auto model = LlamaModel::load_llama2c(kModel).value();

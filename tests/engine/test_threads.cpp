@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/eviction/eviction.h"
+#include "kvlab/engine/eviction/eviction_json.h"
 #include "kvlab/engine/io/report_json.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/sources/synthetic.h"
@@ -153,6 +155,44 @@ TEST(Threads, CompressionIsBitIdenticalOnOneThreadAndOnSeveral) {
     EXPECT_EQ(without_timings(*one).dump(), without_timings(*many).dump()) << method_label(m);
     EXPECT_EQ(one->error.mse, many->error.mse);  // the same doubles, not close ones
     EXPECT_EQ(one->error.softmax_kl, many->error.softmax_kl);
+  }
+}
+
+// The eviction simulation's layers side by side: a decode policy and a prefill press, their maps
+// included, the same on one thread and on several.
+TEST(Threads, EvictionIsBitIdenticalOnOneThreadAndOnSeveral) {
+  SyntheticConfig c;
+  c.preset = "llama3-8b";
+  c.layers = 4;
+  c.context = 600;
+  c.queries = 64;
+  auto cache = generate_synthetic(c);
+  ASSERT_TRUE(cache.ok()) << cache.message();
+  for (EvictionPolicy p : {EvictionPolicy::H2O, EvictionPolicy::SnapKV}) {
+    EvictionConfig e;
+    e.policy = p;
+    e.budget = Budget{0.25, true};
+    e.steps = 64;
+    nlohmann::json one, one_maps;
+    {
+      const auto limit = limit_threads(1);
+      auto r = simulate_eviction(*cache, e);
+      ASSERT_TRUE(r.ok()) << r.message();
+      one = eviction_report_to_json(*r);
+      one_maps = eviction_maps_to_json(*r);
+    }
+    auto r = simulate_eviction(*cache, e);
+    ASSERT_TRUE(r.ok()) << r.message();
+    nlohmann::json many = eviction_report_to_json(*r);
+    for (auto* j : {&one, &many}) {  // timings
+      j->erase("seconds");
+      j->erase("matmul_gflops");
+    }
+    for (auto it = one.begin(); it != one.end(); ++it) {
+      EXPECT_EQ(it.value().dump(), many[it.key()].dump())
+          << eviction_policy_id(p) << " " << it.key();
+    }
+    EXPECT_EQ(one_maps.dump(), eviction_maps_to_json(*r).dump());
   }
 }
 
