@@ -15,6 +15,7 @@
 // dequantization folded into the query or the weights, so the ratios measure what reading codes
 // costs against reading halves, not loop quality.
 // Items are tokens processed; bytes are the stored K (or V) bytes the path reads.
+// BM_DecodeStep (below) runs a whole decode step over all 32 layers, out of cache.
 // bench/fused_attention_report.py turns one JSON run into the table in docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
 
@@ -29,6 +30,7 @@
 
 #include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab::bench {
@@ -244,10 +246,140 @@ void paths(benchmark::internal::Benchmark* b) {
   }
 }
 
+// ---- A whole decode step, as serving runs it (issue 24) --------------------------------------
+// One query per query head through all 32 layers of llama3-8b at kStepContext tokens: the fp16
+// rows (1 GiB of K and V), the Huffman streams or the 4-bit packed codes of every layer, far more
+// than any last-level cache holds, so each step reads them from memory, as a server's decode step
+// does. Layers run side by side on 1 or 2 threads (for_each_item, as the engine runs them). Beside
+// it, the machine's read bandwidth on the same threads: a sum over a buffer of the fp16 size.
+// Bytes are the stored bytes a step reads; a path at the read bandwidth is bound by memory, one
+// well below it by its arithmetic.
+constexpr int kStepContext = 8192;
+constexpr int kModelLayers = 32;
+
+struct ModelCache {
+  std::vector<std::vector<std::uint16_t>> keys, values;
+  std::vector<std::unique_ptr<CompressedKvCache>> huffman, packed;
+  std::vector<std::vector<float>> q;  // per layer, [kQueryHeads][head_dim]
+  int kv_heads = 0, head_dim = 0;
+};
+
+const ModelCache& model_cache() {
+  static const ModelCache m = [] {
+    SyntheticConfig s;
+    s.preset = "llama3-8b";
+    s.layers = kModelLayers;
+    s.context = kStepContext;
+    const KvCache cache = must(generate_synthetic(s), "synthetic llama3-8b, 32 layers");
+    ModelCache out;
+    out.kv_heads = cache.shape.kv_heads;
+    out.head_dim = cache.shape.head_dim;
+    out.keys.resize(kModelLayers);
+    out.values.resize(kModelLayers);
+    out.huffman.resize(kModelLayers);
+    out.packed.resize(kModelLayers);
+    out.q.resize(kModelLayers);
+    CompressedCacheConfig huffman;
+    CompressedCacheConfig packed;
+    packed.codec = CodecKind::BitPack;
+    packed.bitpack_width = 4;
+    packed.rel_scale = 0.07;
+    must(for_each_item(kModelLayers, {}, "layer",
+                       [&](int l, ItemProgress&) -> Status {
+                         const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
+                         out.keys[l] = fp16_prefix(lkv.key, kStepContext);
+                         out.values[l] = fp16_prefix(lkv.value, kStepContext);
+                         for (auto [config, slot] :
+                              {std::pair{&huffman, &out.huffman[l]}, {&packed, &out.packed[l]}}) {
+                           auto c = CompressedKvCache::create(*config, out.kv_heads, out.head_dim);
+                           if (!c) return c.error();
+                           KVLAB_TRY(c->prefill(lkv.key.view(), lkv.value.view()));
+                           *slot = std::make_unique<CompressedKvCache>(std::move(*c));
+                         }
+                         const std::vector<float> all = lkv.query.view().to_float();
+                         const std::size_t n = static_cast<std::size_t>(kQueryHeads) * out.head_dim;
+                         out.q[l].assign(all.end() - static_cast<std::ptrdiff_t>(n), all.end());
+                         return Ok{};
+                       }),
+         "32 compressed layers");
+    return out;
+  }();
+  return m;
+}
+
+void BM_DecodeStep(benchmark::State& state) {
+  const int path = static_cast<int>(state.range(0));
+  const auto limit = limit_threads(static_cast<int>(state.range(1)));
+  const ModelCache& m = model_cache();
+  std::vector<std::vector<float>> out(kModelLayers), scratch(kModelLayers);
+  for (auto& o : out) o.resize(static_cast<std::size_t>(kQueryHeads) * m.head_dim);
+  std::uint64_t bytes = 0;
+  for (int l = 0; l < kModelLayers; ++l) {
+    if (path == kFp16) {
+      bytes += (m.keys[l].size() + m.values[l].size()) * sizeof(std::uint16_t);
+    } else {
+      const CompressedKvView v = (path == kHuffman ? m.huffman : m.packed)[l]->view();
+      bytes += stored_bytes(v, true) + stored_bytes(v, false);
+    }
+  }
+  for (auto _ : state) {
+    const Status st = for_each_item(kModelLayers, {}, "layer", [&](int l, ItemProgress&) {
+      const auto i = static_cast<std::size_t>(l);
+      if (path == kFp16) {
+        const Fp16KvView kv{kStepContext, m.kv_heads, m.head_dim, m.keys[i], m.values[i]};
+        return fp16_attention(kv, m.q[i], kQueryHeads, out[i], scratch[i]);
+      }
+      const CompressedKvView v = (path == kHuffman ? m.huffman : m.packed)[i]->view();
+      return fused_attention(v, m.q[i], kQueryHeads, out[i], scratch[i]);
+    });
+    if (!st) {
+      state.SkipWithError(st.message().c_str());
+      break;
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(path_name(path));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(bytes));
+  state.counters["threads"] = static_cast<double>(state.range(1));
+  state.counters["context"] = kStepContext;
+  state.counters["layers"] = kModelLayers;
+}
+
+// The read bandwidth on 1 or 2 threads: 64-bit sums over a buffer of the step's fp16 size.
+void BM_MemoryRead(benchmark::State& state) {
+  const auto limit = limit_threads(static_cast<int>(state.range(0)));
+  const std::size_t n = static_cast<std::size_t>(kModelLayers) * 2 * kStepContext * 8 * 128 / 4;
+  static std::vector<std::uint64_t> buffer(n, 1);  // 1 GiB
+  const std::size_t chunk = n / 64;
+  for (auto _ : state) {
+    std::vector<std::uint64_t> sums(64);
+    (void)for_each_item(64, {}, "chunk", [&](int c, ItemProgress&) -> Status {
+      std::uint64_t sum = 0;
+      const std::uint64_t* p = buffer.data() + static_cast<std::size_t>(c) * chunk;
+      for (std::size_t i = 0; i < chunk; ++i) sum += p[i];
+      sums[static_cast<std::size_t>(c)] = sum;
+      return Ok{};
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(n * sizeof(std::uint64_t)));
+  state.counters["threads"] = static_cast<double>(state.range(0));
+}
+
+void step_paths(benchmark::internal::Benchmark* b) {
+  for (const int threads : {1, 2}) {
+    for (const int path : {kFp16, kHuffman, kPacked}) b->Args({path, threads});
+  }
+}
+
 }  // namespace
 
 BENCHMARK(BM_AttentionLogits)->Apply(paths)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AttentionValues)->Apply(paths)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DecodeStep)->Apply(step_paths)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MemoryRead)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace kvlab::bench
 
