@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -41,7 +42,8 @@ Status check_finite(const std::vector<float>& x, const Tensor& t, const std::str
 // The book is chosen as the streaming cache chooses it (choose_codebook), with pair symbols
 // only where the backend's kernels read them.
 Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, Backend& backend,
-                                const std::string& name, LayerReport& layer, bool key) {
+                                const std::string& name, LayerReport& layer, bool key,
+                                const std::function<bool()>& keep_going) {
   CodecStats stats;
   const CodeCounts counts = count_codes(q.codes);
   stats.codes = q.codes.size();
@@ -58,6 +60,7 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
   (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
   std::optional<EncodedCodes> chosen;
   for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+    if (!keep_going()) return make_error(std::string(kCancelledMessage));
     const CodecConfig codec{kind, config.block_size, 0};
     const bool chose = kind == *config.codec;
     auto encoded = chose ? backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book)
@@ -73,6 +76,7 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
       chosen = std::move(*encoded);
     }
   }
+  if (!keep_going()) return make_error(std::string(kCancelledMessage));
   if (auto s = decode_codes(*chosen, &*book, q.codes); !s) {
     return make_error(fmt::format("{}: decoding: {}", name, s.message()));
   }
@@ -131,9 +135,11 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
     out.quantize += seconds_since(t0);
+    if (!progress.keep_going(0.5 * r + 0.1)) return make_error(std::string(kCancelledMessage));
     if (config.codec) {
       t0 = Clock::now();
-      auto stats = entropy_code(*q, config, backend, name, lr, r == 0);
+      auto stats = entropy_code(*q, config, backend, name, lr, r == 0,
+                                [&] { return progress.keep_going(0.5 * r + 0.125); });
       if (!stats) return stats.error();
       (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
       out.codec += *stats;
@@ -151,6 +157,7 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
     out.metrics += seconds_since(t0);
   }
+  if (!progress.keep_going(0.9)) return make_error(std::string(kCancelledMessage));
   const auto t0 = Clock::now();
   out.element = elem[0];
   out.element += elem[1];
