@@ -42,11 +42,11 @@ RetrievalChart::RetrievalChart(QWidget* parent) : QCustomPlot(parent) {
   m_full_label = new QCPItemText(this);
   m_full_label->setColor(QColor(90, 90, 90));
   m_full_label->setFont(QFont(font().family(), 8));
-  m_full_label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+  m_full_label->setPositionAlignment(Qt::AlignRight | Qt::AlignBottom);
   m_full_label->position->setTypeX(QCPItemPosition::ptAxisRectRatio);
   m_full_label->position->setTypeY(QCPItemPosition::ptPlotCoords);
   add_legend_row(this, legend, plotLayout()->rowCount());
-  legend->setWrap(2);  // two columns: three clip the longest names at the smallest window
+  legend->setWrap(3);
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   style_plot(this);
   clear_data(no_runs_message());
@@ -72,21 +72,35 @@ void RetrievalChart::set_data(const RetrievalChartData& data) {
   clear_data({});
   m_data = data;
   std::map<std::string, std::size_t> policy_color;  // a policy keeps its colour when dashed
+  const auto policy_has_solid = [&](const std::string& id) {
+    return std::any_of(data.lines.begin(), data.lines.end(), [&](const RetrievalLine& l) {
+      return l.policy_id == id && !l.press_before_question;
+    });
+  };
+  bool any_dashed = false;
   double lo = 1, hi = 0;
   for (const RetrievalLine& line : data.lines) {
     const auto c = policy_color.emplace(line.policy_id, policy_color.size()).first->second;
     QCPGraph* g = addGraph(xAxis, yAxis);
     const QColor color = kLineColors[c % kLineColors.size()];
     g->setPen(QPen(color, 2, line.press_before_question ? Qt::DashLine : Qt::SolidLine));
-    g->setScatterStyle(QCPScatterStyle(kShapes[c % kShapes.size()], color,
-                                       line.press_before_question ? Qt::white : color, 7));
+    // Ten colours, five markers: the marker moves on by one each time the colours come round,
+    // so no two of the first fifty policies look alike.
+    const auto shape = kShapes[(c + c / kLineColors.size()) % kShapes.size()];
+    g->setScatterStyle(
+        QCPScatterStyle(shape, color, line.press_before_question ? Qt::white : color, 7));
     g->setName(line.name);
     g->setData(QVector<double>(line.budget.begin(), line.budget.end()),
                QVector<double>(line.accuracy.begin(), line.accuracy.end()), true);
-    g->addToLegend(legend);
-    if (QCPAbstractLegendItem* item = legend->itemWithPlottable(g)) {
-      item->setMargins(QMargins(8, 2, 8, 6));  // room below the text for the descenders
+    // One legend entry per policy: its dashed twin shares the colour and marker, and the axis
+    // label says what dashed means (two entries per press made the legend taller than the plot).
+    if (!line.press_before_question || !policy_has_solid(line.policy_id)) {
+      g->addToLegend(legend);
+      if (QCPAbstractLegendItem* item = legend->itemWithPlottable(g)) {
+        item->setMargins(QMargins(8, 2, 8, 6));  // room below the text for the descenders
+      }
     }
+    any_dashed = any_dashed || line.press_before_question;
     m_lines.push_back(g);
     for (double b : line.budget) lo = std::min(lo, b), hi = std::max(hi, b);
   }
@@ -94,14 +108,17 @@ void RetrievalChart::set_data(const RetrievalChartData& data) {
     m_full->point1->setCoords(0, *data.full_accuracy);
     m_full->point2->setCoords(1, *data.full_accuracy);
     m_full_label->setText(tr("full cache: %1 %").arg(100 * *data.full_accuracy, 0, 'g', 3));
-    m_full_label->position->setCoords(0.01, *data.full_accuracy);
+    m_full_label->position->setCoords(0.99, *data.full_accuracy);
     m_full->setVisible(true);
     m_full_label->setVisible(true);
   }
+  xAxis->setLabel(any_dashed ? tr("budget (share of the prompt kept) · dashed, hollow marks: "
+                                  "pressed before the question")
+                             : tr("budget (share of the prompt kept)"));
   if (hi < lo) lo = 0, hi = 1;
   const double pad = std::max(0.02, (hi - lo) * 0.06);
   xAxis->setRange(std::max(0.0, lo - pad), std::min(1.02, hi + pad));
-  yAxis->setRange(-0.03, 1.08);
+  yAxis->setRange(-0.03, 1.14);  // room above 100 % for the full cache's label
   QSharedPointer<QCPAxisTickerText> percent(new QCPAxisTickerText);
   const double step = hi - lo > 0.5 ? 0.1 : 0.05;
   for (double x = 0; x <= 1.0001; x += step) {

@@ -1,6 +1,7 @@
 // Passkey retrieval against the eviction budget: one line per policy (x the budget as a share
 // of the prompt, y the share of pass keys found), prefill presses run with the question before
-// the press drawn dashed, and the full cache's accuracy as a grey reference line.
+// the press drawn dashed (one legend entry per policy; the axis label says what dashed means),
+// and the full cache's accuracy as a grey reference line.
 #pragma once
 
 #include <vector>
