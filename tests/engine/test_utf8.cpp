@@ -10,7 +10,7 @@ namespace kvlab {
 namespace {
 
 TEST(Utf8, WellFormedTextHasNoBadByte) {
-  for (const std::string text :
+  for (const std::string& text :
        {std::string(), std::string("plain ASCII"),
         std::string("\xC2\x80 \xDF\xBF"),                  // 2 bytes, ends
         std::string("\xE0\xA0\x80 \xED\x9F\xBF"),          // 3 bytes, E0/ED
