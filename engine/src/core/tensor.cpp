@@ -19,17 +19,22 @@ void TensorView::load_row(int token, int head, std::span<float> out) const {
 
 std::vector<float> TensorView::to_float() const {
   std::vector<float> out(elements());
+  to_float(out);
+  return out;
+}
+
+void TensorView::to_float(std::span<float> out) const {
+  assert(out.size() >= elements());
   if (contiguous()) {
-    convert_to_float(m_dtype, {m_data, out.size() * dtype_size(m_dtype)}, out);
-    return out;
+    convert_to_float(m_dtype, {m_data, elements() * dtype_size(m_dtype)}, out.first(elements()));
+    return;
   }
-  std::span<float> dst(out);
+  std::span<float> dst = out;
   for (int t = 0; t < m_tokens; ++t) {
     for (int h = 0; h < m_heads; ++h, dst = dst.subspan(static_cast<std::size_t>(m_dim))) {
       load_row(t, h, dst);
     }
   }
-  return out;
 }
 
 TensorView TensorView::head(int h) const {

@@ -1,6 +1,7 @@
 #include "kvlab/engine/quant/compress.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <tbb/enumerable_thread_specific.h>
 
 #include "kvlab/engine/core/backend.h"
 #include "kvlab/engine/core/threads.h"
@@ -116,13 +118,18 @@ struct LayerOutcome {
   double quantize = 0, code = 0, dequantize = 0, metrics = 0;  // seconds on this layer's thread
 };
 
+// A thread's four working tensors, kept from layer to layer of one run: at 32K context they are
+// 134 MB each, and fresh ones would be zero-filled and page-faulted in again for every layer.
+using LayerBuffers = std::array<std::vector<float>, 4>;
+
 Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
                       const Quantizer& quantizer, Backend& backend, ItemProgress& progress,
-                      LayerOutcome& out) {
+                      LayerBuffers& buffers, LayerOutcome& out) {
   const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
   LayerReport& lr = out.report;
   lr.layer = l;
-  std::vector<float> xs[2], hats[2];
+  std::vector<float>* xs = buffers.data();        // K and V as floats
+  std::vector<float>* hats = buffers.data() + 2;  // their reconstructions
   ElementErrorSums elem[2];
   const Tensor* tensors[2] = {&lkv.key, &lkv.value};
   for (int r = 0; r < 2; ++r) {
@@ -130,7 +137,8 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
     auto t0 = Clock::now();
-    xs[r] = tensors[r]->view().to_float();
+    xs[r].resize(tensors[r]->elements());
+    tensors[r]->view().to_float(xs[r]);
     KVLAB_TRY(check_finite(xs[r], *tensors[r], name));
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
@@ -216,8 +224,9 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   // A GPU backend's streams and buffers belong to one caller: its layers run one by one.
   const std::shared_ptr<void> one_thread = backend->id() == "cpu" ? nullptr : limit_threads(1);
   report.threads = std::min(worker_threads(), std::max(1, layers));
+  tbb::enumerable_thread_specific<LayerBuffers> buffers;  // freed when the run ends
   KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
-    return compress_layer(cache, l, config, **quantizer, *backend, p,
+    return compress_layer(cache, l, config, **quantizer, *backend, p, buffers.local(),
                           outcomes[static_cast<std::size_t>(l)]);
   }));
 

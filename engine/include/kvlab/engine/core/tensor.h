@@ -47,6 +47,8 @@ class TensorView {
   void load_row(int token, int head, std::span<float> out) const;
   // Converts the whole view to float, row-major [tokens][heads][dim].
   std::vector<float> to_float() const;
+  // The same into `out` (elements() floats), for callers that reuse one buffer.
+  void to_float(std::span<float> out) const;
 
   TensorView head(int h) const;                      // [tokens, 1, dim]
   TensorView token_range(int begin, int end) const;  // [end-begin, heads, dim]
