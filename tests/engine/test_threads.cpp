@@ -82,7 +82,7 @@ TEST(Threads, ACancelStopsTheLoopAndSaysSo) {
   const Status s = for_each_item(1000, progress, "item", [&](int, ItemProgress& p) -> Status {
     ++started;
     for (int k = 0; k < 100; ++k) {  // 100 ms of work, checking every millisecond
-      if (!p.keep_going(k / 100.0)) return make_error(std::string(kCancelledMessage));
+      KVLAB_TRY(p.keep_going(k / 100.0));
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return Ok{};
@@ -102,7 +102,7 @@ TEST(Threads, ProgressCountsPartsOfItemsInFlight) {
   };
   const Status s = for_each_item(1, progress, "layer", [&](int, ItemProgress& p) -> Status {
     for (int k = 0; k < 40; ++k) {
-      p.keep_going(k / 40.0);
+      KVLAB_TRY(p.keep_going(k / 40.0));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return Ok{};

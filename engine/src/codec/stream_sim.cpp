@@ -133,17 +133,12 @@ Result<StreamReport> simulate_stream(const KvCache& cache, const StreamConfig& c
         points.push_back(layer->memory());
         ++next;
         // Cancelling is checked at recorded points only: cheap, and often enough.
-        if (!progress.keep_going(static_cast<double>(step) / std::max(steps, 1))) {
-          return make_error(std::string(kCancelledMessage));
-        }
+        KVLAB_TRY(progress.keep_going(static_cast<double>(step) / std::max(steps, 1)));
       }
     }
     return Ok{};
   };
-  const ProgressFn streaming = [&](double f, std::string_view what) {
-    return report_progress(progress, f, fmt::format("stream: {}", what));
-  };
-  KVLAB_TRY(for_each_item(layers, progress ? streaming : ProgressFn{}, "layer", run_layer));
+  KVLAB_TRY(for_each_item(layers, with_stage_prefix(progress, "stream: "), "layer", run_layer));
   for (const auto& points : per_layer) {
     for (std::size_t i = 0; i < points.size(); ++i) add(report.points[i].memory, points[i]);
   }

@@ -54,10 +54,12 @@ struct LoopState {
 
 }  // namespace detail
 
-bool ItemProgress::keep_going(double part) {
+Status ItemProgress::keep_going(double part) {
   m_loop.parts[static_cast<std::size_t>(m_item)].store(
       static_cast<float>(std::clamp(part, 0.0, 1.0)), std::memory_order_relaxed);
-  return !m_loop.stop.load(std::memory_order_relaxed);
+  if (m_loop.stop.load(std::memory_order_relaxed))
+    return make_error(std::string(kCancelledMessage));
+  return Ok{};
 }
 
 namespace {

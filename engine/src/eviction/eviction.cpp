@@ -459,9 +459,7 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
     hp.queries = cache.layers[static_cast<std::size_t>(l)].query.tokens();
     hp.bytes_per_entry = bytes_per_entry[static_cast<std::size_t>(l)];
     for (int h = 0; h < H; ++h) {
-      if (!progress.keep_going(static_cast<double>(h) / H)) {
-        return make_error(std::string(kCancelledMessage));
-      }
+      KVLAB_TRY(progress.keep_going(static_cast<double>(h) / H));
       hp.kv_head = h;
       if (prefill) {
         const LayerPress& lp = presses[static_cast<std::size_t>(l)];
@@ -472,10 +470,9 @@ Result<EvictionReport> simulate_eviction(const KvCache& cache, const EvictionCon
     }
     return Ok{};
   };
-  const ProgressFn simulating = [&](double f, std::string_view layers) {
-    return report_progress(progress, f, fmt::format("simulating {}: {}", rep.policy, layers));
-  };
-  KVLAB_TRY(for_each_item(L, progress ? simulating : ProgressFn{}, "layer", run_layer));
+  KVLAB_TRY(for_each_item(L,
+                          with_stage_prefix(progress, fmt::format("simulating {}: ", rep.policy)),
+                          "layer", run_layer));
 
   // Gather: per layer over its heads, then over layers.
   const int S = config.steps;

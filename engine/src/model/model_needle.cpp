@@ -125,7 +125,11 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
       r.cells.push_back({});
       r.cells.back().depth = depth;
       for (int t = 0; t < c.trials; ++t) {
-        trials.push_back({reps, 10000 + static_cast<int>(rng.uniform() * 89999), cell, depth});
+        Trial& trial = trials.emplace_back();
+        trial.reps = reps;
+        trial.key = 10000 + static_cast<int>(rng.uniform() * 89999);
+        trial.cell = cell;
+        trial.depth = depth;
       }
     }
   }
@@ -178,9 +182,7 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
     Result<std::vector<float>> logits = std::vector<float>{};
     const std::size_t stop = static_cast<std::size_t>(press_at);
     for (std::size_t at = 0; at < ids.size();) {
-      if (!progress.keep_going(static_cast<double>(at) / positions)) {
-        return make_error(std::string(kCancelledMessage));
-      }
+      KVLAB_TRY(progress.keep_going(static_cast<double>(at) / positions));
       if (press && at == stop) {
         if (auto s = eviction->press(state, rope); !s) return s.error();
       }

@@ -117,9 +117,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     if (eviction) eviction->attach(lossy);
     int prev = config.bos;
     for (int i = 0; i < per_window; ++i) {
-      if (!progress.keep_going(static_cast<double>(i) / per_window)) {
-        return make_error(std::string(kCancelledMessage));
-      }
+      KVLAB_TRY(progress.keep_going(static_cast<double>(i) / per_window));
       auto le = model.forward(exact, {prev});
       if (!le) return le.error();
       if (eviction && i == prompt && prompt > 0) {

@@ -4,7 +4,6 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <functional>
 #include <memory>
 #include <optional>
 
@@ -40,12 +39,13 @@ Status check_finite(const std::vector<float>& x, const Tensor& t, const std::str
 // prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
 // the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
 // metadata. The chosen codec runs on `backend`; the two others encode the same stream on the CPU,
-// for the side-by-side comparison (every backend writes the same bytes, so the sizes agree).
+// for the side-by-side comparison (every backend writes the same bytes, so the sizes agree);
+// before each, and before decoding, it stops if `progress` was cancelled (at `part` of the item).
 // The book is chosen as the streaming cache chooses it (choose_codebook), with pair symbols
 // only where the backend's kernels read them.
 Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, Backend& backend,
                                 const std::string& name, LayerReport& layer, bool key,
-                                const std::function<bool()>& keep_going) {
+                                ItemProgress& progress, double part) {
   CodecStats stats;
   const CodeCounts counts = count_codes(q.codes);
   stats.codes = q.codes.size();
@@ -62,7 +62,7 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
   (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
   std::optional<EncodedCodes> chosen;
   for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
-    if (!keep_going()) return make_error(std::string(kCancelledMessage));
+    KVLAB_TRY(progress.keep_going(part));
     const CodecConfig codec{kind, config.block_size, 0};
     const bool chose = kind == *config.codec;
     auto encoded = chose ? backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book)
@@ -78,7 +78,7 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
       chosen = std::move(*encoded);
     }
   }
-  if (!keep_going()) return make_error(std::string(kCancelledMessage));
+  KVLAB_TRY(progress.keep_going(part));
   if (auto s = decode_codes(*chosen, &*book, q.codes); !s) {
     return make_error(fmt::format("{}: decoding: {}", name, s.message()));
   }
@@ -103,10 +103,6 @@ void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
   m.attn_output_rel_error = a.output_rel_error();
   m.attn_output_cosine = a.output_cosine();
 }
-
-}  // namespace
-
-namespace {
 
 // One layer's share of the report, computed on its own (any thread) and added in layer order.
 struct LayerOutcome {
@@ -133,7 +129,7 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   ElementErrorSums elem[2];
   const Tensor* tensors[2] = {&lkv.key, &lkv.value};
   for (int r = 0; r < 2; ++r) {
-    if (!progress.keep_going(0.5 * r)) return make_error(std::string(kCancelledMessage));
+    KVLAB_TRY(progress.keep_going(0.5 * r));
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
     auto t0 = Clock::now();
@@ -143,17 +139,16 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
     out.quantize += seconds_since(t0);
-    if (!progress.keep_going(0.5 * r + 0.1)) return make_error(std::string(kCancelledMessage));
+    KVLAB_TRY(progress.keep_going(0.5 * r + 0.1));
     if (config.codec) {
       t0 = Clock::now();
-      auto stats = entropy_code(*q, config, backend, name, lr, r == 0,
-                                [&] { return progress.keep_going(0.5 * r + 0.125); });
+      auto stats = entropy_code(*q, config, backend, name, lr, r == 0, progress, 0.5 * r + 0.125);
       if (!stats) return stats.error();
       (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
       out.codec += *stats;
       out.code += seconds_since(t0);
     }
-    if (!progress.keep_going(0.5 * r + 0.25)) return make_error(std::string(kCancelledMessage));
+    KVLAB_TRY(progress.keep_going(0.5 * r + 0.25));
     hats[r].resize(xs[r].size());
     t0 = Clock::now();
     quantizer.dequantize(*q, hats[r]);
@@ -165,7 +160,7 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
     out.metrics += seconds_since(t0);
   }
-  if (!progress.keep_going(0.9)) return make_error(std::string(kCancelledMessage));
+  KVLAB_TRY(progress.keep_going(0.9));
   const auto t0 = Clock::now();
   out.element = elem[0];
   out.element += elem[1];

@@ -10,6 +10,7 @@
 #include "sources/normal_stream.h"
 
 #include "kvlab/engine/core/names.h"
+#include "kvlab/engine/core/rope.h"
 #include "kvlab/engine/core/threads.h"
 
 namespace kvlab {
@@ -61,41 +62,12 @@ HeadPlan plan_head(detail::Rng& rng, int d) {
   return p;
 }
 
-// cos and sin of every position's RoPE angle, [tokens][rotary pairs], float: computed once
-// (in double) and shared by every layer and head, which turn their keys by the same angles.
-struct RopeTable {
-  int pairs = 0;
-  std::vector<float> cos, sin;
-};
-
-Result<RopeTable> rope_table(const RopeSpec& rope, int tokens) {
-  RopeTable t;
-  t.pairs = rope.rotary_dims / 2;
-  const std::size_t n = static_cast<std::size_t>(tokens) * t.pairs;
-  t.cos.resize(n);
-  t.sin.resize(n);
-  constexpr int kChunk = 4096;
-  const int chunks = (tokens + kChunk - 1) / kChunk;
-  KVLAB_TRY(for_each_item(chunks, {}, "RoPE chunk", [&](int c, ItemProgress&) -> Status {
-    for (int p = c * kChunk; p < std::min(tokens, (c + 1) * kChunk); ++p) {
-      for (int j = 0; j < t.pairs; ++j) {
-        const double a = p * rope.frequencies[static_cast<std::size_t>(j)];
-        const std::size_t i = static_cast<std::size_t>(p) * t.pairs + j;
-        t.cos[i] = static_cast<float>(std::cos(a));
-        t.sin[i] = static_cast<float>(std::sin(a));
-      }
-    }
-    return Ok{};
-  }));
-  return t;
-}
-
 // One layer: keys, values and queries, written into `out`. Each (layer, KV head) draws its
 // statistics from a detail::Rng and its bulk noise (a normal for every key and value element)
 // from a detail::NormalStream, both seeded by (seed, layer, head): layers are independent, so
 // any number of threads gives the same cache.
 Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
-                      const SyntheticLandmarks& marks, const RopeTable& rope, int layer,
+                      const SyntheticLandmarks& marks, const RopeSpec& rope, int layer,
                       LayerKv& out, ItemProgress& progress) {
   const ModelShape& s = preset.shape;
   const int t_count = c.context, d = s.head_dim, group = s.group_size();
@@ -104,9 +76,7 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
   // Every element is written before it is read: no zero-filling of 16 bytes a token-head.
   const std::unique_ptr<float[]> keys(new float[static_cast<std::size_t>(t_count) * ud]);
   for (int g = 0; g < s.kv_heads; ++g) {
-    if (!progress.keep_going(static_cast<double>(g) / s.kv_heads)) {
-      return make_error(std::string(kCancelledMessage));
-    }
+    KVLAB_TRY(progress.keep_going(static_cast<double>(g) / s.kv_heads));
     detail::Rng rng(detail::stream_seed(c.seed, layer, g));
     detail::NormalStream noise(detail::stream_seed(c.seed, layer, g) ^ 0x5eedf00dull);
     // Per-channel statistics of the keys before rotation; outliers on low-frequency pairs.
@@ -128,20 +98,20 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       att_f[i] = static_cast<float>(plan.attention[i]);
       needle_f[i] = static_cast<float>(plan.needle[i]);
     }
-    // Ordinary keys: mean + sd * noise, rotated by position (RoPE on adjacent pairs). Sums
-    // over tokens in double; each token's dot products in float.
-    double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;
+    // Ordinary keys: mean + sd * noise, rotated by position by the cache's own RoPE (adjacent
+    // pairs, apply_rope_rows). Sums over tokens in double; each token's dot products in float.
     for (int t = 0; t < t_count; ++t) {
       float* k = keys.get() + static_cast<std::size_t>(t) * ud;
       noise.fill({k, ud});
       for (int i = 0; i < d; ++i) k[i] = mean_f[i] + sd_f[i] * k[i];
-      const float* cs = rope.cos.data() + static_cast<std::size_t>(t) * rope.pairs;
-      const float* sn = rope.sin.data() + static_cast<std::size_t>(t) * rope.pairs;
-      for (int j = 0; j < rope.pairs; ++j) {
-        const float x = k[2 * j], y = k[2 * j + 1];
-        k[2 * j] = x * cs[j] - y * sn[j];
-        k[2 * j + 1] = x * sn[j] + y * cs[j];
+      if ((t & 8191) == 8191) {
+        KVLAB_TRY(progress.keep_going((g + 0.5 * t / t_count) / static_cast<double>(s.kv_heads)));
       }
+    }
+    apply_rope_rows(keys.get(), 0, t_count, 1, d, rope);
+    double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;
+    for (int t = 0; t < t_count; ++t) {
+      const float* k = keys.get() + static_cast<std::size_t>(t) * ud;
       // Dot products in 16 lanes (vectorised; a single float sum would be added in order).
       float lanes[16] = {}, needle_lanes[16] = {};
       for (int i = 0; i < d; ++i) {
@@ -156,10 +126,6 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       sum_proj += proj;
       sum_proj2 += static_cast<double>(proj) * proj;
       sum_needle_proj += needle_proj;
-      if ((t & 8191) == 8191 &&
-          !progress.keep_going((g + 0.5 * t / t_count) / static_cast<double>(s.kv_heads))) {
-        return make_error(std::string(kCancelledMessage));
-      }
     }
     // Query strength so ordinary tokens' logits q.k/sqrt(d) spread with std ~1.5.
     const double mean_proj = sum_proj / t_count;
@@ -311,10 +277,8 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
   const SyntheticLandmarks marks = synthetic_landmarks(config);
 
   // Layers are independent streams: generate them on every core.
-  auto rope = rope_table(cache.key_rope, config.context);
-  if (!rope) return rope.error();
   KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
-    return generate_layer(config, *preset, marks, *rope, l,
+    return generate_layer(config, *preset, marks, cache.key_rope, l,
                           cache.layers[static_cast<std::size_t>(l)], p);
   }));
   return cache;

@@ -28,9 +28,9 @@ struct LoopState;
 class ItemProgress {
  public:
   ItemProgress(detail::LoopState& loop, int item) : m_loop(loop), m_item(item) {}
-  // False once the user cancelled or another item failed; records `part` (0..1) of this item
-  // as done.
-  bool keep_going(double part = 0);
+  // Records `part` (0..1) of this item as done; kCancelledMessage once the user cancelled or
+  // another item failed, which the item returns (KVLAB_TRY(progress.keep_going(part))).
+  Status keep_going(double part = 0);
 
  private:
   detail::LoopState& m_loop;
