@@ -2,8 +2,9 @@
 // of small valid files must give either a cache that passes KvCache::validate() or an Error
 // naming the file, never a crash or an out-of-bounds read (run under ASan/UBSan too).
 // The variants are read from memory (load_cache_bytes runs the same readers as load_cache_file
-// over an in-memory InputFile) so the test does not depend on disk speed; the intact file is
-// also read from disk, and the two results must agree.
+// over an in-memory InputFile) so the test does not depend on disk speed; the intact file, every
+// seventh truncation and every tenth bit-flip variant are also read from disk, where the tensors
+// are mapped in place, and the two results must agree.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -37,6 +38,29 @@ void check_one(const std::string& name, const Bytes& bytes, FuzzStats& stats) {
   }
 }
 
+// The same bytes written to `path` and read from disk, where tensors are read in place from the
+// mapped file (Tensor::borrowed): the same outcome as from memory, and every byte of a loaded
+// cache readable (a tensor reaching past the mapping would fault here).
+void check_on_disk(const std::filesystem::path& path, const Bytes& bytes) {
+  file_test::write_bytes(path, bytes);
+  auto from_disk = load_cache_file(path);
+  auto from_memory = load_cache_bytes(std::as_bytes(std::span(bytes)), path.filename().string());
+  ASSERT_EQ(from_disk.ok(), from_memory.ok())
+      << (from_disk ? from_memory.message() : from_disk.message());
+  if (!from_disk) {
+    EXPECT_NE(from_disk.message().find(path.string()), std::string::npos) << from_disk.message();
+    return;
+  }
+  for (std::size_t l = 0; l < from_disk->layers.size(); ++l) {
+    for (const auto& [disk, memory] :
+         {std::pair{&from_disk->layers[l].key, &from_memory->layers[l].key},
+          {&from_disk->layers[l].value, &from_memory->layers[l].value},
+          {&from_disk->layers[l].query, &from_memory->layers[l].query}}) {
+      EXPECT_TRUE(file_test::same_bytes(*disk, *memory)) << "layer " << l;
+    }
+  }
+}
+
 void fuzz_file(const std::filesystem::path& path, const Bytes& valid, int flips,
                std::uint32_t seed) {
   const auto start = std::chrono::steady_clock::now();
@@ -60,8 +84,9 @@ void fuzz_file(const std::filesystem::path& path, const Bytes& valid, int flips,
   }
   for (std::size_t len = 0; len < valid.size(); ++len) {
     SCOPED_TRACE("truncated to " + std::to_string(len));
-    check_one(name, Bytes(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(len)),
-              truncated);
+    const Bytes cut(valid.begin(), valid.begin() + static_cast<std::ptrdiff_t>(len));
+    check_one(name, cut, truncated);
+    if (len % 7 == 0) check_on_disk(path, cut);
   }
   std::mt19937 rng(seed);
   std::uniform_int_distribution<std::size_t> pick(0, valid.size() * 8 - 1);
@@ -77,6 +102,7 @@ void fuzz_file(const std::filesystem::path& path, const Bytes& valid, int flips,
     }
     SCOPED_TRACE("flipped bits " + where);
     check_one(name, b, flipped);
+    if (v % 10 == 0) check_on_disk(path, b);
   }
   // Every strict prefix is missing something the format needs.
   EXPECT_EQ(truncated.loaded, 0);

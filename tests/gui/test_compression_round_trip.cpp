@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <QComboBox>
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QEvent>
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRegularExpression>
 #include <QTableWidget>
+#include <QTimer>
 
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
@@ -216,6 +220,81 @@ TEST(CompressionRoundTrip, CancelStopsTheRun) {
   // Finishes promptly: the engine checks the callback at every layer.
   ASSERT_TRUE(view.wait_until_done(kTimeoutMs));
   EXPECT_FALSE(view.is_running());
+  EXPECT_EQ(view.last_error().toStdString(), std::string(kCancelledMessage));
+  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_TRUE(view.run_button()->isEnabled());
+}
+
+// Counts the paint events a widget gets.
+class PaintCounter : public QObject {
+ public:
+  int paints = 0;
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() == QEvent::Paint) ++paints;
+    return QObject::eventFilter(watched, event);
+  }
+};
+
+// Issue 24, part 7: a whole-size run at 32K keeps the window painting while it works (the
+// engine runs on worker threads; the GUI thread only hears progress), and Cancel ends it within
+// 200 ms, in the middle of a layer.
+TEST(CompressionRoundTrip, At32KTheWindowRepaintsAndCancelEndsTheRunWithin200Ms) {
+  MainWindow window(fresh_dir() / "runs.sqlite");
+  window.resize(1200, 800);
+  window.show();
+  CompressionView& view = *window.compression_view();
+  SyntheticConfig big;
+  big.preset = "llama3-8b";
+  big.layers = 4;  // a layer at 32K is what a cancel must cut into; four keep the test short
+  big.context = 32768;
+  view.source_panel()->set_synthetic(big);
+  MethodConfig int8;
+  int8.kind = MethodKind::Int8;
+  view.method_panel()->set_config(int8);
+
+  PaintCounter counter;
+  view.progress_bar()->installEventFilter(&counter);
+  // The GUI thread's longest wait between two turns of its event loop while the run works.
+  QElapsedTimer since_tick;
+  qint64 longest_gap_ms = 0;
+  QTimer ticker;
+  QObject::connect(&ticker, &QTimer::timeout,
+                   [&] { longest_gap_ms = std::max(longest_gap_ms, since_tick.restart()); });
+
+  ASSERT_TRUE(view.run());
+  since_tick.start();
+  ticker.start(10);
+  // Past the source (the first half of the bar) and into the compression's layers.
+  QElapsedTimer waited;
+  waited.start();
+  while (view.is_running() && view.progress_bar()->value() < 60 && waited.elapsed() < kTimeoutMs) {
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+  }
+  ASSERT_TRUE(view.is_running()) << "the run ended before it could be cancelled: "
+                                 << view.last_error().toStdString();
+  const int paints_before = counter.paints;
+  const int value_before = view.progress_bar()->value();
+  // A while of compression, long enough for the bar to move within the layers.
+  waited.restart();
+  while (view.is_running() && view.progress_bar()->value() == value_before &&
+         waited.elapsed() < 5000) {
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 5);
+  }
+  ASSERT_TRUE(view.is_running());
+  EXPECT_GT(view.progress_bar()->value(), value_before) << "the bar did not move during a layer";
+  QCoreApplication::processEvents();
+  EXPECT_GT(counter.paints, paints_before) << "the window did not repaint during the run";
+  EXPECT_LT(longest_gap_ms, 200) << "the GUI thread was blocked for " << longest_gap_ms << " ms";
+
+  QElapsedTimer cancel_took;
+  cancel_took.start();
+  view.cancel();
+  ASSERT_TRUE(view.wait_until_done(kTimeoutMs));
+  const qint64 took_ms = cancel_took.elapsed();
+  RecordProperty("cancel_ms", static_cast<int>(took_ms));
+  RecordProperty("longest_gui_gap_ms", static_cast<int>(longest_gap_ms));
+  RecordProperty("paints", counter.paints);
+  EXPECT_LT(took_ms, 200) << "Cancel took " << took_ms << " ms to end the run";
   EXPECT_EQ(view.last_error().toStdString(), std::string(kCancelledMessage));
   EXPECT_EQ(view.last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());

@@ -153,7 +153,7 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows,
                                     std::span<const float> value_rows,
                                     std::span<const float> key_hat_rows,
                                     std::span<const float> value_hat_rows,
-                                    const AttentionShape& shape) {
+                                    const AttentionShape& shape, std::stop_token stop) {
   AttentionErrorSums sums;
   const int q_heads = shape.q_heads, kv_heads = shape.kv_heads, dim = shape.dim;
   if (q_heads <= 0 || kv_heads <= 0 || dim <= 0) return sums;
@@ -172,7 +172,7 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows,
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(dim));
   RowMatrix q(static_cast<Eigen::Index>(nq) * group, dim);
   std::vector<double> lse, lse_hat;
-  for (int g = 0; g < kv_heads; ++g) {
+  for (int g = 0; g < kv_heads && !stop.stop_requested(); ++g) {
     for (int n = 0; n < nq; ++n) {
       for (int i = 0; i < group; ++i) {
         const float* src = queries + (static_cast<std::size_t>(n) * q_heads + g * group + i) * dim;

@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,7 +35,7 @@ namespace detail {
 struct LoopState {
   explicit LoopState(int items) : parts(static_cast<std::size_t>(items)) {}
   std::vector<std::atomic<float>> parts;  // share of each item done, 1 when finished
-  std::atomic<bool> stop{false};
+  std::stop_source stop;                  // requested when the user cancels or an item fails
   std::mutex mutex;
   std::optional<std::pair<int, Error>> first_error;  // the lowest failing item, failures first
 
@@ -48,7 +49,7 @@ struct LoopState {
         (first_stopped == stopped && item < first_error->first)) {
       first_error.emplace(item, std::move(error));
     }
-    stop = true;
+    stop.request_stop();
   }
 };
 
@@ -57,9 +58,12 @@ struct LoopState {
 Status ItemProgress::keep_going(double part) {
   m_loop.parts[static_cast<std::size_t>(m_item)].store(
       static_cast<float>(std::clamp(part, 0.0, 1.0)), std::memory_order_relaxed);
-  if (m_loop.stop.load(std::memory_order_relaxed))
-    return make_error(std::string(kCancelledMessage));
+  if (m_loop.stop.stop_requested()) return make_error(std::string(kCancelledMessage));
   return Ok{};
+}
+
+std::stop_token ItemProgress::stop_token() const {
+  return m_loop.stop.get_token();
 }
 
 namespace {
@@ -71,7 +75,7 @@ void run_items(detail::LoopState& loop, int items,
       tbb::blocked_range<int>(0, items, 1),
       [&](const tbb::blocked_range<int>& range) {
         for (int i = range.begin(); i < range.end(); ++i) {
-          if (loop.stop.load(std::memory_order_relaxed)) return;
+          if (loop.stop.stop_requested()) return;
           ItemProgress p(loop, i);
           Status s = body(i, p);
           if (!s) {
@@ -104,7 +108,7 @@ Status for_each_item(int items, const ProgressFn& progress, std::string_view nou
       }
       if (!progress(std::min(1.0, sum / items), fmt::format("{} of {} {}s", done, items, noun))) {
         cancelled = true;
-        loop.stop = true;
+        loop.stop.request_stop();
       }
     };
     report();
@@ -114,7 +118,7 @@ Status for_each_item(int items, const ProgressFn& progress, std::string_view nou
     std::exception_ptr thrown;
     std::thread runner([&] {
       try {
-        if (!loop.stop) run_items(loop, items, body);
+        if (!loop.stop.stop_requested()) run_items(loop, items, body);
       } catch (...) {
         thrown = std::current_exception();
       }

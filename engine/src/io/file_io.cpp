@@ -43,6 +43,7 @@ InputFile InputFile::from_memory(std::span<const std::byte> bytes, std::string l
 
 InputFile::InputFile(InputFile&& other) noexcept
     : m_fd(std::exchange(other.m_fd, -1)),
+      m_memory(other.m_memory),
       m_size(other.m_size),
       m_label(std::move(other.m_label)) {}
 
@@ -59,6 +60,13 @@ InputFile& InputFile::operator=(InputFile&& other) noexcept {
 
 InputFile::~InputFile() {
   if (m_fd >= 0) ::close(m_fd);
+}
+
+std::shared_ptr<const FileMapping> InputFile::map() const {
+  if (m_fd < 0 || m_size == 0) return nullptr;
+  auto mapping = FileMapping::map_descriptor(m_fd, static_cast<std::size_t>(m_size), m_label);
+  if (!mapping) return nullptr;
+  return std::shared_ptr<const FileMapping>(std::move(*mapping));
 }
 
 Status InputFile::read_at(std::uint64_t offset, std::span<std::byte> out) const {

@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 
+#include "io/file_mapping.h"
 #include "kvlab/engine/core/result.h"
 
 namespace kvlab::detail {
@@ -31,6 +33,9 @@ class InputFile {
   // Reads exactly out.size() bytes at `offset`; an error (never a short read) when the range is
   // not inside the file.
   Status read_at(std::uint64_t offset, std::span<std::byte> out) const;
+  // The whole file mapped read-only, for reading tensors in place; null for bytes in memory (the
+  // caller owns those, for an unknown time) and when the file cannot be mapped (read it instead).
+  std::shared_ptr<const FileMapping> map() const;
 
  private:
   InputFile(int fd, const std::byte* memory, std::uint64_t size, std::string label)

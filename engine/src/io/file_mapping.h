@@ -1,4 +1,7 @@
-// A read-only memory mapping of a whole file: model weights are used straight from it.
+// A read-only memory mapping of a whole file: model weights and KV caches are used straight from
+// it. A file cut short by another program while mapped makes reads past its new end fault
+// (SIGBUS), as with every mmap-based reader (llama.cpp's included); kvlab never writes a file in
+// place (saves are atomic renames), so only an outside writer can do that.
 #pragma once
 
 #include <fcntl.h>
@@ -28,17 +31,22 @@ class FileMapping {
       ::close(fd);
       return make_error(fmt::format("{}: not a regular file", path));
     }
+    auto m = map_descriptor(fd, static_cast<std::size_t>(st.st_size), path);
+    ::close(fd);
+    return m;
+  }
+  // Maps `size` bytes of an open descriptor (which the caller still owns and may close).
+  static Result<std::unique_ptr<FileMapping>> map_descriptor(int fd, std::size_t size,
+                                                             const std::string& label) {
     auto m = std::make_unique<FileMapping>();
-    m->m_size = static_cast<std::size_t>(st.st_size);
-    if (m->m_size > 0) {
-      void* p = ::mmap(nullptr, m->m_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    m->m_size = size;
+    if (size > 0) {
+      void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
       if (p == MAP_FAILED) {
-        ::close(fd);
-        return make_error(fmt::format("{}: cannot map: {}", path, std::strerror(errno)));
+        return make_error(fmt::format("{}: cannot map: {}", label, std::strerror(errno)));
       }
       m->m_data = static_cast<const std::byte*>(p);
     }
-    ::close(fd);
     return m;
   }
   FileMapping() = default;

@@ -4,13 +4,16 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <optional>
 
 #include <fmt/format.h>
 #include <tbb/enumerable_thread_specific.h>
 
+#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/threads.h"
 
 namespace kvlab {
@@ -24,7 +27,7 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // A NaN or infinity would poison every statistic downstream: name where it is.
-Status check_finite(const std::vector<float>& x, const Tensor& t, const std::string& name) {
+Status check_finite(std::span<const float> x, const Tensor& t, const std::string& name) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     if (!std::isfinite(x[i])) {
       const std::size_t row = i / t.dim();
@@ -116,7 +119,26 @@ struct LayerOutcome {
 
 // A thread's four working tensors, kept from layer to layer of one run: at 32K context they are
 // 134 MB each, and fresh ones would be zero-filled and page-faulted in again for every layer.
-using LayerBuffers = std::array<std::vector<float>, 4>;
+// Huge pages make the first touch and the freeing at the end (or on a cancel) quicker.
+using LayerBuffers = std::array<HugePageFloats, 4>;
+
+// Sizes a working buffer to n floats. New memory is touched a slice at a time with a cancel
+// check between: the kernel's first touch of fresh pages (zeroing them, at times compacting
+// memory for huge pages) makes a thread's first layer at long context its slowest, and a cancel
+// must not wait for it.
+Status size_buffer(HugePageFloats& buffer, std::size_t n, ItemProgress& progress) {
+  if (buffer.capacity() < n) {
+    buffer = HugePageFloats();
+    buffer.reserve(n);
+    constexpr std::size_t kSlice = std::size_t{4} << 20;  // floats: 16 MiB
+    for (std::size_t at = 0; at < n; at += kSlice) {
+      KVLAB_TRY(progress.keep_going(0));
+      std::memset(buffer.data() + at, 0, std::min(kSlice, n - at) * sizeof(float));
+    }
+  }
+  buffer.resize(n);  // no zero-fill (HugePageAllocator)
+  return Ok{};
+}
 
 Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
                       const Quantizer& quantizer, Backend& backend, ItemProgress& progress,
@@ -124,18 +146,19 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
   LayerReport& lr = out.report;
   lr.layer = l;
-  std::vector<float>* xs = buffers.data();        // K and V as floats
-  std::vector<float>* hats = buffers.data() + 2;  // their reconstructions
+  HugePageFloats* xs = buffers.data();        // K and V as floats
+  HugePageFloats* hats = buffers.data() + 2;  // their reconstructions
   ElementErrorSums elem[2];
   const Tensor* tensors[2] = {&lkv.key, &lkv.value};
+  for (HugePageFloats& b : buffers) KVLAB_TRY(size_buffer(b, lkv.key.elements(), progress));
   for (int r = 0; r < 2; ++r) {
     KVLAB_TRY(progress.keep_going(0.5 * r));
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
     auto t0 = Clock::now();
-    xs[r].resize(tensors[r]->elements());
     tensors[r]->view().to_float(xs[r]);
     KVLAB_TRY(check_finite(xs[r], *tensors[r], name));
+    KVLAB_TRY(progress.keep_going(0.5 * r + 0.05));
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
     out.quantize += seconds_since(t0);
@@ -149,12 +172,14 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
       out.code += seconds_since(t0);
     }
     KVLAB_TRY(progress.keep_going(0.5 * r + 0.25));
-    hats[r].resize(xs[r].size());
     t0 = Clock::now();
     quantizer.dequantize(*q, hats[r]);
     out.dequantize += seconds_since(t0);
     t0 = Clock::now();
     elem[r].add(xs[r], hats[r]);
+    out.metrics += seconds_since(t0);
+    KVLAB_TRY(progress.keep_going(0.5 * r + 0.4));
+    t0 = Clock::now();
     (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
     (r == 0 ? lr.key_histograms : lr.value_histograms) = quantizer.histograms(*q);
     fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
@@ -168,14 +193,15 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   if (cache.has_queries()) {
     const std::vector<float> q = lkv.query.view().to_float();
     if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
-      for (std::vector<float>* k : {&xs[0], &hats[0]}) {
+      for (HugePageFloats* k : {&xs[0], &hats[0]}) {
         apply_rope_rows(k->data(), 0, cache.tokens(), cache.shape.kv_heads, cache.shape.head_dim,
                         cache.key_rope);
       }
     }
-    out.attention =
-        attention_errors(q, xs[0], xs[1], hats[0], hats[1],
-                         {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim});
+    out.attention = attention_errors(
+        q, xs[0], xs[1], hats[0], hats[1],
+        {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim}, progress.stop_token());
+    KVLAB_TRY(progress.keep_going(0.99));  // the sums are partial if it stopped
     fill_attention(lr.error, out.attention);
   }
   out.bytes = lr.key_bytes;
@@ -184,6 +210,9 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   lr.ratio = out.bytes.total() ? 2.0 * layer_values / out.bytes.total() : 0.0;
   lr.bits_per_value = layer_values ? 8.0 * out.bytes.total() / layer_values : 0.0;
   out.metrics += seconds_since(t0);
+  // Read through: a source mapped from its file gives its pages back, so a run holds the layers
+  // in flight, not the whole cache (the next run reads them from the page cache again).
+  for (const Tensor* t : {&lkv.key, &lkv.value, &lkv.query}) t->release_pages();
   return Ok{};
 }
 
@@ -192,6 +221,8 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& requested,
                                          const ProgressFn& progress, Backend* backend) {
   const auto start = Clock::now();
+  reset_peak_resident();
+  const std::uint64_t memory_start = process_memory().resident_bytes;
   KVLAB_TRY(cache.validate());
   const MethodConfig config = method_for_cache(requested, cache);
   auto quantizer = make_quantizer(config);
@@ -243,10 +274,45 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   report.ratio =
       report.bytes.total() ? static_cast<double>(report.fp16_bytes) / report.bytes.total() : 0.0;
   report.bits_per_value = report.values ? 8.0 * report.bytes.total() / report.values : 0.0;
+  report.memory_start_bytes = memory_start;
+  report.memory_peak_bytes = std::max(memory_start, process_memory().peak_resident_bytes);
   report.total_seconds = seconds_since(start);
   report.wall_seconds = report.total_seconds;
   report_progress(progress, 1.0, "done");
   return report;
+}
+
+double memory_floor_seconds(const KvCache& cache, std::uint64_t write_bytes) {
+  std::vector<const Tensor*> tensors;
+  for (const LayerKv& l : cache.layers) tensors.insert(tensors.end(), {&l.key, &l.value});
+  const std::uint64_t source_bytes = cache.stored_bytes();
+  const double share =
+      source_bytes ? static_cast<double>(write_bytes) / static_cast<double>(source_bytes) : 0.0;
+  std::vector<std::uint64_t> sums(tensors.size());
+  const auto start = Clock::now();
+  const Status s = for_each_item(
+      static_cast<int>(tensors.size()), {}, "tensor", [&](int i, ItemProgress&) -> Status {
+        const Tensor& t = *tensors[static_cast<std::size_t>(i)];
+        std::uint64_t sum = 0;
+        for (std::size_t at = 0; at + 8 <= t.nbytes(); at += 8) {
+          std::uint64_t word;
+          std::memcpy(&word, t.data() + at, 8);
+          sum += word;
+        }
+        sums[static_cast<std::size_t>(i)] = sum;  // kept: the reads cannot be optimised away
+        const auto out_bytes = static_cast<std::size_t>(static_cast<double>(t.nbytes()) * share);
+        HugePageFloats out(out_bytes / sizeof(float) + 1);  // as a run's buffers are allocated
+        std::memset(out.data(), 1, out_bytes);
+        // The written bytes are read back in one word, or the stores could be dropped.
+        sums[static_cast<std::size_t>(i)] += static_cast<std::uint64_t>(out[out.size() / 2]);
+        t.release_pages();
+        return Ok{};
+      });
+  (void)s;  // no callback, nothing fails
+  const double seconds = seconds_since(start);
+  volatile std::uint64_t total = 0;
+  for (std::uint64_t v : sums) total = total + v;
+  return seconds;
 }
 
 CodecStats& CodecStats::operator+=(const CodecStats& o) {

@@ -108,13 +108,28 @@ Result<KvCache> load_cache_bytes(std::span<const std::byte> bytes, std::string_v
                   path.extension().string()));
 }
 
-Status save_cache_file(const KvCache& cache, const std::filesystem::path& path) {
+namespace {
+
+Status check_writable_format(const std::filesystem::path& path) {
   if (lower_extension(path) != ".safetensors") {
     return make_error(
         fmt::format("{}: cannot write '{}' files; caches are saved as .safetensors only",
                     path.string(), path.extension().string()));
   }
+  return Ok{};
+}
+
+}  // namespace
+
+Status save_cache_file(const KvCache& cache, const std::filesystem::path& path) {
+  KVLAB_TRY(check_writable_format(path));
   return save_safetensors_cache(cache, path);
+}
+
+Status save_cache_file_by_layer(const CacheFileLayout& layout, const std::filesystem::path& path,
+                                int batch, const MakeLayersFn& make, const ProgressFn& progress) {
+  KVLAB_TRY(check_writable_format(path));
+  return save_safetensors_cache_by_layer(layout, path, batch, make, progress);
 }
 
 }  // namespace kvlab

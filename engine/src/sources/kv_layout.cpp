@@ -229,7 +229,8 @@ Result<KvLayout> plan_kv_layout(std::string_view label, std::span<const TensorDe
 
 Result<KvCache> build_kv_cache(std::string_view label, const KvLayout& layout,
                                std::span<const TensorDesc> tensors, const ReadTensorFn& read,
-                               const ProgressFn& progress, std::string source) {
+                               const ProgressFn& progress, std::string source,
+                               const MappedTensors* mapped) {
   const auto bytes_of = [&](std::size_t i) {
     const TensorDesc& t = tensors[i];
     return t.shape[0] * t.shape[1] * t.shape[2] * dtype_size(*t.dtype);
@@ -251,9 +252,20 @@ Result<KvCache> build_kv_cache(std::string_view label, const KvLayout& layout,
       const auto& parts = layout.layers[l];
       const auto load = [&](std::size_t index, Tensor& out) -> Status {
         const TensorDesc& t = tensors[index];
-        out = Tensor(*t.dtype, static_cast<int>(t.shape[0]), static_cast<int>(t.shape[1]),
-                     static_cast<int>(t.shape[2]));
-        KVLAB_TRY(read(index, {out.data(), out.nbytes()}));
+        const DType dtype = *t.dtype;
+        const int tokens = static_cast<int>(t.shape[0]), heads = static_cast<int>(t.shape[1]),
+                  dim = static_cast<int>(t.shape[2]);
+        const std::uint64_t nbytes = bytes_of(index);
+        const std::optional<std::uint64_t> at =
+            mapped != nullptr ? mapped->offset(index) : std::nullopt;
+        if (at && *at % dtype_size(dtype) == 0 && *at <= mapped->mapping->size() &&
+            nbytes <= mapped->mapping->size() - *at) {
+          out = Tensor::borrowed(mapped->mapping, mapped->mapping->data() + *at, dtype, tokens,
+                                 heads, dim);
+        } else {
+          out = Tensor::uninitialized(dtype, tokens, heads, dim);
+          KVLAB_TRY(read(index, {out.mutable_data(), out.nbytes()}));
+        }
         done += out.nbytes();
         if (!report_progress(progress, total ? static_cast<double>(done) / total : 1.0,
                              "reading tensors")) {

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "io/file_mapping.h"
 #include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/core/progress.h"
 #include "kvlab/engine/core/result.h"
@@ -75,11 +77,21 @@ Result<KvLayout> plan_kv_layout(std::string_view label, std::span<const TensorDe
 // Fills `out` (exactly the tensor's bytes) with the data of tensors[index].
 using ReadTensorFn = std::function<Status(std::size_t index, std::span<std::byte> out)>;
 
-// Allocates every tensor, reads it with `read`, reports progress (cancellable) and checks the
-// result with KvCache::validate().
+// A file mapped whole, and where each tensor's bytes start in it (nullopt: not in the mapping as
+// they are, e.g. compressed).
+struct MappedTensors {
+  std::shared_ptr<const FileMapping> mapping;
+  std::function<std::optional<std::uint64_t>(std::size_t index)> offset;
+};
+
+// Builds the cache and checks it with KvCache::validate(), reporting progress (cancellable). With
+// `mapped`, a tensor whose bytes lie in the mapping aligned to its dtype is read in place
+// (Tensor::borrowed: the run streams it from the file, and memory holds only what it touches);
+// every other tensor is allocated and filled with `read`.
 Result<KvCache> build_kv_cache(std::string_view label, const KvLayout& layout,
                                std::span<const TensorDesc> tensors, const ReadTensorFn& read,
-                               const ProgressFn& progress, std::string source);
+                               const ProgressFn& progress, std::string source,
+                               const MappedTensors* mapped = nullptr);
 
 // "[2, 3, 4]"
 std::string shape_text(std::span<const std::uint64_t> shape);

@@ -4,6 +4,8 @@
 #include <array>
 #include <bit>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -337,7 +339,12 @@ Result<KvCache> detail::read_safetensors_cache(const InputFile& file, const std:
     }
     return Ok{};
   };
-  auto cache = build_kv_cache(label, *layout, descs, read, progress, std::move(source));
+  // A file on disk is read in place; bytes in memory are copied.
+  const MappedTensors mapped{file.map(), [&](std::size_t i) -> std::optional<std::uint64_t> {
+                               return index->data_offset + index->tensors[i].begin;
+                             }};
+  auto cache = build_kv_cache(label, *layout, descs, read, progress, std::move(source),
+                              mapped.mapping ? &mapped : nullptr);
   if (!cache) return cache;
   // How RoPE turned the keys, when the writer knew (a model capture saved by kvlab).
   if (const auto it = index->metadata.find(std::string(detail::kMetaKeyRope));
@@ -370,65 +377,165 @@ Result<KvCache> detail::read_safetensors_cache(const InputFile& file, const std:
   return cache;
 }
 
+namespace {
+
+// One tensor as the header lists it.
+struct HeaderEntry {
+  std::string name;
+  std::string_view dtype;  // "F16", "I32", ...
+  std::vector<std::uint64_t> shape;
+  std::uint64_t bytes = 0;
+};
+
+// The metadata every cache file carries.
+nlohmann::json cache_metadata(const ModelShape& shape, const std::string& source,
+                              const RopeSpec& key_rope, bool keys_pre_rope) {
+  nlohmann::json meta = {
+      {std::string(detail::kMetaFormat), "kv-cache/1"},
+      {std::string(detail::kMetaModel), shape.name},
+      {std::string(detail::kMetaLayers), std::to_string(shape.layers)},
+      {std::string(detail::kMetaQHeads), std::to_string(shape.q_heads)},
+      {std::string(detail::kMetaKvHeads), std::to_string(shape.kv_heads)},
+      {std::string(detail::kMetaHeadDim), std::to_string(shape.head_dim)},
+      {std::string(detail::kMetaSource), source},
+  };
+  if (key_rope.enabled()) {
+    meta[std::string(detail::kMetaKeyRope)] = rope_spec_to_json(key_rope);
+    meta[std::string(detail::kMetaKeysPreRope)] = keys_pre_rope ? "true" : "false";
+  }
+  return meta;
+}
+
+// The 8-byte length and the JSON header, padded so the data starts 8-byte aligned (which lets a
+// reader map every tensor in place); the tensors follow in the order given.
+std::string header_bytes(nlohmann::json metadata, const std::vector<HeaderEntry>& entries) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = std::move(metadata);
+  std::uint64_t offset = 0;
+  for (const HeaderEntry& e : entries) {
+    header[e.name] = {
+        {"dtype", e.dtype}, {"shape", e.shape}, {"data_offsets", {offset, offset + e.bytes}}};
+    offset += e.bytes;
+  }
+  // Names and metadata may hold invalid UTF-8; replace it rather than fail to save.
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const std::uint64_t len = text.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &len, 8);
+  return out + text;
+}
+
+// A tensor's [tokens, heads, dim].
+struct Dims {
+  int tokens = 0, heads = 0, dim = 0;
+  std::uint64_t elements() const {
+    return static_cast<std::uint64_t>(tokens) * static_cast<std::uint64_t>(heads) *
+           static_cast<std::uint64_t>(dim);
+  }
+  bool operator==(const Dims&) const = default;
+};
+
+HeaderEntry tensor_entry(std::string name, const Tensor& t) {
+  return {std::move(name),
+          file_dtype_name(t.dtype()),
+          {static_cast<std::uint64_t>(t.tokens()), static_cast<std::uint64_t>(t.heads()),
+           static_cast<std::uint64_t>(t.dim())},
+          t.nbytes()};
+}
+
+}  // namespace
+
 Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path& path) {
   if (auto s = cache.validate(); !s) {
     return make_error(fmt::format("{}: cannot save: {}", path.string(), s.message()));
   }
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {
-      {std::string(detail::kMetaFormat), "kv-cache/1"},
-      {std::string(detail::kMetaModel), cache.shape.name},
-      {std::string(detail::kMetaLayers), std::to_string(cache.shape.layers)},
-      {std::string(detail::kMetaQHeads), std::to_string(cache.shape.q_heads)},
-      {std::string(detail::kMetaKvHeads), std::to_string(cache.shape.kv_heads)},
-      {std::string(detail::kMetaHeadDim), std::to_string(cache.shape.head_dim)},
-      {std::string(detail::kMetaSource), cache.source},
-  };
-  if (cache.key_rope.enabled()) {
-    header["__metadata__"][std::string(detail::kMetaKeyRope)] = rope_spec_to_json(cache.key_rope);
-    header["__metadata__"][std::string(detail::kMetaKeysPreRope)] =
-        cache.keys_pre_rope ? "true" : "false";
-  }
-  std::vector<const Tensor*> order;
-  std::uint64_t offset = 0;
-  const auto add = [&](const std::string& name, const Tensor& t) {
-    header[name] = {{"dtype", file_dtype_name(t.dtype())},
-                    {"shape", {t.tokens(), t.heads(), t.dim()}},
-                    {"data_offsets", {offset, offset + t.nbytes()}}};
-    offset += t.nbytes();
-    order.push_back(&t);
-  };
+  std::vector<HeaderEntry> entries;
+  std::vector<std::span<const std::byte>> order;
   for (std::size_t l = 0; l < cache.layers.size(); ++l) {
     const LayerKv& layer = cache.layers[l];
-    add(fmt::format("layers.{}.key", l), layer.key);
-    add(fmt::format("layers.{}.value", l), layer.value);
-    if (!layer.query.empty()) add(fmt::format("layers.{}.query", l), layer.query);
+    for (const auto& [role, t] :
+         {std::pair{"key", &layer.key}, {"value", &layer.value}, {"query", &layer.query}}) {
+      if (t->empty()) continue;  // queries are optional
+      entries.push_back(tensor_entry(fmt::format("layers.{}.{}", l, role), *t));
+      order.emplace_back(t->data(), t->nbytes());
+    }
   }
-  const auto id_bytes = std::as_bytes(std::span(cache.token_ids));
   if (!cache.token_ids.empty()) {
     if (cache.token_ids.size() != static_cast<std::size_t>(cache.tokens())) {
       return make_error(fmt::format("{}: cannot save: {} token ids for {} cached tokens",
                                     path.string(), cache.token_ids.size(), cache.tokens()));
     }
-    header["tokens"] = {{"dtype", "I32"},
-                        {"shape", {cache.token_ids.size()}},
-                        {"data_offsets", {offset, offset + id_bytes.size()}}};
-    offset += id_bytes.size();
+    const auto ids = std::as_bytes(std::span(cache.token_ids));
+    entries.push_back({"tokens", "I32", {cache.token_ids.size()}, ids.size()});
+    order.push_back(ids);
   }
-  // Names and metadata may hold invalid UTF-8; replace it rather than fail to save.
-  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-
+  const std::string head = header_bytes(
+      cache_metadata(cache.shape, cache.source, cache.key_rope, cache.keys_pre_rope), entries);
   return detail::write_file_atomically(path, [&](detail::OutputFile& out) -> Status {
-    const std::uint64_t len = text.size();
-    std::array<std::byte, 8> len_bytes{};
-    std::memcpy(len_bytes.data(), &len, 8);
-    KVLAB_TRY(out.write(len_bytes));
-    KVLAB_TRY(out.write(std::as_bytes(std::span(text))));
-    for (const Tensor* t : order) {
-      KVLAB_TRY(out.write({t->data(), t->nbytes()}));
+    KVLAB_TRY(out.write(std::as_bytes(std::span(head))));
+    for (const auto bytes : order) KVLAB_TRY(out.write(bytes));
+    return Ok{};
+  });
+}
+
+Status save_safetensors_cache_by_layer(const CacheFileLayout& layout,
+                                       const std::filesystem::path& path, int batch,
+                                       const MakeLayersFn& make, const ProgressFn& progress) {
+  const ModelShape& s = layout.shape;
+  if (auto ok = s.validate(); !ok) {
+    return make_error(fmt::format("{}: cannot save: {}", path.string(), ok.message()));
+  }
+  if (layout.tokens <= 0 || layout.queries < 0 || batch <= 0) {
+    return make_error(fmt::format("{}: cannot save: {} tokens, {} queries, {} layers at a time",
+                                  path.string(), layout.tokens, layout.queries, batch));
+  }
+  const Dims kv{layout.tokens, s.kv_heads, s.head_dim},
+      query{layout.queries, s.q_heads, s.head_dim};
+  const auto entry = [&](int l, const char* role, const Dims& shape) {
+    return HeaderEntry{
+        fmt::format("layers.{}.{}", l, role),
+        file_dtype_name(layout.dtype),
+        {static_cast<std::uint64_t>(shape.tokens), static_cast<std::uint64_t>(shape.heads),
+         static_cast<std::uint64_t>(shape.dim)},
+        shape.elements() * dtype_size(layout.dtype)};
+  };
+  std::vector<HeaderEntry> entries;
+  for (int l = 0; l < s.layers; ++l) {
+    entries.push_back(entry(l, "key", kv));
+    entries.push_back(entry(l, "value", kv));
+    if (layout.queries > 0) entries.push_back(entry(l, "query", query));
+  }
+  const std::string head = header_bytes(
+      cache_metadata(s, layout.source, layout.key_rope, layout.keys_pre_rope), entries);
+  return detail::write_file_atomically(path, [&](detail::OutputFile& out) -> Status {
+    KVLAB_TRY(out.write(std::as_bytes(std::span(head))));
+    std::vector<LayerKv> layers;
+    for (int first = 0; first < s.layers; first += batch) {
+      if (!report_progress(progress, static_cast<double>(first) / s.layers,
+                           fmt::format("layer {} of {}", first + 1, s.layers))) {
+        return make_error(std::string(kCancelledMessage));
+      }
+      layers.assign(static_cast<std::size_t>(std::min(batch, s.layers - first)), LayerKv{});
+      KVLAB_TRY(make(first, layers));
+      for (std::size_t i = 0; i < layers.size(); ++i) {
+        const int l = first + static_cast<int>(i);
+        for (const auto& [role, t, want] : {std::tuple{"key", &layers[i].key, kv},
+                                            {"value", &layers[i].value, kv},
+                                            {"query", &layers[i].query, query}}) {
+          if (want.elements() == 0) continue;
+          if (t->dtype() != layout.dtype || Dims{t->tokens(), t->heads(), t->dim()} != want) {
+            return make_error(
+                fmt::format("{}: layers.{}.{} was made with another shape or dtype "
+                            "than the file's header says",
+                            path.string(), l, role));
+          }
+          KVLAB_TRY(out.write({t->data(), t->nbytes()}));
+        }
+      }
     }
-    if (!id_bytes.empty()) return out.write(id_bytes);
+    layers.clear();
+    report_progress(progress, 1.0, "written");
     return Ok{};
   });
 }

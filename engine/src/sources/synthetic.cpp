@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include "kvlab/engine/core/names.h"
 #include "kvlab/engine/core/rope.h"
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/sources/cache_file.h"
 
 namespace kvlab {
 
@@ -250,13 +252,23 @@ SyntheticLandmarks synthetic_landmarks(const SyntheticConfig& c) {
   return m;
 }
 
-Result<KvCache> generate_synthetic(const SyntheticConfig& config, const ProgressFn& progress) {
+namespace {
+
+// Everything about a synthetic cache but its tensors: shape, source, RoPE (layers empty).
+struct SyntheticPlan {
+  SyntheticPreset preset;
+  KvCache skeleton;
+  SyntheticLandmarks marks;
+};
+
+Result<SyntheticPlan> plan_synthetic(const SyntheticConfig& config) {
   auto preset = find_synthetic_preset(config.preset);
   if (!preset) return preset.error();
   const int layers = config.layers > 0 ? config.layers : preset->shape.layers;
   KVLAB_TRY(validate(config, *preset, layers));
 
-  KvCache cache;
+  SyntheticPlan plan{*preset, KvCache{}, synthetic_landmarks(config)};
+  KvCache& cache = plan.skeleton;
   cache.shape = preset->shape;
   cache.shape.layers = layers;
   cache.source = fmt::format("synthetic:{}", preset->name);
@@ -268,20 +280,53 @@ Result<KvCache> generate_synthetic(const SyntheticConfig& config, const Progress
     cache.key_rope.frequencies.push_back(
         std::pow(preset->rope_theta, -2.0 * static_cast<double>(j) / s.head_dim));
   }
-  cache.layers.resize(layers);
-  for (auto& l : cache.layers) {
-    l.key = Tensor(config.dtype, config.context, s.kv_heads, s.head_dim);
-    l.value = Tensor(config.dtype, config.context, s.kv_heads, s.head_dim);
-    if (config.queries > 0) l.query = Tensor(config.dtype, config.queries, s.q_heads, s.head_dim);
-  }
-  const SyntheticLandmarks marks = synthetic_landmarks(config);
+  return plan;
+}
 
-  // Layers are independent streams: generate them on every core.
-  KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
-    return generate_layer(config, *preset, marks, cache.key_rope, l,
-                          cache.layers[static_cast<std::size_t>(l)], p);
-  }));
+// Generates layers [first, first + out.size()) on every core (layers are independent streams).
+Status generate_layers(const SyntheticConfig& config, const SyntheticPlan& plan, int first,
+                       std::span<LayerKv> out, const ProgressFn& progress) {
+  const ModelShape& s = plan.skeleton.shape;
+  for (LayerKv& l : out) {
+    // Every element is written by generate_layer: no zero-fill first.
+    l.key = Tensor::uninitialized(config.dtype, config.context, s.kv_heads, s.head_dim);
+    l.value = Tensor::uninitialized(config.dtype, config.context, s.kv_heads, s.head_dim);
+    if (config.queries > 0) {
+      l.query = Tensor::uninitialized(config.dtype, config.queries, s.q_heads, s.head_dim);
+    }
+  }
+  return for_each_item(
+      static_cast<int>(out.size()), progress, "layer", [&](int i, ItemProgress& p) {
+        return generate_layer(config, plan.preset, plan.marks, plan.skeleton.key_rope, first + i,
+                              out[static_cast<std::size_t>(i)], p);
+      });
+}
+
+}  // namespace
+
+Result<KvCache> generate_synthetic(const SyntheticConfig& config, const ProgressFn& progress) {
+  auto plan = plan_synthetic(config);
+  if (!plan) return plan.error();
+  KvCache cache = plan->skeleton;
+  cache.layers.resize(static_cast<std::size_t>(cache.shape.layers));
+  KVLAB_TRY(generate_layers(config, *plan, 0, cache.layers, progress));
   return cache;
+}
+
+Status save_synthetic_file(const SyntheticConfig& config, const std::filesystem::path& path,
+                           const ProgressFn& progress) {
+  auto plan = plan_synthetic(config);
+  if (!plan) return plan.error();
+  const KvCache& c = plan->skeleton;
+  const CacheFileLayout layout{c.shape,  config.context, config.queries, config.dtype,
+                               c.source, c.key_rope,     c.keys_pre_rope};
+  // One layer per thread at a time: memory holds worker_threads() layers, not the cache.
+  return save_cache_file_by_layer(
+      layout, path, worker_threads(),
+      [&](int first, std::span<LayerKv> out) {
+        return generate_layers(config, *plan, first, out, {});
+      },
+      progress);
 }
 
 }  // namespace kvlab

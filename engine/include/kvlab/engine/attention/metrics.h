@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <span>
+#include <stop_token>
 
 namespace kvlab {
 
@@ -42,9 +43,12 @@ struct AttentionShape {
 // Attention of `queries` [nq, q_heads, dim] over keys/values [tokens, kv_heads, dim], all
 // row-major float, once with the original K,V and once with the reconstruction; GQA maps query
 // head h to KV head h / (q_heads / kv_heads). Every query attends to every token. nq and tokens
-// are the spans' sizes over a row; the four K/V spans have the same size.
+// are the spans' sizes over a row; the four K/V spans have the same size. A stop request is
+// seen between KV heads (tens of milliseconds apart at 32K tokens); the sums are then partial,
+// for the caller to discard.
 AttentionErrorSums attention_errors(std::span<const float> queries, std::span<const float> keys,
                                     std::span<const float> values, std::span<const float> keys_hat,
-                                    std::span<const float> values_hat, const AttentionShape& shape);
+                                    std::span<const float> values_hat, const AttentionShape& shape,
+                                    std::stop_token stop = {});
 
 }  // namespace kvlab

@@ -1,9 +1,11 @@
 // Tensors of a KV cache: [tokens, heads, head_dim], stored in their source dtype.
-// Tensor owns its bytes; TensorView looks at a tensor (or part of one) without copying.
+// Tensor owns (or borrows) its bytes; TensorView looks at a tensor (or part of one) without
+// copying.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -60,25 +62,56 @@ class TensorView {
   std::ptrdiff_t m_token_stride = 0, m_head_stride = 0;
 };
 
+namespace detail {
+// Frees a Tensor's own storage: malloc'd for small tensors, a mapping of its own with huge pages
+// for large ones.
+struct ReleaseTensorBytes {
+  std::size_t mapped_bytes = 0;  // 0: malloc'd; else a huge-page mapping (aligned.h)
+  void operator()(std::byte* p) const noexcept;
+};
+}  // namespace detail
+
+// Owns its bytes, or borrows them from memory something else keeps alive (a mapped file: see
+// borrowed()). A borrowed tensor is read in place; the first write (mutable_data(), set,
+// store_row) copies its bytes into storage of its own, so writing never touches the file.
 class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, int tokens, int heads, int dim);  // zero-filled
+  // Storage whose bytes the caller overwrites at once: no zero-fill for small tensors. (Large
+  // ones, in either constructor, get huge pages that read as zeros until written.)
+  static Tensor uninitialized(DType dtype, int tokens, int heads, int dim);
   static Tensor from_float(std::span<const float> values, DType dtype, int tokens, int heads,
                            int dim);
+  // Bytes at `data` (contiguous [tokens, heads, dim], aligned to the dtype) that `owner` keeps
+  // alive; copies of the tensor share them.
+  static Tensor borrowed(std::shared_ptr<const void> owner, const std::byte* data, DType dtype,
+                         int tokens, int heads, int dim);
+
+  Tensor(const Tensor& other);
+  Tensor& operator=(const Tensor& other);
+  Tensor(Tensor&& other) noexcept;  // leaves `other` empty
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor() = default;
 
   DType dtype() const { return m_dtype; }
   int tokens() const { return m_tokens; }
   int heads() const { return m_heads; }
   int dim() const { return m_dim; }
   std::size_t elements() const { return static_cast<std::size_t>(m_tokens) * m_heads * m_dim; }
-  std::size_t nbytes() const { return m_bytes.size(); }
-  std::byte* data() { return m_bytes.data(); }
-  const std::byte* data() const { return m_bytes.data(); }
+  std::size_t nbytes() const { return m_nbytes; }
+  const std::byte* data() const { return m_data; }
+  // The bytes to write; a borrowed tensor first copies them into storage of its own.
+  std::byte* mutable_data();
   bool empty() const { return elements() == 0; }
+  bool is_borrowed() const { return m_borrowed_from != nullptr; }
+  // A borrowed tensor read through: its pages leave this process's resident memory (the kernel
+  // reads them from the file again if they are touched). No effect on a tensor that owns its
+  // bytes. For runs that stream a mapped cache layer by layer.
+  void release_pages() const;
 
   TensorView view() const {
-    return TensorView(m_bytes.data(), m_dtype, m_tokens, m_heads, m_dim,
+    return TensorView(m_data, m_dtype, m_tokens, m_heads, m_dim,
                       static_cast<std::ptrdiff_t>(m_heads) * m_dim, m_dim);
   }
   void set(int token, int head, int d, float value);
@@ -87,9 +120,14 @@ class Tensor {
   void store_row(int token, int head, std::span<const float> values);
 
  private:
+  void allocate(bool zero);
+
   DType m_dtype = DType::F16;
   int m_tokens = 0, m_heads = 0, m_dim = 0;
-  std::vector<std::byte> m_bytes;
+  std::size_t m_nbytes = 0;
+  std::unique_ptr<std::byte, detail::ReleaseTensorBytes> m_owned;
+  std::shared_ptr<const void> m_borrowed_from;
+  const std::byte* m_data = nullptr;  // m_owned's start, or the borrowed bytes
 };
 
 }  // namespace kvlab

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string_view>
 
 #include "kvlab/engine/core/progress.h"
@@ -31,6 +32,10 @@ class ItemProgress {
   // Records `part` (0..1) of this item as done; kCancelledMessage once the user cancelled or
   // another item failed, which the item returns (KVLAB_TRY(progress.keep_going(part))).
   Status keep_going(double part = 0);
+  // Requested when keep_going() would say cancelled: for the engine's long computations that
+  // take a std::stop_token (attention_errors), to stop between blocks; the item then returns
+  // keep_going()'s error.
+  std::stop_token stop_token() const;
 
  private:
   detail::LoopState& m_loop;

@@ -82,6 +82,10 @@ struct CompressionReport {
   double source_seconds = 0, quantize_seconds = 0, code_seconds = 0, dequantize_seconds = 0,
          metrics_seconds = 0, total_seconds = 0, wall_seconds = 0;
   int threads = 1;
+  // Memory: the process's resident bytes when compression began (the program and whatever the
+  // source holds in memory; a file source is mapped and counts only where it is being read) and
+  // the most it held while compressing. Zero in reports saved before they were measured.
+  std::uint64_t memory_start_bytes = 0, memory_peak_bytes = 0;
   // Where the entropy coder ran: the backend's id ("cpu", "cuda") and device name. Empty in
   // reports saved before backends existed.
   std::string backend, device;
@@ -94,5 +98,12 @@ struct CompressionReport {
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
                                          const ProgressFn& progress = {},
                                          Backend* backend = nullptr);
+
+// The memory traffic no compression of `cache` can avoid, timed on this machine: every byte of
+// the source read once (a sum of its 64-bit words) and `write_bytes` (a run's compressed size)
+// written once, spread over the engine's threads as a run's layers are. Seconds. For the
+// whole-run benchmarks (`kvlab bench run`, bench/run_bench.cpp), which report a run as a multiple
+// of it. A source mapped from a file gives its pages back as a run does.
+double memory_floor_seconds(const KvCache& cache, std::uint64_t write_bytes);
 
 }  // namespace kvlab

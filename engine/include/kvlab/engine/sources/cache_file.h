@@ -14,6 +14,7 @@
 #include "kvlab/engine/core/progress.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/sources/llama_state.h"
+#include "kvlab/engine/sources/safetensors.h"
 
 namespace kvlab {
 
@@ -40,5 +41,10 @@ Result<KvCache> load_cache_bytes(std::span<const std::byte> bytes, std::string_v
                                  const ProgressFn& progress = {});
 // Writes a .safetensors file atomically; any other extension is an error.
 Status save_cache_file(const KvCache& cache, const std::filesystem::path& path);
+// The same for a cache made and written a batch of layers at a time
+// (save_safetensors_cache_by_layer).
+Status save_cache_file_by_layer(const CacheFileLayout& layout, const std::filesystem::path& path,
+                                int batch, const MakeLayersFn& make,
+                                const ProgressFn& progress = {});
 
 }  // namespace kvlab

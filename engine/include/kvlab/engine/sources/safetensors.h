@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -92,5 +93,25 @@ Result<KvCache> load_safetensors_cache(const std::filesystem::path& path,
 // Writes the cache (after KvCache::validate()) with the metadata above, the header padded with
 // spaces to a multiple of 8 bytes. Atomic: PATH.tmp is written, synced and renamed over PATH.
 Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path& path);
+
+// A cache too large to hold whole, described for writing layer by layer: everything a file holds
+// besides the tensors' bytes.
+struct CacheFileLayout {
+  ModelShape shape;  // shape.layers: how many layers the file gets
+  int tokens = 0;
+  int queries = 0;  // query vectors per layer; 0: none
+  DType dtype = DType::F16;
+  std::string source;
+  RopeSpec key_rope;
+  bool keys_pre_rope = false;
+};
+// Fills out.size() layers from layer `first` on, with tensors of the layout's shapes and dtype.
+using MakeLayersFn = std::function<Status(int first, std::span<LayerKv> out)>;
+// Writes the header, then makes `batch` layers at a time and writes them, holding no more than
+// one batch; atomically, as save_safetensors_cache. Progress is per batch; a cancel leaves no
+// file.
+Status save_safetensors_cache_by_layer(const CacheFileLayout& layout,
+                                       const std::filesystem::path& path, int batch,
+                                       const MakeLayersFn& make, const ProgressFn& progress = {});
 
 }  // namespace kvlab

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,11 @@ struct SyntheticConfig {
 };
 
 Result<KvCache> generate_synthetic(const SyntheticConfig& config, const ProgressFn& progress = {});
+// Writes the cache generate_synthetic would make to a .safetensors file, generating and writing
+// a few layers at a time (one per thread), so a cache far larger than memory (llama3-8b at 128K:
+// 16 GiB of fp16) can be written and then read in place (--source file:PATH).
+Status save_synthetic_file(const SyntheticConfig& config, const std::filesystem::path& path,
+                           const ProgressFn& progress = {});
 
 // Where the planted tokens are, so tests and the GUI can point at them.
 struct SyntheticLandmarks {

@@ -1,0 +1,22 @@
+// This process's resident memory, as the kernel counts it (/proc/self/status), for runs that
+// report what they held at their peak.
+#pragma once
+
+#include <cstdint>
+
+namespace kvlab {
+
+struct ProcessMemory {
+  std::uint64_t resident_bytes = 0;       // VmRSS: now
+  std::uint64_t peak_resident_bytes = 0;  // VmHWM: the most since the process began, or since
+                                          // reset_peak_resident()
+};
+
+// Zeros where the kernel does not say (not Linux).
+ProcessMemory process_memory();
+
+// Starts the peak over from the memory resident now (Linux: writes 5 to /proc/self/clear_refs).
+// False when the kernel refuses; the peak then counts from the process's start.
+bool reset_peak_resident();
+
+}  // namespace kvlab

@@ -1,0 +1,27 @@
+#include "kvlab/engine/core/process_memory.h"
+
+#include <fstream>
+#include <string>
+
+namespace kvlab {
+
+ProcessMemory process_memory() {
+  ProcessMemory m;
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);) {
+    // "VmRSS:\t  123456 kB"
+    const auto kib = [&] { return std::stoull(line.substr(line.find(':') + 1)) * 1024; };
+    if (line.starts_with("VmRSS:")) m.resident_bytes = kib();
+    if (line.starts_with("VmHWM:")) m.peak_resident_bytes = kib();
+  }
+  return m;
+}
+
+bool reset_peak_resident() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return static_cast<bool>(out);
+}
+
+}  // namespace kvlab
