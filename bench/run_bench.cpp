@@ -1,28 +1,37 @@
 // A whole run, as a user starts it (issue 24): the synthetic llama3-8b preset's 32 layers at a
-// context, compressed with int8, KIVI-2 and KVComp + Huffman on every core, beside a floor
-// measured in the same program: memcpy of the bytes a run must at least move (read the fp16
-// source once, write the compressed bytes once). bench/run_report.py prints each run as a
-// multiple of its floor (target: 32K in <= 10 s and <= 5x the floor on 2 cores).
+// context, written to a .safetensors file layer by layer and read in place as
+// `kvlab compress --source file:PATH` does, compressed with int8, KIVI-2 and KVComp + Huffman on
+// every core, beside a floor measured in the same program (memory_floor_seconds: the source read
+// once, the compressed bytes written once). Each run's counters give it as a multiple of its
+// floor (x_floor; target: 32K in <= 10 s and <= 5x the floor on 2 cores) and its peak resident
+// memory (peak_GiB). `kvlab bench run` is the same measurement for a user without a build tree.
 //
 // Also the synthetic generator alone, on one thread, in fp16 bytes per second (target: >= 1 GB/s
 // per core).
 //
-// Contexts: KVLAB_RUN_CONTEXTS (comma-separated, default 4096,32768); the source of a context
-// is generated once and kept while its runs are timed.
+// Contexts: KVLAB_RUN_CONTEXTS (comma-separated, default 4096,32768; 131072 writes a 16 GiB file);
+// the files go to KVLAB_RUN_DIR (default: the system's temporary folder) and are deleted when
+// the next context starts and at exit.
 #include <benchmark/benchmark.h>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/engine/sources/synthetic.h"
 
 namespace kvlab::bench {
@@ -36,18 +45,36 @@ SyntheticConfig source_config(int context, int layers = 0) {
   return s;
 }
 
-// The source of the newest context asked for (one at a time: 32K is 4 GiB).
+std::filesystem::path source_dir() {
+  const char* env = std::getenv("KVLAB_RUN_DIR");
+  return env && *env ? std::filesystem::path(env) : std::filesystem::temp_directory_path();
+}
+
+// The source of the newest context asked for, one at a time (128K is 16 GiB): written to a file,
+// then mapped.
 const KvCache& cache(int context) {
   static int held = -1;
   static std::unique_ptr<KvCache> c;
+  static std::filesystem::path file;
+  static const struct Cleanup {
+    ~Cleanup() {
+      c.reset();
+      if (!file.empty()) std::filesystem::remove(file);
+    }
+  } cleanup;
   if (held != context) {
     c.reset();
-    auto r = generate_synthetic(source_config(context));
-    if (!r) {
-      std::fprintf(stderr, "run bench: %s\n", r.message().c_str());
+    if (!file.empty()) std::filesystem::remove(file);
+    file = source_dir() / fmt::format("kvlab-run-bench-{}-{}.safetensors", ::getpid(), context);
+    auto loaded = [&]() -> Result<KvCache> {
+      KVLAB_TRY(save_synthetic_file(source_config(context), file));
+      return load_cache_file(file);
+    }();
+    if (!loaded) {
+      std::fprintf(stderr, "run bench: %s\n", loaded.message().c_str());
       std::exit(1);
     }
-    c = std::make_unique<KvCache>(std::move(*r));
+    c = std::make_unique<KvCache>(std::move(*loaded));
     held = context;
   }
   return *c;
@@ -64,32 +91,6 @@ MethodConfig method(const std::string& id) {
   return m;
 }
 
-// Seconds to read every byte of the fp16 source once (a sum of its 64-bit words) and write
-// `write` bytes (the run's compressed size, memset), spread over the cores as the run's layers
-// are: the memory traffic no run can avoid.
-double floor_seconds(const KvCache& c, std::uint64_t write) {
-  std::vector<const Tensor*> tensors;
-  for (const LayerKv& l : c.layers) tensors.insert(tensors.end(), {&l.key, &l.value});
-  const double share = static_cast<double>(write) / static_cast<double>(c.values_count() * 2);
-  const auto start = std::chrono::steady_clock::now();
-  const Status s = for_each_item(
-      static_cast<int>(tensors.size()), {}, "tensor", [&](int i, ItemProgress&) -> Status {
-        const Tensor& t = *tensors[static_cast<std::size_t>(i)];
-        const auto* words = reinterpret_cast<const std::uint64_t*>(t.data());
-        std::uint64_t sum = 0;
-        for (std::size_t w = 0; w < t.nbytes() / 8; ++w) sum += words[w];
-        benchmark::DoNotOptimize(sum);
-        const auto out_bytes = static_cast<std::size_t>(static_cast<double>(t.nbytes()) * share);
-        const std::unique_ptr<char[]> out(new char[out_bytes]);
-        std::memset(out.get(), 1, out_bytes);
-        benchmark::DoNotOptimize(out.get());
-        benchmark::ClobberMemory();
-        return Ok{};
-      });
-  (void)s;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 void BM_Run(benchmark::State& state, const std::string& id) {
   const int context = static_cast<int>(state.range(0));
   const KvCache& c = cache(context);
@@ -104,7 +105,7 @@ void BM_Run(benchmark::State& state, const std::string& id) {
     }
     state.SetIterationTime(r->total_seconds);
     run += r->total_seconds;
-    floor += floor_seconds(c, r->bytes.total());
+    floor += memory_floor_seconds(c, r->bytes.total());
     last = std::move(*r);
   }
   const double n = static_cast<double>(state.iterations());
@@ -116,6 +117,7 @@ void BM_Run(benchmark::State& state, const std::string& id) {
   state.counters["code_s"] = last.code_seconds;
   state.counters["metrics_s"] = last.metrics_seconds;
   state.counters["fp16_GiB"] = static_cast<double>(c.values_count() * 2) / (1ull << 30);
+  state.counters["peak_GiB"] = static_cast<double>(last.memory_peak_bytes) / (1ull << 30);
 }
 
 // The generator on one thread: one layer of llama3-8b at 32K (64 MiB of fp16 K and V).

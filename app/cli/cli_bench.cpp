@@ -6,6 +6,7 @@
 // without a build tree.
 // kvlab bench gpu: the CUDA kernels against cuBLAS fp16 (kvlab::run_gpu_bench_json, which is an
 // error when kvlab was built without CUDA or no GPU is usable).
+// kvlab bench run: whole compression runs beside their memory floor (cli_bench_run.cpp).
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -454,6 +455,8 @@ void add_bench_command(CLI::App& app) {
                   "of running one; with --save, store it");
   g->db.add_to(*gpu);
   gpu->callback([g] { exit_code() = run_gpu_bench_command(*g); });
+
+  add_bench_run_command(*bench);
 }
 
 }  // namespace kvlab::cli

@@ -143,6 +143,8 @@ void add_runs_command(CLI::App& app);
 void add_sources_command(CLI::App& app);
 void add_stream_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+// `kvlab bench run`, added to the `bench` command by add_bench_command.
+void add_bench_run_command(CLI::App& bench);
 void add_plan_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);

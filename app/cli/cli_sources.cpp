@@ -1,5 +1,6 @@
 // kvlab sources: list presets, export a synthetic cache, describe a cache file.
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -32,11 +33,15 @@ int export_synthetic(const SourceOptions& src, const std::string& preset, const 
   const auto t = parse_dtype(dtype);
   if (!t) return fail(fmt::format("--dtype '{}': expected f16, bf16 or f32", dtype));
   c.dtype = *t;
-  auto cache = generate_synthetic(c, terminal_progress());
-  if (!cache) return fail(cache.message());
-  if (auto s = save_cache_file(*cache, out); !s) return fail(s.message());
-  fmt::print("wrote {} ({} layers, {} tokens, {})\n", out, cache->shape.layers, cache->tokens(),
-             planners::format_bytes(static_cast<double>(cache->stored_bytes())));
+  // Written a few layers at a time: a cache larger than memory can be written, then read in
+  // place by every command (--source file:PATH).
+  if (auto s = save_synthetic_file(c, out, terminal_progress()); !s) return fail(s.message());
+  const auto p = find_synthetic_preset(c.preset);  // found: the file was written with it
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(out, ec);
+  fmt::print("wrote {} ({} layers, {} tokens, {})\n", out,
+             c.layers > 0 ? c.layers : p->shape.layers, c.context,
+             planners::format_bytes(ec ? 0.0 : static_cast<double>(bytes)));
   return 0;
 }
 

@@ -46,6 +46,7 @@ TEST(Cli, HelpOnEveryCommand) {
                         "sources info",
                         "bench",
                         "bench codec",
+                        "bench run",
                         "stream",
                         "evict",
                         "plan",
@@ -228,6 +229,36 @@ TEST(Cli, BenchCodecMeasuresAllThreeCodecsAndFusedAttention) {
   EXPECT_TRUE(nlohmann::json::parse(none.out)["fused_attention"].empty());
   EXPECT_NE(run("bench codec --seconds 0").code, 0);
   EXPECT_NE(run("bench codec --fused-contexts 0").code, 0);
+}
+
+TEST(Cli, BenchRunTimesEveryMethodBesideItsFloorAndLeavesNoFiles) {
+  const auto dir = std::filesystem::path(KVLAB_TEST_TMPDIR) / "bench_run";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const Output o =
+      run("bench run --preset tiny --layers 3 --contexts 256,512 --methods "
+          "int8,kvcomp-huffman --json --dir " +
+          dir.string());
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j["runs"].size(), 4u);  // two contexts, two methods each
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& r = j["runs"][i];
+    EXPECT_EQ(r["context"].get<int>(), i < 2 ? 256 : 512);
+    EXPECT_EQ(r["method"].get<std::string>(), i % 2 == 0 ? "int8" : "kvcomp-huffman");
+    EXPECT_EQ(r["layers"].get<int>(), 3);
+    EXPECT_GT(r["floor_s"].get<double>(), 0.0);
+    EXPECT_NEAR(r["x_floor"].get<double>(), r["run_s"].get<double>() / r["floor_s"].get<double>(),
+                1e-9);
+    EXPECT_GT(r["peak_bytes"].get<double>(), 0.0);
+    // tiny: 2 KV heads x 16 dims, fp16 K and V.
+    EXPECT_EQ(r["source_bytes"].get<std::uint64_t>(), 3ull * 2 * (i < 2 ? 256 : 512) * 2 * 16 * 2);
+  }
+  EXPECT_NEAR(j["runs"][0]["ratio"].get<double>(), 2.0, 0.01);  // int8 with its scales
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "a source file was left behind";
+  const Output bad = run("bench run --methods int8,fast");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("'fast'"), std::string::npos) << bad.out;
 }
 
 TEST(Cli, StreamReportsMemoryOverDecodeSteps) {
