@@ -12,12 +12,40 @@
 #include <tuple>
 #include <vector>
 
+#include "codec/bitpack.h"
 #include "codec/codec_streams.h"
 #include "core/random.h"
 #include "kvlab/engine/codec/code_codec.h"
 
 namespace kvlab {
 namespace {
+
+// The histograms' counters (count_codes with its four tables, count_packed_codes a slice at a
+// time) against a plain count, reading the packed bytes by the packing's definition: code i at
+// bit (i * b) % 8 of byte (i * b) / 8, low bits first.
+TEST(CodeCounts, PackedAndByteCountsMatchAPlainCount) {
+  detail::Rng rng(5);
+  for (const int bits : {1, 2, 4, 8}) {
+    const std::size_t count = (std::size_t{1} << 16) * 2 + 37;  // past two slices, odd tail
+    std::vector<std::uint8_t> packed(detail::packed_bytes(count, bits));
+    for (auto& b : packed) b = static_cast<std::uint8_t>(rng.below(256));
+    // Long runs of one byte too: the case the four tables are for.
+    std::fill(packed.begin(), packed.begin() + static_cast<std::ptrdiff_t>(packed.size() / 3),
+              0x5a);
+    std::vector<std::uint64_t> expected(std::size_t{1} << bits, 0);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t bit = i * static_cast<std::size_t>(bits);
+      ++expected[(packed[bit / 8] >> (bit % 8)) & ((1u << bits) - 1)];
+    }
+    std::vector<std::uint64_t> got(expected.size(), 0);
+    detail::count_packed_codes(packed.data(), count, bits, got.data());
+    EXPECT_EQ(got, expected) << bits << " bits";
+    if (bits == 8) {
+      const CodeCounts direct = count_codes(packed);
+      EXPECT_TRUE(std::equal(direct.begin(), direct.end(), expected.begin()));
+    }
+  }
+}
 
 constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman};
 

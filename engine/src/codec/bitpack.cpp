@@ -1,6 +1,10 @@
 #include "codec/bitpack.h"
 
+#include <algorithm>
+#include <array>
 #include <cstring>
+
+#include "kvlab/engine/codec/huffman_book.h"
 
 namespace kvlab::detail {
 
@@ -95,6 +99,24 @@ void unpack_codes(const std::uint8_t* packed, std::size_t first, std::size_t cou
   }
   unpack_slow(packed, first + whole * per_byte, count - whole * per_byte, bits,
               codes + whole * per_byte);
+}
+
+void count_packed_codes(const std::uint8_t* packed, std::size_t count, int bits,
+                        std::uint64_t* counts) {
+  if (bits == 8) {  // one code a byte: nothing to unpack
+    const CodeCounts c = count_codes({packed, count});
+    for (std::size_t v = 0; v < c.size(); ++v) counts[v] += c[v];
+    return;
+  }
+  constexpr std::size_t kSlice = 1 << 16;
+  std::array<std::uint8_t, kSlice> codes;
+  const std::size_t values = std::size_t{1} << bits;
+  for (std::size_t at = 0; at < count; at += kSlice) {
+    const std::size_t n = std::min(kSlice, count - at);
+    unpack_codes(packed, at, n, bits, codes.data());
+    const CodeCounts c = count_codes({codes.data(), n});
+    for (std::size_t v = 0; v < values; ++v) counts[v] += c[v];
+  }
 }
 
 }  // namespace kvlab::detail

@@ -18,5 +18,9 @@ void pack_codes(const std::uint8_t* codes, std::size_t count, int bits, std::uin
 // Reads `count` codes starting at code index `first`.
 void unpack_codes(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
                   std::uint8_t* codes);
+// Adds the count of each code value among the first `count` packed codes into counts[value]
+// (counts has 2^bits entries), unpacking a slice at a time into a small buffer.
+void count_packed_codes(const std::uint8_t* packed, std::size_t count, int bits,
+                        std::uint64_t* counts);
 
 }  // namespace kvlab::detail

@@ -144,8 +144,30 @@ void fill_decode_tables(std::uint16_t* table, const std::uint8_t* cost) {
 }  // namespace detail
 
 CodeCounts count_codes(std::span<const std::uint8_t> codes) {
+  // Four tables in turn: runs of one value (common: most codes sit near the middle) would
+  // otherwise make every increment wait for the one before it to reach memory.
+  std::array<std::array<std::uint32_t, 256>, 4> t{};
   CodeCounts h{};
-  for (std::uint8_t c : codes) ++h[c];
+  const std::uint8_t* c = codes.data();
+  std::size_t n = codes.size();
+  while (n > 0) {
+    // At most 2^32 - 1 increments of one 32-bit table between flushes into h.
+    const std::size_t m = std::min<std::size_t>(n, std::size_t{1} << 32);
+    std::size_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      ++t[0][c[i]];
+      ++t[1][c[i + 1]];
+      ++t[2][c[i + 2]];
+      ++t[3][c[i + 3]];
+    }
+    for (; i < m; ++i) ++t[0][c[i]];
+    for (int v = 0; v < 256; ++v) {
+      h[static_cast<std::size_t>(v)] += std::uint64_t{t[0][v]} + t[1][v] + t[2][v] + t[3][v];
+    }
+    t = {};
+    c += m;
+    n -= m;
+  }
   return h;
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/codec/huffman_book.h"
 #include "quant/group_quant.h"
 #include "quant/quantizers.h"
 
@@ -48,9 +49,8 @@ class KvCompQuantizer final : public Quantizer {
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {
-    CodeHistogram h{"uint8", 8, std::vector<std::uint64_t>(256, 0)};
-    for (std::uint8_t c : q.codes) ++h.counts[c];
-    return {h};
+    const CodeCounts counts = count_codes(q.codes);
+    return {CodeHistogram{"uint8", 8, std::vector<std::uint64_t>(counts.begin(), counts.end())}};
   }
 
  private:

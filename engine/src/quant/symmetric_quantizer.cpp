@@ -80,9 +80,7 @@ class SymmetricQuantizer final : public Quantizer {
     CodeHistogram h{fmt::format("int{}", m_bits), m_bits,
                     std::vector<std::uint64_t>(std::size_t{1} << m_bits, 0)};
     const std::size_t n = static_cast<std::size_t>(q.tokens) * q.heads * q.dim;
-    std::vector<std::uint8_t> codes(n);
-    unpack_codes(q.codes.data(), 0, n, m_bits, codes.data());
-    for (std::uint8_t c : codes) ++h.counts[c];
+    count_packed_codes(q.codes.data(), n, m_bits, h.counts.data());
     return {h};
   }
 

@@ -120,9 +120,7 @@ class TieredQuantizer final : public Quantizer {
                           ? fmt::format("int{}", bits)
                           : fmt::format("int{} (tokens {}-{})", bits, q.bounds[i], q.bounds[i + 1]),
                       bits, std::vector<std::uint64_t>(std::size_t{1} << bits, 0)};
-      std::vector<std::uint8_t> unpacked(count);
-      unpack_codes(codes, 0, count, bits, unpacked.data());
-      for (std::uint8_t c : unpacked) ++h.counts[c];
+      count_packed_codes(codes, count, bits, h.counts.data());
       codes += packed_bytes(count, bits);
       out.push_back(std::move(h));
     }
