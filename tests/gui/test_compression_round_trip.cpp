@@ -162,6 +162,12 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   expect_shows(view, expected);
   EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
       QStringLiteral("stored run #%1").arg(id)));
+  // The stored run keeps the peak memory its run measured, and says it.
+  ASSERT_GT(view.current_report()->memory_peak_bytes, 0u);
+  EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
+      QStringLiteral("peak memory %1")
+          .arg(format_byte_count(static_cast<double>(view.current_report()->memory_peak_bytes)))))
+      << view.results_panel()->heading_label()->text().toStdString();
 
   // Delete (auto-confirmed): gone from the table and from the store.
   runs.set_auto_confirm(true);

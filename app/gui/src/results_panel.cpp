@@ -221,6 +221,9 @@ void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
                         .arg(s.layers)
                         .arg(origin.toHtmlEscaped());
   if (!s.backend.isEmpty()) heading += tr(" · on %1").arg(s.backend.toHtmlEscaped());
+  if (s.peak_memory_bytes > 0) {
+    heading += tr(" · peak memory %1").arg(format_byte_count(s.peak_memory_bytes));
+  }
   m_heading->setText(heading);
   const std::array<QString, kMetricCount> texts{
       format_ratio(s.ratio),
