@@ -301,8 +301,10 @@ double memory_floor_seconds(const KvCache& cache, std::uint64_t write_bytes) {
         }
         sums[static_cast<std::size_t>(i)] = sum;  // kept: the reads cannot be optimised away
         const auto out_bytes = static_cast<std::size_t>(static_cast<double>(t.nbytes()) * share);
-        HugePageFloats out(out_bytes / sizeof(float) + 1);  // as a run's buffers are allocated
-        std::memset(out.data(), 1, out_bytes);
+        // Allocated as a run's buffers are; every float of it written (never less than one).
+        HugePageFloats out(
+            std::max<std::size_t>(1, (out_bytes + sizeof(float) - 1) / sizeof(float)));
+        std::memset(out.data(), 1, out.size() * sizeof(float));
         // The written bytes are read back in one word, or the stores could be dropped.
         sums[static_cast<std::size_t>(i)] += static_cast<std::uint64_t>(out[out.size() / 2]);
         t.release_pages();

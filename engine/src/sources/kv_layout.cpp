@@ -230,7 +230,7 @@ Result<KvLayout> plan_kv_layout(std::string_view label, std::span<const TensorDe
 Result<KvCache> build_kv_cache(std::string_view label, const KvLayout& layout,
                                std::span<const TensorDesc> tensors, const ReadTensorFn& read,
                                const ProgressFn& progress, std::string source,
-                               const MappedTensors* mapped) {
+                               const MappedTensors& mapped) {
   const auto bytes_of = [&](std::size_t i) {
     const TensorDesc& t = tensors[i];
     return t.shape[0] * t.shape[1] * t.shape[2] * dtype_size(*t.dtype);
@@ -256,12 +256,11 @@ Result<KvCache> build_kv_cache(std::string_view label, const KvLayout& layout,
         const int tokens = static_cast<int>(t.shape[0]), heads = static_cast<int>(t.shape[1]),
                   dim = static_cast<int>(t.shape[2]);
         const std::uint64_t nbytes = bytes_of(index);
-        const std::optional<std::uint64_t> at =
-            mapped != nullptr ? mapped->offset(index) : std::nullopt;
-        if (at && *at % dtype_size(dtype) == 0 && *at <= mapped->mapping->size() &&
-            nbytes <= mapped->mapping->size() - *at) {
-          out = Tensor::borrowed(mapped->mapping, mapped->mapping->data() + *at, dtype, tokens,
-                                 heads, dim);
+        const std::uint64_t at = mapped.mapping ? mapped.offset(index) : 0;
+        if (mapped.mapping && at % dtype_size(dtype) == 0 && at <= mapped.mapping->size() &&
+            nbytes <= mapped.mapping->size() - at) {
+          out = Tensor::borrowed(mapped.mapping, mapped.mapping->data() + at, dtype, tokens, heads,
+                                 dim);
         } else {
           out = Tensor::uninitialized(dtype, tokens, heads, dim);
           KVLAB_TRY(read(index, {out.mutable_data(), out.nbytes()}));

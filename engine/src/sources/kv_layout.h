@@ -77,21 +77,21 @@ Result<KvLayout> plan_kv_layout(std::string_view label, std::span<const TensorDe
 // Fills `out` (exactly the tensor's bytes) with the data of tensors[index].
 using ReadTensorFn = std::function<Status(std::size_t index, std::span<std::byte> out)>;
 
-// A file mapped whole, and where each tensor's bytes start in it (nullopt: not in the mapping as
-// they are, e.g. compressed).
+// A file mapped whole (null when it could not be, or the bytes are in memory), and the file
+// offset where each tensor's bytes start.
 struct MappedTensors {
   std::shared_ptr<const FileMapping> mapping;
-  std::function<std::optional<std::uint64_t>(std::size_t index)> offset;
+  std::function<std::uint64_t(std::size_t index)> offset;
 };
 
 // Builds the cache and checks it with KvCache::validate(), reporting progress (cancellable). With
-// `mapped`, a tensor whose bytes lie in the mapping aligned to its dtype is read in place
+// a mapping, a tensor whose bytes lie in it aligned to its dtype is read in place
 // (Tensor::borrowed: the run streams it from the file, and memory holds only what it touches);
 // every other tensor is allocated and filled with `read`.
 Result<KvCache> build_kv_cache(std::string_view label, const KvLayout& layout,
                                std::span<const TensorDesc> tensors, const ReadTensorFn& read,
                                const ProgressFn& progress, std::string source,
-                               const MappedTensors* mapped = nullptr);
+                               const MappedTensors& mapped = {});
 
 // "[2, 3, 4]"
 std::string shape_text(std::span<const std::uint64_t> shape);

@@ -334,12 +334,11 @@ Result<KvCache> detail::read_npy_cache(const InputFile& file, const std::string&
   }
   auto layout = detail::plan_kv_layout(label, descs, {}, model_name);
   if (!layout) return layout.error();
-  const detail::MappedTensors mapped{
-      file.map(), [&](std::size_t i) -> std::optional<std::uint64_t> { return offsets[i]; }};
+  const detail::MappedTensors mapped{file.map(), [&](std::size_t i) { return offsets[i]; }};
   return detail::build_kv_cache(
       label, *layout, descs,
       [&](std::size_t i, std::span<std::byte> out) { return file.read_at(offsets[i], out); },
-      progress, std::move(source), mapped.mapping ? &mapped : nullptr);
+      progress, std::move(source), mapped);
 }
 
 Result<KvCache> load_npz_cache(const std::filesystem::path& path, const ProgressFn& progress) {

@@ -340,11 +340,9 @@ Result<KvCache> detail::read_safetensors_cache(const InputFile& file, const std:
     return Ok{};
   };
   // A file on disk is read in place; bytes in memory are copied.
-  const MappedTensors mapped{file.map(), [&](std::size_t i) -> std::optional<std::uint64_t> {
-                               return index->data_offset + index->tensors[i].begin;
-                             }};
-  auto cache = build_kv_cache(label, *layout, descs, read, progress, std::move(source),
-                              mapped.mapping ? &mapped : nullptr);
+  const MappedTensors mapped{
+      file.map(), [&](std::size_t i) { return index->data_offset + index->tensors[i].begin; }};
+  auto cache = build_kv_cache(label, *layout, descs, read, progress, std::move(source), mapped);
   if (!cache) return cache;
   // How RoPE turned the keys, when the writer knew (a model capture saved by kvlab).
   if (const auto it = index->metadata.find(std::string(detail::kMetaKeyRope));
@@ -436,12 +434,16 @@ struct Dims {
   bool operator==(const Dims&) const = default;
 };
 
-HeaderEntry tensor_entry(std::string name, const Tensor& t) {
+HeaderEntry header_entry(std::string name, DType dtype, const Dims& d) {
   return {std::move(name),
-          file_dtype_name(t.dtype()),
-          {static_cast<std::uint64_t>(t.tokens()), static_cast<std::uint64_t>(t.heads()),
-           static_cast<std::uint64_t>(t.dim())},
-          t.nbytes()};
+          file_dtype_name(dtype),
+          {static_cast<std::uint64_t>(d.tokens), static_cast<std::uint64_t>(d.heads),
+           static_cast<std::uint64_t>(d.dim)},
+          d.elements() * dtype_size(dtype)};
+}
+
+Dims dims_of(const Tensor& t) {
+  return {t.tokens(), t.heads(), t.dim()};
 }
 
 }  // namespace
@@ -457,7 +459,8 @@ Status save_safetensors_cache(const KvCache& cache, const std::filesystem::path&
     for (const auto& [role, t] :
          {std::pair{"key", &layer.key}, {"value", &layer.value}, {"query", &layer.query}}) {
       if (t->empty()) continue;  // queries are optional
-      entries.push_back(tensor_entry(fmt::format("layers.{}.{}", l, role), *t));
+      entries.push_back(
+          header_entry(fmt::format("layers.{}.{}", l, role), t->dtype(), dims_of(*t)));
       order.emplace_back(t->data(), t->nbytes());
     }
   }
@@ -493,12 +496,7 @@ Status save_safetensors_cache_by_layer(const CacheFileLayout& layout,
   const Dims kv{layout.tokens, s.kv_heads, s.head_dim},
       query{layout.queries, s.q_heads, s.head_dim};
   const auto entry = [&](int l, const char* role, const Dims& shape) {
-    return HeaderEntry{
-        fmt::format("layers.{}.{}", l, role),
-        file_dtype_name(layout.dtype),
-        {static_cast<std::uint64_t>(shape.tokens), static_cast<std::uint64_t>(shape.heads),
-         static_cast<std::uint64_t>(shape.dim)},
-        shape.elements() * dtype_size(layout.dtype)};
+    return header_entry(fmt::format("layers.{}.{}", l, role), layout.dtype, shape);
   };
   std::vector<HeaderEntry> entries;
   for (int l = 0; l < s.layers; ++l) {
@@ -524,7 +522,7 @@ Status save_safetensors_cache_by_layer(const CacheFileLayout& layout,
                                             {"value", &layers[i].value, kv},
                                             {"query", &layers[i].query, query}}) {
           if (want.elements() == 0) continue;
-          if (t->dtype() != layout.dtype || Dims{t->tokens(), t->heads(), t->dim()} != want) {
+          if (t->dtype() != layout.dtype || dims_of(*t) != want) {
             return make_error(
                 fmt::format("{}: layers.{}.{} was made with another shape or dtype "
                             "than the file's header says",
@@ -534,7 +532,6 @@ Status save_safetensors_cache_by_layer(const CacheFileLayout& layout,
         }
       }
     }
-    layers.clear();
     report_progress(progress, 1.0, "written");
     return Ok{};
   });
