@@ -106,6 +106,19 @@ TEST(Metrics, AttentionErrorsMatchDoublePrecisionReference) {
   check_against_reference({1, 3, 8, 2, 57, 16, 2.0f, 0.05f}, 1e-3, 1e-9, 1e9);
 }
 
+// The shapes the kernels treat apart: head sizes that are not whole vectors (8, 40, 96: padded
+// rows of values), more rows a KV head than one block of 32 (9 queries x 4 heads, 17 x 2), token
+// counts off the 4-token step and off the 128-token tile, a single token.
+TEST(Metrics, EveryKernelShapeMatchesDoublePrecisionReference) {
+  for (const Case& c :
+       {Case{3, 9, 8, 2, 301, 8, 2.0f, 0.05f}, Case{4, 5, 4, 4, 130, 40, 1.0f, 0.1f},
+        Case{5, 1, 6, 3, 3, 96, 2.0f, 0.05f}, Case{6, 17, 2, 1, 257, 128, 1.5f, 0.02f},
+        Case{8, 2, 2, 2, 2, 16, 1.0f, 0.05f}}) {
+    SCOPED_TRACE("d " + std::to_string(c.d) + ", " + std::to_string(c.t) + " tokens");
+    check_against_reference(c, 1e-3, 1e-9, 1e9);
+  }
+}
+
 // The float path (vectorised exp, float softmax, double sums) at a long context with peaked
 // rows and errors small enough that the KL is a difference of nearly equal sums.
 TEST(Metrics, LongContextSmallErrorsMatchDoublePrecisionReference) {

@@ -8,6 +8,8 @@
 
 #include <Eigen/Dense>
 
+#include "kvlab/engine/core/aligned.h"
+
 namespace kvlab {
 
 void ElementErrorSums::add(std::span<const float> x_span, std::span<const float> x_hat_span) {
@@ -91,37 +93,136 @@ double AttentionErrorSums::output_cosine() const {
 
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using StridedMap = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+// GCC/Clang vector types: one AVX-512 register where the build has it, two or four narrower
+// ones where not; loads and stores through memcpy (unaligned).
+using F16 = float __attribute__((vector_size(64)));  // 16 floats
+using F8 = float __attribute__((vector_size(32)));   // 8 floats
+using D8 = double __attribute__((vector_size(64)));  // 8 doubles
 
-// Softmax of each row in place (float, with its exponentials vectorised), returning each row's
-// log-sum-exp in double, which the KL needs beside the float logits.
-void softmax_rows(RowMatrix& logits, std::vector<double>& lse) {
-  lse.resize(static_cast<std::size_t>(logits.rows()));
-  const Eigen::Index cols = logits.cols();
-  for (Eigen::Index r = 0; r < logits.rows(); ++r) {
-    float* row = logits.row(r).data();
-    const float m = logits.row(r).maxCoeff();
-    // The exponentials by Eigen's vectorised exp (Cephes' polynomial, within 1 ulp), then their
-    // sum: together in one loop of our own the compiler kept both scalar (a quarter of the
-    // attention metrics' time at 32K).
-    Eigen::Map<Eigen::ArrayXf> e(row, cols);
-    e = (e - m).exp();
-    // Sixteen double partial sums (vector lanes) of the float exponentials, added in order.
-    constexpr int kLanes = 16;
-    double part[kLanes] = {};
-    Eigen::Index c = 0;
-    for (; c + kLanes <= cols; c += kLanes) {
-#pragma omp simd
-      for (int j = 0; j < kLanes; ++j) part[j] += static_cast<double>(row[c + j]);
+template <class V>
+V load(const void* p) {
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class V>
+void store(void* p, V v) {
+  std::memcpy(p, &v, sizeof v);
+}
+// Eight floats widened to doubles.
+D8 load8d(const float* p) {
+  return __builtin_convertvector(load<F8>(p), D8);
+}
+
+// The attention of one KV head's rows is computed token-major: the logits of token t for all
+// rows (the group's query heads times the queries) lie side by side, so every per-row sum
+// (softmax max and sum, the KL's terms, squared logit errors) is a lane of a vector added up
+// over the tokens, and no matrix is ever transposed or packed. Rows are padded to kRowBlock.
+constexpr int kRowBlock = 32;  // two 16-float vectors of rows per token
+constexpr int kTile = 128;     // tokens per tile of the second pass
+
+// Rows [first, first + count) of a matrix of rows `stride` floats apart, `dim` floats each, asked
+// into the cache ahead of use. One head's rows are a few hundred bytes, each in a different page
+// of the cache: the hardware prefetcher, which follows accesses within a page, does not see
+// the next one coming.
+constexpr int kAhead = 16;  // tokens ahead
+void prefetch_rows(const float* base, std::size_t stride, int first, int count, int dim) {
+  for (int i = 0; i < count; ++i) {
+    const auto* row =
+        reinterpret_cast<const char*>(base + static_cast<std::size_t>(first + i) * stride);
+    for (std::size_t b = 0; b < static_cast<std::size_t>(dim) * sizeof(float); b += 64) {
+      __builtin_prefetch(row + b);
     }
-    for (int j = 0; c < cols; ++c, ++j) part[j] += row[c];
-    double sum = 0;
-    for (double p : part) sum += p;
-    lse[static_cast<std::size_t>(r)] = m + std::log(sum);
-    const float inv = static_cast<float>(1.0 / sum);
-#pragma omp simd
-    for (Eigen::Index i = 0; i < cols; ++i) row[i] *= inv;
+  }
+}
+
+// logits[t][0, rows) = K[t] . qt[., 0, rows) for n tokens: qt is the queries [dim][rows]
+// (scaled by 1/sqrt(d)), K row t at keys + t * stride. Four tokens at a time, 32 rows each.
+void logits_block(const float* keys, std::size_t stride, int n, int dim, const float* qt, int rows,
+                  float* logits) {
+  for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
+    int t = 0;
+    for (; t + 4 <= n; t += 4) {
+      F16 acc[4][2] = {};
+      const float* k[4];
+      for (int j = 0; j < 4; ++j) k[j] = keys + static_cast<std::size_t>(t + j) * stride;
+      if (r0 == 0) prefetch_rows(keys, stride, t + kAhead, std::min(4, n - t - kAhead), dim);
+      for (int d = 0; d < dim; ++d) {
+        const F16 q0 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
+        const F16 q1 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
+        for (int j = 0; j < 4; ++j) {
+          acc[j][0] += k[j][d] * q0;
+          acc[j][1] += k[j][d] * q1;
+        }
+      }
+      for (int j = 0; j < 4; ++j) {
+        float* out = logits + static_cast<std::size_t>(t + j) * rows + r0;
+        store(out, acc[j][0]);
+        store(out + 16, acc[j][1]);
+      }
+    }
+    for (; t < n; ++t) {
+      F16 acc[2] = {};
+      const float* k = keys + static_cast<std::size_t>(t) * stride;
+      for (int d = 0; d < dim; ++d) {
+        acc[0] += k[d] * load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
+        acc[1] += k[d] * load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
+      }
+      float* out = logits + static_cast<std::size_t>(t) * rows + r0;
+      store(out, acc[0]);
+      store(out + 16, acc[1]);
+    }
+  }
+}
+
+// out[r][c0, c0 + 16 NC) += sum over n tokens of w[t][r] * V[t][c0, ...) for four rows r from
+// r0, V row t at values + t * stride (16 NC readable floats from c0), the tile's float sum added
+// to the double accumulators.
+template <int NC>
+void weighted_rows(const float* w, int rows, int r0, const float* values, std::size_t stride, int n,
+                   int c0, double* out, int out_stride) {
+  F16 acc[4][NC] = {};
+  for (int t = 0; t < n; ++t) {
+    const float* v = values + static_cast<std::size_t>(t) * stride + c0;
+    const float* wt = w + static_cast<std::size_t>(t) * rows + r0;
+    F16 vc[NC];
+    for (int c = 0; c < NC; ++c) vc[c] = load<F16>(v + 16 * c);
+    for (int j = 0; j < 4; ++j) {
+      for (int c = 0; c < NC; ++c) acc[j][c] += wt[j] * vc[c];
+    }
+  }
+  for (int j = 0; j < 4; ++j) {
+    double* o = out + static_cast<std::size_t>(r0 + j) * out_stride + c0;
+    for (int c = 0; c < NC; ++c) {
+      float lanes[16];
+      store(lanes, acc[j][c]);
+      store(o + 16 * c, load<D8>(o + 16 * c) + load8d(lanes));
+      store(o + 16 * c + 8, load<D8>(o + 16 * c + 8) + load8d(lanes + 8));
+    }
+  }
+}
+
+// out [rows][padded dim] (double) += w^T V over a tile of n tokens; V rows hold `padded` floats
+// (a multiple of 16) at `stride`.
+void weighted_sum(const float* w, int rows, const float* values, std::size_t stride, int n,
+                  int padded, double* out) {
+  for (int r0 = 0; r0 < rows; r0 += 4) {
+    int c0 = 0;
+    for (; c0 + 64 <= padded; c0 += 64)
+      weighted_rows<4>(w, rows, r0, values, stride, n, c0, out, padded);
+    switch ((padded - c0) / 16) {
+      case 3:
+        weighted_rows<3>(w, rows, r0, values, stride, n, c0, out, padded);
+        break;
+      case 2:
+        weighted_rows<2>(w, rows, r0, values, stride, n, c0, out, padded);
+        break;
+      case 1:
+        weighted_rows<1>(w, rows, r0, values, stride, n, c0, out, padded);
+        break;
+      default:
+        break;
+    }
   }
 }
 
@@ -141,76 +242,145 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows,
       std::min({key_rows.size(), value_rows.size(), key_hat_rows.size(), value_hat_rows.size()}) /
       (static_cast<std::size_t>(kv_heads) * dim));
   if (nq <= 0 || tokens <= 0) return sums;
-  const float* queries = query_rows.data();
-  const float* keys = key_rows.data();
-  const float* values = value_rows.data();
-  const float* keys_hat = key_hat_rows.data();
-  const float* values_hat = value_hat_rows.data();
   const int group = q_heads / kv_heads;
-  const Eigen::Index stride = static_cast<Eigen::Index>(kv_heads) * dim;
+  const int live = nq * group;  // rows of one KV head: (query, query head) pairs
+  const int rows = (live + kRowBlock - 1) / kRowBlock * kRowBlock;
+  const int padded = (dim + 15) / 16 * 16;
+  const std::size_t stride = static_cast<std::size_t>(kv_heads) * dim;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(dim));
-  RowMatrix q(static_cast<Eigen::Index>(nq) * group, dim);
-  std::vector<double> lse, lse_hat;
+  const auto t_rows = static_cast<std::size_t>(tokens) * rows;
+
+  // Pass one writes both logit matrices [tokens][rows]; pass two reads them a tile at a time.
+  HugePageFloats logits(t_rows), logits_hat(t_rows);
+  std::vector<float> qt(static_cast<std::size_t>(dim) * rows);    // [dim][rows], zero-padded
+  AlignedFloats weights(static_cast<std::size_t>(kTile) * rows);  // 64-byte aligned
+  AlignedFloats weights_hat(weights.size());
+  std::vector<float> tile_values, tile_values_hat;  // V rows padded to 16 floats, if dim is not
+  if (padded != dim) {
+    tile_values.assign(static_cast<std::size_t>(kTile) * padded, 0.0f);
+    tile_values_hat.assign(tile_values.size(), 0.0f);
+  }
+  std::vector<float> max(rows), max_hat(rows);
+  std::vector<double> sum(rows), sum_hat(rows), weighted_diff(rows), sq_diff(rows);
+  std::vector<double> out(static_cast<std::size_t>(rows) * padded);
+  std::vector<double> out_hat(out.size());
+
   for (int g = 0; g < kv_heads && !stop.stop_requested(); ++g) {
+    std::fill(qt.begin(), qt.end(), 0.0f);
     for (int n = 0; n < nq; ++n) {
       for (int i = 0; i < group; ++i) {
-        const float* src = queries + (static_cast<std::size_t>(n) * q_heads + g * group + i) * dim;
-        q.row(n * group + i) = Eigen::Map<const Eigen::RowVectorXf>(src, dim) * inv_sqrt_d;
+        const float* src =
+            query_rows.data() + (static_cast<std::size_t>(n) * q_heads + g * group + i) * dim;
+        for (int d = 0; d < dim; ++d) {
+          qt[static_cast<std::size_t>(d) * rows + n * group + i] = src[d] * inv_sqrt_d;
+        }
       }
     }
-    const StridedMap k(keys + g * dim, tokens, dim, Eigen::OuterStride<>(stride));
-    const StridedMap v(values + g * dim, tokens, dim, Eigen::OuterStride<>(stride));
-    const StridedMap kh(keys_hat + g * dim, tokens, dim, Eigen::OuterStride<>(stride));
-    const StridedMap vh(values_hat + g * dim, tokens, dim, Eigen::OuterStride<>(stride));
-    const RowMatrix logits = q * k.transpose();
-    const RowMatrix logits_hat = q * kh.transpose();
-    RowMatrix p = logits, p_hat = logits_hat;
-    softmax_rows(p, lse);
-    softmax_rows(p_hat, lse_hat);
-    // KL(p || p_hat) = sum p (log p - log p_hat), with log p - log p_hat = (l - l_hat) -
-    // (lse - lse_hat): the logits' difference in float (exact when they are close), the rows'
-    // log-sum-exp difference in double; every sum in double, in lanes added in a fixed order.
-    constexpr int kLanes = 8;
-    std::vector<double> kl(static_cast<std::size_t>(q.rows()));
-    for (Eigen::Index r = 0; r < q.rows(); ++r) {
-      const float* l = logits.row(r).data();
-      const float* lh = logits_hat.row(r).data();
-      const float* pr = p.row(r).data();
-      double se[kLanes] = {}, pd[kLanes] = {}, ps[kLanes] = {};
-      Eigen::Index c = 0;
-      const auto add = [&](Eigen::Index at, int j) {
-        const double d = static_cast<double>(l[at] - lh[at]);
-        se[j] += d * d;
-        pd[j] += static_cast<double>(pr[at]) * d;
-        ps[j] += static_cast<double>(pr[at]);
-      };
-      for (; c + kLanes <= tokens; c += kLanes) {
-        for (int j = 0; j < kLanes; ++j) add(c + j, j);
+    const float* k = key_rows.data() + static_cast<std::size_t>(g) * dim;
+    const float* kh = key_hat_rows.data() + static_cast<std::size_t>(g) * dim;
+    logits_block(k, stride, tokens, dim, qt.data(), rows, logits.data());
+    logits_block(kh, stride, tokens, dim, qt.data(), rows, logits_hat.data());
+    // Each row's largest logit, lane by lane.
+    for (int r = 0; r < rows; r += 16) {
+      F16 m = load<F16>(logits.data() + r), mh = load<F16>(logits_hat.data() + r);
+      for (int t = 1; t < tokens; ++t) {
+        const F16 l = load<F16>(logits.data() + static_cast<std::size_t>(t) * rows + r);
+        const F16 lh = load<F16>(logits_hat.data() + static_cast<std::size_t>(t) * rows + r);
+        m = l > m ? l : m;
+        mh = lh > mh ? lh : mh;
       }
-      for (int j = 0; c < tokens; ++c, ++j) add(c, j);
-      double sum_se = 0, sum_pd = 0, sum_p = 0;
-      for (int j = 0; j < kLanes; ++j) {
-        sum_se += se[j];
-        sum_pd += pd[j];
-        sum_p += ps[j];
+      store(max.data() + r, m);
+      store(max_hat.data() + r, mh);
+    }
+    std::fill(sum.begin(), sum.end(), 0.0);
+    std::fill(sum_hat.begin(), sum_hat.end(), 0.0);
+    std::fill(weighted_diff.begin(), weighted_diff.end(), 0.0);
+    std::fill(sq_diff.begin(), sq_diff.end(), 0.0);
+    std::fill(out.begin(), out.end(), 0.0);
+    std::fill(out_hat.begin(), out_hat.end(), 0.0);
+    const Eigen::Map<const Eigen::ArrayXf> m(max.data(), rows), mh(max_hat.data(), rows);
+    for (int t0 = 0; t0 < tokens; t0 += kTile) {
+      const int n = std::min(kTile, tokens - t0);
+      const float* l = logits.data() + static_cast<std::size_t>(t0) * rows;
+      const float* lh = logits_hat.data() + static_cast<std::size_t>(t0) * rows;
+      // The softmax numerators exp(l - max) in float, by Eigen's vectorised exp (Cephes'
+      // polynomial, within 1 ulp) over the tile as one flat, aligned array of whole vectors: on
+      // the column-wise expression Eigen calls the scalar expf, and on an unaligned array it
+      // takes the first few by a scalar exp (a run's result would then hang on where the heap
+      // put the buffer).
+      const Eigen::Index cells = static_cast<Eigen::Index>(n) * rows;
+      Eigen::Map<Eigen::ArrayXXf>(weights.data(), rows, n) =
+          Eigen::Map<const Eigen::ArrayXXf>(l, rows, n).colwise() - m;
+      Eigen::Map<Eigen::ArrayXXf>(weights_hat.data(), rows, n) =
+          Eigen::Map<const Eigen::ArrayXXf>(lh, rows, n).colwise() - mh;
+      Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> e(weights.data(), cells);
+      Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> eh(weights_hat.data(), cells);
+      e = e.exp();
+      eh = eh.exp();
+      // Per row, in double: sum e, sum e_hat, sum e (l - l_hat) and sum (l - l_hat)^2. The
+      // logits' difference is taken in float, exact when they are close. Eight rows at a time
+      // over the tile's tokens, the sums in registers.
+      const float* v = value_rows.data() + static_cast<std::size_t>(t0) * stride + g * dim;
+      const float* vh = value_hat_rows.data() + static_cast<std::size_t>(t0) * stride + g * dim;
+      for (int t = 0; t < n; ++t) {
+        prefetch_rows(v, stride, t, 1, dim);  // for the sums of e V below
+        prefetch_rows(vh, stride, t, 1, dim);
       }
-      sums.sum_sq_logit_err += sum_se;
+      for (int r = 0; r < rows; r += 8) {
+        D8 s = load<D8>(sum.data() + r), sh = load<D8>(sum_hat.data() + r);
+        D8 wd = load<D8>(weighted_diff.data() + r), sq = load<D8>(sq_diff.data() + r);
+        for (int t = 0; t < n; ++t) {
+          const std::size_t at = static_cast<std::size_t>(t) * rows + r;
+          F8 lf, lhf;
+          std::memcpy(&lf, l + at, sizeof lf);
+          std::memcpy(&lhf, lh + at, sizeof lhf);
+          const D8 diff = __builtin_convertvector(lf - lhf, D8);
+          const D8 e = load8d(weights.data() + at);
+          s += e;
+          sh += load8d(weights_hat.data() + at);
+          wd += e * diff;
+          sq += diff * diff;
+        }
+        store(sum.data() + r, s);
+        store(sum_hat.data() + r, sh);
+        store(weighted_diff.data() + r, wd);
+        store(sq_diff.data() + r, sq);
+      }
+      // The outputs' numerators sum e V, the float sum of the tile added in double.
+      std::size_t v_stride = stride;
+      if (padded != dim) {  // copied to rows of whole vectors, zero beyond dim
+        for (int t = 0; t < n; ++t) {
+          std::memcpy(tile_values.data() + static_cast<std::size_t>(t) * padded,
+                      v + static_cast<std::size_t>(t) * stride, dim * sizeof(float));
+          std::memcpy(tile_values_hat.data() + static_cast<std::size_t>(t) * padded,
+                      vh + static_cast<std::size_t>(t) * stride, dim * sizeof(float));
+        }
+        v = tile_values.data();
+        vh = tile_values_hat.data();
+        v_stride = static_cast<std::size_t>(padded);
+      }
+      weighted_sum(weights.data(), rows, v, v_stride, n, padded, out.data());
+      weighted_sum(weights_hat.data(), rows, vh, v_stride, n, padded, out_hat.data());
+    }
+    // Per row: lse = max + log(sum e); KL(p || p_hat) = sum p (l - l_hat) - (lse - lse_hat);
+    // o = sum e V / sum e.
+    for (int r = 0; r < live; ++r) {
       const auto ri = static_cast<std::size_t>(r);
-      kl[ri] = sum_pd - (lse[ri] - lse_hat[ri]) * sum_p;
-    }
-    sums.logit_count += static_cast<std::size_t>(logits.size());
-    const RowMatrix out = p * v;
-    const RowMatrix out_hat = p_hat * vh;
-    for (Eigen::Index r = 0; r < q.rows(); ++r) {
-      sums.sum_kl += std::max(0.0, kl[static_cast<std::size_t>(r)]);
-      const Eigen::VectorXd o = out.row(r).cast<double>().transpose();
-      const Eigen::VectorXd oh = out_hat.row(r).cast<double>().transpose();
+      sums.sum_sq_logit_err += sq_diff[ri];
+      const double lse = max[ri] + std::log(sum[ri]);
+      const double lse_hat = max_hat[ri] + std::log(sum_hat[ri]);
+      sums.sum_kl += std::max(0.0, weighted_diff[ri] / sum[ri] - (lse - lse_hat));
+      const Eigen::Map<const Eigen::VectorXd> o_sum(out.data() + ri * padded, dim);
+      const Eigen::Map<const Eigen::VectorXd> oh_sum(out_hat.data() + ri * padded, dim);
+      const Eigen::VectorXd o = o_sum / sum[ri];
+      const Eigen::VectorXd oh = oh_sum / sum_hat[ri];
       sums.sum_sq_out_err += (o - oh).squaredNorm();
       sums.sum_sq_out += o.squaredNorm();
       const double denom = o.norm() * oh.norm();
       sums.sum_cosine += denom > 0 ? o.dot(oh) / denom : 1.0;
       ++sums.rows;
     }
+    sums.logit_count += static_cast<std::size_t>(live) * static_cast<std::size_t>(tokens);
   }
   return sums;
 }
