@@ -62,7 +62,8 @@ std::vector<CodeStream> make_streams() {
       c.dim = q.dim;
       c.codes = std::move(q.codes);
       const CodeCounts histogram = count_codes(c.codes);
-      c.book = must(choose_codebook(c.codes, c.dim, kvcomp_max_code(rel)), "huffman codebook");
+      c.book = must(choose_codebook(c.codes, c.dim, kvcomp_max_code(rel), histogram),
+                    "huffman codebook");
       c.single_book = must(HuffmanCodebook::from_histogram(histogram), "single-code codebook");
       c.entropy_bits = shannon_entropy_bits(histogram);
       streams.push_back(std::move(c));

@@ -110,7 +110,7 @@ Result<nlohmann::json> codec_rows(const BenchOptions& o, const KvCache& cache) {
     if (!q) return q.error();
     const CodeCounts counts = count_codes(q->codes);
     // As `kvlab compress` builds it.
-    auto book = choose_codebook(q->codes, q->dim, kvcomp_max_code(o.rel_scale));
+    auto book = choose_codebook(q->codes, q->dim, kvcomp_max_code(o.rel_scale), counts);
     if (!book) return book.error();
     const double entropy = shannon_entropy_bits(counts);
     const double n = static_cast<double>(q->codes.size());

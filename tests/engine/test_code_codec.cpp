@@ -116,6 +116,10 @@ void check_round_trip(const Case& c, const std::vector<std::uint8_t>& book_codes
   auto enc = encode_codes(codes, c.tokens, c.heads, c.dim, {c.kind, c.block, 0}, &*book);
   ASSERT_TRUE(enc.ok()) << enc.message();
   ASSERT_TRUE(validate_encoded(*enc).ok()) << validate_encoded(*enc).message();
+  // Sized without writing the streams: the same bytes.
+  auto size = encoded_bytes(codes, c.tokens, c.heads, c.dim, {c.kind, c.block, 0}, &*book);
+  ASSERT_TRUE(size.ok()) << size.message();
+  EXPECT_EQ(*size, enc->total_bytes());
   std::vector<std::uint8_t> out(n, 0xee);
   Status st = decode_codes(*enc, &*book, out);
   ASSERT_TRUE(st.ok()) << st.message();
@@ -160,6 +164,40 @@ TEST(CodeCodec, RoundTripSeededRandomSizes) {
                  static_cast<Dist>(rng.below(5)),
                  rng.next()};
     check_round_trip(c, make_codes(static_cast<Dist>(rng.below(5)), 1 + rng.below(5000), trial));
+  }
+}
+
+// Where encoding fails, sizing fails with the same message: a code too wide for BitPack's
+// width, a code above 15 for a pair book, a vector of escapes past the u16 bit count, a
+// missing book, codes that do not fill the shape.
+TEST(CodeCodec, EncodedBytesFailWhereEncodingFails) {
+  const auto wide = make_codes(Dist::All256, 4 * 2 * 16, 5);
+  const auto narrow = make_codes(Dist::Narrow, 4 * 2 * 16, 5);
+  auto single = HuffmanCodebook::from_histogram(count_codes(narrow));
+  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(narrow, 16), true);
+  ASSERT_TRUE(single.ok() && pairs.ok());
+  const auto all256 = make_codes(Dist::All256, 8000, 3);  // escapes: 8 bits and more a code
+  struct Failing {
+    std::vector<std::uint8_t> codes;
+    int tokens, heads, dim;
+    CodecConfig config;
+    const HuffmanCodebook* book;
+  };
+  int index = 0;
+  for (const Failing& f : {
+           Failing{wide, 4, 2, 16, {CodecKind::BitPack, 4, 2}, nullptr},
+           Failing{wide, 4, 2, 16, {CodecKind::Huffman, 4, 0}, &*pairs},
+           Failing{all256, 1, 1, 8000, {CodecKind::Huffman, 4, 0}, &*single},
+           Failing{narrow, 4, 2, 16, {CodecKind::Huffman, 4, 0}, nullptr},
+           Failing{narrow, 5, 2, 16, {CodecKind::VarWidth, 4, 0}, nullptr},
+           Failing{narrow, 4, 2, 16, {CodecKind::VarWidth, 0, 0}, nullptr},
+       }) {
+    SCOPED_TRACE("case " + std::to_string(index++));
+    auto enc = encode_codes(f.codes, f.tokens, f.heads, f.dim, f.config, f.book);
+    auto size = encoded_bytes(f.codes, f.tokens, f.heads, f.dim, f.config, f.book);
+    ASSERT_FALSE(enc.ok());
+    ASSERT_FALSE(size.ok());
+    EXPECT_EQ(size.message(), enc.message());
   }
 }
 
@@ -237,30 +275,32 @@ TEST(CodeCodec, PairBookRejectsCodesAboveFifteen) {
 // codes otherwise, or when pairs are not allowed.
 TEST(CodeCodec, ChooseCodebookPicksPairsForSmallCodes) {
   const auto narrow = make_codes(Dist::Narrow, 64 * 128, 4);
-  auto picked = choose_codebook(narrow, 128, 5);
+  auto picked = choose_codebook(narrow, 128, 5, count_codes(narrow));
   ASSERT_TRUE(picked.ok());
   EXPECT_TRUE(picked->pairs());
-  auto single = choose_codebook(narrow, 128, 255);
+  auto single = choose_codebook(narrow, 128, 255, count_codes(narrow));
   ASSERT_TRUE(single.ok());
   EXPECT_FALSE(single->pairs());
   // The bound decides, not the prefill: zeros alone code as pairs only if no later code can
   // pass 15.
   const auto zero_codes = make_codes(Dist::Zeros, 64 * 128, 4);
-  auto zeros = choose_codebook(zero_codes, 128, 15);
+  auto zeros = choose_codebook(zero_codes, 128, 15, count_codes(zero_codes));
   ASSERT_TRUE(zeros.ok());  // one bit per code either way; pairs take half
   EXPECT_TRUE(zeros->pairs());
-  auto zeros_wide = choose_codebook(zero_codes, 128, 20);
+  auto zeros_wide = choose_codebook(zero_codes, 128, 20, count_codes(zero_codes));
   ASSERT_TRUE(zeros_wide.ok());
   EXPECT_FALSE(zeros_wide->pairs());
   // Codes above the bound (a bound that is wrong) give the single-code book, never a pair book
   // that could not code them.
-  auto above = choose_codebook(make_codes(Dist::Uniform16, 64 * 128, 4), 128, 7);
+  const auto wide = make_codes(Dist::Uniform16, 64 * 128, 4);
+  auto above = choose_codebook(wide, 128, 7, count_codes(wide));
   ASSERT_TRUE(above.ok());
   EXPECT_FALSE(above->pairs());
 }
 
 // mean_code_bits against a direct count: the bits of the encoded stream equal the sum over
-// values of count x mean bits.
+// values of count x mean bits; and each value's mean equals a plain walk over the pairs that
+// adds half of each pair's bits to each of its codes (all of them to an odd vector's last code).
 TEST(CodeCodec, MeanCodeBitsAddUpToThePayload) {
   for (bool pairs : {false, true}) {
     const int tokens = 64, heads = 2, dim = 33;
@@ -272,8 +312,26 @@ TEST(CodeCodec, MeanCodeBitsAddUpToThePayload) {
     ASSERT_TRUE(enc.ok());
     std::uint64_t stream_bits = 0;
     for (std::uint16_t b : enc->vector_bits) stream_bits += b;
-    const auto bits = mean_code_bits(codes, dim, *book);
     const CodeCounts counts = count_codes(codes);
+    const auto bits = mean_code_bits(codes, dim, *book, counts);
+    if (pairs) {
+      std::array<double, 256> walk{}, seen{};
+      for (std::size_t v = 0; v < codes.size(); v += dim) {
+        for (int i = 0; i < dim; i += 2) {
+          const int a = codes[v + i], b = i + 1 < dim ? codes[v + i + 1] : 0;
+          const double cost = book->cost_bits(static_cast<std::uint8_t>(a | (b << 4)));
+          walk[a] += i + 1 < dim ? cost / 2 : cost;
+          seen[a] += 1;
+          if (i + 1 < dim) {
+            walk[b] += cost / 2;
+            seen[b] += 1;
+          }
+        }
+      }
+      for (int v = 0; v < 256; ++v) {
+        EXPECT_EQ(bits[v], seen[v] > 0 ? walk[v] / seen[v] : 0.0) << "value " << v;
+      }
+    }
     double sum = 0;
     for (int v = 0; v < 256; ++v) sum += static_cast<double>(counts[v]) * bits[v];
     EXPECT_NEAR(sum, static_cast<double>(stream_bits), 1e-6 * static_cast<double>(stream_bits))
@@ -386,7 +444,7 @@ TEST(CodeCodec, PairBookWithinThreePercentOfEntropyAtTwoBits) {
   const double n = static_cast<double>(codes.size());
   double payload[2];
   for (bool pairs : {false, true}) {
-    auto book = choose_codebook(codes, dim, pairs ? 5 : 255);
+    auto book = choose_codebook(codes, dim, pairs ? 5 : 255, count_codes(codes));
     ASSERT_TRUE(book.ok());
     ASSERT_EQ(book->pairs(), pairs);
     auto enc = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, block, 0}, &*book);

@@ -116,6 +116,16 @@ TEST(Compress, NonFiniteInputIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("layers.1.value"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("token 7, head 1, channel 3"), std::string::npos) << r.message();
+  // An infinity past the first 16384 floats the conversion checks at a time (2 KV heads of 16:
+  // token 600 starts at float 19200), in the keys of layer 0; a finite cache passes.
+  KvCache longer = tiny_cache(1000);
+  ASSERT_TRUE(compress_cache(longer, MethodConfig{}).ok());
+  longer.layers[0].key.set(600, 0, 15, -INFINITY);
+  r = compress_cache(longer, MethodConfig{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("layers.0.key holds -inf at token 600, head 0, channel 15"),
+            std::string::npos)
+      << r.message();
 }
 
 TEST(Compress, CancelReturnsCancelled) {

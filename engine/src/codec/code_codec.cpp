@@ -3,6 +3,7 @@
 // after the previous one; a u16 bit count per vector and a u32 byte offset per block let any
 // block or vector decode alone, and new blocks only ever go at the end of the payload.
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 #include <fmt/format.h>
@@ -190,8 +191,11 @@ std::uint64_t EncodedCodes::metadata_bytes() const {
          vector_bits.size() * sizeof(std::uint16_t);
 }
 
-Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
-                                  int dim, const CodecConfig& config, const HuffmanCodebook* book) {
+namespace {
+
+// The empty tensor encode_codes starts from: kind, shape and BitPack's width.
+Result<EncodedCodes> start_encoding(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                    int dim, const CodecConfig& config) {
   if (Status st = check_shape("encode codes", tokens, heads, dim, config.block_size); !st) {
     return st.error();
   }
@@ -213,12 +217,13 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
   } else if (!has_streams(config.kind)) {
     return make_error("encode codes: unknown codec kind");
   }
-  KVLAB_TRY(append_tokens(e, codes, tokens, book));
   return e;
 }
 
-Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int tokens,
-                     const HuffmanCodebook* book) {
+// What append_tokens checks before it writes: the header, the shape, the book, the tensor's end
+// on a block boundary, and that every code fits the codec.
+Status check_append(const EncodedCodes& e, std::span<const std::uint8_t> codes, int tokens,
+                    const HuffmanCodebook* book) {
   KVLAB_TRY(check_header(e));
   KVLAB_TRY(check_shape("append codes", tokens, e.heads, e.dim, e.block_size));
   KVLAB_TRY(need_book(e, book));
@@ -235,7 +240,12 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
     return make_error(fmt::format("{} codes: {} codes given for [{}, {}, {}]", codec_id(e.kind),
                                   codes.size(), tokens, e.heads, e.dim));
   }
-  if (e.kind == CodecKind::BitPack) {
+  // The largest code first (a loop the compiler vectorizes), the offending one only if needed.
+  std::uint8_t largest = 0;
+  if (e.kind == CodecKind::BitPack || (e.kind == CodecKind::Huffman && book->pairs())) {
+    for (const std::uint8_t c : codes) largest = std::max(largest, c);
+  }
+  if (e.kind == CodecKind::BitPack && largest >= (1u << e.bitpack_width)) {
     const unsigned limit = 1u << e.bitpack_width;
     for (std::size_t i = 0; i < codes.size(); ++i) {
       if (codes[i] >= limit) {
@@ -245,13 +255,7 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
       }
     }
   }
-
-  // The largest code first (a loop the compiler vectorizes), the offending one only if needed.
-  std::uint8_t largest = 0;
-  if (e.kind == CodecKind::Huffman && book->pairs()) {
-    for (const std::uint8_t c : codes) largest = std::max(largest, c);
-  }
-  if (largest > 15) {
+  if (e.kind == CodecKind::Huffman && largest > 15) {
     for (std::size_t i = 0; i < codes.size(); ++i) {
       if (codes[i] > 15) {
         return make_error(fmt::format(
@@ -261,6 +265,95 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
       }
     }
   }
+  return Ok{};
+}
+
+std::string payload_too_large(CodecKind kind, int token) {
+  return fmt::format(
+      "{} codes: payload passes 4 GiB at token {}: u32 block offsets cannot address it",
+      codec_id(kind), token);
+}
+
+std::string vector_too_long(CodecKind kind, int token, int head, std::uint64_t bits) {
+  return fmt::format("{} codes: token {}, head {} takes {} bits, more than a u16 bit count holds",
+                     codec_id(kind), token, head, bits);
+}
+
+// Bits one vector's stream takes, as encode_varwidth_vector or encode_huffman_vector write it.
+std::uint64_t stream_bits(CodecKind kind, const std::uint8_t* codes, int dim,
+                          const HuffmanCodebook* book) {
+  std::uint64_t bits = 0;
+  if (kind == CodecKind::VarWidth) {
+    for (int g = 0; g < dim; g += detail::kVarWidthGroup) {
+      const int n = std::min(detail::kVarWidthGroup, dim - g);
+      unsigned max_code = 0;
+      for (int i = 0; i < n; ++i) max_code |= codes[g + i];
+      bits += 4 + static_cast<std::uint64_t>(n) * static_cast<unsigned>(std::bit_width(max_code));
+    }
+    return bits;
+  }
+  if (!book->pairs()) return detail::sum_code_bits(codes, dim, detail::decode_tables(*book).cost);
+  int i = 0;
+  for (; i + 2 <= dim; i += 2) {
+    bits += static_cast<unsigned>(
+        book->cost_bits(static_cast<std::uint8_t>(codes[i] | (codes[i + 1] << 4))));
+  }
+  if (i < dim) bits += static_cast<unsigned>(book->cost_bits(codes[i]));
+  return bits;
+}
+
+}  // namespace
+
+Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                  int dim, const CodecConfig& config, const HuffmanCodebook* book) {
+  auto e = start_encoding(codes, tokens, heads, dim, config);
+  if (!e) return e;
+  KVLAB_TRY(append_tokens(*e, codes, tokens, book));
+  return e;
+}
+
+Result<std::uint64_t> encoded_bytes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                    int dim, const CodecConfig& config,
+                                    const HuffmanCodebook* book) {
+  auto e = start_encoding(codes, tokens, heads, dim, config);
+  if (!e) return e.error();
+  KVLAB_TRY(check_append(*e, codes, tokens, book));
+  const std::size_t row = static_cast<std::size_t>(heads) * static_cast<std::size_t>(dim);
+  std::uint64_t payload = 0, blocks = 0;
+  for (int t0 = 0; t0 < tokens; t0 += e->block_size) {
+    const int n = std::min(e->block_size, tokens - t0);
+    for (int h = 0; h < heads; ++h) {
+      if (e->kind == CodecKind::BitPack) {
+        payload += bitpack_block_bytes(n, dim, e->bitpack_width);
+        continue;
+      }
+      if (payload > std::numeric_limits<std::uint32_t>::max()) {
+        return make_error(payload_too_large(e->kind, t0));
+      }
+      ++blocks;
+      const std::uint8_t* first =
+          codes.data() + static_cast<std::size_t>(t0) * row + static_cast<std::size_t>(h) * dim;
+      std::uint64_t bits = 0;
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t b =
+            stream_bits(e->kind, first + static_cast<std::size_t>(i) * row, dim, book);
+        if (b > std::numeric_limits<std::uint16_t>::max()) {
+          return make_error(vector_too_long(e->kind, t0 + i, h, b));
+        }
+        bits += b;
+      }
+      payload += (bits + 7) / 8;
+    }
+  }
+  const std::uint64_t vectors = e->kind == CodecKind::BitPack ? 0 : std::uint64_t(tokens) * heads;
+  return payload + EncodedCodes::kHeaderBytes + blocks * sizeof(std::uint32_t) +
+         vectors * sizeof(std::uint16_t);
+}
+
+Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int tokens,
+                     const HuffmanCodebook* book) {
+  KVLAB_TRY(check_append(e, codes, tokens, book));
+  const std::size_t row = static_cast<std::size_t>(e.heads) * static_cast<std::size_t>(e.dim);
 
   // Encode into the tail of the arrays; on failure, cut them back so nothing changed.
   const std::size_t old_payload = e.payload.size();
@@ -288,10 +381,7 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
         continue;
       }
       if (e.payload.size() > std::numeric_limits<std::uint32_t>::max()) {
-        return fail(
-            fmt::format("{} codes: payload passes 4 GiB at token {}: u32 block offsets "
-                        "cannot address it",
-                        codec_id(e.kind), e.tokens + t0));
+        return fail(payload_too_large(e.kind, e.tokens + t0));
       }
       e.block_offsets.push_back(static_cast<std::uint32_t>(e.payload.size()));
       detail::BitWriter writer(e.payload);
@@ -305,10 +395,7 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
         }
         const std::uint64_t bits = writer.bits_written() - before;
         if (bits > std::numeric_limits<std::uint16_t>::max()) {
-          return fail(
-              fmt::format("{} codes: token {}, head {} takes {} bits, more than a u16 "
-                          "bit count holds",
-                          codec_id(e.kind), e.tokens + t0 + i, h, bits));
+          return fail(vector_too_long(e.kind, e.tokens + t0 + i, h, bits));
         }
         e.vector_bits.push_back(static_cast<std::uint16_t>(bits));
       }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -26,13 +27,29 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A NaN or infinity would poison every statistic downstream: name where it is.
-Status check_finite(std::span<const float> x, const Tensor& t, const std::string& name) {
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      const std::size_t row = i / t.dim();
-      return make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name, x[i],
-                                    row / t.heads(), row % t.heads(), i % t.dim()));
+// Converts `t` (contiguous, as a Tensor is) to floats a slice at a time and checks each slice
+// while it is in the cache: a NaN or infinity would poison every statistic downstream, so the
+// error names where it is. The check is a maximum over the floats' bits without their sign (a
+// loop the compiler vectorises); only a slice that holds one is searched for it.
+Status to_float_checked(const Tensor& t, std::span<float> out, const std::string& name) {
+  constexpr std::size_t kSlice = 16384;
+  const std::size_t n = t.elements();
+  const std::size_t size = dtype_size(t.dtype());
+  for (std::size_t at = 0; at < n; at += kSlice) {
+    const std::size_t m = std::min(kSlice, n - at);
+    const std::span<float> slice = out.subspan(at, m);
+    convert_to_float(t.dtype(), {t.data() + at * size, m * size}, slice);
+    std::uint32_t largest = 0;
+    for (const float x : slice)
+      largest = std::max(largest, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
+    if (largest < 0x7f800000u) continue;  // below the bits of infinity: all finite
+    for (std::size_t i = 0; i < m; ++i) {
+      if (!std::isfinite(slice[i])) {
+        const std::size_t row = (at + i) / t.dim();
+        return make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name,
+                                      slice[i], row / t.heads(), row % t.heads(),
+                                      (at + i) % t.dim()));
+      }
     }
   }
   return Ok{};
@@ -41,45 +58,50 @@ Status check_finite(std::span<const float> x, const Tensor& t, const std::string
 // Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
 // prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
 // the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
-// metadata. The chosen codec runs on `backend`; the two others encode the same stream on the CPU,
-// for the side-by-side comparison (every backend writes the same bytes, so the sizes agree);
-// before each, and before decoding, it stops if `progress` was cancelled (at `part` of the item).
-// The book is chosen as the streaming cache chooses it (choose_codebook), with pair symbols
-// only where the backend's kernels read them.
+// metadata. The chosen codec runs on `backend`; the two others are sized on the CPU without
+// writing their streams (encoded_bytes(): the bytes encode_codes would give), for the
+// side-by-side comparison. Before each, and before decoding, it stops if `progress` was
+// cancelled (at `part` of the item). The book is chosen as the streaming cache chooses it
+// (choose_codebook), with pair symbols only where the backend's kernels read them.
 Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, Backend& backend,
                                 const std::string& name, LayerReport& layer, bool key,
                                 ItemProgress& progress, double part) {
   CodecStats stats;
-  const CodeCounts counts = count_codes(q.codes);
+  const CodeCounts counts = count_codes(q.codes);  // counted once, for everything below
   stats.codes = q.codes.size();
   stats.entropy_bits_per_code = shannon_entropy_bits(counts);
   stats.entropy_bound_bytes = static_cast<std::uint64_t>(
       std::ceil(stats.entropy_bits_per_code * static_cast<double>(stats.codes) / 8.0));
-  auto book = choose_codebook(q.codes, q.dim,
-                              backend.huffman_pairs() ? kvcomp_max_code(config.rel_scale) : 255);
+  auto book = choose_codebook(
+      q.codes, q.dim, backend.huffman_pairs() ? kvcomp_max_code(config.rel_scale) : 255, counts);
   if (!book) return make_error(fmt::format("{}: codebook: {}", name, book.message()));
   (key ? layer.key_code_lengths : layer.value_code_lengths)
       .assign(book->lengths().begin(), book->lengths().end());
   (key ? layer.key_code_pairs : layer.value_code_pairs) = book->pairs();
-  const std::array<double, 256> bits = mean_code_bits(q.codes, q.dim, *book);
+  const std::array<double, 256> bits = mean_code_bits(q.codes, q.dim, *book, counts);
   (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
   std::optional<EncodedCodes> chosen;
   for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
     KVLAB_TRY(progress.keep_going(part));
     const CodecConfig codec{kind, config.block_size, 0};
-    const bool chose = kind == *config.codec;
-    auto encoded = chose ? backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book)
-                         : encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
-    if (!encoded) {
-      return make_error(
-          fmt::format("{}: {} encoding: {}", name, codec_id(kind), encoded.message()));
-    }
     const std::uint64_t book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0;
-    stats.codec_bytes[static_cast<std::size_t>(kind)] = encoded->total_bytes() + book_bytes;
-    if (chose) {
-      stats.codebook_bytes = book_bytes;
-      chosen = std::move(*encoded);
+    Result<std::uint64_t> size = std::uint64_t{0};
+    if (kind == *config.codec) {
+      auto encoded = backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
+      if (encoded) {
+        stats.codebook_bytes = book_bytes;
+        size = encoded->total_bytes();
+        chosen = std::move(*encoded);
+      } else {
+        size = encoded.error();
+      }
+    } else {
+      size = encoded_bytes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);
     }
+    if (!size) {
+      return make_error(fmt::format("{}: {} encoding: {}", name, codec_id(kind), size.message()));
+    }
+    stats.codec_bytes[static_cast<std::size_t>(kind)] = *size + book_bytes;
   }
   KVLAB_TRY(progress.keep_going(part));
   if (auto s = decode_codes(*chosen, &*book, q.codes); !s) {
@@ -156,8 +178,7 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
     auto t0 = Clock::now();
-    tensors[r]->view().to_float(xs[r]);
-    KVLAB_TRY(check_finite(xs[r], *tensors[r], name));
+    KVLAB_TRY(to_float_checked(*tensors[r], xs[r], name));
     KVLAB_TRY(progress.keep_going(0.5 * r + 0.05));
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));

@@ -62,6 +62,13 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
                                   int dim, const CodecConfig& config,
                                   const HuffmanCodebook* book = nullptr);
 
+// The bytes encode_codes(codes, ...) would give (EncodedCodes::total_bytes()), and the same
+// error where it would fail, counted without writing the streams: for a codec shown beside the
+// one a run uses.
+Result<std::uint64_t> encoded_bytes(std::span<const std::uint8_t> codes, int tokens, int heads,
+                                    int dim, const CodecConfig& config,
+                                    const HuffmanCodebook* book = nullptr);
+
 // Appends `tokens` new tokens [tokens][heads][dim] as new blocks. The existing tensor must end
 // on a block boundary (tokens % block_size == 0) so no earlier byte changes; the result equals
 // encoding all tokens at once.

@@ -93,13 +93,15 @@ class HuffmanCodebook {
 // tensor, later tokens included (kvcomp_max_code()), not the largest the prefill happens to hold:
 // a pair book cannot code a code above 15, and a constant prefill holds only zeros. The book
 // codes pairs when max_code < 16 and the pair book codes the prefill in fewer bits than the
-// single-code book; else it is the single-code book (pass 255 to ask for that one).
-Result<HuffmanCodebook> choose_codebook(std::span<const std::uint8_t> codes, int dim, int max_code);
+// single-code book; else it is the single-code book (pass 255 to ask for that one). `counts` is
+// count_codes(codes), which the caller has usually counted already.
+Result<HuffmanCodebook> choose_codebook(std::span<const std::uint8_t> codes, int dim, int max_code,
+                                        const CodeCounts& counts);
 
 // Mean bits a code of each value takes when `codes` [vectors][dim] go through `book`, escapes
 // included (0 for values that do not occur). Single-code books give each value its cost_bits; a
-// pair book splits each pair's bits evenly between its two codes.
+// pair book splits each pair's bits evenly between its two codes. `counts` is count_codes(codes).
 std::array<double, 256> mean_code_bits(std::span<const std::uint8_t> codes, int dim,
-                                       const HuffmanCodebook& book);
+                                       const HuffmanCodebook& book, const CodeCounts& counts);
 
 }  // namespace kvlab
