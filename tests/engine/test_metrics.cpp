@@ -91,7 +91,9 @@ void check_against_reference(const Case& c, double kl_tolerance, double kl_floor
     kh[i] = k[i] + c.noise * n(rng);
     vh[i] = v[i] + c.noise * n(rng);
   }
-  const AttentionErrorSums got = attention_errors(q, k, v, kh, vh, {c.qh, c.kvh, c.d});
+  const AttentionErrorSums got =
+      attention_errors(q, TensorView::of_floats(k, c.kvh, c.d),
+                       TensorView::of_floats(v, c.kvh, c.d), kh, vh, {c.qh, c.kvh, c.d});
   const Reference want = reference_attention(q, c.nq, c.qh, k, v, kh, vh, c.t, c.kvh, c.d);
   EXPECT_GT(want.kl, 0);
   EXPECT_LT(want.kl, kl_below);
@@ -128,7 +130,8 @@ TEST(Metrics, LongContextSmallErrorsMatchDoublePrecisionReference) {
 TEST(Metrics, IdenticalReconstructionHasNoError) {
   std::vector<float> q(4 * 16, 0.5f), k(10 * 16), v(10 * 16);
   for (std::size_t i = 0; i < k.size(); ++i) k[i] = v[i] = std::sin(static_cast<float>(i));
-  const auto a = attention_errors(q, k, v, k, v, {4, 4, 4});
+  const auto a = attention_errors(q, TensorView::of_floats(k, 4, 4), TensorView::of_floats(v, 4, 4),
+                                  k, v, {4, 4, 4});
   EXPECT_EQ(a.logit_rmse(), 0.0);
   EXPECT_NEAR(a.softmax_kl(), 0.0, 1e-12);
   EXPECT_EQ(a.output_rel_error(), 0.0);
@@ -146,6 +149,21 @@ TEST(Metrics, ElementErrorsMatchDirectSums) {
   t += s;
   EXPECT_DOUBLE_EQ(t.mse(), s.mse());
   EXPECT_EQ(t.count, 8u);
+  // An fp16 tensor, read a slice at a time, against its float copy in one go.
+  Tensor half(DType::F16, 300, 3, 40);
+  std::vector<float> rec(half.elements());
+  for (std::size_t i = 0; i < rec.size(); ++i) {
+    half.set(static_cast<int>(i / 120), static_cast<int>(i / 40 % 3), static_cast<int>(i % 40),
+             std::sin(0.01f * static_cast<float>(i)));
+    rec[i] = std::sin(0.01f * static_cast<float>(i)) + 1e-3f * std::cos(static_cast<float>(i));
+  }
+  ElementErrorSums from_half, from_floats;
+  from_half.add(half.view(), rec);
+  from_floats.add(half.view().to_float(), rec);
+  EXPECT_EQ(from_half.count, rec.size());
+  EXPECT_NEAR(from_half.mse(), from_floats.mse(), 1e-12 * from_floats.mse());
+  EXPECT_NEAR(from_half.snr_db(), from_floats.snr_db(), 1e-9);
+  EXPECT_EQ(from_half.max_abs, from_floats.max_abs);
 }
 
 // One layer of the synthetic llama3-8b preset at 8K (32 query heads, 8 KV heads, peaked heads
@@ -167,7 +185,9 @@ TEST(Metrics, SyntheticLayerMatchesDoublePrecisionReference) {
   quantizer->dequantize(quantizer->quantize(l.value.view(), TensorRole::Value).value(), vh);
   const std::vector<float> q = l.query.view().to_float();
   const auto& s = cache.shape;
-  const AttentionErrorSums got = attention_errors(q, k, v, kh, vh, {s.q_heads, s.kv_heads, 128});
+  // The originals as the cache stores them (fp16), converted row by row inside.
+  const AttentionErrorSums got =
+      attention_errors(q, l.key.view(), l.value.view(), kh, vh, {s.q_heads, s.kv_heads, 128});
   const Reference want =
       reference_attention(q, l.query.tokens(), s.q_heads, k, v, kh, vh, c.context, s.kv_heads, 128);
   EXPECT_GT(want.kl, 1e-4);

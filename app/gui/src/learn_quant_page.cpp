@@ -297,7 +297,8 @@ void LearnQuantPage::recompute() {
       const bool key = role == TensorRole::Key;
       e.attention_error =
           nq == 0 ? 0.0
-                  : attention_errors(m_queries, k.original, v.original,
+                  : attention_errors(m_queries, TensorView::of_floats(k.original, heads, dim),
+                                     TensorView::of_floats(v.original, heads, dim),
                                      key ? k.reconstructed[g] : k.original,
                                      key ? v.original : v.reconstructed[g], {q_heads, heads, dim})
                         .output_rel_error();

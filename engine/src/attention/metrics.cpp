@@ -4,11 +4,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <vector>
 
 #include <Eigen/Dense>
-
-#include "kvlab/engine/core/aligned.h"
 
 namespace kvlab {
 
@@ -47,6 +46,35 @@ void ElementErrorSums::add(std::span<const float> x_span, std::span<const float>
   sum_sq_signal += ss_sum;
   max_abs = m;
   count += n;
+}
+
+void ElementErrorSums::add(const TensorView& x, std::span<const float> x_hat) {
+  const std::size_t n = std::min(x.elements(), x_hat.size());
+  if (x.dtype() == DType::F32 && x.contiguous()) {
+    add({reinterpret_cast<const float*>(x.row_ptr(0, 0)), n}, x_hat.first(n));
+    return;
+  }
+  // A slice at a time through a buffer in the cache; every tensor of a cache is contiguous, a
+  // strided view goes row by row.
+  constexpr std::size_t kSlice = 8192;
+  std::vector<float> slice(std::max<std::size_t>(kSlice, static_cast<std::size_t>(x.dim())));
+  const std::size_t size = dtype_size(x.dtype());
+  if (x.contiguous()) {
+    for (std::size_t at = 0; at < n; at += kSlice) {
+      const std::size_t m = std::min(kSlice, n - at);
+      convert_to_float(x.dtype(), {x.row_ptr(0, 0) + at * size, m * size}, {slice.data(), m});
+      add({slice.data(), m}, x_hat.subspan(at, m));
+    }
+    return;
+  }
+  const auto dim = static_cast<std::size_t>(x.dim());
+  std::size_t at = 0;
+  for (int t = 0; t < x.tokens(); ++t) {
+    for (int h = 0; h < x.heads() && at + dim <= n; ++h, at += dim) {
+      x.load_row(t, h, slice);
+      add({slice.data(), dim}, x_hat.subspan(at, dim));
+    }
+  }
 }
 
 ElementErrorSums& ElementErrorSums::operator+=(const ElementErrorSums& o) {
@@ -121,32 +149,47 @@ D8 load8d(const float* p) {
 constexpr int kRowBlock = 32;  // two 16-float vectors of rows per token
 constexpr int kTile = 128;     // tokens per tile of the second pass
 
-// Rows [first, first + count) of a matrix of rows `stride` floats apart, `dim` floats each, asked
-// into the cache ahead of use. One head's rows are a few hundred bytes, each in a different page
-// of the cache: the hardware prefetcher, which follows accesses within a page, does not see
-// the next one coming.
-constexpr int kAhead = 16;  // tokens ahead
-void prefetch_rows(const float* base, std::size_t stride, int first, int count, int dim) {
-  for (int i = 0; i < count; ++i) {
-    const auto* row =
-        reinterpret_cast<const char*>(base + static_cast<std::size_t>(first + i) * stride);
-    for (std::size_t b = 0; b < static_cast<std::size_t>(dim) * sizeof(float); b += 64) {
-      __builtin_prefetch(row + b);
+// One KV head's rows [tokens][dim] of a tensor as stored: read in place when they are floats,
+// else converted into the caller's scratch as they are used (a layer's float copy is never made).
+class HeadRows {
+ public:
+  HeadRows(const TensorView& tensor, int head) : m_view(tensor.head(head)) {}
+  bool in_place() const { return m_view.dtype() == DType::F32; }
+  // Row t as floats: in place, or converted into `scratch` (dim floats).
+  const float* row(int t, float* scratch) const {
+    if (in_place()) return reinterpret_cast<const float*>(m_view.row_ptr(t, 0));
+    m_view.load_row(t, 0, {scratch, static_cast<std::size_t>(m_view.dim())});
+    return scratch;
+  }
+  std::size_t float_stride() const { return static_cast<std::size_t>(m_view.token_stride()); }
+  // Rows [first, first + count) asked into the cache ahead of use. One head's row is a few
+  // hundred bytes, each in a different page: the hardware prefetcher, which follows accesses
+  // within a page, does not see the next one coming.
+  void prefetch(int first, int count) const {
+    const std::size_t bytes = static_cast<std::size_t>(m_view.dim()) * dtype_size(m_view.dtype());
+    for (int i = 0; i < count; ++i) {
+      const auto* row = reinterpret_cast<const char*>(m_view.row_ptr(first + i, 0));
+      for (std::size_t b = 0; b < bytes; b += 64) __builtin_prefetch(row + b);
     }
   }
-}
+
+ private:
+  TensorView m_view;
+};
+constexpr int kAhead = 16;  // tokens prefetched ahead
 
 // logits[t][0, rows) = K[t] . qt[., 0, rows) for n tokens: qt is the queries [dim][rows]
-// (scaled by 1/sqrt(d)), K row t at keys + t * stride. Four tokens at a time, 32 rows each.
-void logits_block(const float* keys, std::size_t stride, int n, int dim, const float* qt, int rows,
+// (scaled by 1/sqrt(d)). Four tokens at a time, 32 rows each; `scratch` holds 4 rows of dim.
+void logits_block(const HeadRows& keys, int n, int dim, const float* qt, int rows, float* scratch,
                   float* logits) {
+  const auto ud = static_cast<std::size_t>(dim);
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
     int t = 0;
     for (; t + 4 <= n; t += 4) {
       F16 acc[4][2] = {};
       const float* k[4];
-      for (int j = 0; j < 4; ++j) k[j] = keys + static_cast<std::size_t>(t + j) * stride;
-      if (r0 == 0) prefetch_rows(keys, stride, t + kAhead, std::min(4, n - t - kAhead), dim);
+      if (r0 == 0) keys.prefetch(t + kAhead, std::max(0, std::min(4, n - t - kAhead)));
+      for (int j = 0; j < 4; ++j) k[j] = keys.row(t + j, scratch + j * ud);
       for (int d = 0; d < dim; ++d) {
         const F16 q0 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
         const F16 q1 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
@@ -163,7 +206,7 @@ void logits_block(const float* keys, std::size_t stride, int n, int dim, const f
     }
     for (; t < n; ++t) {
       F16 acc[2] = {};
-      const float* k = keys + static_cast<std::size_t>(t) * stride;
+      const float* k = keys.row(t, scratch);
       for (int d = 0; d < dim; ++d) {
         acc[0] += k[d] * load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
         acc[1] += k[d] * load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
@@ -179,8 +222,9 @@ void logits_block(const float* keys, std::size_t stride, int n, int dim, const f
 // r0, V row t at values + t * stride (16 NC readable floats from c0), the tile's float sum added
 // to the double accumulators.
 template <int NC>
-void weighted_rows(const float* w, int rows, int r0, const float* values, std::size_t stride, int n,
-                   int c0, double* out, int out_stride) {
+[[gnu::noinline]] void weighted_rows(const float* w, int rows, int r0, const float* values,
+                                     std::size_t stride, int n, int c0, double* out,
+                                     int out_stride) {
   F16 acc[4][NC] = {};
   for (int t = 0; t < n; ++t) {
     const float* v = values + static_cast<std::size_t>(t) * stride + c0;
@@ -228,38 +272,45 @@ void weighted_sum(const float* w, int rows, const float* values, std::size_t str
 
 }  // namespace
 
-AttentionErrorSums attention_errors(std::span<const float> query_rows,
-                                    std::span<const float> key_rows,
-                                    std::span<const float> value_rows,
-                                    std::span<const float> key_hat_rows,
+AttentionErrorSums attention_errors(std::span<const float> query_rows, const TensorView& keys,
+                                    const TensorView& values, std::span<const float> key_hat_rows,
                                     std::span<const float> value_hat_rows,
-                                    const AttentionShape& shape, std::stop_token stop) {
+                                    const AttentionShape& shape, std::stop_token stop,
+                                    AttentionScratch* scratch) {
   AttentionErrorSums sums;
   const int q_heads = shape.q_heads, kv_heads = shape.kv_heads, dim = shape.dim;
   if (q_heads <= 0 || kv_heads <= 0 || dim <= 0) return sums;
+  for (const TensorView* v : {&keys, &values}) {
+    if (v->heads() != kv_heads || v->dim() != dim) return sums;
+  }
+  const TensorView keys_hat = TensorView::of_floats(key_hat_rows, kv_heads, dim);
+  const TensorView values_hat = TensorView::of_floats(value_hat_rows, kv_heads, dim);
   const int nq = static_cast<int>(query_rows.size() / (static_cast<std::size_t>(q_heads) * dim));
-  const int tokens = static_cast<int>(
-      std::min({key_rows.size(), value_rows.size(), key_hat_rows.size(), value_hat_rows.size()}) /
-      (static_cast<std::size_t>(kv_heads) * dim));
+  const int tokens =
+      std::min({keys.tokens(), values.tokens(), keys_hat.tokens(), values_hat.tokens()});
   if (nq <= 0 || tokens <= 0) return sums;
   const int group = q_heads / kv_heads;
   const int live = nq * group;  // rows of one KV head: (query, query head) pairs
   const int rows = (live + kRowBlock - 1) / kRowBlock * kRowBlock;
   const int padded = (dim + 15) / 16 * 16;
-  const std::size_t stride = static_cast<std::size_t>(kv_heads) * dim;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(dim));
   const auto t_rows = static_cast<std::size_t>(tokens) * rows;
 
   // Pass one writes both logit matrices [tokens][rows]; pass two reads them a tile at a time.
-  HugePageFloats logits(t_rows), logits_hat(t_rows);
+  AttentionScratch own;
+  AttentionScratch& kept = scratch != nullptr ? *scratch : own;
+  kept.logits.resize(t_rows);  // every float written before it is read
+  kept.logits_hat.resize(t_rows);
+  HugePageFloats& logits = kept.logits;
+  HugePageFloats& logits_hat = kept.logits_hat;
   std::vector<float> qt(static_cast<std::size_t>(dim) * rows);    // [dim][rows], zero-padded
   AlignedFloats weights(static_cast<std::size_t>(kTile) * rows);  // 64-byte aligned
   AlignedFloats weights_hat(weights.size());
-  std::vector<float> tile_values, tile_values_hat;  // V rows padded to 16 floats, if dim is not
-  if (padded != dim) {
-    tile_values.assign(static_cast<std::size_t>(kTile) * padded, 0.0f);
-    tile_values_hat.assign(tile_values.size(), 0.0f);
-  }
+  // A tile of V rows as floats padded to whole vectors (zeros past dim), where they cannot be read
+  // in place; four K rows as floats.
+  std::vector<float> tile_values(static_cast<std::size_t>(kTile) * padded, 0.0f);
+  std::vector<float> tile_values_hat(tile_values.size(), 0.0f);
+  std::vector<float> key_scratch(4 * static_cast<std::size_t>(dim));
   std::vector<float> max(rows), max_hat(rows);
   std::vector<double> sum(rows), sum_hat(rows), weighted_diff(rows), sq_diff(rows);
   std::vector<double> out(static_cast<std::size_t>(rows) * padded);
@@ -276,10 +327,9 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows,
         }
       }
     }
-    const float* k = key_rows.data() + static_cast<std::size_t>(g) * dim;
-    const float* kh = key_hat_rows.data() + static_cast<std::size_t>(g) * dim;
-    logits_block(k, stride, tokens, dim, qt.data(), rows, logits.data());
-    logits_block(kh, stride, tokens, dim, qt.data(), rows, logits_hat.data());
+    const HeadRows k(keys, g), kh(keys_hat, g), v(values, g), vh(values_hat, g);
+    logits_block(k, tokens, dim, qt.data(), rows, key_scratch.data(), logits.data());
+    logits_block(kh, tokens, dim, qt.data(), rows, key_scratch.data(), logits_hat.data());
     // Each row's largest logit, lane by lane.
     for (int r = 0; r < rows; r += 16) {
       F16 m = load<F16>(logits.data() + r), mh = load<F16>(logits_hat.data() + r);
@@ -320,12 +370,8 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows,
       // Per row, in double: sum e, sum e_hat, sum e (l - l_hat) and sum (l - l_hat)^2. The
       // logits' difference is taken in float, exact when they are close. Eight rows at a time
       // over the tile's tokens, the sums in registers.
-      const float* v = value_rows.data() + static_cast<std::size_t>(t0) * stride + g * dim;
-      const float* vh = value_hat_rows.data() + static_cast<std::size_t>(t0) * stride + g * dim;
-      for (int t = 0; t < n; ++t) {
-        prefetch_rows(v, stride, t, 1, dim);  // for the sums of e V below
-        prefetch_rows(vh, stride, t, 1, dim);
-      }
+      v.prefetch(t0, n);  // for the sums of e V below
+      vh.prefetch(t0, n);
       for (int r = 0; r < rows; r += 8) {
         D8 s = load<D8>(sum.data() + r), sh = load<D8>(sum_hat.data() + r);
         D8 wd = load<D8>(weighted_diff.data() + r), sq = load<D8>(sq_diff.data() + r);
@@ -347,20 +393,24 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows,
         store(sq_diff.data() + r, sq);
       }
       // The outputs' numerators sum e V, the float sum of the tile added in double.
-      std::size_t v_stride = stride;
-      if (padded != dim) {  // copied to rows of whole vectors, zero beyond dim
-        for (int t = 0; t < n; ++t) {
-          std::memcpy(tile_values.data() + static_cast<std::size_t>(t) * padded,
-                      v + static_cast<std::size_t>(t) * stride, dim * sizeof(float));
-          std::memcpy(tile_values_hat.data() + static_cast<std::size_t>(t) * padded,
-                      vh + static_cast<std::size_t>(t) * stride, dim * sizeof(float));
+      for (const auto& [rows_of, tile, w, o] :
+           {std::tuple{&v, &tile_values, &weights, &out},
+            std::tuple{&vh, &tile_values_hat, &weights_hat, &out_hat}}) {
+        const float* first = nullptr;
+        std::size_t v_stride = static_cast<std::size_t>(padded);
+        if (rows_of->in_place() && padded == dim) {
+          first = rows_of->row(t0, nullptr);
+          v_stride = rows_of->float_stride();
+        } else {  // converted or copied to rows of whole vectors, zero beyond dim
+          for (int t = 0; t < n; ++t) {
+            float* dst = tile->data() + static_cast<std::size_t>(t) * padded;
+            const float* src = rows_of->row(t0 + t, dst);
+            if (src != dst) std::memcpy(dst, src, static_cast<std::size_t>(dim) * sizeof(float));
+          }
+          first = tile->data();
         }
-        v = tile_values.data();
-        vh = tile_values_hat.data();
-        v_stride = static_cast<std::size_t>(padded);
+        weighted_sum(w->data(), rows, first, v_stride, n, padded, o->data());
       }
-      weighted_sum(weights.data(), rows, v, v_stride, n, padded, out.data());
-      weighted_sum(weights_hat.data(), rows, vh, v_stride, n, padded, out_hat.data());
     }
     // Per row: lse = max + log(sum e); KL(p || p_hat) = sum p (l - l_hat) - (lse - lse_hat);
     // o = sum e V / sum e.

@@ -308,6 +308,29 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
                                   int dim, const CodecConfig& config, const HuffmanCodebook* book) {
   auto e = start_encoding(codes, tokens, heads, dim, config);
   if (!e) return e;
+  // Room for the whole payload up front: growing it block by block copied it and faulted fresh
+  // pages in again at every doubling, half of a Huffman encode's time. BitPack's size is exact;
+  // a stream codec's is the most its vectors can take (pages it does not write are never
+  // touched, so the excess costs address space, not memory).
+  const auto heads64 = static_cast<std::uint64_t>(heads);
+  const int full = tokens / e->block_size, rest = tokens % e->block_size;
+  std::uint64_t most = 0;
+  if (e->kind == CodecKind::BitPack) {
+    most = heads64 * (full * bitpack_block_bytes(e->block_size, dim, e->bitpack_width) +
+                      bitpack_block_bytes(rest, dim, e->bitpack_width));
+  } else {
+    const auto d = static_cast<std::uint64_t>(dim);
+    const std::uint64_t vector_bytes =
+        (e->kind == CodecKind::Huffman
+             ? d * detail::kMaxStepBits
+             : d * 8 + 4 * ((d + detail::kVarWidthGroup - 1) / detail::kVarWidthGroup)) /
+            8 +
+        1;
+    const std::uint64_t blocks = heads64 * static_cast<std::uint64_t>(full + (rest > 0 ? 1 : 0));
+    most = static_cast<std::uint64_t>(tokens) * heads64 * vector_bytes + blocks +
+           detail::BitWriter::headroom(3 * d + 16);  // above any begin() of the encoders
+  }
+  e->payload.reserve(static_cast<std::size_t>(most));
   KVLAB_TRY(append_tokens(*e, codes, tokens, book));
   return e;
 }

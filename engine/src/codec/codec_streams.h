@@ -63,6 +63,9 @@ class BitWriter {
     m_acc = c.acc;
     m_pending = c.pending;
   }
+  // The most the vector's size runs past the stream's end when no single begin() asks for more
+  // than `bytes`: what a caller reserves beyond the stream so the writer never reallocates.
+  static constexpr std::size_t headroom(std::size_t bytes) { return bytes + 8 + kGrowBytes; }
 
  private:
   // Grows the vector's size (zero-filled, so every byte past the write position costs a memset)

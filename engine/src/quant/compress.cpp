@@ -27,21 +27,22 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Converts `t` (contiguous, as a Tensor is) to floats a slice at a time and checks each slice
-// while it is in the cache: a NaN or infinity would poison every statistic downstream, so the
-// error names where it is. The check is a maximum over the floats' bits without their sign (a
-// loop the compiler vectorises); only a slice that holds one is searched for it.
-Status to_float_checked(const Tensor& t, std::span<float> out, const std::string& name) {
-  constexpr std::size_t kSlice = 16384;
+// A NaN or infinity would poison every statistic downstream: the error names where it is.
+// `t` (contiguous, as a Tensor is) is converted a slice at a time into a buffer that stays in the
+// cache, and each slice checked by a maximum over the floats' bits without their sign (a loop
+// the compiler vectorises); only a slice that holds one is searched for it.
+Status check_finite(const Tensor& t, const std::string& name) {
+  constexpr std::size_t kSlice = 8192;
+  std::vector<float> slice(kSlice);
   const std::size_t n = t.elements();
   const std::size_t size = dtype_size(t.dtype());
   for (std::size_t at = 0; at < n; at += kSlice) {
     const std::size_t m = std::min(kSlice, n - at);
-    const std::span<float> slice = out.subspan(at, m);
-    convert_to_float(t.dtype(), {t.data() + at * size, m * size}, slice);
+    convert_to_float(t.dtype(), {t.data() + at * size, m * size}, {slice.data(), m});
     std::uint32_t largest = 0;
-    for (const float x : slice)
-      largest = std::max(largest, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
+    for (std::size_t i = 0; i < m; ++i) {
+      largest = std::max(largest, std::bit_cast<std::uint32_t>(slice[i]) & 0x7fffffffu);
+    }
     if (largest < 0x7f800000u) continue;  // below the bits of infinity: all finite
     for (std::size_t i = 0; i < m; ++i) {
       if (!std::isfinite(slice[i])) {
@@ -67,7 +68,16 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
                                 const std::string& name, LayerReport& layer, bool key,
                                 ItemProgress& progress, double part) {
   CodecStats stats;
-  const CodeCounts counts = count_codes(q.codes);  // counted once, for everything below
+  // The quantizer's histogram of its byte codes (KVComp's one "uint8" histogram), already in
+  // the report: the codes are counted once, for it and for everything below.
+  const std::vector<CodeHistogram>& histograms =
+      key ? layer.key_histograms : layer.value_histograms;
+  CodeCounts counts{};
+  if (histograms.size() != 1 || histograms[0].counts.size() != counts.size()) {
+    return make_error(
+        fmt::format("{}: entropy coding needs one histogram of 256 byte codes", name));
+  }
+  std::copy(histograms[0].counts.begin(), histograms[0].counts.end(), counts.begin());
   stats.codes = q.codes.size();
   stats.entropy_bits_per_code = shannon_entropy_bits(counts);
   stats.entropy_bound_bytes = static_cast<std::uint64_t>(
@@ -139,10 +149,16 @@ struct LayerOutcome {
   double quantize = 0, code = 0, dequantize = 0, metrics = 0;  // seconds on this layer's thread
 };
 
-// A thread's four working tensors, kept from layer to layer of one run: at 32K context they are
-// 134 MB each, and fresh ones would be zero-filled and page-faulted in again for every layer.
-// Huge pages make the first touch and the freeing at the end (or on a cancel) quicker.
-using LayerBuffers = std::array<HugePageFloats, 4>;
+// A thread's working tensors, kept from layer to layer of one run: the reconstructions of K and
+// V (134 MB each at 32K context; fresh ones would be zero-filled and page-faulted in again for
+// every layer), the keys turned by RoPE where the source holds them before it, and the attention
+// metrics' logits. The originals are read as stored, never copied to floats. Huge pages make the
+// first touch and the freeing at the end (or on a cancel) quicker.
+struct LayerBuffers {
+  std::array<HugePageFloats, 2> hats;
+  HugePageFloats rotated_keys;
+  AttentionScratch attention;
+};
 
 // Sizes a working buffer to n floats. New memory is touched a slice at a time with a cancel
 // check between: the kernel's first touch of fresh pages (zeroing them, at times compacting
@@ -168,22 +184,24 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
   LayerReport& lr = out.report;
   lr.layer = l;
-  HugePageFloats* xs = buffers.data();        // K and V as floats
-  HugePageFloats* hats = buffers.data() + 2;  // their reconstructions
+  HugePageFloats* hats = buffers.hats.data();  // the reconstructions of K and V
   ElementErrorSums elem[2];
   const Tensor* tensors[2] = {&lkv.key, &lkv.value};
-  for (HugePageFloats& b : buffers) KVLAB_TRY(size_buffer(b, lkv.key.elements(), progress));
+  for (HugePageFloats& b : buffers.hats) KVLAB_TRY(size_buffer(b, lkv.key.elements(), progress));
   for (int r = 0; r < 2; ++r) {
     KVLAB_TRY(progress.keep_going(0.5 * r));
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
     auto t0 = Clock::now();
-    KVLAB_TRY(to_float_checked(*tensors[r], xs[r], name));
+    KVLAB_TRY(check_finite(*tensors[r], name));
     KVLAB_TRY(progress.keep_going(0.5 * r + 0.05));
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
     out.quantize += seconds_since(t0);
     KVLAB_TRY(progress.keep_going(0.5 * r + 0.1));
+    t0 = Clock::now();
+    (r == 0 ? lr.key_histograms : lr.value_histograms) = quantizer.histograms(*q);
+    out.metrics += seconds_since(t0);
     if (config.codec) {
       t0 = Clock::now();
       auto stats = entropy_code(*q, config, backend, name, lr, r == 0, progress, 0.5 * r + 0.125);
@@ -197,12 +215,11 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     quantizer.dequantize(*q, hats[r]);
     out.dequantize += seconds_since(t0);
     t0 = Clock::now();
-    elem[r].add(xs[r], hats[r]);
+    elem[r].add(tensors[r]->view(), hats[r]);
     out.metrics += seconds_since(t0);
     KVLAB_TRY(progress.keep_going(0.5 * r + 0.4));
     t0 = Clock::now();
     (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
-    (r == 0 ? lr.key_histograms : lr.value_histograms) = quantizer.histograms(*q);
     fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
     out.metrics += seconds_since(t0);
   }
@@ -213,15 +230,21 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   fill_element(lr.error, out.element);
   if (cache.has_queries()) {
     const std::vector<float> q = lkv.query.view().to_float();
+    TensorView keys = lkv.key.view();
     if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
-      for (HugePageFloats* k : {&xs[0], &hats[0]}) {
+      HugePageFloats& rotated = buffers.rotated_keys;
+      KVLAB_TRY(size_buffer(rotated, lkv.key.elements(), progress));
+      keys.to_float(rotated);
+      for (HugePageFloats* k : {&rotated, &hats[0]}) {
         apply_rope_rows(k->data(), 0, cache.tokens(), cache.shape.kv_heads, cache.shape.head_dim,
                         cache.key_rope);
       }
+      keys = TensorView::of_floats(rotated, cache.shape.kv_heads, cache.shape.head_dim);
     }
-    out.attention = attention_errors(
-        q, xs[0], xs[1], hats[0], hats[1],
-        {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim}, progress.stop_token());
+    out.attention =
+        attention_errors(q, keys, lkv.value.view(), hats[0], hats[1],
+                         {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim},
+                         progress.stop_token(), &buffers.attention);
     KVLAB_TRY(progress.keep_going(0.99));  // the sums are partial if it stopped
     fill_attention(lr.error, out.attention);
   }

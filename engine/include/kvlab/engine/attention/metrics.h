@@ -6,6 +6,9 @@
 #include <span>
 #include <stop_token>
 
+#include "kvlab/engine/core/aligned.h"
+#include "kvlab/engine/core/tensor.h"
+
 namespace kvlab {
 
 // Sums that combine across tensors and layers; finish() turns them into the reported numbers.
@@ -16,6 +19,8 @@ struct ElementErrorSums {
   std::size_t count = 0;
   // `x` and its reconstruction `x_hat`, of the same length.
   void add(std::span<const float> x, std::span<const float> x_hat);
+  // The same with `x` in its own dtype (a cache's tensor as stored), converted a slice at a time.
+  void add(const TensorView& x, std::span<const float> x_hat);
   ElementErrorSums& operator+=(const ElementErrorSums& o);
   double mse() const;
   double snr_db() const;  // 10 log10(signal / error); +inf reported as 999 when error is 0
@@ -40,15 +45,24 @@ struct AttentionShape {
   int q_heads = 0, kv_heads = 0, dim = 0;
 };
 
-// Attention of `queries` [nq, q_heads, dim] over keys/values [tokens, kv_heads, dim], all
-// row-major float, once with the original K,V and once with the reconstruction; GQA maps query
-// head h to KV head h / (q_heads / kv_heads). Every query attends to every token. nq and tokens
-// are the spans' sizes over a row; the four K/V spans have the same size. A stop request is
-// seen between KV heads (tens of milliseconds apart at 32K tokens); the sums are then partial,
-// for the caller to discard.
-AttentionErrorSums attention_errors(std::span<const float> queries, std::span<const float> keys,
-                                    std::span<const float> values, std::span<const float> keys_hat,
+// Working memory attention_errors can keep from call to call: the logits of one KV head's rows
+// over every token (8 MB at 32K tokens). Fresh memory for each call costs the kernel's zeroing of
+// its pages, a tenth of the call's time.
+struct AttentionScratch {
+  HugePageFloats logits, logits_hat;
+};
+
+// Attention of `queries` [nq, q_heads, dim] (row-major floats) over `keys`/`values` [tokens,
+// kv_heads, dim] as stored (any dtype: rows are read in place when they are floats, else
+// converted as they are used), once with them and once with the reconstructions `keys_hat`/
+// `values_hat` (row-major floats of the same shape); GQA maps query head h to KV head
+// h / (q_heads / kv_heads). Every query attends to every token. nq is the queries' size over a
+// row; tokens the fewest any of the four holds. A stop request is seen between KV heads (tens of
+// milliseconds apart at 32K tokens); the sums are then partial, for the caller to discard.
+// `scratch`, if given, is reused (and grown as needed).
+AttentionErrorSums attention_errors(std::span<const float> queries, const TensorView& keys,
+                                    const TensorView& values, std::span<const float> keys_hat,
                                     std::span<const float> values_hat, const AttentionShape& shape,
-                                    std::stop_token stop = {});
+                                    std::stop_token stop = {}, AttentionScratch* scratch = nullptr);
 
 }  // namespace kvlab

@@ -28,6 +28,14 @@ class TensorView {
         m_token_stride(token_stride),
         m_head_stride(head_stride) {}
 
+  // Floats in memory as a contiguous [x.size() / (heads * dim), heads, dim] view.
+  static TensorView of_floats(std::span<const float> x, int heads, int dim) {
+    const std::size_t row = static_cast<std::size_t>(heads) * static_cast<std::size_t>(dim);
+    return TensorView(reinterpret_cast<const std::byte*>(x.data()), DType::F32,
+                      row > 0 ? static_cast<int>(x.size() / row) : 0, heads, dim,
+                      static_cast<std::ptrdiff_t>(row), dim);
+  }
+
   DType dtype() const { return m_dtype; }
   int tokens() const { return m_tokens; }
   int heads() const { return m_heads; }
