@@ -80,25 +80,18 @@ const KvCache& cache(int context) {
   return *c;
 }
 
-MethodConfig method(const std::string& id) {
-  MethodConfig m;
-  if (id == "int8") m.kind = MethodKind::Int8;
-  if (id == "kivi-2") m.kind = MethodKind::Kivi;
-  if (id == "kvcomp-huffman") {
-    m.kind = MethodKind::KvComp;
-    m.codec = CodecKind::Huffman;
-  }
-  return m;
-}
-
 void BM_Run(benchmark::State& state, const std::string& id) {
   const int context = static_cast<int>(state.range(0));
   const KvCache& c = cache(context);
-  const MethodConfig m = method(id);
+  const auto m = run_bench_method(id);
+  if (!m) {
+    state.SkipWithError(m.message().c_str());
+    return;
+  }
   double run = 0, floor = 0;
   CompressionReport last;
   for (auto _ : state) {
-    auto r = compress_cache(c, m);
+    auto r = compress_cache(c, *m);
     if (!r) {
       state.SkipWithError(r.message().c_str());
       return;

@@ -34,28 +34,6 @@ struct RunBenchOptions {
   bool json = false;
 };
 
-// The methods a run can be asked for by id.
-Result<MethodConfig> bench_method(const std::string& id) {
-  MethodConfig m;
-  if (id == "int8") {
-    m.kind = MethodKind::Int8;
-  } else if (id == "int4") {
-    m.kind = MethodKind::Int4;
-  } else if (id == "kivi-2" || id == "kivi-4") {
-    m.kind = MethodKind::Kivi;
-    m.bits = id == "kivi-2" ? 2 : 4;
-  } else if (id == "kvcomp-huffman" || id == "kvcomp-bitpack") {
-    m.kind = MethodKind::KvComp;
-    m.codec = id == "kvcomp-huffman" ? CodecKind::Huffman : CodecKind::BitPack;
-  } else {
-    return make_error(fmt::format(
-        "--methods: unknown method '{}' (expected int8, int4, kivi-2, kivi-4, kvcomp-huffman or "
-        "kvcomp-bitpack)",
-        id));
-  }
-  return m;
-}
-
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Removes the source file however the run ends.
@@ -70,8 +48,8 @@ struct RemoveOnExit {
 int run_bench(const RunBenchOptions& o) {
   std::vector<MethodConfig> methods;
   for (const std::string& id : o.methods) {
-    auto m = bench_method(id);
-    if (!m) return fail(m.message());
+    auto m = run_bench_method(id);
+    if (!m) return fail("--methods: " + m.message());
     methods.push_back(*m);
   }
   const std::filesystem::path dir =

@@ -326,6 +326,27 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   return report;
 }
 
+Result<MethodConfig> run_bench_method(std::string_view id) {
+  MethodConfig m;
+  if (id == "int8") {
+    m.kind = MethodKind::Int8;
+  } else if (id == "int4") {
+    m.kind = MethodKind::Int4;
+  } else if (id == "kivi-2" || id == "kivi-4") {
+    m.kind = MethodKind::Kivi;
+    m.bits = id == "kivi-2" ? 2 : 4;
+  } else if (id == "kvcomp-huffman" || id == "kvcomp-bitpack") {
+    m.kind = MethodKind::KvComp;
+    m.codec = id == "kvcomp-huffman" ? CodecKind::Huffman : CodecKind::BitPack;
+  } else {
+    return make_error(
+        fmt::format("unknown method '{}' (expected int8, int4, kivi-2, kivi-4, kvcomp-huffman or "
+                    "kvcomp-bitpack)",
+                    id));
+  }
+  return m;
+}
+
 double memory_floor_seconds(const KvCache& cache, std::uint64_t write_bytes) {
   std::vector<const Tensor*> tensors;
   for (const LayerKv& l : cache.layers) tensors.insert(tensors.end(), {&l.key, &l.value});

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvlab/engine/attention/metrics.h"
@@ -105,5 +106,9 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
 // whole-run benchmarks (`kvlab bench run`, bench/run_bench.cpp), which report a run as a multiple
 // of it. A source mapped from a file gives its pages back as a run does.
 double memory_floor_seconds(const KvCache& cache, std::uint64_t write_bytes);
+
+// The methods the whole-run benchmarks can be asked for, by id: int8, int4, kivi-2, kivi-4,
+// kvcomp-huffman, kvcomp-bitpack (each with the method's defaults otherwise).
+Result<MethodConfig> run_bench_method(std::string_view id);
 
 }  // namespace kvlab
