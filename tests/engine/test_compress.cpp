@@ -116,8 +116,9 @@ TEST(Compress, NonFiniteInputIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("layers.1.value"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("token 7, head 1, channel 3"), std::string::npos) << r.message();
-  // An infinity past the first 16384 floats the conversion checks at a time (2 KV heads of 16:
-  // token 600 starts at float 19200), in the keys of layer 0; a finite cache passes.
+  // An infinity past the first slice the check converts (TensorView::kFloatSlice, 8192 floats;
+  // with 2 KV heads of 16, token 600 starts at float 19200), in the keys of layer 0; a finite
+  // cache passes.
   KvCache longer = tiny_cache(1000);
   ASSERT_TRUE(compress_cache(longer, MethodConfig{}).ok());
   longer.layers[0].key.set(600, 0, 15, -INFINITY);

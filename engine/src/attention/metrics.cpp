@@ -50,31 +50,12 @@ void ElementErrorSums::add(std::span<const float> x_span, std::span<const float>
 
 void ElementErrorSums::add(const TensorView& x, std::span<const float> x_hat) {
   const std::size_t n = std::min(x.elements(), x_hat.size());
-  if (x.dtype() == DType::F32 && x.contiguous()) {
-    add({reinterpret_cast<const float*>(x.row_ptr(0, 0)), n}, x_hat.first(n));
-    return;
-  }
-  // A slice at a time through a buffer in the cache; every tensor of a cache is contiguous, a
-  // strided view goes row by row.
-  constexpr std::size_t kSlice = 8192;
-  std::vector<float> slice(std::max<std::size_t>(kSlice, static_cast<std::size_t>(x.dim())));
-  const std::size_t size = dtype_size(x.dtype());
-  if (x.contiguous()) {
-    for (std::size_t at = 0; at < n; at += kSlice) {
-      const std::size_t m = std::min(kSlice, n - at);
-      convert_to_float(x.dtype(), {x.row_ptr(0, 0) + at * size, m * size}, {slice.data(), m});
-      add({slice.data(), m}, x_hat.subspan(at, m));
-    }
-    return;
-  }
-  const auto dim = static_cast<std::size_t>(x.dim());
-  std::size_t at = 0;
-  for (int t = 0; t < x.tokens(); ++t) {
-    for (int h = 0; h < x.heads() && at + dim <= n; ++h, at += dim) {
-      x.load_row(t, h, slice);
-      add({slice.data(), dim}, x_hat.subspan(at, dim));
-    }
-  }
+  x.for_each_float_slice([&](std::size_t at, std::span<const float> slice) {
+    if (at >= n) return false;
+    const std::size_t m = std::min(slice.size(), n - at);
+    add(slice.first(m), x_hat.subspan(at, m));
+    return at + m < n;
+  });
 }
 
 ElementErrorSums& ElementErrorSums::operator+=(const ElementErrorSums& o) {

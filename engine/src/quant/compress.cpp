@@ -28,32 +28,29 @@ double seconds_since(Clock::time_point t0) {
 }
 
 // A NaN or infinity would poison every statistic downstream: the error names where it is.
-// `t` (contiguous, as a Tensor is) is converted a slice at a time into a buffer that stays in the
-// cache, and each slice checked by a maximum over the floats' bits without their sign (a loop
-// the compiler vectorises); only a slice that holds one is searched for it.
+// `t` goes a slice at a time through a buffer that stays in the cache
+// (TensorView::for_each_float_slice), each slice checked by a maximum over the floats' bits
+// without their sign (a loop the compiler vectorises); only a slice that holds one is searched.
 Status check_finite(const Tensor& t, const std::string& name) {
-  constexpr std::size_t kSlice = 8192;
-  std::vector<float> slice(kSlice);
-  const std::size_t n = t.elements();
-  const std::size_t size = dtype_size(t.dtype());
-  for (std::size_t at = 0; at < n; at += kSlice) {
-    const std::size_t m = std::min(kSlice, n - at);
-    convert_to_float(t.dtype(), {t.data() + at * size, m * size}, {slice.data(), m});
+  Status status = Ok{};
+  t.view().for_each_float_slice([&](std::size_t at, std::span<const float> slice) {
     std::uint32_t largest = 0;
-    for (std::size_t i = 0; i < m; ++i) {
-      largest = std::max(largest, std::bit_cast<std::uint32_t>(slice[i]) & 0x7fffffffu);
+    for (const float x : slice) {
+      largest = std::max(largest, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
     }
-    if (largest < 0x7f800000u) continue;  // below the bits of infinity: all finite
-    for (std::size_t i = 0; i < m; ++i) {
+    if (largest < 0x7f800000u) return true;  // below the bits of infinity: all finite
+    for (std::size_t i = 0; i < slice.size(); ++i) {
       if (!std::isfinite(slice[i])) {
         const std::size_t row = (at + i) / t.dim();
-        return make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name,
-                                      slice[i], row / t.heads(), row % t.heads(),
-                                      (at + i) % t.dim()));
+        status =
+            make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name, slice[i],
+                                   row / t.heads(), row % t.heads(), (at + i) % t.dim()));
+        return false;
       }
     }
-  }
-  return Ok{};
+    return true;
+  });
+  return status;
 }
 
 // Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
