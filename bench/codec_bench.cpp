@@ -60,7 +60,7 @@ std::vector<CodeStream> make_streams() {
       c.tokens = q.tokens;
       c.heads = q.heads;
       c.dim = q.dim;
-      c.codes = std::move(q.codes);
+      c.codes.assign(q.codes.begin(), q.codes.end());
       const CodeCounts histogram = count_codes(c.codes);
       c.book = must(choose_codebook(c.codes, c.dim, kvcomp_max_code(rel), histogram),
                     "huffman codebook");

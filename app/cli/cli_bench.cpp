@@ -73,7 +73,7 @@ nlohmann::json codec_row(TensorRole role, const std::string& codec, double codes
 
 #if KVLAB_HAVE_ZSTD
 // zstd at `level` on the same code bytes: the general-purpose coder a user would otherwise pick.
-Result<nlohmann::json> zstd_row(TensorRole role, const std::vector<std::uint8_t>& codes, int level,
+Result<nlohmann::json> zstd_row(TensorRole role, std::span<const std::uint8_t> codes, int level,
                                 double entropy, double seconds) {
   std::vector<std::uint8_t> frame(ZSTD_compressBound(codes.size()));
   std::size_t size = 0;
@@ -87,7 +87,8 @@ Result<nlohmann::json> zstd_row(TensorRole role, const std::vector<std::uint8_t>
   std::size_t got = 0;
   const double dec_s = time_per_call(
       seconds, [&] { got = ZSTD_decompress(out.data(), out.size(), frame.data(), size); });
-  if (ZSTD_isError(got) || got != codes.size() || out != codes) {
+  if (ZSTD_isError(got) || got != codes.size() ||
+      !std::equal(out.begin(), out.end(), codes.begin(), codes.end())) {
     return make_error(fmt::format("zstd -{}: decompressed bytes differ from the input", level));
   }
   const double n = static_cast<double>(codes.size());
@@ -126,7 +127,7 @@ Result<nlohmann::json> codec_rows(const BenchOptions& o, const KvCache& cache) {
       const double dec_s =
           time_per_call(o.seconds, [&] { decoded = decode_codes(*encoded, &*book, out); });
       if (!decoded) return decoded.error();
-      if (out != q->codes) {
+      if (!std::equal(out.begin(), out.end(), q->codes.begin(), q->codes.end())) {
         return make_error(fmt::format("{}: decode differs from the input", codec_id(kind)));
       }
       const double book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0.0;

@@ -371,7 +371,7 @@ TEST(CodeCodec, EscapedValueWithItsOwnCodeDecodes) {
   auto enc = encode_codes(codes, tokens, 1, dim, {CodecKind::Huffman, tokens, 0}, &*book);
   ASSERT_TRUE(enc.ok());
   // Rewrite the block with token 5's code 4 (value 1) escaped: 8 + esc_len bits instead of its own.
-  std::vector<std::uint8_t> payload;
+  HugePageBytes payload;
   detail::BitWriter w(payload);
   for (int t = 0; t < tokens; ++t) {
     const std::uint64_t before = w.bits_written();
@@ -477,7 +477,7 @@ TEST(CodeCodec, AppendGivesTheBytesOfOneShotEncoding) {
     // Prefill of 16 tokens, then one block, then two blocks and a partial one.
     auto grown = encode_codes(std::span(codes).first(16 * row), 16, heads, dim, config, &*book);
     ASSERT_TRUE(grown.ok());
-    const std::vector<std::uint8_t> prefill_payload = grown->payload;
+    const HugePageBytes prefill_payload = grown->payload;
     ASSERT_TRUE(append_tokens(*grown, std::span(codes).subspan(16 * row, 8 * row), 8, &*book).ok());
     ASSERT_TRUE(std::equal(prefill_payload.begin(), prefill_payload.end(), grown->payload.begin()));
     Status st = append_tokens(*grown, std::span(codes).subspan(24 * row), total - 24, &*book);
@@ -577,7 +577,7 @@ TEST(CodeCodec, FormatWorkedExample) {
   EXPECT_EQ(ser[128], 0x03);
 
   const std::vector<std::uint8_t> codes = {0, 0, 1, 2, 0, 3, 0, 7, 1, 0, 0, 0};
-  using Bytes = std::vector<std::uint8_t>;
+  using Bytes = HugePageBytes;
   auto huff = encode_codes(codes, 3, 1, 4, {CodecKind::Huffman, 2, 0}, &*book);
   ASSERT_TRUE(huff.ok());
   EXPECT_EQ(huff->payload, (Bytes{0xa4, 0xe6, 0x07, 0x01}));

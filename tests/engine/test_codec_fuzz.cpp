@@ -245,7 +245,7 @@ TEST(CodecFuzz, IncompleteCodebookRejectsUnknownCodes) {
   const std::vector<std::uint8_t> zeros(2, 0);
   auto enc = encode_codes(zeros, 1, 1, 2, {CodecKind::Huffman, 4, 0}, &*book);
   ASSERT_TRUE(enc.ok());
-  ASSERT_EQ(enc->payload, std::vector<std::uint8_t>{0x00});
+  ASSERT_EQ(enc->payload, HugePageBytes{0x00});
   enc->payload[0] = 0b110;  // bit 0 = 0 (value 0), bits 1-2 = 1,1
   std::vector<std::uint8_t> out(2);
   Status st = decode_codes(*enc, &*book, out);

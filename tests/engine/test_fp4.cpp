@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -322,8 +323,7 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& p) {
 }
 
 // "" when equal, else where the bytes first differ.
-std::string byte_difference(const std::vector<std::uint8_t>& got,
-                            const std::vector<std::uint8_t>& want) {
+std::string byte_difference(std::span<const std::uint8_t> got, std::span<const std::uint8_t> want) {
   if (got.size() != want.size()) {
     return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
   }

@@ -303,7 +303,8 @@ TEST(GgmlBlockQuantizer, BytesAreLlamaCppRows) {
     auto r = q->quantize(k.view(), TensorRole::Key);
     ASSERT_TRUE(r.ok()) << r.message();
     // The same bytes as quantizing llama.cpp's rows (token after token, heads in order).
-    EXPECT_EQ(r->codes, quantized(t, flat)) << q->name();
+    EXPECT_EQ(std::vector<std::uint8_t>(r->codes.begin(), r->codes.end()), quantized(t, flat))
+        << q->name();
     const std::uint64_t blocks = 70 * 4 * 128 / 32;
     const int size = ggml_type_info(t)->type_size;
     EXPECT_EQ(r->bytes.total(), blocks * size + kTensorHeaderBytes);
@@ -343,7 +344,8 @@ TEST(GgmlBlockQuantizer, HadamardReturnsOriginalFrameAndHelpsOutliers) {
     for (std::size_t r = 0; r < rotated.size() / 128; ++r) {
       llama_attn_rotate(std::span(rotated).subspan(r * 128, 128), role, false);
     }
-    EXPECT_EQ(b->codes, quantized(GgmlType::Q4_0, rotated));
+    EXPECT_EQ(std::vector<std::uint8_t>(b->codes.begin(), b->codes.end()),
+              quantized(GgmlType::Q4_0, rotated));
     std::vector<float> ya(flat.size()), yb(flat.size());
     plain->dequantize(*a, ya);
     rot->dequantize(*b, yb);
@@ -366,7 +368,8 @@ TEST(GgmlBlockQuantizer, HeadDimNotMultipleOf32IsAnError) {
   const auto r96 = detail::make_ggml_block_quantizer(GgmlType::Q8_0, true)
                        ->quantize(v.view(), TensorRole::Value);
   ASSERT_TRUE(r96.ok());
-  EXPECT_EQ(r96->codes, quantized(GgmlType::Q8_0, v.view().to_float()));
+  EXPECT_EQ(std::vector<std::uint8_t>(r96->codes.begin(), r96->codes.end()),
+            quantized(GgmlType::Q8_0, v.view().to_float()));
   const auto bad = detail::make_ggml_block_quantizer(GgmlType::Q4_K, false)
                        ->quantize(v.view(), TensorRole::Value);
   ASSERT_FALSE(bad.ok());
@@ -519,7 +522,8 @@ TEST(GgmlBlockQuantizer, FastRotationEqualsLlamaAttnRotate) {
       std::vector<std::uint8_t> ref(q->codes.size());
       ASSERT_TRUE(detail::ggml_quantize_scalar(
           t, rotated.data(), static_cast<std::int64_t>(rotated.size()), ref.data()));
-      EXPECT_EQ(q->codes, ref) << ggml_type_info(t)->name << ' ' << role_name(role);
+      EXPECT_EQ(std::vector<std::uint8_t>(q->codes.begin(), q->codes.end()), ref)
+          << ggml_type_info(t)->name << ' ' << role_name(role);
     }
   }
 }

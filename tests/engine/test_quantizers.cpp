@@ -384,6 +384,42 @@ TEST(Quantizers, HistogramsCountEveryQuantizedCode) {
   }
 }
 
+// dequantize_rows() writes what dequantize() writes, and tells each run of rows once, in order,
+// after the run is written: every method, both roles, token counts on and off the chunk sizes
+// (32 for group keys, 64 for values and int8), and KIVI's fp16 window at the end.
+TEST(Quantizers, RowsAreReportedInOrderOnceWritten) {
+  for (std::string_view id : method_ids()) {
+    MethodConfig c;
+    c.kind = *parse_method(id);
+    auto q = make_quantizer(c);
+    ASSERT_TRUE(q.ok()) << id;
+    for (int tokens : {1, 31, 64, 200, 300}) {
+      const Shape s{tokens, 2, 32};
+      const Tensor t = random_tensor(s, 11 + static_cast<std::uint32_t>(tokens));
+      for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+        auto qt = (*q)->quantize(t.view(), role);
+        ASSERT_TRUE(qt.ok()) << id << ": " << qt.message();
+        std::vector<float> whole(t.elements());
+        (*q)->dequantize(*qt, whole);
+        std::vector<float> rows(t.elements(), NAN);
+        const std::size_t hd = static_cast<std::size_t>(s.heads) * s.dim;
+        int next = 0;
+        (*q)->dequantize_rows(*qt, rows, [&](int first, int last) {
+          EXPECT_EQ(first, next) << id << " " << tokens;
+          EXPECT_LT(first, last) << id << " " << tokens;
+          // Written by now: no NaN left in the run (the input holds none).
+          for (std::size_t i = first * hd; i < last * hd; ++i) {
+            ASSERT_FALSE(std::isnan(rows[i])) << id << " " << tokens << " element " << i;
+          }
+          next = last;
+        });
+        EXPECT_EQ(next, tokens) << id;
+        EXPECT_EQ(rows, whole) << id << " " << tokens << " " << role_name(role);
+      }
+    }
+  }
+}
+
 TEST(Quantizers, AbsurdParametersGiveClearErrors) {
   MethodConfig c;
   c.kind = MethodKind::Kivi;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvlab/engine/codec/huffman_book.h"
+#include "kvlab/engine/core/aligned.h"
 
 namespace kvlab::detail {
 
@@ -26,8 +27,7 @@ inline void store_le64(std::uint8_t* p, std::uint64_t v) {
 // write position while writing; flush() cuts it back to the exact stream length.
 class BitWriter {
  public:
-  explicit BitWriter(std::vector<std::uint8_t>& out)
-      : m_out(out), m_start(out.size()), m_byte(out.size()) {}
+  explicit BitWriter(HugePageBytes& out) : m_out(out), m_start(out.size()), m_byte(out.size()) {}
   // `bits` holds exactly `count` (<= 32) significant bits; the first to go out is bit 0.
   void put(std::uint32_t bits, int count) {
     reserve(8);
@@ -68,7 +68,7 @@ class BitWriter {
   static constexpr std::size_t headroom(std::size_t bytes) { return bytes + 8 + kGrowBytes; }
 
  private:
-  // Grows the vector's size (zero-filled, so every byte past the write position costs a memset)
+  // Grows the vector's size (not zero-filled: every byte is stored before the stream ends)
   // by what is needed plus kGrowBytes, not by a factor: flush() cuts the slack off after every
   // block, so growing by half the payload each time zero-filled most of the payload again per
   // block. The capacity still grows geometrically inside resize().
@@ -76,7 +76,7 @@ class BitWriter {
   void reserve(std::size_t bytes) {
     if (m_out.size() < m_byte + bytes) m_out.resize(m_byte + bytes + kGrowBytes);
   }
-  std::vector<std::uint8_t>& m_out;
+  HugePageBytes& m_out;
   std::size_t m_start;
   std::size_t m_byte;  // bytes complete; the pending bits go at m_out[m_byte]
   std::uint64_t m_acc = 0;

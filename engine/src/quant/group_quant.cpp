@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "codec/bitpack.h"
@@ -37,6 +38,32 @@ float step_for(const GroupSpec& spec, float range) {
 inline std::uint8_t encode_one(float x, float mn, float inv, float max_code) {
   const float q = std::max(std::min(std::fma(x - mn, inv, 0.5f), max_code + 0.5f), 0.f);
   return static_cast<std::uint8_t>(static_cast<int>(q));
+}
+
+// The least and the greatest of x[0, n), n >= 1. Sixteen lanes side by side, then across them:
+// an element-wise loop the compiler vectorises (the `omp simd` min / max reduction it compiled to
+// scalar code, 70% of KVComp's quantization of values). Exact, so the same as a plain walk.
+inline std::pair<float, float> range_of(const float* x, int n) {
+  constexpr int kLanes = 16;
+  float lo[kLanes], hi[kLanes];
+  for (int j = 0; j < kLanes; ++j) lo[j] = hi[j] = x[0];
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      lo[j] = std::min(lo[j], x[i + j]);
+      hi[j] = std::max(hi[j], x[i + j]);
+    }
+  }
+  float l = x[0], h = x[0];
+  for (; i < n; ++i) {
+    l = std::min(l, x[i]);
+    h = std::max(h, x[i]);
+  }
+  for (int j = 0; j < kLanes; ++j) {
+    l = std::min(l, lo[j]);
+    h = std::max(h, hi[j]);
+  }
+  return {l, h};
 }
 
 inline void encode_run(const float* x, std::size_t n, float mn, float inv, float max_code,
@@ -141,12 +168,7 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
         for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
           const int n = std::min(width, dim - c0);
           const float* seg = buf.data() + base + c0;
-          float lo = seg[0], hi = seg[0];
-#pragma omp simd reduction(min : lo) reduction(max : hi)
-          for (int i = 0; i < n; ++i) {
-            lo = std::min(lo, seg[i]);
-            hi = std::max(hi, seg[i]);
-          }
+          auto [lo, hi] = range_of(seg, n);
           const float step = step_for(spec, hi - lo);
           lo = round_param(lo, spec.params);
           steps[unit] = step;
@@ -163,7 +185,8 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
 
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
                        const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
-                       int heads, int dim, float* out) {
+                       int heads, int dim, float* out, const RowsWritten* written,
+                       int first_token) {
   const int hd = heads * dim;
   if (role == TensorRole::Key) {
     const int g = spec.key_group_tokens;
@@ -180,6 +203,7 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
 #pragma omp simd
         for (int j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
       }
+      if (written) (*written)(first_token + t0, first_token + t0 + rows);
     }
     return;
   }
@@ -204,6 +228,7 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
         }
       }
     }
+    if (written) (*written)(first_token + t0, first_token + t0 + rows);
   }
 }
 

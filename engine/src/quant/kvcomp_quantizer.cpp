@@ -40,12 +40,16 @@ class KvCompQuantizer final : public Quantizer {
     return q;
   }
 
-  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
-    float* const out = out_span.data();
+  void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
+    dequantize_rows(q, out, nullptr);
+  }
+
+  void dequantize_rows(const QuantizedTensor& q, std::span<float> out,
+                       const RowsWritten& written) const override {
     const GroupSpec s = spec();
     const std::size_t units = q.params.size() / 2;
     dequantize_groups(q.codes.data(), 0, q.params.data(), q.params.data() + units, q.role, s,
-                      q.tokens, q.heads, q.dim, out);
+                      q.tokens, q.heads, q.dim, out.data(), written ? &written : nullptr);
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {

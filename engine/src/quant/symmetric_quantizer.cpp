@@ -60,7 +60,12 @@ class SymmetricQuantizer final : public Quantizer {
     return q;
   }
 
-  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+  void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
+    dequantize_rows(q, out, nullptr);
+  }
+
+  void dequantize_rows(const QuantizedTensor& q, std::span<float> out_span,
+                       const RowsWritten& written) const override {
     float* const out = out_span.data();
     const float scale = q.params.at(0);
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
@@ -73,6 +78,7 @@ class SymmetricQuantizer final : public Quantizer {
       float* o = out + t0 * hd;
 #pragma omp simd
       for (std::size_t i = 0; i < m; ++i) o[i] = (static_cast<float>(cbuf[i]) - offset) * scale;
+      if (written) written(t0, t0 + rows);
     }
   }
 

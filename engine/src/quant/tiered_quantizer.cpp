@@ -89,7 +89,12 @@ class TieredQuantizer final : public Quantizer {
     return q;
   }
 
-  void dequantize(const QuantizedTensor& q, std::span<float> out_span) const override {
+  void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
+    dequantize_rows(q, out, nullptr);
+  }
+
+  void dequantize_rows(const QuantizedTensor& q, std::span<float> out_span,
+                       const RowsWritten& written) const override {
     float* const out = out_span.data();
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
     const int n = static_cast<int>(m_tiers.size());
@@ -101,11 +106,12 @@ class TieredQuantizer final : public Quantizer {
       const GroupSpec s = spec(m_tiers[i].bits);
       const std::size_t u = group_unit_count(s, q.role, t1 - t0, q.heads, q.dim);
       dequantize_groups(codes, 0, params, params + u, q.role, s, t1 - t0, q.heads, q.dim,
-                        out + t0 * hd);
+                        out + t0 * hd, written ? &written : nullptr, t0);
       codes += packed_bytes((t1 - t0) * hd, s.bits);
       params += 2 * u;
     }
     fp16_to_float(q.residual, {out + q.bounds[n] * hd, q.residual.size()});
+    if (written && q.bounds[n] < q.bounds[n + 1]) written(q.bounds[n], q.bounds[n + 1]);
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {

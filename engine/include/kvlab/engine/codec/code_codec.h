@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kvlab/engine/codec/huffman_book.h"
+#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/result.h"
 
 namespace kvlab {
@@ -39,7 +40,7 @@ struct EncodedCodes {
   CodecKind kind = CodecKind::Huffman;
   int tokens = 0, heads = 0, dim = 0, block_size = 0;
   int bitpack_width = 0;  // BitPack: 2, 4 or 8; else 0
-  std::vector<std::uint8_t> payload;
+  HugePageBytes payload;  // huge pages from 4 MiB up, no zero-fill on resize
   // Huffman and VarWidth: byte offset of each block in `payload`, and the bit count of every
   // vector in block order (a block's vectors are contiguous, token order). BitPack keeps both
   // empty: its sizes follow from the shape and width.

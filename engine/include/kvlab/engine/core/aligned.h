@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <new>
 #include <utility>
 #include <vector>
@@ -87,5 +88,6 @@ struct HugePageAllocator {
 };
 
 using HugePageFloats = std::vector<float, HugePageAllocator<float>>;
+using HugePageBytes = std::vector<std::uint8_t, HugePageAllocator<std::uint8_t>>;
 
 }  // namespace kvlab

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/core/tensor.h"
 
@@ -45,7 +47,8 @@ struct CodeHistogram {
 struct QuantizedTensor {
   TensorRole role = TensorRole::Key;
   int tokens = 0, heads = 0, dim = 0;
-  std::vector<std::uint8_t> codes;
+  HugePageBytes
+      codes;  // huge pages from 4 MiB up: a 32K tensor's are 32 MiB, faulted in once per 2 MiB
   std::vector<float> params;            // scales, steps and minimums, method-defined order
   std::vector<std::uint16_t> residual;  // fp16 values kept as they are
   std::vector<int> bounds;              // method-defined token boundaries (tiers)
@@ -57,6 +60,9 @@ struct QuantizedTensor {
 // bits and a Huffman book may code them in pairs (choose_codebook()).
 int kvcomp_max_code(double rel_scale);
 
+// Told that token rows [first, last) of a reconstruction are written (Quantizer::dequantize_rows).
+using RowsWritten = std::function<void(int first, int last)>;
+
 class Quantizer {
  public:
   virtual ~Quantizer() = default;
@@ -64,6 +70,16 @@ class Quantizer {
   virtual Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const = 0;
   // Writes tokens*heads*dim floats, row-major [token][head][dim]; `out` holds exactly that many.
   virtual void dequantize(const QuantizedTensor& q, std::span<float> out) const = 0;
+  // dequantize(), calling `written(first, last)` as each run of token rows [first, last) of
+  // `out` is final: the runs cover every token once, in order, so a caller can read each while
+  // it is still in the cache (compress measures the element errors so). Quantizers that
+  // reconstruct a chunk of tokens at a time report every chunk; by default the whole tensor is
+  // reported once, at the end.
+  virtual void dequantize_rows(const QuantizedTensor& q, std::span<float> out,
+                               const RowsWritten& written) const {
+    dequantize(q, out);
+    written(0, q.tokens);
+  }
   virtual std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const = 0;
 };
 
