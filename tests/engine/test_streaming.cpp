@@ -158,7 +158,12 @@ TEST(Streaming, PeakMemoryOfACompressionFollowsTheFormula) {
                                                                    // are read as stored)
                                    + 2 * elements * 2              // the layer's fp16 source
                                    + 2 * elements * 1;             // its int8 codes
-  const std::uint64_t slack = 48ull << 20;  // thread stacks, scales, histograms, the allocator
+  std::uint64_t slack = 48ull << 20;  // thread stacks, scales, histograms, the allocator
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer keeps freed heap blocks resident in its quarantine (256 MiB by default)
+  // and adds shadow memory: still less than the whole cache in float (512 MiB).
+  slack += 256ull << 20;
+#endif
   const std::uint64_t formula = static_cast<std::uint64_t>(report->threads) * per_thread + slack;
   ASSERT_GT(report->memory_peak_bytes, 0u) << "the kernel gave no memory figures";
   ASSERT_GE(report->memory_peak_bytes, report->memory_start_bytes);
