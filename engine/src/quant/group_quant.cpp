@@ -185,7 +185,7 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
 
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
                        const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
-                       int heads, int dim, float* out, const RowsWritten* written,
+                       int heads, int dim, float* out, const RowsWritten& written,
                        int first_token) {
   const int hd = heads * dim;
   if (role == TensorRole::Key) {
@@ -203,7 +203,7 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
 #pragma omp simd
         for (int j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
       }
-      if (written) (*written)(first_token + t0, first_token + t0 + rows);
+      if (written) written(first_token + t0, first_token + t0 + rows);
     }
     return;
   }
@@ -228,7 +228,7 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
         }
       }
     }
-    if (written) (*written)(first_token + t0, first_token + t0 + rows);
+    if (written) written(first_token + t0, first_token + t0 + rows);
   }
 }
 

@@ -55,11 +55,11 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
                      std::uint8_t* codes, std::size_t first_code, float* steps, float* mins);
 
 // Writes tokens*heads*dim floats, [token][head][dim], a chunk of tokens at a time; where
-// `written` is set, tells it each chunk's rows as they are final, offset by `first_token`
-// (Quantizer::dequantize_rows).
+// `written` holds a function, tells it each chunk's rows as they are final, offset by
+// `first_token` (Quantizer::dequantize_rows).
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
                        const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
-                       int heads, int dim, float* out, const RowsWritten* written = nullptr,
+                       int heads, int dim, float* out, const RowsWritten& written = {},
                        int first_token = 0);
 
 }  // namespace kvlab::detail

@@ -49,7 +49,7 @@ class KvCompQuantizer final : public Quantizer {
     const GroupSpec s = spec();
     const std::size_t units = q.params.size() / 2;
     dequantize_groups(q.codes.data(), 0, q.params.data(), q.params.data() + units, q.role, s,
-                      q.tokens, q.heads, q.dim, out.data(), written ? &written : nullptr);
+                      q.tokens, q.heads, q.dim, out.data(), written);
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {

@@ -106,7 +106,7 @@ class TieredQuantizer final : public Quantizer {
       const GroupSpec s = spec(m_tiers[i].bits);
       const std::size_t u = group_unit_count(s, q.role, t1 - t0, q.heads, q.dim);
       dequantize_groups(codes, 0, params, params + u, q.role, s, t1 - t0, q.heads, q.dim,
-                        out + t0 * hd, written ? &written : nullptr, t0);
+                        out + t0 * hd, written, t0);
       codes += packed_bytes((t1 - t0) * hd, s.bits);
       params += 2 * u;
     }

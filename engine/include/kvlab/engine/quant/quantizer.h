@@ -47,8 +47,8 @@ struct CodeHistogram {
 struct QuantizedTensor {
   TensorRole role = TensorRole::Key;
   int tokens = 0, heads = 0, dim = 0;
-  HugePageBytes
-      codes;  // huge pages from 4 MiB up: a 32K tensor's are 32 MiB, faulted in once per 2 MiB
+  // Huge pages from 4 MiB up (a 32K tensor's are 32 MiB, faulted in once per 2 MiB).
+  HugePageBytes codes;
   std::vector<float> params;            // scales, steps and minimums, method-defined order
   std::vector<std::uint16_t> residual;  // fp16 values kept as they are
   std::vector<int> bounds;              // method-defined token boundaries (tiers)
