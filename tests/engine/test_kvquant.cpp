@@ -349,6 +349,22 @@ TEST(Rope, ForwardAndInverseMatchRopeInDoubleOverLongContexts) {
   }
 }
 
+// Rows turned in pieces that start at multiples of kRopeAnchor are the rows turned in one call,
+// bit for bit (the synthetic generator turns its keys a tile at a time on this promise).
+TEST(Rope, PiecesAtAnchorsEqualOnePass) {
+  const int T = 1000, H = 3, D = 16;
+  const auto x = gaussian(T, H, D, 5, DType::F32).view().to_float();
+  const RopeSpec rope = model_rope_spec(rope_model(H, D, false), 0);
+  std::vector<float> whole = x, pieces = x;
+  apply_rope_rows(whole.data(), 0, T, H, D, rope);
+  for (int t0 = 0; t0 < T; t0 += 3 * kRopeAnchor) {
+    const int t1 = std::min(T, t0 + 3 * kRopeAnchor);
+    apply_rope_rows(pieces.data() + static_cast<std::size_t>(t0) * H * D, t0, t1, H, D, rope);
+  }
+  EXPECT_EQ(pieces, whole);
+  EXPECT_NE(pieces, x);
+}
+
 // A first position read from a file (kvlab.key_rope) that would run past INT_MAX is refused by
 // check() (position(t) = first_position + t would overflow: UBSan, signed-integer-overflow).
 TEST(Rope, CheckRefusesPositionsPastIntMax) {

@@ -65,11 +65,10 @@ void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const Rope
   if (!rope.enabled()) return;
   const auto half = static_cast<std::size_t>(rope.rotary_dims / 2);
   const double sign = inverse ? -1.0 : 1.0;
-  // Each pair's (cos, sin) of position · frequency in double: exact every kAnchor tokens, and in
-  // between turned one position on by the pair's own step (a rotation by the frequency), which
+  // Each pair's (cos, sin) of position · frequency in double: exact every kRopeAnchor tokens, and
+  // in between turned one position on by the pair's own step (a rotation by the frequency), which
   // drifts by a few ulp of a double, far below the float rounding of the result; so a cache of
   // thousands of tokens costs a multiply-add per pair and token instead of a sincos.
-  constexpr int kAnchor = 64;
   std::vector<double> c(half), s(half), step_c(half), step_s(half);
   for (std::size_t i = 0; i < half; ++i) {
     step_c[i] = std::cos(rope.frequencies[i]);
@@ -77,7 +76,7 @@ void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const Rope
   }
   std::vector<float> cf(half), sf(half);
   for (int t = t0; t < t1; ++t) {
-    const bool exact = !rope.positions.empty() || (t - t0) % kAnchor == 0;
+    const bool exact = !rope.positions.empty() || (t - t0) % kRopeAnchor == 0;
     for (std::size_t i = 0; i < half; ++i) {
       if (exact) {
         const double angle = rope.position(t) * rope.frequencies[i];

@@ -203,4 +203,16 @@ void Tensor::store_row(int token, int head, std::span<const float> values) {
                          .subspan(index * dtype_size(m_dtype), n * dtype_size(m_dtype)));
 }
 
+void Tensor::store_tokens(int first, std::span<const float> values) {
+  const std::size_t token = static_cast<std::size_t>(m_heads) * m_dim;
+  assert(token > 0 && values.size() % token == 0);
+  assert(static_cast<std::size_t>(first) + values.size() / token <=
+         static_cast<std::size_t>(m_tokens));
+  const std::size_t bytes = dtype_size(m_dtype);
+  convert_from_float(
+      m_dtype, values,
+      std::span(mutable_data(), m_nbytes)
+          .subspan(static_cast<std::size_t>(first) * token * bytes, values.size() * bytes));
+}
+
 }  // namespace kvlab

@@ -42,18 +42,17 @@ const std::array<float, 65537>& normal_quantile_table() {
   return table;
 }
 
-const std::array<float, 65536>& normal_slope_table() {
-  static const std::array<float, 65536> slopes = [] {
+const std::array<NormalBin, 65536>& normal_bin_table() {
+  static const std::array<NormalBin, 65536> bins = [] {
     const auto& t = normal_quantile_table();
-    std::array<float, 65536> s{};
-    for (std::size_t i = 0; i < s.size(); ++i) s[i] = t[i + 1] - t[i];
-    return s;
+    std::array<NormalBin, 65536> b{};
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = {t[i], t[i + 1] - t[i]};
+    return b;
   }();
-  return slopes;
+  return bins;
 }
 
-NormalStream::NormalStream(std::uint64_t seed)
-    : m_table(normal_quantile_table().data()), m_slope(normal_slope_table().data()) {
+NormalStream::NormalStream(std::uint64_t seed) : m_bins(normal_bin_table().data()) {
   for (int lane = 0; lane < kLanes; ++lane) {
     std::uint64_t s = stream_seed(seed, static_cast<std::uint64_t>(lane), 0x6e6f726d616c);
     for (auto& word : m_s) word[lane] = splitmix64(s);
@@ -74,7 +73,7 @@ void NormalStream::generate(float* out) {
     m_s[3][l] = (m_s[3][l] << 45) | (m_s[3][l] >> 19);
   }
   // The 16 halves of the 8 outputs, low half first; each half's top 16 bits pick a bin, its low
-  // 16 bits the place within it: quantile + slope * place, in one rounding (fma) on both paths.
+  // 16 bits the place within it: quantile + width * place, in one rounding (fma) on both paths.
   alignas(64) std::uint32_t u[kBlock];
   std::memcpy(u, r, sizeof u);
 #if defined(__AVX512F__)
@@ -82,14 +81,21 @@ void NormalStream::generate(float* out) {
   const __m512i bin = _mm512_srli_epi32(v, 16);
   const __m512 place = _mm512_mul_ps(
       _mm512_cvtepi32_ps(_mm512_and_si512(v, _mm512_set1_epi32(0xffff))), _mm512_set1_ps(0x1p-16f));
-  const __m512 q = _mm512_i32gather_ps(bin, m_table, 4);
-  const __m512 slope = _mm512_i32gather_ps(bin, m_slope, 4);
-  _mm512_storeu_ps(out, _mm512_fmadd_ps(slope, place, q));
+  // Bins of halves 0-7 and 8-15, each (quantile, width); then the quantiles and the widths apart.
+  static_assert(sizeof(NormalBin) == 8);
+  const __m512 low = _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_castsi512_si256(bin), m_bins, 8));
+  const __m512 high =
+      _mm512_castpd_ps(_mm512_i32gather_pd(_mm512_extracti64x4_epi64(bin, 1), m_bins, 8));
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512 q = _mm512_permutex2var_ps(low, even, high);
+  const __m512 width =
+      _mm512_permutex2var_ps(low, _mm512_add_epi32(even, _mm512_set1_epi32(1)), high);
+  _mm512_storeu_ps(out, _mm512_fmadd_ps(width, place, q));
 #else
   for (int j = 0; j < kBlock; ++j) {
     const std::uint32_t bin = u[j] >> 16;
     const float place = static_cast<float>(u[j] & 0xffffu) * 0x1p-16f;
-    out[j] = std::fma(m_slope[bin], place, m_table[bin]);
+    out[j] = std::fma(m_bins[bin].width, place, m_bins[bin].quantile);
   }
 #endif
 }

@@ -5,6 +5,10 @@
 #include <memory>
 #include <span>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "core/random.h"
@@ -64,23 +68,63 @@ HeadPlan plan_head(detail::Rng& rng, int d) {
   return p;
 }
 
-// One layer: keys, values and queries, written into `out`. Each (layer, KV head) draws its
-// statistics from a detail::Rng and its bulk noise (a normal for every key and value element)
-// from a detail::NormalStream, both seeded by (seed, layer, head): layers are independent, so
-// any number of threads gives the same cache.
+// The dot products of a key row with two directions, in 16 lanes: element i is multiplied and
+// added into lane i % 16 in one rounding (fma), in order, then the lanes are added in order.
+// Vectorised, where one float sum would be added element by element.
+std::pair<float, float> two_dots(const float* k, const float* a, const float* b, int d) {
+  alignas(64) float lanes[16] = {}, b_lanes[16] = {};
+#if defined(__AVX512F__)
+  __m512 acc = _mm512_setzero_ps(), b_acc = _mm512_setzero_ps();
+  for (int i = 0; i < d; i += 16) {  // the tail's missing elements add 0 * 0 to their lanes
+    const __mmask16 m = d - i >= 16 ? __mmask16{0xffff} : __mmask16((1u << (d - i)) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(m, k + i);
+    acc = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, a + i), acc);
+    b_acc = _mm512_fmadd_ps(x, _mm512_maskz_loadu_ps(m, b + i), b_acc);
+  }
+  _mm512_store_ps(lanes, acc);
+  _mm512_store_ps(b_lanes, b_acc);
+#else
+  for (int i = 0; i < d; ++i) {
+    lanes[i % 16] = std::fma(k[i], a[i], lanes[i % 16]);
+    b_lanes[i % 16] = std::fma(k[i], b[i], b_lanes[i % 16]);
+  }
+#endif
+  float da = 0, db = 0;
+  for (int j = 0; j < 16; ++j) {
+    da += lanes[j];
+    db += b_lanes[j];
+  }
+  return {da, db};
+}
+
+// One KV head's random draws: its statistics and plan from a detail::Rng, its bulk noise (a
+// normal for every key and value element) from a detail::NormalStream, both seeded by (seed,
+// layer, head).
+struct HeadDraws {
+  detail::Rng rng;
+  detail::NormalStream noise;
+  std::vector<float> mean, sd, attention, needle;  // the key statistics and plan in float
+  HeadPlan plan;
+  double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;  // over tokens, in double
+};
+
+// One layer: keys, values and queries, written into `out`. Layers are independent streams, so
+// any number of threads gives the same cache. Keys and values are made a tile of tokens at a
+// time for all KV heads (noise, statistics, RoPE, projections, fp16), in cache, and written
+// once; each head's streams are drawn in the same order as head by head over whole tensors, so
+// the values do not depend on the tiling.
 Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
                       const SyntheticLandmarks& marks, const RopeSpec& rope, int layer,
                       LayerKv& out, ItemProgress& progress) {
   const ModelShape& s = preset.shape;
-  const int t_count = c.context, d = s.head_dim, group = s.group_size();
+  const int t_count = c.context, d = s.head_dim, group = s.group_size(), heads = s.kv_heads;
   const std::size_t ud = static_cast<std::size_t>(d);
-  std::vector<float> row(ud), mean_f(ud), sd_f(ud), att_f(ud), needle_f(ud);
-  // Every element is written before it is read: no zero-filling of 16 bytes a token-head.
-  const std::unique_ptr<float[]> keys(new float[static_cast<std::size_t>(t_count) * ud]);
-  for (int g = 0; g < s.kv_heads; ++g) {
-    KVLAB_TRY(progress.keep_going(static_cast<double>(g) / s.kv_heads));
+  const std::size_t token_floats = static_cast<std::size_t>(heads) * ud;
+
+  std::vector<HeadDraws> draws;
+  draws.reserve(static_cast<std::size_t>(heads));
+  for (int g = 0; g < heads; ++g) {
     detail::Rng rng(detail::stream_seed(c.seed, layer, g));
-    detail::NormalStream noise(detail::stream_seed(c.seed, layer, g) ^ 0x5eedf00dull);
     // Per-channel statistics of the keys before rotation; outliers on low-frequency pairs.
     std::vector<double> mean(ud), sd(ud);
     for (int i = 0; i < d; ++i) {
@@ -93,90 +137,139 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       mean[ch] = c.outlier_scale * (rng.uniform() < 0.5 ? -1.0 : 1.0);
       sd[ch] = 0.3 * c.outlier_scale;
     }
-    const HeadPlan plan = plan_head(rng, d);
-    for (int i = 0; i < d; ++i) {
-      mean_f[i] = static_cast<float>(mean[i]);
-      sd_f[i] = static_cast<float>(sd[i]);
-      att_f[i] = static_cast<float>(plan.attention[i]);
-      needle_f[i] = static_cast<float>(plan.needle[i]);
-    }
-    // Ordinary keys: mean + sd * noise, rotated by position by the cache's own RoPE (adjacent
-    // pairs, apply_rope_rows). Sums over tokens in double; each token's dot products in float.
-    for (int t = 0; t < t_count; ++t) {
-      float* k = keys.get() + static_cast<std::size_t>(t) * ud;
-      noise.fill({k, ud});
-      for (int i = 0; i < d; ++i) k[i] = mean_f[i] + sd_f[i] * k[i];
-      if ((t & 8191) == 8191) {
-        KVLAB_TRY(progress.keep_going((g + 0.5 * t / t_count) / static_cast<double>(s.kv_heads)));
+    HeadPlan plan = plan_head(rng, d);
+    const auto to_float = [](const std::vector<double>& v) {
+      return std::vector<float>(v.begin(), v.end());
+    };
+    draws.push_back({rng,
+                     detail::NormalStream(detail::stream_seed(c.seed, layer, g) ^ 0x5eedf00dull),
+                     to_float(mean), to_float(sd), to_float(plan.attention), to_float(plan.needle),
+                     std::move(plan)});
+  }
+
+  // The tokens whose keys are planted below keep their rows in float until then.
+  std::vector<int> planted = marks.heavy_hitters;
+  planted.push_back(marks.sink);
+  if (t_count > 1) planted.push_back(marks.needle);
+  std::sort(planted.begin(), planted.end());
+  planted.erase(std::unique(planted.begin(), planted.end()), planted.end());
+  std::vector<float> planted_rows(planted.size() * token_floats);
+  const auto planted_row = [&](int t, int g) {
+    const auto at = std::lower_bound(planted.begin(), planted.end(), t) - planted.begin();
+    return planted_rows.data() + static_cast<std::size_t>(at) * token_floats +
+           static_cast<std::size_t>(g) * ud;
+  };
+
+  // A tile is a multiple of RoPE's anchor interval, so tiles turn keys as one pass would.
+  constexpr int kTile = kRopeAnchor;
+  const auto tile_progress = [&](int t0, double base) -> Status {
+    if ((t0 & 8191) == 0) return progress.keep_going(base + 0.5 * t0 / t_count);
+    return Ok{};
+  };
+  std::vector<float> tile(kTile * token_floats);
+  auto next_planted = planted.begin();
+  // Ordinary keys: mean + sd * noise, turned by position by the cache's own RoPE (adjacent pairs,
+  // apply_rope_rows). Sums over tokens in double; each token's dot products in float.
+  for (int t0 = 0; t0 < t_count; t0 += kTile) {
+    KVLAB_TRY(tile_progress(t0, 0.0));
+    const int t1 = std::min(t_count, t0 + kTile);
+    for (int t = t0; t < t1; ++t) {
+      for (int g = 0; g < heads; ++g) {
+        HeadDraws& h = draws[static_cast<std::size_t>(g)];
+        float* k = tile.data() + static_cast<std::size_t>(t - t0) * token_floats + g * ud;
+        h.noise.fill({k, ud});
+        for (int i = 0; i < d; ++i) k[i] = h.mean[i] + h.sd[i] * k[i];
       }
     }
-    apply_rope_rows(keys.get(), 0, t_count, 1, d, rope);
-    double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;
-    for (int t = 0; t < t_count; ++t) {
-      const float* k = keys.get() + static_cast<std::size_t>(t) * ud;
-      // Dot products in 16 lanes (vectorised; a single float sum would be added in order).
-      float lanes[16] = {}, needle_lanes[16] = {};
-      for (int i = 0; i < d; ++i) {
-        lanes[i & 15] += k[i] * att_f[i];
-        needle_lanes[i & 15] += k[i] * needle_f[i];
+    apply_rope_rows(tile.data(), t0, t1, heads, d, rope);
+    for (int t = t0; t < t1; ++t) {
+      const float* row = tile.data() + static_cast<std::size_t>(t - t0) * token_floats;
+      for (int g = 0; g < heads; ++g) {
+        HeadDraws& h = draws[static_cast<std::size_t>(g)];
+        const auto [proj, needle_proj] =
+            two_dots(row + g * ud, h.attention.data(), h.needle.data(), d);
+        h.sum_proj += proj;
+        h.sum_proj2 += static_cast<double>(proj) * proj;
+        h.sum_needle_proj += needle_proj;
       }
-      float proj = 0, needle_proj = 0;
-      for (int j = 0; j < 16; ++j) {
-        proj += lanes[j];
-        needle_proj += needle_lanes[j];
+      if (next_planted != planted.end() && *next_planted == t) {
+        std::copy_n(row, token_floats, planted_row(t, 0));
+        ++next_planted;
       }
-      sum_proj += proj;
-      sum_proj2 += static_cast<double>(proj) * proj;
-      sum_needle_proj += needle_proj;
     }
+    out.key.store_tokens(t0, {tile.data(), static_cast<std::size_t>(t1 - t0) * token_floats});
+  }
+
+  std::vector<double> q_scales(static_cast<std::size_t>(heads));
+  for (int g = 0; g < heads; ++g) {
+    HeadDraws& h = draws[static_cast<std::size_t>(g)];
     // Query strength so ordinary tokens' logits q.k/sqrt(d) spread with std ~1.5.
-    const double mean_proj = sum_proj / t_count;
-    const double sd_proj = std::sqrt(std::max(1e-6, sum_proj2 / t_count - mean_proj * mean_proj));
+    const double mean_proj = h.sum_proj / t_count;
+    const double sd_proj = std::sqrt(std::max(1e-6, h.sum_proj2 / t_count - mean_proj * mean_proj));
     const double q_scale = 1.5 * std::sqrt(static_cast<double>(d)) / sd_proj;
+    q_scales[static_cast<std::size_t>(g)] = q_scale;
     // A planted token's projection on `dir` is set (not added to) so its logit sits
     // `logit_boost` above an average token's, whatever its own random part was.
     const auto plant = [&](int t, const std::vector<double>& dir, double base, double logit_boost) {
-      float* key = keys.get() + static_cast<std::size_t>(t) * ud;
+      float* key = planted_row(t, g);
       double proj = 0;
       for (int i = 0; i < d; ++i) proj += key[i] * dir[i];
       const double target = base + logit_boost * std::sqrt(static_cast<double>(d)) / q_scale;
       for (int i = 0; i < d; ++i) key[i] += static_cast<float>((target - proj) * dir[i]);
     };
-    plant(marks.sink, plan.attention, mean_proj, c.sink_strength);
-    for (int t : marks.heavy_hitters) plant(t, plan.attention, mean_proj, c.heavy_hitter_strength);
+    plant(marks.sink, h.plan.attention, mean_proj, c.sink_strength);
+    for (int t : marks.heavy_hitters)
+      plant(t, h.plan.attention, mean_proj, c.heavy_hitter_strength);
     if (t_count > 1) {  // an average token for ordinary queries, a strong match for the last
-      plant(marks.needle, plan.attention, mean_proj, 0.0);
-      plant(marks.needle, plan.needle, sum_needle_proj / t_count, c.needle_strength);
+      plant(marks.needle, h.plan.attention, mean_proj, 0.0);
+      plant(marks.needle, h.plan.needle, h.sum_needle_proj / t_count, c.needle_strength);
     }
-    for (int t = 0; t < t_count; ++t) {
-      out.key.store_row(t, g, {keys.get() + static_cast<std::size_t>(t) * ud, ud});
-    }
+  }
+  for (int t : planted) out.key.store_tokens(t, {planted_row(t, 0), token_floats});
 
-    // Values: no channel outliers, a mild per-token scale. The sink's value is small, as in
-    // trained models, where the sink serves as a near no-op target for spare attention
-    // (Xiao et al. 2024, Sec. 3; Sun et al. 2024, "Massive Activations", Sec. 4).
-    // Each head's values also share a per-channel mean, so attention outputs have a norm well
-    // above the noise of averaging random vectors.
+  // Values: no channel outliers, a mild per-token scale. The sink's value is small, as in
+  // trained models, where the sink serves as a near no-op target for spare attention
+  // (Xiao et al. 2024, Sec. 3; Sun et al. 2024, "Massive Activations", Sec. 4).
+  // Each head's values also share a per-channel mean, so attention outputs have a norm well
+  // above the noise of averaging random vectors.
+  std::vector<std::vector<float>> value_means;
+  for (HeadDraws& h : draws) {
     std::vector<float> value_mean(ud);
-    for (auto& m : value_mean) m = static_cast<float>(0.7 * rng.normal());
-    for (int t = 0; t < t_count; ++t) {
-      const float scale =
-          static_cast<float>(std::exp(0.2 * noise.next())) * (t == marks.sink ? 0.1f : 1.0f);
-      noise.fill(row);
-      for (int i = 0; i < d; ++i) row[i] = scale * (value_mean[i] + row[i]);
-      out.value.store_row(t, g, row);
+    for (auto& m : value_mean) m = static_cast<float>(0.7 * h.rng.normal());
+    value_means.push_back(std::move(value_mean));
+  }
+  for (int t0 = 0; t0 < t_count; t0 += kTile) {
+    KVLAB_TRY(tile_progress(t0, 0.5));
+    const int t1 = std::min(t_count, t0 + kTile);
+    for (int t = t0; t < t1; ++t) {
+      for (int g = 0; g < heads; ++g) {
+        HeadDraws& h = draws[static_cast<std::size_t>(g)];
+        const std::vector<float>& value_mean = value_means[static_cast<std::size_t>(g)];
+        const float scale =
+            static_cast<float>(std::exp(0.2 * h.noise.next())) * (t == marks.sink ? 0.1f : 1.0f);
+        float* row = tile.data() + static_cast<std::size_t>(t - t0) * token_floats + g * ud;
+        h.noise.fill({row, ud});
+        for (int i = 0; i < d; ++i) row[i] = scale * (value_mean[i] + row[i]);
+      }
     }
-    // Decode-time queries for the heads of this group; the last one also looks for the needle.
+    out.value.store_tokens(t0, {tile.data(), static_cast<std::size_t>(t1 - t0) * token_floats});
+  }
+
+  // Decode-time queries for the heads of each group; the last one also looks for the needle.
+  std::vector<float> row(ud);
+  for (int g = 0; g < heads; ++g) {
+    HeadDraws& h = draws[static_cast<std::size_t>(g)];
+    const double q_scale = q_scales[static_cast<std::size_t>(g)];
     const double noise_sd = 0.1 * q_scale / std::sqrt(static_cast<double>(d));
     for (int n = 0; n < c.queries; ++n) {
-      for (int h = 0; h < group; ++h) {
+      for (int k = 0; k < group; ++k) {
         for (int i = 0; i < d; ++i) {
           // Noise at 10% of the query's norm, so the planted directions stay dominant.
-          double v = q_scale * plan.attention[i] + noise_sd * rng.normal();
-          if (n == c.queries - 1) v += q_scale * plan.needle[i];
+          double v = q_scale * h.plan.attention[i] + noise_sd * h.rng.normal();
+          if (n == c.queries - 1) v += q_scale * h.plan.needle[i];
           row[i] = static_cast<float>(v);
         }
-        out.query.store_row(n, g * group + h, row);
+        out.query.store_row(n, g * group + k, row);
       }
     }
   }

@@ -34,6 +34,10 @@ struct RopeSpec {
 
 // Turns rows [t0, t1) of a [tokens][heads][dim] buffer (`rows` points at row t0) by RoPE, or
 // back by the opposite angles (inverse: the exact inverse rotation, up to float rounding).
+// Angles are computed exactly at t0 and every kRopeAnchor tokens after it, and stepped in
+// between; so rows turned in pieces that start at multiples of kRopeAnchor come out bit for bit
+// as in one call.
+inline constexpr int kRopeAnchor = 64;
 void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope,
                      bool inverse = false);
 

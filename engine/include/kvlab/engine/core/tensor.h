@@ -163,6 +163,8 @@ class Tensor {
   float at(int token, int head, int d) const { return view().at(token, head, d); }
   // Writes one row: the first dim() floats of `values`.
   void store_row(int token, int head, std::span<const float> values);
+  // Writes whole tokens from `first` on: `values` holds a multiple of heads() * dim() floats.
+  void store_tokens(int first, std::span<const float> values);
 
  private:
   void allocate(bool zero);
