@@ -77,6 +77,7 @@ struct Case {
   unsigned seed;
   int nq, qh, kvh, t, d;
   float q_scale, noise;
+  float growth = 0;  // keys scaled by 1 + growth * t / T: the largest logits come late
 };
 
 void check_against_reference(const Case& c, double kl_tolerance, double kl_floor, double kl_below) {
@@ -86,7 +87,8 @@ void check_against_reference(const Case& c, double kl_tolerance, double kl_floor
       vh(k.size());
   for (auto& x : q) x = c.q_scale * n(rng);
   for (std::size_t i = 0; i < k.size(); ++i) {
-    k[i] = n(rng);
+    const auto t = static_cast<float>(i / static_cast<std::size_t>(c.kvh * c.d));
+    k[i] = n(rng) * (1.0f + c.growth * t / static_cast<float>(c.t));
     v[i] = n(rng);
     kh[i] = k[i] + c.noise * n(rng);
     vh[i] = v[i] + c.noise * n(rng);
@@ -125,6 +127,12 @@ TEST(Metrics, EveryKernelShapeMatchesDoublePrecisionReference) {
 // rows and errors small enough that the KL is a difference of nearly equal sums.
 TEST(Metrics, LongContextSmallErrorsMatchDoublePrecisionReference) {
   check_against_reference({7, 2, 8, 2, 6000, 64, 3.0f, 0.003f}, 2e-3, 0, 1e-3);
+}
+
+// Logits that grow along the context: each tile's rows find a larger maximum than the last, and
+// the online softmax scales what it summed before (by factors down to e^-40) to the new one.
+TEST(Metrics, LateLargestLogitsMatchDoublePrecisionReference) {
+  check_against_reference({9, 3, 8, 2, 1000, 32, 2.0f, 0.02f, 4.0f}, 1e-3, 1e-9, 1e9);
 }
 
 TEST(Metrics, IdenticalReconstructionHasNoError) {

@@ -1,9 +1,12 @@
 #include "kvlab/engine/attention/metrics.h"
 
+#include "kvlab/engine/core/aligned.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <tuple>
 #include <vector>
 
@@ -128,7 +131,7 @@ D8 load8d(const float* p) {
 // (softmax max and sum, the KL's terms, squared logit errors) is a lane of a vector added up
 // over the tokens, and no matrix is ever transposed or packed. Rows are padded to kRowBlock.
 constexpr int kRowBlock = 32;  // two 16-float vectors of rows per token
-constexpr int kTile = 128;     // tokens per tile of the second pass
+constexpr int kTile = 128;     // tokens per tile
 
 // One KV head's rows [tokens][dim] of a tensor as stored: read in place when they are floats,
 // else converted into the caller's scratch as they are used (a layer's float copy is never made).
@@ -256,8 +259,7 @@ void weighted_sum(const float* w, int rows, const float* values, std::size_t str
 AttentionErrorSums attention_errors(std::span<const float> query_rows, const TensorView& keys,
                                     const TensorView& values, std::span<const float> key_hat_rows,
                                     std::span<const float> value_hat_rows,
-                                    const AttentionShape& shape, std::stop_token stop,
-                                    AttentionScratch* scratch) {
+                                    const AttentionShape& shape, std::stop_token stop) {
   AttentionErrorSums sums;
   const int q_heads = shape.q_heads, kv_heads = shape.kv_heads, dim = shape.dim;
   if (q_heads <= 0 || kv_heads <= 0 || dim <= 0) return sums;
@@ -275,75 +277,95 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows, const Ten
   const int rows = (live + kRowBlock - 1) / kRowBlock * kRowBlock;
   const int padded = (dim + 15) / 16 * 16;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(dim));
-  const auto t_rows = static_cast<std::size_t>(tokens) * rows;
+  const auto ur = static_cast<std::size_t>(rows);
+  const auto heads = static_cast<std::size_t>(kv_heads);
 
-  // Pass one writes both logit matrices [tokens][rows]; pass two reads them a tile at a time.
-  AttentionScratch own;
-  AttentionScratch& kept = scratch != nullptr ? *scratch : own;
-  kept.logits.resize(t_rows);  // every float written before it is read
-  kept.logits_hat.resize(t_rows);
-  HugePageFloats& logits = kept.logits;
-  HugePageFloats& logits_hat = kept.logits_hat;
-  std::vector<float> qt(static_cast<std::size_t>(dim) * rows);    // [dim][rows], zero-padded
-  AlignedFloats weights(static_cast<std::size_t>(kTile) * rows);  // 64-byte aligned
-  AlignedFloats weights_hat(weights.size());
+  // Each KV head's queries [dim][rows] (scaled by 1/sqrt(d), zero-padded) and its running
+  // softmax: the largest logit so far, and the sums below, scaled to it.
+  std::vector<float> qt(heads * static_cast<std::size_t>(dim) * ur, 0.0f);
+  for (int g = 0; g < kv_heads; ++g) {
+    float* q = qt.data() + static_cast<std::size_t>(g) * dim * ur;
+    for (int n = 0; n < nq; ++n) {
+      for (int i = 0; i < group; ++i) {
+        const float* src =
+            query_rows.data() + (static_cast<std::size_t>(n) * q_heads + g * group + i) * dim;
+        for (int d = 0; d < dim; ++d)
+          q[static_cast<std::size_t>(d) * ur + n * group + i] = src[d] * inv_sqrt_d;
+      }
+    }
+  }
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  std::vector<float> max(heads * ur, kNone), max_hat(heads * ur, kNone);
+  std::vector<double> sum(heads * ur), sum_hat(heads * ur), weighted_diff(heads * ur),
+      sq_diff(heads * ur);
+  std::vector<double> out(heads * ur * padded), out_hat(out.size());
+  // One tile's logits [tokens][rows] and softmax numerators, 64-byte aligned.
+  AlignedFloats logits(static_cast<std::size_t>(kTile) * ur), logits_hat(logits.size());
+  AlignedFloats weights(logits.size()), weights_hat(logits.size());
+  std::vector<float> tile_max(ur), tile_max_hat(ur);
   // A tile of V rows as floats padded to whole vectors (zeros past dim), where they cannot be read
   // in place; four K rows as floats.
   std::vector<float> tile_values(static_cast<std::size_t>(kTile) * padded, 0.0f);
   std::vector<float> tile_values_hat(tile_values.size(), 0.0f);
   std::vector<float> key_scratch(4 * static_cast<std::size_t>(dim));
-  std::vector<float> max(rows), max_hat(rows);
-  std::vector<double> sum(rows), sum_hat(rows), weighted_diff(rows), sq_diff(rows);
-  std::vector<double> out(static_cast<std::size_t>(rows) * padded);
-  std::vector<double> out_hat(out.size());
 
-  for (int g = 0; g < kv_heads && !stop.stop_requested(); ++g) {
-    std::fill(qt.begin(), qt.end(), 0.0f);
-    for (int n = 0; n < nq; ++n) {
-      for (int i = 0; i < group; ++i) {
-        const float* src =
-            query_rows.data() + (static_cast<std::size_t>(n) * q_heads + g * group + i) * dim;
-        for (int d = 0; d < dim; ++d) {
-          qt[static_cast<std::size_t>(d) * rows + n * group + i] = src[d] * inv_sqrt_d;
+  // Tiles of tokens in order, and within a tile every KV head: the rows are read as they lie in
+  // memory (a token's heads side by side), each once, and no logit is kept past its tile.
+  for (int t0 = 0; t0 < tokens; t0 += kTile) {
+    if (stop.stop_requested()) return sums;
+    const int n = std::min(kTile, tokens - t0);
+    const TensorView kt = keys.token_range(t0, t0 + n), kht = keys_hat.token_range(t0, t0 + n);
+    const TensorView vt = values.token_range(t0, t0 + n);
+    const TensorView vht = values_hat.token_range(t0, t0 + n);
+    for (int g = 0; g < kv_heads; ++g) {
+      const std::size_t gr = static_cast<std::size_t>(g) * ur;
+      const HeadRows k(kt, g), kh(kht, g), v(vt, g), vh(vht, g);
+      const float* q = qt.data() + gr * static_cast<std::size_t>(dim);
+      logits_block(k, n, dim, q, rows, key_scratch.data(), logits.data());
+      logits_block(kh, n, dim, q, rows, key_scratch.data(), logits_hat.data());
+      // Each row's largest logit so far, lane by lane; where it grew, the sums so far are scaled
+      // by exp(old - new) (in double), so every numerator below is exp(l - max) in float.
+      for (int r = 0; r < rows; r += 16) {
+        F16 m = load<F16>(max.data() + gr + r), mh = load<F16>(max_hat.data() + gr + r);
+        for (int t = 0; t < n; ++t) {
+          const F16 l = load<F16>(logits.data() + static_cast<std::size_t>(t) * ur + r);
+          const F16 lh = load<F16>(logits_hat.data() + static_cast<std::size_t>(t) * ur + r);
+          m = l > m ? l : m;
+          mh = lh > mh ? lh : mh;
+        }
+        store(tile_max.data() + r, m);
+        store(tile_max_hat.data() + r, mh);
+      }
+      for (int r = 0; r < rows; ++r) {
+        const std::size_t i = gr + static_cast<std::size_t>(r);
+        double* o = out.data() + i * padded;
+        double* oh = out_hat.data() + i * padded;
+        if (tile_max[r] > max[i]) {
+          const double f = std::exp(static_cast<double>(max[i]) - tile_max[r]);  // 0 at first
+          sum[i] *= f;
+          weighted_diff[i] *= f;
+          for (int d = 0; d < padded; ++d) o[d] *= f;
+          max[i] = tile_max[r];
+        }
+        if (tile_max_hat[r] > max_hat[i]) {
+          const double f = std::exp(static_cast<double>(max_hat[i]) - tile_max_hat[r]);
+          sum_hat[i] *= f;
+          for (int d = 0; d < padded; ++d) oh[d] *= f;
+          max_hat[i] = tile_max_hat[r];
         }
       }
-    }
-    const HeadRows k(keys, g), kh(keys_hat, g), v(values, g), vh(values_hat, g);
-    logits_block(k, tokens, dim, qt.data(), rows, key_scratch.data(), logits.data());
-    logits_block(kh, tokens, dim, qt.data(), rows, key_scratch.data(), logits_hat.data());
-    // Each row's largest logit, lane by lane.
-    for (int r = 0; r < rows; r += 16) {
-      F16 m = load<F16>(logits.data() + r), mh = load<F16>(logits_hat.data() + r);
-      for (int t = 1; t < tokens; ++t) {
-        const F16 l = load<F16>(logits.data() + static_cast<std::size_t>(t) * rows + r);
-        const F16 lh = load<F16>(logits_hat.data() + static_cast<std::size_t>(t) * rows + r);
-        m = l > m ? l : m;
-        mh = lh > mh ? lh : mh;
-      }
-      store(max.data() + r, m);
-      store(max_hat.data() + r, mh);
-    }
-    std::fill(sum.begin(), sum.end(), 0.0);
-    std::fill(sum_hat.begin(), sum_hat.end(), 0.0);
-    std::fill(weighted_diff.begin(), weighted_diff.end(), 0.0);
-    std::fill(sq_diff.begin(), sq_diff.end(), 0.0);
-    std::fill(out.begin(), out.end(), 0.0);
-    std::fill(out_hat.begin(), out_hat.end(), 0.0);
-    const Eigen::Map<const Eigen::ArrayXf> m(max.data(), rows), mh(max_hat.data(), rows);
-    for (int t0 = 0; t0 < tokens; t0 += kTile) {
-      const int n = std::min(kTile, tokens - t0);
-      const float* l = logits.data() + static_cast<std::size_t>(t0) * rows;
-      const float* lh = logits_hat.data() + static_cast<std::size_t>(t0) * rows;
       // The softmax numerators exp(l - max) in float, by Eigen's vectorised exp (Cephes'
       // polynomial, within 1 ulp) over the tile as one flat, aligned array of whole vectors: on
       // the column-wise expression Eigen calls the scalar expf, and on an unaligned array it
       // takes the first few by a scalar exp (a run's result would then hang on where the heap
       // put the buffer).
+      const Eigen::Map<const Eigen::ArrayXf> m(max.data() + gr, rows),
+          mh(max_hat.data() + gr, rows);
       const Eigen::Index cells = static_cast<Eigen::Index>(n) * rows;
       Eigen::Map<Eigen::ArrayXXf>(weights.data(), rows, n) =
-          Eigen::Map<const Eigen::ArrayXXf>(l, rows, n).colwise() - m;
+          Eigen::Map<const Eigen::ArrayXXf>(logits.data(), rows, n).colwise() - m;
       Eigen::Map<Eigen::ArrayXXf>(weights_hat.data(), rows, n) =
-          Eigen::Map<const Eigen::ArrayXXf>(lh, rows, n).colwise() - mh;
+          Eigen::Map<const Eigen::ArrayXXf>(logits_hat.data(), rows, n).colwise() - mh;
       Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> e(weights.data(), cells);
       Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> eh(weights_hat.data(), cells);
       e = e.exp();
@@ -351,27 +373,28 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows, const Ten
       // Per row, in double: sum e, sum e_hat, sum e (l - l_hat) and sum (l - l_hat)^2. The
       // logits' difference is taken in float, exact when they are close. Eight rows at a time
       // over the tile's tokens, the sums in registers.
-      v.prefetch(t0, n);  // for the sums of e V below
-      vh.prefetch(t0, n);
+      v.prefetch(0, n);  // for the sums of e V below
+      vh.prefetch(0, n);
       for (int r = 0; r < rows; r += 8) {
-        D8 s = load<D8>(sum.data() + r), sh = load<D8>(sum_hat.data() + r);
-        D8 wd = load<D8>(weighted_diff.data() + r), sq = load<D8>(sq_diff.data() + r);
+        const std::size_t i = gr + static_cast<std::size_t>(r);
+        D8 s = load<D8>(sum.data() + i), sh = load<D8>(sum_hat.data() + i);
+        D8 wd = load<D8>(weighted_diff.data() + i), sq = load<D8>(sq_diff.data() + i);
         for (int t = 0; t < n; ++t) {
-          const std::size_t at = static_cast<std::size_t>(t) * rows + r;
+          const std::size_t at = static_cast<std::size_t>(t) * ur + r;
           F8 lf, lhf;
-          std::memcpy(&lf, l + at, sizeof lf);
-          std::memcpy(&lhf, lh + at, sizeof lhf);
+          std::memcpy(&lf, logits.data() + at, sizeof lf);
+          std::memcpy(&lhf, logits_hat.data() + at, sizeof lhf);
           const D8 diff = __builtin_convertvector(lf - lhf, D8);
-          const D8 e = load8d(weights.data() + at);
-          s += e;
+          const D8 w = load8d(weights.data() + at);
+          s += w;
           sh += load8d(weights_hat.data() + at);
-          wd += e * diff;
+          wd += w * diff;
           sq += diff * diff;
         }
-        store(sum.data() + r, s);
-        store(sum_hat.data() + r, sh);
-        store(weighted_diff.data() + r, wd);
-        store(sq_diff.data() + r, sq);
+        store(sum.data() + i, s);
+        store(sum_hat.data() + i, sh);
+        store(weighted_diff.data() + i, wd);
+        store(sq_diff.data() + i, sq);
       }
       // The outputs' numerators sum e V, the float sum of the tile added in double.
       for (const auto& [rows_of, tile, w, o] :
@@ -380,23 +403,25 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows, const Ten
         const float* first = nullptr;
         std::size_t v_stride = static_cast<std::size_t>(padded);
         if (rows_of->in_place() && padded == dim) {
-          first = rows_of->row(t0, nullptr);
+          first = rows_of->row(0, nullptr);
           v_stride = rows_of->float_stride();
         } else {  // converted or copied to rows of whole vectors, zero beyond dim
           for (int t = 0; t < n; ++t) {
             float* dst = tile->data() + static_cast<std::size_t>(t) * padded;
-            const float* src = rows_of->row(t0 + t, dst);
+            const float* src = rows_of->row(t, dst);
             if (src != dst) std::memcpy(dst, src, static_cast<std::size_t>(dim) * sizeof(float));
           }
           first = tile->data();
         }
-        weighted_sum(w->data(), rows, first, v_stride, n, padded, o->data());
+        weighted_sum(w->data(), rows, first, v_stride, n, padded, o->data() + gr * padded);
       }
     }
-    // Per row: lse = max + log(sum e); KL(p || p_hat) = sum p (l - l_hat) - (lse - lse_hat);
-    // o = sum e V / sum e.
+  }
+  // Per row: lse = max + log(sum e); KL(p || p_hat) = sum p (l - l_hat) - (lse - lse_hat);
+  // o = sum e V / sum e.
+  for (int g = 0; g < kv_heads; ++g) {
     for (int r = 0; r < live; ++r) {
-      const auto ri = static_cast<std::size_t>(r);
+      const std::size_t ri = static_cast<std::size_t>(g) * ur + static_cast<std::size_t>(r);
       sums.sum_sq_logit_err += sq_diff[ri];
       const double lse = max[ri] + std::log(sum[ri]);
       const double lse_hat = max_hat[ri] + std::log(sum_hat[ri]);

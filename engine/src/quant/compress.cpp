@@ -148,13 +148,12 @@ struct LayerOutcome {
 
 // A thread's working tensors, kept from layer to layer of one run: the reconstructions of K and
 // V (134 MB each at 32K context; fresh ones would be zero-filled and page-faulted in again for
-// every layer), the keys turned by RoPE where the source holds them before it, and the attention
-// metrics' logits. The originals are read as stored, never copied to floats. Huge pages make the
-// first touch and the freeing at the end (or on a cancel) quicker.
+// every layer) and the keys turned by RoPE where the source holds them before it. The originals
+// are read as stored, never copied to floats. Huge pages make the first touch and the freeing at
+// the end (or on a cancel) quicker.
 struct LayerBuffers {
   std::array<HugePageFloats, 2> hats;
   HugePageFloats rotated_keys;
-  AttentionScratch attention;
 };
 
 // Sizes a working buffer to n floats. New memory is touched a slice at a time with a cancel
@@ -246,10 +245,9 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
       }
       keys = TensorView::of_floats(rotated, cache.shape.kv_heads, cache.shape.head_dim);
     }
-    out.attention =
-        attention_errors(q, keys, lkv.value.view(), hats[0], hats[1],
-                         {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim},
-                         progress.stop_token(), &buffers.attention);
+    out.attention = attention_errors(
+        q, keys, lkv.value.view(), hats[0], hats[1],
+        {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim}, progress.stop_token());
     KVLAB_TRY(progress.keep_going(0.99));  // the sums are partial if it stopped
     fill_attention(lr.error, out.attention);
   }

@@ -6,7 +6,6 @@
 #include <span>
 #include <stop_token>
 
-#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/tensor.h"
 
 namespace kvlab {
@@ -45,24 +44,18 @@ struct AttentionShape {
   int q_heads = 0, kv_heads = 0, dim = 0;
 };
 
-// Working memory attention_errors can keep from call to call: the logits of one KV head's rows
-// over every token (8 MB at 32K tokens). Fresh memory for each call costs the kernel's zeroing of
-// its pages, a tenth of the call's time.
-struct AttentionScratch {
-  HugePageFloats logits, logits_hat;
-};
-
 // Attention of `queries` [nq, q_heads, dim] (row-major floats) over `keys`/`values` [tokens,
 // kv_heads, dim] as stored (any dtype: rows are read in place when they are floats, else
 // converted as they are used), once with them and once with the reconstructions `keys_hat`/
 // `values_hat` (row-major floats of the same shape); GQA maps query head h to KV head
 // h / (q_heads / kv_heads). Every query attends to every token. nq is the queries' size over a
-// row; tokens the fewest any of the four holds. A stop request is seen between KV heads (tens of
-// milliseconds apart at 32K tokens); the sums are then partial, for the caller to discard.
-// `scratch`, if given, is reused (and grown as needed).
+// row; tokens the fewest any of the four holds. The softmax is taken online, a tile of tokens at
+// a time for every KV head (Milakov and Gimelshein 2018): the rows are read once, in the order they
+// lie in memory, and no logit is kept past its tile. A stop request is seen between tiles (a
+// fraction of a millisecond apart); the sums are then partial, for the caller to discard.
 AttentionErrorSums attention_errors(std::span<const float> queries, const TensorView& keys,
                                     const TensorView& values, std::span<const float> keys_hat,
                                     std::span<const float> values_hat, const AttentionShape& shape,
-                                    std::stop_token stop = {}, AttentionScratch* scratch = nullptr);
+                                    std::stop_token stop = {});
 
 }  // namespace kvlab
