@@ -1,7 +1,5 @@
 #include "kvlab/engine/attention/metrics.h"
 
-#include "kvlab/engine/core/aligned.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +9,8 @@
 #include <vector>
 
 #include <Eigen/Dense>
+
+#include "kvlab/engine/core/aligned.h"
 
 namespace kvlab {
 
