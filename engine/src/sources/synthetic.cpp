@@ -105,6 +105,8 @@ struct HeadDraws {
   std::vector<float> mean, sd, attention, needle;  // the key statistics and plan in float
   HeadPlan plan;
   double sum_proj = 0, sum_proj2 = 0, sum_needle_proj = 0;  // over tokens, in double
+  double q_scale = 0;                                       // set once the keys are made
+  std::vector<float> value_mean{};                          // drawn once the keys are made
 };
 
 // One layer: keys, values and queries, written into `out`. Layers are independent streams, so
@@ -159,27 +161,36 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
            static_cast<std::size_t>(g) * ud;
   };
 
-  // A tile is a multiple of RoPE's anchor interval, so tiles turn keys as one pass would.
+  // Makes a tensor a tile of tokens at a time: each token's rows head by head by make_row(t,
+  // head's draws, row), then finish_tile(t0, t1) does the rest of the tile and writes it. A tile is
+  // a multiple of RoPE's anchor interval, so tiles turn keys as one pass would. `part` is where
+  // the tensor's half of the layer's progress begins.
   constexpr int kTile = kRopeAnchor;
-  const auto tile_progress = [&](int t0, double base) -> Status {
-    if ((t0 & 8191) == 0) return progress.keep_going(base + 0.5 * t0 / t_count);
+  std::vector<float> tile(kTile * token_floats);
+  const auto make_tiles = [&](double part, const auto& make_row,
+                              const auto& finish_tile) -> Status {
+    for (int t0 = 0; t0 < t_count; t0 += kTile) {
+      if ((t0 & 8191) == 0) KVLAB_TRY(progress.keep_going(part + 0.5 * t0 / t_count));
+      const int t1 = std::min(t_count, t0 + kTile);
+      for (int t = t0; t < t1; ++t) {
+        for (int g = 0; g < heads; ++g) {
+          make_row(t, draws[static_cast<std::size_t>(g)],
+                   tile.data() + static_cast<std::size_t>(t - t0) * token_floats + g * ud);
+        }
+      }
+      finish_tile(t0, t1);
+    }
     return Ok{};
   };
-  std::vector<float> tile(kTile * token_floats);
+
   auto next_planted = planted.begin();
   // Ordinary keys: mean + sd * noise, turned by position by the cache's own RoPE (adjacent pairs,
   // apply_rope_rows). Sums over tokens in double; each token's dot products in float.
-  for (int t0 = 0; t0 < t_count; t0 += kTile) {
-    KVLAB_TRY(tile_progress(t0, 0.0));
-    const int t1 = std::min(t_count, t0 + kTile);
-    for (int t = t0; t < t1; ++t) {
-      for (int g = 0; g < heads; ++g) {
-        HeadDraws& h = draws[static_cast<std::size_t>(g)];
-        float* k = tile.data() + static_cast<std::size_t>(t - t0) * token_floats + g * ud;
-        h.noise.fill({k, ud});
-        for (int i = 0; i < d; ++i) k[i] = h.mean[i] + h.sd[i] * k[i];
-      }
-    }
+  const auto make_key = [&](int, HeadDraws& h, float* k) {
+    h.noise.fill({k, ud});
+    for (int i = 0; i < d; ++i) k[i] = h.mean[i] + h.sd[i] * k[i];
+  };
+  const auto finish_keys = [&](int t0, int t1) {
     apply_rope_rows(tile.data(), t0, t1, heads, d, rope);
     for (int t = t0; t < t1; ++t) {
       const float* row = tile.data() + static_cast<std::size_t>(t - t0) * token_floats;
@@ -197,16 +208,16 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
       }
     }
     out.key.store_tokens(t0, {tile.data(), static_cast<std::size_t>(t1 - t0) * token_floats});
-  }
+  };
+  KVLAB_TRY(make_tiles(0.0, make_key, finish_keys));
 
-  std::vector<double> q_scales(static_cast<std::size_t>(heads));
   for (int g = 0; g < heads; ++g) {
     HeadDraws& h = draws[static_cast<std::size_t>(g)];
     // Query strength so ordinary tokens' logits q.k/sqrt(d) spread with std ~1.5.
     const double mean_proj = h.sum_proj / t_count;
     const double sd_proj = std::sqrt(std::max(1e-6, h.sum_proj2 / t_count - mean_proj * mean_proj));
     const double q_scale = 1.5 * std::sqrt(static_cast<double>(d)) / sd_proj;
-    q_scales[static_cast<std::size_t>(g)] = q_scale;
+    h.q_scale = q_scale;
     // A planted token's projection on `dir` is set (not added to) so its logit sits
     // `logit_boost` above an average token's, whatever its own random part was.
     const auto plant = [&](int t, const std::vector<double>& dir, double base, double logit_boost) {
@@ -231,34 +242,25 @@ Status generate_layer(const SyntheticConfig& c, const SyntheticPreset& preset,
   // (Xiao et al. 2024, Sec. 3; Sun et al. 2024, "Massive Activations", Sec. 4).
   // Each head's values also share a per-channel mean, so attention outputs have a norm well
   // above the noise of averaging random vectors.
-  std::vector<std::vector<float>> value_means;
   for (HeadDraws& h : draws) {
-    std::vector<float> value_mean(ud);
-    for (auto& m : value_mean) m = static_cast<float>(0.7 * h.rng.normal());
-    value_means.push_back(std::move(value_mean));
+    h.value_mean.resize(ud);
+    for (auto& m : h.value_mean) m = static_cast<float>(0.7 * h.rng.normal());
   }
-  for (int t0 = 0; t0 < t_count; t0 += kTile) {
-    KVLAB_TRY(tile_progress(t0, 0.5));
-    const int t1 = std::min(t_count, t0 + kTile);
-    for (int t = t0; t < t1; ++t) {
-      for (int g = 0; g < heads; ++g) {
-        HeadDraws& h = draws[static_cast<std::size_t>(g)];
-        const std::vector<float>& value_mean = value_means[static_cast<std::size_t>(g)];
-        const float scale =
-            static_cast<float>(std::exp(0.2 * h.noise.next())) * (t == marks.sink ? 0.1f : 1.0f);
-        float* row = tile.data() + static_cast<std::size_t>(t - t0) * token_floats + g * ud;
-        h.noise.fill({row, ud});
-        for (int i = 0; i < d; ++i) row[i] = scale * (value_mean[i] + row[i]);
-      }
-    }
+  const auto make_value = [&](int t, HeadDraws& h, float* row) {
+    const float scale =
+        static_cast<float>(std::exp(0.2 * h.noise.next())) * (t == marks.sink ? 0.1f : 1.0f);
+    h.noise.fill({row, ud});
+    for (int i = 0; i < d; ++i) row[i] = scale * (h.value_mean[i] + row[i]);
+  };
+  KVLAB_TRY(make_tiles(0.5, make_value, [&](int t0, int t1) {
     out.value.store_tokens(t0, {tile.data(), static_cast<std::size_t>(t1 - t0) * token_floats});
-  }
+  }));
 
   // Decode-time queries for the heads of each group; the last one also looks for the needle.
   std::vector<float> row(ud);
   for (int g = 0; g < heads; ++g) {
     HeadDraws& h = draws[static_cast<std::size_t>(g)];
-    const double q_scale = q_scales[static_cast<std::size_t>(g)];
+    const double q_scale = h.q_scale;
     const double noise_sd = 0.1 * q_scale / std::sqrt(static_cast<double>(d));
     for (int n = 0; n < c.queries; ++n) {
       for (int k = 0; k < group; ++k) {
