@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "kvlab/engine/io/report_json.h"
 #include "kvlab/engine/quant/compress.h"
@@ -116,17 +117,28 @@ TEST(Compress, NonFiniteInputIsNamed) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("layers.1.value"), std::string::npos) << r.message();
   EXPECT_NE(r.message().find("token 7, head 1, channel 3"), std::string::npos) << r.message();
-  // An infinity past the first slice the check converts (TensorView::kFloatSlice, 8192 floats;
-  // with 2 KV heads of 16, token 600 starts at float 19200), in the keys of layer 0; a finite
-  // cache passes.
-  KvCache longer = tiny_cache(1000);
-  ASSERT_TRUE(compress_cache(longer, MethodConfig{}).ok());
-  longer.layers[0].key.set(600, 0, 15, -INFINITY);
-  r = compress_cache(longer, MethodConfig{});
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.message().find("layers.0.key holds -inf at token 600, head 0, channel 15"),
-            std::string::npos)
-      << r.message();
+  // In each dtype the check reads (the bits, unconverted): an infinity in the second slice of
+  // 65536 values (with 2 KV heads of 16, token 2500 starts at value 80000), in the keys of
+  // layer 0, and the largest finite value (all but the lowest exponent bit set), which passes.
+  for (DType dtype : {DType::F16, DType::BF16, DType::F32}) {
+    SyntheticConfig c;
+    c.preset = "tiny";
+    c.context = 3000;
+    c.dtype = dtype;
+    auto longer = generate_synthetic(c);
+    ASSERT_TRUE(longer.ok()) << longer.message();
+    const float largest = dtype == DType::F16    ? 65504.0f
+                          : dtype == DType::BF16 ? bf16_to_float(0x7f7f)
+                                                 : std::numeric_limits<float>::max();
+    longer->layers[0].key.set(2500, 1, 3, largest);
+    EXPECT_TRUE(compress_cache(*longer, MethodConfig{}).ok()) << dtype_name(dtype);
+    longer->layers[0].key.set(2500, 0, 15, -INFINITY);
+    r = compress_cache(*longer, MethodConfig{});
+    ASSERT_FALSE(r.ok()) << dtype_name(dtype);
+    EXPECT_NE(r.message().find("layers.0.key holds -inf at token 2500, head 0, channel 15"),
+              std::string::npos)
+        << r.message();
+  }
 }
 
 TEST(Compress, CancelReturnsCancelled) {

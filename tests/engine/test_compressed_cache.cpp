@@ -50,8 +50,8 @@ OneShot one_shot(const Tensor& x, int tokens, TensorRole role, const CompressedC
   if (tokens == 0) return o;
   detail::quantize_groups(x.view().token_range(0, tokens), role, spec, o.codes.data(), 0,
                           o.steps.data(), o.mins.data());
-  detail::dequantize_groups(o.codes.data(), 0, o.steps.data(), o.mins.data(), role, spec, tokens,
-                            x.heads(), x.dim(), o.recon.data());
+  detail::dequantize_groups(o.codes.data(), 0, o.steps.data(), o.mins.data(), role, spec, x.heads(),
+                            x.dim(), 0, tokens, o.recon.data());
   return o;
 }
 

@@ -256,35 +256,24 @@ void weighted_sum(const float* w, int rows, const float* values, std::size_t str
 
 }  // namespace
 
-AttentionErrorSums attention_errors(std::span<const float> query_rows, const TensorView& keys,
-                                    const TensorView& values, std::span<const float> key_hat_rows,
-                                    std::span<const float> value_hat_rows,
-                                    const AttentionShape& shape, std::stop_token stop) {
-  AttentionErrorSums sums;
+AttentionErrorAccumulator::AttentionErrorAccumulator(std::span<const float> query_rows,
+                                                     const AttentionShape& shape) {
   const int q_heads = shape.q_heads, kv_heads = shape.kv_heads, dim = shape.dim;
-  if (q_heads <= 0 || kv_heads <= 0 || dim <= 0) return sums;
-  for (const TensorView* v : {&keys, &values}) {
-    if (v->heads() != kv_heads || v->dim() != dim) return sums;
-  }
-  const TensorView keys_hat = TensorView::of_floats(key_hat_rows, kv_heads, dim);
-  const TensorView values_hat = TensorView::of_floats(value_hat_rows, kv_heads, dim);
+  if (q_heads <= 0 || kv_heads <= 0 || dim <= 0) return;
   const int nq = static_cast<int>(query_rows.size() / (static_cast<std::size_t>(q_heads) * dim));
-  const int tokens =
-      std::min({keys.tokens(), values.tokens(), keys_hat.tokens(), values_hat.tokens()});
-  if (nq <= 0 || tokens <= 0) return sums;
+  if (nq <= 0) return;
   const int group = q_heads / kv_heads;
-  const int live = nq * group;  // rows of one KV head: (query, query head) pairs
-  const int rows = (live + kRowBlock - 1) / kRowBlock * kRowBlock;
-  const int padded = (dim + 15) / 16 * 16;
+  m_kv_heads = kv_heads;
+  m_dim = dim;
+  m_live = nq * group;  // rows of one KV head: (query, query head) pairs
+  m_rows = (m_live + kRowBlock - 1) / kRowBlock * kRowBlock;
+  m_padded = (dim + 15) / 16 * 16;
   const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(dim));
-  const auto ur = static_cast<std::size_t>(rows);
+  const auto ur = static_cast<std::size_t>(m_rows);
   const auto heads = static_cast<std::size_t>(kv_heads);
-
-  // Each KV head's queries [dim][rows] (scaled by 1/sqrt(d), zero-padded) and its running
-  // softmax: the largest logit so far, and the sums below, scaled to it.
-  std::vector<float> qt(heads * static_cast<std::size_t>(dim) * ur, 0.0f);
+  m_qt.assign(heads * static_cast<std::size_t>(dim) * ur, 0.0f);
   for (int g = 0; g < kv_heads; ++g) {
-    float* q = qt.data() + static_cast<std::size_t>(g) * dim * ur;
+    float* q = m_qt.data() + static_cast<std::size_t>(g) * dim * ur;
     for (int n = 0; n < nq; ++n) {
       for (int i = 0; i < group; ++i) {
         const float* src =
@@ -295,150 +284,194 @@ AttentionErrorSums attention_errors(std::span<const float> query_rows, const Ten
     }
   }
   constexpr float kNone = -std::numeric_limits<float>::infinity();
-  std::vector<float> max(heads * ur, kNone), max_hat(heads * ur, kNone);
-  std::vector<double> sum(heads * ur), sum_hat(heads * ur), weighted_diff(heads * ur),
-      sq_diff(heads * ur);
-  std::vector<double> out(heads * ur * padded), out_hat(out.size());
-  // One tile's logits [tokens][rows] and softmax numerators, 64-byte aligned.
-  AlignedFloats logits(static_cast<std::size_t>(kTile) * ur), logits_hat(logits.size());
-  AlignedFloats weights(logits.size()), weights_hat(logits.size());
-  std::vector<float> tile_max(ur), tile_max_hat(ur);
-  // A tile of V rows as floats padded to whole vectors (zeros past dim), where they cannot be read
-  // in place; four K rows as floats.
-  std::vector<float> tile_values(static_cast<std::size_t>(kTile) * padded, 0.0f);
-  std::vector<float> tile_values_hat(tile_values.size(), 0.0f);
-  std::vector<float> key_scratch(4 * static_cast<std::size_t>(dim));
+  m_max.assign(heads * ur, kNone);
+  m_max_hat.assign(heads * ur, kNone);
+  for (std::vector<double>* v : {&m_sum, &m_sum_hat, &m_weighted_diff, &m_sq_diff})
+    v->assign(heads * ur, 0.0);
+  m_out.assign(heads * ur * m_padded, 0.0);
+  m_out_hat.assign(m_out.size(), 0.0);
+  for (AlignedFloats* v : {&m_logits, &m_logits_hat, &m_weights, &m_weights_hat})
+    v->resize(static_cast<std::size_t>(kTile) * ur);
+  m_tile_max.resize(ur);
+  m_tile_max_hat.resize(ur);
+  m_tile_values.assign(static_cast<std::size_t>(kTile) * m_padded, 0.0f);
+  m_tile_values_hat.assign(m_tile_values.size(), 0.0f);
+  m_key_scratch.resize(4 * static_cast<std::size_t>(dim));
+}
 
-  // Tiles of tokens in order, and within a tile every KV head: the rows are read as they lie in
-  // memory (a token's heads side by side), each once, and no logit is kept past its tile.
+void AttentionErrorAccumulator::add(const TensorView& keys, const TensorView& values,
+                                    std::span<const float> keys_hat,
+                                    std::span<const float> values_hat) {
+  if (m_rows == 0) return;
+  for (const TensorView* v : {&keys, &values}) {
+    if (v->heads() != m_kv_heads || v->dim() != m_dim) return;
+  }
+  const TensorView kh = TensorView::of_floats(keys_hat, m_kv_heads, m_dim);
+  const TensorView vh = TensorView::of_floats(values_hat, m_kv_heads, m_dim);
+  const int tokens = std::min({keys.tokens(), values.tokens(), kh.tokens(), vh.tokens()});
   for (int t0 = 0; t0 < tokens; t0 += kTile) {
-    if (stop.stop_requested()) return sums;
-    const int n = std::min(kTile, tokens - t0);
-    const TensorView kt = keys.token_range(t0, t0 + n), kht = keys_hat.token_range(t0, t0 + n);
-    const TensorView vt = values.token_range(t0, t0 + n);
-    const TensorView vht = values_hat.token_range(t0, t0 + n);
-    for (int g = 0; g < kv_heads; ++g) {
-      const std::size_t gr = static_cast<std::size_t>(g) * ur;
-      const HeadRows k(kt, g), kh(kht, g), v(vt, g), vh(vht, g);
-      const float* q = qt.data() + gr * static_cast<std::size_t>(dim);
-      logits_block(k, n, dim, q, rows, key_scratch.data(), logits.data());
-      logits_block(kh, n, dim, q, rows, key_scratch.data(), logits_hat.data());
-      // Each row's largest logit so far, lane by lane; where it grew, the sums so far are scaled
-      // by exp(old - new) (in double), so every numerator below is exp(l - max) in float.
-      for (int r = 0; r < rows; r += 16) {
-        F16 m = load<F16>(max.data() + gr + r), mh = load<F16>(max_hat.data() + gr + r);
-        for (int t = 0; t < n; ++t) {
-          const F16 l = load<F16>(logits.data() + static_cast<std::size_t>(t) * ur + r);
-          const F16 lh = load<F16>(logits_hat.data() + static_cast<std::size_t>(t) * ur + r);
-          m = l > m ? l : m;
-          mh = lh > mh ? lh : mh;
-        }
-        store(tile_max.data() + r, m);
-        store(tile_max_hat.data() + r, mh);
+    const int t1 = std::min(tokens, t0 + kTile);
+    add_tile(keys.token_range(t0, t1), values.token_range(t0, t1), kh.token_range(t0, t1),
+             vh.token_range(t0, t1));
+  }
+}
+
+// At most kTile tokens, and within them every KV head: the rows are read as they lie in memory (a
+// token's heads side by side), each once, and no logit is kept past its tile.
+void AttentionErrorAccumulator::add_tile(const TensorView& kt, const TensorView& vt,
+                                         const TensorView& kht, const TensorView& vht) {
+  const int n = kt.tokens(), dim = m_dim, rows = m_rows, padded = m_padded;
+  const auto ur = static_cast<std::size_t>(rows);
+  float* const logits = m_logits.data();
+  float* const logits_hat = m_logits_hat.data();
+  for (int g = 0; g < m_kv_heads; ++g) {
+    const std::size_t gr = static_cast<std::size_t>(g) * ur;
+    const HeadRows k(kt, g), kh(kht, g), v(vt, g), vh(vht, g);
+    const float* q = m_qt.data() + gr * static_cast<std::size_t>(dim);
+    logits_block(k, n, dim, q, rows, m_key_scratch.data(), logits);
+    logits_block(kh, n, dim, q, rows, m_key_scratch.data(), logits_hat);
+    // Each row's largest logit so far, lane by lane; where it grew, the sums so far are scaled
+    // by exp(old - new) (in double), so every numerator below is exp(l - max) in float.
+    for (int r = 0; r < rows; r += 16) {
+      F16 m = load<F16>(m_max.data() + gr + r), mh = load<F16>(m_max_hat.data() + gr + r);
+      for (int t = 0; t < n; ++t) {
+        const F16 l = load<F16>(logits + static_cast<std::size_t>(t) * ur + r);
+        const F16 lh = load<F16>(logits_hat + static_cast<std::size_t>(t) * ur + r);
+        m = l > m ? l : m;
+        mh = lh > mh ? lh : mh;
       }
-      for (int r = 0; r < rows; ++r) {
-        const std::size_t i = gr + static_cast<std::size_t>(r);
-        double* o = out.data() + i * padded;
-        double* oh = out_hat.data() + i * padded;
-        if (tile_max[r] > max[i]) {
-          const double f = std::exp(static_cast<double>(max[i]) - tile_max[r]);  // 0 at first
-          sum[i] *= f;
-          weighted_diff[i] *= f;
-          for (int d = 0; d < padded; ++d) o[d] *= f;
-          max[i] = tile_max[r];
-        }
-        if (tile_max_hat[r] > max_hat[i]) {
-          const double f = std::exp(static_cast<double>(max_hat[i]) - tile_max_hat[r]);
-          sum_hat[i] *= f;
-          for (int d = 0; d < padded; ++d) oh[d] *= f;
-          max_hat[i] = tile_max_hat[r];
-        }
+      store(m_tile_max.data() + r, m);
+      store(m_tile_max_hat.data() + r, mh);
+    }
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t i = gr + static_cast<std::size_t>(r);
+      double* o = m_out.data() + i * padded;
+      double* oh = m_out_hat.data() + i * padded;
+      if (m_tile_max[r] > m_max[i]) {
+        const double f = std::exp(static_cast<double>(m_max[i]) - m_tile_max[r]);  // 0 at first
+        m_sum[i] *= f;
+        m_weighted_diff[i] *= f;
+        for (int d = 0; d < padded; ++d) o[d] *= f;
+        m_max[i] = m_tile_max[r];
       }
-      // The softmax numerators exp(l - max) in float, by Eigen's vectorised exp (Cephes'
-      // polynomial, within 1 ulp) over the tile as one flat, aligned array of whole vectors: on
-      // the column-wise expression Eigen calls the scalar expf, and on an unaligned array it
-      // takes the first few by a scalar exp (a run's result would then hang on where the heap
-      // put the buffer).
-      const Eigen::Map<const Eigen::ArrayXf> m(max.data() + gr, rows),
-          mh(max_hat.data() + gr, rows);
-      const Eigen::Index cells = static_cast<Eigen::Index>(n) * rows;
-      Eigen::Map<Eigen::ArrayXXf>(weights.data(), rows, n) =
-          Eigen::Map<const Eigen::ArrayXXf>(logits.data(), rows, n).colwise() - m;
-      Eigen::Map<Eigen::ArrayXXf>(weights_hat.data(), rows, n) =
-          Eigen::Map<const Eigen::ArrayXXf>(logits_hat.data(), rows, n).colwise() - mh;
-      Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> e(weights.data(), cells);
-      Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> eh(weights_hat.data(), cells);
-      e = e.exp();
-      eh = eh.exp();
-      // Per row, in double: sum e, sum e_hat, sum e (l - l_hat) and sum (l - l_hat)^2. The
-      // logits' difference is taken in float, exact when they are close. Eight rows at a time
-      // over the tile's tokens, the sums in registers.
-      v.prefetch(0, n);  // for the sums of e V below
-      vh.prefetch(0, n);
-      for (int r = 0; r < rows; r += 8) {
-        const std::size_t i = gr + static_cast<std::size_t>(r);
-        D8 s = load<D8>(sum.data() + i), sh = load<D8>(sum_hat.data() + i);
-        D8 wd = load<D8>(weighted_diff.data() + i), sq = load<D8>(sq_diff.data() + i);
-        for (int t = 0; t < n; ++t) {
-          const std::size_t at = static_cast<std::size_t>(t) * ur + r;
-          F8 lf, lhf;
-          std::memcpy(&lf, logits.data() + at, sizeof lf);
-          std::memcpy(&lhf, logits_hat.data() + at, sizeof lhf);
-          const D8 diff = __builtin_convertvector(lf - lhf, D8);
-          const D8 w = load8d(weights.data() + at);
-          s += w;
-          sh += load8d(weights_hat.data() + at);
-          wd += w * diff;
-          sq += diff * diff;
-        }
-        store(sum.data() + i, s);
-        store(sum_hat.data() + i, sh);
-        store(weighted_diff.data() + i, wd);
-        store(sq_diff.data() + i, sq);
-      }
-      // The outputs' numerators sum e V, the float sum of the tile added in double.
-      for (const auto& [rows_of, tile, w, o] :
-           {std::tuple{&v, &tile_values, &weights, &out},
-            std::tuple{&vh, &tile_values_hat, &weights_hat, &out_hat}}) {
-        const float* first = nullptr;
-        std::size_t v_stride = static_cast<std::size_t>(padded);
-        if (rows_of->in_place() && padded == dim) {
-          first = rows_of->row(0, nullptr);
-          v_stride = rows_of->float_stride();
-        } else {  // converted or copied to rows of whole vectors, zero beyond dim
-          for (int t = 0; t < n; ++t) {
-            float* dst = tile->data() + static_cast<std::size_t>(t) * padded;
-            const float* src = rows_of->row(t, dst);
-            if (src != dst) std::memcpy(dst, src, static_cast<std::size_t>(dim) * sizeof(float));
-          }
-          first = tile->data();
-        }
-        weighted_sum(w->data(), rows, first, v_stride, n, padded, o->data() + gr * padded);
+      if (m_tile_max_hat[r] > m_max_hat[i]) {
+        const double f = std::exp(static_cast<double>(m_max_hat[i]) - m_tile_max_hat[r]);
+        m_sum_hat[i] *= f;
+        for (int d = 0; d < padded; ++d) oh[d] *= f;
+        m_max_hat[i] = m_tile_max_hat[r];
       }
     }
+    // The softmax numerators exp(l - max) in float, by Eigen's vectorised exp (Cephes'
+    // polynomial, within 1 ulp) over the tile as one flat, aligned array of whole vectors: on
+    // the column-wise expression Eigen calls the scalar expf, and on an unaligned array it
+    // takes the first few by a scalar exp (a run's result would then hang on where the heap
+    // put the buffer).
+    const Eigen::Map<const Eigen::ArrayXf> m(m_max.data() + gr, rows),
+        mh(m_max_hat.data() + gr, rows);
+    const Eigen::Index cells = static_cast<Eigen::Index>(n) * rows;
+    Eigen::Map<Eigen::ArrayXXf>(m_weights.data(), rows, n) =
+        Eigen::Map<const Eigen::ArrayXXf>(logits, rows, n).colwise() - m;
+    Eigen::Map<Eigen::ArrayXXf>(m_weights_hat.data(), rows, n) =
+        Eigen::Map<const Eigen::ArrayXXf>(logits_hat, rows, n).colwise() - mh;
+    Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> e(m_weights.data(), cells);
+    Eigen::Map<Eigen::ArrayXf, Eigen::Aligned64> eh(m_weights_hat.data(), cells);
+    e = e.exp();
+    eh = eh.exp();
+    // Per row, in double: sum e, sum e_hat, sum e (l - l_hat) and sum (l - l_hat)^2. The
+    // logits' difference is taken in float, exact when they are close. Eight rows at a time
+    // over the tile's tokens, the sums in registers.
+    v.prefetch(0, n);  // for the sums of e V below
+    vh.prefetch(0, n);
+    for (int r = 0; r < rows; r += 8) {
+      const std::size_t i = gr + static_cast<std::size_t>(r);
+      D8 s = load<D8>(m_sum.data() + i), sh = load<D8>(m_sum_hat.data() + i);
+      D8 wd = load<D8>(m_weighted_diff.data() + i), sq = load<D8>(m_sq_diff.data() + i);
+      for (int t = 0; t < n; ++t) {
+        const std::size_t at = static_cast<std::size_t>(t) * ur + r;
+        F8 lf, lhf;
+        std::memcpy(&lf, logits + at, sizeof lf);
+        std::memcpy(&lhf, logits_hat + at, sizeof lhf);
+        const D8 diff = __builtin_convertvector(lf - lhf, D8);
+        const D8 w = load8d(m_weights.data() + at);
+        s += w;
+        sh += load8d(m_weights_hat.data() + at);
+        wd += w * diff;
+        sq += diff * diff;
+      }
+      store(m_sum.data() + i, s);
+      store(m_sum_hat.data() + i, sh);
+      store(m_weighted_diff.data() + i, wd);
+      store(m_sq_diff.data() + i, sq);
+    }
+    // The outputs' numerators sum e V, the float sum of the tile added in double.
+    for (const auto& [rows_of, tile, w, o] :
+         {std::tuple{&v, &m_tile_values, &m_weights, &m_out},
+          std::tuple{&vh, &m_tile_values_hat, &m_weights_hat, &m_out_hat}}) {
+      const float* first = nullptr;
+      std::size_t v_stride = static_cast<std::size_t>(padded);
+      if (rows_of->in_place() && padded == dim) {
+        first = rows_of->row(0, nullptr);
+        v_stride = rows_of->float_stride();
+      } else {  // converted or copied to rows of whole vectors, zero beyond dim
+        for (int t = 0; t < n; ++t) {
+          float* dst = tile->data() + static_cast<std::size_t>(t) * padded;
+          const float* src = rows_of->row(t, dst);
+          if (src != dst) std::memcpy(dst, src, static_cast<std::size_t>(dim) * sizeof(float));
+        }
+        first = tile->data();
+      }
+      weighted_sum(w->data(), rows, first, v_stride, n, padded, o->data() + gr * padded);
+    }
   }
-  // Per row: lse = max + log(sum e); KL(p || p_hat) = sum p (l - l_hat) - (lse - lse_hat);
-  // o = sum e V / sum e.
-  for (int g = 0; g < kv_heads; ++g) {
-    for (int r = 0; r < live; ++r) {
+  m_tokens += static_cast<std::size_t>(n);
+}
+
+// Per row: lse = max + log(sum e); KL(p || p_hat) = sum p (l - l_hat) - (lse - lse_hat);
+// o = sum e V / sum e.
+AttentionErrorSums AttentionErrorAccumulator::sums() const {
+  AttentionErrorSums sums;
+  if (m_tokens == 0) return sums;
+  const auto ur = static_cast<std::size_t>(m_rows);
+  for (int g = 0; g < m_kv_heads; ++g) {
+    for (int r = 0; r < m_live; ++r) {
       const std::size_t ri = static_cast<std::size_t>(g) * ur + static_cast<std::size_t>(r);
-      sums.sum_sq_logit_err += sq_diff[ri];
-      const double lse = max[ri] + std::log(sum[ri]);
-      const double lse_hat = max_hat[ri] + std::log(sum_hat[ri]);
-      sums.sum_kl += std::max(0.0, weighted_diff[ri] / sum[ri] - (lse - lse_hat));
-      const Eigen::Map<const Eigen::VectorXd> o_sum(out.data() + ri * padded, dim);
-      const Eigen::Map<const Eigen::VectorXd> oh_sum(out_hat.data() + ri * padded, dim);
-      const Eigen::VectorXd o = o_sum / sum[ri];
-      const Eigen::VectorXd oh = oh_sum / sum_hat[ri];
+      sums.sum_sq_logit_err += m_sq_diff[ri];
+      const double lse = m_max[ri] + std::log(m_sum[ri]);
+      const double lse_hat = m_max_hat[ri] + std::log(m_sum_hat[ri]);
+      sums.sum_kl += std::max(0.0, m_weighted_diff[ri] / m_sum[ri] - (lse - lse_hat));
+      const Eigen::Map<const Eigen::VectorXd> o_sum(m_out.data() + ri * m_padded, m_dim);
+      const Eigen::Map<const Eigen::VectorXd> oh_sum(m_out_hat.data() + ri * m_padded, m_dim);
+      const Eigen::VectorXd o = o_sum / m_sum[ri];
+      const Eigen::VectorXd oh = oh_sum / m_sum_hat[ri];
       sums.sum_sq_out_err += (o - oh).squaredNorm();
       sums.sum_sq_out += o.squaredNorm();
       const double denom = o.norm() * oh.norm();
       sums.sum_cosine += denom > 0 ? o.dot(oh) / denom : 1.0;
       ++sums.rows;
     }
-    sums.logit_count += static_cast<std::size_t>(live) * static_cast<std::size_t>(tokens);
+    sums.logit_count += static_cast<std::size_t>(m_live) * m_tokens;
   }
   return sums;
+}
+
+AttentionErrorSums attention_errors(std::span<const float> queries, const TensorView& keys,
+                                    const TensorView& values, std::span<const float> keys_hat,
+                                    std::span<const float> values_hat, const AttentionShape& shape,
+                                    std::stop_token stop) {
+  if (shape.kv_heads <= 0 || shape.dim <= 0) return {};
+  AttentionErrorAccumulator acc(queries, shape);
+  const std::size_t hd = static_cast<std::size_t>(shape.kv_heads) * shape.dim;
+  const auto tokens = static_cast<int>(
+      std::min<std::size_t>({static_cast<std::size_t>(std::min(keys.tokens(), values.tokens())),
+                             keys_hat.size() / hd, values_hat.size() / hd}));
+  for (int t0 = 0; t0 < tokens; t0 += kTile) {
+    if (stop.stop_requested()) break;
+    const int t1 = std::min(tokens, t0 + kTile);
+    const std::size_t at = static_cast<std::size_t>(t0) * hd, n = (t1 - t0) * hd;
+    acc.add(keys.token_range(t0, t1), values.token_range(t0, t1), keys_hat.subspan(at, n),
+            values_hat.subspan(at, n));
+  }
+  return acc.sums();
 }
 
 }  // namespace kvlab

@@ -266,12 +266,12 @@ Status CompressedKvCache::dequantize_all(std::span<float> key_rows,
       return make_error("compressed cache: keys: " + st.message());
     }
     detail::dequantize_groups(codes.data(), 0, m_key_steps.data(), m_key_mins.data(),
-                              TensorRole::Key, spec, m_compressed, m_heads, m_dim, keys);
+                              TensorRole::Key, spec, m_heads, m_dim, 0, m_compressed, keys);
     if (Status st = decode_codes(m_value_codes, vb, codes); !st) {
       return make_error("compressed cache: values: " + st.message());
     }
     detail::dequantize_groups(codes.data(), 0, m_value_steps.data(), m_value_mins.data(),
-                              TensorRole::Value, spec, m_compressed, m_heads, m_dim, values);
+                              TensorRole::Value, spec, m_heads, m_dim, 0, m_compressed, values);
   }
   const std::size_t at = static_cast<std::size_t>(m_compressed) * row;
   fp16_to_float(m_buffer_keys, std::span<float>(keys + at, m_buffer_keys.size()));

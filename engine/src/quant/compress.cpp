@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include <fmt/format.h>
 #include <tbb/enumerable_thread_specific.h>
@@ -15,6 +18,7 @@
 #include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/backend.h"
 #include "kvlab/engine/core/process_memory.h"
+#include "kvlab/engine/core/rope.h"
 #include "kvlab/engine/core/threads.h"
 
 namespace kvlab {
@@ -27,30 +31,45 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// A NaN or infinity would poison every statistic downstream: the error names where it is.
-// `t` goes a slice at a time through a buffer that stays in the cache
-// (TensorView::for_each_float_slice), each slice checked by a maximum over the floats' bits
-// without their sign (a loop the compiler vectorises); only a slice that holds one is searched.
+// A NaN or infinity would poison every statistic downstream: the error names where it is. The
+// check reads the stored bits, without converting them: in fp16, bf16 and float alike a value is
+// not finite exactly when its bits without the sign reach those of infinity. Each slice's largest
+// is a loop the compiler vectorises; only a slice that holds one is searched.
+template <class Bits>
+Status find_not_finite(const Tensor& t, Bits infinity, const std::string& name) {
+  const auto* bits = reinterpret_cast<const Bits*>(t.data());
+  const std::size_t n = t.elements();
+  constexpr Bits magnitude = std::numeric_limits<Bits>::max() >> 1;  // all but the sign
+  constexpr std::size_t kSlice = std::size_t{1} << 16;
+  for (std::size_t at = 0; at < n; at += kSlice) {
+    const std::size_t end = std::min(n, at + kSlice);
+    Bits largest = 0;
+    for (std::size_t i = at; i < end; ++i) {
+      largest = std::max(largest, static_cast<Bits>(bits[i] & magnitude));
+    }
+    if (largest < infinity) continue;
+    for (std::size_t i = at; i < end; ++i) {
+      if (static_cast<Bits>(bits[i] & magnitude) < infinity) continue;
+      const std::size_t row = i / t.dim();
+      const int token = static_cast<int>(row / t.heads()), head = static_cast<int>(row % t.heads());
+      const int channel = static_cast<int>(i % t.dim());
+      return make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name,
+                                    t.at(token, head, channel), token, head, channel));
+    }
+  }
+  return Ok{};
+}
+
 Status check_finite(const Tensor& t, const std::string& name) {
-  Status status = Ok{};
-  t.view().for_each_float_slice([&](std::size_t at, std::span<const float> slice) {
-    std::uint32_t largest = 0;
-    for (const float x : slice) {
-      largest = std::max(largest, std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
-    }
-    if (largest < 0x7f800000u) return true;  // below the bits of infinity: all finite
-    for (std::size_t i = 0; i < slice.size(); ++i) {
-      if (!std::isfinite(slice[i])) {
-        const std::size_t row = (at + i) / t.dim();
-        status =
-            make_error(fmt::format("{} holds {} at token {}, head {}, channel {}", name, slice[i],
-                                   row / t.heads(), row % t.heads(), (at + i) % t.dim()));
-        return false;
-      }
-    }
-    return true;
-  });
-  return status;
+  switch (t.dtype()) {
+    case DType::F16:
+      return find_not_finite<std::uint16_t>(t, 0x7c00, name);
+    case DType::BF16:
+      return find_not_finite<std::uint16_t>(t, 0x7f80, name);
+    case DType::F32:
+      return find_not_finite<std::uint32_t>(t, 0x7f800000u, name);
+  }
+  return Ok{};
 }
 
 // Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
@@ -146,17 +165,28 @@ struct LayerOutcome {
   double quantize = 0, code = 0, dequantize = 0, metrics = 0;  // seconds on this layer's thread
 };
 
-// A thread's working tensors, kept from layer to layer of one run: the reconstructions of K and
-// V (134 MB each at 32K context; fresh ones would be zero-filled and page-faulted in again for
-// every layer) and the keys turned by RoPE where the source holds them before it. The originals
-// are read as stored, never copied to floats. Huge pages make the first touch and the freeing at
-// the end (or on a cancel) quicker.
+// A thread's working memory, kept from layer to layer of one run. A layer's reconstructions are
+// made a tile of tokens at a time, into buffers that stay in the core's cache, and read there by
+// the element and attention errors at once, beside the same tile of the originals converted to
+// floats: no layer-sized float buffer is written. Quantizers that reconstruct only whole
+// tensors fill `whole` instead (134 MB each at 32K context; kept, as fresh ones would be
+// zero-filled and page-faulted in again for every layer; huge pages make the first touch and the
+// freeing at the end quicker).
 struct LayerBuffers {
-  std::array<HugePageFloats, 2> hats;
-  HugePageFloats rotated_keys;
+  std::array<AlignedFloats, 2> tiles;      // one tile of the reconstructions of K and V
+  std::array<AlignedFloats, 2> originals;  // and of K and V as floats
+  std::array<HugePageFloats, 2> whole;
 };
 
-// Sizes a working buffer to n floats. New memory is touched a slice at a time with a cancel
+// Tokens per tile: about 256 KiB of floats a tensor, so the four tiles of K, V and their
+// reconstructions stay in a core's L2; whole multiples of kRopeAnchor, so keys turned a tile at a
+// time are bit for bit those of one pass.
+int tile_tokens(std::size_t row_floats) {
+  const std::size_t rows = (std::size_t{64} << 10) / std::max<std::size_t>(1, row_floats);
+  return static_cast<int>(std::max<std::size_t>(1, rows / kRopeAnchor)) * kRopeAnchor;
+}
+
+// Sizes a whole-tensor buffer to n floats. New memory is touched a slice at a time with a cancel
 // check between: the kernel's first touch of fresh pages (zeroing them, at times compacting
 // memory for huge pages) makes a thread's first layer at long context its slowest, and a cancel
 // must not wait for it.
@@ -180,75 +210,110 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   const LayerKv& lkv = cache.layers[static_cast<std::size_t>(l)];
   LayerReport& lr = out.report;
   lr.layer = l;
-  HugePageFloats* hats = buffers.hats.data();  // the reconstructions of K and V
-  ElementErrorSums elem[2];
   const Tensor* tensors[2] = {&lkv.key, &lkv.value};
-  for (HugePageFloats& b : buffers.hats) KVLAB_TRY(size_buffer(b, lkv.key.elements(), progress));
+  std::array<QuantizedTensor, 2> quantized;
+  // Quantized, counted and coded: K in the first quarter of the layer's progress, V in the second.
   for (int r = 0; r < 2; ++r) {
-    KVLAB_TRY(progress.keep_going(0.5 * r));
+    const double part = 0.25 * r;
+    KVLAB_TRY(progress.keep_going(part));
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     const std::string name = fmt::format("{}: layers.{}.{}", cache.source, l, role_name(role));
     auto t0 = Clock::now();
     KVLAB_TRY(check_finite(*tensors[r], name));
-    KVLAB_TRY(progress.keep_going(0.5 * r + 0.05));
+    KVLAB_TRY(progress.keep_going(part + 0.02));
     auto q = quantizer.quantize(tensors[r]->view(), role);
     if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
     out.quantize += seconds_since(t0);
-    KVLAB_TRY(progress.keep_going(0.5 * r + 0.1));
+    KVLAB_TRY(progress.keep_going(part + 0.05));
     t0 = Clock::now();
     (r == 0 ? lr.key_histograms : lr.value_histograms) = quantizer.histograms(*q);
     out.metrics += seconds_since(t0);
     if (config.codec) {
       t0 = Clock::now();
-      auto stats = entropy_code(*q, config, backend, name, lr, r == 0, progress, 0.5 * r + 0.125);
+      auto stats = entropy_code(*q, config, backend, name, lr, r == 0, progress, part + 0.06);
       if (!stats) return stats.error();
       (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
       out.codec += *stats;
       out.code += seconds_since(t0);
     }
-    KVLAB_TRY(progress.keep_going(0.5 * r + 0.25));
-    // The element errors of each run of rows as it is reconstructed, while it is in the cache
-    // (timed as metrics, the rest as dequantization).
-    t0 = Clock::now();
-    double compare = 0;
-    const TensorView original = tensors[r]->view();
-    const auto hd = static_cast<std::size_t>(original.heads()) * original.dim();
-    quantizer.dequantize_rows(*q, hats[r], [&](int first, int last) {
-      const auto c0 = Clock::now();
-      elem[r].add(original.token_range(first, last),
-                  std::span<const float>(hats[r]).subspan(first * hd, (last - first) * hd));
-      compare += seconds_since(c0);
-    });
-    out.dequantize += seconds_since(t0) - compare;
-    out.metrics += compare;
-    KVLAB_TRY(progress.keep_going(0.5 * r + 0.4));
-    t0 = Clock::now();
     (r == 0 ? lr.key_bytes : lr.value_bytes) = q->bytes;
-    fill_element(r == 0 ? lr.key_error : lr.value_error, elem[r]);
+    quantized[static_cast<std::size_t>(r)] = std::move(*q);
+  }
+
+  // Reconstructed a tile at a time (an empty range asks the quantizer whether it can), or whole.
+  const int tokens = lkv.key.tokens();
+  const std::size_t hd = static_cast<std::size_t>(lkv.key.heads()) * lkv.key.dim();
+  const int tile = tile_tokens(hd);
+  std::array<bool, 2> by_tile{};
+  for (std::size_t r = 0; r < 2; ++r) {
+    KVLAB_TRY(progress.keep_going(0.5));
+    by_tile[r] = quantizer.dequantize_tokens(quantized[r], 0, 0, {});
+    if (by_tile[r]) {
+      buffers.tiles[r].resize(static_cast<std::size_t>(tile) * hd);
+    } else {
+      KVLAB_TRY(size_buffer(buffers.whole[r], lkv.key.elements(), progress));
+      const auto t0 = Clock::now();
+      quantizer.dequantize(quantized[r], buffers.whole[r]);
+      out.dequantize += seconds_since(t0);
+    }
+  }
+  std::optional<AttentionErrorAccumulator> attention;
+  std::vector<float> queries;
+  if (cache.has_queries()) {
+    queries = lkv.query.view().to_float();
+    attention.emplace(
+        queries, AttentionShape{cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim});
+  }
+  // Each tile's errors as it is reconstructed, while it is in the cache: element-wise, then the
+  // attention of the queries over it.
+  ElementErrorSums elem[2];
+  for (int first = 0; first < tokens; first += tile) {
+    KVLAB_TRY(progress.keep_going(0.5 + 0.49 * first / tokens));
+    const int last = std::min(tokens, first + tile);
+    const std::size_t at = static_cast<std::size_t>(first) * hd;
+    const std::size_t n = static_cast<std::size_t>(last - first) * hd;
+    std::array<std::span<float>, 2> hats;
+    auto t0 = Clock::now();
+    for (std::size_t r = 0; r < 2; ++r) {
+      if (by_tile[r]) {
+        hats[r] = std::span<float>(buffers.tiles[r]).first(n);
+        quantizer.dequantize_tokens(quantized[r], first, last, hats[r]);
+      } else {
+        hats[r] = std::span<float>(buffers.whole[r]).subspan(at, n);
+      }
+    }
+    out.dequantize += seconds_since(t0);
+    t0 = Clock::now();
+    // The originals' tile in float once, for both measures.
+    std::array<std::span<float>, 2> originals;
+    for (std::size_t r = 0; r < 2; ++r) {
+      buffers.originals[r].resize(n);
+      originals[r] = std::span<float>(buffers.originals[r]).first(n);
+      tensors[r]->view().token_range(first, last).to_float(originals[r]);
+      elem[r].add(originals[r], hats[r]);
+    }
+    if (attention) {
+      if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
+        for (std::span<float> k : {originals[0], hats[0]}) {
+          apply_rope_rows(k.data(), first, last, cache.shape.kv_heads, cache.shape.head_dim,
+                          cache.key_rope);
+        }
+      }
+      const int heads = cache.shape.kv_heads, dim = cache.shape.head_dim;
+      attention->add(TensorView::of_floats(originals[0], heads, dim),
+                     TensorView::of_floats(originals[1], heads, dim), hats[0], hats[1]);
+    }
     out.metrics += seconds_since(t0);
   }
-  KVLAB_TRY(progress.keep_going(0.9));
+  KVLAB_TRY(progress.keep_going(0.99));
   const auto t0 = Clock::now();
+  fill_element(lr.key_error, elem[0]);
+  fill_element(lr.value_error, elem[1]);
   out.element = elem[0];
   out.element += elem[1];
   fill_element(lr.error, out.element);
-  if (cache.has_queries()) {
-    const std::vector<float> q = lkv.query.view().to_float();
-    TensorView keys = lkv.key.view();
-    if (cache.keys_pre_rope) {  // the queries are post-RoPE: turn the keys to meet them
-      HugePageFloats& rotated = buffers.rotated_keys;
-      KVLAB_TRY(size_buffer(rotated, lkv.key.elements(), progress));
-      keys.to_float(rotated);
-      for (HugePageFloats* k : {&rotated, &hats[0]}) {
-        apply_rope_rows(k->data(), 0, cache.tokens(), cache.shape.kv_heads, cache.shape.head_dim,
-                        cache.key_rope);
-      }
-      keys = TensorView::of_floats(rotated, cache.shape.kv_heads, cache.shape.head_dim);
-    }
-    out.attention = attention_errors(
-        q, keys, lkv.value.view(), hats[0], hats[1],
-        {cache.shape.q_heads, cache.shape.kv_heads, cache.shape.head_dim}, progress.stop_token());
-    KVLAB_TRY(progress.keep_going(0.99));  // the sums are partial if it stopped
+  if (attention) {
+    out.attention = attention->sums();
     fill_attention(lr.error, out.attention);
   }
   out.bytes = lr.key_bytes;

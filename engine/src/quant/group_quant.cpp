@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -184,51 +185,56 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
 }
 
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
-                       const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
-                       int heads, int dim, float* out, const RowsWritten& written,
-                       int first_token) {
-  const int hd = heads * dim;
-  if (role == TensorRole::Key) {
+                       const float* mins, TensorRole role, const GroupSpec& spec, int heads,
+                       int dim, int first, int last, float* out) {
+  if (last <= first) return;
+  const auto hd = static_cast<std::size_t>(heads) * static_cast<std::size_t>(dim);
+  const auto rows_at = [&](int t) { return out + static_cast<std::size_t>(t - first) * hd; };
+  if (role == TensorRole::Key) {  // a unit per channel and group of g tokens
     const int g = spec.key_group_tokens;
-    std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(g) * hd);
-    for (int t0 = 0, group = 0; t0 < tokens; t0 += g, ++group) {
-      const int rows = std::min(g, tokens - t0);
+    const auto cbuf =
+        std::make_unique_for_overwrite<std::uint8_t[]>(std::min(g, last - first) * hd);
+    for (int t0 = first; t0 < last;) {
+      const int group = t0 / g;
+      const int rows = std::min((group + 1) * g, last) - t0;
       unpack_codes(codes, first_code + static_cast<std::size_t>(t0) * hd,
-                   static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.data());
+                   static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.get());
       const float* mn = mins + static_cast<std::size_t>(group) * hd;
       const float* step = steps + static_cast<std::size_t>(group) * hd;
       for (int r = 0; r < rows; ++r) {
-        const std::uint8_t* c = cbuf.data() + static_cast<std::size_t>(r) * hd;
-        float* o = out + static_cast<std::size_t>(t0 + r) * hd;
+        const std::uint8_t* c = cbuf.get() + static_cast<std::size_t>(r) * hd;
+        float* o = rows_at(t0 + r);
 #pragma omp simd
-        for (int j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
+        for (std::size_t j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
       }
-      if (written) written(first_token + t0, first_token + t0 + rows);
+      t0 += rows;
     }
     return;
   }
+  // Values: units in token order, value_groups_per_head() of them for each head of a token.
   const int width = value_group_width(spec, dim);
-  std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(kValueChunkTokens) * hd);
-  std::size_t unit = 0;
-  for (int t0 = 0; t0 < tokens; t0 += kValueChunkTokens) {
-    const int rows = std::min(kValueChunkTokens, tokens - t0);
+  const auto cbuf = std::make_unique_for_overwrite<std::uint8_t[]>(
+      static_cast<std::size_t>(std::min(kValueChunkTokens, last - first)) * hd);
+  std::size_t unit = static_cast<std::size_t>(first) * static_cast<std::size_t>(heads) *
+                     static_cast<std::size_t>(value_groups_per_head(spec, dim));
+  for (int t0 = first; t0 < last; t0 += kValueChunkTokens) {
+    const int rows = std::min(kValueChunkTokens, last - t0);
     unpack_codes(codes, first_code + static_cast<std::size_t>(t0) * hd,
-                 static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.data());
+                 static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.get());
     for (int r = 0; r < rows; ++r) {
       for (int h = 0; h < heads; ++h) {
         const std::size_t base =
             static_cast<std::size_t>(r) * hd + static_cast<std::size_t>(h) * dim;
-        float* o = out + static_cast<std::size_t>(t0) * hd + base;
+        float* o = rows_at(t0) + base;
         for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
           const int n = std::min(width, dim - c0);
           const float mn = mins[unit], step = steps[unit];
-          const std::uint8_t* c = cbuf.data() + base + c0;
+          const std::uint8_t* c = cbuf.get() + base + c0;
 #pragma omp simd
           for (int i = 0; i < n; ++i) o[c0 + i] = mn + static_cast<float>(c[i]) * step;
         }
       }
     }
-    if (written) written(first_token + t0, first_token + t0 + rows);
   }
 }
 

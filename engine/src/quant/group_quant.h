@@ -54,12 +54,11 @@ int largest_code(const GroupSpec& spec);
 void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec,
                      std::uint8_t* codes, std::size_t first_code, float* steps, float* mins);
 
-// Writes tokens*heads*dim floats, [token][head][dim], a chunk of tokens at a time; where
-// `written` holds a function, tells it each chunk's rows as they are final, offset by
-// `first_token` (Quantizer::dequantize_rows).
+// Writes token rows [first, last) of the reconstruction, [token][head][dim], into `out`
+// ((last - first) * heads * dim floats): any range, so a caller can hold a tile of a tensor's
+// reconstruction at a time (Quantizer::dequantize_tokens); [0, tokens) is the whole tensor.
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
-                       const float* mins, TensorRole role, const GroupSpec& spec, int tokens,
-                       int heads, int dim, float* out, const RowsWritten& written = {},
-                       int first_token = 0);
+                       const float* mins, TensorRole role, const GroupSpec& spec, int heads,
+                       int dim, int first, int last, float* out);
 
 }  // namespace kvlab::detail

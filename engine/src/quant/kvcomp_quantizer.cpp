@@ -41,15 +41,15 @@ class KvCompQuantizer final : public Quantizer {
   }
 
   void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
-    dequantize_rows(q, out, nullptr);
+    dequantize_tokens(q, 0, q.tokens, out);
   }
 
-  void dequantize_rows(const QuantizedTensor& q, std::span<float> out,
-                       const RowsWritten& written) const override {
-    const GroupSpec s = spec();
+  bool dequantize_tokens(const QuantizedTensor& q, int first, int last,
+                         std::span<float> out) const override {
     const std::size_t units = q.params.size() / 2;
-    dequantize_groups(q.codes.data(), 0, q.params.data(), q.params.data() + units, q.role, s,
-                      q.tokens, q.heads, q.dim, out.data(), written);
+    dequantize_groups(q.codes.data(), 0, q.params.data(), q.params.data() + units, q.role, spec(),
+                      q.heads, q.dim, first, last, out.data());
+    return true;
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {

@@ -61,25 +61,24 @@ class SymmetricQuantizer final : public Quantizer {
   }
 
   void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
-    dequantize_rows(q, out, nullptr);
+    dequantize_tokens(q, 0, q.tokens, out);
   }
 
-  void dequantize_rows(const QuantizedTensor& q, std::span<float> out_span,
-                       const RowsWritten& written) const override {
-    float* const out = out_span.data();
+  bool dequantize_tokens(const QuantizedTensor& q, int first, int last,
+                         std::span<float> out) const override {
     const float scale = q.params.at(0);
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
     const float offset = static_cast<float>(1 << (m_bits - 1));
-    std::vector<std::uint8_t> cbuf(kChunkTokens * hd);
-    for (int t0 = 0; t0 < q.tokens; t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, q.tokens - t0);
+    std::vector<std::uint8_t> cbuf(std::min(kChunkTokens, std::max(0, last - first)) * hd);
+    for (int t0 = first; t0 < last; t0 += kChunkTokens) {
+      const int rows = std::min(kChunkTokens, last - t0);
       const std::size_t m = rows * hd;
       unpack_codes(q.codes.data(), t0 * hd, m, m_bits, cbuf.data());
-      float* o = out + t0 * hd;
+      float* o = out.data() + (t0 - first) * hd;
 #pragma omp simd
       for (std::size_t i = 0; i < m; ++i) o[i] = (static_cast<float>(cbuf[i]) - offset) * scale;
-      if (written) written(t0, t0 + rows);
     }
+    return true;
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {

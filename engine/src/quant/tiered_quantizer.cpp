@@ -90,28 +90,34 @@ class TieredQuantizer final : public Quantizer {
   }
 
   void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
-    dequantize_rows(q, out, nullptr);
+    dequantize_tokens(q, 0, q.tokens, out);
   }
 
-  void dequantize_rows(const QuantizedTensor& q, std::span<float> out_span,
-                       const RowsWritten& written) const override {
-    float* const out = out_span.data();
+  bool dequantize_tokens(const QuantizedTensor& q, int first, int last,
+                         std::span<float> out_span) const override {
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
+    const auto rows_at = [&](int t) { return out_span.data() + (t - first) * hd; };
     const int n = static_cast<int>(m_tiers.size());
     const std::uint8_t* codes = q.codes.data();
     const float* params = q.params.data();
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i) {  // each tier's share of [first, last), in its own token order
       const int t0 = q.bounds[i], t1 = q.bounds[i + 1];
-      if (t1 == t0) continue;
       const GroupSpec s = spec(m_tiers[i].bits);
       const std::size_t u = group_unit_count(s, q.role, t1 - t0, q.heads, q.dim);
-      dequantize_groups(codes, 0, params, params + u, q.role, s, t1 - t0, q.heads, q.dim,
-                        out + t0 * hd, written, t0);
+      const int a = std::max(first, t0), z = std::min(last, t1);
+      if (a < z) {
+        dequantize_groups(codes, 0, params, params + u, q.role, s, q.heads, q.dim, a - t0, z - t0,
+                          rows_at(a));
+      }
       codes += packed_bytes((t1 - t0) * hd, s.bits);
       params += 2 * u;
     }
-    fp16_to_float(q.residual, {out + q.bounds[n] * hd, q.residual.size()});
-    if (written && q.bounds[n] < q.bounds[n + 1]) written(q.bounds[n], q.bounds[n + 1]);
+    const int r0 = q.bounds[n], a = std::max(first, r0), z = std::min(last, q.bounds[n + 1]);
+    if (a < z) {
+      fp16_to_float(std::span<const std::uint16_t>(q.residual).subspan((a - r0) * hd, (z - a) * hd),
+                    {rows_at(a), (z - a) * hd});
+    }
+    return true;
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,9 +59,6 @@ struct QuantizedTensor {
 // bits and a Huffman book may code them in pairs (choose_codebook()).
 int kvcomp_max_code(double rel_scale);
 
-// Told that token rows [first, last) of a reconstruction are written (Quantizer::dequantize_rows).
-using RowsWritten = std::function<void(int first, int last)>;
-
 class Quantizer {
  public:
   virtual ~Quantizer() = default;
@@ -70,15 +66,15 @@ class Quantizer {
   virtual Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const = 0;
   // Writes tokens*heads*dim floats, row-major [token][head][dim]; `out` holds exactly that many.
   virtual void dequantize(const QuantizedTensor& q, std::span<float> out) const = 0;
-  // dequantize(), calling `written(first, last)` as each run of token rows [first, last) of
-  // `out` is final: the runs cover every token once, in order, so a caller can read each while
-  // it is still in the cache (compress measures the element errors so). Quantizers that
-  // reconstruct a chunk of tokens at a time report every chunk; by default the whole tensor is
-  // reported once, at the end.
-  virtual void dequantize_rows(const QuantizedTensor& q, std::span<float> out,
-                               const RowsWritten& written) const {
-    dequantize(q, out);
-    written(0, q.tokens);
+  // Token rows [first, last) of what dequantize() writes, into `out` ((last - first) * heads *
+  // dim floats), so a caller can hold a tile of a reconstruction at a time rather than all of it
+  // (compress measures its errors so). Returns false, writing nothing, where this quantizer
+  // reconstructs only whole tensors: the caller then calls dequantize(). An empty range asks which
+  // it is.
+  virtual bool dequantize_tokens(const QuantizedTensor& q, int first, int last,
+                                 std::span<float> out) const {
+    (void)q, (void)first, (void)last, (void)out;
+    return false;
   }
   virtual std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const = 0;
 };
