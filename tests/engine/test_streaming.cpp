@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "file_test_util.h"
+#include "kvlab/engine/core/aligned.h"
 #include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/core/threads.h"
@@ -173,6 +174,30 @@ TEST(Streaming, PeakMemoryOfACompressionFollowsTheFormula) {
   // layer's source pages) above it.
   const std::uint64_t source = cache->stored_bytes();
   EXPECT_LT(process_memory().resident_bytes, report->memory_start_bytes + source / 2);
+}
+
+// While a run keeps freed buffers, one freed is handed out again for the same length, its pages
+// written already (no fault, no zeroing); another length gets a mapping of its own; when the run
+// ends the kept buffers are unmapped and their memory given back.
+TEST(Streaming, FreedBuffersAreKeptForTheRunThenGivenBack) {
+  constexpr std::size_t kBytes = std::size_t{64} << 20;
+  const std::uint64_t before = process_memory().resident_bytes;
+  {
+    const detail::KeepFreedBuffers keep;
+    const void* first = nullptr;
+    {
+      HugePageBytes a(kBytes);
+      std::memset(a.data(), 7, kBytes);
+      first = a.data();
+    }
+    EXPECT_GE(process_memory().resident_bytes, before + kBytes / 2) << "not kept";
+    HugePageBytes b(kBytes);
+    EXPECT_EQ(b.data(), first);
+    EXPECT_EQ(b[kBytes / 2], 7) << "not the same pages";
+    HugePageBytes c(kBytes + 4096);
+    EXPECT_NE(c.data(), first);
+  }
+  EXPECT_LT(process_memory().resident_bytes, before + kBytes / 2) << "not given back";
 }
 
 }  // namespace

@@ -2,8 +2,12 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <new>
+#include <utility>
+#include <vector>
 
 namespace kvlab::detail {
 
@@ -12,6 +16,18 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
+// Buffers freed while a KeepFreedBuffers is alive, by their length, for the next request of the
+// same length.
+struct FreedBuffers {
+  std::mutex mutex;
+  int keepers = 0;
+  std::vector<std::pair<void*, std::size_t>> kept;
+};
+FreedBuffers& freed() {
+  static FreedBuffers f;
+  return f;
+}
+constexpr std::size_t kKeptBuffers = 8;
 }  // namespace
 
 void* map_huge_buffer(std::size_t bytes) {
@@ -33,6 +49,49 @@ void* map_huge_buffer(std::size_t bytes) {
 
 void unmap_huge_buffer(void* p, std::size_t bytes) noexcept {
   ::munmap(p, round_up(bytes, kHugePage));
+}
+
+void* take_huge_buffer(std::size_t bytes) {
+  {
+    FreedBuffers& f = freed();
+    const std::lock_guard lock(f.mutex);
+    const auto same = std::find_if(f.kept.begin(), f.kept.end(),
+                                   [&](const auto& b) { return b.second == bytes; });
+    if (same != f.kept.end()) {
+      void* p = same->first;
+      f.kept.erase(same);
+      return p;
+    }
+  }
+  return map_huge_buffer(bytes);
+}
+
+void give_huge_buffer(void* p, std::size_t bytes) noexcept {
+  {
+    FreedBuffers& f = freed();
+    const std::lock_guard lock(f.mutex);
+    if (f.keepers > 0 && f.kept.size() < kKeptBuffers) {
+      f.kept.emplace_back(p, bytes);
+      return;
+    }
+  }
+  unmap_huge_buffer(p, bytes);
+}
+
+KeepFreedBuffers::KeepFreedBuffers() {
+  FreedBuffers& f = freed();
+  const std::lock_guard lock(f.mutex);
+  ++f.keepers;
+}
+
+KeepFreedBuffers::~KeepFreedBuffers() {
+  std::vector<std::pair<void*, std::size_t>> gone;
+  {
+    FreedBuffers& f = freed();
+    const std::lock_guard lock(f.mutex);
+    if (--f.keepers == 0) gone.swap(f.kept);
+  }
+  for (const auto& [p, bytes] : gone) unmap_huge_buffer(p, bytes);
 }
 
 }  // namespace kvlab::detail

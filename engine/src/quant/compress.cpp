@@ -362,6 +362,9 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   // A GPU backend's streams and buffers belong to one caller: its layers run one by one.
   const std::shared_ptr<void> one_thread = backend->id() == "cpu" ? nullptr : limit_threads(1);
   report.threads = std::min(worker_threads(), std::max(1, layers));
+  // Each layer frees codes and streams of the lengths the next asks for: kept, not faulted in and
+  // zeroed again (about 2 GiB at 32K context); given back when the run ends.
+  const detail::KeepFreedBuffers keep_freed;
   tbb::enumerable_thread_specific<LayerBuffers> buffers;  // freed when the run ends
   KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
     return compress_layer(cache, l, config, **quantizer, *backend, p, buffers.local(),

@@ -48,6 +48,20 @@ namespace detail {
 inline constexpr std::size_t kHugeBufferBytes = std::size_t{4} << 20;
 void* map_huge_buffer(std::size_t bytes);  // throws std::bad_alloc
 void unmap_huge_buffer(void* p, std::size_t bytes) noexcept;
+// What HugePageAllocator maps and unmaps through: while a KeepFreedBuffers lives, up to 8 freed
+// buffers stay mapped, their pages written, for the next request of the same length (a run's
+// next layer), which then neither faults nor zeroes them again. Their contents are stale.
+void* take_huge_buffer(std::size_t bytes);  // throws std::bad_alloc
+void give_huge_buffer(void* p, std::size_t bytes) noexcept;
+// Alive for a run that frees and asks for buffers of the same lengths over and over; when the
+// last one ends, every kept buffer is unmapped.
+class KeepFreedBuffers {
+ public:
+  KeepFreedBuffers();
+  ~KeepFreedBuffers();
+  KeepFreedBuffers(const KeepFreedBuffers&) = delete;
+  KeepFreedBuffers& operator=(const KeepFreedBuffers&) = delete;
+};
 }  // namespace detail
 
 // For large working buffers written before they are read (a layer's floats at long context):
@@ -60,13 +74,13 @@ struct HugePageAllocator {
   HugePageAllocator(const HugePageAllocator<U>&) noexcept {}  // NOLINT: rebinding
   T* allocate(std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
-    if (bytes >= detail::kHugeBufferBytes) return static_cast<T*>(detail::map_huge_buffer(bytes));
+    if (bytes >= detail::kHugeBufferBytes) return static_cast<T*>(detail::take_huge_buffer(bytes));
     return static_cast<T*>(::operator new(bytes, std::align_val_t(64)));
   }
   void deallocate(T* p, std::size_t n) noexcept {
     const std::size_t bytes = n * sizeof(T);
     if (bytes >= detail::kHugeBufferBytes) {
-      detail::unmap_huge_buffer(p, bytes);
+      detail::give_huge_buffer(p, bytes);
     } else {
       ::operator delete(p, bytes, std::align_val_t(64));
     }
