@@ -51,16 +51,6 @@ void ElementErrorSums::add(std::span<const float> x_span, std::span<const float>
   count += n;
 }
 
-void ElementErrorSums::add(const TensorView& x, std::span<const float> x_hat) {
-  const std::size_t n = std::min(x.elements(), x_hat.size());
-  x.for_each_float_slice([&](std::size_t at, std::span<const float> slice) {
-    if (at >= n) return false;
-    const std::size_t m = std::min(slice.size(), n - at);
-    add(slice.first(m), x_hat.subspan(at, m));
-    return at + m < n;
-  });
-}
-
 ElementErrorSums& ElementErrorSums::operator+=(const ElementErrorSums& o) {
   sum_sq_err += o.sum_sq_err;
   sum_sq_signal += o.sum_sq_signal;

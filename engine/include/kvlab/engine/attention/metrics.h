@@ -20,8 +20,6 @@ struct ElementErrorSums {
   std::size_t count = 0;
   // `x` and its reconstruction `x_hat`, of the same length.
   void add(std::span<const float> x, std::span<const float> x_hat);
-  // The same with `x` in its own dtype (a cache's tensor as stored), converted a slice at a time.
-  void add(const TensorView& x, std::span<const float> x_hat);
   ElementErrorSums& operator+=(const ElementErrorSums& o);
   double mse() const;
   double snr_db() const;  // 10 log10(signal / error); +inf reported as 999 when error is 0

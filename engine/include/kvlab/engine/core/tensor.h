@@ -61,14 +61,6 @@ class TensorView {
   // The same into `out` (elements() floats), for callers that reuse one buffer.
   void to_float(std::span<float> out) const;
 
-  // Calls fn(index of the first element, its floats) for the view's elements in row-major order,
-  // a slice at a time: in place where they are contiguous floats, else converted into a buffer
-  // that stays in the cache (kFloatSlice floats a slice; a strided view row by row). Stops when
-  // fn returns false.
-  static constexpr std::size_t kFloatSlice = 8192;
-  template <class Fn>
-  void for_each_float_slice(Fn&& fn) const;
-
   TensorView head(int h) const;                      // [tokens, 1, dim]
   TensorView token_range(int begin, int end) const;  // [end-begin, heads, dim]
 
@@ -78,34 +70,6 @@ class TensorView {
   int m_tokens = 0, m_heads = 0, m_dim = 0;
   std::ptrdiff_t m_token_stride = 0, m_head_stride = 0;
 };
-
-template <class Fn>
-void TensorView::for_each_float_slice(Fn&& fn) const {
-  const std::size_t n = elements();
-  if (n == 0) return;
-  if (contiguous() && m_dtype == DType::F32) {
-    fn(std::size_t{0}, std::span<const float>(reinterpret_cast<const float*>(m_data), n));
-    return;
-  }
-  if (contiguous()) {
-    std::vector<float> slice(std::min(n, kFloatSlice));
-    const std::size_t size = dtype_size(m_dtype);
-    for (std::size_t at = 0; at < n; at += kFloatSlice) {
-      const std::size_t m = std::min(kFloatSlice, n - at);
-      convert_to_float(m_dtype, {m_data + at * size, m * size}, {slice.data(), m});
-      if (!fn(at, std::span<const float>(slice.data(), m))) return;
-    }
-    return;
-  }
-  std::vector<float> row(static_cast<std::size_t>(m_dim));
-  std::size_t at = 0;
-  for (int t = 0; t < m_tokens; ++t) {
-    for (int h = 0; h < m_heads; ++h, at += row.size()) {
-      load_row(t, h, row);
-      if (!fn(at, std::span<const float>(row))) return;
-    }
-  }
-}
 
 namespace detail {
 // Frees a Tensor's own storage: malloc'd for small tensors, a mapping of its own with huge pages
