@@ -184,6 +184,38 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
   }
 }
 
+namespace {
+
+// The codes of token rows as bytes: read in place when they are bytes already, else unpacked
+// into a buffer of `max_rows` rows, made once.
+class CodeRows {
+ public:
+  CodeRows(const std::uint8_t* codes, std::size_t first_code, int bits, std::size_t row_codes,
+           int max_rows)
+      : m_codes(codes), m_first(first_code), m_bits(bits), m_row(row_codes) {
+    if (bits != 8) {
+      m_buffer = std::make_unique_for_overwrite<std::uint8_t[]>(
+          static_cast<std::size_t>(std::max(0, max_rows)) * row_codes);
+    }
+  }
+  // Rows [t, t + rows) (at most max_rows).
+  const std::uint8_t* at(int t, int rows) {
+    const std::size_t from = m_first + static_cast<std::size_t>(t) * m_row;
+    if (!m_buffer) return m_codes + from;
+    unpack_codes(m_codes, from, static_cast<std::size_t>(rows) * m_row, m_bits, m_buffer.get());
+    return m_buffer.get();
+  }
+
+ private:
+  const std::uint8_t* m_codes;
+  std::size_t m_first;
+  int m_bits;
+  std::size_t m_row;
+  std::unique_ptr<std::uint8_t[]> m_buffer;
+};
+
+}  // namespace
+
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
                        const float* mins, TensorRole role, const GroupSpec& spec, int heads,
                        int dim, int first, int last, float* out) {
@@ -192,17 +224,15 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
   const auto rows_at = [&](int t) { return out + static_cast<std::size_t>(t - first) * hd; };
   if (role == TensorRole::Key) {  // a unit per channel and group of g tokens
     const int g = spec.key_group_tokens;
-    const auto cbuf =
-        std::make_unique_for_overwrite<std::uint8_t[]>(std::min(g, last - first) * hd);
+    CodeRows code_rows(codes, first_code, spec.bits, hd, std::min(g, last - first));
     for (int t0 = first; t0 < last;) {
       const int group = t0 / g;
       const int rows = std::min((group + 1) * g, last) - t0;
-      unpack_codes(codes, first_code + static_cast<std::size_t>(t0) * hd,
-                   static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.get());
+      const std::uint8_t* unpacked = code_rows.at(t0, rows);
       const float* mn = mins + static_cast<std::size_t>(group) * hd;
       const float* step = steps + static_cast<std::size_t>(group) * hd;
       for (int r = 0; r < rows; ++r) {
-        const std::uint8_t* c = cbuf.get() + static_cast<std::size_t>(r) * hd;
+        const std::uint8_t* c = unpacked + static_cast<std::size_t>(r) * hd;
         float* o = rows_at(t0 + r);
 #pragma omp simd
         for (std::size_t j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
@@ -213,14 +243,12 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
   }
   // Values: units in token order, value_groups_per_head() of them for each head of a token.
   const int width = value_group_width(spec, dim);
-  const auto cbuf = std::make_unique_for_overwrite<std::uint8_t[]>(
-      static_cast<std::size_t>(std::min(kValueChunkTokens, last - first)) * hd);
+  CodeRows code_rows(codes, first_code, spec.bits, hd, std::min(kValueChunkTokens, last - first));
   std::size_t unit = static_cast<std::size_t>(first) * static_cast<std::size_t>(heads) *
                      static_cast<std::size_t>(value_groups_per_head(spec, dim));
   for (int t0 = first; t0 < last; t0 += kValueChunkTokens) {
     const int rows = std::min(kValueChunkTokens, last - t0);
-    unpack_codes(codes, first_code + static_cast<std::size_t>(t0) * hd,
-                 static_cast<std::size_t>(rows) * hd, spec.bits, cbuf.get());
+    const std::uint8_t* unpacked = code_rows.at(t0, rows);
     for (int r = 0; r < rows; ++r) {
       for (int h = 0; h < heads; ++h) {
         const std::size_t base =
@@ -229,7 +257,7 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
         for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
           const int n = std::min(width, dim - c0);
           const float mn = mins[unit], step = steps[unit];
-          const std::uint8_t* c = cbuf.get() + base + c0;
+          const std::uint8_t* c = unpacked + base + c0;
 #pragma omp simd
           for (int i = 0; i < n; ++i) o[c0 + i] = mn + static_cast<float>(c[i]) * step;
         }
