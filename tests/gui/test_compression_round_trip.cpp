@@ -15,6 +15,7 @@
 
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
+#include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/quant/method_json.h"
 #include "kvlab/gui/bytes_chart.h"
 #include "kvlab/gui/compression_view.h"
@@ -257,10 +258,7 @@ TEST(CompressionRoundTrip, At32KTheWindowRepaintsAndCancelEndsTheRunWithin200Ms)
   big.layers = 8;
   big.context = 32768;
   view.source_panel()->set_synthetic(big);
-  MethodConfig kvcomp;
-  kvcomp.kind = MethodKind::KvComp;
-  kvcomp.codec = CodecKind::Huffman;
-  view.method_panel()->set_config(kvcomp);
+  view.method_panel()->set_config(run_bench_method("kvcomp-huffman").value());
   // The window's first paint (every chart, fonts loaded: 100-250 ms here) before the run, so the
   // gaps measured below are the run's doing.
   QElapsedTimer painting;

@@ -247,6 +247,7 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   std::array<bool, 2> by_tile{};
   for (std::size_t r = 0; r < 2; ++r) {
     KVLAB_TRY(progress.keep_going(0.5));
+    buffers.originals[r].resize(static_cast<std::size_t>(tile) * hd);
     by_tile[r] = quantizer.dequantize_tokens(quantized[r], 0, 0, {});
     if (by_tile[r]) {
       buffers.tiles[r].resize(static_cast<std::size_t>(tile) * hd);
@@ -287,7 +288,6 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     // The originals' tile in float once, for both measures.
     std::array<std::span<float>, 2> originals;
     for (std::size_t r = 0; r < 2; ++r) {
-      buffers.originals[r].resize(n);
       originals[r] = std::span<float>(buffers.originals[r]).first(n);
       tensors[r]->view().token_range(first, last).to_float(originals[r]);
       elem[r].add(originals[r], hats[r]);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -183,38 +182,6 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
                first_code + static_cast<std::size_t>(t0) * hd);
   }
 }
-
-namespace {
-
-// The codes of token rows as bytes: read in place when they are bytes already, else unpacked
-// into a buffer of `max_rows` rows, made once.
-class CodeRows {
- public:
-  CodeRows(const std::uint8_t* codes, std::size_t first_code, int bits, std::size_t row_codes,
-           int max_rows)
-      : m_codes(codes), m_first(first_code), m_bits(bits), m_row(row_codes) {
-    if (bits != 8) {
-      m_buffer = std::make_unique_for_overwrite<std::uint8_t[]>(
-          static_cast<std::size_t>(std::max(0, max_rows)) * row_codes);
-    }
-  }
-  // Rows [t, t + rows) (at most max_rows).
-  const std::uint8_t* at(int t, int rows) {
-    const std::size_t from = m_first + static_cast<std::size_t>(t) * m_row;
-    if (!m_buffer) return m_codes + from;
-    unpack_codes(m_codes, from, static_cast<std::size_t>(rows) * m_row, m_bits, m_buffer.get());
-    return m_buffer.get();
-  }
-
- private:
-  const std::uint8_t* m_codes;
-  std::size_t m_first;
-  int m_bits;
-  std::size_t m_row;
-  std::unique_ptr<std::uint8_t[]> m_buffer;
-};
-
-}  // namespace
 
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
                        const float* mins, TensorRole role, const GroupSpec& spec, int heads,

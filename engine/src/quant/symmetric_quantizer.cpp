@@ -69,17 +69,11 @@ class SymmetricQuantizer final : public Quantizer {
     const float scale = q.params.at(0);
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
     const float offset = static_cast<float>(1 << (m_bits - 1));
-    // int8 codes are read in place; int4 ones unpacked a chunk at a time.
-    std::vector<std::uint8_t> cbuf(
-        m_bits == 8 ? 0 : std::min(kChunkTokens, std::max(0, last - first)) * hd);
+    CodeRows code_rows(q.codes.data(), 0, m_bits, hd, std::min(kChunkTokens, last - first));
     for (int t0 = first; t0 < last; t0 += kChunkTokens) {
       const int rows = std::min(kChunkTokens, last - t0);
       const std::size_t m = rows * hd;
-      const std::uint8_t* c = q.codes.data() + t0 * hd;
-      if (m_bits != 8) {
-        unpack_codes(q.codes.data(), t0 * hd, m, m_bits, cbuf.data());
-        c = cbuf.data();
-      }
+      const std::uint8_t* c = code_rows.at(t0, rows);
       float* o = out.data() + (t0 - first) * hd;
 #pragma omp simd
       for (std::size_t i = 0; i < m; ++i) o[i] = (static_cast<float>(c[i]) - offset) * scale;
