@@ -47,6 +47,33 @@ TEST(CodeCounts, PackedAndByteCountsMatchAPlainCount) {
   }
 }
 
+// Codes below 64, as KVComp's are, take count_codes' byte counters a slice of 16320 at a time, a
+// pass for each 16 values up to the slice's largest; a slice holding a larger code, and the tail,
+// take the tables. Every count is checked against a plain one, with slices of each kind side by
+// side and runs of one value long enough to overflow a byte counter that was not emptied in
+// time.
+TEST(CodeCounts, SmallCodesCountedBySlicesMatchAPlainCount) {
+  detail::Rng rng(9);
+  constexpr std::size_t kSlice = 255 * 64;
+  for (const std::size_t count :
+       {std::size_t{0}, std::size_t{63}, kSlice - 1, kSlice, 5 * kSlice + 77}) {
+    std::vector<std::uint8_t> codes(count);
+    for (auto& b : codes) b = static_cast<std::uint8_t>(rng.below(21));  // KVComp's 0..20
+    if (count > 3 * kSlice) {
+      std::fill(codes.begin(), codes.begin() + static_cast<std::ptrdiff_t>(kSlice), 15);
+      std::fill(codes.begin() + static_cast<std::ptrdiff_t>(kSlice),
+                codes.begin() + static_cast<std::ptrdiff_t>(2 * kSlice), 63);
+      codes[2 * kSlice + 100] = 64;  // the third slice has a code the counters cannot take
+      codes[3 * kSlice + 7] = 40;    // the fourth takes three passes
+      codes[4 * kSlice + 5] = 255;
+    }
+    std::vector<std::uint64_t> expected(256, 0);
+    for (const std::uint8_t c : codes) ++expected[c];
+    const CodeCounts got = count_codes(codes);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), expected.begin())) << count << " codes";
+  }
+}
+
 constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman};
 
 enum class Dist { Gaussian, Single, All256, Zeros, Uniform16, Narrow };

@@ -175,43 +175,42 @@ class FlushDenormals {
   FlushDenormals& operator=(const FlushDenormals&) = delete;
 };
 
-// logits[t][0, rows) = K[t] . qt[., 0, rows) for n tokens: qt is the queries [dim][rows]
-// (scaled by 1/sqrt(d)). Four tokens at a time, 32 rows each; `scratch` holds 4 rows of dim.
+// logits[t][0, rows) = K[t] . qt[., 0, rows) for tokens [t, t + J): qt is the queries
+// [dim][rows] (scaled by 1/sqrt(d)), 32 rows from r0; `scratch` holds J rows of dim. 2 J
+// accumulators: 16 keep both FMA ports busy through the FMA's latency, 8 just do.
+template <int J>
+void logits_tokens(const HeadRows& keys, int t, int dim, const float* qt, int rows, int r0,
+                   float* scratch, float* logits) {
+  const auto ud = static_cast<std::size_t>(dim);
+  F16 acc[J][2] = {};
+  const float* k[J];
+  for (int j = 0; j < J; ++j) k[j] = keys.row(t + j, scratch + j * ud);
+  for (int d = 0; d < dim; ++d) {
+    const F16 q0 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
+    const F16 q1 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
+    for (int j = 0; j < J; ++j) {
+      acc[j][0] += k[j][d] * q0;
+      acc[j][1] += k[j][d] * q1;
+    }
+  }
+  for (int j = 0; j < J; ++j) {
+    float* out = logits + static_cast<std::size_t>(t + j) * rows + r0;
+    store(out, acc[j][0]);
+    store(out + 16, acc[j][1]);
+  }
+}
+
+// logits[t][0, rows) for n tokens: eight tokens at a time, 32 rows each, then four, then one.
 void logits_block(const HeadRows& keys, int n, int dim, const float* qt, int rows, float* scratch,
                   float* logits) {
-  const auto ud = static_cast<std::size_t>(dim);
   for (int r0 = 0; r0 < rows; r0 += kRowBlock) {
     int t = 0;
-    for (; t + 4 <= n; t += 4) {
-      F16 acc[4][2] = {};
-      const float* k[4];
-      if (r0 == 0) keys.prefetch(t + kAhead, std::max(0, std::min(4, n - t - kAhead)));
-      for (int j = 0; j < 4; ++j) k[j] = keys.row(t + j, scratch + j * ud);
-      for (int d = 0; d < dim; ++d) {
-        const F16 q0 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
-        const F16 q1 = load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
-        for (int j = 0; j < 4; ++j) {
-          acc[j][0] += k[j][d] * q0;
-          acc[j][1] += k[j][d] * q1;
-        }
-      }
-      for (int j = 0; j < 4; ++j) {
-        float* out = logits + static_cast<std::size_t>(t + j) * rows + r0;
-        store(out, acc[j][0]);
-        store(out + 16, acc[j][1]);
-      }
+    for (; t + 8 <= n; t += 8) {
+      if (r0 == 0) keys.prefetch(t + kAhead, std::max(0, std::min(8, n - t - kAhead)));
+      logits_tokens<8>(keys, t, dim, qt, rows, r0, scratch, logits);
     }
-    for (; t < n; ++t) {
-      F16 acc[2] = {};
-      const float* k = keys.row(t, scratch);
-      for (int d = 0; d < dim; ++d) {
-        acc[0] += k[d] * load<F16>(qt + static_cast<std::size_t>(d) * rows + r0);
-        acc[1] += k[d] * load<F16>(qt + static_cast<std::size_t>(d) * rows + r0 + 16);
-      }
-      float* out = logits + static_cast<std::size_t>(t) * rows + r0;
-      store(out, acc[0]);
-      store(out + 16, acc[1]);
-    }
+    for (; t + 4 <= n; t += 4) logits_tokens<4>(keys, t, dim, qt, rows, r0, scratch, logits);
+    for (; t < n; ++t) logits_tokens<1>(keys, t, dim, qt, rows, r0, scratch, logits);
   }
 }
 
@@ -309,7 +308,7 @@ AttentionErrorAccumulator::AttentionErrorAccumulator(std::span<const float> quer
   m_tile_max_hat.resize(ur);
   m_tile_values.assign(static_cast<std::size_t>(kTile) * m_padded, 0.0f);
   m_tile_values_hat.assign(m_tile_values.size(), 0.0f);
-  m_key_scratch.resize(4 * static_cast<std::size_t>(dim));
+  m_key_scratch.resize(8 * static_cast<std::size_t>(dim));
 }
 
 void AttentionErrorAccumulator::add(const TensorView& keys, const TensorView& values,

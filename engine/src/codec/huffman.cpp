@@ -143,13 +143,49 @@ void fill_decode_tables(std::uint16_t* table, const std::uint8_t* cost) {
 
 }  // namespace detail
 
-CodeCounts count_codes(std::span<const std::uint8_t> codes) {
-  // Four tables in turn: runs of one value (common: most codes sit near the middle) would
-  // otherwise make every increment wait for the one before it to reach memory.
+namespace {
+
+using Bytes64 = std::uint8_t __attribute__((vector_size(64)));
+
+// Adds a slice's codes to `h` when they are all below 64, as KVComp's are (up to
+// kvcomp_max_code(), 20 by default), and says whether they were. Sixteen byte counters a lane,
+// one per value, held in registers, in a pass over the slice (in L1) for each 16 values up to
+// the slice's largest code: a pass costs a compare and an add under its mask per value for each
+// 64 codes, where the tables cost a dependent load and store per code. A lane's counter takes at
+// most 255 vectors, the slice's length.
+constexpr std::size_t kSmallSlice = 255 * sizeof(Bytes64);
+bool count_small_codes(const std::uint8_t* c, std::size_t vectors, CodeCounts& h) {
+  Bytes64 largest{};
+  for (std::size_t i = 0; i < vectors; ++i) {
+    Bytes64 x;
+    std::memcpy(&x, c + i * sizeof x, sizeof x);
+    largest = x > largest ? x : largest;
+  }
+  std::uint8_t top = 0;
+  for (std::size_t lane = 0; lane < sizeof largest; ++lane) top = std::max(top, largest[lane]);
+  if (top >= 64) return false;
+  for (int base = 0; base <= top; base += 16) {
+    Bytes64 n[16] = {};
+    for (std::size_t i = 0; i < vectors; ++i) {
+      Bytes64 x;
+      std::memcpy(&x, c + i * sizeof x, sizeof x);
+      x -= static_cast<std::uint8_t>(base);
+      for (int v = 0; v < 16; ++v) n[v] = x == static_cast<std::uint8_t>(v) ? n[v] + 1 : n[v];
+    }
+    for (int v = 0; v < 16; ++v) {
+      std::uint64_t sum = 0;
+      for (std::size_t lane = 0; lane < sizeof n[v]; ++lane) sum += n[v][lane];
+      h[static_cast<std::size_t>(base + v)] += sum;
+    }
+  }
+  return true;
+}
+
+// Adds n codes to `h` by four tables in turn: runs of one value (common: most codes sit near the
+// middle) would otherwise make every increment wait for the one before it to reach memory.
+void count_by_tables(const std::uint8_t* c, std::size_t n, CodeCounts& h) {
+  if (n == 0) return;
   std::array<std::array<std::uint32_t, 256>, 4> t{};
-  CodeCounts h{};
-  const std::uint8_t* c = codes.data();
-  std::size_t n = codes.size();
   while (n > 0) {
     // At most 2^32 - 1 increments of one 32-bit table between flushes into h.
     const std::size_t m = std::min<std::size_t>(n, std::size_t{1} << 32);
@@ -168,6 +204,24 @@ CodeCounts count_codes(std::span<const std::uint8_t> codes) {
     c += m;
     n -= m;
   }
+}
+
+}  // namespace
+
+CodeCounts count_codes(std::span<const std::uint8_t> codes) {
+  // A slice at a time by byte counters where its codes are all below 64; the slices between,
+  // and the tail, by the tables in one run each.
+  CodeCounts h{};
+  const std::uint8_t* c = codes.data();
+  const std::size_t n = codes.size();
+  std::size_t tabled = 0;  // codes before this are counted
+  for (std::size_t at = 0; at + kSmallSlice <= n; at += kSmallSlice) {
+    if (count_small_codes(c + at, kSmallSlice / sizeof(Bytes64), h)) {
+      count_by_tables(c + tabled, at - tabled, h);
+      tabled = at + kSmallSlice;
+    }
+  }
+  count_by_tables(c + tabled, n - tabled, h);
   return h;
 }
 
