@@ -72,7 +72,7 @@ class AttentionErrorAccumulator {
   std::vector<float> m_qt, m_max, m_max_hat;
   std::vector<double> m_sum, m_sum_hat, m_weighted_diff, m_sq_diff, m_out, m_out_hat;
   // A tile's logits [tokens][rows] and softmax numerators (64-byte aligned), V rows as padded
-  // floats where they cannot be read in place, and four K rows as floats.
+  // floats where they cannot be read in place, and eight K rows as floats (logits_tokens).
   AlignedFloats m_logits, m_logits_hat, m_weights, m_weights_hat;
   std::vector<float> m_tile_max, m_tile_max_hat, m_tile_values, m_tile_values_hat, m_key_scratch;
 };
