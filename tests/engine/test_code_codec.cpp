@@ -421,6 +421,77 @@ TEST(CodeCodec, EscapedValueWithItsOwnCodeDecodes) {
   EXPECT_EQ(out, codes);
 }
 
+// Huffman streams against a writer that puts every code's canonical code word bit by bit, most
+// significant bit first, and an escaped value as the escape's code word and its 8 bits, least
+// significant first (docs/FORMAT.md): the encoder looks codes below 64 up 32 at a time and
+// writes the rest through its tables, so the vectors mix 32-code chunks of codes below 64 (the
+// vector lookup), chunks holding an escape or a code of 64 or more (the tables), and tails.
+TEST(CodeCodec, HuffmanStreamsMatchABitByBitWriter) {
+  CodeCounts h{};
+  for (int v = 0; v < 40; ++v) h[static_cast<std::size_t>(v)] = 1 + (v * 37) % 23;
+  h[7] = 0;  // 7, and everything from 40 up, take the escape
+  h[200] = 3;
+  auto book = HuffmanCodebook::from_histogram(h);
+  ASSERT_TRUE(book.ok());
+  ASSERT_FALSE(book->pairs());
+  detail::Rng rng(41);
+  for (const int dim : {1, 31, 32, 33, 64, 100, 128, 257}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    const int tokens = 12, heads = 2;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(tokens) * heads * dim);
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      const std::size_t chunk = (i % static_cast<std::size_t>(dim)) / 32;
+      const std::uint64_t r = rng.below(1000);
+      // Mostly codes below 40; now and then a 7 (escaped), a 45 (escaped, below 64), a 200
+      // (own code, above 63) or a 255 (escaped, above 63); some chunks have none of those.
+      std::uint8_t v = static_cast<std::uint8_t>(rng.below(40));
+      if (chunk % 3 != 0 && r < 8) v = 7;
+      if (chunk % 3 != 0 && r >= 8 && r < 12) v = 45;
+      if (chunk % 3 == 2 && r >= 12 && r < 16) v = 200;
+      if (chunk % 3 == 2 && r >= 16 && r < 18) v = 255;
+      codes[i] = v;
+    }
+    auto enc = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, 5, 0}, &*book);
+    ASSERT_TRUE(enc.ok()) << enc.message();
+    // The reference: blocks of 5 tokens, per head, each vector's bits one after another, the
+    // block padded to a whole byte.
+    std::vector<std::uint8_t> payload;
+    std::vector<std::uint16_t> vector_bits;
+    for (int t0 = 0; t0 < tokens; t0 += 5) {
+      for (int head = 0; head < heads; ++head) {
+        std::uint64_t bit = 0;
+        const std::size_t start = payload.size();
+        const auto put = [&](std::uint32_t value, int count, bool msb_first) {
+          for (int k = 0; k < count; ++k) {
+            const int b = msb_first ? count - 1 - k : k;
+            if (bit % 8 == 0) payload.push_back(0);
+            payload[start + bit / 8] |= static_cast<std::uint8_t>(((value >> b) & 1u) << (bit % 8));
+            ++bit;
+          }
+        };
+        for (int t = t0; t < std::min(tokens, t0 + 5); ++t) {
+          const std::uint64_t before = bit;
+          for (int j = 0; j < dim; ++j) {
+            const std::uint8_t v = codes[(static_cast<std::size_t>(t) * heads + head) * dim +
+                                         static_cast<std::size_t>(j)];
+            if (book->length(v) > 0) {
+              put(book->code(v), book->length(v), true);
+            } else {
+              put(book->code(HuffmanCodebook::kEscape), book->length(HuffmanCodebook::kEscape),
+                  true);
+              put(v, 8, false);
+            }
+          }
+          vector_bits.push_back(static_cast<std::uint16_t>(bit - before));
+        }
+      }
+    }
+    EXPECT_EQ(enc->vector_bits, vector_bits);
+    ASSERT_EQ(enc->payload.size(), payload.size());
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), enc->payload.begin()));
+  }
+}
+
 TEST(CodeCodec, EmptyHistogramBookEscapesEverything) {
   const Case c{CodecKind::Huffman, 40, 2, 24, 16, Dist::All256, 5};
   check_round_trip(c, {});

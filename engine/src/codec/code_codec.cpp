@@ -6,6 +6,10 @@
 #include <bit>
 #include <limits>
 
+#if defined(__AVX512BW__) && defined(__AVX512CD__)
+#include <immintrin.h>
+#endif
+
 #include <fmt/format.h>
 
 #include "codec/bitpack.h"
@@ -284,7 +288,28 @@ std::uint64_t stream_bits(CodecKind kind, const std::uint8_t* codes, int dim,
                           const HuffmanCodebook* book) {
   std::uint64_t bits = 0;
   if (kind == CodecKind::VarWidth) {
-    for (int g = 0; g < dim; g += detail::kVarWidthGroup) {
+    int g = 0;
+#if defined(__AVX512BW__) && defined(__AVX512CD__)
+    static_assert(detail::kVarWidthGroup == 16, "a group is one 128-bit lane");
+    if (dim >= 64) {
+      // Four groups a register: each lane's bytes OR-ed into its first byte, the width of that
+      // byte from its leading zeros, and the widths summed once at the end.
+      __m512i widths = _mm512_setzero_si512();
+      for (; g + 64 <= dim; g += 64) {
+        __m512i x = _mm512_loadu_si512(codes + g);
+        x = _mm512_or_si512(x, _mm512_bsrli_epi128(x, 8));
+        x = _mm512_or_si512(x, _mm512_bsrli_epi128(x, 4));
+        x = _mm512_or_si512(x, _mm512_bsrli_epi128(x, 2));
+        x = _mm512_or_si512(x, _mm512_bsrli_epi128(x, 1));
+        const __m512i lane_or = _mm512_maskz_and_epi32(0x1111, x, _mm512_set1_epi32(0xff));
+        widths = _mm512_add_epi32(
+            widths, _mm512_sub_epi32(_mm512_set1_epi32(32), _mm512_lzcnt_epi32(lane_or)));
+      }
+      bits = 16 * static_cast<std::uint64_t>(_mm512_reduce_add_epi32(widths)) +
+             4 * static_cast<std::uint64_t>(g / 16);
+    }
+#endif
+    for (; g < dim; g += detail::kVarWidthGroup) {
       const int n = std::min(detail::kVarWidthGroup, dim - g);
       unsigned max_code = 0;
       for (int i = 0; i < n; ++i) max_code |= codes[g + i];

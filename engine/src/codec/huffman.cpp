@@ -311,6 +311,11 @@ Status HuffmanCodebook::build_tables() {
       m_enc_bits[static_cast<std::size_t>(v)] =
           detail::reverse_bits(m_codes[static_cast<std::size_t>(v)], l);
       m_enc_len[static_cast<std::size_t>(v)] = static_cast<std::uint8_t>(l);
+      if (v < 64) {
+        static_assert(kMaxCodeLength <= 12, "enc_small packs 12 bits of code and its length");
+        m_enc_small[static_cast<std::size_t>(v)] = static_cast<std::uint16_t>(
+            m_enc_bits[static_cast<std::size_t>(v)] | static_cast<std::uint32_t>(l) << 12);
+      }
     } else {
       // Escape code, then the value's 8 bits, least significant first.
       m_enc_bits[static_cast<std::size_t>(v)] =

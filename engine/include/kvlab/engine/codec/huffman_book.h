@@ -74,6 +74,9 @@ class HuffmanCodebook {
 
   // Encoder table: bit pattern in stream order (first bit = bit 0) and its length, per value.
   std::uint32_t enc_bits(std::uint8_t value) const { return m_enc_bits[value]; }
+  // The same for values below 64 with a code of their own, packed for vector lookups:
+  // enc_bits | cost_bits << 12 (both fit, as kMaxCodeLength is 12); 0 for an escaped value.
+  const std::array<std::uint16_t, 64>& enc_small() const { return m_enc_small; }
   // Decoder table indexed by the next 12 stream bits: (length << 9) | symbol, 0 = invalid code.
   const std::uint16_t* decode_table() const { return m_table.data(); }
 
@@ -84,6 +87,7 @@ class HuffmanCodebook {
   std::array<std::uint32_t, kSymbols> m_codes{};
   std::array<std::uint32_t, 256> m_enc_bits{};
   std::array<std::uint8_t, 256> m_enc_len{};
+  std::array<std::uint16_t, 64> m_enc_small{};
   std::vector<std::uint16_t> m_table;
   bool m_pairs = false;
 };
