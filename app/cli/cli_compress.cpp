@@ -66,12 +66,19 @@ void print_text(const CompressionReport& r) {
       "(thread-seconds: quantize {:.2f}, code {:.2f}, dequantize {:.2f}, metrics {:.2f})\n",
       r.wall_seconds, r.source_seconds, r.total_seconds, r.threads, r.threads == 1 ? "" : "s",
       r.quantize_seconds, r.code_seconds, r.dequantize_seconds, r.metrics_seconds);
+  if (const std::string stages = stage_summary(r); !stages.empty()) {
+    fmt::print("stages           {}\n", stages);
+  }
   if (r.memory_peak_bytes > 0) {
     constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     fmt::print(
         "memory           peak {:.2f} GiB resident while compressing ({:.2f} GiB when it began: "
         "the program and the source's bytes in memory; a file source is read in place)\n",
         r.memory_peak_bytes / kGiB, r.memory_start_bytes / kGiB);
+    if (r.device_memory_peak_bytes > 0) {
+      fmt::print("                 peak {:.2f} GiB on the GPU\n",
+                 r.device_memory_peak_bytes / kGiB);
+    }
   }
 }
 

@@ -134,34 +134,38 @@ __global__ void write_kernel(EncodeArgs a, std::uint64_t bitpack_full_block_byte
     }
   }
   __syncthreads();
-  const int b = blockIdx.y;
-  const Place p = place_of(b, a.heads, a.tokens, a.block_size);
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= p.n) return;
-  const std::uint8_t* v =
-      a.codes + (static_cast<std::size_t>(p.first_token + i) * a.heads + p.head) * a.dim;
-  std::uint64_t bitpos;
-  if (kHuffman) {
-    bitpos =
-        static_cast<std::uint64_t>(a.block_offsets[b]) * 8 + a.vector_start[p.first_vector + i];
-  } else {
-    const std::uint64_t block_bytes = (static_cast<std::uint64_t>(p.n) * a.dim * a.width + 7) / 8;
-    const std::uint64_t start =
-        static_cast<std::uint64_t>(p.tb) * a.heads * bitpack_full_block_bytes +
-        static_cast<std::uint64_t>(p.head) * block_bytes;
-    bitpos = start * 8 + static_cast<std::uint64_t>(i) * a.dim * a.width;
-  }
-  BitWriter w(a.payload, bitpos);
-  for (int c = 0; c < a.dim; ++c) {
-    const std::uint8_t code = v[c];
+  // Blocks along y, grid-strided: a grid has at most 65535 rows, a layer more blocks than that
+  // (32 heads x 2048 token blocks at 128K).
+  const int blocks = (a.tokens + a.block_size - 1) / a.block_size * a.heads;
+  for (int b = blockIdx.y; b < blocks; b += gridDim.y) {
+    const Place p = place_of(b, a.heads, a.tokens, a.block_size);
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= p.n) continue;
+    const std::uint8_t* v =
+        a.codes + (static_cast<std::size_t>(p.first_token + i) * a.heads + p.head) * a.dim;
+    std::uint64_t bitpos;
     if (kHuffman) {
-      w.put(bits_of[code], len_of[code]);
+      bitpos =
+          static_cast<std::uint64_t>(a.block_offsets[b]) * 8 + a.vector_start[p.first_vector + i];
     } else {
-      if (code >> a.width) atomicMin(a.error, b + 1);
-      w.put(code & ((1u << a.width) - 1u), a.width);
+      const std::uint64_t block_bytes = (static_cast<std::uint64_t>(p.n) * a.dim * a.width + 7) / 8;
+      const std::uint64_t start =
+          static_cast<std::uint64_t>(p.tb) * a.heads * bitpack_full_block_bytes +
+          static_cast<std::uint64_t>(p.head) * block_bytes;
+      bitpos = start * 8 + static_cast<std::uint64_t>(i) * a.dim * a.width;
     }
+    BitWriter w(a.payload, bitpos);
+    for (int c = 0; c < a.dim; ++c) {
+      const std::uint8_t code = v[c];
+      if (kHuffman) {
+        w.put(bits_of[code], len_of[code]);
+      } else {
+        if (code >> a.width) atomicMin(a.error, b + 1);
+        w.put(code & ((1u << a.width) - 1u), a.width);
+      }
+    }
+    w.finish();
   }
-  w.finish();
 }
 
 __global__ void set_int_kernel(int* p, int v) {
@@ -285,7 +289,7 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
                  "GPU encode: clearing the payload");
   a.payload = out.payload.get();
   if (blocks > 0) {
-    const dim3 grid((block_size + kThreads - 1) / kThreads, blocks);
+    const dim3 grid((block_size + kThreads - 1) / kThreads, std::min(blocks, 65535));
     if (kind == CodecKind::Huffman) {
       write_kernel<true><<<grid, kThreads, 0, stream>>>(a, 0);
     } else {

@@ -19,6 +19,7 @@
 #include "kvlab/engine/core/backend.h"
 #include "kvlab/kernels/cuda_device.h"
 #include "kvlab/kernels/gpu_kv.h"
+#include "layer_pipeline.h"
 
 namespace kvlab::cuda {
 
@@ -70,6 +71,24 @@ class CudaBackend final : public Backend {
   Status fused_attention(const CompressedKvView& cache, std::span<const float> q, int q_heads,
                          std::span<float> out) override;
 
+  bool has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) const override {
+    return gpu_has_stage(stage, config, cache);
+  }
+  // The GPU takes a run's layers when it has every stage of it: a method without a GPU
+  // quantizer, a codec without a GPU encoder (VarWidth) or metrics it cannot take (keys stored
+  // before RoPE) leave the whole run to the CPU's threads.
+  bool runs_layers(const MethodConfig& config, const KvCache& cache) const override {
+    for (Stage stage : kStages) {
+      if (stage == Stage::Code && !config.codec) continue;
+      if (!gpu_has_stage(stage, config, cache)) return false;
+    }
+    return true;
+  }
+  Status run_layers(const LayerRunRequest& request, std::span<LayerOutcome> outcomes) override {
+    return run_layers_on_gpu(request, outcomes, m_device_peak);
+  }
+  std::uint64_t last_run_device_bytes() const override { return m_device_peak; }
+
  private:
   // softmax(q . K / sqrt(d)) . V over an uploaded layer (its first `compressed` tokens) and the
   // fp16 buffer, for a GQA group the kernels are built for.
@@ -77,6 +96,7 @@ class CudaBackend final : public Backend {
                 std::span<const float> q, int q_heads, std::span<float> out);
 
   std::string m_device;
+  std::uint64_t m_device_peak = 0;
   // Host scratch kept between calls: every token's logits then probabilities, one part's logits
   // or probabilities, and one part's output.
   std::vector<float> m_all, m_part, m_out;

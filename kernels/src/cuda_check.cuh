@@ -12,6 +12,13 @@
 
 #include "kvlab/engine/core/result.h"
 
+// Small helpers of the kernels' argument structs, callable from host and device code.
+#if defined(__CUDACC__)
+#define KVLAB_HD __host__ __device__
+#else
+#define KVLAB_HD
+#endif
+
 namespace kvlab::cuda {
 
 inline Status cuda_status(cudaError_t err, const char* what) {

@@ -1,8 +1,6 @@
 // Group quantization kernels (see group_quantize.cuh). Keys: one thread per channel column of a
 // token group, reading rows coalesced across the warp; values: one warp per (token, head, group),
-// min and max by shuffles. Every floating-point step is rounded as the CPU rounds it: step =
-// rel_scale * range or range / levels, inv = 1 / step, code = trunc(min(fma(x - min, inv, 0.5),
-// max_code + 0.5)).
+// min and max by shuffles. Every floating-point step is group_rules.h's, which the CPU calls too.
 #include <cuda_fp16.h>
 
 #include <string>
@@ -10,6 +8,7 @@
 
 #include "cuda_check.cuh"
 #include "group_quantize.cuh"
+#include "kvlab/engine/quant/group_rules.h"
 #include "kvlab/kernels/gpu_kv.h"
 
 namespace kvlab::cuda {
@@ -20,14 +19,13 @@ __device__ __forceinline__ float load_half(const std::uint16_t* p, std::size_t i
   return __half2float(__ushort_as_half(p[i]));
 }
 
+// group_rules.h's rules, shared with the CPU (float32 parameters: no rounding to a dtype).
 __device__ __forceinline__ float step_of(float range, bool relative, float rel_scale, int bits) {
-  return relative ? __fmul_rn(rel_scale, range)
-                  : __fdiv_rn(range, static_cast<float>((1 << bits) - 1));
+  return rules::group_step(range, relative, rel_scale, bits);
 }
 
 __device__ __forceinline__ std::uint8_t code_of(float x, float mn, float inv, float max_code) {
-  const float q = fminf(__fmaf_rn(__fsub_rn(x, mn), inv, 0.5f), max_code + 0.5f);
-  return static_cast<std::uint8_t>(static_cast<int>(q));
+  return rules::group_code(x, mn, inv, max_code);
 }
 
 __global__ void quantize_keys_kernel(GroupQuantArgs a) {
@@ -44,8 +42,10 @@ __global__ void quantize_keys_kernel(GroupQuantArgs a) {
     mn = fminf(mn, v);
     mx = fmaxf(mx, v);
   }
+  mn = rules::unsigned_zero(mn);
+  mx = rules::unsigned_zero(mx);
   const float step = step_of(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits);
-  const float inv = step > 0.f ? __frcp_rn(step) : 0.f;
+  const float inv = rules::group_inverse(step);
   const float max_code = static_cast<float>((1 << a.bits) - 1);
   const std::size_t unit = static_cast<std::size_t>(group) * hd + j;
   a.steps[unit] = step;
@@ -77,8 +77,10 @@ __global__ void quantize_values_kernel(GroupQuantArgs a, int width, int groups_p
     mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   }
+  mn = rules::unsigned_zero(mn);
+  mx = rules::unsigned_zero(mx);
   const float step = step_of(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits);
-  const float inv = step > 0.f ? __frcp_rn(step) : 0.f;
+  const float inv = rules::group_inverse(step);
   const float max_code = static_cast<float>((1 << a.bits) - 1);
   if (lane == 0) {
     a.steps[unit] = step;

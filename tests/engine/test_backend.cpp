@@ -1,8 +1,9 @@
 // The Backend interface: the CPU backend gives the same bytes and outputs as the engine's free
 // functions on boundary and seeded random sizes; make_backend() picks by name, "auto" falls back
 // to the CPU when the CUDA factory fails or is absent, "cuda" without one says kvlab was built
-// without CUDA, an unknown name lists the valid ones; compress_cache codes through the backend it
-// is given and records it in the report and its JSON.
+// without CUDA, an unknown name lists the valid ones; compress_cache records the backend it is
+// given and where each stage ran (the CPU for every stage unless the backend runs the layers
+// itself) in the report and its JSON.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -227,7 +228,7 @@ KvCache tiny_cache() {
   return std::move(*r);
 }
 
-TEST(Backend, CompressCodesTheChosenCodecOnTheGivenBackendAndRecordsIt) {
+TEST(Backend, CpuRunsEveryStageAndTheReportSaysWhere) {
   const KvCache cache = tiny_cache();
   MethodConfig m;
   m.kind = MethodKind::KvComp;
@@ -236,25 +237,51 @@ TEST(Backend, CompressCodesTheChosenCodecOnTheGivenBackendAndRecordsIt) {
   ASSERT_TRUE(on_cpu.ok()) << on_cpu.message();
   EXPECT_EQ(on_cpu->backend, "cpu");
   EXPECT_EQ(on_cpu->device, make_cpu_backend()->device_name());
+  for (Stage stage : kStages) {
+    EXPECT_EQ(on_cpu->stage_backends[static_cast<std::size_t>(stage)], "cpu") << stage_id(stage);
+    EXPECT_TRUE(make_cpu_backend()->has_stage(stage, m, cache));
+  }
+  EXPECT_FALSE(make_cpu_backend()->runs_layers(m, cache));
+  // "quantize: cpu 0.00 s, code: cpu ..., dequantize: cpu ..., metrics: cpu ..."
+  const std::string summary = stage_summary(*on_cpu);
+  EXPECT_EQ(summary.rfind("quantize: cpu ", 0), 0u) << summary;
+  for (const char* part : {", code: cpu ", ", dequantize: cpu ", ", metrics: cpu "}) {
+    EXPECT_NE(summary.find(part), std::string::npos) << summary;
+  }
 
+  // Without a codec there is no code stage.
+  MethodConfig kivi;
+  auto plain = compress_cache(cache, kivi);
+  ASSERT_TRUE(plain.ok()) << plain.message();
+  EXPECT_EQ(plain->stage_backends[static_cast<std::size_t>(Stage::Code)], "");
+  EXPECT_EQ(stage_summary(*plain).find("code:"), std::string::npos);
+}
+
+TEST(Backend, ADeviceBackendWithoutAPipelineLeavesTheWholeRunToTheCpu) {
+  // A backend that has no stage of its own (a GPU whose kernels lack the method): the run is the
+  // CPU's on all its threads, its encoder included, and the report names the backend chosen and
+  // the CPU for every stage.
+  const KvCache cache = tiny_cache();
+  MethodConfig m;
+  m.kind = MethodKind::KvComp;
+  m.codec = CodecKind::Huffman;
+  auto on_cpu = compress_cache(cache, m);
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.message();
   CountingBackend counting;
   CountingBackend::encodes = 0;
+  EXPECT_FALSE(counting.has_stage(Stage::Quantize, m, cache));
   auto on_counting = compress_cache(cache, m, {}, &counting);
   ASSERT_TRUE(on_counting.ok()) << on_counting.message();
-  // Only the chosen codec goes through the backend: once per layer for K and for V.
-  EXPECT_EQ(CountingBackend::encodes, 2 * static_cast<int>(cache.layers.size()));
+  EXPECT_EQ(CountingBackend::encodes, 0);
   EXPECT_EQ(on_counting->backend, "counting");
   EXPECT_EQ(on_counting->device, "test device");
+  for (Stage stage : kStages) {
+    EXPECT_EQ(on_counting->stage_backends[static_cast<std::size_t>(stage)], "cpu");
+  }
   EXPECT_EQ(on_counting->bytes.total(), on_cpu->bytes.total());
   EXPECT_EQ(on_counting->codec.codec_bytes, on_cpu->codec.codec_bytes);
-
-  // Without a codec, nothing reaches the backend, but the report still names it.
-  CountingBackend::encodes = 0;
-  MethodConfig kivi;
-  auto plain = compress_cache(cache, kivi, {}, &counting);
-  ASSERT_TRUE(plain.ok()) << plain.message();
-  EXPECT_EQ(CountingBackend::encodes, 0);
-  EXPECT_EQ(plain->backend, "counting");
+  EXPECT_EQ(on_counting->threads, on_cpu->threads);
+  EXPECT_FALSE(counting.run_layers(LayerRunRequest{cache, m, *make_quantizer(m).value(), {}}, {}));
 }
 
 TEST(Backend, ReportJsonCarriesTheBackendAndOldRecordsStillLoad) {
@@ -278,6 +305,19 @@ TEST(Backend, ReportJsonCarriesTheBackendAndOldRecordsStillLoad) {
 
   j["backend"] = {{"id", 3}};
   EXPECT_FALSE(report_from_json(j).ok());
+  j.erase("backend");
+
+  // Where each stage ran: kept, and absent from records saved before stages were recorded.
+  ASSERT_TRUE(j.contains("stage_backends"));
+  EXPECT_EQ(j["stage_backends"]["quantize"], "cpu");
+  EXPECT_FALSE(j["stage_backends"].contains("code"));  // no codec
+  auto staged = report_from_json(j);
+  ASSERT_TRUE(staged.ok()) << staged.message();
+  EXPECT_EQ(staged->stage_backends, r->stage_backends);
+  j.erase("stage_backends");
+  auto unstaged = report_from_json(j);
+  ASSERT_TRUE(unstaged.ok()) << unstaged.message();
+  EXPECT_EQ(stage_summary(*unstaged), "");
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
-// The Compression page's backend selector: Auto, CPU and CUDA are offered; a CPU or Auto run
-// names where it ran in the results heading; CUDA where it is unavailable (this test program
-// registers no CUDA library) fails in the view's normal error display and saves nothing.
+// The Compression page's backend selector: Auto, CPU and CUDA are offered, each named with its
+// device (CUDA, unavailable in this test program, which registers no CUDA library, says why and
+// cannot be picked from the list); a CPU or Auto run names where it ran and where each stage ran
+// in the results heading; CUDA chosen anyway fails in the view's normal error display and saves
+// nothing.
 #include <gtest/gtest.h>
 
 #include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
+#include <QStandardItemModel>
 
 #include "gui_test_support.h"
 #include "kvlab/engine/core/backend.h"
@@ -38,11 +41,19 @@ TEST(BackendSelector, OffersAutoCpuCudaWithAutoFirst) {
   EXPECT_TRUE(combo->isVisibleTo(&window));
   ASSERT_EQ(combo->count(), 3);
   const char* ids[] = {"auto", "cpu", "cuda"};
-  const char* texts[] = {"Auto", "CPU", "CUDA"};
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(combo->itemData(i).toString(), QString::fromLatin1(ids[i]));
-    EXPECT_EQ(combo->itemText(i), QString::fromLatin1(texts[i]));
   }
+  EXPECT_EQ(combo->itemText(0), QStringLiteral("Auto"));
+  EXPECT_EQ(combo->itemText(1),
+            QStringLiteral("CPU: ") + QString::fromStdString(make_cpu_backend()->device_name()));
+  EXPECT_EQ(combo->itemText(2), QStringLiteral("CUDA (unavailable)"));
+  EXPECT_TRUE(combo->itemData(2, Qt::ToolTipRole).toString().startsWith(QStringLiteral("CUDA")))
+      << combo->itemData(2, Qt::ToolTipRole).toString().toStdString();
+  auto* model = qobject_cast<QStandardItemModel*>(combo->model());
+  ASSERT_NE(model, nullptr);
+  EXPECT_TRUE(model->item(1)->isEnabled());
+  EXPECT_FALSE(model->item(2)->isEnabled());
   EXPECT_EQ(combo->currentData().toString(), QStringLiteral("auto"));
 }
 
@@ -61,6 +72,10 @@ TEST(BackendSelector, CpuAndAutoRunsNameTheDevice) {
     const QString heading = view.results_panel()->heading_label()->text();
     EXPECT_TRUE(heading.contains(QStringLiteral("on cpu: ") + device.toHtmlEscaped()))
         << heading.toStdString();
+    for (const char* stage :
+         {"quantize: cpu ", "code: cpu ", "dequantize: cpu ", "metrics: cpu "}) {
+      EXPECT_TRUE(heading.contains(QString::fromLatin1(stage))) << heading.toStdString();
+    }
     EXPECT_TRUE(view.backend_combo()->isEnabled());
   }
 }

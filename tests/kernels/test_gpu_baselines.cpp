@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_support.h"
 #include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/quant/fp8.h"
@@ -20,13 +21,6 @@
 
 namespace kvlab {
 namespace {
-
-#define KVLAB_REQUIRE_GPU()                         \
-  do {                                              \
-    if (Status gpu_ = cuda::require_gpu(); !gpu_) { \
-      GTEST_SKIP() << "no GPU: " << gpu_.message(); \
-    }                                               \
-  } while (0)
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "codec/bitpack.h"
+#include "gpu_test_support.h"
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/codec/compressed_cache.h"
 #include "kvlab/engine/core/dtype.h"
@@ -19,13 +20,6 @@
 
 namespace kvlab {
 namespace {
-
-#define KVLAB_REQUIRE_GPU()                         \
-  do {                                              \
-    if (Status gpu_ = cuda::require_gpu(); !gpu_) { \
-      GTEST_SKIP() << "no GPU: " << gpu_.message(); \
-    }                                               \
-  } while (0)
 
 // fp16 keys/values with per-channel offsets and a few outlier channels, as real keys have.
 std::vector<std::uint16_t> random_fp16(int tokens, int heads, int dim, unsigned seed) {

@@ -13,9 +13,11 @@
 #include <QScrollArea>
 #include <QSignalBlocker>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QTabWidget>
 #include <QVBoxLayout>
 
+#include "kvlab/engine/core/backend.h"
 #include "kvlab/engine/io/report_json.h"
 #include "kvlab/gui/bytes_chart.h"
 #include "kvlab/gui/chart_pair.h"
@@ -85,11 +87,29 @@ QWidget* CompressionView::build_controls() {
 
   m_backend = new QComboBox(controls);
   m_backend->addItem(tr("Auto"), QStringLiteral("auto"));
-  m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
-  m_backend->addItem(tr("CUDA"), QStringLiteral("cuda"));
+  // Each backend named with its device; CUDA without a usable GPU says why and cannot be picked.
+  for (const auto& [label, id] : {std::pair{tr("CPU"), QStringLiteral("cpu")},
+                                  std::pair{tr("CUDA"), QStringLiteral("cuda")}}) {
+    auto made = make_backend(id.toStdString());
+    const QString device = made ? QString::fromStdString((*made)->device_name())
+                                : QString::fromStdString(made.message());
+    m_backend->addItem(made ? tr("%1: %2").arg(label, device) : tr("%1 (unavailable)").arg(label),
+                       id);
+    const int row = m_backend->count() - 1;
+    m_backend->setItemData(row, device, Qt::ToolTipRole);
+    if (!made) {
+      if (auto* model = qobject_cast<QStandardItemModel*>(m_backend->model())) {
+        model->item(row)->setEnabled(false);
+      }
+    }
+  }
+  // The device names are long (a CPU's model): the list shows them whole, the box stays narrow.
+  m_backend->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_backend->setMinimumContentsLength(14);
   m_backend->setToolTip(
-      tr("Where the entropy coder runs: Auto takes the GPU when one is usable, else the CPU; "
-         "CUDA needs a GPU and kvlab built with CUDA. The bytes are the same on either."));
+      tr("Where the run's stages happen (quantize, code, dequantize, metrics): Auto takes the "
+         "GPU when one is usable, else the CPU. A stage the GPU lacks for a method runs on the "
+         "CPU; the results say where each stage ran. The bytes are the same on either."));
   auto* backend_label = new QLabel(tr("Backend:"), controls);
   backend_label->setBuddy(m_backend);
   backend_label->setToolTip(m_backend->toolTip());

@@ -224,6 +224,7 @@ void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
   if (s.peak_memory_bytes > 0) {
     heading += tr(" · peak memory %1").arg(format_byte_count(s.peak_memory_bytes));
   }
+  if (!s.stages.isEmpty()) heading += QStringLiteral("<br>") + s.stages.toHtmlEscaped();
   m_heading->setText(heading);
   const std::array<QString, kMetricCount> texts{
       format_ratio(s.ratio),

@@ -65,6 +65,32 @@ class CpuBackend final : public Backend {
 
 Backend::~Backend() = default;
 
+std::string_view stage_id(Stage stage) {
+  switch (stage) {
+    case Stage::Quantize:
+      return "quantize";
+    case Stage::Code:
+      return "code";
+    case Stage::Dequantize:
+      return "dequantize";
+    case Stage::Metrics:
+      return "metrics";
+  }
+  return "?";
+}
+
+bool Backend::has_stage(Stage, const MethodConfig&, const KvCache&) const {
+  return id() == "cpu";
+}
+
+bool Backend::runs_layers(const MethodConfig&, const KvCache&) const {
+  return false;
+}
+
+Status Backend::run_layers(const LayerRunRequest&, std::span<LayerOutcome>) {
+  return make_error(fmt::format("backend '{}' does not run a compression's layers itself", id()));
+}
+
 std::span<const std::string_view> backend_ids() {
   return kBackendIds;
 }

@@ -1,7 +1,9 @@
 #include "kvlab/engine/io/report_json.h"
-#include "kvlab/engine/quant/method_json.h"
 
 #include <fmt/format.h>
+
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/quant/method_json.h"
 
 namespace kvlab {
 
@@ -140,40 +142,48 @@ json report_to_json(const CompressionReport& r) {
     }
     layers.push_back(std::move(lj));
   }
-  json out = {
-      {"source", r.source},
-      {"method", r.method},
-      {"method_label", r.method_label},
-      {"params", method_params_json(r.config)},
-      {"shape",
-       {{"name", r.shape.name},
-        {"layers", r.shape.layers},
-        {"q_heads", r.shape.q_heads},
-        {"kv_heads", r.shape.kv_heads},
-        {"head_dim", r.shape.head_dim}}},
-      {"tokens", r.tokens},
-      {"values", r.values},
-      {"fp16_bytes", r.fp16_bytes},
-      {"ratio", r.ratio},
-      {"bits_per_value", r.bits_per_value},
-      {"bytes", bytes_json(r.bytes)},
-      {"error", error_json(r.error)},
-      {"timings",
-       {{"source_s", r.source_seconds},
-        {"quantize_s", r.quantize_seconds},
-        {"code_s", r.code_seconds},
-        {"dequantize_s", r.dequantize_seconds},
-        {"metrics_s", r.metrics_seconds},
-        {"total_s", r.total_seconds},
-        {"wall_s", r.wall_seconds},
-        {"threads", r.threads}}},
-      {"memory", {{"start_bytes", r.memory_start_bytes}, {"peak_bytes", r.memory_peak_bytes}}},
-      {"per_layer", layers}};
+  json out = {{"source", r.source},
+              {"method", r.method},
+              {"method_label", r.method_label},
+              {"params", method_params_json(r.config)},
+              {"shape",
+               {{"name", r.shape.name},
+                {"layers", r.shape.layers},
+                {"q_heads", r.shape.q_heads},
+                {"kv_heads", r.shape.kv_heads},
+                {"head_dim", r.shape.head_dim}}},
+              {"tokens", r.tokens},
+              {"values", r.values},
+              {"fp16_bytes", r.fp16_bytes},
+              {"ratio", r.ratio},
+              {"bits_per_value", r.bits_per_value},
+              {"bytes", bytes_json(r.bytes)},
+              {"error", error_json(r.error)},
+              {"timings",
+               {{"source_s", r.source_seconds},
+                {"quantize_s", r.quantize_seconds},
+                {"code_s", r.code_seconds},
+                {"dequantize_s", r.dequantize_seconds},
+                {"metrics_s", r.metrics_seconds},
+                {"total_s", r.total_seconds},
+                {"wall_s", r.wall_seconds},
+                {"threads", r.threads}}},
+              {"memory",
+               {{"start_bytes", r.memory_start_bytes},
+                {"peak_bytes", r.memory_peak_bytes},
+                {"device_peak_bytes", r.device_memory_peak_bytes}}},
+              {"per_layer", layers}};
   if (r.config.codec) {
     out["codec"] = std::string(codec_id(*r.config.codec));
     add_codec_fields(out, r.codec);
   }
   if (!r.backend.empty()) out["backend"] = {{"id", r.backend}, {"device", r.device}};
+  json stages = json::object();
+  for (Stage stage : kStages) {
+    const std::string& where = r.stage_backends[static_cast<std::size_t>(stage)];
+    if (!where.empty()) stages[std::string(stage_id(stage))] = where;
+  }
+  if (!stages.empty()) out["stage_backends"] = std::move(stages);
   return out;
 }
 
@@ -236,9 +246,21 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
     }
     if (t.contains("threads")) KVLAB_TRY(get(t, "threads", r.threads, "timings."));
   }
+  if (j.contains("stage_backends") && j["stage_backends"].is_object()) {
+    for (Stage stage : kStages) {  // absent from runs saved before stages were recorded
+      const std::string key(stage_id(stage));
+      if (j["stage_backends"].contains(key)) {
+        KVLAB_TRY(get(j["stage_backends"], key.c_str(),
+                      r.stage_backends[static_cast<std::size_t>(stage)], "stage_backends."));
+      }
+    }
+  }
   if (j.contains("memory")) {  // absent from runs saved before memory was measured
     KVLAB_TRY(get(j["memory"], "start_bytes", r.memory_start_bytes, "memory."));
     KVLAB_TRY(get(j["memory"], "peak_bytes", r.memory_peak_bytes, "memory."));
+    if (j["memory"].contains("device_peak_bytes")) {
+      KVLAB_TRY(get(j["memory"], "device_peak_bytes", r.device_memory_peak_bytes, "memory."));
+    }
   }
   if (j.contains("backend")) {  // absent from runs saved before backends existed
     KVLAB_TRY(get(j["backend"], "id", r.backend, "backend."));

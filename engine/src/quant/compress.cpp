@@ -155,16 +155,6 @@ void fill_attention(ErrorMetrics& m, const AttentionErrorSums& a) {
   m.attn_output_cosine = a.output_cosine();
 }
 
-// One layer's share of the report, computed on its own (any thread) and added in layer order.
-struct LayerOutcome {
-  LayerReport report;
-  ElementErrorSums element;
-  AttentionErrorSums attention;
-  CodecStats codec;
-  ByteBreakdown bytes;
-  double quantize = 0, code = 0, dequantize = 0, metrics = 0;  // seconds on this layer's thread
-};
-
 // A thread's working memory, kept from layer to layer of one run. A layer's reconstructions are
 // made a tile of tokens at a time, into buffers that stay in the core's cache, and read there by
 // the element and attention errors at once, beside the same tile of the originals converted to
@@ -307,20 +297,9 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
   }
   KVLAB_TRY(progress.keep_going(0.99));
   const auto t0 = Clock::now();
-  fill_element(lr.key_error, elem[0]);
-  fill_element(lr.value_error, elem[1]);
-  out.element = elem[0];
-  out.element += elem[1];
-  fill_element(lr.error, out.element);
-  if (attention) {
-    out.attention = attention->sums();
-    fill_attention(lr.error, out.attention);
-  }
-  out.bytes = lr.key_bytes;
-  out.bytes += lr.value_bytes;
-  const std::uint64_t layer_values = lkv.key.elements() + lkv.value.elements();
-  lr.ratio = out.bytes.total() ? 2.0 * layer_values / out.bytes.total() : 0.0;
-  lr.bits_per_value = layer_values ? 8.0 * out.bytes.total() / layer_values : 0.0;
+  if (attention) out.attention = attention->sums();
+  finish_layer(out, elem[0], elem[1], attention.has_value(),
+               lkv.key.elements() + lkv.value.elements());
   out.metrics += seconds_since(t0);
   // Read through: a source mapped from its file gives its pages back, so a run holds the layers
   // in flight, not the whole cache (the next run reads them from the page cache again).
@@ -329,6 +308,25 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
 }
 
 }  // namespace
+
+Status check_tensor_finite(const Tensor& t, const std::string& name) {
+  return check_finite(t, name);
+}
+
+void finish_layer(LayerOutcome& out, const ElementErrorSums& key, const ElementErrorSums& value,
+                  bool has_queries, std::uint64_t layer_values) {
+  LayerReport& lr = out.report;
+  fill_element(lr.key_error, key);
+  fill_element(lr.value_error, value);
+  out.element = key;
+  out.element += value;
+  fill_element(lr.error, out.element);
+  if (has_queries) fill_attention(lr.error, out.attention);
+  out.bytes = lr.key_bytes;
+  out.bytes += lr.value_bytes;
+  lr.ratio = out.bytes.total() ? 2.0 * layer_values / out.bytes.total() : 0.0;
+  lr.bits_per_value = layer_values ? 8.0 * out.bytes.total() / layer_values : 0.0;
+}
 
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& requested,
                                          const ProgressFn& progress, Backend* backend) {
@@ -359,17 +357,34 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
 
   const int layers = static_cast<int>(cache.layers.size());
   std::vector<LayerOutcome> outcomes(static_cast<std::size_t>(layers));
-  // A GPU backend's streams and buffers belong to one caller: its layers run one by one.
-  const std::shared_ptr<void> one_thread = backend->id() == "cpu" ? nullptr : limit_threads(1);
-  report.threads = std::min(worker_threads(), std::max(1, layers));
-  // Each layer frees codes and streams of the lengths the next asks for: kept, not faulted in and
-  // zeroed again (about 2 GiB at 32K context); given back when the run ends.
-  const detail::KeepFreedBuffers keep_freed;
-  tbb::enumerable_thread_specific<LayerBuffers> buffers;  // freed when the run ends
-  KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
-    return compress_layer(cache, l, config, **quantizer, *backend, p, buffers.local(),
-                          outcomes[static_cast<std::size_t>(l)]);
-  }));
+  const bool on_device = backend->runs_layers(config, cache);
+  for (Stage stage : kStages) {
+    if (stage == Stage::Code && !config.codec) continue;
+    report.stage_backends[static_cast<std::size_t>(stage)] =
+        on_device && backend->has_stage(stage, config, cache) ? backend->id() : "cpu";
+  }
+  if (on_device) {
+    report.threads = 1;
+    KVLAB_TRY(backend->run_layers(LayerRunRequest{cache, config, **quantizer, progress}, outcomes));
+    report.device_memory_peak_bytes = backend->last_run_device_bytes();
+  } else {
+    // Every stage on the CPU, on all its threads: a device backend that cannot take the layers
+    // (its kernels lack this method) leaves the whole run to the CPU rather than one stage of
+    // each layer to a device with the rest pinned to one thread.
+    if (backend->id() != "cpu") {
+      cpu = make_cpu_backend();
+      backend = cpu.get();
+    }
+    report.threads = std::min(worker_threads(), std::max(1, layers));
+    // Each layer frees codes and streams of the lengths the next asks for: kept, not faulted in
+    // and zeroed again (about 2 GiB at 32K context); given back when the run ends.
+    const detail::KeepFreedBuffers keep_freed;
+    tbb::enumerable_thread_specific<LayerBuffers> buffers;  // freed when the run ends
+    KVLAB_TRY(for_each_item(layers, progress, "layer", [&](int l, ItemProgress& p) {
+      return compress_layer(cache, l, config, **quantizer, *backend, p, buffers.local(),
+                            outcomes[static_cast<std::size_t>(l)]);
+    }));
+  }
 
   ElementErrorSums total_elem;
   AttentionErrorSums total_attn;
@@ -397,6 +412,19 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
   return report;
 }
 
+std::string stage_summary(const CompressionReport& r) {
+  const std::array<double, 4> seconds{r.quantize_seconds, r.code_seconds, r.dequantize_seconds,
+                                      r.metrics_seconds};
+  std::string out;
+  for (Stage stage : kStages) {
+    const auto i = static_cast<std::size_t>(stage);
+    if (r.stage_backends[i].empty()) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}: {} {:.2f} s", stage_id(stage), r.stage_backends[i], seconds[i]);
+  }
+  return out;
+}
+
 Result<MethodConfig> run_bench_method(std::string_view id) {
   MethodConfig m;
   if (id == "int8") {
@@ -409,10 +437,16 @@ Result<MethodConfig> run_bench_method(std::string_view id) {
   } else if (id == "kvcomp-huffman" || id == "kvcomp-bitpack") {
     m.kind = MethodKind::KvComp;
     m.codec = id == "kvcomp-huffman" ? CodecKind::Huffman : CodecKind::BitPack;
+  } else if (id == "fp8-e4m3") {
+    m.kind = MethodKind::Fp8E4M3;
+  } else if (id == "q4_0") {
+    m.kind = MethodKind::Q4_0;
+  } else if (id == "nvfp4") {
+    m.kind = MethodKind::Nvfp4;
   } else {
     return make_error(
-        fmt::format("unknown method '{}' (expected int8, int4, kivi-2, kivi-4, kvcomp-huffman or "
-                    "kvcomp-bitpack)",
+        fmt::format("unknown method '{}' (expected int8, int4, kivi-2, kivi-4, fp8-e4m3, q4_0, "
+                    "nvfp4, kvcomp-huffman or kvcomp-bitpack)",
                     id));
   }
   return m;

@@ -7,6 +7,7 @@
 
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
+#include "kvlab/engine/quant/group_rules.h"
 
 namespace kvlab::detail {
 
@@ -24,20 +25,15 @@ int value_group_width(const GroupSpec& spec, int dim) {
 }
 
 float step_for(const GroupSpec& spec, float range) {
-  const float step = spec.rule == StepRule::Levels
-                         ? range / static_cast<float>((1 << spec.bits) - 1)
-                         : static_cast<float>(spec.rel_scale) * range;
-  return round_param(step, spec.params);
+  return round_param(rules::group_step(range, spec.rule == StepRule::Relative,
+                                       static_cast<float>(spec.rel_scale), spec.bits),
+                     spec.params);
 }
 
-// Codes for n elements sharing (min, inv_step): round((x - min) * inv), clamped to
-// [0, max_code]. With float32 parameters x >= min holds exactly, so (x - min) >= 0 and truncation
-// of q + 0.5 rounds; a minimum rounded to fp16 / bf16 may lie above x, hence the lower clamp. The
-// multiply-add is an explicit fma so every build (with or without FMA contraction) and the CUDA
-// kernel (kernels/src/group_quantize.cu, float32 parameters) produce the same codes.
+// Codes for n elements sharing (min, inv_step): group_rules.h's rule, which the CUDA quantizer
+// (kernels/src/quant_group.cu) shares.
 inline std::uint8_t encode_one(float x, float mn, float inv, float max_code) {
-  const float q = std::max(std::min(std::fma(x - mn, inv, 0.5f), max_code + 0.5f), 0.f);
-  return static_cast<std::uint8_t>(static_cast<int>(q));
+  return rules::group_code(x, mn, inv, max_code);
 }
 
 // The least and the greatest of x[0, n), n >= 1. Sixteen lanes side by side, then across them:
@@ -74,19 +70,22 @@ inline void encode_run(const float* x, std::size_t n, float mn, float inv, float
 
 }  // namespace
 
-float round_param(float v, DType params) {
+rules::ParamDtype param_dtype(DType params) {
   switch (params) {
     case DType::F16:
-      // _Float16's conversion rounds to nearest even as float_to_fp16 does, and is one F16C
-      // instruction where the CPU has it (a scalar call per parameter cost KIVI's keys a third
-      // of their speed).
-      return static_cast<float>(static_cast<_Float16>(std::clamp(v, -65504.f, 65504.f)));
+      return rules::ParamDtype::F16;
     case DType::BF16:
-      return bf16_to_float(float_to_bf16(v));
+      return rules::ParamDtype::BF16;
     case DType::F32:
       break;
   }
-  return v;
+  return rules::ParamDtype::F32;
+}
+
+float round_param(float v, DType params) {
+  // fp16 through _Float16: one F16C instruction where the CPU has it (a scalar call per
+  // parameter cost KIVI's keys a third of their speed).
+  return rules::round_param(v, param_dtype(params));
 }
 
 int largest_code(const GroupSpec& spec) {
@@ -136,9 +135,11 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
         }
       }
       for (int j = 0; j < hd; ++j) {
+        mn[j] = rules::unsigned_zero(mn[j]);
+        mx[j] = rules::unsigned_zero(mx[j]);
         step[j] = step_for(spec, mx[j] - mn[j]);
         mn[j] = round_param(mn[j], spec.params);
-        inv[j] = step[j] > 0.f ? 1.f / step[j] : 0.f;
+        inv[j] = rules::group_inverse(step[j]);
       }
       for (int r = 0; r < rows; ++r) {
         const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
@@ -169,11 +170,13 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
           const int n = std::min(width, dim - c0);
           const float* seg = buf.data() + base + c0;
           auto [lo, hi] = range_of(seg, n);
+          lo = rules::unsigned_zero(lo);
+          hi = rules::unsigned_zero(hi);
           const float step = step_for(spec, hi - lo);
           lo = round_param(lo, spec.params);
           steps[unit] = step;
           mins[unit] = lo;
-          encode_run(seg, static_cast<std::size_t>(n), lo, step > 0.f ? 1.f / step : 0.f, max_code,
+          encode_run(seg, static_cast<std::size_t>(n), lo, rules::group_inverse(step), max_code,
                      cbuf.data() + base + c0);
         }
       }

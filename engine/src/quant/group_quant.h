@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/quant/group_rules.h"
 #include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab::detail {
@@ -35,8 +36,10 @@ struct GroupSpec {
   DType params = DType::F32;
 };
 
-// A parameter value as `spec.params` stores it (exactly representable in that dtype).
+// A parameter value as `spec.params` stores it (exactly representable in that dtype):
+// group_rules.h's round_param.
 float round_param(float v, DType params);
+rules::ParamDtype param_dtype(DType params);
 
 // Number of units (each has one step and one minimum) for a tensor of this shape.
 std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,

@@ -23,6 +23,12 @@ struct AgeTier {
   int bits = 4;
   int tokens = 0;  // 0 for the oldest tier: everything older
 };
+// Token boundaries of the tiers over `tokens` tokens: tier i covers [b[i], b[i+1]), the fp16
+// residual [b[n], b[n+1] = tokens); every boundary below the residual a multiple of
+// `group_size`. The CPU and the GPU quantizers (kernels/src/quant_group.cu) both cut so.
+std::vector<int> age_tier_boundaries(const std::vector<AgeTier>& tiers, int group_size,
+                                     int residual, int tokens);
+
 // `params`: the dtype each group's step and minimum is stored in (group_quant.h).
 std::unique_ptr<Quantizer> make_tiered_quantizer(std::string label, std::vector<AgeTier> tiers,
                                                  int group_size, int residual, DType params);

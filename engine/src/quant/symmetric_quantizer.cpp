@@ -1,5 +1,6 @@
 // Per-tensor symmetric INT8 / INT4: scale = max|x| / (2^(b-1) - 1), the naive baseline.
-// Codes are stored offset by 2^(b-1) (so -7..7 is 1..15 for INT4), packed b bits each.
+// Codes are stored offset by 2^(b-1) (so -7..7 is 1..15 for INT4), packed b bits each. The
+// element rules are group_rules.h's, which the CUDA quantizer (kernels/src/quant_group.cu) shares.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -8,6 +9,7 @@
 
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
+#include "kvlab/engine/quant/group_rules.h"
 #include "quant/quantizers.h"
 
 namespace kvlab::detail {
@@ -37,20 +39,14 @@ class SymmetricQuantizer final : public Quantizer {
 #pragma omp simd reduction(max : amax)
       for (std::size_t i = 0; i < m; ++i) amax = std::max(amax, std::fabs(buf[i]));
     }
-    const float qmax = static_cast<float>((1 << (m_bits - 1)) - 1);
-    const float scale = amax > 0.f ? amax / qmax : 1.f;
+    const float scale = rules::symmetric_scale(amax, m_bits);
     const float inv = 1.f / scale;
-    const float offset = static_cast<float>(1 << (m_bits - 1)) + 0.5f;
     for (int t0 = 0; t0 < x.tokens(); t0 += kChunkTokens) {
       const int rows = std::min(kChunkTokens, x.tokens() - t0);
       load_rows(x, t0, t0 + rows, buf.data());
       const std::size_t m = rows * hd;
 #pragma omp simd
-      for (std::size_t i = 0; i < m; ++i) {
-        // x * inv lies in [-qmax, qmax]; shifting by 2^(b-1) + 0.5 makes truncation round.
-        const float v = std::clamp(buf[i] * inv + offset, 1.f, 2.f * qmax + 1.5f);
-        cbuf[i] = static_cast<std::uint8_t>(static_cast<int>(v));
-      }
+      for (std::size_t i = 0; i < m; ++i) cbuf[i] = rules::symmetric_code(buf[i], inv, m_bits);
       pack_codes(cbuf.data(), m, m_bits, q.codes.data(), t0 * hd);
     }
     q.params = {scale};

@@ -31,20 +31,8 @@ class TieredQuantizer final : public Quantizer {
 
   std::string name() const override { return m_label; }
 
-  // Token boundaries: tier i covers [b[i], b[i+1]); fp16 covers [b[n], b[n+1] = tokens).
   std::vector<int> boundaries(int tokens) const {
-    const int n = static_cast<int>(m_tiers.size());
-    std::vector<int> b(n + 2, 0);
-    const int quantized = std::max(0, tokens - m_residual) / m_group * m_group;
-    b[n] = quantized;
-    b[n + 1] = tokens;
-    int end = quantized;
-    for (int i = n - 1; i >= 1; --i) {
-      const int want = (m_tiers[i].tokens + m_group - 1) / m_group * m_group;
-      b[i] = std::max(0, end - want);
-      end = b[i];
-    }
-    return b;
+    return age_tier_boundaries(m_tiers, m_group, m_residual, tokens);
   }
 
   GroupSpec spec(int bits) const {
@@ -148,6 +136,22 @@ class TieredQuantizer final : public Quantizer {
 };
 
 }  // namespace
+
+std::vector<int> age_tier_boundaries(const std::vector<AgeTier>& tiers, int group_size,
+                                     int residual, int tokens) {
+  const int n = static_cast<int>(tiers.size());
+  std::vector<int> b(n + 2, 0);
+  const int quantized = std::max(0, tokens - residual) / group_size * group_size;
+  b[n] = quantized;
+  b[n + 1] = tokens;
+  int end = quantized;
+  for (int i = n - 1; i >= 1; --i) {
+    const int want = (tiers[i].tokens + group_size - 1) / group_size * group_size;
+    b[i] = std::max(0, end - want);
+    end = b[i];
+  }
+  return b;
+}
 
 std::unique_ptr<Quantizer> make_tiered_quantizer(std::string label, std::vector<AgeTier> tiers,
                                                  int group_size, int residual, DType params) {

@@ -98,6 +98,8 @@ struct ReportSummary {
   double total_seconds = 0;
   // Where it ran, "cpu: <CPU model>" or "cuda: <GPU name>"; empty for runs saved before backends.
   QString backend;
+  // Where each stage ran and its seconds (stage_summary()); empty for runs saved before stages.
+  QString stages;
   // The most memory the process held while compressing; 0 for runs saved before it was measured.
   double peak_memory_bytes = 0;
   // The memory formula with the run's numbers: in fp16, and at the measured bits/value.

@@ -5,9 +5,14 @@
 // its factory once at start-up (the apps call kvlab::register_backends()), and without it "cuda"
 // is a clear error while "auto" quietly takes the CPU.
 //
+// A compression run is four stages (Stage). The CPU has every stage of every method; a device
+// backend answers has_stage() for each and runs the layers itself (run_layers()), the stages it
+// lacks falling back to the CPU's; the report names where each stage ran (stage_backends).
+//
 // A backend object is used by one thread at a time (it may keep scratch buffers).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -19,6 +24,19 @@
 #include "kvlab/engine/core/result.h"
 
 namespace kvlab {
+
+struct KvCache;
+struct MethodConfig;
+struct LayerOutcome;
+struct LayerRunRequest;
+
+// The stages of a compression run, in the order a layer goes through them: quantize (codes and
+// parameters), code (the entropy coder and its sizes), dequantize (the reconstruction), metrics
+// (element and attention errors, histograms).
+enum class Stage : std::uint8_t { Quantize, Code, Dequantize, Metrics };
+inline constexpr std::array<Stage, 4> kStages{Stage::Quantize, Stage::Code, Stage::Dequantize,
+                                              Stage::Metrics};
+std::string_view stage_id(Stage stage);  // "quantize", "code", "dequantize", "metrics"
 
 class Backend {
  public:
@@ -40,6 +58,20 @@ class Backend {
   // its fp16 buffer included. q and out [q_heads][head_dim].
   virtual Status fused_attention(const CompressedKvView& cache, std::span<const float> q,
                                  int q_heads, std::span<float> out) = 0;
+
+  // Whether this backend runs `stage` of a run of `config` over `cache` on its own device. The
+  // CPU runs every stage; a stage a device backend lacks runs on the CPU.
+  virtual bool has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) const;
+  // True when this backend runs a run's layers itself (run_layers) for `config` over `cache`;
+  // false leaves them to compress_cache's CPU loop on the engine's threads (the CPU backend, and
+  // a device backend for a method whose quantizer it lacks).
+  virtual bool runs_layers(const MethodConfig& config, const KvCache& cache) const;
+  // Every layer of the request's cache into outcomes[layer] (one per layer), each stage where
+  // has_stage() says and on the CPU otherwise; progress and cancel through request.progress.
+  // Only called where runs_layers() is true.
+  virtual Status run_layers(const LayerRunRequest& request, std::span<LayerOutcome> outcomes);
+  // The most device memory the last run_layers() held, in bytes (0 for the CPU).
+  virtual std::uint64_t last_run_device_bytes() const { return 0; }
 };
 
 // Why "cuda" is unavailable when no CUDA library was built in.

@@ -87,15 +87,56 @@ struct CompressionReport {
   // source holds in memory; a file source is mapped and counts only where it is being read) and
   // the most it held while compressing. Zero in reports saved before they were measured.
   std::uint64_t memory_start_bytes = 0, memory_peak_bytes = 0;
-  // Where the entropy coder ran: the backend's id ("cpu", "cuda") and device name. Empty in
-  // reports saved before backends existed.
+  // The most GPU memory a device backend's run held (0 when the layers ran on the CPU).
+  std::uint64_t device_memory_peak_bytes = 0;
+  // The backend chosen for the run: its id ("cpu", "cuda") and device name. Empty in reports
+  // saved before backends existed.
   std::string backend, device;
+  // Where each stage ran (indexed by Stage: quantize, code, dequantize, metrics): "cpu" or the
+  // device backend's id; "" for a stage the run had none of (code without a codec) and in
+  // reports saved before stages were recorded. With a device backend the stage's seconds above
+  // are device-seconds.
+  std::array<std::string, 4> stage_backends;
 };
 
-// `backend` runs the entropy coding of the chosen codec (null: the CPU); the other two codecs of
-// the side-by-side comparison are sized on the CPU (same bytes either way). Layers run side by
-// side on the engine's threads (for_each_item) when the backend is the CPU; the report is the
-// same, bit for bit, whatever the number of threads.
+// One layer's share of a report, computed on its own (any thread, or a device backend's
+// pipeline: Backend::run_layers) and added in layer order by compress_cache.
+struct LayerOutcome {
+  LayerReport report;
+  ElementErrorSums element;
+  AttentionErrorSums attention;
+  CodecStats codec;
+  ByteBreakdown bytes;
+  double quantize = 0, code = 0, dequantize = 0, metrics = 0;  // seconds, per stage
+};
+
+// What a device backend's run_layers() needs: the cache, the method (as method_for_cache gave
+// it), the CPU quantizer of that method (for stages the device lacks), and the run's progress.
+struct LayerRunRequest {
+  const KvCache& cache;
+  const MethodConfig& config;
+  const Quantizer& quantizer;
+  const ProgressFn& progress;
+};
+
+// Where each stage of `r` ran and its seconds, for people: "quantize: cuda 0.12 s, code: cuda
+// 0.05 s, dequantize: cuda 0.02 s, metrics: cuda 0.31 s". Empty for reports saved before stages
+// were recorded.
+std::string stage_summary(const CompressionReport& r);
+
+// Ok when every value of `t` is finite; else an Error "NAME holds nan at token T, head H, channel
+// C" for the first that is not. Every run checks its source so, whatever the backend.
+Status check_tensor_finite(const Tensor& t, const std::string& name);
+
+// After a layer's sums are in `out`: its report's error fields, bytes, ratio and bits per value.
+// The one rule for every backend.
+void finish_layer(LayerOutcome& out, const ElementErrorSums& key, const ElementErrorSums& value,
+                  bool has_queries, std::uint64_t layer_values);
+
+// `backend` (null: the CPU) runs the stages it has: a device backend that runs_layers() for this
+// method takes every layer through its own pipeline; otherwise the layers run side by side on
+// the engine's threads (for_each_item), the chosen codec's encoder on `backend`, and the report
+// is the same, bit for bit, whatever the number of threads.
 Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfig& config,
                                          const ProgressFn& progress = {},
                                          Backend* backend = nullptr);
@@ -108,7 +149,8 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
 double memory_floor_seconds(const KvCache& cache, std::uint64_t write_bytes);
 
 // The methods the whole-run benchmarks can be asked for, by id: int8, int4, kivi-2, kivi-4,
-// kvcomp-huffman, kvcomp-bitpack (each with the method's defaults otherwise).
+// fp8-e4m3, q4_0, nvfp4, kvcomp-huffman, kvcomp-bitpack (each with the method's defaults
+// otherwise).
 Result<MethodConfig> run_bench_method(std::string_view id);
 
 }  // namespace kvlab
