@@ -43,8 +43,19 @@ cd "$fresh"
 env -i PATH=/usr/bin:/bin HOME="$fresh" "$fresh/usr/bin/kvlab" --help >/dev/null
 env -i PATH=/usr/bin:/bin HOME="$fresh" "$fresh/usr/bin/kvlab" plan --model llama-3-8b \
   --gpu h100-sxm --context 8192 >/dev/null
-env -i PATH=/usr/bin:/bin HOME="$fresh" QT_QPA_PLATFORM=offscreen \
-  "$fresh/usr/bin/kvlab-gui" --db "$fresh/runs.sqlite" --screenshot "$fresh/shots" >/dev/null
+# The screenshot mode saves its demo runs into a database of its own: the user's ($KVLAB_DB here,
+# holding one run) is the same file, byte for byte, afterwards (issue 42).
+user_db="$fresh/user-runs.sqlite"
+env -i PATH=/usr/bin:/bin HOME="$fresh" KVLAB_DB="$user_db" "$fresh/usr/bin/kvlab" compress \
+  --source synthetic:tiny --method int8 --save >/dev/null
+before=$(sha256sum "$user_db" | cut -d' ' -f1)
+env -i PATH=/usr/bin:/bin HOME="$fresh" KVLAB_DB="$user_db" QT_QPA_PLATFORM=offscreen \
+  "$fresh/usr/bin/kvlab-gui" --screenshot "$fresh/shots" >/dev/null
 n=$(ls "$fresh/shots"/*.png | wc -l)
 [ "$n" -ge 5 ] || { echo "kvlab: kvlab-gui --screenshot wrote $n PNGs" >&2; exit 1; }
+[ "$(sha256sum "$user_db" | cut -d' ' -f1)" = "$before" ] ||
+  { echo "kvlab: kvlab-gui --screenshot changed the user's database $user_db" >&2; exit 1; }
+runs=$(env -i PATH=/usr/bin:/bin HOME="$fresh" KVLAB_DB="$user_db" "$fresh/usr/bin/kvlab" runs list \
+  --json | grep -c '"id"')
+[ "$runs" -eq 1 ] || { echo "kvlab: the user's database holds $runs runs after --screenshot" >&2; exit 1; }
 echo "kvlab: package OK ($(du -h "$deb" | cut -f1)); kvlab and kvlab-gui ran from a fresh root ($n screenshots)"

@@ -24,6 +24,7 @@
 #include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/quant/method.h"
 
 #if KVLAB_HAVE_ZSTD
@@ -304,7 +305,8 @@ int run_codec_bench(const BenchOptions& o) {
     for (auto& r : *rows) fused.push_back(std::move(r));
   }
   if (o.json) {
-    fmt::print("{}\n", nlohmann::json{{"codecs", *codecs}, {"fused_attention", fused}}.dump(2));
+    fmt::print("{}\n",
+               json_text(nlohmann::json{{"codecs", *codecs}, {"fused_attention", fused}}, 2));
     return 0;
   }
   print_codec_rows(o, *codecs);
@@ -381,7 +383,7 @@ int run_gpu_bench_command(const GpuBenchCliOptions& o) {
     if (int rc = save_gpu_bench(o, j); rc != 0) return rc;
   }
   if (o.json) {
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
   fmt::print("GPU kernels on {}, a Llama-3-8B layer (8 KV heads, 32 query heads, head_dim 128)\n",

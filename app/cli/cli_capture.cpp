@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/model_capture.h"
 #include "kvlab/engine/sources/cache_file.h"
 
@@ -49,7 +50,7 @@ int run_capture(const CaptureOptions& o) {
                         {"head_dim", cache.shape.head_dim},
                         {"pre_rope", o.pre_rope},
                         {"generated", generated}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
   } else {
     fmt::print(
         "{}{}\n\nwrote {} tokens × {} layers × {} KV heads × {} ({} keys, queries, token "
@@ -81,7 +82,8 @@ void add_capture_command(CLI::App& app) {
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
   cmd->add_option("--max-tokens", o->max_tokens, "tokens to generate after the prompt")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_flag("--pre-rope", o->pre_rope, "write keys before RoPE instead of after");
   cmd->add_option("--out", o->out, "the .safetensors file to write")->required();
   cmd->add_flag("--json", o->json, "print JSON");

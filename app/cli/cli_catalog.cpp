@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli_plan_support.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/hf_model.h"
 #include "kvlab/planners/memory_formula.h"
 
@@ -78,7 +79,7 @@ void add_models_command(CLI::App& app) {
         }
       }
       if (*json) {
-        fmt::print("{}\n", planners::model_to_json(*m).dump(2));
+        fmt::print("{}\n", json_text(planners::model_to_json(*m), 2));
       } else {
         const Scheme fp16 = planners::parse_scheme("fp16").value();
         fmt::print(

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "kvlab/engine/core/names.h"
+#include "kvlab/engine/core/utf8.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/sources/cache_file.h"
 
 namespace kvlab::cli {
@@ -29,7 +31,9 @@ Result<std::string> read_text_file(const std::string& option, const std::string&
 }
 
 int fail(const std::string& message) {
-  std::fprintf(stderr, "kvlab: %s\n", message.c_str());
+  // One line, whatever the message holds: bytes from a file or a path are escaped (utf8.h).
+  const std::string line = "kvlab: " + terminal_text(message) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
   return kExitFailure;
 }
 
@@ -96,9 +100,11 @@ void SourceOptions::add_to(CLI::App& app) {
                  "llama.cpp state file: the GGUF model that wrote it (its KV heads and head_dim, "
                  "which the file does not record)");
   app.add_option("--kv-heads", llama_state.kv_heads,
-                 "llama.cpp state file without --model: KV heads (0: from --head-dim)");
+                 "llama.cpp state file without --model: KV heads (0: from --head-dim)")
+      ->check(CLI::Range(0, 1 << 16));
   app.add_option("--head-dim", llama_state.head_dim,
-                 "llama.cpp state file without --model: head_dim (0: from --kv-heads)");
+                 "llama.cpp state file without --model: head_dim (0: from --kv-heads)")
+      ->check(CLI::Range(0, 1 << 16));
   app.add_option("--llama-rotation", llama_rotation,
                  "llama.cpp state file: its Hadamard rotation of quantized K/V, undone on reading: "
                  "auto (llama.cpp's rule: quantized type and head_dim % 64 == 0), on, or off "
@@ -357,7 +363,7 @@ int save_and_print(RunsStore* store, const NewRun& run, nlohmann::json& j, bool 
     if (!json) fmt::print(stderr, "saved as run {} in {}\n", *id, store->path().string());
   }
   if (json) {
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
   } else {
     print_text();
   }

@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/model_capture.h"
 
 namespace kvlab::cli {
@@ -127,7 +128,7 @@ int run_generate(const GenerateOptions& o) {
                         {"decode_seconds", decode_s},
                         {"decode_tokens_per_second", steps / std::max(decode_s, 1e-9)},
                         {"threads", worker_threads()}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
   fmt::print("{}\n\n", text);
@@ -154,7 +155,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
   cmd->add_option("--ids", o->ids, "the prompt as token ids, comma-separated (no BOS added)");
   cmd->add_flag("--chat", o->chat, "wrap the prompt as a user turn of the model's chat template");
-  cmd->add_option("--tokens", o->tokens, "tokens to generate")->capture_default_str();
+  cmd->add_option("--tokens", o->tokens, "tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--threads", o->threads, "worker threads (0: every core)")->capture_default_str();
   cmd->add_option("--logits-out", o->logits_out,
                   "write the logits as raw little-endian float32: [vocab] after the prompt, or "

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli_plan_support.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/planners/memory_formula.h"
 #include "kvlab/store/plan_inputs.h"
 
@@ -85,7 +86,7 @@ int run_advise(const AdviseOptions& o) {
     j["pp"] = base->deployment.pp;
     j["min_gain"] = o.min_gain;
     j["contexts_beyond_the_model"] = dropped;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
   const auto& d = base->deployment;

@@ -123,6 +123,7 @@ Result<QualityText> quality_text(const LoadedModel& loaded, const std::string& o
                                  std::uint64_t seed) {
   QualityText out;
   if (text_file.empty()) {
+    if (max_tokens > 0) sample = std::min(sample, max_tokens);  // no more than will be scored
     auto sampled = sample_text(loaded.model, sample, seed, loaded.bos, loaded.eos);
     if (!sampled) return sampled.error();
     out.tokens = std::move(*sampled);
@@ -163,14 +164,17 @@ void add_quality_command(CLI::App& app) {
   cmd->add_option("--text-file", o->text_file,
                   "the UTF-8 text to score (default: the model's own sampled text)");
   cmd->add_option("--sample", o->sample, "without --text-file: tokens of sampled text")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(2, kMaxSampledTokens));
   cmd->add_option("--max-tokens", o->max_tokens,
-                  "with --text-file: score only its first N tokens (0: all of it)")
+                  "score only the first N tokens of the text (0: all of it); a sampled text is "
+                  "sampled no longer")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "seed of the sampled text")->capture_default_str();
   cmd->add_option("--window", o->window, "tokens per window (0: the model's context)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   std::string methods = "quantization method: none";
   for (const auto id : method_ids()) methods += " | " + std::string(id);
   cmd->add_option("--method", o->method, methods)->capture_default_str();

@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/core/utf8.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/store/run_export.h"
 #include "kvlab/store/run_report.h"
 
@@ -80,7 +82,7 @@ int list(const DbOption& db, bool json) {
                      {"kl_mean", optional_json(row.kl)},
                      {"needle_retained", optional_json(row.needle_kept)}});
     }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", json_text(out, 2));
     return 0;
   }
   if (runs->empty()) {
@@ -94,12 +96,13 @@ int list(const DbOption& db, bool json) {
              "bits/val", "attn err", "Δ ppl", "KL");
   for (const auto& r : *runs) {
     const RunRow row = run_row(r);
-    fmt::print(
-        kRow, row.id, row.created_at, row.kind, cell(row.source, 22),
-        cell(row.context, MetricFormat::Count),
-        cell(row.label.empty() ? row.method : row.label, 28), cell(row.ratio, MetricFormat::Ratio),
-        cell(row.bits_per_value, MetricFormat::Bits), cell(row.error, MetricFormat::Number),
-        cell(row.perplexity_change, MetricFormat::SignedPercent), cell(row.kl, MetricFormat::Nats));
+    fmt::print(kRow, row.id, row.created_at, row.kind, cell(terminal_text(row.source), 22),
+               cell(row.context, MetricFormat::Count),
+               cell(terminal_text(row.label.empty() ? row.method : row.label), 28),
+               cell(row.ratio, MetricFormat::Ratio), cell(row.bits_per_value, MetricFormat::Bits),
+               cell(row.error, MetricFormat::Number),
+               cell(row.perplexity_change, MetricFormat::SignedPercent),
+               cell(row.kl, MetricFormat::Nats));
   }
   return 0;
 }
@@ -110,18 +113,20 @@ int show(const DbOption& db, std::int64_t id, bool json) {
   auto run = store->load_run(id);
   if (!run) return fail(run.message());
   if (json) {
-    fmt::print("{}\n", run_to_json(*run).dump(2));
+    fmt::print("{}\n", json_text(run_to_json(*run), 2));
     return 0;
   }
+  // Labels, notes and sources are the user's or a file's text: escaped for the terminal.
   fmt::print("run {}  ({}, {})\nsource  {}\nmethod  {}\nlabel   {}\n", run->id, run->kind,
-             run->created_at, run->source, run->method, run->label);
-  fmt::print("params  {}\n", run->params.dump());
+             run->created_at, terminal_text(run->source), terminal_text(run->method),
+             terminal_text(run->label));
+  fmt::print("params  {}\n", json_text(run->params));
   const auto metrics = run_metrics(*run);
   std::size_t width = 0;
   for (const RunMetric& m : metrics) width = std::max(width, m.name.size());
   for (const RunMetric& m : metrics) fmt::print("  {:<{}}  {}\n", m.name, width, m.text());
   if (run->kind == "plan") show_plan(*run);
-  if (!run->notes.empty()) fmt::print("notes   {}\n", run->notes);
+  if (!run->notes.empty()) fmt::print("notes   {}\n", terminal_text(run->notes));
   fmt::print("artifacts:");
   for (const auto& [name, data] : run->artifacts) fmt::print(" {}", name);
   fmt::print("\n");
@@ -134,7 +139,8 @@ int export_run(const DbOption& db, std::int64_t id, const std::string& format,
   if (!store) return fail(store.message());
   auto run = store->load_run(id);
   if (!run) return fail(run.message());
-  const std::string text = format == "csv" ? run_to_csv(*run) : run_to_json(*run).dump(2) + "\n";
+  const std::string text =
+      format == "csv" ? run_to_csv(*run) : json_text(run_to_json(*run), 2) + "\n";
   if (out.empty() || out == "-") {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
@@ -210,11 +216,11 @@ int import_runs(const DbOption& db, const std::vector<std::string>& from, bool j
     }
   }
   if (json) {
-    fmt::print("{}\n", nlohmann::json{{"db", store->path().string()},
-                                      {"imported", imported},
-                                      {"skipped", skipped},
-                                      {"databases", reports}}
-                           .dump(2));
+    fmt::print("{}\n", json_text(nlohmann::json{{"db", store->path().string()},
+                                                {"imported", imported},
+                                                {"skipped", skipped},
+                                                {"databases", reports}},
+                                 2));
   } else {
     fmt::print("{}: {} runs imported from {} databases, {} skipped\n", store->path().string(),
                imported, from.size(), skipped);

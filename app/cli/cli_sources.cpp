@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/core/utf8.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/engine/quant/rotation.h"
 #include "kvlab/engine/sources/cache_file.h"
@@ -96,15 +98,16 @@ int gguf_info(const std::string& path, bool metadata, bool json) {
     if (metadata) {
       for (const auto& kv : file->metadata()) j["metadata"][kv.key] = kv.display();
     }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
-  fmt::print("{}\n", path);
+  fmt::print("{}\n", terminal_text(path));
   fmt::print("format        GGUF v{}, {} tensors, {} metadata keys, {}\n", s.version,
              s.tensor_count, s.metadata_count,
              planners::format_bytes(static_cast<double>(s.file_bytes)));
-  fmt::print("model         {} ({}){}\n", s.name.empty() ? "(unnamed)" : s.name,
-             s.architecture.empty() ? "no architecture" : s.architecture,
+  // Text from the file is escaped for the terminal (utf8.h): a name can hold any bytes.
+  fmt::print("model         {} ({}){}\n", s.name.empty() ? "(unnamed)" : terminal_text(s.name),
+             s.architecture.empty() ? "no architecture" : terminal_text(s.architecture),
              s.runnable ? "" : " — not an architecture kvlab's runner runs");
   fmt::print("parameters    {:.1f} M, weights {}\n", static_cast<double>(s.parameters) / 1e6,
              s.file_type.empty() ? "?" : s.file_type);
@@ -113,24 +116,27 @@ int gguf_info(const std::string& path, bool metadata, bool json) {
   if (s.experts > 0) fmt::print("experts       {}\n", s.experts);
   fmt::print("context       {} tokens{}\n", s.context,
              s.sliding_window > 0 ? fmt::format(", sliding window {}", s.sliding_window) : "");
-  fmt::print("RoPE          base {:g}, {} dims, {}{}\n", s.rope_theta, s.rope_dims, s.rope_layout,
-             s.rope_scaling.empty()
-                 ? ""
-                 : fmt::format(", scaling {} {:g}", s.rope_scaling, s.rope_scaling_factor));
-  fmt::print("tokenizer     {}, {} tokens{}\n", s.tokenizer.empty() ? "none" : s.tokenizer, s.vocab,
+  fmt::print(
+      "RoPE          base {:g}, {} dims, {}{}\n", s.rope_theta, s.rope_dims,
+      terminal_text(s.rope_layout),
+      s.rope_scaling.empty()
+          ? ""
+          : fmt::format(", scaling {} {:g}", terminal_text(s.rope_scaling), s.rope_scaling_factor));
+  fmt::print("tokenizer     {}, {} tokens{}\n",
+             s.tokenizer.empty() ? "none" : terminal_text(s.tokenizer), s.vocab,
              s.has_chat_template ? ", chat template" : "");
-  fmt::print("tensor types  {}\n", types);
+  fmt::print("tensor types  {}\n", terminal_text(types));
   fmt::print("KV per token  {} in fp16 ({} at the full context)\n",
              planners::format_bytes(static_cast<double>(s.kv_bytes_per_token)),
              planners::format_bytes(static_cast<double>(s.kv_bytes_per_token) * s.context));
   if (metadata) {
     fmt::print("\nmetadata\n");
     for (const auto& kv : file->metadata()) {
-      fmt::print("  {:<44} {:<7} {}\n", kv.key,
+      fmt::print("  {:<44} {:<7} {}\n", terminal_text(kv.key),
                  kv.type == GgufValueType::Array
                      ? fmt::format("{}[]", gguf_value_type_name(kv.element_type))
                      : std::string(gguf_value_type_name(kv.type)),
-                 kv.display());
+                 terminal_text(kv.display()));
     }
   }
   return 0;
@@ -144,6 +150,10 @@ int llama_state_info(const std::string& path, const LlamaStateOptions& options, 
   const LlamaStateLayout& l = *layout;
   const LlamaStateLayer& first = l.layers.front();
   auto shape = llama_state_shape(l, options, path);
+  // Heads or a model given that do not fit the file are an error, as compress says; given
+  // nothing, the report says what it can and how to learn the rest.
+  const bool heads_given = !options.model.empty() || options.kv_heads != 0 || options.head_dim != 0;
+  if (!shape && heads_given) return fail(shape.message());
   const int head_dim = shape ? shape->head_dim : 0;
   const auto type_name = [](GgmlType t) { return std::string(ggml_type_info(t)->name); };
   // The rotation as kvlab undoes it: "none", or "Hadamard N (undone)".
@@ -192,10 +202,10 @@ int llama_state_info(const std::string& path, const LlamaStateOptions& options, 
       j["head_dim"] = nullptr;
       j["shape_error"] = shape.message();
     }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
-  fmt::print("{}\n", path);
+  fmt::print("{}\n", terminal_text(path));
   fmt::print("format    llama.cpp sequence state v{} ('ggsq'), {}\n", l.version,
              planners::format_bytes(static_cast<double>(l.file_bytes)));
   if (shape) {

@@ -10,7 +10,9 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/sources/llama_state.h"
 #include "kvlab/store/sweep_plan.h"
 
 namespace kvlab::cli {
@@ -65,6 +67,19 @@ Result<NewRun> run_quality_item(SweepContext& ctx, const SweepItem& item) {
 }
 
 Result<NewRun> run_compression_item(SweepContext& ctx, const SweepItem& item) {
+  // A llama.cpp state file does not say how its rows split into heads, and a sweep item has no
+  // --model to say it: the way is to write it out once with its model.
+  if (item.source.rfind("file:", 0) == 0) {
+    const std::string path = item.source.substr(5);
+    if (is_llama_state_file(path)) {
+      return make_error(fmt::format(
+          "{}: a llama.cpp state file needs the GGUF model that wrote it, which a sweep item "
+          "cannot give; write it to a cache file once with 'kvlab sources export --source "
+          "file:{} --model MODEL.gguf --out CACHE.safetensors' and sweep over "
+          "file:CACHE.safetensors",
+          item.source, path));
+    }
+  }
   SourceOptions source;
   source.source = item.source;
   if (item.synthetic) source.synthetic = *item.synthetic;
@@ -168,16 +183,16 @@ int run_sweep(const SweepOptions& o) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (o.json) {
-    fmt::print("{}\n", nlohmann::json{{"file", o.file},
-                                      {"shard", o.shard},
-                                      {"items_in_sweep", plan->items.size()},
-                                      {"items_in_shard", items.size()},
-                                      {"made", made},
-                                      {"present", present},
-                                      {"failed", failed},
-                                      {"seconds", seconds},
-                                      {"items", rows}}
-                           .dump(2));
+    fmt::print("{}\n", json_text(nlohmann::json{{"file", o.file},
+                                                {"shard", o.shard},
+                                                {"items_in_sweep", plan->items.size()},
+                                                {"items_in_shard", items.size()},
+                                                {"made", made},
+                                                {"present", present},
+                                                {"failed", failed},
+                                                {"seconds", seconds},
+                                                {"items", rows}},
+                                 2));
   } else {
     fmt::print(
         "shard {} of {}: {} items ({} in the sweep): {} made, {} in the database already, "

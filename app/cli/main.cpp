@@ -3,6 +3,7 @@
 
 #include "cli_common.h"
 #include "kvlab/app/backends.h"
+#include "kvlab/engine/core/utf8.h"
 
 int main(int argc, char** argv) {
   kvlab::register_backends();
@@ -40,8 +41,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line, then where to look.
-    std::fprintf(stderr, "kvlab: %s\nRun 'kvlab --help' or 'kvlab <command> --help'.\n", e.what());
+    std::fprintf(stderr, "kvlab: %s\nRun 'kvlab --help' or 'kvlab <command> --help'.\n",
+                 kvlab::terminal_text(e.what()).c_str());
     return 2;
+  } catch (const std::exception& e) {
+    // Whatever a command let escape ends it with one line, never an abort.
+    return kvlab::cli::fail(std::string("internal error: ") + e.what());
   }
   return kvlab::cli::exit_code();
 }

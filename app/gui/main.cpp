@@ -5,7 +5,7 @@
 // Huffman coding and saves the Compression page's codec charts and its memory over decode
 // steps, every chart tab of the Planner page, and the Eviction page zoomed in on one layer's
 // needle. The screenshot mode neither reads nor writes the saved settings, so its pictures do
-// not depend on the last session.
+// not depend on the last session, and saves its runs into a temporary database, never the user's.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,9 +20,11 @@
 #include <QIcon>
 #include <QStringList>
 #include <QTabWidget>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include "kvlab/app/backends.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/quant/method.h"
 #include "kvlab/engine/sources/synthetic.h"
@@ -44,7 +46,7 @@ constexpr const char* kVersion = "0.1.0";
 
 constexpr const char* kUsage =
     "usage: kvlab-gui [--db PATH] [--no-settings | --reset-settings] [FILE...]\n"
-    "       kvlab-gui [--db PATH] --screenshot DIR [--screenshot-size WxH]\n"
+    "       kvlab-gui --screenshot DIR [--screenshot-size WxH]\n"
     "\n"
     "The kvlab desktop lab: compress a KV cache with a method and see what it costs and keeps.\n"
     "\n"
@@ -59,7 +61,8 @@ constexpr const char* kUsage =
     "~/.local/share/kvlab/runs.sqlite)\n"
     "  --no-settings      neither read nor save the settings below for this session\n"
     "  --reset-settings   forget the saved settings, then start with the default layout\n"
-    "  --screenshot DIR   run the default compression (synthetic llama3-8b, 1024 tokens, kivi)\n"
+    "  --screenshot DIR   in a temporary runs database (never yours), run the default\n"
+    "                     compression (synthetic llama3-8b, 1024 tokens, kivi)\n"
     "                     and eviction (h2o 25% vs window 25%, 64 steps), save a PNG of every\n"
     "                     page, DIR/{compression,eviction,quality,planner,runs,learn}.png, and of\n"
     "                     every Learn step, DIR/learn-*.png; then run kvcomp + huffman and save\n"
@@ -345,7 +348,20 @@ int main(int argc, char** argv) {
   QApplication::setApplicationVersion(QString::fromLatin1(kVersion));
   QGuiApplication::setDesktopFileName(QStringLiteral("kvlab"));  // kvlab.desktop: its icon
 
-  kvlab::gui::MainWindow window(options.db.value_or(kvlab::default_db_path()));
+  // Screenshot mode saves its demo runs into a database of its own, deleted when it ends: never
+  // into the user's ($KVLAB_DB, --db or the default one).
+  QTemporaryDir screenshot_db;
+  if (options.screenshot_dir && !screenshot_db.isValid()) {
+    std::fprintf(stderr, "kvlab-gui: --screenshot: no temporary folder for its database: %s\n",
+                 screenshot_db.errorString().toLocal8Bit().constData());
+    return 1;
+  }
+  const std::filesystem::path db =
+      options.screenshot_dir
+          ? std::filesystem::path(
+                screenshot_db.filePath(QStringLiteral("runs.sqlite")).toStdString())
+          : options.db.value_or(kvlab::default_db_path());
+  kvlab::gui::MainWindow window(db);
   if (options.screenshot_dir) {
     // The same pictures whatever the screen, or the size asked for (a laptop's 1280x720).
     window.resize(options.screenshot_size.value_or(window.preferred_size()));
@@ -359,5 +375,11 @@ int main(int argc, char** argv) {
     window.open_latest_or_run_default();
     if (!files.isEmpty()) window.open_files(files);
   });
-  return QApplication::exec();
+  try {
+    return QApplication::exec();
+  } catch (const std::exception& e) {
+    // Whatever escaped the event loop ends the app with one line, never an abort.
+    std::fprintf(stderr, "kvlab-gui: internal error: %s\n", kvlab::terminal_text(e.what()).c_str());
+    return 1;
+  }
 }

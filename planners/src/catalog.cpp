@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "kvlab/engine/core/names.h"
+#include "kvlab/engine/io/json_text.h"
 
 namespace kvlab::planners {
 namespace detail {
@@ -34,7 +35,7 @@ Result<int> positive_int(const nlohmann::json& j, const char* key, const std::st
   if (!j[key].is_number_integer() || j[key].get<long long>() <= 0 ||
       j[key].get<long long>() > (1ll << 30)) {
     return make_error(
-        fmt::format("{}: '{}' must be a positive integer, not {}", where, key, j[key].dump()));
+        fmt::format("{}: '{}' must be a positive integer, not {}", where, key, json_text(j[key])));
   }
   return j[key].get<int>();
 }
@@ -260,7 +261,7 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j) {
           return make_error(
               fmt::format("{}: '{}' has {} (expected full, sliding, chunked or "
                           "linear)",
-                          where, key, e.dump()));
+                          where, key, json_text(e)));
         }
         kinds.push_back(*k);
       }

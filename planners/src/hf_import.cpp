@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/planners/catalog.h"
 
 namespace kvlab::planners {
@@ -107,7 +108,7 @@ class Fields {
       long long n = 0;
       if (!as_count((*v)[i], 0, n) || n >= layers) {
         return error(key, fmt::format("entry {} is {} (expected a layer index below the {} layers)",
-                                      i, (*v)[i].dump(), layers));
+                                      i, json_text((*v)[i]), layers));
       }
       out.push_back(static_cast<int>(n));
     }
@@ -179,7 +180,7 @@ Result<Kinds> derive_kinds(const Fields& f, const std::string& type, int layers)
         return make_error(fmt::format(
             "config.json: '{}' entry {} is {} (expected full_attention, sliding_attention, "
             "chunked_attention or linear_attention)",
-            f.name("layer_types"), i, t.dump()));
+            f.name("layer_types"), i, json_text(t)));
       }
       k.kinds.push_back(*kind);
     }
@@ -217,7 +218,7 @@ Result<Kinds> derive_kinds(const Fields& f, const std::string& type, int layers)
           bit = e.get<bool>() ? 1 : 0;
         } else if (!Fields::as_count(e, 0, bit) || bit > 1) {
           return f.error("no_rope_layers",
-                         fmt::format("entry {} is {} (expected 0 or 1)", l, e.dump()));
+                         fmt::format("entry {} is {} (expected 0 or 1)", l, json_text(e)));
         }
         k.kinds.push_back(bit == 1 ? LayerKind::Chunked : LayerKind::Full);
       }
@@ -457,7 +458,7 @@ Result<ModelSpec> read_config(const Json& file, std::string id) {
       !file["text_config"].is_null()) {
     if (!file["text_config"].is_object()) {
       return make_error(fmt::format("config.json: 'text_config' must be an object, not {}",
-                                    file["text_config"].dump()));
+                                    json_text(file["text_config"])));
     }
     text = &file["text_config"];
     prefix = "text_config.";

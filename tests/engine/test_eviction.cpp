@@ -441,6 +441,27 @@ TEST(Eviction, ReportAndMapsSurviveJson) {
   EXPECT_EQ(eviction_label(*params), eviction_label(c));
 }
 
+TEST(Eviction, ParametersOfTheWrongTypeNameTheField) {
+  const auto message = [](nlohmann::json j) {
+    auto c = eviction_config_from_json(j);
+    return c ? std::string("accepted") : c.message();
+  };
+  nlohmann::json j = eviction_params_json(config_for(EvictionPolicy::H2O, "0.5", 8));
+  j["recent_fraction"] = "half";
+  EXPECT_EQ(message(j), "eviction parameters: \"recent_fraction\" must be a number, not \"half\"");
+  j = eviction_params_json(config_for(EvictionPolicy::H2O, "0.5", 8));
+  j["steps"] = 2.5;
+  EXPECT_EQ(message(j), "eviction parameters: \"steps\" must be a whole number, not 2.5");
+  j["steps"] = 8;
+  j["budget"] = 0.5;
+  EXPECT_EQ(message(j), "eviction parameters: \"budget\" must be a string, not 0.5");
+  EXPECT_EQ(message(nlohmann::json::array()),
+            "eviction parameters: an object is needed, not []");
+  for (const std::string& m : {message(j), message(nlohmann::json::array())}) {
+    EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
+  }
+}
+
 TEST(Eviction, CorruptMapsAreErrors) {
   const KvCache cache = tiny_cache(64, 4);
   auto r = simulate_eviction(cache, config_for(EvictionPolicy::H2O, "0.5", 8)).value();

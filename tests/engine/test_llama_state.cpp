@@ -248,6 +248,19 @@ TEST(LlamaState, ShapeComesFromTheOptions) {
   LlamaStateOptions not_gguf = heads_given();
   not_gguf.model = "/nonexistent/model.gguf";
   EXPECT_FALSE(load(f.bytes, not_gguf));
+  // One number given that does not divide the row names that number, not "give --kv-heads".
+  LlamaStateOptions odd_dim;
+  odd_dim.head_dim = 7;
+  auto dim7 = load(f.bytes, odd_dim);
+  ASSERT_FALSE(dim7);
+  EXPECT_NE(dim7.message().find("head_dim 7 does not divide"), std::string::npos)
+      << dim7.message();
+  LlamaStateOptions odd_heads;
+  odd_heads.kv_heads = 5;
+  auto heads5 = load(f.bytes, odd_heads);
+  ASSERT_FALSE(heads5);
+  EXPECT_NE(heads5.message().find("5 KV heads do not divide"), std::string::npos)
+      << heads5.message();
 }
 
 TEST(LlamaState, LayoutDescribesTheFile) {

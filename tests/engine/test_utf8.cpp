@@ -53,5 +53,26 @@ TEST(Utf8, IllFormedSequencesAreFoundAtTheirFirstByte) {
             "sequence)");
 }
 
+TEST(Utf8, ValidUtf8ReplacesEachBadByteAndKeepsGoodText) {
+  EXPECT_EQ(valid_utf8("caf\xC3\xA9"), "caf\xC3\xA9");
+  EXPECT_EQ(valid_utf8("x\xFFy"), "x\xEF\xBF\xBDy");
+  EXPECT_EQ(valid_utf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // cut short: each byte
+  EXPECT_EQ(valid_utf8(std::string_view("a\0b", 3)), std::string("a\0b", 3));  // NUL is UTF-8
+  EXPECT_EQ(valid_utf8(""), "");
+  for (const char* bad : {"\xC0\xAF", "\xED\xA0\x80", "\xF5\x80\x80\x80", "\xF0\x9F\x98"}) {
+    EXPECT_FALSE(first_invalid_utf8(valid_utf8(bad)).has_value()) << bad;
+  }
+}
+
+TEST(Utf8, TerminalTextIsOneLineWithoutControls) {
+  EXPECT_EQ(terminal_text("plain é"), "plain é");
+  EXPECT_EQ(terminal_text("a\nb\tc\rd"), "a\\nb\\tc\\rd");
+  EXPECT_EQ(terminal_text("\x1b[31mred"), "\\e[31mred");
+  EXPECT_EQ(terminal_text(std::string_view("cut\0here", 8)), "cut\\0here");
+  EXPECT_EQ(terminal_text("\x07\x7f"), "\\x07\\x7f");
+  EXPECT_EQ(terminal_text("\xC2\x9B"), "\\u009b");  // C1 CSI, as UTF-8
+  EXPECT_EQ(terminal_text("x\xFFy"), "x\xEF\xBF\xBDy");
+}
+
 }  // namespace
 }  // namespace kvlab

@@ -465,6 +465,65 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   EXPECT_EQ(store.load_run(id)->created_at, newer_created);
 }
 
+TEST_F(Desktop, CtrlZRightAfterTheDeleteButtonUndoesWhereverTheFocusWent) {
+  // The person clicks Delete…, reads "Run N deleted — Ctrl+Z to undo" and presses Ctrl+Z at
+  // once: the key goes to whatever has the focus then, not to a widget the test picks.
+  MainWindow w(db());
+  w.show();
+  w.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+  CompressionView& view = *w.compression_view();
+  view.source_panel()->set_synthetic(gui_test::tiny_source());
+  view.method_panel()->set_config(gui_test::tiered_method());
+  ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
+  const std::int64_t id = view.last_saved_run_id();
+  RunsView& runs = *w.runs_view();
+  QTest::keyClick(&w, Qt::Key_5, Qt::ControlModifier);
+  const int row = runs.row_of(id);
+  ASSERT_GE(row, 0);
+  runs.select_runs({id});
+  // The confirmation is the real question box, answered Yes with the keyboard.
+  bool answered = false;
+  QTimer::singleShot(200, [&] {
+    if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+      box->button(QMessageBox::Yes)->click();
+      answered = true;
+    }
+  });
+  QPushButton* remove = nullptr;
+  for (QPushButton* b : runs.findChildren<QPushButton*>()) {
+    if (b->text() == QStringLiteral("Delete…")) remove = b;
+  }
+  ASSERT_NE(remove, nullptr);
+  ASSERT_TRUE(remove->isEnabled());
+  remove->setFocus();
+  QTest::mouseClick(remove, Qt::LeftButton);
+  ASSERT_TRUE(answered);
+  ASSERT_FALSE(w.store()->load_run(id).ok());
+  // The window manager makes the window active again once the question box is gone; Qt then
+  // gives the focus back as it does after a modal dialog.
+  w.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+  // Where the key goes: the focus widget, or the window itself when nothing has the focus.
+  QWidget* focus = QApplication::focusWidget() ? QApplication::focusWidget() : &w;
+  QTest::keyClick(focus, Qt::Key_Z, Qt::ControlModifier);
+  EXPECT_TRUE(w.store()->load_run(id).ok())
+      << "Ctrl+Z went to " << focus->metaObject()->className() << " and did not undo";
+
+  // Deleted again, and the focus then in the search field, whose own Ctrl+Z undoes typing: the
+  // key still undoes the deletion the status bar announced.
+  runs.select_runs({id});
+  ASSERT_TRUE(runs.delete_run_confirmed(id));
+  runs.search_field()->setFocus();
+  ASSERT_TRUE(runs.search_field()->hasFocus());
+  QTest::keyClick(runs.search_field(), Qt::Key_Z, Qt::ControlModifier);
+  EXPECT_TRUE(w.store()->load_run(id).ok()) << "the search field took Ctrl+Z";
+  // Once the person does something else, Ctrl+Z in the field is the field's again.
+  QTest::keyClick(runs.search_field(), Qt::Key_A);
+  QTest::keyClick(runs.search_field(), Qt::Key_Z, Qt::ControlModifier);
+  EXPECT_EQ(runs.search_field()->text(), QString());
+}
+
 TEST_F(Desktop, RecentRunsOpenFromTheRunsMenuAndKeepTheRestoredPage) {
   MainWindow w(db());
   CompressionView& view = *w.compression_view();

@@ -4,6 +4,8 @@
 // by themselves.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <qcustomplot.h>
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -176,6 +178,28 @@ TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
   const int settled = view.refresh_count();
   wait_for([] { return false; }, 1000);
   EXPECT_LE(view.refresh_count(), settled + 1);
+}
+
+TEST(RunsPage, ARunHoldingBytesThatAreNotUtf8ListsAndOpens) {
+  // A database written by an older kvlab or edited outside it: the label and source of a run
+  // set to raw bytes behind kvlab's back (issue 42). The page lists it with U+FFFD for each bad
+  // byte and opens it.
+  Page p = page_with_three_runs();
+  const std::string edit =
+      "python3 -c \"import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('UPDATE runs "
+      "SET label=CAST(X\\'78FF79\\' AS TEXT), source=CAST(X\\'66696C653AC3\\' AS TEXT) "
+      "WHERE id=" +
+      std::to_string(p.kivi2) + "'); c.commit()\" " + p.db.string();
+  ASSERT_EQ(std::system(edit.c_str()), 0) << edit;
+  RunsView view(p.store, QString());
+  view.refresh();
+  ASSERT_EQ(view.row_count(), 3);
+  const int row = view.row_of(p.kivi2);
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(view.cell_text(row, RunsTableModel::kSource), QStringLiteral("file:\uFFFD"));
+  EXPECT_TRUE(view.cell_text(row, RunsTableModel::kMethod).contains(QStringLiteral("x\uFFFDy")))
+      << view.cell_text(row, RunsTableModel::kMethod).toStdString();
+  EXPECT_TRUE(view.open_run(p.kivi2));
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <QSvgGenerator>
 #include <QTableView>
 
+#include "kvlab/engine/io/json_text.h"
+
 namespace kvlab::gui {
 namespace {
 
@@ -163,7 +165,7 @@ QString export_table(const QTableView* table, const QString& path) {
   if (suffix == QLatin1String("csv")) {
     bytes = table_to_csv(table).toUtf8();
   } else if (suffix == QLatin1String("json")) {
-    bytes = QByteArray::fromStdString(table_to_json(table).dump(2)) + '\n';
+    bytes = QByteArray::fromStdString(json_text(table_to_json(table), 2)) + '\n';
   } else {
     return QObject::tr("'%1': unknown table format '%2' (use .csv or .json)")
         .arg(path, suffix.isEmpty() ? QObject::tr("no suffix") : suffix);

@@ -8,6 +8,7 @@
 #include <QLocale>
 #include <QVBoxLayout>
 
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/gui/explain.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/number_fields.h"
@@ -133,19 +134,11 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   const auto& d = s.deployment;
   // The advice depends on the model, GPU, deployment and efficiencies, not on the page's
   // context, batch or schemes: computed again only when those change.
-  const std::string key = nlohmann::json{planners::model_to_json(s.model),
-                                         planners::gpu_to_json(s.gpu),
-                                         d.tp,
-                                         d.pp,
-                                         d.gpu_memory_utilization,
-                                         d.reserve_bytes,
-                                         d.page_tokens,
-                                         s.bandwidth_efficiency,
-                                         s.compute_efficiency,
-                                         s.rates.source,
-                                         m_advice_panel->min_gain(),
-                                         m_advice_panel->max_perplexity_change().value_or(-1)}
-                              .dump();
+  const std::string key = json_text(nlohmann::json{
+      planners::model_to_json(s.model), planners::gpu_to_json(s.gpu), d.tp, d.pp,
+      d.gpu_memory_utilization, d.reserve_bytes, d.page_tokens, s.bandwidth_efficiency,
+      s.compute_efficiency, s.rates.source, m_advice_panel->min_gain(),
+      m_advice_panel->max_perplexity_change().value_or(-1)});
   if (key == m_advice_key) return;
   m_advice_key = key;
   const QString question = tr("Should %1 compress its KV cache?").arg(deployment_title(s));

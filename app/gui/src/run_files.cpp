@@ -5,6 +5,7 @@
 #include <QDateTime>
 #include <QFileInfo>
 
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/gui/chart_export.h"
 #include "kvlab/store/run_export.h"
 #include "kvlab/store/run_report.h"
@@ -42,11 +43,11 @@ QString save_runs(const RunsStore& store, const std::vector<std::int64_t>& ids,
   } else if (csv) {
     text = run_to_csv(runs.front());
   } else if (runs.size() == 1) {
-    text = run_to_json(runs.front()).dump(2) + "\n";
+    text = json_text(run_to_json(runs.front()), 2) + "\n";
   } else {
     nlohmann::json all = nlohmann::json::array();
     for (const RunRecord& run : runs) all.push_back(run_to_json(run));
-    text = all.dump(2) + "\n";
+    text = json_text(all, 2) + "\n";
   }
   return write_file_whole(path, QByteArray::fromStdString(text));
 }

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <QAction>
+#include <QApplication>
 #include <QComboBox>
 #include <QDialog>
 #include <QDialogButtonBox>
@@ -450,6 +451,10 @@ bool RunsView::delete_run_confirmed(std::int64_t id) {
     return true;
   }
   m_undo->push(new DeleteRunCommand(this, std::move(*record)));
+  // The focus was on the Delete… button (or the question box) and would go nowhere: the button
+  // is disabled with nothing selected, and a window whose focus widget is gone lets Ctrl+Z fall
+  // through. The table takes it, so the Undo the message announces answers the key at once.
+  m_table->setFocus(Qt::OtherFocusReason);
   const QString undo_key = undo_shortcut().toString(QKeySequence::NativeText);
   emit status_message(tr("Run %1 deleted — %2 to undo").arg(id).arg(undo_key),
                       style::kStatusTimeoutMs);

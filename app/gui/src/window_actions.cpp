@@ -6,6 +6,7 @@
 #include <QApplication>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QKeyEvent>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPushButton>
@@ -82,6 +83,32 @@ WindowActions::WindowActions(MainWindow* window) : QObject(window), m_window(win
   build_runs_menu();
   build_help_menu();
   update_run_actions();
+  qApp->installEventFilter(this);
+}
+
+bool WindowActions::eventFilter(QObject* watched, QEvent* event) {
+  if (!m_undo_announced) return QObject::eventFilter(watched, event);
+  switch (event->type()) {
+    case QEvent::ShortcutOverride:
+      // Swallowed before a line edit can claim it: the shortcut map then gives Ctrl+Z to Undo.
+      if (static_cast<QKeyEvent*>(event)->matches(QKeySequence::Undo) && m_undo->isEnabled()) {
+        return true;
+      }
+      break;
+    case QEvent::KeyPress: {
+      const auto* key = static_cast<QKeyEvent*>(event);
+      const bool modifier_only = key->key() == Qt::Key_Control || key->key() == Qt::Key_Shift ||
+                                 key->key() == Qt::Key_Alt || key->key() == Qt::Key_Meta;
+      if (!modifier_only && !key->matches(QKeySequence::Undo)) m_undo_announced = false;
+      break;
+    }
+    case QEvent::MouseButtonPress:
+      m_undo_announced = false;
+      break;
+    default:
+      break;
+  }
+  return QObject::eventFilter(watched, event);
 }
 
 void WindowActions::message(const QString& text, int timeout_ms) {
@@ -119,6 +146,10 @@ void WindowActions::build_edit_menu() {
   m_edit_menu = m_window->menuBar()->addMenu(tr("&Edit"));
   QUndoStack* stack = m_window->runs_view()->undo_stack();
   m_undo = stack->createUndoAction(this, tr("Undo"));
+  // A new command (a deletion) is what the status bar's "Ctrl+Z to undo" refers to; Undo itself
+  // ends that promise.
+  connect(stack, &QUndoStack::indexChanged, this,
+          [this, stack](int index) { m_undo_announced = index > 0 && index == stack->count(); });
   m_undo->setShortcut(undo_shortcut());
   m_redo = stack->createRedoAction(this, tr("Redo"));
   m_redo->setShortcuts(

@@ -2,6 +2,7 @@
 // bar charts for per-layer values and headline comparisons, line charts for per-step series.
 // Everything the user typed (labels, notes, sources) is HTML-escaped.
 #include "kvlab/store/run_report.h"
+#include "kvlab/engine/io/json_text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -60,7 +61,7 @@ std::string value_text(const json& v) {
   if (v.is_string()) return esc(v.get<std::string>());
   if (v.is_boolean()) return v.get<bool>() ? "yes" : "no";
   if (v.is_null()) return "";
-  return esc(v.dump());
+  return esc(json_text(v));
 }
 
 // Scalar leaves of a JSON object as (dotted key, value), arrays of objects left out.

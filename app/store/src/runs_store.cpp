@@ -12,6 +12,8 @@
 #include "migrations.h"
 #include "sqlite_handles.h"
 
+#include "kvlab/engine/io/json_text.h"
+
 namespace kvlab {
 
 namespace {
@@ -33,7 +35,7 @@ constexpr std::string_view kSummaryColumns =
 Result<std::string> to_json_text(const sqlite::Database& db, std::string_view operation,
                                  std::string_view what, const nlohmann::json& value) {
   try {
-    return value.dump();
+    return json_text(value);
   } catch (const nlohmann::json::exception& e) {  // a string that is not valid UTF-8
     return db.error(operation, fmt::format("{} cannot be written as JSON: {}", what, e.what()));
   }

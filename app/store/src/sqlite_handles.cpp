@@ -1,8 +1,10 @@
 #include "sqlite_handles.h"
 
+#include <utility>
+
 #include <fmt/format.h>
 
-#include <utility>
+#include "kvlab/engine/core/utf8.h"
 
 namespace kvlab::sqlite {
 
@@ -31,8 +33,10 @@ Status Statement::bind(int index, std::int64_t value) {
 }
 
 Status Statement::bind(int index, std::string_view text) {
-  // SQLITE_TRANSIENT: SQLite copies the text, so the caller's buffer may go away.
-  const int rc = sqlite3_bind_text64(m_stmt.get(), index, text.data(), text.size(),
+  // The database holds text: bytes that are not UTF-8 (a label, a path) become U+FFFD here, the
+  // one way into it. SQLITE_TRANSIENT: SQLite copies the text, so the buffer may go away.
+  const std::string valid = valid_utf8(text);
+  const int rc = sqlite3_bind_text64(m_stmt.get(), index, valid.data(), valid.size(),
                                      SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK) return error(rc);
   return Ok{};
@@ -72,7 +76,9 @@ Result<std::string> Statement::column_text(int column) const {
     return error(SQLITE_NOMEM);
   }
   const int size = sqlite3_column_bytes(m_stmt.get(), column);
-  return std::string(reinterpret_cast<const char*>(text), static_cast<std::size_t>(size));
+  // A row written by an older version or damaged outside kvlab may hold any bytes: read as text.
+  return valid_utf8(
+      std::string_view(reinterpret_cast<const char*>(text), static_cast<std::size_t>(size)));
 }
 
 // ---- Database ----------------------------------------------------------------------------

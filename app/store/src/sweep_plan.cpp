@@ -9,7 +9,10 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/engine/io/json_text.h"
+#include "kvlab/engine/model/model_quality.h"
 #include "kvlab/engine/quant/method_json.h"
 
 namespace kvlab {
@@ -22,7 +25,7 @@ using json = nlohmann::json;
 // so the same spec always dumps to the same text), as two 64-bit FNV-1a hashes with different
 // offset bases. A key names an item; it guards against no adversary.
 std::string spec_key(const json& spec) {
-  const std::string text = spec.dump();
+  const std::string text = json_text(spec);
   const auto fnv1a = [&](std::uint64_t h) {
     for (const unsigned char c : text) {
       h ^= c;
@@ -78,12 +81,12 @@ Result<std::string> text_id(const std::string& text, const std::string& where) {
   constexpr std::string_view sampled = "sampled:";
   if (text.rfind(sampled, 0) == 0) {
     const std::string_view n(text.data() + sampled.size(), text.size() - sampled.size());
-    int count = 0;
+    std::int64_t count = 0;
     const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), count);
-    if (ec != std::errc() || end != n.data() + n.size() || count < 2) {
+    if (ec != std::errc() || end != n.data() + n.size() || count < 2 || count > kMaxSampledTokens) {
       return make_error(
-          fmt::format("{}: \"{}\": sampled text needs a token count of at least 2 (sampled:4096)",
-                      where, text));
+          fmt::format("{}: \"{}\": sampled text needs a token count from 2 to {} (sampled:4096)",
+                      where, terminal_text(text), kMaxSampledTokens));
     }
     return text;
   }
@@ -139,7 +142,7 @@ Result<MethodEntry> method_entry(const json& j, SweepKind kind, const std::strin
       return make_error(fmt::format("{}: \"policy\" is missing", ev_where));
     // A budget may be written as a number (0.5) or as `--budget` takes it ("50%", "512").
     if (!ev.contains("budget")) ev["budget"] = "0.5";
-    if (ev["budget"].is_number()) ev["budget"] = ev["budget"].dump();
+    if (ev["budget"].is_number()) ev["budget"] = json_text(ev["budget"]);
     auto config = eviction_config_from_json(ev);
     if (!config) return make_error(fmt::format("{}: {}", ev_where, config.message()));
     if (config->policy == EvictionPolicy::Full) {

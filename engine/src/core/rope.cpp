@@ -1,5 +1,6 @@
 // RoPE over stored rows (rope.h): forward and inverse, and the spec's JSON form for file metadata.
 #include "kvlab/engine/core/rope.h"
+#include "kvlab/engine/io/json_text.h"
 
 #include <cmath>
 #include <cstdint>
@@ -101,7 +102,7 @@ std::string rope_spec_to_json(const RopeSpec& rope) {
                       {"first_position", rope.first_position},
                       {"frequencies", rope.frequencies}};
   if (!rope.positions.empty()) j["positions"] = rope.positions;
-  return j.dump();
+  return json_text(j);
 }
 
 Result<RopeSpec> rope_spec_from_json(std::string_view text) {

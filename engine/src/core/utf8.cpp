@@ -43,4 +43,62 @@ Status check_utf8(std::string_view text, std::string_view what) {
       static_cast<unsigned char>(text[*bad]), *bad));
 }
 
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const auto bad = first_invalid_utf8(text);
+    if (!bad) {
+      out.append(text);
+      break;
+    }
+    out.append(text.substr(0, *bad));
+    out.append("\xEF\xBF\xBD");  // U+FFFD
+    text.remove_prefix(*bad + 1);
+  }
+  return out;
+}
+
+std::string terminal_text(std::string_view text) {
+  const std::string valid = valid_utf8(text);
+  std::string out;
+  out.reserve(valid.size());
+  for (std::size_t i = 0; i < valid.size(); ++i) {
+    const auto c = static_cast<unsigned char>(valid[i]);
+    // C1 controls U+0080..U+009F are the two bytes C2 80..C2 9F in UTF-8.
+    if (c == 0xC2 && i + 1 < valid.size()) {
+      const auto next = static_cast<unsigned char>(valid[i + 1]);
+      if (next >= 0x80 && next <= 0x9F) {
+        out += fmt::format("\\u{:04x}", next);
+        ++i;
+        continue;
+      }
+    }
+    if (c >= 0x20 && c != 0x7F) {
+      out += static_cast<char>(c);
+      continue;
+    }
+    switch (c) {
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case 0:
+        out += "\\0";
+        break;
+      case 0x1B:
+        out += "\\e";
+        break;
+      default:
+        out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
+
 }  // namespace kvlab

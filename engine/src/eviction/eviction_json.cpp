@@ -1,9 +1,13 @@
 // The JSON of eviction options, reports and maps (eviction_json.h).
+#include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/quant/method_json.h"
 
 namespace kvlab {
@@ -95,8 +99,67 @@ nlohmann::json eviction_params_json(const EvictionConfig& c) {
   return j;
 }
 
+namespace {
+
+template <class T>
+struct IsIntList : std::false_type {};
+template <>
+struct IsIntList<std::vector<int>> : std::true_type {};
+
+template <class T>
+constexpr const char* kind_of_value() {
+  if constexpr (IsIntList<T>::value) {
+    return "a list of whole numbers";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return "true or false";
+  } else if constexpr (std::is_integral_v<T>) {
+    return "a whole number";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return "a number";
+  } else {
+    return "a string";
+  }
+}
+
+// j[key] into `out` when present; a value of another type is an error naming the key, the type
+// wanted and the value found (not nlohmann's "[json.exception.type_error.302]").
+template <class T>
+Status read_field(const nlohmann::json& j, const char* key, T& out) {
+  if (!j.contains(key)) return Ok{};
+  const nlohmann::json& v = j[key];
+  bool fits = false;
+  if constexpr (IsIntList<T>::value) {
+    fits = v.is_array() && std::all_of(v.begin(), v.end(), [](const nlohmann::json& e) {
+             return e.is_number_integer();
+           });
+  } else {
+    fits = std::is_same_v<T, bool>       ? v.is_boolean()
+           : std::is_integral_v<T>       ? v.is_number_integer()
+           : std::is_floating_point_v<T> ? v.is_number()
+                                         : v.is_string();
+  }
+  if (!fits) {
+    return make_error(fmt::format("eviction parameters: \"{}\" must be {}, not {}", key,
+                                  kind_of_value<T>(), json_text(v)));
+  }
+  out = v.get<T>();
+  return Ok{};
+}
+
+}  // namespace
+
 Result<EvictionConfig> eviction_config_from_json(const nlohmann::json& j) {
   EvictionConfig c;
+  if (!j.is_object()) {
+    return make_error(
+        fmt::format("eviction parameters: an object is needed, not {}", json_text(j)));
+  }
+  for (const char* key : {"policy", "budget"}) {
+    if (!j.contains(key) || !j[key].is_string()) {
+      return make_error(fmt::format("eviction parameters: \"{}\" must be a string{}", key,
+                                    j.contains(key) ? ", not " + json_text(j[key]) : ""));
+    }
+  }
   try {
     auto policy = parse_eviction_policy(j.at("policy").get<std::string>());
     if (!policy) return policy.error();
@@ -111,42 +174,45 @@ Result<EvictionConfig> eviction_config_from_json(const nlohmann::json& j) {
         c.layer_budgets.push_back(*lb);
       }
     }
-    c.steps = j.value("steps", c.steps);
-    c.sinks = j.value("sinks", c.sinks);
-    c.recent_fraction = j.value("recent_fraction", c.recent_fraction);
-    c.recent = j.value("recent", c.recent);
-    c.threshold = j.value("threshold", c.threshold);
-    c.w_attention = j.value("w_attention", c.w_attention);
-    c.w_recency = j.value("w_recency", c.w_recency);
-    c.protected_tokens = j.value("protected_tokens", c.protected_tokens);
-    c.merge_similarity = j.value("merge_similarity", c.merge_similarity);
-    c.merge_window = j.value("merge_window", c.merge_window);
-    c.window = j.value("window", c.window);
-    c.pool = j.value("pool", c.pool);
-    c.pyramid_beta = j.value("pyramid_beta", c.pyramid_beta);
+    KVLAB_TRY(read_field(j, "steps", c.steps));
+    KVLAB_TRY(read_field(j, "sinks", c.sinks));
+    KVLAB_TRY(read_field(j, "recent_fraction", c.recent_fraction));
+    KVLAB_TRY(read_field(j, "recent", c.recent));
+    KVLAB_TRY(read_field(j, "threshold", c.threshold));
+    KVLAB_TRY(read_field(j, "w_attention", c.w_attention));
+    KVLAB_TRY(read_field(j, "w_recency", c.w_recency));
+    KVLAB_TRY(read_field(j, "protected_tokens", c.protected_tokens));
+    KVLAB_TRY(read_field(j, "merge_similarity", c.merge_similarity));
+    KVLAB_TRY(read_field(j, "merge_window", c.merge_window));
+    KVLAB_TRY(read_field(j, "window", c.window));
+    KVLAB_TRY(read_field(j, "pool", c.pool));
+    KVLAB_TRY(read_field(j, "pyramid_beta", c.pyramid_beta));
     if (j.contains("scorer")) {
       auto scorer = parse_eviction_policy(j["scorer"].get<std::string>());
       if (!scorer) return make_error("scorer: " + scorer.message());
       c.scorer = *scorer;
     }
-    c.think_tokens = j.value("think_tokens", c.think_tokens);
-    c.ada_safeguard = j.value("ada_safeguard", c.ada_safeguard);
-    c.chunk = j.value("chunk", c.chunk);
-    c.key_channels = j.value("key_channels", c.key_channels);
-    c.future = j.value("future", c.future);
-    c.covariance = j.value("covariance", c.covariance);
-    c.value_norm = j.value("value_norm", c.value_norm);
-    c.merge_t = j.value("merge_t", c.merge_t);
-    c.retain = j.value("retain", c.retain);
-    c.top_k = j.value("top_k", c.top_k);
+    KVLAB_TRY(read_field(j, "think_tokens", c.think_tokens));
+    KVLAB_TRY(read_field(j, "ada_safeguard", c.ada_safeguard));
+    KVLAB_TRY(read_field(j, "chunk", c.chunk));
+    KVLAB_TRY(read_field(j, "key_channels", c.key_channels));
+    KVLAB_TRY(read_field(j, "future", c.future));
+    KVLAB_TRY(read_field(j, "covariance", c.covariance));
+    KVLAB_TRY(read_field(j, "value_norm", c.value_norm));
+    KVLAB_TRY(read_field(j, "merge_t", c.merge_t));
+    KVLAB_TRY(read_field(j, "retain", c.retain));
+    KVLAB_TRY(read_field(j, "top_k", c.top_k));
     if (j.contains("needle") && !j["needle"].is_null()) c.needle = j["needle"].get<int>();
     if (j.contains("quant") && !j["quant"].is_null()) {
       auto q = method_config_from_json(j["quant"]);
       if (!q) return q.error();
       c.quant = *q;
     }
-  } catch (const nlohmann::json::exception& e) {
-    return make_error(fmt::format("eviction parameters: {}", e.what()));
+  } catch (const nlohmann::json::exception&) {
+    // What read_field does not cover: the lists and the needle, of another type.
+    return make_error(
+        "eviction parameters: \"layer_budgets\" must be a list of strings and \"needle\" a whole "
+        "number");
   }
   return c;
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/file_io.h"
+#include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/hf_model.h"
 #include "kvlab/engine/model/llama_model.h"
 
@@ -155,7 +156,7 @@ Status convert_llama2c_to_hf(const std::filesystem::path& llama2c_file,
         return Ok{};
       });
   if (!written) return written;
-  const std::string config_text = config.dump(2) + "\n";
+  const std::string config_text = json_text(config, 2) + "\n";
   return detail::write_file_atomically(
       fs::path(out_dir) / "config.json",
       [&](detail::OutputFile& out) { return out.write(std::as_bytes(std::span(config_text))); });

@@ -1,5 +1,6 @@
 // Byte-level BPE from tokenizer.json (see hf_tokenizer.h).
 #include "kvlab/engine/model/hf_tokenizer.h"
+#include "kvlab/engine/io/json_text.h"
 
 #include <algorithm>
 #include <array>
@@ -172,7 +173,8 @@ Result<HfTokenizer> HfTokenizer::parse(std::string_view json_text, const std::st
   }
   const json& model = j["model"];
   if (model.value("type", "BPE") != "BPE") {
-    return make_error(fmt::format("{}: model type {} is not BPE", label, model["type"].dump()));
+    return make_error(
+        fmt::format("{}: model type {} is not BPE", label, kvlab::json_text(model["type"])));
   }
   if (model.value("byte_fallback", false) || has_type(j, "Metaspace") ||
       !(has_type(j["pre_tokenizer"], "ByteLevel") || has_type(j["decoder"], "ByteLevel"))) {

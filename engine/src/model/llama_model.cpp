@@ -382,6 +382,19 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
     }
     apply_rope(q.data(), n, D, c.heads, hd, rope, c.rope_half_split);
     apply_rope(k.data(), n, KV, c.kv_heads, hd, rope, c.rope_half_split);
+    // NaN or inf in the weights (or a broken file) reaches the cache first here: said at once,
+    // rather than written into a capture or taken for an eviction mask with nothing left.
+    for (const float* rows : {k.data(), v.data()}) {
+      const std::size_t count = static_cast<std::size_t>(n) * KV;
+      if (std::all_of(rows, rows + count, [](float f) { return std::isfinite(f); })) continue;
+      const std::size_t at = static_cast<std::size_t>(
+          std::find_if(rows, rows + count, [](float f) { return !std::isfinite(f); }) - rows);
+      return make_error(fmt::format(
+          "layer {}: the {} of position {} are not finite ({}): the model's weights hold NaN or "
+          "infinity (this layer's or an earlier one's)",
+          l, rows == k.data() ? "keys" : "values", state.pos + static_cast<int>(at / KV),
+          rows[at]));
+    }
     kc.insert(kc.end(), k.data(), k.data() + static_cast<std::size_t>(n) * KV);
     vc.insert(vc.end(), v.data(), v.data() + static_cast<std::size_t>(n) * KV);
     const float* read_k = kc.data();
@@ -441,6 +454,12 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
   float* last = grow(s.last, static_cast<std::size_t>(D));
   rms_norm_rows(x.row(n - 1).data(), m_impl->w.final_norm, 1, D, c.norm_eps, last);
   project(m_impl->w.classifier, c.vocab, D, last, 1, logits.data(), false);
+  if (!std::all_of(logits.begin(), logits.end(), [](float f) { return std::isfinite(f); })) {
+    return make_error(fmt::format(
+        "position {}: the model's logits are not finite (NaN or infinity): its weights hold NaN "
+        "or infinity (the output or final norm weights, or a feed-forward layer)",
+        state.pos - 1));
+  }
   return logits;
 }
 

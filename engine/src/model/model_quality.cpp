@@ -181,7 +181,10 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
 
 Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
                                      int bos, int eos) {
-  if (count < 1) return make_error(fmt::format("--tokens {}: must be positive", count));
+  if (count < 1 || count > kMaxSampledTokens) {
+    return make_error(fmt::format("sampled text of {} tokens: the count must be from 1 to {}",
+                                  count, kMaxSampledTokens));
+  }
   detail::Rng rng(seed);
   std::vector<int> out;
   while (static_cast<int>(out.size()) < count) {

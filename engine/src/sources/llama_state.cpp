@@ -477,8 +477,22 @@ Result<ModelShape> llama_state_shape(const LlamaStateLayout& layout,
     s.name = m.name.empty() ? options.model.stem().string() : m.name;
     s.q_heads = m.heads;
   }
-  if (kv_heads == 0 && head_dim > 0 && k_embd % head_dim == 0) kv_heads = k_embd / head_dim;
-  if (head_dim == 0 && kv_heads > 0 && k_embd % kv_heads == 0) head_dim = k_embd / kv_heads;
+  if (kv_heads == 0 && head_dim > 0) {
+    if (k_embd % head_dim != 0) {
+      return make_error(fmt::format(
+          "{}: head_dim {} does not divide the {} values the file stores per token and layer", name,
+          head_dim, k_embd));
+    }
+    kv_heads = k_embd / head_dim;
+  }
+  if (head_dim == 0 && kv_heads > 0) {
+    if (k_embd % kv_heads != 0) {
+      return make_error(fmt::format(
+          "{}: {} KV heads do not divide the {} values the file stores per token and layer", name,
+          kv_heads, k_embd));
+    }
+    head_dim = k_embd / kv_heads;
+  }
   if (kv_heads == 0 || head_dim == 0) {
     return make_error(fmt::format(
         "{}: a llama.cpp state file stores {} values per token and layer but not how they "

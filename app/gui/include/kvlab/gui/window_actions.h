@@ -67,6 +67,11 @@ class WindowActions : public QObject {
   // The About box's text: version, runs database, settings file, shortcuts.
   QString about_text() const;
 
+ protected:
+  // Right after a deletion (whose message promises Ctrl+Z), the window's Undo takes Ctrl+Z
+  // wherever the focus is, a text field's own undo included, until the next other key or click.
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
  private:
   void build_file_menu();
   void build_edit_menu();
@@ -88,6 +93,7 @@ class WindowActions : public QObject {
   QAction* m_quit = nullptr;
   QAction* m_undo = nullptr;
   QAction* m_redo = nullptr;
+  bool m_undo_announced = false;  // a deletion was just pushed: Ctrl+Z means its Undo
   QAction* m_run = nullptr;
   QAction* m_cancel = nullptr;
   std::array<QAction*, 6> m_pages{};

@@ -67,8 +67,12 @@ struct QualityReport {
 Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
                                       const QualityConfig& config, const ProgressFn& progress = {});
 
-// `count` tokens of the model's own text: stories sampled from BOS at temperature 1 with a
-// seeded generator, one after another (BOS and EOS left out).
+// The most tokens sample_text() makes: each is a forward step of the model, and 2^20 of them
+// already take hours on a CPU.
+inline constexpr int kMaxSampledTokens = 1 << 20;
+
+// `count` tokens (1 to kMaxSampledTokens) of the model's own text: stories sampled from BOS at
+// temperature 1 with a seeded generator, one after another (BOS and EOS left out).
 Result<std::vector<int>> sample_text(const LlamaModel& model, int count, std::uint64_t seed,
                                      int bos = LlamaTokenizer::kBos,
                                      int eos = LlamaTokenizer::kEos);

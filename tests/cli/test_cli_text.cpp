@@ -1,0 +1,204 @@
+// Issue 42: no input breaks a command, a terminal or a database. Text that is not UTF-8 (a label,
+// a path, a model's metadata, a token that ends inside a character) is text everywhere it goes;
+// bytes from files reach the terminal escaped and on one line; counts have upper bounds named in
+// the message; NaN weights are named as the cause.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.h"
+#include "kvlab/engine/core/utf8.h"
+
+namespace kvlab {
+namespace {
+
+using cli_test::Output;
+using cli_test::run_kvlab;
+
+std::string tmp(const std::string& name) {
+  const auto dir = std::filesystem::path(KVLAB_TEST_TMPDIR);
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
+
+bool one_line(const std::string& s) {
+  return !s.empty() && s.find('\n') == s.size() - 1;
+}
+
+TEST(CliText, ARunLabelledWithInvalidBytesKeepsTheDatabaseReadable) {
+  const std::string db = tmp("text-runs.sqlite");
+  std::filesystem::remove(db);
+  const std::string dbo = " --db " + db;
+  // printf makes the bytes: 'x', 0xFF, 'y'.
+  const Output saved = run_kvlab(
+      "compress --source synthetic:tiny --context 64 --method int8 "
+      "--save --json --label \"$(printf 'x\\377y')\"" +
+      dbo);
+  ASSERT_EQ(saved.code, 0) << saved.out;
+  const int id = nlohmann::json::parse(saved.out)["run_id"].get<int>();
+  for (const std::string& args : std::vector<std::string>{
+           "runs list --json", "runs show " + std::to_string(id) + " --json"}) {
+    const Output o = run_kvlab(args + dbo);
+    ASSERT_EQ(o.code, 0) << args << ": " << o.out;
+    EXPECT_FALSE(first_invalid_utf8(o.out).has_value()) << args;
+    EXPECT_TRUE(nlohmann::json::accept(o.out)) << args;
+    EXPECT_NE(o.out.find("x\xEF\xBF\xBDy"), std::string::npos) << args << ": " << o.out;
+  }
+  const std::string out = tmp("text-run.json");
+  const Output exported = run_kvlab("runs export " + std::to_string(id) + " --out " + out + dbo);
+  ASSERT_EQ(exported.code, 0) << exported.out;
+  std::ifstream f(out);
+  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(nlohmann::json::accept(text));
+  const Output listed = run_kvlab("runs list" + dbo);
+  EXPECT_EQ(listed.code, 0) << listed.out;
+
+  // A database written by an older kvlab (or edited outside it) may hold any bytes: its label is
+  // set to 'x', 0xFF, 'y' behind kvlab's back, and every command still reads it.
+  const std::string edit =
+      "python3 -c \"import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+      "c.execute('UPDATE runs SET label=CAST(X\\'78FF79\\' AS TEXT), "
+      "notes=CAST(X\\'1B5B33316D\\' AS TEXT)'); c.commit()\" " +
+      db;
+  ASSERT_EQ(std::system(edit.c_str()), 0) << edit;
+  for (const std::string& args :
+       std::vector<std::string>{"runs list --json", "runs show " + std::to_string(id) + " --json",
+                                "runs list", "runs show " + std::to_string(id),
+                                "runs export " + std::to_string(id) + " --out " + out}) {
+    const Output o = run_kvlab(args + dbo);
+    EXPECT_EQ(o.code, 0) << args << ": " << o.out;
+    EXPECT_FALSE(first_invalid_utf8(o.out).has_value()) << args;
+    EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << args;
+  }
+}
+
+TEST(CliText, GeneratedTokensThatEndInsideACharacterAreJsonText) {
+  const std::string model = KVLAB_SMOLLM2;
+  if (!std::filesystem::exists(model)) {
+    const char* required = std::getenv("KVLAB_REQUIRE_TEST_DATA");
+    if (required && std::string(required) == "1") FAIL() << model << " is missing";
+    GTEST_SKIP() << model << " is missing (scripts/test_data.sh fetches it)";
+  }
+  for (const std::string& prompt : std::vector<std::string>{
+           "The Greek alphabet: α β γ δ ε ζ η θ ι κ λ μ", "日本語の文章 🙂"}) {
+    for (const std::string& command :
+         std::vector<std::string>{"generate --tokens 2", "capture --max-tokens 2 --out " +
+                                                             tmp("text-capture.safetensors")}) {
+      const Output o =
+          run_kvlab(command + " --model " + model + " --prompt '" + prompt + "' --json");
+      ASSERT_EQ(o.code, 0) << command << " / " << prompt << "\n" << o.out;
+      EXPECT_FALSE(first_invalid_utf8(o.out).has_value());
+      EXPECT_TRUE(nlohmann::json::accept(o.out)) << o.out;
+    }
+  }
+}
+
+// A GGUF file of metadata only: general.name holding byte 0x87, and a key with an escape
+// sequence and a newline in it.
+std::string write_bad_gguf() {
+  std::string b = "GGUF";
+  const auto u32 = [&](std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u64 = [&](std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  const auto str = [&](const std::string& s) {
+    u64(s.size());
+    b += s;
+  };
+  u32(3);  // version
+  u64(0);  // tensors
+  u64(3);  // metadata keys
+  str("general.architecture");
+  u32(8);
+  str("llama");
+  str("general.name");
+  u32(8);
+  str("caf\x87 model");
+  str("evil\x1b[31mkey\nnext");
+  u32(4);  // uint32
+  u32(7);
+  const std::string path = tmp("bad-text.gguf");
+  std::ofstream(path, std::ios::binary) << b;
+  return path;
+}
+
+TEST(CliText, GgufMetadataThatIsNotUtf8IsTextAndReachesTheTerminalEscaped) {
+  const std::string path = write_bad_gguf();
+  const Output j = run_kvlab("sources info " + path + " --json");
+  ASSERT_EQ(j.code, 0) << j.out;
+  EXPECT_FALSE(first_invalid_utf8(j.out).has_value());
+  EXPECT_TRUE(nlohmann::json::accept(j.out));
+  const Output t = run_kvlab("sources info " + path + " --metadata");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_EQ(t.out.find('\x1b'), std::string::npos) << "a raw escape reached the terminal";
+  EXPECT_NE(t.out.find("evil\\e[31mkey\\nnext"), std::string::npos) << t.out;
+  EXPECT_FALSE(first_invalid_utf8(t.out).has_value());
+}
+
+TEST(CliText, AnErrorNamingAPathWithControlBytesStaysOneLine) {
+  const Output o = run_kvlab("compress --source \"file:/nope/a$(printf '\\033[31m\\nb').npy\"");
+  EXPECT_NE(o.code, 0);
+  EXPECT_TRUE(one_line(o.out)) << o.out;
+  EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("a\\e[31m\\nb.npy"), std::string::npos) << o.out;
+}
+
+TEST(CliText, CountsHaveUpperBoundsNamedInTheMessage) {
+  const std::string model = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
+  const Output big = run_kvlab("quality --model " + model + " --sample 2147483647");
+  EXPECT_NE(big.code, 0);
+  EXPECT_NE(big.out.find("1048576"), std::string::npos) << big.out;
+
+  const std::string plan = tmp("big-sample-sweep.json");
+  std::ofstream(plan) << R"({"kind": "quality", "models": [")" << model
+                      << R"("], "texts": ["sampled:99999999999"], "max_tokens": 64,
+                           "methods": [{"method": "int8"}]})";
+  const Output sweep = run_kvlab("sweep " + plan + " --db " + tmp("big-sample.sqlite"));
+  EXPECT_NE(sweep.code, 0);
+  EXPECT_NE(sweep.out.find("from 2 to 1048576"), std::string::npos) << sweep.out;
+}
+
+// stories260K with its layer-0 attention norm weights (after the token embeddings) set to NaN.
+std::string nan_model() {
+  const std::string src = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
+  std::ifstream in(src, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::int32_t header[7];
+  std::memcpy(header, bytes.data(), sizeof(header));  // dim, hidden, layers, heads, kv, vocab, seq
+  const std::size_t norms = sizeof(header) + static_cast<std::size_t>(std::abs(header[5])) *
+                                                 static_cast<std::size_t>(header[0]) * 4;
+  const std::uint32_t nan_bits = 0x7fc00000u;
+  for (int i = 0; i < header[0]; ++i) std::memcpy(bytes.data() + norms + 4 * i, &nan_bits, 4);
+  const std::string path = tmp("stories260K-nan.bin");
+  std::ofstream(path, std::ios::binary) << bytes;
+  std::filesystem::copy_file(std::string(KVLAB_MODELS_DIR) + "/stories260K/tok512.bin",
+                             tmp("tok512.bin"), std::filesystem::copy_options::overwrite_existing);
+  return path;
+}
+
+TEST(CliText, NanWeightsAreNamedAsTheCause) {
+  if (!std::filesystem::exists(std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin")) {
+    GTEST_SKIP() << "stories260K not found";
+  }
+  const std::string model = nan_model();
+  const std::string tok = " --tokenizer " + tmp("tok512.bin");
+  for (const std::string& args : std::vector<std::string>{
+           "generate --model " + model + tok + " --prompt Once --tokens 2",
+           "capture --model " + model + tok + " --prompt Once --out " + tmp("nan.safetensors"),
+           "quality --model " + model + tok + " --sample 64 --policy h2o --budget 50%"}) {
+    const Output o = run_kvlab(args);
+    EXPECT_NE(o.code, 0) << args << "\n" << o.out;
+    EXPECT_NE(o.out.find("not finite"), std::string::npos) << args << "\n" << o.out;
+    EXPECT_NE(o.out.find("weights hold NaN"), std::string::npos) << args << "\n" << o.out;
+    EXPECT_EQ(o.out.find("nothing to attend"), std::string::npos) << args << "\n" << o.out;
+  }
+}
+
+}  // namespace
+}  // namespace kvlab
