@@ -71,6 +71,10 @@ std::vector<int> LlamaTokenizer::encode(const std::string& text, bool bos, bool 
   for (int i = 0; i < vocab(); ++i) index.emplace(m_pieces[i], i);
   std::vector<int> out;
   if (bos) out.push_back(kBos);
+  if (vocab() == 0) {  // nothing to encode into (a damaged tokenizer)
+    if (eos) out.push_back(kEos);
+    return out;
+  }
   std::vector<int> ids;
   // SentencePiece's dummy prefix: a leading space unless the text is empty.
   const std::string s = text.empty() ? text : " " + text;
@@ -82,7 +86,13 @@ std::vector<int> LlamaTokenizer::encode(const std::string& text, bool bos, bool 
     if (it != index.end()) {
       ids.push_back(it->second);
     } else {
-      for (std::size_t k = 0; k < n; ++k) ids.push_back(static_cast<unsigned char>(s[i + k]) + 3);
+      // Byte fallback: pieces 3..258 are the bytes <0x00>..<0xFF>. A vocabulary without them
+      // (fewer than 259 pieces: a small or damaged tokenizer) gives <unk> instead of an id past
+      // its end.
+      for (std::size_t k = 0; k < n; ++k) {
+        const int byte_id = static_cast<unsigned char>(s[i + k]) + 3;
+        ids.push_back(byte_id < vocab() ? byte_id : 0);
+      }
     }
     i += n;
   }
