@@ -247,6 +247,8 @@ TEST(Cli, BenchRunTimesEveryMethodBesideItsFloorAndLeavesNoFiles) {
     EXPECT_EQ(r["context"].get<int>(), i < 2 ? 256 : 512);
     EXPECT_EQ(r["method"].get<std::string>(), i % 2 == 0 ? "int8" : "kvcomp-huffman");
     EXPECT_EQ(r["layers"].get<int>(), 3);
+    EXPECT_EQ(r["backend"], "cpu");  // --backends' default
+    EXPECT_EQ(r["stage_backends"]["quantize"], "cpu");
     EXPECT_GT(r["floor_s"].get<double>(), 0.0);
     EXPECT_NEAR(r["x_floor"].get<double>(), r["run_s"].get<double>() / r["floor_s"].get<double>(),
                 1e-9);
@@ -259,6 +261,21 @@ TEST(Cli, BenchRunTimesEveryMethodBesideItsFloorAndLeavesNoFiles) {
   const Output bad = run("bench run --methods int8,fast");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("'fast'"), std::string::npos) << bad.out;
+
+  // Both backends side by side, the source in memory: here the second is an unknown name, a
+  // one-line error before any work.
+  const Output twin =
+      run("bench run --preset tiny --layers 2 --contexts 128 --methods int8 "
+          "--in-memory --backends cpu,gpu0 --json");
+  EXPECT_EQ(twin.code, 1);
+  EXPECT_NE(twin.out.find("--backends gpu0: unknown backend"), std::string::npos) << twin.out;
+  const Output in_memory =
+      run("bench run --preset tiny --layers 2 --contexts 128 --methods int8 "
+          "--in-memory --json --dir " +
+          dir.string());
+  ASSERT_EQ(in_memory.code, 0) << in_memory.out;
+  EXPECT_TRUE(nlohmann::json::parse(in_memory.out)["runs"][0]["in_memory"].get<bool>());
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 TEST(Cli, StreamReportsMemoryOverDecodeSteps) {
