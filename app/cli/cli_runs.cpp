@@ -81,6 +81,7 @@ int list(const DbOption& db, bool json) {
                      {"perplexity_change", optional_json(row.perplexity_change)},
                      {"kl_mean", optional_json(row.kl)},
                      {"needle_retained", optional_json(row.needle_kept)}});
+      if (!r.damage.empty()) out.back()["damage"] = r.damage;
     }
     fmt::print("{}\n", json_text(out, 2));
     return 0;
@@ -98,7 +99,9 @@ int list(const DbOption& db, bool json) {
     const RunRow row = run_row(r);
     fmt::print(kRow, row.id, row.created_at, row.kind, cell(terminal_text(row.source), 22),
                cell(row.context, MetricFormat::Count),
-               cell(terminal_text(row.label.empty() ? row.method : row.label), 28),
+               cell(terminal_text((r.damage.empty() ? "" : "[damaged] ") +
+                                  (row.label.empty() ? row.method : row.label)),
+                    28),
                cell(row.ratio, MetricFormat::Ratio), cell(row.bits_per_value, MetricFormat::Bits),
                cell(row.error, MetricFormat::Number),
                cell(row.perplexity_change, MetricFormat::SignedPercent),
@@ -121,6 +124,7 @@ int show(const DbOption& db, std::int64_t id, bool json) {
              run->created_at, terminal_text(run->source), terminal_text(run->method),
              terminal_text(run->label));
   fmt::print("params  {}\n", json_text(run->params));
+  if (!run->damage.empty()) fmt::print("damaged {}\n", terminal_text(run->damage));
   const auto metrics = run_metrics(*run);
   std::size_t width = 0;
   for (const RunMetric& m : metrics) width = std::max(width, m.name.size());

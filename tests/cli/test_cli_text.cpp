@@ -101,6 +101,39 @@ TEST(CliText, GeneratedTokensThatEndInsideACharacterAreJsonText) {
   }
 }
 
+TEST(CliText, ADamagedRowIsListedAndShownWithWhatCanBeReadAndFlagged) {
+  const std::string db = tmp("damaged-runs.sqlite");
+  std::filesystem::remove(db);
+  const std::string dbo = " --db " + db;
+  for (const char* method : {"int8", "int4"}) {
+    ASSERT_EQ(
+        run_kvlab(std::string("compress --source synthetic:tiny --context 64 --save --method ") +
+                  method + dbo)
+            .code,
+        0);
+  }
+  const std::string edit =
+      "python3 -c \"import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('UPDATE runs "
+      "SET metrics_json=\\'{broken\\', params_json=\\'[1\\' WHERE id=1'); c.commit()\" " +
+      db;
+  ASSERT_EQ(std::system(edit.c_str()), 0) << edit;
+  const Output list = run_kvlab("runs list --json" + dbo);
+  ASSERT_EQ(list.code, 0) << list.out;
+  const auto runs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(runs.size(), 2u);  // the damaged row does not hide the other
+  const auto& damaged = runs[0]["id"] == 1 ? runs[0] : runs[1];
+  EXPECT_EQ(damaged["damage"], "metrics is not valid JSON");
+  EXPECT_EQ(damaged["method"], "int8");
+  const Output text = run_kvlab("runs list" + dbo);
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("[damaged]"), std::string::npos) << text.out;
+  const Output show = run_kvlab("runs show 1" + dbo);
+  ASSERT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("damaged metrics is not valid JSON; params is not valid JSON"),
+            std::string::npos)
+      << show.out;
+}
+
 // A GGUF file of metadata only: general.name holding byte 0x87, and a key with an escape
 // sequence and a newline in it.
 std::string write_bad_gguf() {

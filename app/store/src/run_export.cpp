@@ -55,12 +55,14 @@ void append_field(std::string& csv, std::string_view field) {
 nlohmann::json run_to_json(const RunRecord& run) {
   nlohmann::json artifacts = nlohmann::json::object();
   for (const auto& [name, data] : run.artifacts) artifacts[name] = data;
-  return {{"id", run.id},           {"created_at", run.created_at},
-          {"kind", run.kind},       {"source", run.source},
-          {"method", run.method},   {"label", run.label},
-          {"notes", run.notes},     {"tags", run.tags},
-          {"uid", run.uid},         {"params", run.params},
-          {"metrics", run.metrics}, {"artifacts", std::move(artifacts)}};
+  nlohmann::json out = {{"id", run.id},           {"created_at", run.created_at},
+                        {"kind", run.kind},       {"source", run.source},
+                        {"method", run.method},   {"label", run.label},
+                        {"notes", run.notes},     {"tags", run.tags},
+                        {"uid", run.uid},         {"params", run.params},
+                        {"metrics", run.metrics}, {"artifacts", std::move(artifacts)}};
+  if (!run.damage.empty()) out["damage"] = run.damage;
+  return out;
 }
 
 std::string run_to_csv(const RunRecord& run) {

@@ -55,6 +55,10 @@ Status read_text(const sqlite::Statement& stmt, int column, std::string& out) {
   return Ok{};
 }
 
+void add_damage(RunSummary& run, std::string_view what) {
+  run.damage += run.damage.empty() ? std::string(what) : "; " + std::string(what);
+}
+
 Status read_summary(const sqlite::Database& db, std::string_view operation,
                     const sqlite::Statement& stmt, RunSummary& run) {
   run.id = stmt.column_int64(0);
@@ -66,8 +70,8 @@ Status read_summary(const sqlite::Database& db, std::string_view operation,
   std::string metrics;
   KVLAB_TRY(read_text(stmt, 9, metrics));
   auto parsed = from_json_text(db, operation, fmt::format("run {} metrics", run.id), metrics);
-  if (!parsed) return parsed.error();
-  run.metrics = std::move(*parsed);
+  run.metrics = parsed ? std::move(*parsed) : nlohmann::json::object();
+  if (!parsed) add_damage(run, "metrics is not valid JSON");
   return Ok{};
 }
 
@@ -384,8 +388,8 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
   std::string params;
   KVLAB_TRY(read_text(*stmt, 10, params));
   auto parsed = from_json_text(db, op, "params", params);
-  if (!parsed) return parsed.error();
-  run.params = std::move(*parsed);
+  run.params = parsed ? std::move(*parsed) : nlohmann::json::object();
+  if (!parsed) add_damage(run, "params is not valid JSON");
   KVLAB_TRY(stmt->reset());
 
   auto artifacts =
@@ -401,7 +405,10 @@ Result<RunRecord> RunsStore::load_run(std::int64_t id) const {
     KVLAB_TRY(read_text(*artifacts, 0, name));
     KVLAB_TRY(read_text(*artifacts, 1, data));
     auto value = from_json_text(db, op, fmt::format("artifact '{}'", name), data);
-    if (!value) return value.error();
+    if (!value) {
+      add_damage(run, fmt::format("artifact '{}' is not valid JSON", name));
+      continue;
+    }
     run.artifacts.emplace(std::move(name), std::move(*value));
   }
   KVLAB_TRY(tx->commit());
@@ -485,6 +492,11 @@ Result<ImportReport> RunsStore::import_runs(const std::filesystem::path& from) {
     }
     auto run = source->load_run(it->id);
     if (!run) return run.error();
+    // A damaged run is shown where it lies, never copied with its unreadable parts lost.
+    if (!run->damage.empty()) {
+      return db.error(
+          op, fmt::format("{}: run {} cannot be copied: {}", from.string(), run->id, run->damage));
+    }
     auto texts = run_json_texts(db, op, run->params, run->metrics, run->artifacts);
     if (!texts) return texts.error();
     auto id = insert_run(db, op, 0, *run, *texts);

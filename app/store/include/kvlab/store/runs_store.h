@@ -48,6 +48,10 @@ struct RunSummary {
   std::string tags;  // comma-separated, as the user typed them
   std::string uid;   // unique in a database, the same in every database the run is copied to
   nlohmann::json metrics;
+  // Empty, or what of the row could not be read ("metrics is not valid JSON"): a row damaged
+  // outside kvlab is listed and shown with the rest, its unreadable parts empty, never an error
+  // that hides the other runs.
+  std::string damage;
 };
 
 // What RunsStore::import_runs did with one database.
