@@ -185,6 +185,21 @@ cudaError_t launch_code_histogram(const std::uint8_t* codes, std::uint64_t n,
   return cudaGetLastError();
 }
 
+int bitpack_width(const CodeCounts& counts) {
+  int top = 0;
+  for (int i = 0; i < 256; ++i) {
+    if (counts[static_cast<std::size_t>(i)]) top = i;
+  }
+  return top < 4 ? 2 : top < 16 ? 4 : 8;
+}
+
+std::uint64_t bitpack_payload_bytes(int tokens, int heads, int dim, int block_size, int width) {
+  const auto bytes = [&](int n) { return (static_cast<std::uint64_t>(n) * dim * width + 7) / 8; };
+  return static_cast<std::uint64_t>(heads) *
+         (static_cast<std::uint64_t>(tokens / block_size) * bytes(block_size) +
+          bytes(tokens % block_size));
+}
+
 Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
                   CodecKind kind, int width, const GpuBook* book, GpuCodes& out,
                   EncodeScratch& scratch, cudaStream_t stream) {
@@ -270,13 +285,7 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
     }
   } else {
     full_block_bytes = (static_cast<std::uint64_t>(block_size) * dim * width + 7) / 8;
-    const int tbs = out.token_blocks();
-    const int last_n = tokens - (tbs - 1) * block_size;
-    out.payload_bytes = tbs == 0
-                            ? 0
-                            : static_cast<std::uint64_t>(tbs - 1) * heads * full_block_bytes +
-                                  static_cast<std::uint64_t>(heads) *
-                                      ((static_cast<std::uint64_t>(last_n) * dim * width + 7) / 8);
+    out.payload_bytes = bitpack_payload_bytes(tokens, heads, dim, block_size, width);
     out.block_offsets.reset();
     out.vector_bits.reset();
   }
@@ -334,14 +343,6 @@ Result<CodeCounts> histogram_of(const std::uint8_t* d_codes, std::uint64_t n) {
   return counts;
 }
 
-int smallest_width(const CodeCounts& counts) {
-  int top = 0;
-  for (int i = 0; i < 256; ++i) {
-    if (counts[static_cast<std::size_t>(i)]) top = i;
-  }
-  return top < 4 ? 2 : top < 16 ? 4 : 8;
-}
-
 }  // namespace
 
 Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
@@ -357,7 +358,7 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
   if (config.kind == CodecKind::BitPack && width == 0) {
     auto counts = histogram_of(d_codes.get(), codes.size());
     if (!counts) return counts.error();
-    width = smallest_width(*counts);
+    width = bitpack_width(*counts);
   }
   GpuBook gbook;
   if (config.kind == CodecKind::Huffman) KVLAB_TRY_STATUS(gbook.upload(*book));
@@ -438,7 +439,7 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
       // The keys' codes fix the width, as the CPU cache does; values must fit it.
       auto counts = histogram_of(codes, n);
       if (!counts) return counts.error();
-      width = smallest_width(*counts);
+      width = bitpack_width(*counts);
     }
     EncodeScratch scratch;
     if (Status st = gpu_encode(codes, tokens, kv_heads, head_dim, options.block_size, options.codec,

@@ -18,6 +18,13 @@ namespace kvlab::cuda {
 cudaError_t launch_code_histogram(const std::uint8_t* codes, std::uint64_t n,
                                   unsigned long long* counts, cudaStream_t stream);
 
+// BitPack's width for codes with these counts: the smallest of 2, 4 and 8 bits that holds the
+// largest code (the CPU encoder's rule, code_codec.cpp).
+int bitpack_width(const CodeCounts& counts);
+// BitPack's payload bytes for codes [tokens][heads][dim] in blocks of block_size tokens: each
+// block dim * width bits a vector, rounded up to bytes (docs/FORMAT.md). The header not included.
+std::uint64_t bitpack_payload_bytes(int tokens, int heads, int dim, int block_size, int width);
+
 // Device scratch the Huffman encoder reuses between calls (grown on demand).
 struct EncodeScratch {
   DeviceArray<std::uint32_t> vector_start;  // in-block bit offset of every vector

@@ -16,7 +16,6 @@
 #include <fmt/format.h>
 
 #include "code_encode.cuh"
-#include "codec/bitpack.h"
 #include "device_quantizer.cuh"
 #include "kvlab/engine/codec/huffman_book.h"
 #include "kvlab/engine/core/threads.h"
@@ -114,27 +113,6 @@ constexpr std::size_t kCopyChunk = std::size_t{4} << 20;
 
 const Tensor& tensor_of(const LayerKv& l, int which) {
   return which == 0 ? l.key : which == 1 ? l.value : l.query;
-}
-
-// BitPack's width: the smallest of 2, 4, 8 bits that holds the largest code (code_codec.cpp).
-int bitpack_width(const CodeCounts& counts) {
-  int top = 0;
-  for (int i = 0; i < 256; ++i) {
-    if (counts[static_cast<std::size_t>(i)]) top = i;
-  }
-  return top < 4 ? 2 : top < 16 ? 4 : 8;
-}
-
-// BitPack's bytes: every block dim * width bits a vector, and the header.
-std::uint64_t bitpack_total(const CodeCounts& counts, int tokens, int heads, int dim, int block) {
-  const int width = bitpack_width(counts);
-  const auto full = static_cast<std::uint64_t>(tokens / block);
-  const int rest = tokens % block;
-  const auto block_bytes = [&](int n) {
-    return detail::packed_bytes(static_cast<std::size_t>(n) * dim, width);
-  };
-  return static_cast<std::uint64_t>(heads) * (full * block_bytes(block) + block_bytes(rest)) +
-         EncodedCodes::kHeaderBytes;
 }
 
 class Pipeline {
@@ -364,7 +342,8 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
     if (kind == chosen) {
       size = chosen_bytes;
     } else if (kind == CodecKind::BitPack) {
-      size = bitpack_total(counts, t.tokens(), t.heads(), t.dim(), block);
+      size = bitpack_payload_bytes(t.tokens(), t.heads(), t.dim(), block, pack_width) +
+             EncodedCodes::kHeaderBytes;
     } else if (kind == CodecKind::VarWidth) {
       auto v = varwidth_bytes(codes, t.tokens(), t.heads(), t.dim(), block, m_varwidth, cs);
       if (!v) return make_error(fmt::format("{}: varwidth sizing: {}", name, v.message()));
