@@ -129,14 +129,15 @@ int save_and_print(RunsStore* store, const NewRun& run, nlohmann::json& j, bool 
 // The tokens a quality run scores and the text's name in its run record: the UTF-8 file
 // `text_file` ("file:PATH"; the BOS its tokenizer adds left out, since windows add their own; at
 // most `max_tokens` when positive), or, when it is empty, `sample` tokens of the model's own text
-// ("sampled:N tokens, seed S"). Errors name `option` and the file.
+// ("sampled:N tokens, seed S"). Errors name `option` and the file. A text too short for
+// `config` (plan_quality) fails before any sampling, not after it.
 struct QualityText {
   std::vector<int> tokens;
   std::string source;
 };
 Result<QualityText> quality_text(const LoadedModel& loaded, const std::string& option,
                                  const std::string& text_file, int max_tokens, int sample,
-                                 std::uint64_t seed);
+                                 std::uint64_t seed, const QualityConfig& config);
 
 void add_compress_command(CLI::App& app);
 void add_runs_command(CLI::App& app);

@@ -14,7 +14,7 @@ namespace {
 
 struct QualityOptions {
   std::string model, tokenizer, text_file, method = "kivi", label;
-  int sample = 4096, window = 0, max_tokens = 0;
+  int sample = 1024, window = 0, max_tokens = 0;  // the GUI's defaults too
   std::uint64_t seed = 1;
   MethodOptions method_options;
   EvictionOptions eviction;  // --policy none: no eviction
@@ -86,20 +86,21 @@ int run_quality(const QualityOptions& o) {
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
   const LlamaModel& model = loaded->model;
-  auto text = quality_text(*loaded, "--text-file", o.text_file, o.max_tokens, o.sample, o.seed);
-  if (!text) return fail(text.message());
-  const std::vector<int>& tokens = text->tokens;
-  const std::string& text_source = text->source;
   qc.window = o.window;
   qc.prompt = o.prompt;
   qc.bos = loaded->bos;
+  auto text = quality_text(*loaded, "--text-file", o.text_file, o.max_tokens, o.sample, o.seed, qc);
+  if (!text) return fail(text.message());
+  const std::vector<int>& tokens = text->tokens;
+  const std::string& text_source = text->source;
   auto r = measure_quality(model, tokens, qc, terminal_progress(o.json));
   if (!r) return fail(r.message());
   const NewRun run = quality_run(*r, qc, {o.model, text_source, o.window, o.label});
   nlohmann::json j = run.metrics;
   return save_and_print(store->get(), run, j, o.json, [&] {
-    fmt::print("model       {}\ntext        {} ({} tokens predicted in {} windows)\n", o.model,
-               text_source, r->tokens, r->windows);
+    fmt::print("model       {}\ntext        {} ({} tokens predicted in {} {} of {} positions)\n",
+               o.model, text_source, r->tokens, r->windows, r->windows == 1 ? "window" : "windows",
+               r->window);
     if (qc.method) {
       fmt::print("method      {} ({:.3f} bits/value, {:.2f}x vs fp16)\n", r->method_label,
                  r->bits_per_value, r->ratio);
@@ -120,10 +121,13 @@ int run_quality(const QualityOptions& o) {
 
 Result<QualityText> quality_text(const LoadedModel& loaded, const std::string& option,
                                  const std::string& text_file, int max_tokens, int sample,
-                                 std::uint64_t seed) {
+                                 std::uint64_t seed, const QualityConfig& config) {
   QualityText out;
   if (text_file.empty()) {
     if (max_tokens > 0) sample = std::min(sample, max_tokens);  // no more than will be scored
+    // Sampling takes a forward step per token: a window the text cannot fill fails first.
+    auto plan = plan_quality(loaded.model.config(), config, static_cast<std::size_t>(sample));
+    if (!plan) return plan.error();
     auto sampled = sample_text(loaded.model, sample, seed, loaded.bos, loaded.eos);
     if (!sampled) return sampled.error();
     out.tokens = std::move(*sampled);
@@ -172,7 +176,9 @@ void add_quality_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "seed of the sampled text")->capture_default_str();
-  cmd->add_option("--window", o->window, "tokens per window (0: the model's context)")
+  cmd->add_option("--window", o->window,
+                  "positions per window, BOS included (0: the model's context, or the whole "
+                  "text in one window where that is shorter)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   std::string methods = "quantization method: none";

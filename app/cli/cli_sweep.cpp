@@ -54,13 +54,13 @@ Result<NewRun> run_quality_item(SweepContext& ctx, const SweepItem& item) {
     const std::string n = item.text.substr(item.text.find(':') + 1);
     std::from_chars(n.data(), n.data() + n.size(), sample);
   }
-  auto text = quality_text(loaded, "text", text_file, ctx.plan.max_tokens, sample, 1);
-  if (!text) return text.error();
   QualityConfig qc;
   qc.method = item.method;
   qc.eviction = item.eviction;
   qc.window = ctx.plan.window;
   qc.bos = loaded.bos;
+  auto text = quality_text(loaded, "text", text_file, ctx.plan.max_tokens, sample, 1, qc);
+  if (!text) return text.error();
   auto r = measure_quality(loaded.model, text->tokens, qc, terminal_progress(ctx.json));
   if (!r) return r.error();
   return quality_run(*r, qc, {item.model, text->source, ctx.plan.window, {}});

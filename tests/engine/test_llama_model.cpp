@@ -402,6 +402,41 @@ TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
   EXPECT_FALSE(measure_quality(model, {1, 2, 3}, qc).ok());
 }
 
+// Window 0 fits the text: the model's context, or one window of the whole text where that is
+// shorter; every check runs in plan_quality() before any work.
+TEST(ModelQuality, WindowZeroFitsTheTextAndChecksComeFirst) {
+  REQUIRE_MODEL();
+  const auto model = LlamaModel::load_llama2c(kModel).value();
+  const LlamaConfig& mc = model.config();
+  ASSERT_EQ(mc.seq_len, 512);
+  QualityConfig qc;
+  qc.method->kind = MethodKind::Int8;
+  auto shortp = plan_quality(mc, qc, 100).value();
+  EXPECT_EQ(shortp.window, 101);
+  EXPECT_EQ(shortp.windows, 1);
+  auto longp = plan_quality(mc, qc, 1500).value();
+  EXPECT_EQ(longp.window, 512);
+  EXPECT_EQ(longp.windows, 2);  // 1500 / 511; the rest is not scored
+  qc.window = 256;
+  auto too_short = plan_quality(mc, qc, 100);
+  ASSERT_FALSE(too_short.ok());
+  EXPECT_NE(too_short.message().find("at least 255 are needed"), std::string::npos)
+      << too_short.message();
+  qc.window = 1000;
+  EXPECT_NE(plan_quality(mc, qc, 5000).message().find("512 positions"), std::string::npos);
+  qc.window = 0;
+  qc.method->kind = MethodKind::Kivi;
+  qc.method->bits = 3;
+  EXPECT_FALSE(plan_quality(mc, qc, 100).ok()) << "a bad method fails in the plan";
+  qc.method->kind = MethodKind::Int8;
+  std::vector<int> text(60);
+  for (int i = 0; i < 60; ++i) text[static_cast<std::size_t>(i)] = 100 + i;
+  const QualityReport r = measure_quality(model, text, qc).value();
+  EXPECT_EQ(r.window, 61);
+  EXPECT_EQ(r.windows, 1);
+  EXPECT_EQ(r.tokens, 60);
+}
+
 // The kept-token mask: keeping everything changes nothing (to float rounding); a hand-made mask
 // gives each query head a softmax over the kept positions only, computed here in double from the
 // state's own queries and keys.

@@ -245,8 +245,8 @@ TEST(QualityView, RunsOnAGgufModelOverATextFile) {
   view.set_model_path(QString::fromStdString(gguf.string()));
   view.set_text_file(QString::fromStdString(text_file.string()));
   view.set_checked({QStringLiteral("int8")});
-  // In the model's 8,192-position context the text does not fill one window: an error that
-  // says what to do.
+  // A window the text does not fill: an error that says what to do.
+  view.set_window(4096);
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
   EXPECT_TRUE(view.last_error().contains(QStringLiteral("shorter windows")))
       << view.last_error().toStdString();
@@ -289,6 +289,26 @@ TEST(QualityView, RunsOnAGgufModelOverATextFile) {
   auto record = store->load_run(runs->front().id);
   ASSERT_TRUE(record.ok()) << record.message();
   EXPECT_EQ(record->params.value("window", 0), kWindow);
+
+  // On the defaults (issue 43) the text, shorter than the model's 8,192 positions, is scored in
+  // one window of its own length, as measure_quality() does with window 0.
+  view.set_window(0);
+  ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
+  config.window = 0;
+  auto whole = measure_quality(model->model, tokens, config);
+  ASSERT_TRUE(whole.ok()) << whole.message();
+  EXPECT_EQ(whole->windows, 1);
+  EXPECT_EQ(whole->window, static_cast<int>(tokens.size()) + 1);
+  runs = store->list_runs(-1);
+  ASSERT_EQ(runs->size(), 2u);
+  bool found = false;
+  for (const auto& run : *runs) {
+    if (run.metrics.value("window", 0) == whole->window) {
+      found = true;
+      EXPECT_DOUBLE_EQ(run.metrics.value("perplexity_change", 0.0), whole->perplexity_change);
+    }
+  }
+  EXPECT_TRUE(found) << "the default run is stored with the window it used";
 }
 
 TEST(QualityView, CancelKeepsWhatWasMeasured) {

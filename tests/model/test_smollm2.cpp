@@ -194,6 +194,25 @@ TEST(SmolLm2, ResultsDoNotDependOnWhereTheHeapPutsTheBuffers) {
   }
 }
 
+// The guide's first quality command works on its defaults (issue 43): a sampled text shorter
+// than the model's 8,192 positions is scored in one window of its own length, and a window the
+// text cannot fill fails at once, before sampling.
+TEST(SmolLm2, QualityDefaultsWorkAndAShortTextFailsFirst) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const std::string model = "'" + test::smollm2().string() + "'";
+  const auto ok = cli_test::run_kvlab("quality --model " + model + " --method int8 --sample 40");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+  EXPECT_NE(ok.out.find("40 tokens predicted in 1 window of 41 positions"), std::string::npos)
+      << ok.out;
+  const auto bad =
+      cli_test::run_kvlab("quality --model " + model + " --method int8 --sample 40 --window 4096");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("at least 4095 are needed for one window of 4096"), std::string::npos)
+      << bad.out;
+  EXPECT_EQ(bad.out.find("sampl"), std::string::npos)
+      << "no sampling before the check: " << bad.out;
+}
+
 TEST(SmolLm2, SourcesInfoDescribesTheFile) {
   KVLAB_REQUIRE_FILE(test::smollm2());
   const auto o = cli_test::run_kvlab("sources info '" + test::smollm2().string() + "'");

@@ -64,6 +64,17 @@ std::shared_ptr<QualityRunner::JobResult> QualityRunner::run_job(
         std::make_shared<Prepared>(Prepared{job.model, job.text.describe(), std::move(*model), {}});
     const LlamaModel& m = prepared->model.model;
     if (job.text.kind == QualityText::Kind::Sampled) {
+      // Sampling takes a forward step per token: a choice the text cannot serve fails first.
+      for (std::size_t i = 0; i < job.choices.size(); ++i) {
+        QualityConfig config = job.choices[i].config;
+        config.window = job.window;
+        config.bos = prepared->model.bos;
+        auto plan = plan_quality(m.config(), config, static_cast<std::size_t>(job.text.tokens));
+        if (!plan) {
+          at = static_cast<int>(i);
+          return fail(plan.message());
+        }
+      }
       report_progress(prepare_progress, 0.5, "sampling the model's own text");
       auto sampled =
           sample_text(m, job.text.tokens, job.text.seed, prepared->model.bos, prepared->model.eos);

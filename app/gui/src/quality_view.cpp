@@ -161,10 +161,11 @@ QWidget* QualityView::build_controls() {
   m_window->setSingleStep(256);
   m_window->setPrefix(tr("windows of "));
   m_window->setSuffix(tr(" tokens"));
-  m_window->setSpecialValueText(tr("windows of the model's context"));
+  m_window->setSpecialValueText(tr("windows of the model's context, or one of the whole text"));
   m_window->setToolTip(
       tr("Tokens per window, BOS included: the text is cut into windows of this many positions, "
-         "each scored from BOS. The model's context is the default; a long-context model (8K "
+         "each scored from BOS. The default is the model's context, or the whole text in one "
+         "window where the text is shorter; a long-context model (8K "
          "and more) scores far faster in shorter windows (512), as `kvlab quality --window` "
          "does"));
   auto* text_layout = new QVBoxLayout(text_box);
@@ -216,7 +217,8 @@ QWidget* QualityView::build_controls() {
                          controls);
   auto* note = style::muted_label(
       tr("Each configuration runs the model over the text twice, exactly and with attention "
-         "reading the compressed or evicted cache, in windows of the model's context."),
+         "reading the compressed or evicted cache, in windows of the model's context (or of the "
+         "whole text where it is shorter)."),
       controls);
 
   auto* layout = new QVBoxLayout(controls);

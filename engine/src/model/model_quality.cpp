@@ -37,22 +37,27 @@ int argmax(const std::vector<float>& v) {
 
 }  // namespace
 
-Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
-                                      const QualityConfig& config, const ProgressFn& progress) {
-  const auto start = std::chrono::steady_clock::now();
-  const LlamaConfig& mc = model.config();
-  const int window = config.window > 0 ? config.window : mc.seq_len;
-  if (window < 2 || window > mc.seq_len) {
+Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& config,
+                                 std::size_t text_tokens) {
+  QualityPlan plan;
+  if (config.window == 0 && text_tokens < 1) return make_error("the text has no tokens to score");
+  // Window 0: the model's context, or the whole text (after BOS) where that is shorter.
+  const std::size_t whole = text_tokens + 1;
+  plan.window =
+      config.window > 0
+          ? config.window
+          : static_cast<int>(std::min<std::size_t>(whole, static_cast<std::size_t>(mc.seq_len)));
+  if (plan.window < 2 || plan.window > mc.seq_len) {
     return make_error(fmt::format("--window {}: must be between 2 and the model's {} positions",
-                                  window, mc.seq_len));
+                                  plan.window, mc.seq_len));
   }
-  const int per_window = window - 1;  // BOS, then text
-  const int windows = static_cast<int>(tokens.size()) / per_window;
-  if (windows < 1) {
+  plan.per_window = plan.window - 1;  // BOS, then text
+  plan.windows = static_cast<int>(text_tokens / static_cast<std::size_t>(plan.per_window));
+  if (plan.windows < 1) {
     return make_error(fmt::format(
         "the text has {} tokens; at least {} are needed for one window of {} positions (score a "
-        "longer text, or use shorter windows)",
-        tokens.size(), per_window, window));
+        "longer text, or use shorter windows: --window 0 fits the window to the text)",
+        text_tokens, plan.per_window, plan.window));
   }
   if (config.bos < 0 || config.bos >= mc.vocab) {
     return make_error(fmt::format("BOS token {} is outside the vocabulary", config.bos));
@@ -65,14 +70,31 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   }
   const bool prefill_policy =
       config.eviction && eviction_schedule(config.eviction->policy) == EvictionSchedule::Prefill;
-  const int prompt = config.prompt > 0 ? config.prompt : (prefill_policy ? window / 2 : 0);
-  if (prompt < 0 || prompt >= per_window) {
+  plan.prompt = config.prompt > 0 ? config.prompt : (prefill_policy ? plan.window / 2 : 0);
+  if (plan.prompt < 0 || plan.prompt >= plan.per_window) {
     return make_error(
         fmt::format("--prompt {}: must leave at least one of the window's {} "
                     "predicted tokens to score",
-                    prompt, per_window));
+                    plan.prompt, plan.per_window));
   }
-  if (config.eviction) KVLAB_TRY(config.eviction->validate_prompt(prompt, per_window));
+  if (config.eviction) {
+    KVLAB_TRY(config.eviction->validate_prompt(plan.prompt, plan.per_window));
+  }
+  if (config.method) {
+    auto q = make_quantizer(*config.method);
+    if (!q) return q.error();
+  }
+  return plan;
+}
+
+Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
+                                      const QualityConfig& config, const ProgressFn& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  const LlamaConfig& mc = model.config();
+  auto plan = plan_quality(mc, config, tokens.size());
+  if (!plan) return plan.error();
+  const int window = plan->window, per_window = plan->per_window, windows = plan->windows,
+            prompt = plan->prompt;
   // The method sees the model's post-RoPE keys at positions 0, 1, ... of each window.
   std::optional<MethodConfig> method = config.method;
   if (method) method->key_rope = model_rope_spec(mc);
@@ -97,6 +119,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
                                 ? r.policy_label + " + " + r.method_label
                                 : (config.eviction ? r.policy_label : r.method_label);
   r.windows = windows;
+  r.window = window;
   r.prompt = prompt;
   const RopeSpec rope = model_rope_spec(mc);
   // Windows side by side on every core (the runner's own row tiles share them too), each into
@@ -220,6 +243,7 @@ nlohmann::json quality_report_to_json(const QualityReport& r) {
           {"tokens", r.tokens},
           {"prompt", r.prompt},
           {"windows", r.windows},
+          {"window", r.window},
           {"perplexity_exact", r.perplexity_exact},
           {"perplexity", r.perplexity},
           {"perplexity_change", r.perplexity_change},

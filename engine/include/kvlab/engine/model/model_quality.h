@@ -36,7 +36,8 @@ struct QualityConfig {
   std::optional<EvictionConfig> eviction;               // none: every token is kept
   // At least one of the two must be set. EvictionConfig's steps, needle, top_k and quant belong
   // to the simulation and are not used here.
-  int window = 0;  // tokens per window; 0: the model's seq_len
+  int window = 0;  // positions per window, BOS included; 0: the model's seq_len, or the whole
+                   // text in one window where that is shorter
   // Tokens of each window that are its prompt (BOS included): every cache keeps them whole while
   // they run, and only the tokens after them are scored; a prefill eviction policy compresses
   // them once when they are done, a decode policy starts evicting after them. 0: no prompt
@@ -55,6 +56,7 @@ struct QualityReport {
   int tokens = 0;            // tokens scored (windows × (window − 1 − prompt))
   int prompt = 0;            // the prompt's tokens per window
   int windows = 0;
+  int window = 0;  // positions per window, BOS included
   double perplexity_exact = 0, perplexity = 0;
   double perplexity_change = 0;  // perplexity / perplexity_exact − 1
   double next_token_agreement = 0;
@@ -62,6 +64,18 @@ struct QualityReport {
   double bits_per_value = 16, ratio = 1;  // of the method on the exact run's cache
   double seconds = 0;
 };
+
+// How a text of `text_tokens` tokens is cut for `config` on a model of `mc`: every check
+// measure_quality() makes before any work. Call it before sampling or reading a text, so that a
+// run that cannot work fails at once rather than after minutes of sampling.
+struct QualityPlan {
+  int window = 0;      // positions per window, BOS included
+  int per_window = 0;  // text tokens per window (window − 1)
+  int windows = 0;     // whole windows in the text; a remainder is not scored
+  int prompt = 0;      // prompt tokens per window
+};
+Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& config,
+                                 std::size_t text_tokens);
 
 // `tokens` is the text (without BOS; windows add it). An error names what is wrong.
 Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
