@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "sources/normal_stream.h"
@@ -224,6 +225,31 @@ TEST(Synthetic, AbsurdParametersAreRefusedWithReason) {
   EXPECT_NE(generate_synthetic(c).message().find("GiB"), std::string::npos);
   c = small("gpt-17");
   EXPECT_NE(generate_synthetic(c).message().find("unknown synthetic preset"), std::string::npos);
+}
+
+// A cache larger than the memory free now is refused before anything is allocated, with the
+// way to write it to a file instead; the same cache below the 64 GiB limit is allowed in a file.
+TEST(Synthetic, ACacheLargerThanFreeMemoryIsRefusedBeforeAllocating) {
+  const std::uint64_t available = available_memory_bytes();
+  if (available == 0) GTEST_SKIP() << "the kernel does not say how much memory is available";
+  // llama3-8b: 32 layers x 8 KV heads x 128 x 2 (K and V) x 2 bytes = 128 KiB per token.
+  const std::uint64_t per_token = 32ull * 8 * 128 * 2 * 2;
+  const std::uint64_t tokens = available / per_token + 4096;
+  if (tokens > static_cast<std::uint64_t>(kMaxSyntheticContext) ||
+      tokens * per_token > kMaxSyntheticCacheBytes) {
+    GTEST_SKIP() << "this machine has more free memory than the engine's limits";
+  }
+  SyntheticConfig c;
+  c.preset = "llama3-8b";
+  c.context = static_cast<int>(tokens);
+  c.queries = 0;
+  const auto r = generate_synthetic(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("of memory available now"), std::string::npos) << r.message();
+  EXPECT_NE(r.message().find("kvlab sources export --source synthetic:llama3-8b --context " +
+                             std::to_string(tokens)),
+            std::string::npos)
+      << r.message();
 }
 
 TEST(Synthetic, CancelStopsGeneration) {

@@ -56,6 +56,23 @@ TEST(Inputs, AContextAboveTheRangeIsRefusedWithAMessageNotClamped) {
   EXPECT_FALSE(context->toolTip().contains(QStringLiteral("10000000")));
 }
 
+// The GUI's limits are the engine's (issue 43, item 2): llama3-8b was trained to 8,192 tokens,
+// but `kvlab compress --source synthetic:llama3-8b --context 32768` runs, and so does the page.
+TEST(Inputs, TheContextGoesAsFarAsTheEngineNotThePresetsTrainedContext) {
+  CompressionView view(nullptr);
+  view.show();
+  SourcePanel* source = view.source_panel();
+  ASSERT_EQ(source->preset_combo()->currentText(), QStringLiteral("llama3-8b"));
+  type_into(source->context_spin(), QStringLiteral("32768"));
+  EXPECT_EQ(source->context_spin()->value(), 32768)
+      << static_cast<IntField*>(source->context_spin())->refusal().toStdString();
+  type_into(source->layers_spin(), QStringLiteral("1"));
+  ASSERT_TRUE(view.run_and_wait()) << view.last_error().toStdString();
+  ASSERT_TRUE(view.current_report().has_value());
+  EXPECT_EQ(view.current_report()->tokens, 32768);
+  EXPECT_EQ(view.current_report()->shape.layers, 1);
+}
+
 TEST(Inputs, RealFieldsRefuseToo) {
   RealField field;
   field.setRange(0.01, 2.0);

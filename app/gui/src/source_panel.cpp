@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QPushButton>
 #include <QSpinBox>
 
@@ -23,12 +24,16 @@ constexpr int kDefaultContext = 1024;  // snappy in the GUI; the CLI defaults to
 // The kind combo's rows, in SourceSpec::Kind order.
 constexpr int kSyntheticRow = 0, kFileRow = 1, kModelRow = 2;
 
-QString shape_text(const ModelShape& s) {
-  return QObject::tr("%1 layers · %2 q heads · %3 kv heads · head_dim %4")
+// The preset's shape and its trained context: a hint, since a longer cache is allowed (as on
+// the CLI) up to the engine's limits.
+QString shape_text(const SyntheticPreset& p) {
+  const ModelShape& s = p.shape;
+  return QObject::tr("%1 layers · %2 q heads · %3 kv heads · head_dim %4 · trained to %5 tokens")
       .arg(s.layers)
       .arg(s.q_heads)
       .arg(s.kv_heads)
-      .arg(s.head_dim);
+      .arg(s.head_dim)
+      .arg(QLocale().toString(p.max_context));
 }
 
 }  // namespace
@@ -80,11 +85,14 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_layers->setRange(0, 512);
   m_layers->setToolTip(tr("How many layers to generate; 0 takes the preset's count"));
   m_context = new IntField(this);
-  m_context->setRange(1, 1 << 20);
+  m_context->setRange(1, kMaxSyntheticContext);  // the engine's limit, as on the CLI
   m_context->setSingleStep(256);
   m_context->setValue(kDefaultContext);
   m_context->setSuffix(tr(" tokens"));
-  m_context->setToolTip(tr("Tokens in the generated cache (at most the preset's context)"));
+  m_context->setToolTip(
+      tr("Tokens in the generated cache, up to %1; the cache must fit in the memory free now "
+         "(the run says so before it starts when it does not)")
+          .arg(QLocale().toString(kMaxSyntheticContext)));
   m_seed = new IntField(this);
   m_seed->setRange(0, 1 << 30);
   m_seed->setValue(1);
@@ -154,8 +162,7 @@ void SourcePanel::on_preset_changed() {
   const auto preset = find_synthetic_preset(m_preset->currentText().toStdString());
   if (preset) {
     m_layers->setSpecialValueText(tr("preset (%1)").arg(preset->shape.layers));
-    m_context->setMaximum(preset->max_context);
-    m_shape->setText(shape_text(preset->shape));
+    m_shape->setText(shape_text(*preset));
   }
   emit changed();
 }

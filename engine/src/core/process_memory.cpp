@@ -17,6 +17,17 @@ ProcessMemory process_memory() {
   return m;
 }
 
+std::uint64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);) {
+    // "MemAvailable:   12345678 kB"
+    if (line.starts_with("MemAvailable:")) {
+      return std::stoull(line.substr(line.find(':') + 1)) * 1024;
+    }
+  }
+  return 0;
+}
+
 bool reset_peak_resident() {
   std::ofstream out("/proc/self/clear_refs");
   out << "5";

@@ -14,6 +14,7 @@
 #include "sources/normal_stream.h"
 
 #include "kvlab/engine/core/names.h"
+#include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/rope.h"
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/sources/cache_file.h"
@@ -21,9 +22,6 @@
 namespace kvlab {
 
 namespace {
-
-constexpr int kMaxContext = 1 << 20;
-constexpr std::uint64_t kMaxCacheBytes = 64ull << 30;  // refuse to build more than 64 GiB
 
 std::vector<SyntheticPreset> build_presets() {
   // Shapes from each model's published config.json.
@@ -286,7 +284,7 @@ Status validate(const SyntheticConfig& c, const SyntheticPreset& p, int layers) 
     return Ok{};
   };
   KVLAB_TRY(range("--layers", layers, 1, 1024));
-  KVLAB_TRY(range("--context", c.context, 1, kMaxContext));
+  KVLAB_TRY(range("--context", c.context, 1, kMaxSyntheticContext));
   KVLAB_TRY(range("--queries", c.queries, 0, 4096));
   KVLAB_TRY(range("outlier channels", c.outlier_channels, 0, p.shape.head_dim));
   KVLAB_TRY(range("heavy hitters", c.heavy_hitters, 0, 1024));
@@ -300,11 +298,11 @@ Status validate(const SyntheticConfig& c, const SyntheticPreset& p, int layers) 
   }
   const std::uint64_t bytes = 2ull * layers * p.shape.kv_heads * p.shape.head_dim *
                               static_cast<std::uint64_t>(c.context) * dtype_size(c.dtype);
-  if (bytes > kMaxCacheBytes) {
+  if (bytes > kMaxSyntheticCacheBytes) {
     return make_error(fmt::format(
         "synthetic source: {} layers x {} tokens of {} would take {:.1f} GiB, more than the "
         "{} GiB limit; use fewer layers or a shorter context",
-        layers, c.context, p.name, bytes / double(1ull << 30), kMaxCacheBytes >> 30));
+        layers, c.context, p.name, bytes / double(1ull << 30), kMaxSyntheticCacheBytes >> 30));
   }
   return Ok{};
 }
@@ -401,6 +399,22 @@ Status generate_layers(const SyntheticConfig& config, const SyntheticPlan& plan,
 Result<KvCache> generate_synthetic(const SyntheticConfig& config, const ProgressFn& progress) {
   auto plan = plan_synthetic(config);
   if (!plan) return plan.error();
+  // In memory the cache must fit in what the machine has free, or the kernel ends the process.
+  const ModelShape& s = plan->skeleton.shape;
+  const std::uint64_t bytes =
+      static_cast<std::uint64_t>(s.layers) * dtype_size(config.dtype) *
+      (2ull * static_cast<std::uint64_t>(config.context) * s.kv_heads * s.head_dim +
+       static_cast<std::uint64_t>(config.queries) * s.q_heads * s.head_dim);
+  const std::uint64_t available = available_memory_bytes();
+  if (available > 0 && bytes > available) {
+    return make_error(fmt::format(
+        "synthetic source: {} layers x {} tokens of {} take {:.1f} GiB, more than the {:.1f} GiB "
+        "of memory available now; use fewer layers or a shorter context, or write the cache to a "
+        "file (kvlab sources export --source synthetic:{} --context {} --out CACHE.safetensors) "
+        "and compress it from there",
+        s.layers, config.context, plan->preset.name, bytes / double(1ull << 30),
+        available / double(1ull << 30), plan->preset.name, config.context));
+  }
   KvCache cache = plan->skeleton;
   cache.layers.resize(static_cast<std::size_t>(cache.shape.layers));
   KVLAB_TRY(generate_layers(config, *plan, 0, cache.layers, progress));

@@ -15,6 +15,10 @@ struct ProcessMemory {
 // Zeros where the kernel does not say (not Linux).
 ProcessMemory process_memory();
 
+// Memory the kernel says can be had now without swapping (/proc/meminfo MemAvailable); 0 where
+// it does not say.
+std::uint64_t available_memory_bytes();
+
 // Starts the peak over from the memory resident now (Linux: writes 5 to /proc/self/clear_refs).
 // False when the kernel refuses; the peak then counts from the process's start.
 bool reset_peak_resident();

@@ -30,8 +30,14 @@ struct SyntheticPreset {
   std::string name;
   ModelShape shape;
   double rope_theta = 10000.0;
-  int max_context = 4096;
+  int max_context = 4096;  // the model's trained context: a hint, not a limit
 };
+
+// The engine's limits on a synthetic cache: at most this many tokens, at most
+// kMaxSyntheticCacheBytes of keys and values, and, generated in memory, no more than the memory
+// available (a larger cache is written to a file with save_synthetic_file and read in place).
+inline constexpr int kMaxSyntheticContext = 1 << 20;
+inline constexpr std::uint64_t kMaxSyntheticCacheBytes = 64ull << 30;
 
 // Built-in presets: llama2-7b, llama3-8b, mistral-7b, qwen2.5-7b, tiny.
 const std::vector<SyntheticPreset>& synthetic_presets();
