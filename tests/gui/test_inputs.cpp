@@ -6,6 +6,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QtTest/QTest>
 
@@ -13,6 +14,7 @@
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/gui_format.h"
 #include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/model_capture_form.h"
 #include "kvlab/gui/number_fields.h"
 #include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/source_panel.h"
@@ -71,6 +73,73 @@ TEST(Inputs, TheContextGoesAsFarAsTheEngineNotThePresetsTrainedContext) {
   ASSERT_TRUE(view.current_report().has_value());
   EXPECT_EQ(view.current_report()->tokens, 32768);
   EXPECT_EQ(view.current_report()->shape.layers, 1);
+}
+
+// The visible fields of `panel` drawn shorter than their minimum height (squeezed by a stale
+// layout), by class name.
+std::string squeezed_fields(QWidget* panel) {
+  std::string out;
+  for (QWidget* w : panel->findChildren<QWidget*>()) {
+    const bool field = qobject_cast<QComboBox*>(w) || qobject_cast<QAbstractSpinBox*>(w) ||
+                       qobject_cast<QLineEdit*>(w) || qobject_cast<QPushButton*>(w);
+    const QWidget* owner = w->parentWidget();  // a spin box's or combo box's own line edit
+    if (qobject_cast<const QAbstractSpinBox*>(owner) || qobject_cast<const QComboBox*>(owner)) {
+      continue;
+    }
+    if (field && w->isVisible() && w->height() < w->minimumSizeHint().height()) {
+      out += std::string(w->metaObject()->className()) + " ";
+    }
+  }
+  return out;
+}
+
+// Issue 43, item 5: a file run that fails, then a model capture that fails, then back to the
+// synthetic preset: every synthetic row is there again (the Preset row used to stay hidden).
+TEST(Inputs, SwitchingSourcesAfterFailuresKeepsEveryRow) {
+  CompressionView view(nullptr);
+  view.resize(1024, 700);
+  view.show();
+  SourcePanel* source = view.source_panel();
+  QComboBox* kind = nullptr;
+  for (QComboBox* box : source->findChildren<QComboBox*>()) {
+    if (box->count() == 3 && box->itemText(0) == QStringLiteral("synthetic preset")) kind = box;
+  }
+  ASSERT_NE(kind, nullptr);
+  QPushButton* capture = nullptr;
+  for (QPushButton* b : source->findChildren<QPushButton*>()) {
+    if (b->text() == QStringLiteral("Capture")) capture = b;
+  }
+  ASSERT_NE(capture, nullptr);
+  source->set_file(QStringLiteral("/nonexistent/cache.safetensors"));
+  QTest::mouseClick(view.run_button(), Qt::LeftButton);
+  view.wait_until_done(60'000);
+  EXPECT_FALSE(view.last_error().isEmpty());
+  source->set_model(QStringLiteral("/nonexistent/model.gguf"));
+  QTest::mouseClick(capture, Qt::LeftButton);
+  source->model_capture()->wait_until_done(60'000);
+  EXPECT_FALSE(source->model_capture()->last_error().isEmpty());
+  // Back to the synthetic preset as a person would: the combo box, with the keyboard.
+  kind->setFocus();
+  QTest::keyClick(kind, Qt::Key_Home);
+  QApplication::processEvents();
+  ASSERT_EQ(kind->currentIndex(), 0);
+  EXPECT_TRUE(source->preset_combo()->isVisible());
+  EXPECT_TRUE(source->layers_spin()->isVisible());
+  EXPECT_TRUE(source->context_spin()->isVisible());
+  // Shown at its full height, not squeezed to nothing between its neighbours.
+  EXPECT_GE(source->preset_combo()->height(), source->preset_combo()->minimumSizeHint().height());
+  EXPECT_GE(source->preset_combo()->y(), kind->geometry().bottom());
+  EXPECT_GE(source->layers_spin()->y(), source->preset_combo()->geometry().bottom());
+  EXPECT_EQ(squeezed_fields(source), "");
+  // And the model capture's rows, with their error, when it comes back.
+  QTest::keyClick(kind, Qt::Key_End);
+  QApplication::processEvents();
+  ASSERT_EQ(kind->currentIndex(), 2);
+  EXPECT_EQ(squeezed_fields(source), "");
+  QTest::keyClick(kind, Qt::Key_Home);
+  QApplication::processEvents();
+  EXPECT_EQ(squeezed_fields(source), "");
+  ASSERT_TRUE(view.run_and_wait()) << view.last_error().toStdString();
 }
 
 TEST(Inputs, RealFieldsRefuseToo) {

@@ -28,7 +28,7 @@ constexpr int kSyntheticRow = 0, kFileRow = 1, kModelRow = 2;
 // the CLI) up to the engine's limits.
 QString shape_text(const SyntheticPreset& p) {
   const ModelShape& s = p.shape;
-  return QObject::tr("%1 layers · %2 q heads · %3 kv heads · head_dim %4 · trained to %5 tokens")
+  return QObject::tr("%1 layers · %2 q heads · %3 kv heads · head_dim %4\ntrained to %5 tokens")
       .arg(s.layers)
       .arg(s.q_heads)
       .arg(s.kv_heads)
@@ -117,7 +117,10 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   file_layout->addWidget(browse_folder);
 
   m_shape = new QLabel(this);
-  m_shape->setWordWrap(true);
+  // No word wrap (the text breaks its own line): with a height-for-width row, Qt 6.4's
+  // QFormLayout keeps a height from before hidden rows were shown again, and the Preset row
+  // came back zero pixels tall after switching sources (issue 43, item 5).
+  m_shape->setWordWrap(false);
   style::make_muted(m_shape);
   m_shape->setToolTip(tr("The preset's shape: what the memory formula multiplies"));
 
@@ -148,13 +151,13 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
 
 void SourcePanel::on_kind_changed() {
   const int kind = m_kind->currentIndex();
+  m_capture->set_rows_visible(kind == kModelRow);
+  m_form->setRowVisible(m_file_row, kind == kFileRow);
   for (QWidget* w : {static_cast<QWidget*>(m_preset), static_cast<QWidget*>(m_layers),
                      static_cast<QWidget*>(m_context), static_cast<QWidget*>(m_seed),
                      static_cast<QWidget*>(m_shape)}) {
     m_form->setRowVisible(w, kind == kSyntheticRow);
   }
-  m_form->setRowVisible(m_file_row, kind == kFileRow);
-  m_capture->set_rows_visible(kind == kModelRow);
   emit changed();
 }
 
