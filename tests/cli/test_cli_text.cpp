@@ -233,5 +233,24 @@ TEST(CliText, NanWeightsAreNamedAsTheCause) {
   }
 }
 
+// Issue 43, item 7: a file named .gguf that is not one is called that, not an "unsupported file
+// type '.gguf'" (sources info reads real GGUF files); a real GGUF given as a cache says to
+// capture from it.
+TEST(CliText, AGgufIsNamedForWhatItIs) {
+  const std::string fake = tmp("fake.gguf");
+  std::ofstream(fake) << "a text file, not a model\n";
+  const Output info = run_kvlab("sources info " + fake);
+  EXPECT_NE(info.code, 0);
+  EXPECT_NE(info.out.find("named .gguf but not a GGUF file"), std::string::npos) << info.out;
+  EXPECT_EQ(info.out.find("unsupported file type"), std::string::npos) << info.out;
+
+  const std::string model = tmp("header-only.gguf");
+  std::ofstream(model, std::ios::binary) << "GGUF" << std::string(60, '\0');
+  const Output compress = run_kvlab("compress --source file:" + model + " --method int8");
+  EXPECT_NE(compress.code, 0);
+  EXPECT_NE(compress.out.find("a GGUF model, not a KV cache"), std::string::npos) << compress.out;
+  EXPECT_NE(compress.out.find("kvlab capture --model " + model), std::string::npos) << compress.out;
+}
+
 }  // namespace
 }  // namespace kvlab

@@ -5,6 +5,8 @@
 
 #include <QApplication>
 #include <QComboBox>
+#include <QDir>
+#include <QFile>
 #include <QLineEdit>
 #include <QPushButton>
 #include <QSpinBox>
@@ -140,6 +142,26 @@ TEST(Inputs, SwitchingSourcesAfterFailuresKeepsEveryRow) {
   QApplication::processEvents();
   EXPECT_EQ(squeezed_fields(source), "");
   ASSERT_TRUE(view.run_and_wait()) << view.last_error().toStdString();
+}
+
+// Issue 43, item 7: a GGUF model chosen as the source file is named as a model, with the way to
+// capture a cache from it.
+TEST(Inputs, AGgufAsTheSourceFileSaysToCaptureFromIt) {
+  const QString path = QDir::temp().filePath(QStringLiteral("kvlab-inputs-header-only.gguf"));
+  {
+    QFile f(path);
+    ASSERT_TRUE(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray("GGUF") + QByteArray(60, '\0'));
+  }
+  CompressionView view(nullptr);
+  view.show();
+  view.source_panel()->set_file(path);
+  EXPECT_FALSE(view.run_and_wait());
+  EXPECT_TRUE(view.last_error().contains(QStringLiteral("a GGUF model, not a KV cache")))
+      << view.last_error().toStdString();
+  EXPECT_TRUE(view.last_error().contains(QStringLiteral("'model capture…' source")))
+      << view.last_error().toStdString();
+  QFile::remove(path);
 }
 
 TEST(Inputs, RealFieldsRefuseToo) {

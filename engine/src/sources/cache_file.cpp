@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/engine/sources/npy.h"
 #include "kvlab/engine/sources/safetensors.h"
 #include "sources/cache_readers.h"
@@ -52,8 +53,7 @@ Result<KvCache> load_cache_file(const std::filesystem::path& path, const Progres
 }
 
 Result<KvCache> load_cache_file(const std::filesystem::path& path,
-                                const LlamaStateOptions& llama_state,
-                                const ProgressFn& progress) {
+                                const LlamaStateOptions& llama_state, const ProgressFn& progress) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) {
@@ -62,6 +62,21 @@ Result<KvCache> load_cache_file(const std::filesystem::path& path,
   // llama.cpp names its state files freely (slot.bin, prompt.cache, ...): the magic decides.
   if (std::filesystem::is_regular_file(status) && is_llama_state_file(path)) {
     return load_llama_state(path, llama_state, progress);
+  }
+  // A model is not a cache: say what the file is and where it belongs.
+  const bool regular = std::filesystem::is_regular_file(status);
+  if (regular && is_gguf_file(path)) {
+    return make_error(fmt::format(
+        "{}: a GGUF model, not a KV cache; capture a cache from it (the 'model capture…' source, "
+        "or kvlab capture --model {} --out CACHE.safetensors) or describe it (kvlab sources "
+        "info {})",
+        path.string(), path.string(), path.string()));
+  }
+  if (regular && lower_extension(path) == ".gguf") {
+    return make_error(fmt::format(
+        "{}: named .gguf but not a GGUF file (it does not start with the bytes 'GGUF'); a "
+        "damaged or partial download?",
+        path.string()));
   }
   const auto format = cache_file_format(path);
   if (!format) {
