@@ -370,4 +370,14 @@ int save_and_print(RunsStore* store, const NewRun& run, nlohmann::json& j, bool 
   return 0;
 }
 
+std::string join_ids(const std::vector<std::string_view>& ids, std::string_view first,
+                     std::string_view separator) {
+  std::string out(first);
+  for (const auto id : ids) {
+    if (!out.empty()) out += separator;
+    out += id;
+  }
+  return out;
+}
+
 }  // namespace kvlab::cli

@@ -139,6 +139,11 @@ Result<QualityText> quality_text(const LoadedModel& loaded, const std::string& o
                                  const std::string& text_file, int max_tokens, int sample,
                                  std::uint64_t seed, const QualityConfig& config);
 
+// Ids of a registry (method_ids(), scheme_ids(), ...) for help text: "a | b | c", after `first`
+// when given. Help lists come from the registries, so they cannot leave a method out.
+std::string join_ids(const std::vector<std::string_view>& ids, std::string_view first = {},
+                     std::string_view separator = " | ");
+
 void add_compress_command(CLI::App& app);
 void add_runs_command(CLI::App& app);
 void add_sources_command(CLI::App& app);
@@ -149,6 +154,7 @@ void add_bench_run_command(CLI::App& bench);
 void add_plan_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
+void add_methods_command(CLI::App& app);
 void add_capture_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_quality_command(CLI::App& app);

@@ -114,7 +114,7 @@ void add_compress_command(CLI::App& app) {
       "compress", "Compress a KV cache with one method; report ratio, bytes and error");
   o->source.add_to(*cmd);
   cmd->add_option("--method", o->method,
-                  "int8 | int4 | kivi | fp8-e4m3 | fp8-e5m2 | tiered | kvcomp")
+                  join_ids(method_ids()) + " ('kvlab methods' says what each one is)")
       ->capture_default_str();
   o->method_options.add_to(*cmd);
   o->backend.add_to(*cmd);

@@ -228,12 +228,6 @@ constexpr const char* kFooter =
     "the kept tokens quantized with a 'kvlab compress' method, taking the same method options\n"
     "(--bits, --residual, ...).";
 
-std::string join_ids(const std::vector<std::string_view>& ids, std::string_view first = {}) {
-  std::string out(first);
-  for (const auto id : ids) out += (out.empty() ? "" : " | ") + std::string(id);
-  return out;
-}
-
 }  // namespace
 
 void add_evict_command(CLI::App& app) {

@@ -152,11 +152,14 @@ int run_plan(const PlanOptions& o) {
   });
 }
 
-constexpr const char* kSchemeHelp =
-    "KV storage scheme(s), comma-separated: fp16, bf16, fp8, int8, int4, kivi2, kivi4 (group 32, "
-    "fp16 window 128), kvcomp (Huffman, 5.03 bits as measured on an H100), or run:ID (bits per "
-    "value measured by a saved run); add +evict:N (tokens) or +evict:F (fraction) for an eviction "
-    "budget, +offload to keep what does not fit in host memory, e.g. int4+evict:0.25";
+// Every built-in scheme, from the planner's registry.
+std::string scheme_help() {
+  return "KV storage scheme(s), comma-separated: " + join_ids(planners::scheme_ids(), {}, ", ") +
+         " (kivi: group 32, fp16 window 128; kvcomp: Huffman, 5.03 bits as measured on an H100), "
+         "or run:ID (bits per value measured by a saved run); add +evict:N (tokens) or +evict:F "
+         "(fraction) for an eviction budget, +offload to keep what does not fit in host memory, "
+         "e.g. int4+evict:0.25";
+}
 
 int run_sweep(const PlanOptions& o, const std::string& gpus, const std::string& contexts,
               const std::string& batches, bool csv) {
@@ -221,7 +224,7 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--context", o->context, "tokens per sequence (the prompt, for TTFT)")
       ->capture_default_str();
   cmd->add_option("--batch", o->batch, "sequences at once")->capture_default_str();
-  cmd->add_option("--scheme", o->schemes, kSchemeHelp)->capture_default_str();
+  cmd->add_option("--scheme", o->schemes, scheme_help())->capture_default_str();
   o->where.add_to(*cmd);
   cmd->add_option("--ttft-ms", o->ttft_ms,
                   "target time to first token: find the best scheme and batch within it (0: none)")
@@ -251,7 +254,7 @@ void add_plan_command(CLI::App& app) {
   auto* sub = cmd->add_subcommand(
       "sweep", "Every combination of GPUs × schemes × contexts × batches as a table (CSV)");
   sub->add_option("--gpus", *gpus, "GPU ids, comma-separated")->capture_default_str();
-  sub->add_option("--schemes", sw->schemes, kSchemeHelp)->capture_default_str();
+  sub->add_option("--schemes", sw->schemes, scheme_help())->capture_default_str();
   sub->add_option("--contexts", *contexts, "contexts, comma-separated")->capture_default_str();
   sub->add_option("--batches", *batches, "batch sizes, comma-separated")->capture_default_str();
   sw->where.add_to(*sub);

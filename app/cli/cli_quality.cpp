@@ -181,15 +181,12 @@ void add_quality_command(CLI::App& app) {
                   "text in one window where that is shorter)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
-  std::string methods = "quantization method: none";
-  for (const auto id : method_ids()) methods += " | " + std::string(id);
-  cmd->add_option("--method", o->method, methods)->capture_default_str();
+  cmd->add_option("--method", o->method, "quantization method: " + join_ids(method_ids(), "none"))
+      ->capture_default_str();
   o->method_options.add_to(*cmd);
   o->eviction.policy = "none";
   o->eviction.budget = "0.5";
-  std::string policies = "eviction in the loop: none";
-  for (const auto id : eviction_policy_ids()) policies += " | " + std::string(id);
-  o->eviction.add_to(*cmd, policies);
+  o->eviction.add_to(*cmd, "eviction in the loop: " + join_ids(eviction_policy_ids(), "none"));
   cmd->add_flag("--needle", o->needle,
                 "passkey retrieval instead (a needle in a haystack): a 5-digit key hidden at "
                 "each depth of a filler text of each length, asked for through the model's chat "

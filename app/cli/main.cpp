@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "kvlab 0.1.0");
   kvlab::cli::add_compress_command(app);
+  kvlab::cli::add_methods_command(app);
   kvlab::cli::add_runs_command(app);
   kvlab::cli::add_sources_command(app);
   kvlab::cli::add_stream_command(app);

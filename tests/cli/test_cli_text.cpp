@@ -16,6 +16,9 @@
 
 #include "cli_test_support.h"
 #include "kvlab/engine/core/utf8.h"
+#include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/quant/method_about.h"
+#include "kvlab/planners/kv_memory.h"
 
 namespace kvlab {
 namespace {
@@ -250,6 +253,34 @@ TEST(CliText, AGgufIsNamedForWhatItIs) {
   EXPECT_NE(compress.code, 0);
   EXPECT_NE(compress.out.find("a GGUF model, not a KV cache"), std::string::npos) << compress.out;
   EXPECT_NE(compress.out.find("kvlab capture --model " + model), std::string::npos) << compress.out;
+}
+
+// Issue 43, item 6: help lists every method and scheme, from the registries that define them;
+// `kvlab methods ID` prints the page the GUI's Help shows.
+TEST(CliText, HelpListsEveryMethodAndScheme) {
+  const Output compress = run_kvlab("compress --help");
+  const Output quality = run_kvlab("quality --help");
+  for (const auto id : method_ids()) {
+    EXPECT_NE(compress.out.find(std::string(id)), std::string::npos) << id;
+    EXPECT_NE(quality.out.find(std::string(id)), std::string::npos) << id;
+  }
+  const Output plan = run_kvlab("plan --help");
+  for (const auto id : planners::scheme_ids()) {
+    EXPECT_NE(plan.out.find(std::string(id)), std::string::npos) << id << "\n" << plan.out;
+  }
+  const Output list = run_kvlab("methods");
+  EXPECT_EQ(list.code, 0) << list.out;
+  for (const auto id : method_ids()) {
+    const MethodKind kind = parse_method(id).value();
+    EXPECT_NE(list.out.find(std::string(method_summary(kind))), std::string::npos) << id;
+  }
+  const Output kivi = run_kvlab("methods kivi");
+  EXPECT_EQ(kivi.code, 0) << kivi.out;
+  EXPECT_EQ(kivi.out, method_page(MethodKind::Kivi));
+  EXPECT_NE(kivi.out.find("arXiv:2402.02750"), std::string::npos) << kivi.out;
+  const Output bad = run_kvlab("methods kiwi");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("kivi"), std::string::npos) << bad.out;
 }
 
 }  // namespace

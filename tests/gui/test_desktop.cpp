@@ -29,6 +29,7 @@
 #include <QTabWidget>
 #include <QTableWidget>
 #include <QTest>
+#include <QTextBrowser>
 #include <QTimer>
 #include <QUndoStack>
 #include <QUrl>
@@ -36,11 +37,13 @@
 #include <qcustomplot.h>
 
 #include "gui_test_support.h"
+#include "kvlab/engine/quant/method_about.h"
 #include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/engine/sources/safetensors.h"
 #include "kvlab/gui/app_settings.h"
 #include "kvlab/gui/chart_pair.h"
 #include "kvlab/gui/compression_view.h"
+#include "kvlab/gui/help_browser.h"
 #include "kvlab/gui/layer_chart.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
@@ -730,6 +733,53 @@ TEST(ChartPair, SideBySideWhenBothFitTabsWhenNotAndOneChartAlone) {
   QApplication::processEvents();
   EXPECT_FALSE(pair.tabbed());
   EXPECT_TRUE(second->isVisible());
+}
+
+// Issue 43, item 6: Help has the guides (F1), the CLI reference and a page per method, the same
+// text `kvlab methods ID` prints; reached from the menu as a person would.
+TEST_F(Desktop, HelpMenuOpensTheGuidesTheCliReferenceAndAPagePerMethod) {
+  MainWindow w(db());
+  w.show();
+  WindowActions& a = *w.window_actions();
+  QAction* guides = nullptr;
+  QAction* cli = nullptr;
+  QAction* methods = nullptr;
+  for (QAction* action : a.help_menu()->actions()) {
+    if (action->text() == QStringLiteral("&Guides")) guides = action;
+    if (action->text() == QStringLiteral("&Command-line reference")) cli = action;
+    if (action->text().startsWith(QStringLiteral("&Methods"))) methods = action;
+  }
+  ASSERT_NE(guides, nullptr);
+  ASSERT_NE(cli, nullptr);
+  ASSERT_NE(methods, nullptr);
+  EXPECT_EQ(guides->shortcut(), QKeySequence(QKeySequence::HelpContents));
+  w.activateWindow();
+  ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
+  QTest::keyClick(&w, Qt::Key_F1);
+  QApplication::processEvents();
+  HelpBrowser* help = a.help_browser();
+  ASSERT_NE(help, nullptr) << "F1 opens the help";
+  EXPECT_TRUE(help->isVisible());
+  EXPECT_EQ(help->current_topic(), QStringLiteral("guides"));
+  EXPECT_TRUE(help->text_browser()->toPlainText().contains(
+      QStringLiteral("Three short walks through kvlab")));
+  cli->trigger();
+  EXPECT_EQ(help->current_topic(), QStringLiteral("cli"));
+  EXPECT_TRUE(help->text_browser()->toPlainText().contains(QStringLiteral("kvlab compress")));
+  methods->trigger();
+  EXPECT_EQ(help->topic_list()->count(), 2 + static_cast<int>(method_ids().size()));
+  // Every method's page carries what the engine says of it.
+  for (const auto id : method_ids()) {
+    const MethodKind kind = parse_method(id).value();
+    ASSERT_TRUE(
+        help->show_topic(QStringLiteral("method:") + QString::fromLatin1(id.data(), id.size())));
+    const QString text = help->text_browser()->toPlainText();
+    EXPECT_TRUE(text.contains(QString::fromStdString(std::string(method_reference(kind)))))
+        << id << ": " << text.toStdString();
+    EXPECT_TRUE(text.contains(QString::fromStdString(std::string(method_when_to_use(kind))))) << id;
+  }
+  help->show_topic(QStringLiteral("method:kivi"));
+  ASSERT_TRUE(help->grab().save(QDir(m_dir.string().c_str()).filePath(QStringLiteral("help.png"))));
 }
 
 }  // namespace

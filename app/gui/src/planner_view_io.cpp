@@ -15,13 +15,6 @@
 #include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
-namespace {
-
-constexpr const char* kBuiltInSchemes[] = {"fp16",  "fp8",   "int8",  "int4",
-                                           "kivi4", "kivi2", "kvcomp"};
-
-}  // namespace
-
 void PlannerView::reload_catalogues() {
   m_models = planners::builtin_models();
   m_gpus = planners::builtin_gpus();
@@ -74,8 +67,8 @@ void PlannerView::reload_catalogues() {
     item->setCheckState(checked.contains(id) ? Qt::Checked : Qt::Unchecked);
     item->setToolTip(explain::planner_scheme(id));
   };
-  for (const char* id : kBuiltInSchemes) {
-    add_scheme(QString::fromLatin1(id),
+  for (const std::string_view id : planners::scheme_ids()) {  // every one the planner knows
+    add_scheme(QString::fromUtf8(id.data(), static_cast<qsizetype>(id.size())),
                QString::fromStdString(planners::parse_scheme(id).value().label));
   }
   for (const auto& s : m_measured) {

@@ -1,5 +1,7 @@
 #include "kvlab/gui/window_actions.h"
 
+#include "kvlab/engine/quant/method.h"
+
 #include <qcustomplot.h>
 #include <QAction>
 #include <QActionGroup>
@@ -20,6 +22,7 @@
 #include "kvlab/gui/delete_run_command.h"
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/gui_format.h"
+#include "kvlab/gui/help_browser.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/quality_view.h"
 #include "kvlab/gui/recent_files.h"
@@ -197,10 +200,28 @@ void WindowActions::build_runs_menu() {
 
 void WindowActions::build_help_menu() {
   m_help_menu = m_window->menuBar()->addMenu(tr("&Help"));
+  QAction* guides =
+      m_help_menu->addAction(tr("&Guides"), this, [this] { show_help(QStringLiteral("guides")); });
+  guides->setShortcut(QKeySequence::HelpContents);
+  m_help_menu->addAction(tr("&Command-line reference"), this,
+                         [this] { show_help(QStringLiteral("cli")); });
+  m_help_menu->addAction(tr("&Methods: what each stores and when to use it"), this, [this] {
+    const std::string_view first = method_ids().front();
+    show_help(QStringLiteral("method:") + QString::fromUtf8(first.data(), first.size()));
+  });
+  m_help_menu->addSeparator();
   m_about = m_help_menu->addAction(tr("&About kvlab"), this, [this] {
     QMessageBox::about(m_window, tr("About kvlab"), about_text());
   });
   m_about->setMenuRole(QAction::AboutRole);
+}
+
+HelpBrowser* WindowActions::show_help(const QString& topic) {
+  if (!m_help) m_help = new HelpBrowser(m_window);
+  m_help->show_topic(topic);
+  m_help->show();
+  m_help->raise();
+  return m_help;
 }
 
 void WindowActions::rebuild_recent_files_menu() {

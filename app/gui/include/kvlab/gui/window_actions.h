@@ -5,7 +5,8 @@
 //   Run   Run the current view Ctrl+R, Cancel Esc
 //   View  the six pages, Ctrl+1 … Ctrl+6
 //   Runs  Recent runs ▸ (the last 10 saved), All runs
-//   Help  About kvlab (version, runs database, settings file)
+//   Help  Guides F1, Command-line reference, Methods (a page per method), About kvlab
+//         (version, runs database, settings file)
 #pragma once
 
 #include <array>
@@ -21,6 +22,7 @@ class QWidget;
 
 namespace kvlab::gui {
 
+class HelpBrowser;
 class MainWindow;
 
 inline constexpr int kRecentRunsShown = 10;
@@ -54,6 +56,10 @@ class WindowActions : public QObject {
   QMenu* view_menu() const { return m_view_menu; }
   QMenu* runs_menu() const { return m_runs_menu; }
   QMenu* help_menu() const { return m_help_menu; }
+  // Opens the help window (made on first use, kept open beside the main window) at `topic`
+  // (HelpBrowser::show_topic); null before it was first opened.
+  HelpBrowser* show_help(const QString& topic);
+  HelpBrowser* help_browser() const { return m_help; }
   QMenu* recent_files_menu() const { return m_recent_files_menu; }
   QMenu* recent_runs_menu() const { return m_recent_runs_menu; }
 
@@ -98,6 +104,7 @@ class WindowActions : public QObject {
   QAction* m_cancel = nullptr;
   std::array<QAction*, 6> m_pages{};
   QAction* m_about = nullptr;
+  HelpBrowser* m_help = nullptr;
   QMenu* m_file_menu = nullptr;
   QMenu* m_edit_menu = nullptr;
   QMenu* m_run_menu = nullptr;
