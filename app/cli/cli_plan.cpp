@@ -63,6 +63,12 @@ void print_tables(const std::vector<std::pair<Scheme, planners::PlanResult>>& re
              "(per GPU)", "(deployment)");
   for (const auto& [s, r] : results) {
     const auto& st = r.latency.step;
+    if (!r.fits) {  // a batch that does not fit does not decode: no step time as if it ran
+      fmt::print(
+          "{:<28} {:>9} {:>9}  the batch does not fit: at most {} sequences of this context\n",
+          s.label.substr(0, 28), millis(r.ttft_s), "-", r.max_batch);
+      continue;
+    }
     fmt::print("{:<28} {:>9} {:>9} {:>11.1f} {:>10.0f} {:>12.0f}  {} ({}-bound)\n",
                s.label.substr(0, 28), millis(r.ttft_s), millis(r.tpot_s), r.tokens_per_s_per_user,
                r.tokens_per_s_per_gpu, r.tokens_per_s_deployment, st.bound_by,
@@ -198,6 +204,13 @@ int run_sweep(const PlanOptions& o, const std::string& gpus, const std::string& 
              "scheme", "context", "batch", "fits", "KV per GPU", "max batch", "TTFT", "TPOT",
              "tok/s/user", "tok/s/GPU");
   for (const auto& r : *rows) {
+    if (!r.plan.fits) {  // no decode speed for a batch that does not fit
+      fmt::print("{:<12} {:<22} {:>8} {:>6} {:>5} {:>11} {:>9} {:>9} {:>9} {:>10} {:>10}\n",
+                 spec.gpus[r.gpu].id, spec.schemes[r.scheme].id, r.context, r.batch, "NO",
+                 planners::format_bytes(static_cast<double>(r.plan.kv_bytes_batch_per_gpu)),
+                 r.plan.max_batch, millis(r.plan.ttft_s), "-", "-", "-");
+      continue;
+    }
     fmt::print("{:<12} {:<22} {:>8} {:>6} {:>5} {:>11} {:>9} {:>9} {:>9} {:>10.1f} {:>10.0f}\n",
                spec.gpus[r.gpu].id, spec.schemes[r.scheme].id, r.context, r.batch,
                r.plan.fits ? "yes" : "NO",

@@ -94,7 +94,8 @@ int run_advise(const AdviseOptions& o) {
              base->gpu.name, d.tp * d.pp, d.tp, d.pp);
   fmt::print(
       "Each cell: the scheme with the most tokens/s per GPU for that many concurrent sequences of "
-      "that many tokens ('fp16' = don't compress: no scheme gains {:.0f}% or more), its gain over "
+      "that many tokens (within 2% of the most, the one earlier in --schemes, whose quality cost "
+      "is smaller; 'fp16' = don't compress: no scheme gains {:.0f}% or more), its gain over "
       "fp16, whether its decode step is compute- (C) or memory-bound (M), and the memory pressure "
       "(fp16 KV the users need / KV memory, per GPU).\n\n",
       o.min_gain * 100);

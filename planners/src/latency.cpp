@@ -194,11 +194,11 @@ Status Efficiencies::validate() const {
 
 double StepCost::intensity() const {
   const double bytes = weights_bytes + kv_bytes + host_bytes;
-  return bytes > 0 ? (dense_flops + attention_flops + decompress_flops) / bytes : 0;
+  return bytes > 0 ? (dense_flops + attention_flops) / bytes : 0;
 }
 
 double StepCost::achieved_flops() const {
-  return seconds > 0 ? (dense_flops + attention_flops + decompress_flops) / seconds : 0;
+  return seconds > 0 ? (dense_flops + attention_flops) / seconds : 0;
 }
 
 double causal_pairs(const ModelSpec& m, LayerKind kind, std::int64_t prompt) {
@@ -298,7 +298,6 @@ Latency decode_latency(const LatencyInputs& in, int batch, std::uint64_t kv_gpu_
   st.t_attention = in.attention_peak > 0 ? st.attention_flops / in.attention_peak : 0;
   st.t_decompress = in.decompress_rate > 0 ? st.decompress_values / in.decompress_rate : 0;
   st.t_host = st.host_bytes > 0 ? (in.link > 0 ? st.host_bytes / in.link : INFINITY) : 0;
-  st.decompress_flops = st.t_decompress * in.attention_peak;
   // Each part takes its slower side; the step waits on the larger of the two parts' limits.
   const std::pair<double, const char*> dense_side = st.t_dense > st.t_weights
                                                         ? std::pair{st.t_dense, "dense compute"}

@@ -252,8 +252,8 @@ Result<Advice> advise(const AdviceSpec& spec) {
       if (worst > 0) {
         const auto& w = cell.outcomes[static_cast<std::size_t>(worst)];
         const auto& wp = prepared[static_cast<std::size_t>(worst)];
-        loss = fmt::format(" {} loses {} tokens/s per GPU: its attention waits on {}",
-                           a.scheme_ids[worst], percent(w.gain), w.attention_bound_by);
+        loss = fmt::format(" {} loses {:.0f}% of the tokens/s per GPU: its attention waits on {}",
+                           a.scheme_ids[worst], -w.gain * 100, w.attention_bound_by);
         if (w.attention_bound_by == "decompression") {
           loss += fmt::format(" ({} against reading fp16 at {:.0f} GB/s)",
                               rate_text(wp.inputs.decompress_rate), wp.inputs.bw / 1e9);
@@ -272,9 +272,10 @@ Result<Advice> advise(const AdviceSpec& spec) {
         cell.verdict = "don't compress";
         const auto& b = cell.outcomes[static_cast<std::size_t>(best)];
         cell.reason = fmt::format(
-            "{}; fp16 holds all {} and its step is {}-bound (waits on {}). The best compression "
-            "gains {} (below the {:.0f}% that pays for its quality cost).{}",
-            pressure, concurrency, f.compute_bound ? "compute" : "memory", f.bound_by,
+            "{}; fp16 holds all {} at a TPOT of {:.1f} ms and its step is {}-bound (waits on "
+            "{}). The best compression gains {} (below the {:.0f}% that pays for its quality "
+            "cost).{}",
+            pressure, concurrency, f.tpot_ms, f.compute_bound ? "compute" : "memory", f.bound_by,
             best == 0 ? std::string("nothing")
                       : fmt::format("{}, {}", percent(b.gain), a.scheme_ids[best]),
             spec.min_gain * 100, loss);
@@ -288,13 +289,15 @@ Result<Advice> advise(const AdviceSpec& spec) {
         } else {
           cell.reason = fmt::format(
               "{}; fp16 holds {}. {} holds {} and serves {} tokens/s per GPU ({:.0f} "
-              "against {:.0f}); its step is {}-bound (waits on {}).{}",
+              "against {:.0f}) at a TPOT of {:.1f} ms{}; its step is {}-bound (waits on {}).{}",
               pressure,
               f.served == concurrency ? "all of them"
                                       : fmt::format("{} of {}", f.served, concurrency),
               a.scheme_ids[best], b.served == concurrency ? "all" : std::to_string(b.served),
               f.served > 0 ? percent(b.gain) : std::string("all the"), b.tokens_per_s_per_gpu,
-              f.tokens_per_s_per_gpu, b.compute_bound ? "compute" : "memory", b.bound_by, loss);
+              f.tokens_per_s_per_gpu, b.tpot_ms,
+              f.served > 0 ? fmt::format(" (fp16: {:.1f} ms)", f.tpot_ms) : std::string(),
+              b.compute_bound ? "compute" : "memory", b.bound_by, loss);
         }
       }
       cell.reason += excluded;

@@ -177,8 +177,24 @@ TEST(CliPlan, AdviseSaysWhereCompressionLosesAndWhereItPays) {
   o = run(db, "plan advise --model llama-3-70b --gpu h100 --tp 4");
   ASSERT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("kvcomp loses"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("loses -"), std::string::npos) << "no double negative: " << o.out;
+  EXPECT_NE(o.out.find("at a TPOT of"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("within 2% of the most"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("waits on decompression"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("no quality run of this model"), std::string::npos) << o.out;
+}
+
+// Issue 43, item 4: a batch that does not fit prints no decode speed as if it ran.
+TEST(CliPlan, ABatchThatDoesNotFitHasNoTpot) {
+  const std::string db = fresh("no-fit") + "/runs.sqlite";
+  const Output o = run(db,
+                       "plan --model llama-3-8b --gpu h100 --context 8192 --batch 64 "
+                       "--scheme fp16,fp8");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("the batch does not fit: at most 55 sequences"), std::string::npos) << o.out;
+  const auto fp8 = o.out.find("\nfp8 ", o.out.find("latency"));
+  ASSERT_NE(fp8, std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("-bound)", fp8), std::string::npos) << "fp8 fits and decodes: " << o.out;
 }
 
 TEST(CliPlan, StoredGpuBenchmarkSetsTheDecompressionRates) {

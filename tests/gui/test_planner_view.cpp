@@ -296,6 +296,11 @@ TEST(PlannerView, AdviceMatrixSaysWhenToCompressAndWhy) {
   view.set_model("llama-3-70b");
   view.set_gpu("h100-sxm");
   view.set_parallelism(4, 1);
+  // The grid weighs the checked schemes at the usual contexts and users plus the page's own
+  // (here already among them).
+  view.set_schemes({"fp16", "fp8", "int8", "kivi4", "kivi2", "kvcomp"});
+  view.set_context(8192);
+  view.set_batch(8);
   PlannerAdvicePanel* panel = view.advice_panel();
   int tab = -1;
   for (int i = 0; i < view.chart_tabs()->count(); ++i) {
@@ -377,6 +382,65 @@ TEST(PlannerView, AdviceMatrixSaysWhenToCompressAndWhy) {
   EXPECT_EQ(m->index(0, 0).data(PlannerAdviceModel::kVerdictRole).toString(), "nothing fits");
   EXPECT_EQ(m->index(0, 0).data(Qt::BackgroundRole).value<QBrush>().color(),
             PlannerAdviceModel::nothing_fits_color());
+}
+
+// Issue 43, item 4: the grid answers the question on the page: its batch is a column, its
+// context a row, and only its checked schemes are weighed (no word of an unticked kvcomp).
+TEST(PlannerView, AdviceGridFollowsThePagesBatchContextAndSchemes) {
+  PlannerView view(nullptr);
+  view.set_model("llama-3-8b");
+  view.set_gpu("h100-sxm");
+  view.set_schemes({"fp16", "fp8", "kivi2"});
+  view.set_context(6000);
+  view.set_batch(16);
+  PlannerAdviceModel* m = view.advice_panel()->model();
+  QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  QStringList users, contexts;
+  for (int c = 0; c < m->columnCount(); ++c) users << m->headerData(c, Qt::Horizontal).toString();
+  for (int r = 0; r < m->rowCount(); ++r) contexts << m->headerData(r, Qt::Vertical).toString();
+  EXPECT_TRUE(users.contains("16 users")) << users.join(", ").toStdString();
+  EXPECT_TRUE(contexts.contains("6,000 tokens")) << contexts.join(", ").toStdString();
+  for (int r = 0; r < m->rowCount(); ++r) {
+    for (int c = 0; c < m->columnCount(); ++c) {
+      const QString tip = m->index(r, c).data(Qt::ToolTipRole).toString();
+      EXPECT_FALSE(tip.contains("kvcomp")) << tip.toStdString();
+      EXPECT_FALSE(tip.contains("int8")) << tip.toStdString();
+      const auto* cell = m->cell(r, c);
+      if (cell && cell->recommended >= 0) {
+        EXPECT_TRUE(tip.contains("TPOT")) << tip.toStdString();
+      }
+    }
+  }
+}
+
+// Issue 43, items 3 and 4: a batch that does not fit does not decode, so its latency columns
+// say so rather than show a step time; the answer columns come first, and the scheme heads each
+// row so it stays in sight while the table scrolls sideways.
+TEST(PlannerView, ABatchThatDoesNotFitHasNoDecodeSpeedAndTheSchemeHeadsItsRow) {
+  PlannerView view(nullptr);
+  view.set_model("llama-3-8b");
+  view.set_gpu("h100-sxm");
+  view.set_context(8192);
+  view.set_batch(64);
+  view.set_schemes({"fp16", "fp8"});
+  ASSERT_EQ(view.results().size(), 2u);
+  QAbstractItemModel* t = view.table_model();
+  QAbstractItemModelTester tester(t, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  ASSERT_FALSE(view.results()[0].fits);
+  ASSERT_TRUE(view.results()[1].fits);
+  for (int col : {kPlannerTpot, kPlannerTokensPerUser, kPlannerTokensPerGpu,
+                  kPlannerTokensDeployment, kPlannerWaitsOn}) {
+    EXPECT_EQ(t->index(0, col).data().toString(), "does not fit") << col;
+    EXPECT_TRUE(t->index(0, col)
+                    .data(Qt::ToolTipRole)
+                    .toString()
+                    .contains(QString::number(view.results()[0].max_batch)));
+    EXPECT_NE(t->index(1, col).data().toString(), "does not fit") << col;
+  }
+  EXPECT_EQ(t->headerData(0, Qt::Vertical).toString(), t->index(0, kPlannerScheme).data());
+  EXPECT_LT(kPlannerFits, kPlannerPerSequence);
+  EXPECT_LT(kPlannerTpot, kPlannerBytesPerToken);
+  EXPECT_LT(kPlannerTokensPerGpu, kPlannerBatch);
 }
 
 }  // namespace

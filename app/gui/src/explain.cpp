@@ -230,31 +230,31 @@ QStringList planner_columns() {
   return {
       QObject::tr("The storage scheme: fp16, fp8, int8, int4, KIVI, KVComp, or a compression "
                   "run's measured bits per value; with the eviction budget when one is chosen."),
-      QObject::tr("KV bytes per token of the whole model, as if on one GPU: 2 × layers × kv_heads "
-                  "× head_dim × bytes per value (scales and fp16 window included); no pages, "
-                  "window, eviction or parallelism."),
-      QObject::tr("KV bytes of one sequence at the context on the most loaded GPU: its pipeline "
-                  "stage's layers, kv_heads ÷ TP heads, sliding windows and eviction applied, "
-                  "rounded up to whole KV pages."),
-      QObject::tr("KV per sequence × batch, on that one GPU: what must fit its KV capacity."),
-      QObject::tr("The batch's KV on all TP × PP GPUs together (KV per GPU × GPUs; KV heads "
-                  "replicated when TP > kv_heads count every copy)."),
       QObject::tr("Yes when the batch's KV fits the KV capacity: GPU memory × memory use − "
                   "weights on the GPU − reserve."),
-      QObject::tr("Most sequences at this context: ⌊KV capacity ÷ KV per sequence⌋."),
-      QObject::tr("Longest context (up to the model's limit) at which the whole batch's KV still "
-                  "fits the KV capacity; 0 when not even one token fits."),
-      QObject::tr("Fewest GPUs that fit this batch and context: one node of 1, 2, 4 or 8 with "
-                  "tensor parallelism, then 2 to 8 nodes of 8 with pipeline parallelism."),
-      QObject::tr("Time to first token of one prompt of this context, alone on the deployment: "
-                  "the slower of its FLOPs ÷ (peak × compute efficiency) and its bytes ÷ "
-                  "(bandwidth × efficiency), plus compressing the new KV."),
       QObject::tr("Time per output token: one decode step of the whole batch = PP × (max(weights "
                   "read, dense compute) + max(KV read, attention compute + decompression, host "
                   "link))."),
       QObject::tr("Decode tokens per second one user (one sequence) sees: 1 ÷ TPOT."),
       QObject::tr("Decode tokens per second of the deployment divided by its TP × PP GPUs: "
                   "batch ÷ TPOT ÷ GPUs, to compare deployments of different sizes."),
+      QObject::tr("Time to first token of one prompt of this context, alone on the deployment: "
+                  "the slower of its FLOPs ÷ (peak × compute efficiency) and its bytes ÷ "
+                  "(bandwidth × efficiency), plus compressing the new KV."),
+      QObject::tr("Most sequences at this context: ⌊KV capacity ÷ KV per sequence⌋."),
+      QObject::tr("Longest context (up to the model's limit) at which the whole batch's KV still "
+                  "fits the KV capacity; 0 when not even one token fits."),
+      QObject::tr("Fewest GPUs that fit this batch and context: one node of 1, 2, 4 or 8 with "
+                  "tensor parallelism, then 2 to 8 nodes of 8 with pipeline parallelism."),
+      QObject::tr("KV bytes of one sequence at the context on the most loaded GPU: its pipeline "
+                  "stage's layers, kv_heads ÷ TP heads, sliding windows and eviction applied, "
+                  "rounded up to whole KV pages."),
+      QObject::tr("KV per sequence × batch, on that one GPU: what must fit its KV capacity."),
+      QObject::tr("The batch's KV on all TP × PP GPUs together (KV per GPU × GPUs; KV heads "
+                  "replicated when TP > kv_heads count every copy)."),
+      QObject::tr("KV bytes per token of the whole model, as if on one GPU: 2 × layers × kv_heads "
+                  "× head_dim × bytes per value (scales and fp16 window included); no pages, "
+                  "window, eviction or parallelism."),
       QObject::tr("Decode tokens per second of the whole deployment, all users together: batch "
                   "÷ TPOT."),
       QObject::tr("What the decode step waits on most (weights read, dense compute, KV read, "

@@ -145,8 +145,9 @@ void PlannerAdvicePanel::set_max_perplexity_change(std::optional<double> fractio
 QString PlannerAdvicePanel::heading(const QString& question) const {
   return QStringLiteral("<b>%1</b><br><span style='color:%2'>%3</span>")
       .arg(question.toHtmlEscaped(), style::kMutedText.name(),
-           tr("Each cell: the scheme with the most tokens/s per GPU, and its gain over fp16. "
-              "Hover a cell for why and for its quality cost.")
+           tr("Each cell: the scheme with the most tokens/s per GPU (within 2%, the one checked "
+              "earlier, whose quality cost is smaller), and its gain over fp16. Hover a cell for "
+              "why, its TPOT and its quality cost.")
                .toHtmlEscaped());
 }
 

@@ -30,10 +30,11 @@ PlannerRooflineChart::PlannerRooflineChart(QWidget* parent) : QCustomPlot(parent
       tr("Log-log. The roof is what one GPU can attain at an intensity: memory-bound on the "
          "slope (intensity × bandwidth × efficiency), compute-bound on the flat part (bf16 "
          "peak × compute efficiency). Each point is one scheme's decode step for the batch at "
-         "this context: its FLOPs (decompression counted as the tensor FLOPs its time could "
-         "have done) over the bytes it reads, and the FLOP/s it achieves. Compressing reads "
-         "fewer bytes; decompressing adds work: a point under the flat roof and right of the "
-         "ridge waits on that work. Hollow: the batch does not fit in memory."));
+         "this context: the model's FLOPs (the same for every scheme) over the bytes it reads, and "
+         "the FLOP/s it achieves over the whole step. Compressing reads fewer bytes (the point "
+         "moves right); decompressing takes time but is not the model's maths, so a point well "
+         "under the roof waits on something else, such as decompression (its label says what). "
+         "Hollow: the batch does not fit in memory."));
 }
 
 void PlannerRooflineChart::set_data(const RooflineData& data) {

@@ -40,8 +40,23 @@ QString PlannerTableModel::waits_on(const planners::StepCost& step) {
            step.compute_bound ? tr("compute") : tr("memory"));
 }
 
+bool PlannerTableModel::runs_as_asked(const Row& row, int column) {
+  switch (column) {
+    case kPlannerTpot:
+    case kPlannerTokensPerUser:
+    case kPlannerTokensPerGpu:
+    case kPlannerTokensDeployment:
+    case kPlannerWaitsOn:
+      return row.result.fits;
+    default:
+      return true;
+  }
+}
+
 QString PlannerTableModel::text(const Row& row, int column) const {
   const planners::PlanResult& r = row.result;
+  // A batch that does not fit does not decode: no step time or tokens/s as if it ran.
+  if (!runs_as_asked(row, column)) return tr("does not fit");
   switch (column) {
     case kPlannerScheme: {
       const QString label = QString::fromStdString(row.scheme.label);
@@ -90,8 +105,15 @@ QVariant PlannerTableModel::data(const QModelIndex& index, int role) const {
     case Qt::DisplayRole:
       return text(row, index.column());
     case Qt::ForegroundRole:
-      if (index.column() != kPlannerFits) return {};
-      return QBrush(row.result.fits ? style::kFits : style::kDoesNotFit);
+      if (index.column() == kPlannerFits || !runs_as_asked(row, index.column())) {
+        return QBrush(row.result.fits ? style::kFits : style::kDoesNotFit);
+      }
+      return {};
+    case Qt::ToolTipRole:
+      if (runs_as_asked(row, index.column())) return {};
+      return tr("The batch does not fit, so it does not decode: at most %1 sequences of this "
+                "context fit (the max batch column); lower the batch or pick a smaller scheme")
+          .arg(row.result.max_batch);
     case Qt::BackgroundRole:
       return row.pinned ? QVariant(QBrush(QColor(238, 238, 246))) : QVariant();
     default:
@@ -100,22 +122,27 @@ QVariant PlannerTableModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant PlannerTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || section < 0 || section >= kPlannerColumnCount) return {};
+  // Rows are headed by their scheme, so the view can keep it in sight while it scrolls sideways.
+  if (orientation == Qt::Vertical) {
+    if (section < 0 || section >= rowCount() || role != Qt::DisplayRole) return {};
+    return text(m_rows[static_cast<std::size_t>(section)], kPlannerScheme);
+  }
+  if (section < 0 || section >= kPlannerColumnCount) return {};
   // Same order as PlannerColumn.
   // Two lines each, the second saying what the number counts, so the table stays narrow.
   static const std::array<const char*, kPlannerColumnCount> kNames{"scheme",
-                                                                   "KV B/token\n(whole model)",
-                                                                   "KV per sequence\n(per GPU)",
-                                                                   "KV batch\n(per GPU)",
-                                                                   "KV batch\n(deployment)",
                                                                    "fits",
-                                                                   "max batch",
-                                                                   "max context",
-                                                                   "min GPUs",
-                                                                   "TTFT",
                                                                    "TPOT",
                                                                    "tok/s\nper user",
                                                                    "tok/s\nper GPU",
+                                                                   "TTFT",
+                                                                   "max batch",
+                                                                   "max context",
+                                                                   "min GPUs",
+                                                                   "KV per sequence\n(per GPU)",
+                                                                   "KV batch\n(per GPU)",
+                                                                   "KV batch\n(deployment)",
+                                                                   "KV B/token\n(whole model)",
                                                                    "tok/s\n(deployment)",
                                                                    "decode step\nwaits on"};
   if (role == Qt::DisplayRole) return tr(kNames[static_cast<std::size_t>(section)]);

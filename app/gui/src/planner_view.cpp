@@ -18,6 +18,7 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QSpinBox>
+#include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -176,9 +177,13 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   m_table = new QTableView;
   m_table_model = new PlannerTableModel(m_table);
   m_table->setModel(m_table_model);
-  m_table->verticalHeader()->setVisible(false);
+  // The scheme heads each row (the model's vertical header), so it stays in sight while the
+  // table scrolls sideways to the capacity and memory columns; its own column is hidden.
+  m_table->verticalHeader()->setVisible(true);
+  m_table->verticalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  m_table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  m_table->setColumnHidden(kPlannerScheme, true);
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  m_table->setMaximumHeight(150);
   m_table->setMinimumHeight(122);  // the header and three rows, whatever the tabs below need
   m_memory_chart = new QCustomPlot;
   m_context_chart = new QCustomPlot;
@@ -231,11 +236,18 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   formula_label->setToolTip(m_formula_scheme->toolTip());
   formula_row->addWidget(formula_label);
   formula_row->addWidget(m_formula_scheme, 1);
+  // The table and the charts share the height through a splitter: a person who wants more rows
+  // (pinned scenarios, many schemes) drags it down.
+  m_table_split = new QSplitter(Qt::Vertical);
+  m_table_split->addWidget(m_table);
+  m_table_split->addWidget(m_tabs);
+  m_table_split->setStretchFactor(1, 1);
+  m_table_split->setChildrenCollapsible(false);
+  m_table_split->setSizes({m_table->minimumHeight(), 10'000});  // the rows, the rest to the tabs
   auto* right = new QVBoxLayout;
   right->addLayout(formula_row);
   right->addWidget(m_formula);
-  right->addWidget(m_table);
-  right->addWidget(m_tabs, 1);
+  right->addWidget(m_table_split, 1);
   auto* layout = new QHBoxLayout(this);
   layout->addWidget(controls);
   layout->addLayout(right, 1);

@@ -1,6 +1,9 @@
 // The Planner page's serving tabs (see planner_view.h): the throughput frontier with optional
 // TTFT / TPOT targets, the roofline, and "Should I compress?" (planners::advise), with the same
-// defaults as `kvlab plan advise`; and the decompression rates, as the command line finds them.
+// defaults as `kvlab plan advise` plus the page's schemes, context and batch; and the decompression
+// rates, as the command line finds them.
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
@@ -17,6 +20,8 @@
 #include "kvlab/gui/planner_frontier_chart.h"
 #include "kvlab/gui/planner_roofline_chart.h"
 #include "kvlab/gui/planner_view.h"
+
+#include <algorithm>
 #include "kvlab/store/plan_inputs.h"
 
 namespace kvlab::gui {
@@ -134,21 +139,39 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   const auto& d = s.deployment;
   // The advice depends on the model, GPU, deployment and efficiencies, not on the page's
   // context, batch or schemes: computed again only when those change.
+  // The grid answers the page's question too: its checked schemes (fp16 first, the baseline),
+  // and its context and batch beside the usual ones.
+  std::vector<std::string> scheme_ids{"fp16"};
+  for (const auto& sc : m_shown_schemes) {
+    if (sc.id != "fp16" && sc.id != "bf16") scheme_ids.push_back(sc.id);
+  }
+  std::vector<std::int64_t> contexts = planners::kDefaultAdviceContexts;
+  contexts.push_back(m_context->value());
+  std::sort(contexts.begin(), contexts.end());
+  contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
+  std::vector<int> concurrencies = planners::kDefaultAdviceConcurrencies;
+  concurrencies.push_back(m_batch->value());
+  std::sort(concurrencies.begin(), concurrencies.end());
+  concurrencies.erase(std::unique(concurrencies.begin(), concurrencies.end()), concurrencies.end());
   const std::string key = json_text(nlohmann::json{
       planners::model_to_json(s.model), planners::gpu_to_json(s.gpu), d.tp, d.pp,
       d.gpu_memory_utilization, d.reserve_bytes, d.page_tokens, s.bandwidth_efficiency,
       s.compute_efficiency, s.rates.source, m_advice_panel->min_gain(),
-      m_advice_panel->max_perplexity_change().value_or(-1)});
+      m_advice_panel->max_perplexity_change().value_or(-1), scheme_ids, contexts, concurrencies});
   if (key == m_advice_key) return;
   m_advice_key = key;
   const QString question = tr("Should %1 compress its KV cache?").arg(deployment_title(s));
   planners::AdviceSpec spec;
   spec.base = s;
-  for (const auto& id : planners::kDefaultAdviceSchemes) {
-    spec.schemes.push_back(planners::parse_scheme(id).value());
+  for (const auto& sc : m_shown_schemes) {
+    if (sc.id == "fp16") spec.schemes.insert(spec.schemes.begin(), sc);
+  }
+  if (spec.schemes.empty()) spec.schemes.push_back(planners::parse_scheme("fp16").value());
+  for (const auto& sc : m_shown_schemes) {
+    if (sc.id != "fp16" && sc.id != "bf16") spec.schemes.push_back(sc);
   }
   QStringList dropped;
-  for (const std::int64_t c : planners::kDefaultAdviceContexts) {
+  for (const std::int64_t c : contexts) {
     if (c <= s.model.max_context) {
       spec.contexts.push_back(c);
     } else {
@@ -156,7 +179,7 @@ void PlannerView::update_advice(const planners::Scenario& s) {
     }
   }
   if (spec.contexts.empty()) spec.contexts.push_back(s.model.max_context);
-  spec.concurrencies = planners::kDefaultAdviceConcurrencies;
+  spec.concurrencies = concurrencies;
   spec.min_gain = m_advice_panel->min_gain();
   spec.max_perplexity_change = m_advice_panel->max_perplexity_change();
   if (m_store) {

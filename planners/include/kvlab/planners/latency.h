@@ -92,11 +92,11 @@ struct StepCost {
   std::string bound_by;
   std::string attention_bound_by;  // what the attention part alone waits on
   bool compute_bound = false;      // the compute side outweighs the memory side, over both parts
-  // The roofline point: FLOPs (decompression counted as the tensor FLOPs its time could have
-  // done) per byte read, and FLOP/s achieved.
+  // The roofline point: the model's FLOPs (dense and attention; the same for every scheme)
+  // per byte read, and FLOP/s achieved over the whole step. Decompression is not maths the
+  // model does: it shows as a longer step, so a scheme that waits on it sits below the roof.
   double intensity() const;
   double achieved_flops() const;
-  double decompress_flops = 0;
 };
 
 struct PrefillCost {

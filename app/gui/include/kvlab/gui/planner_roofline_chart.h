@@ -2,8 +2,8 @@
 // intensity (FLOP per byte read) against attainable TFLOP/s, the roof min(bf16 peak × compute
 // efficiency, intensity × bandwidth × bandwidth efficiency), and each scheme's decode step at
 // (StepCost::intensity(), StepCost::achieved_flops()). Fewer bytes read moves a point right;
-// decompression work is counted as the tensor FLOPs its time could have done, so a scheme
-// waiting on its decompression sits right of the ridge and below the roof.
+// every scheme does the model's same FLOPs, and decompression only lengthens the step, so a
+// scheme waiting on its decompression sits below the roof.
 #pragma once
 
 #include <vector>

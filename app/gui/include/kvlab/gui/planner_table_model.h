@@ -14,19 +14,20 @@
 namespace kvlab::gui {
 
 enum PlannerColumn {
+  // The answer first (fits, latency, throughput), then capacity, then the memory detail.
   kPlannerScheme,
-  kPlannerBytesPerToken,
-  kPlannerPerSequence,
-  kPlannerBatch,
-  kPlannerBatchDeployment,
   kPlannerFits,
-  kPlannerMaxBatch,
-  kPlannerMaxContext,
-  kPlannerFewestGpus,
-  kPlannerTtft,
   kPlannerTpot,
   kPlannerTokensPerUser,
   kPlannerTokensPerGpu,
+  kPlannerTtft,
+  kPlannerMaxBatch,
+  kPlannerMaxContext,
+  kPlannerFewestGpus,
+  kPlannerPerSequence,
+  kPlannerBatch,
+  kPlannerBatchDeployment,
+  kPlannerBytesPerToken,
   kPlannerTokensDeployment,
   kPlannerWaitsOn,
   kPlannerColumnCount
@@ -59,6 +60,9 @@ class PlannerTableModel : public QAbstractTableModel {
 
  private:
   QString text(const Row& row, int column) const;
+  // False for the decode columns (TPOT, tokens/s, what the step waits on) of a batch that does
+  // not fit: it does not run, so they read "does not fit".
+  static bool runs_as_asked(const Row& row, int column);
 
   std::vector<Row> m_rows;
   QString m_pinned_title;

@@ -28,6 +28,7 @@ class QLabel;
 class QListWidget;
 class QPlainTextEdit;
 class QSpinBox;
+class QSplitter;
 class QTabWidget;
 class QTableView;
 class QCustomPlot;
@@ -125,6 +126,7 @@ class PlannerView : public QWidget {
   QCustomPlot *m_memory_chart = nullptr, *m_context_chart = nullptr;
   QLabel *m_timing = nullptr, *m_error = nullptr, *m_slo_label = nullptr;
   QTabWidget* m_tabs = nullptr;
+  QSplitter* m_table_split = nullptr;
   PlannerFrontierChart* m_frontier_chart = nullptr;
   PlannerRooflineChart* m_roofline_chart = nullptr;
   PlannerAdvicePanel* m_advice_panel = nullptr;
