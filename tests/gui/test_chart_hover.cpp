@@ -40,6 +40,10 @@ TEST(ChartHover, GraphPointNamesSeriesKeyAndValue) {
                 .arg(format_metric(2), format_metric(3.25)));
   // Far from every point: nothing.
   EXPECT_EQ(describe_chart_point(&plot, pixel_of(g, 1.5, 0.2)), QString());
+  // Tokens and bytes are read as whole numbers, not decoded from "3.79e+03" (issue 43).
+  EXPECT_EQ(format_metric(3790), QStringLiteral("3790"));
+  EXPECT_EQ(format_metric(51'030'000), QStringLiteral("51030000"));
+  EXPECT_EQ(format_metric(0.000123), QStringLiteral("0.000123"));
 }
 
 TEST(ChartHover, BarsSideBySideUseTheTextTickLabels) {

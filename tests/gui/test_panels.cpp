@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
+#include <QFontMetricsF>
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
@@ -20,10 +21,12 @@
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
 #include "kvlab/engine/quant/method_json.h"
+#include "kvlab/gui/bytes_chart.h"
 #include "kvlab/gui/compression_view.h"
 #include "kvlab/gui/eviction_view.h"
 #include "kvlab/gui/histogram_chart.h"
 #include "kvlab/gui/histogram_panel.h"
+#include "kvlab/gui/layer_chart.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
@@ -111,6 +114,42 @@ TEST(SourcePanel, SpecFollowsTheControls) {
   panel.set_file(QStringLiteral("/tmp/some.npz"));
   EXPECT_EQ(panel.spec().kind, SourceSpec::Kind::File);
   EXPECT_EQ(panel.spec().file, QStringLiteral("/tmp/some.npz"));
+}
+
+// Issue 43, item 8: the bytes chart's labels cannot run together ("203.9 KiB203.9 KiB",
+// "zero-pointsresidual"): the value over its unit, the hyphenated name over two lines; the
+// per-layer chart's two panes are tall enough for their axis titles and ticks.
+TEST(BytesChart, LabelsAreNarrowEnoughNotToRunTogether) {
+  CompressionView view(nullptr);
+  view.resize(1024, 700);
+  view.show();
+  view.source_panel()->set_synthetic(gui_test::tiny_source());
+  ASSERT_TRUE(view.run_and_wait());
+  BytesChart* chart = view.bytes_chart();
+  auto ticker = qSharedPointerDynamicCast<QCPAxisTickerText>(chart->xAxis->ticker());
+  ASSERT_TRUE(ticker);
+  for (const QString& label : ticker->ticks()) {
+    EXPECT_FALSE(label.contains(QStringLiteral("zero-points"))) << label.toStdString();
+  }
+  // The labels over the bars, drawn: no two overlap.
+  chart->replot();
+  std::vector<QRectF> boxes;
+  for (int i = 0; i < chart->itemCount(); ++i) {
+    if (auto* text = qobject_cast<QCPItemText*>(chart->item(i))) {
+      EXPECT_TRUE(text->text().contains(QLatin1Char('\n'))) << text->text().toStdString();
+      const QPointF at = text->position->pixelPosition();
+      const QFontMetricsF fm(text->font());
+      const QRectF box = fm.boundingRect(QRectF(), Qt::AlignHCenter, text->text());
+      boxes.push_back(box.translated(at.x() - box.width() / 2, at.y() - box.height()));
+    }
+  }
+  ASSERT_EQ(boxes.size(), 5u);
+  for (std::size_t a = 0; a < boxes.size(); ++a) {
+    for (std::size_t b = a + 1; b < boxes.size(); ++b) {
+      EXPECT_FALSE(boxes[a].intersects(boxes[b])) << a << " and " << b;
+    }
+  }
+  EXPECT_GE(view.layer_chart()->minimumHeight(), 400);
 }
 
 TEST(HistogramPanel, PickersFollowTheData) {

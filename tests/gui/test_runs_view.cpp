@@ -151,6 +151,9 @@ TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
     bits << panel->differences()->item(bits_row, c)->text();
   }
   EXPECT_TRUE(bits.contains(QStringLiteral("2")) && bits.contains(QStringLiteral("4")));
+  // Compression runs have no decode steps: no empty step chart beside the layer chart.
+  EXPECT_TRUE(panel->layer_plot()->isVisible());
+  EXPECT_FALSE(panel->step_plot()->isVisible());
 
   view.select_runs({p.kivi2});  // one run: nothing to compare
   EXPECT_EQ(panel->layer_plot()->graphCount(), 0);

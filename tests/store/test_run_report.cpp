@@ -90,6 +90,28 @@ TEST(RunReport, ComparisonPutsHeadlineMetricsSideBySide) {
   EXPECT_NE(html->find("#2 kivi-2 G=32 R=128: ratio vs fp16 5"), std::string::npos);
 }
 
+// Issue 43, item 8: a metric every run shares (the fp16 bytes of one source) gets no chart,
+// and large numbers are written with an SI prefix, not as 5.103e+07.
+TEST(RunReport, ComparisonLeavesOutConstantsAndWritesLargeNumbersPlainly) {
+  RunRecord a = compression_run(1, 2.0, "");
+  RunRecord b = compression_run(2, 5.0, "");
+  for (RunRecord* r : {&a, &b}) r->metrics["fp16_bytes"] = 51'030'000.0;
+  a.metrics["bytes"] = {{"total", 25'515'000.0}};
+  b.metrics["bytes"] = {{"total", 10'206'000.0}};
+  auto html = runs_html_report({a, b});
+  ASSERT_TRUE(html) << html.message();
+  EXPECT_EQ(html->find("e+0"), std::string::npos) << "no exponents a person must decode";
+  EXPECT_NE(html->find("<th>fp16 bytes</th>"), std::string::npos) << "the table keeps it";
+  const auto charts = count(*html, "<svg ");
+  EXPECT_GE(charts, 1);
+  for (std::size_t at = html->find("<svg "); at != std::string::npos;
+       at = html->find("<svg ", at + 1)) {
+    const std::string svg = html->substr(at, html->find("</svg>", at) - at);
+    EXPECT_EQ(svg.find("class=\"t\">fp16 bytes"), std::string::npos)
+        << "a chart of a constant: " << svg;
+  }
+}
+
 TEST(RunReport, NoRunsIsAnError) {
   auto html = runs_html_report({});
   ASSERT_FALSE(html);

@@ -37,10 +37,13 @@ BytesChart::BytesChart(QWidget* parent) : QCustomPlot(parent) {
 
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
   const auto x = positions();
-  // Two-line tick labels so five fit side by side in a narrow chart.
+  // Two-line tick labels so five fit side by side in a narrow chart ("zero-points" breaks after
+  // its hyphen, or it runs into "residual").
   for (int i = 0; i < kByteComponentCount; ++i) {
     QString name = byte_component_names()[i];
-    ticker->addTick(x[i], name.replace(QLatin1Char(' '), QLatin1Char('\n')));
+    name.replace(QLatin1Char(' '), QLatin1Char('\n'));
+    name.replace(QStringLiteral("-"), QStringLiteral("-\n"));
+    ticker->addTick(x[i], name);
   }
   xAxis->setTicker(ticker);
   xAxis->setRange(0.4, kByteComponentCount + 0.6);
@@ -94,7 +97,10 @@ void BytesChart::set_data(const ByteBarsData& data) {
     label->setPositionAlignment(Qt::AlignHCenter | Qt::AlignBottom);
     label->position->setType(QCPItemPosition::ptPlotCoords);
     label->position->setCoords(x[i], keys[i] + values[i] + top * 0.01);
-    label->setText(format_byte_count(data.key_bytes[i] + data.value_bytes[i]));
+    // The number over its unit: half as wide, so neighbouring labels never run together.
+    label->setText(format_byte_count(data.key_bytes[i] + data.value_bytes[i])
+                       .replace(QLatin1Char(' '), QLatin1Char('\n')));
+    label->setTextAlignment(Qt::AlignHCenter);
     label->setFont(QFont(font().family(), 9));
     label->setColor(QColor(60, 60, 60));
     m_value_labels.push_back(label);
@@ -102,7 +108,7 @@ void BytesChart::set_data(const ByteBarsData& data) {
 
   yAxis->setLabel(m_unit.name);
   // Headroom above the tallest bar for its label.
-  yAxis->setRange(0, top > 0 ? top * 1.12 : 1.0);
+  yAxis->setRange(0, top > 0 ? top * 1.22 : 1.0);
   m_subtitle->setText(
       data.fp16_bytes > 0
           ? tr("%1 in all (keys + values) vs %2 in fp16")

@@ -28,7 +28,10 @@ QCPGraph* make_line(QCustomPlot* plot, QCPAxis* x, QCPAxis* y, const QString& na
 }  // namespace
 
 LayerChart::LayerChart(QWidget* parent) : QCustomPlot(parent) {
-  setMinimumSize(320, 260);
+  // Two panes, each tall enough for its axis titles and a few ticks that do not overlap (at
+  // 260 px each pane was some 60 px and the right axis printed its ticks over each other); the
+  // page scrolls rather than squeeze it.
+  setMinimumSize(320, 400);
   setAutoAddPlottableToLegend(false);
   plotLayout()->clear();  // two panes of our own instead of the default axis rect
 
@@ -64,6 +67,11 @@ LayerChart::LayerChart(QWidget* parent) : QCustomPlot(parent) {
   ey->setLabelColor(palette::kError);
   ey2->setLabelColor(palette::kMse);
   ex->setTickLabels(false);
+  for (QCPAxis* y : {ey, ey2}) {
+    auto few = QSharedPointer<QCPAxisTicker>::create();
+    few->setTickCount(4);
+    y->setTicker(few);
+  }
 
   QCPAxis* rx = m_ratio_rect->axis(QCPAxis::atBottom);
   QCPAxis* ry = m_ratio_rect->axis(QCPAxis::atLeft);

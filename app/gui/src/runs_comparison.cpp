@@ -226,6 +226,11 @@ void RunsComparePanel::set_comparison(const RunsComparison& comparison) {
     box->setCurrentIndex(again >= 0 ? again : 0);
     box->setEnabled(shown && !series->empty());
   }
+  // A chart with nothing to draw is not shown (compression runs have no decode steps): empty
+  // axes read as a broken chart.
+  const bool steps = !m_comparison.per_step.empty();
+  m_step_plot->setVisible(steps);
+  m_step_metric->setVisible(steps);
   draw(m_layer_plot, shown ? m_comparison.per_layer : std::vector<ComparedSeries>{},
        m_layer_metric->currentIndex(), tr("layer"));
   draw(m_step_plot, shown ? m_comparison.per_step : std::vector<ComparedSeries>{},

@@ -365,6 +365,11 @@ std::string format_metric_value(double value, MetricFormat format) {
     case MetricFormat::SignedPercent:
       return fmt::format("{}{:.3g} %", value >= 0 ? "+" : "", 100.0 * value);
     case MetricFormat::Number:
+      // Three significant digits, but never an exponent a person has to decode for numbers
+      // from a thousand up to a quadrillion ("3790 tokens", not "3.79e+03").
+      if (std::isfinite(value) && std::fabs(value) >= 1e3 && std::fabs(value) < 1e15) {
+        return fmt::format("{:.0f}", value);
+      }
       return value == 0.0 ? std::string("0") : fmt::format("{:.3g}", value);
     case MetricFormat::Nats:
       return (value == 0.0 ? std::string("0") : fmt::format("{:.3g}", value)) + " nats";

@@ -51,7 +51,11 @@ std::string esc(std::string_view s) {
 std::string number(double v) {
   if (!std::isfinite(v)) return "–";
   const double a = std::abs(v);
-  if (a != 0 && (a >= 1e7 || a < 1e-3)) return fmt::format("{:.4g}", v);
+  // Large numbers with an SI prefix a person reads at a glance ("51.03 M", not "5.103e+07").
+  if (a >= 1e12 && a < 1e18) return fmt::format("{:.4g} T", v / 1e12);
+  if (a >= 1e9 && a < 1e12) return fmt::format("{:.4g} G", v / 1e9);
+  if (a >= 1e7 && a < 1e9) return fmt::format("{:.4g} M", v / 1e6);
+  if (a != 0 && (a >= 1e18 || a < 1e-3)) return fmt::format("{:.4g}", v);
   if (a >= 1000) return fmt::format("{:.0f}", v);
   return fmt::format("{:.4g}", v);
 }
@@ -360,7 +364,16 @@ Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
         const auto it = find(metrics[i], c);
         v.push_back(it != metrics[i].end() ? chart_value(*it) : NAN);
       }
-      h += bar_chart(chart_title(c), labels, {{c.name, v}});
+      // A metric every run has the same value of (the fp16 bytes of one source) says nothing
+      // a chart could show: the table has it.
+      std::vector<double> finite;
+      for (double x : v) {
+        if (std::isfinite(x)) finite.push_back(x);
+      }
+      const bool constant =
+          finite.size() < 2 ||
+          std::all_of(finite.begin(), finite.end(), [&](double x) { return x == finite.front(); });
+      if (!constant) h += bar_chart(chart_title(c), labels, {{c.name, v}});
     }
   }
   for (const RunRecord& r : runs) {
