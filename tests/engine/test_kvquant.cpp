@@ -19,6 +19,7 @@
 #include "kvlab/engine/model/model_capture.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 #include "quant/kvquant_calibration.h"
 #include "quant/kvquant_quantizer.h"
 
@@ -548,6 +549,35 @@ TEST(KvQuant, DISABLED_Throughput) {
           bits, role_name(role), bytes / best / 1e9, 1e3 * cal->seconds);
     }
   }
+}
+
+// Issue 43, item 9: KVQuant's calibration is long at long context; the bar moves inside it and a
+// cancel stops it there, reported as a cancel (not wrapped as a failure of the tensor).
+TEST(KvQuant, ProgressMovesInsideTheQuantizerAndACancelStopsIt) {
+  SyntheticConfig sc;
+  sc.preset = "llama3-8b";
+  sc.layers = 1;
+  sc.context = 8192;
+  const KvCache cache = generate_synthetic(sc).value();
+  MethodConfig m;
+  m.kind = MethodKind::KvQuant;
+  m.bits = 3;
+  std::vector<double> seen;
+  auto done = compress_cache(cache, m, [&](double f, std::string_view) {
+    seen.push_back(f);
+    return true;
+  });
+  ASSERT_TRUE(done.ok()) << done.message();
+  // One layer: its keys' quantize call spans 2% to 20% of the run.
+  EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [](double f) { return f > 0.03 && f < 0.19; }))
+      << "no progress inside the keys' quantizer";
+  bool asked = false;
+  auto cancelled = compress_cache(cache, m, [&](double f, std::string_view) {
+    if (f > 0.03) asked = true;
+    return !asked;
+  });
+  ASSERT_FALSE(cancelled.ok());
+  EXPECT_EQ(cancelled.message(), kCancelledMessage);
 }
 
 }  // namespace

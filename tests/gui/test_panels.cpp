@@ -13,6 +13,7 @@
 #include <QImage>
 #include <QLabel>
 #include <QListWidget>
+#include <QProgressBar>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
@@ -31,6 +32,7 @@
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/planner_view.h"
+#include "kvlab/gui/run_shell.h"
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/gui/screenshots.h"
 #include "kvlab/gui/source_panel.h"
@@ -150,6 +152,27 @@ TEST(BytesChart, LabelsAreNarrowEnoughNotToRunTogether) {
     }
   }
   EXPECT_GE(view.layer_chart()->minimumHeight(), 400);
+}
+
+// Issue 43, item 9: long work says how long it has left, and a cancel says so until it is done.
+TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
+  EXPECT_EQ(RunShell::time_left(50, 1000), QString()) << "too early to say";
+  EXPECT_EQ(RunShell::time_left(1, 60'000), QString()) << "too little done to say";
+  EXPECT_EQ(RunShell::time_left(25, 10'000), QStringLiteral("about 30 s left"));
+  EXPECT_EQ(RunShell::time_left(10, 60'000), QStringLiteral("about 9 min left"));
+  RunShell shell({});
+  shell.show();
+  shell.started(QStringLiteral("starting"));
+  shell.progress(40, QStringLiteral("layer 3 of 32"));
+  EXPECT_TRUE(shell.stage_label()->text().startsWith(QStringLiteral("layer 3 of 32")));
+  shell.cancelling();
+  shell.progress(45, QStringLiteral("layer 4 of 32"));
+  EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("Cancelling…"));
+  EXPECT_EQ(shell.progress_bar()->value(), 45);
+  shell.finished(false);
+  shell.started(QStringLiteral("again"));
+  shell.progress(10, QStringLiteral("layer 1 of 32"));
+  EXPECT_TRUE(shell.stage_label()->text().startsWith(QStringLiteral("layer 1 of 32")));
 }
 
 TEST(HistogramPanel, PickersFollowTheData) {

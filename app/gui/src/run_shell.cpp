@@ -1,5 +1,7 @@
 #include "kvlab/gui/run_shell.h"
 
+#include <cmath>
+
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
@@ -39,15 +41,30 @@ RunShell::RunShell(const RunShellTexts& texts, QWidget* parent) : QWidget(parent
 void RunShell::started(const QString& stage) {
   m_progress->setValue(0);
   set_running(true);
+  m_cancelling = false;
+  m_clock.start();
   m_stage->setText(stage);
+}
+
+QString RunShell::time_left(int percent, qint64 elapsed_ms) {
+  // Too early, or nearly done: an estimate would only jump about.
+  if (percent < 3 || percent >= 100 || elapsed_ms < 3000) return {};
+  const double left_s = elapsed_ms / 1000.0 * (100.0 - percent) / percent;
+  if (left_s < 1.5) return tr("about a second left");
+  if (left_s < 90) return tr("about %1 s left").arg(std::lround(left_s));
+  if (left_s < 90 * 60) return tr("about %1 min left").arg(std::lround(left_s / 60));
+  return tr("about %1 h left").arg(left_s / 3600, 0, 'f', 1);
 }
 
 void RunShell::progress(int percent, const QString& stage) {
   m_progress->setValue(percent);
-  m_stage->setText(stage);
+  if (m_cancelling) return;  // "Cancelling…" until the worker has stopped
+  const QString left = time_left(percent, m_clock.isValid() ? m_clock.elapsed() : 0);
+  m_stage->setText(left.isEmpty() ? stage : tr("%1 · %2").arg(stage, left));
 }
 
 void RunShell::cancelling() {
+  m_cancelling = true;
   m_stage->setText(tr("Cancelling…"));
 }
 

@@ -62,6 +62,26 @@ Status ItemProgress::keep_going(double part) {
   return Ok{};
 }
 
+namespace {
+thread_local InnerProgressScope* t_inner_scope = nullptr;
+}  // namespace
+
+InnerProgressScope::InnerProgressScope(ItemProgress& progress, double from, double to)
+    : m_progress(progress), m_from(from), m_to(to), m_outer(t_inner_scope) {
+  t_inner_scope = this;
+}
+
+InnerProgressScope::~InnerProgressScope() {
+  t_inner_scope = m_outer;
+}
+
+Status inner_progress(double fraction) {
+  InnerProgressScope* scope = t_inner_scope;
+  if (!scope) return Ok{};
+  const double f = std::clamp(fraction, 0.0, 1.0);
+  return scope->m_progress.keep_going(scope->m_from + f * (scope->m_to - scope->m_from));
+}
+
 std::stop_token ItemProgress::stop_token() const {
   return m_loop.stop.get_token();
 }

@@ -211,16 +211,24 @@ Status compress_layer(const KvCache& cache, int l, const MethodConfig& config,
     auto t0 = Clock::now();
     KVLAB_TRY(check_finite(*tensors[r], name));
     KVLAB_TRY(progress.keep_going(part + 0.02));
-    auto q = quantizer.quantize(tensors[r]->view(), role);
-    if (!q) return make_error(fmt::format("{}: {}", name, q.message()));
+    Result<QuantizedTensor> q = [&] {
+      // A slow quantizer (KVQuant's calibration at long context) moves the bar and sees a
+      // cancel from inside (inner_progress).
+      const InnerProgressScope inner(progress, part + 0.02, part + 0.2);
+      return quantizer.quantize(tensors[r]->view(), role);
+    }();
+    if (!q) {
+      if (q.message() == kCancelledMessage) return q.error();
+      return make_error(fmt::format("{}: {}", name, q.message()));
+    }
     out.quantize += seconds_since(t0);
-    KVLAB_TRY(progress.keep_going(part + 0.05));
+    KVLAB_TRY(progress.keep_going(part + 0.2));
     t0 = Clock::now();
     (r == 0 ? lr.key_histograms : lr.value_histograms) = quantizer.histograms(*q);
     out.metrics += seconds_since(t0);
     if (config.codec) {
       t0 = Clock::now();
-      auto stats = entropy_code(*q, config, backend, name, lr, r == 0, progress, part + 0.06);
+      auto stats = entropy_code(*q, config, backend, name, lr, r == 0, progress, part + 0.21);
       if (!stats) return stats.error();
       (r == 0 ? lr.key_codec : lr.value_codec) = *stats;
       out.codec += *stats;

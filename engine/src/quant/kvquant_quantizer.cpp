@@ -13,6 +13,7 @@
 
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
+#include "kvlab/engine/core/threads.h"
 #include "quant/lloyd_max.h"
 
 namespace kvlab::detail {
@@ -249,6 +250,7 @@ Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill
     cal.upper.resize(C);
     std::vector<float> col(static_cast<std::size_t>(n));
     for (int c = 0; c < C; ++c) {
+      if ((c & 63) == 0) KVLAB_TRY(inner_progress(0.4 * c / C));  // half the calibration's time
       for (int t = 0; t < n; ++t) col[t] = x[static_cast<std::size_t>(t) * C + c];
       std::sort(col.begin(), col.end());
       cal.lower[c] = float_to_fp16(static_cast<float>(percentile_sorted(col, f / 2)));
@@ -289,6 +291,7 @@ Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill
       }
     }
   }
+  KVLAB_TRY(inner_progress(0.45));
   cal.levels =
       kmeans ? weighted_kmeans_1d(samples, weights, 1 << cfg.bits) : normal_float_levels(cfg.bits);
   cal.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -370,6 +373,8 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
   std::vector<int> out;
   const int k_side = outliers_per_side(cfg.outlier_fraction, C);
   for (int t0 = S; t0 < T; t0 += kChunkTokens) {
+    // Calibration took the first half of the tensor's time, coding takes the second.
+    KVLAB_TRY(inner_progress(0.5 + 0.5 * (t0 - S) / std::max(T - S, 1)));
     const int rows = std::min(kChunkTokens, T - t0);
     load_pre_rope(t0, t0 + rows, buf.data());
     for (int r = 0; r < rows; ++r) {

@@ -3,6 +3,7 @@
 // (worker_runner.h). The page decides what Run means and which of its controls a run locks.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QString>
 #include <QWidget>
 
@@ -26,10 +27,13 @@ class RunShell : public QWidget {
 
   // A run started: the bar at 0, `stage` shown, Run disabled and Cancel enabled.
   void started(const QString& stage);
-  // The worker's progress.
+  // The worker's progress; after a few seconds the stage line adds an estimate of the time left
+  // ("about 40 s left"), from the time so far and the share done.
   void progress(int percent, const QString& stage);
-  // Cancel was pressed; the worker has not stopped yet.
+  // Cancel was pressed; the worker has not stopped yet: "Cancelling…" stays until it has.
   void cancelling();
+  // "about 40 s left" for a run `percent` done after `elapsed_ms`; empty while too early to say.
+  static QString time_left(int percent, qint64 elapsed_ms);
   // The run ended: the bar full when it succeeded, empty otherwise; Run enabled again.
   void finished(bool succeeded);
   bool running() const { return m_running; }
@@ -51,6 +55,8 @@ class RunShell : public QWidget {
   QProgressBar* m_progress;
   QLabel* m_stage;
   bool m_running = false;
+  bool m_cancelling = false;
+  QElapsedTimer m_clock;
 };
 
 }  // namespace kvlab::gui

@@ -42,6 +42,26 @@ class ItemProgress {
   int m_item;
 };
 
+// A long computation deep inside one item (a quantizer's calibration, whose interface has no
+// progress) reports how far it has got, and learns of a cancel, through inner_progress(): while
+// an InnerProgressScope lives on this thread, inner_progress(f) is the item's
+// keep_going(from + f × (to − from)); without one it is Ok and does nothing. Scopes nest.
+class InnerProgressScope {
+ public:
+  InnerProgressScope(ItemProgress& progress, double from, double to);
+  ~InnerProgressScope();
+  InnerProgressScope(const InnerProgressScope&) = delete;
+  InnerProgressScope& operator=(const InnerProgressScope&) = delete;
+
+ private:
+  friend Status inner_progress(double fraction);
+  ItemProgress& m_progress;
+  double m_from, m_to;
+  InnerProgressScope* m_outer;
+};
+// kCancelledMessage once the user cancelled; the computation returns it as it is.
+Status inner_progress(double fraction);
+
 // Runs body(i, progress) once for every i in [0, items) on the engine's threads (oneTBB), in any
 // order and in parallel, so `body` writes only its own item's results; callers reduce them in
 // index order afterwards, which keeps results bit-identical to one thread.
