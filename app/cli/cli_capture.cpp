@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/model_capture.h"
 #include "kvlab/engine/sources/cache_file.h"
@@ -52,11 +53,26 @@ int run_capture(const CaptureOptions& o) {
                         {"generated", generated}};
     fmt::print("{}\n", json_text(j, 2));
   } else {
+    // The prompt as the user knows it: a file by its name, not echoed whole (issue 43); a long
+    // inline prompt by its end, where the generated text goes on from.
+    constexpr std::size_t kShown = 240;
+    std::string shown;
+    if (!o.prompt_file.empty()) {
+      shown = fmt::format("[the prompt of {}, {} bytes] ", o.prompt_file, prompt.size());
+    } else if (prompt.size() > kShown) {
+      std::size_t from = prompt.size() - kShown;
+      while (from < prompt.size() && (static_cast<unsigned char>(prompt[from]) & 0xC0) == 0x80) {
+        ++from;  // not in the middle of a UTF-8 character
+      }
+      shown = "…" + prompt.substr(from);
+    } else {
+      shown = prompt;
+    }
     fmt::print(
         "{}{}\n\nwrote {} tokens × {} layers × {} KV heads × {} ({} keys, queries, token "
         "ids) to {}\n",
-        prompt, generated, cache.tokens(), cache.shape.layers, cache.shape.kv_heads,
-        cache.shape.head_dim, o.pre_rope ? "pre-RoPE" : "post-RoPE", o.out);
+        terminal_text(shown), terminal_text(generated), cache.tokens(), cache.shape.layers,
+        cache.shape.kv_heads, cache.shape.head_dim, o.pre_rope ? "pre-RoPE" : "post-RoPE", o.out);
   }
   return 0;
 }

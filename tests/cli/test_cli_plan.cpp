@@ -271,6 +271,16 @@ TEST(CliCapture, WritesACacheEveryCommandReads) {
   o = run(dir + "/runs.sqlite", "sources info " + out);
   EXPECT_EQ(o.code, 0) << o.out;
   EXPECT_NE(o.out.find("5 layers, 8 q_heads, 4 kv_heads, head_dim 8"), std::string::npos) << o.out;
+  // A prompt file is named, not echoed whole (issue 43).
+  std::string story;
+  for (int i = 0; i < 12; ++i) story += "The cat sat on the mat and looked at the sun. ";
+  const std::string prompt = dir + "/prompt.txt";
+  std::ofstream(prompt) << story;
+  o = run(dir + "/runs.sqlite", "capture --model " + models + "/stories260K.bin --prompt-file " +
+                                    prompt + " --max-tokens 4 --out " + dir + "/p.safetensors");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("[the prompt of " + prompt), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find(story.substr(0, 60)), std::string::npos) << o.out;
   o = run(dir + "/runs.sqlite", "evict --source file:" + out +
                                     " --policy h2o --budget 0.5 "
                                     "--steps 16 --json");

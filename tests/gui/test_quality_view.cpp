@@ -103,6 +103,16 @@ TEST(QualityTable, ShowsEachPointsNumbersAndPassesTheModelTester) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
+// Issue 43: a choice names everything it does; KVComp's are Huffman-coded, and say so.
+TEST(QualityConfigs, KvCompChoicesSayTheyAreHuffmanCoded) {
+  for (const QualityChoice& c : quality_choices()) {
+    if (!c.config.method || c.config.method->kind != MethodKind::KvComp) continue;
+    ASSERT_TRUE(c.config.method->codec.has_value()) << c.id.toStdString();
+    EXPECT_EQ(*c.config.method->codec, CodecKind::Huffman);
+    EXPECT_TRUE(c.name.contains(QStringLiteral("Huffman"))) << c.name.toStdString();
+  }
+}
+
 TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   if (!have_model()) {
     GTEST_SKIP() << "the stories260K weights are not at " << kModelDir

@@ -16,6 +16,7 @@
 #include <QTableWidget>
 
 #include "gui_test_support.h"
+#include "kvlab/gui/chart_export.h"
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/store/run_records.h"
 #include "sample_runs.h"
@@ -98,6 +99,28 @@ TEST(RunsPage, TheModelPassesTheModelTesterAndShowsEachRunsNumbers) {
   // Sorting by ratio puts the quality run (largest) first when descending.
   view.table()->sortByColumn(RunsTableModel::kRatio, Qt::DescendingOrder);
   EXPECT_EQ(view.cell_text(0, RunsTableModel::kId), QString::number(p.quality));
+}
+
+// Issue 43: the source column shows a model or file by its name (the tooltip and an export have
+// the whole path), and a label that already holds the method is not written after it again.
+TEST(RunsPage, SourcesByTheirFileNameAndTheMethodOnce) {
+  Page p = page_with_three_runs();
+  NewRun labelled = compression_of(2, 64);
+  labelled.source = "model:/home/someone/.cache/kvlab/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  labelled.label = labelled.method + " (second try)";
+  const std::int64_t id = p.store->save_run(labelled).value();
+  RunsView view(p.store, QString());
+  view.refresh();
+  const int row = view.row_of(id);
+  ASSERT_GE(row, 0);
+  EXPECT_EQ(view.cell_text(row, RunsTableModel::kSource),
+            QStringLiteral("model:SmolLM2-135M-Instruct.Q4_1.gguf"));
+  EXPECT_EQ(view.cell_text(row, RunsTableModel::kMethod), QString::fromStdString(labelled.label));
+  const QString csv = table_to_csv(view.table());
+  EXPECT_TRUE(csv.contains(QString::fromStdString(labelled.source))) << csv.toStdString();
+  const QString tip =
+      view.table()->model()->index(row, RunsTableModel::kSource).data(Qt::ToolTipRole).toString();
+  EXPECT_TRUE(tip.contains(QString::fromStdString(labelled.source))) << tip.toStdString();
 }
 
 TEST(RunsPage, SearchKindFilterAndTags) {

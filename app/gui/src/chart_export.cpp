@@ -16,6 +16,7 @@
 #include <QTableView>
 
 #include "kvlab/engine/io/json_text.h"
+#include "kvlab/gui/gui_format.h"
 
 namespace kvlab::gui {
 namespace {
@@ -50,7 +51,8 @@ QString header_text(const QTableView* table, int column) {
 
 QString cell_text(const QTableView* table, int row, int column) {
   const QModelIndex index = table->model()->index(row, column);
-  const QString text = index.data().toString();
+  const QVariant full = index.data(kFullTextRole);  // not the shortened text on screen
+  const QString text = full.isValid() ? full.toString() : index.data().toString();
   if (!text.isEmpty()) return text;
   if (const auto* label = qobject_cast<const QLabel*>(table->indexWidget(index))) {
     return label->text();

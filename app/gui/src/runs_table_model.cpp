@@ -11,10 +11,27 @@ QString text_of(const std::optional<double>& value, MetricFormat format) {
   return value ? QString::fromStdString(format_metric_value(*value, format)) : QString();
 }
 
+// The method and the label, each once: a label that already holds the method ("kvcomp B=64 …"
+// for kvcomp) is shown alone, not as "kvcomp · kvcomp B=64 …".
 QString method_text(const RunRow& row) {
-  if (row.label.empty() || row.label == row.method) return QString::fromStdString(row.method);
-  return QStringLiteral("%1 · %2").arg(QString::fromStdString(row.method),
-                                       QString::fromStdString(row.label));
+  const std::string& m = row.method;
+  const std::string& l = row.label;
+  if (l.empty() || l == m || m.find(l) != std::string::npos) return QString::fromStdString(m);
+  if (l.find(m) != std::string::npos) return QString::fromStdString(l);
+  return QStringLiteral("%1 · %2").arg(QString::fromStdString(m), QString::fromStdString(l));
+}
+
+// "model:SmolLM2-135M-Instruct.Q4_1.gguf" for "model:/home/…/SmolLM2-135M-Instruct.Q4_1.gguf":
+// the file's name is what tells runs apart; the tooltip has the whole path.
+QString short_source(const std::string& source) {
+  const QString s = QString::fromStdString(source);
+  for (const QLatin1String kind : {QLatin1String("model:"), QLatin1String("file:")}) {
+    if (s.startsWith(kind)) {
+      const qsizetype slash = s.lastIndexOf(QLatin1Char('/'));
+      if (slash >= kind.size()) return kind + s.mid(slash + 1);
+    }
+  }
+  return s;
 }
 
 bool numeric(int column) {
@@ -58,6 +75,9 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
   const RunRow& r = e.row;
   const int column = index.column();
   if (role == kIdRole) return static_cast<qlonglong>(r.id);
+  if (role == kFullTextRole) {
+    return column == kSource ? QVariant(QString::fromStdString(r.source)) : QVariant();
+  }
   if (role == Qt::TextAlignmentRole) {
     return QVariant::fromValue(
         Qt::Alignment((numeric(column) ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter));
@@ -109,7 +129,7 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
     case kKind:
       return QString::fromStdString(r.kind);
     case kSource:
-      return QString::fromStdString(r.source);
+      return short_source(r.source);
     case kContext:
       return text_of(r.context, MetricFormat::Count);
     case kMethod:

@@ -8,6 +8,10 @@
 
 namespace kvlab::gui {
 
+// A cell shortened for the screen (a path by its file name) gives its whole text in this role;
+// exports of a table write it (chart_export.h) instead of the shortened one.
+inline constexpr int kFullTextRole = 0x0100 + 0x4B0;  // Qt::UserRole + 1200
+
 QString format_ratio(double ratio);              // "4.27×"
 QString format_bits_per_value(double bits);      // "3.75"
 QString format_metric(double value);             // 3 significant digits: "0.0123", "1.2e-05"
