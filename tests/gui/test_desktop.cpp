@@ -23,6 +23,7 @@
 #include <QPainter>
 #include <QPixmap>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -185,13 +186,45 @@ TEST_F(Desktop, TheTestFilesAreRealInputsOfTheEngineAndThePlanner) {
   EXPECT_EQ(model->kv_heads, 8);
 }
 
+// Issue 43: a window remembered on a larger screen comes back whole on this one.
+TEST(FitOnScreen, ALargerWindowIsShrunkAndMovedIn) {
+  const QRect screen(0, 0, 1024, 700);
+  EXPECT_EQ(fit_on_screen(QRect(100, 50, 1280, 800), screen, QSize()), screen);
+  EXPECT_EQ(fit_on_screen(QRect(600, 400, 800, 500), screen, QSize()), QRect(224, 200, 800, 500));
+  EXPECT_EQ(fit_on_screen(QRect(-50, -20, 400, 300), screen, QSize()), QRect(0, 0, 400, 300));
+  EXPECT_EQ(fit_on_screen(QRect(10, 10, 300, 200), screen, QSize()), QRect(10, 10, 300, 200));
+  // Never below the window's minimum, and then its top-left corner stays on the screen.
+  EXPECT_EQ(fit_on_screen(QRect(0, 0, 2000, 2000), screen, QSize(1100, 720)),
+            QRect(0, 0, 1100, 720));
+}
+
+TEST_F(Desktop, AWindowRememberedOnALargerScreenComesBackOnThisOne) {
+  {
+    MainWindow w(db());
+    w.restore_settings();
+    w.show();
+    w.setGeometry(300, 200, 1280, 1000);  // larger than this 800 × 800 screen, and off its edge
+    QApplication::processEvents();
+    w.close();
+  }
+  MainWindow w(db());
+  w.restore_settings();
+  w.show();
+  QApplication::processEvents();
+  const QRect screen = w.screen()->availableGeometry();
+  EXPECT_TRUE(screen.contains(w.frameGeometry()))
+      << w.frameGeometry().x() << "," << w.frameGeometry().y() << " " << w.frameGeometry().width()
+      << "x" << w.frameGeometry().height();
+}
+
 TEST_F(Desktop, SettingsSurviveANewWindow) {
   QSize size;  // a size no window starts with: a little over the smallest the layout allows
   {
     MainWindow w(db());
     w.restore_settings();
     w.show();
-    size = w.minimumSizeHint().expandedTo(QSize(1200, 760)) + QSize(37, 41);
+    // A size no window starts with, that fits the screen (a larger one is brought back to it).
+    size = w.screen()->availableGeometry().size() - QSize(37, 41);
     w.resize(size);
     ASSERT_TRUE(w.open_file(m_npy));
     ASSERT_TRUE(w.open_file(m_config));

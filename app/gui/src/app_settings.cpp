@@ -52,4 +52,17 @@ QString settings_file_path() {
   return open_settings()->fileName();
 }
 
+QRect fit_on_screen(const QRect& frame, const QRect& available, const QSize& minimum) {
+  if (!available.isValid()) return frame;
+  const QSize size = frame.size().boundedTo(available.size()).expandedTo(minimum);
+  QRect out(frame.topLeft(), size);
+  // In from the right and bottom first, so a window larger than the screen keeps its top-left
+  // corner (title bar, menus) on it.
+  if (out.right() > available.right()) out.moveRight(available.right());
+  if (out.bottom() > available.bottom()) out.moveBottom(available.bottom());
+  if (out.left() < available.left()) out.moveLeft(available.left());
+  if (out.top() < available.top()) out.moveTop(available.top());
+  return out;
+}
+
 }  // namespace kvlab::gui

@@ -8,6 +8,8 @@
 #include <QFileInfo>
 #include <QMimeData>
 #include <QPushButton>
+#include <QScreen>
+#include <QShowEvent>
 #include <QStatusBar>
 #include <QUrl>
 
@@ -135,7 +137,11 @@ void MainWindow::recent_files_changed() {
 void MainWindow::restore_settings() {
   m_settings_enabled = true;
   const WindowSettings s = load_window_settings();
-  if (!s.geometry.isEmpty()) restoreGeometry(s.geometry);
+  if (!s.geometry.isEmpty()) {
+    restoreGeometry(s.geometry);
+    fit_on_screen_now();
+    m_fit_when_shown = true;  // again once the frame's own size is known
+  }
   if (!s.state.isEmpty()) restoreState(s.state);
   for (int i = 0; i < kPageCount; ++i) {
     if (page_file_name(static_cast<Page>(i)) != s.page) continue;
@@ -143,6 +149,25 @@ void MainWindow::restore_settings() {
     show_page(*m_restored_page);
   }
   m_recent.set(s.recent_files);
+}
+
+void MainWindow::fit_on_screen_now() {
+  const QScreen* screen = this->screen();
+  if (!screen) return;
+  const QRect frame = frameGeometry();
+  const QRect fitted = fit_on_screen(frame, screen->availableGeometry(), minimumSize());
+  if (fitted == frame) return;
+  const QSize extra = frame.size() - size();  // the window frame's own size
+  resize(fitted.size() - extra);
+  move(fitted.topLeft());
+}
+
+void MainWindow::showEvent(QShowEvent* event) {
+  QMainWindow::showEvent(event);
+  if (m_fit_when_shown) {
+    m_fit_when_shown = false;
+    fit_on_screen_now();
+  }
 }
 
 void MainWindow::save_settings() const {

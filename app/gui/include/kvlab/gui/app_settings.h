@@ -5,6 +5,7 @@
 #pragma once
 
 #include <QByteArray>
+#include <QRect>
 #include <QString>
 #include <QStringList>
 
@@ -26,5 +27,10 @@ void save_recent_files(const QStringList& files);
 void clear_settings();
 // The file QSettings reads and writes.
 QString settings_file_path();
+
+// A window geometry `frame` (frame included) made to lie on the screen area `available`: no
+// larger than it (nor smaller than `minimum`), moved in from any edge it crosses. A window
+// remembered from a larger screen comes back whole on a smaller one.
+QRect fit_on_screen(const QRect& frame, const QRect& available, const QSize& minimum);
 
 }  // namespace kvlab::gui

@@ -93,11 +93,14 @@ class MainWindow : public QMainWindow {
 
  protected:
   void closeEvent(QCloseEvent* event) override;
+  void showEvent(QShowEvent* event) override;
   // Drags of local files anywhere on the window (line edits included) come here.
   bool eventFilter(QObject* watched, QEvent* event) override;
 
  private:
   void recent_files_changed();
+  // Moves and shrinks the window onto its screen when it is not wholly on it (fit_on_screen).
+  void fit_on_screen_now();
   std::shared_ptr<RunsStore> m_store;
   QString m_store_error;
   QListWidget* m_nav = nullptr;
@@ -112,6 +115,7 @@ class MainWindow : public QMainWindow {
   WindowActions* m_actions = nullptr;
   RecentFiles m_recent;
   bool m_settings_enabled = false;
+  bool m_fit_when_shown = false;  // a restored geometry is fitted to the screen once shown
   std::optional<Page> m_restored_page;
   QString m_hover_text;  // the chart point the status bar shows, if it still does
 };
