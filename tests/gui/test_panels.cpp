@@ -36,6 +36,7 @@
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/gui/screenshots.h"
 #include "kvlab/gui/source_panel.h"
+#include "kvlab/gui/stale_mark.h"
 #include "kvlab/store/runs_store.h"
 
 namespace kvlab::gui {
@@ -281,6 +282,18 @@ TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {
   ASSERT_TRUE(runs.ok());
   ASSERT_EQ(runs->size(), 1u);
   EXPECT_EQ(runs->front().id, id);
+  // The controls are the stored run's settings (issue 43: they were the defaults beside run #20's
+  // results, with no stale mark), so the results are not stale.
+  CompressionView& view = *window.compression_view();
+  const SourceSpec spec = view.source_panel()->spec();
+  EXPECT_EQ(spec.kind, SourceSpec::Kind::Synthetic);
+  EXPECT_EQ(spec.synthetic.preset, "tiny");
+  EXPECT_EQ(spec.synthetic.context, 96);
+  EXPECT_EQ(method_params_json(view.method_panel()->config()),
+            method_params_json(gui_test::tiered_method()));
+  EXPECT_FALSE(view.stale_mark()->is_stale());
+  view.method_panel()->group_size_spin()->setValue(16);
+  EXPECT_TRUE(view.stale_mark()->is_stale());
 }
 
 // A window smaller than a laptop's: the window takes the size it is given, and a page that needs

@@ -336,6 +336,23 @@ void CompressionView::show_report(const CompressionReport& report, const QString
   m_key_channels->clear(tr("Key channels: run to see them"));
 }
 
+void CompressionView::show_stored_run(const CompressionReport& report, const QString& origin) {
+  m_method->set_config(report.config);
+  const std::string& source = report.source;
+  if (source.rfind("synthetic:", 0) == 0) {
+    SyntheticConfig synthetic = m_source->spec().synthetic;
+    synthetic.preset = source.substr(10);
+    const auto preset = find_synthetic_preset(synthetic.preset);
+    synthetic.layers =
+        preset && preset->shape.layers == report.shape.layers ? 0 : report.shape.layers;
+    synthetic.context = report.tokens;
+    m_source->set_synthetic(synthetic);
+  } else if (source.rfind("file:", 0) == 0) {
+    m_source->set_file(QString::fromStdString(source.substr(5)));
+  }
+  show_report(report, origin);  // after the controls, so they do not mark it stale
+}
+
 void CompressionView::update_key_channels() {
   if (!m_channel_cache) return;
   m_key_channels->set_layer_count(static_cast<int>(m_channel_cache->layers.size()));

@@ -112,7 +112,7 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   });
   connect(m_runs, &RunsView::compression_run_opened, this,
           [this](const CompressionReport& report, const QString& origin) {
-            m_compression->show_report(report, origin);
+            m_compression->show_stored_run(report, origin);
             show_page(Page::Compression);
           });
   connect(m_runs, &RunsView::eviction_run_opened, this,

@@ -61,6 +61,9 @@ class CompressionView : public QWidget {
   // Redraws everything from a report (fresh or loaded from the store); `origin` is shown in
   // the results heading ("run #12, 2024-05-01 12:00").
   void show_report(const CompressionReport& report, const QString& origin);
+  // A stored run: its report, with the controls set to its settings (the method, and the
+  // synthetic preset, layers and context or the file it read), so what is shown matches them.
+  void show_stored_run(const CompressionReport& report, const QString& origin);
 
   const std::optional<CompressionReport>& current_report() const { return m_report; }
   std::int64_t last_saved_run_id() const { return m_last_saved_id; }
