@@ -4,6 +4,8 @@
 // by themselves.
 #include <gtest/gtest.h>
 
+#include <QLabel>
+
 #include <cstdlib>
 
 #include <qcustomplot.h>
@@ -178,7 +180,14 @@ TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
   EXPECT_TRUE(panel->layer_plot()->isVisible());
   EXPECT_FALSE(panel->step_plot()->isVisible());
 
-  view.select_runs({p.kivi2});  // one run: nothing to compare
+  view.select_runs({p.kivi2});  // one run: its own curve (issue 43: it showed nothing)
+  EXPECT_EQ(panel->layer_plot()->graphCount(), 1);
+  bool said = false;
+  for (const QLabel* label : panel->findChildren<QLabel*>()) {
+    said = said || label->text().contains(QStringLiteral("its curves"));
+  }
+  EXPECT_TRUE(said) << "the panel says what it shows for one run";
+  view.select_runs({});
   EXPECT_EQ(panel->layer_plot()->graphCount(), 0);
 }
 

@@ -210,12 +210,18 @@ void RunsComparePanel::clear() {
 
 void RunsComparePanel::set_comparison(const RunsComparison& comparison) {
   m_comparison = comparison;
-  const bool shown = comparison.runs.size() >= 2;
-  m_hint->setText(shown ? tr("%1 runs compared: curves on shared axes, and the parameters in "
-                             "which they differ.")
-                              .arg(comparison.runs.size())
-                        : tr("Select two or more runs (Ctrl- or Shift-click) to compare them "
-                             "here."));
+  // One run shows its own curves (selecting one run used to show nothing); two or more share
+  // the axes, with the parameters in which they differ.
+  const bool shown = !comparison.runs.empty();
+  m_hint->setText(comparison.runs.size() >= 2
+                      ? tr("%1 runs compared: curves on shared axes, and the parameters in "
+                           "which they differ.")
+                            .arg(comparison.runs.size())
+                  : shown ? tr("%1: its curves. Select more runs (Ctrl- or Shift-click) to "
+                               "compare them; double-click to open it on its page.")
+                                .arg(comparison.runs.front())
+                          : tr("Select a run to see its curves, or two or more (Ctrl- or "
+                               "Shift-click) to compare them here."));
   for (auto [box, series] : {std::pair{m_layer_metric, &m_comparison.per_layer},
                              std::pair{m_step_metric, &m_comparison.per_step}}) {
     const QSignalBlocker block(box);

@@ -263,7 +263,7 @@ void RunsView::select_runs(const std::vector<std::int64_t>& ids) {
 void RunsView::on_selection_changed() {
   update_buttons();
   const auto ids = selected_run_ids();
-  if (!m_store || ids.size() < 2) {
+  if (!m_store || ids.empty()) {
     m_compare->clear();
     return;
   }
