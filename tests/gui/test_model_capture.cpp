@@ -6,6 +6,8 @@
 // a message when the models folder is absent.
 #include <gtest/gtest.h>
 
+#include <QLineEdit>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +34,7 @@
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/model_capture_form.h"
+#include "kvlab/gui/quality_view.h"
 #include "kvlab/gui/source_panel.h"
 
 namespace kvlab::gui {
@@ -107,6 +110,14 @@ TEST(ModelCapture, CapturesStories260KAsTheSource) {
   EXPECT_TRUE(form.capture_button()->isEnabled());
   EXPECT_TRUE(form.save_button()->isEnabled());
   EXPECT_GE(changes, 1);
+  // The Quality page takes the captured model (issue 43: it did not carry over).
+  QLineEdit* quality_model = nullptr;
+  for (QLineEdit* edit : window.quality_view()->findChildren<QLineEdit*>()) {
+    if (edit->placeholderText().contains(QStringLiteral(".gguf"))) quality_model = edit;
+  }
+  ASSERT_NE(quality_model, nullptr);
+  EXPECT_EQ(quality_model->text(), form.captured_model());
+  EXPECT_FALSE(form.captured_model().isEmpty());
 
   const SourceSpec spec = source.spec();
   ASSERT_EQ(spec.kind, SourceSpec::Kind::Model);

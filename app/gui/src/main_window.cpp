@@ -16,6 +16,7 @@
 #include "kvlab/gui/gui_style.h"
 #include "kvlab/gui/learn_view.h"
 #include "kvlab/gui/method_panel.h"
+#include "kvlab/gui/model_capture_form.h"
 #include "kvlab/gui/planner_view.h"
 #include "kvlab/gui/quality_view.h"
 #include "kvlab/gui/runs_view.h"
@@ -98,6 +99,11 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   connect(m_eviction, &EvictionView::status_message, this, show_message);
   connect(m_runs, &RunsView::status_message, this, show_message);
   connect(m_compression, &CompressionView::run_saved, m_runs, &RunsView::refresh);
+  // A model captured on the Compression page is the Quality page's model too, unless the person
+  // chose another there.
+  ModelCaptureForm* capture = m_compression->source_panel()->model_capture();
+  connect(capture, &ModelCaptureForm::captured_changed, this,
+          [this, capture] { m_quality->offer_model_path(capture->captured_model()); });
   connect(m_eviction, &EvictionView::run_saved, m_runs, &RunsView::refresh);
   connect(m_quality, &QualityView::status_message, this, show_message);
   connect(m_quality, &QualityView::run_saved, m_runs, &RunsView::refresh);

@@ -60,6 +60,13 @@ void QualityView::set_model_path(const QString& path) {
   controls_changed();
 }
 
+void QualityView::offer_model_path(const QString& path) {
+  const QString now = m_model->text().trimmed();
+  if (path.isEmpty() || (!now.isEmpty() && now != m_offered_model)) return;
+  m_offered_model = path;
+  set_model_path(path);
+}
+
 void QualityView::set_sampled_text(int tokens, std::uint64_t seed) {
   m_syncing = true;
   m_sample_tokens->setValue(tokens);

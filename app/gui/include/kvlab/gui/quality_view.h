@@ -49,6 +49,9 @@ class QualityView : public QWidget {
   ~QualityView() override;
 
   void set_model_path(const QString& path);
+  // A model used elsewhere in the app (the Compression page's capture): taken when the field is
+  // empty or holds an earlier offer, never over a model the person chose here.
+  void offer_model_path(const QString& path);
   void set_sampled_text(int tokens, std::uint64_t seed);
   void set_text_file(const QString& path);
   // Tokens per window, BOS included; 0: the model's context (`kvlab quality --window`).
@@ -153,6 +156,7 @@ class QualityView : public QWidget {
   int m_measured = 0;
   std::vector<std::int64_t> m_saved_ids;
   QString m_last_error;
+  QString m_offered_model;  // the last offer_model_path() taken
   bool m_last_ok = false;
   bool m_syncing = false;  // the controls are being set from a stored run
 };
