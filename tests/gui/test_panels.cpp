@@ -14,10 +14,13 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QProgressBar>
+#include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QVBoxLayout>
+#include <QWheelEvent>
 
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
@@ -32,6 +35,7 @@
 #include "kvlab/gui/main_window.h"
 #include "kvlab/gui/method_panel.h"
 #include "kvlab/gui/planner_view.h"
+#include "kvlab/gui/quality_chart.h"
 #include "kvlab/gui/run_shell.h"
 #include "kvlab/gui/runs_view.h"
 #include "kvlab/gui/screenshots.h"
@@ -174,6 +178,56 @@ TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
   shell.started(QStringLiteral("again"));
   shell.progress(10, QStringLiteral("layer 1 of 32"));
   EXPECT_TRUE(shell.stage_label()->text().startsWith(QStringLiteral("layer 1 of 32")));
+}
+
+// Issue 43, item 10: the wheel over a chart scrolls the page it sits in; Ctrl + wheel zooms it.
+TEST(Charts, TheWheelScrollsThePageAndCtrlWheelZooms) {
+  QScrollArea area;
+  auto* page = new QWidget;
+  auto* layout = new QVBoxLayout(page);
+  auto* chart = new QualityChart;
+  chart->setMinimumHeight(300);
+  layout->addWidget(chart);
+  auto* filler = new QWidget;
+  filler->setMinimumHeight(2000);
+  layout->addWidget(filler);
+  area.setWidget(page);
+  area.setWidgetResizable(true);
+  area.resize(500, 400);
+  area.show();
+  QApplication::processEvents();
+  const QCPRange before = chart->xAxis->range();
+  const auto wheel = [&](Qt::KeyboardModifiers modifiers) {
+    const QPointF at(chart->width() / 2.0, chart->height() / 2.0);
+    QWheelEvent e(at, chart->mapToGlobal(at), QPoint(), QPoint(0, -120), Qt::NoButton, modifiers,
+                  Qt::NoScrollPhase, false);
+    QApplication::sendEvent(chart, &e);
+  };
+  wheel(Qt::NoModifier);
+  EXPECT_GT(area.verticalScrollBar()->value(), 0) << "the page scrolled";
+  EXPECT_EQ(chart->xAxis->range(), before) << "the chart did not zoom";
+  const int scrolled = area.verticalScrollBar()->value();
+  wheel(Qt::ControlModifier);
+  EXPECT_EQ(area.verticalScrollBar()->value(), scrolled);
+  EXPECT_NE(chart->xAxis->range(), before) << "Ctrl + wheel zooms";
+}
+
+// Issue 43, item 10: on a short window Learn's list of steps and Previous / Next stay in sight;
+// the step scrolls under them.
+TEST(MainWindow, LearnKeepsItsStepsAndButtonsInSightOnAShortWindow) {
+  MainWindow window(gui_test::fresh_dir() / "runs.sqlite");
+  window.resize(1024, 700);
+  window.show();
+  window.show_page(Page::Learn);
+  QApplication::processEvents();
+  for (int step = 0; step < window.learn_view()->page_count(); ++step) {
+    window.learn_view()->show_index(step);
+    QApplication::processEvents();
+    QPushButton* next = window.learn_view()->next_button();
+    const QPoint bottom = next->mapTo(&window, QPoint(0, next->height()));
+    EXPECT_LE(bottom.y(), window.height()) << "step " << step << ": Next is below the window";
+    EXPECT_GE(next->mapTo(&window, QPoint(0, 0)).y(), 0) << "step " << step;
+  }
 }
 
 TEST(HistogramPanel, PickersFollowTheData) {

@@ -4,6 +4,10 @@
 
 #include <qcustomplot.h>
 
+#include <QAbstractScrollArea>
+#include <QCoreApplication>
+#include <QWheelEvent>
+
 namespace kvlab::gui {
 
 namespace {
@@ -32,6 +36,39 @@ void style_plot(QCustomPlot* plot) {
   plot->setBackground(Qt::white);
   plot->setAntialiasedElements(QCP::aeAll);
   for (QCPAxisRect* rect : plot->axisRects()) style_axis_rect(rect);
+}
+
+namespace {
+
+// The wheel without Ctrl goes to the scroll area around the chart, as if the chart were not there.
+class WheelToPage : public QObject {
+ public:
+  using QObject::QObject;
+
+ protected:
+  bool eventFilter(QObject* watched, QEvent* event) override {
+    if (event->type() != QEvent::Wheel) return false;
+    auto* wheel = static_cast<QWheelEvent*>(event);
+    if (wheel->modifiers() & Qt::ControlModifier) return false;  // the chart zooms
+    auto* chart = static_cast<QWidget*>(watched);
+    QWidget* up = chart->parentWidget();
+    while (up && !qobject_cast<QAbstractScrollArea*>(up)) up = up->parentWidget();
+    if (auto* area = qobject_cast<QAbstractScrollArea*>(up)) {
+      QWidget* viewport = area->viewport();
+      const QPointF at = viewport->mapFromGlobal(wheel->globalPosition());
+      QWheelEvent copy(at, wheel->globalPosition(), wheel->pixelDelta(), wheel->angleDelta(),
+                       wheel->buttons(), wheel->modifiers(), wheel->phase(), wheel->inverted());
+      QCoreApplication::sendEvent(viewport, &copy);
+    }
+    return true;  // not zoomed
+  }
+};
+
+}  // namespace
+
+void pan_and_ctrl_wheel_zoom(QCustomPlot* plot) {
+  plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot->installEventFilter(new WheelToPage(plot));
 }
 
 QCPTextElement* add_title(QCustomPlot* plot, const QString& text) {

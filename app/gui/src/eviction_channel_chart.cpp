@@ -44,7 +44,7 @@ EvictionChannelChart::EvictionChannelChart(QWidget* parent) : QCustomPlot(parent
   swatch(this, tr("kept"), kKept);
   swatch(this, tr("pruned"), kPruned);
   add_legend_row(this, legend, plotLayout()->rowCount());
-  setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  pan_and_ctrl_wheel_zoom(this);
   style_plot(this);
   clear_data(tr("Run think to see which key channels it keeps"));
 }

@@ -78,7 +78,7 @@ EvictionMapChart::EvictionMapChart(QWidget* parent) : QCustomPlot(parent) {
   m_needle = m_needle_marker.line;
   m_needle_label = m_needle_marker.label;
 
-  setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  pan_and_ctrl_wheel_zoom(this);
   axisRect()->setRangeDrag(Qt::Horizontal | Qt::Vertical);
   axisRect()->setRangeZoom(Qt::Horizontal | Qt::Vertical);
   style_plot(this);

@@ -5,6 +5,8 @@
 #include <QListWidget>
 #include <QPushButton>
 #include <QResizeEvent>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QStackedWidget>
 #include <QVBoxLayout>
 
@@ -56,9 +58,15 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
   list_box->addWidget(list_title);
   list_box->addWidget(m_list, 1);
 
+  // The step scrolls on its own; the list of steps and Previous / Next stay in sight.
+  m_step_scroll = new QScrollArea;
+  m_step_scroll->setWidget(m_stack);
+  m_step_scroll->setWidgetResizable(true);
+  m_step_scroll->setFrameShape(QFrame::NoFrame);
+  m_step_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   auto* right = new QVBoxLayout;
   right->setContentsMargins(0, 0, 0, 0);
-  right->addWidget(m_stack, 1);
+  right->addWidget(m_step_scroll, 1);
   right->addLayout(nav);
 
   auto* layout = new QHBoxLayout(this);
@@ -75,8 +83,11 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
 }
 
 QSize LearnView::minimumSizeHint() const {
+  // As wide as the widest step (the page scrolls sideways rather than squeeze it), but only as
+  // tall as a few lines of it: the step scrolls inside the view, under the list and buttons.
   const QSize steps = m_stack->minimumSizeHint();
-  return {steps.width(), steps.height() + m_next->sizeHint().height()};
+  const int scroll_bar = m_step_scroll->verticalScrollBar()->sizeHint().width();
+  return {steps.width() + scroll_bar, 240 + m_next->sizeHint().height()};
 }
 
 void LearnView::resizeEvent(QResizeEvent* event) {

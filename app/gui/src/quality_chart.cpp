@@ -97,7 +97,7 @@ QualityChart::QualityChart(QWidget* parent) : QCustomPlot(parent) {
   m_message->setColor(QColor(110, 110, 110));
   m_linear_ticker = yAxis->ticker();
   m_log_ticker.reset(new QCPAxisTickerLog);
-  setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  pan_and_ctrl_wheel_zoom(this);
   style_plot(this);
   connect(this, &QCustomPlot::afterLayout, this, &QualityChart::place_labels);
   clear_data(tr("No quality runs yet: choose a model and configurations, then Run"));

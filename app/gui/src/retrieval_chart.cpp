@@ -47,7 +47,7 @@ RetrievalChart::RetrievalChart(QWidget* parent) : QCustomPlot(parent) {
   m_full_label->position->setTypeY(QCPItemPosition::ptPlotCoords);
   add_legend_row(this, legend, plotLayout()->rowCount());
   legend->setWrap(3);
-  setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  pan_and_ctrl_wheel_zoom(this);
   style_plot(this);
   clear_data(no_runs_message());
 }

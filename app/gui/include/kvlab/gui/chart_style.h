@@ -32,6 +32,9 @@ inline const QColor kNeedle{200, 30, 160};  // the planted needle, and its query
 // Fonts, white background, light grid on every axis rect of the plot.
 void style_plot(QCustomPlot* plot);
 void style_axis_rect(QCPAxisRect* rect);
+// Drag to pan and Ctrl + wheel to zoom; the wheel alone scrolls the page the chart sits in (a
+// chart under the mouse used to zoom instead, and the page would not scroll past it).
+void pan_and_ctrl_wheel_zoom(QCustomPlot* plot);
 // Inserts a bold title row above the plot's first layout row and returns it.
 QCPTextElement* add_title(QCustomPlot* plot, const QString& text);
 // Puts `legend` (taken out of wherever it is) as one horizontal, centred line in a new row

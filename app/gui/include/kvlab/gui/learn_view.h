@@ -16,6 +16,7 @@
 class QLabel;
 class QListWidget;
 class QPushButton;
+class QScrollArea;
 class QStackedWidget;
 
 namespace kvlab::gui {
@@ -62,6 +63,7 @@ class LearnView : public QWidget {
   QListWidget* m_list = nullptr;
   QLabel* m_list_title = nullptr;
   QStackedWidget* m_stack = nullptr;
+  QScrollArea* m_step_scroll = nullptr;  // around m_stack
   QPushButton* m_previous = nullptr;
   QPushButton* m_next = nullptr;
   QLabel* m_position = nullptr;
