@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Writes docs/CLI.md from the kvlab binary's own --help text, so the reference never drifts.
 
+After the commands come the methods, each as `kvlab methods ID` prints it (the engine's
+method_about.h: the one text the CLI, the GUI's Help and this file share).
+
 usage: scripts/cli_reference.py [KVLAB] [--out FILE] [--check]
 
 KVLAB defaults to build/release/app/cli/kvlab. Every command and subcommand is found by walking
@@ -8,6 +11,7 @@ the "Subcommands:" sections of the help. With --check nothing is written: the ex
 (and the first differing line is printed) when FILE is not what this would write.
 """
 import argparse
+import json
 import pathlib
 import re
 import subprocess
@@ -54,6 +58,16 @@ def walk(kvlab, path, sections):
         walk(kvlab, [*path, name], sections)
 
 
+def method_pages(kvlab):
+    out = subprocess.run([kvlab, "methods", "--json"], capture_output=True, text=True, check=True)
+    pages = []
+    for method in json.loads(out.stdout):
+        page = subprocess.run([kvlab, "methods", method["id"]], capture_output=True, text=True,
+                              check=True).stdout
+        pages.append(f"### `{method['id']}`\n\n```text\n{page.rstrip()}\n```\n")
+    return pages
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kvlab", nargs="?", default="build/release/app/cli/kvlab")
@@ -63,6 +77,9 @@ def main():
     sections = []
     walk(args.kvlab, [], sections)
     text = HEADER + "\n" + "\n".join(sections)
+    text += ("\n## Methods\n\nWhat each method stores, the reference it follows and when to use "
+             "it, as `kvlab methods ID` prints it (the GUI's Help ▸ Methods shows the same).\n\n")
+    text += "\n".join(method_pages(args.kvlab))
     out = pathlib.Path(args.out)
     if args.check:
         old = out.read_text() if out.exists() else ""
