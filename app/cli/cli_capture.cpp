@@ -71,7 +71,7 @@ int run_capture(const CaptureOptions& o) {
     fmt::print(
         "{}{}\n\nwrote {} tokens × {} layers × {} KV heads × {} ({} keys, queries, token "
         "ids) to {}\n",
-        terminal_text(shown), terminal_text(generated), cache.tokens(), cache.shape.layers,
+        terminal_lines(shown), terminal_lines(generated), cache.tokens(), cache.shape.layers,
         cache.shape.kv_heads, cache.shape.head_dim, o.pre_rope ? "pre-RoPE" : "post-RoPE", o.out);
   }
   return 0;

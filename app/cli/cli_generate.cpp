@@ -8,6 +8,7 @@
 
 #include "cli_common.h"
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/model_capture.h"
 
@@ -131,7 +132,7 @@ int run_generate(const GenerateOptions& o) {
     fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
-  fmt::print("{}\n\n", text);
+  fmt::print("{}\n\n", terminal_lines(text));  // a model's text: no escape reaches the terminal
   fmt::print("prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s,
              ids.size() / std::max(prefill_s, 1e-9), o.stepwise ? ", one at a time" : "");
   fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s,

@@ -75,4 +75,10 @@ TEST(Utf8, TerminalTextIsOneLineWithoutControls) {
 }
 
 }  // namespace
+TEST(Utf8, TerminalLinesKeepLineBreaksAndEscapeTheRest) {
+  EXPECT_EQ(terminal_lines("Once upon a time.\nThe end.\n"), "Once upon a time.\nThe end.\n");
+  EXPECT_EQ(terminal_lines("red \x1b[31m\nx\ty"), "red \\e[31m\nx\\ty");
+  EXPECT_EQ(terminal_lines(""), "");
+}
+
 }  // namespace kvlab

@@ -101,4 +101,18 @@ std::string terminal_text(std::string_view text) {
   return out;
 }
 
+std::string terminal_lines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t end = text.find('\n', from);
+    out += terminal_text(text.substr(from, end == std::string_view::npos ? end : end - from));
+    if (end == std::string_view::npos) break;
+    out += '\n';
+    from = end + 1;
+  }
+  return out;
+}
+
 }  // namespace kvlab

@@ -30,5 +30,8 @@ std::string valid_utf8(std::string_view text);
 // escape (\n, \t, \r, \0, \e and \xNN for the other C0 and C1 controls and DEL), so a
 // message from a file can neither break the line, cut it short, nor recolour the terminal.
 std::string terminal_text(std::string_view text);
+// The same for text of many lines (a model's story): its line breaks kept, every other control
+// character escaped as terminal_text() escapes it.
+std::string terminal_lines(std::string_view text);
 
 }  // namespace kvlab
