@@ -127,4 +127,13 @@ QString format_seconds(double seconds) {
   return formatted(seconds, MetricFormat::Seconds);
 }
 
+QString method_and_label(const std::string& method, const std::string& label) {
+  if (label.empty() || method.find(label) != std::string::npos) {
+    return QString::fromStdString(method);
+  }
+  if (label.find(method) != std::string::npos) return QString::fromStdString(label);
+  return QStringLiteral("%1 · %2").arg(QString::fromStdString(method),
+                                       QString::fromStdString(label));
+}
+
 }  // namespace kvlab::gui

@@ -15,6 +15,7 @@
 #include <QVBoxLayout>
 
 #include "kvlab/gui/chart_style.h"
+#include "kvlab/gui/gui_format.h"
 #include "kvlab/store/run_records.h"
 
 namespace kvlab::gui {
@@ -115,11 +116,7 @@ void flatten(const json& j, const std::string& prefix, std::map<std::string, QSt
 }
 
 QString run_name(const RunRecord& run) {
-  QString name = QStringLiteral("#%1 %2").arg(run.id).arg(QString::fromStdString(run.method));
-  if (!run.label.empty() && run.label != run.method) {
-    name += QStringLiteral(" · ") + QString::fromStdString(run.label);
-  }
-  return name;
+  return QStringLiteral("#%1 %2").arg(run.id).arg(method_and_label(run.method, run.label));
 }
 
 constexpr int kLegendChars = 60;

@@ -11,14 +11,8 @@ QString text_of(const std::optional<double>& value, MetricFormat format) {
   return value ? QString::fromStdString(format_metric_value(*value, format)) : QString();
 }
 
-// The method and the label, each once: a label that already holds the method ("kvcomp B=64 …"
-// for kvcomp) is shown alone, not as "kvcomp · kvcomp B=64 …".
 QString method_text(const RunRow& row) {
-  const std::string& m = row.method;
-  const std::string& l = row.label;
-  if (l.empty() || l == m || m.find(l) != std::string::npos) return QString::fromStdString(m);
-  if (l.find(m) != std::string::npos) return QString::fromStdString(l);
-  return QStringLiteral("%1 · %2").arg(QString::fromStdString(m), QString::fromStdString(l));
+  return method_and_label(row.method, row.label);
 }
 
 // "model:SmolLM2-135M-Instruct.Q4_1.gguf" for "model:/home/…/SmolLM2-135M-Instruct.Q4_1.gguf":

@@ -28,4 +28,8 @@ QString format_local_time(const std::string& created_at, bool seconds = true);
 // become the names of the fields that set them ("Group size 0: ...").
 QString in_gui_terms(const QString& message);
 
+// A run's method and label, each said once: a label that already holds the method ("kvcomp B=64
+// …" for kvcomp) alone, not "kvcomp · kvcomp B=64 …"; else "method · label".
+QString method_and_label(const std::string& method, const std::string& label);
+
 }  // namespace kvlab::gui
