@@ -109,10 +109,17 @@ int run_quality(const QualityOptions& o) {
       fmt::print("eviction    {} (kept {:.2f}% of the tokens so far, mean over steps and heads)\n",
                  r->policy_label, 100 * r->kept_fraction);
     }
-    fmt::print("perplexity  {:.4f} exact → {:.4f} ({:+.3f}%)\n", r->perplexity_exact, r->perplexity,
-               100 * r->perplexity_change);
-    fmt::print("next token  same greedy choice {:.2f}% of the time; mean KL {:.3g} nats\n",
-               100 * r->next_token_agreement, r->kl_mean);
+    // Every number with its uncertainty over the r->tokens scored tokens (model_quality.h).
+    fmt::print(
+        "perplexity  {:.4f} exact → {:.4f} ({:+.3f}% ± {:.3f}%, standard error over {} "
+        "tokens)\n",
+        r->perplexity_exact, r->perplexity, 100 * r->perplexity_change,
+        100 * r->perplexity_change_se, r->tokens);
+    fmt::print(
+        "next token  same greedy choice {:.2f}% of the time (95% interval {:.2f}–{:.2f}%); "
+        "mean KL {:.3g} ± {:.2g} nats\n",
+        100 * r->next_token_agreement, 100 * r->next_token_agreement_low,
+        100 * r->next_token_agreement_high, r->kl_mean, r->kl_mean_se);
     fmt::print("time        {:.1f} s\n", r->seconds);
   });
 }

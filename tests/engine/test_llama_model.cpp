@@ -11,6 +11,7 @@
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/model/model_quality.h"
+#include "kvlab/engine/model/model_quality_json.h"
 #include "scratch_dir.h"
 
 namespace kvlab {
@@ -400,6 +401,53 @@ TEST(ModelQuality, ReaderInTheLoopAndPerplexity) {
   EXPECT_FALSE(measure_quality(model, text, qc).ok());
   qc.window = 128;
   EXPECT_FALSE(measure_quality(model, {1, 2, 3}, qc).ok());
+}
+
+// Issue 48: every quality number comes with its uncertainty. The report's standard errors and
+// agreement interval are checked against a plain one-pass computation here (sums of squares in
+// long double), from the per-token values the report keeps, which add up to its perplexities.
+TEST(ModelQuality, IntervalsAreThePlainStatisticsOfThePerTokenValues) {
+  REQUIRE_MODEL();
+  const auto model = LlamaModel::load_llama2c(kModel).value();
+  const std::vector<int> text = sample_text(model, 300, 3).value();
+  QualityConfig qc;
+  qc.window = 128;
+  qc.method->kind = MethodKind::Int4;
+  const QualityReport r = measure_quality(model, text, qc).value();
+  const std::size_t n = static_cast<std::size_t>(r.tokens);
+  ASSERT_EQ(r.token_nll_delta.size(), n);
+  ASSERT_EQ(r.token_kl.size(), n);
+  long double sd = 0, sd2 = 0, sk = 0, sk2 = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    sd += r.token_nll_delta[i];
+    sd2 += static_cast<long double>(r.token_nll_delta[i]) * r.token_nll_delta[i];
+    sk += r.token_kl[i];
+    sk2 += static_cast<long double>(r.token_kl[i]) * r.token_kl[i];
+  }
+  const long double N = n;
+  const long double d_mean = sd / N, k_mean = sk / N;
+  const long double d_var = (sd2 - N * d_mean * d_mean) / (N - 1);
+  const long double k_var = (sk2 - N * k_mean * k_mean) / (N - 1);
+  // The per-token differences are the run's: their mean is the log of the perplexity ratio.
+  EXPECT_NEAR(static_cast<double>(std::exp(d_mean)) - 1, r.perplexity_change, 1e-9);
+  EXPECT_NEAR(static_cast<double>(k_mean), r.kl_mean, 1e-12);
+  const double se = static_cast<double>(std::exp(d_mean) * std::sqrt(d_var / N));
+  EXPECT_NEAR(r.perplexity_change_se, se, 1e-9 * se);
+  EXPECT_NEAR(r.kl_mean_se, static_cast<double>(std::sqrt(k_var / N)), 1e-9 * r.kl_mean_se);
+  EXPECT_GT(r.perplexity_change_se, 0);
+  // Wilson's interval, as the textbook writes it.
+  const double k = std::round(r.next_token_agreement * n), p = k / n, z = 1.959964;
+  const double centre = (p + z * z / (2.0 * n)) / (1 + z * z / n);
+  const double half = z / (1 + z * z / n) * std::sqrt(p * (1 - p) / n + z * z / (4.0 * n * n));
+  EXPECT_NEAR(r.next_token_agreement_low, centre - half, 1e-12);
+  EXPECT_NEAR(r.next_token_agreement_high, std::min(1.0, centre + half), 1e-12);
+  EXPECT_LE(r.next_token_agreement_low, r.next_token_agreement);
+  EXPECT_GE(r.next_token_agreement_high, r.next_token_agreement);
+  // And in the JSON a stored run keeps.
+  const nlohmann::json j = quality_report_to_json(r);
+  EXPECT_DOUBLE_EQ(j.at("perplexity_change_se").get<double>(), r.perplexity_change_se);
+  EXPECT_DOUBLE_EQ(j.at("next_token_agreement_low").get<double>(), r.next_token_agreement_low);
+  EXPECT_FALSE(j.contains("token_kl")) << "per-token values stay out of stored runs";
 }
 
 // Window 0 fits the text: the model's context, or one window of the whole text where that is

@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -30,6 +32,34 @@ std::vector<double> log_probs(const std::vector<float>& logits) {
   for (std::size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - lse;
   return out;
 }
+
+double mean_of(const std::vector<double>& v) {
+  double sum = 0;
+  for (const double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+// The standard error of the mean of `v` (sample standard deviation over √n, two passes);
+// NaN for fewer than two values.
+double standard_error(const std::vector<double>& v, double mean) {
+  if (v.size() < 2) return std::numeric_limits<double>::quiet_NaN();
+  double squares = 0;
+  for (const double x : v) squares += (x - mean) * (x - mean);
+  const double n = static_cast<double>(v.size());
+  return std::sqrt(squares / (n - 1) / n);
+}
+
+}  // namespace
+
+std::pair<double, double> wilson_interval(std::int64_t k, std::int64_t n, double z) {
+  if (n <= 0) return {0.0, 1.0};
+  const double nn = static_cast<double>(n), p = static_cast<double>(k) / nn, z2 = z * z;
+  const double centre = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+  const double half = z * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn)) / (1 + z2 / nn);
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+namespace {
 
 int argmax(const std::vector<float>& v) {
   return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
@@ -127,6 +157,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   struct WindowSums {
     double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
     std::int64_t agree = 0, count = 0;
+    std::vector<double> nll_delta, kl_token;  // per scored token, for the intervals
   };
   std::vector<WindowSums> sums(static_cast<std::size_t>(windows));
   KvCache first_window;
@@ -163,9 +194,11 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       const auto pe = log_probs(*le), pq = log_probs(*lq);
       ws.nll_exact -= pe[next];
       ws.nll -= pq[next];
+      ws.nll_delta.push_back(static_cast<double>(pe[next]) - pq[next]);
       double k = 0;
       for (std::size_t v = 0; v < pe.size(); ++v) k += std::exp(pe[v]) * (pe[v] - pq[v]);
       ws.kl += k;
+      ws.kl_token.push_back(k);
       ws.agree += argmax(*le) == argmax(*lq);
       ++ws.count;
       prev = next;
@@ -184,6 +217,8 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     kept_count += ws.kept_count;
     agree += ws.agree;
     count += ws.count;
+    r.token_nll_delta.insert(r.token_nll_delta.end(), ws.nll_delta.begin(), ws.nll_delta.end());
+    r.token_kl.insert(r.token_kl.end(), ws.kl_token.begin(), ws.kl_token.end());
   }
   r.tokens = static_cast<int>(count);
   r.perplexity_exact = std::exp(nll_exact / count);
@@ -191,6 +226,14 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   r.perplexity_change = r.perplexity / r.perplexity_exact - 1;
   r.next_token_agreement = static_cast<double>(agree) / count;
   r.kl_mean = kl / count;
+  // The intervals (llama.cpp's perplexity does the same): the change in perplexity is
+  // exp(mean d) − 1 over the paired per-token differences d of the log-likelihood, so its
+  // standard error is exp(mean d) × sd(d) / √n; KL's is sd / √n; agreement is k of n, with
+  // Wilson's 95% interval.
+  const double d_mean = mean_of(r.token_nll_delta);
+  r.perplexity_change_se = std::exp(d_mean) * standard_error(r.token_nll_delta, d_mean);
+  r.kl_mean_se = standard_error(r.token_kl, mean_of(r.token_kl));
+  std::tie(r.next_token_agreement_low, r.next_token_agreement_high) = wilson_interval(agree, count);
   if (kept_count > 0) r.kept_fraction = kept / kept_count;
   if (config.method) {
     auto measured = compress_cache(first_window, *config.method);
@@ -249,6 +292,10 @@ nlohmann::json quality_report_to_json(const QualityReport& r) {
           {"perplexity_change", r.perplexity_change},
           {"next_token_agreement", r.next_token_agreement},
           {"kl_mean", r.kl_mean},
+          {"perplexity_change_se", r.perplexity_change_se},
+          {"kl_mean_se", r.kl_mean_se},
+          {"next_token_agreement_low", r.next_token_agreement_low},
+          {"next_token_agreement_high", r.next_token_agreement_high},
           {"bits_per_value", r.bits_per_value},
           {"ratio", r.ratio},
           {"seconds", r.seconds}};

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvlab/engine/core/progress.h"
@@ -61,6 +62,15 @@ struct QualityReport {
   double perplexity_change = 0;  // perplexity / perplexity_exact − 1
   double next_token_agreement = 0;
   double kl_mean = 0;
+  // Uncertainty, from the per-token values (as llama.cpp's perplexity prints ±): the standard
+  // error of perplexity_change (paired log-likelihood differences, delta method) and of kl_mean,
+  // and Wilson's 95% interval of next_token_agreement. Tokens are taken as independent, which
+  // they are not quite: the errors are lower bounds. NaN with fewer than two tokens.
+  double perplexity_change_se = 0, kl_mean_se = 0;
+  double next_token_agreement_low = 0, next_token_agreement_high = 1;
+  // Per scored token, in text order: log p_exact − log p_compressed of the next token, and
+  // KL(exact ‖ compressed) of the next-token distributions. Not written to JSON.
+  std::vector<double> token_nll_delta, token_kl;
   double bits_per_value = 16, ratio = 1;  // of the method on the exact run's cache
   double seconds = 0;
 };
@@ -80,6 +90,9 @@ Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& con
 // `tokens` is the text (without BOS; windows add it). An error names what is wrong.
 Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector<int>& tokens,
                                       const QualityConfig& config, const ProgressFn& progress = {});
+
+// Wilson's score interval for k successes in n trials (z = 1.96: 95%), clamped to [0, 1].
+std::pair<double, double> wilson_interval(std::int64_t k, std::int64_t n, double z = 1.959964);
 
 // The most tokens sample_text() makes: each is a forward step of the model, and 2^20 of them
 // already take hours on a CPU.
