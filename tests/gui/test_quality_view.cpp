@@ -171,6 +171,20 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_GE(chart.step_line()->dataCount(), chart.frontier_graph()->dataCount());
   EXPECT_EQ(view.table_model()->rowCount(), 3);
   ASSERT_EQ(view.points().size(), 3u);
+  // Every number with its uncertainty (issue 48): an error bar per point, ± in the table.
+  int bars = 0;
+  for (int i = 0; i < chart.itemCount(); ++i)
+    bars += qobject_cast<QCPItemLine*>(chart.item(i)) != nullptr;
+  EXPECT_EQ(bars, 3);
+  for (int row = 0; row < 3; ++row) {
+    const QString change =
+        view.table_model()->index(row, kQualityPerplexityChange).data().toString();
+    EXPECT_TRUE(change.contains(QStringLiteral(" ± "))) << change.toStdString();
+    const QualityPoint& p = view.points()[static_cast<std::size_t>(row)];
+    EXPECT_GT(p.perplexity_change_se, 0);
+    EXPECT_LE(p.agreement_low, p.next_token_agreement);
+    EXPECT_GE(p.agreement_high, p.next_token_agreement);
+  }
 
   // The numbers are the engine's own, measured here without the widgets.
   auto model = load_model(kModel);

@@ -111,6 +111,8 @@ void QualityChart::clear_data(const QString& message) {
   m_steps->data()->clear();
   for (QCPItemText* label : m_labels) removeItem(label);
   m_labels.clear();
+  for (QCPItemLine* bar : m_error_bars) removeItem(bar);
+  m_error_bars.clear();
   m_message->setText(message);
   m_message->setVisible(true);
   m_title->setText(tr("Quality against compression"));
@@ -143,6 +145,17 @@ void QualityChart::set_data(const QualityChartData& data) {
     label->setColor(p.frontier ? palette::kRatio.darker(160) : QColor(60, 60, 60));
     label->position->setCoords(p.x, p.y);
     m_labels.push_back(label);
+    if (std::isfinite(p.y_low) && std::isfinite(p.y_high)) {
+      // A log axis has no zero: an interval reaching it is drawn down to a tenth of the point.
+      const double low = data.log_y && p.y_low <= 0 ? p.y / 10 : p.y_low;
+      auto* bar = new QCPItemLine(this);
+      bar->start->setCoords(p.x, low);
+      bar->end->setCoords(p.x, p.y_high);
+      bar->setPen(QPen(QColor(90, 90, 90), 1.2));
+      bar->setHead(QCPLineEnding(QCPLineEnding::esBar, 7));
+      bar->setTail(QCPLineEnding(QCPLineEnding::esBar, 7));
+      m_error_bars.push_back(bar);
+    }
   }
   QVector<double> sx, sy;
   for (const ParetoPoint& p : data.staircase) {

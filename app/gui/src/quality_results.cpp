@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include <QAbstractItemView>
 #include <QHeaderView>
@@ -20,6 +21,20 @@ ParetoAxes quality_pareto_axes(QualityX x, QualityY y) {
 
 double quality_x(const QualityPoint& p, QualityX x) {
   return x == QualityX::Ratio ? p.memory_ratio() : p.memory_bits_per_value();
+}
+
+std::pair<double, double> quality_y_interval(const QualityPoint& p, QualityY y) {
+  constexpr double z = 1.959964;
+  switch (y) {
+    case QualityY::PerplexityChange:
+      return {100.0 * (p.perplexity_change - z * p.perplexity_change_se),
+              100.0 * (p.perplexity_change + z * p.perplexity_change_se)};
+    case QualityY::Agreement:
+      return {100.0 * p.agreement_low, 100.0 * p.agreement_high};
+    case QualityY::Kl:
+      return {p.kl_mean - z * p.kl_mean_se, p.kl_mean + z * p.kl_mean_se};
+  }
+  return {NAN, NAN};
 }
 
 double quality_y(const QualityPoint& p, QualityY y) {
@@ -72,8 +87,9 @@ QualityChartData quality_chart_data(const std::vector<QualityPoint>& points, Qua
   std::vector<ParetoPoint> xy;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const QualityPoint& p = points[i];
-    data.points.push_back(
-        {quality_x(p, x), quality_y(p, y), quality_short_name(p.method), static_cast<bool>(on[i])});
+    const auto [low, high] = quality_y_interval(p, y);
+    data.points.push_back({quality_x(p, x), quality_y(p, y), quality_short_name(p.method),
+                           static_cast<bool>(on[i]), low, high});
     xy.push_back({data.points.back().x, data.points.back().y});
   }
   std::vector<ParetoPoint> frontier;
@@ -85,6 +101,10 @@ QualityChartData quality_chart_data(const std::vector<QualityPoint>& points, Qua
                std::all_of(data.points.begin(), data.points.end(),
                            [](const QualityChartPoint& p) { return p.y > 0; });
   if (data.log_y) data.y_label += QObject::tr(", log scale");
+  if (std::any_of(data.points.begin(), data.points.end(),
+                  [](const QualityChartPoint& p) { return std::isfinite(p.y_low); })) {
+    data.y_label += QObject::tr("; bars: 95% intervals");
+  }
   return data;
 }
 
@@ -148,12 +168,22 @@ QString QualityTableModel::text(const QualityPoint& p, int row, int column) cons
     case kQualityPerplexity:
       return QStringLiteral("%1 → %2").arg(QString::number(p.perplexity_exact, 'f', 3),
                                            QString::number(p.perplexity, 'f', 3));
-    case kQualityPerplexityChange:
-      return format_signed_percent(p.perplexity_change);
-    case kQualityAgreement:
-      return format_percent(p.next_token_agreement);
+    case kQualityPerplexityChange:  // ± one standard error, in percentage points
+      return std::isfinite(p.perplexity_change_se)
+                 ? tr("%1 ± %2").arg(format_signed_percent(p.perplexity_change),
+                                     QString::number(100 * p.perplexity_change_se, 'f', 2))
+                 : format_signed_percent(p.perplexity_change);
+    case kQualityAgreement:  // with its 95% interval
+      return std::isfinite(p.agreement_low)
+                 ? tr("%1 (%2–%3)")
+                       .arg(format_percent(p.next_token_agreement),
+                            QString::number(100 * p.agreement_low, 'f', 1),
+                            QString::number(100 * p.agreement_high, 'f', 1))
+                 : format_percent(p.next_token_agreement);
     case kQualityKl:
-      return format_metric(p.kl_mean);
+      return std::isfinite(p.kl_mean_se)
+                 ? tr("%1 ± %2").arg(format_metric(p.kl_mean), format_metric(p.kl_mean_se))
+                 : format_metric(p.kl_mean);
     case kQualityPareto:
       return m_frontier[static_cast<std::size_t>(row)] ? QStringLiteral("✓") : QString();
     case kQualitySeconds:

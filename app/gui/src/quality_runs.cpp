@@ -95,6 +95,10 @@ std::optional<QualityPoint> quality_point(const RunSummary& run) {
   if (!complete) return std::nullopt;
   number(m, "kept_fraction", p.kept_fraction);
   number(m, "seconds", p.seconds);
+  number(m, "perplexity_change_se", p.perplexity_change_se);
+  number(m, "kl_mean_se", p.kl_mean_se);
+  number(m, "next_token_agreement_low", p.agreement_low);
+  number(m, "next_token_agreement_high", p.agreement_high);
   p.key.tokens = static_cast<int>(tokens);
   p.key.windows = static_cast<int>(windows);
   return p;

@@ -4,6 +4,7 @@
 // wheel zooms; at every replot the labels are placed again so they do not overlap.
 #pragma once
 
+#include <limits>
 #include <vector>
 
 #include <qcustomplot.h>
@@ -16,6 +17,9 @@ struct QualityChartPoint {
   double x = 0, y = 0;
   QString label;  // drawn next to the point: "KIVI-2"
   bool frontier = false;
+  // The 95% interval of y, drawn as an error bar; NaN: none known.
+  double y_low = std::numeric_limits<double>::quiet_NaN();
+  double y_high = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct QualityChartData {
@@ -71,6 +75,7 @@ class QualityChart : public QCustomPlot {
   QCPCurve* m_steps = nullptr;
   QCPItemText* m_message = nullptr;
   std::vector<QCPItemText*> m_labels;
+  std::vector<QCPItemLine*> m_error_bars;  // one per point with an interval
   QSharedPointer<QCPAxisTicker> m_linear_ticker;
   QSharedPointer<QCPAxisTickerLog> m_log_ticker;
   QualityChartData m_data;

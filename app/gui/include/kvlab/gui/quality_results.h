@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <QAbstractTableModel>
@@ -26,6 +27,9 @@ ParetoAxes quality_pareto_axes(QualityX x, QualityY y);
 // Eviction counts in memory: the ratio is divided by the kept fraction, bits multiplied by it.
 double quality_x(const QualityPoint& p, QualityX x);
 // Perplexity change and agreement in percent, KL in nats.
+// The 95% interval of quality_y: ± 1.96 standard errors, or Wilson's interval for agreement;
+// NaN, NaN for a run stored without them.
+std::pair<double, double> quality_y_interval(const QualityPoint& p, QualityY y);
 double quality_y(const QualityPoint& p, QualityY y);
 QString quality_x_label(QualityX x);
 QString quality_y_label(QualityY y);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +49,11 @@ struct QualityPoint {
   double ratio = 1, bits_per_value = 16, kept_fraction = 1;
   double perplexity_exact = 0, perplexity = 0, perplexity_change = 0;
   double next_token_agreement = 0, kl_mean = 0, seconds = 0;
+  // The uncertainty (model_quality.h); NaN for runs stored before it was measured.
+  double perplexity_change_se = std::numeric_limits<double>::quiet_NaN();
+  double kl_mean_se = std::numeric_limits<double>::quiet_NaN();
+  double agreement_low = std::numeric_limits<double>::quiet_NaN();
+  double agreement_high = std::numeric_limits<double>::quiet_NaN();
   // What the cache holds against fp16 with eviction counted: a policy keeping half the tokens
   // halves the memory (kept_fraction is the mean over steps of kept / tokens so far).
   double memory_ratio() const { return kept_fraction > 0 ? ratio / kept_fraction : ratio; }
