@@ -103,6 +103,33 @@ TEST(QualityTable, ShowsEachPointsNumbersAndPassesTheModelTester) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
+// Issue 48: a point beaten only within the 95% intervals is "within noise", not ranked.
+TEST(QualityTable, APointBeatenWithinTheIntervalsIsWithinNoise) {
+  const auto point = [](double ratio, double change, double se) {
+    QualityPoint p;
+    p.method = "m";
+    p.ratio = ratio;
+    p.perplexity_change = change;
+    p.perplexity_change_se = se;
+    return p;
+  };
+  const std::vector<QualityPoint> points = {point(2.0, 0.01, 0.005), point(2.0, 0.03, 0.002),
+                                            point(1.5, 0.015, 0.005), point(1.5, 0.05, NAN)};
+  const auto x = QualityX::Ratio;
+  const auto y = QualityY::PerplexityChange;
+  const std::vector<bool> frontier = quality_frontier(points, x, y);
+  ASSERT_EQ(frontier, std::vector<bool>({true, false, false, false}));
+  EXPECT_EQ(quality_within_noise(points, x, y, frontier),
+            std::vector<bool>({false, false, true, false}));
+  QualityTableModel model;
+  QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  model.set_points(points, frontier, quality_within_noise(points, x, y, frontier));
+  EXPECT_EQ(model.index(0, kQualityPareto).data().toString(), QStringLiteral("✓"));
+  EXPECT_EQ(model.index(1, kQualityPareto).data().toString(), QString());
+  EXPECT_EQ(model.index(2, kQualityPareto).data().toString(), QStringLiteral("within noise"));
+  EXPECT_EQ(model.index(3, kQualityPareto).data().toString(), QString());
+}
+
 // Issue 43: a choice names everything it does; KVComp's are Huffman-coded, and say so.
 TEST(QualityConfigs, KvCompChoicesSayTheyAreHuffmanCoded) {
   for (const QualityChoice& c : quality_choices()) {

@@ -23,6 +23,31 @@ double quality_x(const QualityPoint& p, QualityX x) {
   return x == QualityX::Ratio ? p.memory_ratio() : p.memory_bits_per_value();
 }
 
+std::vector<bool> quality_within_noise(const std::vector<QualityPoint>& points, QualityX x,
+                                       QualityY y, const std::vector<bool>& frontier) {
+  const ParetoAxes axes = quality_pareto_axes(x, y);
+  const auto at_least_as_good = [&](double a, double b) {  // in x
+    return axes.x == Better::Higher ? a >= b : a <= b;
+  };
+  std::vector<bool> out(points.size(), false);
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    if (i < frontier.size() && frontier[i]) continue;
+    const auto [lo_i, hi_i] = quality_y_interval(points[i], y);
+    if (!std::isfinite(lo_i) || !std::isfinite(hi_i)) continue;
+    for (std::size_t j = 0; j < points.size() && j < frontier.size(); ++j) {
+      if (!frontier[j] || !at_least_as_good(quality_x(points[j], x), quality_x(points[i], x))) {
+        continue;
+      }
+      const auto [lo_j, hi_j] = quality_y_interval(points[j], y);
+      if (std::isfinite(lo_j) && std::isfinite(hi_j) && lo_i <= hi_j && lo_j <= hi_i) {
+        out[i] = true;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::pair<double, double> quality_y_interval(const QualityPoint& p, QualityY y) {
   constexpr double z = 1.959964;
   switch (y) {
@@ -125,11 +150,14 @@ QString quality_point_summary(const QualityPoint& p) {
            format_metric(p.kl_mean));
 }
 
-void QualityTableModel::set_points(std::vector<QualityPoint> points, std::vector<bool> frontier) {
+void QualityTableModel::set_points(std::vector<QualityPoint> points, std::vector<bool> frontier,
+                                   std::vector<bool> within_noise) {
   beginResetModel();
   m_points = std::move(points);
   m_frontier = std::move(frontier);
   m_frontier.resize(m_points.size(), false);
+  m_within_noise = std::move(within_noise);
+  m_within_noise.resize(m_points.size(), false);
   endResetModel();
 }
 
@@ -185,7 +213,9 @@ QString QualityTableModel::text(const QualityPoint& p, int row, int column) cons
                  ? tr("%1 ± %2").arg(format_metric(p.kl_mean), format_metric(p.kl_mean_se))
                  : format_metric(p.kl_mean);
     case kQualityPareto:
-      return m_frontier[static_cast<std::size_t>(row)] ? QStringLiteral("✓") : QString();
+      if (m_frontier[static_cast<std::size_t>(row)]) return QStringLiteral("✓");
+      // Beaten on the chart, but not beyond the 95% intervals: not a ranking.
+      return m_within_noise[static_cast<std::size_t>(row)] ? tr("within noise") : QString();
     case kQualitySeconds:
       return format_seconds(p.seconds);
     default:

@@ -230,7 +230,7 @@ void QualityView::redraw() {
     return m_table_model->run_at(rows.front().row());
   }();
   const std::vector<bool> frontier = quality_frontier(m_points, x, y);
-  m_table_model->set_points(m_points, frontier);
+  m_table_model->set_points(m_points, frontier, quality_within_noise(m_points, x, y, frontier));
   if (m_points.empty()) {
     m_chart->clear_data(m_key && !m_key->model.empty()
                             ? tr("No quality runs of this model and text yet: Run measures them")

@@ -29,6 +29,10 @@ double quality_x(const QualityPoint& p, QualityX x);
 // Perplexity change and agreement in percent, KL in nats.
 // The 95% interval of quality_y: ± 1.96 standard errors, or Wilson's interval for agreement;
 // NaN, NaN for a run stored without them.
+// For each point off the frontier: true when a frontier point at least as good in x is better in
+// y only within noise (their 95% intervals of y overlap), so the two are not ranked.
+std::vector<bool> quality_within_noise(const std::vector<QualityPoint>& points, QualityX x,
+                                       QualityY y, const std::vector<bool>& frontier);
 std::pair<double, double> quality_y_interval(const QualityPoint& p, QualityY y);
 double quality_y(const QualityPoint& p, QualityY y);
 QString quality_x_label(QualityX x);
@@ -66,7 +70,9 @@ class QualityTableModel : public QAbstractTableModel {
  public:
   using QAbstractTableModel::QAbstractTableModel;
 
-  void set_points(std::vector<QualityPoint> points, std::vector<bool> frontier);
+  // `within_noise`: quality_within_noise(); the Pareto column says so instead of nothing.
+  void set_points(std::vector<QualityPoint> points, std::vector<bool> frontier,
+                  std::vector<bool> within_noise = {});
   // The row showing run `id`, or -1.
   int row_of_run(std::int64_t id) const;
   std::int64_t run_at(int row) const;
@@ -82,6 +88,7 @@ class QualityTableModel : public QAbstractTableModel {
 
   std::vector<QualityPoint> m_points;
   std::vector<bool> m_frontier;
+  std::vector<bool> m_within_noise;
 };
 
 // Sizes and selection behaviour of a view showing a QualityTableModel.
