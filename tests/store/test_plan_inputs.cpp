@@ -47,6 +47,13 @@ TEST(PlanQuality, NewestRunOfTheSameModelAndMethod) {
   EXPECT_EQ(q[1].text,
             "perplexity +0.2 %, KL 0.0123 (run " + std::to_string(newer) + ", 512 tokens)");
   EXPECT_NE(q[2].text.find("run " + std::to_string(fp8)), std::string::npos) << q[2].text;
+  // A run with its standard error (issue 48) gives the cost with it.
+  NewRun with_se = quality(smol, {{"method", "int8"}}, 0.004);
+  with_se.metrics["perplexity_change_se"] = 0.0031;
+  const auto se_run = store.save_run(with_se).value();
+  const auto again = scheme_quality(store, model, schemes).value();
+  EXPECT_EQ(again[1].text,
+            "perplexity +0.4 % ± 0.31, KL 0.0123 (run " + std::to_string(se_run) + ", 512 tokens)");
   EXPECT_NE(q[3].text.find("+3 %"), std::string::npos) << q[3].text;
   EXPECT_TRUE(q[4].text.empty()) << q[4].text;
   EXPECT_FALSE(q[4].perplexity_change);  // only an eviction run and another model's

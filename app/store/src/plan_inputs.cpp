@@ -87,6 +87,10 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
       if (m.contains("perplexity_change") && m["perplexity_change"].is_number()) {
         change = m["perplexity_change"].get<double>();
         text = "perplexity " + format_metric_value(*change, MetricFormat::SignedPercent);
+        // With its standard error (issue 48), for runs that stored one.
+        if (m.contains("perplexity_change_se") && m["perplexity_change_se"].is_number()) {
+          text += fmt::format(" ± {:.2f}", 100 * m["perplexity_change_se"].get<double>());
+        }
       }
       if (m.contains("kl_mean") && m["kl_mean"].is_number()) {
         text += fmt::format("{}KL {:.4f}", text.empty() ? "" : ", ", m["kl_mean"].get<double>());
