@@ -125,6 +125,25 @@ TEST(RunsPage, SourcesByTheirFileNameAndTheMethodOnce) {
   EXPECT_TRUE(tip.contains(QString::fromStdString(labelled.source))) << tip.toStdString();
 }
 
+// Issue 48: a quality run's perplexity change is shown with its standard error.
+TEST(RunsPage, APerplexityChangeComesWithItsStandardError) {
+  Page p = page_with_three_runs();
+  QualityReport report = test::kivi2_with_h2o_at_20_percent();
+  report.perplexity_change_se = 0.0123;
+  QualityConfig config;
+  config.eviction = EvictionConfig{};
+  const std::int64_t id =
+      p.store->save_run(quality_run(report, config, {"smollm2.gguf", "file:text.txt", 1024, ""}))
+          .value();
+  RunsView view(p.store, QString());
+  view.refresh();
+  EXPECT_EQ(view.cell_text(view.row_of(id), RunsTableModel::kPerplexityChange),
+            QStringLiteral("+721 % ± 1.23"));
+  EXPECT_EQ(view.cell_text(view.row_of(p.quality), RunsTableModel::kPerplexityChange),
+            QStringLiteral("+721 %"))
+      << "a run stored without one shows none";
+}
+
 TEST(RunsPage, SearchKindFilterAndTags) {
   Page p = page_with_three_runs();
   RunsView view(p.store, QString());

@@ -134,8 +134,12 @@ QVariant RunsTableModel::data(const QModelIndex& index, int role) const {
       return text_of(r.bits_per_value, MetricFormat::Bits);
     case kError:
       return text_of(r.error, MetricFormat::Number);
-    case kPerplexityChange:
-      return text_of(r.perplexity_change, MetricFormat::SignedPercent);
+    case kPerplexityChange:  // ± its standard error in percentage points, where stored
+      return r.perplexity_change && r.perplexity_change_se
+                 ? QStringLiteral("%1 ± %2").arg(
+                       text_of(r.perplexity_change, MetricFormat::SignedPercent),
+                       QString::number(100 * *r.perplexity_change_se, 'f', 2))
+                 : text_of(r.perplexity_change, MetricFormat::SignedPercent);
     case kKl:
       return text_of(r.kl, MetricFormat::Nats);
     case kNeedle:

@@ -437,6 +437,7 @@ RunRow run_row(const RunSummary& run) {
       row.ratio = quality_memory_ratio(m);
       row.bits_per_value = quality_memory_bits(m);
       row.perplexity_change = number_at(m, "perplexity_change");
+      row.perplexity_change_se = number_at(m, "perplexity_change_se");
       row.kl = number_at(m, "kl_mean");
       break;
     }

@@ -115,8 +115,9 @@ struct RunRow {
   std::optional<double> bits_per_value;
   std::optional<double> error;  // attention output relative error
   std::optional<double> perplexity_change;
-  std::optional<double> kl;           // nats
-  std::optional<double> needle_kept;  // fraction of KV heads that kept the needle
+  std::optional<double> perplexity_change_se;  // its standard error, where the run stored one
+  std::optional<double> kl;                    // nats
+  std::optional<double> needle_kept;           // fraction of KV heads that kept the needle
 };
 RunRow run_row(const RunSummary& run);
 

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -65,9 +66,12 @@ struct QualityReport {
   // Uncertainty, from the per-token values (as llama.cpp's perplexity prints ±): the standard
   // error of perplexity_change (paired log-likelihood differences, delta method) and of kl_mean,
   // and Wilson's 95% interval of next_token_agreement. Tokens are taken as independent, which
-  // they are not quite: the errors are lower bounds. NaN with fewer than two tokens.
-  double perplexity_change_se = 0, kl_mean_se = 0;
-  double next_token_agreement_low = 0, next_token_agreement_high = 1;
+  // they are not quite: the errors are lower bounds. NaN with fewer than two tokens, and in a
+  // report not made by measure_quality() (JSON: null).
+  double perplexity_change_se = std::numeric_limits<double>::quiet_NaN();
+  double kl_mean_se = std::numeric_limits<double>::quiet_NaN();
+  double next_token_agreement_low = std::numeric_limits<double>::quiet_NaN();
+  double next_token_agreement_high = std::numeric_limits<double>::quiet_NaN();
   // Per scored token, in text order: log p_exact − log p_compressed of the next token, and
   // KL(exact ‖ compressed) of the next-token distributions. Not written to JSON.
   std::vector<double> token_nll_delta, token_kl;
