@@ -39,7 +39,11 @@ void print_needle(const QualityOptions& o, const NeedleReport& report) {
     fmt::print("{:>8} {:>6.0f}% {:>3}/{:<3}  {}\n", c.length, 100 * c.depth, c.found, c.trials,
                answer);
   }
-  fmt::print("\nretrieved {:.0f}% of the pass keys in {:.1f} s\n", 100 * r->accuracy, r->seconds);
+  fmt::print(
+      "\nretrieved {:.0f}% of the pass keys ({} of {}; 95% interval {:.0f}–{:.0f}%) in {:.1f} "
+      "s\n",
+      100 * r->accuracy, r->found, r->trials, 100 * r->accuracy_low, 100 * r->accuracy_high,
+      r->seconds);
 }
 
 // --needle: passkey retrieval across lengths and depths, exact or with the method / policy.

@@ -118,6 +118,11 @@ TEST(SmolLm2, FindsAPassKeyWithTheExactAndAnInt8Cache) {
     ASSERT_EQ(r->cells.size(), 1u);
     EXPECT_NEAR(r->cells[0].length, 400, 40);
     EXPECT_EQ(r->cells[0].found, 1) << (int8 ? "int8: " : "exact: ") << r->cells[0].answer;
+    // k of n with Wilson's interval (issue 48): 1 of 1 is [0.21, 1] at 95%.
+    EXPECT_EQ(r->found, 1);
+    EXPECT_EQ(r->trials, 1);
+    EXPECT_NEAR(r->accuracy_low, 0.2065, 1e-3);
+    EXPECT_DOUBLE_EQ(r->accuracy_high, 1.0);
   }
   // Without a chat template there is no needle test: the error says so.
   LoadedModel& m = const_cast<LoadedModel&>(smollm2());

@@ -282,6 +282,10 @@ NewRun needle_run(const NeedleReport& report, const NeedleConfig& config, const 
       {"budget_of", size.of},
       {"press_before_question", report.press_before_question},
       {"accuracy", report.accuracy},
+      {"found", report.found},
+      {"trials", report.trials},
+      {"accuracy_low", report.accuracy_low},
+      {"accuracy_high", report.accuracy_high},
       {"seconds", report.seconds},
       {"cells", cells}};
   return run;

@@ -1,11 +1,14 @@
 // Passkey retrieval on a real model (see model_needle.h).
 #include "kvlab/engine/model/model_needle.h"
 
+#include "kvlab/engine/model/model_quality.h"
+
 #include "kvlab/engine/core/threads.h"
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -221,6 +224,9 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
   }
   report_progress(progress, 1.0, "done");
   r.accuracy = static_cast<double>(found) / static_cast<double>(trials.size());
+  r.found = found;
+  r.trials = static_cast<int>(trials.size());
+  std::tie(r.accuracy_low, r.accuracy_high) = wilson_interval(found, r.trials);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

@@ -45,6 +45,9 @@ struct NeedleReport {
   bool press_before_question = false;  // as configured, for prefill policies
   std::vector<NeedleCell> cells;       // lengths × depths
   double accuracy = 0;                 // found / trials over every cell
+  int found = 0, trials = 0;           // the k of n accuracy rests on
+  // Wilson's 95% interval of the accuracy (model_quality.h wilson_interval).
+  double accuracy_low = 0, accuracy_high = 1;
   double seconds = 0;
 };
 
