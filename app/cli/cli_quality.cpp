@@ -14,7 +14,8 @@ namespace {
 
 struct QualityOptions {
   std::string model, tokenizer, text_file, method = "kivi", label;
-  int sample = 1024, window = 0, max_tokens = 0;  // the GUI's defaults too
+  int sample = 1024, window = 0, max_tokens = 0;
+  double target_se = 0;  // the GUI's defaults too
   std::uint64_t seed = 1;
   MethodOptions method_options;
   EvictionOptions eviction;  // --policy none: no eviction
@@ -91,6 +92,7 @@ int run_quality(const QualityOptions& o) {
   if (!loaded) return fail(loaded.message());
   const LlamaModel& model = loaded->model;
   qc.window = o.window;
+  qc.target_se = o.target_se / 100;  // given in percentage points
   qc.prompt = o.prompt;
   qc.bos = loaded->bos;
   auto text = quality_text(*loaded, "--text-file", o.text_file, o.max_tokens, o.sample, o.seed, qc);
@@ -119,6 +121,12 @@ int run_quality(const QualityOptions& o) {
         "tokens)\n",
         r->perplexity_exact, r->perplexity, 100 * r->perplexity_change,
         100 * r->perplexity_change_se, r->tokens);
+    if (r->reached_target_se) {
+      fmt::print(
+          "            (stopped after {} windows: the standard error reached the target "
+          "of {:.3g} points)\n",
+          r->windows, o.target_se);
+    }
     fmt::print(
         "next token  same greedy choice {:.2f}% of the time (95% interval {:.2f}–{:.2f}%); "
         "mean KL {:.3g} ± {:.2g} nats\n",
@@ -187,6 +195,12 @@ void add_quality_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "seed of the sampled text")->capture_default_str();
+  cmd->add_option("--target-se", o->target_se,
+                  "score windows in text order, eight at a time, only until the standard error "
+                  "of the perplexity change is at most this many percentage points (0: every "
+                  "window of the text)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--window", o->window,
                   "positions per window, BOS included (0: the model's context, or the whole "
                   "text in one window where that is shorter)")

@@ -283,5 +283,20 @@ TEST(CliText, HelpListsEveryMethodAndScheme) {
   EXPECT_NE(bad.out.find("kivi"), std::string::npos) << bad.out;
 }
 
+// Issue 48, part 2: --target-se stops scoring once the standard error is small enough, and says
+// so; a negative target is refused by the option.
+TEST(CliText, QualityStopsAtATargetStandardError) {
+  const std::string model = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "stories260K not found";
+  const Output o = run_kvlab("quality --model " + model +
+                             " --sample 1260 --window 64 --method int4 --target-se 1000");
+  EXPECT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("stopped after 8 windows"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("in 8 windows of 64 positions"), std::string::npos) << o.out;
+  const Output bad = run_kvlab("quality --model " + model + " --target-se -1");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--target-se"), std::string::npos) << bad.out;
+}
+
 }  // namespace
 }  // namespace kvlab

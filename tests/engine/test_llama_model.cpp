@@ -450,6 +450,39 @@ TEST(ModelQuality, IntervalsAreThePlainStatisticsOfThePerTokenValues) {
   EXPECT_FALSE(j.contains("token_kl")) << "per-token values stay out of stored runs";
 }
 
+// Issue 48, part 2: with a target standard error, windows are scored in text order, eight at a
+// time, until the error is small enough; the windows scored are exactly those of a run over the
+// text they cover.
+TEST(ModelQuality, ATargetStandardErrorStopsOnceReached) {
+  REQUIRE_MODEL();
+  const auto model = LlamaModel::load_llama2c(kModel).value();
+  const std::vector<int> text = sample_text(model, 20 * 63, 5).value();
+  QualityConfig qc;
+  qc.window = 64;
+  qc.method->kind = MethodKind::Int4;
+  const QualityReport all = measure_quality(model, text, qc).value();
+  EXPECT_EQ(all.windows, 20);
+  EXPECT_FALSE(all.reached_target_se);
+  qc.target_se = 10.0;  // reached by the first batch
+  const QualityReport early = measure_quality(model, text, qc).value();
+  EXPECT_TRUE(early.reached_target_se);
+  EXPECT_EQ(early.windows, 8);
+  EXPECT_LE(early.perplexity_change_se, 10.0);
+  qc.target_se = 0;
+  const QualityReport first8 =
+      measure_quality(model, {text.begin(), text.begin() + 8 * 63}, qc).value();
+  EXPECT_EQ(early.tokens, first8.tokens);
+  EXPECT_DOUBLE_EQ(early.perplexity_change, first8.perplexity_change);
+  EXPECT_DOUBLE_EQ(early.perplexity_change_se, first8.perplexity_change_se);
+  qc.target_se = 1e-9;  // never reached: the whole text
+  const QualityReport whole = measure_quality(model, text, qc).value();
+  EXPECT_FALSE(whole.reached_target_se);
+  EXPECT_EQ(whole.windows, 20);
+  EXPECT_DOUBLE_EQ(whole.perplexity_change, all.perplexity_change);
+  qc.target_se = -1;
+  EXPECT_FALSE(plan_quality(model.config(), qc, 1000).ok());
+}
+
 // Window 0 fits the text: the model's context, or one window of the whole text where that is
 // shorter; every check runs in plan_quality() before any work.
 TEST(ModelQuality, WindowZeroFitsTheTextAndChecksComeFirst) {

@@ -89,6 +89,10 @@ Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& con
         "longer text, or use shorter windows: --window 0 fits the window to the text)",
         text_tokens, plan.per_window, plan.window));
   }
+  if (!(config.target_se >= 0) || !std::isfinite(config.target_se)) {
+    return make_error(
+        fmt::format("--target-se {}: must be a standard error of 0 or more", config.target_se));
+  }
   if (config.bos < 0 || config.bos >= mc.vocab) {
     return make_error(fmt::format("BOS token {} is outside the vocabulary", config.bos));
   }
@@ -206,7 +210,35 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     if (w == 0) first_window = state_to_cache(model, exact, false);
     return Ok{};
   };
-  KVLAB_TRY(for_each_item(windows, progress, "window", run_window));
+  // Every window at once; or, with a target standard error, kTargetBatch windows at a time in
+  // text order until the change's standard error over the windows so far is at most the target
+  // (a batch that does not depend on the thread count: the same windows on any machine).
+  constexpr int kTargetBatch = 8;
+  int used = windows;
+  if (!(config.target_se > 0)) {
+    KVLAB_TRY(for_each_item(windows, progress, "window", run_window));
+  } else {
+    for (int first = 0; first < windows; first += kTargetBatch) {
+      const int n = std::min(kTargetBatch, windows - first);
+      const ProgressFn part = [&](double f, std::string_view) {
+        return report_progress(progress, (first + f * n) / windows,
+                               fmt::format("{} of at most {} windows", first, windows));
+      };
+      KVLAB_TRY(for_each_item(n, part, "window",
+                              [&](int i, ItemProgress& p) { return run_window(first + i, p); }));
+      used = first + n;
+      std::vector<double> deltas;
+      for (int w = 0; w < used; ++w) {
+        const auto& d = sums[static_cast<std::size_t>(w)].nll_delta;
+        deltas.insert(deltas.end(), d.begin(), d.end());
+      }
+      const double mean = mean_of(deltas);
+      if (std::exp(mean) * standard_error(deltas, mean) <= config.target_se) break;
+    }
+    sums.resize(static_cast<std::size_t>(used));
+  }
+  r.windows = used;
+  r.reached_target_se = config.target_se > 0 && used < windows;
   double nll_exact = 0, nll = 0, kl = 0, kept = 0, kept_count = 0;
   std::int64_t agree = 0, count = 0;
   for (const WindowSums& ws : sums) {
@@ -287,6 +319,7 @@ nlohmann::json quality_report_to_json(const QualityReport& r) {
           {"prompt", r.prompt},
           {"windows", r.windows},
           {"window", r.window},
+          {"reached_target_se", r.reached_target_se},
           {"perplexity_exact", r.perplexity_exact},
           {"perplexity", r.perplexity},
           {"perplexity_change", r.perplexity_change},

@@ -46,19 +46,24 @@ struct QualityConfig {
   // (every token is scored), except that a prefill policy then takes half the window.
   int prompt = 0;
   int bos = LlamaTokenizer::kBos;  // the token each window starts from
+  // Above 0: score windows in text order, eight at a time, only until the standard error of the
+  // perplexity change (a fraction: 0.005 is half a point) is at most this, or the text ends.
+  double target_se = 0;
 };
 
 struct QualityReport {
-  std::string method;        // method id; "none" without quantization
-  std::string method_label;  // "kivi-2 G=32 R=128"; "none"
-  std::string policy;        // eviction policy id; "none" without eviction
-  std::string policy_label;  // "h2o budget 50% recent 50%"; "none"
-  double kept_fraction = 1;  // kept tokens / tokens so far after each step, mean over steps,
-                             // windows, layers and KV heads
-  int tokens = 0;            // tokens scored (windows × (window − 1 − prompt))
-  int prompt = 0;            // the prompt's tokens per window
-  int windows = 0;
-  int window = 0;  // positions per window, BOS included
+  std::string method;              // method id; "none" without quantization
+  std::string method_label;        // "kivi-2 G=32 R=128"; "none"
+  std::string policy;              // eviction policy id; "none" without eviction
+  std::string policy_label;        // "h2o budget 50% recent 50%"; "none"
+  double kept_fraction = 1;        // kept tokens / tokens so far after each step, mean over steps,
+                                   // windows, layers and KV heads
+  int tokens = 0;                  // tokens scored (windows × (window − 1 − prompt))
+  int prompt = 0;                  // the prompt's tokens per window
+  int windows = 0;                 // windows scored (fewer than the text holds when the
+                                   // target standard error was reached first)
+  bool reached_target_se = false;  // target_se stopped the scoring before the text ended
+  int window = 0;                  // positions per window, BOS included
   double perplexity_exact = 0, perplexity = 0;
   double perplexity_change = 0;  // perplexity / perplexity_exact − 1
   double next_token_agreement = 0;
