@@ -52,8 +52,15 @@ TEST(PlanQuality, NewestRunOfTheSameModelAndMethod) {
   with_se.metrics["perplexity_change_se"] = 0.0031;
   const auto se_run = store.save_run(with_se).value();
   const auto again = scheme_quality(store, model, schemes).value();
-  EXPECT_EQ(again[1].text,
-            "perplexity +0.4 % ± 0.31, KL 0.0123 (run " + std::to_string(se_run) + ", 512 tokens)");
+  EXPECT_EQ(again[1].text, "perplexity +0.4 % ± 0.31 (within noise of exact), KL 0.0123 (run " +
+                               std::to_string(se_run) + ", 512 tokens)");
+  // Beyond two standard errors it is a cost.
+  NewRun clear = quality(smol, {{"method", "int8"}}, 0.04);
+  clear.metrics["perplexity_change_se"] = 0.005;
+  const auto clear_run = store.save_run(clear).value();
+  EXPECT_EQ(
+      scheme_quality(store, model, schemes).value()[1].text,
+      "perplexity +4 % ± 0.50, KL 0.0123 (run " + std::to_string(clear_run) + ", 512 tokens)");
   EXPECT_NE(q[3].text.find("+3 %"), std::string::npos) << q[3].text;
   EXPECT_TRUE(q[4].text.empty()) << q[4].text;
   EXPECT_FALSE(q[4].perplexity_change);  // only an eviction run and another model's

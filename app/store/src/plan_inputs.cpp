@@ -1,6 +1,7 @@
 // Quality cost and kernel rates for the planner from a runs database (see plan_inputs.h).
 #include "kvlab/store/plan_inputs.h"
 
+#include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -89,7 +90,10 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
         text = "perplexity " + format_metric_value(*change, MetricFormat::SignedPercent);
         // With its standard error (issue 48), for runs that stored one.
         if (m.contains("perplexity_change_se") && m["perplexity_change_se"].is_number()) {
-          text += fmt::format(" ± {:.2f}", 100 * m["perplexity_change_se"].get<double>());
+          const double se = m["perplexity_change_se"].get<double>();
+          text += fmt::format(" ± {:.2f}", 100 * se);
+          // Its 95% interval holds 0: not a cost the run can tell from exact.
+          if (std::fabs(*change) <= 1.959964 * se) text += " (within noise of exact)";
         }
       }
       if (m.contains("kl_mean") && m["kl_mean"].is_number()) {
