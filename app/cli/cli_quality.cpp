@@ -14,8 +14,8 @@ namespace {
 
 struct QualityOptions {
   std::string model, tokenizer, text_file, method = "kivi", label;
-  int sample = 1024, window = 0, max_tokens = 0;
-  double target_se = 0;  // the GUI's defaults too
+  int sample = 1024, window = 0, max_tokens = 0;  // the GUI's defaults too
+  double target_se = 0;                           // percentage points; 0: every window
   std::uint64_t seed = 1;
   MethodOptions method_options;
   EvictionOptions eviction;  // --policy none: no eviction

@@ -20,8 +20,6 @@
 #include "kvlab/gui/planner_frontier_chart.h"
 #include "kvlab/gui/planner_roofline_chart.h"
 #include "kvlab/gui/planner_view.h"
-
-#include <algorithm>
 #include "kvlab/store/plan_inputs.h"
 
 namespace kvlab::gui {
@@ -137,22 +135,27 @@ void PlannerView::update_serving(const planners::Scenario& s) {
 
 void PlannerView::update_advice(const planners::Scenario& s) {
   const auto& d = s.deployment;
-  // The advice depends on the model, GPU, deployment and efficiencies, not on the page's
-  // context, batch or schemes: computed again only when those change.
-  // The grid answers the page's question too: its checked schemes (fp16 first, the baseline),
-  // and its context and batch beside the usual ones.
-  std::vector<std::string> scheme_ids{"fp16"};
+  // The grid answers the page's question: its checked schemes (fp16 first, the baseline, checked
+  // or not), and its context and batch beside the usual ones. Computed again only when one of
+  // those, the model, GPU, deployment or efficiencies changes.
+  planners::AdviceSpec spec;
+  spec.base = s;
+  spec.schemes.push_back(planners::parse_scheme("fp16").value());
   for (const auto& sc : m_shown_schemes) {
-    if (sc.id != "fp16" && sc.id != "bf16") scheme_ids.push_back(sc.id);
+    if (sc.id != "fp16" && sc.id != "bf16") spec.schemes.push_back(sc);
   }
-  std::vector<std::int64_t> contexts = planners::kDefaultAdviceContexts;
-  contexts.push_back(m_context->value());
-  std::sort(contexts.begin(), contexts.end());
-  contexts.erase(std::unique(contexts.begin(), contexts.end()), contexts.end());
-  std::vector<int> concurrencies = planners::kDefaultAdviceConcurrencies;
-  concurrencies.push_back(m_batch->value());
-  std::sort(concurrencies.begin(), concurrencies.end());
-  concurrencies.erase(std::unique(concurrencies.begin(), concurrencies.end()), concurrencies.end());
+  std::vector<std::string> scheme_ids;
+  for (const auto& sc : spec.schemes) scheme_ids.push_back(sc.id);
+  const auto with = [](auto values, auto value) {  // sorted, without repeats
+    values.push_back(value);
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+    return values;
+  };
+  const std::vector<std::int64_t> contexts =
+      with(planners::kDefaultAdviceContexts, std::int64_t{m_context->value()});
+  const std::vector<int> concurrencies =
+      with(planners::kDefaultAdviceConcurrencies, m_batch->value());
   const std::string key = json_text(nlohmann::json{
       planners::model_to_json(s.model), planners::gpu_to_json(s.gpu), d.tp, d.pp,
       d.gpu_memory_utilization, d.reserve_bytes, d.page_tokens, s.bandwidth_efficiency,
@@ -161,15 +164,6 @@ void PlannerView::update_advice(const planners::Scenario& s) {
   if (key == m_advice_key) return;
   m_advice_key = key;
   const QString question = tr("Should %1 compress its KV cache?").arg(deployment_title(s));
-  planners::AdviceSpec spec;
-  spec.base = s;
-  for (const auto& sc : m_shown_schemes) {
-    if (sc.id == "fp16") spec.schemes.insert(spec.schemes.begin(), sc);
-  }
-  if (spec.schemes.empty()) spec.schemes.push_back(planners::parse_scheme("fp16").value());
-  for (const auto& sc : m_shown_schemes) {
-    if (sc.id != "fp16" && sc.id != "bf16") spec.schemes.push_back(sc);
-  }
   QStringList dropped;
   for (const std::int64_t c : contexts) {
     if (c <= s.model.max_context) {

@@ -218,6 +218,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   if (!(config.target_se > 0)) {
     KVLAB_TRY(for_each_item(windows, progress, "window", run_window));
   } else {
+    std::vector<double> deltas;  // of the windows scored so far, in text order
     for (int first = 0; first < windows; first += kTargetBatch) {
       const int n = std::min(kTargetBatch, windows - first);
       const ProgressFn part = [&](double f, std::string_view) {
@@ -227,8 +228,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       KVLAB_TRY(for_each_item(n, part, "window",
                               [&](int i, ItemProgress& p) { return run_window(first + i, p); }));
       used = first + n;
-      std::vector<double> deltas;
-      for (int w = 0; w < used; ++w) {
+      for (int w = first; w < used; ++w) {
         const auto& d = sums[static_cast<std::size_t>(w)].nll_delta;
         deltas.insert(deltas.end(), d.begin(), d.end());
       }
