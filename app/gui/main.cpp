@@ -23,22 +23,22 @@
 #include <QTemporaryDir>
 #include <QTimer>
 
+#include "common/app_settings.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
+#include "eviction/eviction_map_chart.h"
+#include "eviction/eviction_policy_panel.h"
+#include "eviction/eviction_view.h"
 #include "kvlab/app/backends.h"
 #include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/quant/method.h"
 #include "kvlab/engine/sources/synthetic.h"
-#include "kvlab/gui/app_settings.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/eviction_map_chart.h"
-#include "kvlab/gui/eviction_policy_panel.h"
-#include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/planner_view.h"
-#include "kvlab/gui/screenshots.h"
-#include "kvlab/gui/source_panel.h"
 #include "kvlab/store/runs_store.h"
+#include "planner/planner_view.h"
+#include "window/main_window.h"
+#include "window/screenshots.h"
 
 namespace {
 

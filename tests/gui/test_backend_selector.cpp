@@ -10,13 +10,13 @@
 #include <QPushButton>
 #include <QStandardItemModel>
 
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
+#include "compression/results_panel.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/core/backend.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/results_panel.h"
-#include "kvlab/gui/source_panel.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

@@ -7,13 +7,13 @@
 #include <QMouseEvent>
 #include <QStatusBar>
 
+#include "common/chart_hover.h"
+#include "common/gui_format.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/chart_hover.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/source_panel.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

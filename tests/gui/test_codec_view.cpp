@@ -9,18 +9,18 @@
 #include <QLabel>
 #include <QTabWidget>
 
+#include "common/gui_format.h"
+#include "common/source_panel.h"
+#include "compression/code_length_chart.h"
+#include "compression/code_length_panel.h"
+#include "compression/codec_ratio_chart.h"
+#include "compression/compression_view.h"
+#include "compression/histogram_panel.h"
+#include "compression/method_panel.h"
+#include "compression/results_panel.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/code_length_chart.h"
-#include "kvlab/gui/code_length_panel.h"
-#include "kvlab/gui/codec_ratio_chart.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/histogram_panel.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/results_panel.h"
-#include "kvlab/gui/runs_view.h"
-#include "kvlab/gui/source_panel.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

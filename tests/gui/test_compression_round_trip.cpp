@@ -13,22 +13,22 @@
 #include <QTableWidget>
 #include <QTimer>
 
+#include "common/gui_format.h"
+#include "common/source_panel.h"
+#include "compression/bytes_chart.h"
+#include "compression/compression_view.h"
+#include "compression/histogram_chart.h"
+#include "compression/histogram_panel.h"
+#include "compression/layer_chart.h"
+#include "compression/method_panel.h"
+#include "compression/results_panel.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/quant/method_json.h"
-#include "kvlab/gui/bytes_chart.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/histogram_chart.h"
-#include "kvlab/gui/histogram_panel.h"
-#include "kvlab/gui/layer_chart.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/results_panel.h"
-#include "kvlab/gui/runs_view.h"
-#include "kvlab/gui/source_panel.h"
 #include "kvlab/store/runs_store.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

@@ -37,24 +37,24 @@
 
 #include <qcustomplot.h>
 
+#include "common/app_settings.h"
+#include "common/chart_pair.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/layer_chart.h"
+#include "compression/method_panel.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/quant/method_about.h"
 #include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/engine/sources/safetensors.h"
-#include "kvlab/gui/app_settings.h"
-#include "kvlab/gui/chart_pair.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/help_browser.h"
-#include "kvlab/gui/layer_chart.h"
-#include "kvlab/gui/learn_view.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/planner_view.h"
-#include "kvlab/gui/runs_view.h"
-#include "kvlab/gui/screenshots.h"
-#include "kvlab/gui/source_panel.h"
-#include "kvlab/gui/window_actions.h"
 #include "kvlab/planners/catalog.h"
+#include "learn/learn_view.h"
+#include "planner/planner_view.h"
+#include "runs/runs_view.h"
+#include "window/help_browser.h"
+#include "window/main_window.h"
+#include "window/screenshots.h"
+#include "window/window_actions.h"
 
 namespace kvlab::gui {
 namespace {

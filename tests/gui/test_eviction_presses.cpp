@@ -11,20 +11,20 @@
 #include <QSpinBox>
 #include <QTabWidget>
 
+#include "common/gui_format.h"
+#include "common/source_panel.h"
+#include "eviction/eviction_budget_chart.h"
+#include "eviction/eviction_channel_chart.h"
+#include "eviction/eviction_map_chart.h"
+#include "eviction/eviction_metrics_panel.h"
+#include "eviction/eviction_policy_panel.h"
+#include "eviction/eviction_runner.h"
+#include "eviction/eviction_series_chart.h"
+#include "eviction/eviction_view.h"
+#include "eviction/minicache_chart.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/eviction/eviction_json.h"
-#include "kvlab/gui/eviction_budget_chart.h"
-#include "kvlab/gui/eviction_channel_chart.h"
-#include "kvlab/gui/eviction_map_chart.h"
-#include "kvlab/gui/eviction_metrics_panel.h"
-#include "kvlab/gui/eviction_policy_panel.h"
-#include "kvlab/gui/eviction_runner.h"
-#include "kvlab/gui/eviction_series_chart.h"
-#include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/minicache_chart.h"
-#include "kvlab/gui/source_panel.h"
 
 namespace kvlab::gui {
 namespace {

@@ -8,20 +8,20 @@
 #include <QLabel>
 #include <QSpinBox>
 
+#include "common/layer_picker.h"
+#include "common/source_panel.h"
+#include "eviction/eviction_map_chart.h"
+#include "eviction/eviction_metrics_panel.h"
+#include "eviction/eviction_policy_panel.h"
+#include "eviction/eviction_runner.h"
+#include "eviction/eviction_series_chart.h"
+#include "eviction/eviction_view.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/eviction/eviction_json.h"
-#include "kvlab/gui/eviction_map_chart.h"
-#include "kvlab/gui/eviction_metrics_panel.h"
-#include "kvlab/gui/eviction_policy_panel.h"
-#include "kvlab/gui/eviction_runner.h"
-#include "kvlab/gui/eviction_series_chart.h"
-#include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/layer_picker.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/runs_view.h"
-#include "kvlab/gui/source_panel.h"
 #include "kvlab/store/runs_store.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

@@ -17,15 +17,15 @@
 #include <QSvgRenderer>
 #include <QTableWidget>
 
+#include "common/chart_export.h"
+#include "common/chart_hover.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/chart_export.h"
-#include "kvlab/gui/chart_hover.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/runs_view.h"
-#include "kvlab/gui/source_panel.h"
-#include "kvlab/gui/window_actions.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
+#include "window/window_actions.h"
 
 namespace kvlab::gui {
 namespace {

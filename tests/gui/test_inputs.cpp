@@ -12,15 +12,15 @@
 #include <QSpinBox>
 #include <QtTest/QTest>
 
+#include "common/gui_format.h"
+#include "common/model_capture_form.h"
+#include "common/number_fields.h"
+#include "common/source_panel.h"
+#include "common/stale_mark.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/model_capture_form.h"
-#include "kvlab/gui/number_fields.h"
-#include "kvlab/gui/quality_chart.h"
-#include "kvlab/gui/source_panel.h"
-#include "kvlab/gui/stale_mark.h"
+#include "quality/quality_chart.h"
 
 namespace kvlab::gui {
 namespace {

@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "common/gui_format.h"
+#include "eviction/eviction_map_chart.h"
+#include "eviction/eviction_view.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/sources/synthetic.h"
-#include "kvlab/gui/eviction_map_chart.h"
-#include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/learn_eviction_page.h"
-#include "kvlab/gui/learn_view.h"
-#include "kvlab/gui/main_window.h"
+#include "learn/learn_eviction_page.h"
+#include "learn/learn_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

@@ -19,14 +19,14 @@
 #include <numeric>
 #include <queue>
 
+#include "common/gui_format.h"
+#include "compression/code_length_chart.h"
+#include "compression/compression_view.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/quant/method.h"
-#include "kvlab/gui/code_length_chart.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/learn_huffman_page.h"
-#include "kvlab/gui/learn_view.h"
-#include "kvlab/gui/main_window.h"
+#include "learn/learn_huffman_page.h"
+#include "learn/learn_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

@@ -12,16 +12,16 @@
 #include <QSpinBox>
 #include <QTabWidget>
 
+#include "common/gui_format.h"
+#include "common/layer_picker.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/key_channel_chart.h"
+#include "compression/key_channel_panel.h"
+#include "compression/method_panel.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
 #include "kvlab/engine/quant/method_json.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/key_channel_chart.h"
-#include "kvlab/gui/key_channel_panel.h"
-#include "kvlab/gui/layer_picker.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/source_panel.h"
 
 namespace kvlab::gui {
 namespace {

@@ -24,18 +24,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/model_capture_form.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
+#include "eviction/eviction_policy_panel.h"
+#include "eviction/eviction_view.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/model/hf_model.h"
 #include "kvlab/engine/sources/cache_file.h"
 #include "kvlab/engine/sources/safetensors.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/eviction_policy_panel.h"
-#include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/model_capture_form.h"
-#include "kvlab/gui/quality_view.h"
-#include "kvlab/gui/source_panel.h"
+#include "quality/quality_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

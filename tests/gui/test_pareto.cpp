@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kvlab/gui/pareto.h"
-#include "kvlab/gui/quality_results.h"
+#include "quality/pareto.h"
+#include "quality/quality_results.h"
 
 namespace kvlab::gui {
 namespace {

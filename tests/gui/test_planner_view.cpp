@@ -14,16 +14,16 @@
 #include <fstream>
 #include <set>
 
+#include "common/gui_format.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/planner_advice_model.h"
-#include "kvlab/gui/planner_advice_panel.h"
-#include "kvlab/gui/planner_frontier_chart.h"
-#include "kvlab/gui/planner_roofline_chart.h"
-#include "kvlab/gui/planner_table_model.h"
-#include "kvlab/gui/planner_view.h"
-#include "kvlab/gui/runs_view.h"
+#include "planner/planner_advice_model.h"
+#include "planner/planner_advice_panel.h"
+#include "planner/planner_frontier_chart.h"
+#include "planner/planner_roofline_chart.h"
+#include "planner/planner_table_model.h"
+#include "planner/planner_view.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

@@ -18,17 +18,17 @@
 #include <QStatusBar>
 #include <QTableView>
 
+#include "common/gui_format.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/model/model_capture.h"
 #include "kvlab/engine/model/model_quality.h"
-#include "kvlab/gui/gui_format.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/quality_chart.h"
-#include "kvlab/gui/quality_configs.h"
-#include "kvlab/gui/quality_results.h"
-#include "kvlab/gui/quality_view.h"
-#include "kvlab/gui/runs_view.h"
 #include "kvlab/store/runs_store.h"
+#include "quality/quality_chart.h"
+#include "quality/quality_configs.h"
+#include "quality/quality_results.h"
+#include "quality/quality_view.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

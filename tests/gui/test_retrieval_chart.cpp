@@ -11,10 +11,10 @@
 #include <QTabWidget>
 
 #include "gui_test_support.h"
-#include "kvlab/gui/quality_view.h"
-#include "kvlab/gui/retrieval_chart.h"
 #include "kvlab/store/run_records.h"
 #include "kvlab/store/runs_store.h"
+#include "quality/quality_view.h"
+#include "quality/retrieval_chart.h"
 
 namespace kvlab::gui {
 namespace {

@@ -17,10 +17,10 @@
 #include <QProcess>
 #include <QTableWidget>
 
+#include "common/chart_export.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/chart_export.h"
-#include "kvlab/gui/runs_view.h"
 #include "kvlab/store/run_records.h"
+#include "runs/runs_view.h"
 #include "sample_runs.h"
 
 namespace kvlab::gui {

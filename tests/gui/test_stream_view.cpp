@@ -6,15 +6,15 @@
 
 #include <QTabWidget>
 
+#include "common/source_panel.h"
+#include "compression/compression_runner.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
+#include "compression/stream_chart.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/codec/stream_sim.h"
 #include "kvlab/engine/codec/stream_sim_json.h"
-#include "kvlab/gui/compression_runner.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/source_panel.h"
-#include "kvlab/gui/stream_chart.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

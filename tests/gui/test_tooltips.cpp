@@ -36,18 +36,18 @@
 #include <string>
 #include <vector>
 
+#include "common/explain.h"
+#include "common/source_panel.h"
+#include "compression/compression_view.h"
+#include "compression/method_panel.h"
+#include "compression/results_panel.h"
+#include "eviction/eviction_metrics_panel.h"
+#include "eviction/eviction_view.h"
 #include "gui_test_support.h"
-#include "kvlab/gui/compression_view.h"
-#include "kvlab/gui/eviction_metrics_panel.h"
-#include "kvlab/gui/eviction_view.h"
-#include "kvlab/gui/explain.h"
-#include "kvlab/gui/main_window.h"
-#include "kvlab/gui/method_panel.h"
-#include "kvlab/gui/planner_view.h"
-#include "kvlab/gui/quality_view.h"
-#include "kvlab/gui/results_panel.h"
-#include "kvlab/gui/runs_view.h"
-#include "kvlab/gui/source_panel.h"
+#include "planner/planner_view.h"
+#include "quality/quality_view.h"
+#include "runs/runs_view.h"
+#include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {

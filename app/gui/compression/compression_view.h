@@ -1,0 +1,152 @@
+// The Compression page: pick a source, a method and a backend (Auto, CPU, CUDA), run it on a
+// worker thread, and see the ratio, the errors, the memory formula, bytes by component, per-layer
+// error and ratio, and the histogram of quantized codes; when KVComp's codes were entropy-coded,
+// the Huffman code lengths and the per-layer ratio of each codec; and the largest |k| per key
+// channel of a layer before and after the method panel's rotation (from the cache in memory). Every
+// successful run is saved to the runs store; a stored run can be shown again from its JSON without
+// recomputing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <QString>
+#include <QWidget>
+
+#include "common/run_shell.h"
+#include "kvlab/engine/codec/stream_sim.h"
+#include "kvlab/engine/core/kv_cache.h"
+#include "kvlab/engine/quant/compress.h"
+#include "kvlab/store/runs_store.h"
+
+class QComboBox;
+class QLabel;
+class QProgressBar;
+class QPushButton;
+class QTabWidget;
+
+namespace kvlab::gui {
+
+class BytesChart;
+class CodecRatioChart;
+class CodeLengthPanel;
+class CompressionRunner;
+class HistogramPanel;
+class KeyChannelPanel;
+class LayerChart;
+class MethodPanel;
+class ResultsPanel;
+class StaleMark;
+class SourcePanel;
+class StreamChart;
+
+class CompressionView : public QWidget {
+  Q_OBJECT
+
+ public:
+  // `store` may be null (the store could not be opened): runs are then shown but not saved.
+  explicit CompressionView(std::shared_ptr<RunsStore> store, QWidget* parent = nullptr);
+  ~CompressionView() override;
+
+  // Starts a run with the panels' current source and method; false when one is running.
+  bool run();
+  void cancel();
+  bool is_running() const;
+  // Runs and waits (processing events) until the result is shown and saved; true on success.
+  bool run_and_wait(int timeout_ms = 10 * 60 * 1000);
+  // Processes events until the running run (if any) has finished; true when none is running.
+  bool wait_until_done(int timeout_ms);
+
+  // Redraws everything from a report (fresh or loaded from the store); `origin` is shown in
+  // the results heading ("run #12, 2024-05-01 12:00").
+  void show_report(const CompressionReport& report, const QString& origin);
+  // A stored run: its report, with the controls set to its settings (the method, and the
+  // synthetic preset, layers and context or the file it read), so what is shown matches them.
+  void show_stored_run(const CompressionReport& report, const QString& origin);
+
+  const std::optional<CompressionReport>& current_report() const { return m_report; }
+  std::int64_t last_saved_run_id() const { return m_last_saved_id; }
+  const QString& last_error() const { return m_last_error; }
+  // Whether the last successful run reused the cache in memory (only the method changed).
+  bool last_run_reused_cache() const { return m_last_reused_cache; }
+
+  SourcePanel* source_panel() const { return m_source; }
+  MethodPanel* method_panel() const { return m_method; }
+  // Where the run's ops go: Auto, CPU, CUDA (item data: make_backend()'s id).
+  QComboBox* backend_combo() const { return m_backend; }
+  void set_backend(const QString& id);
+  ResultsPanel* results_panel() const { return m_results; }
+  // Shown over the results when a setting changed after they were computed.
+  StaleMark* stale_mark() const { return m_stale; }
+  BytesChart* bytes_chart() const { return m_bytes_chart; }
+  LayerChart* layer_chart() const { return m_layer_chart; }
+  HistogramPanel* histogram_panel() const { return m_histograms; }
+  CodeLengthPanel* code_length_panel() const { return m_code_lengths; }
+  CodecRatioChart* codec_ratio_chart() const { return m_codec_ratios; }
+  StreamChart* stream_chart() const { return m_stream_chart; }
+  KeyChannelPanel* key_channel_panel() const { return m_key_channels; }
+  // The decode-stream simulation of the last fresh kvcomp + huffman/bitpack run; empty after
+  // any other run or a report reopened from the store.
+  const std::optional<StreamReport>& current_stream() const { return m_stream; }
+  // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (shown only when a
+  // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run) |
+  // "Key channels".
+  QTabWidget* lower_tabs() const { return m_lower_tabs; }
+  enum LowerTab {
+    kHistogramTab = 0,
+    kCodeLengthTab = 1,
+    kCodecRatioTab = 2,
+    kStreamTab = 3,
+    kKeyChannelTab = 4
+  };
+  QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
+  QPushButton* run_button() const { return m_shell->run_button(); }
+  QPushButton* cancel_button() const { return m_shell->cancel_button(); }
+
+ signals:
+  void status_message(const QString& text, int timeout_ms);
+  void run_saved(qint64 id);
+
+ private:
+  QWidget* build_controls();
+  QWidget* build_charts();
+  void set_running(bool running);
+  void on_succeeded(const CompressionReport& report, bool reused_cache);
+  void on_failed(const QString& message, bool cancelled);
+  void save_run(const CompressionReport& report);
+  void show_stream(const std::optional<StreamReport>& stream);
+  void show_error(const QString& message);
+  // Recomputes the key channel statistics when the layer, the rotation or its seed changed.
+  void update_key_channels();
+
+  std::shared_ptr<RunsStore> m_store;
+  CompressionRunner* m_runner = nullptr;
+  SourcePanel* m_source = nullptr;
+  MethodPanel* m_method = nullptr;
+  QComboBox* m_backend = nullptr;
+  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
+  QLabel* m_cache_note = nullptr;
+  ResultsPanel* m_results = nullptr;
+  StaleMark* m_stale = nullptr;
+  BytesChart* m_bytes_chart = nullptr;
+  LayerChart* m_layer_chart = nullptr;
+  HistogramPanel* m_histograms = nullptr;
+  CodeLengthPanel* m_code_lengths = nullptr;
+  CodecRatioChart* m_codec_ratios = nullptr;
+  StreamChart* m_stream_chart = nullptr;
+  KeyChannelPanel* m_key_channels = nullptr;
+  QTabWidget* m_lower_tabs = nullptr;
+  // The cache the last fresh run compressed (null for a report reopened from the store).
+  std::shared_ptr<const KvCache> m_channel_cache;
+
+  std::optional<CompressionReport> m_report;
+  std::optional<StreamReport> m_stream;
+  std::optional<StreamReport> m_pending_stream;  // from the runner, until its report is shown
+  std::int64_t m_last_saved_id = 0;
+  QString m_last_error;
+  bool m_last_ok = false;
+  bool m_last_reused_cache = false;
+};
+
+}  // namespace kvlab::gui

@@ -1,0 +1,47 @@
+// What eviction costs step by step: the full-cache attention mass the kept tokens still hold
+// (left axis) and the attention-output relative error (right axis), one pair of curves per
+// policy (the first solid, the compared one dashed). The last step of a synthetic source is
+// the needle query and is marked as such: its numbers are not those of ordinary decoding.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include <qcustomplot.h>
+
+#include "common/chart_style.h"
+#include "eviction/eviction_chart_data.h"
+
+namespace kvlab::gui {
+
+class EvictionSeriesChart : public QCustomPlot {
+  Q_OBJECT
+
+ public:
+  static constexpr int kMaxSeries = 2;
+
+  explicit EvictionSeriesChart(QWidget* parent = nullptr);
+
+  // One or two policies; `scope` ("all layers", "layer 3") goes in the title.
+  void set_data(const std::vector<EvictionSeriesData>& series, const QString& scope);
+  void clear_data();
+
+  const std::vector<EvictionSeriesData>& data() const { return m_data; }
+  QCPGraph* mass_graph(int i) const { return m_mass[static_cast<std::size_t>(i)]; }
+  QCPGraph* error_graph(int i) const { return m_error[static_cast<std::size_t>(i)]; }
+  QString title() const { return m_title->text(); }
+  // At the last step when it is the needle query (EvictionSeriesData::last_step_is_needle).
+  QCPItemStraightLine* needle_marker() const { return m_needle; }
+  QCPItemText* needle_marker_label() const { return m_needle_label; }
+
+ private:
+  QCPTextElement* m_title = nullptr;
+  std::array<QCPGraph*, kMaxSeries> m_mass{};
+  std::array<QCPGraph*, kMaxSeries> m_error{};
+  VerticalMarker m_needle_marker;
+  QCPItemStraightLine* m_needle = nullptr;
+  QCPItemText* m_needle_label = nullptr;
+  std::vector<EvictionSeriesData> m_data;
+};
+
+}  // namespace kvlab::gui

@@ -1,0 +1,390 @@
+#include "eviction/eviction_view.h"
+
+#include <utility>
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QVBoxLayout>
+
+#include "common/chart_pair.h"
+#include "common/gui_format.h"
+#include "common/gui_style.h"
+#include "common/layer_picker.h"
+#include "common/run_shell.h"
+#include "common/source_panel.h"
+#include "common/stale_mark.h"
+#include "eviction/eviction_budget_chart.h"
+#include "eviction/eviction_channel_chart.h"
+#include "eviction/eviction_chart_data.h"
+#include "eviction/eviction_map_chart.h"
+#include "eviction/eviction_metrics_panel.h"
+#include "eviction/eviction_policy_panel.h"
+#include "eviction/eviction_press_data.h"
+#include "eviction/eviction_runner.h"
+#include "eviction/eviction_runs.h"
+#include "eviction/eviction_series_chart.h"
+#include "eviction/minicache_chart.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kControlsWidth = 360;
+
+}  // namespace
+
+EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_runner = new EvictionRunner(this);
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  QWidget* controls = build_controls();
+  splitter->addWidget(controls);
+  splitter->addWidget(build_results());
+  m_stale->watch(controls);
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->addWidget(splitter);
+
+  connect(m_runner, &EvictionRunner::progress, m_shell, &RunShell::progress);
+  connect(m_runner, &EvictionRunner::succeeded, this, &EvictionView::on_succeeded);
+  connect(m_runner, &EvictionRunner::failed, this, &EvictionView::on_failed);
+  connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
+  connect(m_shell, &RunShell::cancel_requested, this, &EvictionView::cancel);
+  const auto update_note = [this] {
+    const auto job = make_eviction_job(m_source->spec(), m_policy->config(), std::nullopt);
+    m_cache_note->setText(m_runner->would_reuse_cache(job.source)
+                              ? tr("The cache in memory will be reused.")
+                              : tr("The cache will be generated or loaded on Run."));
+  };
+  connect(m_source, &SourcePanel::changed, this, update_note);
+  connect(m_policy, &EvictionPolicyPanel::changed, this, update_note);
+  connect(m_picker, &LayerPicker::changed, this, [this] { redraw(); });
+  connect(m_scope, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
+  connect(m_reset_zoom, &QPushButton::clicked, this, [this] {
+    m_map->reset_zoom();
+    m_compare_map->reset_zoom();
+  });
+  connect(m_map->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_map, m_compare_map); });
+  connect(m_map->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_map, m_compare_map); });
+  connect(m_compare_map->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_compare_map, m_map); });
+  connect(m_compare_map->yAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this] { sync_zoom(m_compare_map, m_map); });
+  set_running(false);
+}
+
+EvictionView::~EvictionView() = default;
+
+QWidget* EvictionView::build_controls() {
+  auto* controls = new QWidget;
+  m_source = new SourcePanel(controls);
+  m_policy = new EvictionPolicyPanel(controls);
+  m_shell = new RunShell(
+      {tr("Simulate decoding: the last tokens of the cache arrive one per step, the policy cuts "
+          "each KV head down to its budget, and attention over what is kept is compared with the "
+          "full cache; the run is saved"),
+       tr("Stop the simulation; nothing is saved"), tr("How far the simulation has got")},
+      controls);
+  m_cache_note = style::muted_label(tr("The cache will be generated or loaded on Run."), controls);
+  auto* note = style::muted_label(
+      tr("A synthetic source gets one decode-time query per step; its planted needle is marked "
+         "on the maps."),
+      controls);
+
+  auto* layout = new QVBoxLayout(controls);
+  layout->setContentsMargins(0, 0, 6, 0);
+  layout->addWidget(m_source);
+  layout->addWidget(m_policy);
+  layout->addWidget(m_shell);
+  layout->addWidget(m_cache_note);
+  layout->addWidget(note);
+  layout->addStretch(1);
+
+  auto* scroll = new QScrollArea;  // scrolls rather than clips when the window is short
+  scroll->setWidget(controls);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(kControlsWidth);
+  scroll->setMaximumWidth(kControlsWidth + 120);
+  return scroll;
+}
+
+QWidget* EvictionView::build_results() {
+  auto* results = new QWidget;
+  m_stale = new StaleMark(results);
+  m_error = new QLabel(results);
+  m_error->setWordWrap(true);
+  m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  style::make_error_banner(m_error);
+  m_error->setVisible(false);
+  m_metrics = new EvictionMetricsPanel(results);
+
+  m_picker = new LayerPicker(tr("KV head"), {QStringLiteral("0")}, results);
+  m_picker->set_tooltips(tr("Layer whose eviction map is shown"),
+                         tr("Every KV head keeps its own set of tokens: the map shows this "
+                            "one's"));
+  m_scope = new QComboBox(results);
+  m_scope->addItem(tr("all layers"));
+  m_scope->addItem(tr("the selected layer"));
+  m_scope->setToolTip(
+      tr("What the curves and the numbers cover: means over every layer, or the layer whose map "
+         "is shown"));
+  auto* scope_label = new QLabel(tr("Curves and numbers over"), results);
+  scope_label->setBuddy(m_scope);
+  scope_label->setToolTip(m_scope->toolTip());
+  m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
+  m_reset_zoom->setToolTip(tr("Show the whole map again (drag pans, the wheel zooms)"));
+  // Two short rows rather than one that makes the page wider than a laptop's window.
+  auto* map_row = new QHBoxLayout;
+  map_row->addWidget(m_picker);
+  map_row->addStretch(1);
+  map_row->addWidget(m_reset_zoom);
+  auto* scope_row = new QHBoxLayout;
+  scope_row->addWidget(scope_label);
+  scope_row->addWidget(m_scope);
+  scope_row->addStretch(1);
+  auto* selectors = new QVBoxLayout;
+  selectors->setSpacing(4);
+  selectors->addLayout(scope_row);
+  selectors->addLayout(map_row);
+
+  m_map = new EvictionMapChart;
+  m_compare_map = new EvictionMapChart;
+  m_series = new EvictionSeriesChart;
+  m_maps = new ChartPair(m_map, tr("Policy"), m_compare_map, tr("Compared policy"));
+  m_maps->set_second_shown(false);
+  auto* maps = m_maps;
+  m_budgets = new EvictionBudgetChart;
+  m_channels = new EvictionChannelChart;
+  m_minicache = new MiniCacheChart;
+  m_tabs = new QTabWidget;
+  m_tabs->setDocumentMode(true);
+  m_tabs->addTab(m_series, tr("Over the steps"));
+  m_tabs->addTab(m_budgets, tr("Budgets per layer and head"));
+  m_tabs->addTab(m_channels, tr("Key channels"));
+  m_tabs->addTab(m_minicache, tr("Merged layers"));
+  m_tabs->setTabToolTip(kStepsTab, tr("Attention mass retained and attention-output error at "
+                                      "each decode step"));
+  m_tabs->setTabToolTip(kBudgetTab,
+                        tr("A prefill press: the prompt tokens each layer's budget allows and "
+                           "those each KV head kept (PyramidKV's pyramid, Ada-KV's spread)"));
+  m_tabs->setTabToolTip(kChannelTab,
+                        tr("ThinK: the key channels each layer and KV head keeps for the prompt"));
+  m_tabs->setTabToolTip(kMiniCacheTab, tr("MiniCache: the layers that share their tokens' "
+                                          "directions, and the memory each layer holds"));
+  auto* vertical = new QSplitter(Qt::Vertical);
+  vertical->addWidget(maps);
+  vertical->addWidget(m_tabs);
+  vertical->setChildrenCollapsible(false);
+  vertical->setStretchFactor(0, 3);
+  vertical->setStretchFactor(1, 2);
+  vertical->setSizes({420, 300});
+  for (int tab : {kBudgetTab, kChannelTab, kMiniCacheTab}) m_tabs->setTabVisible(tab, false);
+
+  auto* layout = new QVBoxLayout(results);
+  layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_stale);
+  layout->addWidget(m_error);
+  layout->addWidget(m_metrics);
+  layout->addLayout(selectors);
+  layout->addWidget(vertical, 1);
+  return results;
+}
+
+void EvictionView::set_running(bool running) {
+  m_source->setEnabled(!running);
+  m_policy->setEnabled(!running);
+}
+
+bool EvictionView::is_running() const {
+  return m_runner->busy();
+}
+
+bool EvictionView::run() {
+  const EvictionJob job =
+      make_eviction_job(m_source->spec(), m_policy->config(), m_policy->compare_config());
+  if (!m_runner->start(job)) return false;
+  m_last_ok = false;
+  m_last_error.clear();
+  m_error->setVisible(false);
+  m_shell->started(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
+                                                           : tr("Preparing the cache"));
+  set_running(true);
+  emit status_message(
+      tr("Simulating %1 on %2…")
+          .arg(QString::fromStdString(eviction_label(job.policy)), job.source.describe()),
+      0);
+  return true;
+}
+
+void EvictionView::cancel() {
+  if (!m_runner->busy()) return;
+  m_runner->cancel();
+  m_shell->cancelling();
+}
+
+bool EvictionView::run_and_wait(int timeout_ms) {
+  if (!run()) return false;
+  if (!m_runner->wait_until_done(timeout_ms)) {
+    cancel();
+    m_runner->wait_until_done(timeout_ms);
+    m_last_error = tr("the run did not finish within %1 s").arg(timeout_ms / 1000);
+    return false;
+  }
+  return m_last_ok;
+}
+
+bool EvictionView::wait_until_done(int timeout_ms) {
+  return m_runner->wait_until_done(timeout_ms);
+}
+
+void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cache) {
+  m_shell->finished(true);
+  set_running(false);
+  m_last_ok = true;
+  m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the policy changed).")
+                                     : tr("Cache kept in memory: changing only the policy will "
+                                          "not regenerate it."));
+  double seconds = outcome.report.seconds;
+  if (outcome.compare) seconds += outcome.compare->seconds;
+  show_reports(outcome.report, outcome.compare, tr("computed in %1").arg(format_seconds(seconds)));
+  save_runs();
+}
+
+void EvictionView::on_failed(const QString& message, bool cancelled) {
+  m_shell->finished(false);
+  set_running(false);
+  m_last_error = message;
+  if (cancelled) {
+    emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
+    return;
+  }
+  show_error(tr("The run failed: %1").arg(message));
+}
+
+void EvictionView::show_error(const QString& engine_message) {
+  const QString message = in_gui_terms(engine_message);
+  m_error->setText(message);
+  m_error->setVisible(true);
+  emit status_message(message, 0);
+}
+
+void EvictionView::show_reports(const EvictionReport& report,
+                                const std::optional<EvictionReport>& compare,
+                                const QString& origin) {
+  m_stale->set_fresh();
+  m_report = report;
+  m_compare = compare;
+  m_origin = origin;
+  m_error->setVisible(false);
+  const int layers = static_cast<int>(report.maps.size());
+  const int heads = layers > 0 ? static_cast<int>(report.maps.front().size()) : 0;
+  QStringList head_names;
+  for (int h = 0; h < heads; ++h) head_names << QString::number(h);
+  m_picker->set_layer_count(layers);
+  m_picker->set_choices(head_names);
+  m_maps->set_second_shown(compare.has_value());
+  draw_press_tabs();
+  redraw();
+  m_map->reset_zoom();
+  m_compare_map->reset_zoom();
+}
+
+void EvictionView::select(int layer, int kv_head) {
+  m_picker->select(layer, kv_head);
+  redraw();
+}
+
+void EvictionView::set_all_layers(bool all) {
+  m_scope->setCurrentIndex(all ? 0 : 1);  // redraws through the signal
+  redraw();
+}
+
+void EvictionView::redraw() {
+  if (!m_report) return;
+  const int layer = m_picker->layer();
+  const int head = m_picker->choice();
+  const int scope = m_scope->currentIndex() == 0 ? -1 : layer;
+  // Keep the zoom across layer and head changes: both maps have the same shape.
+  const QCPRange x = m_map->xAxis->range(), y = m_map->yAxis->range();
+  const bool had_map = m_map->data().positions > 0;
+  m_map->set_data(eviction_map_data(*m_report, layer, head));
+  std::vector<EvictionSeriesData> series{eviction_series_data(*m_report, scope)};
+  std::optional<EvictionSummary> second;
+  if (m_compare) {
+    m_compare_map->set_data(eviction_map_data(*m_compare, layer, head));
+    series.push_back(eviction_series_data(*m_compare, scope));
+    second = eviction_summary(*m_compare, scope);
+  } else {
+    m_compare_map->clear_data(tr("Tick \"Compare with\" to run a second policy"));
+  }
+  if (had_map) {
+    m_map->xAxis->setRange(x);
+    m_map->yAxis->setRange(y);
+    m_map->replot();
+  }
+  const QString scope_text = scope < 0 ? tr("all layers") : tr("layer %1").arg(layer);
+  m_series->set_data(series, scope_text);
+  const EvictionSummary first = eviction_summary(*m_report, scope);
+  m_maps->set_titles(first.label, second ? second->label : tr("Compared policy"));
+  m_metrics->set_summaries(first, second, m_origin);
+}
+
+void EvictionView::draw_press_tabs() {
+  const EvictionBudgetData budgets = eviction_budget_data(*m_report);
+  const EvictionChannelData channels = eviction_channel_data(*m_report);
+  const MiniCacheData merged = minicache_data(*m_report);
+  m_budgets->set_data(budgets);
+  m_channels->set_data(channels);
+  m_minicache->set_data(merged);
+  m_tabs->setTabVisible(kBudgetTab, !budgets.empty());
+  m_tabs->setTabVisible(kChannelTab, !channels.empty());
+  m_tabs->setTabVisible(kMiniCacheTab, !merged.empty());
+  if (!m_tabs->isTabVisible(m_tabs->currentIndex())) m_tabs->setCurrentIndex(kStepsTab);
+}
+
+void EvictionView::sync_zoom(EvictionMapChart* from, EvictionMapChart* to) {
+  if (m_syncing_zoom || !to->isVisible() || to->data().positions != from->data().positions) {
+    return;
+  }
+  m_syncing_zoom = true;
+  to->xAxis->setRange(from->xAxis->range());
+  to->yAxis->setRange(from->yAxis->range());
+  to->replot(QCustomPlot::rpQueuedReplot);
+  m_syncing_zoom = false;
+}
+
+void EvictionView::save_runs() {
+  if (!m_report) return;
+  const QString done = tr("%1: %2 kept, %3 of attention retained")
+                           .arg(QString::fromStdString(m_report->label))
+                           .arg(m_report->kept_tokens, 0, 'f', 1)
+                           .arg(format_percent(m_report->attention_mass_retained));
+  if (!m_store) {
+    emit status_message(done + tr(" (not saved: no runs database)"), style::kStatusTimeoutMs);
+    return;
+  }
+  auto saved = save_eviction_runs(*m_store, *m_report, m_compare);
+  if (!saved) {
+    m_last_error = QString::fromStdString(saved.message());
+    show_error(tr("The run was computed but could not be saved: %1").arg(m_last_error));
+    return;
+  }
+  m_last_saved_id = saved->id;
+  emit status_message(done + tr(", saved as run #%1").arg(saved->id), style::kStatusTimeoutMs);
+  emit run_saved(saved->id);
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,396 @@
+#include "learn/learn_huffman_page.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include <QComboBox>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPushButton>
+#include <QTableWidget>
+#include <QTimer>
+
+#include "common/chart_pair.h"
+#include "common/gui_format.h"
+#include "common/gui_style.h"
+#include "compression/code_length_chart.h"
+#include "kvlab/engine/quant/method.h"
+
+namespace kvlab::gui {
+namespace {
+
+constexpr int kContext = 256;  // tokens of the layer (the quantization page's layer)
+constexpr int kTickMs = 600;
+constexpr double kRelScales[] = {0.5, 0.3, 0.2, 0.1, 0.05, 0.02};
+constexpr int kRows = 5, kColumns = 4, kRowHeight = 34;
+
+QString explanation() {
+  return QObject::tr(
+      "<p>After quantization every number is a small integer <b>code</b>, stored in 8 bits. The "
+      "codes are far from equally common: most values lie near the middle of their range, so a "
+      "few codes occur very often and the rest rarely. The <b>entropy</b> H = −Σ p log₂ p of "
+      "the histogram is the fewest bits per code that any code-by-code scheme can reach.</p>"
+      "<p><b>Huffman coding</b> (1952) gets within one bit of it: merge the two lightest nodes "
+      "into one that weighs their sum until a single tree is left; a code's bits are the path "
+      "from the root. Frequent codes are merged last, so they sit near the root and get "
+      "<b>short</b> code words; rare codes get long ones. Press <b>Step</b> or <b>Play</b>.</p>"
+      "<p><b>KVComp</b> builds <b>one codebook per layer</b> (keys and values apart) from the "
+      "prefill's histogram and reuses it for every block appended while decoding: the histogram "
+      "barely changes as tokens arrive, so one 129-byte book replaces a table per block. The "
+      "engine caps code words at 12 bits (one table lookup to decode) and adds an escape code "
+      "for values the prefill never produced.</p>"
+      "<p>A code word has a whole number of bits, so a code of probability 0.34 (ideal: 1.56 "
+      "bits) costs 1 or 2. Where every code fits in 4 bits (rel. scale 0.1 and up), the engine "
+      "therefore codes each <b>pair</b> of neighbouring codes as one symbol when that is "
+      "smaller: the rounding then falls on two codes at once, and the Compression view's code "
+      "lengths show bits per code averaged over the pairs. This page builds the code-by-code "
+      "tree.</p>");
+}
+
+// Bits of the binary number `v` (at least 1): the narrowest fixed width that stores 0..v.
+int width_of(int v) {
+  return std::max(1, static_cast<int>(std::bit_width(static_cast<unsigned>(v))));
+}
+
+}  // namespace
+
+LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
+    : LearnPage(tr("Huffman coding of the codes"), explanation(),
+                QStringLiteral("Huffman, \"A Method for the Construction of Minimum-Redundancy "
+                               "Codes\", Proc. IRE 1952; Jiang et al., \"KVComp: A "
+                               "High-Performance, LLM-Aware, Lossy Compression Framework for KV "
+                               "Cache\", 2025 (arXiv:2509.00579)"),
+                tr("Open in the Compression view"), parent) {
+  full_view_button()->setToolTip(
+      tr("Run KVComp at this rel. scale with the Huffman codec on this same synthetic layer in "
+         "the Compression view, which also compares the bit-pack and variable-width codecs"));
+  m_source.preset = "llama3-8b";
+  m_source.layers = 1;
+  m_source.context = kContext;
+  m_source.seed = 1;
+
+  m_role = new QComboBox;
+  m_role->addItem(tr("keys"), static_cast<int>(TensorRole::Key));
+  m_role->addItem(tr("values"), static_cast<int>(TensorRole::Value));
+  m_role->setToolTip(
+      tr("Which tensor of the layer to code: keys (quantized per channel in blocks of 64 "
+         "tokens) or values (per token); each gets its own codebook"));
+  m_rel = new QComboBox;
+  for (double r : kRelScales) {
+    m_rel->addItem(tr("%1 (codes 0–%2)").arg(r).arg(static_cast<int>(std::round(1 / r))), r);
+  }
+  m_rel->setCurrentIndex(m_rel->findData(0.1));
+  m_rel->setToolTip(
+      tr("KVComp's step = rel. scale × (max − min) of each unit, code = round((x − min) / step), "
+         "so codes run from 0 to round(1 / rel. scale): a coarser scale, fewer distinct codes"));
+
+  m_playback = new PlaybackControls(
+      {tr("Merge step after step until one tree is left; press again to pause"),
+       tr("One merge: the two lightest roots become children of a new node"),
+       tr("Back to the leaves, before any merge")},
+      kTickMs);
+  m_playback->set_at_end([this] { return merge_step() >= step_count(); });
+  m_playback->set_can_play([this] { return step_count() > 0; });
+
+  auto* form = new QFormLayout;
+  add_form_row(form, tr("Tensor"), m_role);
+  add_form_row(form, tr("Rel. scale"), m_rel);
+  auto* about = new QLabel(tr("Layer 0 of a synthetic llama3-8b cache (%1 tokens × 8 KV heads × "
+                              "128 channels: step b's layer), quantized by the engine's KVComp "
+                              "quantizer.")
+                               .arg(kContext));
+  about->setWordWrap(true);
+  about->setToolTip(
+      tr("The engine's seeded synthetic generator and KVComp quantizer, as the Compression view "
+         "runs them"));
+  m_step_label = new QLabel;
+  m_step_label->setToolTip(tr("Merges done so far: n leaves need n − 1 merges to become a tree"));
+  m_tree_note = new QLabel;
+  m_tree_note->setWordWrap(true);
+  m_tree_note->setToolTip(
+      tr("Which codes are the tree's leaves. The tree shows at most %1 leaves; the code lengths "
+         "and bits always come from the Huffman code over every code that occurs")
+          .arg(kMaxTreeLeaves));
+  m_error_label = new QLabel;
+  m_error_label->setWordWrap(true);
+  style::make_error_text(m_error_label);
+  m_error_label->setToolTip(tr("Why the page could not compute its numbers"));
+  auto* controls = new QVBoxLayout;
+  controls->addLayout(form);
+  controls->addWidget(about);
+  controls->addWidget(m_playback);
+  controls->addWidget(m_step_label);
+  controls->addWidget(m_tree_note);
+  controls->addWidget(m_error_label);
+  controls->addStretch(1);
+  auto* controls_box = new QWidget;
+  controls_box->setLayout(controls);
+  controls_box->setFixedWidth(215);
+
+  m_chart = new CodeLengthChart;
+  m_chart->setMinimumWidth(280);
+  m_chart->setToolTip(
+      tr("Bars: how often each uint8 code value occurs in the tensor (left axis; the engine's "
+         "count_codes). Red: the length in bits of its code word in the Huffman code the tree "
+         "below builds (right axis): the more frequent, the shorter"));
+  m_table = new QTableWidget(kRows, kColumns);
+  style_table();
+  m_headline = new QLabel;
+  m_headline->setWordWrap(true);
+  m_headline->setTextFormat(Qt::RichText);
+  m_headline->setToolTip(
+      tr("Read off the table: the Huffman row against 8-bit codes, the narrowest fixed width "
+         "and the entropy, on this tensor's codes"));
+  auto* table_box = new QWidget;
+  auto* right = new QVBoxLayout(table_box);
+  right->setContentsMargins(0, 0, 0, 0);
+  right->addWidget(m_table);
+  right->addWidget(m_headline);
+  right->addStretch(1);
+
+  m_tree = new HuffmanTreeWidget;
+  m_tree->setToolTip(
+      tr("The Huffman construction: leaves are code values (count below); each merge joins the "
+         "two lightest roots under a node weighing their sum, lighter on the left (0), heavier "
+         "on the right (1). Hover a node for its numbers"));
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(controls_box);
+  top->addWidget(new ChartPair(m_chart, tr("Code lengths"), table_box, tr("Bits per code")), 1);
+  body()->addLayout(top);
+  body()->addWidget(m_tree, 1);
+
+  connect(m_role, &QComboBox::currentIndexChanged, this, &LearnHuffmanPage::recompute);
+  connect(m_rel, &QComboBox::currentIndexChanged, this, &LearnHuffmanPage::recompute);
+  connect(m_playback, &PlaybackControls::step_requested, this, &LearnHuffmanPage::step);
+  connect(m_playback, &PlaybackControls::reset_requested, this, &LearnHuffmanPage::reset);
+  auto cache = generate_synthetic(m_source);
+  if (cache) {
+    m_cache = std::move(cache).value();
+  } else {
+    m_error = tr("Synthetic source: %1").arg(QString::fromStdString(cache.message()));
+    m_error_label->setText(m_error);
+  }
+  recompute();
+}
+
+double LearnHuffmanPage::rel_scale() const {
+  return m_rel->currentData().toDouble();
+}
+TensorRole LearnHuffmanPage::role() const {
+  return static_cast<TensorRole>(m_role->currentData().toInt());
+}
+void LearnHuffmanPage::set_rel_scale(double rel_scale) {
+  const int i = m_rel->findData(rel_scale);
+  if (i >= 0) m_rel->setCurrentIndex(i);
+}
+void LearnHuffmanPage::set_role(TensorRole role) {
+  m_role->setCurrentIndex(m_role->findData(static_cast<int>(role)));
+}
+int LearnHuffmanPage::distinct_codes() const {
+  return static_cast<int>(
+      std::count_if(m_counts.begin(), m_counts.end(), [](auto c) { return c; }));
+}
+int LearnHuffmanPage::merge_step() const {
+  return m_tree->merges();
+}
+bool LearnHuffmanPage::is_playing() const {
+  return m_playback->is_playing();
+}
+
+MethodConfig LearnHuffmanPage::method() const {
+  MethodConfig m;
+  m.kind = MethodKind::KvComp;
+  m.rel_scale = rel_scale();
+  m.codec = CodecKind::Huffman;
+  return m;
+}
+
+void LearnHuffmanPage::recompute() {
+  pause();
+  if (m_cache.layers.empty()) return;
+  const auto fail = [this](const QString& what, const std::string& message) {
+    m_error = tr("%1: %2").arg(what, QString::fromStdString(message));
+    m_error_label->setText(m_error);
+  };
+  auto quantizer = make_quantizer(method());
+  if (!quantizer) return fail(tr("Method"), quantizer.message());
+  const LayerKv& layer = m_cache.layers.front();
+  const Tensor& tensor = role() == TensorRole::Key ? layer.key : layer.value;
+  auto q = (*quantizer)->quantize(tensor.view(), role());
+  if (!q)
+    return fail(tr("Quantizing the %1s").arg(QString::fromLatin1(role_name(role()))), q.message());
+  m_counts = count_codes(q->codes);
+  m_codes = q->codes.size();
+  auto book = HuffmanCodebook::from_histogram(m_counts);
+  if (!book) return fail(tr("Engine codebook"), book.message());
+  m_book = std::move(book).value();
+  m_lengths = huffman_lengths(m_counts);
+
+  // Bits per code: every average is weighted by how often each code occurs.
+  std::uint64_t page_bits = 0, engine_bits = 0;
+  int largest = 0;
+  for (int v = 0; v < 256; ++v) {
+    const std::uint64_t c = m_counts[static_cast<std::size_t>(v)];
+    if (c == 0) continue;
+    largest = v;
+    page_bits += c * static_cast<std::uint64_t>(m_lengths[static_cast<std::size_t>(v)]);
+    engine_bits += c * static_cast<std::uint64_t>(m_book.cost_bits(static_cast<std::uint8_t>(v)));
+  }
+  const double n = std::max<double>(1.0, static_cast<double>(m_codes));
+  m_bits = BitsPerCode{8.0, width_of(largest), page_bits / n, engine_bits / n,
+                       shannon_entropy_bits(m_counts)};
+
+  // The tree: over every code that occurs, or the most frequent and one "other".
+  m_steps = HuffmanSteps::from_counts(m_counts, kMaxTreeLeaves);
+  const std::uint64_t other_weight =
+      other_codes() > 0 ? m_steps.nodes()[static_cast<std::size_t>(m_steps.leaf_count() - 1)].weight
+                        : 0;
+  m_tree->set_steps(m_steps);
+  const int distinct = distinct_codes();
+  m_tree_note->setText(
+      other_codes() > 0
+          ? tr("%1 code values occur: the tree shows the %2 most frequent and one \"other\" leaf "
+               "for the remaining %3 (%4 of the codes). Lengths and bits use the full code.")
+                .arg(distinct)
+                .arg(kMaxTreeLeaves - 1)
+                .arg(other_codes())
+                .arg(format_percent(static_cast<double>(other_weight) / n))
+          : tr("%1 code values occur; each is a leaf of the tree.").arg(distinct));
+  m_error.clear();
+  m_error_label->clear();
+  fill_table();
+  draw_chart();
+  update_step_view();
+}
+
+void LearnHuffmanPage::step() {
+  if (merge_step() >= step_count()) return;
+  m_tree->set_merges(merge_step() + 1);
+  update_step_view();
+}
+
+void LearnHuffmanPage::play() {
+  m_playback->play();
+}
+
+void LearnHuffmanPage::pause() {
+  m_playback->pause();
+}
+
+void LearnHuffmanPage::reset() {
+  pause();
+  m_tree->set_merges(0);
+  update_step_view();
+}
+
+void LearnHuffmanPage::update_step_view() {
+  m_step_label->setText(tr("Merge %1 of %2").arg(merge_step()).arg(step_count()));
+  m_playback->step_button()->setEnabled(merge_step() < step_count());
+  m_playback->play_button()->setEnabled(step_count() > 0);
+}
+
+void LearnHuffmanPage::style_table() {
+  m_table->setHorizontalHeaderLabels(
+      {tr("bits\nper code"), tr("tensor\nsize"), tr("saved vs\n8-bit"), tr("saved vs\nfixed")});
+  const QString column_tips[] = {
+      tr("Average bits per code: Σ count × bits of the code's word / number of codes"),
+      tr("Bytes of the tensor's codes: bits per code × number of codes / 8 (scales, minimums, "
+         "offsets and the codebook not included)"),
+      tr("1 − bits / 8: the share (and bytes) saved against storing every code in one byte"),
+      tr("1 − bits / w: the share (and bytes) saved against the narrowest fixed width w that "
+         "holds the largest code")};
+  const QString row_tips[] = {
+      tr("Every code in one byte, as the quantizer writes them"),
+      tr("Every code in w bits, w = bits of the largest code that occurs (the engine's bit-pack "
+         "codec rounds w up to 2, 4 or 8)"),
+      tr("The Huffman code built by the tree below (unlimited length): Σ count × length / codes"),
+      tr("The engine's code-by-code book, HuffmanCodebook::from_histogram: optimal with code "
+         "words of at most 12 bits and an escape symbol of weight 1, so it can cost a little more "
+         "than the tree (where every code fits 4 bits the engine may code pairs instead: see "
+         "above)"),
+      tr("Order-0 Shannon entropy −Σ p log₂ p (the engine's shannon_entropy_bits): no "
+         "code-by-code scheme gets below it")};
+  for (int c = 0; c < kColumns; ++c) m_table->horizontalHeaderItem(c)->setToolTip(column_tips[c]);
+  for (int r = 0; r < kRows; ++r) {
+    m_table->setVerticalHeaderItem(r, new QTableWidgetItem);
+    m_table->verticalHeaderItem(r)->setToolTip(row_tips[r]);
+  }
+  m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  m_table->setSelectionMode(QAbstractItemView::NoSelection);
+  // Sized from the font, not from the cells: before the page is first shown the headers do not
+  // know their final sizes yet.
+  const QFontMetrics fm(m_table->font());
+  m_table->verticalHeader()->setFixedWidth(fm.horizontalAdvance(tr("engine codebook")) + 16);
+  m_table->horizontalHeader()->setFixedHeight(2 * fm.lineSpacing() + 10);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  m_table->setFixedSize(
+      m_table->verticalHeader()->width() +
+          kColumns * (fm.horizontalAdvance(QStringLiteral("888.8 KiB")) + 14) +
+          2 * m_table->frameWidth() + 2,
+      m_table->horizontalHeader()->height() + kRows * kRowHeight + 2 * m_table->frameWidth() + 2);
+  m_table->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+  m_table->verticalHeader()->setDefaultSectionSize(kRowHeight);
+  m_table->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_table->setToolTip(
+      tr("Bits per code of five ways to store this tensor's codes, the bytes they take and what "
+         "each saves. Green: this page's Huffman code"));
+}
+
+void LearnHuffmanPage::fill_table() {
+  const double n = static_cast<double>(m_codes);
+  const double values[] = {m_bits.fixed8, static_cast<double>(m_bits.fixed_width), m_bits.huffman,
+                           m_bits.engine, m_bits.entropy};
+  const QString names[] = {tr("8-bit codes"), tr("%1-bit fixed").arg(m_bits.fixed_width),
+                           tr("Huffman (tree)"), tr("engine codebook"), tr("entropy")};
+  const auto saved = [&](double bits, double against) {
+    if (bits >= against) return tr("—");
+    return tr("%1\n%2").arg(format_percent(1 - bits / against),
+                            format_byte_count((against - bits) * n / 8));
+  };
+  m_table->horizontalHeaderItem(3)->setText(tr("saved vs\n%1-bit").arg(m_bits.fixed_width));
+  for (int r = 0; r < kRows; ++r) {
+    m_table->verticalHeaderItem(r)->setText(names[r]);
+    const QString cells[] = {QString::number(values[r], 'f', 3),
+                             format_byte_count(values[r] * n / 8), saved(values[r], 8.0),
+                             saved(values[r], m_bits.fixed_width)};
+    for (int c = 0; c < kColumns; ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      item->setTextAlignment(Qt::AlignCenter);
+      if (r == 2) item->setBackground(QColor(214, 238, 214));
+      m_table->setItem(r, c, item);
+    }
+  }
+  m_headline->setText(
+      tr("Huffman stores these %1 codes in <b>%2 bits</b> each on average: <b>%3</b> smaller "
+         "than 8-bit codes (%4 saved) and %5 smaller than %6-bit fixed width, %7 bits above the "
+         "entropy.")
+          .arg(QLocale().toString(static_cast<qulonglong>(m_codes)))
+          .arg(QString::number(m_bits.huffman, 'f', 2), format_percent(1 - m_bits.huffman / 8),
+               format_byte_count((8 - m_bits.huffman) * n / 8),
+               format_percent(1 - m_bits.huffman / m_bits.fixed_width))
+          .arg(m_bits.fixed_width)
+          .arg(QString::number(m_bits.huffman - m_bits.entropy, 'f', 3)));
+}
+
+void LearnHuffmanPage::draw_chart() {
+  CodeLengthData data;
+  data.counts.assign(m_counts.begin(), m_counts.end());
+  data.lengths = m_lengths;
+  m_chart->set_data(data, tr("Codes and Huffman lengths (%1)")
+                              .arg(role() == TensorRole::Key ? tr("keys") : tr("values")));
+}
+
+LearnLink LearnHuffmanPage::link() const {
+  LearnLink link;
+  link.target = LearnLink::Target::Compression;
+  link.source = m_source;
+  link.method = method();
+  return link;
+}
+
+}  // namespace kvlab::gui

@@ -1,0 +1,32 @@
+// The throughput frontier (the curve aiconfigurator draws): tokens/s each user sees against
+// tokens/s per GPU, one curve per scheme, the batch growing along it (1, 2, 4, ... up to the
+// largest that fits). Up and to the right is better; a TPOT target is a vertical line (a user
+// needs at least 1000 ÷ TPOT tokens/s), and the best choice under the targets is starred.
+#pragma once
+
+#include <vector>
+
+#include <qcustomplot.h>
+
+#include "planner/planner_chart_data.h"
+
+namespace kvlab::gui {
+
+class PlannerFrontierChart : public QCustomPlot {
+  Q_OBJECT
+
+ public:
+  explicit PlannerFrontierChart(QWidget* parent = nullptr);
+
+  void set_data(const FrontierChartData& data);
+  const FrontierChartData& data() const { return m_data; }
+  // One graph per curve of the data, same order (for tests).
+  const std::vector<QCPGraph*>& curve_graphs() const { return m_curves; }
+
+ private:
+  FrontierChartData m_data;
+  QCPTextElement* m_subtitle = nullptr;
+  std::vector<QCPGraph*> m_curves;
+};
+
+}  // namespace kvlab::gui

@@ -1,0 +1,334 @@
+#include "quality/quality_view.h"
+
+#include <algorithm>
+#include <utility>
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "common/explain.h"
+#include "common/gui_style.h"
+#include "common/number_fields.h"
+#include "common/run_shell.h"
+#include "quality/quality_chart.h"
+#include "quality/quality_configs.h"
+#include "quality/quality_results.h"
+#include "quality/retrieval_chart.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+constexpr int kControlsWidth = 340;
+constexpr int kDefaultSampleTokens = 1024;
+
+}  // namespace
+
+QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
+    : QWidget(parent), m_store(std::move(store)) {
+  m_runner = new QualityRunner(this);
+  auto* splitter = new QSplitter(Qt::Horizontal, this);
+  splitter->addWidget(build_controls());
+  splitter->addWidget(build_results());
+  splitter->setStretchFactor(0, 0);
+  splitter->setStretchFactor(1, 1);
+  splitter->setChildrenCollapsible(false);
+  auto* layout = new QHBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+  layout->addWidget(splitter);
+
+  connect(m_runner, &QualityRunner::progress, m_shell, &RunShell::progress);
+  connect(m_runner, &QualityRunner::measured, this, &QualityView::on_measured);
+  connect(m_runner, &QualityRunner::ended, this, &QualityView::on_ended);
+  connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
+  connect(m_shell, &RunShell::cancel_requested, this, &QualityView::cancel);
+  connect(m_model, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
+  connect(m_text_file, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
+  connect(m_sampled, &QRadioButton::toggled, this, &QualityView::controls_changed);
+  connect(m_sample_tokens, &QSpinBox::editingFinished, this, &QualityView::controls_changed);
+  connect(m_seed, &QSpinBox::editingFinished, this, &QualityView::controls_changed);
+  connect(m_x, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
+  connect(m_y, &QComboBox::currentIndexChanged, this, [this](int index) {
+    const QSignalBlocker block(m_log_y);
+    m_log_y->setChecked(static_cast<QualityY>(index) != QualityY::Agreement);
+    redraw();
+  });
+  connect(m_log_y, &QCheckBox::toggled, this, [this] { redraw(); });
+  connect(m_reset_zoom, &QPushButton::clicked, m_chart, &QualityChart::reset_zoom);
+  connect(m_chart, &QualityChart::point_hovered, this, [this](int index) {
+    const bool valid = index >= 0 && index < static_cast<int>(m_points.size());
+    emit status_message(
+        valid ? quality_point_summary(m_points[static_cast<std::size_t>(index)]) : QString(), 0);
+  });
+  connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    const auto rows = m_table->selectionModel()->selectedRows();
+    m_chart->set_highlight(rows.isEmpty() ? -1 : rows.front().row());
+  });
+  set_running(false);
+  reload_from_store();
+}
+
+QualityView::~QualityView() = default;
+
+QWidget* QualityView::build_controls() {
+  auto* controls = new QWidget;
+
+  auto* model_box = new QGroupBox(tr("Model"), controls);
+  m_model = new QLineEdit(model_box);
+  m_model->setPlaceholderText(tr(".gguf, llama2.c .bin or Hugging Face folder"));
+  m_model->setToolTip(
+      tr("A GGUF model (llama or qwen2, its tokenizer inside), a llama2.c checkpoint with its "
+         "tok*.bin beside it, or a Hugging Face folder (config.json, safetensors, "
+         "tokenizer.json)"));
+  auto* model_file = new QPushButton(tr("File…"), model_box);
+  model_file->setToolTip(tr(
+      "Choose a GGUF model (.gguf) or a llama2.c checkpoint (.bin) with its tok*.bin beside it"));
+  auto* model_folder = new QPushButton(tr("Folder…"), model_box);
+  model_folder->setToolTip(
+      tr("Choose a Hugging Face checkpoint folder (config.json, safetensors, tokenizer.json)"));
+  auto* model_buttons = new QHBoxLayout;
+  model_buttons->addWidget(model_file);
+  model_buttons->addWidget(model_folder);
+  model_buttons->addStretch(1);
+  auto* model_layout = new QVBoxLayout(model_box);
+  model_layout->addWidget(m_model);
+  model_layout->addLayout(model_buttons);
+  connect(model_file, &QPushButton::clicked, this, [this] {
+    const QString path =
+        QFileDialog::getOpenFileName(this, tr("Model file"), m_model->text(),
+                                     tr("Models (*.gguf *.bin);;GGUF models (*.gguf);;llama2.c "
+                                        "checkpoints (*.bin);;All files (*)"));
+    if (!path.isEmpty()) set_model_path(path);
+  });
+  connect(model_folder, &QPushButton::clicked, this, [this] {
+    const QString path =
+        QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder"), m_model->text());
+    if (!path.isEmpty()) set_model_path(path);
+  });
+
+  auto* text_box = new QGroupBox(tr("Text"), controls);
+  m_sampled = new QRadioButton(tr("The model's own sampled text"), text_box);
+  m_sampled->setChecked(true);
+  m_sampled->setToolTip(
+      tr("Score text the model samples itself: stories from BOS at temperature 1 with a seeded "
+         "generator, so no corpus is needed"));
+  m_sample_tokens = new IntField(text_box);
+  m_sample_tokens->setRange(2, 1'000'000);
+  m_sample_tokens->setValue(kDefaultSampleTokens);
+  m_sample_tokens->setSuffix(tr(" tokens"));
+  m_sample_tokens->setToolTip(
+      tr("Tokens of sampled text to score; they are cut into windows of the model's context, "
+         "each starting from BOS"));
+  m_seed = new IntField(text_box);
+  m_seed->setRange(0, 1'000'000'000);
+  m_seed->setValue(1);
+  m_seed->setPrefix(tr("seed "));
+  m_seed->setToolTip(tr("Seed of the sampler: the same seed gives the same text"));
+  auto* sample_row = new QHBoxLayout;
+  sample_row->addSpacing(20);
+  sample_row->addWidget(m_sample_tokens);
+  sample_row->addWidget(m_seed);
+  m_file = new QRadioButton(tr("A text file"), text_box);
+  m_file->setToolTip(tr("Score a UTF-8 text of your own, tokenized with the model's tokenizer"));
+  m_text_file = new QLineEdit(text_box);
+  m_text_file->setPlaceholderText(tr("UTF-8 text"));
+  m_text_file->setToolTip(tr("Path of the UTF-8 text file to score"));
+  auto* text_browse = new QPushButton(tr("Browse…"), text_box);
+  text_browse->setToolTip(tr("Choose the text file"));
+  auto* file_row = new QHBoxLayout;
+  file_row->addSpacing(20);
+  file_row->addWidget(m_text_file, 1);
+  file_row->addWidget(text_browse);
+  m_window = new IntField(text_box);
+  m_window->setRange(0, 1'000'000);
+  m_window->setValue(0);
+  m_window->setSingleStep(256);
+  m_window->setPrefix(tr("windows of "));
+  m_window->setSuffix(tr(" tokens"));
+  m_window->setSpecialValueText(tr("windows of the model's context, or one of the whole text"));
+  m_window->setToolTip(
+      tr("Tokens per window, BOS included: the text is cut into windows of this many positions, "
+         "each scored from BOS. The default is the model's context, or the whole text in one "
+         "window where the text is shorter; a long-context model (8K "
+         "and more) scores far faster in shorter windows (512), as `kvlab quality --window` "
+         "does"));
+  auto* text_layout = new QVBoxLayout(text_box);
+  text_layout->addWidget(m_sampled);
+  text_layout->addLayout(sample_row);
+  text_layout->addWidget(m_file);
+  text_layout->addLayout(file_row);
+  text_layout->addWidget(m_window);
+  connect(text_browse, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Text to score"), m_text_file->text(), tr("Text (*.txt);;All files (*)"));
+    if (!path.isEmpty()) set_text_file(path);
+  });
+
+  auto* methods_box = new QGroupBox(tr("Configurations to compare"), controls);
+  m_methods = new QListWidget(methods_box);
+  m_methods->setToolTip(
+      tr("The configurations to measure: quantization methods and eviction policies, each "
+         "saved as its own quality run"));
+  for (const QualityChoice& c : quality_choices()) {
+    auto* item = new QListWidgetItem(c.name, m_methods);
+    item->setData(Qt::UserRole, c.id);
+    item->setToolTip(quality_choice_tooltip(c));
+    item->setFlags(Qt::ItemIsEnabled | Qt::ItemIsUserCheckable);
+    item->setCheckState(c.checked_at_start ? Qt::Checked : Qt::Unchecked);
+  }
+  m_methods->setMinimumHeight(m_methods->sizeHintForRow(0) * 7);
+  auto* all = new QPushButton(tr("All"), methods_box);
+  all->setToolTip(tr("Check every configuration"));
+  auto* none = new QPushButton(tr("None"), methods_box);
+  none->setToolTip(tr("Uncheck every configuration"));
+  auto* check_buttons = new QHBoxLayout;
+  check_buttons->addWidget(all);
+  check_buttons->addWidget(none);
+  check_buttons->addStretch(1);
+  auto* methods_layout = new QVBoxLayout(methods_box);
+  methods_layout->addWidget(m_methods, 1);
+  methods_layout->addLayout(check_buttons);
+  connect(all, &QPushButton::clicked, this, [this] {
+    QStringList ids;
+    for (const QualityChoice& c : quality_choices()) ids << c.id;
+    set_checked(ids);
+  });
+  connect(none, &QPushButton::clicked, this, [this] { set_checked({}); });
+
+  m_shell = new RunShell({tr("Measure each checked configuration and save it as a quality run"),
+                          tr("Stop measuring; the configurations already measured stay saved"),
+                          tr("How far the measurement has got, window by window")},
+                         controls);
+  auto* note = style::muted_label(
+      tr("Each configuration runs the model over the text twice, exactly and with attention "
+         "reading the compressed or evicted cache, in windows of the model's context (or of the "
+         "whole text where it is shorter)."),
+      controls);
+
+  auto* layout = new QVBoxLayout(controls);
+  layout->setContentsMargins(0, 0, 6, 0);
+  layout->addWidget(model_box);
+  layout->addWidget(text_box);
+  layout->addWidget(methods_box, 1);
+  layout->addWidget(m_shell);
+  layout->addWidget(note);
+
+  auto* scroll = new QScrollArea;  // scrolls rather than clips when the window is short
+  scroll->setWidget(controls);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMinimumWidth(kControlsWidth);
+  scroll->setMaximumWidth(kControlsWidth + 120);
+  return scroll;
+}
+
+QWidget* QualityView::build_results() {
+  auto* results = new QWidget;
+  m_error = new QLabel(results);
+  m_error->setWordWrap(true);
+  m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  style::make_error_banner(m_error);
+  m_error->setVisible(false);
+  m_heading = new QLabel(results);
+  m_heading->setWordWrap(true);
+  m_heading->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_heading->setToolTip(
+      tr("The model and text the runs were measured on; exact perplexity is the model's own, "
+         "exp(mean negative log-likelihood) with an uncompressed cache"));
+
+  m_x = new QComboBox(results);
+  m_x->addItem(tr("memory ratio"));
+  m_x->addItem(tr("bits per value"));
+  m_x->setItemData(0, explain::quality_ratio(), Qt::ToolTipRole);
+  m_x->setItemData(1, explain::quality_bits(), Qt::ToolTipRole);
+  m_x->setToolTip(
+      tr("The chart's x axis: memory ratio vs fp16 (higher is smaller) or bits per value held "
+         "(lower is smaller), eviction's kept fraction included"));
+  m_y = new QComboBox(results);
+  m_y->addItem(tr("Δ perplexity"));
+  m_y->addItem(tr("agreement"));
+  m_y->addItem(tr("KL"));
+  m_y->setItemData(0, explain::perplexity_change(), Qt::ToolTipRole);
+  m_y->setItemData(1, explain::next_token_agreement(), Qt::ToolTipRole);
+  m_y->setItemData(2, explain::quality_kl(), Qt::ToolTipRole);
+  m_y->setToolTip(
+      tr("The chart's y axis: how much the compressed or evicted cache changes the model's "
+         "predictions (perplexity change, next-token agreement or KL)"));
+  m_log_y = new QCheckBox(tr("Log y"), results);
+  m_log_y->setChecked(true);
+  m_log_y->setToolTip(tr("A logarithmic y axis, used when every value is positive"));
+  m_reset_zoom = new QPushButton(tr("Reset zoom"), results);
+  m_reset_zoom->setToolTip(tr("Show every point again (drag pans, the wheel zooms)"));
+  for (QComboBox* axis : {m_x, m_y}) {  // shrink rather than widen the page past a laptop's
+    axis->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    axis->setMinimumContentsLength(10);
+    axis->setMaximumWidth(230);  // takes what room there is, up to its longest item
+  }
+  auto* selectors = new QHBoxLayout;
+  auto* x_label = new QLabel(tr("x"), results);
+  x_label->setBuddy(m_x);
+  x_label->setToolTip(m_x->toolTip());
+  auto* y_label = new QLabel(tr("y"), results);
+  y_label->setBuddy(m_y);
+  y_label->setToolTip(m_y->toolTip());
+  selectors->addWidget(x_label);
+  selectors->addWidget(m_x, 1);
+  selectors->addSpacing(8);
+  selectors->addWidget(y_label);
+  selectors->addWidget(m_y, 1);
+  selectors->addSpacing(8);
+  selectors->addWidget(m_log_y);
+  selectors->addStretch(1);
+  selectors->addWidget(m_reset_zoom);
+
+  m_chart = new QualityChart;
+  m_retrieval = new RetrievalChart;
+  m_chart_tabs = new QTabWidget;
+  m_chart_tabs->setDocumentMode(true);
+  m_chart_tabs->addTab(m_chart, tr("Quality against memory"));
+  m_chart_tabs->addTab(m_retrieval, tr("Passkey retrieval against budget"));
+  m_chart_tabs->setTabToolTip(0, tr("Each stored quality run of this model and text: error "
+                                    "against memory, the Pareto frontier as a step line"));
+  m_chart_tabs->setTabToolTip(
+      kRetrievalTab, tr("Stored passkey-retrieval runs (kvlab quality --needle --save) of this "
+                        "model: the share of pass keys found against the eviction budget, one "
+                        "line per policy; dashed: pressed before the question was read"));
+  m_table = new QTableView;
+  m_table_model = new QualityTableModel(m_table);
+  m_table->setModel(m_table_model);
+  init_quality_table(m_table);
+  auto* vertical = new QSplitter(Qt::Vertical);
+  vertical->addWidget(m_chart_tabs);
+  vertical->addWidget(m_table);
+  vertical->setChildrenCollapsible(false);
+  vertical->setStretchFactor(0, 3);
+  vertical->setStretchFactor(1, 2);
+  vertical->setSizes({480, 280});
+
+  auto* layout = new QVBoxLayout(results);
+  layout->setContentsMargins(6, 0, 0, 0);
+  layout->addWidget(m_error);
+  layout->addWidget(m_heading);
+  layout->addLayout(selectors);
+  layout->addWidget(vertical, 1);
+  return results;
+}
+
+}  // namespace kvlab::gui
