@@ -2,7 +2,9 @@
 // source panel's spec, and the window's pages.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <thread>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -17,14 +19,18 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
+#include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
+#include <QTest>
 #include <QVBoxLayout>
 #include <QWheelEvent>
 
+#include "common/run_controller.h"
 #include "common/run_shell.h"
 #include "common/source_panel.h"
 #include "common/stale_mark.h"
+#include "common/worker_runner.h"
 #include "compression/bytes_chart.h"
 #include "compression/compression_view.h"
 #include "compression/histogram_chart.h"
@@ -159,25 +165,72 @@ TEST(BytesChart, LabelsAreNarrowEnoughNotToRunTogether) {
   EXPECT_GE(view.layer_chart()->minimumHeight(), 400);
 }
 
+// A job that reports its progress until it is cancelled: the real worker thread and progress
+// mechanism every page's runner uses, with no engine work behind it.
+class SteppingRunner : public WorkerRunner {
+ public:
+  bool start() {
+    return launch([progress = progress_fn(0.0, 1.0)]() -> Completion {
+      for (int step = 0; progress(step / 1000.0, "step"); ++step) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      return {};
+    });
+  }
+};
+
 // Issue 43, item 9: long work says how long it has left, and a cancel says so until it is done.
+// Issue 45: one controller holds that lifecycle for every page; the shell only shows it.
 TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
-  EXPECT_EQ(RunShell::time_left(50, 1000), QString()) << "too early to say";
-  EXPECT_EQ(RunShell::time_left(1, 60'000), QString()) << "too little done to say";
-  EXPECT_EQ(RunShell::time_left(25, 10'000), QStringLiteral("about 30 s left"));
-  EXPECT_EQ(RunShell::time_left(10, 60'000), QStringLiteral("about 9 min left"));
-  RunShell shell({});
+  EXPECT_EQ(RunController::time_left(50, 1000), QString()) << "too early to say";
+  EXPECT_EQ(RunController::time_left(1, 60'000), QString()) << "too little done to say";
+  EXPECT_EQ(RunController::time_left(25, 10'000), QStringLiteral("about 30 s left"));
+  EXPECT_EQ(RunController::time_left(10, 60'000), QStringLiteral("about 9 min left"));
+  SteppingRunner runner;
+  RunController controller(&runner);
+  RunShell shell({}, &controller);
   shell.show();
-  shell.started(QStringLiteral("starting"));
-  shell.progress(40, QStringLiteral("layer 3 of 32"));
-  EXPECT_TRUE(shell.stage_label()->text().startsWith(QStringLiteral("layer 3 of 32")));
-  shell.cancelling();
-  shell.progress(45, QStringLiteral("layer 4 of 32"));
+  ASSERT_TRUE(controller.start([&] { return runner.start(); }, QStringLiteral("starting")));
+  EXPECT_FALSE(controller.start([&] { return runner.start(); }, QStringLiteral("again")))
+      << "one run at a time";
+  EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("starting"));
+  EXPECT_FALSE(shell.run_button()->isEnabled());
+  EXPECT_TRUE(shell.cancel_button()->isEnabled());
+  ASSERT_TRUE(QTest::qWaitFor(
+      [&] { return shell.stage_label()->text().startsWith(QStringLiteral("step")); }, 5000));
+  QTest::mouseClick(shell.cancel_button(), Qt::LeftButton);
+  EXPECT_TRUE(controller.cancelling());
   EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("Cancelling…"));
-  EXPECT_EQ(shell.progress_bar()->value(), 45);
-  shell.finished(false);
-  shell.started(QStringLiteral("again"));
-  shell.progress(10, QStringLiteral("layer 1 of 32"));
-  EXPECT_TRUE(shell.stage_label()->text().startsWith(QStringLiteral("layer 1 of 32")));
+  // The job's completion names no outcome: the controller ends the run as cancelled.
+  ASSERT_TRUE(controller.wait_until_done(5000));
+  EXPECT_FALSE(controller.running());
+  EXPECT_FALSE(controller.last_ok());
+  EXPECT_TRUE(shell.run_button()->isEnabled());
+  EXPECT_FALSE(shell.cancel_button()->isEnabled());
+  EXPECT_EQ(shell.progress_bar()->value(), 0);
+  ASSERT_TRUE(controller.start([&] { return runner.start(); }, QStringLiteral("again")));
+  EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("again")) << "no stale Cancelling…";
+  controller.cancel();
+  ASSERT_TRUE(controller.wait_until_done(5000));
+}
+
+// Issue 45: results go stale when an input changes after a run, and fresh when a run shows its.
+TEST(RunController, ResultsGoStaleOnlyAfterTheyAreShown) {
+  SteppingRunner runner;
+  RunController controller(&runner);
+  QSignalSpy stale(&controller, &RunController::stale_changed);
+  controller.input_changed();
+  EXPECT_FALSE(controller.stale()) << "no results yet";
+  controller.results_shown();
+  controller.input_changed();
+  controller.input_changed();
+  EXPECT_TRUE(controller.stale());
+  controller.results_shown();
+  EXPECT_FALSE(controller.stale());
+  controller.input_changed();
+  controller.results_cleared();
+  EXPECT_FALSE(controller.stale());
+  EXPECT_EQ(stale.count(), 4) << "changes only";
 }
 
 // Issue 43, item 10: the wheel over a chart scrolls the page it sits in; Ctrl + wheel zooms it.

@@ -20,6 +20,7 @@
 #include "common/chart_pair.h"
 #include "common/gui_format.h"
 #include "common/gui_style.h"
+#include "common/run_controller.h"
 #include "common/run_shell.h"
 #include "common/source_panel.h"
 #include "common/stale_mark.h"
@@ -49,6 +50,8 @@ constexpr int kControlsWidth = 360;
 CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)) {
   m_runner = new CompressionRunner(this);
+  m_run = new RunController(m_runner, this);
+  connect(m_run, &RunController::running_changed, this, &CompressionView::set_running);
 
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   QWidget* controls = build_controls();
@@ -62,13 +65,11 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &CompressionRunner::progress, m_shell, &RunShell::progress);
   connect(m_runner, &CompressionRunner::stream_simulated, this,
           [this](const StreamReport& stream) { m_pending_stream = stream; });
   connect(m_runner, &CompressionRunner::succeeded, this, &CompressionView::on_succeeded);
   connect(m_runner, &CompressionRunner::failed, this, &CompressionView::on_failed);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
-  connect(m_shell, &RunShell::cancel_requested, this, &CompressionView::cancel);
   connect(m_method, &MethodPanel::changed, this, &CompressionView::update_key_channels);
   connect(m_source, &SourcePanel::changed, this, [this] {
     m_cache_note->setText(m_runner->would_reuse_cache(m_source->spec())
@@ -121,7 +122,7 @@ QWidget* CompressionView::build_controls() {
       {tr("Generate or load the cache (kept in memory while only the method changes), compress it "
           "with the method, measure it and save the run"),
        tr("Stop the run; nothing is saved"), tr("How far the run has got, layer by layer")},
-      controls);
+      m_run, controls);
   m_cache_note = style::muted_label(tr("The cache will be generated or loaded on Run."), controls);
 
   auto* layout = new QVBoxLayout(controls);
@@ -146,7 +147,7 @@ QWidget* CompressionView::build_controls() {
 
 QWidget* CompressionView::build_charts() {
   auto* charts = new QWidget;
-  m_stale = new StaleMark(charts);
+  m_stale = new StaleMark(m_run, charts);
   m_results = new ResultsPanel(charts);
   m_bytes_chart = new BytesChart;
   m_layer_chart = new LayerChart;
@@ -224,7 +225,7 @@ void CompressionView::set_running(bool running) {
 }
 
 bool CompressionView::is_running() const {
-  return m_runner->busy();
+  return m_run->running();
 }
 
 void CompressionView::set_backend(const QString& id) {
@@ -234,12 +235,11 @@ void CompressionView::set_backend(const QString& id) {
 bool CompressionView::run() {
   const CompressionJob job{m_source->spec(), m_method->config(),
                            m_backend->currentData().toString().toStdString()};
-  if (!m_runner->start(job)) return false;
-  m_last_ok = false;
-  m_last_error.clear();
-  m_shell->started(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
-                                                           : tr("Preparing the cache"));
-  set_running(true);
+  if (!m_run->start([&] { return m_runner->start(job); }, m_runner->would_reuse_cache(job.source)
+                                                              ? tr("Reusing the cache in memory")
+                                                              : tr("Preparing the cache"))) {
+    return false;
+  }
   emit status_message(
       tr("Running %1 on %2…")
           .arg(QString::fromStdString(method_label(job.method)), job.source.describe()),
@@ -248,30 +248,23 @@ bool CompressionView::run() {
 }
 
 void CompressionView::cancel() {
-  if (!m_runner->busy()) return;
-  m_runner->cancel();
-  m_shell->cancelling();
+  m_run->cancel();
 }
 
 bool CompressionView::run_and_wait(int timeout_ms) {
-  if (!run()) return false;
-  if (!m_runner->wait_until_done(timeout_ms)) {
-    cancel();
-    m_runner->wait_until_done(timeout_ms);
-    m_last_error = tr("the run did not finish within %1 s").arg(timeout_ms / 1000);
-    return false;
-  }
-  return m_last_ok;
+  return m_run->run_and_wait([this] { return run(); }, timeout_ms);
 }
 
 bool CompressionView::wait_until_done(int timeout_ms) {
-  return m_runner->wait_until_done(timeout_ms);
+  return m_run->wait_until_done(timeout_ms);
+}
+
+const QString& CompressionView::last_error() const {
+  return m_run->last_error();
 }
 
 void CompressionView::on_succeeded(const CompressionReport& report, bool reused_cache) {
-  m_shell->finished(true);
-  set_running(false);
-  m_last_ok = true;
+  m_run->succeeded();
   m_last_reused_cache = reused_cache;
   m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the method changed).")
                                      : tr("Cache kept in memory: changing only the method "
@@ -289,9 +282,7 @@ void CompressionView::on_succeeded(const CompressionReport& report, bool reused_
 
 void CompressionView::on_failed(const QString& message, bool cancelled) {
   m_pending_stream.reset();
-  m_shell->finished(false);
-  set_running(false);
-  m_last_error = message;
+  m_run->failed(message, cancelled);
   if (cancelled) {
     emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
     return;
@@ -310,7 +301,7 @@ void CompressionView::show_error(const QString& engine_message) {
 
 void CompressionView::show_report(const CompressionReport& report, const QString& origin) {
   m_report = report;
-  m_stale->set_fresh();
+  m_run->results_shown();
   ChartSet set = chart_set_from_report(report);
   m_results->set_summary(set.summary, origin);
   m_bytes_chart->set_data(set.bytes);
@@ -397,8 +388,8 @@ void CompressionView::save_run(const CompressionReport& report) {
   const nlohmann::json stream = m_stream ? stream_to_json(*m_stream) : nlohmann::json();
   auto id = m_store->save_run(compression_run(report, {}, m_stream ? &stream : nullptr));
   if (!id) {
-    m_last_error = QString::fromStdString(id.message());
-    show_error(tr("The run was computed but could not be saved: %1").arg(m_last_error));
+    m_run->note_error(QString::fromStdString(id.message()));
+    show_error(tr("The run was computed but could not be saved: %1").arg(m_run->last_error()));
     return;
   }
   m_last_saved_id = *id;

@@ -37,6 +37,7 @@ class KeyChannelPanel;
 class LayerChart;
 class MethodPanel;
 class ResultsPanel;
+class RunController;
 class StaleMark;
 class SourcePanel;
 class StreamChart;
@@ -67,7 +68,7 @@ class CompressionView : public QWidget {
 
   const std::optional<CompressionReport>& current_report() const { return m_report; }
   std::int64_t last_saved_run_id() const { return m_last_saved_id; }
-  const QString& last_error() const { return m_last_error; }
+  const QString& last_error() const;
   // Whether the last successful run reused the cache in memory (only the method changed).
   bool last_run_reused_cache() const { return m_last_reused_cache; }
 
@@ -125,7 +126,8 @@ class CompressionView : public QWidget {
   SourcePanel* m_source = nullptr;
   MethodPanel* m_method = nullptr;
   QComboBox* m_backend = nullptr;
-  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
+  RunController* m_run = nullptr;  // start, progress, cancel, wait, stale
+  RunShell* m_shell = nullptr;     // its Run, Cancel, progress and stage
   QLabel* m_cache_note = nullptr;
   ResultsPanel* m_results = nullptr;
   StaleMark* m_stale = nullptr;
@@ -144,8 +146,6 @@ class CompressionView : public QWidget {
   std::optional<StreamReport> m_stream;
   std::optional<StreamReport> m_pending_stream;  // from the runner, until its report is shown
   std::int64_t m_last_saved_id = 0;
-  QString m_last_error;
-  bool m_last_ok = false;
   bool m_last_reused_cache = false;
 };
 

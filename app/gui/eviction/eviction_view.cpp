@@ -16,6 +16,7 @@
 #include "common/gui_format.h"
 #include "common/gui_style.h"
 #include "common/layer_picker.h"
+#include "common/run_controller.h"
 #include "common/run_shell.h"
 #include "common/source_panel.h"
 #include "common/stale_mark.h"
@@ -42,6 +43,8 @@ constexpr int kControlsWidth = 360;
 EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)) {
   m_runner = new EvictionRunner(this);
+  m_run = new RunController(m_runner, this);
+  connect(m_run, &RunController::running_changed, this, &EvictionView::set_running);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   QWidget* controls = build_controls();
   splitter->addWidget(controls);
@@ -54,11 +57,9 @@ EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &EvictionRunner::progress, m_shell, &RunShell::progress);
   connect(m_runner, &EvictionRunner::succeeded, this, &EvictionView::on_succeeded);
   connect(m_runner, &EvictionRunner::failed, this, &EvictionView::on_failed);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
-  connect(m_shell, &RunShell::cancel_requested, this, &EvictionView::cancel);
   const auto update_note = [this] {
     const auto job = make_eviction_job(m_source->spec(), m_policy->config(), std::nullopt);
     m_cache_note->setText(m_runner->would_reuse_cache(job.source)
@@ -95,7 +96,7 @@ QWidget* EvictionView::build_controls() {
           "each KV head down to its budget, and attention over what is kept is compared with the "
           "full cache; the run is saved"),
        tr("Stop the simulation; nothing is saved"), tr("How far the simulation has got")},
-      controls);
+      m_run, controls);
   m_cache_note = style::muted_label(tr("The cache will be generated or loaded on Run."), controls);
   auto* note = style::muted_label(
       tr("A synthetic source gets one decode-time query per step; its planted needle is marked "
@@ -123,7 +124,7 @@ QWidget* EvictionView::build_controls() {
 
 QWidget* EvictionView::build_results() {
   auto* results = new QWidget;
-  m_stale = new StaleMark(results);
+  m_stale = new StaleMark(m_run, results);
   m_error = new QLabel(results);
   m_error->setWordWrap(true);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -209,19 +210,18 @@ void EvictionView::set_running(bool running) {
 }
 
 bool EvictionView::is_running() const {
-  return m_runner->busy();
+  return m_run->running();
 }
 
 bool EvictionView::run() {
   const EvictionJob job =
       make_eviction_job(m_source->spec(), m_policy->config(), m_policy->compare_config());
-  if (!m_runner->start(job)) return false;
-  m_last_ok = false;
-  m_last_error.clear();
+  if (!m_run->start([&] { return m_runner->start(job); }, m_runner->would_reuse_cache(job.source)
+                                                              ? tr("Reusing the cache in memory")
+                                                              : tr("Preparing the cache"))) {
+    return false;
+  }
   m_error->setVisible(false);
-  m_shell->started(m_runner->would_reuse_cache(job.source) ? tr("Reusing the cache in memory")
-                                                           : tr("Preparing the cache"));
-  set_running(true);
   emit status_message(
       tr("Simulating %1 on %2…")
           .arg(QString::fromStdString(eviction_label(job.policy)), job.source.describe()),
@@ -230,30 +230,23 @@ bool EvictionView::run() {
 }
 
 void EvictionView::cancel() {
-  if (!m_runner->busy()) return;
-  m_runner->cancel();
-  m_shell->cancelling();
+  m_run->cancel();
 }
 
 bool EvictionView::run_and_wait(int timeout_ms) {
-  if (!run()) return false;
-  if (!m_runner->wait_until_done(timeout_ms)) {
-    cancel();
-    m_runner->wait_until_done(timeout_ms);
-    m_last_error = tr("the run did not finish within %1 s").arg(timeout_ms / 1000);
-    return false;
-  }
-  return m_last_ok;
+  return m_run->run_and_wait([this] { return run(); }, timeout_ms);
 }
 
 bool EvictionView::wait_until_done(int timeout_ms) {
-  return m_runner->wait_until_done(timeout_ms);
+  return m_run->wait_until_done(timeout_ms);
+}
+
+const QString& EvictionView::last_error() const {
+  return m_run->last_error();
 }
 
 void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cache) {
-  m_shell->finished(true);
-  set_running(false);
-  m_last_ok = true;
+  m_run->succeeded();
   m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the policy changed).")
                                      : tr("Cache kept in memory: changing only the policy will "
                                           "not regenerate it."));
@@ -264,9 +257,7 @@ void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cach
 }
 
 void EvictionView::on_failed(const QString& message, bool cancelled) {
-  m_shell->finished(false);
-  set_running(false);
-  m_last_error = message;
+  m_run->failed(message, cancelled);
   if (cancelled) {
     emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
     return;
@@ -284,7 +275,7 @@ void EvictionView::show_error(const QString& engine_message) {
 void EvictionView::show_reports(const EvictionReport& report,
                                 const std::optional<EvictionReport>& compare,
                                 const QString& origin) {
-  m_stale->set_fresh();
+  m_run->results_shown();
   m_report = report;
   m_compare = compare;
   m_origin = origin;
@@ -378,8 +369,8 @@ void EvictionView::save_runs() {
   }
   auto saved = save_eviction_runs(*m_store, *m_report, m_compare);
   if (!saved) {
-    m_last_error = QString::fromStdString(saved.message());
-    show_error(tr("The run was computed but could not be saved: %1").arg(m_last_error));
+    m_run->note_error(QString::fromStdString(saved.message()));
+    show_error(tr("The run was computed but could not be saved: %1").arg(m_run->last_error()));
     return;
   }
   m_last_saved_id = saved->id;

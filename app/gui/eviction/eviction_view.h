@@ -38,6 +38,7 @@ struct EvictionOutcome;
 class LayerPicker;
 class MiniCacheChart;
 class SourcePanel;
+class RunController;
 class StaleMark;
 
 class EvictionView : public QWidget {
@@ -68,7 +69,7 @@ class EvictionView : public QWidget {
   const std::optional<EvictionReport>& current_report() const { return m_report; }
   const std::optional<EvictionReport>& current_compare() const { return m_compare; }
   std::int64_t last_saved_run_id() const { return m_last_saved_id; }
-  const QString& last_error() const { return m_last_error; }
+  const QString& last_error() const;
 
   SourcePanel* source_panel() const { return m_source; }
   EvictionPolicyPanel* policy_panel() const { return m_policy; }
@@ -113,7 +114,8 @@ class EvictionView : public QWidget {
   EvictionRunner* m_runner = nullptr;
   SourcePanel* m_source = nullptr;
   EvictionPolicyPanel* m_policy = nullptr;
-  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
+  RunController* m_run = nullptr;  // start, progress, cancel, wait, stale
+  RunShell* m_shell = nullptr;     // its Run, Cancel, progress and stage
   QLabel* m_cache_note = nullptr;
   QLabel* m_error = nullptr;
   StaleMark* m_stale = nullptr;
@@ -133,8 +135,6 @@ class EvictionView : public QWidget {
   std::optional<EvictionReport> m_report, m_compare;
   QString m_origin;
   std::int64_t m_last_saved_id = 0;
-  QString m_last_error;
-  bool m_last_ok = false;
   bool m_syncing_zoom = false;
 };
 

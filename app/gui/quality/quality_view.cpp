@@ -25,6 +25,7 @@
 #include "common/explain.h"
 #include "common/gui_style.h"
 #include "common/number_fields.h"
+#include "common/run_controller.h"
 #include "common/run_shell.h"
 #include "quality/quality_chart.h"
 #include "quality/quality_configs.h"
@@ -43,6 +44,8 @@ constexpr int kDefaultSampleTokens = 1024;
 QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
     : QWidget(parent), m_store(std::move(store)) {
   m_runner = new QualityRunner(this);
+  m_run = new RunController(m_runner, this);
+  connect(m_run, &RunController::running_changed, this, &QualityView::set_running);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   splitter->addWidget(build_controls());
   splitter->addWidget(build_results());
@@ -53,11 +56,9 @@ QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &QualityRunner::progress, m_shell, &RunShell::progress);
   connect(m_runner, &QualityRunner::measured, this, &QualityView::on_measured);
   connect(m_runner, &QualityRunner::ended, this, &QualityView::on_ended);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
-  connect(m_shell, &RunShell::cancel_requested, this, &QualityView::cancel);
   connect(m_model, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
   connect(m_text_file, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
   connect(m_sampled, &QRadioButton::toggled, this, &QualityView::controls_changed);
@@ -214,7 +215,7 @@ QWidget* QualityView::build_controls() {
   m_shell = new RunShell({tr("Measure each checked configuration and save it as a quality run"),
                           tr("Stop measuring; the configurations already measured stay saved"),
                           tr("How far the measurement has got, window by window")},
-                         controls);
+                         m_run, controls);
   auto* note = style::muted_label(
       tr("Each configuration runs the model over the text twice, exactly and with attention "
          "reading the compressed or evicted cache, in windows of the model's context (or of the "

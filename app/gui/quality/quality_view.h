@@ -37,6 +37,7 @@ class QTableView;
 namespace kvlab::gui {
 
 class QualityChart;
+class RunController;
 class QualityTableModel;
 class RetrievalChart;
 
@@ -77,7 +78,7 @@ class QualityView : public QWidget {
 
   const std::vector<QualityPoint>& points() const { return m_points; }
   const std::vector<std::int64_t>& last_saved_run_ids() const { return m_saved_ids; }
-  const QString& last_error() const { return m_last_error; }
+  const QString& last_error() const;
 
   QLineEdit* model_edit() const { return m_model; }
   QRadioButton* sampled_radio() const { return m_sampled; }
@@ -136,7 +137,8 @@ class QualityView : public QWidget {
   QSpinBox* m_window = nullptr;
   QLineEdit* m_text_file = nullptr;
   QListWidget* m_methods = nullptr;
-  RunShell* m_shell = nullptr;  // Run, Cancel, progress and stage
+  RunController* m_run = nullptr;  // start, progress, cancel, wait
+  RunShell* m_shell = nullptr;     // its Run, Cancel, progress and stage
   QLabel* m_error = nullptr;
   QLabel* m_heading = nullptr;
   QComboBox* m_x = nullptr;
@@ -155,10 +157,8 @@ class QualityView : public QWidget {
   QualityJob m_job;  // the running (or last) job
   int m_measured = 0;
   std::vector<std::int64_t> m_saved_ids;
-  QString m_last_error;
   QString m_offered_model;  // the last offer_model_path() taken
-  bool m_last_ok = false;
-  bool m_syncing = false;  // the controls are being set from a stored run
+  bool m_syncing = false;   // the controls are being set from a stored run
 };
 
 }  // namespace kvlab::gui

@@ -15,7 +15,7 @@
 
 #include "common/gui_format.h"
 #include "common/gui_style.h"
-#include "common/run_shell.h"
+#include "common/run_controller.h"
 #include "kvlab/store/run_records.h"
 #include "quality/quality_chart.h"
 #include "quality/quality_configs.h"
@@ -268,7 +268,7 @@ void QualityView::set_running(bool running) {
 }
 
 bool QualityView::is_running() const {
-  return m_runner->busy();
+  return m_run->running();
 }
 
 bool QualityView::run() {
@@ -280,24 +280,20 @@ bool QualityView::run() {
     if (const QualityChoice* c = find_quality_choice(id)) job.choices.push_back(*c);
   }
   if (job.choices.empty()) {
-    m_last_error = tr("no configuration is checked: check at least one to measure");
-    show_error(m_last_error);
+    m_run->note_error(tr("no configuration is checked: check at least one to measure"));
+    show_error(m_run->last_error());
     return false;
   }
   if (job.text.kind == QualityText::Kind::File && job.text.path.empty()) {
-    m_last_error = tr("no text file: choose one, or score the model's own sampled text");
-    show_error(m_last_error);
+    m_run->note_error(tr("no text file: choose one, or score the model's own sampled text"));
+    show_error(m_run->last_error());
     return false;
   }
-  if (!m_runner->start(job)) return false;
+  if (!m_run->start([&] { return m_runner->start(job); }, tr("Loading the model"))) return false;
   m_job = std::move(job);
   m_measured = 0;
   m_saved_ids.clear();
-  m_last_ok = false;
-  m_last_error.clear();
   m_error->setVisible(false);
-  m_shell->started(tr("Loading the model"));
-  set_running(true);
   emit status_message(tr("Measuring %1…")
                           .arg(count_of(static_cast<int>(m_job.choices.size()), tr("configuration"),
                                         tr("configurations"))),
@@ -306,24 +302,19 @@ bool QualityView::run() {
 }
 
 void QualityView::cancel() {
-  if (!m_runner->busy()) return;
-  m_runner->cancel();
-  m_shell->cancelling();
+  m_run->cancel();
 }
 
 bool QualityView::run_and_wait(int timeout_ms) {
-  if (!run()) return false;
-  if (!m_runner->wait_until_done(timeout_ms)) {
-    cancel();
-    m_runner->wait_until_done(timeout_ms);
-    m_last_error = tr("the run did not finish within %1 s").arg(timeout_ms / 1000);
-    return false;
-  }
-  return m_last_ok;
+  return m_run->run_and_wait([this] { return run(); }, timeout_ms);
 }
 
 bool QualityView::wait_until_done(int timeout_ms) {
-  return m_runner->wait_until_done(timeout_ms);
+  return m_run->wait_until_done(timeout_ms);
+}
+
+const QString& QualityView::last_error() const {
+  return m_run->last_error();
 }
 
 void QualityView::on_measured(const QualityReport& report, int index, int count) {
@@ -369,12 +360,13 @@ void QualityView::on_measured(const QualityReport& report, int index, int count)
 }
 
 void QualityView::on_ended(const QString& error, bool cancelled, int failed_index) {
-  m_shell->finished(error.isEmpty());
-  set_running(false);
-  m_last_error = error;
-  m_last_ok = error.isEmpty();
+  if (error.isEmpty()) {
+    m_run->succeeded();
+  } else {
+    m_run->failed(error, cancelled);
+  }
   const int count = static_cast<int>(m_job.choices.size());
-  if (m_last_ok) {
+  if (error.isEmpty()) {
     emit status_message(
         tr("Measured %1").arg(count_of(count, tr("configuration"), tr("configurations"))) +
             (m_store ? tr("; each saved as a quality run") : QString()),
