@@ -2,12 +2,12 @@
 """Runs kvlab_bench_codecs once and prints the code stream coding table for docs/PERFORMANCE.md:
 per codec and tensor, encode and decode GB/s of decoded codes, compressed bits per code (payload,
 and total with offsets, bit counts and codebooks), payload over the stream's order-0 entropy,
-and decode speed relative to zstd level 1 on the same tensor, all from the same run.
+and decode speed relative to zstd level 1 on the same tensor, all from the same run. With
+--results FILE it also writes today's numbers of issue 3's codec targets there
+(bench/bench_results.py).
 
-usage: bench/codec_report.py BUILD_DIR [extra benchmark args]"""
-import json
-import subprocess
-import sys
+usage: bench/codec_report.py BUILD_DIR [--results FILE] [extra benchmark args]"""
+import bench_results as br
 
 
 def rate(gbs):
@@ -15,13 +15,10 @@ def rate(gbs):
     return f"{gbs:.2f}" if gbs >= 0.1 else f"{gbs:.3g}"
 
 
-def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
-    exe = f"{build}/bench/kvlab_bench_codecs"
-    out = subprocess.run([exe, "--benchmark_format=json", "--benchmark_min_time=0.2", *sys.argv[2:]],
-                         check=True, capture_output=True, text=True).stdout
+def parse(results):
+    """{label: {"encode": GB/s, "decode": GB/s, "payload_bits_per_code": ..., ...}}"""
     rows = {}
-    for r in json.loads(out)["benchmarks"]:
+    for r in results:
         if "label" not in r or r.get("error_occurred"):
             continue
         direction = "encode" if ("Encode" in r["name"] or "Compress" in r["name"]) else "decode"
@@ -31,6 +28,42 @@ def main():
         row[direction] = r["bytes_per_second"] / 1e9
         for key in ("payload_bits_per_code", "total_bits_per_code", "entropy_bits_per_code"):
             row[key] = r[key]
+    return rows
+
+
+def targets(rows, command):
+    """Issue 3's codec targets over the engine's Huffman rows (`huffman/<stream>`)."""
+    huff = {label: d for label, d in rows.items() if label.startswith("huffman/")}
+    if not huff:
+        return []
+    streams = f"{len(huff)} stream{'s' * (len(huff) > 1)}"
+    out = []
+    decode = [d["decode"] for d in huff.values() if "decode" in d]
+    if decode:
+        out.append(br.target("decode", 3, "Huffman decode ≥ 1.5 GB/s of decoded codes per core",
+                             br.met(min(decode) >= 1.5),
+                             [br.number(streams, decode, "GB/s")], command))
+    encode = [d["encode"] for d in huff.values() if "encode" in d]
+    if encode:
+        out.append(br.target("encode", 3, "Huffman encode ≥ 0.5 GB/s per core",
+                             br.met(min(encode) >= 0.5),
+                             [br.number(streams, encode, "GB/s")], command))
+    over = [100 * (d["payload_bits_per_code"] / d["entropy_bits_per_code"] - 1)
+            for d in huff.values()]
+    entropy = [d["entropy_bits_per_code"] for d in huff.values()]
+    out.append(br.target(
+        "payload", 3, "Huffman payload within 3% of the stream's order-0 entropy",
+        br.met(max(over) <= 3.0),
+        [br.number(f"over the entropy, {streams} of {br.span(entropy, 1)} bits per code",
+                   over, "%", 1)],
+        command))
+    return out
+
+
+def main():
+    args, extra = br.parse_args(__doc__)
+    rows = parse(br.run_benchmark(args.build, "kvlab_bench_codecs", "--benchmark_min_time=0.2",
+                                  *extra))
     print("| codec / tensor | encode GB/s | decode GB/s | payload bits/code | total bits/code "
           "| payload / entropy | decode vs zstd-1 |")
     print("|---|---:|---:|---:|---:|---:|---:|")
@@ -44,6 +77,7 @@ def main():
     entropies = {label.split("/")[-1]: d["entropy_bits_per_code"] for label, d in rows.items()}
     print("\norder-0 entropy (bits/code): " +
           ", ".join(f"{t} {e:.3f}" for t, e in entropies.items()))
+    br.write_results(args, "codec", targets(rows, br.command_line()))
 
 
 if __name__ == "__main__":

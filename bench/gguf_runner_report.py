@@ -10,7 +10,9 @@ the same threads, the same prompt tokens and greedy sampling, and the first 32 g
 of both are compared.
 
 Usage: python3 bench/gguf_runner_report.py build/release MODEL.gguf [--threads 1,2]
-Prints a Markdown table for docs/PERFORMANCE.md.
+                                          [--results FILE]
+Prints a Markdown table for docs/PERFORMANCE.md; with --results FILE it also writes today's
+numbers of issue 20's speed target there (bench/bench_results.py).
 """
 import argparse
 import json
@@ -19,6 +21,8 @@ import platform
 import subprocess
 import sys
 import time
+
+import bench_results as br
 
 PROMPT_TOKENS = 512
 DECODE_TOKENS = 128
@@ -130,11 +134,25 @@ def teacher_forced_comparison(kvlab, model, ids, kv_tokens, count=32):
     return same, len(rows), worst_rel, margins
 
 
+def targets(kvlab, llama, command):
+    """kvlab, llama: {threads: (prefill tokens/s, decode tokens/s)}, llama empty without it."""
+    out = []
+    for phase, i in (("decode", 1), ("prefill", 0)):
+        measured = [br.number(f"{runner} {t} thread{'s' * (t > 1)}", rows[t][i], "tokens/s", 1)
+                    for runner, rows in (("kvlab", kvlab), ("llama.cpp", llama))
+                    for t in sorted(rows)]
+        out.append(br.target(
+            phase, 20, f"{phase} tokens/s of SmolLM2-135M-Instruct Q4_1 beside llama.cpp (same "
+            "machine, threads and GGUF)", "reported", measured, command))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("build")
     ap.add_argument("model")
     ap.add_argument("--threads", default="1,2")
+    br.add_option(ap)
     args = ap.parse_args()
     kvlab = os.path.join(args.build, "app", "cli", "kvlab")
     ids = prompt_ids(kvlab, args.model)
@@ -148,6 +166,7 @@ def main():
         import llama_cpp  # noqa: F401
     except ImportError:
         have_llama = False
+    kvlab_rows, llama_rows = {}, {}
     for threads in [int(t) for t in args.threads.split(",")]:
         best = None
         for _ in range(REPEATS):
@@ -156,8 +175,10 @@ def main():
             best = row if best is None else (max(best[0], row[0]), max(best[1], row[1]))
             kv_tokens = r["generated_ids"]
         print(f"| kvlab | {threads} | {best[0]:.1f} | {best[1]:.1f} |")
+        kvlab_rows[threads] = best
         if have_llama:
             lbest, l_tokens = llama_cpp_run(args.model, ids, threads)
+            llama_rows[threads] = lbest
             print(f"| llama.cpp (llama-cpp-python) | {threads} | {lbest[0]:.1f} | {lbest[1]:.1f} |")
             same = sum(1 for a, b in zip(kv_tokens[:32], l_tokens[:32]) if a == b)
             first_diff = next((i for i, (a, b) in enumerate(zip(kv_tokens, l_tokens)) if a != b),
@@ -174,6 +195,12 @@ def main():
                   f"apart, llama.cpp's {ll_margin:.3f}")
     if not have_llama:
         print("\nllama.cpp: not measured (llama_cpp cannot be imported by this Python)")
+    if args.results:
+        command = br.command_line()
+        if have_llama:  # the Python that has llama_cpp (a virtual environment outside the tree)
+            python = sys.executable.replace(os.path.expanduser("~"), "~", 1)
+            command = command.replace("python3 ", f"{python} ", 1)
+        br.write_results(args, "gguf_runner", targets(kvlab_rows, llama_rows, command))
 
 
 if __name__ == "__main__":

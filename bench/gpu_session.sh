@@ -3,7 +3,9 @@
 #   bash .gpu/run.sh 'bash bench/gpu_session.sh'
 # after ../shared/gpu/pack.sh: the GPU tests, whole runs on --backend cpu and cuda side by side
 # (synthetic llama3-8b, 32 layers, source in memory), and compute-sanitizer on a small run.
-# Writes tests.txt, runs.jsonl, sanitizer.txt under $OUT (or ./gpu-out).
+# Writes tests.txt, runs.jsonl, sanitizer.txt under $OUT (or ./gpu-out), and the runs' numbers
+# against issue 44's targets as gpu_run_<gpu>.json (bench/results' file for this GPU, updated):
+# copy it to bench/results/ and run scripts/perf_doc.py --out docs/PERFORMANCE.md.
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
@@ -38,6 +40,12 @@ done
 run 1024 cuda --method int8
 run 1024 cpu --method int8
 cat "$out/runs.jsonl"
+gpu=$(head -n 1 "$out/device.txt" | cut -d, -f1 | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/ .*//')
+results="$out/gpu_run_${gpu:-gpu}.json"
+[ -f "bench/results/gpu_run_${gpu}.json" ] && cp "bench/results/gpu_run_${gpu}.json" "$results"
+python3 bench/run_report.py --from-json "$out/runs.jsonl" --command 'bash bench/gpu_session.sh' \
+  --results "$results" > "$out/run_report.txt" 2>&1
+echo "run_report rc=$? -> $results" >> "$out/run_report.txt"
 {
   timeout 60 compute-sanitizer --tool memcheck kvlab compress --source synthetic:tiny --context 300 \
     --method kvcomp --codec huffman --backend cuda

@@ -10,12 +10,13 @@ everything else it does (RMSNorm, RoPE, softmax, SwiGLU, cache appends) counts a
 GEMM rate is the same FLOPs over the time Eigen takes for those products alone. The share is
 their ratio, i.e. GEMM time / runner time. The "weight products only" row is the earlier
 definition (projections and MLP over the whole prefill time, attention's products counted in the
-time but not in the work), kept for comparison.
+time but not in the work), kept for comparison. With --results FILE it also writes today's
+numbers of issue 6's targets there (bench/bench_results.py).
 
-usage: bench/model_runner_report.py BUILD_DIR [extra benchmark args]"""
-import json
-import subprocess
+usage: bench/model_runner_report.py BUILD_DIR [--results FILE] [extra benchmark args]"""
 import sys
+
+import bench_results as br
 
 UNIT = {"ms": 1e-3, "us": 1e-6, "ns": 1e-9, "s": 1.0}
 
@@ -24,15 +25,28 @@ def seconds(row):
     return row["cpu_time"] * UNIT[row["time_unit"]]
 
 
+def targets(pre, dec, gemm_all, gemm_dec, command):
+    """Issue 6's targets: tokens/s and the share (GEMM time / runner time), prefill and decode."""
+    out = []
+    for tid, label, row, gemm in (("prefill", "prefill, 256 tokens in one batch", pre, gemm_all),
+                                  ("decode", "decode, 256 tokens one at a time", dec, gemm_dec)):
+        share = seconds(gemm) / seconds(row)
+        out.append(br.target(
+            tid, 6, f"{tid} tokens/s, with the matrix products at ≥ 50% of an Eigen GEMM of "
+            "the same shapes", br.met(share >= 0.5),
+            [br.number(label, row["items_per_second"], "tokens/s", 0),
+             br.number("share", share, "× Eigen GEMM")], command))
+    return out
+
+
 def main():
-    build = sys.argv[1] if len(sys.argv) > 1 else "build/release"
-    out = subprocess.run([f"{build}/bench/kvlab_bench_model_runner", "--benchmark_format=json",
-                          "--benchmark_min_time=0.5", "--benchmark_repetitions=5",
-                          "--benchmark_report_aggregates_only=true", *sys.argv[2:]],
-                         check=True, capture_output=True, text=True).stdout
+    args, extra = br.parse_args(__doc__)
+    results = br.run_benchmark(args.build, "kvlab_bench_model_runner", "--benchmark_min_time=0.5",
+                               "--benchmark_repetitions=5",
+                               "--benchmark_report_aggregates_only=true", *extra)
     # Medians of 5 repetitions, CPU time (as Google Benchmark's items_per_second): the machine
     # may be shared.
-    rows = {r["run_name"]: r for r in json.loads(out)["benchmarks"]
+    rows = {r["run_name"]: r for r in results
             if r.get("aggregate_name", "median") == "median"}
     if any(r.get("error_occurred") for r in rows.values()):
         sys.exit("model runner bench skipped: " + next(r["error_message"] for r in rows.values()
@@ -58,6 +72,8 @@ def main():
         seconds(dec), seconds(gemm_dec), True)
     row("prefill, weight products only (earlier definition)", None, pre["weight_matmul_flops"],
         seconds(pre), seconds(gemm_w), False)
+    br.write_results(args, "model_runner",
+                     targets(pre, dec, gemm_all, gemm_dec, br.command_line()))
 
 
 if __name__ == "__main__":
