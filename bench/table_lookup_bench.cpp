@@ -4,8 +4,8 @@
 // step of 16 lanes, a gather of the streams' next bytes, a gather from the 4096-entry decode
 // table and a scatter of the decoded symbols; the scalar block decoder (codec_streams.cpp) does
 // the same work with plain loads and stores, four streams side by side. These rows are the
-// measurement behind keeping the scalar decoder (docs/PERFORMANCE.md, "Why the fused Huffman
-// paths stop short of 0.5x").
+// measurement behind keeping the scalar decoder (docs/PERFORMANCE.md, "Fused attention on the
+// CPU"; the whole analysis is in that file's history, before issue 45).
 //
 // Items are table lookups (or stores) done. Lookups run as independent dependency chains
 // x = table[x], 16 of them in each row, so rows measure throughput, not latency.
