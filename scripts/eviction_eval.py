@@ -104,15 +104,52 @@ def run(a):
     return 0
 
 
-def markdown(a):
+def load_rows(path):
+    """The stored rows of an --out file, the last of each (kind, policy, budget, before) kept."""
     rows = {}
-    with open(a.out) as f:
+    with open(path) as f:
         for line in f:
             r = json.loads(line)
             rows[key(r["kind"], r["policy_id"], r["budget"], r["before_question"])] = r
-    print("| policy | when | budget | kept | perplexity change | KL nats | same greedy token "
-          "| passkeys found | found, pressed before the question |")
-    print("|---|---|---|---:|---:|---:|---:|---|---|")
+    return rows
+
+
+# The uncertainties a row carries when kvlab stored it with them (older rows lack them).
+UNCERTAINTIES = {"ppl": ["perplexity_change_se", "kl_mean_se", "next_token_agreement_low",
+                         "next_token_agreement_high"],
+                 "needle": ["accuracy_low", "accuracy_high"]}
+
+
+def have(r, field):
+    return r is not None and isinstance(r.get(field), (int, float))
+
+
+def markdown_table(rows, source):
+    """The table of docs/QUALITY.md ("Every eviction policy"), every number with its uncertainty
+    where the row has it (— where not), after one line naming what the stored rows lack."""
+    missing = sorted({f for r in rows.values() if "error" not in r
+                      for f in UNCERTAINTIES.get(r["kind"], []) if not have(r, f)})
+    out = []
+    if missing:
+        out += [f"The rows of `{source}` were stored before runs kept their uncertainties "
+                f"({', '.join(missing)}): those cells show —.", ""]
+    out.append("| policy | when | budget | kept | tokens | perplexity change | ± s.e. | KL nats "
+               "| ± s.e. | same greedy token | 95% interval | passkeys found "
+               "| found, pressed before the question |")
+    out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+
+    def cells(r):
+        if not r:
+            return "–"
+        found = sum(c["found"] for c in r["cells"])
+        interval = (f"{100 * r['accuracy_low']:.0f}–{100 * r['accuracy_high']:.0f}%"
+                    if have(r, "accuracy_low") and have(r, "accuracy_high") else "—")
+        return ("".join("✓" if c["found"] else "✗" for c in r["cells"]) +
+                f" {found}/{len(r['cells'])}, 95% {interval}")
+
+    def num(r, field, fmt):
+        return fmt(r[field]) if have(r, field) else "—"
+
     for policy in PREFILL + DECODE:
         for budget in (["-"] if policy == "minicache" else BUDGETS):
             p = rows.get(key("ppl", policy, budget, False))
@@ -120,20 +157,34 @@ def markdown(a):
             b = rows.get(key("needle", policy, budget, True))
             if not (p or n):
                 continue
+            when = "prefill" if policy in PREFILL else "decode"
             if (p and "error" in p) or (n and "error" in n):
                 err = (p if p and "error" in p else n)["error"].replace("kvlab: ", "")
-                print(f"| {policy} | {'prefill' if policy in PREFILL else 'decode'} | {budget} | "
-                      f"not run: {err} | | | | | |")
+                out.append(f"| {policy} | {when} | {budget} | not run: {err} "
+                           "| | | | | | | | | |")
                 continue
-            cells = lambda r: "".join("✓" if c["found"] else "✗" for c in r["cells"]) + \
-                f" {sum(c['found'] for c in r['cells'])}/{len(r['cells'])}" if r else "–"
-            when = "prefill" if policy in PREFILL else "decode"
             size = f"{budget} of channels" if policy == "think" else budget
-            print(f"| {policy} | {when} | {size} | "
-                  f"{100 * p['kept_fraction']:.1f}% | {100 * p['perplexity_change']:+.2f}% | "
-                  f"{p['kl_mean']:.4f} | {100 * p['next_token_agreement']:.1f}% | "
-                  f"{cells(n)} | {cells(b) if policy in PREFILL else ''} |" if p else
-                  f"| {policy} | {when} | {size} | | | | | {cells(n)} | {cells(b)} |")
+            before = cells(b) if policy in PREFILL else ""
+            if not p:
+                out.append(f"| {policy} | {when} | {size} | | | | | | | | | {cells(n)} | "
+                           f"{cells(b)} |")
+                continue
+            agreement = (f"{100 * p['next_token_agreement_low']:.1f}–"
+                         f"{100 * p['next_token_agreement_high']:.1f}%"
+                         if have(p, "next_token_agreement_low") and
+                         have(p, "next_token_agreement_high") else "—")
+            out.append(
+                f"| {policy} | {when} | {size} | {100 * p['kept_fraction']:.1f}% | "
+                f"{p['tokens']} | {100 * p['perplexity_change']:+.2f}% | "
+                f"{num(p, 'perplexity_change_se', lambda v: f'{100 * v:.2f}%')} | "
+                f"{p['kl_mean']:.4f} | {num(p, 'kl_mean_se', lambda v: f'{v:.4f}')} | "
+                f"{100 * p['next_token_agreement']:.1f}% | {agreement} | {cells(n)} | "
+                f"{before} |")
+    return "\n".join(out) + "\n"
+
+
+def markdown(a):
+    sys.stdout.write(markdown_table(load_rows(a.out), a.out))
     return 0
 
 
