@@ -2,9 +2,7 @@
 // source panel's spec, and the window's pages.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
-#include <thread>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -19,7 +17,6 @@
 #include <QPushButton>
 #include <QScrollArea>
 #include <QScrollBar>
-#include <QSignalSpy>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QTest>
@@ -30,7 +27,6 @@
 #include "common/run_shell.h"
 #include "common/source_panel.h"
 #include "common/stale_mark.h"
-#include "common/worker_runner.h"
 #include "compression/bytes_chart.h"
 #include "compression/compression_view.h"
 #include "compression/histogram_chart.h"
@@ -46,6 +42,7 @@
 #include "planner/planner_view.h"
 #include "quality/quality_chart.h"
 #include "runs/runs_view.h"
+#include "stepping_runner.h"
 #include "window/main_window.h"
 #include "window/screenshots.h"
 
@@ -165,20 +162,6 @@ TEST(BytesChart, LabelsAreNarrowEnoughNotToRunTogether) {
   EXPECT_GE(view.layer_chart()->minimumHeight(), 400);
 }
 
-// A job that reports its progress until it is cancelled: the real worker thread and progress
-// mechanism every page's runner uses, with no engine work behind it.
-class SteppingRunner : public WorkerRunner {
- public:
-  bool start() {
-    return launch([progress = progress_fn(0.0, 1.0)]() -> Completion {
-      for (int step = 0; progress(step / 1000.0, "step"); ++step) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-      return {};
-    });
-  }
-};
-
 // Issue 43, item 9: long work says how long it has left, and a cancel says so until it is done.
 // Issue 45: one controller holds that lifecycle for every page; the shell only shows it.
 TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
@@ -212,25 +195,6 @@ TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
   EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("again")) << "no stale Cancelling…";
   controller.cancel();
   ASSERT_TRUE(controller.wait_until_done(5000));
-}
-
-// Issue 45: results go stale when an input changes after a run, and fresh when a run shows its.
-TEST(RunController, ResultsGoStaleOnlyAfterTheyAreShown) {
-  SteppingRunner runner;
-  RunController controller(&runner);
-  QSignalSpy stale(&controller, &RunController::stale_changed);
-  controller.input_changed();
-  EXPECT_FALSE(controller.stale()) << "no results yet";
-  controller.results_shown();
-  controller.input_changed();
-  controller.input_changed();
-  EXPECT_TRUE(controller.stale());
-  controller.results_shown();
-  EXPECT_FALSE(controller.stale());
-  controller.input_changed();
-  controller.results_cleared();
-  EXPECT_FALSE(controller.stale());
-  EXPECT_EQ(stale.count(), 4) << "changes only";
 }
 
 // Issue 43, item 10: the wheel over a chart scrolls the page it sits in; Ctrl + wheel zooms it.

@@ -147,7 +147,7 @@ TEST(RunsPage, APerplexityChangeComesWithItsStandardError) {
 TEST(RunsPage, SearchKindFilterAndTags) {
   Page p = page_with_three_runs();
   RunsView view(p.store, QString());
-  view.kind_filter()->setCurrentIndex(view.kind_filter()->findData(QStringLiteral("quality")));
+  view.kind_filter()->setCurrentIndex(view.kind_filter()->findText(QStringLiteral("quality")));
   EXPECT_EQ(view.row_count(), 1);
   view.kind_filter()->setCurrentIndex(0);
   EXPECT_EQ(view.row_count(), 3);

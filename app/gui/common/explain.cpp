@@ -1,7 +1,6 @@
 #include "common/explain.h"
 
-#include <QFormLayout>
-#include <QLabel>
+#include <QObject>
 
 namespace kvlab::gui::explain {
 
@@ -328,25 +327,6 @@ QStringList runs_columns() {
       QObject::tr("Eviction runs: the fraction of KV heads that kept the planted needle."),
       QObject::tr("Your tags (Tags & note…); searched with the note."),
   };
-}
-
-QString tooltip_of(const QWidget* w) {
-  if (!w) return {};
-  if (!w->toolTip().isEmpty()) return w->toolTip();
-  for (const QWidget* child : w->findChildren<QWidget*>()) {
-    if (!child->toolTip().isEmpty()) return child->toolTip();
-  }
-  return {};
-}
-
-void share_with_captions(QFormLayout* form) {
-  for (int row = 0; row < form->rowCount(); ++row) {
-    const QLayoutItem* label_item = form->itemAt(row, QFormLayout::LabelRole);
-    const QLayoutItem* field_item = form->itemAt(row, QFormLayout::FieldRole);
-    if (!label_item || !field_item) continue;
-    auto* label = qobject_cast<QLabel*>(label_item->widget());
-    if (label && label->toolTip().isEmpty()) label->setToolTip(tooltip_of(field_item->widget()));
-  }
 }
 
 }  // namespace kvlab::gui::explain

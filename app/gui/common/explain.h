@@ -8,9 +8,6 @@
 #include <QString>
 #include <QStringList>
 
-class QFormLayout;
-class QWidget;
-
 namespace kvlab::gui::explain {
 
 // Compression runs (the Compression page's results, the Runs page's columns).
@@ -65,11 +62,5 @@ QString planner_context_chart();
 // The Runs page's columns, in its order: ID, When, Kind, Source, Method / label, Ratio,
 // Bits/value, Attn-out rel. error.
 QStringList runs_columns();
-
-// Gives every caption of `form` that has none its field's tooltip (or, for a row of several
-// widgets, the first tooltip among them), so hovering the caption explains the field too.
-void share_with_captions(QFormLayout* form);
-// The tooltip of `w`, or of its first descendant that has one.
-QString tooltip_of(const QWidget* w);
 
 }  // namespace kvlab::gui::explain

@@ -5,6 +5,7 @@
 #include <QColor>
 #include <QString>
 
+class QFormLayout;
 class QLabel;
 class QWidget;
 
@@ -25,5 +26,11 @@ QLabel* muted_label(const QString& text, QWidget* parent);
 void make_error_text(QLabel* label);
 // A boxed red banner above a page's results: what went wrong with the last run.
 void make_error_banner(QLabel* label);
+
+// Gives every caption of `form` that has none its field's tooltip (or, for a row of several
+// widgets, the first tooltip among them), so hovering the caption explains the field too.
+void share_with_captions(QFormLayout* form);
+// The tooltip of `w`, or of its first descendant that has one.
+QString tooltip_of(const QWidget* w);
 
 }  // namespace kvlab::gui::style

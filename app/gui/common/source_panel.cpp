@@ -38,32 +38,6 @@ QString shape_text(const SyntheticPreset& p) {
 
 }  // namespace
 
-std::string SourceSpec::cache_key() const {
-  if (kind == Kind::Model) return "model-capture:" + std::to_string(capture_id);
-  if (kind == Kind::File) {
-    const QFileInfo info(file);
-    return "file:" + info.absoluteFilePath().toStdString() + ":" + std::to_string(info.size()) +
-           ":" + std::to_string(info.lastModified().toMSecsSinceEpoch());
-  }
-  const SyntheticConfig& s = synthetic;
-  return "synthetic:" + s.preset + ":" + std::to_string(s.layers) + ":" +
-         std::to_string(s.context) + ":" + std::to_string(s.seed);
-}
-
-QString SourceSpec::describe() const {
-  if (kind == Kind::Model) {
-    if (!captured) return QObject::tr("model capture (none yet)");
-    return QObject::tr("model %1, %2 tokens")
-        .arg(QFileInfo(model).fileName())
-        .arg(captured->tokens());
-  }
-  if (kind == Kind::File) return QObject::tr("file %1").arg(QFileInfo(file).fileName());
-  return QObject::tr("synthetic %1, %2 tokens, seed %3")
-      .arg(QString::fromStdString(synthetic.preset))
-      .arg(synthetic.context)
-      .arg(synthetic.seed);
-}
-
 SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_kind = new QComboBox(this);
   m_kind->addItem(tr("synthetic preset"));
@@ -134,7 +108,7 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
   m_form->addRow(QString(), m_shape);
   m_capture = new ModelCaptureForm(this);
   m_capture->add_rows(m_form);
-  explain::share_with_captions(m_form);
+  style::share_with_captions(m_form);
 
   connect(m_kind, &QComboBox::currentIndexChanged, this, &SourcePanel::on_kind_changed);
   connect(m_preset, &QComboBox::currentIndexChanged, this, &SourcePanel::on_preset_changed);

@@ -10,7 +10,7 @@
 #include <QGroupBox>
 #include <QString>
 
-#include "kvlab/engine/core/kv_cache.h"
+#include "common/source_spec.h"
 #include "kvlab/engine/sources/synthetic.h"
 
 class QComboBox;
@@ -22,24 +22,6 @@ class QSpinBox;
 namespace kvlab::gui {
 
 class ModelCaptureForm;
-
-struct SourceSpec {
-  enum class Kind { Synthetic, File, Model };
-  Kind kind = Kind::Synthetic;
-  SyntheticConfig synthetic;
-  QString file;
-  // Kind::Model: the cache the panel captured (null before a capture), never changed once
-  // captured, the model it came from, and the capture's number (a new one for every capture).
-  std::shared_ptr<const KvCache> captured;
-  QString model;
-  std::uint64_t capture_id = 0;
-
-  // Equal keys produce the same cache, so the generated or loaded cache can be reused when only
-  // the method changes. A file's key includes its size and modification time; a capture's key
-  // is its number.
-  std::string cache_key() const;
-  QString describe() const;  // "synthetic llama3-8b, 1024 tokens, seed 1"
-};
 
 class SourcePanel : public QGroupBox {
   Q_OBJECT

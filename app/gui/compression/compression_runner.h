@@ -9,7 +9,7 @@
 
 #include <QString>
 
-#include "common/source_panel.h"
+#include "common/source_spec.h"
 #include "common/worker_runner.h"
 #include "kvlab/engine/codec/stream_sim.h"
 #include "kvlab/engine/core/kv_cache.h"

@@ -119,7 +119,7 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_form->addRow(tr("Rotation"), m_rotation);
   m_form->addRow(tr("Rotation seed"), m_rotation_seed);
   m_form->addRow(tr("Values"), m_rotate_values);
-  explain::share_with_captions(m_form);
+  style::share_with_captions(m_form);
 
   connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
     update_visible_fields();

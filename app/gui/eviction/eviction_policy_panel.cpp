@@ -324,7 +324,7 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
   m_form->addRow(tr("Merge t"), m_merge_t);
   m_form->addRow(tr("Retain"), m_retain);
   m_form->addRow(tr("Quantize kept"), m_quant);
-  explain::share_with_captions(m_form);
+  style::share_with_captions(m_form);
 
   m_compare_group = new QGroupBox(tr("Compare with"), this);
   m_compare_group->setCheckable(true);
@@ -339,7 +339,7 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
   auto* compare_form = new QFormLayout(m_compare_group);
   compare_form->addRow(tr("Policy"), m_compare_policy);
   compare_form->addRow(tr("Budget"), m_compare_budget);
-  explain::share_with_captions(compare_form);
+  style::share_with_captions(compare_form);
 
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(0, 0, 0, 0);

@@ -33,7 +33,7 @@ Result<StoredEviction> save_eviction_runs(RunsStore& store, const EvictionReport
 
 Result<EvictionReport> eviction_report_from_record(const RunRecord& record) {
   const std::string where = "run " + std::to_string(record.id) + ": ";
-  if (record.kind != "eviction") {
+  if (run_kind_from_id(record.kind) != RunKind::Eviction) {
     return make_error(where + "a " + record.kind + " run, not an eviction run");
   }
   auto report = eviction_report_from_json(record.metrics);

@@ -146,7 +146,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   form->addRow(tr("KV page"), m_page);
   form->addRow(tr("Bandwidth efficiency"), m_efficiency);
   form->addRow(tr("Compute efficiency"), m_compute_efficiency);
-  explain::share_with_captions(form);
+  style::share_with_captions(form);
   auto* controls = new QGroupBox(tr("Scenario"));
   auto* cl = new QVBoxLayout(controls);
   cl->addLayout(form);

@@ -33,7 +33,7 @@ void PlannerView::reload_catalogues() {
     if (auto runs = m_store->list_runs(50)) {
       for (const auto& r : *runs) {
         const auto& m = r.metrics;
-        if (r.kind != "compression" || !m.contains("bits_per_value") ||
+        if (run_kind_from_id(r.kind) != RunKind::Compression || !m.contains("bits_per_value") ||
             !m["bits_per_value"].is_number()) {
           continue;
         }

@@ -1,35 +1,16 @@
 // Quality against compression, one labelled point per configuration: the dominated ones as open
 // circles, the Pareto-optimal ones filled, and the frontier drawn as a step line through them.
-// Receives plain values (QualityChartData); hovering a point emits its index. Drag pans, the
-// wheel zooms; at every replot the labels are placed again so they do not overlap.
+// Receives plain values (QualityChartData, quality_results.h); hovering a point emits its index.
+// Drag pans, the wheel zooms; at every replot the labels are placed again so they do not overlap.
 #pragma once
 
-#include <limits>
 #include <vector>
 
 #include <qcustomplot.h>
 
-#include "quality/pareto.h"
+#include "quality/quality_results.h"
 
 namespace kvlab::gui {
-
-struct QualityChartPoint {
-  double x = 0, y = 0;
-  QString label;  // drawn next to the point: "KIVI-2"
-  bool frontier = false;
-  // The 95% interval of y, drawn as an error bar; NaN: none known.
-  double y_low = std::numeric_limits<double>::quiet_NaN();
-  double y_high = std::numeric_limits<double>::quiet_NaN();
-};
-
-struct QualityChartData {
-  QString title, x_label, y_label;
-  std::vector<QualityChartPoint> points;
-  std::vector<ParetoPoint> staircase;  // the frontier's step line
-  // A logarithmic y axis (only when every y is positive): one bad configuration (INT4 on a
-  // tiny model: +800 % perplexity) would otherwise flatten the rest onto the x axis.
-  bool log_y = false;
-};
 
 class QualityChart : public QCustomPlot {
   Q_OBJECT

@@ -4,10 +4,6 @@
 #include <array>
 #include <cmath>
 
-#include <QAbstractItemView>
-#include <QHeaderView>
-#include <QTableView>
-
 #include "common/explain.h"
 #include "common/gui_format.h"
 #include "quality/quality_configs.h"
@@ -263,21 +259,6 @@ QVariant QualityTableModel::headerData(int section, Qt::Orientation orientation,
   if (role == Qt::DisplayRole) return tr(kNames[static_cast<std::size_t>(section)]);
   if (role == Qt::ToolTipRole) return kTips[static_cast<std::size_t>(section)]();
   return {};
-}
-
-void init_quality_table(QTableView* table) {
-  table->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table->setSelectionMode(QAbstractItemView::SingleSelection);
-  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  table->setAlternatingRowColors(true);
-  table->verticalHeader()->setVisible(false);
-  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  // Readable names first: the configuration keeps a width of its own (its full label is in the
-  // tooltip) and the table scrolls sideways in a narrow window rather than squeeze it to "…".
-  table->horizontalHeader()->setSectionResizeMode(kQualityConfiguration, QHeaderView::Interactive);
-  table->setColumnWidth(kQualityConfiguration, 150);
-  table->horizontalHeader()->setStretchLastSection(true);
-  table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
 }
 
 }  // namespace kvlab::gui

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -11,12 +12,28 @@
 #include <QString>
 
 #include "quality/pareto.h"
-#include "quality/quality_chart.h"
 #include "quality/quality_runs.h"
 
-class QTableView;
-
 namespace kvlab::gui {
+
+// What the Quality chart draws (quality_chart.h), in plain values.
+struct QualityChartPoint {
+  double x = 0, y = 0;
+  QString label;  // drawn next to the point: "KIVI-2"
+  bool frontier = false;
+  // The 95% interval of y, drawn as an error bar; NaN: none known.
+  double y_low = std::numeric_limits<double>::quiet_NaN();
+  double y_high = std::numeric_limits<double>::quiet_NaN();
+};
+
+struct QualityChartData {
+  QString title, x_label, y_label;
+  std::vector<QualityChartPoint> points;
+  std::vector<ParetoPoint> staircase;  // the frontier's step line
+  // A logarithmic y axis (only when every y is positive): one bad configuration (INT4 on a
+  // tiny model: +800 % perplexity) would otherwise flatten the rest onto the x axis.
+  bool log_y = false;
+};
 
 enum class QualityX { Ratio, BitsPerValue };
 enum class QualityY { PerplexityChange, Agreement, Kl };
@@ -90,8 +107,5 @@ class QualityTableModel : public QAbstractTableModel {
   std::vector<bool> m_frontier;
   std::vector<bool> m_within_noise;
 };
-
-// Sizes and selection behaviour of a view showing a QualityTableModel.
-void init_quality_table(QTableView* table);
 
 }  // namespace kvlab::gui

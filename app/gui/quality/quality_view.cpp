@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <utility>
 
+#include <QAbstractItemView>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGroupBox>
 #include <QHBoxLayout>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -38,6 +40,22 @@ namespace {
 
 constexpr int kControlsWidth = 340;
 constexpr int kDefaultSampleTokens = 1024;
+
+// Sizes and selection behaviour of the table over the QualityTableModel.
+void init_quality_table(QTableView* table) {
+  table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table->setSelectionMode(QAbstractItemView::SingleSelection);
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table->setAlternatingRowColors(true);
+  table->verticalHeader()->setVisible(false);
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  // Readable names first: the configuration keeps a width of its own (its full label is in the
+  // tooltip) and the table scrolls sideways in a narrow window rather than squeeze it to "…".
+  table->horizontalHeader()->setSectionResizeMode(kQualityConfiguration, QHeaderView::Interactive);
+  table->setColumnWidth(kQualityConfiguration, 150);
+  table->horizontalHeader()->setStretchLastSection(true);
+  table->horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+}
 
 }  // namespace
 

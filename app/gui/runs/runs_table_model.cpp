@@ -172,7 +172,7 @@ void RunsFilterModel::set_search(const QString& text) {
   invalidateFilter();
 }
 
-void RunsFilterModel::set_kind(const QString& kind) {
+void RunsFilterModel::set_kind(std::optional<RunKind> kind) {
   m_kind = kind;
   invalidateFilter();
 }
@@ -181,7 +181,7 @@ bool RunsFilterModel::filterAcceptsRow(int source_row, const QModelIndex&) const
   const auto* runs = qobject_cast<const RunsTableModel*>(sourceModel());
   if (!runs || source_row < 0 || source_row >= runs->rowCount()) return false;
   const RunsTableModel::Entry& e = runs->entries()[static_cast<std::size_t>(source_row)];
-  if (!m_kind.isEmpty() && QString::fromStdString(e.row.kind) != m_kind) return false;
+  if (m_kind && run_kind_from_id(e.row.kind) != m_kind) return false;
   const QString haystack = QStringList{QString::fromStdString(e.row.source),
                                        QString::fromStdString(e.row.method),
                                        QString::fromStdString(e.row.label),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <QAbstractTableModel>
@@ -67,8 +68,8 @@ class RunsFilterModel : public QSortFilterProxyModel {
   explicit RunsFilterModel(QObject* parent = nullptr);
   // Words that must all appear (case-insensitive) in the source, method, label, tags or note.
   void set_search(const QString& text);
-  // A run kind ("compression", ...) or empty for every kind.
-  void set_kind(const QString& kind);
+  // Only runs of this kind; none: every kind.
+  void set_kind(std::optional<RunKind> kind);
 
  protected:
   bool filterAcceptsRow(int source_row, const QModelIndex& source_parent) const override;
@@ -76,7 +77,7 @@ class RunsFilterModel : public QSortFilterProxyModel {
 
  private:
   QStringList m_words;
-  QString m_kind;
+  std::optional<RunKind> m_kind;
 };
 
 }  // namespace kvlab::gui

@@ -28,6 +28,7 @@
 #include "common/chart_export.h"
 #include "common/gui_format.h"
 #include "common/gui_style.h"
+#include "common/run_kinds.h"
 #include "eviction/eviction_runs.h"
 #include "kvlab/engine/io/report_json.h"
 #include "runs/delete_run_command.h"
@@ -78,9 +79,10 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
       tr("Shows the runs whose source, method, label, tags or note contain "
          "every word typed here"));
   m_kind = new QComboBox(this);
-  m_kind->addItem(tr("All kinds"), QString());
-  for (const char* kind : {"compression", "eviction", "quality", "plan", "stream"}) {
-    m_kind->addItem(QString::fromLatin1(kind), QString::fromLatin1(kind));
+  m_kind->addItem(tr("All kinds"), -1);
+  for (const RunKind kind : kListedRunKinds) {
+    const QString id = QString::fromLatin1(run_kind_id(kind));
+    m_kind->addItem(id, static_cast<int>(kind));
   }
   m_kind->setToolTip(tr("Show only runs of one kind"));
 
@@ -132,7 +134,8 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
     update_summary();
   });
   connect(m_kind, &QComboBox::currentIndexChanged, this, [this] {
-    m_filter->set_kind(m_kind->currentData().toString());
+    const int kind = m_kind->currentData().toInt();
+    m_filter->set_kind(kind < 0 ? std::nullopt : std::optional(static_cast<RunKind>(kind)));
     update_summary();
   });
   connect(m_refresh, &QPushButton::clicked, this, &RunsView::refresh);
@@ -348,9 +351,8 @@ void RunsView::update_buttons() {
   const std::int64_t id = selected_run_id();
   const int row = row_of(id);
   const bool selected = m_store && row >= 0;
-  const QString kind = selected ? cell_text(row, RunsTableModel::kKind) : QString();
-  m_open->setEnabled(kind == QStringLiteral("compression") || kind == QStringLiteral("eviction") ||
-                     kind == QStringLiteral("quality") || kind == QStringLiteral("plan"));
+  m_open->setEnabled(selected && opens_on_a_page(std::string_view(
+                                     m_model->entries()[static_cast<std::size_t>(row)].row.kind)));
   m_delete->setEnabled(selected);
   m_tags->setEnabled(selected);
   m_export->setEnabled(selected);
@@ -374,17 +376,18 @@ bool RunsView::open_run(std::int64_t id) {
   }
   const QString origin =
       tr("stored run #%1 from %2").arg(id).arg(format_local_time(record->created_at));
-  if (record->kind == "eviction") return open_eviction_run(id, origin);
-  if (record->kind == "quality") {
+  const std::optional<RunKind> kind = run_kind_from_id(record->kind);
+  if (kind == RunKind::Eviction) return open_eviction_run(id, origin);
+  if (kind == RunKind::Quality) {
     emit quality_run_opened(id);
     return true;
   }
-  if (record->kind == "plan") {
+  if (kind == RunKind::Plan) {
     emit plan_run_opened(record->params);
     emit status_message(tr("Opened planner scenario #%1").arg(id), style::kStatusTimeoutMs);
     return true;
   }
-  if (record->kind != "compression") {
+  if (kind != RunKind::Compression) {
     report_error(tr("Run %1 is a %2 run; compression, eviction, quality and plan runs open.")
                      .arg(id)
                      .arg(QString::fromStdString(record->kind)));

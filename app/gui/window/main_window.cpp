@@ -170,7 +170,7 @@ bool MainWindow::open_latest_or_run_default() {
       auto runs = m_store->list_runs(-1);
       if (runs) {
         for (const auto& run : *runs) {  // newest first
-          if (run.kind == "compression") return m_runs->open_run(run.id);
+          if (run_kind_from_id(run.kind) == RunKind::Compression) return m_runs->open_run(run.id);
         }
       }
     }

@@ -126,10 +126,10 @@ void prepare_runs_page(MainWindow& window) {
   RunsView* runs = window.runs_view();
   runs->refresh();
   std::vector<std::int64_t> pair;
-  for (const char* kind : {"compression", "eviction"}) {
+  for (const RunKind kind : {RunKind::Compression, RunKind::Eviction}) {
     pair.clear();
     for (const auto& entry : runs->model()->entries()) {
-      if (entry.row.kind == kind) pair.push_back(entry.row.id);
+      if (run_kind_from_id(entry.row.kind) == kind) pair.push_back(entry.row.id);
       if (pair.size() == 2) break;
     }
     if (pair.size() == 2) break;

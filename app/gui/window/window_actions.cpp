@@ -19,6 +19,7 @@
 #include "common/app_settings.h"
 #include "common/chart_export.h"
 #include "common/gui_format.h"
+#include "common/run_kinds.h"
 #include "compression/compression_view.h"
 #include "eviction/eviction_view.h"
 #include "quality/quality_view.h"
@@ -46,10 +47,6 @@ QString recent_run_text(const RunSummary& run) {
   return QStringLiteral("#%1  %2 \u00b7 %3 \u00b7 %4")
       .arg(run.id)
       .arg(QString::fromStdString(run.kind), what, format_local_time(run.created_at, false));
-}
-
-bool opens_on_a_page(const std::string& kind) {
-  return kind == "compression" || kind == "eviction" || kind == "quality" || kind == "plan";
 }
 
 }  // namespace
