@@ -255,12 +255,12 @@ bool run_default_eviction(kvlab::gui::MainWindow& window, const kvlab::Synthetic
 int take_eviction_needle_screenshot(kvlab::gui::MainWindow& window, const QString& dir) {
   using namespace kvlab;
   auto& view = *window.eviction_view();
-  if (!view.current_report()) return 1;
+  if (!view.model()->report()) return 1;
   window.show_page(gui::Page::Eviction);
-  view.select(view.current_report()->layers.size() / 2, 1);
+  view.select(view.model()->report()->layers.size() / 2, 1);
   view.set_all_layers(false);
   QApplication::processEvents();
-  if (const auto needle = view.current_report()->config.needle) {
+  if (const auto needle = view.model()->report()->config.needle) {
     view.map_chart()->xAxis->setRange(*needle - 60, *needle + 60);
     view.map_chart()->replot();
   }

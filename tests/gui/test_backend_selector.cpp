@@ -67,8 +67,8 @@ TEST(BackendSelector, CpuAndAutoRunsNameTheDevice) {
     view.set_backend(QString::fromLatin1(id));
     ASSERT_EQ(view.backend_combo()->currentData().toString(), QString::fromLatin1(id));
     ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << id << ": " << view.last_error().toStdString();
-    ASSERT_TRUE(view.current_report().has_value());
-    EXPECT_EQ(view.current_report()->backend, "cpu") << id;  // no GPU library in this program
+    ASSERT_TRUE(view.model()->report().has_value());
+    EXPECT_EQ(view.model()->report()->backend, "cpu") << id;  // no GPU library in this program
     const QString heading = view.results_panel()->heading_label()->text();
     EXPECT_TRUE(heading.contains(QStringLiteral("on cpu: ") + device.toHtmlEscaped()))
         << heading.toStdString();
@@ -89,15 +89,15 @@ TEST(BackendSelector, UnavailableCudaIsShownAsARunError) {
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
   EXPECT_TRUE(view.last_error().startsWith(QStringLiteral("backend cuda: CUDA")))
       << view.last_error().toStdString();
-  EXPECT_FALSE(view.current_report().has_value());
-  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_FALSE(view.model()->report().has_value());
+  EXPECT_EQ(view.model()->last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());
   EXPECT_TRUE(view.backend_combo()->isEnabled());
 
   // Back on the CPU the same view runs.
   view.set_backend(QStringLiteral("cpu"));
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_GT(view.last_saved_run_id(), 0);
+  EXPECT_GT(view.model()->last_saved_run_id(), 0);
 }
 
 }  // namespace

@@ -169,7 +169,7 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   const CompressionReport expected = engine_report(tiny_source(), kvcomp_huffman());
   ASSERT_GT(expected.codec.codes, 0u);
-  ASSERT_EQ(view.current_report()->bytes.total(), expected.bytes.total());
+  ASSERT_EQ(view.model()->report()->bytes.total(), expected.bytes.total());
 
   expect_code_lengths(view, expected, 1, TensorPick::Values);
   expect_code_lengths(view, expected, 0, TensorPick::Keys);
@@ -178,7 +178,7 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   EXPECT_EQ(view.histogram_panel()->selected_layer(), 1);
   EXPECT_EQ(view.histogram_panel()->selected_tensor(), TensorPick::Keys);
   expect_codec_results(view, expected);
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, 0);
 
   // A run without a codec: the ratio tab goes, the code lengths say why they are empty.
@@ -197,7 +197,7 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   window.show_page(Page::Runs);
   ASSERT_TRUE(window.runs_view()->open_run(id));
   EXPECT_EQ(window.current_page(), Page::Compression);
-  ASSERT_TRUE(view.current_report()->config.codec.has_value());
+  ASSERT_TRUE(view.model()->report()->config.codec.has_value());
   expect_code_lengths(view, expected, 1, TensorPick::Values);
   expect_code_lengths(view, expected, 1, TensorPick::Keys);
   expect_codec_results(view, expected);
@@ -218,7 +218,7 @@ TEST(CodecView, PairCodebookShowsMeanBitsPerCode) {
   view.method_panel()->set_config(m);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   const CompressionReport expected = engine_report(tiny_source(), m);
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, 0);
 
   auto check = [&](int layer, TensorPick tensor) -> bool {

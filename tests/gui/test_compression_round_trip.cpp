@@ -123,13 +123,13 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
 
   // The view's report is the engine's (seeded, so an independent computation agrees).
   const CompressionReport expected = engine_report(tiny_source(), tiered_method());
-  ASSERT_TRUE(view.current_report().has_value());
-  EXPECT_EQ(view.current_report()->bytes.total(), expected.bytes.total());
-  EXPECT_EQ(view.current_report()->method, "tiered");
+  ASSERT_TRUE(view.model()->report().has_value());
+  EXPECT_EQ(view.model()->report()->bytes.total(), expected.bytes.total());
+  EXPECT_EQ(view.model()->report()->method, "tiered");
   expect_shows(view, expected);
 
   // Saved to the store.
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, 0);
   auto store = RunsStore::open(db);
   ASSERT_TRUE(store.ok()) << store.message();
@@ -139,7 +139,7 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   EXPECT_EQ(record->method, "tiered");
   EXPECT_EQ(record->label, expected.method_label);
   EXPECT_EQ(record->params, method_params_json(tiered_method()));
-  EXPECT_EQ(record->metrics.at("ratio").get<double>(), view.current_report()->ratio);
+  EXPECT_EQ(record->metrics.at("ratio").get<double>(), view.model()->report()->ratio);
   EXPECT_EQ(record->artifacts.count("histograms"), 1u);
 
   // Listed on the Runs page.
@@ -154,20 +154,20 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   int8.kind = MethodKind::Int8;
   view.method_panel()->set_config(int8);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_EQ(view.current_report()->method, "int8");
+  EXPECT_EQ(view.model()->report()->method, "int8");
   EXPECT_EQ(runs.row_count(), 2);
   window.show_page(Page::Runs);
   ASSERT_TRUE(runs.open_run(id));
   EXPECT_EQ(window.current_page(), Page::Compression);
-  EXPECT_EQ(view.current_report()->method, "tiered");
+  EXPECT_EQ(view.model()->report()->method, "tiered");
   expect_shows(view, expected);
   EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
       QStringLiteral("stored run #%1").arg(id)));
   // The stored run keeps the peak memory its run measured, and says it.
-  ASSERT_GT(view.current_report()->memory_peak_bytes, 0u);
+  ASSERT_GT(view.model()->report()->memory_peak_bytes, 0u);
   EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
       QStringLiteral("peak memory %1")
-          .arg(format_byte_count(static_cast<double>(view.current_report()->memory_peak_bytes)))))
+          .arg(format_byte_count(static_cast<double>(view.model()->report()->memory_peak_bytes)))))
       << view.results_panel()->heading_label()->text().toStdString();
 
   // Delete (auto-confirmed): gone from the table and from the store.
@@ -184,19 +184,19 @@ TEST(CompressionRoundTrip, ChangingOnlyTheMethodReusesTheCache) {
   view.source_panel()->set_synthetic(tiny_source());
   view.method_panel()->set_config(tiered_method());
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_FALSE(view.last_run_reused_cache());
+  EXPECT_FALSE(view.model()->last_run_reused_cache());
 
   MethodConfig kivi;
   kivi.residual = 16;
   view.method_panel()->set_config(kivi);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_TRUE(view.last_run_reused_cache());
+  EXPECT_TRUE(view.model()->last_run_reused_cache());
 
   SyntheticConfig other = tiny_source();
   other.seed = 8;
   view.source_panel()->set_synthetic(other);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_FALSE(view.last_run_reused_cache());
+  EXPECT_FALSE(view.model()->last_run_reused_cache());
 }
 
 TEST(CompressionRoundTrip, EngineErrorIsShownNotSaved) {
@@ -206,8 +206,8 @@ TEST(CompressionRoundTrip, EngineErrorIsShownNotSaved) {
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
   EXPECT_TRUE(view.last_error().contains(QStringLiteral("/nonexistent/kvlab/cache.safetensors")))
       << view.last_error().toStdString();
-  EXPECT_EQ(view.last_saved_run_id(), 0);
-  EXPECT_FALSE(view.current_report().has_value());
+  EXPECT_EQ(view.model()->last_saved_run_id(), 0);
+  EXPECT_FALSE(view.model()->report().has_value());
   EXPECT_TRUE(view.run_button()->isEnabled());
   EXPECT_EQ(window.runs_view()->row_count(), 0);
 }
@@ -228,7 +228,7 @@ TEST(CompressionRoundTrip, CancelStopsTheRun) {
   ASSERT_TRUE(view.wait_until_done(kTimeoutMs));
   EXPECT_FALSE(view.is_running());
   EXPECT_EQ(view.last_error().toStdString(), std::string(kCancelledMessage));
-  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_EQ(view.model()->last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());
 }
 
@@ -309,7 +309,7 @@ TEST(CompressionRoundTrip, At32KTheWindowRepaintsAndCancelEndsTheRunWithin200Ms)
   RecordProperty("paints", counter.paints);
   EXPECT_LT(took_ms, 200) << "Cancel took " << took_ms << " ms to end the run";
   EXPECT_EQ(view.last_error().toStdString(), std::string(kCancelledMessage));
-  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_EQ(view.model()->last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());
 }
 

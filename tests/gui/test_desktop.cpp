@@ -323,7 +323,7 @@ TEST_F(Desktop, DroppingKvFilesMakesThemTheCompressionSource) {
   ASSERT_TRUE(loaded.ok());
   auto expected = compress_cache(*loaded, gui_test::tiered_method());
   ASSERT_TRUE(expected.ok());
-  EXPECT_DOUBLE_EQ(w.compression_view()->current_report()->ratio, expected->ratio);
+  EXPECT_DOUBLE_EQ(w.compression_view()->model()->report()->ratio, expected->ratio);
 }
 
 TEST_F(Desktop, DroppingAConfigJsonImportsTheModelIntoThePlanner) {
@@ -400,10 +400,10 @@ TEST_F(Desktop, ShortcutsSwitchPagesRunAndCancel) {
   EXPECT_TRUE(view.is_running());
   EXPECT_TRUE(w.window_actions()->cancel_action()->isEnabled());  // follows the page's button
   ASSERT_TRUE(view.wait_until_done(60'000));
-  ASSERT_TRUE(view.current_report().has_value()) << view.last_error().toStdString();
-  EXPECT_GT(view.last_saved_run_id(), 0);
+  ASSERT_TRUE(view.model()->report().has_value()) << view.last_error().toStdString();
+  EXPECT_GT(view.model()->last_saved_run_id(), 0);
   const auto expected = gui_test::engine_report(gui_test::tiny_source(), gui_test::tiered_method());
-  EXPECT_DOUBLE_EQ(view.current_report()->ratio, expected.ratio);
+  EXPECT_DOUBLE_EQ(view.model()->report()->ratio, expected.ratio);
   EXPECT_FALSE(w.window_actions()->cancel_action()->isEnabled());
 
   // Esc cancels a run that takes a while (a full-size synthetic model).
@@ -411,12 +411,12 @@ TEST_F(Desktop, ShortcutsSwitchPagesRunAndCancel) {
   big.preset = "llama3-8b";
   big.context = 1024;
   view.source_panel()->set_synthetic(big);
-  const std::int64_t saved_before = view.last_saved_run_id();
+  const std::int64_t saved_before = view.model()->last_saved_run_id();
   QTest::keyClick(&w, Qt::Key_R, Qt::ControlModifier);
   ASSERT_TRUE(view.is_running());
   QTest::keyClick(&w, Qt::Key_Escape);
   ASSERT_TRUE(view.wait_until_done(60'000));
-  EXPECT_EQ(view.last_saved_run_id(), saved_before);  // a cancelled run is not saved
+  EXPECT_EQ(view.model()->last_saved_run_id(), saved_before);  // a cancelled run is not saved
   EXPECT_TRUE(w.statusBar()->currentMessage().contains("cancelled"))
       << w.statusBar()->currentMessage().toStdString();
 }
@@ -430,9 +430,9 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   view.source_panel()->set_synthetic(gui_test::tiny_source());
   view.method_panel()->set_config(gui_test::tiered_method());
   ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
-  const std::int64_t first = view.last_saved_run_id();
+  const std::int64_t first = view.model()->last_saved_run_id();
   ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, first);
   RunsStore& store = *w.store();
   ASSERT_TRUE(store.set_notes(first, "the one to keep").ok());
@@ -491,7 +491,7 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   // why it cannot put it back, and the newer run stays.
   ASSERT_TRUE(runs.delete_run_confirmed(id));
   ASSERT_TRUE(view.run_and_wait(60'000));
-  ASSERT_EQ(view.last_saved_run_id(), id);
+  ASSERT_EQ(view.model()->last_saved_run_id(), id);
   const std::string newer_created = store.load_run(id)->created_at;
   w.window_actions()->undo_action()->trigger();
   EXPECT_TRUE(
@@ -512,7 +512,7 @@ TEST_F(Desktop, CtrlZRightAfterTheDeleteButtonUndoesWhereverTheFocusWent) {
   view.source_panel()->set_synthetic(gui_test::tiny_source());
   view.method_panel()->set_config(gui_test::tiered_method());
   ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   RunsView& runs = *w.runs_view();
   QTest::keyClick(&w, Qt::Key_5, Qt::ControlModifier);
   const int row = runs.row_of(id);
@@ -566,7 +566,7 @@ TEST_F(Desktop, RecentRunsOpenFromTheRunsMenuAndKeepTheRestoredPage) {
   view.source_panel()->set_synthetic(gui_test::tiny_source());
   view.method_panel()->set_config(gui_test::tiered_method());
   ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
 
   WindowActions& actions = *w.window_actions();
   actions.rebuild_recent_runs_menu();
@@ -585,8 +585,8 @@ TEST_F(Desktop, RecentRunsOpenFromTheRunsMenuAndKeepTheRestoredPage) {
   ASSERT_TRUE(next.open_latest_or_run_default());
   EXPECT_EQ(next.current_page(), Page::Planner);
   EXPECT_FALSE(next.compression_view()->is_running());  // opened from the store, not recomputed
-  ASSERT_TRUE(next.compression_view()->current_report().has_value());
-  EXPECT_EQ(next.compression_view()->current_report()->ratio, view.current_report()->ratio);
+  ASSERT_TRUE(next.compression_view()->model()->report().has_value());
+  EXPECT_EQ(next.compression_view()->model()->report()->ratio, view.model()->report()->ratio);
 
   const QString about = actions.about_text();
   EXPECT_TRUE(about.contains(qpath(db()))) << about.toStdString();
@@ -627,7 +627,7 @@ TEST_F(Desktop, DeleteAsksFirstAndSaysItCanBeUndone) {
   view.source_panel()->set_synthetic(gui_test::tiny_source());
   view.method_panel()->set_config(gui_test::tiered_method());
   ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   w.show_page(Page::Runs);
   // The question is modal: answer it from a timer, as a person would click.
   for (const auto answer : {QMessageBox::No, QMessageBox::Yes}) {
@@ -663,7 +663,7 @@ TEST_F(Desktop, MenuPictures) {
   ASSERT_TRUE(w.open_file(m_config));
   ASSERT_TRUE(w.open_file(m_npy));
   w.runs_view()->set_auto_confirm(true);
-  ASSERT_TRUE(w.runs_view()->delete_run(view.last_saved_run_id()));
+  ASSERT_TRUE(w.runs_view()->delete_run(view.model()->last_saved_run_id()));
   w.show_page(Page::Compression);
   QApplication::processEvents();
   ASSERT_TRUE(w.grab().save(QDir(out).filePath("window.png")));

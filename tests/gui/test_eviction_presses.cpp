@@ -67,7 +67,7 @@ void run_view(EvictionView& view, const SyntheticConfig& synthetic, const Evicti
   view.policy_panel()->set_config(config);
   view.policy_panel()->set_compare(std::nullopt);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_TRUE(view.current_report());
+  ASSERT_TRUE(view.model()->report());
 }
 
 // The values drawn by a QCPBars or QCPGraph, in key order.
@@ -206,7 +206,7 @@ TEST(EvictionView, EveryPolicyDrawsItsMap) {
     EvictionConfig c = press(*policy, 0.25);
     c.think_tokens = true;
     run_view(view, synthetic, c);
-    const EvictionReport& report = *view.current_report();
+    const EvictionReport& report = *view.model()->report();
     EXPECT_EQ(view.map_chart()->data().positions, report.tokens);
     EXPECT_EQ(view.map_chart()->data().steps, kSteps);
     EXPECT_FALSE(view.error_label()->isVisible());

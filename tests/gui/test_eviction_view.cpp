@@ -118,7 +118,7 @@ TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
   view.show();
   set_up(view, first, std::nullopt);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_TRUE(view.current_report());
+  ASSERT_TRUE(view.model()->report());
   EXPECT_FALSE(view.compare_map_chart()->isVisible());
   EXPECT_FALSE(view.error_label()->isVisible());
 
@@ -139,7 +139,7 @@ TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
 
   // The needle line sits on the planted needle.
   const int needle = synthetic_landmarks(tiny_source()).needle;
-  ASSERT_EQ(view.current_report()->config.needle, needle);
+  ASSERT_EQ(view.model()->report()->config.needle, needle);
   EXPECT_TRUE(view.map_chart()->needle_line()->visible());
   EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point1->coords().x(), needle);
   EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point2->coords().x(), needle);
@@ -185,7 +185,7 @@ TEST(EvictionView, ComparedPolicySideBySide) {
   view.show();
   set_up(view, first, second);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_TRUE(view.current_compare());
+  ASSERT_TRUE(view.model()->compare());
   EXPECT_TRUE(view.compare_map_chart()->isVisible());
   view.select(1, 1);
   expect_cells(*view.map_chart(), engine.report.maps[1][1]);
@@ -214,10 +214,10 @@ TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
   EvictionView& view = *window.eviction_view();
   set_up(view, policy(EvictionPolicy::Streaming, 0.3), policy(EvictionPolicy::H2O, 0.2));
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  const std::int64_t id = view.last_saved_run_id();
+  const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, 0);
-  const EvictionReport fresh = *view.current_report();
-  const EvictionReport fresh_compare = *view.current_compare();
+  const EvictionReport fresh = *view.model()->report();
+  const EvictionReport fresh_compare = *view.model()->compare();
   const QString kept = view.metrics_panel()->value_label(EvictionMetric::Kept)->text();
   const QString error = view.metrics_panel()->value_label(EvictionMetric::RelError, 1)->text();
 
@@ -240,20 +240,20 @@ TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
   // Show something else, then reopen from the Runs page: the same numbers, no recomputation.
   set_up(view, policy(EvictionPolicy::Window, 0.5), std::nullopt);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_FALSE(view.current_compare());
+  ASSERT_FALSE(view.model()->compare());
   window.show_page(Page::Runs);
   RunsView& runs = *window.runs_view();
   ASSERT_GE(runs.row_of(id), 0);
   ASSERT_TRUE(runs.open_run(id));
   EXPECT_EQ(window.current_page(), Page::Eviction);
-  ASSERT_TRUE(view.current_report() && view.current_compare());
-  EXPECT_EQ(view.current_report()->label, fresh.label);
-  EXPECT_EQ(view.current_compare()->label, fresh_compare.label);
+  ASSERT_TRUE(view.model()->report() && view.model()->compare());
+  EXPECT_EQ(view.model()->report()->label, fresh.label);
+  EXPECT_EQ(view.model()->compare()->label, fresh_compare.label);
   EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Kept)->text(), kept);
   EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::RelError, 1)->text(), error);
   EXPECT_TRUE(view.metrics_panel()->heading_label()->text().contains(
       QStringLiteral("stored run #%1").arg(id)));
-  EXPECT_EQ(view.current_report()->config.needle, fresh.config.needle);
+  EXPECT_EQ(view.model()->report()->config.needle, fresh.config.needle);
   view.select(1, 0);
   expect_cells(*view.map_chart(), fresh.maps[1][0]);
   expect_cells(*view.compare_map_chart(), fresh_compare.maps[1][0]);
@@ -275,8 +275,8 @@ TEST(EvictionView, BadInputShowsAnErrorInsteadOfCrashing) {
   EXPECT_TRUE(view.error_label()->isVisible());
   EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("steps")))
       << view.error_label()->text().toStdString();
-  EXPECT_FALSE(view.current_report());
-  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_FALSE(view.model()->report());
+  EXPECT_EQ(view.model()->last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());
   auto runs = shared->list_runs(-1);
   ASSERT_TRUE(runs.ok());

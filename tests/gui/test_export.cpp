@@ -150,12 +150,12 @@ TEST(Export, StoredRunsFromTheRunsPageReadBackEqualToTheStore) {
   view.source_panel()->set_synthetic(tiny_source());
   view.method_panel()->set_config(tiered_method());
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  const std::int64_t first = view.last_saved_run_id();
+  const std::int64_t first = view.model()->last_saved_run_id();
   MethodConfig int8;
   int8.kind = MethodKind::Int8;
   view.method_panel()->set_config(int8);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  const std::int64_t second = view.last_saved_run_id();
+  const std::int64_t second = view.model()->last_saved_run_id();
   ASSERT_GT(first, 0);
   ASSERT_GT(second, first);
 

@@ -72,9 +72,9 @@ TEST(Inputs, TheContextGoesAsFarAsTheEngineNotThePresetsTrainedContext) {
       << static_cast<IntField*>(source->context_spin())->refusal().toStdString();
   type_into(source->layers_spin(), QStringLiteral("1"));
   ASSERT_TRUE(view.run_and_wait()) << view.last_error().toStdString();
-  ASSERT_TRUE(view.current_report().has_value());
-  EXPECT_EQ(view.current_report()->tokens, 32768);
-  EXPECT_EQ(view.current_report()->shape.layers, 1);
+  ASSERT_TRUE(view.model()->report().has_value());
+  EXPECT_EQ(view.model()->report()->tokens, 32768);
+  EXPECT_EQ(view.model()->report()->shape.layers, 1);
 }
 
 // The visible fields of `panel` drawn shorter than their minimum height (squeezed by a stale

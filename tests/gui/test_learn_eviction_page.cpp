@@ -330,7 +330,7 @@ TEST(LearnEvictionPage, MainWindowRunsTheLinkInTheEvictionView) {
   page->full_view_button()->click();
   EXPECT_EQ(window.current_page(), Page::Eviction);
   ASSERT_TRUE(window.eviction_view()->wait_until_done(120'000));
-  const auto& run = window.eviction_view()->current_report();
+  const auto& run = window.eviction_view()->model()->report();
   ASSERT_TRUE(run.has_value()) << window.eviction_view()->last_error().toStdString();
   EXPECT_EQ(run->policy, "streaming");
   EXPECT_EQ(run->tokens, kContext);

@@ -384,7 +384,7 @@ TEST(LearnHuffmanPage, FitsTheWindowAndLinksToTheCompressionView) {
   page->full_view_button()->click();
   EXPECT_EQ(window.current_page(), Page::Compression);
   ASSERT_TRUE(window.compression_view()->wait_until_done(120'000));
-  const auto& report = window.compression_view()->current_report();
+  const auto& report = window.compression_view()->model()->report();
   ASSERT_TRUE(report.has_value());
   EXPECT_EQ(report->method, "kvcomp");
   EXPECT_DOUBLE_EQ(report->config.rel_scale, 0.2);

@@ -481,9 +481,9 @@ TEST(LearnView, MainWindowAppliesTheLinks) {
   EXPECT_EQ(method.bits, 4);
   EXPECT_EQ(method.residual, 0);
   ASSERT_TRUE(window.compression_view()->wait_until_done(120'000));
-  ASSERT_TRUE(window.compression_view()->current_report().has_value());
-  EXPECT_EQ(window.compression_view()->current_report()->method, "kivi");
-  EXPECT_EQ(window.compression_view()->current_report()->tokens, quant->source().context);
+  ASSERT_TRUE(window.compression_view()->model()->report().has_value());
+  EXPECT_EQ(window.compression_view()->model()->report()->method, "kivi");
+  EXPECT_EQ(window.compression_view()->model()->report()->tokens, quant->source().context);
 
   // Planner again, from the planner page.
   auto* fit = qobject_cast<LearnPlannerPage*>(

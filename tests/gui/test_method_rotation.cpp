@@ -281,7 +281,7 @@ TEST(CompressionView, KeyChannelChartShowsWhatRotationDoes) {
   EXPECT_TRUE(chart->title().contains(QStringLiteral("mean of 8 head")));
 
   // A stored report has no cache: the chart says so.
-  view.show_report(*view.current_report(), QStringLiteral("run #1"));
+  view.model()->show_report(*view.model()->report(), QStringLiteral("run #1"));
   EXPECT_EQ(before->dataCount(), 0);
   EXPECT_TRUE(chart->title().contains(QStringLiteral("run")));
 }

@@ -165,14 +165,14 @@ TEST(ModelCapture, CapturesStories260KAsTheSource) {
   int8.kind = MethodKind::Int8;
   view.method_panel()->set_config(int8);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_TRUE(view.current_report().has_value());
-  EXPECT_EQ(view.current_report()->layers.size(), 5u);
-  EXPECT_GT(view.last_saved_run_id(), 0);
+  ASSERT_TRUE(view.model()->report().has_value());
+  EXPECT_EQ(view.model()->report()->layers.size(), 5u);
+  EXPECT_GT(view.model()->last_saved_run_id(), 0);
   // A second run with only the method changed reuses the cache; a new capture does not.
   int8.kind = MethodKind::Int4;
   view.method_panel()->set_config(int8);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_TRUE(view.last_run_reused_cache());
+  EXPECT_TRUE(view.model()->last_run_reused_cache());
   const std::string key = source.spec().cache_key();
   ASSERT_TRUE(capture(form).isEmpty());
   EXPECT_NE(source.spec().cache_key(), key);
@@ -197,8 +197,8 @@ TEST(ModelCapture, EvictionViewRunsOnACapture) {
   view.policy_panel()->set_config(h2o);
   view.policy_panel()->set_compare(std::nullopt);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_TRUE(view.current_report().has_value());
-  EXPECT_EQ(view.current_report()->layers.size(), 5u);
+  ASSERT_TRUE(view.model()->report().has_value());
+  EXPECT_EQ(view.model()->report()->layers.size(), 5u);
 }
 
 TEST(ModelCapture, CancelLeavesNoCapture) {
@@ -297,7 +297,7 @@ TEST(ModelCapture, RunWithoutACaptureSaysSo) {
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
   EXPECT_TRUE(view.last_error().contains(QStringLiteral("no model capture yet")))
       << view.last_error().toStdString();
-  EXPECT_EQ(view.last_saved_run_id(), 0);
+  EXPECT_EQ(view.model()->last_saved_run_id(), 0);
 }
 
 }  // namespace

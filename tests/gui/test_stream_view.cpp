@@ -88,9 +88,9 @@ TEST(StreamView, KvCompHuffmanRunShowsMemoryOverDecodeSteps) {
   view.method_panel()->set_config(kvcomp(CodecKind::Huffman));
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_TRUE(view.lower_tabs()->isTabVisible(CompressionView::kStreamTab));
-  ASSERT_TRUE(view.current_stream().has_value());
+  ASSERT_TRUE(view.model()->stream().has_value());
   const StreamReport expected = engine_stream(kvcomp(CodecKind::Huffman));
-  EXPECT_EQ(stream_to_json(*view.current_stream()), stream_to_json(expected));
+  EXPECT_EQ(stream_to_json(*view.model()->stream()), stream_to_json(expected));
   view.lower_tabs()->setCurrentIndex(CompressionView::kStreamTab);
   expect_chart_shows(*view.stream_chart(), expected);
   EXPECT_GT(expected.points.back().ratio(), 1.0);
@@ -98,7 +98,7 @@ TEST(StreamView, KvCompHuffmanRunShowsMemoryOverDecodeSteps) {
   // Saved with the run, as the engine's JSON.
   auto store = RunsStore::open(db);
   ASSERT_TRUE(store.ok()) << store.message();
-  auto run = store->load_run(view.last_saved_run_id());
+  auto run = store->load_run(view.model()->last_saved_run_id());
   ASSERT_TRUE(run.ok()) << run.message();
   ASSERT_EQ(run->artifacts.count("stream"), 1u);
   EXPECT_EQ(run->artifacts.at("stream"), stream_to_json(expected));
@@ -111,7 +111,7 @@ TEST(StreamView, KvCompHuffmanRunShowsMemoryOverDecodeSteps) {
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kStreamTab));
   EXPECT_NE(view.lower_tabs()->currentIndex(), CompressionView::kStreamTab);
-  EXPECT_FALSE(view.current_stream().has_value());
+  EXPECT_FALSE(view.model()->stream().has_value());
   EXPECT_EQ(view.stream_chart()->total_graph()->data()->size(), 0);
 }
 

@@ -1,5 +1,4 @@
 #include "compression/compression_view.h"
-#include "kvlab/engine/codec/stream_sim_json.h"
 
 #include <utility>
 
@@ -48,9 +47,9 @@ constexpr int kControlsWidth = 360;
 }  // namespace
 
 CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* parent)
-    : QWidget(parent), m_store(std::move(store)) {
-  m_runner = new CompressionRunner(this);
-  m_run = new RunController(m_runner, this);
+    : QWidget(parent) {
+  m_model = new CompressionModel(std::move(store), this);
+  m_run = m_model->run_controller();
   connect(m_run, &RunController::running_changed, this, &CompressionView::set_running);
 
   auto* splitter = new QSplitter(Qt::Horizontal, this);
@@ -65,17 +64,14 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &CompressionRunner::stream_simulated, this,
-          [this](const StreamReport& stream) { m_pending_stream = stream; });
-  connect(m_runner, &CompressionRunner::succeeded, this, &CompressionView::on_succeeded);
-  connect(m_runner, &CompressionRunner::failed, this, &CompressionView::on_failed);
+  connect(m_model, &CompressionModel::report_shown, this, &CompressionView::redraw);
+  connect(m_model, &CompressionModel::status_message, this, &CompressionView::status_message);
+  connect(m_model, &CompressionModel::run_saved, this, &CompressionView::run_saved);
+  connect(m_model, &CompressionModel::error, this, &CompressionView::show_error);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
   connect(m_method, &MethodPanel::changed, this, &CompressionView::update_key_channels);
-  connect(m_source, &SourcePanel::changed, this, [this] {
-    m_cache_note->setText(m_runner->would_reuse_cache(m_source->spec())
-                              ? tr("The cache in memory will be reused.")
-                              : tr("The cache will be generated or loaded on Run."));
-  });
+  connect(m_source, &SourcePanel::changed, this,
+          [this] { m_cache_note->setText(m_model->cache_note(m_source->spec())); });
   set_running(false);
 }
 
@@ -232,19 +228,12 @@ void CompressionView::set_backend(const QString& id) {
   if (const int i = m_backend->findData(id); i >= 0) m_backend->setCurrentIndex(i);
 }
 
+CompressionJob CompressionView::job() const {
+  return {m_source->spec(), m_method->config(), m_backend->currentData().toString().toStdString()};
+}
+
 bool CompressionView::run() {
-  const CompressionJob job{m_source->spec(), m_method->config(),
-                           m_backend->currentData().toString().toStdString()};
-  if (!m_run->start([&] { return m_runner->start(job); }, m_runner->would_reuse_cache(job.source)
-                                                              ? tr("Reusing the cache in memory")
-                                                              : tr("Preparing the cache"))) {
-    return false;
-  }
-  emit status_message(
-      tr("Running %1 on %2…")
-          .arg(QString::fromStdString(method_label(job.method)), job.source.describe()),
-      0);
-  return true;
+  return m_model->run(job());
 }
 
 void CompressionView::cancel() {
@@ -252,7 +241,7 @@ void CompressionView::cancel() {
 }
 
 bool CompressionView::run_and_wait(int timeout_ms) {
-  return m_run->run_and_wait([this] { return run(); }, timeout_ms);
+  return m_model->run_and_wait(job(), timeout_ms);
 }
 
 bool CompressionView::wait_until_done(int timeout_ms) {
@@ -260,34 +249,7 @@ bool CompressionView::wait_until_done(int timeout_ms) {
 }
 
 const QString& CompressionView::last_error() const {
-  return m_run->last_error();
-}
-
-void CompressionView::on_succeeded(const CompressionReport& report, bool reused_cache) {
-  m_run->succeeded();
-  m_last_reused_cache = reused_cache;
-  m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the method changed).")
-                                     : tr("Cache kept in memory: changing only the method "
-                                          "will not regenerate it."));
-  // The device line says how many threads ran; this says where the time went.
-  show_report(report,
-              tr("computed in %1 (source %2, compression %3)")
-                  .arg(format_seconds(report.wall_seconds), format_seconds(report.source_seconds),
-                       format_seconds(report.total_seconds)));
-  m_channel_cache = m_runner->cached_cache();
-  update_key_channels();
-  show_stream(std::exchange(m_pending_stream, std::nullopt));
-  save_run(report);
-}
-
-void CompressionView::on_failed(const QString& message, bool cancelled) {
-  m_pending_stream.reset();
-  m_run->failed(message, cancelled);
-  if (cancelled) {
-    emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
-    return;
-  }
-  show_error(tr("The run failed: %1").arg(message));
+  return m_model->last_error();
 }
 
 void CompressionView::show_error(const QString& engine_message) {
@@ -299,9 +261,11 @@ void CompressionView::show_error(const QString& engine_message) {
   box->open();
 }
 
-void CompressionView::show_report(const CompressionReport& report, const QString& origin) {
-  m_report = report;
-  m_run->results_shown();
+void CompressionView::redraw(const QString& origin) {
+  const CompressionReport& report = *m_model->report();
+  if (m_model->compressed_cache()) {  // a fresh run
+    m_cache_note->setText(m_model->cache_note_after_run());
+  }
   ChartSet set = chart_set_from_report(report);
   m_results->set_summary(set.summary, origin);
   m_bytes_chart->set_data(set.bytes);
@@ -321,10 +285,9 @@ void CompressionView::show_report(const CompressionReport& report, const QString
       m_lower_tabs->setCurrentIndex(kHistogramTab);
   }
   m_lower_tabs->setTabVisible(kCodecRatioTab, coded);
-  show_stream(std::nullopt);  // a fresh run shows its stream right after this
-  // A fresh run sets the cache right after this; a stored run keeps none.
-  m_channel_cache.reset();
+  show_stream(m_model->stream());
   m_key_channels->clear(tr("Key channels: run to see them"));
+  update_key_channels();
 }
 
 void CompressionView::show_stored_run(const CompressionReport& report, const QString& origin) {
@@ -341,12 +304,13 @@ void CompressionView::show_stored_run(const CompressionReport& report, const QSt
   } else if (source.rfind("file:", 0) == 0) {
     m_source->set_file(QString::fromStdString(source.substr(5)));
   }
-  show_report(report, origin);  // after the controls, so they do not mark it stale
+  m_model->show_report(report, origin);  // after the controls, so they do not mark it stale
 }
 
 void CompressionView::update_key_channels() {
-  if (!m_channel_cache) return;
-  m_key_channels->set_layer_count(static_cast<int>(m_channel_cache->layers.size()));
+  const std::shared_ptr<const KvCache>& cache = m_model->compressed_cache();
+  if (!cache) return;
+  m_key_channels->set_layer_count(static_cast<int>(cache->layers.size()));
   const int layer = m_key_channels->selected_layer();
   const MethodConfig method = m_method->config();
   const auto& shown = m_key_channels->stats();
@@ -355,8 +319,7 @@ void CompressionView::update_key_channels() {
       shown->chosen == (method.rotation != RotationKind::None)) {
     return;  // the same statistics
   }
-  auto stats =
-      compute_key_channel_stats(*m_channel_cache, layer, method.rotation, method.rotation_seed);
+  auto stats = compute_key_channel_stats(*cache, layer, method.rotation, method.rotation_seed);
   if (!stats) {
     m_key_channels->clear(tr("Key channels: %1").arg(QString::fromStdString(stats.message())));
     return;
@@ -365,7 +328,6 @@ void CompressionView::update_key_channels() {
 }
 
 void CompressionView::show_stream(const std::optional<StreamReport>& stream) {
-  m_stream = stream;
   if (stream) {
     m_stream_chart->set_data(stream_series_from_report(*stream));
   } else {
@@ -373,28 +335,6 @@ void CompressionView::show_stream(const std::optional<StreamReport>& stream) {
     if (m_lower_tabs->currentIndex() == kStreamTab) m_lower_tabs->setCurrentIndex(kHistogramTab);
   }
   m_lower_tabs->setTabVisible(kStreamTab, stream.has_value());
-}
-
-void CompressionView::save_run(const CompressionReport& report) {
-  const QString done =
-      tr("%1: ratio %2, %3 bits/value, on %4")
-          .arg(QString::fromStdString(report.method_label), format_ratio(report.ratio),
-               format_bits_per_value(report.bits_per_value),
-               QString::fromStdString(report.backend + ": " + report.device));
-  if (!m_store) {
-    emit status_message(done + tr(" (not saved: no runs database)"), style::kStatusTimeoutMs);
-    return;
-  }
-  const nlohmann::json stream = m_stream ? stream_to_json(*m_stream) : nlohmann::json();
-  auto id = m_store->save_run(compression_run(report, {}, m_stream ? &stream : nullptr));
-  if (!id) {
-    m_run->note_error(QString::fromStdString(id.message()));
-    show_error(tr("The run was computed but could not be saved: %1").arg(m_run->last_error()));
-    return;
-  }
-  m_last_saved_id = *id;
-  emit status_message(done + tr(", saved as run #%1").arg(*id), style::kStatusTimeoutMs);
-  emit run_saved(*id);
 }
 
 }  // namespace kvlab::gui

@@ -4,7 +4,8 @@
 // the Huffman code lengths and the per-layer ratio of each codec; and the largest |k| per key
 // channel of a layer before and after the method panel's rotation (from the cache in memory). Every
 // successful run is saved to the runs store; a stored run can be shown again from its JSON without
-// recomputing.
+// recomputing. The state and the commands are the page model's (compression_model.h); this is the
+// widgets over it.
 #pragma once
 
 #include <cstdint>
@@ -15,8 +16,7 @@
 #include <QWidget>
 
 #include "common/run_shell.h"
-#include "kvlab/engine/codec/stream_sim.h"
-#include "kvlab/engine/core/kv_cache.h"
+#include "compression/compression_model.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/store/runs_store.h"
 
@@ -31,12 +31,12 @@ namespace kvlab::gui {
 class BytesChart;
 class CodecRatioChart;
 class CodeLengthPanel;
-class CompressionRunner;
 class HistogramPanel;
 class KeyChannelPanel;
 class LayerChart;
 class MethodPanel;
 class ResultsPanel;
+class RunController;
 class RunController;
 class StaleMark;
 class SourcePanel;
@@ -59,18 +59,15 @@ class CompressionView : public QWidget {
   // Processes events until the running run (if any) has finished; true when none is running.
   bool wait_until_done(int timeout_ms);
 
-  // Redraws everything from a report (fresh or loaded from the store); `origin` is shown in
-  // the results heading ("run #12, 2024-05-01 12:00").
-  void show_report(const CompressionReport& report, const QString& origin);
   // A stored run: its report, with the controls set to its settings (the method, and the
   // synthetic preset, layers and context or the file it read), so what is shown matches them.
   void show_stored_run(const CompressionReport& report, const QString& origin);
 
-  const std::optional<CompressionReport>& current_report() const { return m_report; }
-  std::int64_t last_saved_run_id() const { return m_last_saved_id; }
+  // What the page shows and does: the report, its stream, the last saved run, the run going.
+  CompressionModel* model() const { return m_model; }
+  // The job the panels name now.
+  CompressionJob job() const;
   const QString& last_error() const;
-  // Whether the last successful run reused the cache in memory (only the method changed).
-  bool last_run_reused_cache() const { return m_last_reused_cache; }
 
   SourcePanel* source_panel() const { return m_source; }
   MethodPanel* method_panel() const { return m_method; }
@@ -87,9 +84,6 @@ class CompressionView : public QWidget {
   CodecRatioChart* codec_ratio_chart() const { return m_codec_ratios; }
   StreamChart* stream_chart() const { return m_stream_chart; }
   KeyChannelPanel* key_channel_panel() const { return m_key_channels; }
-  // The decode-stream simulation of the last fresh kvcomp + huffman/bitpack run; empty after
-  // any other run or a report reopened from the store.
-  const std::optional<StreamReport>& current_stream() const { return m_stream; }
   // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (shown only when a
   // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run) |
   // "Key channels".
@@ -113,20 +107,18 @@ class CompressionView : public QWidget {
   QWidget* build_controls();
   QWidget* build_charts();
   void set_running(bool running);
-  void on_succeeded(const CompressionReport& report, bool reused_cache);
-  void on_failed(const QString& message, bool cancelled);
-  void save_run(const CompressionReport& report);
+  // Draws the model's report, stream and key channels; `origin` heads the results.
+  void redraw(const QString& origin);
   void show_stream(const std::optional<StreamReport>& stream);
   void show_error(const QString& message);
   // Recomputes the key channel statistics when the layer, the rotation or its seed changed.
   void update_key_channels();
 
-  std::shared_ptr<RunsStore> m_store;
-  CompressionRunner* m_runner = nullptr;
+  CompressionModel* m_model = nullptr;
   SourcePanel* m_source = nullptr;
   MethodPanel* m_method = nullptr;
   QComboBox* m_backend = nullptr;
-  RunController* m_run = nullptr;  // start, progress, cancel, wait, stale
+  RunController* m_run = nullptr;  // the model's: start, progress, cancel, wait, stale
   RunShell* m_shell = nullptr;     // its Run, Cancel, progress and stage
   QLabel* m_cache_note = nullptr;
   ResultsPanel* m_results = nullptr;
@@ -139,14 +131,6 @@ class CompressionView : public QWidget {
   StreamChart* m_stream_chart = nullptr;
   KeyChannelPanel* m_key_channels = nullptr;
   QTabWidget* m_lower_tabs = nullptr;
-  // The cache the last fresh run compressed (null for a report reopened from the store).
-  std::shared_ptr<const KvCache> m_channel_cache;
-
-  std::optional<CompressionReport> m_report;
-  std::optional<StreamReport> m_stream;
-  std::optional<StreamReport> m_pending_stream;  // from the runner, until its report is shown
-  std::int64_t m_last_saved_id = 0;
-  bool m_last_reused_cache = false;
 };
 
 }  // namespace kvlab::gui

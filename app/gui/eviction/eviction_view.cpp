@@ -40,10 +40,9 @@ constexpr int kControlsWidth = 360;
 
 }  // namespace
 
-EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
-    : QWidget(parent), m_store(std::move(store)) {
-  m_runner = new EvictionRunner(this);
-  m_run = new RunController(m_runner, this);
+EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent) : QWidget(parent) {
+  m_model = new EvictionModel(std::move(store), this);
+  m_run = m_model->run_controller();
   connect(m_run, &RunController::running_changed, this, &EvictionView::set_running);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   QWidget* controls = build_controls();
@@ -57,14 +56,14 @@ EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &EvictionRunner::succeeded, this, &EvictionView::on_succeeded);
-  connect(m_runner, &EvictionRunner::failed, this, &EvictionView::on_failed);
+  connect(m_model, &EvictionModel::reports_shown, this, &EvictionView::reports_shown);
+  connect(m_model, &EvictionModel::status_message, this, &EvictionView::status_message);
+  connect(m_model, &EvictionModel::run_saved, this, &EvictionView::run_saved);
+  connect(m_model, &EvictionModel::error, this, &EvictionView::show_error);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
   const auto update_note = [this] {
     const auto job = make_eviction_job(m_source->spec(), m_policy->config(), std::nullopt);
-    m_cache_note->setText(m_runner->would_reuse_cache(job.source)
-                              ? tr("The cache in memory will be reused.")
-                              : tr("The cache will be generated or loaded on Run."));
+    m_cache_note->setText(m_model->cache_note(job.source));
   };
   connect(m_source, &SourcePanel::changed, this, update_note);
   connect(m_policy, &EvictionPolicyPanel::changed, this, update_note);
@@ -213,19 +212,13 @@ bool EvictionView::is_running() const {
   return m_run->running();
 }
 
+EvictionJob EvictionView::job() const {
+  return make_eviction_job(m_source->spec(), m_policy->config(), m_policy->compare_config());
+}
+
 bool EvictionView::run() {
-  const EvictionJob job =
-      make_eviction_job(m_source->spec(), m_policy->config(), m_policy->compare_config());
-  if (!m_run->start([&] { return m_runner->start(job); }, m_runner->would_reuse_cache(job.source)
-                                                              ? tr("Reusing the cache in memory")
-                                                              : tr("Preparing the cache"))) {
-    return false;
-  }
+  if (!m_model->run(job())) return false;
   m_error->setVisible(false);
-  emit status_message(
-      tr("Simulating %1 on %2…")
-          .arg(QString::fromStdString(eviction_label(job.policy)), job.source.describe()),
-      0);
   return true;
 }
 
@@ -242,27 +235,7 @@ bool EvictionView::wait_until_done(int timeout_ms) {
 }
 
 const QString& EvictionView::last_error() const {
-  return m_run->last_error();
-}
-
-void EvictionView::on_succeeded(const EvictionOutcome& outcome, bool reused_cache) {
-  m_run->succeeded();
-  m_cache_note->setText(reused_cache ? tr("Reused the cache in memory (only the policy changed).")
-                                     : tr("Cache kept in memory: changing only the policy will "
-                                          "not regenerate it."));
-  double seconds = outcome.report.seconds;
-  if (outcome.compare) seconds += outcome.compare->seconds;
-  show_reports(outcome.report, outcome.compare, tr("computed in %1").arg(format_seconds(seconds)));
-  save_runs();
-}
-
-void EvictionView::on_failed(const QString& message, bool cancelled) {
-  m_run->failed(message, cancelled);
-  if (cancelled) {
-    emit status_message(tr("Run cancelled."), style::kStatusTimeoutMs);
-    return;
-  }
-  show_error(tr("The run failed: %1").arg(message));
+  return m_model->last_error();
 }
 
 void EvictionView::show_error(const QString& engine_message) {
@@ -275,10 +248,12 @@ void EvictionView::show_error(const QString& engine_message) {
 void EvictionView::show_reports(const EvictionReport& report,
                                 const std::optional<EvictionReport>& compare,
                                 const QString& origin) {
-  m_run->results_shown();
-  m_report = report;
-  m_compare = compare;
-  m_origin = origin;
+  m_model->show_reports(report, compare, origin);
+}
+
+void EvictionView::reports_shown() {
+  const EvictionReport& report = *m_model->report();
+  if (m_model->fresh()) m_cache_note->setText(m_model->cache_note_after_run());
   m_error->setVisible(false);
   const int layers = static_cast<int>(report.maps.size());
   const int heads = layers > 0 ? static_cast<int>(report.maps.front().size()) : 0;
@@ -286,7 +261,7 @@ void EvictionView::show_reports(const EvictionReport& report,
   for (int h = 0; h < heads; ++h) head_names << QString::number(h);
   m_picker->set_layer_count(layers);
   m_picker->set_choices(head_names);
-  m_maps->set_second_shown(compare.has_value());
+  m_maps->set_second_shown(m_model->compare().has_value());
   draw_press_tabs();
   redraw();
   m_map->reset_zoom();
@@ -304,20 +279,20 @@ void EvictionView::set_all_layers(bool all) {
 }
 
 void EvictionView::redraw() {
-  if (!m_report) return;
+  if (!m_model->report()) return;
   const int layer = m_picker->layer();
   const int head = m_picker->choice();
   const int scope = m_scope->currentIndex() == 0 ? -1 : layer;
   // Keep the zoom across layer and head changes: both maps have the same shape.
   const QCPRange x = m_map->xAxis->range(), y = m_map->yAxis->range();
   const bool had_map = m_map->data().positions > 0;
-  m_map->set_data(eviction_map_data(*m_report, layer, head));
-  std::vector<EvictionSeriesData> series{eviction_series_data(*m_report, scope)};
+  m_map->set_data(eviction_map_data(*m_model->report(), layer, head));
+  std::vector<EvictionSeriesData> series{eviction_series_data(*m_model->report(), scope)};
   std::optional<EvictionSummary> second;
-  if (m_compare) {
-    m_compare_map->set_data(eviction_map_data(*m_compare, layer, head));
-    series.push_back(eviction_series_data(*m_compare, scope));
-    second = eviction_summary(*m_compare, scope);
+  if (m_model->compare()) {
+    m_compare_map->set_data(eviction_map_data(*m_model->compare(), layer, head));
+    series.push_back(eviction_series_data(*m_model->compare(), scope));
+    second = eviction_summary(*m_model->compare(), scope);
   } else {
     m_compare_map->clear_data(tr("Tick \"Compare with\" to run a second policy"));
   }
@@ -328,15 +303,15 @@ void EvictionView::redraw() {
   }
   const QString scope_text = scope < 0 ? tr("all layers") : tr("layer %1").arg(layer);
   m_series->set_data(series, scope_text);
-  const EvictionSummary first = eviction_summary(*m_report, scope);
+  const EvictionSummary first = eviction_summary(*m_model->report(), scope);
   m_maps->set_titles(first.label, second ? second->label : tr("Compared policy"));
-  m_metrics->set_summaries(first, second, m_origin);
+  m_metrics->set_summaries(first, second, m_model->origin());
 }
 
 void EvictionView::draw_press_tabs() {
-  const EvictionBudgetData budgets = eviction_budget_data(*m_report);
-  const EvictionChannelData channels = eviction_channel_data(*m_report);
-  const MiniCacheData merged = minicache_data(*m_report);
+  const EvictionBudgetData budgets = eviction_budget_data(*m_model->report());
+  const EvictionChannelData channels = eviction_channel_data(*m_model->report());
+  const MiniCacheData merged = minicache_data(*m_model->report());
   m_budgets->set_data(budgets);
   m_channels->set_data(channels);
   m_minicache->set_data(merged);
@@ -355,27 +330,6 @@ void EvictionView::sync_zoom(EvictionMapChart* from, EvictionMapChart* to) {
   to->yAxis->setRange(from->yAxis->range());
   to->replot(QCustomPlot::rpQueuedReplot);
   m_syncing_zoom = false;
-}
-
-void EvictionView::save_runs() {
-  if (!m_report) return;
-  const QString done = tr("%1: %2 kept, %3 of attention retained")
-                           .arg(QString::fromStdString(m_report->label))
-                           .arg(m_report->kept_tokens, 0, 'f', 1)
-                           .arg(format_percent(m_report->attention_mass_retained));
-  if (!m_store) {
-    emit status_message(done + tr(" (not saved: no runs database)"), style::kStatusTimeoutMs);
-    return;
-  }
-  auto saved = save_eviction_runs(*m_store, *m_report, m_compare);
-  if (!saved) {
-    m_run->note_error(QString::fromStdString(saved.message()));
-    show_error(tr("The run was computed but could not be saved: %1").arg(m_run->last_error()));
-    return;
-  }
-  m_last_saved_id = saved->id;
-  emit status_message(done + tr(", saved as run #%1").arg(saved->id), style::kStatusTimeoutMs);
-  emit run_saved(saved->id);
 }
 
 }  // namespace kvlab::gui

@@ -5,6 +5,7 @@
 // curves show what a prefill press did, when the run has it: the prompt tokens kept per layer
 // and KV head, ThinK's kept key channels, MiniCache's merged layers. Every successful
 // run is saved to the runs store; a stored run is shown again from its JSON without recomputing.
+// The state and the commands are the page model's (eviction_model.h); this is the widgets over it.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <QWidget>
 
 #include "common/run_shell.h"
+#include "eviction/eviction_model.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/store/runs_store.h"
 
@@ -32,9 +34,7 @@ class EvictionChannelChart;
 class EvictionMapChart;
 class EvictionMetricsPanel;
 class EvictionPolicyPanel;
-class EvictionRunner;
 class EvictionSeriesChart;
-struct EvictionOutcome;
 class LayerPicker;
 class MiniCacheChart;
 class SourcePanel;
@@ -66,9 +66,10 @@ class EvictionView : public QWidget {
   void select(int layer, int kv_head);
   void set_all_layers(bool all);
 
-  const std::optional<EvictionReport>& current_report() const { return m_report; }
-  const std::optional<EvictionReport>& current_compare() const { return m_compare; }
-  std::int64_t last_saved_run_id() const { return m_last_saved_id; }
+  // What the page shows and does: the reports, the last saved run, the run going.
+  EvictionModel* model() const { return m_model; }
+  // The job the panels name now.
+  EvictionJob job() const;
   const QString& last_error() const;
 
   SourcePanel* source_panel() const { return m_source; }
@@ -102,19 +103,17 @@ class EvictionView : public QWidget {
   QWidget* build_controls();
   QWidget* build_results();
   void set_running(bool running);
-  void on_succeeded(const EvictionOutcome& outcome, bool reused_cache);
-  void on_failed(const QString& message, bool cancelled);
-  void save_runs();
+  // The model's reports are new: the pickers, maps and press tabs follow them.
+  void reports_shown();
   void show_error(const QString& message);
   void redraw();
   void draw_press_tabs();
   void sync_zoom(EvictionMapChart* from, EvictionMapChart* to);
 
-  std::shared_ptr<RunsStore> m_store;
-  EvictionRunner* m_runner = nullptr;
+  EvictionModel* m_model = nullptr;
   SourcePanel* m_source = nullptr;
   EvictionPolicyPanel* m_policy = nullptr;
-  RunController* m_run = nullptr;  // start, progress, cancel, wait, stale
+  RunController* m_run = nullptr;  // the model's: start, progress, cancel, wait, stale
   RunShell* m_shell = nullptr;     // its Run, Cancel, progress and stage
   QLabel* m_cache_note = nullptr;
   QLabel* m_error = nullptr;
@@ -132,9 +131,6 @@ class EvictionView : public QWidget {
   EvictionChannelChart* m_channels = nullptr;
   MiniCacheChart* m_minicache = nullptr;
 
-  std::optional<EvictionReport> m_report, m_compare;
-  QString m_origin;
-  std::int64_t m_last_saved_id = 0;
   bool m_syncing_zoom = false;
 };
 

@@ -93,8 +93,8 @@ std::optional<EvictionReport> press_report(EvictionPolicy policy) {
 // that has its data; the page's own run is put back afterwards.
 bool grab_press_tabs(MainWindow& window, const std::function<bool(const QString&)>& grab_to) {
   EvictionView* view = window.eviction_view();
-  const auto before = view->current_report();
-  const auto before_compare = view->current_compare();
+  const auto before = view->model()->report();
+  const auto before_compare = view->model()->compare();
   window.show_page(Page::Eviction);
   auto* scroll = qobject_cast<QScrollArea*>(
       window.page_widget(Page::Eviction)->parentWidget()->parentWidget());
