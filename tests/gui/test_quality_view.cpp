@@ -80,7 +80,7 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_EQ(view.progress_bar()->value(), 100);
 
   // Three runs in the store, as `kvlab quality --save` stores them.
-  ASSERT_EQ(view.last_saved_run_ids().size(), 3u);
+  ASSERT_EQ(view.model()->last_saved_run_ids().size(), 3u);
   auto store = RunsStore::open(dir / "runs.sqlite");
   ASSERT_TRUE(store.ok()) << store.message();
   auto runs = store->list_runs(-1);
@@ -104,7 +104,7 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
     const std::string m = quality_run_method(find_quality_choice(id)->config);
     EXPECT_NE(std::find(methods.begin(), methods.end(), m), methods.end()) << m;
   }
-  auto record = store->load_run(view.last_saved_run_ids().front());
+  auto record = store->load_run(view.model()->last_saved_run_ids().front());
   ASSERT_TRUE(record.ok());
   EXPECT_EQ(record->params.value("text", ""), "sampled:511 tokens, seed 1");
   EXPECT_EQ(record->params.value("window", -1), 0);
@@ -115,8 +115,8 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_EQ(chart.dominated_graph()->dataCount() + chart.frontier_graph()->dataCount(), 3);
   EXPECT_GE(chart.frontier_graph()->dataCount(), 1);
   EXPECT_GE(chart.step_line()->dataCount(), chart.frontier_graph()->dataCount());
-  EXPECT_EQ(view.table_model()->rowCount(), 3);
-  ASSERT_EQ(view.points().size(), 3u);
+  EXPECT_EQ(view.model()->table()->rowCount(), 3);
+  ASSERT_EQ(view.model()->points().size(), 3u);
   // Every number with its uncertainty (issue 48): an error bar per point, ± in the table.
   int bars = 0;
   for (int i = 0; i < chart.itemCount(); ++i)
@@ -124,9 +124,9 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_EQ(bars, 3);
   for (int row = 0; row < 3; ++row) {
     const QString change =
-        view.table_model()->index(row, kQualityPerplexityChange).data().toString();
+        view.model()->table()->index(row, kQualityPerplexityChange).data().toString();
     EXPECT_TRUE(change.contains(QStringLiteral(" ± "))) << change.toStdString();
-    const QualityPoint& p = view.points()[static_cast<std::size_t>(row)];
+    const QualityPoint& p = view.model()->points()[static_cast<std::size_t>(row)];
     EXPECT_GT(p.perplexity_change_se, 0);
     EXPECT_LE(p.agreement_low, p.next_token_agreement);
     EXPECT_GE(p.agreement_high, p.next_token_agreement);
@@ -140,19 +140,19 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   const QualityChoice& int8 = *find_quality_choice(QStringLiteral("int8"));
   auto engine = measure_quality(model->model, *text, int8.config);
   ASSERT_TRUE(engine.ok()) << engine.message();
-  const auto shown = std::find_if(view.points().begin(), view.points().end(),
+  const auto shown = std::find_if(view.model()->points().begin(), view.model()->points().end(),
                                   [](const auto& p) { return p.method == "int8 per-tensor"; });
-  ASSERT_NE(shown, view.points().end());
+  ASSERT_NE(shown, view.model()->points().end());
   // The forward's float sums may be ordered differently from run to run (threads), so the
   // perplexities agree to a few parts in 1e9, not to the last bit.
   EXPECT_NEAR(shown->perplexity_change, engine->perplexity_change, 1e-6);
   EXPECT_NEAR(shown->perplexity_exact, engine->perplexity_exact, 1e-6);
   EXPECT_DOUBLE_EQ(shown->ratio, engine->ratio);
   EXPECT_NEAR(shown->next_token_agreement, engine->next_token_agreement, 0.01);
-  const int row = static_cast<int>(shown - view.points().begin());
-  EXPECT_EQ(view.table_model()->index(row, kQualityConfiguration).data().toString(),
+  const int row = static_cast<int>(shown - view.model()->points().begin());
+  EXPECT_EQ(view.model()->table()->index(row, kQualityConfiguration).data().toString(),
             QStringLiteral("INT8"));
-  EXPECT_EQ(view.table_model()->index(row, kQualityRun).data(Qt::UserRole).toLongLong(),
+  EXPECT_EQ(view.model()->table()->index(row, kQualityRun).data(Qt::UserRole).toLongLong(),
             shown->run_id);
   EXPECT_DOUBLE_EQ(chart.data().points[static_cast<std::size_t>(row)].y,
                    100.0 * shown->perplexity_change);
@@ -178,7 +178,7 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_EQ(reopened.quality_view()->model_edit()->text(), QString::fromStdString(model_path));
   // The Runs page opens a quality run on the Quality page.
   reopened.show_page(Page::Runs);
-  ASSERT_TRUE(reopened.runs_view()->open_run(view.last_saved_run_ids().back()));
+  ASSERT_TRUE(reopened.runs_view()->open_run(view.model()->last_saved_run_ids().back()));
   EXPECT_EQ(reopened.current_page(), Page::Quality);
 }
 
@@ -220,12 +220,12 @@ TEST(QualityView, RunsOnAGgufModelOverATextFile) {
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
   EXPECT_TRUE(view.last_error().contains(QStringLiteral("shorter windows")))
       << view.last_error().toStdString();
-  EXPECT_TRUE(view.points().empty());
+  EXPECT_TRUE(view.model()->points().empty());
   // Windows of 128 positions, as `kvlab quality --window 128`.
   view.set_window(kWindow);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  ASSERT_EQ(view.points().size(), 1u);
-  ASSERT_EQ(view.table_model()->rowCount(), 1);
+  ASSERT_EQ(view.model()->points().size(), 1u);
+  ASSERT_EQ(view.model()->table()->rowCount(), 1);
   EXPECT_EQ(view.chart()->point_count(), 1);
 
   // The engine's numbers for the same tokens (the file's tokens without the BOS its tokenizer
@@ -241,7 +241,7 @@ TEST(QualityView, RunsOnAGgufModelOverATextFile) {
   config.window = kWindow;
   auto engine = measure_quality(model->model, tokens, config);
   ASSERT_TRUE(engine.ok()) << engine.message();
-  const QualityPoint& shown = view.points().front();
+  const QualityPoint& shown = view.model()->points().front();
   EXPECT_EQ(shown.method, "int8 per-tensor");
   EXPECT_EQ(engine->windows, 2);
   // The runner's buffers are aligned, so the page's worker thread and this one agree to the
@@ -300,7 +300,8 @@ TEST(QualityView, CancelKeepsWhatWasMeasured) {
   EXPECT_FALSE(view.run());  // one job at a time
   QElapsedTimer timer;
   timer.start();
-  while (view.last_saved_run_ids().empty() && view.is_running() && timer.elapsed() < kTimeoutMs) {
+  while (view.model()->last_saved_run_ids().empty() && view.is_running() &&
+         timer.elapsed() < kTimeoutMs) {
     QApplication::processEvents(QEventLoop::WaitForMoreEvents, 50);
   }
   view.cancel();
@@ -308,7 +309,7 @@ TEST(QualityView, CancelKeepsWhatWasMeasured) {
   EXPECT_FALSE(view.is_running());
   EXPECT_TRUE(view.run_button()->isEnabled());
   EXPECT_FALSE(view.error_label()->isVisible());  // a cancel is not an error
-  const auto saved = view.last_saved_run_ids().size();
+  const auto saved = view.model()->last_saved_run_ids().size();
   EXPECT_GE(saved, 1u);
   EXPECT_LT(saved, all.size());
   EXPECT_EQ(shared->list_runs(-1)->size(), saved);

@@ -1,3 +1,5 @@
+// The Quality page: the widgets over the page model (quality_model.h): the controls name the
+// key and the job, the chart, the table and the retrieval curves show the model's points.
 #include "quality/quality_view.h"
 
 #include <algorithm>
@@ -25,18 +27,24 @@
 #include <QVBoxLayout>
 
 #include "common/explain.h"
+#include "common/gui_format.h"
 #include "common/gui_style.h"
 #include "common/number_fields.h"
 #include "common/run_controller.h"
 #include "common/run_shell.h"
 #include "quality/quality_chart.h"
 #include "quality/quality_configs.h"
+#include "quality/quality_model.h"
 #include "quality/quality_results.h"
 #include "quality/retrieval_chart.h"
 
 namespace kvlab::gui {
 
 namespace {
+
+QString absolute(const QString& path) {
+  return path.trimmed().isEmpty() ? QString() : QFileInfo(path.trimmed()).absoluteFilePath();
+}
 
 constexpr int kControlsWidth = 340;
 constexpr int kDefaultSampleTokens = 1024;
@@ -59,10 +67,9 @@ void init_quality_table(QTableView* table) {
 
 }  // namespace
 
-QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
-    : QWidget(parent), m_store(std::move(store)) {
-  m_runner = new QualityRunner(this);
-  m_run = new RunController(m_runner, this);
+QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent) : QWidget(parent) {
+  m_page = new QualityModel(std::move(store), this);
+  m_run = m_page->run_controller();
   connect(m_run, &RunController::running_changed, this, &QualityView::set_running);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   splitter->addWidget(build_controls());
@@ -74,26 +81,34 @@ QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
 
-  connect(m_runner, &QualityRunner::measured, this, &QualityView::on_measured);
-  connect(m_runner, &QualityRunner::ended, this, &QualityView::on_ended);
+  connect(m_page, &QualityModel::points_changed, this, &QualityView::redraw);
+  connect(m_page, &QualityModel::key_changed, this, &QualityView::set_controls);
+  connect(m_page, &QualityModel::status_message, this, &QualityView::status_message);
+  connect(m_page, &QualityModel::run_saved, this, &QualityView::run_saved);
+  connect(m_page, &QualityModel::error, this, &QualityView::show_error);
   connect(m_shell, &RunShell::run_requested, this, [this] { run(); });
-  connect(m_model, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
+  connect(m_model_path, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
   connect(m_text_file, &QLineEdit::editingFinished, this, &QualityView::controls_changed);
   connect(m_sampled, &QRadioButton::toggled, this, &QualityView::controls_changed);
   connect(m_sample_tokens, &QSpinBox::editingFinished, this, &QualityView::controls_changed);
   connect(m_seed, &QSpinBox::editingFinished, this, &QualityView::controls_changed);
-  connect(m_x, &QComboBox::currentIndexChanged, this, [this] { redraw(); });
-  connect(m_y, &QComboBox::currentIndexChanged, this, [this](int index) {
+  const auto axes_changed = [this] {
+    m_page->set_axes(static_cast<QualityX>(m_x->currentIndex()),
+                     static_cast<QualityY>(m_y->currentIndex()), m_log_y->isChecked());
+  };
+  connect(m_x, &QComboBox::currentIndexChanged, this, axes_changed);
+  connect(m_y, &QComboBox::currentIndexChanged, this, [this, axes_changed](int index) {
     const QSignalBlocker block(m_log_y);
     m_log_y->setChecked(static_cast<QualityY>(index) != QualityY::Agreement);
-    redraw();
+    axes_changed();
   });
-  connect(m_log_y, &QCheckBox::toggled, this, [this] { redraw(); });
+  connect(m_log_y, &QCheckBox::toggled, this, axes_changed);
   connect(m_reset_zoom, &QPushButton::clicked, m_chart, &QualityChart::reset_zoom);
   connect(m_chart, &QualityChart::point_hovered, this, [this](int index) {
-    const bool valid = index >= 0 && index < static_cast<int>(m_points.size());
+    const auto& points = m_page->points();
+    const bool valid = index >= 0 && index < static_cast<int>(points.size());
     emit status_message(
-        valid ? quality_point_summary(m_points[static_cast<std::size_t>(index)]) : QString(), 0);
+        valid ? quality_point_summary(points[static_cast<std::size_t>(index)]) : QString(), 0);
   });
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
     const auto rows = m_table->selectionModel()->selectedRows();
@@ -109,9 +124,9 @@ QWidget* QualityView::build_controls() {
   auto* controls = new QWidget;
 
   auto* model_box = new QGroupBox(tr("Model"), controls);
-  m_model = new QLineEdit(model_box);
-  m_model->setPlaceholderText(tr(".gguf, llama2.c .bin or Hugging Face folder"));
-  m_model->setToolTip(
+  m_model_path = new QLineEdit(model_box);
+  m_model_path->setPlaceholderText(tr(".gguf, llama2.c .bin or Hugging Face folder"));
+  m_model_path->setToolTip(
       tr("A GGUF model (llama or qwen2, its tokenizer inside), a llama2.c checkpoint with its "
          "tok*.bin beside it, or a Hugging Face folder (config.json, safetensors, "
          "tokenizer.json)"));
@@ -126,18 +141,18 @@ QWidget* QualityView::build_controls() {
   model_buttons->addWidget(model_folder);
   model_buttons->addStretch(1);
   auto* model_layout = new QVBoxLayout(model_box);
-  model_layout->addWidget(m_model);
+  model_layout->addWidget(m_model_path);
   model_layout->addLayout(model_buttons);
   connect(model_file, &QPushButton::clicked, this, [this] {
     const QString path =
-        QFileDialog::getOpenFileName(this, tr("Model file"), m_model->text(),
+        QFileDialog::getOpenFileName(this, tr("Model file"), m_model_path->text(),
                                      tr("Models (*.gguf *.bin);;GGUF models (*.gguf);;llama2.c "
                                         "checkpoints (*.bin);;All files (*)"));
     if (!path.isEmpty()) set_model_path(path);
   });
   connect(model_folder, &QPushButton::clicked, this, [this] {
-    const QString path =
-        QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder"), m_model->text());
+    const QString path = QFileDialog::getExistingDirectory(this, tr("Hugging Face model folder"),
+                                                           m_model_path->text());
     if (!path.isEmpty()) set_model_path(path);
   });
 
@@ -330,8 +345,7 @@ QWidget* QualityView::build_results() {
                         "model: the share of pass keys found against the eviction budget, one "
                         "line per policy; dashed: pressed before the question was read"));
   m_table = new QTableView;
-  m_table_model = new QualityTableModel(m_table);
-  m_table->setModel(m_table_model);
+  m_table->setModel(m_page->table());
   init_quality_table(m_table);
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(m_chart_tabs);
@@ -348,6 +362,186 @@ QWidget* QualityView::build_results() {
   layout->addLayout(selectors);
   layout->addWidget(vertical, 1);
   return results;
+}
+
+void QualityView::set_model_path(const QString& path) {
+  m_model_path->setText(path);
+  controls_changed();
+}
+
+void QualityView::offer_model_path(const QString& path) {
+  const QString now = m_model_path->text().trimmed();
+  if (path.isEmpty() || (!now.isEmpty() && now != m_offered_model)) return;
+  m_offered_model = path;
+  set_model_path(path);
+}
+
+void QualityView::set_sampled_text(int tokens, std::uint64_t seed) {
+  m_syncing = true;
+  m_sample_tokens->setValue(tokens);
+  m_seed->setValue(static_cast<int>(seed));
+  m_sampled->setChecked(true);
+  m_syncing = false;
+  controls_changed();
+}
+
+void QualityView::set_text_file(const QString& path) {
+  m_syncing = true;
+  m_text_file->setText(path);
+  m_file->setChecked(true);
+  m_syncing = false;
+  controls_changed();
+}
+
+void QualityView::set_window(int tokens) {
+  m_window->setValue(tokens);
+}
+
+void QualityView::set_checked(const QStringList& ids) {
+  for (int i = 0; i < m_methods->count(); ++i) {
+    QListWidgetItem* item = m_methods->item(i);
+    item->setCheckState(ids.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                          : Qt::Unchecked);
+  }
+}
+
+QStringList QualityView::checked_ids() const {
+  QStringList ids;
+  for (int i = 0; i < m_methods->count(); ++i) {
+    const QListWidgetItem* item = m_methods->item(i);
+    if (item->checkState() == Qt::Checked) ids << item->data(Qt::UserRole).toString();
+  }
+  return ids;
+}
+
+QualityText QualityView::controls_text() const {
+  QualityText text;
+  if (m_file->isChecked()) {
+    text.kind = QualityText::Kind::File;
+    text.path = absolute(m_text_file->text()).toStdString();
+  } else {
+    text.tokens = m_sample_tokens->value();
+    text.seed = static_cast<std::uint64_t>(m_seed->value());
+  }
+  return text;
+}
+
+QualityKey QualityView::controls_key() const {
+  QualityKey key;
+  key.model = absolute(m_model_path->text()).toStdString();
+  key.text = controls_text().describe();
+  return key;
+}
+
+void QualityView::set_controls(const QualityKey& key) {
+  m_syncing = true;
+  m_model_path->setText(QString::fromStdString(key.model));
+  if (const auto text = QualityText::parse(key.text)) {
+    if (text->kind == QualityText::Kind::File) {
+      m_text_file->setText(QString::fromStdString(text->path));
+      m_file->setChecked(true);
+    } else {
+      m_sample_tokens->setValue(text->tokens);
+      m_seed->setValue(static_cast<int>(text->seed));
+      m_sampled->setChecked(true);
+    }
+  }
+  m_syncing = false;
+}
+
+// The chart follows the controls: the stored runs of the model and text they name.
+void QualityView::controls_changed() {
+  if (m_syncing) return;
+  m_page->set_key(controls_key());
+}
+
+void QualityView::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (!is_running()) reload_from_store();  // runs the CLI saved meanwhile
+}
+
+void QualityView::reload_from_store() {
+  m_page->reload();
+}
+
+bool QualityView::show_stored_run(std::int64_t id) {
+  if (!m_page->show_stored_run(id)) return false;
+  m_error->setVisible(false);
+  if (const int row = m_page->table()->row_of_run(id); row >= 0) m_table->selectRow(row);
+  return true;
+}
+
+void QualityView::redraw() {
+  const std::int64_t selected = [this]() -> std::int64_t {
+    const auto rows = m_table->selectionModel()->selectedRows();
+    return rows.isEmpty() ? 0 : m_page->table()->run_at(rows.front().row());
+  }();
+  m_heading->setText(m_page->heading());
+  if (const QString why = m_page->retrieval_error(); why.isEmpty()) {
+    m_retrieval->set_data(m_page->retrieval());
+  } else {
+    m_retrieval->clear_data(why);
+  }
+  if (m_page->points().empty()) {
+    m_chart->clear_data(m_page->empty_message());
+    return;
+  }
+  m_chart->set_data(m_page->chart_data());
+  if (const int row = m_page->table()->row_of_run(selected); selected && row >= 0) {
+    m_table->selectRow(row);
+  }
+}
+
+void QualityView::set_running(bool running) {
+  for (QWidget* w :
+       std::initializer_list<QWidget*>{m_model_path, m_sampled, m_file, m_sample_tokens, m_seed,
+                                       m_text_file, m_window, m_methods}) {
+    w->setEnabled(!running);
+  }
+}
+
+bool QualityView::is_running() const {
+  return m_run->running();
+}
+
+QualityJob QualityView::job() const {
+  QualityJob job;
+  job.model = absolute(m_model_path->text()).toStdString();
+  job.text = controls_text();
+  job.window = m_window->value();
+  for (const QString& id : checked_ids()) {
+    if (const QualityChoice* c = find_quality_choice(id)) job.choices.push_back(*c);
+  }
+  return job;
+}
+
+bool QualityView::run() {
+  if (!m_page->run(job())) return false;
+  m_error->setVisible(false);
+  return true;
+}
+
+void QualityView::cancel() {
+  m_run->cancel();
+}
+
+bool QualityView::run_and_wait(int timeout_ms) {
+  return m_run->run_and_wait([this] { return run(); }, timeout_ms);
+}
+
+bool QualityView::wait_until_done(int timeout_ms) {
+  return m_run->wait_until_done(timeout_ms);
+}
+
+const QString& QualityView::last_error() const {
+  return m_run->last_error();
+}
+
+void QualityView::show_error(const QString& engine_message) {
+  const QString message = in_gui_terms(engine_message);
+  m_error->setText(message);
+  m_error->setVisible(true);
+  emit status_message(message, 0);
 }
 
 }  // namespace kvlab::gui

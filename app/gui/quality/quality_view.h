@@ -5,7 +5,8 @@
 // bits per value) for every stored run of the same model and text, the Pareto frontier drawn as
 // a step line, and a table of every run's numbers; hovering a point names it in the status bar.
 // A second tab charts passkey retrieval against the eviction budget from the stored "needle"
-// runs (`kvlab quality --needle --save`), one line per policy.
+// runs (`kvlab quality --needle --save`), one line per policy. The state and the commands are the
+// page model's (quality_model.h); this is the widgets over it.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +20,7 @@
 
 #include "common/run_shell.h"
 #include "kvlab/store/runs_store.h"
-#include "quality/quality_runner.h"
-#include "quality/quality_runs.h"
+#include "quality/quality_model.h"
 
 class QCheckBox;
 class QComboBox;
@@ -38,7 +38,6 @@ namespace kvlab::gui {
 
 class QualityChart;
 class RunController;
-class QualityTableModel;
 class RetrievalChart;
 
 class QualityView : public QWidget {
@@ -76,11 +75,13 @@ class QualityView : public QWidget {
   // Shows the stored run among the runs of its model and text; false when it cannot.
   bool show_stored_run(std::int64_t id);
 
-  const std::vector<QualityPoint>& points() const { return m_points; }
-  const std::vector<std::int64_t>& last_saved_run_ids() const { return m_saved_ids; }
+  // What the page shows and does: the key, the points, the table, the run going.
+  QualityModel* model() const { return m_page; }
+  // The job the controls name now.
+  QualityJob job() const;
   const QString& last_error() const;
 
-  QLineEdit* model_edit() const { return m_model; }
+  QLineEdit* model_edit() const { return m_model_path; }
   QRadioButton* sampled_radio() const { return m_sampled; }
   QRadioButton* file_radio() const { return m_file; }
   QSpinBox* sample_tokens_spin() const { return m_sample_tokens; }
@@ -98,7 +99,6 @@ class QualityView : public QWidget {
   RetrievalChart* retrieval_chart() const { return m_retrieval; }
   static constexpr int kRetrievalTab = 1;
   QTableView* table() const { return m_table; }
-  QualityTableModel* table_model() const { return m_table_model; }
   QLabel* heading_label() const { return m_heading; }
   QLabel* error_label() const { return m_error; }
   QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
@@ -116,8 +116,6 @@ class QualityView : public QWidget {
   QWidget* build_controls();
   QWidget* build_results();
   void set_running(bool running);
-  void on_measured(const QualityReport& report, int index, int count);
-  void on_ended(const QString& error, bool cancelled, int failed_index);
   void show_error(const QString& message);
   // The key of what the controls name (tokens and windows left to the stored runs).
   QualityKey controls_key() const;
@@ -125,11 +123,9 @@ class QualityView : public QWidget {
   void controls_changed();
   void set_controls(const QualityKey& key);
   void redraw();
-  void reload_retrieval();
 
-  std::shared_ptr<RunsStore> m_store;
-  QualityRunner* m_runner = nullptr;
-  QLineEdit* m_model = nullptr;
+  QualityModel* m_page = nullptr;
+  QLineEdit* m_model_path = nullptr;
   QRadioButton* m_sampled = nullptr;
   QRadioButton* m_file = nullptr;
   QSpinBox* m_sample_tokens = nullptr;
@@ -137,7 +133,7 @@ class QualityView : public QWidget {
   QSpinBox* m_window = nullptr;
   QLineEdit* m_text_file = nullptr;
   QListWidget* m_methods = nullptr;
-  RunController* m_run = nullptr;  // start, progress, cancel, wait
+  RunController* m_run = nullptr;  // the model's: start, progress, cancel, wait
   RunShell* m_shell = nullptr;     // its Run, Cancel, progress and stage
   QLabel* m_error = nullptr;
   QLabel* m_heading = nullptr;
@@ -149,14 +145,7 @@ class QualityView : public QWidget {
   QTabWidget* m_chart_tabs = nullptr;
   RetrievalChart* m_retrieval = nullptr;
   QTableView* m_table = nullptr;
-  QualityTableModel* m_table_model = nullptr;
 
-  std::optional<QualityKey> m_key;  // whose runs are shown
-  std::vector<QualityPoint> m_points;
-  int m_older_duplicates = 0;
-  QualityJob m_job;  // the running (or last) job
-  int m_measured = 0;
-  std::vector<std::int64_t> m_saved_ids;
   QString m_offered_model;  // the last offer_model_path() taken
   bool m_syncing = false;   // the controls are being set from a stored run
 };

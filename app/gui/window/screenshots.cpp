@@ -56,12 +56,12 @@ QString find_stories260k() {
 // configurations measured on one window of the model's own text (stored like any run).
 void prepare_quality_page(MainWindow& window) {
   QualityView* view = window.quality_view();
-  if (!view->points().empty() || view->is_running()) return;
+  if (!view->model()->points().empty() || view->is_running()) return;
   const QString model = find_stories260k();
   if (model.isEmpty()) return;
   view->set_model_path(model);
   view->set_sampled_text(kQualitySampleTokens, 1);
-  if (!view->points().empty()) return;  // stored runs of this model and text
+  if (!view->model()->points().empty()) return;  // stored runs of this model and text
   view->set_checked({QStringLiteral("int8"), QStringLiteral("int4"), QStringLiteral("kivi-4"),
                      QStringLiteral("kivi-2"), QStringLiteral("fp8-e4m3"),
                      QStringLiteral("kvcomp-0.05"), QStringLiteral("h2o-50"),
