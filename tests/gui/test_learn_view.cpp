@@ -360,9 +360,9 @@ TEST(LearnPlannerPage, AnswerEqualsThePlannersFit) {
     // The Planner view, given the link, computes the same answer.
     PlannerView planner(nullptr);
     ASSERT_TRUE(planner.restore(*page.link().planner)) << planner.error_text().toStdString();
-    ASSERT_EQ(planner.results().size(), 1u);
-    EXPECT_EQ(planner.results()[0].fits, want->fits);
-    EXPECT_EQ(planner.results()[0].max_batch, want->max_batch);
+    ASSERT_EQ(planner.model()->results().size(), 1u);
+    EXPECT_EQ(planner.model()->results()[0].fits, want->fits);
+    EXPECT_EQ(planner.model()->results()[0].max_batch, want->max_batch);
     EXPECT_EQ(planner.scenario().gpu.id, c.gpu);
   }
   // A context longer than the model allows is clamped to it by the control.
@@ -495,8 +495,8 @@ TEST(LearnView, MainWindowAppliesTheLinks) {
   EXPECT_EQ(window.current_page(), Page::Planner);
   EXPECT_EQ(window.planner_view()->scenario().gpu.id, "a100-40gb");
   EXPECT_EQ(window.planner_view()->scenario().batch, 3);
-  ASSERT_FALSE(window.planner_view()->results().empty());
-  EXPECT_EQ(window.planner_view()->results()[0].fits, fit->result()->fits);
+  ASSERT_FALSE(window.planner_view()->model()->results().empty());
+  EXPECT_EQ(window.planner_view()->model()->results()[0].fits, fit->result()->fits);
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ void PlannerView::draw_memory_chart() {
   auto* free = stacked(p, tr("free"), kFree, over);
   QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
   double top = 0, capacity = 0;
-  for (std::size_t i = 0; i < m_results.size(); ++i) {
-    const auto& r = m_results[i];
+  for (std::size_t i = 0; i < m_plan->results().size(); ++i) {
+    const auto& r = m_plan->results()[i];
     const double x = static_cast<double>(i);
     weights->addData(x, r.weights_bytes_per_gpu / gib);
     reserve->addData(x, r.reserve_bytes / gib);
@@ -49,15 +49,16 @@ void PlannerView::draw_memory_chart() {
     const double used =
         r.weights_bytes_per_gpu + r.reserve_bytes + static_cast<double>(r.kv_bytes_batch_per_gpu);
     free->addData(x, std::max(0.0, r.usable_bytes - used) / gib);
-    ticker->addTick(x, QString::fromStdString(m_shown_schemes[i].label).replace(" + ", "\n+ "));
+    ticker->addTick(
+        x, QString::fromStdString(m_plan->shown_schemes()[i].label).replace(" + ", "\n+ "));
     top = std::max(top, std::max(used, static_cast<double>(r.usable_bytes)) / gib);
     capacity = r.usable_bytes / gib;
   }
   p->xAxis->setTicker(ticker);
-  p->xAxis->setRange(-0.6, std::max<double>(1.0, m_results.size()) - 0.4);
+  p->xAxis->setRange(-0.6, std::max<double>(1.0, m_plan->results().size()) - 0.4);
   p->yAxis->setLabel(tr("GiB on one GPU"));
   p->yAxis->setRange(0, std::max(1.0, top * 1.1));
-  if (!m_results.empty()) {
+  if (!m_plan->results().empty()) {
     auto* line = new QCPItemStraightLine(p);
     line->point1->setCoords(0, capacity);
     line->point2->setCoords(1, capacity);
@@ -75,23 +76,23 @@ void PlannerView::draw_context_chart() {
   QCustomPlot* p = m_context_chart;
   p->clearGraphs();
   p->clearItems();
-  if (m_results.empty()) {
+  if (m_plan->results().empty()) {
     p->replot();
     return;
   }
-  const planners::Scenario base = scenario();
+  const planners::Scenario& base = m_plan->scenario();
   const double gib = 1024.0 * 1024 * 1024;
   const double max_ctx = base.model.max_context;
   const double min_ctx = std::min(512.0, max_ctx);
-  double top = m_results.front().kv_capacity_bytes / gib;
-  for (std::size_t i = 0; i < m_shown_schemes.size(); ++i) {
+  double top = m_plan->results().front().kv_capacity_bytes / gib;
+  for (std::size_t i = 0; i < m_plan->shown_schemes().size(); ++i) {
     auto* g = p->addGraph();
-    g->setName(QString::fromStdString(m_shown_schemes[i].label));
+    g->setName(QString::fromStdString(m_plan->shown_schemes()[i].label));
     g->setPen(QPen(planner_series_color(static_cast<int>(i)), 2));
     for (int k = 0; k <= 48; ++k) {
       const double ctx = std::round(min_ctx * std::pow(max_ctx / min_ctx, k / 48.0));
       const double bytes =
-          planners::kv_bytes_per_sequence(base.model, m_shown_schemes[i], base.deployment,
+          planners::kv_bytes_per_sequence(base.model, m_plan->shown_schemes()[i], base.deployment,
                                           static_cast<std::int64_t>(ctx)) *
           static_cast<double>(base.batch);
       g->addData(ctx, bytes / gib);
@@ -101,8 +102,8 @@ void PlannerView::draw_context_chart() {
   auto* cap = p->addGraph();
   cap->setName(tr("KV capacity at this batch"));
   cap->setPen(QPen(Qt::black, 1.5, Qt::DashLine));
-  cap->addData(min_ctx, m_results.front().kv_capacity_bytes / gib);
-  cap->addData(max_ctx, m_results.front().kv_capacity_bytes / gib);
+  cap->addData(min_ctx, m_plan->results().front().kv_capacity_bytes / gib);
+  cap->addData(max_ctx, m_plan->results().front().kv_capacity_bytes / gib);
   p->xAxis->setScaleType(QCPAxis::stLogarithmic);
   p->xAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
   p->xAxis->setRange(min_ctx, max_ctx);

@@ -57,10 +57,23 @@ QDoubleSpinBox* dspin(double lo, double hi, double value, double step, int decim
   return s;
 }
 
+QDoubleSpinBox* target_spin(const QString& tip) {
+  auto* s = new RealField;
+  s->setRange(0, 1e6);
+  s->setDecimals(0);
+  s->setSingleStep(10);
+  s->setValue(0);
+  s->setSuffix(QObject::tr(" ms"));
+  s->setSpecialValueText(QObject::tr("none"));
+  s->setKeyboardTracking(false);
+  s->setToolTip(tip);
+  return s;
+}
+
 }  // namespace
 
-PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
-    : QWidget(parent), m_store(std::move(store)) {
+PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent) : QWidget(parent) {
+  m_plan = new PlannerModel(std::move(store), this);
   m_model = new QComboBox;
   m_gpu = new QComboBox;
   m_context = spin(1, 1 << 22, 8192, tr(" tokens"));
@@ -175,8 +188,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   m_formula->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
   m_formula->setMaximumHeight(96);
   m_table = new QTableView;
-  m_table_model = new PlannerTableModel(m_table);
-  m_table->setModel(m_table_model);
+  m_table->setModel(m_plan->table());
   // The scheme heads each row (the model's vertical header), so it stays in sight while the
   // table scrolls sideways to the capacity and memory columns; its own column is hidden.
   m_table->verticalHeader()->setVisible(true);
@@ -252,7 +264,10 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   layout->addWidget(controls);
   layout->addLayout(right, 1);
 
-  reload_catalogues();
+  fill_catalogues();
+  connect(m_plan, &PlannerModel::catalogues_changed, this, &PlannerView::fill_catalogues);
+  connect(m_plan, &PlannerModel::status_message, this, &PlannerView::status_message);
+  connect(m_plan, &PlannerModel::run_saved, this, &PlannerView::run_saved);
   set_model(QStringLiteral("llama-3-8b"));
   set_gpu(QStringLiteral("h100-sxm"));
   set_schemes({QStringLiteral("fp16"), QStringLiteral("fp8"), QStringLiteral("kivi2")});
@@ -293,37 +308,28 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent)
   recompute();
 }
 
-std::vector<planners::Scheme> PlannerView::schemes() const {
-  std::vector<planners::Scheme> out;
-  const QString evict = m_evict->currentText();
+QStringList PlannerView::checked_scheme_ids() const {
+  QStringList ids;
   for (int i = 0; i < m_scheme_list->count(); ++i) {
     const auto* item = m_scheme_list->item(i);
-    if (item->checkState() != Qt::Checked) continue;
-    const std::string id = item->data(Qt::UserRole).toString().toStdString();
-    std::optional<planners::Scheme> s;
-    if (id.rfind("run:", 0) == 0) {
-      for (const auto& m : m_measured) {
-        if (m.id == id) s = m;
-      }
-    } else {
-      const std::string full =
-          evict == QLatin1String("none") ? id : id + "+evict:" + evict.toStdString();
-      if (auto parsed = planners::parse_scheme(full)) s = *parsed;
-    }
-    if (s && s->kind == planners::SchemeKind::Measured && evict != QLatin1String("none")) {
-      s->evict_fraction = evict.chopped(1).toDouble() / 100;
-      s->label += " + evict to " + evict.toStdString();
-    }
-    if (s) out.push_back(*s);
+    if (item->checkState() == Qt::Checked) ids << item->data(Qt::UserRole).toString();
   }
-  return out;
+  return ids;
+}
+
+std::vector<planners::Scheme> PlannerView::schemes() const {
+  return m_plan->schemes_for(checked_scheme_ids(), m_evict->currentText());
 }
 
 planners::Scenario PlannerView::scenario() const {
   planners::Scenario s;
   const int mi = m_model->currentIndex(), gi = m_gpu->currentIndex();
-  if (mi >= 0) s.model = m_models[static_cast<std::size_t>(mi)];
-  if (gi >= 0) s.gpu = m_gpus[static_cast<std::size_t>(gi)];
+  if (mi >= 0 && mi < static_cast<int>(m_plan->models().size())) {
+    s.model = m_plan->models()[static_cast<std::size_t>(mi)];
+  }
+  if (gi >= 0 && gi < static_cast<int>(m_plan->gpus().size())) {
+    s.gpu = m_plan->gpus()[static_cast<std::size_t>(gi)];
+  }
   const auto sc = schemes();
   if (!sc.empty()) s.scheme = sc.front();
   s.context = m_context->value();
@@ -335,7 +341,7 @@ planners::Scenario PlannerView::scenario() const {
   s.deployment.reserve_bytes = static_cast<std::uint64_t>(m_reserve->value() * (1ull << 30));
   s.bandwidth_efficiency = m_efficiency->value();
   s.compute_efficiency = m_compute_efficiency->value();
-  s.rates = rates_for(s.gpu);
+  s.rates = m_plan->rates_for(s.gpu);
   return s;
 }
 
@@ -347,41 +353,249 @@ void PlannerView::recompute() {
   if (m_restoring) return;
   QElapsedTimer timer;
   timer.start();
-  m_results.clear();
-  m_shown_schemes = schemes();
-  m_error->clear();
-  planners::Scenario s = scenario();
-  if (m_shown_schemes.empty()) m_error->setText(tr("Check at least one scheme."));
-  for (const auto& scheme : m_shown_schemes) {
-    s.scheme = scheme;
-    auto r = planners::plan(s);
-    if (!r) {
-      m_error->setText(in_gui_terms(QString::fromStdString(r.message())));
-      m_results.clear();
-      break;
-    }
-    m_results.push_back(*r);
-  }
-  if (m_results.empty()) m_shown_schemes.clear();
+  PlannerInputs inputs;
+  inputs.scenario = scenario();
+  inputs.schemes = schemes();
+  inputs.ttft_target_ms = m_ttft_target->value();
+  inputs.tpot_target_ms = m_tpot_target->value();
+  inputs.advice_min_gain = m_advice_panel->min_gain();
+  inputs.advice_max_perplexity_change = m_advice_panel->max_perplexity_change();
+  m_plan->recompute(inputs);
+  const auto& results = m_plan->results();
+  m_error->setText(m_plan->error());
   {
     const QSignalBlocker b(m_formula_scheme);
     const int keep = m_formula_scheme->currentIndex();
     m_formula_scheme->clear();
-    for (const auto& sc : m_shown_schemes)
+    for (const auto& sc : m_plan->shown_schemes())
       m_formula_scheme->addItem(QString::fromStdString(sc.label));
     m_formula_scheme->setCurrentIndex(
         std::clamp(keep, 0, std::max(0, m_formula_scheme->count() - 1)));
   }
   const int f = m_formula_scheme->currentIndex();
-  m_formula->setPlainText(f >= 0 && f < static_cast<int>(m_results.size())
-                              ? QString::fromStdString(m_results[f].formula)
+  m_formula->setPlainText(f >= 0 && f < static_cast<int>(results.size())
+                              ? QString::fromStdString(results[f].formula)
                               : m_error->text());
-  fill_table();
+  m_table->resizeColumnsToContents();
+  m_table->horizontalHeader()->setStretchLastSection(true);
   draw_memory_chart();
   draw_context_chart();
-  update_serving(s);
-  m_recompute_ms = timer.nsecsElapsed() / 1e6;
-  m_timing->setText(tr("recomputed in %1 ms").arg(m_recompute_ms, 0, 'f', 1));
+  draw_serving();
+  const double ms = timer.nsecsElapsed() / 1e6;
+  m_timing->setText(tr("recomputed in %1 ms").arg(ms, 0, 'f', 1));
+}
+
+void PlannerView::fill_catalogues() {
+  const QString model = m_model->currentData().toString(), gpu = m_gpu->currentData().toString();
+  const QStringList checked = checked_scheme_ids();
+  const QSignalBlocker b1(m_model), b2(m_gpu), b3(m_scheme_list);
+  m_model->clear();
+  for (const auto& m : m_plan->models()) {
+    m_model->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
+  }
+  m_gpu->clear();
+  for (const auto& g : m_plan->gpus()) {
+    m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
+  }
+  m_scheme_list->clear();
+  const auto add_scheme = [&](const QString& id, const QString& label) {
+    auto* item = new QListWidgetItem(label, m_scheme_list);
+    item->setData(Qt::UserRole, id);
+    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+    item->setCheckState(checked.contains(id) ? Qt::Checked : Qt::Unchecked);
+    item->setToolTip(explain::planner_scheme(id));
+  };
+  for (const std::string_view id : planners::scheme_ids()) {  // every one the planner knows
+    add_scheme(QString::fromUtf8(id.data(), static_cast<qsizetype>(id.size())),
+               QString::fromStdString(planners::parse_scheme(id).value().label));
+  }
+  for (const auto& s : m_plan->measured()) {
+    add_scheme(QString::fromStdString(s.id), QString::fromStdString(s.label));
+  }
+  if (!model.isEmpty()) set_model(model);
+  if (!gpu.isEmpty()) set_gpu(gpu);
+}
+
+void PlannerView::set_model(const QString& id) {
+  const int i = m_model->findData(id);
+  if (i >= 0) m_model->setCurrentIndex(i);
+}
+void PlannerView::set_gpu(const QString& id) {
+  const int i = m_gpu->findData(id);
+  if (i >= 0) m_gpu->setCurrentIndex(i);
+}
+void PlannerView::set_context(int tokens) {
+  m_context->setValue(tokens);
+}
+void PlannerView::set_batch(int batch) {
+  m_batch->setValue(batch);
+}
+void PlannerView::set_parallelism(int tp, int pp) {
+  const QSignalBlocker b(m_tp);
+  m_tp->setValue(tp);
+  m_pp->setValue(pp);
+  recompute();
+}
+void PlannerView::set_schemes(const QStringList& ids) {
+  {
+    const QSignalBlocker b(m_scheme_list);
+    for (int i = 0; i < m_scheme_list->count(); ++i) {
+      auto* item = m_scheme_list->item(i);
+      item->setCheckState(ids.contains(item->data(Qt::UserRole).toString()) ? Qt::Checked
+                                                                            : Qt::Unchecked);
+    }
+  }
+  recompute();
+}
+
+bool PlannerView::import_config(const QString& path) {
+  auto id = m_plan->import_config(path);
+  if (!id) {
+    m_error->setText(in_gui_terms(QString::fromStdString(id.message())));
+    return false;
+  }
+  set_model(QString::fromStdString(*id));
+  return true;
+}
+
+bool PlannerView::add_gpu(const planners::GpuSpec& gpu) {
+  auto id = m_plan->add_gpu(gpu);
+  if (!id) {
+    m_error->setText(in_gui_terms(QString::fromStdString(id.message())));
+    return false;
+  }
+  set_gpu(QString::fromStdString(*id));
+  return true;
+}
+
+std::int64_t PlannerView::save() {
+  PlanRunContext context;
+  for (const QString& id : checked_scheme_ids()) context.scheme_ids.push_back(id.toStdString());
+  context.reserve_gib = m_reserve->value();
+  context.evict = m_evict->currentText().toStdString();
+  auto id = m_plan->save(context);
+  if (!id) {
+    m_error->setText(in_gui_terms(QString::fromStdString(id.message())));
+    return 0;
+  }
+  return *id;
+}
+
+bool PlannerView::restore(const nlohmann::json& p) {
+  try {
+    auto model = planners::model_from_json(p.at("model"));
+    auto gpu = planners::gpu_from_json(p.at("gpu"));
+    if (!model || !gpu) {
+      m_error->setText(
+          in_gui_terms(QString::fromStdString(!model ? model.message() : gpu.message())));
+      return false;
+    }
+    m_restoring = true;
+    if (m_plan->add_model_if_new(*model)) {
+      m_model->addItem(QString::fromStdString(model->name), QString::fromStdString(model->id));
+    }
+    if (m_plan->add_gpu_if_new(*gpu)) {
+      m_gpu->addItem(QString::fromStdString(gpu->name), QString::fromStdString(gpu->id));
+    }
+    set_model(QString::fromStdString(model->id));
+    set_gpu(QString::fromStdString(gpu->id));
+    m_context->setValue(p.at("context").get<int>());
+    m_batch->setValue(p.at("batch").get<int>());
+    m_tp->setValue(p.value("tp", 1));
+    m_pp->setValue(p.value("pp", 1));
+    m_util->setValue(p.value("util", 0.9));
+    m_reserve->setValue(p.value("reserve_gib", 1.0));
+    m_page->setValue(p.value("page_tokens", 16));
+    m_efficiency->setValue(p.value("efficiency", 0.8));
+    m_compute_efficiency->setValue(p.value("compute_efficiency", 0.6));
+    m_evict->setCurrentText(QString::fromStdString(p.value("evict", std::string("none"))));
+    QStringList ids;
+    for (const auto& id : p.at("schemes")) ids << QString::fromStdString(id.get<std::string>());
+    m_restoring = false;
+    set_schemes(ids);
+  } catch (const nlohmann::json::exception& e) {
+    m_restoring = false;
+    m_error->setText(tr("The stored scenario cannot be read: %1").arg(e.what()));
+    return false;
+  }
+  return m_error->text().isEmpty();
+}
+
+void PlannerView::pin() {
+  m_plan->pin();
+  m_table->resizeColumnsToContents();
+}
+
+QWidget* PlannerView::make_frontier_tab() {
+  m_ttft_target = target_spin(
+      tr("Time to first token target: a scheme whose prefill of one prompt of this context "
+         "takes longer is ruled out (none: no target)"));
+  m_tpot_target = target_spin(
+      tr("Time per output token target: the largest batch whose decode step is at most this "
+         "long (each user then gets at least 1000 ÷ target tokens/s; none: no target)"));
+  m_slo_label = new QLabel;
+  m_slo_label->setWordWrap(true);
+  m_slo_label->setToolTip(
+      tr("Among the checked schemes, the scheme and batch with the most tokens/s per GPU that "
+         "fit memory and meet both targets (planners' best_under_slo)"));
+  auto* row = new QHBoxLayout;
+  for (auto [caption, spin] :
+       {std::pair{tr("TTFT ≤"), m_ttft_target}, std::pair{tr("TPOT ≤"), m_tpot_target}}) {
+    auto* label = new QLabel(caption);
+    label->setBuddy(spin);
+    label->setToolTip(spin->toolTip());
+    row->addWidget(label);
+    row->addWidget(spin);
+  }
+  row->addStretch(1);
+  auto* tab = new QWidget;
+  auto* layout = new QVBoxLayout(tab);
+  layout->setContentsMargins(0, 4, 0, 0);
+  layout->addLayout(row);
+  layout->addWidget(m_slo_label);
+  layout->addWidget(m_frontier_chart, 1);
+  for (auto* s : {m_ttft_target, m_tpot_target}) {
+    connect(s, &QDoubleSpinBox::valueChanged, this, &PlannerView::recompute);
+  }
+  return tab;
+}
+
+void PlannerView::set_compute_efficiency(double fraction) {
+  m_compute_efficiency->setValue(fraction);
+}
+
+void PlannerView::set_targets(double ttft_ms, double tpot_ms) {
+  {
+    const QSignalBlocker b(m_ttft_target);
+    m_ttft_target->setValue(ttft_ms);
+  }
+  m_tpot_target->setValue(tpot_ms);
+  recompute();
+}
+
+void PlannerView::draw_serving() {
+  const planners::Scenario& s = m_plan->scenario();
+  m_slo_label->setText(m_plan->slo_text());
+  if (m_plan->results().empty()) {
+    m_frontier_chart->set_data({});
+    m_roofline_chart->set_data({});
+  } else {
+    FrontierChartData frontier = frontier_data(s, m_plan->shown_schemes());
+    frontier.tpot_target_ms = m_tpot_target->value();
+    if (const auto& c = m_plan->slo_choice(); c && c->found) {
+      frontier.chosen =
+          FrontierMark{c->scheme, c->tokens_per_s_per_user, c->tokens_per_s_per_gpu, QString()};
+    }
+    m_frontier_chart->set_data(frontier);
+    m_roofline_chart->set_data(roofline_data(s, m_plan->shown_schemes(), m_plan->results()));
+  }
+  if (m_plan->advice_version() == m_shown_advice_version) return;
+  m_shown_advice_version = m_plan->advice_version();
+  if (m_plan->advice()) {
+    m_advice_panel->set_advice(*m_plan->advice(), m_plan->advice_question(), m_plan->advice_note());
+  } else {
+    m_advice_panel->set_error(m_plan->advice_question(), m_plan->advice_error());
+  }
 }
 
 }  // namespace kvlab::gui

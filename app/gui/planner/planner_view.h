@@ -7,6 +7,7 @@
 // scheme's decode step, and "Should I compress?", the advice matrix over contexts × users
 // (planners::advise) for the page's model, GPU and parallelism. A scenario saves to the runs
 // store as a "plan" run, reopens from the Runs page, and can be pinned to compare with the next.
+// What is computed is the page model's (planner_model.h); this is the widgets over it.
 #pragma once
 
 #include <map>
@@ -20,6 +21,7 @@
 
 #include "kvlab/planners/serving.h"
 #include "kvlab/store/runs_store.h"
+#include "planner/planner_model.h"
 
 class QCheckBox;
 class QComboBox;
@@ -38,7 +40,6 @@ namespace kvlab::gui {
 class PlannerAdvicePanel;
 class PlannerFrontierChart;
 class PlannerRooflineChart;
-class PlannerTableModel;
 
 class PlannerView : public QWidget {
   Q_OBJECT
@@ -48,10 +49,10 @@ class PlannerView : public QWidget {
   // The scenario the controls describe (scheme = the first checked one) and the checked schemes.
   planners::Scenario scenario() const;
   std::vector<planners::Scheme> schemes() const;
-  // The results shown, one per checked scheme (empty when the scenario is invalid).
-  const std::vector<planners::PlanResult>& results() const { return m_results; }
+  // What the page computes: the results (one per checked scheme, none when the scenario is
+  // invalid), the targets' best choice, the advice, the table.
+  PlannerModel* model() const { return m_plan; }
   QString error_text() const;
-  double last_recompute_ms() const { return m_recompute_ms; }
 
   // Controls, for tests and for reopening runs.
   void set_model(const QString& id);
@@ -77,15 +78,13 @@ class PlannerView : public QWidget {
   QCustomPlot* memory_chart() const { return m_memory_chart; }
   QCustomPlot* context_chart() const { return m_context_chart; }
   QTableView* table() const { return m_table; }
-  PlannerTableModel* table_model() const { return m_table_model; }
   QPlainTextEdit* formula() const { return m_formula; }
   QLabel* timing_label() const { return m_timing; }
   QTabWidget* chart_tabs() const { return m_tabs; }
   PlannerFrontierChart* frontier_chart() const { return m_frontier_chart; }
   PlannerRooflineChart* roofline_chart() const { return m_roofline_chart; }
   PlannerAdvicePanel* advice_panel() const { return m_advice_panel; }
-  // The best scheme and batch under the targets (none without targets), and its sentence.
-  const std::optional<planners::SloChoice>& slo_choice() const { return m_slo; }
+  // The sentence on the best scheme and batch under the targets.
   QLabel* slo_label() const { return m_slo_label; }
 
  signals:
@@ -96,22 +95,16 @@ class PlannerView : public QWidget {
   void recompute();
 
  private:
-  void reload_catalogues();
-  void fill_table();
+  // The model, GPU and scheme lists from the page model's catalogues, keeping the choices.
+  void fill_catalogues();
+  QStringList checked_scheme_ids() const;
   void draw_memory_chart();
   void draw_context_chart();
-  // planner_view_serving.cpp: the frontier, the targets, the roofline and the advice.
+  // The frontier tab with its targets; the frontier, the roofline and the advice drawn.
   QWidget* make_frontier_tab();
-  void update_serving(const planners::Scenario& s);
-  void update_advice(const planners::Scenario& s);
-  // The decompression rates for `gpu`: the newest `kvlab bench gpu --save` run of it in the
-  // store, else the built-in H100 measurement (as the command line's planner does).
-  const planners::KernelRates& rates_for(const planners::GpuSpec& gpu) const;
+  void draw_serving();
 
-  std::shared_ptr<RunsStore> m_store;
-  std::vector<planners::ModelSpec> m_models;
-  std::vector<planners::GpuSpec> m_gpus;
-  std::vector<planners::Scheme> m_measured;  // from saved compression runs
+  PlannerModel* m_plan = nullptr;
   QComboBox *m_model = nullptr, *m_gpu = nullptr, *m_evict = nullptr;
   QSpinBox *m_context = nullptr, *m_batch = nullptr, *m_tp = nullptr, *m_pp = nullptr;
   QSpinBox* m_page = nullptr;
@@ -122,7 +115,6 @@ class PlannerView : public QWidget {
   QComboBox* m_formula_scheme = nullptr;
   QPlainTextEdit* m_formula = nullptr;
   QTableView* m_table = nullptr;
-  PlannerTableModel* m_table_model = nullptr;
   QCustomPlot *m_memory_chart = nullptr, *m_context_chart = nullptr;
   QLabel *m_timing = nullptr, *m_error = nullptr, *m_slo_label = nullptr;
   QTabWidget* m_tabs = nullptr;
@@ -130,15 +122,7 @@ class PlannerView : public QWidget {
   PlannerFrontierChart* m_frontier_chart = nullptr;
   PlannerRooflineChart* m_roofline_chart = nullptr;
   PlannerAdvicePanel* m_advice_panel = nullptr;
-  std::optional<planners::SloChoice> m_slo;
-  std::string m_advice_key;  // what the shown advice was computed for
-  mutable std::map<std::string, planners::KernelRates> m_rates;  // by GPU id
-  std::vector<planners::Scheme> m_shown_schemes;
-  std::vector<planners::PlanResult> m_results;
-  // The pinned scenario: its description and per-scheme results.
-  QString m_pinned_title;
-  std::vector<std::pair<planners::Scheme, planners::PlanResult>> m_pinned;
-  double m_recompute_ms = 0;
+  int m_shown_advice_version = -1;
   bool m_restoring = false;
 };
 
