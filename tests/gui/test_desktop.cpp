@@ -497,7 +497,8 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   EXPECT_TRUE(
       w.statusBar()->currentMessage().contains(QStringLiteral("Run %1 cannot be put back").arg(id)))
       << w.statusBar()->currentMessage().toStdString();
-  EXPECT_EQ(runs.undo_stack()->count(), 0);  // the command that cannot be undone is dropped
+  EXPECT_EQ(runs.model()->undo_stack()->count(),
+            0);  // the command that cannot be undone is dropped
   EXPECT_EQ(store.load_run(id)->created_at, newer_created);
 }
 

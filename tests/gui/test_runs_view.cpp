@@ -72,9 +72,9 @@ Page page_with_three_runs() {
 TEST(RunsPage, TheModelPassesTheModelTesterAndShowsEachRunsNumbers) {
   Page p = page_with_three_runs();
   RunsView view(p.store, QString());
-  QAbstractItemModelTester tester(view.model(),
+  QAbstractItemModelTester tester(view.model()->table(),
                                   QAbstractItemModelTester::FailureReportingMode::Fatal);
-  QAbstractItemModelTester proxy_tester(view.filter(),
+  QAbstractItemModelTester proxy_tester(view.model()->filter(),
                                         QAbstractItemModelTester::FailureReportingMode::Fatal);
   view.refresh();
   ASSERT_EQ(view.row_count(), 3);
@@ -152,8 +152,8 @@ TEST(RunsPage, SearchKindFilterAndTags) {
   view.kind_filter()->setCurrentIndex(0);
   EXPECT_EQ(view.row_count(), 3);
 
-  ASSERT_TRUE(view.set_tags_and_note(p.kivi4, QStringLiteral(" baseline ,, long "),
-                                     QStringLiteral("the one to beat")));
+  ASSERT_TRUE(view.model()->set_tags_and_note(p.kivi4, QStringLiteral(" baseline ,, long "),
+                                              QStringLiteral("the one to beat")));
   EXPECT_EQ(p.store->load_run(p.kivi4)->tags, "baseline, long");
   EXPECT_EQ(view.cell_text(view.row_of(p.kivi4), RunsTableModel::kTags),
             QStringLiteral("baseline, long"));
@@ -214,7 +214,7 @@ TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
   Page p = page_with_three_runs();
   RunsView view(p.store, QString());
   ASSERT_EQ(view.row_count(), 3);
-  const int before = view.refresh_count();
+  const int before = view.model()->refresh_count();
   QProcess cli;
   cli.start(
       QStringLiteral(KVLAB_CLI_PATH),
@@ -224,14 +224,14 @@ TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
   ASSERT_EQ(cli.exitCode(), 0) << cli.readAllStandardError().toStdString();
   // No call to refresh(): the page watches the file.
   EXPECT_TRUE(wait_for([&] { return view.row_count() == 4; }, 10000));
-  EXPECT_GT(view.refresh_count(), before);
+  EXPECT_GT(view.model()->refresh_count(), before);
   EXPECT_EQ(view.search_field()->text(), QString());
   view.search_field()->setText(QStringLiteral("command line"));
   EXPECT_EQ(view.row_count(), 1);
   // Reading does not feed the watcher back into itself: it settles.
-  const int settled = view.refresh_count();
+  const int settled = view.model()->refresh_count();
   wait_for([] { return false; }, 1000);
-  EXPECT_LE(view.refresh_count(), settled + 1);
+  EXPECT_LE(view.model()->refresh_count(), settled + 1);
 }
 
 TEST(RunsPage, ARunHoldingBytesThatAreNotUtf8ListsAndOpens) {

@@ -234,7 +234,7 @@ TEST(Tooltips, SayHowTheNumbersAreComputed) {
   EXPECT_TRUE(header_tip(planner, QStringLiteral("fits")).contains(QStringLiteral("reserve")));
 
   // The Runs page's column texts line up with its columns (its model gives them as tooltips).
-  const QAbstractItemModel* runs = window.runs_view()->model();
+  const QAbstractItemModel* runs = window.runs_view()->model()->table();
   EXPECT_EQ(explain::runs_columns().size(), runs->columnCount());
   EXPECT_TRUE(runs->headerData(RunsTableModel::kBits, Qt::Horizontal, Qt::ToolTipRole)
                   .toString()

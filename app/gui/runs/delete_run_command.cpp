@@ -2,7 +2,7 @@
 
 #include <QCoreApplication>
 
-#include "runs/runs_view.h"
+#include "runs/runs_model.h"
 
 namespace kvlab::gui {
 
@@ -25,13 +25,13 @@ QKeySequence undo_shortcut() {
   return QKeySequence(Qt::CTRL | Qt::Key_Z);
 }
 
-DeleteRunCommand::DeleteRunCommand(RunsView* view, RunRecord record)
-    : QUndoCommand(delete_run_text(record)), m_view(view), m_record(std::move(record)) {}
+DeleteRunCommand::DeleteRunCommand(RunsModel* runs, RunRecord record)
+    : QUndoCommand(delete_run_text(record)), m_runs(runs), m_record(std::move(record)) {}
 
 void DeleteRunCommand::undo() {
   // A run that cannot go back (its id was given to a newer run) leaves the stack, with the
-  // reason shown by the view.
-  if (!m_view->restore_deleted_run(m_record)) setObsolete(true);
+  // reason shown by the page.
+  if (!m_runs->restore_deleted_run(m_record)) setObsolete(true);
 }
 
 void DeleteRunCommand::redo() {
@@ -39,7 +39,7 @@ void DeleteRunCommand::redo() {
     m_first_redo = false;
     return;
   }
-  if (!m_view->erase_run(m_record.id)) setObsolete(true);
+  if (!m_runs->erase_run(m_record.id)) setObsolete(true);
 }
 
 }  // namespace kvlab::gui

@@ -11,12 +11,12 @@
 
 namespace kvlab::gui {
 
-class RunsView;
+class RunsModel;
 
 class DeleteRunCommand : public QUndoCommand {
  public:
   // Pushed after the run was deleted: the first redo() (QUndoStack::push calls it) does nothing.
-  DeleteRunCommand(RunsView* view, RunRecord record);
+  DeleteRunCommand(RunsModel* runs, RunRecord record);
 
   void undo() override;
   void redo() override;
@@ -25,7 +25,7 @@ class DeleteRunCommand : public QUndoCommand {
   const RunRecord& record() const { return m_record; }
 
  private:
-  RunsView* m_view;
+  RunsModel* m_runs;
   RunRecord m_record;
   bool m_first_redo = true;
 };

@@ -46,10 +46,9 @@ constexpr int kWatchDebounceMs = 250;
 }  // namespace
 
 RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent)
-    : QWidget(parent), m_store(std::move(store)) {
-  m_model = new RunsTableModel(this);
-  m_filter = new RunsFilterModel(this);
-  m_filter->setSourceModel(m_model);
+    : QWidget(parent) {
+  m_runs = new RunsModel(std::move(store), this);
+  m_filter = m_runs->filter();
   m_table = new QTableView(this);
   m_table->setModel(m_filter);
   m_table->setSortingEnabled(true);
@@ -140,7 +139,7 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   });
   connect(m_refresh, &QPushButton::clicked, this, &RunsView::refresh);
   connect(m_open, &QPushButton::clicked, this, [this] {
-    if (const auto id = selected_run_id()) open_run(id);
+    if (const auto id = selected_run_id()) m_runs->open_run(id);
   });
   connect(m_tags, &QPushButton::clicked, this, &RunsView::edit_tags_dialog);
   connect(m_delete, &QPushButton::clicked, this, [this] {
@@ -149,7 +148,6 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   connect(m_export, &QPushButton::clicked, this, &RunsView::export_selected_dialog);
   connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this,
           &RunsView::on_selection_changed);
-  m_undo = new QUndoStack(this);
   // The Delete key on the table does what the Delete… button does.
   auto* delete_key = new QAction(tr("Delete run"), m_table);
   delete_key->setShortcut(QKeySequence::Delete);
@@ -159,7 +157,7 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
     if (const auto id = selected_run_id()) delete_run(id);
   });
   connect(m_table, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
-    open_run(index.data(RunsTableModel::kIdRole).toLongLong());
+    m_runs->open_run(index.data(RunsTableModel::kIdRole).toLongLong());
   });
 
   // Runs saved by another process appear by themselves. The file is watched with inotify, which
@@ -171,53 +169,50 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   m_watch_timer->setInterval(kWatchDebounceMs);
   connect(m_watcher, &QFileSystemWatcher::fileChanged, m_watch_timer, qOverload<>(&QTimer::start));
   connect(m_watch_timer, &QTimer::timeout, this, &RunsView::refresh);
+  // Whoever reads the runs again (Refresh, the watcher, a delete, an undo, new tags), the
+  // selection is kept; otherwise the newest run is selected so Open is one click.
+  connect(m_runs->table(), &QAbstractItemModel::modelAboutToBeReset, this,
+          [this] { m_keep_selected = selected_run_ids(); });
+  connect(m_runs->table(), &QAbstractItemModel::modelReset, this, [this] {
+    select_runs(m_keep_selected);
+    if (selected_run_ids().empty() && m_filter->rowCount() > 0) select_row_only(0);
+    update_summary();
+    update_buttons();
+  });
+  connect(m_runs, &RunsModel::error, this, &RunsView::report_error);
+  connect(m_runs, &RunsModel::status_message, this, &RunsView::status_message);
+  connect(m_runs, &RunsModel::run_restored, this, [this](qint64 id) {
+    if (const int row = row_of(id); row >= 0) select_row_only(row);
+  });
 
-  if (!m_store) {
+  if (!m_runs->store()) {
     m_summary->setText(tr("No runs database: %1").arg(store_error));
     m_refresh->setEnabled(false);
   } else {
-    m_watcher->addPath(QString::fromStdString(m_store->path().string()));
+    m_watcher->addPath(QString::fromStdString(m_runs->store()->path().string()));
   }
   refresh();
 }
 
 void RunsView::refresh() {
-  if (!m_store) {
+  if (!m_runs->store()) {
     update_buttons();
     return;
   }
   // A file replaced or deleted drops out of the watch list: watch it again.
-  const QString path = QString::fromStdString(m_store->path().string());
+  const QString path = QString::fromStdString(m_runs->store()->path().string());
   if (!m_watcher->files().contains(path)) m_watcher->addPath(path);
-  const std::vector<std::int64_t> keep = selected_run_ids();
-  auto runs = m_store->list_runs(-1);
-  if (!runs) {
-    report_error(QString::fromStdString(runs.message()));
-    return;
-  }
-  m_model->set_runs(*runs);
-  ++m_refreshes;
-  // Keep the selection across refreshes; otherwise select the newest run so Open is one click.
-  select_runs(keep);
-  if (selected_run_ids().empty() && m_filter->rowCount() > 0) select_row_only(0);
-  update_summary();
-  update_buttons();
+  m_runs->refresh();
 }
 
 void RunsView::update_summary() {
-  if (!m_store) return;
-  const int all = m_model->rowCount();
-  const int shown = m_filter->rowCount();
-  const QString path = QString::fromStdString(m_store->path().string());
-  QString text = all == 1 ? tr("1 run in %1").arg(path) : tr("%1 runs in %2").arg(all).arg(path);
-  if (shown != all) text = tr("%1 of %2").arg(shown).arg(text);
-  m_summary->setText(text);
+  if (m_runs->store()) m_summary->setText(m_runs->summary());
 }
 
 int RunsView::row_of(std::int64_t id) const {
-  const int source_row = m_model->row_of(id);
+  const int source_row = m_runs->table()->row_of(id);
   if (source_row < 0) return -1;
-  return m_filter->mapFromSource(m_model->index(source_row, 0)).row();
+  return m_filter->mapFromSource(m_runs->table()->index(source_row, 0)).row();
 }
 
 int RunsView::row_count() const {
@@ -266,13 +261,14 @@ void RunsView::select_runs(const std::vector<std::int64_t>& ids) {
 void RunsView::on_selection_changed() {
   update_buttons();
   const auto ids = selected_run_ids();
-  if (!m_store || ids.empty()) {
+  RunsStore* store = m_runs->store();
+  if (!store || ids.empty()) {
     m_compare->clear();
     return;
   }
   std::vector<RunRecord> records;
   for (const std::int64_t id : ids) {
-    auto record = m_store->load_run(id);
+    auto record = store->load_run(id);
     if (!record) {
       emit status_message(QString::fromStdString(record.message()), style::kStatusTimeoutMs);
       continue;
@@ -282,31 +278,12 @@ void RunsView::on_selection_changed() {
   m_compare->set_comparison(compare_runs(records));
 }
 
-bool RunsView::set_tags_and_note(std::int64_t id, const QString& tags, const QString& note) {
-  if (!m_store) return false;
-  const QString cleaned =
-      tags.split(QLatin1Char(','), Qt::SkipEmptyParts)
-          .replaceInStrings(QRegularExpression(QStringLiteral("^\\s+|\\s+$")), QString())
-          .join(QStringLiteral(", "));
-  if (auto s = m_store->set_tags(id, cleaned.toStdString()); !s) {
-    report_error(QString::fromStdString(s.message()));
-    return false;
-  }
-  if (auto s = m_store->set_notes(id, note.toStdString()); !s) {
-    report_error(QString::fromStdString(s.message()));
-    return false;
-  }
-  refresh();
-  emit status_message(tr("Run %1: tags and note saved").arg(id), style::kStatusTimeoutMs);
-  return true;
-}
-
 void RunsView::edit_tags_dialog() {
   const std::int64_t id = selected_run_id();
   if (!id) return;
-  const int source_row = m_model->row_of(id);
+  const int source_row = m_runs->table()->row_of(id);
   if (source_row < 0) return;
-  const auto& entry = m_model->entries()[static_cast<std::size_t>(source_row)];
+  const auto& entry = m_runs->table()->entries()[static_cast<std::size_t>(source_row)];
   QDialog dialog(this);
   dialog.setWindowTitle(tr("Tags and note of run #%1").arg(id));
   auto* tags = new QLineEdit(entry.tags, &dialog);
@@ -320,13 +297,13 @@ void RunsView::edit_tags_dialog() {
   form->addRow(tr("Note"), note);
   form->addRow(box);
   if (dialog.exec() == QDialog::Accepted) {
-    set_tags_and_note(id, tags->text(), note->toPlainText());
+    m_runs->set_tags_and_note(id, tags->text(), note->toPlainText());
   }
 }
 
 QString RunsView::export_selected(const QString& path) {
-  if (!m_store) return tr("No runs database to export from");
-  const QString error = save_runs(*m_store, selected_run_ids(), path);
+  if (!m_runs->store()) return tr("No runs database to export from");
+  const QString error = save_runs(*m_runs->store(), selected_run_ids(), path);
   if (error.isEmpty()) {
     emit status_message(tr("Saved %1").arg(QDir::toNativeSeparators(path)),
                         style::kStatusTimeoutMs);
@@ -350,9 +327,10 @@ void RunsView::export_selected_dialog() {
 void RunsView::update_buttons() {
   const std::int64_t id = selected_run_id();
   const int row = row_of(id);
-  const bool selected = m_store && row >= 0;
-  m_open->setEnabled(selected && opens_on_a_page(std::string_view(
-                                     m_model->entries()[static_cast<std::size_t>(row)].row.kind)));
+  const bool selected = m_runs->store() && row >= 0;
+  m_open->setEnabled(selected &&
+                     opens_on_a_page(std::string_view(
+                         m_runs->table()->entries()[static_cast<std::size_t>(row)].row.kind)));
   m_delete->setEnabled(selected);
   m_tags->setEnabled(selected);
   m_export->setEnabled(selected);
@@ -368,58 +346,7 @@ void RunsView::report_error(const QString& message) {
 }
 
 bool RunsView::open_run(std::int64_t id) {
-  if (!m_store) return false;
-  auto record = m_store->load_run(id);
-  if (!record) {
-    report_error(QString::fromStdString(record.message()));
-    return false;
-  }
-  const QString origin =
-      tr("stored run #%1 from %2").arg(id).arg(format_local_time(record->created_at));
-  const std::optional<RunKind> kind = run_kind_from_id(record->kind);
-  if (kind == RunKind::Eviction) return open_eviction_run(id, origin);
-  if (kind == RunKind::Quality) {
-    emit quality_run_opened(id);
-    return true;
-  }
-  if (kind == RunKind::Plan) {
-    emit plan_run_opened(record->params);
-    emit status_message(tr("Opened planner scenario #%1").arg(id), style::kStatusTimeoutMs);
-    return true;
-  }
-  if (kind != RunKind::Compression) {
-    report_error(tr("Run %1 is a %2 run; compression, eviction, quality and plan runs open.")
-                     .arg(id)
-                     .arg(QString::fromStdString(record->kind)));
-    return false;
-  }
-  const auto hist = record->artifacts.find(kHistogramsArtifact);
-  auto report =
-      report_from_json(record->metrics, hist != record->artifacts.end() ? &hist->second : nullptr);
-  if (!report) {
-    report_error(
-        tr("Run %1 cannot be shown: %2").arg(id).arg(QString::fromStdString(report.message())));
-    return false;
-  }
-  emit compression_run_opened(*report, origin);
-  emit status_message(tr("Opened run #%1 (redrawn from the stored data)").arg(id),
-                      style::kStatusTimeoutMs);
-  return true;
-}
-
-bool RunsView::open_eviction_run(std::int64_t id, const QString& origin) {
-  auto stored = load_eviction_run(*m_store, id);
-  if (!stored) {
-    report_error(
-        tr("Run %1 cannot be shown: %2").arg(id).arg(QString::fromStdString(stored.message())));
-    return false;
-  }
-  const QString shown =
-      stored->compare_id ? origin + tr(", compared with run #%1").arg(stored->compare_id) : origin;
-  emit eviction_run_opened(stored->report, stored->compare, shown);
-  emit status_message(tr("Opened eviction run #%1 (redrawn from the stored data)").arg(id),
-                      style::kStatusTimeoutMs);
-  return true;
+  return m_runs->open_run(id);
 }
 
 bool RunsView::delete_run(std::int64_t id) {
@@ -438,54 +365,11 @@ bool RunsView::delete_run(std::int64_t id) {
 }
 
 bool RunsView::delete_run_confirmed(std::int64_t id) {
-  if (!m_store) return false;
-  // Read the whole run first: it is what Undo puts back.
-  auto record = m_store->load_run(id);
-  if (auto s = m_store->delete_run(id); !s) {
-    report_error(QString::fromStdString(s.message()));
-    return false;
-  }
-  refresh();
-  if (!record) {
-    emit status_message(tr("Run %1 deleted; it could not be read, so it cannot be undone: %2")
-                            .arg(id)
-                            .arg(QString::fromStdString(record.message())),
-                        0);
-    return true;
-  }
-  m_undo->push(new DeleteRunCommand(this, std::move(*record)));
+  if (!m_runs->delete_run(id)) return false;
   // The focus was on the Delete… button (or the question box) and would go nowhere: the button
   // is disabled with nothing selected, and a window whose focus widget is gone lets Ctrl+Z fall
   // through. The table takes it, so the Undo the message announces answers the key at once.
   m_table->setFocus(Qt::OtherFocusReason);
-  const QString undo_key = undo_shortcut().toString(QKeySequence::NativeText);
-  emit status_message(tr("Run %1 deleted — %2 to undo").arg(id).arg(undo_key),
-                      style::kStatusTimeoutMs);
-  return true;
-}
-
-bool RunsView::restore_deleted_run(const RunRecord& record) {
-  if (!m_store) return false;
-  if (auto s = m_store->restore_run(record); !s) {
-    report_error(tr("Run %1 cannot be put back: %2")
-                     .arg(record.id)
-                     .arg(QString::fromStdString(s.message())));
-    return false;
-  }
-  refresh();
-  if (const int row = row_of(record.id); row >= 0) select_row_only(row);
-  emit status_message(tr("Run %1 restored").arg(record.id), style::kStatusTimeoutMs);
-  return true;
-}
-
-bool RunsView::erase_run(std::int64_t id) {
-  if (!m_store) return false;
-  if (auto s = m_store->delete_run(id); !s) {
-    report_error(QString::fromStdString(s.message()));
-    return false;
-  }
-  refresh();
-  emit status_message(tr("Run %1 deleted again").arg(id), style::kStatusTimeoutMs);
   return true;
 }
 

@@ -7,7 +7,8 @@
 // Delete asks first (unless auto-confirm is set, for scripts and tests) and can be undone
 // (undo_stack(): Edit ▸ Undo puts the run back with the same id, until the window closes).
 // Export… saves the selected runs as an HTML report (one run, or a comparison of several), JSON
-// or CSV (run_files.h).
+// or CSV (run_files.h). What is stored and done is the page model's (runs_model.h); this is the
+// widgets over it.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/store/runs_store.h"
 #include "runs/runs_comparison.h"
-#include "runs/runs_table_model.h"
+#include "runs/runs_model.h"
 
 class QComboBox;
 class QFileSystemWatcher;
@@ -31,7 +32,6 @@ class QLineEdit;
 class QPushButton;
 class QTableView;
 class QTimer;
-class QUndoStack;
 
 namespace kvlab::gui {
 
@@ -43,26 +43,18 @@ class RunsView : public QWidget {
   RunsView(std::shared_ptr<RunsStore> store, const QString& store_error, QWidget* parent = nullptr);
 
   void refresh();
-  // Loads the run and emits compression_run_opened or eviction_run_opened; false (with a
-  // message) when it cannot.
+  // Opens the run on its page (RunsModel::open_run); false with the reason shown.
   bool open_run(std::int64_t id);
   // Asks for confirmation unless auto-confirm is on, then deletes.
   bool delete_run(std::int64_t id);
-  // Deletes without asking, and pushes the deletion onto the undo stack (the whole run is read
-  // first; a run that cannot be read is still deleted, without undo, and the message says so).
+  // Deletes without asking (RunsModel::delete_run: with undo) and gives the table the focus.
   bool delete_run_confirmed(std::int64_t id);
   void set_auto_confirm(bool on) { m_auto_confirm = on; }
 
-  // Deletions of this page, for Edit ▸ Undo / Redo.
-  QUndoStack* undo_stack() const { return m_undo; }
-  // Used by the undo stack: puts a deleted run back (same id, everything as it was) and
-  // selects it; deletes a run again. False, with the error shown, when the store refuses.
-  bool restore_deleted_run(const RunRecord& record);
-  bool erase_run(std::int64_t id);
+  // What the page stores and does: the runs, tags, opening, deleting and its undo stack.
+  RunsModel* model() const { return m_runs; }
 
   QTableView* table() const { return m_table; }
-  RunsTableModel* model() const { return m_model; }
-  RunsFilterModel* filter() const { return m_filter; }
   RunsComparePanel* compare_panel() const { return m_compare; }
   QLineEdit* search_field() const { return m_search; }
   QComboBox* kind_filter() const { return m_kind; }
@@ -72,10 +64,6 @@ class RunsView : public QWidget {
   QString cell_text(int row, int column) const;
   // Shown row of run `id`, or -1.
   int row_of(std::int64_t id) const;
-  // Times the page has read the database (refresh() and the file watcher).
-  int refresh_count() const { return m_refreshes; }
-  // Stores the run's tags (comma-separated, trimmed) and note; false with the error shown.
-  bool set_tags_and_note(std::int64_t id, const QString& tags, const QString& note);
   std::int64_t selected_run_id() const;                // the first selected; 0 when none
   std::vector<std::int64_t> selected_run_ids() const;  // in the table's order
   void select_runs(const std::vector<std::int64_t>& ids);
@@ -86,19 +74,9 @@ class RunsView : public QWidget {
   QPushButton* export_button() const { return m_export; }
 
  signals:
-  void compression_run_opened(const kvlab::CompressionReport& report, const QString& origin);
-  // An eviction run, and the run it was compared with when there was one.
-  void eviction_run_opened(const kvlab::EvictionReport& report,
-                           const std::optional<kvlab::EvictionReport>& compare,
-                           const QString& origin);
-  // A quality run: the Quality page shows it among the runs of its model and text.
-  void quality_run_opened(qint64 id);
-  // A saved planner scenario: its params, to restore the Planner page's controls.
-  void plan_run_opened(const nlohmann::json& params);
   void status_message(const QString& text, int timeout_ms);
 
  private:
-  bool open_eviction_run(std::int64_t id, const QString& origin);
   void on_selection_changed();
   void edit_tags_dialog();
   void update_summary();
@@ -106,9 +84,9 @@ class RunsView : public QWidget {
   void select_row_only(int row);
   void report_error(const QString& message);
 
-  std::shared_ptr<RunsStore> m_store;
-  RunsTableModel* m_model = nullptr;
-  RunsFilterModel* m_filter = nullptr;
+  RunsModel* m_runs = nullptr;
+  RunsFilterModel* m_filter = nullptr;        // the model's
+  std::vector<std::int64_t> m_keep_selected;  // across a refresh
   QTableView* m_table = nullptr;
   RunsComparePanel* m_compare = nullptr;
   QLineEdit* m_search = nullptr;
@@ -116,13 +94,11 @@ class RunsView : public QWidget {
   QLabel* m_summary = nullptr;
   QFileSystemWatcher* m_watcher = nullptr;
   QTimer* m_watch_timer = nullptr;
-  int m_refreshes = 0;
   QPushButton* m_refresh = nullptr;
   QPushButton* m_open = nullptr;
   QPushButton* m_tags = nullptr;
   QPushButton* m_delete = nullptr;
   QPushButton* m_export = nullptr;
-  QUndoStack* m_undo = nullptr;
   bool m_auto_confirm = false;
 };
 

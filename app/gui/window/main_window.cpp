@@ -107,21 +107,21 @@ MainWindow::MainWindow(const std::filesystem::path& db_path, QWidget* parent)
   connect(m_eviction, &EvictionView::run_saved, m_runs, &RunsView::refresh);
   connect(m_quality, &QualityView::status_message, this, show_message);
   connect(m_quality, &QualityView::run_saved, m_runs, &RunsView::refresh);
-  connect(m_runs, &RunsView::quality_run_opened, this, [this](qint64 id) {
+  connect(m_runs->model(), &RunsModel::quality_run_opened, this, [this](qint64 id) {
     if (m_quality->show_stored_run(id)) show_page(Page::Quality);
   });
   connect(m_planner, &PlannerView::status_message, this, show_message);
   connect(m_planner, &PlannerView::run_saved, m_runs, &RunsView::refresh);
-  connect(m_runs, &RunsView::plan_run_opened, this, [this](const nlohmann::json& params) {
+  connect(m_runs->model(), &RunsModel::plan_run_opened, this, [this](const nlohmann::json& params) {
     m_planner->restore(params);
     show_page(Page::Planner);
   });
-  connect(m_runs, &RunsView::compression_run_opened, this,
+  connect(m_runs->model(), &RunsModel::compression_run_opened, this,
           [this](const CompressionReport& report, const QString& origin) {
             m_compression->show_stored_run(report, origin);
             show_page(Page::Compression);
           });
-  connect(m_runs, &RunsView::eviction_run_opened, this,
+  connect(m_runs->model(), &RunsModel::eviction_run_opened, this,
           [this](const EvictionReport& report, const std::optional<EvictionReport>& compare,
                  const QString& origin) {
             m_eviction->show_reports(report, compare, origin);

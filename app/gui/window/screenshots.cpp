@@ -128,7 +128,7 @@ void prepare_runs_page(MainWindow& window) {
   std::vector<std::int64_t> pair;
   for (const RunKind kind : {RunKind::Compression, RunKind::Eviction}) {
     pair.clear();
-    for (const auto& entry : runs->model()->entries()) {
+    for (const auto& entry : runs->model()->table()->entries()) {
       if (run_kind_from_id(entry.row.kind) == kind) pair.push_back(entry.row.id);
       if (pair.size() == 2) break;
     }

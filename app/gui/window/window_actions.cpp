@@ -144,7 +144,7 @@ void WindowActions::build_file_menu() {
 
 void WindowActions::build_edit_menu() {
   m_edit_menu = m_window->menuBar()->addMenu(tr("&Edit"));
-  QUndoStack* stack = m_window->runs_view()->undo_stack();
+  QUndoStack* stack = m_window->runs_view()->model()->undo_stack();
   m_undo = stack->createUndoAction(this, tr("Undo"));
   // A new command (a deletion) is what the status bar's "Ctrl+Z to undo" refers to; Undo itself
   // ends that promise.
