@@ -71,7 +71,7 @@ class MainWindow : public QMainWindow {
   // planner scenario), starts the run when the link asks for one, and shows that view.
   void open_learn_link(const LearnLink& link);
 
-  // --- files, drops and settings (main_window_files.cpp) ---
+  // --- files, drops and settings ---
   // Opens a file as File ▸ Open and a drop do: KV tensors (.safetensors, .npy, .npz) become the
   // Compression page's file source, a config.json an imported model on the Planner page; the
   // page is shown and the file joins Open Recent. False, with a status-bar message naming the
