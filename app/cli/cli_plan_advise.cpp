@@ -73,6 +73,7 @@ int run_advise(const AdviseOptions& o) {
     for (const auto& e : *q) {
       spec.quality.push_back(e.text);
       spec.perplexity_change.push_back(e.perplexity_change);
+      spec.perplexity_change_se.push_back(e.perplexity_change_se);
     }
     have_db = true;
   }
@@ -142,9 +143,11 @@ int run_advise(const AdviseOptions& o) {
     const std::string q = k < spec.quality.size() ? spec.quality[k] : "";
     if (!q.empty() && k > 0) any = true;
     const bool over = k < advice->allowed.size() && !advice->allowed[k];
-    fmt::print("  {:<10} {}{}\n", spec.schemes[k].id,
+    const bool near = k < advice->limit_within_noise.size() && advice->limit_within_noise[k];
+    fmt::print("  {:<10} {}{}{}\n", spec.schemes[k].id,
                q.empty() ? std::string("no quality run of this model and method") : q,
-               over ? "  (over the --max-perplexity-change limit: not recommended)" : "");
+               over ? "  (over the --max-perplexity-change limit: not recommended)" : "",
+               near ? "  (within noise of the limit: its 95% interval holds it)" : "");
   }
   if (!any) {
     fmt::print("  (none stored{}: measure with 'kvlab quality --model FILE --method M --save')\n",
@@ -192,7 +195,9 @@ void add_plan_advise_command(CLI::App& plan) {
       ->capture_default_str();
   cmd->add_option("--max-perplexity-change", o->max_ppl,
                   "recommend only schemes whose stored quality run of this model raised "
-                  "perplexity by at most this many percent (unmeasured schemes are left out too)");
+                  "perplexity by at most this many percent (unmeasured schemes are left out too; "
+                  "a change whose 95% interval holds the limit is judged by its measured value "
+                  "and named as within noise of the limit)");
   o->where.add_to(*cmd);
   cmd->add_flag("--reasons", o->reasons, "print the reason for every cell");
   cmd->add_flag("--json", o->json, "print JSON");

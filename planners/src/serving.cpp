@@ -169,13 +169,18 @@ Result<Advice> advise(const AdviceSpec& spec) {
                                   *spec.max_perplexity_change));
   }
   for (std::size_t k = 0; k < spec.schemes.size(); ++k) {
-    bool ok = true;
+    bool ok = true, near = false;
     if (k > 0 && spec.max_perplexity_change) {
       const auto change =
           k < spec.perplexity_change.size() ? spec.perplexity_change[k] : std::nullopt;
+      const auto se =
+          k < spec.perplexity_change_se.size() ? spec.perplexity_change_se[k] : std::nullopt;
       ok = change && *change <= *spec.max_perplexity_change;
+      // 1.96: the two-sided 95% point of the normal distribution, as the quality reports use.
+      near = change && se && std::fabs(*change - *spec.max_perplexity_change) <= 1.959964 * *se;
     }
     a.allowed.push_back(ok);
+    a.limit_within_noise.push_back(near);
   }
   a.rates_source = spec.base.rates.source;
   for (const auto& s : spec.schemes) {
@@ -226,11 +231,13 @@ Result<Advice> advise(const AdviceSpec& spec) {
       }
       const auto& f = cell.outcomes.front();
       std::string excluded;
+      std::vector<bool> left_out(cell.outcomes.size(), false);
       for (std::size_t k = 1; k < cell.outcomes.size(); ++k) {
         if (!a.allowed[k] && cell.outcomes[k].served > 0 &&
             cell.outcomes[k].tokens_per_s_per_gpu >
                 cell.outcomes[static_cast<std::size_t>(std::max(best, 0))].tokens_per_s_per_gpu) {
           excluded += (excluded.empty() ? "" : ", ") + a.scheme_ids[k];
+          left_out[k] = true;
         }
       }
       if (!excluded.empty()) {
@@ -301,6 +308,20 @@ Result<Advice> advise(const AdviceSpec& spec) {
         }
       }
       cell.reason += excluded;
+      // The schemes this cell's verdict rests on whose side of the limit the measurement cannot
+      // tell: the recommended one, and the faster ones the limit left out.
+      std::string near;
+      for (std::size_t k = 1; k < cell.outcomes.size(); ++k) {
+        if ((static_cast<int>(k) == cell.recommended || left_out[k]) && a.limit_within_noise[k]) {
+          near += (near.empty() ? "" : ", ") + a.scheme_ids[k];
+        }
+      }
+      if (!near.empty()) {
+        cell.reason += fmt::format(
+            " Within noise of the quality limit (its 95% interval holds +{:g}%), so the limit "
+            "cannot rank: {}.",
+            *spec.max_perplexity_change * 100, near);
+      }
       a.cells.push_back(std::move(cell));
     }
   }
@@ -337,8 +358,12 @@ nlohmann::json advice_to_json(const Advice& a) {
   }
   nlohmann::json quality = nlohmann::json::object();
   nlohmann::json excluded = nlohmann::json::array();
+  nlohmann::json near = nlohmann::json::array();
   for (std::size_t k = 0; k < a.scheme_ids.size(); ++k) {
     if (k < a.allowed.size() && !a.allowed[k]) excluded.push_back(a.scheme_ids[k]);
+    if (k < a.limit_within_noise.size() && a.limit_within_noise[k]) {
+      near.push_back(a.scheme_ids[k]);
+    }
     quality[a.scheme_ids[k]] = k < a.quality.size() && !a.quality[k].empty()
                                    ? nlohmann::json(a.quality[k])
                                    : nlohmann::json();
@@ -348,6 +373,7 @@ nlohmann::json advice_to_json(const Advice& a) {
           {"concurrencies", a.concurrencies},
           {"quality", quality},
           {"over_the_quality_limit", excluded},
+          {"within_noise_of_the_quality_limit", near},
           {"decompression_rates_source", a.rates_source},
           {"cells", cells}};
 }

@@ -216,6 +216,23 @@ TEST(Serving, AdviceSaysWhenNotToCompressAndWhenTo) {
   EXPECT_EQ(limited.allowed, (std::vector<bool>{true, true, false, false}));
   for (const auto& c : limited.cells) EXPECT_LE(c.recommended, 1) << c.reason;
   EXPECT_EQ(limited.cells[3].recommended, 1);
+  EXPECT_EQ(limited.limit_within_noise, (std::vector<bool>(4, false))) << "no standard errors";
+  // Issue 48: with standard errors, FP8's +1% ± 0.6 holds the +2% limit in its 95% interval
+  // (1% + 1.96 × 0.6% = 2.18%), KIVI-2's +8% ± 0.5 does not (8% − 0.98% > 2%). FP8 is still
+  // judged by its measured change, and the cells that recommend it say the limit cannot rank it.
+  spec.perplexity_change_se = {std::nullopt, 0.006, 0.005, std::nullopt};
+  const Advice noisy = advise(spec).value();
+  EXPECT_EQ(noisy.allowed, limited.allowed);
+  EXPECT_EQ(noisy.limit_within_noise, (std::vector<bool>{false, true, false, false}));
+  ASSERT_EQ(noisy.cells[3].recommended, 1);
+  EXPECT_NE(noisy.cells[3].reason.find("Within noise of the quality limit"), std::string::npos)
+      << noisy.cells[3].reason;
+  EXPECT_NE(noisy.cells[3].reason.find(": fp8."), std::string::npos) << noisy.cells[3].reason;
+  EXPECT_EQ(noisy.cells[0].reason.find("Within noise"), std::string::npos)
+      << "fp16 is recommended there: no scheme near the limit decides it";
+  EXPECT_EQ(advice_to_json(noisy)["within_noise_of_the_quality_limit"],
+            nlohmann::json::array({"fp8"}));
+  spec.perplexity_change_se.clear();
   // The baseline must come first.
   spec.schemes.erase(spec.schemes.begin());
   EXPECT_FALSE(advise(spec).ok());

@@ -54,6 +54,8 @@ TEST(PlanQuality, NewestRunOfTheSameModelAndMethod) {
   const auto again = scheme_quality(store, model, schemes).value();
   EXPECT_EQ(again[1].text, "perplexity +0.4 % ± 0.31 (within noise of exact), KL 0.0123 (run " +
                                std::to_string(se_run) + ", 512 tokens)");
+  EXPECT_DOUBLE_EQ(*again[1].perplexity_change_se, 0.0031);  // for the advice's limit
+  EXPECT_FALSE(q[1].perplexity_change_se) << "the older run stored none";
   // Beyond two standard errors it is a cost.
   NewRun clear = quality(smol, {{"method", "int8"}}, 0.04);
   clear.metrics["perplexity_change_se"] = 0.005;

@@ -207,6 +207,7 @@ void PlannerModel::update_advice(const PlannerInputs& in) {
       for (const auto& e : *q) {
         spec.quality.push_back(e.text);
         spec.perplexity_change.push_back(e.perplexity_change);
+        spec.perplexity_change_se.push_back(e.perplexity_change_se);
       }
     }
   }

@@ -84,13 +84,14 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
       if (!out[k].text.empty() || !quality_run_is_scheme(record->params, schemes[k])) continue;
       const auto& m = record->metrics;
       std::string text;
-      std::optional<double> change;
+      std::optional<double> change, change_se;
       if (m.contains("perplexity_change") && m["perplexity_change"].is_number()) {
         change = m["perplexity_change"].get<double>();
         text = "perplexity " + format_metric_value(*change, MetricFormat::SignedPercent);
         // With its standard error (issue 48), for runs that stored one.
         if (m.contains("perplexity_change_se") && m["perplexity_change_se"].is_number()) {
           const double se = m["perplexity_change_se"].get<double>();
+          change_se = se;
           text += fmt::format(" ± {:.2f}", 100 * se);
           // Its 95% interval holds 0: not a cost the run can tell from exact.
           if (std::fabs(*change) <= 1.959964 * se) text += " (within noise of exact)";
@@ -102,7 +103,7 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
       if (text.empty()) continue;
       const double tokens =
           m.contains("tokens") && m["tokens"].is_number() ? m["tokens"].get<double>() : 0.0;
-      out[k] = {fmt::format("{} (run {}, {:.0f} tokens)", text, r.id, tokens), change};
+      out[k] = {fmt::format("{} (run {}, {:.0f} tokens)", text, r.id, tokens), change, change_se};
     }
   }
   return out;

@@ -78,6 +78,10 @@ struct AdviceSpec {
   // a recommended scheme may have (nullopt: no limit). A scheme over the limit, or unmeasured
   // while a limit is set, is shown but not recommended.
   std::vector<std::optional<double>> perplexity_change;
+  // Its standard error (same order; nullopt: the run stored none). Where the 95% interval of the
+  // change holds the limit, the limit cannot tell which side the scheme is on: the scheme is
+  // still judged by its measured change, and the advice says it is within noise of the limit.
+  std::vector<std::optional<double>> perplexity_change_se;
   std::optional<double> max_perplexity_change;
 };
 struct Advice {
@@ -87,6 +91,8 @@ struct Advice {
   std::vector<int> concurrencies;
   std::vector<std::string> quality;
   std::vector<bool> allowed;  // per scheme: within the quality limit
+  // Per scheme: its perplexity change is within noise of the limit (see AdviceSpec).
+  std::vector<bool> limit_within_noise;
   std::string rates_source;
 };
 Result<Advice> advise(const AdviceSpec& spec);

@@ -30,6 +30,7 @@ bool quality_run_is_scheme(const nlohmann::json& run_params, const planners::Sch
 struct SchemeQuality {
   std::string text;
   std::optional<double> perplexity_change;
+  std::optional<double> perplexity_change_se;  // where the run stored one
 };
 Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
                                                   const planners::ModelSpec& model,
