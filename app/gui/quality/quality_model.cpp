@@ -159,12 +159,22 @@ QString QualityModel::heading() const {
   if (m_points.empty()) return m_key ? describe(*m_key) : QString();
   const std::vector<bool> frontier = quality_frontier(m_points, m_x, m_y);
   const QualityPoint& first = m_points.front();
+  // Runs stopped at a target standard error rest on fewer windows than the text holds: a range.
+  const auto [fewest, most] = std::minmax_element(
+      m_points.begin(), m_points.end(),
+      [](const QualityPoint& a, const QualityPoint& b) { return a.key.windows < b.key.windows; });
+  const QString tokens = fewest->key.tokens == most->key.tokens
+                             ? QString::number(first.key.tokens)
+                             : tr("%1–%2").arg(fewest->key.tokens).arg(most->key.tokens);
+  const QString windows = fewest->key.windows == most->key.windows
+                              ? count_of(first.key.windows, tr("window"), tr("windows"))
+                              : tr("%1–%2 windows").arg(fewest->key.windows).arg(most->key.windows);
   QString heading = tr("%1; %2 tokens predicted in %3; exact perplexity %4; %5 on the Pareto "
                        "frontier")
                         .arg(count_of(static_cast<int>(m_points.size()), tr("configuration"),
                                       tr("configurations")))
-                        .arg(first.key.tokens)
-                        .arg(count_of(first.key.windows, tr("window"), tr("windows")))
+                        .arg(tokens)
+                        .arg(windows)
                         .arg(first.perplexity_exact, 0, 'f', 3)
                         .arg(std::count(frontier.begin(), frontier.end(), true));
   if (m_older_duplicates > 0) {

@@ -68,6 +68,7 @@ std::shared_ptr<QualityRunner::JobResult> QualityRunner::run_job(
       for (std::size_t i = 0; i < job.choices.size(); ++i) {
         QualityConfig config = job.choices[i].config;
         config.window = job.window;
+        config.target_se = job.target_se;
         config.bos = prepared->model.bos;
         auto plan = plan_quality(m.config(), config, static_cast<std::size_t>(job.text.tokens));
         if (!plan) {
@@ -105,6 +106,7 @@ std::shared_ptr<QualityRunner::JobResult> QualityRunner::run_job(
     at = i;
     QualityConfig config = job.choices[static_cast<std::size_t>(i)].config;
     config.window = job.window;
+    config.target_se = job.target_se;
     config.bos = ready->model.bos;
     const QualityChoice& choice = job.choices[static_cast<std::size_t>(i)];
     const std::string name = fmt::format("{} ({} of {})", choice.name.toStdString(), i + 1, count);

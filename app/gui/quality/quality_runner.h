@@ -22,6 +22,9 @@ struct QualityJob {
   QualityText text;
   std::vector<QualityChoice> choices;
   int window = 0;  // tokens per window; 0: the model's context
+  // Above 0: windows are scored in text order only until the standard error of each
+  // configuration's perplexity change is at most this (a fraction; `kvlab quality --target-se`).
+  double target_se = 0;
 };
 
 class QualityRunner : public WorkerRunner {

@@ -66,8 +66,10 @@ bool same_model_path(const std::string& a, const std::string& b) {
 }
 
 bool QualityKey::matches(const QualityKey& other) const {
-  return tokens == other.tokens && windows == other.windows &&
-         same_model_path(model, other.model) &&
+  const bool same_windows = tokens == other.tokens && windows == other.windows;
+  const bool same_length_stopped_early =
+      (reached_target_se || other.reached_target_se) && window > 0 && window == other.window;
+  return (same_windows || same_length_stopped_early) && same_model_path(model, other.model) &&
          (text == other.text || resolved_text(text) == resolved_text(other.text));
 }
 
@@ -96,6 +98,11 @@ std::optional<QualityPoint> quality_point(const RunSummary& run) {
   number(m, "kept_fraction", p.kept_fraction);
   number(m, "seconds", p.seconds);
   number(m, "perplexity_change_se", p.perplexity_change_se);
+  if (double window = 0; number(m, "window", window)) p.key.window = static_cast<int>(window);
+  if (const auto stopped = m.find("reached_target_se");
+      stopped != m.end() && stopped->is_boolean()) {
+    p.key.reached_target_se = stopped->get<bool>();
+  }
   number(m, "kl_mean_se", p.kl_mean_se);
   number(m, "next_token_agreement_low", p.agreement_low);
   number(m, "next_token_agreement_high", p.agreement_high);
@@ -120,6 +127,8 @@ Result<StoredQuality> load_quality_runs(const RunsStore& store, const QualityKey
       if (!point->key.matches(any)) continue;
       wanted.tokens = point->key.tokens;
       wanted.windows = point->key.windows;
+      wanted.window = point->key.window;
+      wanted.reached_target_se = point->key.reached_target_se;
     }
     if (!point->key.matches(wanted)) continue;
     if (!seen.insert(point->method).second) {

@@ -28,11 +28,16 @@ struct QualityText {
 };
 
 // Which runs belong on one chart: the same model and text, scored in the same windows (so the
-// exact perplexity every change is measured against is the same).
+// exact perplexity every change is measured against is the same) — or, where a run stopped at a
+// target standard error (`--target-se`), in windows of the same length: each such run's change
+// is against its own exact run over the windows it scored, and its interval says how far that
+// goes.
 struct QualityKey {
   std::string model;  // the model path as stored
   std::string text;   // QualityText::describe()
   int tokens = 0, windows = 0;
+  int window = 0;                  // positions per window (0: not stored, runs before issue 48)
+  bool reached_target_se = false;  // the run stopped before the text ended
   // Paths (the model's, a text file's) are compared after resolving them.
   bool matches(const QualityKey& other) const;
 };

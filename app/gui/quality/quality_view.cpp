@@ -8,6 +8,7 @@
 #include <QAbstractItemView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QGroupBox>
@@ -202,12 +203,26 @@ QWidget* QualityView::build_controls() {
          "window where the text is shorter; a long-context model (8K "
          "and more) scores far faster in shorter windows (512), as `kvlab quality --window` "
          "does"));
+  m_target_se = new RealField(text_box);
+  m_target_se->setRange(0, 100);
+  m_target_se->setDecimals(2);
+  m_target_se->setSingleStep(0.25);
+  m_target_se->setValue(0);
+  m_target_se->setPrefix(tr("stop at ± "));
+  m_target_se->setSuffix(tr(" points"));
+  m_target_se->setSpecialValueText(tr("score every window of the text"));
+  m_target_se->setToolTip(
+      tr("Score windows in text order, eight at a time, only until the standard error of each "
+         "configuration's perplexity change is at most this many percentage points (or the text "
+         "ends): a long text then costs only what the precision asked for, as `kvlab quality "
+         "--target-se` does. The heading and the table say how many windows each run rests on"));
   auto* text_layout = new QVBoxLayout(text_box);
   text_layout->addWidget(m_sampled);
   text_layout->addLayout(sample_row);
   text_layout->addWidget(m_file);
   text_layout->addLayout(file_row);
   text_layout->addWidget(m_window);
+  text_layout->addWidget(m_target_se);
   connect(text_browse, &QPushButton::clicked, this, [this] {
     const QString path = QFileDialog::getOpenFileName(
         this, tr("Text to score"), m_text_file->text(), tr("Text (*.txt);;All files (*)"));
@@ -397,6 +412,10 @@ void QualityView::set_window(int tokens) {
   m_window->setValue(tokens);
 }
 
+void QualityView::set_target_se(double points) {
+  m_target_se->setValue(points);
+}
+
 void QualityView::set_checked(const QStringList& ids) {
   for (int i = 0; i < m_methods->count(); ++i) {
     QListWidgetItem* item = m_methods->item(i);
@@ -495,7 +514,7 @@ void QualityView::redraw() {
 void QualityView::set_running(bool running) {
   for (QWidget* w :
        std::initializer_list<QWidget*>{m_model_path, m_sampled, m_file, m_sample_tokens, m_seed,
-                                       m_text_file, m_window, m_methods}) {
+                                       m_text_file, m_window, m_target_se, m_methods}) {
     w->setEnabled(!running);
   }
 }
@@ -509,6 +528,7 @@ QualityJob QualityView::job() const {
   job.model = absolute(m_model_path->text()).toStdString();
   job.text = controls_text();
   job.window = m_window->value();
+  job.target_se = m_target_se->value() / 100;  // given in percentage points
   for (const QString& id : checked_ids()) {
     if (const QualityChoice* c = find_quality_choice(id)) job.choices.push_back(*c);
   }

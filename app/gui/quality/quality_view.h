@@ -30,6 +30,7 @@ class QListWidget;
 class QProgressBar;
 class QPushButton;
 class QRadioButton;
+class QDoubleSpinBox;
 class QSpinBox;
 class QTabWidget;
 class QTableView;
@@ -56,6 +57,9 @@ class QualityView : public QWidget {
   void set_text_file(const QString& path);
   // Tokens per window, BOS included; 0: the model's context (`kvlab quality --window`).
   void set_window(int tokens);
+  // Stop scoring windows once the perplexity change's standard error is at most this many
+  // percentage points; 0: every window (`kvlab quality --target-se`).
+  void set_target_se(double points);
   // Checks exactly the configurations with these ids (quality_choices()).
   void set_checked(const QStringList& ids);
   QStringList checked_ids() const;
@@ -131,6 +135,7 @@ class QualityView : public QWidget {
   QSpinBox* m_sample_tokens = nullptr;
   QSpinBox* m_seed = nullptr;
   QSpinBox* m_window = nullptr;
+  QDoubleSpinBox* m_target_se = nullptr;
   QLineEdit* m_text_file = nullptr;
   QListWidget* m_methods = nullptr;
   RunController* m_run = nullptr;  // the model's: start, progress, cancel, wait

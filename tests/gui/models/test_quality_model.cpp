@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <map>
 
 #include <QSignalSpy>
 
@@ -85,6 +86,44 @@ TEST(QualityModel, MeasuresSavesAndAnotherModelFindsTheRuns) {
   EXPECT_EQ(again.points().size(), 2u);
   EXPECT_GE(again.table()->row_of_run(listed->front().id), 0);
   EXPECT_FALSE(again.show_stored_run(999)) << "no such run";
+}
+
+// Issue 48: a target standard error stops each configuration after the windows it needs; runs
+// that stopped at different windows of the same length still share the chart, and the heading
+// gives the range of windows they rest on.
+TEST(QualityModel, ATargetStandardErrorStopsEarlyAndTheRunsShareTheChart) {
+  if (!fs::exists(kModel)) GTEST_SKIP() << kModel << " is absent";
+  auto store =
+      std::make_shared<RunsStore>(RunsStore::open(gui_test::fresh_dir() / "runs.sqlite").value());
+  QualityModel model(store);
+  QualityJob job = job_of({"int8", "int4"});
+  job.text.tokens = 16 * 127;  // 16 windows of 128 positions
+  job.window = 128;
+  // INT8 changes perplexity by a fraction of a point: a 1-point target is met by the first
+  // eight windows; INT4's change is noisier, so a target it cannot meet scores all sixteen.
+  job.target_se = 0.01;
+  ASSERT_TRUE(model.run_controller()->run_and_wait([&] { return model.run(job); }, 120'000))
+      << model.last_error().toStdString();
+  ASSERT_EQ(model.last_saved_run_ids().size(), 2u);
+  std::map<int, int> windows;  // by configuration: how many windows each rests on
+  for (const std::int64_t id : model.last_saved_run_ids()) {
+    auto run = store->load_run(id);
+    ASSERT_TRUE(run.ok()) << run.message();
+    const auto& m = run->metrics;
+    EXPECT_EQ(m.at("window").get<int>(), 128);
+    const int w = m.at("windows").get<int>();
+    EXPECT_EQ(m.at("reached_target_se").get<bool>(), w < 16) << w;
+    if (m.at("reached_target_se").get<bool>()) {
+      EXPECT_LE(m.at("perplexity_change_se").get<double>(), 0.01);
+      EXPECT_EQ(w % 8, 0) << "windows are scored eight at a time";
+    }
+    windows[static_cast<int>(windows.size())] = w;
+  }
+  EXPECT_EQ(windows[0], 8) << "INT8 met the target after the first eight windows";
+  EXPECT_EQ(windows[1], 16) << "INT4 did not, and scored the whole text";
+  EXPECT_EQ(model.points().size(), 2u) << "both runs on the chart, whatever windows they took";
+  EXPECT_NE(model.heading().indexOf(QStringLiteral("in 8–16 windows")), -1)
+      << model.heading().toStdString();
 }
 
 }  // namespace
