@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/core/interval.h"
 #include "kvlab/planners/memory_formula.h"
 
 namespace kvlab::planners {
@@ -176,8 +177,7 @@ Result<Advice> advise(const AdviceSpec& spec) {
       const auto se =
           k < spec.perplexity_change_se.size() ? spec.perplexity_change_se[k] : std::nullopt;
       ok = change && *change <= *spec.max_perplexity_change;
-      // 1.96: the two-sided 95% point of the normal distribution, as the quality reports use.
-      near = change && se && std::fabs(*change - *spec.max_perplexity_change) <= 1.959964 * *se;
+      near = change && se && interval_holds(*change, *se, *spec.max_perplexity_change);
     }
     a.allowed.push_back(ok);
     a.limit_within_noise.push_back(near);

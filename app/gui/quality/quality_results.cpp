@@ -6,6 +6,7 @@
 
 #include "common/explain.h"
 #include "common/gui_format.h"
+#include "kvlab/engine/core/interval.h"
 #include "quality/quality_configs.h"
 
 namespace kvlab::gui {
@@ -45,7 +46,7 @@ std::vector<bool> quality_within_noise(const std::vector<QualityPoint>& points, 
 }
 
 std::pair<double, double> quality_y_interval(const QualityPoint& p, QualityY y) {
-  constexpr double z = 1.959964;
+  constexpr double z = kZ95;
   switch (y) {
     case QualityY::PerplexityChange:
       return {100.0 * (p.perplexity_change - z * p.perplexity_change_se),

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/core/interval.h"
 #include "kvlab/engine/core/names.h"
 #include "kvlab/store/run_records.h"
 
@@ -94,7 +95,7 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
           change_se = se;
           text += fmt::format(" ± {:.2f}", 100 * se);
           // Its 95% interval holds 0: not a cost the run can tell from exact.
-          if (std::fabs(*change) <= 1.959964 * se) text += " (within noise of exact)";
+          if (interval_holds(*change, se, 0)) text += " (within noise of exact)";
         }
       }
       if (m.contains("kl_mean") && m["kl_mean"].is_number()) {

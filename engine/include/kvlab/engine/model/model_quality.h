@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvlab/engine/core/interval.h"
 #include "kvlab/engine/core/progress.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/model/llama_model.h"
@@ -101,7 +102,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
                                       const QualityConfig& config, const ProgressFn& progress = {});
 
 // Wilson's score interval for k successes in n trials (z = 1.96: 95%), clamped to [0, 1].
-std::pair<double, double> wilson_interval(std::int64_t k, std::int64_t n, double z = 1.959964);
+std::pair<double, double> wilson_interval(std::int64_t k, std::int64_t n, double z = kZ95);
 
 // The most tokens sample_text() makes: each is a forward step of the model, and 2^20 of them
 // already take hours on a CPU.
