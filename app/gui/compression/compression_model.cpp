@@ -33,10 +33,6 @@ bool CompressionModel::run(const CompressionJob& job) {
                    .arg(QString::fromStdString(method_label(job.method)), job.source.describe()));
 }
 
-bool CompressionModel::run_and_wait(const CompressionJob& job, int timeout_ms) {
-  return run_controller()->run_and_wait([&] { return run(job); }, timeout_ms);
-}
-
 void CompressionModel::on_succeeded(const CompressionReport& report, bool reused_cache) {
   succeeded(reused_cache);
   m_report = report;

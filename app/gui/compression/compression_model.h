@@ -26,8 +26,6 @@ class CompressionModel : public CacheRunModel {
 
   // Starts the job; false when a run is going.
   bool run(const CompressionJob& job);
-  // Runs and waits (processing events) until the result is shown and saved; true on success.
-  bool run_and_wait(const CompressionJob& job, int timeout_ms);
 
   // Shows a report (fresh or loaded from the store); `origin` is the results heading's "computed
   // in 0.8 s" or "stored run #12 from …". A stored report has no stream and no cache in memory.

@@ -241,7 +241,7 @@ void CompressionView::cancel() {
 }
 
 bool CompressionView::run_and_wait(int timeout_ms) {
-  return m_model->run_and_wait(job(), timeout_ms);
+  return m_run->run_and_wait([this] { return run(); }, timeout_ms);
 }
 
 bool CompressionView::wait_until_done(int timeout_ms) {

@@ -29,7 +29,8 @@ TEST(CompressionModel, RunsSavesAndShowsAStoredReportBack) {
   QSignalSpy shown(&model, &CompressionModel::report_shown);
   QSignalSpy saved(&model, &CompressionModel::run_saved);
   const CompressionJob job{tiny_spec(), gui_test::tiered_method(), "cpu"};
-  ASSERT_TRUE(model.run_and_wait(job, kTimeoutMs)) << model.last_error().toStdString();
+  ASSERT_TRUE(model.run_controller()->run_and_wait([&] { return model.run(job); }, kTimeoutMs))
+      << model.last_error().toStdString();
   const CompressionReport want =
       gui_test::engine_report(gui_test::tiny_source(), gui_test::tiered_method());
   ASSERT_TRUE(model.report().has_value());
@@ -52,7 +53,8 @@ TEST(CompressionModel, RunsSavesAndShowsAStoredReportBack) {
   CompressionJob int8 = job;
   int8.method = MethodConfig{};
   int8.method.kind = MethodKind::Int8;
-  ASSERT_TRUE(model.run_and_wait(int8, kTimeoutMs)) << model.last_error().toStdString();
+  ASSERT_TRUE(model.run_controller()->run_and_wait([&] { return model.run(int8); }, kTimeoutMs))
+      << model.last_error().toStdString();
   EXPECT_TRUE(model.last_run_reused_cache());
   EXPECT_EQ(model.cache_note_after_run(), "Reused the cache in memory (only the method changed).");
 
@@ -73,7 +75,8 @@ TEST(CompressionModel, ABadSourceFailsWithItsNameAndNothingIsSaved) {
   SourceSpec missing;
   missing.kind = SourceSpec::Kind::File;
   missing.file = "/nonexistent/kvlab/cache.safetensors";
-  EXPECT_FALSE(model.run_and_wait({missing, gui_test::tiered_method(), "cpu"}, kTimeoutMs));
+  const CompressionJob job{missing, gui_test::tiered_method(), "cpu"};
+  EXPECT_FALSE(model.run_controller()->run_and_wait([&] { return model.run(job); }, kTimeoutMs));
   EXPECT_TRUE(model.last_error().contains("/nonexistent/kvlab/cache.safetensors"))
       << model.last_error().toStdString();
   ASSERT_EQ(errors.count(), 1);
