@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "cli_sweep_slurm.h"
 #include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/sources/llama_state.h"
@@ -25,6 +26,7 @@ struct SweepOptions {
   BackendOption backend;
   bool dry_run = false;
   bool json = false;
+  std::optional<SlurmArrayOptions> slurm;  // --slurm DIR: write the array job, make nothing
 };
 
 // What a sweep process keeps between items: the model (items of one model follow each other)
@@ -106,6 +108,13 @@ std::string headline(const NewRun& run) {
 }
 
 int run_sweep(const SweepOptions& o) {
+  if (o.slurm) {
+    auto plan = load_sweep_file(o.file);
+    if (!plan) return fail(plan.message());
+    SlurmArrayOptions slurm = *o.slurm;
+    slurm.backend = o.backend.id;
+    return write_slurm_array(slurm, o.file, *plan, o.json);
+  }
   auto shard = SweepShard::parse(o.shard);
   if (!shard) return fail(shard.message());
   auto plan = load_sweep_file(o.file);
@@ -212,18 +221,44 @@ void add_sweep_command(CLI::App& app) {
       "sweep",
       "Make the runs a sweep file describes (models x texts x methods for quality, sources x "
       "methods for compression), or one shard of them, into a runs database; items the database "
-      "holds are skipped, so a sweep run again resumes (docs/GUIDES.md: sharded sweeps)");
+      "holds are skipped, so a sweep run again resumes; with --slurm, write (and --submit) a "
+      "Slurm array job of its parts instead (docs/GUIDES.md: sharded sweeps)");
   cmd->add_option("file", o->file, "the sweep, a JSON file (format: docs/GUIDES.md)")->required();
   cmd->add_option("--shard", o->shard,
                   "I/N: make only part I of N (the items whose number is I-1 modulo N); N "
                   "processes with 1/N ... N/N make the whole sweep")
       ->capture_default_str();
-  cmd->add_flag("--dry-run", o->dry_run,
-                "list the shard's items and which the database holds; make nothing");
+  CLI::Option* dry_run = cmd->add_flag(
+      "--dry-run", o->dry_run, "list the shard's items and which the database holds; make nothing");
   o->backend.add_to(*cmd);
   cmd->add_flag("--json", o->json, "print JSON");
   o->db.add_to(*cmd);
-  cmd->callback([o] { exit_code() = run_sweep(*o); });
+  // The Slurm array job (cli_sweep_slurm.h).
+  auto slurm = std::make_shared<SlurmArrayOptions>();
+  CLI::Option* dir = cmd->add_option(
+      "--slurm", slurm->dir,
+      "DIR: make nothing here; write DIR/sweep.sbatch, a Slurm array job of one task per part, "
+      "task K running 'kvlab sweep FILE --shard K/N' into DIR/parts/part-K.sqlite with its log "
+      "in DIR/logs/part-K.log (absolute paths of this kvlab and of FILE), and print the command "
+      "that merges the parts");
+  cmd->add_option("--parts", slurm->parts,
+                  "with --slurm: N, the number of parts and array tasks, from 1 to the number of "
+                  "items (default: one per item, at most 16)")
+      ->needs(dir);
+  cmd->add_flag("--submit", slurm->submit,
+                "with --slurm: submit the script with sbatch and print the job id")
+      ->needs(dir);
+  cmd->add_option("--sbatch", slurm->sbatch_lines,
+                  "with --slurm: one more sbatch option for the script, repeatable "
+                  "(--sbatch=--time=02:00:00 --sbatch=--cpus-per-task=8)")
+      ->needs(dir);
+  dir->excludes(dry_run);
+  dir->excludes(cmd->get_option("--shard"));
+  dir->excludes(cmd->get_option("--db"));
+  cmd->callback([o, slurm, dir] {
+    if (dir->count() > 0) o->slurm = *slurm;
+    exit_code() = run_sweep(*o);
+  });
 }
 
 }  // namespace kvlab::cli
