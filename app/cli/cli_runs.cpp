@@ -2,8 +2,10 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "kvlab/engine/io/json_text.h"
 #include "kvlab/store/run_export.h"
 #include "kvlab/store/run_report.h"
+#include "kvlab/store/sweep_plan.h"
 
 namespace kvlab::cli {
 
@@ -196,8 +199,86 @@ int remove(const DbOption& db, std::int64_t id) {
   return 0;
 }
 
-// Merges the databases `from` into `db` (created when missing), one transaction each.
-int import_runs(const DbOption& db, const std::vector<std::string>& from, bool json) {
+// The items of a sweep a database lacks, after a merge of its parts.
+struct SweepGaps {
+  std::size_t items = 0;
+  std::vector<const SweepItem*> missing;
+};
+
+Result<SweepGaps> sweep_gaps(const RunsStore& store, const SweepPlan& plan) {
+  SweepGaps gaps{plan.items.size(), {}};
+  for (const SweepItem& item : plan.items) {
+    auto found = store.find_run(item.uid);
+    if (!found) return found.error();
+    if (!*found) gaps.missing.push_back(&item);
+  }
+  return gaps;
+}
+
+// "part 3 of 8 (items 2, 10), part 6 of 8 (item 5)" with `parts`, else the items with titles.
+std::string missing_text(const SweepGaps& gaps, int parts) {
+  std::vector<std::string> pieces;
+  if (parts > 0) {
+    std::map<int, std::vector<int>> by_part;
+    for (const SweepItem* item : gaps.missing)
+      by_part[item->index % parts + 1].push_back(item->index);
+    for (const auto& [part, items] : by_part) {
+      pieces.push_back(fmt::format("part {} of {} (item{} {})", part, parts,
+                                   items.size() == 1 ? "" : "s", fmt::join(items, ", ")));
+    }
+  } else {
+    constexpr std::size_t kNamed = 10;
+    for (std::size_t i = 0; i < gaps.missing.size() && i < kNamed; ++i) {
+      pieces.push_back(fmt::format("item {} ({})", gaps.missing[i]->index, gaps.missing[i]->title));
+    }
+    if (gaps.missing.size() > kNamed) {
+      pieces.push_back(fmt::format("and {} more", gaps.missing.size() - kNamed));
+    }
+  }
+  return fmt::format("{}", fmt::join(pieces, ", "));
+}
+
+// The parts (1-based) the missing items belong to, when the sweep was cut into `parts` > 0.
+std::set<int> parts_of(const SweepGaps& gaps, int parts) {
+  std::set<int> out;
+  if (parts > 0) {
+    for (const SweepItem* item : gaps.missing) out.insert(item->index % parts + 1);
+  }
+  return out;
+}
+
+nlohmann::json gaps_json(const SweepGaps& gaps, const std::string& file, int parts) {
+  nlohmann::json missing = nlohmann::json::array();
+  for (const SweepItem* item : gaps.missing) {
+    missing.push_back({{"item", item->index}, {"uid", item->uid}, {"title", item->title}});
+    if (parts > 0) missing.back()["part"] = item->index % parts + 1;
+  }
+  return {{"file", file},
+          {"items", gaps.items},
+          {"present", gaps.items - gaps.missing.size()},
+          {"parts", parts > 0 ? nlohmann::json(parts) : nlohmann::json()},
+          {"missing_items", missing},
+          {"missing_parts", parts_of(gaps, parts)}};
+}
+
+// Merges the databases `from` into `db` (created when missing), one transaction each. With a
+// sweep file, then checks that every item of the sweep is in `db`: when some are not, what was
+// there stays merged and the command fails naming them (by part with `parts`), so that a script
+// does not go on with half a sweep.
+int import_runs(const DbOption& db, const std::vector<std::string>& from,
+                const std::string& sweep_file, std::optional<int> parts_given, bool json) {
+  const int parts = parts_given.value_or(0);  // 0: items are not named by part
+  // The sweep is read first: a bad file or --parts fails before anything is merged.
+  std::optional<SweepPlan> plan;
+  if (!sweep_file.empty()) {
+    auto loaded = load_sweep_file(sweep_file);
+    if (!loaded) return fail(loaded.message());
+    if (parts_given && (parts < 1 || static_cast<std::size_t>(parts) > loaded->items.size())) {
+      return fail(fmt::format("--parts {}: {} has {} items, so from 1 to {} parts", parts,
+                              sweep_file, loaded->items.size(), loaded->items.size()));
+    }
+    plan = std::move(*loaded);
+  }
   auto store = db.open_for_saving();
   if (!store) return fail(store.message());
   nlohmann::json reports = nlohmann::json::array();
@@ -219,15 +300,39 @@ int import_runs(const DbOption& db, const std::vector<std::string>& from, bool j
                  r->skipped);
     }
   }
+  std::optional<SweepGaps> gaps;
+  if (plan) {
+    auto found = sweep_gaps(*store, *plan);
+    if (!found) return fail(found.message());
+    gaps = std::move(*found);
+  }
   if (json) {
-    fmt::print("{}\n", json_text(nlohmann::json{{"db", store->path().string()},
-                                                {"imported", imported},
-                                                {"skipped", skipped},
-                                                {"databases", reports}},
-                                 2));
+    nlohmann::json out{{"db", store->path().string()},
+                       {"imported", imported},
+                       {"skipped", skipped},
+                       {"databases", reports}};
+    if (gaps) out["sweep"] = gaps_json(*gaps, sweep_file, parts);
+    fmt::print("{}\n", json_text(out, 2));
   } else {
     fmt::print("{}: {} runs imported from {} databases, {} skipped\n", store->path().string(),
                imported, from.size(), skipped);
+    if (gaps && gaps->missing.empty()) {
+      fmt::print("{}: all {} items of the sweep {} are in it\n", store->path().string(),
+                 gaps->items, sweep_file);
+    }
+  }
+  if (gaps && !gaps->missing.empty()) {
+    const std::string remedy =
+        parts > 0 ? fmt::format(
+                        "make each part again with 'kvlab sweep {} --shard K/{} --db "
+                        "PART.sqlite' (a Slurm array: 'sbatch --array={} "
+                        "DIR/sweep.sbatch'), then import it again",
+                        sweep_file, parts, fmt::join(parts_of(*gaps, parts), ","))
+                  : "run the sweep again to make them (give --parts N to have the parts named)";
+    return fail(fmt::format(
+        "the sweep {} is incomplete: {} of {} items are not in {} (the rest are merged): {}; {}",
+        sweep_file, gaps->missing.size(), gaps->items, store->path().string(),
+        missing_text(*gaps, parts), remedy));
   }
   return 0;
 }
@@ -244,6 +349,8 @@ void add_runs_command(CLI::App& app) {
     std::vector<std::int64_t> ids;
     std::string title;
     std::vector<std::string> from;
+    std::string sweep;
+    std::optional<int> parts;
   };
   auto o = std::make_shared<Options>();
   CLI::App* runs =
@@ -285,9 +392,17 @@ void add_runs_command(CLI::App& app) {
   im->add_option("from", o->from, "databases to copy the runs of")
       ->required()
       ->check(CLI::ExistingFile);
+  CLI::Option* sweep = im->add_option(
+      "--sweep", o->sweep,
+      "FILE: the sweep the databases are parts of; after the merge, check that every item of it "
+      "is in the database, and when some are not, keep what was merged, name them and exit 1");
+  im->add_option("--parts", o->parts,
+                 "with --sweep: N, the number of parts the sweep was cut into (--shard K/N, "
+                 "--slurm --parts N), so that the missing items are named by part")
+      ->needs(sweep);
   o->db.add_to(*im);
   im->add_flag("--json", o->json, "print JSON");
-  im->callback([o] { exit_code() = import_runs(o->db, o->from, o->json); });
+  im->callback([o] { exit_code() = import_runs(o->db, o->from, o->sweep, o->parts, o->json); });
 
   CLI::App* d = runs->add_subcommand("delete", "Delete one run");
   d->add_option("id", o->id, "run id")->required();
