@@ -2,11 +2,20 @@
 // database, a shard run again resumes, and `kvlab runs import` merges the shards into one
 // without duplicates. The numbers of a sweep's run are those of the same run made by `kvlab
 // quality` or `kvlab compress`. On the real stories260K weights.
+// Issue 48, part 3: `kvlab sweep FILE --slurm DIR` writes the Slurm array job of the parts (run
+// here without Slurm, task by task, as Slurm would), `--submit` hands it to sbatch, and `kvlab
+// runs import --sweep FILE --parts N` names the parts a merge still lacks. tests/slurm runs it on
+// a real Slurm.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -184,6 +193,145 @@ TEST(CliSweep, AFailingItemIsReportedAndTheOthersAreStillMade) {
   EXPECT_NE(o.out.find("1 made"), std::string::npos) << o.out;
   EXPECT_NE(o.out.find("1 failed"), std::string::npos) << o.out;
   EXPECT_EQ(runs_in(dir + "/runs.sqlite").size(), 1u);
+}
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+const char* kThreeItems = R"({"kind": "compression", "sources": ["synthetic:tiny"], "context": 32,
+    "methods": [{"method": "int8"}, {"method": "int4"}, {"method": "kivi", "bits": 2}]})";
+
+TEST(CliSweep, SlurmArrayScriptMakesEachPartAndTheMergeNamesThePartsMissing) {
+  const std::string dir = fresh("sweep-slurm");
+  const std::string sweep = write(dir + "/sweep.json", kThreeItems);
+  const std::string job = dir + "/job";
+  Output o = run_kvlab("sweep " + sweep + " --slurm " + job + " --parts 3 --sbatch=--time=5");
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("sbatch " + job + "/sweep.sbatch"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("runs import --sweep"), std::string::npos) << o.out;
+  const std::string script = read(job + "/sweep.sbatch");
+  const std::vector<std::string> lines{
+      "#SBATCH --array=1-3\n",
+      "#SBATCH --job-name=kvlab-sweep-sweep\n",
+      "#SBATCH --output=" + job + "/logs/part-%a.log\n",
+      "#SBATCH --time=5\n",
+      fs::canonical(KVLAB_CLI_PATH).string() + "' sweep '" + sweep + "'",
+      "--shard \"${SLURM_ARRAY_TASK_ID}/3\""};
+  for (const std::string& line : lines) {
+    EXPECT_NE(script.find(line), std::string::npos) << line << " is not in\n" << script;
+  }
+  EXPECT_TRUE(fs::is_directory(job + "/logs"));
+
+  // Task 2 as Slurm would run it, from another folder.
+  const auto task = [&](int k) {
+    const std::string command = "cd / && SLURM_ARRAY_TASK_ID=" + std::to_string(k) + " bash " +
+                                job + "/sweep.sbatch >/dev/null 2>&1";
+    return std::system(command.c_str());
+  };
+  ASSERT_EQ(task(2), 0);
+  EXPECT_EQ(runs_in(job + "/parts/part-2.sqlite").size(), 1u);
+
+  // Parts 1 and 3 missing: merged what is there, named them, exit 1.
+  const std::string all = dir + "/all.sqlite";
+  const std::string merge =
+      "runs import --sweep " + sweep + " --parts 3 " + job + "/parts/part-2.sqlite --db " + all;
+  o = run_kvlab(merge);
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("2 of 3 items are not in"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("part 1 of 3 (item 0), part 3 of 3 (item 2)"), std::string::npos) << o.out;
+  EXPECT_EQ(runs_in(all).size(), 1u);
+  o = run_kvlab(merge + " --json");
+  EXPECT_EQ(o.code, 1) << o.out;
+  // The JSON on stdout, the message on stderr, in whichever order the pipe got them.
+  const std::size_t open = o.out.find('{'), close = o.out.rfind('}');
+  ASSERT_NE(open, std::string::npos) << o.out;
+  const auto j = parse_json(Output{0, o.out.substr(open, close + 1 - open)});
+  EXPECT_EQ(j["sweep"]["missing_parts"], nlohmann::json({1, 3}));
+  EXPECT_EQ(j["sweep"]["present"], 1);
+  // Without --parts the items are named.
+  o = run_kvlab("runs import --sweep " + sweep + " " + job + "/parts/part-2.sqlite --db " + all);
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("item 0 (synthetic:tiny"), std::string::npos) << o.out;
+
+  // The rest made, merged twice: every item once.
+  ASSERT_EQ(task(1), 0);
+  ASSERT_EQ(task(3), 0);
+  for (int n = 0; n < 2; ++n) {
+    o = run_kvlab("runs import --sweep " + sweep + " --parts 3 " + job + "/parts/part-1.sqlite " +
+                  job + "/parts/part-2.sqlite " + job + "/parts/part-3.sqlite --db " + all);
+    EXPECT_EQ(o.code, 0) << o.out;
+    EXPECT_NE(o.out.find("all 3 items of the sweep"), std::string::npos) << o.out;
+  }
+  EXPECT_EQ(runs_in(all).size(), 3u);
+}
+
+TEST(CliSweep, SlurmSubmitHandsTheScriptToSbatchAndSaysWhyItCouldNot) {
+  const std::string dir = fresh("sweep-slurm-submit");
+  const std::string sweep = write(dir + "/sweep.json", kThreeItems);
+  const std::string bin = dir + "/bin";
+  fs::create_directories(bin);
+  const auto fake_sbatch = [&](const std::string& body) {
+    write(bin + "/sbatch", "#!/bin/sh\n" + body + "\n");
+    chmod((bin + "/sbatch").c_str(), 0755);
+  };
+  const std::string path = "PATH=" + bin + ":/usr/bin:/bin";
+
+  fake_sbatch("echo \"$@\" > " + dir + "/args; echo '4242;cluster'");
+  Output o = run_kvlab("sweep " + sweep + " --slurm " + dir + "/job --submit", path);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_NE(o.out.find("submitted job 4242"), std::string::npos) << o.out;
+  EXPECT_EQ(read(dir + "/args"), "--parsable " + dir + "/job/sweep.sbatch\n");
+  // --parts by default: one per item.
+  EXPECT_NE(read(dir + "/job/sweep.sbatch").find("--array=1-3\n"), std::string::npos);
+
+  fake_sbatch("echo 'sbatch: error: invalid partition specified: gpu' >&2; exit 1");
+  o = run_kvlab("sweep " + sweep + " --slurm " + dir + "/job --submit", path);
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("'sbatch --parsable " + dir + "/job/sweep.sbatch' failed (exit status 1)"),
+            std::string::npos)
+      << o.out;
+  EXPECT_NE(o.out.find("invalid partition specified: gpu"), std::string::npos) << o.out;
+
+  o = run_kvlab("sweep " + sweep + " --slurm " + dir + "/job --submit", "PATH=" + dir + "/none");
+  EXPECT_EQ(o.code, 1) << o.out;
+  EXPECT_NE(o.out.find("sbatch: not found on PATH"), std::string::npos) << o.out;
+  EXPECT_TRUE(fs::exists(dir + "/job/sweep.sbatch"));
+}
+
+TEST(CliSweep, SlurmAndMergeFlagsRefuseBadInputNamingIt) {
+  const std::string dir = fresh("sweep-slurm-bad");
+  const std::string sweep = write(dir + "/sweep.json", kThreeItems);
+  const std::string job = dir + "/job";
+  const auto refused = [&](const std::string& args, const std::string& says) {
+    const Output o = run_kvlab(args);
+    EXPECT_NE(o.code, 0) << args << ": " << o.out;
+    EXPECT_NE(o.out.find(says), std::string::npos) << args << ": " << o.out;
+  };
+  refused("sweep " + sweep + " --slurm " + job + " --parts 0", "--parts 0: a sweep needs at least");
+  refused("sweep " + sweep + " --slurm " + job + " --parts 4",
+          "--parts 4: " + sweep + " has only 3 items");
+  EXPECT_FALSE(fs::exists(job)) << "a refused --parts made the folder";
+  const std::string file = write(dir + "/file", "");
+  refused("sweep " + sweep + " --slurm " + file + "/job", "--slurm " + file + "/job: cannot make");
+  refused("sweep " + sweep + " --slurm '" + dir + "/with space'", "spaces");
+  refused("sweep " + sweep + " --slurm " + job + " --sbatch time=5", "--sbatch \"time=5\"");
+  refused("sweep " + sweep + " --slurm " + job + " --shard 1/2", "--shard");
+  refused("sweep " + sweep + " --slurm " + job + " --dry-run", "--dry-run");
+  refused("sweep " + sweep + " --parts 2", "--slurm");
+  refused("sweep " + sweep + " --submit", "--slurm");
+
+  const std::string part = dir + "/part.sqlite";
+  ASSERT_EQ(run_kvlab("sweep " + sweep + " --shard 1/3 --db " + part).code, 0);
+  refused("runs import " + part + " --parts 3 --db " + dir + "/all.sqlite", "--sweep");
+  refused("runs import --sweep " + sweep + " --parts 4 " + part + " --db " + dir + "/all.sqlite",
+          "--parts 4: " + sweep + " has 3 items");
+  refused("runs import --sweep " + dir + "/absent.json " + part + " --db " + dir + "/all.sqlite",
+          "absent.json");
+  EXPECT_FALSE(fs::exists(dir + "/all.sqlite")) << "a refused merge made the database";
 }
 
 }  // namespace
