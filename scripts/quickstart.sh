@@ -30,7 +30,7 @@ cd "$root"
 packages=(build-essential cmake pkg-config qt6-base-dev libqcustomplot-dev libeigen3-dev
   libsqlite3-dev googletest libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libfmt-dev zlib1g-dev libzstd-dev libgl1-mesa-dev qt6-svg-dev dpkg-dev file xvfb xauth python3
-  python3-venv python3-pip libtbb-dev)
+  python3-venv python3-pip libtbb-dev slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
