@@ -240,7 +240,8 @@ TEST(MainWindow, LearnKeepsItsStepsAndButtonsInSightOnAShortWindow) {
   for (int step = 0; step < window.learn_view()->page_count(); ++step) {
     window.learn_view()->show_index(step);
     QApplication::processEvents();
-    QPushButton* next = window.learn_view()->next_button();
+    auto* next = window.learn_view()->findChild<QPushButton*>(QStringLiteral("next"));
+    ASSERT_NE(next, nullptr);
     const QPoint bottom = next->mapTo(&window, QPoint(0, next->height()));
     EXPECT_LE(bottom.y(), window.height()) << "step " << step << ": Next is below the window";
     EXPECT_GE(next->mapTo(&window, QPoint(0, 0)).y(), 0) << "step " << step;

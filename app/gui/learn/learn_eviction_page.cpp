@@ -24,13 +24,9 @@
 namespace kvlab::gui {
 namespace {
 
-// One layer of the tiny preset (2 KV heads of 16 channels, 2 query heads each): 160 columns ×
-// 64 rows read well on the map, and the whole simulation takes a few milliseconds.
-constexpr int kContext = 160;
-constexpr int kSteps = 64;  // the last 64 tokens arrive one per decode step
-constexpr std::uint64_t kSeed = 1;
-constexpr int kSinks = 4;                // StreamingLLM keeps 4 initial tokens (their Sec. 3.2)
-constexpr double kRecentFraction = 0.5;  // H2O splits its budget evenly (their Sec. 5)
+constexpr int kContext = LearnEvictionModel::kContext;
+constexpr int kSteps = LearnEvictionModel::kSteps;
+constexpr int kSinks = LearnEvictionModel::kSinks;
 constexpr int kTickMs = 110;
 const QColor kHeavyHitter{230, 140, 40};
 
@@ -55,17 +51,6 @@ QString explanation() {
   return text.arg(kSinks);
 }
 
-QString range_text(int first, int last) {
-  return first == last ? QString::number(first) : QStringLiteral("%1–%2").arg(first).arg(last);
-}
-
-// A mean over KV heads: a whole number under the policies of this page, shown as one.
-QString count_text(double n) {
-  const double r = std::round(n);
-  return std::abs(n - r) < 1e-9 ? QLocale().toString(static_cast<qlonglong>(r))
-                                : QLocale().toString(n, 'f', 1);
-}
-
 }  // namespace
 
 LearnEvictionPage::LearnEvictionPage(QWidget* parent)
@@ -78,13 +63,6 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   full_view_button()->setToolTip(
       tr("Run this policy and budget on the same synthetic cache in the Eviction view, with "
          "every layer, head and option there"));
-  m_source.preset = "tiny";
-  m_source.layers = 1;
-  m_source.context = kContext;
-  m_source.seed = kSeed;
-  m_source.queries = kSteps;  // one query per decode step, as the Eviction view generates it
-  m_landmarks = synthetic_landmarks(m_source);
-
   m_policy = new QComboBox;
   const std::pair<EvictionPolicy, QString> policies[] = {
       {EvictionPolicy::Window, tr("window (newest tokens)")},
@@ -99,15 +77,15 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
          "token (the reference)")
           .arg(kSinks));
   m_budget = new IntField;
-  m_budget->setRange(5, 90);
+  m_budget->setRange(LearnEvictionModel::kMinBudget, LearnEvictionModel::kMaxBudget);
   m_budget->setSingleStep(5);
-  m_budget->setValue(25);
+  m_budget->setValue(m_model.budget_percent());
   m_budget->setSuffix(tr(" % of tokens"));
   m_budget->setToolTip(
       tr("Entries each KV head may keep, as a share of the tokens the sequence has at that "
          "step (rounded); after every decode step the cache is cut back to it"));
   m_head = new IntField;
-  m_head->setRange(0, 0);
+  m_head->setRange(0, m_model.kv_heads() - 1);
   m_head->setToolTip(
       tr("Which KV head's map and counts to show: each KV head keeps its own entries, chosen "
          "from the attention of its own group of query heads"));
@@ -118,8 +96,8 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
                             tr("Decode one more step: one token arrives, then the policy evicts"),
                             tr("Back to decode step 0, the first token after the prompt")},
                            kTickMs);
-  m_playback->set_at_end([this] { return m_step + 1 >= step_count(); });
-  m_playback->set_can_play([this] { return m_report.has_value(); });
+  m_playback->set_at_end([this] { return m_model.at_end(); });
+  m_playback->set_can_play([this] { return m_model.report().has_value(); });
 
   auto* form = new QFormLayout;
   add_form_row(form, tr("Policy"), m_policy);
@@ -128,7 +106,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   auto* about = new QLabel(tr("One layer of a synthetic \"tiny\" cache, seed %1: %2 tokens × 2 KV "
                               "heads × 16 channels. The first %3 are the prompt; the last %4 "
                               "arrive one per decode step, each with its own query.")
-                               .arg(kSeed)
+                               .arg(m_model.source().seed)
                                .arg(kContext)
                                .arg(kContext - kSteps)
                                .arg(kSteps));
@@ -136,33 +114,40 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   about->setToolTip(
       tr("The engine's seeded synthetic generator, with a sink planted at token 0 and %1 "
          "heavy hitters; the Eviction view gets the same source from the button below")
-          .arg(m_landmarks.heavy_hitters.size()));
+          .arg(m_model.landmarks().heavy_hitters.size()));
 
-  const auto readout = [](const QString& tip) {
+  const auto readout = [](const QString& name, const QString& tip) {
     auto* label = new QLabel;
+    label->setObjectName(name);
     label->setWordWrap(true);
     label->setTextFormat(Qt::RichText);
     label->setToolTip(tip);
     return label;
   };
   m_step_label = readout(
+      QStringLiteral("step"),
       tr("The decode step shown last: its token arrives, every query head attends over what "
          "is kept, then the policy evicts down to the budget"));
   m_kept_label = readout(
+      QStringLiteral("kept"),
       tr("Entries kept after this step's eviction (the engine's per-step count, a mean over the "
          "layer's KV heads, which all keep the same number under these policies), out of the "
          "tokens so far, and the budget at this length"));
   m_sinks_label =
-      readout(tr("How many kept entries are attention sinks: the first tokens StreamingLLM never "
+      readout(QStringLiteral("sinks"),
+              tr("How many kept entries are attention sinks: the first tokens StreamingLLM never "
                  "evicts (black cells), counted on this KV head's map"));
   m_mix_label = readout(
+      QStringLiteral("mix"),
       tr("What the kept entries are, read off this KV head's map: sinks, the newest tokens (the "
          "window) and, for H2O, older tokens kept for their accumulated attention"));
   m_mass_label = readout(
+      QStringLiteral("mass"),
       tr("Of the attention the full cache would give at this step (softmax over every token so "
          "far), the share that falls on tokens still kept: the engine's per-step number, a mean "
          "over the step's query heads and the layer's KV heads"));
   m_landmarks_label = readout(
+      QStringLiteral("landmarks"),
       tr("Whether the tokens the synthetic generator planted are still kept at this step, on "
          "this KV head: the sink at token 0, the heavy hitters (▼ on the map) that have "
          "arrived, and the needle only the last query looks for (dashed line)"));
@@ -195,7 +180,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   // The top axis marks the planted heavy hitters, following the map's x range.
   QCPAxis* top = m_chart->xAxis2;
   auto ticker = QSharedPointer<QCPAxisTickerText>::create();
-  for (int t : m_landmarks.heavy_hitters) ticker->addTick(t, QStringLiteral("▼"));
+  for (int t : m_model.landmarks().heavy_hitters) ticker->addTick(t, QStringLiteral("▼"));
   top->setTicker(ticker);
   top->setVisible(true);
   top->setTicks(true);  // QCustomPlot draws tick labels only with ticks on: zero-length ones
@@ -231,34 +216,11 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
   connect(m_playback, &PlaybackControls::step_requested, this, &LearnEvictionPage::step);
   connect(m_playback, &PlaybackControls::reset_requested, this, &LearnEvictionPage::reset);
 
-  auto cache = generate_synthetic(m_source);
-  if (cache) {
-    m_cache = std::move(cache).value();
-    m_head->setMaximum(m_cache.shape.kv_heads - 1);
-  } else {
-    m_error = tr("Synthetic source: %1").arg(QString::fromStdString(cache.message()));
-  }
-  m_step = kSteps - 1;  // the page opens on the whole map; Play starts again from step 0
   {
     const QSignalBlocker block(m_policy);
-    set_policy(EvictionPolicy::H2O);
+    set_policy(m_model.policy());
   }
   simulate();
-}
-
-EvictionConfig LearnEvictionPage::config() const {
-  EvictionConfig c;
-  c.policy = static_cast<EvictionPolicy>(m_policy->currentData().toInt());
-  c.budget = Budget{m_budget->value() / 100.0, true};
-  c.steps = kSteps;
-  c.sinks = kSinks;
-  c.recent_fraction = kRecentFraction;
-  c.needle = m_landmarks.needle;  // as the Eviction view sets it for a synthetic source
-  return c;
-}
-
-int LearnEvictionPage::kv_head() const {
-  return m_head->value();
 }
 
 bool LearnEvictionPage::is_playing() const {
@@ -279,31 +241,21 @@ void LearnEvictionPage::set_kv_head(int head) {
 }
 
 void LearnEvictionPage::simulate() {
-  m_report.reset();
-  if (!m_cache.layers.empty()) {  // else m_error says why the source failed
-    auto report = simulate_eviction(m_cache, config());
-    if (report) {
-      m_report = std::move(report).value();
-      m_error.clear();
-    } else {
-      m_error = tr("Eviction: %1").arg(QString::fromStdString(report.message()));
-    }
-  }
-  m_error_label->setText(m_error);
-  if (!m_report) m_chart->clear_data(m_error);
-  m_step = std::clamp(m_step, 0, std::max(0, step_count() - 1));
+  m_model.set_policy(static_cast<EvictionPolicy>(m_policy->currentData().toInt()));
+  m_model.set_budget_percent(m_budget->value());
+  m_error_label->setText(m_model.error_text());
+  if (!m_model.report()) m_chart->clear_data(m_model.error_text());
   show_step();
 }
 
 void LearnEvictionPage::step() {
-  if (m_step + 1 >= step_count()) return;
-  ++m_step;
+  m_model.step();
   show_step();
 }
 
 void LearnEvictionPage::reset() {
   pause();
-  m_step = 0;
+  m_model.reset();
   show_step();
 }
 
@@ -320,111 +272,17 @@ void LearnEvictionPage::tick() {
 }
 
 void LearnEvictionPage::show_step() {
-  m_playback->step_button()->setEnabled(m_report && m_step + 1 < step_count());
-  if (!m_report) {
-    for (QLabel* l : {m_step_label, m_kept_label, m_sinks_label, m_mix_label, m_mass_label,
-                      m_landmarks_label}) {
-      l->clear();
-    }
-    return;
-  }
-  draw_map();
-  update_labels();
-}
-
-void LearnEvictionPage::draw_map() {
-  EvictionMapData d = eviction_map_data(*m_report, 0, kv_head());
-  for (int s = m_step + 1; s < d.steps; ++s) {
-    std::fill_n(d.cells.begin() + static_cast<std::ptrdiff_t>(s) * d.positions, d.positions,
-                static_cast<std::uint8_t>(CellState::Absent));
-  }
-  d.title = tr("%1 · KV head %2 · step %3")
-                .arg(QString::fromStdString(m_report->label))
-                .arg(kv_head())
-                .arg(m_step);
-  m_chart->set_data(d);
-}
-
-void LearnEvictionPage::update_labels() {
-  const EvictionConfig& c = m_report->config;
-  const EvictionStep& st = m_report->layers.front().steps[static_cast<std::size_t>(m_step)];
-  const EvictionMap& map = m_report->maps.front()[static_cast<std::size_t>(kv_head())];
-  const int context = st.context;
-  m_step_label->setText(tr("Decode step <b>%1</b> (last: %2) · token %3 arrives · %4 tokens so far")
-                            .arg(m_step)
-                            .arg(step_count() - 1)
-                            .arg(context - 1)
-                            .arg(context));
-
-  std::vector<int> kept, sinks;  // positions, ascending
-  for (int p = 0; p < context; ++p) {
-    const CellState s = map.state(m_step, p);
-    if (s == CellState::Sink) sinks.push_back(p);
-    if (s == CellState::Kept || s == CellState::Sink) kept.push_back(p);
-  }
-  const bool full = c.policy == EvictionPolicy::Full;
-  const int budget = full ? context : c.budget.tokens_at(context);
-  m_kept_label->setText(
-      tr("Kept: <b>%1</b> of %2 tokens (budget %3)")
-          .arg(count_text(st.kept))
-          .arg(context)
-          .arg(full ? tr("all") : tr("%1 → %2").arg(format_percent(c.budget.value)).arg(budget)));
-  m_sinks_label->setText(sinks.empty() ? tr("Sinks: <b>0</b> (this policy protects no token)")
-                                       : tr("Sinks: <b>%1</b> (tokens %2, never evicted)")
-                                             .arg(sinks.size())
-                                             .arg(range_text(sinks.front(), sinks.back())));
-
-  // The newest entries: the window, or for H2O its recent share of the budget.
-  std::vector<int> rest;
-  std::set_difference(kept.begin(), kept.end(), sinks.begin(), sinks.end(),
-                      std::back_inserter(rest));
-  QString mix;
-  if (full) {
-    mix = tr("every token so far (0–%1)").arg(context - 1);
-  } else if (c.policy == EvictionPolicy::H2O) {
-    const auto recent =
-        std::min(rest.size(), static_cast<std::size_t>(std::floor(c.recent_fraction * budget)));
-    const std::size_t heavy = rest.size() - recent;
-    mix = recent == 0 ? tr("%1 kept for their accumulated attention").arg(heavy)
-                      : tr("the newest %1 (tokens %2) + <b>%3</b> older ones kept for their "
-                           "accumulated attention")
-                            .arg(recent)
-                            .arg(range_text(rest[rest.size() - recent], rest.back()))
-                            .arg(heavy);
-  } else if (!rest.empty()) {
-    mix = tr("%1the newest %2 (tokens %3)")
-              .arg(sinks.empty() ? QString() : tr("%1 sinks + ").arg(sinks.size()))
-              .arg(rest.size())
-              .arg(range_text(rest.front(), rest.back()));
-  }
-  m_mix_label->setText(tr("Kept entries: %1").arg(mix));
-  m_mass_label->setText(
-      tr("Attention mass retained: <b>%1</b>").arg(format_percent(st.attention_mass_retained)));
-
-  const auto is_kept = [&](int p) { return std::binary_search(kept.begin(), kept.end(), p); };
-  int arrived = 0, heavy_kept = 0;
-  for (int t : m_landmarks.heavy_hitters) {
-    if (t >= context) continue;
-    ++arrived;
-    heavy_kept += is_kept(t);
-  }
-  m_landmarks_label->setText(
-      tr("Planted sink (token %1): <b>%2</b> · heavy hitters kept: <b>%3</b> of %4 · needle "
-         "(token %5): <b>%6</b>")
-          .arg(m_landmarks.sink)
-          .arg(is_kept(m_landmarks.sink) ? tr("kept") : tr("evicted"))
-          .arg(heavy_kept)
-          .arg(arrived)
-          .arg(m_landmarks.needle)
-          .arg(is_kept(m_landmarks.needle) ? tr("kept") : tr("evicted")));
-}
-
-LearnLink LearnEvictionPage::link() const {
-  LearnLink link;
-  link.target = LearnLink::Target::Eviction;
-  link.source = m_source;
-  link.eviction = config();
-  return link;
+  m_model.set_kv_head(m_head->value());
+  m_playback->step_button()->setEnabled(m_model.report() && !m_model.at_end());
+  const auto map = m_model.map_data();
+  if (map) m_chart->set_data(*map);
+  const LearnEvictionModel::StepTexts t = m_model.texts();
+  m_step_label->setText(t.step);
+  m_kept_label->setText(t.kept);
+  m_sinks_label->setText(t.sinks);
+  m_mix_label->setText(t.mix);
+  m_mass_label->setText(t.mass);
+  m_landmarks_label->setText(t.landmarks);
 }
 
 }  // namespace kvlab::gui

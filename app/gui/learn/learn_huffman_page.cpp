@@ -22,10 +22,9 @@
 namespace kvlab::gui {
 namespace {
 
-constexpr int kContext = 256;  // tokens of the layer (the quantization page's layer)
 constexpr int kTickMs = 600;
-constexpr double kRelScales[] = {0.5, 0.3, 0.2, 0.1, 0.05, 0.02};
-constexpr int kRows = 5, kColumns = 4, kRowHeight = 34;
+constexpr int kRows = LearnHuffmanModel::kRows, kColumns = LearnHuffmanModel::kColumns;
+constexpr int kRowHeight = 34;
 
 QString explanation() {
   return QObject::tr(
@@ -50,11 +49,6 @@ QString explanation() {
       "tree.</p>");
 }
 
-// Bits of the binary number `v` (at least 1): the narrowest fixed width that stores 0..v.
-int width_of(int v) {
-  return std::max(1, static_cast<int>(std::bit_width(static_cast<unsigned>(v))));
-}
-
 }  // namespace
 
 LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
@@ -67,11 +61,6 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   full_view_button()->setToolTip(
       tr("Run KVComp at this rel. scale with the Huffman codec on this same synthetic layer in "
          "the Compression view, which also compares the bit-pack and variable-width codecs"));
-  m_source.preset = "llama3-8b";
-  m_source.layers = 1;
-  m_source.context = kContext;
-  m_source.seed = 1;
-
   m_role = new QComboBox;
   m_role->addItem(tr("keys"), static_cast<int>(TensorRole::Key));
   m_role->addItem(tr("values"), static_cast<int>(TensorRole::Value));
@@ -79,10 +68,10 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
       tr("Which tensor of the layer to code: keys (quantized per channel in blocks of 64 "
          "tokens) or values (per token); each gets its own codebook"));
   m_rel = new QComboBox;
-  for (double r : kRelScales) {
+  for (double r : LearnHuffmanModel::rel_scales()) {
     m_rel->addItem(tr("%1 (codes 0–%2)").arg(r).arg(static_cast<int>(std::round(1 / r))), r);
   }
-  m_rel->setCurrentIndex(m_rel->findData(0.1));
+  m_rel->setCurrentIndex(m_rel->findData(m_model.rel_scale()));
   m_rel->setToolTip(
       tr("KVComp's step = rel. scale × (max − min) of each unit, code = round((x − min) / step), "
          "so codes run from 0 to round(1 / rel. scale): a coarser scale, fewer distinct codes"));
@@ -92,8 +81,8 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
        tr("One merge: the two lightest roots become children of a new node"),
        tr("Back to the leaves, before any merge")},
       kTickMs);
-  m_playback->set_at_end([this] { return merge_step() >= step_count(); });
-  m_playback->set_can_play([this] { return step_count() > 0; });
+  m_playback->set_at_end([this] { return m_model.at_end(); });
+  m_playback->set_can_play([this] { return m_model.step_count() > 0; });
 
   auto* form = new QFormLayout;
   add_form_row(form, tr("Tensor"), m_role);
@@ -101,7 +90,7 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   auto* about = new QLabel(tr("Layer 0 of a synthetic llama3-8b cache (%1 tokens × 8 KV heads × "
                               "128 channels: step b's layer), quantized by the engine's KVComp "
                               "quantizer.")
-                               .arg(kContext));
+                               .arg(LearnHuffmanModel::kContext));
   about->setWordWrap(true);
   about->setToolTip(
       tr("The engine's seeded synthetic generator and KVComp quantizer, as the Compression view "
@@ -109,11 +98,12 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   m_step_label = new QLabel;
   m_step_label->setToolTip(tr("Merges done so far: n leaves need n − 1 merges to become a tree"));
   m_tree_note = new QLabel;
+  m_tree_note->setObjectName(QStringLiteral("tree_note"));
   m_tree_note->setWordWrap(true);
   m_tree_note->setToolTip(
       tr("Which codes are the tree's leaves. The tree shows at most %1 leaves; the code lengths "
          "and bits always come from the Huffman code over every code that occurs")
-          .arg(kMaxTreeLeaves));
+          .arg(LearnHuffmanModel::kMaxTreeLeaves));
   m_error_label = new QLabel;
   m_error_label->setWordWrap(true);
   style::make_error_text(m_error_label);
@@ -139,6 +129,7 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   m_table = new QTableWidget(kRows, kColumns);
   style_table();
   m_headline = new QLabel;
+  m_headline->setObjectName(QStringLiteral("headline"));
   m_headline->setWordWrap(true);
   m_headline->setTextFormat(Qt::RichText);
   m_headline->setToolTip(
@@ -167,22 +158,9 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
   connect(m_rel, &QComboBox::currentIndexChanged, this, &LearnHuffmanPage::recompute);
   connect(m_playback, &PlaybackControls::step_requested, this, &LearnHuffmanPage::step);
   connect(m_playback, &PlaybackControls::reset_requested, this, &LearnHuffmanPage::reset);
-  auto cache = generate_synthetic(m_source);
-  if (cache) {
-    m_cache = std::move(cache).value();
-  } else {
-    m_error = tr("Synthetic source: %1").arg(QString::fromStdString(cache.message()));
-    m_error_label->setText(m_error);
-  }
   recompute();
 }
 
-double LearnHuffmanPage::rel_scale() const {
-  return m_rel->currentData().toDouble();
-}
-TensorRole LearnHuffmanPage::role() const {
-  return static_cast<TensorRole>(m_role->currentData().toInt());
-}
 void LearnHuffmanPage::set_rel_scale(double rel_scale) {
   const int i = m_rel->findData(rel_scale);
   if (i >= 0) m_rel->setCurrentIndex(i);
@@ -190,86 +168,26 @@ void LearnHuffmanPage::set_rel_scale(double rel_scale) {
 void LearnHuffmanPage::set_role(TensorRole role) {
   m_role->setCurrentIndex(m_role->findData(static_cast<int>(role)));
 }
-int LearnHuffmanPage::distinct_codes() const {
-  return static_cast<int>(
-      std::count_if(m_counts.begin(), m_counts.end(), [](auto c) { return c; }));
-}
-int LearnHuffmanPage::merge_step() const {
-  return m_tree->merges();
-}
 bool LearnHuffmanPage::is_playing() const {
   return m_playback->is_playing();
 }
 
-MethodConfig LearnHuffmanPage::method() const {
-  MethodConfig m;
-  m.kind = MethodKind::KvComp;
-  m.rel_scale = rel_scale();
-  m.codec = CodecKind::Huffman;
-  return m;
-}
-
 void LearnHuffmanPage::recompute() {
   pause();
-  if (m_cache.layers.empty()) return;
-  const auto fail = [this](const QString& what, const std::string& message) {
-    m_error = tr("%1: %2").arg(what, QString::fromStdString(message));
-    m_error_label->setText(m_error);
-  };
-  auto quantizer = make_quantizer(method());
-  if (!quantizer) return fail(tr("Method"), quantizer.message());
-  const LayerKv& layer = m_cache.layers.front();
-  const Tensor& tensor = role() == TensorRole::Key ? layer.key : layer.value;
-  auto q = (*quantizer)->quantize(tensor.view(), role());
-  if (!q)
-    return fail(tr("Quantizing the %1s").arg(QString::fromLatin1(role_name(role()))), q.message());
-  m_counts = count_codes(q->codes);
-  m_codes = q->codes.size();
-  auto book = HuffmanCodebook::from_histogram(m_counts);
-  if (!book) return fail(tr("Engine codebook"), book.message());
-  m_book = std::move(book).value();
-  m_lengths = huffman_lengths(m_counts);
-
-  // Bits per code: every average is weighted by how often each code occurs.
-  std::uint64_t page_bits = 0, engine_bits = 0;
-  int largest = 0;
-  for (int v = 0; v < 256; ++v) {
-    const std::uint64_t c = m_counts[static_cast<std::size_t>(v)];
-    if (c == 0) continue;
-    largest = v;
-    page_bits += c * static_cast<std::uint64_t>(m_lengths[static_cast<std::size_t>(v)]);
-    engine_bits += c * static_cast<std::uint64_t>(m_book.cost_bits(static_cast<std::uint8_t>(v)));
-  }
-  const double n = std::max<double>(1.0, static_cast<double>(m_codes));
-  m_bits = BitsPerCode{8.0, width_of(largest), page_bits / n, engine_bits / n,
-                       shannon_entropy_bits(m_counts)};
-
-  // The tree: over every code that occurs, or the most frequent and one "other".
-  m_steps = HuffmanSteps::from_counts(m_counts, kMaxTreeLeaves);
-  const std::uint64_t other_weight =
-      other_codes() > 0 ? m_steps.nodes()[static_cast<std::size_t>(m_steps.leaf_count() - 1)].weight
-                        : 0;
-  m_tree->set_steps(m_steps);
-  const int distinct = distinct_codes();
-  m_tree_note->setText(
-      other_codes() > 0
-          ? tr("%1 code values occur: the tree shows the %2 most frequent and one \"other\" leaf "
-               "for the remaining %3 (%4 of the codes). Lengths and bits use the full code.")
-                .arg(distinct)
-                .arg(kMaxTreeLeaves - 1)
-                .arg(other_codes())
-                .arg(format_percent(static_cast<double>(other_weight) / n))
-          : tr("%1 code values occur; each is a leaf of the tree.").arg(distinct));
-  m_error.clear();
-  m_error_label->clear();
+  m_model.set_role(static_cast<TensorRole>(m_role->currentData().toInt()));
+  m_model.set_rel_scale(m_rel->currentData().toDouble());
+  m_error_label->setText(m_model.error_text());
+  m_tree->set_steps(m_model.tree());
+  m_tree_note->setText(m_model.tree_note());
   fill_table();
-  draw_chart();
+  m_chart->set_data(m_model.chart_data(),
+                    tr("Codes and Huffman lengths (%1)")
+                        .arg(m_model.role() == TensorRole::Key ? tr("keys") : tr("values")));
   update_step_view();
 }
 
 void LearnHuffmanPage::step() {
-  if (merge_step() >= step_count()) return;
-  m_tree->set_merges(merge_step() + 1);
+  m_model.step();
   update_step_view();
 }
 
@@ -283,14 +201,15 @@ void LearnHuffmanPage::pause() {
 
 void LearnHuffmanPage::reset() {
   pause();
-  m_tree->set_merges(0);
+  m_model.reset();
   update_step_view();
 }
 
 void LearnHuffmanPage::update_step_view() {
-  m_step_label->setText(tr("Merge %1 of %2").arg(merge_step()).arg(step_count()));
-  m_playback->step_button()->setEnabled(merge_step() < step_count());
-  m_playback->play_button()->setEnabled(step_count() > 0);
+  m_tree->set_merges(m_model.merge_step());
+  m_step_label->setText(m_model.step_text());
+  m_playback->step_button()->setEnabled(!m_model.at_end());
+  m_playback->play_button()->setEnabled(m_model.step_count() > 0);
 }
 
 void LearnHuffmanPage::style_table() {
@@ -342,55 +261,19 @@ void LearnHuffmanPage::style_table() {
 }
 
 void LearnHuffmanPage::fill_table() {
-  const double n = static_cast<double>(m_codes);
-  const double values[] = {m_bits.fixed8, static_cast<double>(m_bits.fixed_width), m_bits.huffman,
-                           m_bits.engine, m_bits.entropy};
-  const QString names[] = {tr("8-bit codes"), tr("%1-bit fixed").arg(m_bits.fixed_width),
-                           tr("Huffman (tree)"), tr("engine codebook"), tr("entropy")};
-  const auto saved = [&](double bits, double against) {
-    if (bits >= against) return tr("—");
-    return tr("%1\n%2").arg(format_percent(1 - bits / against),
-                            format_byte_count((against - bits) * n / 8));
-  };
-  m_table->horizontalHeaderItem(3)->setText(tr("saved vs\n%1-bit").arg(m_bits.fixed_width));
+  m_table->horizontalHeaderItem(3)->setText(tr("saved vs\n%1-bit").arg(m_model.bits().fixed_width));
+  const QStringList names = m_model.row_names();
   for (int r = 0; r < kRows; ++r) {
     m_table->verticalHeaderItem(r)->setText(names[r]);
-    const QString cells[] = {QString::number(values[r], 'f', 3),
-                             format_byte_count(values[r] * n / 8), saved(values[r], 8.0),
-                             saved(values[r], m_bits.fixed_width)};
+    const QStringList cells = m_model.row_cells(r);
     for (int c = 0; c < kColumns; ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setTextAlignment(Qt::AlignCenter);
-      if (r == 2) item->setBackground(QColor(214, 238, 214));
+      if (r == LearnHuffmanModel::kHuffmanRow) item->setBackground(QColor(214, 238, 214));
       m_table->setItem(r, c, item);
     }
   }
-  m_headline->setText(
-      tr("Huffman stores these %1 codes in <b>%2 bits</b> each on average: <b>%3</b> smaller "
-         "than 8-bit codes (%4 saved) and %5 smaller than %6-bit fixed width, %7 bits above the "
-         "entropy.")
-          .arg(QLocale().toString(static_cast<qulonglong>(m_codes)))
-          .arg(QString::number(m_bits.huffman, 'f', 2), format_percent(1 - m_bits.huffman / 8),
-               format_byte_count((8 - m_bits.huffman) * n / 8),
-               format_percent(1 - m_bits.huffman / m_bits.fixed_width))
-          .arg(m_bits.fixed_width)
-          .arg(QString::number(m_bits.huffman - m_bits.entropy, 'f', 3)));
-}
-
-void LearnHuffmanPage::draw_chart() {
-  CodeLengthData data;
-  data.counts.assign(m_counts.begin(), m_counts.end());
-  data.lengths = m_lengths;
-  m_chart->set_data(data, tr("Codes and Huffman lengths (%1)")
-                              .arg(role() == TensorRole::Key ? tr("keys") : tr("values")));
-}
-
-LearnLink LearnHuffmanPage::link() const {
-  LearnLink link;
-  link.target = LearnLink::Target::Compression;
-  link.source = m_source;
-  link.method = method();
-  return link;
+  m_headline->setText(m_model.headline());
 }
 
 }  // namespace kvlab::gui

@@ -32,6 +32,7 @@ LearnPage::LearnPage(const QString& title, const QString& explanation_html, cons
   m_explanation->setOpenExternalLinks(true);
 
   m_citation = new QLabel(tr("Source: %1").arg(citation.toHtmlEscaped()), this);
+  m_citation->setObjectName(QStringLiteral("citation"));
   m_citation->setTextFormat(Qt::RichText);
   m_citation->setWordWrap(true);
   m_citation->setTextInteractionFlags(Qt::TextSelectableByMouse);

@@ -3,15 +3,10 @@
 // page's current settings. Pages emit open_full_view; the main window applies the link.
 #pragma once
 
-#include <optional>
-
 #include <QString>
 #include <QWidget>
-#include <nlohmann/json.hpp>
 
-#include "kvlab/engine/eviction/eviction.h"
-#include "kvlab/engine/quant/method.h"
-#include "kvlab/engine/sources/synthetic.h"
+#include "learn/learn_link.h"
 
 class QFormLayout;
 class QLabel;
@@ -19,18 +14,6 @@ class QPushButton;
 class QVBoxLayout;
 
 namespace kvlab::gui {
-
-// Where a Learn page sends the reader, with the settings to put in place there. Only the fields
-// that the target view uses are read.
-struct LearnLink {
-  enum class Target { Compression, Eviction, Planner };
-  Target target = Target::Compression;
-  std::optional<SyntheticConfig> source;   // Compression and Eviction: the synthetic source
-  std::optional<MethodConfig> method;      // Compression: the method (and codec)
-  std::optional<EvictionConfig> eviction;  // Eviction: the policy
-  std::optional<nlohmann::json> planner;   // Planner: params as PlannerView::restore reads
-  bool run = true;                         // start the run once the view is set up
-};
 
 // Adds a row "caption: field" to `form`; the caption gets the field's tooltip, so hovering either
 // explains the control (set the field's tooltip first).
@@ -50,8 +33,6 @@ class LearnPage : public QWidget {
   // Where the page's live content goes (below the explanation).
   QVBoxLayout* body() const { return m_body; }
   QPushButton* full_view_button() const { return m_full_view; }
-  QLabel* explanation_label() const { return m_explanation; }
-  QLabel* citation_label() const { return m_citation; }
 
   // The link for the page's current settings; the button emits open_full_view with it.
   virtual LearnLink link() const = 0;

@@ -21,7 +21,6 @@
 namespace kvlab::gui {
 namespace {
 
-constexpr const char* kSchemes[] = {"fp16", "fp8", "int8", "int4", "kivi4", "kivi2"};
 const QColor kWeights{120, 120, 120};
 const QColor kReserve{230, 170, 60};
 const QColor kKv{52, 101, 164};
@@ -50,57 +49,51 @@ QLabel* stat_label() {
   return l;
 }
 
-QString thousands(qlonglong n) {
-  return QLocale().toString(n);
-}
-
 }  // namespace
 
 LearnPlannerPage::LearnPlannerPage(QWidget* parent)
     : LearnPage(tr("What fits on my GPU?"), explanation(),
                 QStringLiteral("Kwon et al., \"Efficient Memory Management for Large Language "
                                "Model Serving with PagedAttention\", SOSP 2023 (arXiv:2309.06180)"),
-                tr("Open in the Planner view"), parent),
-      m_models(planners::builtin_models()),
-      m_gpus(planners::builtin_gpus()) {
+                tr("Open in the Planner view"), parent) {
   full_view_button()->setToolTip(
       tr("Open the Planner view with this model, GPU, context, batch and KV storage, to add "
          "parallelism, more schemes and throughput"));
-  m_model = new QComboBox;
-  for (const auto& m : m_models) {
-    m_model->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
+  m_model_combo = new QComboBox;
+  for (const auto& m : m_model.models()) {
+    m_model_combo->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
   }
-  m_model->setToolTip(
+  m_model_combo->setToolTip(
       tr("The model (planner catalogue): its parameters decide the weights, "
          "its layers × KV heads × head_dim the KV bytes per token"));
   m_gpu = new QComboBox;
-  for (const auto& g : m_gpus) {
+  for (const auto& g : m_model.gpus()) {
     m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
   }
   m_gpu->setToolTip(tr("One GPU (planner catalogue) and its memory as the driver reports it"));
   m_scheme = new QComboBox;
-  for (const char* id : kSchemes) {
+  for (const std::string& id : LearnFitModel::scheme_ids()) {
     m_scheme->addItem(QString::fromStdString(planners::parse_scheme(id).value().label),
-                      QString::fromLatin1(id));
+                      QString::fromStdString(id));
   }
   m_scheme->setToolTip(
       tr("How the KV cache is stored: fp16, or a compressed scheme (bytes "
          "counted as the planner counts them, scales and fp16 windows included)"));
   m_context = new IntField;
   m_context->setRange(1, 1 << 22);
-  m_context->setValue(8192);
+  m_context->setValue(static_cast<int>(m_model.scenario().context));
   m_context->setSuffix(tr(" tokens"));
   m_context->setToolTip(
       tr("Tokens per sequence (prompt + generated), at most the model's "
          "context length"));
   m_batch = new IntField;
   m_batch->setRange(1, 1000000);
-  m_batch->setValue(32);
+  m_batch->setValue(static_cast<int>(m_model.scenario().batch));
   m_batch->setToolTip(tr("Sequences served at once, each with its own KV cache"));
   for (auto* s : {m_context, m_batch}) s->setKeyboardTracking(false);
 
   auto* form = new QFormLayout;
-  add_form_row(form, tr("Model"), m_model);
+  add_form_row(form, tr("Model"), m_model_combo);
   add_form_row(form, tr("GPU"), m_gpu);
   add_form_row(form, tr("KV stored as"), m_scheme);
   add_form_row(form, tr("Context"), m_context);
@@ -157,7 +150,7 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
       tr("Weights, reserve, the batch's KV cache (red where it does not fit) "
          "and what is left, against the usable memory (dashed)"));
 
-  m_schemes_table = new QTableWidget(static_cast<int>(std::size(kSchemes)), 5);
+  m_schemes_table = new QTableWidget(static_cast<int>(LearnFitModel::scheme_ids().size()), 5);
   m_schemes_table->setHorizontalHeaderLabels({tr("KV stored as"), tr("KV of the batch"), tr("fits"),
                                               tr("largest batch"), tr("longest context")});
   const QString tips[] = {
@@ -192,9 +185,9 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
   row->addLayout(right, 1);
   body()->addLayout(row, 1);
 
-  set_model(QStringLiteral("llama-3-8b"));
-  set_gpu(QStringLiteral("h100-sxm"));
-  for (auto* c : {m_model, m_gpu, m_scheme}) {
+  m_model_combo->setCurrentIndex(m_model.model_index());
+  m_gpu->setCurrentIndex(m_model.gpu_index());
+  for (auto* c : {m_model_combo, m_gpu, m_scheme}) {
     connect(c, &QComboBox::currentIndexChanged, this, &LearnPlannerPage::recompute);
   }
   for (auto* s : {m_context, m_batch}) {
@@ -204,8 +197,8 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
 }
 
 void LearnPlannerPage::set_model(const QString& id) {
-  const int i = m_model->findData(id);
-  if (i >= 0) m_model->setCurrentIndex(i);
+  const int i = m_model_combo->findData(id);
+  if (i >= 0) m_model_combo->setCurrentIndex(i);
 }
 void LearnPlannerPage::set_gpu(const QString& id) {
   const int i = m_gpu->findData(id);
@@ -222,98 +215,47 @@ void LearnPlannerPage::set_batch(int batch) {
   m_batch->setValue(batch);
 }
 
-QString LearnPlannerPage::error_text() const {
-  return m_error->text();
-}
-
-planners::Scenario LearnPlannerPage::scenario() const {
-  planners::Scenario s;
-  s.model = m_models[static_cast<std::size_t>(std::max(0, m_model->currentIndex()))];
-  s.gpu = m_gpus[static_cast<std::size_t>(std::max(0, m_gpu->currentIndex()))];
-  s.scheme = planners::parse_scheme(m_scheme->currentData().toString().toStdString()).value();
-  s.context = m_context->value();
-  s.batch = m_batch->value();
-  return s;
-}
-
 void LearnPlannerPage::recompute() {
-  const planners::ModelSpec& model =
-      m_models[static_cast<std::size_t>(std::max(0, m_model->currentIndex()))];
-  if (model.max_context > 0 && m_context->maximum() != model.max_context) {
+  m_model.set_model(m_model_combo->currentIndex());
+  m_model.set_gpu(m_gpu->currentIndex());
+  m_model.set_scheme(m_scheme->currentData().toString().toStdString());
+  const int limit = m_model.scenario().model.max_context;
+  if (limit > 0 && m_context->maximum() != limit) {
     const QSignalBlocker block(m_context);
-    m_context->setMaximum(model.max_context);  // clamps the value too
+    m_context->setMaximum(limit);  // clamps the value too
   }
-  const planners::Scenario s = scenario();
-  auto r = planners::plan(s);
-  m_result.reset();
-  if (!r) {
-    m_error->setText(QString::fromStdString(r.message()));
-    m_answer->setText(tr("—"));
-    m_detail->clear();
-    m_max_batch->clear();
-    m_max_context->clear();
-    m_schemes_table->clearContents();
-    draw_chart();
-    return;
+  m_model.set_context(m_context->value());
+  m_model.set_batch(m_batch->value());
+  m_error->setText(m_model.error_text());
+  m_answer->setText(m_model.answer());
+  if (const auto& r = m_model.result()) {
+    m_answer->setStyleSheet(
+        QStringLiteral("color: %1;").arg((r->fits ? style::kFits : style::kDoesNotFit).name()));
   }
-  m_error->clear();
-  m_result = *r;
-  const planners::PlanResult& p = *m_result;
-  m_answer->setText(p.fits ? tr("✔ Fits") : tr("✘ Does not fit"));
-  m_answer->setStyleSheet(
-      QStringLiteral("color: %1;").arg((p.fits ? style::kFits : style::kDoesNotFit).name()));
-  const double used = static_cast<double>(p.weights_bytes_per_gpu + p.reserve_bytes) +
-                      static_cast<double>(p.kv_bytes_batch_per_gpu);
-  QString sum =
-      tr("%1 weights + %2 reserve + %3 KV (%4 × %5 tokens in %6) = <b>%7</b> of <b>%8</b> usable "
-         "(%9 % of the GPU's %10).")
-          .arg(format_byte_count(static_cast<double>(p.weights_bytes_per_gpu)),
-               format_byte_count(static_cast<double>(p.reserve_bytes)),
-               format_byte_count(static_cast<double>(p.kv_bytes_batch_per_gpu)), thousands(s.batch),
-               thousands(s.context), QString::fromStdString(s.scheme.label),
-               format_byte_count(used), format_byte_count(static_cast<double>(p.usable_bytes)))
-          .arg(s.deployment.gpu_memory_utilization * 100, 0, 'f', 0)
-          .arg(format_byte_count(static_cast<double>(p.gpu_bytes)));
-  if (p.weights_bytes_per_gpu + p.reserve_bytes > p.usable_bytes) {
-    sum +=
-        tr(" The weights alone leave no room for any KV cache: this model needs more GPUs "
-           "(tensor or pipeline parallelism, in the Planner view).");
-  }
-  m_detail->setText(sum);
-  m_max_batch->setText(tr("Largest batch at %1 tokens<br><span style='font-size:20pt'><b>%2</b>"
-                          "</span>")
-                           .arg(thousands(s.context), thousands(p.max_batch)));
-  const bool capped = p.max_context >= s.model.max_context;
-  m_max_context->setText(
-      tr("Longest context at batch %1<br><span style='font-size:20pt'><b>%2</b></span> "
-         "tokens%3")
-          .arg(thousands(s.batch), thousands(p.max_context),
-               capped ? tr(" (the model's limit)") : QString()));
-  fill_schemes_table(s);
+  m_detail->setText(m_model.detail());
+  m_max_batch->setText(m_model.max_batch_text());
+  m_max_context->setText(m_model.max_context_text());
+  fill_schemes_table();
   draw_chart();
 }
 
-void LearnPlannerPage::fill_schemes_table(const planners::Scenario& s) {
-  for (int row = 0; row < static_cast<int>(std::size(kSchemes)); ++row) {
-    planners::Scenario other = s;
-    other.scheme = planners::parse_scheme(kSchemes[row]).value();
-    const auto r = planners::plan(other);
-    const QStringList cells =
-        r ? QStringList{QString::fromStdString(other.scheme.label),
-                        format_byte_count(static_cast<double>(r->kv_bytes_batch_per_gpu)),
-                        r->fits ? tr("yes") : tr("no"), thousands(r->max_batch),
-                        thousands(r->max_context)}
-          : QStringList{QString::fromStdString(other.scheme.label),
-                        QString::fromStdString(r.message())};
+void LearnPlannerPage::fill_schemes_table() {
+  if (!m_model.result()) {
+    m_schemes_table->clearContents();
+    return;
+  }
+  const auto rows = m_model.scheme_rows();
+  for (int row = 0; row < static_cast<int>(rows.size()); ++row) {
+    const LearnFitModel::SchemeRow& r = rows[static_cast<std::size_t>(row)];
     for (int c = 0; c < m_schemes_table->columnCount(); ++c) {
-      auto* item = new QTableWidgetItem(c < cells.size() ? cells[c] : QString());
+      auto* item = new QTableWidgetItem(c < r.cells.size() ? r.cells[c] : QString());
       item->setTextAlignment(Qt::AlignCenter);
-      if (other.scheme.id == s.scheme.id) {
+      if (r.current) {
         QFont f = item->font();
         f.setBold(true);
         item->setFont(f);
       }
-      if (c == 2 && r) item->setForeground(r->fits ? style::kFits : style::kDoesNotFit);
+      if (c == 2 && r.fits) item->setForeground(*r.fits ? style::kFits : style::kDoesNotFit);
       m_schemes_table->setItem(row, c, item);
     }
   }
@@ -323,30 +265,34 @@ void LearnPlannerPage::draw_chart() {
   QCustomPlot* plot = m_chart;
   plot->clearPlottables();
   plot->clearItems();
-  if (!m_result) {
+  if (!m_model.result()) {
     plot->replot();
     return;
   }
-  const planners::PlanResult& r = *m_result;
-  QCPBars* below = nullptr;
+  const planners::PlanResult& r = *m_model.result();
   const double used =
       static_cast<double>(r.weights_bytes_per_gpu + r.reserve_bytes + r.kv_bytes_batch_per_gpu);
-  const struct {
-    QString name;
-    double bytes;
-    QColor color;
-  } parts[] = {
-      {tr("weights"), static_cast<double>(r.weights_bytes_per_gpu), kWeights},
-      {tr("reserve"), static_cast<double>(r.reserve_bytes), kReserve},
-      {r.fits ? tr("KV cache") : tr("KV cache (does not fit)"),
-       static_cast<double>(r.kv_bytes_batch_per_gpu), r.fits ? kKv : kKvOver},
-      {tr("free"), std::max(0.0, static_cast<double>(r.usable_bytes) - used), kFree},
+  const auto color = [](LearnFitModel::Part::Kind kind) {
+    switch (kind) {
+      case LearnFitModel::Part::Kind::Weights:
+        return kWeights;
+      case LearnFitModel::Part::Kind::Reserve:
+        return kReserve;
+      case LearnFitModel::Part::Kind::Kv:
+        return kKv;
+      case LearnFitModel::Part::Kind::KvOver:
+        return kKvOver;
+      case LearnFitModel::Part::Kind::Free:
+        break;
+    }
+    return kFree;
   };
-  for (const auto& part : parts) {
+  QCPBars* below = nullptr;
+  for (const auto& part : m_model.memory_parts()) {
     auto* bars = new QCPBars(plot->yAxis, plot->xAxis);  // horizontal: keys on the y-axis
     bars->setName(tr("%1 %2").arg(part.name, format_byte_count(part.bytes)));
-    bars->setBrush(part.color);
-    bars->setPen(QPen(part.color.darker(130)));
+    bars->setBrush(color(part.kind));
+    bars->setPen(QPen(color(part.kind).darker(130)));
     bars->setWidth(0.5);
     if (below) bars->moveAbove(below);
     bars->addData(0, part.bytes / kGiB);
@@ -378,26 +324,6 @@ void LearnPlannerPage::draw_chart() {
   plot->xAxis->setLabel(tr("GiB"));
   plot->xAxis->setRange(0, std::max(used, static_cast<double>(r.gpu_bytes)) / kGiB * 1.04);
   plot->replot();
-}
-
-LearnLink LearnPlannerPage::link() const {
-  const planners::Scenario s = scenario();
-  LearnLink link;
-  link.target = LearnLink::Target::Planner;
-  link.planner =
-      nlohmann::json{{"model", planners::model_to_json(s.model)},
-                     {"gpu", planners::gpu_to_json(s.gpu)},
-                     {"context", s.context},
-                     {"batch", s.batch},
-                     {"schemes", {s.scheme.id}},
-                     {"evict", "none"},
-                     {"tp", s.deployment.tp},
-                     {"pp", s.deployment.pp},
-                     {"util", s.deployment.gpu_memory_utilization},
-                     {"reserve_gib", static_cast<double>(s.deployment.reserve_bytes) / kGiB},
-                     {"page_tokens", s.deployment.page_tokens},
-                     {"efficiency", s.bandwidth_efficiency}};
-  return link;
 }
 
 }  // namespace kvlab::gui

@@ -18,12 +18,13 @@
 #include "common/chart_style.h"
 #include "common/gui_style.h"
 #include "common/number_fields.h"
-#include "kvlab/engine/attention/metrics.h"
 
 namespace kvlab::gui {
 namespace {
 
-constexpr int kContext = 256;  // tokens of the layer: a multiple of every group size offered
+using Grouping = LearnQuantModel::Grouping;
+constexpr int kContext = LearnQuantModel::kContext;
+constexpr int kGroupings = LearnQuantModel::kGroupings;
 
 QString explanation() {
   return QObject::tr(
@@ -39,43 +40,11 @@ QString explanation() {
       "below, at 2, 4 and 8 bits.</p>");
 }
 
-// sqrt(sum err^2 / sum x^2) from the engine's error sums.
-double relative_error(const ElementErrorSums& e) {
-  return e.sum_sq_signal > 0 ? std::sqrt(e.sum_sq_err / e.sum_sq_signal) : 0.0;
-}
-
 const QColor kGroupingColors[] = {{200, 55, 55}, {52, 101, 164}, {60, 150, 90}};
 const QCPScatterStyle::ScatterShape kGroupingShapes[] = {
     QCPScatterStyle::ssCross, QCPScatterStyle::ssCircle, QCPScatterStyle::ssDiamond};
 
 }  // namespace
-
-QString LearnQuantPage::grouping_name(Grouping g) {
-  switch (g) {
-    case Grouping::PerTensor:
-      return tr("per-tensor");
-    case Grouping::PerChannel:
-      return tr("per-channel");
-    case Grouping::PerToken:
-      return tr("per-token");
-  }
-  return {};
-}
-
-std::vector<float> LearnQuantPage::per_tensor_round_trip(const std::vector<float>& x, int bits) {
-  if (x.empty()) return {};
-  const auto [lo_it, hi_it] = std::minmax_element(x.begin(), x.end());
-  const float lo = *lo_it, hi = *hi_it;
-  const float max_code = static_cast<float>((1 << bits) - 1);
-  const float step = (hi - lo) / max_code;
-  std::vector<float> out(x.size(), lo);
-  if (step <= 0.f) return out;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float code = std::min(max_code, std::round((x[i] - lo) / step));
-    out[i] = lo + code * step;
-  }
-  return out;
-}
 
 LearnQuantPage::LearnQuantPage(QWidget* parent)
     : LearnPage(tr("Quantization: per-tensor, per-channel, per-token"), explanation(),
@@ -86,11 +55,6 @@ LearnQuantPage::LearnQuantPage(QWidget* parent)
       tr("Run KIVI (keys per channel, values per token) at these bits and group size on this "
          "same synthetic layer in the Compression view; 8 bits runs the age-tiered method with "
          "every token in its INT8 tier, which groups the same way"));
-  m_source.preset = "llama3-8b";
-  m_source.layers = 1;
-  m_source.context = kContext;
-  m_source.seed = 1;
-
   m_bits = new QComboBox;
   for (int b : {2, 4, 8}) m_bits->addItem(tr("%1 bits").arg(b), b);
   m_bits->setToolTip(tr("Bits per code: 2^bits levels between a group's minimum and maximum"));
@@ -104,7 +68,7 @@ LearnQuantPage::LearnQuantPage(QWidget* parent)
   m_token->setValue(100);
   m_token->setToolTip(tr("Which token's key and value vectors the charts show"));
   m_head = new IntField;
-  m_head->setRange(0, 7);
+  m_head->setRange(0, std::max(0, m_model.heads() - 1));
   m_head->setToolTip(tr("Which KV head's vectors the charts show (llama3-8b has 8)"));
   for (auto* s : {m_token, m_head}) s->setKeyboardTracking(false);
   m_channels = new QComboBox;
@@ -185,39 +149,7 @@ LearnQuantPage::LearnQuantPage(QWidget* parent)
   connect(m_token, &QSpinBox::valueChanged, this, &LearnQuantPage::draw_charts);
   connect(m_head, &QSpinBox::valueChanged, this, &LearnQuantPage::draw_charts);
   connect(m_channels, &QComboBox::currentIndexChanged, this, &LearnQuantPage::draw_charts);
-  generate();
   recompute();
-}
-
-void LearnQuantPage::generate() {
-  auto cache = generate_synthetic(m_source);
-  if (!cache) {
-    m_error = tr("Synthetic source: %1").arg(QString::fromStdString(cache.message()));
-    m_error_label->setText(m_error);
-    return;
-  }
-  m_cache = std::move(cache).value();
-  const LayerKv& layer = m_cache.layers.front();
-  data(TensorRole::Key).original = layer.key.view().to_float();
-  data(TensorRole::Value).original = layer.value.view().to_float();
-  m_queries = layer.query.view().to_float();
-  m_head->setMaximum(layer.key.heads() - 1);
-}
-
-int LearnQuantPage::bits() const {
-  return m_bits->currentData().toInt();
-}
-int LearnQuantPage::group_size() const {
-  return m_group->currentData().toInt();
-}
-int LearnQuantPage::token() const {
-  return m_token->value();
-}
-int LearnQuantPage::head() const {
-  return m_head->value();
-}
-QString LearnQuantPage::error_text() const {
-  return m_error;
 }
 
 void LearnQuantPage::set_bits(int bits) {
@@ -235,93 +167,12 @@ void LearnQuantPage::set_head(int head) {
   m_head->setValue(head);
 }
 
-const std::vector<float>& LearnQuantPage::original(TensorRole role) const {
-  return data(role).original;
-}
-const std::vector<float>& LearnQuantPage::reconstructed(TensorRole role, Grouping g) const {
-  return data(role).reconstructed[static_cast<std::size_t>(g)];
-}
-const LearnQuantPage::Errors& LearnQuantPage::errors(TensorRole role, Grouping g) const {
-  return data(role).errors[static_cast<std::size_t>(g)];
-}
-
-MethodConfig LearnQuantPage::method() const {
-  MethodConfig m;
-  m.group_size = group_size();
-  m.residual = 0;  // every token quantized, as on this page
-  if (bits() == 8) {
-    // KIVI offers 2 and 4 bits; the age-tiered quantizer's INT8 tier groups the same way.
-    m.kind = MethodKind::Tiered;
-    m.int8_tokens = m_source.context;
-  } else {
-    m.kind = MethodKind::Kivi;
-    m.bits = bits();
-  }
-  return m;
-}
-
 void LearnQuantPage::recompute() {
-  if (m_cache.layers.empty()) return;
-  auto quantizer = make_quantizer(method());
-  if (!quantizer) {
-    m_error = tr("Method: %1").arg(QString::fromStdString(quantizer.message()));
-    m_error_label->setText(m_error);
-    return;
-  }
-  const LayerKv& layer = m_cache.layers.front();
-  const int heads = layer.key.heads(), dim = layer.key.dim();
-  for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
-    const Tensor& tensor = role == TensorRole::Key ? layer.key : layer.value;
-    RoleData& d = data(role);
-    d.reconstructed[0] = per_tensor_round_trip(d.original, bits());
-    // The engine's KIVI groups: key mode is per channel, value mode per token, whichever
-    // tensor it is given.
-    for (const auto& [g, mode] : {std::pair{1, TensorRole::Key}, std::pair{2, TensorRole::Value}}) {
-      auto q = (*quantizer)->quantize(tensor.view(), mode);
-      if (!q) {
-        m_error =
-            tr("Quantizing the %1s: %2")
-                .arg(QString::fromLatin1(role_name(role)), QString::fromStdString(q.message()));
-        m_error_label->setText(m_error);
-        return;
-      }
-      d.reconstructed[g].resize(tensor.elements());
-      (*quantizer)->dequantize(*q, d.reconstructed[g]);
-    }
-  }
-  const auto& k = data(TensorRole::Key);
-  const auto& v = data(TensorRole::Value);
-  const int nq = layer.query.tokens(), q_heads = layer.query.heads();
-  for (int g = 0; g < kGroupings; ++g) {
-    for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
-      RoleData& d = data(role);
-      ElementErrorSums sums;
-      sums.add(d.original, d.reconstructed[g]);
-      Errors& e = d.errors[g];
-      e.mse = sums.mse();
-      e.rel_error = relative_error(sums);
-      const bool key = role == TensorRole::Key;
-      e.attention_error =
-          nq == 0 ? 0.0
-                  : attention_errors(m_queries, TensorView::of_floats(k.original, heads, dim),
-                                     TensorView::of_floats(v.original, heads, dim),
-                                     key ? k.reconstructed[g] : k.original,
-                                     key ? v.original : v.reconstructed[g], {q_heads, heads, dim})
-                        .output_rel_error();
-    }
-  }
-  m_error.clear();
-  m_error_label->clear();
+  m_model.set_bits(m_bits->currentData().toInt());
+  m_model.set_group_size(m_group->currentData().toInt());
+  m_error_label->setText(m_model.error_text());
   fill_table();
   draw_charts();
-}
-
-LearnLink LearnQuantPage::link() const {
-  LearnLink link;
-  link.target = LearnLink::Target::Compression;
-  link.source = m_source;
-  link.method = method();
-  return link;
 }
 
 void LearnQuantPage::style_table() {
@@ -339,7 +190,8 @@ void LearnQuantPage::style_table() {
          "this way and the keys are exact")};
   for (int c = 0; c < 6; ++c) m_table->horizontalHeaderItem(c)->setToolTip(header_tips[c]);
   QStringList rows;
-  for (int g = 0; g < kGroupings; ++g) rows << grouping_name(static_cast<Grouping>(g));
+  for (int g = 0; g < kGroupings; ++g)
+    rows << LearnQuantModel::grouping_name(static_cast<Grouping>(g));
   m_table->setVerticalHeaderLabels(rows);
   const QString row_tips[] = {
       tr("One minimum and step for the whole layer tensor (all tokens, heads, channels)"),
@@ -363,22 +215,13 @@ void LearnQuantPage::style_table() {
 }
 
 void LearnQuantPage::fill_table() {
-  const auto value_of = [&](int column, int g) {
-    const Errors& e =
-        errors(column < 3 ? TensorRole::Key : TensorRole::Value, static_cast<Grouping>(g));
-    const double values[] = {e.mse, e.rel_error, e.attention_error};
-    return values[column % 3];
-  };
-  for (int c = 0; c < 6; ++c) {
-    int best = 0;
-    for (int g = 1; g < kGroupings; ++g) {
-      if (value_of(c, g) < value_of(c, best)) best = g;
-    }
+  for (int c = 0; c < LearnQuantModel::kColumns; ++c) {
+    const Grouping best = m_model.best_in_column(c);
     for (int g = 0; g < kGroupings; ++g) {
-      const double x = value_of(c, g);
+      const double x = m_model.value(static_cast<Grouping>(g), c);
       auto* item = new QTableWidgetItem(c % 3 == 0 ? format_metric(x) : format_percent(x));
       item->setTextAlignment(Qt::AlignCenter);
-      if (g == best) {
+      if (g == static_cast<int>(best)) {
         item->setBackground(QColor(214, 238, 214));
         QFont f = item->font();
         f.setBold(true);
@@ -387,29 +230,7 @@ void LearnQuantPage::fill_table() {
       m_table->setItem(g, c, item);
     }
   }
-  // The conclusion is read off the attention-output errors: what the model sees.
-  const auto best_of = [&](TensorRole role) {
-    int best = 0;
-    for (int g = 1; g < kGroupings; ++g) {
-      if (errors(role, static_cast<Grouping>(g)).attention_error <
-          errors(role, static_cast<Grouping>(best)).attention_error) {
-        best = g;
-      }
-    }
-    return static_cast<Grouping>(best);
-  };
-  const auto times = [&](TensorRole role, Grouping other, Grouping best) {
-    const double b = errors(role, best).attention_error;
-    return b > 0 ? format_ratio(errors(role, other).attention_error / b) : tr("—");
-  };
-  const Grouping best_k = best_of(TensorRole::Key), best_v = best_of(TensorRole::Value);
-  m_conclusion->setText(
-      tr("<p>At %1 bits, G = %2:</p><p><b>keys do best %3</b>: per-token gives %4 the attention "
-         "error.</p><p><b>values do best %5</b>: per-channel gives %6 the attention error.</p>")
-          .arg(bits())
-          .arg(group_size())
-          .arg(grouping_name(best_k), times(TensorRole::Key, Grouping::PerToken, best_k),
-               grouping_name(best_v), times(TensorRole::Value, Grouping::PerChannel, best_v)));
+  m_conclusion->setText(m_model.conclusion());
 }
 
 void LearnQuantPage::draw_charts() {
@@ -419,39 +240,34 @@ void LearnQuantPage::draw_charts() {
 
 void LearnQuantPage::draw_vector(QCustomPlot* plot, TensorRole role) {
   plot->clearGraphs();
-  const RoleData& d = data(role);
-  if (m_cache.layers.empty() || d.reconstructed[0].empty()) {
+  const int token = m_token->value(), head = m_head->value();
+  const auto v = m_model.vector(role, token, head, m_channels->currentData().toInt());
+  if (v.original.empty()) {
     plot->replot();
     return;
   }
-  const Tensor& t = m_cache.layers.front().key;
-  const int dim = t.dim();
-  const int quarter = m_channels->currentData().toInt();
-  const int first = quarter < 0 ? 0 : quarter * dim / 4;
-  const int last = quarter < 0 ? dim : (quarter + 1) * dim / 4;
-  const std::size_t base = (static_cast<std::size_t>(token()) * t.heads() + head()) * dim;
   const auto add = [&](const std::vector<float>& x, const QString& name) {
     auto* g = plot->addGraph();
     g->setName(name);
-    for (int c = first; c < last; ++c) g->addData(c, x[base + c]);
+    for (int c = v.first; c < v.last; ++c) g->addData(c, x[static_cast<std::size_t>(c - v.first)]);
     return g;
   };
   // Reconstructions as markers (a line through rounded values only zigzags), the original as
   // a line, drawn last so it stays on top.
-  const double marker = quarter < 0 ? 5 : 8;
+  const double marker = v.last - v.first == m_model.dim() ? 5 : 8;
   for (int g = 0; g < kGroupings; ++g) {
-    auto* graph = add(d.reconstructed[g], grouping_name(static_cast<Grouping>(g)));
+    auto* graph = add(v.reconstructed[g], LearnQuantModel::grouping_name(static_cast<Grouping>(g)));
     graph->setLineStyle(QCPGraph::lsNone);
     graph->setScatterStyle(
         QCPScatterStyle(kGroupingShapes[g], QPen(kGroupingColors[g], 1.4), Qt::NoBrush, marker));
   }
-  auto* x = add(d.original, tr("original"));
+  auto* x = add(v.original, tr("original"));
   x->setPen(QPen(QColor(30, 30, 30), 1.2));
   x->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 3));
-  plot->xAxis->setLabel(tr("channel of head %1, token %2").arg(head()).arg(token()));
+  plot->xAxis->setLabel(tr("channel of head %1, token %2").arg(head).arg(token));
   plot->yAxis->setLabel(role == TensorRole::Key ? tr("key") : tr("value"));
   plot->rescaleAxes();
-  plot->xAxis->setRange(first - 1, last);
+  plot->xAxis->setRange(v.first - 1, v.last);
   const QCPRange y = plot->yAxis->range();
   plot->yAxis->setRange(y.lower - 0.05 * y.size(), y.upper + 0.05 * y.size());
   plot->replot();

@@ -21,6 +21,7 @@ namespace kvlab::gui {
 
 LearnView::LearnView(QWidget* parent) : QWidget(parent) {
   m_list = new QListWidget;
+  m_list->setObjectName(QStringLiteral("steps"));
   m_list->setToolTip(tr("The steps of the walk-through; click one to go straight to it"));
   m_list->setFixedWidth(190);
   m_list->setSpacing(2);
@@ -35,10 +36,13 @@ LearnView::LearnView(QWidget* parent) : QWidget(parent) {
   add_page(new LearnPaysPage, QStringLiteral("learn-pays"));
 
   m_previous = new QPushButton(tr("◀ Previous"));
+  m_previous->setObjectName(QStringLiteral("previous"));
   m_previous->setToolTip(tr("Go back one step of the walk-through"));
   m_next = new QPushButton(tr("Next ▶"));
+  m_next->setObjectName(QStringLiteral("next"));
   m_next->setToolTip(tr("Go on to the next step of the walk-through"));
   m_position = new QLabel;
+  m_position->setObjectName(QStringLiteral("position"));
   m_position->setToolTip(tr("Which step of the walk-through this is"));
   m_position->setAlignment(Qt::AlignCenter);
 

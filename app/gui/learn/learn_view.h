@@ -36,10 +36,6 @@ class LearnView : public QWidget {
   // The index of the page whose file name is `name` ("learn-quant"), or -1.
   int index_of(const QString& name) const;
 
-  QListWidget* step_list() const { return m_list; }
-  QPushButton* previous_button() const { return m_previous; }
-  QPushButton* next_button() const { return m_next; }
-  QLabel* position_label() const { return m_position; }
   QSize minimumSizeHint() const override;
 
  public slots:
