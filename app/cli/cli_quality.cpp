@@ -14,8 +14,8 @@ namespace {
 
 struct QualityOptions {
   std::string model, tokenizer, text_file, method = "kivi", label;
-  int sample = 1024, window = 0, max_tokens = 0;  // the GUI's defaults too
-  double target_se = 0;                           // percentage points; 0: every window
+  int sample = 1024, window = 0, stride = 0, max_tokens = 0;  // the GUI's defaults too
+  double target_se = 0;                                       // percentage points; 0: every window
   std::uint64_t seed = 1;
   MethodOptions method_options;
   EvictionOptions eviction;  // --policy none: no eviction
@@ -92,6 +92,7 @@ int run_quality(const QualityOptions& o) {
   if (!loaded) return fail(loaded.message());
   const LlamaModel& model = loaded->model;
   qc.window = o.window;
+  qc.stride = o.stride;
   qc.target_se = o.target_se / 100;  // given in percentage points
   qc.prompt = o.prompt;
   qc.bos = loaded->bos;
@@ -104,9 +105,10 @@ int run_quality(const QualityOptions& o) {
   const NewRun run = quality_run(*r, qc, {o.model, text_source, o.window, o.label});
   nlohmann::json j = run.metrics;
   return save_and_print(store->get(), run, j, o.json, [&] {
-    fmt::print("model       {}\ntext        {} ({} tokens predicted in {} {} of {} positions)\n",
+    fmt::print("model       {}\ntext        {} ({} tokens predicted in {} {} of {} positions{})\n",
                o.model, text_source, r->tokens, r->windows, r->windows == 1 ? "window" : "windows",
-               r->window);
+               r->window,
+               r->stride < r->window - 1 ? fmt::format(", one every {} tokens", r->stride) : "");
     if (qc.method) {
       fmt::print("method      {} ({:.3f} bits/value, {:.2f}x vs fp16)\n", r->method_label,
                  r->bits_per_value, r->ratio);
@@ -204,6 +206,13 @@ void add_quality_command(CLI::App& app) {
   cmd->add_option("--window", o->window,
                   "positions per window, BOS included (0: the model's context, or the whole "
                   "text in one window where that is shorter)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--stride", o->stride,
+                  "text tokens from one window's start to the next (0: window − 1, side by "
+                  "side); smaller, windows overlap and each scores only its last STRIDE tokens, "
+                  "so every scored token past the first window has window − 1 − STRIDE tokens "
+                  "before it (Hugging Face's strided perplexity)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--method", o->method, "quantization method: " + join_ids(method_ids(), "none"))

@@ -60,6 +60,7 @@ Result<NewRun> run_quality_item(SweepContext& ctx, const SweepItem& item) {
   qc.method = item.method;
   qc.eviction = item.eviction;
   qc.window = ctx.plan.window;
+  qc.stride = ctx.plan.stride;
   qc.bos = loaded.bos;
   auto text = quality_text(loaded, "text", text_file, ctx.plan.max_tokens, sample, 1, qc);
   if (!text) return text.error();

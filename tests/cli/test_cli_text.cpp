@@ -298,5 +298,38 @@ TEST(CliText, QualityStopsAtATargetStandardError) {
   EXPECT_NE(bad.out.find("--target-se"), std::string::npos) << bad.out;
 }
 
+// Issue 48, part 2: a longer human-written text under a permissive licence that every Debian
+// system ships (base-files' GPL-3, ~35 KB), scored in overlapping windows until the standard
+// error of INT4's perplexity change is within half a point; the report says how many windows
+// and tokens the interval rests on.
+TEST(CliText, QualityScoresALongLicenceTextUntilTheTargetError) {
+  const std::string model = std::string(KVLAB_MODELS_DIR) + "/stories260K/stories260K.bin";
+  const std::string gpl = "/usr/share/common-licenses/GPL-3";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << "stories260K not found";
+  if (!std::filesystem::exists(gpl)) GTEST_SKIP() << gpl << " not found (base-files)";
+  const Output all = run_kvlab("quality --model " + model + " --text-file " + gpl +
+                               " --window 128 --stride 64 --method int4 --json");
+  ASSERT_EQ(all.code, 0) << all.out;
+  const auto whole = nlohmann::json::parse(all.out);
+  const int windows = whole.at("windows").get<int>();
+  EXPECT_GT(windows, 100) << "GPL-3 is some 14k tokens of this model's tokenizer";
+  EXPECT_EQ(whole.at("stride").get<int>(), 64);
+  EXPECT_EQ(whole.at("tokens").get<int>(), 127 + (windows - 1) * 64);
+  EXPECT_FALSE(whole.at("reached_target_se").get<bool>());
+  // A target a little above the whole text's error: reached part-way, after whole batches of 8.
+  const double target = 100 * 1.5 * whole.at("perplexity_change_se").get<double>();
+  const Output part = run_kvlab("quality --model " + model + " --text-file " + gpl +
+                                " --window 128 --stride 64 --method int4 --json --target-se " +
+                                std::to_string(target));
+  ASSERT_EQ(part.code, 0) << part.out;
+  const auto early = nlohmann::json::parse(part.out);
+  EXPECT_TRUE(early.at("reached_target_se").get<bool>());
+  const int used = early.at("windows").get<int>();
+  EXPECT_LT(used, windows);
+  EXPECT_EQ(used % 8, 0);
+  EXPECT_LE(100 * early.at("perplexity_change_se").get<double>(), target);
+  EXPECT_EQ(early.at("tokens").get<int>(), 127 + (used - 1) * 64);
+}
+
 }  // namespace
 }  // namespace kvlab

@@ -169,6 +169,56 @@ TEST(ModelQuality, ATargetStandardErrorStopsOnceReached) {
   EXPECT_FALSE(plan_quality(model.config(), qc, 1000).ok());
 }
 
+// Issue 48, part 2: with a stride below the window, windows overlap and each scores only the
+// tokens the windows before it did not, with the window's earlier tokens as context. The exact
+// perplexity against one written here from the model's forward, window by window.
+TEST(ModelQuality, AStrideOverlapsWindowsAndScoresEachTokenOnce) {
+  REQUIRE_MODEL();
+  const auto model = LlamaModel::load_llama2c(kModel).value();
+  const std::vector<int> text = sample_text(model, 300, 7).value();
+  constexpr int kWindow = 64, kStride = 16, kPer = kWindow - 1;
+  QualityConfig qc;
+  qc.window = kWindow;
+  qc.stride = kStride;
+  qc.method->kind = MethodKind::Int8;
+  const QualityReport r = measure_quality(model, text, qc).value();
+  const int windows = 1 + (300 - kPer) / kStride;  // 15
+  EXPECT_EQ(r.windows, windows);
+  EXPECT_EQ(r.stride, kStride);
+  const int covered = kPer + (windows - 1) * kStride;  // every text token up to here, once
+  EXPECT_EQ(r.tokens, covered);
+  EXPECT_EQ(r.token_nll_delta.size(), static_cast<std::size_t>(covered));
+  double nll = 0;
+  for (int w = 0; w < windows; ++w) {
+    auto s = model.new_state();
+    int prev = LlamaTokenizer::kBos;
+    for (int i = 0; i < kPer; ++i) {
+      const int next = text[static_cast<std::size_t>(w * kStride + i)];
+      const auto logits = model.forward(s, {prev}).value();
+      if (w == 0 || i >= kPer - kStride) {
+        double m = *std::max_element(logits.begin(), logits.end()), sum = 0;
+        for (float x : logits) sum += std::exp(x - m);
+        nll -= logits[next] - m - std::log(sum);
+      }
+      prev = next;
+    }
+  }
+  EXPECT_NEAR(r.perplexity_exact, std::exp(nll / covered), 1e-6 * r.perplexity_exact);
+  // More context per scored token than windows side by side give: a lower exact perplexity.
+  qc.stride = 0;
+  const QualityReport side = measure_quality(model, text, qc).value();
+  EXPECT_EQ(side.stride, kPer);
+  EXPECT_EQ(side.windows, 300 / kPer);
+  EXPECT_LT(r.perplexity_exact, side.perplexity_exact);
+  // The stride is checked before any work and named.
+  qc.stride = kWindow;
+  const auto bad = plan_quality(model.config(), qc, 300);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("--stride 64"), std::string::npos) << bad.message();
+  qc.stride = -1;
+  EXPECT_FALSE(plan_quality(model.config(), qc, 300).ok());
+}
+
 // Window 0 fits the text: the model's context, or one window of the whole text where that is
 // shorter; every check runs in plan_quality() before any work.
 TEST(ModelQuality, WindowZeroFitsTheTextAndChecksComeFirst) {

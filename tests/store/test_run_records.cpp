@@ -77,6 +77,12 @@ TEST(RunRecords, QualityRunWithEvictionStoresWhatTheCacheHeld) {
   EXPECT_DOUBLE_EQ(*row.perplexity_change, 7.207);
   EXPECT_DOUBLE_EQ(*row.kl, 0.0125);
   EXPECT_DOUBLE_EQ(*row.context, 1024);  // 2046 predicted tokens in 2 windows of 1024
+  // A report that gives its window (every measure_quality() report does) is read for it:
+  // overlapping windows predict more tokens than tokens / windows + 1 would say.
+  NewRun strided = run;
+  strided.metrics["window"] = 512;
+  strided.metrics["stride"] = 128;
+  EXPECT_DOUBLE_EQ(run_row(summary_of(strided)).context.value_or(0), 512);
 
   const auto metrics = run_metrics(summary_of(run));
   for (const char* key : {"memory_ratio", "perplexity_exact", "perplexity", "perplexity_change",

@@ -219,6 +219,7 @@ NewRun quality_run(const QualityReport& report, const QualityConfig& config,
   run.label = context.label;
   run.params["text"] = context.text;
   run.params["window"] = context.window;
+  if (config.stride > 0) run.params["stride"] = config.stride;  // absent: windows side by side
   json m = quality_report_to_json(report);
   m["model"] = context.model;
   m["text"] = context.text;
@@ -434,10 +435,16 @@ RunRow run_row(const RunSummary& run) {
       row.needle_kept = number_at(m, "needle_retained");
       break;
     case RunKind::Quality: {
-      // The window the model read (tokens predicted per window + 1).
+      // The window the model read; runs stored before the report had it: tokens predicted per
+      // window + 1.
+      const auto window = number_at(m, "window");
       const auto tokens = number_at(m, "tokens");
       const auto windows = number_at(m, "windows");
-      if (tokens && windows && *windows > 0) row.context = *tokens / *windows + 1;
+      if (window && *window > 0) {
+        row.context = window;
+      } else if (tokens && windows && *windows > 0) {
+        row.context = *tokens / *windows + 1;
+      }
       row.ratio = quality_memory_ratio(m);
       row.bits_per_value = quality_memory_bits(m);
       row.perplexity_change = number_at(m, "perplexity_change");

@@ -198,7 +198,8 @@ Result<SweepPlan> parse_sweep(const json& j, const std::string& where) {
   const std::string kind = j["kind"].get<std::string>();
   if (kind == "quality") {
     plan.kind = SweepKind::Quality;
-    KVLAB_TRY(only_keys(j, {"kind", "models", "texts", "max_tokens", "window", "methods"}, where));
+    KVLAB_TRY(only_keys(j, {"kind", "models", "texts", "max_tokens", "window", "stride", "methods"},
+                        where));
   } else if (kind == "compression") {
     plan.kind = SweepKind::Compression;
     KVLAB_TRY(only_keys(j, {"kind", "sources", "context", "layers", "seed", "queries", "methods"},
@@ -239,8 +240,11 @@ Result<SweepPlan> parse_sweep(const json& j, const std::string& where) {
     if (!window) return window.error();
     if (*window == 1)
       return make_error(fmt::format("{}: \"window\" must be 0 or at least 2", where));
+    auto stride = int_field(j, "stride", 0, 0, where);
+    if (!stride) return stride.error();
     plan.max_tokens = *max_tokens;
     plan.window = *window;
+    plan.stride = *stride;
     for (const auto& model : *models) {
       for (const auto& raw_text : *texts) {
         auto text = text_id(raw_text, where);
@@ -253,6 +257,8 @@ Result<SweepPlan> parse_sweep(const json& j, const std::string& where) {
                        {"text", *text},
                        {"window", plan.window},
                        {"max_tokens", plan.max_tokens}};
+          // Only when set, so that the uids of sweeps written before strides stay as they were.
+          if (plan.stride > 0) item.spec["stride"] = plan.stride;
           add(std::move(item), m, fmt::format("{} × {}", file_name(model), file_name(*text)));
         }
       }

@@ -82,7 +82,17 @@ Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& con
                                   plan.window, mc.seq_len));
   }
   plan.per_window = plan.window - 1;  // BOS, then text
-  plan.windows = static_cast<int>(text_tokens / static_cast<std::size_t>(plan.per_window));
+  if (config.stride < 0 || config.stride > plan.per_window) {
+    return make_error(fmt::format(
+        "--stride {}: must be from 1 to the window's {} text tokens (0: windows side by side)",
+        config.stride, plan.per_window));
+  }
+  plan.stride = config.stride > 0 ? config.stride : plan.per_window;
+  plan.windows =
+      text_tokens < static_cast<std::size_t>(plan.per_window)
+          ? 0
+          : 1 + static_cast<int>((text_tokens - static_cast<std::size_t>(plan.per_window)) /
+                                 static_cast<std::size_t>(plan.stride));
   if (plan.windows < 1) {
     return make_error(fmt::format(
         "the text has {} tokens; at least {} are needed for one window of {} positions (score a "
@@ -128,7 +138,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   auto plan = plan_quality(mc, config, tokens.size());
   if (!plan) return plan.error();
   const int window = plan->window, per_window = plan->per_window, windows = plan->windows,
-            prompt = plan->prompt;
+            prompt = plan->prompt, stride = plan->stride;
   // The method sees the model's post-RoPE keys at positions 0, 1, ... of each window.
   std::optional<MethodConfig> method = config.method;
   if (method) method->key_rope = model_rope_spec(mc);
@@ -154,6 +164,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
                                 : (config.eviction ? r.policy_label : r.method_label);
   r.windows = windows;
   r.window = window;
+  r.stride = stride;
   r.prompt = prompt;
   const RopeSpec rope = model_rope_spec(mc);
   // Windows side by side on every core (the runner's own row tiles share them too), each into
@@ -174,6 +185,8 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
     if (quantizer) lossy.attention_reader = reader;
     if (eviction) eviction->attach(lossy);
     int prev = config.bos;
+    const int first_scored = plan->first_scored(w);
+    const std::size_t start = static_cast<std::size_t>(w) * static_cast<std::size_t>(stride);
     for (int i = 0; i < per_window; ++i) {
       KVLAB_TRY(progress.keep_going(static_cast<double>(i) / per_window));
       auto le = model.forward(exact, {prev});
@@ -190,8 +203,8 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
         ws.kept += eviction->evict(i, lossy);
         ws.kept_count += static_cast<double>(eviction->heads());
       }
-      const int next = tokens[static_cast<std::size_t>(w) * per_window + i];
-      if (i < prompt) {
+      const int next = tokens[start + static_cast<std::size_t>(i)];
+      if (i < first_scored) {
         prev = next;
         continue;
       }
@@ -319,6 +332,7 @@ nlohmann::json quality_report_to_json(const QualityReport& r) {
           {"prompt", r.prompt},
           {"windows", r.windows},
           {"window", r.window},
+          {"stride", r.stride},
           {"reached_target_se", r.reached_target_se},
           {"perplexity_exact", r.perplexity_exact},
           {"perplexity", r.perplexity},

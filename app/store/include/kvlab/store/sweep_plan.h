@@ -13,7 +13,7 @@
 //   {"kind": "quality",
 //    "models": ["SmolLM2-135M-Instruct.Q4_1.gguf"],        // .gguf, llama2.c .bin or HF folder
 //    "texts": ["/usr/share/common-licenses/GPL-3", "sampled:4096"],  // a UTF-8 file or sampled
-//    "max_tokens": 8192, "window": 0,                      // optional, as in `kvlab quality`
+//    "max_tokens": 8192, "window": 0, "stride": 0,         // optional, as in `kvlab quality`
 //    "methods": [{"method": "int8"}, {"method": "kivi", "bits": 2},
 //                {"eviction": {"policy": "h2o", "budget": "50%"}}]}
 //   {"kind": "compression",
@@ -59,6 +59,7 @@ struct SweepItem {
 struct SweepPlan {
   SweepKind kind = SweepKind::Quality;
   int window = 0;      // quality: tokens per window (0: the model's context)
+  int stride = 0;      // quality: text tokens between window starts (0: side by side)
   int max_tokens = 0;  // quality, text files: score only the first N tokens (0: all)
   std::vector<SweepItem> items;
 };

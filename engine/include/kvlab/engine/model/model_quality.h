@@ -19,6 +19,7 @@
 // by their weights, so attention reads the weighted averages of their keys and values.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -46,6 +47,13 @@ struct QualityConfig {
   // them once when they are done, a decode policy starts evicting after them. 0: no prompt
   // (every token is scored), except that a prefill policy then takes half the window.
   int prompt = 0;
+  // Text tokens from one window's start to the next's; 0: window − 1, windows side by side. A
+  // smaller stride makes windows overlap, and each scores only the tokens the windows before it
+  // did not (its last `stride`), so every scored token but the first window's has at least
+  // window − 1 − stride tokens of the window before it: Hugging Face's strided perplexity
+  // ("Perplexity of fixed-length models"), with the context that llama.cpp's perplexity gets by
+  // scoring only the second half of each window.
+  int stride = 0;
   int bos = LlamaTokenizer::kBos;  // the token each window starts from
   // Above 0: score windows in text order, eight at a time, only until the standard error of the
   // perplexity change (a fraction: 0.005 is half a point) is at most this, or the text ends.
@@ -59,12 +67,13 @@ struct QualityReport {
   std::string policy_label;        // "h2o budget 50% recent 50%"; "none"
   double kept_fraction = 1;        // kept tokens / tokens so far after each step, mean over steps,
                                    // windows, layers and KV heads
-  int tokens = 0;                  // tokens scored (windows × (window − 1 − prompt))
+  int tokens = 0;                  // tokens scored (the interval's n)
   int prompt = 0;                  // the prompt's tokens per window
   int windows = 0;                 // windows scored (fewer than the text holds when the
                                    // target standard error was reached first)
   bool reached_target_se = false;  // target_se stopped the scoring before the text ended
   int window = 0;                  // positions per window, BOS included
+  int stride = 0;                  // text tokens between window starts
   double perplexity_exact = 0, perplexity = 0;
   double perplexity_change = 0;  // perplexity / perplexity_exact − 1
   double next_token_agreement = 0;
@@ -91,8 +100,12 @@ struct QualityReport {
 struct QualityPlan {
   int window = 0;      // positions per window, BOS included
   int per_window = 0;  // text tokens per window (window − 1)
+  int stride = 0;      // text tokens between window starts (per_window: side by side)
   int windows = 0;     // whole windows in the text; a remainder is not scored
   int prompt = 0;      // prompt tokens per window
+  // The first token of window `w` that is scored: the prompt's end in the first window, and in
+  // the others also past what the window before scored.
+  int first_scored(int w) const { return w == 0 ? prompt : std::max(prompt, per_window - stride); }
 };
 Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& config,
                                  std::size_t text_tokens);
