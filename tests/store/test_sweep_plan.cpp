@@ -53,6 +53,40 @@ TEST(SweepPlan, QualityItemsAreModelsTimesTextsTimesMethodsInOrder) {
   EXPECT_NE(first.title.find("GPL-3"), std::string::npos) << first.title;
 }
 
+// Issue 48, parts 2 and 4: every method and policy parameter `kvlab quality` takes can be written
+// in a sweep (KVQuant's calibration, ThinK's key channels, SnapKV's window), and a stride; a
+// stride of 0 leaves the item's key as sweeps before strides wrote it.
+TEST(SweepPlan, EveryParameterOfAMethodOrPolicyAndAStride) {
+  auto j = nlohmann::json::parse(R"({
+    "kind": "quality", "models": ["m.gguf"], "texts": ["sampled:600"], "window": 128,
+    "stride": 32,
+    "methods": [
+      {"method": "kvquant", "bits": 3, "calib_tokens": 64, "pre_rope": false},
+      {"method": "int4", "rotation": "hadamard", "rotation_seed": 3},
+      {"eviction": {"policy": "think", "key_channels": 0.25}},
+      {"eviction": {"policy": "snapkv", "budget": "25%", "window": 16, "pool": 3}}
+    ]})");
+  auto plan = parse_sweep(j, "s.json");
+  ASSERT_TRUE(plan.ok()) << plan.message();
+  EXPECT_EQ(plan->stride, 32);
+  ASSERT_EQ(plan->items.size(), 4u);
+  EXPECT_EQ(plan->items[0].method->calib_tokens, 64);
+  EXPECT_EQ(plan->items[0].method->bits, 3);
+  EXPECT_EQ(plan->items[1].method->rotation_seed, 3u);
+  EXPECT_DOUBLE_EQ(plan->items[2].eviction->key_channels, 0.25);
+  EXPECT_EQ(plan->items[3].eviction->window, 16);
+  EXPECT_EQ(plan->items[3].eviction->pool, 3);
+  EXPECT_EQ(plan->items[0].spec.at("stride"), 32);
+  j["stride"] = 0;
+  const auto side = parse_sweep(j, "s.json").value();
+  EXPECT_FALSE(side.items[0].spec.contains("stride"));
+  EXPECT_NE(side.items[0].uid, plan->items[0].uid);
+  j["methods"][0]["calib_tokenz"] = 1;
+  const auto typo = parse_sweep(j, "s.json");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.message().find("calib_tokenz"), std::string::npos) << typo.message();
+}
+
 TEST(SweepPlan, KeysAreDistinctAndDependOnlyOnWhatIsMeasured) {
   auto plan = parse_sweep(quality_sweep(), "s.json");
   ASSERT_TRUE(plan.ok()) << plan.message();

@@ -103,10 +103,14 @@ struct MethodEntry {
 
 Result<MethodEntry> method_entry(const json& j, SweepKind kind, const std::string& where) {
   if (!j.is_object()) return make_error(fmt::format("{}: must be an object", where));
-  KVLAB_TRY(only_keys(j,
-                      {"method", "bits", "group_size", "residual", "int8_tokens", "old_bits",
-                       "block_size", "rel_scale", "codec", "per_head_scale", "eviction"},
-                      where));
+  // Every parameter method_config_from_json() reads, and the eviction.
+  KVLAB_TRY(only_keys(
+      j, {"method",       "bits",          "group_size",    "residual",       "int8_tokens",
+          "old_bits",     "block_size",    "rel_scale",     "codec",          "per_head_scale",
+          "calib_tokens", "levels",        "outliers",      "pre_rope",       "qjl",
+          "rotation",     "rotation_seed", "rotate_values", "llama_rotation", "param_dtype",
+          "eviction"},
+      where));
   MethodEntry e;
   json method = j;
   method.erase("eviction");
@@ -133,10 +137,14 @@ Result<MethodEntry> method_entry(const json& j, SweepKind kind, const std::strin
     json ev = j["eviction"];
     const std::string ev_where = where + ".eviction";
     if (!ev.is_object()) return make_error(fmt::format("{}: must be an object", ev_where));
+    // Every parameter eviction_config_from_json() reads but those of the simulation alone.
     KVLAB_TRY(only_keys(
         ev,
-        {"policy", "budget", "layer_budgets", "sinks", "recent_fraction", "recent", "threshold",
-         "w_attention", "w_recency", "protected_tokens", "merge_similarity", "merge_window"},
+        {"policy",           "budget",        "layer_budgets", "sinks",        "recent_fraction",
+         "recent",           "threshold",     "w_attention",   "w_recency",    "protected_tokens",
+         "merge_similarity", "merge_window",  "window",        "pool",         "pyramid_beta",
+         "scorer",           "ada_safeguard", "chunk",         "key_channels", "think_tokens",
+         "future",           "covariance",    "value_norm",    "merge_t",      "retain"},
         ev_where));
     if (!ev.contains("policy"))
       return make_error(fmt::format("{}: \"policy\" is missing", ev_where));

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Every method and eviction policy on SmolLM2-135M-Instruct over 8,176 tokens of the GPL text,
+with intervals (docs/QUALITY.md, "Every method and policy at full length"; issue 48, part 4).
+
+The rows are one quality sweep (docs/GUIDES.md), bench/quality/smollm2_gpl.json, sharded over the
+machine's cores: `kvlab sweep FILE --shard I/N --db WORK/part-I.sqlite`, one process per part,
+each pinned to a core of its own (taskset). A part run again skips what its database holds, so an interrupted run resumes
+where it stopped. The parts are merged with `kvlab runs import --sweep`, and every run of the
+merged database is written to --out as JSON lines (the run's metrics, its uid and its sweep item),
+which scripts/quality_doc.py draws as the table.
+
+The sweep file names the model and the text as placeholders, {model} and {text}: this script
+writes the text (GPL-3 then GPL-2 from base-files) and the resolved sweep file into WORK.
+
+Usage: smollm2_tables.py --kvlab PATH [--model M.gguf] [--work DIR] [--parts N] [--sweep FILE]
+                         [--out bench/results/quality_smollm2_gpl.jsonl] [--only-merge]
+"""
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CACHE = pathlib.Path(os.environ.get("KVLAB_TEST_CACHE", pathlib.Path.home() / ".cache" / "kvlab"))
+LICENCES = [pathlib.Path("/usr/share/common-licenses/GPL-3"),
+            pathlib.Path("/usr/share/common-licenses/GPL-2")]
+
+
+def resolved_sweep(template, work, model):
+    text = work / "gpl.txt"
+    text.write_bytes(b"".join(p.read_bytes() for p in LICENCES))
+    spec = json.loads(pathlib.Path(template).read_text())
+    spec["models"] = [str(model) if m == "{model}" else m for m in spec["models"]]
+    spec["texts"] = [str(text) if t == "{text}" else t for t in spec["texts"]]
+    path = work / "sweep.json"
+    path.write_text(json.dumps(spec, indent=1) + "\n")
+    return path
+
+
+def run(cmd, **kw):
+    print("$ " + " ".join(str(c) for c in cmd), flush=True)
+    return subprocess.run([str(c) for c in cmd], **kw)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kvlab", required=True)
+    ap.add_argument("--sweep", default=str(ROOT / "bench" / "quality" / "smollm2_gpl.json"))
+    ap.add_argument("--model", default=str(CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--work", default=str(CACHE / "sweeps" / "smollm2_gpl"))
+    ap.add_argument("--parts", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "quality_smollm2_gpl.jsonl"))
+    ap.add_argument("--only-merge", action="store_true", help="merge and export what the parts hold")
+    a = ap.parse_args()
+    work = pathlib.Path(a.work)
+    work.mkdir(parents=True, exist_ok=True)
+    if not pathlib.Path(a.model).is_file():
+        sys.exit(f"smollm2_tables.py: {a.model}: no such model (scripts/test_data.sh fetches it)")
+    sweep = resolved_sweep(a.sweep, work, a.model)
+    parts = [work / f"part-{i}.sqlite" for i in range(1, a.parts + 1)]
+    if not a.only_merge:
+        # One core per part where taskset can pin it (the parts otherwise share every core).
+        cores = os.cpu_count() or 1
+        pin = (lambda i: ["taskset", "-c", str((i - 1) % cores)]) if shutil.which("taskset") \
+            else (lambda i: [])
+        procs = [subprocess.Popen(pin(i) + [a.kvlab, "sweep", str(sweep), "--shard",
+                                            f"{i}/{a.parts}", "--db", str(db)])
+                 for i, db in enumerate(parts, start=1)]
+        print(f"{a.parts} parts running (logs on standard error)", flush=True)
+        failed = [p.args for p in procs if p.wait() != 0]
+        for f in failed:
+            print("failed: " + " ".join(f), file=sys.stderr)
+    merged = work / "merged.sqlite"
+    present = [p for p in parts if p.exists()]
+    r = run([a.kvlab, "runs", "import", "--db", merged, "--sweep", sweep, "--parts", a.parts]
+            + present)
+    complete = r.returncode == 0
+    listing = run([a.kvlab, "runs", "list", "--db", merged, "--json"],
+                  capture_output=True, text=True, check=True)
+    rows = []
+    for summary in json.loads(listing.stdout):
+        shown = run([a.kvlab, "runs", "show", str(summary["id"]), "--db", merged, "--json"],
+                    capture_output=True, text=True, check=True)
+        full = json.loads(shown.stdout)
+        row = dict(full["metrics"])
+        row["uid"] = full.get("uid")
+        row["params"] = full.get("params")
+        rows.append(row)
+    order = {item["uid"]: item["item"] for item in sweep_items(a.kvlab, sweep)}
+    rows.sort(key=lambda r: order.get(r["uid"], len(order)))
+    with open(a.out, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row, sort_keys=True) + "\n")
+    print(f"wrote {a.out}: {len(rows)} of {len(order)} rows" + ("" if complete else
+          " (the sweep is not finished: run this again to resume)"))
+
+
+def sweep_items(kvlab, sweep):
+    out = subprocess.run([kvlab, "sweep", str(sweep), "--dry-run", "--json"], capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout)["items"]
+
+
+if __name__ == "__main__":
+    main()
