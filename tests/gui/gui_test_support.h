@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <QObject>
+#include <QString>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include "kvlab/engine/quant/compress.h"
@@ -38,6 +41,26 @@ inline MethodConfig tiered_method() {
   m.int8_tokens = 32;
   m.old_bits = 4;
   return m;
+}
+
+// The child of `parent` of type W named `name` (its objectName): how a test finds the field it
+// drives, so the pages hand out no widgets. A missing child throws, which fails the test with
+// the name instead of crashing on a null pointer.
+template <class W>
+W* child(const QObject* parent, const char* name) {
+  W* found = parent->findChild<W*>(QString::fromLatin1(name));
+  if (found == nullptr) {
+    throw std::runtime_error(std::string("no ") + W::staticMetaObject.className() + " named '" +
+                             name + "' under " + parent->metaObject()->className());
+  }
+  return found;
+}
+
+// Whether the form row holding `panel`'s field `name` is shown (MethodPanel and
+// EvictionPolicyPanel show only the fields of the chosen method or policy).
+template <class Panel>
+bool field_shown(const Panel& panel, const char* name) {
+  return panel.is_field_visible(child<QWidget>(&panel, name));
 }
 
 inline CompressionReport engine_report(const SyntheticConfig& source, const MethodConfig& method) {

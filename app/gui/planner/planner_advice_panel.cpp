@@ -28,6 +28,7 @@ QLabel* swatch(const QColor& color, const QString& text, const QString& tip) {
 
 PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   m_question = new QLabel;
+  m_question->setObjectName(QStringLiteral("question"));
   m_question->setWordWrap(true);
   m_question->setTextFormat(Qt::RichText);
   m_question->setToolTip(
@@ -100,6 +101,7 @@ PlannerAdvicePanel::PlannerAdvicePanel(QWidget* parent) : QWidget(parent) {
   m_note = style::muted_label(QString(), this);
   m_note->setToolTip(tr("Contexts left out of the matrix"));
   m_quality = new QLabel;
+  m_quality->setObjectName(QStringLiteral("quality"));
   m_quality->setWordWrap(true);
   m_quality->setTextFormat(Qt::PlainText);
   m_quality->setToolTip(

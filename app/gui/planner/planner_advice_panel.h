@@ -42,8 +42,7 @@ class PlannerAdvicePanel : public QWidget {
 
   QTableView* table() const { return m_table; }
   PlannerAdviceModel* model() const { return m_model; }
-  QLabel* question_label() const { return m_question; }
-  QLabel* quality_label() const { return m_quality; }
+  // The question above the matrix is named "question", the quality note "quality".
 
  signals:
   void options_changed();  // the minimum gain or the quality limit

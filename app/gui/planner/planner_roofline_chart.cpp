@@ -59,6 +59,7 @@ void PlannerRooflineChart::set_data(const RooflineData& data) {
   lo_x /= 4, hi_x *= 4, lo_y /= 4, hi_y *= 2;
 
   m_roof = addGraph();
+  m_roof->setObjectName(QStringLiteral("roof_graph"));
   m_roof->setName(tr("roof"));
   m_roof->setPen(QPen(Qt::black, 2));
   if (data.bandwidth_tbs > 0 && data.peak_tflops > 0) {

@@ -22,9 +22,9 @@ class PlannerRooflineChart : public QCustomPlot {
 
   void set_data(const RooflineData& data);
   const RooflineData& data() const { return m_data; }
-  // One graph per point of the data (one scheme each), same order; and the roof (for tests).
+  // One graph per point of the data (one scheme each), same order; the roof is the graph named
+  // "roof_graph".
   const std::vector<QCPGraph*>& point_graphs() const { return m_points; }
-  QCPGraph* roof_graph() const { return m_roof; }
 
  private:
   RooflineData m_data;

@@ -187,6 +187,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent) : QW
   buttons->addWidget(pin_button);
   cl->addLayout(buttons);
   m_timing = new QLabel;
+  m_timing->setObjectName(QStringLiteral("timing"));
   m_timing->setToolTip(
       tr("Time to recompute every scheme's plan, the table, the charts and the advice"));
   m_error = new QLabel;
@@ -200,6 +201,7 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent) : QW
   m_formula_scheme = new QComboBox;
   m_formula_scheme->setToolTip(tr("The scheme whose memory formula is written out below"));
   m_formula = new QPlainTextEdit;
+  m_formula->setObjectName(QStringLiteral("formula"));
   m_formula->setToolTip(
       tr("The KV memory formula for the chosen scheme with the scenario's numbers substituted, "
          "one step per line"));
@@ -217,14 +219,19 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent) : QW
   m_table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_table->setMinimumHeight(122);  // the header and three rows, whatever the tabs below need
   m_memory_chart = new QCustomPlot;
+  m_memory_chart->setObjectName(QStringLiteral("memory_chart"));
   m_context_chart = new QCustomPlot;
+  m_context_chart->setObjectName(QStringLiteral("context_chart"));
   for (auto* p : {m_memory_chart, m_context_chart}) {
     style_plot(p);
     p->setMinimumHeight(220);
   }
   m_frontier_chart = new PlannerFrontierChart;
+  m_frontier_chart->setObjectName(QStringLiteral("frontier"));
   m_roofline_chart = new PlannerRooflineChart;
+  m_roofline_chart->setObjectName(QStringLiteral("roofline"));
   m_advice_panel = new PlannerAdvicePanel;
+  m_advice_panel->setObjectName(QStringLiteral("advice"));
   m_tabs = new QTabWidget;
   m_tabs->setDocumentMode(true);
   const struct {
@@ -553,6 +560,7 @@ QWidget* PlannerView::make_frontier_tab() {
       tr("Time per output token target: the largest batch whose decode step is at most this "
          "long (each user then gets at least 1000 ÷ target tokens/s; none: no target)"));
   m_slo_label = new QLabel;
+  m_slo_label->setObjectName(QStringLiteral("slo"));
   m_slo_label->setWordWrap(true);
   m_slo_label->setToolTip(
       tr("Among the checked schemes, the scheme and batch with the most tokens/s per GPU that "

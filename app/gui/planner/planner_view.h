@@ -75,17 +75,11 @@ class PlannerView : public QWidget {
   // Pins the current numbers as the comparison column.
   void pin();
 
-  QCustomPlot* memory_chart() const { return m_memory_chart; }
-  QCustomPlot* context_chart() const { return m_context_chart; }
   QTableView* table() const { return m_table; }
-  QPlainTextEdit* formula() const { return m_formula; }
-  QLabel* timing_label() const { return m_timing; }
   QTabWidget* chart_tabs() const { return m_tabs; }
-  PlannerFrontierChart* frontier_chart() const { return m_frontier_chart; }
-  PlannerRooflineChart* roofline_chart() const { return m_roofline_chart; }
-  PlannerAdvicePanel* advice_panel() const { return m_advice_panel; }
-  // The sentence on the best scheme and batch under the targets.
-  QLabel* slo_label() const { return m_slo_label; }
+  // The parts are named for finding them: "memory_chart", "context_chart", "formula", the
+  // recompute time ("timing"), "frontier", "roofline", "advice" and the sentence on the best
+  // scheme and batch under the targets ("slo").
 
  signals:
   void status_message(const QString& text, int timeout_ms);

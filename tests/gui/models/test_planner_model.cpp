@@ -69,6 +69,21 @@ TEST(PlannerModel, PlansEverySchemePinsAndAdvisesOnlyWhenItMatters) {
   EXPECT_EQ(model.error(), "Check at least one scheme.");
 }
 
+// Under a TPOT target, the sentence on the best scheme and batch is the planner's own choice.
+TEST(PlannerModel, BestUnderTheTargetsIsThePlannersChoice) {
+  PlannerModel model(nullptr);
+  PlannerInputs in = inputs_for(model, {"fp16", "fp8", "kivi2"}, 8192, 8);
+  in.tpot_target_ms = 40;
+  model.recompute(in);
+  ASSERT_TRUE(model.slo_choice().has_value());
+  planners::Scenario base = in.scenario;
+  base.rates = model.rates_for(base.gpu);
+  const auto want = planners::best_under_slo(base, in.schemes, {0, 40}).value();
+  EXPECT_TRUE(want.found);
+  EXPECT_EQ(model.slo_choice()->scheme, want.scheme);
+  EXPECT_EQ(model.slo_text(), "Best under the targets: " + QString::fromStdString(want.reason));
+}
+
 TEST(PlannerModel, SchemesTakeTheEvictionCap) {
   PlannerModel model(nullptr);
   const auto schemes = model.schemes_for({"fp16", "kivi2", "nonsense"}, "25%");
