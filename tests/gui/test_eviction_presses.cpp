@@ -92,67 +92,71 @@ int evicted_at_step0(const EvictionMapChart& chart) {
 TEST(EvictionPolicyPanel, OffersEveryPolicyWithItsPaperScheduleAndOptions) {
   EvictionPolicyPanel panel;
   panel.show();
-  EXPECT_EQ(panel.policy_combo()->count(), static_cast<int>(eviction_policy_ids().size()));
+  auto* policy = gui_test::child<QComboBox>(&panel, "policy");
+  auto* about = gui_test::child<QLabel>(&panel, "about");
+  auto* unit = gui_test::child<QComboBox>(gui_test::child<BudgetEdit>(&panel, "budget"), "unit");
+  auto* scorer = gui_test::child<QComboBox>(&panel, "scorer");
+  auto* think_tokens = gui_test::child<QCheckBox>(&panel, "think_tokens");
+  EXPECT_EQ(policy->count(), static_cast<int>(eviction_policy_ids().size()));
   const auto pick = [&](const char* id) {
-    panel.policy_combo()->setCurrentText(QString::fromLatin1(id));
-    ASSERT_EQ(panel.policy_combo()->currentText(), QString::fromLatin1(id));
+    policy->setCurrentText(QString::fromLatin1(id));
+    ASSERT_EQ(policy->currentText(), QString::fromLatin1(id));
   };
-  const auto shown = [&](QWidget* w) { return panel.is_field_visible(w); };
+  const auto shown = [&](const char* field) { return gui_test::field_shown(panel, field); };
 
   pick("snapkv");
-  EXPECT_TRUE(panel.about_label()->text().contains(QStringLiteral("SnapKV (Li et al. 2024)")));
-  EXPECT_TRUE(panel.about_label()->text().contains(QStringLiteral("once, when the prefill ends")));
-  EXPECT_EQ(panel.budget_caption()->text(), QStringLiteral("Budget of the prompt"));
-  EXPECT_EQ(panel.budget_edit()->unit_combo()->itemText(1), QStringLiteral("% of prompt"));
-  EXPECT_TRUE(shown(panel.window_spin()) && shown(panel.pool_spin()));
-  EXPECT_FALSE(shown(panel.beta_spin()) || shown(panel.scorer_combo()) ||
-               shown(panel.sinks_spin()) || shown(panel.recent_fraction_spin()));
+  EXPECT_TRUE(about->text().contains(QStringLiteral("SnapKV (Li et al. 2024)")));
+  EXPECT_TRUE(about->text().contains(QStringLiteral("once, when the prefill ends")));
+  EXPECT_EQ(gui_test::child<QLabel>(&panel, "budget_caption")->text(),
+            QStringLiteral("Budget of the prompt"));
+  EXPECT_EQ(unit->itemText(1), QStringLiteral("% of prompt"));
+  EXPECT_TRUE(shown("window") && shown("pool"));
+  EXPECT_FALSE(shown("beta") || shown("scorer") || shown("sinks") || shown("recent_fraction"));
 
   pick("tova");
-  EXPECT_TRUE(panel.about_label()->text().contains(QStringLiteral("after every decode step")));
-  EXPECT_EQ(panel.budget_caption()->text(), QStringLiteral("Budget"));
-  EXPECT_EQ(panel.budget_edit()->unit_combo()->itemText(1), QStringLiteral("% of context"));
-  EXPECT_FALSE(shown(panel.window_spin()) || shown(panel.pool_spin()));
+  EXPECT_TRUE(about->text().contains(QStringLiteral("after every decode step")));
+  EXPECT_EQ(gui_test::child<QLabel>(&panel, "budget_caption")->text(), QStringLiteral("Budget"));
+  EXPECT_EQ(unit->itemText(1), QStringLiteral("% of context"));
+  EXPECT_FALSE(shown("window") || shown("pool"));
 
   pick("pyramidkv");
-  EXPECT_TRUE(shown(panel.beta_spin()) && shown(panel.window_spin()));
+  EXPECT_TRUE(shown("beta") && shown("window"));
 
   // Ada-KV wraps a scorer: only the prefill scorers are offered, and the scorer's options show.
   pick("adakv");
-  EXPECT_TRUE(shown(panel.scorer_combo()) && shown(panel.safeguard_spin()));
-  ASSERT_EQ(panel.scorer_combo()->count(), 5);
-  for (int i = 0; i < panel.scorer_combo()->count(); ++i) {
-    const auto p = parse_eviction_policy(panel.scorer_combo()->itemText(i).toStdString());
+  EXPECT_TRUE(shown("scorer") && shown("safeguard"));
+  ASSERT_EQ(scorer->count(), 5);
+  for (int i = 0; i < scorer->count(); ++i) {
+    const auto p = parse_eviction_policy(scorer->itemText(i).toStdString());
     ASSERT_TRUE(p.ok());
-    EXPECT_TRUE(is_prefill_scorer(*p)) << panel.scorer_combo()->itemText(i).toStdString();
+    EXPECT_TRUE(is_prefill_scorer(*p)) << scorer->itemText(i).toStdString();
   }
-  panel.scorer_combo()->setCurrentText(QStringLiteral("pyramidkv"));
-  EXPECT_TRUE(shown(panel.beta_spin()) && shown(panel.pool_spin()));
-  panel.scorer_combo()->setCurrentText(QStringLiteral("knorm"));
-  EXPECT_FALSE(shown(panel.beta_spin()) || shown(panel.pool_spin()) || shown(panel.window_spin()));
-  panel.scorer_combo()->setCurrentText(QStringLiteral("expected-attention"));
-  EXPECT_TRUE(shown(panel.future_spin()) && shown(panel.covariance_check()));
+  scorer->setCurrentText(QStringLiteral("pyramidkv"));
+  EXPECT_TRUE(shown("beta") && shown("pool"));
+  scorer->setCurrentText(QStringLiteral("knorm"));
+  EXPECT_FALSE(shown("beta") || shown("pool") || shown("window"));
+  scorer->setCurrentText(QStringLiteral("expected-attention"));
+  EXPECT_TRUE(shown("future") && shown("covariance"));
 
   pick("chunkkv");
-  EXPECT_TRUE(shown(panel.chunk_spin()) && shown(panel.scorer_combo()));
-  EXPECT_FALSE(shown(panel.safeguard_spin()));
+  EXPECT_TRUE(shown("chunk") && shown("scorer"));
+  EXPECT_FALSE(shown("safeguard"));
 
   // ThinK prunes channels; its token budget and scorer only with "also drop tokens".
   pick("think");
-  panel.think_tokens_check()->setChecked(false);
-  EXPECT_TRUE(shown(panel.key_channels_spin()) && shown(panel.think_tokens_check()));
-  EXPECT_FALSE(shown(panel.budget_edit()) || shown(panel.scorer_combo()));
-  panel.think_tokens_check()->setChecked(true);
-  EXPECT_TRUE(shown(panel.budget_edit()) && shown(panel.scorer_combo()));
+  think_tokens->setChecked(false);
+  EXPECT_TRUE(shown("key_channels") && shown("think_tokens"));
+  EXPECT_FALSE(shown("budget") || shown("scorer"));
+  think_tokens->setChecked(true);
+  EXPECT_TRUE(shown("budget") && shown("scorer"));
 
   pick("expected-attention");
-  EXPECT_TRUE(shown(panel.future_spin()) && shown(panel.covariance_check()) &&
-              shown(panel.value_norm_check()) && shown(panel.sinks_spin()));
-  EXPECT_FALSE(shown(panel.pool_spin()));
+  EXPECT_TRUE(shown("future") && shown("covariance") && shown("value_norm") && shown("sinks"));
+  EXPECT_FALSE(shown("pool"));
 
   pick("minicache");
-  EXPECT_TRUE(shown(panel.merge_t_spin()) && shown(panel.retain_spin()));
-  EXPECT_FALSE(shown(panel.budget_edit()) || shown(panel.key_channels_spin()));
+  EXPECT_TRUE(shown("merge_t") && shown("retain"));
+  EXPECT_FALSE(shown("budget") || shown("key_channels"));
 }
 
 TEST(EvictionPolicyPanel, PressOptionsRoundTripThroughTheStoredJson) {
@@ -189,9 +193,10 @@ TEST(EvictionPolicyPanel, PressOptionsRoundTripThroughTheStoredJson) {
   EvictionPolicyPanel reopened;
   reopened.set_config(*parsed);
   EXPECT_EQ(eviction_params_json(reopened.config()), eviction_params_json(c));
-  EXPECT_EQ(reopened.scorer_combo()->currentText(), QStringLiteral("keydiff"));
-  EXPECT_TRUE(reopened.think_tokens_check()->isChecked());
-  EXPECT_TRUE(reopened.is_field_visible(reopened.scorer_combo()));
+  auto* reopened_scorer = gui_test::child<QComboBox>(&reopened, "scorer");
+  EXPECT_EQ(reopened_scorer->currentText(), QStringLiteral("keydiff"));
+  EXPECT_TRUE(gui_test::child<QCheckBox>(&reopened, "think_tokens")->isChecked());
+  EXPECT_TRUE(reopened.is_field_visible(reopened_scorer));
 }
 
 TEST(EvictionView, EveryPolicyDrawsItsMap) {
@@ -209,7 +214,7 @@ TEST(EvictionView, EveryPolicyDrawsItsMap) {
     const EvictionReport& report = *view.model()->report();
     EXPECT_EQ(view.map_chart()->data().positions, report.tokens);
     EXPECT_EQ(view.map_chart()->data().steps, kSteps);
-    EXPECT_FALSE(view.error_label()->isVisible());
+    EXPECT_FALSE(gui_test::child<QLabel>(&view, "error")->isVisible());
     // A prefill press that drops tokens has dropped them when the prefill ended: step 0.
     const bool drops = eviction_schedule(*policy) == EvictionSchedule::Prefill &&
                        *policy != EvictionPolicy::MiniCache;
@@ -232,17 +237,17 @@ TEST(EvictionView, PyramidAndAdaKvBudgetsAreTheEngines) {
   ASSERT_TRUE(view.chart_tabs()->isTabVisible(EvictionView::kBudgetTab));
   EXPECT_FALSE(view.chart_tabs()->isTabVisible(EvictionView::kChannelTab));
   EXPECT_FALSE(view.chart_tabs()->isTabVisible(EvictionView::kMiniCacheTab));
-  const EvictionBudgetChart& chart = *view.budget_chart();
+  const EvictionBudgetChart& chart = *gui_test::child<EvictionBudgetChart>(&view, "budgets");
   ASSERT_EQ(chart.data().layers, 4);
   ASSERT_EQ(chart.data().kv_heads, 2);
-  const auto budgets = bar_values(chart.budget_bars());
+  const auto budgets = bar_values(gui_test::child<QCPBars>(&chart, "budget_bars"));
   ASSERT_EQ(budgets.size(), 4u);
   for (int l = 0; l < 4; ++l) {
     EXPECT_EQ(budgets[l], expected.layers[l].budget_tokens - kSteps) << "layer " << l;
   }
   // The pyramid: the bottom layer keeps more of the prompt than the top one.
   EXPECT_GT(budgets.front(), budgets.back());
-  QCPColorMapData* cells = chart.color_map()->data();
+  QCPColorMapData* cells = gui_test::child<QCPColorMap>(&chart, "color_map")->data();
   ASSERT_EQ(cells->keySize(), 4);
   ASSERT_EQ(cells->valueSize(), 2);
   for (int l = 0; l < 4; ++l) {
@@ -257,7 +262,9 @@ TEST(EvictionView, PyramidAndAdaKvBudgetsAreTheEngines) {
   ada.scorer = EvictionPolicy::SnapKV;
   const EvictionReport ada_expected = engine_report(synthetic, ada);
   run_view(view, synthetic, ada);
-  cells = view.budget_chart()->color_map()->data();
+  cells = gui_test::child<QCPColorMap>(gui_test::child<EvictionBudgetChart>(&view, "budgets"),
+                                       "color_map")
+              ->data();
   bool spread = false;
   for (int l = 0; l < 4; ++l) {
     const auto& heads = ada_expected.layers[l].heads;
@@ -275,25 +282,28 @@ TEST(EvictionView, SnapKvMarksTheNeedleQuery) {
   EvictionView view(nullptr);
   view.resize(1300, 900);
   view.show();
+  auto* metrics = gui_test::child<EvictionMetricsPanel>(&view, "metrics");
   run_view(view, synthetic, snap);
   EXPECT_GT(evicted_at_step0(*view.map_chart()), 0);
-  const EvictionSeriesChart& series = *view.series_chart();
-  ASSERT_TRUE(series.needle_marker()->visible());
-  EXPECT_DOUBLE_EQ(series.needle_marker()->point1->coords().x(), kSteps - 1);
-  EXPECT_EQ(series.needle_marker_label()->text(), QStringLiteral("needle query"));
-  const QString mass = view.metrics_panel()->value_label(EvictionMetric::MassRetained)->text();
+  const EvictionSeriesChart& series = *gui_test::child<EvictionSeriesChart>(&view, "series");
+  ASSERT_TRUE(gui_test::child<QCPItemStraightLine>(&series, "needle_marker")->visible());
+  EXPECT_DOUBLE_EQ(
+      gui_test::child<QCPItemStraightLine>(&series, "needle_marker")->point1->coords().x(),
+      kSteps - 1);
+  EXPECT_EQ(gui_test::child<QCPItemText>(&series, "needle_marker_label")->text(),
+            QStringLiteral("needle query"));
+  const QString mass = metrics->value_label(EvictionMetric::MassRetained)->text();
   EXPECT_TRUE(mass.startsWith(format_percent(expected.attention_mass_retained)))
       << mass.toStdString();
   EXPECT_TRUE(mass.contains(format_percent(*expected.mass_without_needle_step) +
                             QStringLiteral(" w/o needle query")))
       << mass.toStdString();
-  const QString error = view.metrics_panel()->value_label(EvictionMetric::RelError)->text();
+  const QString error = metrics->value_label(EvictionMetric::RelError)->text();
   EXPECT_TRUE(error.contains(format_percent(*expected.rel_error_without_needle_step)))
       << error.toStdString();
   // Over one layer there is no such total: the plain number.
-  view.scope_combo()->setCurrentIndex(1);
-  EXPECT_FALSE(view.metrics_panel()
-                   ->value_label(EvictionMetric::MassRetained)
+  gui_test::child<QComboBox>(&view, "scope")->setCurrentIndex(1);
+  EXPECT_FALSE(metrics->value_label(EvictionMetric::MassRetained)
                    ->text()
                    .contains(QStringLiteral("needle")));
 }
@@ -308,10 +318,10 @@ TEST(EvictionView, ThinkChannelMapIsTheEngines) {
   view.show();
   run_view(view, synthetic, think);
   ASSERT_TRUE(view.chart_tabs()->isTabVisible(EvictionView::kChannelTab));
-  const EvictionChannelChart& chart = *view.channel_chart();
+  const EvictionChannelChart& chart = *gui_test::child<EvictionChannelChart>(&view, "channels");
   ASSERT_EQ(chart.data().rows, 4);  // 2 layers × 2 KV heads
   ASSERT_EQ(chart.data().dim, 16);
-  QCPColorMapData* cells = chart.color_map()->data();
+  QCPColorMapData* cells = gui_test::child<QCPColorMap>(&chart, "color_map")->data();
   ASSERT_EQ(cells->keySize(), 16);
   ASSERT_EQ(cells->valueSize(), 4);
   int kept = 0;
@@ -338,19 +348,20 @@ TEST(EvictionView, MiniCacheShowsItsMergedPairs) {
   run_view(view, synthetic, mini);
   ASSERT_TRUE(view.chart_tabs()->isTabVisible(EvictionView::kMiniCacheTab));
   EXPECT_FALSE(view.chart_tabs()->isTabVisible(EvictionView::kChannelTab));
-  const MiniCacheChart& chart = *view.minicache_chart();
+  const MiniCacheChart& chart = *gui_test::child<MiniCacheChart>(&view, "minicache");
   EXPECT_EQ(chart.data().partner, (std::vector<int>{-1, -1, 3, 2}));
   EXPECT_EQ(chart.pair_marks(), 1);
-  EXPECT_EQ(bar_values(chart.merged_bars()).size(), 2u);
-  EXPECT_EQ(bar_values(chart.own_bars()).size(), 2u);
-  EXPECT_EQ(bar_values(chart.full_bars()).size(), 4u);
-  const std::vector<double> retained = bar_values(chart.retained_graph());
+  EXPECT_EQ(bar_values(gui_test::child<QCPBars>(&chart, "merged_bars")).size(), 2u);
+  EXPECT_EQ(bar_values(gui_test::child<QCPBars>(&chart, "own_bars")).size(), 2u);
+  EXPECT_EQ(bar_values(gui_test::child<QCPBars>(&chart, "full_bars")).size(), 4u);
+  const std::vector<double> retained =
+      bar_values(gui_test::child<QCPGraph>(&chart, "retained_graph"));
   ASSERT_EQ(retained.size(), 2u);
   EXPECT_DOUBLE_EQ(retained[0], expected.layers[2].retained);
   EXPECT_DOUBLE_EQ(retained[1], expected.layers[3].retained);
   // Merged layers hold less than the full cache; the bars are in the chart's byte unit.
-  const auto merged = bar_values(chart.merged_bars());
-  const auto full = bar_values(chart.full_bars());
+  const auto merged = bar_values(gui_test::child<QCPBars>(&chart, "merged_bars"));
+  const auto full = bar_values(gui_test::child<QCPBars>(&chart, "full_bars"));
   EXPECT_LT(merged[0], full[2]);
 }
 

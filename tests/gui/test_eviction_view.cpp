@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <QComboBox>
+#include <QGroupBox>
 #include <QLabel>
 #include <QSpinBox>
 
@@ -116,20 +117,24 @@ TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
   EvictionView view(nullptr);
   view.resize(1300, 900);
   view.show();
+  auto* picker = gui_test::child<LayerPicker>(&view, "picker");
+  auto* scope = gui_test::child<QComboBox>(&view, "scope");
+  auto* metrics = gui_test::child<EvictionMetricsPanel>(&view, "metrics");
+  auto* series_chart = gui_test::child<EvictionSeriesChart>(&view, "series");
   set_up(view, first, std::nullopt);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   ASSERT_TRUE(view.model()->report());
-  EXPECT_FALSE(view.compare_map_chart()->isVisible());
-  EXPECT_FALSE(view.error_label()->isVisible());
+  EXPECT_FALSE(gui_test::child<EvictionMapChart>(&view, "compare_map")->isVisible());
+  EXPECT_FALSE(gui_test::child<QLabel>(&view, "error")->isVisible());
 
   // Layer 0, head 0 first; then every other layer and head, picked through the selectors.
-  EXPECT_EQ(view.layer_picker()->layer_spin()->maximum(), 1);
-  EXPECT_EQ(view.layer_picker()->choice_combo()->count(), 2);
+  EXPECT_EQ(gui_test::child<QSpinBox>(picker, "layer")->maximum(), 1);
+  EXPECT_EQ(gui_test::child<QComboBox>(picker, "choice")->count(), 2);
   expect_cells(*view.map_chart(), expected.maps[0][0]);
   for (int layer = 0; layer < 2; ++layer) {
     for (int head = 0; head < 2; ++head) {
-      view.layer_picker()->layer_spin()->setValue(layer);
-      view.layer_picker()->choice_combo()->setCurrentIndex(head);
+      gui_test::child<QSpinBox>(picker, "layer")->setValue(layer);
+      gui_test::child<QComboBox>(picker, "choice")->setCurrentIndex(head);
       SCOPED_TRACE(::testing::Message() << "layer " << layer << " head " << head);
       expect_cells(*view.map_chart(), expected.maps[layer][head]);
       EXPECT_TRUE(view.map_chart()->title().contains(
@@ -145,31 +150,29 @@ TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
   EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point2->coords().x(), needle);
 
   // Curves over all layers, then over the selected layer (1).
-  expect_series(view.series_chart()->mass_graph(0), expected.steps_total, true);
-  expect_series(view.series_chart()->error_graph(0), expected.steps_total, false);
-  EXPECT_TRUE(drawn_values(view.series_chart()->mass_graph(1)).empty());
-  view.scope_combo()->setCurrentIndex(1);
-  expect_series(view.series_chart()->mass_graph(0), expected.layers[1].steps, true);
-  EXPECT_TRUE(view.series_chart()->title().contains(QStringLiteral("layer 1")));
+  expect_series(series_chart->mass_graph(0), expected.steps_total, true);
+  expect_series(series_chart->error_graph(0), expected.steps_total, false);
+  EXPECT_TRUE(drawn_values(series_chart->mass_graph(1)).empty());
+  scope->setCurrentIndex(1);
+  expect_series(series_chart->mass_graph(0), expected.layers[1].steps, true);
+  EXPECT_TRUE(series_chart->title().contains(QStringLiteral("layer 1")));
   EXPECT_EQ(
-      view.metrics_panel()->value_label(EvictionMetric::MassRetained)->text(),
+      metrics->value_label(EvictionMetric::MassRetained)->text(),
       QStringLiteral("%1 %").arg(100 * expected.layers[1].attention_mass_retained, 0, 'g', 3));
-  view.scope_combo()->setCurrentIndex(0);
-  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Policy)->text(),
+  scope->setCurrentIndex(0);
+  EXPECT_EQ(metrics->value_label(EvictionMetric::Policy)->text(),
             QString::fromStdString(expected.label));
-  EXPECT_TRUE(view.metrics_panel()
-                  ->value_label(EvictionMetric::Kept)
+  EXPECT_TRUE(metrics->value_label(EvictionMetric::Kept)
                   ->text()
                   .startsWith(QString::number(expected.kept_tokens, 'f', 1)));
-  EXPECT_TRUE(view.metrics_panel()
-                  ->value_label(EvictionMetric::NeedleRetained)
+  EXPECT_TRUE(metrics->value_label(EvictionMetric::NeedleRetained)
                   ->text()
                   .contains(QStringLiteral("of KV heads")));
-  EXPECT_TRUE(view.metrics_panel()->value_label(EvictionMetric::Policy, 1)->text().isEmpty());
+  EXPECT_TRUE(metrics->value_label(EvictionMetric::Policy, 1)->text().isEmpty());
 
   // Zoom, then reset.
   view.map_chart()->xAxis->setRange(10, 20);
-  view.reset_zoom_button()->click();
+  gui_test::child<QPushButton>(&view, "reset_zoom")->click();
   EXPECT_DOUBLE_EQ(view.map_chart()->xAxis->range().lower, -0.5);
   EXPECT_DOUBLE_EQ(view.map_chart()->xAxis->range().upper, expected.tokens - 0.5);
 }
@@ -183,28 +186,30 @@ TEST(EvictionView, ComparedPolicySideBySide) {
   EvictionView view(nullptr);
   view.resize(1300, 900);
   view.show();
+  auto* compare_map = gui_test::child<EvictionMapChart>(&view, "compare_map");
+  auto* metrics = gui_test::child<EvictionMetricsPanel>(&view, "metrics");
+  auto* series_chart = gui_test::child<EvictionSeriesChart>(&view, "series");
   set_up(view, first, second);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   ASSERT_TRUE(view.model()->compare());
-  EXPECT_TRUE(view.compare_map_chart()->isVisible());
+  EXPECT_TRUE(compare_map->isVisible());
   view.select(1, 1);
   expect_cells(*view.map_chart(), engine.report.maps[1][1]);
-  expect_cells(*view.compare_map_chart(), engine.compare->maps[1][1]);
-  expect_series(view.series_chart()->mass_graph(1), engine.compare->steps_total, true);
-  expect_series(view.series_chart()->error_graph(1), engine.compare->steps_total, false);
-  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Policy, 1)->text(),
+  expect_cells(*compare_map, engine.compare->maps[1][1]);
+  expect_series(series_chart->mass_graph(1), engine.compare->steps_total, true);
+  expect_series(series_chart->error_graph(1), engine.compare->steps_total, false);
+  EXPECT_EQ(metrics->value_label(EvictionMetric::Policy, 1)->text(),
             QString::fromStdString(engine.compare->label));
   // A window never keeps the needle once it has slid past (the needle sits early).
   EXPECT_EQ(engine.compare->needle_retained, 0.0);
-  EXPECT_TRUE(view.metrics_panel()
-                  ->value_label(EvictionMetric::NeedleRetained, 1)
+  EXPECT_TRUE(metrics->value_label(EvictionMetric::NeedleRetained, 1)
                   ->text()
                   .startsWith(QStringLiteral("0 %")));
 
   // Zooming one map zooms the other.
   view.map_chart()->xAxis->setRange(20, 40);
-  EXPECT_DOUBLE_EQ(view.compare_map_chart()->xAxis->range().lower, 20);
-  EXPECT_DOUBLE_EQ(view.compare_map_chart()->xAxis->range().upper, 40);
+  EXPECT_DOUBLE_EQ(compare_map->xAxis->range().lower, 20);
+  EXPECT_DOUBLE_EQ(compare_map->xAxis->range().upper, 40);
 }
 
 TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
@@ -212,14 +217,15 @@ TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
   MainWindow window(dir / "runs.sqlite");
   window.show();
   EvictionView& view = *window.eviction_view();
+  auto* metrics_panel = gui_test::child<EvictionMetricsPanel>(&view, "metrics");
   set_up(view, policy(EvictionPolicy::Streaming, 0.3), policy(EvictionPolicy::H2O, 0.2));
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, 0);
   const EvictionReport fresh = *view.model()->report();
   const EvictionReport fresh_compare = *view.model()->compare();
-  const QString kept = view.metrics_panel()->value_label(EvictionMetric::Kept)->text();
-  const QString error = view.metrics_panel()->value_label(EvictionMetric::RelError, 1)->text();
+  const QString kept = metrics_panel->value_label(EvictionMetric::Kept)->text();
+  const QString error = metrics_panel->value_label(EvictionMetric::RelError, 1)->text();
 
   {  // In the store: two eviction runs, the first policy linked to the compared one.
     auto store = RunsStore::open(dir / "runs.sqlite");
@@ -249,15 +255,17 @@ TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
   ASSERT_TRUE(view.model()->report() && view.model()->compare());
   EXPECT_EQ(view.model()->report()->label, fresh.label);
   EXPECT_EQ(view.model()->compare()->label, fresh_compare.label);
-  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::Kept)->text(), kept);
-  EXPECT_EQ(view.metrics_panel()->value_label(EvictionMetric::RelError, 1)->text(), error);
-  EXPECT_TRUE(view.metrics_panel()->heading_label()->text().contains(
-      QStringLiteral("stored run #%1").arg(id)));
+  EXPECT_EQ(metrics_panel->value_label(EvictionMetric::Kept)->text(), kept);
+  EXPECT_EQ(metrics_panel->value_label(EvictionMetric::RelError, 1)->text(), error);
+  EXPECT_TRUE(gui_test::child<QLabel>(metrics_panel, "heading")
+                  ->text()
+                  .contains(QStringLiteral("stored run #%1").arg(id)));
   EXPECT_EQ(view.model()->report()->config.needle, fresh.config.needle);
   view.select(1, 0);
   expect_cells(*view.map_chart(), fresh.maps[1][0]);
-  expect_cells(*view.compare_map_chart(), fresh_compare.maps[1][0]);
-  expect_series(view.series_chart()->mass_graph(0), fresh.steps_total, true);
+  expect_cells(*gui_test::child<EvictionMapChart>(&view, "compare_map"), fresh_compare.maps[1][0]);
+  expect_series(gui_test::child<EvictionSeriesChart>(&view, "series")->mass_graph(0),
+                fresh.steps_total, true);
   EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point1->coords().x(), *fresh.config.needle);
 }
 
@@ -268,13 +276,14 @@ TEST(EvictionView, BadInputShowsAnErrorInsteadOfCrashing) {
   auto shared = std::make_shared<RunsStore>(std::move(store).value());
   EvictionView view(shared);
   view.show();
+  auto* error_label = gui_test::child<QLabel>(&view, "error");
   auto bad = policy(EvictionPolicy::H2O, 0.25);
   bad.steps = tiny_source().context;  // steps >= context
   set_up(view, bad, std::nullopt);
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
-  EXPECT_TRUE(view.error_label()->isVisible());
-  EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("steps")))
-      << view.error_label()->text().toStdString();
+  EXPECT_TRUE(error_label->isVisible());
+  EXPECT_TRUE(error_label->text().contains(QStringLiteral("steps")))
+      << error_label->text().toStdString();
   EXPECT_FALSE(view.model()->report());
   EXPECT_EQ(view.model()->last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());
@@ -285,20 +294,19 @@ TEST(EvictionView, BadInputShowsAnErrorInsteadOfCrashing) {
   // A good run afterwards clears the message.
   set_up(view, policy(EvictionPolicy::H2O, 0.25), std::nullopt);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_FALSE(view.error_label()->isVisible());
+  EXPECT_FALSE(error_label->isVisible());
 }
 
 TEST(EvictionPolicyPanel, ShowsOnlyThePolicysOptions) {
   EvictionPolicyPanel panel;
   panel.show();
+  auto* policy = gui_test::child<QComboBox>(&panel, "policy");
+  auto* budget = gui_test::child<BudgetEdit>(&panel, "budget");
+  const auto shown = [&](const char* field) { return gui_test::field_shown(panel, field); };
   const auto pick = [&](const char* id) {
-    panel.policy_combo()->setCurrentText(QString::fromLatin1(id));
-    return std::array<bool, 6>{panel.is_field_visible(panel.sinks_spin()),
-                               panel.is_field_visible(panel.recent_fraction_spin()),
-                               panel.is_field_visible(panel.threshold_spin()),
-                               panel.is_field_visible(panel.w_attention_spin()),
-                               panel.is_field_visible(panel.merge_similarity_spin()),
-                               panel.is_field_visible(panel.budget_edit())};
+    policy->setCurrentText(QString::fromLatin1(id));
+    return std::array<bool, 6>{shown("sinks"),       shown("recent_fraction"),  shown("threshold"),
+                               shown("w_attention"), shown("merge_similarity"), shown("budget")};
   };
   using V = std::array<bool, 6>;
   EXPECT_EQ(pick("streaming"), (V{true, false, false, false, false, true}));
@@ -309,10 +317,10 @@ TEST(EvictionPolicyPanel, ShowsOnlyThePolicysOptions) {
   EXPECT_EQ(pick("full"), (V{false, false, false, false, false, false}));
 
   // The budget in tokens or % of context, and quantization of the kept tokens.
-  panel.policy_combo()->setCurrentText(QStringLiteral("h2o"));
-  panel.budget_edit()->unit_combo()->setCurrentIndex(0);
-  panel.budget_edit()->value_spin()->setValue(200);
-  panel.quant_combo()->setCurrentText(QStringLiteral("int8"));
+  policy->setCurrentText(QStringLiteral("h2o"));
+  gui_test::child<QComboBox>(budget, "unit")->setCurrentIndex(0);
+  gui_test::child<QSpinBox>(budget, "value")->setValue(200);
+  gui_test::child<QComboBox>(&panel, "quant")->setCurrentText(QStringLiteral("int8"));
   const EvictionConfig c = panel.config();
   EXPECT_EQ(c.policy, EvictionPolicy::H2O);
   EXPECT_FALSE(c.budget.fraction);
@@ -320,8 +328,8 @@ TEST(EvictionPolicyPanel, ShowsOnlyThePolicysOptions) {
   ASSERT_TRUE(c.quant);
   EXPECT_EQ(c.quant->kind, MethodKind::Int8);
   EXPECT_FALSE(panel.compare_config());
-  panel.compare_group()->setChecked(true);
-  panel.compare_policy_combo()->setCurrentText(QStringLiteral("streaming"));
+  gui_test::child<QGroupBox>(&panel, "compare")->setChecked(true);
+  gui_test::child<QComboBox>(&panel, "compare_policy")->setCurrentText(QStringLiteral("streaming"));
   const auto compare = panel.compare_config();
   ASSERT_TRUE(compare);
   EXPECT_EQ(compare->policy, EvictionPolicy::Streaming);

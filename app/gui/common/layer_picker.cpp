@@ -18,8 +18,10 @@ QStringList tensor_choices() {
 LayerPicker::LayerPicker(const QString& choice_label, const QStringList& choices, QWidget* parent)
     : QWidget(parent) {
   m_layer = new IntField(this);
+  m_layer->setObjectName(QStringLiteral("layer"));
   m_layer->setRange(0, 0);
   m_choice = new QComboBox(this);
+  m_choice->setObjectName(QStringLiteral("choice"));
   m_choice->addItems(choices);
   m_choice->setSizeAdjustPolicy(QComboBox::AdjustToContents);
 

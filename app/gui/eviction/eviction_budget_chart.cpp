@@ -37,12 +37,14 @@ EvictionBudgetChart::EvictionBudgetChart(QWidget* parent) : QCustomPlot(parent) 
   bars->axis(QCPAxis::atLeft)->setLabel(tr("prompt tokens"));
   bars->axis(QCPAxis::atBottom)->setTicker(integer_ticker());
   m_budget = new QCPBars(bars->axis(QCPAxis::atBottom), bars->axis(QCPAxis::atLeft));
+  m_budget->setObjectName(QStringLiteral("budget_bars"));
   m_budget->setName(tr("layer budget"));
   m_budget->setPen(QPen(QColor(90, 90, 90), 1.2));
   m_budget->setBrush(QColor(0, 0, 0, 18));
   m_budget->setWidth(0.8);
   m_budget->addToLegend(legend);
   m_kept = new QCPBars(bars->axis(QCPAxis::atBottom), bars->axis(QCPAxis::atLeft));
+  m_kept->setObjectName(QStringLiteral("kept_bars"));
   m_kept->setName(tr("kept, mean over KV heads"));
   m_kept->setPen(QPen(palette::kRatio.darker(130)));
   m_kept->setBrush(palette::kRatio);
@@ -58,6 +60,7 @@ EvictionBudgetChart::EvictionBudgetChart(QWidget* parent) : QCustomPlot(parent) 
   m_heads_rect->axis(QCPAxis::atLeft)->setRangeReversed(true);  // head 0 on top
   m_map =
       new QCPColorMap(m_heads_rect->axis(QCPAxis::atBottom), m_heads_rect->axis(QCPAxis::atLeft));
+  m_map->setObjectName(QStringLiteral("color_map"));
   m_map->setInterpolate(false);
   m_map->setTightBoundary(true);
   m_scale = new QCPColorScale(this);

@@ -19,10 +19,8 @@ class EvictionBudgetChart : public QCustomPlot {
   void clear_data(const QString& message);
 
   const EvictionBudgetData& data() const { return m_data; }
-  QCPBars* budget_bars() const { return m_budget; }
-  QCPBars* kept_bars() const { return m_kept; }
-  // Cell (layer, head) holds the prompt tokens the head kept.
-  QCPColorMap* color_map() const { return m_map; }
+  // The bars are named "budget_bars" and "kept_bars"; the heat map "color_map", whose cell
+  // (layer, head) holds the prompt tokens the head kept.
   QString title() const { return m_title->text(); }
 
  private:

@@ -37,6 +37,7 @@ EvictionChannelChart::EvictionChannelChart(QWidget* parent) : QCustomPlot(parent
   yAxis->setLabel(tr("layer (one row per KV head)"));
   yAxis->setRangeReversed(true);  // layer 0 on top
   m_map = new QCPColorMap(xAxis, yAxis);
+  m_map->setObjectName(QStringLiteral("color_map"));
   m_map->setGradient(kept_gradient());
   m_map->setDataRange(QCPRange(0, 1));
   m_map->setInterpolate(false);

@@ -18,8 +18,7 @@ class EvictionChannelChart : public QCustomPlot {
   void clear_data(const QString& message);
 
   const EvictionChannelData& data() const { return m_data; }
-  // Cell (channel, row) is 1 where kept, 0 where pruned.
-  QCPColorMap* color_map() const { return m_map; }
+  // The heat map is named "color_map": cell (channel, row) is 1 where kept, 0 where pruned.
   QString title() const { return m_title->text(); }
 
  private:

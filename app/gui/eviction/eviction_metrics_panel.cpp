@@ -39,6 +39,7 @@ QString needle_text(const std::optional<double>& f) {
 
 EvictionMetricsPanel::EvictionMetricsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   m_heading = new QLabel(this);
+  m_heading->setObjectName(QStringLiteral("heading"));
   m_heading->setWordWrap(true);
   m_heading->setToolTip(
       tr("The policy shown, the tokens the sequence has at the last step, and whether the "

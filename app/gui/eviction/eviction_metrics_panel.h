@@ -42,7 +42,7 @@ class EvictionMetricsPanel : public QGroupBox {
   QLabel* value_label(EvictionMetric metric, int column = 0) const {
     return m_values[static_cast<std::size_t>(column)][static_cast<std::size_t>(metric)];
   }
-  QLabel* heading_label() const { return m_heading; }
+  // The heading is named "heading", for finding it.
 
  private:
   void fill(int column, const EvictionSummary& s);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <QCheckBox>
 #include <QComboBox>
@@ -166,7 +167,9 @@ BudgetEdit::BudgetEdit(QWidget* parent) : QWidget(parent) {
   m_value->setToolTip(
       tr("Entries each KV head (of every layer) may keep: a token count, or a percentage of the "
          "tokens the sequence has at each step"));
+  m_value->setObjectName(QStringLiteral("value"));
   m_unit = new QComboBox(this);
+  m_unit->setObjectName(QStringLiteral("unit"));
   m_unit->addItem(tr("tokens"));
   m_unit->addItem(tr("% of context"));
   m_unit->setToolTip(tr("A token count, or a share of the tokens the sequence has at each step"));
@@ -379,6 +382,39 @@ EvictionPolicyPanel::EvictionPolicyPanel(QWidget* parent) : QWidget(parent) {
     connect(b, &BudgetEdit::changed, this, &EvictionPolicyPanel::changed);
   }
   connect(m_compare_group, &QGroupBox::toggled, this, &EvictionPolicyPanel::changed);
+
+  // Each field named after its EvictionConfig field, for finding it (tests, accessibility).
+  const std::pair<QWidget*, const char*> names[] = {{m_policy, "policy"},
+                                                    {m_about, "about"},
+                                                    {budget_caption(), "budget_caption"},
+                                                    {m_budget, "budget"},
+                                                    {m_steps, "steps"},
+                                                    {m_sinks, "sinks"},
+                                                    {m_recent_fraction, "recent_fraction"},
+                                                    {m_recent, "recent"},
+                                                    {m_threshold, "threshold"},
+                                                    {m_w_attention, "w_attention"},
+                                                    {m_w_recency, "w_recency"},
+                                                    {m_merge_similarity, "merge_similarity"},
+                                                    {m_merge_window, "merge_window"},
+                                                    {m_window, "window"},
+                                                    {m_pool, "pool"},
+                                                    {m_beta, "beta"},
+                                                    {m_scorer, "scorer"},
+                                                    {m_safeguard, "safeguard"},
+                                                    {m_chunk, "chunk"},
+                                                    {m_key_channels, "key_channels"},
+                                                    {m_think_tokens, "think_tokens"},
+                                                    {m_future, "future"},
+                                                    {m_covariance, "covariance"},
+                                                    {m_value_norm, "value_norm"},
+                                                    {m_merge_t, "merge_t"},
+                                                    {m_retain, "retain"},
+                                                    {m_quant, "quant"},
+                                                    {m_compare_group, "compare"},
+                                                    {m_compare_policy, "compare_policy"},
+                                                    {m_compare_budget, "compare_budget"}};
+  for (const auto& [field, name] : names) field->setObjectName(QLatin1String(name));
   update_visible_fields();
 }
 

@@ -29,8 +29,6 @@ class BudgetEdit : public QWidget {
   explicit BudgetEdit(QWidget* parent = nullptr);
   Budget budget() const;
   void set_budget(const Budget& budget);
-  QSpinBox* value_spin() const { return m_value; }
-  QComboBox* unit_combo() const { return m_unit; }
   // A prefill policy's fraction is of the prompt's tokens, a decode policy's of the context.
   void set_of_prompt(bool prompt);
 
@@ -55,47 +53,16 @@ class EvictionPolicyPanel : public QWidget {
   void set_config(const EvictionConfig& config);
   void set_compare(const std::optional<EvictionConfig>& compare);
 
-  QComboBox* policy_combo() const { return m_policy; }
-  BudgetEdit* budget_edit() const { return m_budget; }
-  QSpinBox* steps_spin() const { return m_steps; }
-  QSpinBox* sinks_spin() const { return m_sinks; }
-  QDoubleSpinBox* recent_fraction_spin() const { return m_recent_fraction; }
-  QSpinBox* recent_spin() const { return m_recent; }
-  QDoubleSpinBox* threshold_spin() const { return m_threshold; }
-  QDoubleSpinBox* w_attention_spin() const { return m_w_attention; }
-  QDoubleSpinBox* w_recency_spin() const { return m_w_recency; }
-  QDoubleSpinBox* merge_similarity_spin() const { return m_merge_similarity; }
-  QSpinBox* merge_window_spin() const { return m_merge_window; }
-  // The prefill presses' options (EvictionConfig's fields of the same names).
-  QSpinBox* window_spin() const { return m_window; }
-  QSpinBox* pool_spin() const { return m_pool; }
-  QDoubleSpinBox* beta_spin() const { return m_beta; }
-  // The prefill scorers only (is_prefill_scorer), for adakv, chunkkv and think's tokens.
-  QComboBox* scorer_combo() const { return m_scorer; }
-  QDoubleSpinBox* safeguard_spin() const { return m_safeguard; }  // percent
-  QSpinBox* chunk_spin() const { return m_chunk; }
-  QDoubleSpinBox* key_channels_spin() const { return m_key_channels; }  // percent
-  QCheckBox* think_tokens_check() const { return m_think_tokens; }
-  QSpinBox* future_spin() const { return m_future; }
-  QCheckBox* covariance_check() const { return m_covariance; }
-  QCheckBox* value_norm_check() const { return m_value_norm; }
-  QDoubleSpinBox* merge_t_spin() const { return m_merge_t; }
-  QDoubleSpinBox* retain_spin() const { return m_retain; }
-  // The policy's paper and schedule, under the policy combo.
-  QLabel* about_label() const { return m_about; }
-  QLabel* budget_caption() const;
-  // "none", then the method ids (each with its default parameters).
-  QComboBox* quant_combo() const { return m_quant; }
-  QGroupBox* compare_group() const { return m_compare_group; }
-  QComboBox* compare_policy_combo() const { return m_compare_policy; }
-  BudgetEdit* compare_budget_edit() const { return m_compare_budget; }
-  // Whether the row holding `field` is shown, for tests.
+  // Whether the row holding `field` is shown, for tests. The fields are named after
+  // EvictionConfig's (objectName "policy", "budget", "scorer", ...; a BudgetEdit's "value" and
+  // "unit"; the budget's caption "budget_caption").
   bool is_field_visible(QWidget* field) const;
 
  signals:
   void changed();
 
  private:
+  QLabel* budget_caption() const;
   void update_visible_fields();
 
   QFormLayout* m_form = nullptr;

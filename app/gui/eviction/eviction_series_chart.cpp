@@ -27,7 +27,9 @@ EvictionSeriesChart::EvictionSeriesChart(QWidget* parent) : QCustomPlot(parent) 
   m_needle_marker = add_vertical_marker(this, tr("needle query"), palette::kNeedle,
                                         Qt::AlignRight | Qt::AlignTop);
   m_needle = m_needle_marker.line;
+  m_needle->setObjectName(QStringLiteral("needle_marker"));
   m_needle_label = m_needle_marker.label;
+  m_needle_label->setObjectName(QStringLiteral("needle_marker_label"));
   add_legend_row(this, legend, plotLayout()->rowCount());
   legend->setWrap(2);  // one line per policy: its mass, then its error
   style_plot(this);

@@ -30,9 +30,8 @@ class EvictionSeriesChart : public QCustomPlot {
   QCPGraph* mass_graph(int i) const { return m_mass[static_cast<std::size_t>(i)]; }
   QCPGraph* error_graph(int i) const { return m_error[static_cast<std::size_t>(i)]; }
   QString title() const { return m_title->text(); }
-  // At the last step when it is the needle query (EvictionSeriesData::last_step_is_needle).
-  QCPItemStraightLine* needle_marker() const { return m_needle; }
-  QCPItemText* needle_marker_label() const { return m_needle_label; }
+  // At the last step when it is the needle query (EvictionSeriesData::last_step_is_needle), a
+  // line named "needle_marker" and its label "needle_marker_label".
 
  private:
   QCPTextElement* m_title = nullptr;

@@ -55,6 +55,15 @@ EvictionView::EvictionView(std::shared_ptr<RunsStore> store, QWidget* parent) : 
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
+  // Names for finding the parts (tests, accessibility tools).
+  const std::pair<QWidget*, const char*> names[] = {
+      {m_stale, "stale"},       {m_error, "error"},
+      {m_metrics, "metrics"},   {m_picker, "picker"},
+      {m_scope, "scope"},       {m_reset_zoom, "reset_zoom"},
+      {m_map, "map"},           {m_compare_map, "compare_map"},
+      {m_series, "series"},     {m_budgets, "budgets"},
+      {m_channels, "channels"}, {m_minicache, "minicache"}};
+  for (const auto& [part, name] : names) part->setObjectName(QLatin1String(name));
 
   connect(m_model, &EvictionModel::reports_shown, this, &EvictionView::reports_shown);
   connect(m_model, &EvictionModel::status_message, this, &EvictionView::status_message);

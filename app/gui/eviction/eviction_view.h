@@ -74,23 +74,15 @@ class EvictionView : public QWidget {
 
   SourcePanel* source_panel() const { return m_source; }
   EvictionPolicyPanel* policy_panel() const { return m_policy; }
-  EvictionMetricsPanel* metrics_panel() const { return m_metrics; }
-  // Shown over the results when a setting changed after they were computed.
-  StaleMark* stale_mark() const { return m_stale; }
   EvictionMapChart* map_chart() const { return m_map; }
-  EvictionMapChart* compare_map_chart() const { return m_compare_map; }
-  EvictionSeriesChart* series_chart() const { return m_series; }
+  // The other parts are named for finding them: the stale mark shown over the results when a
+  // setting changed after they were computed ("stale"), the error label ("error"), "metrics",
+  // the layer and KV head picker ("picker"), the scope combo ("scope": all layers | selected
+  // layer, what the curves and numbers cover), "reset_zoom", the maps ("map", "compare_map") and
+  // the charts "series", "budgets", "channels" and "minicache".
   // The curves, then the press tabs (hidden when the shown run has no such data).
   enum ChartTab { kStepsTab = 0, kBudgetTab = 1, kChannelTab = 2, kMiniCacheTab = 3 };
   QTabWidget* chart_tabs() const { return m_tabs; }
-  EvictionBudgetChart* budget_chart() const { return m_budgets; }
-  EvictionChannelChart* channel_chart() const { return m_channels; }
-  MiniCacheChart* minicache_chart() const { return m_minicache; }
-  LayerPicker* layer_picker() const { return m_picker; }
-  // "all layers" | "selected layer": what the curves and numbers cover.
-  QComboBox* scope_combo() const { return m_scope; }
-  QPushButton* reset_zoom_button() const { return m_reset_zoom; }
-  QLabel* error_label() const { return m_error; }
   QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
   QPushButton* run_button() const { return m_shell->run_button(); }
   QPushButton* cancel_button() const { return m_shell->cancel_button(); }

@@ -26,24 +26,28 @@ MiniCacheChart::MiniCacheChart(QWidget* parent) : QCustomPlot(parent) {
   yAxis2->setLabelColor(palette::kValue.darker(120));
 
   m_full = new QCPBars(xAxis, yAxis);
+  m_full->setObjectName(QStringLiteral("full_bars"));
   m_full->setName(tr("full cache"));
   m_full->setPen(QPen(QColor(90, 90, 90), 1.2));
   m_full->setBrush(QColor(0, 0, 0, 18));
   m_full->setWidth(0.8);
   m_full->addToLegend(legend);
   m_merged = new QCPBars(xAxis, yAxis);
+  m_merged->setObjectName(QStringLiteral("merged_bars"));
   m_merged->setName(tr("held, merged layer"));
   m_merged->setPen(QPen(kMerged.darker(130)));
   m_merged->setBrush(kMerged);
   m_merged->setWidth(0.5);
   m_merged->addToLegend(legend);
   m_own = new QCPBars(xAxis, yAxis);
+  m_own->setObjectName(QStringLiteral("own_bars"));
   m_own->setName(tr("held, own layer"));
   m_own->setPen(QPen(palette::kRatio.darker(130)));
   m_own->setBrush(palette::kRatio);
   m_own->setWidth(0.5);
   m_own->addToLegend(legend);
   m_retained = addGraph(xAxis, yAxis2);
+  m_retained->setObjectName(QStringLiteral("retained_graph"));
   m_retained->setName(tr("retained unmerged"));
   m_retained->setLineStyle(QCPGraph::lsNone);
   m_retained->setScatterStyle(

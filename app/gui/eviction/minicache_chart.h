@@ -22,10 +22,7 @@ class MiniCacheChart : public QCustomPlot {
   void clear_data(const QString& message);
 
   const MiniCacheData& data() const { return m_data; }
-  QCPBars* full_bars() const { return m_full; }
-  QCPBars* merged_bars() const { return m_merged; }
-  QCPBars* own_bars() const { return m_own; }
-  QCPGraph* retained_graph() const { return m_retained; }
+  // The bars are named "full_bars", "merged_bars" and "own_bars", the graph "retained_graph".
   // One "shared" bracket per merged pair.
   int pair_marks() const { return static_cast<int>(m_pairs.size()) / 2; }
   QString title() const { return m_title->text(); }
