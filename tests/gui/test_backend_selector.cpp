@@ -36,7 +36,7 @@ MethodConfig kvcomp_huffman() {
 TEST(BackendSelector, OffersAutoCpuCudaWithAutoFirst) {
   MainWindow window(fresh_dir() / "runs.sqlite");
   window.show();
-  QComboBox* combo = window.compression_view()->backend_combo();
+  QComboBox* combo = gui_test::child<QComboBox>(window.compression_view(), "backend");
   ASSERT_NE(combo, nullptr);
   EXPECT_TRUE(combo->isVisibleTo(&window));
   ASSERT_EQ(combo->count(), 3);
@@ -60,23 +60,25 @@ TEST(BackendSelector, OffersAutoCpuCudaWithAutoFirst) {
 TEST(BackendSelector, CpuAndAutoRunsNameTheDevice) {
   MainWindow window(fresh_dir() / "runs.sqlite");
   CompressionView& view = *window.compression_view();
+  auto* backend = gui_test::child<QComboBox>(&view, "backend");
   view.source_panel()->set_synthetic(tiny_source());
   view.method_panel()->set_config(kvcomp_huffman());
   const QString device = QString::fromStdString(make_cpu_backend()->device_name());
   for (const char* id : {"cpu", "auto"}) {
     view.set_backend(QString::fromLatin1(id));
-    ASSERT_EQ(view.backend_combo()->currentData().toString(), QString::fromLatin1(id));
+    ASSERT_EQ(backend->currentData().toString(), QString::fromLatin1(id));
     ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << id << ": " << view.last_error().toStdString();
     ASSERT_TRUE(view.model()->report().has_value());
     EXPECT_EQ(view.model()->report()->backend, "cpu") << id;  // no GPU library in this program
-    const QString heading = view.results_panel()->heading_label()->text();
+    const QString heading =
+        gui_test::child<QLabel>(gui_test::child<ResultsPanel>(&view, "results"), "heading")->text();
     EXPECT_TRUE(heading.contains(QStringLiteral("on cpu: ") + device.toHtmlEscaped()))
         << heading.toStdString();
     for (const char* stage :
          {"quantize: cpu ", "code: cpu ", "dequantize: cpu ", "metrics: cpu "}) {
       EXPECT_TRUE(heading.contains(QString::fromLatin1(stage))) << heading.toStdString();
     }
-    EXPECT_TRUE(view.backend_combo()->isEnabled());
+    EXPECT_TRUE(backend->isEnabled());
   }
 }
 
@@ -92,7 +94,7 @@ TEST(BackendSelector, UnavailableCudaIsShownAsARunError) {
   EXPECT_FALSE(view.model()->report().has_value());
   EXPECT_EQ(view.model()->last_saved_run_id(), 0);
   EXPECT_TRUE(view.run_button()->isEnabled());
-  EXPECT_TRUE(view.backend_combo()->isEnabled());
+  EXPECT_TRUE(gui_test::child<QComboBox>(&view, "backend")->isEnabled());
 
   // Back on the CPU the same view runs.
   view.set_backend(QStringLiteral("cpu"));

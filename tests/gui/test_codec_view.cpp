@@ -42,7 +42,7 @@ MethodConfig kvcomp_huffman() {
 TEST(MethodPanel, CodecPickerOnlyForKvComp) {
   MethodPanel panel;
   panel.show();
-  QComboBox* codec = panel.codec_combo();
+  QComboBox* codec = gui_test::child<QComboBox>(&panel, "codec");
   ASSERT_EQ(codec->count(), 4);
   EXPECT_EQ(codec->itemText(0), QStringLiteral("none"));
   EXPECT_EQ(codec->itemText(3), QStringLiteral("huffman"));
@@ -52,14 +52,14 @@ TEST(MethodPanel, CodecPickerOnlyForKvComp) {
 
   EXPECT_FALSE(panel.config().codec.has_value());  // default: none
   EXPECT_FALSE(panel.is_field_visible(codec));     // default method is kivi
-  panel.method_combo()->setCurrentText(QStringLiteral("kvcomp"));
+  gui_test::child<QComboBox>(&panel, "method")->setCurrentText(QStringLiteral("kvcomp"));
   EXPECT_TRUE(panel.is_field_visible(codec));
   EXPECT_FALSE(panel.config().codec.has_value());
   codec->setCurrentText(QStringLiteral("varwidth"));
   ASSERT_TRUE(panel.config().codec.has_value());
   EXPECT_EQ(*panel.config().codec, CodecKind::VarWidth);
   // Another method never takes the codec along.
-  panel.method_combo()->setCurrentText(QStringLiteral("kivi"));
+  gui_test::child<QComboBox>(&panel, "method")->setCurrentText(QStringLiteral("kivi"));
   EXPECT_FALSE(panel.is_field_visible(codec));
   EXPECT_FALSE(panel.config().codec.has_value());
 
@@ -74,8 +74,8 @@ TEST(MethodPanel, CodecPickerOnlyForKvComp) {
 void expect_code_lengths(CompressionView& view, const CompressionReport& expected, int layer,
                          TensorPick tensor) {
   // Picked on the histogram panel; the code-length panel follows.
-  view.histogram_panel()->select(layer, tensor);
-  CodeLengthPanel& panel = *view.code_length_panel();
+  gui_test::child<HistogramPanel>(&view, "histograms")->select(layer, tensor);
+  CodeLengthPanel& panel = *gui_test::child<CodeLengthPanel>(&view, "code_lengths");
   EXPECT_EQ(panel.selected_layer(), layer);
   EXPECT_EQ(panel.selected_tensor(), tensor);
 
@@ -88,7 +88,7 @@ void expect_code_lengths(CompressionView& view, const CompressionReport& expecte
   const auto& counts = histograms[0].counts;
   ASSERT_EQ(counts.size(), 256u);
 
-  const CodeLengthChart& chart = *panel.chart();
+  const CodeLengthChart& chart = *gui_test::child<CodeLengthChart>(&panel, "chart");
   const auto drawn_lengths = chart.length_graph()->data();
   const auto drawn_counts = chart.count_bars()->data();
   std::vector<int> want_values;
@@ -113,7 +113,7 @@ void expect_code_lengths(CompressionView& view, const CompressionReport& expecte
 }
 
 void expect_codec_results(CompressionView& view, const CompressionReport& expected) {
-  const CodecRatioChart& chart = *view.codec_ratio_chart();
+  const CodecRatioChart& chart = *gui_test::child<CodecRatioChart>(&view, "codec_ratios");
   for (int k = 0; k < kCodecCount; ++k) {
     const auto bars = chart.bars(k)->data();
     ASSERT_EQ(bars->size(), static_cast<int>(expected.layers.size()));
@@ -126,7 +126,7 @@ void expect_codec_results(CompressionView& view, const CompressionReport& expect
       EXPECT_GT(bars->at(i)->mainValue(), 0);
     }
   }
-  const auto entropy = chart.entropy_graph()->data();
+  const auto entropy = gui_test::child<QCPGraph>(&chart, "entropy_graph")->data();
   ASSERT_EQ(entropy->size(), static_cast<int>(expected.layers.size()));
   for (int i = 0; i < entropy->size(); ++i) {
     EXPECT_DOUBLE_EQ(entropy->at(i)->mainValue(),
@@ -137,9 +137,11 @@ void expect_codec_results(CompressionView& view, const CompressionReport& expect
               expected.layers[0].ratio, 1e-9 * expected.layers[0].ratio);
   EXPECT_TRUE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
 
-  const ResultsPanel& results = *view.results_panel();
-  EXPECT_FALSE(results.codec_row()->isHidden());
-  EXPECT_TRUE(results.codec_caption()->text().contains(QStringLiteral("huffman")));
+  const ResultsPanel& results = *gui_test::child<ResultsPanel>(&view, "results");
+  EXPECT_FALSE(gui_test::child<QWidget>(&results, "codec_row")->isHidden());
+  EXPECT_TRUE(gui_test::child<QLabel>(&results, "codec_caption")
+                  ->text()
+                  .contains(QStringLiteral("huffman")));
   const QString payload = results.codec_value_label(CodecMetric::PayloadBits)->text();
   EXPECT_TRUE(payload.contains(format_bits_per_value(expected.codec.payload_bits_per_code)))
       << payload.toStdString();
@@ -158,11 +160,16 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   window.resize(1400, 900);
   window.show();
   CompressionView& view = *window.compression_view();
+  auto* code_lengths = gui_test::child<CodeLengthPanel>(&view, "code_lengths");
+  auto* histograms = gui_test::child<HistogramPanel>(&view, "histograms");
 
   // Before any codec ran: no ratio tab, and the code-length chart says how to get one.
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
-  EXPECT_EQ(view.code_length_panel()->chart()->length_graph()->data()->size(), 0);
-  EXPECT_TRUE(view.code_length_panel()->chart()->note().contains(QStringLiteral("codec")));
+  EXPECT_EQ(gui_test::child<CodeLengthChart>(code_lengths, "chart")->length_graph()->data()->size(),
+            0);
+  EXPECT_TRUE(gui_test::child<CodeLengthChart>(code_lengths, "chart")
+                  ->note()
+                  .contains(QStringLiteral("codec")));
 
   view.source_panel()->set_synthetic(tiny_source());
   view.method_panel()->set_config(kvcomp_huffman());
@@ -174,9 +181,9 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   expect_code_lengths(view, expected, 1, TensorPick::Values);
   expect_code_lengths(view, expected, 0, TensorPick::Keys);
   // Picking on the code-length panel moves the histogram too.
-  view.code_length_panel()->select(1, TensorPick::Keys);
-  EXPECT_EQ(view.histogram_panel()->selected_layer(), 1);
-  EXPECT_EQ(view.histogram_panel()->selected_tensor(), TensorPick::Keys);
+  code_lengths->select(1, TensorPick::Keys);
+  EXPECT_EQ(histograms->selected_layer(), 1);
+  EXPECT_EQ(histograms->selected_tensor(), TensorPick::Keys);
   expect_codec_results(view, expected);
   const std::int64_t id = view.model()->last_saved_run_id();
   ASSERT_GT(id, 0);
@@ -189,9 +196,13 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
   EXPECT_EQ(view.lower_tabs()->currentIndex(), CompressionView::kHistogramTab);
-  EXPECT_EQ(view.code_length_panel()->chart()->length_graph()->data()->size(), 0);
-  EXPECT_TRUE(view.code_length_panel()->chart()->note().contains(QStringLiteral("codec")));
-  EXPECT_TRUE(view.results_panel()->codec_row()->isHidden());
+  EXPECT_EQ(gui_test::child<CodeLengthChart>(code_lengths, "chart")->length_graph()->data()->size(),
+            0);
+  EXPECT_TRUE(gui_test::child<CodeLengthChart>(code_lengths, "chart")
+                  ->note()
+                  .contains(QStringLiteral("codec")));
+  EXPECT_TRUE(gui_test::child<QWidget>(gui_test::child<ResultsPanel>(&view, "results"), "codec_row")
+                  ->isHidden());
 
   // Reopened from the Runs page: the same code lengths and ratios, from the stored JSON.
   window.show_page(Page::Runs);
@@ -224,7 +235,7 @@ TEST(CodecView, PairCodebookShowsMeanBitsPerCode) {
   auto check = [&](int layer, TensorPick tensor) -> bool {
     SCOPED_TRACE(::testing::Message()
                  << "layer " << layer << (tensor == TensorPick::Keys ? " keys" : " values"));
-    view.histogram_panel()->select(layer, tensor);
+    gui_test::child<HistogramPanel>(&view, "histograms")->select(layer, tensor);
     const LayerReport& l = expected.layers.at(static_cast<std::size_t>(layer));
     const bool keys = tensor == TensorPick::Keys;
     const bool pairs = keys ? l.key_code_pairs : l.value_code_pairs;
@@ -234,7 +245,8 @@ TEST(CodecView, PairCodebookShowsMeanBitsPerCode) {
       ADD_FAILURE() << bits.size() << " mean bits, expected 256";
       return false;
     }
-    const CodeLengthChart& chart = *view.code_length_panel()->chart();
+    const CodeLengthChart& chart = *gui_test::child<CodeLengthChart>(
+        gui_test::child<CodeLengthPanel>(&view, "code_lengths"), "chart");
     const auto drawn = chart.length_graph()->data();
     double drawn_total = 0;
     for (int i = 0; i < drawn->size(); ++i) {

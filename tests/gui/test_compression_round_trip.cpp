@@ -47,8 +47,8 @@ std::array<std::uint64_t, kByteComponentCount> components(const ByteBreakdown& b
 // Keys + values of each drawn bar, back in bytes.
 std::vector<double> drawn_bytes(const BytesChart& chart) {
   std::vector<double> out;
-  const auto keys = chart.key_bars()->data();
-  const auto values = chart.value_bars()->data();
+  const auto keys = gui_test::child<QCPBars>(&chart, "key_bars")->data();
+  const auto values = gui_test::child<QCPBars>(&chart, "value_bars")->data();
   EXPECT_EQ(keys->size(), kByteComponentCount);
   EXPECT_EQ(values->size(), kByteComponentCount);
   for (int i = 0; i < keys->size() && i < values->size(); ++i) {
@@ -59,7 +59,7 @@ std::vector<double> drawn_bytes(const BytesChart& chart) {
 
 std::vector<std::uint64_t> drawn_counts(const HistogramChart& chart) {
   std::vector<std::uint64_t> out;
-  const auto data = chart.bars()->data();
+  const auto data = gui_test::child<QCPBars>(&chart, "bars")->data();
   for (int i = 0; i < data->size(); ++i) {
     EXPECT_EQ(data->at(i)->mainKey(), i) << "bar " << i << " is not code " << i;
     out.push_back(static_cast<std::uint64_t>(data->at(i)->mainValue()));
@@ -69,7 +69,10 @@ std::vector<std::uint64_t> drawn_counts(const HistogramChart& chart) {
 
 // The charts and labels of `view` show `expected` (bytes, a histogram, the ratio label).
 void expect_shows(CompressionView& view, const CompressionReport& expected) {
-  const auto bytes = drawn_bytes(*view.bytes_chart());
+  auto* histograms = gui_test::child<HistogramPanel>(&view, "histograms");
+  auto* results = gui_test::child<ResultsPanel>(&view, "results");
+  auto* layer_chart = gui_test::child<LayerChart>(&view, "layers");
+  const auto bytes = drawn_bytes(*gui_test::child<BytesChart>(&view, "bytes"));
   const auto want = components(expected.bytes);
   ASSERT_EQ(bytes.size(), want.size());
   double total = 0;
@@ -83,26 +86,28 @@ void expect_shows(CompressionView& view, const CompressionReport& expected) {
   // Layer 1, values, second histogram (the age-tiered method keeps one per tier).
   const auto& layer = expected.layers.at(1);
   ASSERT_GE(layer.value_histograms.size(), 2u);
-  view.histogram_panel()->select(1, TensorPick::Values, 1);
-  EXPECT_EQ(view.histogram_panel()->selected_layer(), 1);
-  EXPECT_EQ(view.histogram_panel()->selected_histogram(), 1);
-  EXPECT_EQ(drawn_counts(*view.histogram_panel()->chart()), layer.value_histograms[1].counts);
+  histograms->select(1, TensorPick::Values, 1);
+  EXPECT_EQ(histograms->selected_layer(), 1);
+  EXPECT_EQ(histograms->selected_histogram(), 1);
+  EXPECT_EQ(drawn_counts(*gui_test::child<HistogramChart>(histograms, "chart")),
+            layer.value_histograms[1].counts);
   // And the keys of layer 0, first histogram.
-  view.histogram_panel()->select(0, TensorPick::Keys, 0);
-  EXPECT_EQ(drawn_counts(*view.histogram_panel()->chart()),
+  histograms->select(0, TensorPick::Keys, 0);
+  EXPECT_EQ(drawn_counts(*gui_test::child<HistogramChart>(histograms, "chart")),
             expected.layers.at(0).key_histograms.at(0).counts);
 
-  const QString ratio = view.results_panel()->value_label(Metric::Ratio)->text();
+  const QString ratio = results->value_label(Metric::Ratio)->text();
   EXPECT_EQ(ratio, format_ratio(expected.ratio));
   EXPECT_TRUE(QRegularExpression(QStringLiteral("^\\d+\\.\\d\\d×$")).match(ratio).hasMatch())
       << ratio.toStdString();
-  EXPECT_EQ(view.results_panel()->value_label(Metric::BitsPerValue)->text(),
+  EXPECT_EQ(results->value_label(Metric::BitsPerValue)->text(),
             format_bits_per_value(expected.bits_per_value));
 
-  EXPECT_EQ(view.layer_chart()->ratio_bars()->data()->size(),
+  EXPECT_EQ(gui_test::child<QCPBars>(layer_chart, "ratio_bars")->data()->size(),
             static_cast<int>(expected.layers.size()));
-  EXPECT_DOUBLE_EQ(view.layer_chart()->rel_error_graph()->data()->at(1)->mainValue(),
-                   expected.layers[1].error.attn_output_rel_error);
+  EXPECT_DOUBLE_EQ(
+      gui_test::child<QCPGraph>(layer_chart, "rel_error_graph")->data()->at(1)->mainValue(),
+      expected.layers[1].error.attn_output_rel_error);
 }
 
 TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
@@ -111,6 +116,7 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   ASSERT_TRUE(window.store_error().isEmpty()) << window.store_error().toStdString();
   window.show();
   CompressionView& view = *window.compression_view();
+  auto* results = gui_test::child<ResultsPanel>(&view, "results");
   RunsView& runs = *window.runs_view();
   EXPECT_EQ(runs.row_count(), 0);
 
@@ -161,14 +167,17 @@ TEST(CompressionRoundTrip, RunShowSaveListReopenDelete) {
   EXPECT_EQ(window.current_page(), Page::Compression);
   EXPECT_EQ(view.model()->report()->method, "tiered");
   expect_shows(view, expected);
-  EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
-      QStringLiteral("stored run #%1").arg(id)));
+  EXPECT_TRUE(gui_test::child<QLabel>(results, "heading")
+                  ->text()
+                  .contains(QStringLiteral("stored run #%1").arg(id)));
   // The stored run keeps the peak memory its run measured, and says it.
   ASSERT_GT(view.model()->report()->memory_peak_bytes, 0u);
-  EXPECT_TRUE(view.results_panel()->heading_label()->text().contains(
-      QStringLiteral("peak memory %1")
-          .arg(format_byte_count(static_cast<double>(view.model()->report()->memory_peak_bytes)))))
-      << view.results_panel()->heading_label()->text().toStdString();
+  EXPECT_TRUE(gui_test::child<QLabel>(results, "heading")
+                  ->text()
+                  .contains(QStringLiteral("peak memory %1")
+                                .arg(format_byte_count(static_cast<double>(
+                                    view.model()->report()->memory_peak_bytes)))))
+      << gui_test::child<QLabel>(results, "heading")->text().toStdString();
 
   // Delete (auto-confirmed): gone from the table and from the store.
   runs.set_auto_confirm(true);

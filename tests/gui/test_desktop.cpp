@@ -82,9 +82,9 @@ TEST_F(Desktop, SettingsSurviveANewWindow) {
     EXPECT_EQ(w.size(), size);
     EXPECT_EQ(w.current_page(), Page::Runs);
     EXPECT_EQ(w.recent_files(), QStringList({m_config, m_npy}));  // newest first
-    WindowActions* actions = w.window_actions();
+    WindowActions* actions = gui_test::child<WindowActions>(&w, "actions");
     actions->rebuild_recent_files_menu();
-    const QStringList texts = menu_texts(actions->recent_files_menu());
+    const QStringList texts = menu_texts(gui_test::child<QMenu>(&w, "recent_files_menu"));
     ASSERT_GE(texts.size(), 2);
     EXPECT_EQ(texts[0], QStringLiteral("&1  config.json"));
     EXPECT_EQ(texts[1], QStringLiteral("&2  tiny.npy"));
@@ -116,11 +116,11 @@ TEST_F(Desktop, OpenRecentDropsFilesThatAreGoneAndSaysWhich) {
   ASSERT_TRUE(w.open_file(m_npy));
   ASSERT_TRUE(w.open_file(m_safetensors));
   ASSERT_TRUE(QFile::remove(m_npy));
-  w.window_actions()->rebuild_recent_files_menu();
+  gui_test::child<WindowActions>(&w, "actions")->rebuild_recent_files_menu();
   EXPECT_EQ(w.recent_files(), QStringList({m_safetensors}));
   EXPECT_TRUE(w.statusBar()->currentMessage().contains("tiny.npy"))
       << w.statusBar()->currentMessage().toStdString();
-  const QStringList texts = menu_texts(w.window_actions()->recent_files_menu());
+  const QStringList texts = menu_texts(gui_test::child<QMenu>(&w, "recent_files_menu"));
   EXPECT_EQ(texts.size(), 2);  // the file and "Clear list"
   EXPECT_EQ(load_window_settings().recent_files, QStringList({m_safetensors}));  // saved at once
   // Opening a vanished file (an old menu entry) says so and forgets it too.
@@ -225,22 +225,22 @@ TEST_F(Desktop, ShortcutsSwitchPagesRunAndCancel) {
   }
   // The Planner computes as it is edited: nothing to run there.
   QTest::keyClick(&w, Qt::Key_4, Qt::ControlModifier);
-  EXPECT_FALSE(w.window_actions()->run_action()->isEnabled());
+  EXPECT_FALSE(gui_test::child<WindowActions>(&w, "actions")->run_action()->isEnabled());
   QTest::keyClick(&w, Qt::Key_1, Qt::ControlModifier);
-  ASSERT_TRUE(w.window_actions()->run_action()->isEnabled());
+  ASSERT_TRUE(gui_test::child<WindowActions>(&w, "actions")->run_action()->isEnabled());
 
   CompressionView& view = *w.compression_view();
   view.source_panel()->set_synthetic(gui_test::tiny_source());
   view.method_panel()->set_config(gui_test::tiered_method());
   QTest::keyClick(&w, Qt::Key_R, Qt::ControlModifier);
   EXPECT_TRUE(view.is_running());
-  EXPECT_TRUE(w.window_actions()->cancel_action()->isEnabled());  // follows the page's button
+  EXPECT_TRUE(gui_test::child<QAction>(&w, "cancel")->isEnabled());  // follows the page's button
   ASSERT_TRUE(view.wait_until_done(60'000));
   ASSERT_TRUE(view.model()->report().has_value()) << view.last_error().toStdString();
   EXPECT_GT(view.model()->last_saved_run_id(), 0);
   const auto expected = gui_test::engine_report(gui_test::tiny_source(), gui_test::tiered_method());
   EXPECT_DOUBLE_EQ(view.model()->report()->ratio, expected.ratio);
-  EXPECT_FALSE(w.window_actions()->cancel_action()->isEnabled());
+  EXPECT_FALSE(gui_test::child<QAction>(&w, "cancel")->isEnabled());
 
   // Esc cancels a run that takes a while (a full-size synthetic model).
   SyntheticConfig big;
@@ -277,16 +277,17 @@ TEST_F(Desktop, MenuPictures) {
   QApplication::processEvents();
   ASSERT_TRUE(w.grab().save(QDir(out).filePath("window.png")));
 
-  WindowActions& a = *w.window_actions();
+  WindowActions& a = *gui_test::child<WindowActions>(&w, "actions");
   a.rebuild_recent_files_menu();
   a.rebuild_recent_runs_menu();
   a.update_run_actions();
-  const std::pair<QMenu*, QMenu*> menus[] = {{a.file_menu(), a.recent_files_menu()},
-                                             {a.edit_menu(), nullptr},
-                                             {a.run_menu(), nullptr},
-                                             {a.view_menu(), nullptr},
-                                             {a.runs_menu(), a.recent_runs_menu()},
-                                             {a.help_menu(), nullptr}};
+  const auto menu = [&](const char* name) { return gui_test::child<QMenu>(&w, name); };
+  const std::pair<QMenu*, QMenu*> menus[] = {{menu("file_menu"), menu("recent_files_menu")},
+                                             {menu("edit_menu"), nullptr},
+                                             {menu("run_menu"), nullptr},
+                                             {menu("view_menu"), nullptr},
+                                             {menu("runs_menu"), menu("recent_runs_menu")},
+                                             {menu("help_menu"), nullptr}};
   for (const auto& [menu, sub] : menus) {
     const QRect title = w.menuBar()->actionGeometry(menu->menuAction());
     const QPoint at = w.menuBar()->mapTo(&w, title.bottomLeft());
@@ -383,11 +384,10 @@ TEST(ChartPair, SideBySideWhenBothFitTabsWhenNotAndOneChartAlone) {
 TEST_F(Desktop, HelpMenuOpensTheGuidesTheCliReferenceAndAPagePerMethod) {
   MainWindow w(db());
   w.show();
-  WindowActions& a = *w.window_actions();
   QAction* guides = nullptr;
   QAction* cli = nullptr;
   QAction* methods = nullptr;
-  for (QAction* action : a.help_menu()->actions()) {
+  for (QAction* action : gui_test::child<QMenu>(&w, "help_menu")->actions()) {
     if (action->text() == QStringLiteral("&Guides")) guides = action;
     if (action->text() == QStringLiteral("&Command-line reference")) cli = action;
     if (action->text().startsWith(QStringLiteral("&Methods"))) methods = action;
@@ -400,23 +400,24 @@ TEST_F(Desktop, HelpMenuOpensTheGuidesTheCliReferenceAndAPagePerMethod) {
   ASSERT_TRUE(QTest::qWaitForWindowActive(&w));
   QTest::keyClick(&w, Qt::Key_F1);
   QApplication::processEvents();
-  HelpBrowser* help = a.help_browser();
+  HelpBrowser* help = w.findChild<HelpBrowser*>(QStringLiteral("help"));
   ASSERT_NE(help, nullptr) << "F1 opens the help";
   EXPECT_TRUE(help->isVisible());
+  auto* browser = gui_test::child<QTextBrowser>(help, "text");
   EXPECT_EQ(help->current_topic(), QStringLiteral("guides"));
-  EXPECT_TRUE(help->text_browser()->toPlainText().contains(
-      QStringLiteral("Three short walks through kvlab")));
+  EXPECT_TRUE(browser->toPlainText().contains(QStringLiteral("Three short walks through kvlab")));
   cli->trigger();
   EXPECT_EQ(help->current_topic(), QStringLiteral("cli"));
-  EXPECT_TRUE(help->text_browser()->toPlainText().contains(QStringLiteral("kvlab compress")));
+  EXPECT_TRUE(browser->toPlainText().contains(QStringLiteral("kvlab compress")));
   methods->trigger();
-  EXPECT_EQ(help->topic_list()->count(), 2 + static_cast<int>(method_ids().size()));
+  EXPECT_EQ(gui_test::child<QListWidget>(help, "topics")->count(),
+            2 + static_cast<int>(method_ids().size()));
   // Every method's page carries what the engine says of it.
   for (const auto id : method_ids()) {
     const MethodKind kind = parse_method(id).value();
     ASSERT_TRUE(
         help->show_topic(QStringLiteral("method:") + QString::fromLatin1(id.data(), id.size())));
-    const QString text = help->text_browser()->toPlainText();
+    const QString text = browser->toPlainText();
     EXPECT_TRUE(text.contains(QString::fromStdString(std::string(method_reference(kind)))))
         << id << ": " << text.toStdString();
     EXPECT_TRUE(text.contains(QString::fromStdString(std::string(method_when_to_use(kind))))) << id;

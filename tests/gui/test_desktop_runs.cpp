@@ -38,7 +38,7 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   EXPECT_EQ(runs.row_of(first), -1);
   EXPECT_EQ(w.statusBar()->currentMessage(),
             QStringLiteral("Run %1 deleted \u2014 Ctrl+Z to undo").arg(first));
-  QAction* undo = w.window_actions()->undo_action();
+  QAction* undo = gui_test::child<QAction>(&w, "undo");
   EXPECT_TRUE(undo->isEnabled());
   EXPECT_TRUE(undo->text().contains(QStringLiteral("delete run #%1").arg(first)))
       << undo->text().toStdString();
@@ -80,7 +80,7 @@ TEST_F(Desktop, UndoPutsADeletedRunBackExactly) {
   ASSERT_TRUE(view.run_and_wait(60'000));
   ASSERT_EQ(view.model()->last_saved_run_id(), id);
   const std::string newer_created = store.load_run(id)->created_at;
-  w.window_actions()->undo_action()->trigger();
+  gui_test::child<QAction>(&w, "undo")->trigger();
   EXPECT_TRUE(
       w.statusBar()->currentMessage().contains(QStringLiteral("Run %1 cannot be put back").arg(id)))
       << w.statusBar()->currentMessage().toStdString();
@@ -138,14 +138,15 @@ TEST_F(Desktop, CtrlZRightAfterTheDeleteButtonUndoesWhereverTheFocusWent) {
   // key still undoes the deletion the status bar announced.
   runs.select_runs({id});
   ASSERT_TRUE(runs.delete_run_confirmed(id));
-  runs.search_field()->setFocus();
-  ASSERT_TRUE(runs.search_field()->hasFocus());
-  QTest::keyClick(runs.search_field(), Qt::Key_Z, Qt::ControlModifier);
+  auto* search = gui_test::child<QLineEdit>(&runs, "search");
+  search->setFocus();
+  ASSERT_TRUE(search->hasFocus());
+  QTest::keyClick(search, Qt::Key_Z, Qt::ControlModifier);
   EXPECT_TRUE(w.store()->load_run(id).ok()) << "the search field took Ctrl+Z";
   // Once the person does something else, Ctrl+Z in the field is the field's again.
-  QTest::keyClick(runs.search_field(), Qt::Key_A);
-  QTest::keyClick(runs.search_field(), Qt::Key_Z, Qt::ControlModifier);
-  EXPECT_EQ(runs.search_field()->text(), QString());
+  QTest::keyClick(search, Qt::Key_A);
+  QTest::keyClick(search, Qt::Key_Z, Qt::ControlModifier);
+  EXPECT_EQ(search->text(), QString());
 }
 
 TEST_F(Desktop, RecentRunsOpenFromTheRunsMenuAndKeepTheRestoredPage) {
@@ -156,9 +157,9 @@ TEST_F(Desktop, RecentRunsOpenFromTheRunsMenuAndKeepTheRestoredPage) {
   ASSERT_TRUE(view.run_and_wait(60'000)) << view.last_error().toStdString();
   const std::int64_t id = view.model()->last_saved_run_id();
 
-  WindowActions& actions = *w.window_actions();
+  WindowActions& actions = *gui_test::child<WindowActions>(&w, "actions");
   actions.rebuild_recent_runs_menu();
-  const QList<QAction*> entries = actions.recent_runs_menu()->actions();
+  const QList<QAction*> entries = gui_test::child<QMenu>(&w, "recent_runs_menu")->actions();
   ASSERT_EQ(entries.size(), 1);
   EXPECT_TRUE(entries[0]->text().startsWith(QStringLiteral("#%1  compression").arg(id)))
       << entries[0]->text().toStdString();
@@ -197,14 +198,14 @@ TEST_F(Desktop, ExportChartTakesTheFocusedChartElseThePagesFirst) {
   ASSERT_NE(first_visible, nullptr);
   w.compression_view()->run_button()->setFocus();
   EXPECT_EQ(chart_under_focus_or_first(page), first_visible);
-  QCustomPlot* layer_chart = w.compression_view()->layer_chart();
+  QCustomPlot* layer_chart = gui_test::child<LayerChart>(w.compression_view(), "layers");
   ASSERT_NE(layer_chart, first_visible);
   layer_chart->setFocusPolicy(Qt::ClickFocus);
   layer_chart->setFocus();
   EXPECT_EQ(chart_under_focus_or_first(page), layer_chart);
   // The Runs page has a table, no chart.
   EXPECT_EQ(chart_under_focus_or_first(w.page_widget(Page::Runs)), nullptr);
-  EXPECT_EQ(w.window_actions()->export_chart_action()->shortcut(),
+  EXPECT_EQ(gui_test::child<QAction>(&w, "export_chart")->shortcut(),
             QKeySequence(Qt::CTRL | Qt::Key_E));
 }
 

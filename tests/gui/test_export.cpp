@@ -166,7 +166,8 @@ TEST(Export, StoredRunsFromTheRunsPageReadBackEqualToTheStore) {
   ASSERT_TRUE(record.ok()) << record.message();
 
   runs.select_runs({first});
-  EXPECT_TRUE(runs.export_button()->isEnabled());
+  auto* export_button = gui_test::child<QPushButton>(&runs, "export");
+  EXPECT_TRUE(export_button->isEnabled());
   ASSERT_EQ(runs.export_selected(q(dir / "run.json")), QString());
   const auto json = nlohmann::json::parse(read_all(dir / "run.json"));
   EXPECT_EQ(json.at("id").get<std::int64_t>(), first);
@@ -199,7 +200,7 @@ TEST(Export, StoredRunsFromTheRunsPageReadBackEqualToTheStore) {
   // Both runs: an HTML comparison and a JSON array; CSV refuses two runs by name.
   runs.select_runs({first, second});
   EXPECT_EQ(runs.selected_run_ids().size(), 2u);
-  EXPECT_TRUE(runs.export_button()->text().contains(QStringLiteral("2")));
+  EXPECT_TRUE(export_button->text().contains(QStringLiteral("2")));
   ASSERT_EQ(runs.export_selected(q(dir / "both.html")), QString());
   const std::string html = read_all(dir / "both.html");
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
@@ -246,8 +247,8 @@ TEST(Export, EveryChartAndTableInTheWindowHasTheExportMenu) {
   ASSERT_NE(shown, nullptr);
   EXPECT_TRUE(shown->actions().front()->text().startsWith(QStringLiteral("Export chart")));
   shown->close();
-  EXPECT_TRUE(window.window_actions()->export_chart_action()->isEnabled());
-  EXPECT_TRUE(window.window_actions()->export_table_action()->isEnabled());
+  EXPECT_TRUE(gui_test::child<QAction>(&window, "export_chart")->isEnabled());
+  EXPECT_TRUE(gui_test::child<QAction>(&window, "export_table")->isEnabled());
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ void type_into(QAbstractSpinBox* box, const QString& text) {
 TEST(Inputs, AContextAboveTheRangeIsRefusedWithAMessageNotClamped) {
   CompressionView view(nullptr);
   view.show();
-  QSpinBox* context = view.source_panel()->context_spin();
+  QSpinBox* context = gui_test::child<QSpinBox>(view.source_panel(), "context");
   ASSERT_NE(qobject_cast<IntField*>(context), nullptr) << "the context field is a plain spin box";
   context->setValue(4096);
   const int max = context->maximum();
@@ -66,11 +66,12 @@ TEST(Inputs, TheContextGoesAsFarAsTheEngineNotThePresetsTrainedContext) {
   CompressionView view(nullptr);
   view.show();
   SourcePanel* source = view.source_panel();
-  ASSERT_EQ(source->preset_combo()->currentText(), QStringLiteral("llama3-8b"));
-  type_into(source->context_spin(), QStringLiteral("32768"));
-  EXPECT_EQ(source->context_spin()->value(), 32768)
-      << static_cast<IntField*>(source->context_spin())->refusal().toStdString();
-  type_into(source->layers_spin(), QStringLiteral("1"));
+  auto* context = gui_test::child<QSpinBox>(source, "context");
+  ASSERT_EQ(gui_test::child<QComboBox>(source, "preset")->currentText(),
+            QStringLiteral("llama3-8b"));
+  type_into(context, QStringLiteral("32768"));
+  EXPECT_EQ(context->value(), 32768) << static_cast<IntField*>(context)->refusal().toStdString();
+  type_into(gui_test::child<QSpinBox>(source, "layers"), QStringLiteral("1"));
   ASSERT_TRUE(view.run_and_wait()) << view.last_error().toStdString();
   ASSERT_TRUE(view.model()->report().has_value());
   EXPECT_EQ(view.model()->report()->tokens, 32768);
@@ -102,6 +103,7 @@ TEST(Inputs, SwitchingSourcesAfterFailuresKeepsEveryRow) {
   view.resize(1024, 700);
   view.show();
   SourcePanel* source = view.source_panel();
+  auto* layers = gui_test::child<QSpinBox>(source, "layers");
   QComboBox* kind = nullptr;
   for (QComboBox* box : source->findChildren<QComboBox*>()) {
     if (box->count() == 3 && box->itemText(0) == QStringLiteral("synthetic preset")) kind = box;
@@ -125,13 +127,14 @@ TEST(Inputs, SwitchingSourcesAfterFailuresKeepsEveryRow) {
   QTest::keyClick(kind, Qt::Key_Home);
   QApplication::processEvents();
   ASSERT_EQ(kind->currentIndex(), 0);
-  EXPECT_TRUE(source->preset_combo()->isVisible());
-  EXPECT_TRUE(source->layers_spin()->isVisible());
-  EXPECT_TRUE(source->context_spin()->isVisible());
+  EXPECT_TRUE(gui_test::child<QComboBox>(source, "preset")->isVisible());
+  EXPECT_TRUE(layers->isVisible());
+  EXPECT_TRUE(gui_test::child<QSpinBox>(source, "context")->isVisible());
   // Shown at its full height, not squeezed to nothing between its neighbours.
-  EXPECT_GE(source->preset_combo()->height(), source->preset_combo()->minimumSizeHint().height());
-  EXPECT_GE(source->preset_combo()->y(), kind->geometry().bottom());
-  EXPECT_GE(source->layers_spin()->y(), source->preset_combo()->geometry().bottom());
+  EXPECT_GE(gui_test::child<QComboBox>(source, "preset")->height(),
+            gui_test::child<QComboBox>(source, "preset")->minimumSizeHint().height());
+  EXPECT_GE(gui_test::child<QComboBox>(source, "preset")->y(), kind->geometry().bottom());
+  EXPECT_GE(layers->y(), gui_test::child<QComboBox>(source, "preset")->geometry().bottom());
   EXPECT_EQ(squeezed_fields(source), "");
   // And the model capture's rows, with their error, when it comes back.
   QTest::keyClick(kind, Qt::Key_End);
@@ -180,17 +183,18 @@ TEST(Inputs, RealFieldsRefuseToo) {
 TEST(Inputs, ResultsAreMarkedStaleWhenASettingChangesAfterTheRun) {
   CompressionView view(nullptr);
   view.show();
+  auto* stale = gui_test::child<StaleMark>(&view, "stale");
   view.source_panel()->set_synthetic(gui_test::tiny_source());
-  EXPECT_FALSE(view.stale_mark()->is_stale());
+  EXPECT_FALSE(stale->is_stale());
   ASSERT_TRUE(view.run_and_wait());
-  EXPECT_FALSE(view.stale_mark()->is_stale());
-  EXPECT_FALSE(view.stale_mark()->isVisible());
-  QSpinBox* group = view.method_panel()->group_size_spin();
+  EXPECT_FALSE(stale->is_stale());
+  EXPECT_FALSE(stale->isVisible());
+  QSpinBox* group = gui_test::child<QSpinBox>(view.method_panel(), "group_size");
   group->setValue(group->value() == 32 ? 16 : 32);
-  EXPECT_TRUE(view.stale_mark()->is_stale());
-  EXPECT_TRUE(view.stale_mark()->isVisible());
+  EXPECT_TRUE(stale->is_stale());
+  EXPECT_TRUE(stale->isVisible());
   ASSERT_TRUE(view.run_and_wait());
-  EXPECT_FALSE(view.stale_mark()->isVisible());
+  EXPECT_FALSE(stale->isVisible());
 }
 
 // Labels of points that nearly coincide (FP8 and H2O 50% at the same ratio and change, as on the

@@ -30,21 +30,26 @@ QString qs(std::string_view s) {
   return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
 
+using gui_test::child;
+using gui_test::field_shown;
+
 QList<int> bit_items(const MethodPanel& p) {
   QList<int> bits;
-  for (int i = 0; i < p.bits_combo()->count(); ++i) bits << p.bits_combo()->itemData(i).toInt();
+  for (int i = 0; i < child<QComboBox>(&p, "bits")->count(); ++i)
+    bits << child<QComboBox>(&p, "bits")->itemData(i).toInt();
   return bits;
 }
 
 QStringList rotation_items(const MethodPanel& p) {
   QStringList items;
-  for (int i = 0; i < p.rotation_combo()->count(); ++i) items << p.rotation_combo()->itemText(i);
+  for (int i = 0; i < child<QComboBox>(&p, "rotation")->count(); ++i)
+    items << child<QComboBox>(&p, "rotation")->itemText(i);
   return items;
 }
 
 void pick(MethodPanel& p, const char* id) {
-  p.method_combo()->setCurrentText(QString::fromLatin1(id));
-  ASSERT_EQ(p.method_combo()->currentText(), QString::fromLatin1(id));
+  child<QComboBox>(&p, "method")->setCurrentText(QString::fromLatin1(id));
+  ASSERT_EQ(child<QComboBox>(&p, "method")->currentText(), QString::fromLatin1(id));
 }
 
 void expect_valid(const MethodConfig& c) {
@@ -55,18 +60,18 @@ void expect_valid(const MethodConfig& c) {
 TEST(MethodPanel, EveryMethodCitesItsReference) {
   MethodPanel panel;
   for (auto id : method_ids()) {
-    panel.method_combo()->setCurrentText(qs(id));
+    child<QComboBox>(&panel, "method")->setCurrentText(qs(id));
     const MethodKind kind = *parse_method(id);
-    EXPECT_TRUE(panel.about_label()->text().contains(qs(method_reference(kind))))
-        << id << ": " << panel.about_label()->text().toStdString();
-    EXPECT_FALSE(panel.method_combo()
-                     ->itemData(panel.method_combo()->currentIndex(), Qt::ToolTipRole)
+    EXPECT_TRUE(child<QLabel>(&panel, "about")->text().contains(qs(method_reference(kind))))
+        << id << ": " << child<QLabel>(&panel, "about")->text().toStdString();
+    EXPECT_FALSE(child<QComboBox>(&panel, "method")
+                     ->itemData(child<QComboBox>(&panel, "method")->currentIndex(), Qt::ToolTipRole)
                      .toString()
                      .isEmpty())
         << id;
     // Every method builds with the fields the panel shows at their defaults.
     expect_valid(panel.config());
-    EXPECT_TRUE(panel.is_field_visible(panel.rotation_combo())) << id;
+    EXPECT_TRUE(field_shown(panel, "rotation")) << id;
   }
 }
 
@@ -75,22 +80,22 @@ TEST(MethodPanel, LlamaCppBlockTypesTakeTheirRotation) {
   panel.show();
   for (const char* id : {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl"}) {
     pick(panel, id);
-    EXPECT_TRUE(panel.is_field_visible(panel.llama_rotation_check())) << id;
-    EXPECT_FALSE(panel.is_field_visible(panel.bits_combo())) << id;
-    EXPECT_FALSE(panel.is_field_visible(panel.param_dtype_combo())) << id;
-    EXPECT_FALSE(panel.is_field_visible(panel.qjl_check())) << id;
-    EXPECT_FALSE(panel.is_field_visible(panel.pre_rope_check())) << id;
+    EXPECT_TRUE(field_shown(panel, "llama_rotation")) << id;
+    EXPECT_FALSE(field_shown(panel, "bits")) << id;
+    EXPECT_FALSE(field_shown(panel, "param_dtype")) << id;
+    EXPECT_FALSE(field_shown(panel, "qjl")) << id;
+    EXPECT_FALSE(field_shown(panel, "pre_rope")) << id;
     EXPECT_TRUE(panel.config().llama_rotation) << id;  // llama.cpp's default
-    panel.llama_rotation_check()->setChecked(false);
+    child<QCheckBox>(&panel, "llama_rotation")->setChecked(false);
     const MethodConfig c = panel.config();
     EXPECT_FALSE(c.llama_rotation) << id;
     expect_valid(c);
-    panel.llama_rotation_check()->setChecked(true);
+    child<QCheckBox>(&panel, "llama_rotation")->setChecked(true);
   }
   for (const char* id : {"nvfp4", "mxfp4"}) {
     pick(panel, id);
-    EXPECT_FALSE(panel.is_field_visible(panel.llama_rotation_check())) << id;
-    EXPECT_FALSE(panel.is_field_visible(panel.bits_combo())) << id;
+    EXPECT_FALSE(field_shown(panel, "llama_rotation")) << id;
+    EXPECT_FALSE(field_shown(panel, "bits")) << id;
     expect_valid(panel.config());
   }
 }
@@ -100,15 +105,16 @@ TEST(MethodPanel, KvQuantFields) {
   panel.show();
   pick(panel, "kvquant");
   EXPECT_EQ(bit_items(panel), (QList<int>{2, 3, 4}));
-  EXPECT_TRUE(panel.is_field_visible(panel.levels_combo()));
-  EXPECT_TRUE(panel.is_field_visible(panel.outliers_spin()));
-  EXPECT_TRUE(panel.is_field_visible(panel.pre_rope_check()));
+  EXPECT_TRUE(field_shown(panel, "levels"));
+  EXPECT_TRUE(field_shown(panel, "outliers"));
+  EXPECT_TRUE(field_shown(panel, "pre_rope"));
   EXPECT_TRUE(panel.config().pre_rope);  // the paper's way by default
-  EXPECT_FALSE(panel.is_field_visible(panel.group_size_spin()));
-  panel.pre_rope_check()->setChecked(false);
-  panel.bits_combo()->setCurrentIndex(panel.bits_combo()->findData(3));
-  panel.levels_combo()->setCurrentIndex(panel.levels_combo()->findData(true));
-  panel.outliers_spin()->setValue(0.02);
+  EXPECT_FALSE(field_shown(panel, "group_size"));
+  child<QCheckBox>(&panel, "pre_rope")->setChecked(false);
+  child<QComboBox>(&panel, "bits")->setCurrentIndex(child<QComboBox>(&panel, "bits")->findData(3));
+  child<QComboBox>(&panel, "levels")
+      ->setCurrentIndex(child<QComboBox>(&panel, "levels")->findData(true));
+  child<QDoubleSpinBox>(&panel, "outliers")->setValue(0.02);
   const MethodConfig c = panel.config();
   EXPECT_EQ(c.kind, MethodKind::KvQuant);
   EXPECT_EQ(c.bits, 3);
@@ -127,16 +133,16 @@ TEST(MethodPanel, TurboQuantFieldsAndItsOwnRotation) {
   pick(panel, "turboquant");
   EXPECT_EQ(bit_items(panel), (QList<int>{1, 2, 3, 4}));
   EXPECT_EQ(rotation_items(panel), (QStringList{"hadamard", "orthogonal"}));
-  EXPECT_EQ(panel.rotation_combo()->currentText(), QStringLiteral("orthogonal"));
-  EXPECT_TRUE(panel.is_field_visible(panel.qjl_check()));
-  EXPECT_FALSE(panel.is_field_visible(panel.rotate_values_check()));
-  panel.bits_combo()->setCurrentIndex(panel.bits_combo()->findData(1));
-  EXPECT_FALSE(panel.qjl_check()->isEnabled());  // QJL takes one of at least two bits
-  panel.bits_combo()->setCurrentIndex(panel.bits_combo()->findData(3));
-  EXPECT_TRUE(panel.qjl_check()->isEnabled());
-  panel.qjl_check()->setChecked(true);
-  panel.rotation_combo()->setCurrentText(QStringLiteral("hadamard"));
-  panel.rotation_seed_spin()->setValue(9);
+  EXPECT_EQ(child<QComboBox>(&panel, "rotation")->currentText(), QStringLiteral("orthogonal"));
+  EXPECT_TRUE(field_shown(panel, "qjl"));
+  EXPECT_FALSE(field_shown(panel, "rotate_values"));
+  child<QComboBox>(&panel, "bits")->setCurrentIndex(child<QComboBox>(&panel, "bits")->findData(1));
+  EXPECT_FALSE(child<QCheckBox>(&panel, "qjl")->isEnabled());  // QJL takes one of at least two bits
+  child<QComboBox>(&panel, "bits")->setCurrentIndex(child<QComboBox>(&panel, "bits")->findData(3));
+  EXPECT_TRUE(child<QCheckBox>(&panel, "qjl")->isEnabled());
+  child<QCheckBox>(&panel, "qjl")->setChecked(true);
+  child<QComboBox>(&panel, "rotation")->setCurrentText(QStringLiteral("hadamard"));
+  child<QSpinBox>(&panel, "rotation_seed")->setValue(9);
   const MethodConfig c = panel.config();
   EXPECT_EQ(c.bits, 3);
   EXPECT_TRUE(c.qjl);
@@ -155,20 +161,23 @@ TEST(MethodPanel, ParamDtypeWithTheReferenceDefault) {
   MethodPanel panel;
   panel.show();
   pick(panel, "kivi");
-  EXPECT_TRUE(panel.is_field_visible(panel.param_dtype_combo()));
-  EXPECT_EQ(panel.param_dtype_combo()->currentText(), QStringLiteral("f16 (reference)"));
+  EXPECT_TRUE(field_shown(panel, "param_dtype"));
+  EXPECT_EQ(child<QComboBox>(&panel, "param_dtype")->currentText(),
+            QStringLiteral("f16 (reference)"));
   EXPECT_FALSE(panel.config().param_dtype.has_value());  // the reference, as the CLI default
-  panel.param_dtype_combo()->setCurrentIndex(
-      panel.param_dtype_combo()->findData(static_cast<int>(DType::F32)));
+  child<QComboBox>(&panel, "param_dtype")
+      ->setCurrentIndex(
+          child<QComboBox>(&panel, "param_dtype")->findData(static_cast<int>(DType::F32)));
   MethodConfig c = panel.config();
   ASSERT_TRUE(c.param_dtype.has_value());
   EXPECT_EQ(*c.param_dtype, DType::F32);
   expect_valid(c);
   pick(panel, "kvcomp");
-  EXPECT_EQ(panel.param_dtype_combo()->currentText(), QStringLiteral("f32 (reference)"));
+  EXPECT_EQ(child<QComboBox>(&panel, "param_dtype")->currentText(),
+            QStringLiteral("f32 (reference)"));
   EXPECT_FALSE(panel.config().param_dtype.has_value());
   pick(panel, "int8");
-  EXPECT_FALSE(panel.is_field_visible(panel.param_dtype_combo()));
+  EXPECT_FALSE(field_shown(panel, "param_dtype"));
   EXPECT_FALSE(panel.config().param_dtype.has_value());
   // A stored KIVI-2 with fp32 parameters comes back as it was.
   c = MethodConfig{};
@@ -181,13 +190,13 @@ TEST(MethodPanel, Fp8CalibrationTokens) {
   MethodPanel panel;
   panel.show();
   pick(panel, "fp8-e4m3");
-  EXPECT_TRUE(panel.is_field_visible(panel.calib_tokens_spin()));
-  EXPECT_EQ(panel.calib_tokens_spin()->text(), QStringLiteral("whole tensor"));
-  panel.calib_tokens_spin()->setValue(64);
+  EXPECT_TRUE(field_shown(panel, "calib_tokens"));
+  EXPECT_EQ(child<QSpinBox>(&panel, "calib_tokens")->text(), QStringLiteral("whole tensor"));
+  child<QSpinBox>(&panel, "calib_tokens")->setValue(64);
   EXPECT_EQ(panel.config().calib_tokens, 64);
   expect_valid(panel.config());
   pick(panel, "kivi");
-  EXPECT_FALSE(panel.is_field_visible(panel.calib_tokens_spin()));
+  EXPECT_FALSE(field_shown(panel, "calib_tokens"));
   EXPECT_EQ(panel.config().calib_tokens, 0);  // only fp8 calibrates
 }
 
@@ -196,12 +205,12 @@ TEST(MethodPanel, RotationBeforeAnyMethod) {
   panel.show();
   pick(panel, "q4_0");
   EXPECT_EQ(rotation_items(panel), (QStringList{"none", "hadamard", "orthogonal"}));
-  EXPECT_FALSE(panel.rotate_values_check()->isEnabled());  // nothing to rotate yet
-  panel.rotate_values_check()->setChecked(true);
+  EXPECT_FALSE(child<QCheckBox>(&panel, "rotate_values")->isEnabled());  // nothing to rotate yet
+  child<QCheckBox>(&panel, "rotate_values")->setChecked(true);
   EXPECT_FALSE(panel.config().rotate_values);
-  panel.rotation_combo()->setCurrentText(QStringLiteral("orthogonal"));
-  EXPECT_TRUE(panel.rotate_values_check()->isEnabled());
-  panel.rotation_seed_spin()->setValue(42);
+  child<QComboBox>(&panel, "rotation")->setCurrentText(QStringLiteral("orthogonal"));
+  EXPECT_TRUE(child<QCheckBox>(&panel, "rotate_values")->isEnabled());
+  child<QSpinBox>(&panel, "rotation_seed")->setValue(42);
   const MethodConfig c = panel.config();
   EXPECT_EQ(c.rotation, RotationKind::Orthogonal);
   EXPECT_EQ(c.rotation_seed, 42u);
@@ -239,6 +248,7 @@ TEST(CompressionView, KeyChannelChartShowsWhatRotationDoes) {
   CompressionView view(std::make_shared<RunsStore>(std::move(store).value()));
   view.resize(1200, 800);
   view.show();
+  auto* key_channels = child<KeyChannelPanel>(&view, "key_channels");
   SyntheticConfig source;  // llama3-8b: 8 KV heads of 128 channels, outlier key channels
   source.preset = "llama3-8b";
   source.layers = 2;
@@ -251,9 +261,9 @@ TEST(CompressionView, KeyChannelChartShowsWhatRotationDoes) {
   ASSERT_TRUE(view.run_and_wait(120'000)) << view.last_error().toStdString();
 
   view.lower_tabs()->setCurrentIndex(CompressionView::kKeyChannelTab);
-  KeyChannelChart* chart = view.key_channel_panel()->chart();
-  const QCPGraph* before = chart->before_graph();
-  const QCPGraph* after = chart->after_graph();
+  KeyChannelChart* chart = child<KeyChannelChart>(key_channels, "chart");
+  const QCPGraph* before = child<QCPGraph>(chart, "before_graph");
+  const QCPGraph* after = child<QCPGraph>(chart, "after_graph");
   ASSERT_EQ(chart->graphCount(), 2);
   EXPECT_EQ(before->dataCount(), 128);
   EXPECT_EQ(after->dataCount(), 128);
@@ -265,19 +275,19 @@ TEST(CompressionView, KeyChannelChartShowsWhatRotationDoes) {
   EXPECT_GT(max_value(after), 0.0);
 
   // The method panel's rotation is shown without running again.
-  view.method_panel()->rotation_combo()->setCurrentText(QStringLiteral("orthogonal"));
+  child<QComboBox>(view.method_panel(), "rotation")->setCurrentText(QStringLiteral("orthogonal"));
   EXPECT_TRUE(after->name().contains(QStringLiteral("orthogonal"))) << after->name().toStdString();
   EXPECT_FALSE(after->name().contains(QStringLiteral("none chosen")));
   EXPECT_LT(max_value(after), max_value(before));
 
   // Another layer, one head, the mean.
-  view.key_channel_panel()->picker()->layer_spin()->setValue(1);
+  child<QSpinBox>(key_channels, "layer")->setValue(1);
   EXPECT_TRUE(chart->title().contains(QStringLiteral("layer 1")));
-  ASSERT_TRUE(view.key_channel_panel()->stats().has_value());
-  EXPECT_EQ(view.key_channel_panel()->stats()->layer, 1);
-  view.key_channel_panel()->select_heads(3);
+  ASSERT_TRUE(key_channels->stats().has_value());
+  EXPECT_EQ(key_channels->stats()->layer, 1);
+  key_channels->select_heads(3);
   EXPECT_TRUE(chart->title().contains(QStringLiteral("KV head 3")));
-  view.key_channel_panel()->select_heads(kMeanOverHeads);
+  key_channels->select_heads(kMeanOverHeads);
   EXPECT_TRUE(chart->title().contains(QStringLiteral("mean of 8 head")));
 
   // A stored report has no cache: the chart says so.

@@ -88,27 +88,31 @@ TEST(ModelCapture, CapturesStories260KAsTheSource) {
 
   source.set_model(QString::fromStdString(kModel));
   ModelCaptureForm& form = *source.model_capture();
+  auto* capture_button = gui_test::child<QPushButton>(&source, "capture");
+  auto* save_button = gui_test::child<QPushButton>(&source, "capture_save");
+  auto* max_tokens = gui_test::child<QSpinBox>(&source, "capture_max_tokens");
+  auto* status_label = gui_test::child<QLabel>(&source, "capture_status");
   EXPECT_EQ(source.spec().kind, SourceSpec::Kind::Model);
   EXPECT_EQ(source.spec().captured, nullptr);
-  EXPECT_TRUE(form.capture_button()->isVisible());
-  EXPECT_FALSE(source.preset_combo()->isVisible());
-  EXPECT_FALSE(form.save_button()->isEnabled());    // nothing captured yet
-  EXPECT_EQ(form.max_tokens_spin()->value(), 256);  // the default continuation
+  EXPECT_TRUE(capture_button->isVisible());
+  EXPECT_FALSE(gui_test::child<QComboBox>(&source, "preset")->isVisible());
+  EXPECT_FALSE(save_button->isEnabled());  // nothing captured yet
+  EXPECT_EQ(max_tokens->value(), 256);     // the default continuation
 
   form.set_prompt(QStringLiteral("Once upon a time"));
-  form.max_tokens_spin()->setValue(20);
+  max_tokens->setValue(20);
   ASSERT_TRUE(form.start_capture());
   // On a worker thread: the UI is free, Capture is off and Cancel on until it finishes.
   EXPECT_TRUE(form.is_capturing());
-  EXPECT_FALSE(form.capture_button()->isEnabled());
+  EXPECT_FALSE(capture_button->isEnabled());
   EXPECT_TRUE(form.cancel_button()->isEnabled());
   EXPECT_TRUE(form.progress_bar()->isVisible());
   ASSERT_TRUE(form.wait_until_done(kTimeoutMs));
   ASSERT_TRUE(form.last_error().isEmpty()) << form.last_error().toStdString();
-  EXPECT_FALSE(form.error_label()->isVisible());
+  EXPECT_FALSE(gui_test::child<QLabel>(&source, "capture_error")->isVisible());
   EXPECT_FALSE(form.progress_bar()->isVisible());
-  EXPECT_TRUE(form.capture_button()->isEnabled());
-  EXPECT_TRUE(form.save_button()->isEnabled());
+  EXPECT_TRUE(capture_button->isEnabled());
+  EXPECT_TRUE(save_button->isEnabled());
   EXPECT_GE(changes, 1);
   // The Quality page takes the captured model (issue 43: it did not carry over).
   QLineEdit* quality_model = nullptr;
@@ -138,7 +142,7 @@ TEST(ModelCapture, CapturesStories260KAsTheSource) {
   EXPECT_EQ(c.token_ids.front(), 1);  // BOS
   EXPECT_TRUE(spec.describe().contains(QStringLiteral("stories260K.bin")));
   EXPECT_TRUE(spec.describe().contains(QStringLiteral("25 tokens")));
-  const QString status = form.status_label()->text();
+  const QString status = status_label->text();
   EXPECT_TRUE(status.contains(QStringLiteral("25 tokens (5 prompt + 20 generated)")))
       << status.toStdString();
   EXPECT_TRUE(status.contains(QStringLiteral("there was a little girl"))) << status.toStdString();
@@ -158,7 +162,7 @@ TEST(ModelCapture, CapturesStories260KAsTheSource) {
   ASSERT_TRUE(back.ok()) << back.message();
   EXPECT_EQ(back->token_ids, c.token_ids);
   EXPECT_EQ(back->tokens(), kTokens);
-  EXPECT_TRUE(form.status_label()->text().contains(QStringLiteral("Saved to")));
+  EXPECT_TRUE(status_label->text().contains(QStringLiteral("Saved to")));
 
   // The capture is the Compression view's source, like a file or a synthetic cache.
   MethodConfig int8;
@@ -189,7 +193,7 @@ TEST(ModelCapture, EvictionViewRunsOnACapture) {
   EvictionView& view = *window.eviction_view();
   view.source_panel()->set_model(QString::fromStdString(kModel));
   ModelCaptureForm& form = *view.source_panel()->model_capture();
-  form.max_tokens_spin()->setValue(100);
+  gui_test::child<QSpinBox>(view.source_panel(), "capture_max_tokens")->setValue(100);
   ASSERT_TRUE(capture(form).isEmpty());
   ASSERT_EQ(view.source_panel()->spec().captured->tokens(), 105);  // BOS + 4 + 100
   EvictionConfig h2o;
@@ -207,16 +211,20 @@ TEST(ModelCapture, CancelLeavesNoCapture) {
   panel.show();
   panel.set_model(QString::fromStdString(kModel));
   ModelCaptureForm& form = *panel.model_capture();
-  form.max_tokens_spin()->setValue(500);  // about the model's whole context
+  auto* error_label = gui_test::child<QLabel>(&panel, "capture_error");
+  auto* status_label = gui_test::child<QLabel>(&panel, "capture_status");
+  auto* capture_button = gui_test::child<QPushButton>(&panel, "capture");
+  // About the model's whole context.
+  gui_test::child<QSpinBox>(&panel, "capture_max_tokens")->setValue(500);
   ASSERT_TRUE(form.start_capture());
   form.cancel_capture();
   ASSERT_TRUE(form.wait_until_done(kTimeoutMs));
   EXPECT_TRUE(form.last_error().isEmpty()) << form.last_error().toStdString();
-  EXPECT_FALSE(form.error_label()->isVisible());
-  EXPECT_TRUE(form.status_label()->text().contains(QStringLiteral("cancelled")))
-      << form.status_label()->text().toStdString();
+  EXPECT_FALSE(error_label->isVisible());
+  EXPECT_TRUE(status_label->text().contains(QStringLiteral("cancelled")))
+      << status_label->text().toStdString();
   EXPECT_EQ(panel.spec().captured, nullptr);
-  EXPECT_TRUE(form.capture_button()->isEnabled());
+  EXPECT_TRUE(capture_button->isEnabled());
 }
 
 // The engine's message, in the panel's error box; nothing captured, the panel ready again.
@@ -226,11 +234,12 @@ void expect_error(SourcePanel& panel, const QString& model, const QString& want)
   ModelCaptureForm& form = *panel.model_capture();
   const QString error = capture(form);
   EXPECT_TRUE(error.contains(want)) << error.toStdString();
-  EXPECT_TRUE(form.error_label()->isVisible());
-  EXPECT_TRUE(form.error_label()->text().contains(want));
+  auto* error_label = gui_test::child<QLabel>(&panel, "capture_error");
+  EXPECT_TRUE(error_label->isVisible());
+  EXPECT_TRUE(error_label->text().contains(want));
   EXPECT_EQ(panel.spec().captured, nullptr);
-  EXPECT_TRUE(form.capture_button()->isEnabled());
-  EXPECT_FALSE(form.save_button()->isEnabled());
+  EXPECT_TRUE(gui_test::child<QPushButton>(&panel, "capture")->isEnabled());
+  EXPECT_FALSE(gui_test::child<QPushButton>(&panel, "capture_save")->isEnabled());
 }
 
 TEST(ModelCapture, ErrorsAreShownInThePanel) {
@@ -238,15 +247,16 @@ TEST(ModelCapture, ErrorsAreShownInThePanel) {
   SourcePanel panel;
   panel.show();
   ModelCaptureForm& form = *panel.model_capture();
+  auto* error_label = gui_test::child<QLabel>(&panel, "capture_error");
 
   panel.set_model(QString());
   EXPECT_FALSE(form.start_capture());
   EXPECT_TRUE(form.last_error().contains(QStringLiteral("No model chosen")));
-  EXPECT_TRUE(form.error_label()->isVisible());
+  EXPECT_TRUE(error_label->isVisible());
   // Another source hides the capture rows, the error box with them.
   panel.set_synthetic(gui_test::tiny_source());
-  EXPECT_FALSE(form.error_label()->isVisible());
-  EXPECT_FALSE(form.capture_button()->isVisible());
+  EXPECT_FALSE(error_label->isVisible());
+  EXPECT_FALSE(gui_test::child<QPushButton>(&panel, "capture")->isVisible());
 
   expect_error(panel, QStringLiteral("/nonexistent/kvlab/model.bin"),
                QStringLiteral("/nonexistent/kvlab/model.bin: no such file or folder"));
@@ -286,8 +296,9 @@ TEST(ModelCapture, ErrorsAreShownInThePanel) {
   const auto prompt = dir / "prompt.txt";
   std::ofstream(prompt) << "Lily had a red ball.\nShe";
   ASSERT_TRUE(form.load_prompt_file(QString::fromStdString(prompt.string())));
-  EXPECT_EQ(form.prompt_edit()->toPlainText(), QStringLiteral("Lily had a red ball.\nShe"));
-  EXPECT_FALSE(form.error_label()->isVisible());
+  EXPECT_EQ(gui_test::child<QPlainTextEdit>(&panel, "capture_prompt")->toPlainText(),
+            QStringLiteral("Lily had a red ball.\nShe"));
+  EXPECT_FALSE(error_label->isVisible());
 }
 
 TEST(ModelCapture, RunWithoutACaptureSaysSo) {

@@ -49,22 +49,24 @@
 namespace kvlab::gui {
 namespace {
 
+using gui_test::child;
+using gui_test::field_shown;
+
 struct Visible {
   bool bits, group, residual, per_head, int8_tokens, old_bits, block, rel_scale;
 };
 
 Visible visible(const MethodPanel& p) {
-  return {p.is_field_visible(p.bits_combo()),       p.is_field_visible(p.group_size_spin()),
-          p.is_field_visible(p.residual_spin()),    p.is_field_visible(p.per_head_check()),
-          p.is_field_visible(p.int8_tokens_spin()), p.is_field_visible(p.old_bits_combo()),
-          p.is_field_visible(p.block_size_spin()),  p.is_field_visible(p.rel_scale_spin())};
+  return {field_shown(p, "bits"),       field_shown(p, "group_size"),  field_shown(p, "residual"),
+          field_shown(p, "per_head"),   field_shown(p, "int8_tokens"), field_shown(p, "old_bits"),
+          field_shown(p, "block_size"), field_shown(p, "rel_scale")};
 }
 
 TEST(MethodPanel, ShowsOnlyTheFieldsOfTheMethod) {
   MethodPanel panel;
   panel.show();
   const auto pick = [&](const char* id) {
-    panel.method_combo()->setCurrentText(QString::fromLatin1(id));
+    child<QComboBox>(&panel, "method")->setCurrentText(QString::fromLatin1(id));
     return visible(panel);
   };
   auto v = pick("kivi");
@@ -86,7 +88,7 @@ TEST(MethodPanel, ShowsOnlyTheFieldsOfTheMethod) {
 
 TEST(MethodPanel, ConfigRoundTrips) {
   MethodPanel panel;
-  EXPECT_EQ(panel.method_combo()->count(), static_cast<int>(method_ids().size()));
+  EXPECT_EQ(child<QComboBox>(&panel, "method")->count(), static_cast<int>(method_ids().size()));
   MethodConfig c;
   c.kind = MethodKind::KvComp;
   c.block_size = 128;
@@ -110,7 +112,8 @@ TEST(SourcePanel, SpecFollowsTheControls) {
   EXPECT_EQ(panel.spec().synthetic.preset, "llama3-8b");
   EXPECT_EQ(panel.spec().synthetic.context, 1024);  // the GUI's snappy default
   EXPECT_EQ(panel.spec().synthetic.layers, 0);
-  EXPECT_EQ(panel.preset_combo()->count(), static_cast<int>(synthetic_presets().size()));
+  EXPECT_EQ(child<QComboBox>(&panel, "preset")->count(),
+            static_cast<int>(synthetic_presets().size()));
 
   panel.set_synthetic(gui_test::tiny_source());
   const SourceSpec s = panel.spec();
@@ -118,7 +121,7 @@ TEST(SourcePanel, SpecFollowsTheControls) {
   EXPECT_EQ(s.synthetic.context, 96);
   EXPECT_EQ(s.synthetic.seed, 7u);
   const std::string key = s.cache_key();
-  panel.context_spin()->setValue(97);
+  child<QSpinBox>(&panel, "context")->setValue(97);
   EXPECT_NE(panel.spec().cache_key(), key);
 
   panel.set_file(QStringLiteral("/tmp/some.npz"));
@@ -135,7 +138,7 @@ TEST(BytesChart, LabelsAreNarrowEnoughNotToRunTogether) {
   view.show();
   view.source_panel()->set_synthetic(gui_test::tiny_source());
   ASSERT_TRUE(view.run_and_wait());
-  BytesChart* chart = view.bytes_chart();
+  BytesChart* chart = child<BytesChart>(&view, "bytes");
   auto ticker = qSharedPointerDynamicCast<QCPAxisTickerText>(chart->xAxis->ticker());
   ASSERT_TRUE(ticker);
   for (const QString& label : ticker->ticks()) {
@@ -159,7 +162,7 @@ TEST(BytesChart, LabelsAreNarrowEnoughNotToRunTogether) {
       EXPECT_FALSE(boxes[a].intersects(boxes[b])) << a << " and " << b;
     }
   }
-  EXPECT_GE(view.layer_chart()->minimumHeight(), 400);
+  EXPECT_GE(child<LayerChart>(&view, "layers")->minimumHeight(), 400);
 }
 
 // Issue 43, item 9: long work says how long it has left, and a cancel says so until it is done.
@@ -176,14 +179,15 @@ TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
   ASSERT_TRUE(controller.start([&] { return runner.start(); }, QStringLiteral("starting")));
   EXPECT_FALSE(controller.start([&] { return runner.start(); }, QStringLiteral("again")))
       << "one run at a time";
-  EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("starting"));
+  auto* stage = child<QLabel>(&shell, "stage");
+  EXPECT_EQ(stage->text(), QStringLiteral("starting"));
   EXPECT_FALSE(shell.run_button()->isEnabled());
   EXPECT_TRUE(shell.cancel_button()->isEnabled());
-  ASSERT_TRUE(QTest::qWaitFor(
-      [&] { return shell.stage_label()->text().startsWith(QStringLiteral("step")); }, 5000));
+  ASSERT_TRUE(
+      QTest::qWaitFor([&] { return stage->text().startsWith(QStringLiteral("step")); }, 5000));
   QTest::mouseClick(shell.cancel_button(), Qt::LeftButton);
   EXPECT_TRUE(controller.cancelling());
-  EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("Cancelling…"));
+  EXPECT_EQ(stage->text(), QStringLiteral("Cancelling…"));
   // The job's completion names no outcome: the controller ends the run as cancelled.
   ASSERT_TRUE(controller.wait_until_done(5000));
   EXPECT_FALSE(controller.running());
@@ -192,7 +196,7 @@ TEST(RunShell, EstimatesTheTimeLeftAndKeepsSayingCancelling) {
   EXPECT_FALSE(shell.cancel_button()->isEnabled());
   EXPECT_EQ(shell.progress_bar()->value(), 0);
   ASSERT_TRUE(controller.start([&] { return runner.start(); }, QStringLiteral("again")));
-  EXPECT_EQ(shell.stage_label()->text(), QStringLiteral("again")) << "no stale Cancelling…";
+  EXPECT_EQ(stage->text(), QStringLiteral("again")) << "no stale Cancelling…";
   controller.cancel();
   ASSERT_TRUE(controller.wait_until_done(5000));
 }
@@ -257,16 +261,18 @@ TEST(HistogramPanel, PickersFollowTheData) {
       {{QStringLiteral("int2"), 2, {5, 6, 7, 8}}}};
   panel.set_histograms({l0});
   panel.select(0, TensorPick::Keys, 1);
-  EXPECT_EQ(panel.chart()->bars()->data()->size(), 16);
-  EXPECT_EQ(panel.chart()->bars()->data()->at(15)->mainValue(), 16.0);
-  EXPECT_TRUE(panel.entropy_label()->text().contains(QStringLiteral("of 4 bits")));
-  EXPECT_TRUE(panel.entropy_label()->text().contains(QStringLiteral("16 of 16 codes used")));
+  const auto bars = [&] { return child<QCPBars>(child<HistogramChart>(&panel, "chart"), "bars"); };
+  auto* entropy = child<QLabel>(&panel, "entropy");
+  EXPECT_EQ(bars()->data()->size(), 16);
+  EXPECT_EQ(bars()->data()->at(15)->mainValue(), 16.0);
+  EXPECT_TRUE(entropy->text().contains(QStringLiteral("of 4 bits")));
+  EXPECT_TRUE(entropy->text().contains(QStringLiteral("16 of 16 codes used")));
   panel.select(5, TensorPick::Values, 3);  // clamped to what exists
   EXPECT_EQ(panel.selected_layer(), 0);
   EXPECT_EQ(panel.selected_histogram(), 0);
-  EXPECT_EQ(panel.chart()->bars()->data()->size(), 4);
+  EXPECT_EQ(bars()->data()->size(), 4);
   panel.clear();
-  EXPECT_EQ(panel.chart()->bars()->data()->size(), 0);
+  EXPECT_EQ(bars()->data()->size(), 0);
 }
 
 TEST(MainWindow, PagesTitleAndScreenshots) {
@@ -363,9 +369,9 @@ TEST(MainWindow, StartShowsTheNewestRunOrStartsTheDefault) {
   EXPECT_EQ(spec.synthetic.context, 96);
   EXPECT_EQ(method_params_json(view.method_panel()->config()),
             method_params_json(gui_test::tiered_method()));
-  EXPECT_FALSE(view.stale_mark()->is_stale());
-  view.method_panel()->group_size_spin()->setValue(16);
-  EXPECT_TRUE(view.stale_mark()->is_stale());
+  EXPECT_FALSE(child<StaleMark>(&view, "stale")->is_stale());
+  child<QSpinBox>(view.method_panel(), "group_size")->setValue(16);
+  EXPECT_TRUE(child<StaleMark>(&view, "stale")->is_stale());
 }
 
 // A window smaller than a laptop's: the window takes the size it is given, and a page that needs

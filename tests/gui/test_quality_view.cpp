@@ -72,11 +72,11 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   window.show_page(Page::Quality);
   QualityView& view = *window.quality_view();
   EXPECT_EQ(window.page_widget(Page::Quality), &view);
-  EXPECT_EQ(view.chart()->point_count(), 0);
+  EXPECT_EQ(gui_test::child<QualityChart>(&view, "chart")->point_count(), 0);
   set_up(view);
   EXPECT_EQ(view.checked_ids(), kChosen);
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  EXPECT_FALSE(view.error_label()->isVisible());
+  EXPECT_FALSE(gui_test::child<QLabel>(&view, "error")->isVisible());
   EXPECT_EQ(view.progress_bar()->value(), 100);
 
   // Three runs in the store, as `kvlab quality --save` stores them.
@@ -110,11 +110,14 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   EXPECT_EQ(record->params.value("window", -1), 0);
 
   // Three points, the frontier among them, a row each.
-  const QualityChart& chart = *view.chart();
+  const QualityChart& chart = *gui_test::child<QualityChart>(&view, "chart");
   EXPECT_EQ(chart.point_count(), 3);
-  EXPECT_EQ(chart.dominated_graph()->dataCount() + chart.frontier_graph()->dataCount(), 3);
-  EXPECT_GE(chart.frontier_graph()->dataCount(), 1);
-  EXPECT_GE(chart.step_line()->dataCount(), chart.frontier_graph()->dataCount());
+  EXPECT_EQ(gui_test::child<QCPGraph>(&chart, "dominated_graph")->dataCount() +
+                gui_test::child<QCPGraph>(&chart, "frontier_graph")->dataCount(),
+            3);
+  EXPECT_GE(gui_test::child<QCPGraph>(&chart, "frontier_graph")->dataCount(), 1);
+  EXPECT_GE(gui_test::child<QCPCurve>(&chart, "step_line")->dataCount(),
+            gui_test::child<QCPGraph>(&chart, "frontier_graph")->dataCount());
   EXPECT_EQ(view.model()->table()->rowCount(), 3);
   ASSERT_EQ(view.model()->points().size(), 3u);
   // Every number with its uncertainty (issue 48): an error bar per point, ± in the table.
@@ -162,20 +165,23 @@ TEST(QualityView, ThreeConfigurationsAreSavedAndCharted) {
   const QPointF at = chart.point_pixel(row);
   QMouseEvent move(QEvent::MouseMove, at, chart.mapToGlobal(at), Qt::NoButton, Qt::NoButton,
                    Qt::NoModifier);
-  QApplication::sendEvent(view.chart(), &move);
+  QApplication::sendEvent(gui_test::child<QualityChart>(&view, "chart"), &move);
   const QString status = window.statusBar()->currentMessage();
   EXPECT_TRUE(status.startsWith(QStringLiteral("INT8"))) << status.toStdString();
   EXPECT_TRUE(status.contains(QStringLiteral("perplexity"))) << status.toStdString();
 
   // Another y axis: still three points, the frontier computed for it.
-  view.y_combo()->setCurrentIndex(static_cast<int>(QualityY::Agreement));
-  EXPECT_EQ(view.chart()->point_count(), 3);
-  EXPECT_TRUE(view.chart()->data().y_label.contains(QStringLiteral("agreement")));
+  gui_test::child<QComboBox>(&view, "y")->setCurrentIndex(static_cast<int>(QualityY::Agreement));
+  EXPECT_EQ(gui_test::child<QualityChart>(&view, "chart")->point_count(), 3);
+  EXPECT_TRUE(gui_test::child<QualityChart>(&view, "chart")
+                  ->data()
+                  .y_label.contains(QStringLiteral("agreement")));
 
   // A new window on the same store shows the stored runs and takes their model and text.
   MainWindow reopened(dir / "runs.sqlite");
-  EXPECT_EQ(reopened.quality_view()->chart()->point_count(), 3);
-  EXPECT_EQ(reopened.quality_view()->model_edit()->text(), QString::fromStdString(model_path));
+  EXPECT_EQ(gui_test::child<QualityChart>(reopened.quality_view(), "chart")->point_count(), 3);
+  EXPECT_EQ(gui_test::child<QLineEdit>(reopened.quality_view(), "model")->text(),
+            QString::fromStdString(model_path));
   // The Runs page opens a quality run on the Quality page.
   reopened.show_page(Page::Runs);
   ASSERT_TRUE(reopened.runs_view()->open_run(view.model()->last_saved_run_ids().back()));
@@ -226,7 +232,7 @@ TEST(QualityView, RunsOnAGgufModelOverATextFile) {
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   ASSERT_EQ(view.model()->points().size(), 1u);
   ASSERT_EQ(view.model()->table()->rowCount(), 1);
-  EXPECT_EQ(view.chart()->point_count(), 1);
+  EXPECT_EQ(gui_test::child<QualityChart>(&view, "chart")->point_count(), 1);
 
   // The engine's numbers for the same tokens (the file's tokens without the BOS its tokenizer
   // adds: the window adds its own), measured here without the widgets.
@@ -308,12 +314,13 @@ TEST(QualityView, CancelKeepsWhatWasMeasured) {
   ASSERT_TRUE(view.wait_until_done(kTimeoutMs));
   EXPECT_FALSE(view.is_running());
   EXPECT_TRUE(view.run_button()->isEnabled());
-  EXPECT_FALSE(view.error_label()->isVisible());  // a cancel is not an error
+  EXPECT_FALSE(gui_test::child<QLabel>(&view, "error")->isVisible());  // a cancel is not an error
   const auto saved = view.model()->last_saved_run_ids().size();
   EXPECT_GE(saved, 1u);
   EXPECT_LT(saved, all.size());
   EXPECT_EQ(shared->list_runs(-1)->size(), saved);
-  EXPECT_EQ(static_cast<std::size_t>(view.chart()->point_count()), saved);
+  EXPECT_EQ(static_cast<std::size_t>(gui_test::child<QualityChart>(&view, "chart")->point_count()),
+            saved);
 }
 
 TEST(QualityView, BadInputShowsTheEnginesError) {
@@ -324,20 +331,21 @@ TEST(QualityView, BadInputShowsTheEnginesError) {
   QualityView view(shared);
   view.resize(1200, 800);
   view.show();
+  auto* error_label = gui_test::child<QLabel>(&view, "error");
   const std::string bogus = (dir / "no-such-model.bin").string();
   view.set_model_path(QString::fromStdString(bogus));
   view.set_checked({QStringLiteral("int8")});
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
-  EXPECT_TRUE(view.error_label()->isVisible());
-  EXPECT_TRUE(view.error_label()->text().contains(QString::fromStdString(bogus)))
-      << view.error_label()->text().toStdString();
+  EXPECT_TRUE(error_label->isVisible());
+  EXPECT_TRUE(error_label->text().contains(QString::fromStdString(bogus)))
+      << error_label->text().toStdString();
   EXPECT_TRUE(view.run_button()->isEnabled());
-  EXPECT_EQ(view.chart()->point_count(), 0);
+  EXPECT_EQ(gui_test::child<QualityChart>(&view, "chart")->point_count(), 0);
   EXPECT_EQ(shared->list_runs(-1)->size(), 0u);
 
   view.set_checked({});  // nothing to measure
   EXPECT_FALSE(view.run());
-  EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("no configuration")));
+  EXPECT_TRUE(error_label->text().contains(QStringLiteral("no configuration")));
 
   if (!have_model()) return;
   // An empty text file: the engine says how many tokens a window needs.
@@ -347,8 +355,8 @@ TEST(QualityView, BadInputShowsTheEnginesError) {
   view.set_text_file(QString::fromStdString(empty.string()));
   view.set_checked({QStringLiteral("int8")});
   EXPECT_FALSE(view.run_and_wait(kTimeoutMs));
-  EXPECT_TRUE(view.error_label()->text().contains(QStringLiteral("tokens")))
-      << view.error_label()->text().toStdString();
+  EXPECT_TRUE(error_label->text().contains(QStringLiteral("tokens")))
+      << error_label->text().toStdString();
   EXPECT_EQ(shared->list_runs(-1)->size(), 0u);
 }
 

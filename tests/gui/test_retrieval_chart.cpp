@@ -79,7 +79,7 @@ TEST(QualityView, RetrievalChartDrawsOneLinePerPolicyFromNeedleRuns) {
   view.show();
   view.chart_tabs()->setCurrentIndex(QualityView::kRetrievalTab);
   view.reload_from_store();
-  const RetrievalChart& chart = *view.retrieval_chart();
+  const RetrievalChart& chart = *gui_test::child<RetrievalChart>(&view, "retrieval");
   ASSERT_EQ(chart.line_count(), 3);
   const QCPGraph* snap = line_named(chart, QStringLiteral("snapkv"));
   const QCPGraph* pressed =
@@ -94,8 +94,9 @@ TEST(QualityView, RetrievalChartDrawsOneLinePerPolicyFromNeedleRuns) {
   EXPECT_EQ(snap->pen().style(), Qt::SolidLine);
   EXPECT_EQ(pressed->pen().color(), snap->pen().color());  // one colour per policy
   EXPECT_NE(h2o->pen().color(), snap->pen().color());
-  ASSERT_TRUE(chart.full_line()->visible());
-  EXPECT_DOUBLE_EQ(chart.full_line()->point1->coords().y(), 1.0);
+  ASSERT_TRUE(gui_test::child<QCPItemStraightLine>(&chart, "full_line")->visible());
+  EXPECT_DOUBLE_EQ(gui_test::child<QCPItemStraightLine>(&chart, "full_line")->point1->coords().y(),
+                   1.0);
   EXPECT_TRUE(chart.title().contains(QStringLiteral("smollm2-135m.gguf")));
 
   // A run saved meanwhile (by the CLI) shows when the view reads the store again.
@@ -147,7 +148,7 @@ TEST(QualityView, RetrievalChartPlacesThinKByKeyChannelsAndMiniCacheAtEveryToken
   view.set_model_path(QString::fromStdString(kModel));
   view.show();
   view.reload_from_store();
-  const RetrievalChart& chart = *view.retrieval_chart();
+  const RetrievalChart& chart = *gui_test::child<RetrievalChart>(&view, "retrieval");
   ASSERT_EQ(chart.line_count(), 2);
   const QCPGraph* think = line_named(chart, QStringLiteral("think (x: key channels kept)"));
   const QCPGraph* mini = line_named(chart, QStringLiteral("minicache (no token budget: at 100 %)"));
@@ -164,10 +165,11 @@ TEST(QualityView, RetrievalChartSaysWhenThereAreNoNeedleRuns) {
   auto store = std::make_shared<RunsStore>(std::move(opened).value());
   QualityView view(store);
   view.show();
+  auto* retrieval = gui_test::child<RetrievalChart>(&view, "retrieval");
   view.reload_from_store();
-  EXPECT_EQ(view.retrieval_chart()->line_count(), 0);
-  EXPECT_FALSE(view.retrieval_chart()->full_line()->visible());
-  EXPECT_TRUE(view.retrieval_chart()->title().contains(QStringLiteral("--needle")));
+  EXPECT_EQ(retrieval->line_count(), 0);
+  EXPECT_FALSE(gui_test::child<QCPItemStraightLine>(retrieval, "full_line")->visible());
+  EXPECT_TRUE(retrieval->title().contains(QStringLiteral("--needle")));
 }
 
 }  // namespace

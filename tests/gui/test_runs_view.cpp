@@ -147,9 +147,10 @@ TEST(RunsPage, APerplexityChangeComesWithItsStandardError) {
 TEST(RunsPage, SearchKindFilterAndTags) {
   Page p = page_with_three_runs();
   RunsView view(p.store, QString());
-  view.kind_filter()->setCurrentIndex(view.kind_filter()->findText(QStringLiteral("quality")));
+  auto* kind = gui_test::child<QComboBox>(&view, "kind");
+  kind->setCurrentIndex(kind->findText(QStringLiteral("quality")));
   EXPECT_EQ(view.row_count(), 1);
-  view.kind_filter()->setCurrentIndex(0);
+  kind->setCurrentIndex(0);
   EXPECT_EQ(view.row_count(), 3);
 
   ASSERT_TRUE(view.model()->set_tags_and_note(p.kivi4, QStringLiteral(" baseline ,, long "),
@@ -157,14 +158,15 @@ TEST(RunsPage, SearchKindFilterAndTags) {
   EXPECT_EQ(p.store->load_run(p.kivi4)->tags, "baseline, long");
   EXPECT_EQ(view.cell_text(view.row_of(p.kivi4), RunsTableModel::kTags),
             QStringLiteral("baseline, long"));
-  view.search_field()->setText(QStringLiteral("BASELINE"));
+  auto* search = gui_test::child<QLineEdit>(&view, "search");
+  search->setText(QStringLiteral("BASELINE"));
   ASSERT_EQ(view.row_count(), 1);
   EXPECT_EQ(view.cell_text(0, RunsTableModel::kId), QString::number(p.kivi4));
-  view.search_field()->setText(QStringLiteral("beat"));  // the note is searched too
+  search->setText(QStringLiteral("beat"));  // the note is searched too
   EXPECT_EQ(view.row_count(), 1);
-  view.search_field()->setText(QStringLiteral("nothing-like-this"));
+  search->setText(QStringLiteral("nothing-like-this"));
   EXPECT_EQ(view.row_count(), 0);
-  view.search_field()->clear();
+  search->clear();
   EXPECT_EQ(view.row_count(), 3);
 }
 
@@ -174,40 +176,43 @@ TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
   view.resize(1100, 800);
   view.show();
   view.select_runs({p.kivi2, p.kivi4});
-  RunsComparePanel* panel = view.compare_panel();
+  RunsComparePanel* panel = gui_test::child<RunsComparePanel>(&view, "compare");
+  auto* layer_plot = gui_test::child<QCustomPlot>(panel, "layer_plot");
+  auto* differences = gui_test::child<QTableWidget>(panel, "differences");
   // One curve per run over the tiny preset's layers, on one plot.
   const int layers = static_cast<int>(p.store->load_run(p.kivi2)->metrics["per_layer"].size());
-  ASSERT_EQ(panel->layer_plot()->graphCount(), 2);
-  EXPECT_EQ(panel->layer_plot()->graph(0)->data()->size(), layers);
-  EXPECT_EQ(panel->layer_plot()->graph(1)->data()->size(), layers);
-  EXPECT_EQ(panel->layer_metric()->currentText(), QStringLiteral("ratio vs fp16"));
+  ASSERT_EQ(layer_plot->graphCount(), 2);
+  EXPECT_EQ(layer_plot->graph(0)->data()->size(), layers);
+  EXPECT_EQ(layer_plot->graph(1)->data()->size(), layers);
+  EXPECT_EQ(gui_test::child<QComboBox>(panel, "layer_metric")->currentText(),
+            QStringLiteral("ratio vs fp16"));
   // They differ in bits and context, and not in the source kind.
   QStringList differing;
-  for (int r = 0; r < panel->differences()->rowCount(); ++r) {
-    differing << panel->differences()->verticalHeaderItem(r)->text();
+  for (int r = 0; r < differences->rowCount(); ++r) {
+    differing << differences->verticalHeaderItem(r)->text();
   }
   EXPECT_TRUE(differing.contains(QStringLiteral("bits"))) << differing.join(", ").toStdString();
   EXPECT_TRUE(differing.contains(QStringLiteral("context")));
   EXPECT_FALSE(differing.contains(QStringLiteral("kind")));
   const int bits_row = static_cast<int>(differing.indexOf(QStringLiteral("bits")));
   QStringList bits;
-  for (int c = 0; c < panel->differences()->columnCount(); ++c) {
-    bits << panel->differences()->item(bits_row, c)->text();
+  for (int c = 0; c < differences->columnCount(); ++c) {
+    bits << differences->item(bits_row, c)->text();
   }
   EXPECT_TRUE(bits.contains(QStringLiteral("2")) && bits.contains(QStringLiteral("4")));
   // Compression runs have no decode steps: no empty step chart beside the layer chart.
-  EXPECT_TRUE(panel->layer_plot()->isVisible());
-  EXPECT_FALSE(panel->step_plot()->isVisible());
+  EXPECT_TRUE(layer_plot->isVisible());
+  EXPECT_FALSE(gui_test::child<QCustomPlot>(panel, "step_plot")->isVisible());
 
   view.select_runs({p.kivi2});  // one run: its own curve (issue 43: it showed nothing)
-  EXPECT_EQ(panel->layer_plot()->graphCount(), 1);
+  EXPECT_EQ(layer_plot->graphCount(), 1);
   bool said = false;
   for (const QLabel* label : panel->findChildren<QLabel*>()) {
     said = said || label->text().contains(QStringLiteral("its curves"));
   }
   EXPECT_TRUE(said) << "the panel says what it shows for one run";
   view.select_runs({});
-  EXPECT_EQ(panel->layer_plot()->graphCount(), 0);
+  EXPECT_EQ(layer_plot->graphCount(), 0);
 }
 
 TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
@@ -225,8 +230,9 @@ TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
   // No call to refresh(): the page watches the file.
   EXPECT_TRUE(wait_for([&] { return view.row_count() == 4; }, 10000));
   EXPECT_GT(view.model()->refresh_count(), before);
-  EXPECT_EQ(view.search_field()->text(), QString());
-  view.search_field()->setText(QStringLiteral("command line"));
+  auto* search = gui_test::child<QLineEdit>(&view, "search");
+  EXPECT_EQ(search->text(), QString());
+  search->setText(QStringLiteral("command line"));
   EXPECT_EQ(view.row_count(), 1);
   // Reading does not feed the watcher back into itself: it settles.
   const int settled = view.model()->refresh_count();

@@ -48,8 +48,10 @@ StreamReport engine_stream(const MethodConfig& method) {
 void expect_chart_shows(const StreamChart& chart, const StreamReport& expected) {
   const StreamSeriesData& d = chart.data();
   ASSERT_EQ(d.step.size(), expected.points.size());
-  ASSERT_EQ(chart.total_graph()->data()->size(), static_cast<int>(expected.points.size()));
-  ASSERT_EQ(chart.fp16_graph()->data()->size(), static_cast<int>(expected.points.size()));
+  ASSERT_EQ(gui_test::child<QCPGraph>(&chart, "total_graph")->data()->size(),
+            static_cast<int>(expected.points.size()));
+  ASSERT_EQ(gui_test::child<QCPGraph>(&chart, "fp16_graph")->data()->size(),
+            static_cast<int>(expected.points.size()));
   const double unit = chart.unit().bytes;
   // The number in the title is the last point's ratio to fp16.
   const QString ratio = QString::number(expected.points.back().ratio(), 'f', 2);
@@ -66,11 +68,13 @@ void expect_chart_shows(const StreamChart& chart, const StreamReport& expected) 
     EXPECT_EQ(d.fp16[i], static_cast<double>(p.fp16_bytes)) << i;
     // What is drawn: the same numbers in the axis unit.
     const int k = static_cast<int>(i);
-    EXPECT_DOUBLE_EQ(chart.total_graph()->data()->at(k)->key, p.step);
-    EXPECT_DOUBLE_EQ(chart.total_graph()->data()->at(k)->value * unit,
+    EXPECT_DOUBLE_EQ(gui_test::child<QCPGraph>(&chart, "total_graph")->data()->at(k)->key, p.step);
+    EXPECT_DOUBLE_EQ(gui_test::child<QCPGraph>(&chart, "total_graph")->data()->at(k)->value * unit,
                      static_cast<double>(m.total()));
-    EXPECT_DOUBLE_EQ(chart.compressed_graph()->data()->at(k)->value * unit, compressed);
-    EXPECT_DOUBLE_EQ(chart.fp16_graph()->data()->at(k)->value * unit,
+    EXPECT_DOUBLE_EQ(
+        gui_test::child<QCPGraph>(&chart, "compressed_graph")->data()->at(k)->value * unit,
+        compressed);
+    EXPECT_DOUBLE_EQ(gui_test::child<QCPGraph>(&chart, "fp16_graph")->data()->at(k)->value * unit,
                      static_cast<double>(p.fp16_bytes));
   }
 }
@@ -82,6 +86,7 @@ TEST(StreamView, KvCompHuffmanRunShowsMemoryOverDecodeSteps) {
   window.resize(1400, 900);
   window.show();
   CompressionView& view = *window.compression_view();
+  auto* stream_chart = gui_test::child<StreamChart>(&view, "stream");
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kStreamTab));
 
   view.source_panel()->set_synthetic(tiny_source());
@@ -92,7 +97,7 @@ TEST(StreamView, KvCompHuffmanRunShowsMemoryOverDecodeSteps) {
   const StreamReport expected = engine_stream(kvcomp(CodecKind::Huffman));
   EXPECT_EQ(stream_to_json(*view.model()->stream()), stream_to_json(expected));
   view.lower_tabs()->setCurrentIndex(CompressionView::kStreamTab);
-  expect_chart_shows(*view.stream_chart(), expected);
+  expect_chart_shows(*stream_chart, expected);
   EXPECT_GT(expected.points.back().ratio(), 1.0);
 
   // Saved with the run, as the engine's JSON.
@@ -106,13 +111,13 @@ TEST(StreamView, KvCompHuffmanRunShowsMemoryOverDecodeSteps) {
   // Bit packing streams too; KIVI has no stream and the tab goes away.
   view.method_panel()->set_config(kvcomp(CodecKind::BitPack));
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
-  expect_chart_shows(*view.stream_chart(), engine_stream(kvcomp(CodecKind::BitPack)));
+  expect_chart_shows(*stream_chart, engine_stream(kvcomp(CodecKind::BitPack)));
   view.method_panel()->set_config(MethodConfig{});
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kStreamTab));
   EXPECT_NE(view.lower_tabs()->currentIndex(), CompressionView::kStreamTab);
   EXPECT_FALSE(view.model()->stream().has_value());
-  EXPECT_EQ(view.stream_chart()->total_graph()->data()->size(), 0);
+  EXPECT_EQ(gui_test::child<QCPGraph>(stream_chart, "total_graph")->data()->size(), 0);
 }
 
 }  // namespace

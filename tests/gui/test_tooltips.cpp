@@ -208,7 +208,7 @@ TEST(Tooltips, EveryControlAndColumnOnTheFourPagesExplainsItself) {
 
 TEST(Tooltips, SayHowTheNumbersAreComputed) {
   MainWindow window(fresh_dir() / "runs.sqlite");
-  const auto* results = window.compression_view()->results_panel();
+  const auto* results = gui_test::child<ResultsPanel>(window.compression_view(), "results");
   ASSERT_NE(results, nullptr);
   const QString ratio = label_tip(results, QStringLiteral("Ratio"));
   EXPECT_TRUE(ratio.contains(QStringLiteral("fp16")) && ratio.contains(QStringLiteral("metadata")))
@@ -222,7 +222,7 @@ TEST(Tooltips, SayHowTheNumbersAreComputed) {
   const QString memory_ratio = label_tip(eviction, QStringLiteral("Memory ratio"));
   EXPECT_TRUE(memory_ratio.contains(QStringLiteral("fp16"))) << memory_ratio.toStdString();
 
-  const auto* quality = window.quality_view()->table();
+  const auto* quality = gui_test::child<QTableView>(window.quality_view(), "table");
   ASSERT_NE(quality, nullptr);
   EXPECT_TRUE(header_tip(quality, QStringLiteral("Ratio")).contains(QStringLiteral("kept")));
   EXPECT_TRUE(header_tip(quality, QStringLiteral("KL (nats)")).contains(QStringLiteral("KL(")));
@@ -245,7 +245,7 @@ TEST(Tooltips, SayHowTheNumbersAreComputed) {
 
   // Form captions share their field's text.
   const MethodPanel* method = window.compression_view()->method_panel();
-  const auto* group = method->group_size_spin();
+  const auto* group = gui_test::child<QSpinBox>(method, "group_size");
   bool caption_found = false;
   for (const QLabel* l : method->findChildren<QLabel*>()) {
     if (l->buddy() == group) {
@@ -274,12 +274,12 @@ TEST(Tooltips, RenderPagesAndATooltip) {
     EXPECT_TRUE(window.grab().save(QString::fromStdString(path.string())));
   }
   window.show_page(Page::Compression);
-  QWidget* results = window.compression_view()->results_panel();
+  QWidget* results = gui_test::child<ResultsPanel>(window.compression_view(), "results");
   EXPECT_TRUE(save_tooltip(results, label_tip(results, QStringLiteral("Ratio")),
                            dir / "tooltip_ratio.png"));
   MethodPanel* method = window.compression_view()->method_panel();
-  EXPECT_TRUE(
-      save_tooltip(method, method->rel_scale_spin()->toolTip(), dir / "tooltip_rel_scale.png"));
+  EXPECT_TRUE(save_tooltip(method, gui_test::child<QDoubleSpinBox>(method, "rel_scale")->toolTip(),
+                           dir / "tooltip_rel_scale.png"));
   window.show_page(Page::Eviction);
   auto* eviction = window.eviction_view()->findChild<EvictionMetricsPanel*>();
   ASSERT_NE(eviction, nullptr);

@@ -30,8 +30,7 @@ class LayerPicker : public QWidget {
   // What the layer and the choice pick; each caption shows its control's tooltip too.
   void set_tooltips(const QString& layer_tip, const QString& choice_tip);
 
-  QSpinBox* layer_spin() const { return m_layer; }
-  QComboBox* choice_combo() const { return m_choice; }
+  // The layer spin box is named "layer", the combo "choice", for finding them.
   // Where callers add their own widgets after the pickers.
   QHBoxLayout* row() const { return m_row; }
 

@@ -59,6 +59,8 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_runner = new CaptureRunner(this);
 
   m_model = new QLineEdit(parent);
+
+  m_model->setObjectName(QStringLiteral("capture_model"));
   m_model->setPlaceholderText(tr(".gguf, llama2.c .bin or Hugging Face folder"));
   m_model->setToolTip(
       tr("A GGUF model (llama or qwen2, its tokenizer inside), a llama2.c checkpoint (.bin, its "
@@ -71,6 +73,8 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_model_row = row_of(parent, {{m_model, 1}, {browse_file, 0}, {browse_folder, 0}});
 
   m_prompt = new QPlainTextEdit(parent);
+
+  m_prompt->setObjectName(QStringLiteral("capture_prompt"));
   m_prompt->setPlainText(QStringLiteral("Once upon a time"));
   m_prompt->setPlaceholderText(tr("The prompt; BOS is added"));
   m_prompt->setToolTip(
@@ -84,6 +88,8 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_prompt_file_row = row_of(parent, {{new QWidget(parent), 1}, {m_prompt_file_button, 0}});
 
   m_max_tokens = new IntField(parent);
+
+  m_max_tokens->setObjectName(QStringLiteral("capture_max_tokens"));
   m_max_tokens->setRange(0, 1 << 20);
   m_max_tokens->setSingleStep(64);
   m_max_tokens->setValue(kDefaultMaxTokens);
@@ -91,26 +97,35 @@ ModelCaptureForm::ModelCaptureForm(QWidget* parent) : QObject(parent), m_parent(
   m_max_tokens->setToolTip(
       tr("Greedy continuation after the prompt; it stops early at EOS or the model's context"));
   m_pre_rope = new QCheckBox(tr("Keys before RoPE"), parent);
+  m_pre_rope->setObjectName(QStringLiteral("capture_pre_rope"));
   m_pre_rope->setToolTip(tr("Capture keys before the rotary embedding instead of after it"));
   m_generate_row = row_of(parent, {{m_max_tokens, 1}, {m_pre_rope, 0}});
 
   m_capture_button = new QPushButton(tr("Capture"), parent);
+
+  m_capture_button->setObjectName(QStringLiteral("capture"));
   m_capture_button->setToolTip(tr("Run the model on the prompt and keep its KV cache"));
   m_cancel_button = new QPushButton(tr("Cancel"), parent);
+  m_cancel_button->setObjectName(QStringLiteral("capture_cancel"));
   m_cancel_button->setToolTip(tr("Stop the capture; the previous capture, if any, is kept"));
   m_save_button = new QPushButton(tr("Save…"), parent);
+  m_save_button->setObjectName(QStringLiteral("capture_save"));
   m_save_button->setToolTip(tr("Write the captured cache as .safetensors"));
   m_buttons_row = row_of(parent, {{m_capture_button, 1}, {m_cancel_button, 1}, {m_save_button, 1}});
 
   m_progress = new QProgressBar(parent);
+
+  m_progress->setObjectName(QStringLiteral("capture_progress"));
   m_progress->setRange(0, 100);
   m_progress->setToolTip(tr("How far the capture has got"));
   m_status = new QLabel(tr("No capture yet."), parent);
+  m_status->setObjectName(QStringLiteral("capture_status"));
   m_status->setWordWrap(true);
   m_status->setTextFormat(Qt::PlainText);
   m_status->setTextInteractionFlags(Qt::TextSelectableByMouse);
   style::make_muted(m_status);
   m_error = new QLabel(parent);
+  m_error->setObjectName(QStringLiteral("capture_error"));
   m_error->setWordWrap(true);
   m_error->setTextFormat(Qt::PlainText);
   m_error->setTextInteractionFlags(Qt::TextSelectableByMouse);

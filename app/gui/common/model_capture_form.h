@@ -68,16 +68,11 @@ class ModelCaptureForm : public QObject {
   std::uint64_t capture_id() const { return m_capture_id; }
   const QString& last_error() const { return m_last_error; }
 
-  QLineEdit* model_edit() const { return m_model; }
-  QPlainTextEdit* prompt_edit() const { return m_prompt; }
-  QSpinBox* max_tokens_spin() const { return m_max_tokens; }
-  QCheckBox* pre_rope_check() const { return m_pre_rope; }
-  QPushButton* capture_button() const { return m_capture_button; }
+  // The widgets are named "capture_model", "capture_prompt", "capture_max_tokens",
+  // "capture_pre_rope", "capture" (the button), "capture_cancel", "capture_save",
+  // "capture_progress", "capture_status" and "capture_error", for finding them under `parent`.
   QPushButton* cancel_button() const { return m_cancel_button; }
-  QPushButton* save_button() const { return m_save_button; }
   QProgressBar* progress_bar() const { return m_progress; }
-  QLabel* status_label() const { return m_status; }
-  QLabel* error_label() const { return m_error; }
 
  signals:
   // A capture finished and is now the source's cache.

@@ -23,6 +23,7 @@ RunShell::RunShell(const RunShellTexts& texts, RunController* controller, QWidge
   m_progress->setValue(0);
   m_progress->setToolTip(texts.progress_tooltip);
   m_stage = style::muted_label(QString(), this);
+  m_stage->setObjectName(QStringLiteral("stage"));
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(m_run);

@@ -29,7 +29,7 @@ class RunShell : public QWidget {
   QPushButton* run_button() const { return m_run; }
   QPushButton* cancel_button() const { return m_cancel; }
   QProgressBar* progress_bar() const { return m_progress; }
-  QLabel* stage_label() const { return m_stage; }
+  // The stage under the progress bar is named "stage", for finding it.
 
  signals:
   void run_requested();

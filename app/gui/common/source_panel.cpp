@@ -48,6 +48,8 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
          "real model run on your prompt"));
 
   m_preset = new QComboBox(this);
+
+  m_preset->setObjectName(QStringLiteral("preset"));
   for (const auto& p : synthetic_presets()) m_preset->addItem(QString::fromStdString(p.name));
   m_preset->setCurrentText(QStringLiteral("llama3-8b"));
   m_preset->setToolTip(
@@ -56,9 +58,12 @@ SourcePanel::SourcePanel(QWidget* parent) : QGroupBox(tr("Source"), parent) {
          "queries"));
 
   m_layers = new IntField(this);
+
+  m_layers->setObjectName(QStringLiteral("layers"));
   m_layers->setRange(0, 512);
   m_layers->setToolTip(tr("How many layers to generate; 0 takes the preset's count"));
   m_context = new IntField(this);
+  m_context->setObjectName(QStringLiteral("context"));
   m_context->setRange(1, kMaxSyntheticContext);  // the engine's limit, as on the CLI
   m_context->setSingleStep(256);
   m_context->setValue(kDefaultContext);

@@ -38,9 +38,7 @@ class SourcePanel : public QGroupBox {
 
   ModelCaptureForm* model_capture() const { return m_capture; }
 
-  QComboBox* preset_combo() const { return m_preset; }
-  QSpinBox* layers_spin() const { return m_layers; }
-  QSpinBox* context_spin() const { return m_context; }
+  // The synthetic fields are named "preset", "layers" and "context", for finding them.
 
  signals:
   void changed();

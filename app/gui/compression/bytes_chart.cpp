@@ -52,7 +52,9 @@ BytesChart::BytesChart(QWidget* parent) : QCustomPlot(parent) {
   yAxis->setRange(0, 1);
 
   m_key_bars = make_bars(this, QStringLiteral("keys"), palette::kKey);
+  m_key_bars->setObjectName(QStringLiteral("key_bars"));
   m_value_bars = make_bars(this, QStringLiteral("values"), palette::kValue);
+  m_value_bars->setObjectName(QStringLiteral("value_bars"));
   m_value_bars->moveAbove(m_key_bars);
 
   add_legend_row(this, legend, 2);

@@ -20,9 +20,8 @@ class BytesChart : public QCustomPlot {
   void set_data(const ByteBarsData& data);
   void clear_data();
 
-  // What is drawn, for tests: bar i is component i (byte_component_names()), in axis units.
-  QCPBars* key_bars() const { return m_key_bars; }
-  QCPBars* value_bars() const { return m_value_bars; }
+  // What is drawn: the bars "key_bars" and "value_bars" (bar i is component i,
+  // byte_component_names()), in axis units of unit().
   const ByteUnit& unit() const { return m_unit; }
 
  private:

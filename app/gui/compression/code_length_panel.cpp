@@ -22,6 +22,7 @@ CodeLengthPanel::CodeLengthPanel(QWidget* parent) : QWidget(parent) {
   m_about->setWordWrap(true);  // on two lines rather than widen the page past a laptop's
   style::make_muted(m_about);
   m_chart = new CodeLengthChart(this);
+  m_chart->setObjectName(QStringLiteral("chart"));
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(m_picker);

@@ -32,7 +32,7 @@ class CodeLengthPanel : public QWidget {
   int selected_layer() const;
   TensorPick selected_tensor() const;
 
-  CodeLengthChart* chart() const { return m_chart; }
+  // The chart is named "chart", for finding it.
 
  signals:
   void selection_changed(int layer, kvlab::gui::TensorPick tensor);

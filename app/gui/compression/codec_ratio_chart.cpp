@@ -38,6 +38,7 @@ CodecRatioChart::CodecRatioChart(QWidget* parent) : QCustomPlot(parent) {
     m_bars[static_cast<std::size_t>(i)] = bars;
   }
   m_entropy = addGraph(xAxis, yAxis);
+  m_entropy->setObjectName(QStringLiteral("entropy_graph"));
   m_entropy->setName(tr("at the entropy bound"));
   m_entropy->setLineStyle(QCPGraph::lsNone);
   QCPScatterStyle marker(QCPScatterStyle::ssCustom, QPen(palette::kEntropy, 2.5), Qt::NoBrush, 14);

@@ -22,7 +22,7 @@ class CodecRatioChart : public QCustomPlot {
 
   // Bars of codec `index` (CodecKind order): key = layer, value = ratio.
   QCPBars* bars(int index) const { return m_bars[static_cast<std::size_t>(index)]; }
-  QCPGraph* entropy_graph() const { return m_entropy; }
+  // The entropy bound per layer is the graph named "entropy_graph".
 
  private:
   QCPTextElement* m_title = nullptr;

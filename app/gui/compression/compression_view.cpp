@@ -63,6 +63,18 @@ CompressionView::CompressionView(std::shared_ptr<RunsStore> store, QWidget* pare
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
+  // Names for finding the parts (tests, accessibility tools).
+  const std::pair<QWidget*, const char*> names[] = {{m_backend, "backend"},
+                                                    {m_results, "results"},
+                                                    {m_stale, "stale"},
+                                                    {m_bytes_chart, "bytes"},
+                                                    {m_layer_chart, "layers"},
+                                                    {m_histograms, "histograms"},
+                                                    {m_code_lengths, "code_lengths"},
+                                                    {m_codec_ratios, "codec_ratios"},
+                                                    {m_stream_chart, "stream"},
+                                                    {m_key_channels, "key_channels"}};
+  for (const auto& [part, name] : names) part->setObjectName(QLatin1String(name));
 
   connect(m_model, &CompressionModel::report_shown, this, &CompressionView::redraw);
   connect(m_model, &CompressionModel::status_message, this, &CompressionView::status_message);

@@ -71,19 +71,11 @@ class CompressionView : public QWidget {
 
   SourcePanel* source_panel() const { return m_source; }
   MethodPanel* method_panel() const { return m_method; }
-  // Where the run's ops go: Auto, CPU, CUDA (item data: make_backend()'s id).
-  QComboBox* backend_combo() const { return m_backend; }
   void set_backend(const QString& id);
-  ResultsPanel* results_panel() const { return m_results; }
-  // Shown over the results when a setting changed after they were computed.
-  StaleMark* stale_mark() const { return m_stale; }
-  BytesChart* bytes_chart() const { return m_bytes_chart; }
-  LayerChart* layer_chart() const { return m_layer_chart; }
-  HistogramPanel* histogram_panel() const { return m_histograms; }
-  CodeLengthPanel* code_length_panel() const { return m_code_lengths; }
-  CodecRatioChart* codec_ratio_chart() const { return m_codec_ratios; }
-  StreamChart* stream_chart() const { return m_stream_chart; }
-  KeyChannelPanel* key_channel_panel() const { return m_key_channels; }
+  // The parts are named for finding them: the backend combo ("backend": Auto, CPU, CUDA, item
+  // data make_backend()'s id), "results", the stale mark shown over the results when a setting
+  // changed after they were computed ("stale"), the charts "bytes", "layers", "histograms",
+  // "code_lengths", "codec_ratios", "stream" and "key_channels".
   // The lower charts: "Codes histogram" | "Code lengths" | "Ratio by codec" (shown only when a
   // codec ran) | "Decode stream" (shown only after a fresh kvcomp + huffman/bitpack run) |
   // "Key channels".

@@ -18,6 +18,7 @@ HistogramChart::HistogramChart(QWidget* parent) : QCustomPlot(parent) {
   yAxis->setTicker(y_ticker);
 
   m_bars = new QCPBars(xAxis, yAxis);
+  m_bars->setObjectName(QStringLiteral("bars"));
   m_bars->setName(tr("count"));
   m_bars->setWidth(0.8);
   m_bars->setPen(QPen(palette::kCodes.darker(130)));

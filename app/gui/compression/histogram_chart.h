@@ -17,8 +17,7 @@ class HistogramChart : public QCustomPlot {
   // Bar i is code i; `title` says which layer, role and histogram it is.
   void set_histogram(const HistogramData& histogram, const QString& title);
   void clear_data(const QString& message);
-
-  QCPBars* bars() const { return m_bars; }
+  // The counts are drawn as the bars named "bars" (key = code).
 
  private:
   QCPTextElement* m_title = nullptr;

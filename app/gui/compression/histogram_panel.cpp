@@ -48,12 +48,14 @@ HistogramPanel::HistogramPanel(QWidget* parent) : QWidget(parent) {
   which_label->setBuddy(m_which);
   which_label->setToolTip(m_which->toolTip());
   m_entropy = new QLabel(this);
+  m_entropy->setObjectName(QStringLiteral("entropy"));
   m_entropy->setWordWrap(true);  // a line of its own under the pickers, wrapped when narrow
   m_entropy->setToolTip(
       tr("Code values that occur at least once, and the order-0 Shannon entropy −Σ p·log2 p of "
          "this histogram: the fewest bits per code a coder of one code at a time could reach, "
          "beside the bits each code is stored in"));
   m_chart = new HistogramChart(this);
+  m_chart->setObjectName(QStringLiteral("chart"));
 
   auto* controls = new QHBoxLayout;
   controls->addWidget(m_picker);

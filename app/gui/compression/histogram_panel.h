@@ -33,8 +33,7 @@ class HistogramPanel : public QWidget {
   TensorPick selected_tensor() const;
   int selected_histogram() const;
 
-  HistogramChart* chart() const { return m_chart; }
-  QLabel* entropy_label() const { return m_entropy; }
+  // The chart is named "chart", the entropy line under it "entropy", for finding them.
 
  signals:
   // The layer or tensor picked changed (by a person or by select()).

@@ -22,6 +22,7 @@ KeyChannelChart::KeyChannelChart(QWidget* parent) : QCustomPlot(parent) {
   yAxis->setLabel(tr("max |k| over tokens"));
 
   m_before = addGraph(xAxis, yAxis);
+  m_before->setObjectName(QStringLiteral("before_graph"));
   m_before->setLineStyle(QCPGraph::lsStepCenter);
   m_before->setPen(QPen(palette::kKey, 1.2));
   QColor fill = palette::kKey;
@@ -29,6 +30,7 @@ KeyChannelChart::KeyChannelChart(QWidget* parent) : QCustomPlot(parent) {
   m_before->setBrush(fill);
   m_before->addToLegend(legend);
   m_after = addGraph(xAxis, yAxis);
+  m_after->setObjectName(QStringLiteral("after_graph"));
   m_after->setLineStyle(QCPGraph::lsLine);
   m_after->setPen(QPen(palette::kRatio, 2.0));
   m_after->addToLegend(legend);

@@ -18,9 +18,7 @@ class KeyChannelChart : public QCustomPlot {
   void set_data(const KeyChannelSeries& series);
   // Empties the chart; `why` takes the title's place ("Run to see ...").
   void clear_data(const QString& why);
-
-  QCPGraph* before_graph() const { return m_before; }
-  QCPGraph* after_graph() const { return m_after; }
+  // The graphs are named "before_graph" and "after_graph" (the rotation).
   QString title() const;
 
  private:

@@ -27,6 +27,7 @@ KeyChannelPanel::KeyChannelPanel(QWidget* parent) : QWidget(parent) {
                          tr("Per channel index: the largest value over all KV heads, the mean of "
                             "the heads' largest values, or one head's"));
   m_chart = new KeyChannelChart(this);
+  m_chart->setObjectName(QStringLiteral("chart"));
   m_chart->setToolTip(
       tr("Per channel of the head: the largest |k| over the cache's tokens before the Method "
          "panel's rotation (blue) and after it (green; Hadamard when the panel has none). A "

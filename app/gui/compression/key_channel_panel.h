@@ -32,8 +32,7 @@ class KeyChannelPanel : public QWidget {
   int selected_heads() const;
   void select_heads(int heads_pick);
 
-  KeyChannelChart* chart() const { return m_chart; }
-  LayerPicker* picker() const { return m_picker; }
+  // The chart is named "chart", the layer picker's spin box "layer", for finding them.
   const std::optional<KeyChannelStats>& stats() const { return m_stats; }
 
  signals:

@@ -93,10 +93,13 @@ LayerChart::LayerChart(QWidget* parent) : QCustomPlot(parent) {
 
   m_rel_error = make_line(this, ex, ey, tr("attn-out error (left)"), palette::kError,
                           QCPScatterStyle::ssCircle);
+  m_rel_error->setObjectName(QStringLiteral("rel_error_graph"));
   m_mse = make_line(this, ex, ey2, tr("MSE (right)"), palette::kMse, QCPScatterStyle::ssSquare);
+  m_mse->setObjectName(QStringLiteral("mse_graph"));
   m_mse->setPen(QPen(palette::kMse, 1.5, Qt::DashLine));
 
   m_ratio = new QCPBars(rx, ry);
+  m_ratio->setObjectName(QStringLiteral("ratio_bars"));
   m_ratio->setName(tr("ratio (below)"));
   m_ratio->setWidth(0.6);
   m_ratio->setPen(QPen(palette::kRatio.darker(130)));

@@ -16,10 +16,7 @@ class LayerChart : public QCustomPlot {
 
   void set_data(const LayerSeriesData& data);
   void clear_data();
-
-  QCPGraph* rel_error_graph() const { return m_rel_error; }
-  QCPGraph* mse_graph() const { return m_mse; }
-  QCPBars* ratio_bars() const { return m_ratio; }
+  // The graphs are named "rel_error_graph" and "mse_graph", the bars "ratio_bars".
 
  private:
   QCPAxisRect* m_error_rect = nullptr;

@@ -121,6 +121,30 @@ MethodPanel::MethodPanel(QWidget* parent) : QGroupBox(tr("Method"), parent) {
   m_form->addRow(tr("Values"), m_rotate_values);
   style::share_with_captions(m_form);
 
+  // Each field named after its MethodConfig field, for finding it (tests, accessibility).
+  const std::pair<QWidget*, const char*> names[] = {{m_method, "method"},
+                                                    {m_about, "about"},
+                                                    {m_bits, "bits"},
+                                                    {m_group_size, "group_size"},
+                                                    {m_residual, "residual"},
+                                                    {m_param_dtype, "param_dtype"},
+                                                    {m_per_head, "per_head"},
+                                                    {m_calib_tokens, "calib_tokens"},
+                                                    {m_int8_tokens, "int8_tokens"},
+                                                    {m_old_bits, "old_bits"},
+                                                    {m_block_size, "block_size"},
+                                                    {m_rel_scale, "rel_scale"},
+                                                    {m_codec, "codec"},
+                                                    {m_llama_rotation, "llama_rotation"},
+                                                    {m_levels, "levels"},
+                                                    {m_outliers, "outliers"},
+                                                    {m_pre_rope, "pre_rope"},
+                                                    {m_qjl, "qjl"},
+                                                    {m_rotation, "rotation"},
+                                                    {m_rotation_seed, "rotation_seed"},
+                                                    {m_rotate_values, "rotate_values"}};
+  for (const auto& [field, name] : names) field->setObjectName(QLatin1String(name));
+
   connect(m_method, &QComboBox::currentIndexChanged, this, [this] {
     update_visible_fields();
     emit changed();

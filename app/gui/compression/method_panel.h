@@ -28,35 +28,10 @@ class MethodPanel : public QGroupBox {
   MethodConfig config() const;
   void set_config(const MethodConfig& config);
 
-  QComboBox* method_combo() const { return m_method; }
-  // The method's one-line description and its reference.
-  QLabel* about_label() const { return m_about; }
-  // Whether the row holding `field` is shown, for tests.
+  // Whether the row holding `field` is shown, for tests. The fields are named after
+  // MethodConfig's (objectName "method", "bits", "group_size", "rotation", ...) and the method's
+  // description and reference is the label "about".
   bool is_field_visible(QWidget* field) const;
-  // The method's bit widths (kivi 2, 4; kvquant 2, 3, 4; turboquant 1 to 4; item data: bits).
-  QComboBox* bits_combo() const { return m_bits; }
-  QSpinBox* group_size_spin() const { return m_group_size; }
-  QSpinBox* residual_spin() const { return m_residual; }
-  // f16, bf16, f32 (item data: the DType); the method's reference is marked and chosen first.
-  QComboBox* param_dtype_combo() const { return m_param_dtype; }
-  QCheckBox* per_head_check() const { return m_per_head; }
-  QSpinBox* calib_tokens_spin() const { return m_calib_tokens; }
-  QSpinBox* int8_tokens_spin() const { return m_int8_tokens; }
-  QComboBox* old_bits_combo() const { return m_old_bits; }
-  QSpinBox* block_size_spin() const { return m_block_size; }
-  QDoubleSpinBox* rel_scale_spin() const { return m_rel_scale; }
-  // none, bitpack, varwidth, huffman (item data: -1 for none, else the CodecKind).
-  QComboBox* codec_combo() const { return m_codec; }
-  QCheckBox* llama_rotation_check() const { return m_llama_rotation; }
-  // k-means, NormalFloat (item data: true for NormalFloat).
-  QComboBox* levels_combo() const { return m_levels; }
-  QDoubleSpinBox* outliers_spin() const { return m_outliers; }
-  QCheckBox* pre_rope_check() const { return m_pre_rope; }
-  QCheckBox* qjl_check() const { return m_qjl; }
-  // none, hadamard, orthogonal; TurboQuant: hadamard, orthogonal (item data: the RotationKind).
-  QComboBox* rotation_combo() const { return m_rotation; }
-  QSpinBox* rotation_seed_spin() const { return m_rotation_seed; }
-  QCheckBox* rotate_values_check() const { return m_rotate_values; }
 
  signals:
   void changed();

@@ -129,6 +129,7 @@ class MetricGrid : public QWidget {
 
 ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   m_heading = selectable_label(this);
+  m_heading->setObjectName(QStringLiteral("heading"));
   m_heading->setWordWrap(true);
   m_heading->setToolTip(
       tr("The run shown: its source, method, tokens × layers, whether it was computed now or "
@@ -149,10 +150,12 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
 
   // The codec's numbers: a caption line, then the pairs in as many columns as fit.
   m_codec_row = new QWidget(this);
+  m_codec_row->setObjectName(QStringLiteral("codec_row"));
   auto* codec = new QVBoxLayout(m_codec_row);
   codec->setContentsMargins(0, 4, 0, 0);
   codec->setSpacing(2);
   m_codec_caption = new QLabel(m_codec_row);
+  m_codec_caption->setObjectName(QStringLiteral("codec_caption"));
   QFont caption_font = font();
   caption_font.setItalic(true);
   m_codec_caption->setFont(caption_font);

@@ -42,10 +42,8 @@ class ResultsPanel : public QGroupBox {
   QLabel* codec_value_label(CodecMetric metric) const {
     return m_codec_values[static_cast<int>(metric)];
   }
-  // The codec row (hidden when no codec ran) and its caption ("huffman codes:").
-  QWidget* codec_row() const { return m_codec_row; }
-  QLabel* codec_caption() const { return m_codec_caption; }
-  QLabel* heading_label() const { return m_heading; }
+  // The heading is named "heading", the codec row (hidden when no codec ran) "codec_row" and its
+  // caption ("huffman codes:") "codec_caption", for finding them.
   QLabel* fp16_formula_label() const { return m_fp16_formula; }
   QLabel* measured_formula_label() const { return m_measured_formula; }
 

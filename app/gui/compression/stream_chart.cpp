@@ -32,16 +32,19 @@ StreamChart::StreamChart(QWidget* parent) : QCustomPlot(parent) {
   // The total (compressed + buffer) is drawn first and filled in the buffer colour; the
   // compressed part is drawn over it, so the visible orange band is the buffer alone.
   m_total = addGraph(xAxis, yAxis);
+  m_total->setObjectName(QStringLiteral("total_graph"));
   m_total->setName(tr("fp16 buffer"));
   m_total->setPen(QPen(kBuffer.darker(120), 1.5));
   m_total->setBrush(QColor(kBuffer.red(), kBuffer.green(), kBuffer.blue(), 150));
   m_total->addToLegend(legend);
   m_compressed = addGraph(xAxis, yAxis);
+  m_compressed->setObjectName(QStringLiteral("compressed_graph"));
   m_compressed->setName(tr("compressed (payload + metadata + codebooks + params)"));
   m_compressed->setPen(QPen(palette::kHuffman.darker(130), 1.5));
   m_compressed->setBrush(palette::kHuffman);
   m_compressed->addToLegend(legend);
   m_fp16 = addGraph(xAxis, yAxis);
+  m_fp16->setObjectName(QStringLiteral("fp16_graph"));
   m_fp16->setName(tr("fp16 cache"));
   QPen dashed(palette::kEntropy, 1.5);
   dashed.setStyle(Qt::DashLine);

@@ -21,10 +21,8 @@ class StreamChart : public QCustomPlot {
   void clear_data();
 
   const StreamSeriesData& data() const { return m_data; }
-  // The graphs, in axis units of unit().bytes bytes, keyed by decode step.
-  QCPGraph* compressed_graph() const { return m_compressed; }
-  QCPGraph* total_graph() const { return m_total; }  // compressed + buffer
-  QCPGraph* fp16_graph() const { return m_fp16; }
+  // The graphs "compressed_graph", "total_graph" (compressed + buffer) and "fp16_graph", in axis
+  // units of unit().bytes bytes, keyed by decode step.
   const ByteUnit& unit() const { return m_unit; }
   QString title() const { return m_title->text(); }
 

@@ -70,14 +70,17 @@ QualityChart::QualityChart(QWidget* parent) : QCustomPlot(parent) {
   m_title = add_title(this, tr("Quality against compression"));
 
   m_steps = new QCPCurve(xAxis, yAxis);  // first, so the points are drawn over it
+  m_steps->setObjectName(QStringLiteral("step_line"));
   m_steps->setPen(QPen(palette::kRatio, 2));
   m_steps->setName(tr("Pareto frontier"));
   m_dominated = addGraph();
+  m_dominated->setObjectName(QStringLiteral("dominated_graph"));
   m_dominated->setLineStyle(QCPGraph::lsNone);
   m_dominated->setScatterStyle(
       QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(palette::kKey, 1.6), Qt::white, 9));
   m_dominated->setName(tr("dominated"));
   m_frontier = addGraph();
+  m_frontier->setObjectName(QStringLiteral("frontier_graph"));
   m_frontier->setLineStyle(QCPGraph::lsNone);
   m_frontier->setScatterStyle(QCPScatterStyle(
       QCPScatterStyle::ssDisc, QPen(palette::kRatio.darker(130), 1.2), palette::kRatio, 10));

@@ -31,9 +31,7 @@ class QualityChart : public QCustomPlot {
   int point_at(const QPointF& pixel) const;
   // The point's position on the widget, in pixels.
   QPointF point_pixel(int index) const;
-  QCPGraph* dominated_graph() const { return m_dominated; }
-  QCPGraph* frontier_graph() const { return m_frontier; }
-  QCPCurve* step_line() const { return m_steps; }
+  // The graphs are named "dominated_graph" and "frontier_graph", the step curve "step_line".
   QString label_text(int index) const;
   // Where point `index`'s label is drawn, in pixels; empty when it is hidden (no free place).
   QRectF label_rect(int index) const;

@@ -81,6 +81,26 @@ QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent) : QW
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
   layout->addWidget(splitter);
+  // Names for finding the parts (tests, accessibility tools).
+  const std::pair<QWidget*, const char*> names[] = {{m_model_path, "model"},
+                                                    {m_sampled, "sampled"},
+                                                    {m_file, "file"},
+                                                    {m_sample_tokens, "sample_tokens"},
+                                                    {m_seed, "seed"},
+                                                    {m_window, "window"},
+                                                    {m_target_se, "target_se"},
+                                                    {m_text_file, "text_file"},
+                                                    {m_methods, "methods"},
+                                                    {m_error, "error"},
+                                                    {m_heading, "heading"},
+                                                    {m_x, "x"},
+                                                    {m_y, "y"},
+                                                    {m_log_y, "log_y"},
+                                                    {m_reset_zoom, "reset_zoom"},
+                                                    {m_chart, "chart"},
+                                                    {m_retrieval, "retrieval"},
+                                                    {m_table, "table"}};
+  for (const auto& [part, name] : names) part->setObjectName(QLatin1String(name));
 
   connect(m_page, &QualityModel::points_changed, this, &QualityView::redraw);
   connect(m_page, &QualityModel::key_changed, this, &QualityView::set_controls);

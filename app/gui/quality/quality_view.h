@@ -85,26 +85,12 @@ class QualityView : public QWidget {
   QualityJob job() const;
   const QString& last_error() const;
 
-  QLineEdit* model_edit() const { return m_model_path; }
-  QRadioButton* sampled_radio() const { return m_sampled; }
-  QRadioButton* file_radio() const { return m_file; }
-  QSpinBox* sample_tokens_spin() const { return m_sample_tokens; }
-  QSpinBox* window_spin() const { return m_window; }
-  QLineEdit* text_file_edit() const { return m_text_file; }
-  QListWidget* method_list() const { return m_methods; }
-  QComboBox* x_combo() const { return m_x; }
-  QComboBox* y_combo() const { return m_y; }
-  // Logarithmic y (used when every value is positive); set on for perplexity and KL, off for
-  // agreement, whenever the y axis changes.
-  QCheckBox* log_y_check() const { return m_log_y; }
-  QualityChart* chart() const { return m_chart; }
   // "quality against memory" | "passkey retrieval against budget"
   QTabWidget* chart_tabs() const { return m_chart_tabs; }
-  RetrievalChart* retrieval_chart() const { return m_retrieval; }
   static constexpr int kRetrievalTab = 1;
-  QTableView* table() const { return m_table; }
-  QLabel* heading_label() const { return m_heading; }
-  QLabel* error_label() const { return m_error; }
+  // The controls and results are named for finding them: "model", "sampled", "file",
+  // "sample_tokens", "seed", "window", "target_se", "text_file", "methods", "error", "heading",
+  // the axes "x" and "y", "log_y", "reset_zoom", the charts "chart" and "retrieval", "table".
   QProgressBar* progress_bar() const { return m_shell->progress_bar(); }
   QPushButton* run_button() const { return m_shell->run_button(); }
   QPushButton* cancel_button() const { return m_shell->cancel_button(); }
@@ -144,6 +130,8 @@ class QualityView : public QWidget {
   QLabel* m_heading = nullptr;
   QComboBox* m_x = nullptr;
   QComboBox* m_y = nullptr;
+  // Logarithmic y (used when every value is positive); set on for perplexity and KL, off for
+  // agreement, whenever the y axis changes.
   QCheckBox* m_log_y = nullptr;
   QPushButton* m_reset_zoom = nullptr;
   QualityChart* m_chart = nullptr;

@@ -38,6 +38,7 @@ RetrievalChart::RetrievalChart(QWidget* parent) : QCustomPlot(parent) {
   for (int p = 0; p <= 100; p += 20) percent->addTick(p / 100.0, QStringLiteral("%1 %").arg(p));
   yAxis->setTicker(percent);
   m_full = new QCPItemStraightLine(this);
+  m_full->setObjectName(QStringLiteral("full_line"));
   m_full->setPen(QPen(QColor(120, 120, 120), 1.2, Qt::DotLine));
   m_full_label = new QCPItemText(this);
   m_full_label->setColor(QColor(90, 90, 90));

@@ -24,8 +24,7 @@ class RetrievalChart : public QCustomPlot {
   const RetrievalChartData& data() const { return m_data; }
   int line_count() const { return static_cast<int>(m_lines.size()); }
   QCPGraph* line(int i) const { return m_lines[static_cast<std::size_t>(i)]; }
-  // Visible when the store has a run with the full cache.
-  QCPItemStraightLine* full_line() const { return m_full; }
+  // The line named "full_line" is visible when the store has a run with the full cache.
   QString title() const { return m_title->text(); }
 
  private:

@@ -160,11 +160,15 @@ RunsComparePanel::RunsComparePanel(QWidget* parent) : QWidget(parent) {
       new QLabel(tr("Select two or more runs (Ctrl- or Shift-click) to compare them here."), this);
   m_hint->setWordWrap(true);
   m_layer_metric = new QComboBox(this);
+  m_layer_metric->setObjectName(QStringLiteral("layer_metric"));
   m_layer_metric->setToolTip(tr("Which per-layer curve to overlay"));
   m_step_metric = new QComboBox(this);
+  m_step_metric->setObjectName(QStringLiteral("step_metric"));
   m_step_metric->setToolTip(tr("Which per-step curve to overlay (eviction runs)"));
   m_layer_plot = new QCustomPlot(this);
+  m_layer_plot->setObjectName(QStringLiteral("layer_plot"));
   m_step_plot = new QCustomPlot(this);
+  m_step_plot->setObjectName(QStringLiteral("step_plot"));
   for (QCustomPlot* plot : {m_layer_plot, m_step_plot}) {
     plot->setMinimumSize(320, 220);
     style_plot(plot);
@@ -173,6 +177,7 @@ RunsComparePanel::RunsComparePanel(QWidget* parent) : QWidget(parent) {
     plot->legend->setWrap(1);
   }
   m_differences = new QTableWidget(this);
+  m_differences->setObjectName(QStringLiteral("differences"));
   m_differences->setMinimumHeight(90);
   m_differences->setMaximumHeight(180);  // the charts take the rest
   m_differences->setEditTriggers(QAbstractItemView::NoEditTriggers);

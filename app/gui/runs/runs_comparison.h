@@ -41,11 +41,8 @@ class RunsComparePanel : public QWidget {
   void set_comparison(const RunsComparison& comparison);
   void clear();
 
-  QCustomPlot* layer_plot() const { return m_layer_plot; }
-  QCustomPlot* step_plot() const { return m_step_plot; }
-  QComboBox* layer_metric() const { return m_layer_metric; }
-  QComboBox* step_metric() const { return m_step_metric; }
-  QTableWidget* differences() const { return m_differences; }
+  // The parts are named "layer_metric", "step_metric", "layer_plot", "step_plot" and
+  // "differences", for finding them.
 
  private:
   void draw(QCustomPlot* plot, const std::vector<ComparedSeries>& series, int which,

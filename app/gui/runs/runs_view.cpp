@@ -72,12 +72,15 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   m_table->setMinimumHeight(160);
 
   m_search = new QLineEdit(this);
+
+  m_search->setObjectName(QStringLiteral("search"));
   m_search->setPlaceholderText(tr("Search source, method, label, tags, note…"));
   m_search->setClearButtonEnabled(true);
   m_search->setToolTip(
       tr("Shows the runs whose source, method, label, tags or note contain "
          "every word typed here"));
   m_kind = new QComboBox(this);
+  m_kind->setObjectName(QStringLiteral("kind"));
   m_kind->addItem(tr("All kinds"), -1);
   for (const RunKind kind : kListedRunKinds) {
     const QString id = QString::fromLatin1(run_kind_id(kind));
@@ -99,6 +102,7 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   m_delete = new QPushButton(tr("Delete…"), this);
   m_delete->setToolTip(tr("Delete the selected run from the database (Edit ▸ Undo puts it back)"));
   m_export = new QPushButton(tr("Export…"), this);
+  m_export->setObjectName(QStringLiteral("export"));
   m_export->setToolTip(
       tr("Save the selected runs: one run as JSON (everything, artifacts included) or CSV "
          "(key,value rows); one or several (Ctrl/Shift-click) as a self-contained HTML report "
@@ -116,6 +120,8 @@ RunsView::RunsView(std::shared_ptr<RunsStore> store, const QString& store_error,
   buttons->addStretch(1);
 
   m_compare = new RunsComparePanel(this);
+
+  m_compare->setObjectName(QStringLiteral("compare"));
   auto* split = new QSplitter(Qt::Vertical, this);
   split->addWidget(m_table);
   split->addWidget(m_compare);

@@ -55,9 +55,8 @@ class RunsView : public QWidget {
   RunsModel* model() const { return m_runs; }
 
   QTableView* table() const { return m_table; }
-  RunsComparePanel* compare_panel() const { return m_compare; }
-  QLineEdit* search_field() const { return m_search; }
-  QComboBox* kind_filter() const { return m_kind; }
+  // The search field is named "search", the kind filter "kind", the Export button "export" and
+  // the comparison of the selected runs "compare", for finding them.
   // Rows shown (after the search and kind filter), and the text of a shown cell
   // (RunsTableModel::Column).
   int row_count() const;
@@ -71,7 +70,6 @@ class RunsView : public QWidget {
   // the message. export_selected_dialog() asks for the file first and shows a failure.
   QString export_selected(const QString& path);
   void export_selected_dialog();
-  QPushButton* export_button() const { return m_export; }
 
  signals:
   void status_message(const QString& text, int timeout_ms);

@@ -39,6 +39,7 @@ HelpBrowser::HelpBrowser(QWidget* parent) : QDialog(parent) {
   init_docs_resource();
   setWindowTitle(tr("kvlab help"));
   m_topics = new QListWidget(this);
+  m_topics->setObjectName(QStringLiteral("topics"));
   const auto add = [this](const QString& text, const QString& topic) {
     auto* item = new QListWidgetItem(text, m_topics);
     item->setData(Qt::UserRole, topic);
@@ -50,6 +51,7 @@ HelpBrowser::HelpBrowser(QWidget* parent) : QDialog(parent) {
   }
   m_topics->setToolTip(tr("The guides, the kvlab command's reference, and a page per method"));
   m_text = new QTextBrowser(this);
+  m_text->setObjectName(QStringLiteral("text"));
   m_text->setOpenExternalLinks(true);
   auto* split = new QSplitter(this);
   split->addWidget(m_topics);

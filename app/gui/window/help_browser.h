@@ -21,9 +21,7 @@ class HelpBrowser : public QDialog {
   // False when there is no such topic.
   bool show_topic(const QString& topic);
   QString current_topic() const;
-
-  QListWidget* topic_list() const { return m_topics; }
-  QTextBrowser* text_browser() const { return m_text; }
+  // The topic list is named "topics", the text "text", for finding them.
 
  private:
   void on_topic_changed();

@@ -282,7 +282,7 @@ bool MainWindow::open_file(const QString& path) {
       statusBar()->showMessage(
           tr("%1 is the Compression source now; %2 runs it")
               .arg(quoted_name(path),
-                   window_actions()->run_action()->shortcut().toString(QKeySequence::NativeText)),
+                   m_actions->run_action()->shortcut().toString(QKeySequence::NativeText)),
           kMessageMs);
       break;
     case OpenedFileKind::ModelConfig:

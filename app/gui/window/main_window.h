@@ -65,7 +65,6 @@ class MainWindow : public QMainWindow {
   LearnView* learn_view() const { return m_learn; }
   const QString& store_error() const { return m_store_error; }
   const std::shared_ptr<RunsStore>& store() const { return m_store; }
-  WindowActions* window_actions() const { return m_actions; }
 
   // Puts a Learn page's settings in place in the view it names (source, method, policy or
   // planner scenario), starts the run when the link asks for one, and shows that view.

@@ -1,5 +1,6 @@
 #include "window/window_actions.h"
 
+#include <utility>
 #include "kvlab/engine/quant/method.h"
 
 #include <qcustomplot.h>
@@ -82,6 +83,21 @@ WindowActions::WindowActions(MainWindow* window) : QObject(window), m_window(win
   build_view_menu();
   build_runs_menu();
   build_help_menu();
+  // Names for finding them (tests, accessibility tools).
+  const std::pair<QObject*, const char*> names[] = {{this, "actions"},
+                                                    {m_file_menu, "file_menu"},
+                                                    {m_recent_files_menu, "recent_files_menu"},
+                                                    {m_export_chart, "export_chart"},
+                                                    {m_export_table, "export_table"},
+                                                    {m_edit_menu, "edit_menu"},
+                                                    {m_undo, "undo"},
+                                                    {m_run_menu, "run_menu"},
+                                                    {m_cancel, "cancel"},
+                                                    {m_view_menu, "view_menu"},
+                                                    {m_runs_menu, "runs_menu"},
+                                                    {m_recent_runs_menu, "recent_runs_menu"},
+                                                    {m_help_menu, "help_menu"}};
+  for (const auto& [object, name] : names) object->setObjectName(QLatin1String(name));
   update_run_actions();
   qApp->installEventFilter(this);
 }
@@ -214,7 +230,10 @@ void WindowActions::build_help_menu() {
 }
 
 HelpBrowser* WindowActions::show_help(const QString& topic) {
-  if (!m_help) m_help = new HelpBrowser(m_window);
+  if (!m_help) {
+    m_help = new HelpBrowser(m_window);
+    m_help->setObjectName(QStringLiteral("help"));
+  }
   m_help->show_topic(topic);
   m_help->show();
   m_help->raise();

@@ -41,27 +41,17 @@ class WindowActions : public QObject {
   explicit WindowActions(MainWindow* window);
 
   QAction* open_action() const { return m_open; }
-  QAction* export_chart_action() const { return m_export_chart; }
-  QAction* export_table_action() const { return m_export_table; }
   QAction* quit_action() const { return m_quit; }
-  QAction* undo_action() const { return m_undo; }
   QAction* redo_action() const { return m_redo; }
   QAction* run_action() const { return m_run; }
-  QAction* cancel_action() const { return m_cancel; }
   QAction* page_action(int page) const { return m_pages[static_cast<std::size_t>(page)]; }
   QAction* about_action() const { return m_about; }
-  QMenu* file_menu() const { return m_file_menu; }
-  QMenu* edit_menu() const { return m_edit_menu; }
-  QMenu* run_menu() const { return m_run_menu; }
-  QMenu* view_menu() const { return m_view_menu; }
-  QMenu* runs_menu() const { return m_runs_menu; }
-  QMenu* help_menu() const { return m_help_menu; }
-  // Opens the help window (made on first use, kept open beside the main window) at `topic`
-  // (HelpBrowser::show_topic); null before it was first opened.
+  // Opens the help window (made on first use, kept open beside the main window, named "help")
+  // at `topic` (HelpBrowser::show_topic).
   HelpBrowser* show_help(const QString& topic);
-  HelpBrowser* help_browser() const { return m_help; }
-  QMenu* recent_files_menu() const { return m_recent_files_menu; }
-  QMenu* recent_runs_menu() const { return m_recent_runs_menu; }
+  // The object is named "actions", the menus "file_menu", "recent_files_menu", "edit_menu",
+  // "run_menu", "view_menu", "runs_menu", "recent_runs_menu" and "help_menu", and the actions
+  // "export_chart", "export_table", "undo" and "cancel", for finding them under the window.
 
   // Refills Open Recent from the window's list, first dropping files that no longer exist (the
   // status bar names them). Runs when the menu is about to show.
