@@ -132,7 +132,7 @@ int show(const DbOption& db, std::int64_t id, bool json) {
   std::size_t width = 0;
   for (const RunMetric& m : metrics) width = std::max(width, m.name.size());
   for (const RunMetric& m : metrics) fmt::print("  {:<{}}  {}\n", m.name, width, m.text());
-  if (run->kind == "plan") show_plan(*run);
+  if (is_run_kind(run->kind, RunKind::Plan)) show_plan(*run);
   if (!run->notes.empty()) fmt::print("notes   {}\n", terminal_text(run->notes));
   fmt::print("artifacts:");
   for (const auto& [name, data] : run->artifacts) fmt::print(" {}", name);

@@ -100,7 +100,7 @@ std::string headline(const NewRun& run) {
   const auto number = [&](const char* key) {
     return m.contains(key) && m[key].is_number() ? m[key].get<double>() : 0.0;
   };
-  if (run.kind == "quality") {
+  if (is_run_kind(run.kind, RunKind::Quality)) {
     return fmt::format("perplexity {:+.3f}%, agreement {:.2f}%, KL {:.3g}",
                        100 * number("perplexity_change"), 100 * number("next_token_agreement"),
                        number("kl_mean"));

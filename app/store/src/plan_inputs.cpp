@@ -74,8 +74,8 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
   if (!runs) return runs.error();
   // Newest first: the first match for a scheme is the one kept.
   for (const auto& r : *runs) {
-    if (r.kind != "quality" || !r.metrics.is_object() || !r.metrics.contains("model") ||
-        !r.metrics["model"].is_string() ||
+    if (!is_run_kind(r.kind, RunKind::Quality) || !r.metrics.is_object() ||
+        !r.metrics.contains("model") || !r.metrics["model"].is_string() ||
         !quality_run_is_model(r.metrics["model"].get<std::string>(), model)) {
       continue;
     }
@@ -115,7 +115,7 @@ Result<std::optional<planners::KernelRates>> stored_kernel_rates(const RunsStore
   auto runs = store.list_runs(-1);
   if (!runs) return runs.error();
   for (const auto& r : *runs) {  // newest first
-    if (r.kind != "bench") continue;
+    if (!is_run_kind(r.kind, RunKind::Bench)) continue;
     auto record = store.load_run(r.id);
     if (!record) return record.error();
     const auto& p = record->params;

@@ -135,11 +135,21 @@ constexpr MetricSpec kPlanMetrics[] = {
 };
 
 std::span<const MetricSpec> metric_specs(std::string_view kind) {
-  if (kind == "compression") return kCompressionMetrics;
-  if (kind == "eviction") return kEvictionMetrics;
-  if (kind == "quality") return kQualityMetrics;
-  if (kind == "stream") return kStreamMetrics;
-  if (kind == "plan") return kPlanMetrics;
+  switch (run_kind_from_id(kind).value_or(RunKind::Bench)) {
+    case RunKind::Compression:
+      return kCompressionMetrics;
+    case RunKind::Eviction:
+      return kEvictionMetrics;
+    case RunKind::Quality:
+      return kQualityMetrics;
+    case RunKind::Stream:
+      return kStreamMetrics;
+    case RunKind::Plan:
+      return kPlanMetrics;
+    case RunKind::Bench:
+    case RunKind::Needle:
+      break;
+  }
   return {};
 }
 
@@ -397,11 +407,12 @@ std::string format_metric_value(double value, MetricFormat format) {
 
 std::vector<RunMetric> run_metrics(const RunSummary& run) {
   std::vector<RunMetric> out;
+  const bool quality = is_run_kind(run.kind, RunKind::Quality);
   for (const MetricSpec& spec : metric_specs(run.kind)) {
     std::optional<double> value = number_at(run.metrics, spec.key);
-    if (run.kind == "quality" && std::string_view(spec.key) == "memory_ratio") {
+    if (quality && std::string_view(spec.key) == "memory_ratio") {
       value = quality_memory_ratio(run.metrics);
-    } else if (run.kind == "quality" && std::string_view(spec.key) == "memory_bits_per_value") {
+    } else if (quality && std::string_view(spec.key) == "memory_bits_per_value") {
       value = quality_memory_bits(run.metrics);
     }
     if (value) out.push_back({spec.key, spec.name, *value, spec.format});
@@ -471,8 +482,9 @@ RunRow run_row(const RunSummary& run) {
 
 Result<planners::Scheme> run_scheme(const RunRecord& run, std::string_view id) {
   const RunRow row = run_row(run);
-  const bool measured = run.kind == "compression" || run.kind == "quality" ||
-                        run.kind == "eviction" || run.kind == "stream";
+  const auto kind = run_kind_from_id(run.kind);
+  const bool measured = kind == RunKind::Compression || kind == RunKind::Quality ||
+                        kind == RunKind::Eviction || kind == RunKind::Stream;
   if (!measured || !row.bits_per_value || !(*row.bits_per_value > 0)) {
     return make_error(fmt::format(
         "--scheme {}: run {} is a '{}' run without a measured bits per value; use a compression, "
@@ -487,7 +499,8 @@ planners::SchemeKernel run_kernel(const RunRecord& run) {
   // The engine kernel that reads what the run's method stores (planners/latency.h).
   const std::string method = run.params.is_object() ? run.params.value("method", "") : "";
   if (method == "none" || method.empty()) {
-    return run.kind == "eviction" ? planners::SchemeKernel::None : planners::SchemeKernel::Packed;
+    return is_run_kind(run.kind, RunKind::Eviction) ? planners::SchemeKernel::None
+                                                    : planners::SchemeKernel::Packed;
   }
   if (method.rfind("fp8", 0) == 0 || method == "int8") return planners::SchemeKernel::Fp8;
   if (method == "kvcomp" && run.params.value("codec", "") == "huffman") {

@@ -32,6 +32,10 @@ enum class RunKind { Compression, Eviction, Quality, Plan, Stream, Bench, Needle
 // "bench", "needle".
 std::string_view run_kind_id(RunKind kind);
 std::optional<RunKind> run_kind_from_id(std::string_view id);
+// Whether a stored kind string is `kind` (the one way code asks what kind a run is).
+inline bool is_run_kind(std::string_view id, RunKind kind) {
+  return run_kind_from_id(id) == kind;
+}
 
 // The artifacts the builders store, by name, for those who read them back.
 inline constexpr const char* kHistogramsArtifact = "histograms";     // compression
