@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include <QElapsedTimer>
 #include <QLocale>
 
 #include "common/gui_format.h"
@@ -102,8 +101,6 @@ const planners::KernelRates& PlannerModel::rates_for(const planners::GpuSpec& gp
 }
 
 void PlannerModel::recompute(const PlannerInputs& inputs) {
-  QElapsedTimer timer;
-  timer.start();
   m_scenario = inputs.scenario;
   m_scenario.rates = rates_for(m_scenario.gpu);
   m_shown_schemes = inputs.schemes;
@@ -125,7 +122,6 @@ void PlannerModel::recompute(const PlannerInputs& inputs) {
   fill_table();
   update_slo(inputs.ttft_target_ms, inputs.tpot_target_ms);
   update_advice(inputs);
-  m_recompute_ms = timer.nsecsElapsed() / 1e6;
   emit recomputed();
 }
 

@@ -64,7 +64,6 @@ class PlannerModel : public QObject {
   // Why there are no results ("Check at least one scheme.", the planner's error); empty when
   // there are.
   const QString& error() const { return m_error; }
-  double recompute_ms() const { return m_recompute_ms; }
   const std::optional<planners::SloChoice>& slo_choice() const { return m_slo; }
   // "Best under the targets: …", "No targets: …", or why the search failed.
   const QString& slo_text() const { return m_slo_text; }
@@ -109,7 +108,6 @@ class PlannerModel : public QObject {
   std::vector<planners::Scheme> m_shown_schemes;
   std::vector<planners::PlanResult> m_results;
   QString m_error;
-  double m_recompute_ms = 0;
   std::optional<planners::SloChoice> m_slo;
   QString m_slo_text;
   std::string m_advice_key;  // what the advice was computed for
