@@ -89,8 +89,8 @@ void expect_code_lengths(CompressionView& view, const CompressionReport& expecte
   ASSERT_EQ(counts.size(), 256u);
 
   const CodeLengthChart& chart = *gui_test::child<CodeLengthChart>(&panel, "chart");
-  const auto drawn_lengths = chart.length_graph()->data();
-  const auto drawn_counts = chart.count_bars()->data();
+  const auto drawn_lengths = gui_test::child<QCPGraph>(&chart, "length_graph")->data();
+  const auto drawn_counts = gui_test::child<QCPBars>(&chart, "count_bars")->data();
   std::vector<int> want_values;
   for (int v = 0; v < 256; ++v) {
     if (counts[static_cast<std::size_t>(v)] > 0) want_values.push_back(v);
@@ -165,7 +165,10 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
 
   // Before any codec ran: no ratio tab, and the code-length chart says how to get one.
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
-  EXPECT_EQ(gui_test::child<CodeLengthChart>(code_lengths, "chart")->length_graph()->data()->size(),
+  EXPECT_EQ(gui_test::child<QCPGraph>(gui_test::child<CodeLengthChart>(code_lengths, "chart"),
+                                      "length_graph")
+                ->data()
+                ->size(),
             0);
   EXPECT_TRUE(gui_test::child<CodeLengthChart>(code_lengths, "chart")
                   ->note()
@@ -196,7 +199,10 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
   EXPECT_EQ(view.lower_tabs()->currentIndex(), CompressionView::kHistogramTab);
-  EXPECT_EQ(gui_test::child<CodeLengthChart>(code_lengths, "chart")->length_graph()->data()->size(),
+  EXPECT_EQ(gui_test::child<QCPGraph>(gui_test::child<CodeLengthChart>(code_lengths, "chart"),
+                                      "length_graph")
+                ->data()
+                ->size(),
             0);
   EXPECT_TRUE(gui_test::child<CodeLengthChart>(code_lengths, "chart")
                   ->note()
@@ -247,7 +253,7 @@ TEST(CodecView, PairCodebookShowsMeanBitsPerCode) {
     }
     const CodeLengthChart& chart = *gui_test::child<CodeLengthChart>(
         gui_test::child<CodeLengthPanel>(&view, "code_lengths"), "chart");
-    const auto drawn = chart.length_graph()->data();
+    const auto drawn = gui_test::child<QCPGraph>(&chart, "length_graph")->data();
     double drawn_total = 0;
     for (int i = 0; i < drawn->size(); ++i) {
       const auto v = static_cast<std::size_t>(drawn->at(i)->mainKey());

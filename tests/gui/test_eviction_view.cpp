@@ -74,7 +74,8 @@ void set_up(EvictionView& view, const EvictionConfig& first,
 
 // Every cell of the chart's colour map is the engine map's state at (step, position).
 void expect_cells(const EvictionMapChart& chart, const EvictionMap& map) {
-  QCPColorMapData* data = chart.color_map()->data();  // cell() is not const in QCustomPlot
+  QCPColorMapData* data = gui_test::child<QCPColorMap>(&chart, "color_map")
+                              ->data();  // cell() is not const in QCustomPlot
   ASSERT_EQ(data->keySize(), map.positions);
   ASSERT_EQ(data->valueSize(), map.steps);
   int mismatches = 0;
@@ -145,9 +146,13 @@ TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
   // The needle line sits on the planted needle.
   const int needle = synthetic_landmarks(tiny_source()).needle;
   ASSERT_EQ(view.model()->report()->config.needle, needle);
-  EXPECT_TRUE(view.map_chart()->needle_line()->visible());
-  EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point1->coords().x(), needle);
-  EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point2->coords().x(), needle);
+  EXPECT_TRUE(gui_test::child<QCPItemStraightLine>(view.map_chart(), "needle_line")->visible());
+  EXPECT_DOUBLE_EQ(
+      gui_test::child<QCPItemStraightLine>(view.map_chart(), "needle_line")->point1->coords().x(),
+      needle);
+  EXPECT_DOUBLE_EQ(
+      gui_test::child<QCPItemStraightLine>(view.map_chart(), "needle_line")->point2->coords().x(),
+      needle);
 
   // Curves over all layers, then over the selected layer (1).
   expect_series(series_chart->mass_graph(0), expected.steps_total, true);
@@ -266,7 +271,9 @@ TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
   expect_cells(*gui_test::child<EvictionMapChart>(&view, "compare_map"), fresh_compare.maps[1][0]);
   expect_series(gui_test::child<EvictionSeriesChart>(&view, "series")->mass_graph(0),
                 fresh.steps_total, true);
-  EXPECT_DOUBLE_EQ(view.map_chart()->needle_line()->point1->coords().x(), *fresh.config.needle);
+  EXPECT_DOUBLE_EQ(
+      gui_test::child<QCPItemStraightLine>(view.map_chart(), "needle_line")->point1->coords().x(),
+      *fresh.config.needle);
 }
 
 TEST(EvictionView, BadInputShowsAnErrorInsteadOfCrashing) {

@@ -40,7 +40,7 @@ std::vector<CellState> drawn_row(const EvictionMapChart* chart, int step) {
   std::vector<CellState> row;
   const EvictionMapData& d = chart->data();
   for (int p = 0; p < d.positions; ++p) {
-    const double cell = chart->color_map()->data()->cell(p, step);
+    const double cell = gui_test::child<QCPColorMap>(chart, "color_map")->data()->cell(p, step);
     EXPECT_EQ(cell, d.at(step, p)) << "step " << step << ", position " << p;
     row.push_back(static_cast<CellState>(d.at(step, p)));
   }
@@ -64,7 +64,7 @@ TEST(LearnEvictionPage, ChartDrawsTheModelsMapAndThePlantedTokens) {
   for (int head : {0, 1}) {
     page.set_kv_head(head);
     const EvictionMap& map = want.maps[0][head];
-    controls->reset_button()->click();
+    gui_test::child<QPushButton>(controls, "reset")->click();
     for (int s = 0; s < 10; ++s) controls->step_button()->click();
     ASSERT_EQ(page.model().current_step(), 10);
     for (int s : {0, 10, 11, kSteps - 1}) {
@@ -80,8 +80,9 @@ TEST(LearnEvictionPage, ChartDrawsTheModelsMapAndThePlantedTokens) {
     std::vector<int> marked;
     for (double t : ticker->ticks().keys()) marked.push_back(static_cast<int>(t));
     EXPECT_EQ(marked, marks.heavy_hitters);
-    EXPECT_TRUE(chart->needle_line()->visible());
-    EXPECT_EQ(chart->needle_line()->point1->key(), marks.needle);
+    EXPECT_TRUE(gui_test::child<QCPItemStraightLine>(chart, "needle_line")->visible());
+    EXPECT_EQ(gui_test::child<QCPItemStraightLine>(chart, "needle_line")->point1->key(),
+              marks.needle);
   }
 }
 
@@ -92,7 +93,7 @@ TEST(LearnEvictionPage, PlayPauseStepAndResetMoveTheStep) {
   ASSERT_NE(controls, nullptr);
   EXPECT_EQ(page.model().current_step(), kSteps - 1);  // opens on the whole map
   EXPECT_FALSE(controls->step_button()->isEnabled());
-  controls->reset_button()->click();
+  gui_test::child<QPushButton>(controls, "reset")->click();
   EXPECT_EQ(page.model().current_step(), 0);
   EXPECT_FALSE(page.is_playing());
   EXPECT_TRUE(controls->step_button()->isEnabled());
@@ -107,7 +108,7 @@ TEST(LearnEvictionPage, PlayPauseStepAndResetMoveTheStep) {
   EXPECT_EQ(page.model().current_step(), 2);
   EXPECT_TRUE(chart_of(page)->title().contains(QStringLiteral("window")));
 
-  controls->timer()->setInterval(5);
+  gui_test::child<QTimer>(controls, "timer")->setInterval(5);
   controls->play_button()->click();
   EXPECT_TRUE(page.is_playing());
   QTest::qWait(60);

@@ -60,7 +60,7 @@ TEST(LearnHuffmanPage, StepPlayPauseReset) {
   ASSERT_GE(page.model().step_count(), 3);
   for (int i = 0; i < 2; ++i) controls->step_button()->click();
   EXPECT_EQ(page.model().merge_step(), 2);
-  controls->reset_button()->click();
+  gui_test::child<QPushButton>(controls, "reset")->click();
   EXPECT_EQ(page.model().merge_step(), 0);
   controls->play_button()->click();
   EXPECT_TRUE(page.is_playing());

@@ -13,8 +13,10 @@ PlaybackControls::PlaybackControls(const Tips& tips, int tick_ms, QWidget* paren
   m_step = new QPushButton(tr("Step"));
   m_step->setToolTip(tips.step);
   m_reset = new QPushButton(tr("Reset"));
+  m_reset->setObjectName(QStringLiteral("reset"));
   m_reset->setToolTip(tips.reset);
   m_timer = new QTimer(this);
+  m_timer->setObjectName(QStringLiteral("timer"));
   m_timer->setInterval(tick_ms);
 
   auto* row = new QHBoxLayout(this);

@@ -37,8 +37,6 @@ class PlaybackControls : public QWidget {
 
   QPushButton* play_button() const { return m_play; }
   QPushButton* step_button() const { return m_step; }
-  QPushButton* reset_button() const { return m_reset; }
-  QTimer* timer() const { return m_timer; }
 
  signals:
   void step_requested();   // Step pressed, or a tick

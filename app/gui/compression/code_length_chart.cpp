@@ -38,11 +38,13 @@ CodeLengthChart::CodeLengthChart(QWidget* parent) : QCustomPlot(parent) {
   xAxis->grid()->setVisible(false);
 
   m_counts = new QCPBars(xAxis, yAxis);
+  m_counts->setObjectName(QStringLiteral("count_bars"));
   m_counts->setName(tr("count (left)"));
   m_counts->setPen(QPen(palette::kCodes.darker(130)));
   m_counts->setBrush(palette::kCodes);
 
   m_lengths = addGraph(xAxis, yAxis2);
+  m_lengths->setObjectName(QStringLiteral("length_graph"));
   m_lengths->setName(tr("code length in bits (right)"));
   m_lengths->setLineStyle(QCPGraph::lsStepCenter);
   m_lengths->setPen(QPen(palette::kCodeLength, 1.5));

@@ -19,8 +19,6 @@ class CodeLengthChart : public QCustomPlot {
   void clear_data(const QString& message);
 
   // What is drawn, for tests: key = code value, value = count or code length in bits.
-  QCPBars* count_bars() const { return m_counts; }
-  QCPGraph* length_graph() const { return m_lengths; }
   // Code length of the escape (0 when none was drawn), and the note under the title.
   int escape_length() const { return m_escape_length; }
   QString note() const;

@@ -48,6 +48,7 @@ EvictionMapChart::EvictionMapChart(QWidget* parent) : QCustomPlot(parent) {
   yAxis->setRangeReversed(true);  // step 0 on top: time runs down the page
 
   m_map = new QCPColorMap(xAxis, yAxis);
+  m_map->setObjectName(QStringLiteral("color_map"));
   m_map->setGradient(state_gradient());
   m_map->setDataRange(QCPRange(0, kCellStateCount - 1));
   m_map->setInterpolate(false);
@@ -76,6 +77,7 @@ EvictionMapChart::EvictionMapChart(QWidget* parent) : QCustomPlot(parent) {
   m_needle_marker =
       add_vertical_marker(this, tr("needle"), palette::kNeedle, Qt::AlignLeft | Qt::AlignTop);
   m_needle = m_needle_marker.line;
+  m_needle->setObjectName(QStringLiteral("needle_line"));
   m_needle_label = m_needle_marker.label;
 
   pan_and_ctrl_wheel_zoom(this);

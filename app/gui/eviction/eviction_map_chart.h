@@ -32,10 +32,7 @@ class EvictionMapChart : public QCustomPlot {
 
   const EvictionMapData& data() const { return m_data; }
   // Cell (position, step) of the colour map holds the CellState value.
-  QCPColorMap* color_map() const { return m_map; }
   // Visible only when the needle's position is known.
-  QCPItemStraightLine* needle_line() const { return m_needle; }
-  QCPItemText* needle_label() const { return m_needle_label; }
   QString title() const { return m_title->text(); }
 
  private:
