@@ -44,8 +44,6 @@ class ResultsPanel : public QGroupBox {
   }
   // The heading is named "heading", the codec row (hidden when no codec ran) "codec_row" and its
   // caption ("huffman codes:") "codec_caption", for finding them.
-  QLabel* fp16_formula_label() const { return m_fp16_formula; }
-  QLabel* measured_formula_label() const { return m_measured_formula; }
 
  private:
   QLabel* m_heading = nullptr;
