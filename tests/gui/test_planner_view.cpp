@@ -149,62 +149,6 @@ TEST(PlannerView, ImportSaveReopenAndPin) {
 
 // The latency columns hold what plan() gives, and every memory and throughput column says what it
 // counts: the whole model, one sequence, one GPU or the deployment.
-TEST(PlannerView, LatencyColumnsShowWhatThePlannerComputesPerGpuAndPerDeployment) {
-  PlannerView view(nullptr);
-  view.set_model("llama-3-70b");
-  view.set_gpu("h100-sxm");
-  view.set_context(8192);
-  view.set_batch(16);
-  view.set_schemes({"fp16", "kivi2"});
-  view.set_parallelism(4, 1);
-  ASSERT_EQ(view.model()->results().size(), 2u) << view.error_text().toStdString();
-  QAbstractItemModelTester tester(view.model()->table(),
-                                  QAbstractItemModelTester::FailureReportingMode::Fatal);
-  const QAbstractItemModel* t = view.model()->table();
-  EXPECT_EQ(header(t, kPlannerBytesPerToken), "KV B/token\n(whole model)");
-  EXPECT_EQ(header(t, kPlannerPerSequence), "KV per sequence\n(per GPU)");
-  EXPECT_EQ(header(t, kPlannerBatch), "KV batch\n(per GPU)");
-  EXPECT_EQ(header(t, kPlannerBatchDeployment), "KV batch\n(deployment)");
-  EXPECT_EQ(header(t, kPlannerTtft), "TTFT");
-  EXPECT_EQ(header(t, kPlannerTpot), "TPOT");
-  EXPECT_EQ(header(t, kPlannerTokensPerUser), "tok/s\nper user");
-  EXPECT_EQ(header(t, kPlannerTokensPerGpu), "tok/s\nper GPU");
-  EXPECT_EQ(header(t, kPlannerTokensDeployment), "tok/s\n(deployment)");
-  EXPECT_EQ(header(t, kPlannerWaitsOn), "decode step\nwaits on");
-  for (int c = 0; c < t->columnCount(); ++c) {
-    EXPECT_FALSE(t->headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty()) << c;
-  }
-  const auto cell = [t](int row, int column) { return t->index(row, column).data().toString(); };
-  for (int row = 0; row < 2; ++row) {
-    const auto r = expected("llama-3-70b", "h100-sxm", row == 0 ? "fp16" : "kivi2", 8192, 16, 4);
-    EXPECT_EQ(cell(row, kPlannerTtft), PlannerTableModel::millis(r.ttft_s));
-    EXPECT_EQ(cell(row, kPlannerTpot), PlannerTableModel::millis(r.tpot_s));
-    EXPECT_EQ(cell(row, kPlannerTokensPerUser), QString::number(r.tokens_per_s_per_user, 'f', 1));
-    EXPECT_EQ(cell(row, kPlannerTokensPerGpu), QString::number(r.tokens_per_s_per_gpu, 'f', 0));
-    EXPECT_EQ(cell(row, kPlannerTokensDeployment),
-              QString::number(r.tokens_per_s_deployment, 'f', 0));
-    EXPECT_EQ(cell(row, kPlannerBatchDeployment),
-              format_byte_count(static_cast<double>(r.kv_bytes_batch_deployment)));
-    EXPECT_TRUE(
-        cell(row, kPlannerWaitsOn).startsWith(QString::fromStdString(r.latency.step.bound_by)))
-        << cell(row, kPlannerWaitsOn).toStdString();
-    // Four GPUs: the deployment's tokens/s and KV are four times one GPU's.
-    EXPECT_NEAR(r.tokens_per_s_deployment, 4 * r.tokens_per_s_per_gpu,
-                1e-6 * r.tokens_per_s_deployment);
-    EXPECT_EQ(r.kv_bytes_batch_deployment, 4 * r.kv_bytes_batch_per_gpu);
-    EXPECT_GT(r.tpot_s, 0);
-  }
-  EXPECT_NE(cell(0, kPlannerTpot), cell(1, kPlannerTpot));  // the schemes' steps differ
-  // The compute efficiency is a control: halving it slows the compute-bound prefill.
-  const QString ttft = cell(0, kPlannerTtft);
-  view.set_compute_efficiency(0.3);
-  EXPECT_EQ(view.scenario().compute_efficiency, 0.3);
-  auto slow = scenario_of("llama-3-70b", "h100-sxm", "fp16", 8192, 16, 4);
-  slow.compute_efficiency = 0.3;
-  EXPECT_EQ(cell(0, kPlannerTtft), PlannerTableModel::millis(planners::plan(slow)->ttft_s));
-  EXPECT_NE(cell(0, kPlannerTtft), ttft);
-}
-
 TEST(PlannerView, FrontierHasOneCurvePerCheckedSchemeAndTheTargetsPickOne) {
   PlannerView view(nullptr);
   view.resize(1024, 700);

@@ -1,10 +1,13 @@
 // The Planner page model alone: every checked scheme planned as plan() plans it here, the table
-// with pinned rows, eviction caps on the schemes, the advice computed again only when what it
-// rests on changes, and a scenario saved as a plan run in a real SQLite store.
+// (its latency columns per GPU and per deployment) with pinned rows, eviction caps on the schemes,
+// the advice computed again only when what it rests on changes, and a scenario saved as a plan run
+// in a real SQLite store.
 #include <gtest/gtest.h>
 
+#include <QAbstractItemModelTester>
 #include <QSignalSpy>
 
+#include "common/gui_format.h"
 #include "gui_test_support.h"
 #include "planner/planner_model.h"
 #include "planner/planner_table_model.h"
@@ -23,6 +26,27 @@ PlannerInputs inputs_for(const PlannerModel& model, const QStringList& ids, int 
   in.scenario.batch = batch;
   in.advice_min_gain = 0.1;
   return in;
+}
+
+planners::Scenario scenario_of(const char* model, const char* gpu, const char* scheme, int context,
+                               int batch, int tp = 1) {
+  planners::Scenario s;
+  s.model = planners::find_model(model).value();
+  s.gpu = planners::find_gpu(gpu).value();
+  s.scheme = planners::parse_scheme(scheme).value();
+  s.context = context;
+  s.batch = batch;
+  s.deployment.tp = tp;
+  return s;
+}
+
+planners::PlanResult expected(const char* model, const char* gpu, const char* scheme, int context,
+                              int batch, int tp = 1) {
+  return planners::plan(scenario_of(model, gpu, scheme, context, batch, tp)).value();
+}
+
+QString header(const QAbstractItemModel* m, int column) {
+  return m->headerData(column, Qt::Horizontal).toString();
 }
 
 TEST(PlannerModel, PlansEverySchemePinsAndAdvisesOnlyWhenItMatters) {
@@ -123,6 +147,60 @@ TEST(PlannerModel, SavesAScenarioAsAPlanRunAndAddsGpus) {
   EXPECT_EQ(model.gpus().back().id, "my-gpu");
   PlannerModel again(store);
   EXPECT_EQ(again.gpus().back().id, "my-gpu") << "kept in the store";
+}
+
+TEST(PlannerModel, LatencyColumnsShowWhatThePlannerComputesPerGpuAndPerDeployment) {
+  PlannerModel model(nullptr);
+  QAbstractItemModelTester tester(model.table(),
+                                  QAbstractItemModelTester::FailureReportingMode::Fatal);
+  PlannerInputs in = inputs_for(model, {"fp16", "kivi2"}, 8192, 16);
+  in.scenario.model = planners::find_model("llama-3-70b").value();
+  in.scenario.deployment.tp = 4;
+  model.recompute(in);
+  ASSERT_EQ(model.results().size(), 2u) << model.error().toStdString();
+  const QAbstractItemModel* t = model.table();
+  EXPECT_EQ(header(t, kPlannerBytesPerToken), "KV B/token\n(whole model)");
+  EXPECT_EQ(header(t, kPlannerPerSequence), "KV per sequence\n(per GPU)");
+  EXPECT_EQ(header(t, kPlannerBatch), "KV batch\n(per GPU)");
+  EXPECT_EQ(header(t, kPlannerBatchDeployment), "KV batch\n(deployment)");
+  EXPECT_EQ(header(t, kPlannerTtft), "TTFT");
+  EXPECT_EQ(header(t, kPlannerTpot), "TPOT");
+  EXPECT_EQ(header(t, kPlannerTokensPerUser), "tok/s\nper user");
+  EXPECT_EQ(header(t, kPlannerTokensPerGpu), "tok/s\nper GPU");
+  EXPECT_EQ(header(t, kPlannerTokensDeployment), "tok/s\n(deployment)");
+  EXPECT_EQ(header(t, kPlannerWaitsOn), "decode step\nwaits on");
+  for (int c = 0; c < t->columnCount(); ++c) {
+    EXPECT_FALSE(t->headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().isEmpty()) << c;
+  }
+  const auto cell = [t](int row, int column) { return t->index(row, column).data().toString(); };
+  for (int row = 0; row < 2; ++row) {
+    const auto r = expected("llama-3-70b", "h100-sxm", row == 0 ? "fp16" : "kivi2", 8192, 16, 4);
+    EXPECT_EQ(cell(row, kPlannerTtft), PlannerTableModel::millis(r.ttft_s));
+    EXPECT_EQ(cell(row, kPlannerTpot), PlannerTableModel::millis(r.tpot_s));
+    EXPECT_EQ(cell(row, kPlannerTokensPerUser), QString::number(r.tokens_per_s_per_user, 'f', 1));
+    EXPECT_EQ(cell(row, kPlannerTokensPerGpu), QString::number(r.tokens_per_s_per_gpu, 'f', 0));
+    EXPECT_EQ(cell(row, kPlannerTokensDeployment),
+              QString::number(r.tokens_per_s_deployment, 'f', 0));
+    EXPECT_EQ(cell(row, kPlannerBatchDeployment),
+              format_byte_count(static_cast<double>(r.kv_bytes_batch_deployment)));
+    EXPECT_TRUE(
+        cell(row, kPlannerWaitsOn).startsWith(QString::fromStdString(r.latency.step.bound_by)))
+        << cell(row, kPlannerWaitsOn).toStdString();
+    // Four GPUs: the deployment's tokens/s and KV are four times one GPU's.
+    EXPECT_NEAR(r.tokens_per_s_deployment, 4 * r.tokens_per_s_per_gpu,
+                1e-6 * r.tokens_per_s_deployment);
+    EXPECT_EQ(r.kv_bytes_batch_deployment, 4 * r.kv_bytes_batch_per_gpu);
+    EXPECT_GT(r.tpot_s, 0);
+  }
+  EXPECT_NE(cell(0, kPlannerTpot), cell(1, kPlannerTpot));  // the schemes' steps differ
+  // Halving the compute efficiency slows the compute-bound prefill.
+  const QString ttft = cell(0, kPlannerTtft);
+  in.scenario.compute_efficiency = 0.3;
+  model.recompute(in);
+  auto slow = scenario_of("llama-3-70b", "h100-sxm", "fp16", 8192, 16, 4);
+  slow.compute_efficiency = 0.3;
+  EXPECT_EQ(cell(0, kPlannerTtft), PlannerTableModel::millis(planners::plan(slow)->ttft_s));
+  EXPECT_NE(cell(0, kPlannerTtft), ttft);
 }
 
 }  // namespace
