@@ -49,18 +49,11 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
   full_view_button()->setToolTip(
       tr("Open the Planner with this model and the current number of tokens as the context, "
          "fp16 and the compressed scheme checked"));
-  m_model_combo = new QComboBox;
-  for (const auto& m : m_model.models()) {
-    m_model_combo->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
-  }
+  m_model_combo = catalog_combo(m_model.models());
   m_model_combo->setToolTip(
       tr("A model from the planner's catalogue: its layers, KV heads and head_dim decide how "
          "many bytes each token adds"));
-  m_scheme_combo = new QComboBox;
-  for (const std::string& id : LearnGrowthModel::scheme_ids()) {
-    m_scheme_combo->addItem(QString::fromStdString(planners::parse_scheme(id).value().label),
-                            QString::fromStdString(id));
-  }
+  m_scheme_combo = scheme_combo(LearnGrowthModel::scheme_ids());
   m_scheme_combo->setToolTip(
       tr("The compressed storage drawn beside fp16, counted as the planner counts it (KIVI: "
          "codes, a scale and a minimum per group, the newest 128 tokens kept in fp16)"));

@@ -1,5 +1,7 @@
 #include "learn/learn_page.h"
 
+#include "kvlab/planners/catalog.h"
+
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -8,6 +10,15 @@
 #include "common/gui_style.h"
 
 namespace kvlab::gui {
+
+QComboBox* scheme_combo(const std::vector<std::string>& ids) {
+  auto* combo = new QComboBox;
+  for (const std::string& id : ids) {
+    combo->addItem(QString::fromStdString(planners::parse_scheme(id).value().label),
+                   QString::fromStdString(id));
+  }
+  return combo;
+}
 
 void add_form_row(QFormLayout* form, const QString& caption, QWidget* field) {
   auto* label = new QLabel(caption);

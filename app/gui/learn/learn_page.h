@@ -3,6 +3,10 @@
 // page's current settings. Pages emit open_full_view; the main window applies the link.
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include <QComboBox>
 #include <QString>
 #include <QWidget>
 
@@ -18,6 +22,18 @@ namespace kvlab::gui {
 // Adds a row "caption: field" to `form`; the caption gets the field's tooltip, so hovering either
 // explains the control (set the field's tooltip first).
 void add_form_row(QFormLayout* form, const QString& caption, QWidget* field);
+
+// A combo box of catalogue entries (models or GPUs): each one's name shown, its id as data.
+template <class T>
+QComboBox* catalog_combo(const std::vector<T>& items) {
+  auto* combo = new QComboBox;
+  for (const T& item : items) {
+    combo->addItem(QString::fromStdString(item.name), QString::fromStdString(item.id));
+  }
+  return combo;
+}
+// A combo box of planner schemes: each one's label shown, its id as data.
+QComboBox* scheme_combo(const std::vector<std::string>& ids);
 
 class LearnPage : public QWidget {
   Q_OBJECT

@@ -49,28 +49,18 @@ LearnPaysPage::LearnPaysPage(QWidget* parent)
   full_view_button()->setToolTip(
       tr("Open the Planner view with this model, GPU, context, users as the batch, fp16 and the "
          "compressed scheme: its frontier, roofline and the whole advice matrix"));
-  m_model_combo = new QComboBox;
-  for (const auto& m : m_model.models()) {
-    m_model_combo->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
-  }
+  m_model_combo = catalog_combo(m_model.models());
   m_model_combo->setToolTip(
       tr("The model: its weights are read once per step, its layers × KV heads "
          "× head_dim decide each user's KV bytes"));
-  m_gpu = new QComboBox;
-  for (const auto& g : m_model.gpus()) {
-    m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
-  }
+  m_gpu = catalog_combo(m_model.gpus());
   m_gpu->setToolTip(tr("The GPU: its memory bandwidth, tensor throughput and memory"));
   m_tp = new QComboBox;
   for (int tp : LearnPaysModel::tp_choices()) m_tp->addItem(QString::number(tp), tp);
   m_tp->setToolTip(
       tr("GPUs sharing the model by tensor parallelism: each holds 1 ÷ TP of the "
          "weights and of the KV heads"));
-  m_scheme = new QComboBox;
-  for (const std::string& id : LearnPaysModel::scheme_ids()) {
-    m_scheme->addItem(QString::fromStdString(planners::parse_scheme(id).value().label),
-                      QString::fromStdString(id));
-  }
+  m_scheme = scheme_combo(LearnPaysModel::scheme_ids());
   m_scheme->setToolTip(tr("The compressed KV cache to weigh against fp16"));
   m_context = new QSlider(Qt::Horizontal);
   m_context->setToolTip(tr("Tokens per sequence, in powers of two up to the model's limit"));

@@ -59,23 +59,13 @@ LearnPlannerPage::LearnPlannerPage(QWidget* parent)
   full_view_button()->setToolTip(
       tr("Open the Planner view with this model, GPU, context, batch and KV storage, to add "
          "parallelism, more schemes and throughput"));
-  m_model_combo = new QComboBox;
-  for (const auto& m : m_model.models()) {
-    m_model_combo->addItem(QString::fromStdString(m.name), QString::fromStdString(m.id));
-  }
+  m_model_combo = catalog_combo(m_model.models());
   m_model_combo->setToolTip(
       tr("The model (planner catalogue): its parameters decide the weights, "
          "its layers × KV heads × head_dim the KV bytes per token"));
-  m_gpu = new QComboBox;
-  for (const auto& g : m_model.gpus()) {
-    m_gpu->addItem(QString::fromStdString(g.name), QString::fromStdString(g.id));
-  }
+  m_gpu = catalog_combo(m_model.gpus());
   m_gpu->setToolTip(tr("One GPU (planner catalogue) and its memory as the driver reports it"));
-  m_scheme = new QComboBox;
-  for (const std::string& id : LearnFitModel::scheme_ids()) {
-    m_scheme->addItem(QString::fromStdString(planners::parse_scheme(id).value().label),
-                      QString::fromStdString(id));
-  }
+  m_scheme = scheme_combo(LearnFitModel::scheme_ids());
   m_scheme->setToolTip(
       tr("How the KV cache is stored: fp16, or a compressed scheme (bytes "
          "counted as the planner counts them, scales and fp16 windows included)"));
