@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractItemModelTester>
+#include <QBrush>
 #include <QSignalSpy>
 
 #include "common/gui_format.h"
 #include "gui_test_support.h"
+#include "planner/planner_advice_model.h"
 #include "planner/planner_model.h"
 #include "planner/planner_table_model.h"
 
@@ -201,6 +203,100 @@ TEST(PlannerModel, LatencyColumnsShowWhatThePlannerComputesPerGpuAndPerDeploymen
   slow.compute_efficiency = 0.3;
   EXPECT_EQ(cell(0, kPlannerTtft), PlannerTableModel::millis(planners::plan(slow)->ttft_s));
   EXPECT_NE(cell(0, kPlannerTtft), ttft);
+}
+
+TEST(PlannerModel, AdviceMatrixSaysWhenToCompressAndWhy) {
+  PlannerModel model(nullptr);
+  // The grid weighs the checked schemes at the usual contexts and users plus the page's own
+  // (here already among them).
+  PlannerInputs in =
+      inputs_for(model, {"fp16", "fp8", "int8", "kivi4", "kivi2", "kvcomp"}, 8192, 8);
+  in.scenario.model = planners::find_model("llama-3-70b").value();
+  in.scenario.deployment.tp = 4;
+  model.recompute(in);
+  ASSERT_TRUE(model.advice().has_value()) << model.advice_error().toStdString();
+  PlannerAdviceModel advice_model;
+  PlannerAdviceModel* m = &advice_model;
+  QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::Fatal);
+  m->set_advice(*model.advice());
+  EXPECT_TRUE(model.advice_question().contains("Llama-3-70B"))
+      << model.advice_question().toStdString();
+  EXPECT_TRUE(model.advice_question().contains("TP 4"));
+
+  // The same advice computed here: the CLI's defaults, contexts up to the model's 8,192 tokens.
+  planners::AdviceSpec spec;
+  spec.base = scenario_of("llama-3-70b", "h100-sxm", "fp16", 8192, 1, 4);
+  for (const char* id : {"fp16", "fp8", "int8", "kivi4", "kivi2", "kvcomp"}) {
+    spec.schemes.push_back(planners::parse_scheme(id).value());
+  }
+  spec.contexts = {2048, 8192};
+  spec.concurrencies = {1, 8, 32, 128, 512};
+  const auto want = planners::advise(spec).value();
+  ASSERT_EQ(m->rowCount(), 2);
+  ASSERT_EQ(m->columnCount(), 5);
+  EXPECT_EQ(m->headerData(0, Qt::Vertical).toString(), "2,048 tokens");
+  EXPECT_EQ(m->headerData(4, Qt::Horizontal).toString(), "512 users");
+  bool dont = false, compress = false;
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 5; ++col) {
+      const auto& c = want.cells[static_cast<std::size_t>(row * 5 + col)];
+      const QModelIndex i = m->index(row, col);
+      EXPECT_EQ(i.data(PlannerAdviceModel::kVerdictRole).toString().toStdString(), c.verdict);
+      const QString tip = i.data(Qt::ToolTipRole).toString();
+      EXPECT_EQ(tip.section("\n\n", 0, 0).toStdString(), c.reason);
+      EXPECT_TRUE(tip.contains("Quality cost of")) << tip.toStdString();
+      EXPECT_EQ(i.data().toString(), PlannerAdviceModel::cell_text(want, c));
+      const QColor bg = i.data(Qt::BackgroundRole).value<QBrush>().color();
+      if (c.verdict == "don't compress") {
+        dont = true;
+        EXPECT_EQ(bg, PlannerAdviceModel::dont_compress_color());
+        EXPECT_EQ(i.data().toString(), "fp16");
+      } else if (c.verdict.rfind("compress: ", 0) == 0) {
+        compress = true;
+        EXPECT_EQ(bg, PlannerAdviceModel::compress_color());
+        EXPECT_TRUE(i.data().toString().contains('+')) << i.data().toString().toStdString();
+      }
+    }
+  }
+  EXPECT_TRUE(dont);
+  EXPECT_TRUE(compress);
+  // One user of 2,048 tokens: fp16 (the weights dominate); 512 users of 8,192: compress.
+  EXPECT_EQ(m->index(0, 0).data().toString(), "fp16");
+  EXPECT_EQ(m->index(1, 4).data(PlannerAdviceModel::kVerdictRole).toString().left(9), "compress:");
+
+  // The gain a scheme must bring is a control: at 0 % more cells say compress.
+  int compress_cells = 0;
+  for (const auto& c : want.cells) compress_cells += c.recommended > 0 ? 1 : 0;
+  in.advice_min_gain = 0.0;
+  model.recompute(in);
+  m->set_advice(*model.advice());
+  int now = 0;
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 5; ++col) now += m->cell(row, col)->recommended > 0 ? 1 : 0;
+  }
+  EXPECT_GE(now, compress_cells);
+  // A quality limit: with no runs database no compressed scheme has a measured quality, so none
+  // may be recommended, and the tooltips say which faster ones were left out.
+  in.advice_max_perplexity_change = 0.01;
+  model.recompute(in);
+  m->set_advice(*model.advice());
+  for (int row = 0; row < 2; ++row) {
+    for (int col = 0; col < 5; ++col) EXPECT_LE(m->cell(row, col)->recommended, 0);
+  }
+  EXPECT_TRUE(m->index(1, 4).data(Qt::ToolTipRole).toString().contains("over the quality limit"))
+      << m->index(1, 4).data(Qt::ToolTipRole).toString().toStdString();
+  in.advice_max_perplexity_change.reset();
+  model.recompute(in);
+  m->set_advice(*model.advice());
+  EXPECT_EQ(m->index(1, 4).data(PlannerAdviceModel::kVerdictRole).toString().left(9), "compress:");
+  // A single GPU cannot hold the 70B weights: every cell says nothing fits, in red.
+  in.scenario.deployment.tp = 1;
+  model.recompute(in);
+  ASSERT_TRUE(model.advice().has_value()) << model.advice_error().toStdString();
+  m->set_advice(*model.advice());
+  EXPECT_EQ(m->index(0, 0).data(PlannerAdviceModel::kVerdictRole).toString(), "nothing fits");
+  EXPECT_EQ(m->index(0, 0).data(Qt::BackgroundRole).value<QBrush>().color(),
+            PlannerAdviceModel::nothing_fits_color());
 }
 
 }  // namespace
