@@ -7,7 +7,9 @@ graph in this list is a test reaching into a view.
 usage: scripts/test_only_accessors.py   (from the repository root)
 
 Only accessors without arguments that return a pointer or a const reference are seen; calls are
-found by text (`.name()` or `->name()`), so a name shared by two classes can hide one.
+found by text (`.name()` or `->name()`), so a name shared by two classes can hide one, and a
+class's own members calling it bare (a base class's `full_view_button()` in its subclasses) are
+not seen.
 """
 import os
 import re
