@@ -31,13 +31,19 @@ LICENCES = [pathlib.Path("/usr/share/common-licenses/GPL-3"),
 
 def resolved_sweep(template, work, model):
     text = work / "gpl.txt"
-    text.write_bytes(b"".join(p.read_bytes() for p in LICENCES))
+    write_if_changed(text, b"".join(p.read_bytes() for p in LICENCES))
     spec = json.loads(pathlib.Path(template).read_text())
     spec["models"] = [str(model) if m == "{model}" else m for m in spec["models"]]
     spec["texts"] = [str(text) if t == "{text}" else t for t in spec["texts"]]
     path = work / "sweep.json"
-    path.write_text(json.dumps(spec, indent=1) + "\n")
+    write_if_changed(path, (json.dumps(spec, indent=1) + "\n").encode())
     return path
+
+
+def write_if_changed(path, data):
+    """Parts still running read these files: leave them alone when they already say this."""
+    if not path.exists() or path.read_bytes() != data:
+        path.write_bytes(data)
 
 
 def run(cmd, **kw):
