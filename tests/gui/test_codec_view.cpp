@@ -162,17 +162,13 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   CompressionView& view = *window.compression_view();
   auto* code_lengths = gui_test::child<CodeLengthPanel>(&view, "code_lengths");
   auto* histograms = gui_test::child<HistogramPanel>(&view, "histograms");
+  auto* length_chart = gui_test::child<CodeLengthChart>(code_lengths, "chart");
+  auto* length_graph = gui_test::child<QCPGraph>(length_chart, "length_graph");
 
   // Before any codec ran: no ratio tab, and the code-length chart says how to get one.
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
-  EXPECT_EQ(gui_test::child<QCPGraph>(gui_test::child<CodeLengthChart>(code_lengths, "chart"),
-                                      "length_graph")
-                ->data()
-                ->size(),
-            0);
-  EXPECT_TRUE(gui_test::child<CodeLengthChart>(code_lengths, "chart")
-                  ->note()
-                  .contains(QStringLiteral("codec")));
+  EXPECT_EQ(length_graph->data()->size(), 0);
+  EXPECT_TRUE(length_chart->note().contains(QStringLiteral("codec")));
 
   view.source_panel()->set_synthetic(tiny_source());
   view.method_panel()->set_config(kvcomp_huffman());
@@ -199,14 +195,8 @@ TEST(CodecView, KvCompHuffmanRunShowsCodeLengthsAndRatiosAndReopens) {
   ASSERT_TRUE(view.run_and_wait(kTimeoutMs)) << view.last_error().toStdString();
   EXPECT_FALSE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
   EXPECT_EQ(view.lower_tabs()->currentIndex(), CompressionView::kHistogramTab);
-  EXPECT_EQ(gui_test::child<QCPGraph>(gui_test::child<CodeLengthChart>(code_lengths, "chart"),
-                                      "length_graph")
-                ->data()
-                ->size(),
-            0);
-  EXPECT_TRUE(gui_test::child<CodeLengthChart>(code_lengths, "chart")
-                  ->note()
-                  .contains(QStringLiteral("codec")));
+  EXPECT_EQ(length_graph->data()->size(), 0);
+  EXPECT_TRUE(length_chart->note().contains(QStringLiteral("codec")));
   EXPECT_TRUE(gui_test::child<QWidget>(gui_test::child<ResultsPanel>(&view, "results"), "codec_row")
                   ->isHidden());
 

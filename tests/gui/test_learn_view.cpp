@@ -209,9 +209,11 @@ TEST(LearnView, PagesDrawTheirModels) {
   const auto plots = quant.findChildren<QCustomPlot*>();
   ASSERT_EQ(plots.size(), 2);
   const auto want = quant.model().vector(TensorRole::Key, 37, 5, -1);
-  const QCustomPlot* key_chart =
-      plots[0]->graphCount() == 4 && plots[0]->yAxis->label() == QStringLiteral("key") ? plots[0]
-                                                                                       : plots[1];
+  const auto key = std::find_if(plots.begin(), plots.end(), [](const QCustomPlot* p) {
+    return p->yAxis->label() == QStringLiteral("key");
+  });
+  ASSERT_NE(key, plots.end());
+  const QCustomPlot* key_chart = *key;
   ASSERT_EQ(key_chart->graphCount(), 4);
   const QCPGraph* original = key_chart->graph(3);
   ASSERT_EQ(original->data()->size(), static_cast<int>(want.original.size()));

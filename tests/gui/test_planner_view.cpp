@@ -22,32 +22,16 @@
 #include "planner/planner_roofline_chart.h"
 #include "planner/planner_table_model.h"
 #include "planner/planner_view.h"
+#include "planner_test_support.h"
 #include "runs/runs_view.h"
 #include "window/main_window.h"
 
 namespace kvlab::gui {
 namespace {
 
-planners::Scenario scenario_of(const char* model, const char* gpu, const char* scheme, int context,
-                               int batch, int tp = 1) {
-  planners::Scenario s;
-  s.model = planners::find_model(model).value();
-  s.gpu = planners::find_gpu(gpu).value();
-  s.scheme = planners::parse_scheme(scheme).value();
-  s.context = context;
-  s.batch = batch;
-  s.deployment.tp = tp;
-  return s;
-}
-
-planners::PlanResult expected(const char* model, const char* gpu, const char* scheme, int context,
-                              int batch, int tp = 1) {
-  return planners::plan(scenario_of(model, gpu, scheme, context, batch, tp)).value();
-}
-
-QString header(const QAbstractItemModel* m, int column) {
-  return m->headerData(column, Qt::Horizontal).toString();
-}
+using gui_test::expected;
+using gui_test::header;
+using gui_test::scenario_of;
 
 TEST(PlannerView, ShowsWhatThePlannerComputes) {
   PlannerView view(nullptr);

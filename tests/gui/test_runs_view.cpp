@@ -20,30 +20,13 @@
 #include "gui_test_support.h"
 #include "kvlab/store/run_records.h"
 #include "runs/runs_view.h"
-#include "sample_runs.h"
+#include "runs_test_support.h"
 
 namespace kvlab::gui {
 namespace {
 
+using gui_test::compression_of;
 using gui_test::fresh_dir;
-
-NewRun compression_of(int bits, int context) {
-  SyntheticConfig source = gui_test::tiny_source();
-  source.context = context;
-  MethodConfig method;
-  method.kind = MethodKind::Kivi;
-  method.bits = bits;
-  method.group_size = 8;
-  method.residual = 16;
-  return compression_run(gui_test::engine_report(source, method));
-}
-
-NewRun quality_with_eviction() {
-  QualityConfig config;
-  config.eviction = EvictionConfig{};
-  return quality_run(test::kivi2_with_h2o_at_20_percent(), config,
-                     {"smollm2.gguf", "file:text.txt", 1024, ""});
-}
 
 bool wait_for(const std::function<bool()>& done, int ms) {
   QElapsedTimer timer;
@@ -52,26 +35,8 @@ bool wait_for(const std::function<bool()>& done, int ms) {
   return done();
 }
 
-struct Page {
-  std::filesystem::path db;
-  std::shared_ptr<RunsStore> store;
-  std::int64_t kivi2 = 0, kivi4 = 0, quality = 0;
-};
-
-Page page_with_three_runs() {
-  Page p;
-  p.db = fresh_dir() / "runs.sqlite";
-  p.store = std::make_shared<RunsStore>(RunsStore::open(p.db).value());
-  p.kivi2 = p.store->save_run(compression_of(2, 96)).value();
-  p.kivi4 = p.store->save_run(compression_of(4, 128)).value();
-  p.quality = p.store->save_run(quality_with_eviction()).value();
-  return p;
-}
-
-// Issue 43: an export of the table has a source's whole path (the cell shows its file name:
-// tests/gui/models/test_runs_store_model.cpp).
 TEST(RunsPage, AnExportHasTheWholeSource) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   NewRun labelled = compression_of(2, 64);
   labelled.source = "model:/home/someone/.cache/kvlab/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   p.store->save_run(labelled).value();
@@ -82,7 +47,7 @@ TEST(RunsPage, AnExportHasTheWholeSource) {
 }
 
 TEST(RunsPage, SearchKindFilterAndTags) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   RunsView view(p.store, QString());
   auto* kind = gui_test::child<QComboBox>(&view, "kind");
   kind->setCurrentIndex(kind->findText(QStringLiteral("quality")));
@@ -108,7 +73,7 @@ TEST(RunsPage, SearchKindFilterAndTags) {
 }
 
 TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   RunsView view(p.store, QString());
   view.resize(1100, 800);
   view.show();
@@ -153,7 +118,7 @@ TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
 }
 
 TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   RunsView view(p.store, QString());
   ASSERT_EQ(view.row_count(), 3);
   const int before = view.model()->refresh_count();
@@ -181,7 +146,7 @@ TEST(RunsPage, ARunHoldingBytesThatAreNotUtf8ListsAndOpens) {
   // A database written by an older kvlab or edited outside it: the label and source of a run
   // set to raw bytes behind kvlab's back (issue 42). The page lists it with U+FFFD for each bad
   // byte and opens it.
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   const std::string edit =
       "python3 -c \"import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('UPDATE runs "
       "SET label=CAST(X\\'78FF79\\' AS TEXT), source=CAST(X\\'66696C653AC3\\' AS TEXT) "

@@ -13,9 +13,14 @@
 #include "planner/planner_advice_model.h"
 #include "planner/planner_model.h"
 #include "planner/planner_table_model.h"
+#include "planner_test_support.h"
 
 namespace kvlab::gui {
 namespace {
+
+using gui_test::expected;
+using gui_test::header;
+using gui_test::scenario_of;
 
 PlannerInputs inputs_for(const PlannerModel& model, const QStringList& ids, int context,
                          int batch) {
@@ -28,27 +33,6 @@ PlannerInputs inputs_for(const PlannerModel& model, const QStringList& ids, int 
   in.scenario.batch = batch;
   in.advice_min_gain = 0.1;
   return in;
-}
-
-planners::Scenario scenario_of(const char* model, const char* gpu, const char* scheme, int context,
-                               int batch, int tp = 1) {
-  planners::Scenario s;
-  s.model = planners::find_model(model).value();
-  s.gpu = planners::find_gpu(gpu).value();
-  s.scheme = planners::parse_scheme(scheme).value();
-  s.context = context;
-  s.batch = batch;
-  s.deployment.tp = tp;
-  return s;
-}
-
-planners::PlanResult expected(const char* model, const char* gpu, const char* scheme, int context,
-                              int batch, int tp = 1) {
-  return planners::plan(scenario_of(model, gpu, scheme, context, batch, tp)).value();
-}
-
-QString header(const QAbstractItemModel* m, int column) {
-  return m->headerData(column, Qt::Horizontal).toString();
 }
 
 TEST(PlannerModel, PlansEverySchemePinsAndAdvisesOnlyWhenItMatters) {

@@ -6,47 +6,13 @@
 
 #include <QAbstractItemModelTester>
 
-#include "gui_test_support.h"
-#include "kvlab/store/run_records.h"
 #include "runs/runs_model.h"
-#include "sample_runs.h"
+#include "runs_test_support.h"
 
 namespace kvlab::gui {
 namespace {
 
-NewRun compression_of(int bits, int context) {
-  SyntheticConfig source = gui_test::tiny_source();
-  source.context = context;
-  MethodConfig method;
-  method.kind = MethodKind::Kivi;
-  method.bits = bits;
-  method.group_size = 8;
-  method.residual = 16;
-  return compression_run(gui_test::engine_report(source, method));
-}
-
-NewRun quality_with_eviction() {
-  QualityConfig config;
-  config.eviction = EvictionConfig{};
-  return quality_run(test::kivi2_with_h2o_at_20_percent(), config,
-                     {"smollm2.gguf", "file:text.txt", 1024, ""});
-}
-
-struct Page {
-  std::filesystem::path db;
-  std::shared_ptr<RunsStore> store;
-  std::int64_t kivi2 = 0, kivi4 = 0, quality = 0;
-};
-
-Page page_with_three_runs() {
-  Page p;
-  p.db = gui_test::fresh_dir() / "runs.sqlite";
-  p.store = std::make_shared<RunsStore>(RunsStore::open(p.db).value());
-  p.kivi2 = p.store->save_run(compression_of(2, 96)).value();
-  p.kivi4 = p.store->save_run(compression_of(4, 128)).value();
-  p.quality = p.store->save_run(quality_with_eviction()).value();
-  return p;
-}
+using gui_test::compression_of;
 
 // The row of run `id` in the model's filtered, sorted view, and the text of one of its cells.
 int row_of(const RunsModel& model, std::int64_t id) {
@@ -60,7 +26,7 @@ QString cell_text(const RunsModel& model, int row, int column) {
 }
 
 TEST(RunsModel, TheModelPassesTheModelTesterAndShowsEachRunsNumbers) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   RunsModel model(p.store);
   QAbstractItemModelTester tester(model.table(),
                                   QAbstractItemModelTester::FailureReportingMode::Fatal);
@@ -98,7 +64,7 @@ TEST(RunsModel, TheModelPassesTheModelTesterAndShowsEachRunsNumbers) {
 // Issue 43: the source column shows a model or file by its name (its tooltip has the whole
 // path), and a label that already holds the method is not written after it again.
 TEST(RunsModel, SourcesByTheirFileNameAndTheMethodOnce) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   NewRun labelled = compression_of(2, 64);
   labelled.source = "model:/home/someone/.cache/kvlab/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   labelled.label = labelled.method + " (second try)";
@@ -117,7 +83,7 @@ TEST(RunsModel, SourcesByTheirFileNameAndTheMethodOnce) {
 
 // Issue 48: a quality run's perplexity change is shown with its standard error.
 TEST(RunsModel, APerplexityChangeComesWithItsStandardError) {
-  Page p = page_with_three_runs();
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   QualityReport report = test::kivi2_with_h2o_at_20_percent();
   report.perplexity_change_se = 0.0123;
   QualityConfig config;
