@@ -24,8 +24,9 @@ const std::vector<std::string>& LearnFitModel::scheme_ids() {
 
 LearnFitModel::LearnFitModel()
     : m_models(planners::builtin_models()), m_gpus(planners::builtin_gpus()) {
-  set_model("llama-3-8b");
-  set_gpu("h100-sxm");
+  m_model = std::max(0, catalog_index(m_models, "llama-3-8b"));
+  m_gpu = std::max(0, catalog_index(m_gpus, "h100-sxm"));
+  m_context = clamped_context(m_context);
   recompute();
 }
 
@@ -35,10 +36,13 @@ bool LearnFitModel::set_model(const std::string& id) {
   return i >= 0;
 }
 
+// Each setter plans again only when the scenario changed: the page hands the model every
+// control's value on any change.
 void LearnFitModel::set_model(int index) {
-  if (index < 0 || index >= static_cast<int>(m_models.size())) return;
+  if (index < 0 || index >= static_cast<int>(m_models.size()) || index == m_model) return;
   m_model = index;
-  set_context(m_context);  // within the new model's context length
+  m_context = clamped_context(m_context);  // within the new model's context length
+  recompute();
 }
 
 bool LearnFitModel::set_gpu(const std::string& id) {
@@ -48,26 +52,36 @@ bool LearnFitModel::set_gpu(const std::string& id) {
 }
 
 void LearnFitModel::set_gpu(int index) {
-  if (index < 0 || index >= static_cast<int>(m_gpus.size())) return;
+  if (index < 0 || index >= static_cast<int>(m_gpus.size()) || index == m_gpu) return;
   m_gpu = index;
   recompute();
 }
 
 bool LearnFitModel::set_scheme(const std::string& id) {
   if (std::find(scheme_ids().begin(), scheme_ids().end(), id) == scheme_ids().end()) return false;
-  m_scheme = id;
-  recompute();
+  if (id != m_scheme) {
+    m_scheme = id;
+    recompute();
+  }
   return true;
 }
 
-void LearnFitModel::set_context(std::int64_t tokens) {
+std::int64_t LearnFitModel::clamped_context(std::int64_t tokens) const {
   const int limit = m_models[static_cast<std::size_t>(m_model)].max_context;
-  m_context = std::max<std::int64_t>(1, limit > 0 ? std::min<std::int64_t>(tokens, limit) : tokens);
+  return std::max<std::int64_t>(1, limit > 0 ? std::min<std::int64_t>(tokens, limit) : tokens);
+}
+
+void LearnFitModel::set_context(std::int64_t tokens) {
+  tokens = clamped_context(tokens);
+  if (tokens == m_context) return;
+  m_context = tokens;
   recompute();
 }
 
 void LearnFitModel::set_batch(std::int64_t batch) {
-  m_batch = std::max<std::int64_t>(1, batch);
+  batch = std::max<std::int64_t>(1, batch);
+  if (batch == m_batch) return;
+  m_batch = batch;
   recompute();
 }
 

@@ -72,6 +72,7 @@ class LearnFitModel {
 
  private:
   void recompute();
+  std::int64_t clamped_context(std::int64_t tokens) const;  // 1 .. the model's context length
 
   std::vector<planners::ModelSpec> m_models;
   std::vector<planners::GpuSpec> m_gpus;
