@@ -40,11 +40,13 @@ LearnPaysModel::LearnPaysModel()
     : m_models(planners::builtin_models()), m_gpus(planners::builtin_gpus()) {
   for (const std::string& id : scheme_ids())
     m_schemes.push_back(planners::parse_scheme(id).value());
-  set_model("llama-3-8b");
-  set_gpu("h100-sxm");
-  set_scheme("kivi2");
-  set_context(8192);
-  set_users(32);
+  // The defaults set directly, then one advice: the Learn view builds this page at start-up.
+  m_model = std::max(0, catalog_index(m_models, "llama-3-8b"));
+  m_gpu = std::max(0, catalog_index(m_gpus, "h100-sxm"));
+  m_scheme = static_cast<int>(std::find(scheme_ids().begin(), scheme_ids().end(), "kivi2") -
+                              scheme_ids().begin());
+  update_contexts(8192);
+  recompute();
 }
 
 bool LearnPaysModel::set_model(const std::string& id) {

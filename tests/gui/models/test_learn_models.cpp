@@ -277,6 +277,13 @@ TEST(LearnFitModel, AnswerEqualsThePlannersFit) {
 // waits on the weights (don't compress), 512 users do not fit in fp16 (compress).
 TEST(LearnPaysModel, SentenceAndStepsFollowTheUsers) {
   LearnPaysModel page;
+  // The defaults the page opens on, with their advice already computed.
+  EXPECT_EQ(page.scenario().model.id, "llama-3-8b");
+  EXPECT_EQ(page.scenario().gpu.id, "h100-sxm");
+  EXPECT_EQ(page.compressed_scheme().id, "kivi2");
+  EXPECT_EQ(page.context(), 8192);
+  EXPECT_EQ(page.users(), 32);
+  EXPECT_TRUE(page.cell().has_value()) << page.error_text().toStdString();
   ASSERT_TRUE(page.set_model("llama-3-8b"));
   ASSERT_TRUE(page.set_gpu("h100-sxm"));
   ASSERT_TRUE(page.set_scheme("kivi2"));
