@@ -390,13 +390,16 @@ int run_gpu_bench_command(const GpuBenchCliOptions& o) {
              j["device"].get<std::string>());
   fmt::print("device-to-device copy {:.1f} GB/s (read + written: the bandwidth ceiling)\n\n",
              j["copy_gb_s"].get<double>());
-  fmt::print("{:<22} {:>8} {:>11} {:>10} {:>13} {:>15}\n", "kernel", "context", "time (us)",
-             "GB/s read", "GB/s fp16-eq", "vs cuBLAS fp16");
+  fmt::print("{:<22} {:>8} {:>11} {:>10} {:>7} {:>13} {:>15} {:>15}\n", "kernel", "context",
+             "time (us)", "GB/s read", "% copy", "GB/s fp16-eq", "vs cuBLAS fp16", "vs fused fp16");
   for (const auto& r : j["rows"]) {
-    fmt::print("{:<22} {:>8} {:>11.2f} {:>10.1f} {:>13.1f} {:>14.2f}x\n",
+    const double fused = r.value("speedup_vs_fp16_fused", 0.0);
+    fmt::print("{:<22} {:>8} {:>11.2f} {:>10.1f} {:>6.0f}% {:>13.1f} {:>14.2f}x {:>15}\n",
                r["kernel"].get<std::string>(), r["context"].get<int>(),
                r["microseconds"].get<double>(), r["gb_s_read"].get<double>(),
-               r["gb_s_fp16_equiv"].get<double>(), r["speedup_vs_cublas_fp16"].get<double>());
+               100.0 * r.value("copy_fraction", 0.0), r["gb_s_fp16_equiv"].get<double>(),
+               r["speedup_vs_cublas_fp16"].get<double>(),
+               fused > 0 ? fmt::format("{:.2f}x", fused) : std::string("-"));
   }
   fmt::print("\nGPU compression (quantize + Huffman encode of K and V), GB/s of fp16 input\n");
   fmt::print("{:>8} {:>10}\n", "context", "GB/s");
@@ -439,11 +442,16 @@ void add_bench_command(CLI::App& app) {
   auto g = std::make_shared<GpuBenchCliOptions>();
   CLI::App* gpu = bench->add_subcommand(
       "gpu",
-      "Time the GPU kernels (fused attention on compressed streams, GPU compression) against "
-      "cuBLAS fp16; needs a GPU and kvlab built with CUDA");
+      "Time the GPU kernels (fused attention on compressed streams, GPU compression) against a "
+      "fused fp16 decode kernel and cuBLAS fp16; needs a GPU and kvlab built with CUDA");
   gpu->add_option("--contexts", g->request.contexts, "context lengths in tokens: N,N,...")
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 22))
+      ->capture_default_str();
+  gpu->add_option("--batches", g->request.batches,
+                  "sequences per launch of the fused fp16 decode kernel: N,N,...")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
   gpu->add_option("--repeats", g->request.repeats, "timed launches per kernel")
       ->check(CLI::Range(1, 1'000'000))

@@ -26,18 +26,22 @@ Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest& request) {
   cuda::GpuBenchOptions options;
   options.contexts = request.contexts;
   options.repeats = request.repeats;
+  if (!request.batches.empty()) options.batches = request.batches;
   auto report = cuda::run_gpu_bench(options);
   if (!report) return report.error();
   nlohmann::json rows = nlohmann::json::array();
   for (const cuda::GpuBenchRow& r : report->rows) {
     rows.push_back({{"kernel", r.kernel},
                     {"context", r.context},
+                    {"batch", r.batch},
                     {"microseconds", r.microseconds},
                     {"bytes_read", r.bytes_read},
                     {"fp16_bytes", r.fp16_bytes},
                     {"gb_s_read", r.gbps_read},
                     {"gb_s_fp16_equiv", r.gbps_fp16_equiv},
-                    {"speedup_vs_cublas_fp16", r.speedup_vs_fp16}});
+                    {"speedup_vs_cublas_fp16", r.speedup_vs_fp16},
+                    {"speedup_vs_fp16_fused", r.speedup_vs_fused},
+                    {"copy_fraction", r.copy_fraction}});
   }
   nlohmann::json encode = nlohmann::json::array();
   for (const auto& [context, gbps] : report->encode_gbps) {

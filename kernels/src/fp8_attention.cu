@@ -36,6 +36,7 @@
 #include "fp8_attention.cuh"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "kvlab/kernels/gpu_kv.h"
+#include "launch_plan.cuh"
 
 namespace kvlab::cuda {
 
@@ -428,37 +429,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) fp8_values_kernel(Fp8P
   }
 }
 
-// Resident blocks per SM of a kernel, asked once per kernel.
-template <class K>
-int resident_blocks(K kernel, int& cache) {
-  if (cache == 0) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    cache = std::max(1, n);
-  }
-  return cache;
-}
-
 // One wave: as many blocks as fit on the device, split over heads x rounds, each a contiguous
-// range of tiles.
-cudaError_t plan_grid(int tokens, int slices, int per_sm, int& splits, int& tiles_per_block) {
-  // SM counts per device, asked once each (the benchmark launches thousands of times).
-  static int sm_counts[64] = {};
-  int dev = 0;
-  if (cudaError_t e = cudaGetDevice(&dev)) return e;
-  int sms = dev >= 0 && dev < 64 ? sm_counts[dev] : 0;
-  if (sms == 0) {
-    if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) return e;
-    if (dev >= 0 && dev < 64) sm_counts[dev] = sms;
-  }
-  const int tiles = (tokens + kTile - 1) / kTile;
-  const int per_slice = std::max(1, sms * per_sm / slices);
-  tiles_per_block = std::max(kMinTilesPerBlock, (tiles + per_slice - 1) / per_slice);
-  splits = (tiles + tiles_per_block - 1) / tiles_per_block;
-  return cudaSuccess;
+// range of tiles (launch_plan.cuh).
+void plan_grid(int tokens, int slices, int per_sm, int& splits, int& tiles_per_block) {
+  const SplitPlan plan =
+      plan_splits((tokens + kTile - 1) / kTile, slices, per_sm, kMinTilesPerBlock);
+  splits = plan.splits;
+  tiles_per_block = plan.tiles_per_split;
 }
 
 cudaError_t check_launch(const Fp8Device& kv, const void* in, int q_heads, const void* out) {
@@ -483,11 +460,8 @@ template <Fp8Format F, int kChunks>
 cudaError_t launch_logits(Fp8Params p, cudaStream_t stream) {
   static int per_sm = 0;
   int splits = 0;
-  if (cudaError_t e =
-          plan_grid(p.tokens, p.heads, resident_blocks(fp8_logits_kernel<F, kChunks>, per_sm),
-                    splits, p.tiles_per_block)) {
-    return e;
-  }
+  plan_grid(p.tokens, p.heads, resident_blocks(fp8_logits_kernel<F, kChunks>, kThreads, per_sm),
+            splits, p.tiles_per_block);
   fp8_logits_kernel<F, kChunks><<<dim3(splits, p.heads), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
@@ -504,11 +478,8 @@ cudaError_t launch_values(Fp8Params p, cudaStream_t stream) {
   static int per_sm = 0;
   const int rounds = (p.dim + 127) / 128;
   int splits = 0;
-  if (cudaError_t e =
-          plan_grid(p.tokens, p.heads * rounds, resident_blocks(fp8_values_kernel<F>, per_sm),
-                    splits, p.tiles_per_block)) {
-    return e;
-  }
+  plan_grid(p.tokens, p.heads * rounds, resident_blocks(fp8_values_kernel<F>, kThreads, per_sm),
+            splits, p.tiles_per_block);
   fp8_values_kernel<F><<<dim3(splits, p.heads, rounds), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

@@ -7,6 +7,7 @@
 
 #include "fused_attention.cuh"
 #include "kvlab/engine/codec/table_entry.h"
+#include "launch_plan.cuh"
 #include "packed_attention.cuh"
 
 namespace kvlab::cuda {
@@ -380,13 +381,7 @@ __global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
 }
 
 int grid_x(int token_blocks, int heads) {
-  static int sms = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return 108;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 108;
-    return n;
-  }();
-  const int want = std::max(1, sms * 32 / std::max(1, heads));
+  const int want = std::max(1, sm_count() * 32 / std::max(1, heads));
   return std::max(1, std::min(token_blocks, want));
 }
 

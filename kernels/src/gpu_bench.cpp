@@ -15,6 +15,7 @@
 
 #include "code_encode.cuh"
 #include "fp16_baseline.cuh"
+#include "fp16_decode.cuh"
 #include "fp8_attention.cuh"
 #include "fused_attention.cuh"
 #include "group_quantize.cuh"
@@ -183,15 +184,18 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
     const double fp16_bytes = 2.0 * n;
 
     std::vector<GpuBenchRow> rows;
-    auto add = [&](const std::string& kernel, double us, double bytes) {
+    auto add = [&](const std::string& kernel, double us, double bytes, double fp16 = 0,
+                   int batch = 1) {
       GpuBenchRow r;
       r.kernel = kernel;
       r.context = T;
+      r.batch = batch;
       r.microseconds = us;
       r.bytes_read = bytes;
-      r.fp16_bytes = fp16_bytes;
+      r.fp16_bytes = fp16 > 0 ? fp16 : fp16_bytes;
       r.gbps_read = bytes / (us * 1e3);
-      r.gbps_fp16_equiv = fp16_bytes / (us * 1e3);
+      r.gbps_fp16_equiv = r.fp16_bytes / (us * 1e3);
+      r.copy_fraction = r.gbps_read / report.copy_gbps;
       rows.push_back(r);
     };
 
@@ -221,6 +225,53 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           o.repeats);
       if (!sv) return sv.error();
       add("cublas_fp16_sv", *sv, fp16_bytes);
+    }
+
+    // The FlashAttention-class fp16 decode kernel: K and V read once, for B sequences per launch
+    // (each its own copy of the layer, as a batch of requests has).
+    double fused_b1 = 0;
+    for (int B : o.batches) {
+      const std::size_t nb = n * B;
+      const int copies = copies_for(2.0 * fp16_bytes * B, l2);
+      std::vector<DeviceArray<std::uint16_t>> ks(copies), vs(copies);
+      std::vector<std::uint16_t> kb(nb), vb(nb);
+      for (int b = 0; b < B; ++b) {
+        std::copy(k.begin(), k.end(), kb.begin() + static_cast<std::ptrdiff_t>(b * n));
+        std::copy(v.begin(), v.end(), vb.begin() + static_cast<std::ptrdiff_t>(b * n));
+      }
+      for (int c = 0; c < copies; ++c) {
+        KVLAB_TRY_STATUS(ks[c].upload(kb.data(), nb, "bench fused fp16 keys"));
+        KVLAB_TRY_STATUS(vs[c].upload(vb.data(), nb, "bench fused fp16 values"));
+      }
+      std::vector<float> qb(q.size() * B);
+      for (int b = 0; b < B; ++b) std::copy(q.begin(), q.end(), qb.begin() + b * q.size());
+      DeviceArray<float> dqb, doutb;
+      KVLAB_TRY_STATUS(dqb.upload(qb.data(), qb.size(), "bench fused fp16"));
+      KVLAB_TRY_STATUS(doutb.allocate(qb.size(), "bench fused fp16"));
+      Fp16DecodeArgs fa;
+      fa.batch = B;
+      fa.tokens = T;
+      fa.kv_heads = H;
+      fa.q_heads = QH;
+      fa.head_dim = D;
+      fa.q = dqb.get();
+      fa.out = doutb.get();
+      fa.k = ks[0].get();
+      fa.v = vs[0].get();
+      Fp16Decode dec;
+      KVLAB_TRY_STATUS(dec.prepare(fa));
+      auto us = time_launches(
+          [&](int i) {
+            fa.k = ks[i % copies].get();
+            fa.v = vs[i % copies].get();
+            return dec.launch(fa, nullptr);
+          },
+          o.repeats);
+      if (!us) return us.error();
+      if (B == 1) fused_b1 = *us;
+      add(B == 1 ? "fp16_fused" : fmt::format("fp16_fused_b{}", B), *us, 2.0 * fp16_bytes * B,
+          2.0 * fp16_bytes * B, B);
+      rows.back().speedup_vs_fused = 1.0;
     }
 
     // Compressed layers: KVComp + Huffman, and 4-bit packing (rel_scale 1/15 so codes fit).
@@ -257,6 +308,7 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           o.repeats);
       if (!sv) return sv.error();
       add(name + "_sv", *sv, vb);
+      add(name + "_attn", *qk + *sv, kb + vb, 2.0 * fp16_bytes);
 
       if (huffman) {
         // Encode throughput: quantize + Huffman-encode K and V from fp16 on the device, with
@@ -363,12 +415,18 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           o.repeats);
       if (!sv) return sv.error();
       add("fp8_sv", *sv, bytes);
+      add("fp8_attn", *qk + *sv, 2.0 * bytes, 2.0 * fp16_bytes);
     }
 
     const double base_qk = rows[0].microseconds, base_sv = rows[1].microseconds;
     for (GpuBenchRow& r : rows) {
-      const bool qk = r.kernel.ends_with("_qk");
-      r.speedup_vs_fp16 = (qk ? base_qk : base_sv) / r.microseconds;
+      if (r.kernel.ends_with("_qk") || r.kernel.ends_with("_sv")) {
+        r.speedup_vs_fp16 = (r.kernel.ends_with("_qk") ? base_qk : base_sv) / r.microseconds;
+      } else {
+        // Whole attention: against cuBLAS's two ops together, and the fused fp16 kernel.
+        r.speedup_vs_fp16 = (base_qk + base_sv) * r.batch / r.microseconds;
+        if (r.batch == 1 && fused_b1 > 0) r.speedup_vs_fused = fused_b1 / r.microseconds;
+      }
       report.rows.push_back(r);
     }
   }

@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "cuda_check.cuh"
+#include "launch_plan.cuh"
 #include "packed_attention.cuh"
 
 namespace kvlab::cuda {
@@ -634,31 +635,6 @@ __global__ void __launch_bounds__(kThreads, ValueCfg<kWidth, kWv, G>::kMinBlocks
 
 // --- Host -----------------------------------------------------------------------------------
 
-int sm_count() {
-  static int sms[64] = {};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 108;
-  int& n = sms[dev >= 0 && dev < 64 ? dev : 0];
-  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    (void)cudaGetLastError();
-    n = 108;
-  }
-  return n;
-}
-
-template <class K>
-int resident_blocks(K kernel, int& cache) {
-  if (cache == 0) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kThreads, 0) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 1;
-    }
-    cache = std::max(1, n);
-  }
-  return cache;
-}
-
 // Words per lane: logits kW = dim * width / 128 (2, 4, 8); values kWv = kW / 2.
 int lane_words(const GpuCodes& c) {
   const int bits = c.dim * c.width;
@@ -690,7 +666,7 @@ template <int kWidth, int kW, int G>
 cudaError_t run_logits(PackedArgs a, cudaStream_t stream) {
   using C = LogitCfg<kWidth, kW, G>;
   static int per_sm = 0;
-  const int resident = resident_blocks(packed_logits_kernel<kWidth, kW, G>, per_sm);
+  const int resident = resident_blocks(packed_logits_kernel<kWidth, kW, G>, kThreads, per_sm);
   const int tiles = (a.tokens + kTile - 1) / kTile;
   const int warps_per_head = std::max(1, sm_count() * resident * kWarps / a.heads);
   int tpw = (tiles + warps_per_head - 1) / warps_per_head;
@@ -706,7 +682,7 @@ template <int kWidth, int kWv, int G>
 cudaError_t run_values(PackedArgs a, cudaStream_t stream) {
   using C = ValueCfg<kWidth, kWv, G>;
   static int per_sm = 0;
-  const int resident = resident_blocks(packed_values_kernel<kWidth, kWv, G>, per_sm);
+  const int resident = resident_blocks(packed_values_kernel<kWidth, kWv, G>, kThreads, per_sm);
   const int tiles = (a.tokens + kTile - 1) / kTile;
   const int per_head = std::max(1, sm_count() * resident / a.heads);
   constexpr int kQuantum = kWarps * C::kT;  // one buffer for every warp

@@ -5,6 +5,7 @@
 // reports SKIPPED without a usable GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -287,6 +288,71 @@ TEST(GpuBaselines, Fp8NaNCodesGiveNaNLogits) {
   }
 }
 
+// Full decode attention softmax(q.K^T / sqrt(d)) V in double, one sequence.
+std::vector<double> reference_attention(const std::vector<double>& k, const std::vector<double>& v,
+                                        const Shape& s, const std::vector<float>& q) {
+  const std::vector<double> logits = reference_logits(k, s, q);
+  std::vector<float> p(logits.size());
+  for (int qh = 0; qh < s.q_heads(); ++qh) {
+    double mx = -INFINITY, sum = 0;
+    for (int t = 0; t < s.tokens; ++t) mx = std::max(mx, logits[qh * s.tokens + t]);
+    std::vector<double> e(s.tokens);
+    for (int t = 0; t < s.tokens; ++t) sum += e[t] = std::exp(logits[qh * s.tokens + t] - mx);
+    for (int t = 0; t < s.tokens; ++t) p[qh * s.tokens + t] = static_cast<float>(e[t] / sum);
+  }
+  // reference_values takes float weights; double ones would change the result only near 1e-8.
+  return reference_values(v, s, p);
+}
+
+// The fused fp16 decode kernel (the FlashAttention-class baseline) against the double reference:
+// every boundary shape, head_dim 64/128/256, every group 1..8 (3 as SmolLM2, 7), one token (one
+// chunk) to thousands (many chunks merged by the last block), and batches of sequences that differ.
+// fp32 accumulation and exp2f: errors near 1e-6; 1e-4 leaves room and still catches a wrong row,
+// a missed chunk or a stale merge (each at least 1e-2 here).
+TEST(GpuBaselines, Fp16FusedDecodeMatchesReference) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(15);
+  std::vector<std::pair<Shape, int>> cases;  // shape, batch
+  for (const Shape& s : shapes(16, false)) cases.push_back({s, 1});
+  for (int group = 1; group <= 8; ++group) cases.push_back({{777, 2, group, 128}, 1});
+  cases.push_back({{65, 1, 3, 256}, 1});
+  cases.push_back({{5000, 3, 3, 64}, 1});   // SmolLM2's heads, many chunks
+  cases.push_back({{2049, 8, 4, 128}, 8});  // a batch of 8 sequences
+  cases.push_back({{1, 2, 2, 64}, 32});
+  bool several_chunks = false;
+  for (const auto& [s, batch] : cases) {
+    SCOPED_TRACE(describe(s) + ", batch " + std::to_string(batch));
+    std::vector<std::uint16_t> k, v;
+    std::vector<float> q;
+    std::vector<double> ref;
+    for (int b = 0; b < batch; ++b) {
+      const auto kb = random_fp16(s, rng), vb = random_fp16(s, rng);
+      const auto qb = random_queries(s, rng);
+      std::vector<double> kd(kb.size()), vd(vb.size());
+      for (std::size_t i = 0; i < kb.size(); ++i) kd[i] = fp16_to_float(kb[i]);
+      for (std::size_t i = 0; i < vb.size(); ++i) vd[i] = fp16_to_float(vb[i]);
+      const auto rb = reference_attention(kd, vd, s, qb);
+      k.insert(k.end(), kb.begin(), kb.end());
+      v.insert(v.end(), vb.begin(), vb.end());
+      q.insert(q.end(), qb.begin(), qb.end());
+      ref.insert(ref.end(), rb.begin(), rb.end());
+    }
+    const Fp16KvView kv{s.tokens, s.kv_heads, s.dim, k, v};
+    std::vector<float> out(ref.size(), kNaN);
+    int splits = 0;
+    const Status st = cuda::fp16_decode_attention(kv, batch, q, s.q_heads(), out, &splits);
+    ASSERT_TRUE(st) << st.message();
+    EXPECT_LT(rel_error(out, ref), 1e-4);
+    EXPECT_GE(splits, 1);
+    several_chunks |= splits > 1;
+    // Launched again on the same data: the merge counters were reset, so the result is the same.
+    std::vector<float> again(ref.size(), kNaN);
+    ASSERT_TRUE(cuda::fp16_decode_attention(kv, batch, q, s.q_heads(), again));
+    EXPECT_LT(rel_error(again, ref), 1e-4);
+  }
+  EXPECT_TRUE(several_chunks) << "no case split its tokens over several blocks";
+}
+
 TEST(GpuBaselines, BadInputIsAnError) {
   KVLAB_REQUIRE_GPU();
   const Shape s{10, 2, 1, 64};
@@ -334,6 +400,20 @@ TEST(GpuBaselines, BadInputIsAnError) {
   EXPECT_FALSE(cuda::fp16_attention_logits(f, q3, 3, l3));
   const Fp16KvView empty{0, 2, 64, {}, {}};
   EXPECT_FALSE(cuda::fp16_attention_values(empty, p, 2, out));
+
+  // The fused decode kernel: sizes, groups above 8, head_dims it has no kernel for.
+  EXPECT_TRUE(cuda::fp16_decode_attention(f, 1, q, 2, out));
+  EXPECT_FALSE(cuda::fp16_decode_attention(f, 1, q_short, 2, out));
+  EXPECT_FALSE(cuda::fp16_decode_attention(f, 2, q, 2, out));  // one sequence's K/V for two
+  EXPECT_FALSE(cuda::fp16_decode_attention(f, 1, q3, 3, l3));
+  std::vector<float> o32(32 * 64);
+  EXPECT_FALSE(cuda::fp16_decode_attention(f, 1, q32, 32, o32));
+  const std::vector<std::uint16_t> h80(static_cast<std::size_t>(10) * 2 * 80, 0);
+  const Fp16KvView f80{10, 2, 80, h80, h80};
+  std::vector<float> q80(2 * 80), o80(2 * 80);
+  st = cuda::fp16_decode_attention(f80, 1, q80, 2, o80);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("head_dim 80"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -19,6 +19,14 @@ Status fp16_attention_logits(const Fp16KvView& kv, std::span<const float> q, int
 Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs, int q_heads,
                              std::span<float> out);
 
+// Decode attention out = softmax(q.K^T / sqrt(head_dim)) V in one fused launch, the
+// FlashAttention-class baseline (src/fp16_decode.cuh): `batch` sequences stored back to back in
+// kv.keys / kv.values ([batch][tokens][kv_heads][head_dim] fp16), q and out
+// [batch][q_heads][head_dim]. head_dim 64, 128 or 256, 1 to 8 query heads per KV head. `splits`,
+// when given, receives the token chunks per KV head the launch used.
+Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const float> q, int q_heads,
+                             std::span<float> out, int* splits = nullptr);
+
 // An FP8 cache: codes [tokens][kv_heads][head_dim], value = fp8_to_float(code) * scale[head].
 struct Fp8KvView {
   int tokens = 0, kv_heads = 0, head_dim = 0;

@@ -19,12 +19,14 @@ void register_backends();
 // What `kvlab bench gpu` measures (the rest as kvlab::cuda::GpuBenchOptions' defaults).
 struct GpuBenchRequest {
   std::vector<int> contexts{2048, 8192, 16384, 32768};
-  int repeats = 200;  // timed launches per kernel
+  int repeats = 200;               // timed launches per kernel
+  std::vector<int> batches{1, 8};  // sequences per launch of the fused fp16 decode kernel
 };
 
 // The GPU kernels timed by kvlab::cuda::run_gpu_bench (kernels/gpu_bench.h), as JSON, since the
 // report's types exist only where CUDA was built: {device, copy_gb_s, rows: [{kernel, context,
-// microseconds, bytes_read, fp16_bytes, gb_s_read, gb_s_fp16_equiv, speedup_vs_cublas_fp16}],
+// microseconds, batch, bytes_read, fp16_bytes, gb_s_read, gb_s_fp16_equiv, speedup_vs_cublas_fp16,
+// speedup_vs_fp16_fused, copy_fraction}],
 // encode: [{context, gb_s}]}. An Error when kvlab was built without CUDA or no GPU is usable.
 Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest& request);
 
