@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Issue 46's targets from one `kvlab bench gpu --json` output (bench/gpu_session.sh writes it as
+bench_gpu.json on the GPU machine): the fused fp16 decode kernel's share of the device-to-device
+copy rate at >= 16K, and each compressed format's whole decode attention (its q.K and .V kernels
+together) against that fused fp16 kernel measured in the same run. Prints the table; with
+--results bench/results/gpu_kernels_<device>.json writes today's numbers there, and with --raw
+FILE keeps the bench output itself beside it.
+
+usage: bench/gpu_kernels_report.py BENCH_JSON [--results FILE] [--raw FILE] [--command TEXT]"""
+import argparse
+import json
+import shutil
+
+import bench_results as br
+
+# Format prefix in the bench's kernel names, its name here, and issue 46's target against fused
+# fp16 (None: no fused kernel for it yet).
+FORMATS = [("huffman", "KVComp + Huffman", 1.0), ("fp8", "FP8 per head", 1.8),
+           ("packed4", "packed 4-bit", 3.0), ("q4_0", "q4_0", 3.0), ("nvfp4", "NVFP4", 3.0),
+           ("kivi2", "KIVI-2", 4.0)]
+MIN_CONTEXT = 16384
+
+
+def k(n):
+    return f"{n // 1024}K"
+
+
+def targets(j, command):
+    rows = [r for r in j["rows"] if r["context"] >= MIN_CONTEXT]
+    out = []
+    fused = [r for r in rows if r["kernel"].startswith("fp16_fused")]
+    if fused:
+        shares = [100 * r["copy_fraction"] for r in fused]
+        out.append(br.target(
+            "fp16-fused", 46, "fused fp16 decode attention (q·K, online softmax, ·V in one pass) "
+            "at ≥ 80% of the copy rate at ≥ 16K, B = 1 and 8", br.met(min(shares) >= 80),
+            [br.number(f"{k(r['context'])} B={r['batch']} ({r['microseconds']:.1f} µs)",
+                       100 * r["copy_fraction"], "%", 0) for r in fused], command))
+    for prefix, name, goal in FORMATS:
+        attn = [r for r in rows if r["kernel"] == f"{prefix}_attn" and r["batch"] == 1]
+        text = (f"{name} fused decode attention ≥ {goal:.1f}× the fused fp16 kernel at ≥ 16K")
+        if not attn:
+            out.append(br.target(f"{prefix}-vs-fused", 46, text, "not measured yet", [], command))
+            continue
+        ratios = [r["speedup_vs_fp16_fused"] for r in attn]
+        out.append(br.target(
+            f"{prefix}-vs-fused", 46, text, br.met(min(ratios) >= goal),
+            [br.number(f"{k(r['context'])} ({r['microseconds']:.1f} µs)",
+                       r["speedup_vs_fp16_fused"], "×", 2) for r in attn], command))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("bench_json")
+    ap.add_argument("--command", default="bash .gpu/run.sh 'bash bench/gpu_session.sh'",
+                    help="the command to record as the one that measured it")
+    ap.add_argument("--raw", help="copy the bench output here and list it in the results file")
+    br.add_option(ap)
+    args = ap.parse_args()
+    with open(args.bench_json) as f:
+        j = json.load(f)
+    print(f"{j['device']}: device-to-device copy {j['copy_gb_s']:.0f} GB/s (read + written)\n")
+    print("| kernel | context | batch | µs | GB/s read | % of copy | × cuBLAS fp16 | × fused fp16 |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in j["rows"]:
+        fused = r.get("speedup_vs_fp16_fused", 0)
+        print(f"| {r['kernel']} | {k(r['context'])} | {r.get('batch', 1)} | "
+              f"{r['microseconds']:.1f} | {r['gb_s_read']:.0f} | "
+              f"{100 * r.get('copy_fraction', 0):.0f}% | {r['speedup_vs_cublas_fp16']:.2f} | "
+              f"{f'{fused:.2f}' if fused else '—'} |")
+    if args.results:
+        raw = None
+        if args.raw:
+            shutil.copyfile(args.bench_json, args.raw)
+            raw = [args.raw]
+        machine = {"gpu": j["device"]}  # the copy rate goes with each run, in the table above
+        br.update(args.results, "gpu_kernels", targets(j, args.command), machine, raw)
+
+
+if __name__ == "__main__":
+    main()
