@@ -11,6 +11,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/source_spec.h"
+#include "eviction/eviction_runner.h"
+#include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "scratch_dir.h"
@@ -67,6 +70,20 @@ inline CompressionReport engine_report(const SyntheticConfig& source, const Meth
   auto cache = generate_synthetic(source);
   EXPECT_TRUE(cache.ok()) << cache.message();
   auto report = compress_cache(*cache, method);
+  EXPECT_TRUE(report.ok()) << report.message();
+  return *report;
+}
+
+// The engine's eviction report for the job the Eviction page runs on `synthetic` (its steps as
+// the source's queries, make_eviction_job), computed without the page.
+inline EvictionReport engine_eviction_report(const SyntheticConfig& synthetic,
+                                             const EvictionConfig& config) {
+  gui::SourceSpec spec;
+  spec.synthetic = synthetic;
+  const gui::EvictionJob job = gui::make_eviction_job(spec, config, std::nullopt);
+  auto cache = generate_synthetic(job.source.synthetic);
+  EXPECT_TRUE(cache.ok()) << cache.message();
+  auto report = simulate_eviction(*cache, job.policy);
   EXPECT_TRUE(report.ok()) << report.message();
   return *report;
 }

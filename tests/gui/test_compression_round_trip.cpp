@@ -9,7 +9,6 @@
 #include <QLabel>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QRegularExpression>
 #include <QTableWidget>
 #include <QTimer>
 
@@ -21,6 +20,7 @@
 #include "compression/histogram_panel.h"
 #include "compression/layer_chart.h"
 #include "compression/method_panel.h"
+#include "compression/report_charts.h"
 #include "compression/results_panel.h"
 #include "gui_test_support.h"
 #include "kvlab/engine/io/report_json.h"
@@ -96,12 +96,23 @@ void expect_shows(CompressionView& view, const CompressionReport& expected) {
   EXPECT_EQ(drawn_counts(*gui_test::child<HistogramChart>(histograms, "chart")),
             expected.layers.at(0).key_histograms.at(0).counts);
 
-  const QString ratio = results->value_label(Metric::Ratio)->text();
-  EXPECT_EQ(ratio, format_ratio(expected.ratio));
-  EXPECT_TRUE(QRegularExpression(QStringLiteral("^\\d+\\.\\d\\d×$")).match(ratio).hasMatch())
-      << ratio.toStdString();
-  EXPECT_EQ(results->value_label(Metric::BitsPerValue)->text(),
-            format_bits_per_value(expected.bits_per_value));
+  // Each number's label shows the model's text for the engine's report (results_text.h; what the
+  // texts say is tested in tests/gui/models/test_results_text.cpp).
+  const ResultsTexts texts = results_texts(chart_set_from_report(expected).summary, QString());
+  constexpr std::array<const char*, kMetricCount> kLabels{"ratio",
+                                                          "bits_per_value",
+                                                          "mse",
+                                                          "max_abs",
+                                                          "snr",
+                                                          "logit_rmse",
+                                                          "softmax_kl",
+                                                          "attn_output_rel_error",
+                                                          "attn_output_cosine"};
+  for (int i = 0; i < kMetricCount; ++i) {
+    EXPECT_EQ(gui_test::child<QLabel>(results, kLabels[i])->text(), texts.values[i]) << kLabels[i];
+  }
+  EXPECT_EQ(gui_test::child<QLabel>(results, "measured_caption")->text(), texts.measured_caption);
+  EXPECT_EQ(gui_test::child<QLabel>(results, "measured_formula")->text(), texts.measured_formula);
 
   EXPECT_EQ(gui_test::child<QCPBars>(layer_chart, "ratio_bars")->data()->size(),
             static_cast<int>(expected.layers.size()));

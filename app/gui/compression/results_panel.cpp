@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "common/explain.h"
-#include "common/gui_format.h"
 
 namespace kvlab::gui {
 
@@ -18,28 +17,29 @@ namespace {
 
 struct MetricInfo {
   const char* name;
-  QString (*tooltip)();  // explain.h: the texts the Runs page shares
+  const char* object_name;  // the value label's, for finding it
+  QString (*tooltip)();     // explain.h: the texts the Runs page shares
 };
 
 // Same order as Metric.
 constexpr std::array<MetricInfo, kMetricCount> kMetrics{{
-    {"Ratio", explain::ratio},
-    {"Bits / value", explain::bits_per_value},
-    {"MSE", explain::mse},
-    {"Max abs error", explain::max_abs_error},
-    {"SNR", explain::snr},
-    {"Logit RMSE", explain::logit_rmse},
-    {"Softmax KL", explain::softmax_kl},
-    {"Attn-out rel. error", explain::attn_output_rel_error},
-    {"Attn-out cosine", explain::attn_output_cosine},
+    {"Ratio", "ratio", explain::ratio},
+    {"Bits / value", "bits_per_value", explain::bits_per_value},
+    {"MSE", "mse", explain::mse},
+    {"Max abs error", "max_abs", explain::max_abs_error},
+    {"SNR", "snr", explain::snr},
+    {"Logit RMSE", "logit_rmse", explain::logit_rmse},
+    {"Softmax KL", "softmax_kl", explain::softmax_kl},
+    {"Attn-out rel. error", "attn_output_rel_error", explain::attn_output_rel_error},
+    {"Attn-out cosine", "attn_output_cosine", explain::attn_output_cosine},
 }};
 
 // Same order as CodecMetric.
 constexpr std::array<MetricInfo, kCodecMetricCount> kCodecMetrics{{
-    {"Entropy", explain::entropy},
-    {"Payload", explain::payload},
-    {"Offsets + counts", explain::codec_metadata},
-    {"Codebook", explain::codebook},
+    {"Entropy", "entropy", explain::entropy},
+    {"Payload", "payload", explain::payload},
+    {"Offsets + counts", "codec_metadata", explain::codec_metadata},
+    {"Codebook", "codebook", explain::codebook},
 }};
 
 QLabel* selectable_label(QWidget* parent) {
@@ -142,6 +142,7 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
     auto* name = new QLabel(tr(kMetrics[i].name) + QStringLiteral(":"), grid);
     name->setToolTip(kMetrics[i].tooltip());
     m_values[i] = selectable_label(grid);
+    m_values[i]->setObjectName(QLatin1String(kMetrics[i].object_name));
     m_values[i]->setFont(value_font);
     m_values[i]->setToolTip(name->toolTip());
     m_values[i]->setMinimumWidth(90);
@@ -168,6 +169,7 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
     auto* name = new QLabel(tr(kCodecMetrics[i].name) + QStringLiteral(":"), codec_grid);
     name->setToolTip(kCodecMetrics[i].tooltip());
     m_codec_values[i] = selectable_label(codec_grid);
+    m_codec_values[i]->setObjectName(QLatin1String(kCodecMetrics[i].object_name));
     m_codec_values[i]->setFont(value_font);
     m_codec_values[i]->setToolTip(name->toolTip());
     codec_grid->add(name, m_codec_values[i]);
@@ -180,10 +182,13 @@ ResultsPanel::ResultsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
   fp16_caption->setToolTip(explain::fp16_formula());
   formula->addWidget(fp16_caption, 0, 0, Qt::AlignRight);
   m_measured_caption = new QLabel(tr("at measured bits:"), this);
+  m_measured_caption->setObjectName(QStringLiteral("measured_caption"));
   m_measured_caption->setToolTip(explain::measured_formula());
   formula->addWidget(m_measured_caption, 1, 0, Qt::AlignRight);
   m_fp16_formula = selectable_label(this);
   m_measured_formula = selectable_label(this);
+  m_fp16_formula->setObjectName(QStringLiteral("fp16_formula"));
+  m_measured_formula->setObjectName(QStringLiteral("measured_formula"));
   m_fp16_formula->setToolTip(explain::fp16_formula());
   m_measured_formula->setToolTip(explain::measured_formula());
   QFont mono = font();
@@ -217,45 +222,17 @@ void ResultsPanel::clear() {
   m_codec_row->setVisible(false);
 }
 
-void ResultsPanel::set_summary(const ReportSummary& s, const QString& origin) {
-  QString heading = tr("%1 · <b>%2</b> · %3 tokens × %4 layers · %5")
-                        .arg(s.source.toHtmlEscaped(), s.method_label.toHtmlEscaped())
-                        .arg(s.tokens)
-                        .arg(s.layers)
-                        .arg(origin.toHtmlEscaped());
-  if (!s.backend.isEmpty()) heading += tr(" · on %1").arg(s.backend.toHtmlEscaped());
-  if (s.peak_memory_bytes > 0) {
-    heading += tr(" · peak memory %1").arg(format_byte_count(s.peak_memory_bytes));
-  }
-  if (!s.stages.isEmpty()) heading += QStringLiteral("<br>") + s.stages.toHtmlEscaped();
-  m_heading->setText(heading);
-  const std::array<QString, kMetricCount> texts{
-      format_ratio(s.ratio),
-      format_bits_per_value(s.bits_per_value),
-      format_metric(s.mse),
-      format_metric(s.max_abs),
-      format_snr_db(s.snr_db),
-      format_metric(s.logit_rmse),
-      format_metric(s.softmax_kl),
-      format_percent(s.attn_output_rel_error),
-      QString::number(s.attn_output_cosine, 'f', 5),
-  };
-  for (int i = 0; i < kMetricCount; ++i) m_values[i]->setText(texts[i]);
-  m_fp16_formula->setText(s.fp16_formula);
-  m_measured_formula->setText(s.measured_formula);
-  m_measured_caption->setText(tr("at %1 bits/value:").arg(format_bits_per_value(s.bits_per_value)));
-
-  m_codec_row->setVisible(s.codec.has_value());
-  if (s.codec) {
-    const CodecSummary& c = *s.codec;
-    m_codec_caption->setText(tr("%1 codes:").arg(c.codec.isEmpty() ? tr("coded") : c.codec));
-    const std::array<QString, kCodecMetricCount> codec_texts{
-        tr("%1 bits/code").arg(format_bits_per_value(c.entropy_bits_per_code)),
-        tr("%1 bits/code").arg(format_bits_per_value(c.payload_bits_per_code)),
-        format_byte_count(c.metadata_bytes),
-        format_byte_count(c.codebook_bytes),
-    };
-    for (int i = 0; i < kCodecMetricCount; ++i) m_codec_values[i]->setText(codec_texts[i]);
+void ResultsPanel::set_summary(const ReportSummary& summary, const QString& origin) {
+  const ResultsTexts t = results_texts(summary, origin);
+  m_heading->setText(t.heading);
+  for (int i = 0; i < kMetricCount; ++i) m_values[i]->setText(t.values[i]);
+  m_fp16_formula->setText(t.fp16_formula);
+  m_measured_formula->setText(t.measured_formula);
+  m_measured_caption->setText(t.measured_caption);
+  m_codec_row->setVisible(t.codec.has_value());
+  if (t.codec) {
+    m_codec_caption->setText(t.codec->caption);
+    for (int i = 0; i < kCodecMetricCount; ++i) m_codec_values[i]->setText(t.codec->values[i]);
   }
 }
 

@@ -1,5 +1,6 @@
 // The numbers of a run: ratio, bits per value, element-wise and attention-level errors, and the
-// KV memory formula with the run's own numbers substituted (fp16 and measured).
+// KV memory formula with the run's own numbers substituted (fp16 and measured). The texts are
+// results_text.h's; the panel lays them out.
 #pragma once
 
 #include <array>
@@ -7,27 +8,11 @@
 #include <QGroupBox>
 
 #include "common/chart_data.h"
+#include "compression/results_text.h"
 
 class QLabel;
 
 namespace kvlab::gui {
-
-enum class Metric {
-  Ratio,
-  BitsPerValue,
-  Mse,
-  MaxAbs,
-  SnrDb,
-  LogitRmse,
-  SoftmaxKl,
-  AttnOutputRelError,
-  AttnOutputCosine,
-};
-inline constexpr int kMetricCount = 9;
-
-// The entropy-coding numbers, shown in one more row when a codec ran.
-enum class CodecMetric { EntropyBits, PayloadBits, MetadataBytes, CodebookBytes };
-inline constexpr int kCodecMetricCount = 4;
 
 class ResultsPanel : public QGroupBox {
   Q_OBJECT
@@ -38,12 +23,12 @@ class ResultsPanel : public QGroupBox {
   void set_summary(const ReportSummary& summary, const QString& origin);
   void clear();
 
-  QLabel* value_label(Metric metric) const { return m_values[static_cast<int>(metric)]; }
-  QLabel* codec_value_label(CodecMetric metric) const {
-    return m_codec_values[static_cast<int>(metric)];
-  }
-  // The heading is named "heading", the codec row (hidden when no codec ran) "codec_row" and its
-  // caption ("huffman codes:") "codec_caption", for finding them.
+  // For finding them, the labels are named: "heading"; the numbers (Metric's order) "ratio",
+  // "bits_per_value", "mse", "max_abs", "snr", "logit_rmse", "softmax_kl",
+  // "attn_output_rel_error", "attn_output_cosine"; the codec row (hidden when no codec ran)
+  // "codec_row", its caption ("huffman codes:") "codec_caption" and its numbers (CodecMetric's
+  // order) "entropy", "payload", "codec_metadata", "codebook"; the formulas "fp16_formula" and
+  // "measured_formula", the second's caption "measured_caption".
 
  private:
   QLabel* m_heading = nullptr;

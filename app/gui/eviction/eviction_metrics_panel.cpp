@@ -5,11 +5,16 @@
 #include <QVBoxLayout>
 
 #include "common/explain.h"
-#include "common/gui_format.h"
 
 namespace kvlab::gui {
 
 namespace {
+
+// The value labels' names, for finding them (column 1 has "compared_" before).
+const std::array<const char*, kEvictionMetricCount> kObjectNames{
+    "policy",    "kept",   "memory",          "memory_ratio", "mass_retained",
+    "rel_error", "cosine", "needle_retained", "needle_top_k",
+};
 
 const std::array<const char*, kEvictionMetricCount> kNames{
     "Policy",
@@ -30,11 +35,6 @@ const std::array<QString (*)(), kEvictionMetricCount> kTips{
     explain::eviction_cosine,       explain::needle_retained,         explain::needle_in_top_k,
 };
 
-QString needle_text(const std::optional<double>& f) {
-  if (!f) return QObject::tr("— (no needle known)");
-  return QObject::tr("%1 of KV heads").arg(format_percent(*f));
-}
-
 }  // namespace
 
 EvictionMetricsPanel::EvictionMetricsPanel(QWidget* parent) : QGroupBox(tr("Results"), parent) {
@@ -53,6 +53,8 @@ EvictionMetricsPanel::EvictionMetricsPanel(QWidget* parent) : QGroupBox(tr("Resu
     grid->addWidget(name, m, 0);
     for (int c = 0; c < kColumns; ++c) {
       auto* value = new QLabel(this);
+      value->setObjectName((c == 0 ? QString() : QStringLiteral("compared_")) +
+                           QLatin1String(kObjectNames[m]));
       value->setTextInteractionFlags(Qt::TextSelectableByMouse);
       value->setWordWrap(true);  // two policies' numbers fit a 1024-pixel window
       value->setToolTip(name->toolTip());
@@ -80,43 +82,15 @@ void EvictionMetricsPanel::clear() {
   }
 }
 
-void EvictionMetricsPanel::fill(int column, const EvictionSummary& s) {
-  const auto set = [&](EvictionMetric m, const QString& text) {
-    value_label(m, column)->setText(text);
-  };
-  set(EvictionMetric::Policy, s.label);
-  const double kept_fraction = s.context > 0 ? s.kept_tokens / s.context : 0.0;
-  set(EvictionMetric::Kept, tr("%1 of %2 tokens (%3)")
-                                .arg(QString::number(s.kept_tokens, 'f', 1))
-                                .arg(s.context)
-                                .arg(format_percent(kept_fraction)));
-  set(EvictionMetric::Memory,
-      tr("%1 of %2")
-          .arg(format_byte_count(s.memory_bytes), format_byte_count(s.full_memory_bytes)));
-  set(EvictionMetric::Ratio,
-      s.memory_bytes > 0 ? format_ratio(s.full_memory_bytes / s.memory_bytes) : tr("—"));
-  // The needle query (the last step) pays little attention to anything but the needle: the
-  // numbers of ordinary decoding leave it out.
-  const auto with_without = [](double with, const std::optional<double>& without) {
-    if (!without) return format_percent(with);
-    return EvictionMetricsPanel::tr("%1 (%2 w/o needle query)")
-        .arg(format_percent(with), format_percent(*without));
-  };
-  set(EvictionMetric::MassRetained, with_without(s.mass_retained, s.mass_without_needle_step));
-  set(EvictionMetric::RelError, with_without(s.rel_error, s.rel_error_without_needle_step));
-  set(EvictionMetric::Cosine, QString::number(s.cosine, 'f', 4));
-  set(EvictionMetric::NeedleRetained, needle_text(s.needle_retained));
-  set(EvictionMetric::NeedleTopK, needle_text(s.needle_in_top_k));
-}
-
 void EvictionMetricsPanel::set_summaries(const EvictionSummary& first,
                                          const std::optional<EvictionSummary>& second,
                                          const QString& origin) {
   clear();
-  m_heading->setText(tr("%1 · %2 tokens, numbers over %3 · %4")
-                         .arg(first.label)
-                         .arg(first.context)
-                         .arg(first.scope, origin));
+  m_heading->setText(eviction_metrics_heading(first, origin));
+  const auto fill = [&](int column, const EvictionSummary& s) {
+    const EvictionMetricTexts texts = eviction_metric_texts(s);
+    for (int m = 0; m < kEvictionMetricCount; ++m) m_values[column][m]->setText(texts.values[m]);
+  };
   fill(0, first);
   if (second) fill(1, *second);
 }

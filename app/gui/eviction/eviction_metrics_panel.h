@@ -1,6 +1,7 @@
 // The numbers of an eviction run, one column per policy: tokens kept, memory against the full
 // cache and the ratio, attention mass retained, attention-output error and cosine, and whether
-// the planted needle survived (and is still among the top-k attended entries).
+// the planted needle survived (and is still among the top-k attended entries). The texts are
+// eviction_metrics_text.h's; the panel lays them out.
 #pragma once
 
 #include <array>
@@ -9,23 +10,11 @@
 #include <QGroupBox>
 
 #include "eviction/eviction_chart_data.h"
+#include "eviction/eviction_metrics_text.h"
 
 class QLabel;
 
 namespace kvlab::gui {
-
-enum class EvictionMetric {
-  Policy,
-  Kept,
-  Memory,
-  Ratio,
-  MassRetained,
-  RelError,
-  Cosine,
-  NeedleRetained,
-  NeedleTopK,
-};
-inline constexpr int kEvictionMetricCount = 9;
 
 class EvictionMetricsPanel : public QGroupBox {
   Q_OBJECT
@@ -39,14 +28,11 @@ class EvictionMetricsPanel : public QGroupBox {
                      const QString& origin);
   void clear();
 
-  QLabel* value_label(EvictionMetric metric, int column = 0) const {
-    return m_values[static_cast<std::size_t>(column)][static_cast<std::size_t>(metric)];
-  }
-  // The heading is named "heading", for finding it.
+  // For finding them, the labels are named: "heading"; the first policy's numbers (EvictionMetric's
+  // order) "policy", "kept", "memory", "memory_ratio", "mass_retained", "rel_error", "cosine",
+  // "needle_retained", "needle_top_k"; the compared policy's the same with "compared_" before.
 
  private:
-  void fill(int column, const EvictionSummary& s);
-
   QLabel* m_heading = nullptr;
   std::array<std::array<QLabel*, kEvictionMetricCount>, kColumns> m_values{};
 };
