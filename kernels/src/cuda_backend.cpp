@@ -74,6 +74,10 @@ class CudaBackend final : public Backend {
   bool has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) const override {
     return gpu_has_stage(stage, config, cache);
   }
+  std::string stage_gap(Stage stage, const MethodConfig& config,
+                        const KvCache& cache) const override {
+    return gpu_stage_gap(stage, config, cache);
+  }
   // The GPU takes a run's layers when it has every stage of it: a method without a GPU
   // quantizer, a codec without a GPU encoder (VarWidth) or metrics it cannot take (keys stored
   // before RoPE) leave the whole run to the CPU's threads.

@@ -466,22 +466,33 @@ Status Pipeline::run(std::uint64_t& peak) {
 
 }  // namespace
 
-bool gpu_has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) {
+std::string gpu_stage_gap(Stage stage, const MethodConfig& config, const KvCache& cache) {
   switch (stage) {
     case Stage::Quantize:
     case Stage::Dequantize: {
+      if (config.rotation != RotationKind::None) {
+        return fmt::format("{} rotation runs on the CPU", rotation_id(config.rotation));
+      }
       auto q = make_device_quantizer(config);
-      return q && *q;
+      if (!q) return q.message();
+      return *q ? std::string() : fmt::format("no GPU quantizer for {}", method_label(config));
     }
     case Stage::Code:
-      return config.codec && *config.codec != CodecKind::VarWidth &&
-             config.kind == MethodKind::KvComp;
+      if (!config.codec) return "the run has no codec";
+      if (*config.codec == CodecKind::VarWidth) return "no GPU encoder for varwidth";
+      if (config.kind != MethodKind::KvComp) return "the GPU entropy-codes KVComp codes only";
+      return {};
     case Stage::Metrics:
-      return !cache.keys_pre_rope && cache.shape.kv_heads > 0 &&
-             cache.shape.q_heads % cache.shape.kv_heads == 0 &&
-             cache.shape.head_dim <= kMaxMetricsDim;
+      if (cache.keys_pre_rope) return "attention metrics of keys stored before RoPE";
+      if (cache.shape.kv_heads <= 0 || cache.shape.q_heads % cache.shape.kv_heads != 0) {
+        return "query heads not a multiple of the KV heads";
+      }
+      if (cache.shape.head_dim > kMaxMetricsDim) {
+        return fmt::format("head_dim {} above {}", cache.shape.head_dim, kMaxMetricsDim);
+      }
+      return {};
   }
-  return false;
+  return "unknown stage";
 }
 
 Status run_layers_on_gpu(const LayerRunRequest& request, std::span<LayerOutcome> outcomes,

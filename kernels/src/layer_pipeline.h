@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "kvlab/engine/core/backend.h"
 #include "kvlab/engine/core/kv_cache.h"
@@ -22,8 +23,12 @@
 
 namespace kvlab::cuda {
 
-// Whether the GPU runs `stage` of `config` over `cache` (the stages a run_layers() run takes).
-bool gpu_has_stage(Stage stage, const MethodConfig& config, const KvCache& cache);
+// Why the GPU does not run `stage` of `config` over `cache` (the stages a run_layers() run
+// takes), or "" where it does.
+std::string gpu_stage_gap(Stage stage, const MethodConfig& config, const KvCache& cache);
+inline bool gpu_has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) {
+  return gpu_stage_gap(stage, config, cache).empty();
+}
 
 // The run; `device_peak_bytes` receives the most device memory it held.
 Status run_layers_on_gpu(const LayerRunRequest& request, std::span<LayerOutcome> outcomes,

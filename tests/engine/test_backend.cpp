@@ -282,6 +282,20 @@ TEST(Backend, ADeviceBackendWithoutAPipelineLeavesTheWholeRunToTheCpu) {
   EXPECT_EQ(on_counting->codec.codec_bytes, on_cpu->codec.codec_bytes);
   EXPECT_EQ(on_counting->threads, on_cpu->threads);
   EXPECT_FALSE(counting.run_layers(LayerRunRequest{cache, m, *make_quantizer(m).value(), {}}, {}));
+  // Not silently: the report says which backend and stage sent the run to the CPU, and why; the
+  // stage summary (what the CLI and the GUI print) and the saved record carry it.
+  EXPECT_EQ(on_counting->backend_fallback, "counting: quantize: counting has no quantize stage");
+  EXPECT_NE(stage_summary(*on_counting).find("(not on counting: quantize: counting has no"),
+            std::string::npos)
+      << stage_summary(*on_counting);
+  EXPECT_TRUE(on_cpu->backend_fallback.empty());
+  EXPECT_EQ(stage_summary(*on_cpu).find("not on"), std::string::npos);
+  const nlohmann::json j = report_to_json(*on_counting);
+  ASSERT_TRUE(j.contains("backend_fallback")) << j.dump();
+  auto back = report_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.message();
+  EXPECT_EQ(back->backend_fallback, on_counting->backend_fallback);
+  EXPECT_FALSE(report_to_json(*on_cpu).contains("backend_fallback"));
 }
 
 TEST(Backend, ReportJsonCarriesTheBackendAndOldRecordsStillLoad) {

@@ -83,6 +83,12 @@ bool Backend::has_stage(Stage, const MethodConfig&, const KvCache&) const {
   return id() == "cpu";
 }
 
+std::string Backend::stage_gap(Stage stage, const MethodConfig& config,
+                               const KvCache& cache) const {
+  if (has_stage(stage, config, cache)) return {};
+  return fmt::format("{} has no {} stage", id(), stage_id(stage));
+}
+
 bool Backend::runs_layers(const MethodConfig&, const KvCache&) const {
   return false;
 }

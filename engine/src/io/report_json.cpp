@@ -184,6 +184,7 @@ json report_to_json(const CompressionReport& r) {
     if (!where.empty()) stages[std::string(stage_id(stage))] = where;
   }
   if (!stages.empty()) out["stage_backends"] = std::move(stages);
+  if (!r.backend_fallback.empty()) out["backend_fallback"] = r.backend_fallback;
   return out;
 }
 
@@ -254,6 +255,9 @@ Result<CompressionReport> report_from_json(const json& j, const json* histograms
                       r.stage_backends[static_cast<std::size_t>(stage)], "stage_backends."));
       }
     }
+  }
+  if (j.contains("backend_fallback")) {  // only where a device backend left the run to the CPU
+    KVLAB_TRY(get(j, "backend_fallback", r.backend_fallback, ""));
   }
   if (j.contains("memory")) {  // absent from runs saved before memory was measured
     KVLAB_TRY(get(j["memory"], "start_bytes", r.memory_start_bytes, "memory."));

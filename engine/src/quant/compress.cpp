@@ -380,6 +380,13 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
     // (its kernels lack this method) leaves the whole run to the CPU rather than one stage of
     // each layer to a device with the rest pinned to one thread.
     if (backend->id() != "cpu") {
+      for (Stage stage : kStages) {
+        if (stage == Stage::Code && !config.codec) continue;
+        if (std::string gap = backend->stage_gap(stage, config, cache); !gap.empty()) {
+          report.backend_fallback = fmt::format("{}: {}: {}", backend->id(), stage_id(stage), gap);
+          break;
+        }
+      }
       cpu = make_cpu_backend();
       backend = cpu.get();
     }
@@ -430,6 +437,7 @@ std::string stage_summary(const CompressionReport& r) {
     if (!out.empty()) out += ", ";
     out += fmt::format("{}: {} {:.2f} s", stage_id(stage), r.stage_backends[i], seconds[i]);
   }
+  if (!r.backend_fallback.empty()) out += fmt::format(" (not on {})", r.backend_fallback);
   return out;
 }
 

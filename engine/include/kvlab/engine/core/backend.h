@@ -62,6 +62,10 @@ class Backend {
   // Whether this backend runs `stage` of a run of `config` over `cache` on its own device. The
   // CPU runs every stage; a stage a device backend lacks runs on the CPU.
   virtual bool has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) const;
+  // Why this backend does not run `stage` of that run on its device ("no GPU quantizer for
+  // turboquant-3"), or "" where it does. The default names the backend only.
+  virtual std::string stage_gap(Stage stage, const MethodConfig& config,
+                                const KvCache& cache) const;
   // True when this backend runs a run's layers itself (run_layers) for `config` over `cache`;
   // false leaves them to compress_cache's CPU loop on the engine's threads (the CPU backend, and
   // a device backend for a method whose quantizer it lacks).

@@ -97,6 +97,9 @@ struct CompressionReport {
   // reports saved before stages were recorded. With a device backend the stage's seconds above
   // are device-seconds.
   std::array<std::string, 4> stage_backends;
+  // When a device backend was asked for and the run went to the CPU's threads instead: why, as
+  // "cuda: quantize: no GPU quantizer for turboquant-3". Empty otherwise.
+  std::string backend_fallback;
 };
 
 // One layer's share of a report, computed on its own (any thread, or a device backend's
