@@ -10,6 +10,7 @@
 
 #include "code_encode.cuh"
 #include "group_quantize.cuh"
+#include "kvlab/engine/codec/block_layout.h"
 
 namespace kvlab::cuda {
 
@@ -33,21 +34,9 @@ __global__ void histogram_kernel(const std::uint8_t* codes, std::uint64_t n,
   }
 }
 
-// Where block b sits (docs/FORMAT.md "Blocks").
-struct Place {
-  int tb, head, first_token, n;
-  std::uint64_t first_vector;
-};
-__device__ __forceinline__ Place place_of(int b, int heads, int tokens, int block_size) {
-  Place p;
-  p.tb = b / heads;
-  p.head = b % heads;
-  p.first_token = p.tb * block_size;
-  p.n = min(block_size, tokens - p.first_token);
-  p.first_vector = static_cast<std::uint64_t>(p.tb) * heads * block_size +
-                   static_cast<std::uint64_t>(p.head) * p.n;
-  return p;
-}
+// Where block b sits: block_layout.h, shared with the CPU encoder.
+using block_layout::Place;
+using block_layout::place_of;
 
 struct EncodeArgs {
   const std::uint8_t* codes;
@@ -73,10 +62,10 @@ __global__ void huffman_sizes_kernel(EncodeArgs a) {
   const int b = blockIdx.x;
   const Place p = place_of(b, a.heads, a.tokens, a.block_size);
   std::uint32_t carry = 0;
-  for (int i0 = 0; i0 < p.n; i0 += kThreads) {
+  for (int i0 = 0; i0 < p.tokens; i0 += kThreads) {
     const int i = i0 + threadIdx.x;
     std::uint32_t bits = 0;
-    if (i < p.n) {
+    if (i < p.tokens) {
       const std::uint8_t* v =
           a.codes + (static_cast<std::size_t>(p.first_token + i) * a.heads + p.head) * a.dim;
       for (int c = 0; c < a.dim; ++c) bits += len[v[c]];
@@ -85,7 +74,7 @@ __global__ void huffman_sizes_kernel(EncodeArgs a) {
     }
     std::uint32_t start = 0, total = 0;
     Scan(scan).ExclusiveSum(bits, start, total);
-    if (i < p.n) a.vector_start[p.first_vector + i] = carry + start;
+    if (i < p.tokens) a.vector_start[p.first_vector + i] = carry + start;
     carry += total;
     __syncthreads();
   }
@@ -124,7 +113,7 @@ struct BitWriter {
 
 // Pass 2 (Huffman) or the only pass (BitPack): one thread per vector.
 template <bool kHuffman>
-__global__ void write_kernel(EncodeArgs a, std::uint64_t bitpack_full_block_bytes) {
+__global__ void write_kernel(EncodeArgs a) {
   __shared__ std::uint32_t bits_of[256];
   __shared__ std::uint8_t len_of[256];
   if (kHuffman) {
@@ -140,7 +129,7 @@ __global__ void write_kernel(EncodeArgs a, std::uint64_t bitpack_full_block_byte
   for (int b = blockIdx.y; b < blocks; b += gridDim.y) {
     const Place p = place_of(b, a.heads, a.tokens, a.block_size);
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.n) continue;
+    if (i >= p.tokens) continue;
     const std::uint8_t* v =
         a.codes + (static_cast<std::size_t>(p.first_token + i) * a.heads + p.head) * a.dim;
     std::uint64_t bitpos;
@@ -148,11 +137,9 @@ __global__ void write_kernel(EncodeArgs a, std::uint64_t bitpack_full_block_byte
       bitpos =
           static_cast<std::uint64_t>(a.block_offsets[b]) * 8 + a.vector_start[p.first_vector + i];
     } else {
-      const std::uint64_t block_bytes = (static_cast<std::uint64_t>(p.n) * a.dim * a.width + 7) / 8;
-      const std::uint64_t start =
-          static_cast<std::uint64_t>(p.tb) * a.heads * bitpack_full_block_bytes +
-          static_cast<std::uint64_t>(p.head) * block_bytes;
-      bitpos = start * 8 + static_cast<std::uint64_t>(i) * a.dim * a.width;
+      bitpos = 8 * block_layout::bitpack_block_offset(p.token_block, p.head, a.heads, a.block_size,
+                                                      p.tokens, a.dim, a.width) +
+               block_layout::bitpack_vector_bit(i, a.dim, a.width);
     }
     BitWriter w(a.payload, bitpos);
     for (int c = 0; c < a.dim; ++c) {
@@ -194,10 +181,7 @@ int bitpack_width(const CodeCounts& counts) {
 }
 
 std::uint64_t bitpack_payload_bytes(int tokens, int heads, int dim, int block_size, int width) {
-  const auto bytes = [&](int n) { return (static_cast<std::uint64_t>(n) * dim * width + 7) / 8; };
-  return static_cast<std::uint64_t>(heads) *
-         (static_cast<std::uint64_t>(tokens / block_size) * bytes(block_size) +
-          bytes(tokens % block_size));
+  return block_layout::bitpack_payload_bytes(tokens, heads, dim, block_size, width);
 }
 
 Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
@@ -234,7 +218,6 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
   a.block_size = block_size;
   a.width = width;
   a.error = scratch.error.get();
-  std::uint64_t full_block_bytes = 0;
   if (kind == CodecKind::Huffman) {
     KVLAB_TRY_STATUS(out.block_offsets.allocate(blocks, "GPU encode: block offsets"));
     KVLAB_TRY_STATUS(out.vector_bits.allocate(vectors, "GPU encode: bit counts"));
@@ -284,7 +267,6 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
       out.payload_bytes = 0;
     }
   } else {
-    full_block_bytes = (static_cast<std::uint64_t>(block_size) * dim * width + 7) / 8;
     out.payload_bytes = bitpack_payload_bytes(tokens, heads, dim, block_size, width);
     out.block_offsets.reset();
     out.vector_bits.reset();
@@ -300,9 +282,9 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
   if (blocks > 0) {
     const dim3 grid((block_size + kThreads - 1) / kThreads, std::min(blocks, 65535));
     if (kind == CodecKind::Huffman) {
-      write_kernel<true><<<grid, kThreads, 0, stream>>>(a, 0);
+      write_kernel<true><<<grid, kThreads, 0, stream>>>(a);
     } else {
-      write_kernel<false><<<grid, kThreads, 0, stream>>>(a, full_block_bytes);
+      write_kernel<false><<<grid, kThreads, 0, stream>>>(a);
     }
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: write");
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "fused_attention.cuh"
+#include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/engine/codec/table_entry.h"
 #include "launch_plan.cuh"
 #include "packed_attention.cuh"
@@ -58,7 +59,6 @@ struct StreamArgs {
   const std::uint16_t* vector_bits;
   const std::uint32_t* table;  // Huffman pair decode table (global; staged into shared memory)
   int tokens, heads, dim, block_size, width;
-  std::uint64_t bitpack_full_block_bytes;
   bool aligned16;  // bitpack: every vector is whole 16-byte words (dim * width % 128 == 0)
 };
 
@@ -74,7 +74,6 @@ StreamArgs stream_args(const GpuCodes& c, const GpuBook& book) {
   s.dim = c.dim;
   s.block_size = c.block_size;
   s.width = c.width;
-  s.bitpack_full_block_bytes = (static_cast<std::uint64_t>(c.block_size) * c.dim * c.width + 7) / 8;
   s.aligned16 = c.kind == CodecKind::BitPack && (c.dim * c.width) % 128 == 0;
   return s;
 }
@@ -184,8 +183,7 @@ __device__ __forceinline__ std::uint64_t vector_start(
     std::uint32_t& bits, typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage& scan) {
   const int i = i0 + threadIdx.x;
   if constexpr (kHuffman) {
-    const std::uint64_t first_vector =
-        static_cast<std::uint64_t>(tb) * s.heads * s.block_size + static_cast<std::uint64_t>(h) * n;
+    const std::uint64_t first_vector = block_layout::first_vector(tb, h, s.heads, s.block_size, n);
     bits = i < n ? s.vector_bits[first_vector + i] : 0u;
     std::uint32_t start = 0, total = 0;
     cub::BlockScan<std::uint32_t, kThreads>(scan).ExclusiveSum(bits, start, total);
@@ -194,11 +192,8 @@ __device__ __forceinline__ std::uint64_t vector_start(
     return pos;
   } else {
     bits = 0;
-    const std::uint64_t block_bytes = (static_cast<std::uint64_t>(n) * s.dim * s.width + 7) / 8;
-    const std::uint64_t start =
-        static_cast<std::uint64_t>(tb) * s.heads * s.bitpack_full_block_bytes +
-        static_cast<std::uint64_t>(h) * block_bytes;
-    return start * 8 + static_cast<std::uint64_t>(i) * s.dim * s.width;
+    return 8 * block_layout::bitpack_block_offset(tb, h, s.heads, s.block_size, n, s.dim, s.width) +
+           block_layout::bitpack_vector_bit(i, s.dim, s.width);
   }
 }
 
@@ -253,8 +248,8 @@ __global__ void __launch_bounds__(kThreads) logits_kernel(KeyArgs a) {
     }
     __syncthreads();
     const int first = tb * s.block_size;
-    const int n = min(s.block_size, s.tokens - first);
-    const int b = tb * s.heads + h;
+    const int n = block_layout::block_tokens(tb, s.tokens, s.block_size);
+    const int b = static_cast<int>(block_layout::block_of(first, h, s.heads, s.block_size));
     std::uint32_t carry = 0;
     for (int i0 = 0; i0 < n; i0 += kThreads) {
       std::uint32_t bits = 0;
@@ -316,8 +311,8 @@ __global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
   }
   for (int tb = blockIdx.x; tb < tbs; tb += gridDim.x) {
     const int first = tb * s.block_size;
-    const int n = min(s.block_size, s.tokens - first);
-    const int b = tb * s.heads + h;
+    const int n = block_layout::block_tokens(tb, s.tokens, s.block_size);
+    const int b = static_cast<int>(block_layout::block_of(first, h, s.heads, s.block_size));
     std::uint32_t carry = 0;
     for (int i0 = 0; i0 < n; i0 += kThreads) {
       __syncthreads();  // the previous tile has been read

@@ -39,6 +39,7 @@
 #include <cstdint>
 
 #include "cuda_check.cuh"
+#include "kvlab/engine/codec/block_layout.h"
 #include "launch_plan.cuh"
 #include "packed_attention.cuh"
 
@@ -153,19 +154,21 @@ struct PackedArgs {
   const float* in;  // queries [q_heads][dim] or weights [q_heads][tokens]
   float* out;       // logits [q_heads][tokens] or output [q_heads][dim]
   int tokens, heads, block_size;
-  int tiles_per_warp;              // logits: a contiguous range per warp
-  int tiles_per_block;             // values: a contiguous range per block
-  std::uint64_t full_block_bytes;  // F
-  float scale;                     // logits: 1 / sqrt(dim)
+  int tiles_per_warp;   // logits: a contiguous range per warp
+  int tiles_per_block;  // values: a contiguous range per block
+  float scale;          // logits: 1 / sqrt(dim)
 };
 
-// Where the row of token i0 of token block tb, head h starts.
-template <int kVB>
+// Where the row of token i0 of token block tb, head h starts (block_layout.h: the encoder's
+// placement; kDim * kWidth is a whole number of bytes, so rows start on bytes).
+template <int kDim, int kWidth>
 __device__ __forceinline__ const std::uint8_t* tile_rows(const PackedArgs& a, int h, int tb, int i0,
                                                          int& n) {
-  n = min(a.block_size, a.tokens - tb * a.block_size);
-  return a.codes + static_cast<std::uint64_t>(tb) * a.heads * a.full_block_bytes +
-         (static_cast<std::uint64_t>(h) * n + i0) * kVB;
+  static_assert(kDim * kWidth % 8 == 0);
+  n = block_layout::block_tokens(tb, a.tokens, a.block_size);
+  return a.codes +
+         block_layout::bitpack_block_offset(tb, h, a.heads, a.block_size, n, kDim, kWidth) +
+         block_layout::bitpack_vector_bit(i0, kDim, kWidth) / 8;
 }
 
 // --- Logits ---------------------------------------------------------------------------------
@@ -213,7 +216,8 @@ __global__ void __launch_bounds__(kThreads, LogitCfg<kWidth, kW, G>::kMinBlocks)
     const int tb = tile0 / tpb;
     const int i0 = (tile0 - tb * tpb) * kTile;
     int n = 0;
-    const std::uint8_t* rows = tile0 < tile_end ? tile_rows<kVB>(a, h, tb, i0, n) : a.codes;
+    const std::uint8_t* rows =
+        tile0 < tile_end ? tile_rows<kDim, kWidth>(a, h, tb, i0, n) : a.codes;
 #pragma unroll
     for (int u = 0; u < kT; ++u) {
 #pragma unroll
@@ -452,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, ValueCfg<kWidth, kWv, G>::kMinBlocks
       const int tb = tok0 / a.block_size;
       const int i0 = tok0 - tb * a.block_size;
       int n = 0;
-      const std::uint8_t* rows = live_t ? tile_rows<kVB>(a, h, tb, i0, n) : a.codes;
+      const std::uint8_t* rows = live_t ? tile_rows<kDim, kWidth>(a, h, tb, i0, n) : a.codes;
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int r = 4 * t + i;
@@ -658,7 +662,6 @@ PackedArgs args_of(const GpuCodes& c, const float* steps, const float* mins, con
   a.tokens = c.tokens;
   a.heads = c.heads;
   a.block_size = c.block_size;
-  a.full_block_bytes = static_cast<std::uint64_t>(c.block_size) * c.dim * c.width / 8;
   return a;
 }
 

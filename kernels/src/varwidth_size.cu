@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "device_quantizer.cuh"
+#include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/engine/codec/code_codec.h"
 #include "varwidth_size.cuh"
 
@@ -26,7 +27,7 @@ __global__ void vector_bits_kernel(const std::uint8_t* codes, int tokens, int he
     bits += 4 + static_cast<unsigned long long>(n) * (32 - __clz(top));
   }
   const int token = static_cast<int>(v / heads), head = static_cast<int>(v % heads);
-  atomicAdd(&block_bits[static_cast<std::size_t>(token / block_size) * heads + head], bits);
+  atomicAdd(&block_bits[block_layout::block_of(token, head, heads, block_size)], bits);
 }
 
 __global__ void block_bytes_kernel(const unsigned long long* block_bits, std::size_t blocks,

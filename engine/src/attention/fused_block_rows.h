@@ -16,6 +16,7 @@
 
 #include "attention/fused_kernels.h"
 #include "codec/codec_streams.h"
+#include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/core/result.h"
 
@@ -86,17 +87,14 @@ class BlockRows {
 
   // Block tb * heads + h: its first byte and first vector index.
   void start_block(int tb, int h, int n) {
-    const std::size_t B = static_cast<std::size_t>(m_e.block_size), dim = m_e.dim;
     const std::size_t b = static_cast<std::size_t>(tb) * m_e.heads + h;
     m_block = b;
     if (m_e.kind == CodecKind::BitPack) {
-      const std::size_t w = static_cast<std::size_t>(m_e.bitpack_width);
-      m_byte = static_cast<std::size_t>(tb) * m_e.heads * ceil_div(B * dim * w, 8) +
-               h * ceil_div(static_cast<std::size_t>(n) * dim * w, 8);
+      m_byte = block_layout::bitpack_block_offset(tb, h, m_e.heads, m_e.block_size, n, m_e.dim,
+                                                  m_e.bitpack_width);
     } else {
       m_byte = m_e.block_offsets[b];
-      m_first_vector =
-          static_cast<std::size_t>(tb) * m_e.heads * B + static_cast<std::size_t>(h) * n;
+      m_first_vector = block_layout::first_vector(tb, h, m_e.heads, m_e.block_size, n);
       m_bit = 8 * static_cast<std::uint64_t>(m_byte);
     }
   }

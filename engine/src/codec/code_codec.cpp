@@ -14,6 +14,7 @@
 
 #include "codec/bitpack.h"
 #include "codec/codec_streams.h"
+#include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/engine/codec/code_codec.h"
 
 namespace kvlab {
@@ -24,22 +25,10 @@ constexpr bool has_streams(CodecKind k) {
   return k == CodecKind::Huffman || k == CodecKind::VarWidth;
 }
 
-// Where block b sits: its token block, head, first token, token count and the index of its first
-// vector in `vector_bits` (every token block but the last is full).
-struct BlockPlace {
-  int token_block, head, first_token, tokens;
-  std::uint64_t first_vector;
-};
-
+// Where block b sits (block_layout.h, shared with the CUDA encoder and kernels).
+using BlockPlace = block_layout::Place;
 BlockPlace place_of(const EncodedCodes& e, int b) {
-  BlockPlace p{};
-  p.token_block = b / e.heads;
-  p.head = b % e.heads;
-  p.first_token = p.token_block * e.block_size;
-  p.tokens = std::min(e.block_size, e.tokens - p.first_token);
-  p.first_vector = static_cast<std::uint64_t>(p.token_block) * e.heads * e.block_size +
-                   static_cast<std::uint64_t>(p.head) * p.tokens;
-  return p;
+  return block_layout::place_of(b, e.heads, e.tokens, e.block_size);
 }
 
 std::string block_name(const EncodedCodes& e, int b) {
@@ -49,15 +38,13 @@ std::string block_name(const EncodedCodes& e, int b) {
 }
 
 std::uint64_t bitpack_block_bytes(int tokens, int dim, int width) {
-  return detail::packed_bytes(static_cast<std::size_t>(tokens) * static_cast<std::size_t>(dim),
-                              width);
+  return block_layout::packed_bytes(tokens, dim, width);
 }
 
 std::uint64_t bitpack_block_offset(const EncodedCodes& e, int b) {
   const BlockPlace p = place_of(e, b);
-  const std::uint64_t full = bitpack_block_bytes(e.block_size, e.dim, e.bitpack_width);
-  return static_cast<std::uint64_t>(p.token_block) * e.heads * full +
-         static_cast<std::uint64_t>(p.head) * bitpack_block_bytes(p.tokens, e.dim, e.bitpack_width);
+  return block_layout::bitpack_block_offset(p.token_block, p.head, e.heads, e.block_size, p.tokens,
+                                            e.dim, e.bitpack_width);
 }
 
 Status check_shape(std::string_view what, int tokens, int heads, int dim, int block_size) {
@@ -341,8 +328,7 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
   const int full = tokens / e->block_size, rest = tokens % e->block_size;
   std::uint64_t most = 0;
   if (e->kind == CodecKind::BitPack) {
-    most = heads64 * (full * bitpack_block_bytes(e->block_size, dim, e->bitpack_width) +
-                      bitpack_block_bytes(rest, dim, e->bitpack_width));
+    most = block_layout::bitpack_payload_bytes(tokens, heads, dim, e->block_size, e->bitpack_width);
   } else {
     const auto d = static_cast<std::uint64_t>(dim);
     const std::uint64_t vector_bytes =
