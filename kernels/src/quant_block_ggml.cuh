@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "device_quantizer.cuh"
+#include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "quant_block_math.cuh"
 
@@ -72,7 +73,7 @@ __device__ void quant_q4_0(const float* x, std::uint8_t* y) {
     const float x1 = __fmul_rn(x[kGgmlBlock / 2 + j], id);
     const int xi0 = min(15, static_cast<int>(to_int8(__fadd_rn(x0, 8.5f))));
     const int xi1 = min(15, static_cast<int>(to_int8(__fadd_rn(x1, 8.5f))));
-    y[2 + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
+    y[offsetof(ggml_block::Q4_0, qs) + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
   }
 }
 
@@ -83,13 +84,13 @@ __device__ void quant_q4_1(const float* x, std::uint8_t* y) {
   const float d = range_step(mn, mx, 15.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
   store_f16(y, d);
-  store_f16(y + 2, mn);
+  store_f16(y + offsetof(ggml_block::Q4_1, m), mn);
   for (int j = 0; j < kGgmlBlock / 2; ++j) {
     const float x0 = __fmul_rn(__fsub_rn(x[j], mn), id);
     const float x1 = __fmul_rn(__fsub_rn(x[kGgmlBlock / 2 + j], mn), id);
     const int xi0 = min(15, static_cast<int>(to_int8(__fadd_rn(x0, 0.5f))));
     const int xi1 = min(15, static_cast<int>(to_int8(__fadd_rn(x1, 0.5f))));
-    y[4 + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
+    y[offsetof(ggml_block::Q4_1, qs) + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
   }
 }
 
@@ -108,11 +109,12 @@ __device__ void quant_q5_0(const float* x, std::uint8_t* y) {
         static_cast<std::uint8_t>(min(31, static_cast<int>(to_int8(__fadd_rn(x0, 16.5f)))));
     const auto xi1 =
         static_cast<std::uint8_t>(min(31, static_cast<int>(to_int8(__fadd_rn(x1, 16.5f)))));
-    y[6 + j] = static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+    y[offsetof(ggml_block::Q5_0, qs) + j] =
+        static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
     qh |= ((xi0 & 0x10u) >> 4) << j;
     qh |= ((xi1 & 0x10u) >> 4) << (j + kGgmlBlock / 2);
   }
-  store_u32(y + 2, qh);
+  store_u32(y + offsetof(ggml_block::Q5_0, qh), qh);
 }
 
 // block_q5_1 {half d; half m; u8 qh[4]; u8 qs[16]}: d = (max - min) / 31, codes unclamped
@@ -123,18 +125,19 @@ __device__ void quant_q5_1(const float* x, std::uint8_t* y) {
   const float d = range_step(mn, mx, 31.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
   store_f16(y, d);
-  store_f16(y + 2, mn);
+  store_f16(y + offsetof(ggml_block::Q5_1, m), mn);
   std::uint32_t qh = 0;
   for (int j = 0; j < kGgmlBlock / 2; ++j) {
     const float x0 = __fmul_rn(__fsub_rn(x[j], mn), id);
     const float x1 = __fmul_rn(__fsub_rn(x[kGgmlBlock / 2 + j], mn), id);
     const std::uint8_t xi0 = to_uint8(__fadd_rn(x0, 0.5f));
     const std::uint8_t xi1 = to_uint8(__fadd_rn(x1, 0.5f));
-    y[8 + j] = static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+    y[offsetof(ggml_block::Q5_1, qs) + j] =
+        static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
     qh |= ((xi0 & 0x10u) >> 4) << j;
     qh |= ((xi1 & 0x10u) >> 4) << (j + kGgmlBlock / 2);
   }
-  store_u32(y + 4, qh);
+  store_u32(y + offsetof(ggml_block::Q5_1, qh), qh);
 }
 
 // block_q8_0 {half d; i8 qs[32]}: d = amax / 127, codes roundf(x/d) (quantize_row_q8_0_ref).
@@ -150,7 +153,8 @@ __device__ void quant_q8_0(const float* x, std::uint8_t* y) {
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
   store_f16(y, d);
   for (int j = 0; j < kGgmlBlock; ++j) {
-    y[2 + j] = static_cast<std::uint8_t>(to_int8(round_half_away(__fmul_rn(x[j], id))));
+    y[offsetof(ggml_block::Q8_0, qs) + j] =
+        static_cast<std::uint8_t>(to_int8(round_half_away(__fmul_rn(x[j], id))));
   }
 }
 
@@ -208,7 +212,8 @@ __device__ void quant_iq4_nl(const float* x, std::uint8_t* y) {
   }
   store_f16(y, scale);
   for (int j = 0; j < kGgmlBlock / 2; ++j) {
-    y[2 + j] = static_cast<std::uint8_t>(L[j] | (L[kGgmlBlock / 2 + j] << 4));
+    y[offsetof(ggml_block::IQ4_NL, qs) + j] =
+        static_cast<std::uint8_t>(L[j] | (L[kGgmlBlock / 2 + j] << 4));
   }
 }
 
@@ -238,40 +243,50 @@ __device__ __forceinline__ void dequant_ggml_block(const std::uint8_t* b, float*
   const float d = load_f16(b);
   if constexpr (T == GgmlType::Q8_0) {
     for (int j = 0; j < kGgmlBlock; ++j) {
-      y[j] = __fmul_rn(static_cast<float>(static_cast<std::int8_t>(b[2 + j])), d);
+      y[j] = __fmul_rn(
+          static_cast<float>(static_cast<std::int8_t>(b[offsetof(ggml_block::Q8_0, qs) + j])), d);
     }
   } else if constexpr (T == GgmlType::Q4_0) {
     for (int j = 0; j < 16; ++j) {
-      y[j] = __fmul_rn(static_cast<float>((b[2 + j] & 0xF) - 8), d);
-      y[j + 16] = __fmul_rn(static_cast<float>((b[2 + j] >> 4) - 8), d);
+      y[j] = __fmul_rn(static_cast<float>((b[offsetof(ggml_block::Q4_0, qs) + j] & 0xF) - 8), d);
+      y[j + 16] =
+          __fmul_rn(static_cast<float>((b[offsetof(ggml_block::Q4_0, qs) + j] >> 4) - 8), d);
     }
   } else if constexpr (T == GgmlType::Q4_1) {
-    const float m = load_f16(b + 2);
+    const float m = load_f16(b + offsetof(ggml_block::Q4_1, m));
     for (int j = 0; j < 16; ++j) {
-      y[j] = __fadd_rn(__fmul_rn(static_cast<float>(b[4 + j] & 0xF), d), m);
-      y[j + 16] = __fadd_rn(__fmul_rn(static_cast<float>(b[4 + j] >> 4), d), m);
+      y[j] = __fadd_rn(
+          __fmul_rn(static_cast<float>(b[offsetof(ggml_block::Q4_1, qs) + j] & 0xF), d), m);
+      y[j + 16] = __fadd_rn(
+          __fmul_rn(static_cast<float>(b[offsetof(ggml_block::Q4_1, qs) + j] >> 4), d), m);
     }
   } else if constexpr (T == GgmlType::Q5_0) {
-    const std::uint32_t qh = load_u32(b + 2);
+    const std::uint32_t qh = load_u32(b + offsetof(ggml_block::Q5_0, qh));
     for (int j = 0; j < 16; ++j) {
       const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
       const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      y[j] = __fmul_rn(static_cast<float>(((b[6 + j] & 0xF) | h0) - 16), d);
-      y[j + 16] = __fmul_rn(static_cast<float>(((b[6 + j] >> 4) | h1) - 16), d);
+      y[j] = __fmul_rn(
+          static_cast<float>(((b[offsetof(ggml_block::Q5_0, qs) + j] & 0xF) | h0) - 16), d);
+      y[j + 16] = __fmul_rn(
+          static_cast<float>(((b[offsetof(ggml_block::Q5_0, qs) + j] >> 4) | h1) - 16), d);
     }
   } else if constexpr (T == GgmlType::Q5_1) {
-    const float m = load_f16(b + 2);
-    const std::uint32_t qh = load_u32(b + 4);
+    const float m = load_f16(b + offsetof(ggml_block::Q5_1, m));
+    const std::uint32_t qh = load_u32(b + offsetof(ggml_block::Q5_1, qh));
     for (int j = 0; j < 16; ++j) {
       const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
       const int h1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
-      y[j] = __fadd_rn(__fmul_rn(static_cast<float>((b[8 + j] & 0xF) | h0), d), m);
-      y[j + 16] = __fadd_rn(__fmul_rn(static_cast<float>((b[8 + j] >> 4) | h1), d), m);
+      y[j] = __fadd_rn(
+          __fmul_rn(static_cast<float>((b[offsetof(ggml_block::Q5_1, qs) + j] & 0xF) | h0), d), m);
+      y[j + 16] = __fadd_rn(
+          __fmul_rn(static_cast<float>((b[offsetof(ggml_block::Q5_1, qs) + j] >> 4) | h1), d), m);
     }
   } else {  // IQ4_NL: d * kvalues_iq4nl[nibble]
     for (int j = 0; j < 16; ++j) {
-      y[j] = __fmul_rn(d, static_cast<float>(kIq4nlLevels[b[2 + j] & 0xF]));
-      y[j + 16] = __fmul_rn(d, static_cast<float>(kIq4nlLevels[b[2 + j] >> 4]));
+      y[j] = __fmul_rn(
+          d, static_cast<float>(kIq4nlLevels[b[offsetof(ggml_block::IQ4_NL, qs) + j] & 0xF]));
+      y[j + 16] = __fmul_rn(
+          d, static_cast<float>(kIq4nlLevels[b[offsetof(ggml_block::IQ4_NL, qs) + j] >> 4]));
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
 
 namespace kvlab {
@@ -60,6 +61,21 @@ TEST(GgmlTypes, NamesAndSizesMatchGgml) {
   }
   for (std::uint32_t id : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 1000u, 0xFFFFFFFFu}) {
     EXPECT_EQ(ggml_type_info(id), nullptr) << id;
+  }
+}
+
+// The block structs the quantizers write through (ggml_blocks.h) have the sizes of the type table,
+// which NamesAndSizesMatchGgml checks against llama.cpp's numbers.
+TEST(GgmlTypes, BlockStructsMatchTheTypeTable) {
+  EXPECT_EQ(sizeof(ggml_block::Q4_0), ggml_type_info(GgmlType::Q4_0)->type_size);
+  EXPECT_EQ(sizeof(ggml_block::Q4_1), ggml_type_info(GgmlType::Q4_1)->type_size);
+  EXPECT_EQ(sizeof(ggml_block::Q5_0), ggml_type_info(GgmlType::Q5_0)->type_size);
+  EXPECT_EQ(sizeof(ggml_block::Q5_1), ggml_type_info(GgmlType::Q5_1)->type_size);
+  EXPECT_EQ(sizeof(ggml_block::Q8_0), ggml_type_info(GgmlType::Q8_0)->type_size);
+  EXPECT_EQ(sizeof(ggml_block::IQ4_NL), ggml_type_info(GgmlType::IQ4_NL)->type_size);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0,
+                     GgmlType::IQ4_NL}) {
+    EXPECT_EQ(ggml_type_info(t)->block_size, ggml_block::kValues) << ggml_type_info(t)->name;
   }
 }
 

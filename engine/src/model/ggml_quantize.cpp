@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "quant/ggml_block_quantizer.h"
 
@@ -85,7 +86,7 @@ void quant_q4_0(const float* x, std::uint8_t* y) {
     const float x1 = x[kBlock / 2 + j] * id;
     const int xi0 = std::min<int>(15, to_int8(x0 + 8.5f));
     const int xi1 = std::min<int>(15, to_int8(x1 + 8.5f));
-    y[2 + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
+    y[offsetof(ggml_block::Q4_0, qs) + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
   }
 }
 
@@ -106,13 +107,13 @@ void quant_q4_1(const float* x, std::uint8_t* y) {
   const float d = (max - min) / ((1 << 4) - 1);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_f16(y, d);
-  store_f16(y + 2, min);
+  store_f16(y + offsetof(ggml_block::Q4_1, m), min);
   for (int j = 0; j < kBlock / 2; ++j) {
     const float x0 = (x[j] - min) * id;
     const float x1 = (x[kBlock / 2 + j] - min) * id;
     const int xi0 = std::min<int>(15, to_int8(x0 + 0.5f));
     const int xi1 = std::min<int>(15, to_int8(x1 + 0.5f));
-    y[4 + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
+    y[offsetof(ggml_block::Q4_1, qs) + j] = static_cast<std::uint8_t>(xi0 | (xi1 << 4));
   }
 }
 
@@ -130,11 +131,12 @@ void quant_q5_0(const float* x, std::uint8_t* y) {
     const float x1 = x[kBlock / 2 + j] * id;
     const auto xi0 = static_cast<std::uint8_t>(std::min<int>(31, to_int8(x0 + 16.5f)));
     const auto xi1 = static_cast<std::uint8_t>(std::min<int>(31, to_int8(x1 + 16.5f)));
-    y[6 + j] = static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+    y[offsetof(ggml_block::Q5_0, qs) + j] =
+        static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
     qh |= ((xi0 & 0x10u) >> 4) << j;
     qh |= ((xi1 & 0x10u) >> 4) << (j + kBlock / 2);
   }
-  std::memcpy(y + 2, &qh, sizeof qh);
+  std::memcpy(y + offsetof(ggml_block::Q5_0, qh), &qh, sizeof qh);
 }
 
 // block_q5_1 {half d; half m; u8 qh[4]; u8 qs[16]}: d = (max - min) / 31.
@@ -144,18 +146,19 @@ void quant_q5_1(const float* x, std::uint8_t* y) {
   const float d = (max - min) / ((1 << 5) - 1);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_f16(y, d);
-  store_f16(y + 2, min);
+  store_f16(y + offsetof(ggml_block::Q5_1, m), min);
   std::uint32_t qh = 0;
   for (int j = 0; j < kBlock / 2; ++j) {
     const float x0 = (x[j] - min) * id;
     const float x1 = (x[kBlock / 2 + j] - min) * id;
     const std::uint8_t xi0 = to_uint8(x0 + 0.5f);
     const std::uint8_t xi1 = to_uint8(x1 + 0.5f);
-    y[8 + j] = static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+    y[offsetof(ggml_block::Q5_1, qs) + j] =
+        static_cast<std::uint8_t>((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
     qh |= ((xi0 & 0x10u) >> 4) << j;
     qh |= ((xi1 & 0x10u) >> 4) << (j + kBlock / 2);
   }
-  std::memcpy(y + 4, &qh, sizeof qh);
+  std::memcpy(y + offsetof(ggml_block::Q5_1, qh), &qh, sizeof qh);
 }
 
 // block_q8_0 {half d; i8 qs[32]}: d = amax / 127, codes roundf(x/d) (ties away from zero).
@@ -170,7 +173,8 @@ void quant_q8_0(const float* x, std::uint8_t* y) {
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_f16(y, d);
   for (int j = 0; j < kBlock; ++j) {
-    y[2 + j] = static_cast<std::uint8_t>(to_int8(std::round(x[j] * id)));
+    y[offsetof(ggml_block::Q8_0, qs) + j] =
+        static_cast<std::uint8_t>(to_int8(std::round(x[j] * id)));
   }
 }
 
@@ -249,7 +253,8 @@ void quant_iq4_nl(const float* x, std::uint8_t* y, int ntry) {
     for (int j = 0; j < kBlock; ++j) L[j] = static_cast<std::uint8_t>(best_index_iq4nl(id * x[j]));
   }
   for (int j = 0; j < kBlock / 2; ++j) {
-    y[2 + j] = static_cast<std::uint8_t>(L[j] | (L[kBlock / 2 + j] << 4));
+    y[offsetof(ggml_block::IQ4_NL, qs) + j] =
+        static_cast<std::uint8_t>(L[j] | (L[kBlock / 2 + j] << 4));
   }
 }
 
@@ -357,7 +362,7 @@ void fast_q4_0(const float* x, std::uint8_t* y) {
   const __m512i top = _mm512_set1_epi32(15);
   const __m512i q0 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v0, vid), off)));
   const __m512i q1 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v1, vid), off)));
-  store_nibbles(y + 2, q0, q1);
+  store_nibbles(y + offsetof(ggml_block::Q4_0, qs), q0, q1);
 }
 
 void fast_q4_1(const float* x, std::uint8_t* y) {
@@ -368,14 +373,14 @@ void fast_q4_1(const float* x, std::uint8_t* y) {
   const float d = (max - min) / ((1 << 4) - 1);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_f16(y, d);
-  store_f16(y + 2, min);
+  store_f16(y + offsetof(ggml_block::Q4_1, m), min);
   const __m512 vid = _mm512_set1_ps(id), vmin = _mm512_set1_ps(min), h = _mm512_set1_ps(0.5f);
   const __m512i top = _mm512_set1_epi32(15);
   const __m512i q0 = _mm512_min_epi32(
       top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v0, vmin), vid), h)));
   const __m512i q1 = _mm512_min_epi32(
       top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v1, vmin), vid), h)));
-  store_nibbles(y + 4, q0, q1);
+  store_nibbles(y + offsetof(ggml_block::Q4_1, qs), q0, q1);
 }
 
 void fast_q5_0(const float* x, std::uint8_t* y) {
@@ -390,7 +395,7 @@ void fast_q5_0(const float* x, std::uint8_t* y) {
   const __m512i top = _mm512_set1_epi32(31);
   const __m512i q0 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v0, vid), off)));
   const __m512i q1 = _mm512_min_epi32(top, to_int8_v(_mm512_add_ps(_mm512_mul_ps(v1, vid), off)));
-  store_q5(y + 2, y + 6, q0, q1);
+  store_q5(y + offsetof(ggml_block::Q5_0, qh), y + offsetof(ggml_block::Q5_0, qs), q0, q1);
 }
 
 void fast_q5_1(const float* x, std::uint8_t* y) {
@@ -401,14 +406,14 @@ void fast_q5_1(const float* x, std::uint8_t* y) {
   const float d = (max - min) / ((1 << 5) - 1);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   store_f16(y, d);
-  store_f16(y + 2, min);
+  store_f16(y + offsetof(ggml_block::Q5_1, m), min);
   const __m512 vid = _mm512_set1_ps(id), vmin = _mm512_set1_ps(min), h = _mm512_set1_ps(0.5f);
   // to_uint8: the low byte of the truncation, no clamp.
   const __m512i q0 =
       _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v0, vmin), vid), h));
   const __m512i q1 =
       _mm512_cvttps_epi32(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(v1, vmin), vid), h));
-  store_q5(y + 4, y + 8, q0, q1);
+  store_q5(y + offsetof(ggml_block::Q5_1, qh), y + offsetof(ggml_block::Q5_1, qs), q0, q1);
 }
 
 // roundf(v) (half away from zero) for every float: t = trunc(v), v - t exact, one step away from
@@ -432,8 +437,10 @@ void fast_q8_0(const float* x, std::uint8_t* y) {
   const __m512 vid = _mm512_set1_ps(id);
   const __m512i q0 = _mm512_cvttps_epi32(roundf_v(_mm512_mul_ps(v0, vid)));
   const __m512i q1 = _mm512_cvttps_epi32(roundf_v(_mm512_mul_ps(v1, vid)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 2), _mm512_cvtepi32_epi8(q0));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(y + 18), _mm512_cvtepi32_epi8(q1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y + offsetof(ggml_block::Q8_0, qs)),
+                   _mm512_cvtepi32_epi8(q0));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(y + offsetof(ggml_block::Q8_0, qs) + 16),
+                   _mm512_cvtepi32_epi8(q1));
 }
 
 // best_index_iq4nl without its branches: for finite x the reference's answer is the number of
@@ -570,7 +577,7 @@ void fast_iq4_nl_kv16(const float* x, std::uint8_t* y, int size) {
     std::uint8_t* yb = y + b * size;
     std::memcpy(yb, &half[b], sizeof half[b]);
     if ((nan >> b) & 1) store_f16(yb, scales[b]);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(yb + 2),
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(yb + offsetof(ggml_block::IQ4_NL, qs)),
                      _mm512_cvtepi32_epi8(_mm512_castps_si512(codes[b])));
     if ((bad >> b) & 1) quant_iq4_nl(x + b * kBlock, yb, -1);
   }

@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/model/ggml_blocks.h"
 
 #if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -180,7 +181,7 @@ inline std::array<int, 16> unpack_q3_k_scales(const std::uint8_t* s) {
 // dequantize_row_q4_0: 32 nibbles; byte j holds value j (low) and value j + 16 (high).
 void deq_q4_0(const std::uint8_t* b, float* y) {
   const float d = load_f16(b);
-  const std::uint8_t* qs = b + 2;
+  const std::uint8_t* qs = b + offsetof(ggml_block::Q4_0, qs);
 #pragma omp simd
   for (int j = 0; j < 16; ++j) {
     y[j] = static_cast<float>((qs[j] & 0xF) - 8) * d;
@@ -191,8 +192,8 @@ void deq_q4_0(const std::uint8_t* b, float* y) {
 // dequantize_row_q4_1: like Q4_0, unsigned, plus a min: q * d + m.
 void deq_q4_1(const std::uint8_t* b, float* y) {
   const float d = load_f16(b);
-  const float m = load_f16(b + 2);
-  const std::uint8_t* qs = b + 4;
+  const float m = load_f16(b + offsetof(ggml_block::Q4_1, m));
+  const std::uint8_t* qs = b + offsetof(ggml_block::Q4_1, qs);
 #pragma omp simd
   for (int j = 0; j < 16; ++j) {
     y[j] = static_cast<float>(qs[j] & 0xF) * d + m;
@@ -205,8 +206,8 @@ void deq_q4_1(const std::uint8_t* b, float* y) {
 void deq_q5_0(const std::uint8_t* b, float* y) {
   const float d = load_f16(b);
   std::uint32_t qh;
-  std::memcpy(&qh, b + 2, sizeof qh);
-  const std::uint8_t* qs = b + 6;
+  std::memcpy(&qh, b + offsetof(ggml_block::Q5_0, qh), sizeof qh);
+  const std::uint8_t* qs = b + offsetof(ggml_block::Q5_0, qs);
 #pragma omp simd
   for (int j = 0; j < 16; ++j) {
     const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
@@ -219,10 +220,10 @@ void deq_q5_0(const std::uint8_t* b, float* y) {
 // dequantize_row_q5_1: Q5_0's bits, unsigned, plus a min.
 void deq_q5_1(const std::uint8_t* b, float* y) {
   const float d = load_f16(b);
-  const float m = load_f16(b + 2);
+  const float m = load_f16(b + offsetof(ggml_block::Q5_1, m));
   std::uint32_t qh;
-  std::memcpy(&qh, b + 4, sizeof qh);
-  const std::uint8_t* qs = b + 8;
+  std::memcpy(&qh, b + offsetof(ggml_block::Q5_1, qh), sizeof qh);
+  const std::uint8_t* qs = b + offsetof(ggml_block::Q5_1, qs);
 #pragma omp simd
   for (int j = 0; j < 16; ++j) {
     const int h0 = static_cast<int>((qh >> j) & 1u) << 4;
@@ -235,7 +236,7 @@ void deq_q5_1(const std::uint8_t* b, float* y) {
 // dequantize_row_q8_0: 32 signed bytes times d.
 void deq_q8_0(const std::uint8_t* b, float* y) {
   const float d = load_f16(b);
-  const auto* qs = reinterpret_cast<const std::int8_t*>(b + 2);
+  const auto* qs = reinterpret_cast<const std::int8_t*>(b + offsetof(ggml_block::Q8_0, qs));
 #pragma omp simd
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
 }
@@ -378,7 +379,7 @@ void deq_q8_k(const std::uint8_t* b, float* y) {
 // dequantize_row_iq4_nl: Q4_0's nibble layout into the kvalues_iq4nl levels.
 void deq_iq4_nl(const std::uint8_t* b, float* y) {
   const float d = load_f16(b);
-  const std::uint8_t* qs = b + 2;
+  const std::uint8_t* qs = b + offsetof(ggml_block::IQ4_NL, qs);
 #pragma omp simd
   for (int j = 0; j < 16; ++j) {
     y[j] = d * kIq4nlValues[qs[j] & 0xF];
