@@ -13,9 +13,9 @@
 // [2^14, 2^15); both parts go through the tensor cores, leaving an error of about 2^-22 of x.
 // The minimums' share (sum_c q min_c, sum_t p min_t) is summed in fp32 on the CUDA cores.
 //
-// Layout (docs/FORMAT.md): with every vector VB = dim * width / 8 bytes, a multiple of 16, the
-// vectors of token block tb and head h are VB-byte rows from tb * heads * F + h * n * VB
-// (F = block_size * VB, n the block's tokens). 16-token tiles never cross a token block.
+// Layout (docs/FORMAT.md; block_layout.h places the blocks): with every vector VB = dim * width / 8
+// bytes, a multiple of 16, the vectors of token block tb and head h are VB-byte rows from
+// bitpack_block_offset(tb, h, ...). 16-token tiles never cross a token block.
 //
 // Tiling (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"): lane = 4 g + t.
 //  Logits, per KV head: A = codes (16 tokens x 16 channel slots), B = q * step (16 slots x 8
