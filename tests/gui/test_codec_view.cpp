@@ -19,6 +19,7 @@
 #include "compression/report_charts.h"
 #include "compression/results_panel.h"
 #include "gui_test_support.h"
+#include "plot_test_support.h"
 #include "runs/runs_view.h"
 #include "window/main_window.h"
 
@@ -114,8 +115,10 @@ void expect_code_lengths(CompressionView& view, const CompressionReport& expecte
 
 void expect_codec_results(CompressionView& view, const CompressionReport& expected) {
   const CodecRatioChart& chart = *gui_test::child<CodecRatioChart>(&view, "codec_ratios");
+  const std::vector<QCPBars*> codec_bars = gui_test::plottables<QCPBars>(&chart, "codec_bars");
+  ASSERT_EQ(codec_bars.size(), static_cast<std::size_t>(kCodecCount));
   for (int k = 0; k < kCodecCount; ++k) {
-    const auto bars = chart.bars(k)->data();
+    const auto bars = codec_bars[static_cast<std::size_t>(k)]->data();
     ASSERT_EQ(bars->size(), static_cast<int>(expected.layers.size()));
     for (int i = 0; i < bars->size(); ++i) {
       const LayerReport& l = expected.layers[static_cast<std::size_t>(i)];
@@ -133,7 +136,7 @@ void expect_codec_results(CompressionView& view, const CompressionReport& expect
                      layer_ratio_at_entropy(expected.layers[static_cast<std::size_t>(i)]));
   }
   // Huffman is the codec that ran: its bar is the layer's own ratio.
-  EXPECT_NEAR(chart.bars(static_cast<int>(CodecKind::Huffman))->data()->at(0)->mainValue(),
+  EXPECT_NEAR(codec_bars[static_cast<std::size_t>(CodecKind::Huffman)]->data()->at(0)->mainValue(),
               expected.layers[0].ratio, 1e-9 * expected.layers[0].ratio);
   EXPECT_TRUE(view.lower_tabs()->isTabVisible(CompressionView::kCodecRatioTab));
 

@@ -170,11 +170,13 @@ TEST(EvictionView, MapsCurvesAndNumbersAreTheEngines) {
       needle);
 
   // Curves over all layers, then over the selected layer (1).
-  expect_series(series_chart->mass_graph(0), expected.steps_total, true);
-  expect_series(series_chart->error_graph(0), expected.steps_total, false);
-  EXPECT_TRUE(drawn_values(series_chart->mass_graph(1)).empty());
+  expect_series(gui_test::child<QCPGraph>(series_chart, "mass_graph"), expected.steps_total, true);
+  expect_series(gui_test::child<QCPGraph>(series_chart, "error_graph"), expected.steps_total,
+                false);
+  EXPECT_TRUE(drawn_values(gui_test::child<QCPGraph>(series_chart, "compared_mass_graph")).empty());
   scope->setCurrentIndex(1);
-  expect_series(series_chart->mass_graph(0), expected.layers[1].steps, true);
+  expect_series(gui_test::child<QCPGraph>(series_chart, "mass_graph"), expected.layers[1].steps,
+                true);
   EXPECT_TRUE(series_chart->title().contains(QStringLiteral("layer 1")));
   expect_metric_labels(*metrics, "", eviction_summary(expected, 1));
   scope->setCurrentIndex(0);
@@ -207,8 +209,10 @@ TEST(EvictionView, ComparedPolicySideBySide) {
   view.select(1, 1);
   expect_cells(*view.map_chart(), engine.report.maps[1][1]);
   expect_cells(*compare_map, engine.compare->maps[1][1]);
-  expect_series(series_chart->mass_graph(1), engine.compare->steps_total, true);
-  expect_series(series_chart->error_graph(1), engine.compare->steps_total, false);
+  expect_series(gui_test::child<QCPGraph>(series_chart, "compared_mass_graph"),
+                engine.compare->steps_total, true);
+  expect_series(gui_test::child<QCPGraph>(series_chart, "compared_error_graph"),
+                engine.compare->steps_total, false);
   expect_metric_labels(*metrics, "", eviction_summary(engine.report, -1));
   expect_metric_labels(*metrics, "compared_", eviction_summary(*engine.compare, -1));
 
@@ -271,7 +275,8 @@ TEST(EvictionView, RunIsSavedAndReopensWithTheSameNumbers) {
   view.select(1, 0);
   expect_cells(*view.map_chart(), fresh.maps[1][0]);
   expect_cells(*gui_test::child<EvictionMapChart>(&view, "compare_map"), fresh_compare.maps[1][0]);
-  expect_series(gui_test::child<EvictionSeriesChart>(&view, "series")->mass_graph(0),
+  expect_series(gui_test::child<QCPGraph>(gui_test::child<EvictionSeriesChart>(&view, "series"),
+                                          "mass_graph"),
                 fresh.steps_total, true);
   EXPECT_DOUBLE_EQ(
       gui_test::child<QCPItemStraightLine>(view.map_chart(), "needle_line")->point1->coords().x(),

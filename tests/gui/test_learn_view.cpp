@@ -45,6 +45,7 @@
 #include "learn/learn_view.h"
 #include "planner/planner_step_chart.h"
 #include "planner/planner_view.h"
+#include "plot_test_support.h"
 #include "window/main_window.h"
 
 namespace kvlab::gui {
@@ -234,9 +235,10 @@ TEST(LearnView, PagesDrawTheirModels) {
   pays.set_users(1);
   auto* steps = pays.findChild<PlannerStepChart*>();
   ASSERT_NE(steps, nullptr);
-  ASSERT_EQ(steps->scheme_bars().size(), 2u);
+  const auto scheme_bars = gui_test::plottables<QCPBars>(steps, "scheme_bars");
+  ASSERT_EQ(scheme_bars.size(), 2u);
   for (std::size_t k = 0; k < 2; ++k) {
-    QCPBars* bars = steps->scheme_bars()[k];
+    QCPBars* bars = scheme_bars[k];
     ASSERT_EQ(bars->data()->size(), 6);
     EXPECT_NEAR(bars->data()->at(5)->value, pays.model().steps()[k].step * 1e3, 1e-9);
   }

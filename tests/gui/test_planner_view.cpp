@@ -23,6 +23,7 @@
 #include "planner/planner_table_model.h"
 #include "planner/planner_view.h"
 #include "planner_test_support.h"
+#include "plot_test_support.h"
 #include "runs/runs_view.h"
 #include "window/main_window.h"
 
@@ -143,12 +144,13 @@ TEST(PlannerView, FrontierHasOneCurvePerCheckedSchemeAndTheTargetsPickOne) {
   view.set_schemes({"fp16", "fp8", "kivi2"});
   ASSERT_EQ(view.model()->results().size(), 3u) << view.error_text().toStdString();
   PlannerFrontierChart* chart = gui_test::child<PlannerFrontierChart>(&view, "frontier");
-  ASSERT_EQ(chart->curve_graphs().size(), 3u);
+  const auto curves = gui_test::plottables<QCPGraph>(chart, "curve_graph");
+  ASSERT_EQ(curves.size(), 3u);
   const char* ids[] = {"fp16", "fp8", "kivi2"};
   for (int k = 0; k < 3; ++k) {
     auto s = scenario_of("llama-3-8b", "h100-sxm", ids[k], 8192, 8);
     const auto want = planners::frontier(s);
-    QCPGraph* g = chart->curve_graphs()[k];
+    QCPGraph* g = curves[static_cast<std::size_t>(k)];
     ASSERT_EQ(g->data()->size(), static_cast<int>(want.size())) << ids[k];
     EXPECT_EQ(chart->data().curves[k].scheme, ids[k]);
     // The legend names the scheme and the batches along its curve: "kivi2, batch 1–212".
@@ -179,7 +181,7 @@ TEST(PlannerView, FrontierHasOneCurvePerCheckedSchemeAndTheTargetsPickOne) {
   EXPECT_EQ(chart->data().tpot_target_ms, 40);
   // Unchecking a scheme drops its curve.
   view.set_schemes({"fp16", "kivi2"});
-  EXPECT_EQ(chart->curve_graphs().size(), 2u);
+  EXPECT_EQ(gui_test::plottables<QCPGraph>(chart, "curve_graph").size(), 2u);
 }
 
 TEST(PlannerView, RooflineHasOnePointPerSchemeWhereItsDecodeStepIs) {
@@ -191,11 +193,12 @@ TEST(PlannerView, RooflineHasOnePointPerSchemeWhereItsDecodeStepIs) {
   view.set_schemes({"fp16", "fp8", "kivi2", "kvcomp"});
   ASSERT_EQ(view.model()->results().size(), 4u) << view.error_text().toStdString();
   PlannerRooflineChart* chart = gui_test::child<PlannerRooflineChart>(&view, "roofline");
-  ASSERT_EQ(chart->point_graphs().size(), 4u);
+  const auto points = gui_test::plottables<QCPGraph>(chart, "point_graph");
+  ASSERT_EQ(points.size(), 4u);
   std::set<double> intensities;
   for (std::size_t k = 0; k < 4; ++k) {
     const auto& step = view.model()->results()[k].latency.step;
-    QCPGraph* g = chart->point_graphs()[k];
+    QCPGraph* g = points[k];
     EXPECT_EQ(g->name(), QString::fromStdString(view.schemes()[k].id));
     ASSERT_EQ(g->data()->size(), 1);
     EXPECT_DOUBLE_EQ(g->data()->at(0)->key, step.intensity());

@@ -29,6 +29,7 @@ CodecRatioChart::CodecRatioChart(QWidget* parent) : QCustomPlot(parent) {
   m_group->setSpacing(1);
   for (int i = 0; i < kCodecCount; ++i) {
     auto* bars = new QCPBars(xAxis, yAxis);
+    bars->setObjectName(QStringLiteral("codec_bars"));
     bars->setName(codec_names()[static_cast<std::size_t>(i)]);
     bars->setWidth(0.26);
     bars->setPen(QPen(colors[static_cast<std::size_t>(i)].darker(130)));

@@ -20,9 +20,9 @@ class CodecRatioChart : public QCustomPlot {
   void set_data(const CodecRatioData& data);
   void clear_data();
 
-  // Bars of codec `index` (CodecKind order): key = layer, value = ratio.
-  QCPBars* bars(int index) const { return m_bars[static_cast<std::size_t>(index)]; }
-  // The entropy bound per layer is the graph named "entropy_graph".
+  // For finding them: the bars of each codec (key = layer, value = ratio), all three named
+  // "codec_bars", added in CodecKind order; the entropy bound per layer, the graph named
+  // "entropy_graph".
 
  private:
   QCPTextElement* m_title = nullptr;

@@ -23,6 +23,9 @@ EvictionSeriesChart::EvictionSeriesChart(QWidget* parent) : QCustomPlot(parent) 
     m_mass[i]->setPen(QPen(palette::kRatio, 2, style));
     m_error[i] = addGraph(xAxis, yAxis2);
     m_error[i]->setPen(QPen(palette::kError, 2, style));
+    const QString prefix = i == 0 ? QString() : QStringLiteral("compared_");
+    m_mass[i]->setObjectName(prefix + QStringLiteral("mass_graph"));
+    m_error[i]->setObjectName(prefix + QStringLiteral("error_graph"));
   }
   m_needle_marker = add_vertical_marker(this, tr("needle query"), palette::kNeedle,
                                         Qt::AlignRight | Qt::AlignTop);

@@ -27,9 +27,9 @@ class EvictionSeriesChart : public QCustomPlot {
   void clear_data();
 
   const std::vector<EvictionSeriesData>& data() const { return m_data; }
-  QCPGraph* mass_graph(int i) const { return m_mass[static_cast<std::size_t>(i)]; }
-  QCPGraph* error_graph(int i) const { return m_error[static_cast<std::size_t>(i)]; }
   QString title() const { return m_title->text(); }
+  // For finding them: the first policy's curves are the graphs named "mass_graph" and
+  // "error_graph", the compared policy's "compared_mass_graph" and "compared_error_graph".
   // At the last step when it is the needle query (EvictionSeriesData::last_step_is_needle), a
   // line named "needle_marker" and its label "needle_marker_label".
 

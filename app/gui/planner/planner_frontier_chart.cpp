@@ -30,12 +30,12 @@ void PlannerFrontierChart::set_data(const FrontierChartData& data) {
   m_data = data;
   clearGraphs();
   clearItems();
-  m_curves.clear();
   m_subtitle->setText(data.title);
   double max_x = 1, max_y = 1;
   for (std::size_t i = 0; i < data.curves.size(); ++i) {
     const FrontierCurve& c = data.curves[i];
     auto* g = addGraph();
+    g->setObjectName(QStringLiteral("curve_graph"));
     const QColor color = planner_series_color(static_cast<int>(i));
     // The batch range in the legend: the curve's left end is the largest batch that fits.
     g->setName(c.batch.empty()
@@ -52,7 +52,6 @@ void PlannerFrontierChart::set_data(const FrontierChartData& data) {
       max_y = std::max(max_y, c.tokens_per_s_per_gpu[k]);
     }
     g->setData(keys, values);
-    m_curves.push_back(g);
   }
   if (data.tpot_target_ms > 0) {
     const double x = 1000.0 / data.tpot_target_ms;

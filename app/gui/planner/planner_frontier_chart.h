@@ -4,8 +4,6 @@
 // needs at least 1000 ÷ TPOT tokens/s), and the best choice under the targets is starred.
 #pragma once
 
-#include <vector>
-
 #include <qcustomplot.h>
 
 #include "planner/planner_chart_data.h"
@@ -20,13 +18,11 @@ class PlannerFrontierChart : public QCustomPlot {
 
   void set_data(const FrontierChartData& data);
   const FrontierChartData& data() const { return m_data; }
-  // One graph per curve of the data, same order (for tests).
-  const std::vector<QCPGraph*>& curve_graphs() const { return m_curves; }
+  // For finding them: one graph per curve of the data, same order, each named "curve_graph".
 
  private:
   FrontierChartData m_data;
   QCPTextElement* m_subtitle = nullptr;
-  std::vector<QCPGraph*> m_curves;
 };
 
 }  // namespace kvlab::gui

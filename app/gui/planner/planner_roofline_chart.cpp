@@ -41,7 +41,6 @@ void PlannerRooflineChart::set_data(const RooflineData& data) {
   m_data = data;
   clearGraphs();
   clearItems();
-  m_points.clear();
   m_subtitle->setText(data.peak_tflops > 0 ? tr("%1\nroof: min(%2 TFLOP/s, %3 TB/s × intensity)")
                                                  .arg(data.title)
                                                  .arg(data.peak_tflops, 0, 'f', 0)
@@ -79,12 +78,12 @@ void PlannerRooflineChart::set_data(const RooflineData& data) {
     const RooflinePoint& p = data.points[i];
     const QColor color = planner_series_color(static_cast<int>(i));
     auto* g = addGraph();
+    g->setObjectName(QStringLiteral("point_graph"));
     g->setName(p.fits ? p.scheme : tr("%1 (does not fit)").arg(p.scheme));
     g->setLineStyle(QCPGraph::lsNone);
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(color, 2),
                                        p.fits ? QBrush(color) : QBrush(Qt::white), 11));
     if (p.intensity > 0 && p.tflops > 0) g->addData(p.intensity, p.tflops);
-    m_points.push_back(g);
     if (labelled[i] || p.intensity <= 0 || p.tflops <= 0) continue;
     QStringList names{p.scheme};
     for (std::size_t k = i + 1; k < data.points.size(); ++k) {

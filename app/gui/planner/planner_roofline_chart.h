@@ -6,8 +6,6 @@
 // scheme waiting on its decompression sits below the roof.
 #pragma once
 
-#include <vector>
-
 #include <qcustomplot.h>
 
 #include "planner/planner_chart_data.h"
@@ -22,15 +20,13 @@ class PlannerRooflineChart : public QCustomPlot {
 
   void set_data(const RooflineData& data);
   const RooflineData& data() const { return m_data; }
-  // One graph per point of the data (one scheme each), same order; the roof is the graph named
-  // "roof_graph".
-  const std::vector<QCPGraph*>& point_graphs() const { return m_points; }
+  // For finding them: one graph per point of the data (one scheme each), same order, each named
+  // "point_graph"; the roof is the graph named "roof_graph".
 
  private:
   RooflineData m_data;
   QCPTextElement* m_subtitle = nullptr;
   QCPGraph* m_roof = nullptr;
-  std::vector<QCPGraph*> m_points;
 };
 
 }  // namespace kvlab::gui

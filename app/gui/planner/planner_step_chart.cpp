@@ -45,6 +45,7 @@ void PlannerStepChart::set_data(const std::vector<StepParts>& schemes) {
     const StepParts& p = schemes[i];
     const QColor color = planner_series_color(static_cast<int>(i));
     auto* bars = new QCPBars(xAxis, yAxis);
+    bars->setObjectName(QStringLiteral("scheme_bars"));
     bars->setName(p.served > 0 ? tr("%1, batch %2").arg(p.scheme).arg(p.served)
                                : tr("%1 (nothing fits)").arg(p.scheme));
     bars->setBrush(color);

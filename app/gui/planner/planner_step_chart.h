@@ -22,8 +22,8 @@ class PlannerStepChart : public QCustomPlot {
   void set_data(const std::vector<StepParts>& schemes);
   // The parts on the x-axis, in order ("weights read", ..., "whole step").
   static QStringList part_names();
-  // One bar series per scheme, same order as the data (for tests); values in ms.
-  const std::vector<QCPBars*>& scheme_bars() const { return m_bars; }
+  // For finding them: one bar series per scheme, same order as the data, each named
+  // "scheme_bars"; values in ms.
 
  private:
   QCPBarsGroup* m_group = nullptr;

@@ -83,6 +83,7 @@ void RetrievalChart::set_data(const RetrievalChartData& data) {
   for (const RetrievalLine& line : data.lines) {
     const auto c = policy_color.emplace(line.policy_id, policy_color.size()).first->second;
     QCPGraph* g = addGraph(xAxis, yAxis);
+    g->setObjectName(QStringLiteral("policy_line"));
     const QColor color = kLineColors[c % kLineColors.size()];
     g->setPen(QPen(color, 2, line.press_before_question ? Qt::DashLine : Qt::SolidLine));
     // Ten colours, five markers: the marker moves on by one each time the colours come round,

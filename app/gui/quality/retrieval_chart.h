@@ -22,9 +22,9 @@ class RetrievalChart : public QCustomPlot {
   void clear_data(const QString& message);
 
   const RetrievalChartData& data() const { return m_data; }
-  int line_count() const { return static_cast<int>(m_lines.size()); }
-  QCPGraph* line(int i) const { return m_lines[static_cast<std::size_t>(i)]; }
-  // The line named "full_line" is visible when the store has a run with the full cache.
+  // For finding them: one graph per line of the data, each named "policy_line" (its legend text
+  // the line's name); the line named "full_line" is visible when the store has a run with the
+  // full cache.
   QString title() const { return m_title->text(); }
 
  private:
