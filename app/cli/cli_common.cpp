@@ -321,8 +321,10 @@ Result<EvictionConfig> EvictionOptions::resolve() const {
 
 void BackendOption::add_to(CLI::App& app) {
   app.add_option("--backend", id,
-                 "where the GPU-capable ops (entropy coding, fused attention) run: auto (the GPU "
-                 "when one is usable, else the CPU) | cpu | cuda")
+                 "where a run's stages (quantize, code, dequantize, metrics) run: auto (the GPU "
+                 "when one is usable and runs every stage of the method, else the CPU on all its "
+                 "threads; the report says where each stage ran and why a run left the GPU) | "
+                 "cpu | cuda")
       ->capture_default_str();
 }
 

@@ -44,7 +44,9 @@ TEST(BackendSelector, OffersAutoCpuCudaWithAutoFirst) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(combo->itemData(i).toString(), QString::fromLatin1(ids[i]));
   }
-  EXPECT_EQ(combo->itemText(0), QStringLiteral("Auto"));
+  // Auto names what it would take: the GPU when CUDA is usable, else the CPU.
+  EXPECT_EQ(combo->itemText(0),
+            make_backend("cuda") ? QStringLiteral("Auto: CUDA") : QStringLiteral("Auto: CPU"));
   EXPECT_EQ(combo->itemText(1),
             QStringLiteral("CPU: ") + QString::fromStdString(make_cpu_backend()->device_name()));
   EXPECT_EQ(combo->itemText(2), QStringLiteral("CUDA (unavailable)"));

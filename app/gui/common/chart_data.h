@@ -102,6 +102,8 @@ struct ReportSummary {
   QString stages;
   // The most memory the process held while compressing; 0 for runs saved before it was measured.
   double peak_memory_bytes = 0;
+  // The most GPU memory a device backend's run held; 0 when the layers ran on the CPU.
+  double device_peak_memory_bytes = 0;
   // The memory formula with the run's numbers: in fp16, and at the measured bits/value.
   QString fp16_formula;
   QString measured_formula;

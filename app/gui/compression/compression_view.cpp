@@ -95,7 +95,13 @@ QWidget* CompressionView::build_controls() {
   m_method = new MethodPanel(controls);
 
   m_backend = new QComboBox(controls);
-  m_backend->addItem(tr("Auto"), QStringLiteral("auto"));
+  // Auto names the device it would take (make_backend("auto")'s choice).
+  {
+    auto chosen = make_backend("auto");
+    m_backend->addItem(
+        chosen ? tr("Auto: %1").arg(QString::fromStdString((*chosen)->id()).toUpper()) : tr("Auto"),
+        QStringLiteral("auto"));
+  }
   // Each backend named with its device; CUDA without a usable GPU says why and cannot be picked.
   for (const auto& [label, id] : {std::pair{tr("CPU"), QStringLiteral("cpu")},
                                   std::pair{tr("CUDA"), QStringLiteral("cuda")}}) {
@@ -117,8 +123,9 @@ QWidget* CompressionView::build_controls() {
   m_backend->setMinimumContentsLength(14);
   m_backend->setToolTip(
       tr("Where the run's stages happen (quantize, code, dequantize, metrics): Auto takes the "
-         "GPU when one is usable, else the CPU. A stage the GPU lacks for a method runs on the "
-         "CPU; the results say where each stage ran. The bytes are the same on either."));
+         "GPU when one is usable, else the CPU. A method the GPU lacks a stage of runs on the "
+         "CPU's threads; the results say where each stage ran and why a run left the GPU. The "
+         "bytes are the same on either."));
   auto* backend_label = new QLabel(tr("Backend:"), controls);
   backend_label->setBuddy(m_backend);
   backend_label->setToolTip(m_backend->toolTip());

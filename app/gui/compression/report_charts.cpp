@@ -84,6 +84,7 @@ ChartSet chart_set_from_report(const CompressionReport& r) {
   }
   s.stages = QString::fromStdString(stage_summary(r));
   s.peak_memory_bytes = static_cast<double>(r.memory_peak_bytes);
+  s.device_peak_memory_bytes = static_cast<double>(r.device_memory_peak_bytes);
   s.fp16_formula = QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, 16.0));
   s.measured_formula =
       QString::fromStdString(planners::explain_kv_bytes(r.shape, r.tokens, r.bits_per_value));

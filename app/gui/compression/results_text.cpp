@@ -25,6 +25,9 @@ ResultsTexts results_texts(const ReportSummary& s, const QString& origin) {
   if (s.peak_memory_bytes > 0) {
     t.heading += tr(" · peak memory %1").arg(format_byte_count(s.peak_memory_bytes));
   }
+  if (s.device_peak_memory_bytes > 0) {
+    t.heading += tr(" (GPU %1)").arg(format_byte_count(s.device_peak_memory_bytes));
+  }
   if (!s.stages.isEmpty()) t.heading += QStringLiteral("<br>") + s.stages.toHtmlEscaped();
 
   t.values = {

@@ -61,6 +61,14 @@ TEST(ResultsText, HeadingEscapesTheLabelsAndAddsWhatIsKnown) {
             QStringLiteral("synthetic tiny · <b>kivi &lt;2 bits&gt;</b> · 96 tokens × 2 layers · "
                            "computed in 12 ms · on cpu: Xeon · peak memory 1.5 MiB<br>"
                            "quantize cpu 3 ms, code &lt;cpu&gt;"));
+  // A run on a GPU adds the device memory it held beside the host's.
+  s.backend = QStringLiteral("cuda: NVIDIA H200");
+  s.device_peak_memory_bytes = 2.5 * 1024 * 1024 * 1024;
+  s.stages.clear();
+  EXPECT_EQ(results_texts(s, QStringLiteral("computed in 12 ms")).heading,
+            QStringLiteral("synthetic tiny · <b>kivi &lt;2 bits&gt;</b> · 96 tokens × 2 layers · "
+                           "computed in 12 ms · on cuda: NVIDIA H200 · peak memory 1.5 MiB (GPU "
+                           "2.5 GiB)"));
 }
 
 TEST(ResultsText, CodecRowInBitsPerCodeAndBytes) {
