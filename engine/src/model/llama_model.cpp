@@ -17,6 +17,7 @@
 #include <tbb/parallel_for.h>
 
 #include "io/file_mapping.h"
+#include "kvlab/engine/model/kv_store.h"
 #include "model/llama_attention.h"
 
 namespace kvlab {
@@ -353,6 +354,12 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
           fmt::format("forward: token {} is outside the vocabulary of {}", t, c.vocab));
     }
   }
+  if (state.kv_store && (state.attention_reader || state.kept_tokens || state.observe_attention ||
+                         state.attention_weights || state.keep_queries || state.keep_pre_rope)) {
+    return make_error(
+        "forward: a stored cache (kv_store) does not combine with attention readers, eviction "
+        "hooks, kept queries or pre-RoPE keys");
+  }
   const int D = c.dim, KV = c.kv_dim(), F = c.hidden_dim, hd = c.head_dim();
   ScratchLease lease;
   ForwardScratch& s = *lease;
@@ -395,49 +402,57 @@ Result<std::vector<float>> LlamaModel::forward(State& state, const std::vector<i
           l, rows == k.data() ? "keys" : "values", state.pos + static_cast<int>(at / KV),
           rows[at]));
     }
-    kc.insert(kc.end(), k.data(), k.data() + static_cast<std::size_t>(n) * KV);
-    vc.insert(vc.end(), v.data(), v.data() + static_cast<std::size_t>(n) * KV);
-    const float* read_k = kc.data();
-    const float* read_v = vc.data();
-    if (state.attention_reader) {
-      if (auto r = state.attention_reader(l, kc, vc, s.read_keys, s.read_values); !r) {
+    if (state.kv_store) {
+      if (auto r = state.kv_store->append_and_attend(l, state.pos, n, q.data(), k.data(), v.data(),
+                                                     att.data());
+          !r) {
         return make_error(fmt::format("layer {}: {}", l, r.message()));
       }
-      if (s.read_keys.size() != kc.size() || s.read_values.size() != vc.size()) {
-        return make_error(
-            fmt::format("layer {}: the attention reader returned {} keys and {} "
-                        "values for a cache of {}",
-                        l, s.read_keys.size(), s.read_values.size(), kc.size()));
-      }
-      read_k = s.read_keys.data();
-      read_v = s.read_values.data();
-    }
-    if (state.keep_queries) {
-      state.queries[l].insert(state.queries[l].end(), q.data(),
-                              q.data() + static_cast<std::size_t>(n) * D);
-    }
-    // The kept-token masks, when eviction runs in the loop.
-    s.masks.assign(static_cast<std::size_t>(c.kv_heads), nullptr);
-    if (state.kept_tokens) {
-      for (int h = 0; h < c.kv_heads; ++h) {
-        const std::vector<char>* mask = state.kept_tokens(l, h);
-        if (mask && static_cast<int>(mask->size()) < state.pos + n) {
-          return make_error(
-              fmt::format("layer {}, KV head {}: the kept-token mask covers {} positions of {}", l,
-                          h, mask->size(), state.pos + n));
+    } else {
+      kc.insert(kc.end(), k.data(), k.data() + static_cast<std::size_t>(n) * KV);
+      vc.insert(vc.end(), v.data(), v.data() + static_cast<std::size_t>(n) * KV);
+      const float* read_k = kc.data();
+      const float* read_v = vc.data();
+      if (state.attention_reader) {
+        if (auto r = state.attention_reader(l, kc, vc, s.read_keys, s.read_values); !r) {
+          return make_error(fmt::format("layer {}: {}", l, r.message()));
         }
-        s.masks[static_cast<std::size_t>(h)] = mask ? mask->data() : nullptr;
+        if (s.read_keys.size() != kc.size() || s.read_values.size() != vc.size()) {
+          return make_error(
+              fmt::format("layer {}: the attention reader returned {} keys and {} "
+                          "values for a cache of {}",
+                          l, s.read_keys.size(), s.read_values.size(), kc.size()));
+        }
+        read_k = s.read_keys.data();
+        read_v = s.read_values.data();
       }
+      if (state.keep_queries) {
+        state.queries[l].insert(state.queries[l].end(), q.data(),
+                                q.data() + static_cast<std::size_t>(n) * D);
+      }
+      // The kept-token masks, when eviction runs in the loop.
+      s.masks.assign(static_cast<std::size_t>(c.kv_heads), nullptr);
+      if (state.kept_tokens) {
+        for (int h = 0; h < c.kv_heads; ++h) {
+          const std::vector<char>* mask = state.kept_tokens(l, h);
+          if (mask && static_cast<int>(mask->size()) < state.pos + n) {
+            return make_error(
+                fmt::format("layer {}, KV head {}: the kept-token mask covers {} positions of {}",
+                            l, h, mask->size(), state.pos + n));
+          }
+          s.masks[static_cast<std::size_t>(h)] = mask ? mask->data() : nullptr;
+        }
+      }
+      detail::AttentionArgs args;
+      args.layer = l;
+      args.heads = c.heads, args.kv_heads = c.kv_heads, args.head_dim = hd;
+      args.pos = state.pos, args.n = n;
+      args.q = q.data(), args.keys = read_k, args.values = read_v;
+      args.masks = s.masks.data();
+      args.observe = &state.observe_attention;
+      args.weigh = &state.attention_weights;
+      KVLAB_TRY(detail::causal_attention(args, s.attention, att.data()));
     }
-    detail::AttentionArgs args;
-    args.layer = l;
-    args.heads = c.heads, args.kv_heads = c.kv_heads, args.head_dim = hd;
-    args.pos = state.pos, args.n = n;
-    args.q = q.data(), args.keys = read_k, args.values = read_v;
-    args.masks = s.masks.data();
-    args.observe = &state.observe_attention;
-    args.weigh = &state.attention_weights;
-    KVLAB_TRY(detail::causal_attention(args, s.attention, att.data()));
     // The residual adds ride on the products (C += A·B).
     project(w.wo, D, D, att.data(), n, x.data(), true);
     rms_norm_rows(x.data(), w.ffn_norm, n, D, c.norm_eps, xn.data());

@@ -23,6 +23,8 @@
 
 namespace kvlab {
 
+class KvStore;
+
 // Scaled RoPE, as Hugging Face's config.json names it in "rope_scaling" (transformers'
 // modeling_rope_utils): "linear" divides every frequency by `factor` (Chen et al. 2023, position
 // interpolation); "llama3" (Llama 3.1 and later) divides only the low frequencies — wavelengths
@@ -149,6 +151,11 @@ class LlamaModel {
     // entries are not single tokens (merging): an entry's probability goes to its tokens by
     // their weights, so the output is the weighted sum of the merged values.
     std::function<void(int layer, int q_head, std::span<float> scores)> attention_weights;
+    // When set, the cache is held in this store's form (a compressed cache, kv_store.h) and not
+    // in keys / values, which stay empty: each layer's new keys (after RoPE) and values go to
+    // the store, and attention reads it. It does not combine with the hooks above, with kept
+    // queries or with pre-RoPE keys (forward() says so).
+    std::shared_ptr<KvStore> kv_store;
   };
   State new_state(bool keep_queries = false, bool keep_pre_rope = false) const;
 

@@ -1,0 +1,122 @@
+// The runner's stored caches (kv_store.h).
+#include "kvlab/engine/model/kv_store.h"
+
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/core/tensor.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "model/llama_attention.h"
+
+namespace kvlab {
+
+KvStore::~KvStore() = default;
+
+namespace {
+
+class KvCompStore final : public KvStore {
+ public:
+  KvCompStore(const LlamaConfig& model, const CompressedCacheConfig& config,
+              std::vector<CompressedKvCache> layers)
+      : m_heads(model.heads),
+        m_kv_heads(model.kv_heads),
+        m_head_dim(model.head_dim()),
+        m_config(config),
+        m_layers(std::move(layers)) {}
+
+  Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
+                           const float* values, float* out) override {
+    if (layer < 0 || layer >= static_cast<int>(m_layers.size()) || n <= 0) {
+      return make_error(
+          fmt::format("KV store: layer {} of {}, {} new tokens", layer, m_layers.size(), n));
+    }
+    CompressedKvCache& cache = m_layers[static_cast<std::size_t>(layer)];
+    if (pos != cache.tokens()) {
+      return make_error(fmt::format("KV store, layer {}: new tokens at position {} after {} stored",
+                                    layer, pos, cache.tokens()));
+    }
+    const int kv = m_kv_heads * m_head_dim, qd = m_heads * m_head_dim;
+    if (pos == 0) {
+      // The prompt reads its own exact keys and values, then is compressed at once (its whole
+      // blocks coded with codebooks built from them; the tail waits in the fp16 buffer).
+      detail::AttentionArgs args;
+      args.layer = layer;
+      args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
+      args.pos = 0, args.n = n;
+      args.q = q, args.keys = keys, args.values = values;
+      KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
+      const auto count = static_cast<std::size_t>(n) * kv;
+      return cache.prefill(TensorView::of_floats({keys, count}, m_kv_heads, m_head_dim),
+                           TensorView::of_floats({values, count}, m_kv_heads, m_head_dim));
+    }
+    // Later tokens one at a time: stored, then attending over everything stored up to them.
+    for (int i = 0; i < n; ++i) {
+      const auto row = static_cast<std::size_t>(i);
+      KVLAB_TRY(cache.append({keys + row * kv, static_cast<std::size_t>(kv)},
+                             {values + row * kv, static_cast<std::size_t>(kv)}));
+      KVLAB_TRY(fused_attention(cache.view(), {q + row * qd, static_cast<std::size_t>(qd)}, m_heads,
+                                {out + row * qd, static_cast<std::size_t>(qd)}, m_fused_scratch));
+    }
+    return Ok{};
+  }
+
+  std::uint64_t bytes() const override {
+    std::uint64_t total = 0;
+    for (const CompressedKvCache& c : m_layers) total += c.memory().total();
+    return total;
+  }
+
+  std::uint64_t fp16_bytes() const override {
+    std::uint64_t total = 0;
+    for (const CompressedKvCache& c : m_layers) {
+      total += 2ull * 2ull * static_cast<std::uint64_t>(c.tokens()) *
+               static_cast<std::uint64_t>(m_kv_heads * m_head_dim);
+    }
+    return total;
+  }
+
+  std::string label() const override {
+    return fmt::format("kvcomp B={} rel={} + {}", m_config.block_size, m_config.rel_scale,
+                       codec_id(m_config.codec));
+  }
+
+  Status dequantize_layer(int layer, std::span<float> keys,
+                          std::span<float> values) const override {
+    if (layer < 0 || layer >= static_cast<int>(m_layers.size())) {
+      return make_error(fmt::format("KV store: no layer {}", layer));
+    }
+    return m_layers[static_cast<std::size_t>(layer)].dequantize_all(keys, values);
+  }
+
+  int tokens(int layer) const override {
+    return layer >= 0 && layer < static_cast<int>(m_layers.size())
+               ? m_layers[static_cast<std::size_t>(layer)].tokens()
+               : 0;
+  }
+
+ private:
+  int m_heads, m_kv_heads, m_head_dim;
+  CompressedCacheConfig m_config;
+  std::vector<CompressedKvCache> m_layers;
+  detail::AttentionScratch m_scratch;
+  std::vector<float> m_fused_scratch;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvStore>> make_kvcomp_store(const LlamaConfig& model,
+                                                   const CompressedCacheConfig& config) {
+  std::vector<CompressedKvCache> layers;
+  layers.reserve(static_cast<std::size_t>(model.layers));
+  for (int l = 0; l < model.layers; ++l) {
+    auto cache = CompressedKvCache::create(config, model.kv_heads, model.head_dim());
+    if (!cache) return make_error("KVComp cache: " + cache.message());
+    layers.push_back(std::move(*cache));
+  }
+  return std::unique_ptr<KvStore>(new KvCompStore(model, config, std::move(layers)));
+}
+
+}  // namespace kvlab
