@@ -1,7 +1,13 @@
 // kvlab generate: run a real model on a prompt and continue it greedily, timing the prefill and
-// the decode; optionally write the logits (to compare with another implementation).
+// the decode; optionally write the logits (to compare with another implementation). With
+// --method kvcomp the runner holds its cache compressed as KVComp stores it (kv_store.h) and
+// attention reads the stored form; --compare runs the same prompt with the fp16 cache in the same
+// process and reports the speeds side by side and where the greedy texts part.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -10,6 +16,7 @@
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
+#include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/model_capture.h"
 
 namespace kvlab::cli {
@@ -18,7 +25,17 @@ namespace {
 struct GenerateOptions {
   std::string model, tokenizer, prompt, prompt_file, ids, logits_out;
   int tokens = 32, threads = 0;
-  bool chat = false, stepwise = false, json = false;
+  bool chat = false, stepwise = false, json = false, compare = false;
+  std::string method = "none", codec = "huffman";
+  CompressedCacheConfig cache;
+};
+
+// One greedy run: the tokens it generated, its times, and the cache it held at the end.
+struct Generation {
+  std::vector<int> generated;
+  double prefill_s = 0, decode_s = 0;
+  int steps = 0;  // decode steps: every generated token but the last went through the model
+  std::uint64_t cache_bytes = 0, fp16_bytes = 0;
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -40,6 +57,16 @@ int run_generate(const GenerateOptions& o) {
   if (o.threads < 0 || o.threads > 1024) {
     return fail(fmt::format("--threads {}: must be 0 (every core) to 1024", o.threads));
   }
+  if (o.method != "none" && o.method != "kvcomp") {
+    return fail(fmt::format(
+        "--method {}: the runner stores kvcomp so far (none: the fp16 cache); `kvlab quality` "
+        "simulates every method",
+        o.method));
+  }
+  if (o.codec != "huffman" && o.codec != "bitpack") {
+    return fail(fmt::format("--codec {}: huffman or bitpack", o.codec));
+  }
+  if (o.compare && o.method == "none") return fail("--compare needs a --method other than none");
   const auto thread_limit = limit_threads(o.threads);
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
@@ -89,33 +116,73 @@ int run_generate(const GenerateOptions& o) {
                         static_cast<std::streamsize>(l.size() * sizeof(float)));
     }
   };
-  auto state = model.new_state();
-  const auto t0 = std::chrono::steady_clock::now();
-  Result<std::vector<float>> logits = std::vector<float>{};
-  if (o.stepwise) {  // one token at a time: every position's logits, the decode path
-    for (const int id : ids) {
-      logits = model.forward(state, {id});
-      if (!logits) return fail(logits.message());
-      write_logits(*logits);
+  // A run of the model over the prompt and `tokens` greedy steps, its cache stored by `store`
+  // (null: the runner's float cache, held as fp16 would be).
+  const auto generate = [&](const std::shared_ptr<KvStore>& store,
+                            bool write) -> Result<Generation> {
+    Generation g;
+    auto state = model.new_state();
+    state.kv_store = store;
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::vector<float>> logits = std::vector<float>{};
+    if (o.stepwise) {  // one token at a time: every position's logits, the decode path
+      for (const int id : ids) {
+        logits = model.forward(state, {id});
+        if (!logits) return logits.error();
+        if (write) write_logits(*logits);
+      }
+    } else {
+      logits = model.forward(state, ids);
+      if (!logits) return logits.error();
+      if (write) write_logits(*logits);
     }
-  } else {
-    logits = model.forward(state, ids);
-    if (!logits) return fail(logits.message());
-    write_logits(*logits);
+    g.prefill_s = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int i = 0; i < o.tokens; ++i) {
+      const int next = argmax(*logits);
+      g.generated.push_back(next);
+      if (next == loaded->eos || i + 1 == o.tokens) break;
+      logits = model.forward(state, {next});
+      if (!logits) return logits.error();
+    }
+    g.decode_s = seconds_since(t1);
+    g.steps = std::max(0, static_cast<int>(g.generated.size()) - 1);
+    const std::uint64_t stored_tokens = static_cast<std::uint64_t>(state.pos);
+    g.fp16_bytes = 2ull * 2ull * stored_tokens *
+                   static_cast<std::uint64_t>(model.config().kv_dim()) *
+                   static_cast<std::uint64_t>(model.config().layers);
+    g.cache_bytes = store ? store->bytes() : g.fp16_bytes;
+    return g;
+  };
+  std::shared_ptr<KvStore> store;
+  if (o.method == "kvcomp") {
+    CompressedCacheConfig config = o.cache;
+    config.codec = o.codec == "bitpack" ? CodecKind::BitPack : CodecKind::Huffman;
+    auto made = make_kvcomp_store(model.config(), config);
+    if (!made) return fail(fmt::format("--method kvcomp: {}", made.message()));
+    store = std::move(*made);
   }
-  const double prefill_s = seconds_since(t0);
-  std::vector<int> generated;
-  const auto t1 = std::chrono::steady_clock::now();
-  for (int i = 0; i < o.tokens; ++i) {
-    const int next = argmax(*logits);
-    generated.push_back(next);
-    if (next == loaded->eos || i + 1 == o.tokens) break;
-    logits = model.forward(state, {next});
-    if (!logits) return fail(logits.message());
+  auto run = generate(store, true);
+  if (!run) return fail(run.message());
+  std::optional<Generation> fp16;
+  if (o.compare && store) {
+    auto plain = generate(nullptr, false);
+    if (!plain) return fail(plain.message());
+    fp16 = std::move(*plain);
   }
-  const double decode_s = seconds_since(t1);
-  // Decode steps: every generated token but the last went through the model.
-  const int steps = std::max(0, static_cast<int>(generated.size()) - 1);
+  const std::vector<int>& generated = run->generated;
+  const double prefill_s = run->prefill_s, decode_s = run->decode_s;
+  const int steps = run->steps;
+  // Where the greedy texts part: the generated tokens before the first difference.
+  int agree = 0;
+  if (fp16) {
+    while (agree < static_cast<int>(std::min(generated.size(), fp16->generated.size())) &&
+           generated[static_cast<std::size_t>(agree)] ==
+               fp16->generated[static_cast<std::size_t>(agree)]) {
+      ++agree;
+    }
+  }
+  const std::string cache_label = store ? store->label() : std::string("fp16");
   const std::string text = loaded->decode(generated);
   if (o.json) {
     nlohmann::json j = {{"model", o.model},
@@ -128,7 +195,22 @@ int run_generate(const GenerateOptions& o) {
                         {"decode_steps", steps},
                         {"decode_seconds", decode_s},
                         {"decode_tokens_per_second", steps / std::max(decode_s, 1e-9)},
-                        {"threads", worker_threads()}};
+                        {"threads", worker_threads()},
+                        {"cache",
+                         {{"method", cache_label},
+                          {"bytes", run->cache_bytes},
+                          {"fp16_bytes", run->fp16_bytes},
+                          {"ratio", static_cast<double>(run->fp16_bytes) /
+                                        std::max<std::uint64_t>(run->cache_bytes, 1)}}}};
+    if (fp16) {
+      j["fp16"] = {{"generated_ids", fp16->generated},
+                   {"prefill_tokens_per_second", ids.size() / std::max(fp16->prefill_s, 1e-9)},
+                   {"decode_tokens_per_second", fp16->steps / std::max(fp16->decode_s, 1e-9)},
+                   {"cache_bytes", fp16->cache_bytes}};
+      j["greedy_tokens_agreeing"] = agree;
+      j["decode_speed_vs_fp16"] = (steps / std::max(decode_s, 1e-9)) /
+                                  std::max(fp16->steps / std::max(fp16->decode_s, 1e-9), 1e-9);
+    }
     fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
@@ -138,6 +220,20 @@ int run_generate(const GenerateOptions& o) {
   fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s,
              steps / std::max(decode_s, 1e-9));
   fmt::print("threads  {}\n", worker_threads());
+  constexpr double kMiB = 1024.0 * 1024.0;
+  fmt::print("cache    {}: {:.2f} MiB held for {:.2f} MiB of fp16 ({:.2f}x)\n", cache_label,
+             run->cache_bytes / kMiB, run->fp16_bytes / kMiB,
+             static_cast<double>(run->fp16_bytes) / std::max<std::uint64_t>(run->cache_bytes, 1));
+  if (fp16) {
+    const double speed = steps / std::max(decode_s, 1e-9);
+    const double fp16_speed = fp16->steps / std::max(fp16->decode_s, 1e-9);
+    fmt::print("fp16     prefill {:.1f} tokens/s, decode {:.1f} tokens/s: {} decodes at {:.2f}x\n",
+               ids.size() / std::max(fp16->prefill_s, 1e-9), fp16_speed, cache_label,
+               speed / std::max(fp16_speed, 1e-9));
+    fmt::print("greedy   {} of {} generated tokens agree with fp16's before the texts part{}\n",
+               agree, generated.size(),
+               agree == static_cast<int>(generated.size()) ? " (they never do)" : "");
+  }
   return 0;
 }
 
@@ -165,6 +261,26 @@ void add_generate_command(CLI::App& app) {
                   "[prompt tokens][vocab] with --stepwise");
   cmd->add_flag("--stepwise", o->stepwise,
                 "run the prompt one token at a time (the decode path) instead of as one batch");
+  cmd->add_option("--method", o->method,
+                  "the cache the runner holds: none (fp16) or kvcomp (compressed as KVComp stores "
+                  "it; attention reads the stored form)")
+      ->capture_default_str();
+  cmd->add_option("--codec", o->codec, "kvcomp: huffman or bitpack")->capture_default_str();
+  cmd->add_option("--rel-scale", o->cache.rel_scale,
+                  "kvcomp: quantization step as a fraction of each group's range")
+      ->check(CLI::Range(1e-6, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->cache.block_size, "kvcomp: tokens per block")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--buffer", o->cache.buffer_size,
+                  "kvcomp: tokens the fp16 buffer holds before a flush (a multiple of the block "
+                  "size)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_flag("--compare", o->compare,
+                "also run the prompt with the fp16 cache in this process: speeds side by side and "
+                "where the greedy texts part");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { exit_code() = run_generate(*o); });
 }

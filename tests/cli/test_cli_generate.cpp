@@ -1,0 +1,89 @@
+// kvlab generate with the runner's cache stored compressed (--method kvcomp, issue 47) on the
+// stories260K weights: --method none is the plain runner token for token; a KVComp run holds
+// fewer bytes than fp16 and, with --compare, reports the fp16 run of the same prompt, whose
+// tokens are checked against a plain run made here; bad options are one-line errors.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_test_support.h"
+
+namespace {
+
+using kvlab::cli_test::Output;
+using kvlab::cli_test::run_kvlab;
+
+const std::string kDir = std::string(KVLAB_MODELS_DIR) + "/stories260K";
+const std::string kRun = "generate --model " + kDir + "/stories260K.bin --tokenizer " + kDir +
+                         "/tok512.bin --prompt 'Once upon a time' ";
+
+#define REQUIRE_STORIES()                                    \
+  if (!std::filesystem::exists(kDir + "/stories260K.bin")) { \
+    GTEST_SKIP() << "stories260K not found in " << kDir;     \
+  }
+
+nlohmann::json json_of(const std::string& args) {
+  const Output o = run_kvlab(args + " --json");
+  EXPECT_EQ(o.code, 0) << args << "\n" << o.out;
+  return o.code == 0 ? nlohmann::json::parse(o.out) : nlohmann::json::object();
+}
+
+TEST(CliGenerate, MethodNoneIsThePlainRunner) {
+  REQUIRE_STORIES();
+  const nlohmann::json plain = json_of(kRun + "--tokens 60");
+  const nlohmann::json none = json_of(kRun + "--tokens 60 --method none");
+  EXPECT_EQ(none["generated_ids"], plain["generated_ids"]);
+  EXPECT_EQ(none["cache"]["method"], "fp16");
+  EXPECT_EQ(none["cache"]["bytes"], none["cache"]["fp16_bytes"]);
+  EXPECT_FALSE(none.contains("fp16"));
+}
+
+TEST(CliGenerate, KvCompHoldsLessAndComparesWithFp16InTheSameProcess) {
+  REQUIRE_STORIES();
+  // 5 prompt tokens and 250 more through a 64-token buffer: blocks flush as decoding goes.
+  const std::string args = kRun + "--tokens 250 --method kvcomp --buffer 64";
+  const nlohmann::json j = json_of(args + " --compare");
+  ASSERT_TRUE(j.contains("fp16")) << j.dump();
+  EXPECT_EQ(j["cache"]["method"], "kvcomp B=64 rel=0.05 + huffman");
+  const auto bytes = j["cache"]["bytes"].get<std::uint64_t>();
+  const auto fp16_bytes = j["cache"]["fp16_bytes"].get<std::uint64_t>();
+  // 2 (K, V) x 2 bytes x 5 layers x 4 KV heads x 8 channels for each of the 254 stored tokens
+  // (the last generated token is never run).
+  EXPECT_EQ(fp16_bytes, 2ull * 2 * 5 * 4 * 8 * 254);
+  EXPECT_GT(bytes, 0u);
+  EXPECT_LT(bytes, fp16_bytes);
+  EXPECT_EQ(j["fp16"]["cache_bytes"].get<std::uint64_t>(), fp16_bytes);
+  // The fp16 half of --compare is the plain runner.
+  const nlohmann::json plain = json_of(kRun + "--tokens 250");
+  EXPECT_EQ(j["fp16"]["generated_ids"], plain["generated_ids"]);
+  // The prompt reads its exact keys and values, so the first token always agrees.
+  const int agree = j["greedy_tokens_agreeing"].get<int>();
+  EXPECT_GE(agree, 1);
+  EXPECT_LE(agree, static_cast<int>(j["generated_ids"].size()));
+  EXPECT_EQ(j["generated_ids"][0], plain["generated_ids"][0]);
+  EXPECT_GT(j["decode_speed_vs_fp16"].get<double>(), 0.0);
+
+  const Output text = run_kvlab(args + " --compare --codec bitpack --rel-scale 0.0667");
+  ASSERT_EQ(text.code, 0) << text.out;
+  EXPECT_NE(text.out.find("cache    kvcomp B=64 rel=0.0667 + bitpack: "), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("generated tokens agree with fp16's"), std::string::npos) << text.out;
+}
+
+TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
+  REQUIRE_STORIES();
+  for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--method int8", "--method int8: the runner stores kvcomp so far"},
+           {"--method kvcomp --codec varwidth", "--codec varwidth: huffman or bitpack"},
+           {"--compare", "--compare needs a --method other than none"},
+           {"--method kvcomp --buffer 100", "buffer size 100 is not a positive multiple"}}) {
+    const Output o = run_kvlab(kRun + "--tokens 4 " + extra);
+    EXPECT_NE(o.code, 0) << extra << "\n" << o.out;
+    EXPECT_NE(o.out.find(says), std::string::npos) << extra << "\n" << o.out;
+  }
+}
+
+}  // namespace
