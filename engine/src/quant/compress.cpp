@@ -370,6 +370,12 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
     if (stage == Stage::Code && !config.codec) continue;
     report.stage_backends[static_cast<std::size_t>(stage)] =
         on_device && backend->has_stage(stage, config, cache) ? backend->id() : "cpu";
+    // A device backend that leaves the run to the CPU: the first stage it lacks, and why.
+    if (!on_device && backend->id() != "cpu" && report.backend_fallback.empty()) {
+      if (std::string gap = backend->stage_gap(stage, config, cache); !gap.empty()) {
+        report.backend_fallback = fmt::format("{}: {}: {}", backend->id(), stage_id(stage), gap);
+      }
+    }
   }
   if (on_device) {
     report.threads = 1;
@@ -380,13 +386,6 @@ Result<CompressionReport> compress_cache(const KvCache& cache, const MethodConfi
     // (its kernels lack this method) leaves the whole run to the CPU rather than one stage of
     // each layer to a device with the rest pinned to one thread.
     if (backend->id() != "cpu") {
-      for (Stage stage : kStages) {
-        if (stage == Stage::Code && !config.codec) continue;
-        if (std::string gap = backend->stage_gap(stage, config, cache); !gap.empty()) {
-          report.backend_fallback = fmt::format("{}: {}: {}", backend->id(), stage_id(stage), gap);
-          break;
-        }
-      }
       cpu = make_cpu_backend();
       backend = cpu.get();
     }
