@@ -1,7 +1,8 @@
 // kvlab generate: run a real model on a prompt and continue it greedily, timing the prefill and
 // the decode; optionally write the logits (to compare with another implementation). With
-// --method kvcomp the runner holds its cache compressed as KVComp stores it (kv_store.h) and
-// attention reads the stored form; --compare runs the same prompt with the fp16 cache in the same
+// --method M the runner holds its cache as method M's reference engine stores it (kv_store.h:
+// KVComp's streaming cache, KIVI's groups and fp16 window, llama.cpp's blocks, ...) and attention
+// reads the stored form; --compare runs the same prompt with the fp16 cache in the same
 // process and reports the speeds side by side and where the greedy texts part.
 #include <algorithm>
 #include <chrono>
@@ -26,8 +27,9 @@ struct GenerateOptions {
   std::string model, tokenizer, prompt, prompt_file, ids, logits_out;
   int tokens = 32, threads = 0;
   bool chat = false, stepwise = false, json = false, compare = false;
-  std::string method = "none", codec = "huffman";
-  CompressedCacheConfig cache;
+  std::string method = "none";
+  MethodOptions method_options;
+  int buffer = 128;  // kvcomp: the fp16 buffer's tokens
 };
 
 // One greedy run: the tokens it generated, its times, and the cache it held at the end.
@@ -57,16 +59,23 @@ int run_generate(const GenerateOptions& o) {
   if (o.threads < 0 || o.threads > 1024) {
     return fail(fmt::format("--threads {}: must be 0 (every core) to 1024", o.threads));
   }
-  if (o.method != "none" && o.method != "kvcomp") {
-    return fail(fmt::format(
-        "--method {}: the runner stores kvcomp so far (none: the fp16 cache); `kvlab quality` "
-        "simulates every method",
-        o.method));
+  std::optional<MethodConfig> method;
+  if (o.method != "none") {
+    MethodOptions options = o.method_options;
+    if (o.method == "kvcomp") {
+      // KVComp's streaming cache appends to Huffman or BitPack streams; Huffman unless chosen.
+      if (options.codec == "none") options.codec = "huffman";
+      if (options.codec != "huffman" && options.codec != "bitpack") {
+        return fail(fmt::format(
+            "--codec {}: huffman or bitpack (the codes KVComp's streaming cache appends to)",
+            options.codec));
+      }
+    }
+    auto resolved = options.resolve(o.method, "--method");
+    if (!resolved) return fail(resolved.message());
+    method = *resolved;
   }
-  if (o.codec != "huffman" && o.codec != "bitpack") {
-    return fail(fmt::format("--codec {}: huffman or bitpack", o.codec));
-  }
-  if (o.compare && o.method == "none") return fail("--compare needs a --method other than none");
+  if (o.compare && !method) return fail("--compare needs a --method other than none");
   const auto thread_limit = limit_threads(o.threads);
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
@@ -155,11 +164,13 @@ int run_generate(const GenerateOptions& o) {
     return g;
   };
   std::shared_ptr<KvStore> store;
-  if (o.method == "kvcomp") {
-    CompressedCacheConfig config = o.cache;
-    config.codec = o.codec == "bitpack" ? CodecKind::BitPack : CodecKind::Huffman;
-    auto made = make_kvcomp_store(model.config(), config);
-    if (!made) return fail(fmt::format("--method kvcomp: {}", made.message()));
+  if (method) {
+    CompressedCacheConfig kvcomp;
+    kvcomp.buffer_size = o.buffer;
+    // Sized for the whole run up front, as llama.cpp allocates its context.
+    auto made =
+        make_method_store(model.config(), *method, static_cast<int>(ids.size()) + o.tokens, kvcomp);
+    if (!made) return fail(fmt::format("--method {}: {}", o.method, made.message()));
     store = std::move(*made);
   }
   auto run = generate(store, true);
@@ -262,18 +273,12 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--stepwise", o->stepwise,
                 "run the prompt one token at a time (the decode path) instead of as one batch");
   cmd->add_option("--method", o->method,
-                  "the cache the runner holds: none (fp16) or kvcomp (compressed as KVComp stores "
-                  "it; attention reads the stored form)")
+                  "the cache the runner holds: none (fp16), or a method stored as its reference "
+                  "engine stores it and read by the attention in that form: kvcomp, kivi, int8, "
+                  "int4, fp8-e4m3, fp8-e5m2, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4")
       ->capture_default_str();
-  cmd->add_option("--codec", o->codec, "kvcomp: huffman or bitpack")->capture_default_str();
-  cmd->add_option("--rel-scale", o->cache.rel_scale,
-                  "kvcomp: quantization step as a fraction of each group's range")
-      ->check(CLI::Range(1e-6, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--block-size", o->cache.block_size, "kvcomp: tokens per block")
-      ->check(CLI::Range(1, 65535))
-      ->capture_default_str();
-  cmd->add_option("--buffer", o->cache.buffer_size,
+  o->method_options.add_to(*cmd);
+  cmd->add_option("--buffer", o->buffer,
                   "kvcomp: tokens the fp16 buffer holds before a flush (a multiple of the block "
                   "size)")
       ->check(CLI::Range(1, 1 << 20))

@@ -76,7 +76,10 @@ TEST(CliGenerate, KvCompHoldsLessAndComparesWithFp16InTheSameProcess) {
 TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
   REQUIRE_STORIES();
   for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
-           {"--method int8", "--method int8: the runner stores kvcomp so far"},
+           {"--method turboquant", "--method turboquant: the runner does not store turboquant"},
+           {"--method nvfp4", "head_dim 8 of the key tensor is not a multiple"},
+           {"--method kivi --residual 48", "R must be a positive multiple of G"},
+           {"--method kivi --bits 3", "kivi: --bits must be 2 or 4"},
            {"--method kvcomp --codec varwidth", "--codec varwidth: huffman or bitpack"},
            {"--compare", "--compare needs a --method other than none"},
            {"--method kvcomp --buffer 100", "buffer size 100 is not a positive multiple"}}) {
@@ -84,6 +87,27 @@ TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
     EXPECT_NE(o.code, 0) << extra << "\n" << o.out;
     EXPECT_NE(o.out.find(says), std::string::npos) << extra << "\n" << o.out;
   }
+}
+
+TEST(CliGenerate, EveryStoredMethodRunsAndHoldsItsBytes) {
+  REQUIRE_STORIES();
+  // 5 prompt tokens and 150 more; KIVI with R = 64 seals key groups twice while decoding.
+  for (const std::string method :
+       {"kivi --residual 64 --group-size 32", "kivi --bits 4", "int8", "int4", "fp8-e4m3",
+        "fp8-e5m2 --per-head-scale", "fp8-e4m3 --calib-tokens 4"}) {
+    const nlohmann::json j = json_of(kRun + "--tokens 150 --compare --method " + method);
+    ASSERT_TRUE(j.contains("fp16")) << method;
+    const auto bytes = j["cache"]["bytes"].get<std::uint64_t>();
+    const auto fp16_bytes = j["cache"]["fp16_bytes"].get<std::uint64_t>();
+    EXPECT_EQ(fp16_bytes, 2ull * 2 * 5 * 4 * 8 * 154) << method;
+    EXPECT_LT(bytes, fp16_bytes) << method;
+    EXPECT_EQ(j["generated_ids"].size(), 150u) << method;
+    EXPECT_GE(j["greedy_tokens_agreeing"].get<int>(), 0) << method;
+  }
+  // INT8 per tensor: one byte a value and one fp32 scale per layer and role.
+  const nlohmann::json int8 = json_of(kRun + "--tokens 150 --method int8");
+  EXPECT_EQ(int8["cache"]["method"], "int8 per-tensor");
+  EXPECT_EQ(int8["cache"]["bytes"].get<std::uint64_t>(), 2ull * 5 * (4 * 8 * 154 + 4));
 }
 
 }  // namespace

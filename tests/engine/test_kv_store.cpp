@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "llama_model_test_util.h"
@@ -35,18 +37,13 @@ std::vector<int> story(const LlamaModel& model, int tokens) {
   return ids;
 }
 
-void decode_against_the_dequantized_store(CodecKind codec, double rel_scale) {
-  auto model = LlamaModel::load_llama2c(kModel);
-  ASSERT_TRUE(model.ok()) << model.message();
+// Decodes 150 steps after a 100-token prompt with `store` and with the plain runner whose
+// attention reads the store reconstructed in full; `exact_prompt`: the prompt's attention reads
+// the exact prompt (KVComp, KIVI), so its logits are the plain runner's.
+void decode_against_the_dequantized_store(const LlamaModel& model_ref,
+                                          std::shared_ptr<KvStore> store, bool exact_prompt) {
+  const LlamaModel* model = &model_ref;
   const std::vector<int> prompt = story(*model, 100);
-
-  CompressedCacheConfig config;
-  config.codec = codec;
-  config.rel_scale = rel_scale;
-  auto made = make_kvcomp_store(model->config(), config);
-  ASSERT_TRUE(made.ok()) << made.message();
-  std::shared_ptr<KvStore> store = std::move(*made);
-
   auto stored = model->new_state();
   stored.kv_store = store;
   auto plain = model->new_state();
@@ -54,8 +51,12 @@ void decode_against_the_dequantized_store(CodecKind codec, double rel_scale) {
   auto p = model->forward(plain, prompt);
   ASSERT_TRUE(a.ok()) << a.message();
   ASSERT_TRUE(p.ok()) << p.message();
-  llama_test::expect_same_logits(*a, *p);  // the prompt reads exact keys and values
+  if (exact_prompt) llama_test::expect_same_logits(*a, *p);
   EXPECT_TRUE(stored.keys[0].empty()) << "a stored cache keeps no float copy";
+  if (!exact_prompt) {
+    // The prompt read its own stored form: so does the reference's prompt.
+    plain = model->new_state();
+  }
 
   // The reference: the plain runner whose attention reads the store, reconstructed in full.
   plain.attention_reader = [&](int layer, const AlignedFloats& keys, const AlignedFloats& values,
@@ -67,6 +68,15 @@ void decode_against_the_dequantized_store(CodecKind codec, double rel_scale) {
     }
     return store->dequantize_layer(layer, keys_read, values_read);
   };
+  if (!exact_prompt) {
+    // The reference's prompt, reading the store's reconstruction of it: layer by layer its keys
+    // are the stored run's (each layer's input came through the same stored attention).
+    auto ref = model->forward(plain, prompt);
+    ASSERT_TRUE(ref.ok()) << ref.message();
+    for (std::size_t i = 0; i < a->size(); ++i) {
+      EXPECT_NEAR((*a)[i], (*ref)[i], 1e-3f * std::max(1.0f, std::abs((*ref)[i]))) << i;
+    }
+  }
   int token = argmax(*a);
   double worst = 0;
   for (int step = 0; step < 150; ++step) {
@@ -82,7 +92,7 @@ void decode_against_the_dequantized_store(CodecKind codec, double rel_scale) {
   }
   // Fused decoding sums in another order than the reconstruction's matrix products: float
   // rounding only. A wrong block, step or buffer row moves logits by far more than 1e-3.
-  EXPECT_LT(worst, 1e-3);
+  EXPECT_LT(worst, 1e-3) << store->label();
   EXPECT_EQ(store->tokens(0), 250);
   EXPECT_EQ(stored.pos, 250);
   // Held bytes: the streams, metadata, codebooks, parameters and the fp16 buffer, under the fp16
@@ -94,14 +104,151 @@ void decode_against_the_dequantized_store(CodecKind codec, double rel_scale) {
                                      static_cast<std::uint64_t>(model->config().layers));
 }
 
+void kvcomp_decode(CodecKind codec, double rel_scale) {
+  auto model = LlamaModel::load_llama2c(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  CompressedCacheConfig config;
+  config.codec = codec;
+  config.rel_scale = rel_scale;
+  auto made = make_kvcomp_store(model->config(), config);
+  ASSERT_TRUE(made.ok()) << made.message();
+  decode_against_the_dequantized_store(*model, std::move(*made), true);
+}
+
 TEST(KvStore, KvCompHuffmanDecodeStepsReadTheStoredCache) {
   REQUIRE_MODEL();
-  decode_against_the_dequantized_store(CodecKind::Huffman, 0.05);
+  kvcomp_decode(CodecKind::Huffman, 0.05);
 }
 
 TEST(KvStore, KvCompBitPackDecodeStepsReadTheStoredCache) {
   REQUIRE_MODEL();
-  decode_against_the_dequantized_store(CodecKind::BitPack, 1.0 / 15);
+  kvcomp_decode(CodecKind::BitPack, 1.0 / 15);
+}
+
+MethodConfig method(MethodKind kind) {
+  MethodConfig m;
+  m.kind = kind;
+  return m;
+}
+
+// Every method this model's head_dim (8) allows: KIVI (keys sealed R = 64 at a time, values
+// one at a time behind a 64-token window), INT8 / INT4 and FP8 with scales fixed from the prompt.
+TEST(KvStore, MethodStoresDecodeStepsReadTheStoredCache) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  MethodConfig kivi2 = method(MethodKind::Kivi);
+  kivi2.residual = 64;
+  MethodConfig kivi4 = kivi2;
+  kivi4.bits = 4, kivi4.group_size = 16;
+  MethodConfig fp8_head = method(MethodKind::Fp8E5M2);
+  fp8_head.per_head_scale = true;
+  MethodConfig fp8_calib = method(MethodKind::Fp8E4M3);
+  fp8_calib.calib_tokens = 16;
+  for (const MethodConfig& m : {kivi2, kivi4, method(MethodKind::Int8), method(MethodKind::Int4),
+                                method(MethodKind::Fp8E4M3), fp8_head, fp8_calib}) {
+    SCOPED_TRACE(method_label(m));
+    auto made = make_method_store(model->config(), m, 250);
+    ASSERT_TRUE(made.ok()) << made.message();
+    decode_against_the_dequantized_store(*model, std::move(*made), m.kind == MethodKind::Kivi);
+  }
+}
+
+// What the store holds for a prompt is what the method's quantizer makes of it: the same
+// reconstruction of layer 0's keys and values (whose inputs do not depend on the cache), from
+// the quantizer run on the whole prompt tensor. KIVI quantizes fp16 values, as the reference's
+// fp16 model gives them, and the keys of the first R-multiple of tokens.
+TEST(KvStore, APromptIsStoredAsTheMethodsQuantizerCodesIt) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  const std::vector<int> prompt = story(*model, 100);
+  auto plain = model->new_state();
+  ASSERT_TRUE(model->forward(plain, prompt).ok());
+  const int kv = model->config().kv_dim(), hd = model->config().head_dim();
+  const int heads = model->config().kv_heads;
+  MethodConfig kivi = method(MethodKind::Kivi);
+  kivi.residual = 32;
+  MethodConfig fp8_calib = method(MethodKind::Fp8E4M3);
+  fp8_calib.calib_tokens = 40;
+  for (const MethodConfig& m :
+       {method(MethodKind::Int8), method(MethodKind::Int4), fp8_calib, kivi}) {
+    SCOPED_TRACE(method_label(m));
+    auto made = make_method_store(model->config(), m);
+    ASSERT_TRUE(made.ok()) << made.message();
+    std::shared_ptr<KvStore> store = std::move(*made);
+    auto state = model->new_state();
+    state.kv_store = store;
+    ASSERT_TRUE(model->forward(state, prompt).ok());
+    std::vector<float> keys(100 * kv), values(100 * kv);
+    ASSERT_TRUE(store->dequantize_layer(0, keys, values).ok());
+    auto quantizer = make_quantizer(m);
+    ASSERT_TRUE(quantizer.ok()) << quantizer.message();
+    for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      std::vector<float> x(plain.keys[0].begin(), plain.keys[0].begin() + 100 * kv);
+      if (role == TensorRole::Value) {
+        x.assign(plain.values[0].begin(), plain.values[0].begin() + 100 * kv);
+      }
+      if (m.kind == MethodKind::Kivi) {
+        for (float& f : x) f = fp16_to_float(float_to_fp16(f));
+      }
+      auto q = (*quantizer)->quantize(TensorView::of_floats(x, heads, hd), role);
+      ASSERT_TRUE(q.ok()) << q.message();
+      std::vector<float> want(x.size());
+      (*quantizer)->dequantize(*q, want);
+      const std::vector<float>& got = role == TensorRole::Key ? keys : values;
+      // KIVI: the whole-tensor quantizer seals (100 - R) / G groups; the streaming cache the
+      // keys of floor(100 / R) * R = 96 tokens and the values of 100 - R = 68; compare the
+      // tokens both quantize (64), and the rest is the fp16 prompt.
+      const int quantized = m.kind == MethodKind::Kivi ? 64 : 100;
+      for (int i = 0; i < quantized * kv; ++i) {
+        ASSERT_EQ(got[i], want[i]) << role_name(role) << " value " << i;
+      }
+      if (m.kind == MethodKind::Kivi) {
+        for (int i = (role == TensorRole::Key ? 96 : 68) * kv; i < 100 * kv; ++i) {
+          ASSERT_EQ(got[i], x[i]) << role_name(role) << " fp16 value " << i;
+        }
+      }
+    }
+    // Bytes: the sealed tokens, the fp16 tail and the per-tensor scales, nothing else.
+    std::uint64_t per_layer = 0;
+    switch (m.kind) {
+      case MethodKind::Int8:
+        per_layer = 2 * (100 * kv + 4);
+        break;
+      case MethodKind::Int4:
+        per_layer = 2 * (100 * kv / 2 + 4);
+        break;
+      case MethodKind::Fp8E4M3:
+        per_layer = 2 * (100 * kv + 4);
+        break;
+      default:  // KIVI-2, G = 32, R = 32: keys 96 sealed (3 groups of 32 tokens) + 4 fp16;
+                // values 68 sealed per token + 32 fp16; fp16 step and minimum per group
+        per_layer =
+            (96 * kv / 4 + 3 * kv * 4 + 4 * kv * 2) + (68 * kv / 4 + 68 * heads * 4 + 32 * kv * 2);
+    }
+    EXPECT_EQ(store->bytes(), per_layer * model->config().layers);
+  }
+}
+
+TEST(KvStore, MethodsItCannotStoreAreErrorsNamingThem) {
+  LlamaConfig c;
+  c.layers = 2, c.dim = 64, c.heads = 8, c.kv_heads = 4, c.hidden_dim = 128, c.vocab = 32;
+  for (const auto& [m, says] : std::vector<std::pair<MethodConfig, std::string>>{
+           {method(MethodKind::TurboQuant), "does not store turboquant"},
+           {method(MethodKind::Tiered), "does not store tiered"},
+           {method(MethodKind::Q4_0), "not a multiple of"},  // head_dim 8
+           {method(MethodKind::Nvfp4), "not a multiple of"}}) {
+    auto made = make_method_store(c, m);
+    ASSERT_FALSE(made.ok()) << method_label(m);
+    EXPECT_NE(made.message().find(says), std::string::npos) << made.message();
+  }
+  MethodConfig kivi = method(MethodKind::Kivi);
+  kivi.residual = 40;
+  auto made = make_method_store(c, kivi);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.message().find("R must be a positive multiple of G"), std::string::npos)
+      << made.message();
 }
 
 TEST(KvStore, RefusesHooksItCannotHonourAndPositionsOutOfOrder) {

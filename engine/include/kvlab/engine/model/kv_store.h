@@ -18,6 +18,7 @@
 
 #include "kvlab/engine/codec/compressed_cache.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/quant/method.h"
 
 namespace kvlab {
 
@@ -49,5 +50,20 @@ class KvStore {
 // The KVComp store for a model of this shape. Errors name what the configuration gets wrong.
 Result<std::unique_ptr<KvStore>> make_kvcomp_store(const LlamaConfig& model,
                                                    const CompressedCacheConfig& config);
+
+// The store of `method` as its reference engine keeps a cache it appends to
+// (kv_method_store.cpp): llama.cpp's block types (each token's row quantized as it is written,
+// attn_rot included, attention reading the quantized row from the prompt on), KIVI (keys in
+// fp16 until R have gathered, then quantized per channel in groups of G; values kept fp16 for
+// the newest R tokens, the older quantized per token), INT8 / INT4 per tensor, FP8 and NVFP4
+// (per-tensor scales fixed from the prompt, every later token encoded with them, as a serving
+// engine with calibrated scales does), MXFP4. Attention dequantizes a tile of stored tokens at a
+// time into a scratch buffer, never the whole layer. `max_tokens` (0: none) reserves the
+// allocations up front, as llama.cpp allocates its context. KVComp goes to make_kvcomp_store
+// with `kvcomp` (its codec huffman unless bitpack is chosen); tiered, KVQuant and TurboQuant are
+// an error naming them.
+Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
+                                                   const MethodConfig& method, int max_tokens = 0,
+                                                   const CompressedCacheConfig& kvcomp = {});
 
 }  // namespace kvlab

@@ -1,0 +1,606 @@
+// The runner's cache stored as each method's reference engine stores a cache it appends to
+// (kv_store.h, make_method_store; issue 47).
+//
+// One layer holds, for keys and for values, the sealed tokens (units of `unit_tokens` rows, each
+// encoded to `unit_bytes` bytes, one contiguous allocation) and a tail of fp16 rows not sealed
+// yet. A SealRule says when tail rows are sealed:
+//  - llama.cpp's block types, INT8 / INT4, FP8, NVFP4, MXFP4: every token's row is encoded as it
+//    is written, from the float row, before the attention of that step reads it (llama.cpp's
+//    llm_graph_input_attn_kv: cpy_k / cpy_v into the quantized cache, then the attention reads
+//    the cache's view, the prompt's own attention included);
+//  - KIVI (models/llama_kivi.py, LlamaAttention_KIVI.forward): keys wait in fp16 until R of them
+//    have gathered, then all R are quantized per channel in groups of G tokens (at prefill the
+//    largest multiple of R of the prompt); values keep the newest R tokens in fp16 and quantize
+//    the oldest one per token as each new token arrives (at prefill all but the newest R). The
+//    attention of a step reads the state before that step's sealing, and the prompt's attention
+//    reads the exact prompt. Here a decode step's sealing waits for the next step (its first
+//    act), so the cache between steps is what the last attention read; it holds at most one
+//    group of R key rows (or one value row) in fp16 longer than the reference does.
+// Parameters a method fixes per tensor (INT8 / INT4 scale, FP8 scales, NVFP4's global scale) are
+// what the method's own quantizer gives for the prompt; every later token is encoded with them,
+// saturating, as a serving engine with calibrated scales does (vLLM calc_kv_scales; its FP8 cache
+// write scaled_vec_conversion divides by the scale).
+//
+// Encoding and decoding reuse the method's quantizer (quantizer.h) where its codes for one token
+// are the unit: a tile of units is handed back to it as one QuantizedTensor to dequantize, so
+// the bytes and the reconstruction are the quantizer's, which the reference tests check against
+// gguf-py, libggml and NumPy. Attention decodes a tile of 64 tokens at a time into a scratch
+// buffer: scores over the keys tile by tile, a softmax, then the values tile by tile.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "codec/bitpack.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/tensor.h"
+#include "kvlab/engine/model/kv_store.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/quant/group_rules.h"
+#include "model/llama_attention.h"
+#include "quant/fp4_quantizer.h"
+#include "quant/fp8_calibrated.h"
+#include "quant/group_quant.h"
+
+namespace kvlab {
+namespace {
+
+constexpr int kTileTokens = 64;
+
+// One role's stored form: `unit_tokens` rows [token][heads * dim] encode to `unit_bytes` bytes.
+class UnitCodec {
+ public:
+  virtual ~UnitCodec() = default;
+  int unit_tokens = 1;
+  std::size_t unit_bytes = 0;
+  std::uint64_t param_bytes = 0;  // parameters held once for the tensor (per-tensor scales)
+  virtual Status encode(const float* rows, std::uint8_t* dst) = 0;
+  // `units` consecutive units at `src` into units * unit_tokens rows at `rows`.
+  virtual void decode(const std::uint8_t* src, int units, float* rows) = 0;
+};
+
+// A codec whose unit is one token as the method's quantizer codes it. `parts`: the byte runs a
+// token's codes consist of, which a tensor of several tokens lays out part by part (NVFP4: all
+// nibbles, then all block scales); `encoder`, when set, encodes a row with the fixed parameters
+// instead of the quantizer (which would compute them from the row).
+class QuantizerCodec final : public UnitCodec {
+ public:
+  using RowEncoder = std::function<void(const float* row, std::uint8_t* dst)>;
+  QuantizerCodec(std::unique_ptr<Quantizer> quantizer, TensorRole role, int heads, int dim,
+                 std::vector<std::size_t> parts, std::vector<float> params, RowEncoder encoder)
+      : m_quantizer(std::move(quantizer)),
+        m_role(role),
+        m_heads(heads),
+        m_dim(dim),
+        m_parts(std::move(parts)),
+        m_params(std::move(params)),
+        m_encoder(std::move(encoder)) {
+    unit_tokens = 1;
+    unit_bytes = 0;
+    for (std::size_t p : m_parts) unit_bytes += p;
+    param_bytes = m_params.size() * sizeof(float);
+  }
+
+  Status encode(const float* rows, std::uint8_t* dst) override {
+    if (m_encoder) {
+      m_encoder(rows, dst);
+      return Ok{};
+    }
+    const std::size_t row = static_cast<std::size_t>(m_heads) * m_dim;
+    auto q = m_quantizer->quantize(TensorView::of_floats({rows, row}, m_heads, m_dim), m_role);
+    if (!q) return q.error();
+    if (q->codes.size() != unit_bytes) {
+      return make_error(fmt::format("KV store: {} gave {} bytes for a token, not {}",
+                                    m_quantizer->name(), q->codes.size(), unit_bytes));
+    }
+    std::memcpy(dst, q->codes.data(), unit_bytes);
+    return Ok{};
+  }
+
+  void decode(const std::uint8_t* src, int units, float* rows) override {
+    m_tile.role = m_role;
+    m_tile.tokens = units, m_tile.heads = m_heads, m_tile.dim = m_dim;
+    m_tile.codes.resize(static_cast<std::size_t>(units) * unit_bytes);
+    m_tile.params = m_params;
+    if (m_parts.size() == 1) {
+      std::memcpy(m_tile.codes.data(), src, m_tile.codes.size());
+    } else {
+      std::size_t at = 0, offset = 0;
+      for (std::size_t part : m_parts) {
+        for (int u = 0; u < units; ++u) {
+          std::memcpy(m_tile.codes.data() + at, src + u * unit_bytes + offset, part);
+          at += part;
+        }
+        offset += part;
+      }
+    }
+    const std::size_t n = static_cast<std::size_t>(units) * m_heads * m_dim;
+    if (!m_quantizer->dequantize_tokens(m_tile, 0, units, {rows, n})) {
+      m_quantizer->dequantize(m_tile, {rows, n});
+    }
+  }
+
+ private:
+  std::unique_ptr<Quantizer> m_quantizer;
+  TensorRole m_role;
+  int m_heads, m_dim;
+  std::vector<std::size_t> m_parts;
+  std::vector<float> m_params;
+  RowEncoder m_encoder;
+  QuantizedTensor m_tile;
+};
+
+// KIVI's groups (group_quant.h): keys a unit of G tokens quantized per channel, values a unit of
+// one token quantized in groups of G channels; each unit's codes, then its steps, then its
+// minimums in the parameter dtype (fp16 as the reference keeps them).
+class KiviCodec final : public UnitCodec {
+ public:
+  KiviCodec(TensorRole role, int heads, int dim, int bits, int group, DType params)
+      : m_role(role), m_heads(heads), m_dim(dim) {
+    m_spec = detail::GroupSpec{bits, group, group, detail::StepRule::Levels, 0.0, params};
+    unit_tokens = role == TensorRole::Key ? group : 1;
+    m_groups = detail::group_unit_count(m_spec, role, unit_tokens, heads, dim);
+    m_code_bytes = detail::packed_bytes(static_cast<std::size_t>(unit_tokens) * heads * dim, bits);
+    m_param_size = params == DType::F32 ? 4 : 2;
+    unit_bytes = m_code_bytes + 2 * m_groups * m_param_size;
+    m_steps.resize(m_groups), m_mins.resize(m_groups);
+  }
+
+  Status encode(const float* rows, std::uint8_t* dst) override {
+    const std::size_t n = static_cast<std::size_t>(unit_tokens) * m_heads * m_dim;
+    std::memset(dst, 0, m_code_bytes);
+    detail::quantize_groups(TensorView::of_floats({rows, n}, m_heads, m_dim), m_role, m_spec, dst,
+                            0, m_steps.data(), m_mins.data());
+    write_params(m_steps, dst + m_code_bytes);
+    write_params(m_mins, dst + m_code_bytes + m_groups * m_param_size);
+    return Ok{};
+  }
+
+  void decode(const std::uint8_t* src, int units, float* rows) override {
+    const std::size_t unit_values = static_cast<std::size_t>(unit_tokens) * m_heads * m_dim;
+    for (int u = 0; u < units; ++u) {
+      const std::uint8_t* at = src + u * unit_bytes;
+      read_params(at + m_code_bytes, m_steps);
+      read_params(at + m_code_bytes + m_groups * m_param_size, m_mins);
+      detail::dequantize_groups(at, 0, m_steps.data(), m_mins.data(), m_role, m_spec, m_heads,
+                                m_dim, 0, unit_tokens, rows + u * unit_values);
+    }
+  }
+
+ private:
+  void write_params(const std::vector<float>& v, std::uint8_t* dst) const {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (m_param_size == 4) {
+        std::memcpy(dst + 4 * i, &v[i], 4);
+      } else {
+        const std::uint16_t h =
+            m_spec.params == DType::BF16 ? float_to_bf16(v[i]) : float_to_fp16(v[i]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+    }
+  }
+  void read_params(const std::uint8_t* src, std::vector<float>& v) const {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (m_param_size == 4) {
+        std::memcpy(&v[i], src + 4 * i, 4);
+      } else {
+        std::uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        v[i] = m_spec.params == DType::BF16 ? bf16_to_float(h) : fp16_to_float(h);
+      }
+    }
+  }
+
+  TensorRole m_role;
+  int m_heads, m_dim;
+  detail::GroupSpec m_spec;
+  std::size_t m_groups = 0, m_code_bytes = 0, m_param_size = 2;
+  std::vector<float> m_steps, m_mins;
+};
+
+// When tail rows are sealed: whenever `keep` + `quantum` or more wait, the oldest multiple of
+// `quantum` beyond the newest `keep`; `direct`: each row is encoded from its float values at
+// once (no fp16 tail), before the attention of its step.
+struct SealRule {
+  int quantum = 1;
+  int keep = 0;
+  bool direct = true;
+};
+
+bool is_kivi(const MethodConfig& m) {
+  return m.kind == MethodKind::Kivi;
+}
+
+SealRule seal_rule(const MethodConfig& m, TensorRole role) {
+  if (!is_kivi(m)) return {};
+  if (role == TensorRole::Key) return {m.residual, 0, false};
+  return {1, m.residual, false};
+}
+
+// The codec of `role` for a layer whose first tokens (the prompt) are `rows` [n][heads * dim]:
+// the per-tensor parameters are those the method's quantizer gives the prompt.
+Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole role, int heads,
+                                              int dim, const float* rows, int n) {
+  const std::size_t row = static_cast<std::size_t>(heads) * dim;
+  const TensorView prompt = TensorView::of_floats({rows, row * n}, heads, dim);
+  const auto quantizer = [&]() { return make_quantizer(m); };
+  if (method_is_llama_block(m.kind) || m.kind == MethodKind::Mxfp4) {
+    // One token's row of blocks, no parameter outside them.
+    auto q = quantizer();
+    if (!q) return q.error();
+    auto probe = (*q)->quantize(TensorView::of_floats({rows, row}, heads, dim), role);
+    if (!probe) return probe.error();
+    return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
+        std::move(*q), role, heads, dim, std::vector<std::size_t>{probe->codes.size()},
+        std::vector<float>{}, nullptr));
+  }
+  switch (m.kind) {
+    case MethodKind::Kivi:
+      return std::unique_ptr<UnitCodec>(std::make_unique<KiviCodec>(
+          role, heads, dim, m.bits, m.group_size, method_param_dtype(m)));
+    case MethodKind::Int8:
+    case MethodKind::Int4: {
+      auto q = quantizer();
+      if (!q) return q.error();
+      auto fitted = (*q)->quantize(prompt, role);
+      if (!fitted) return fitted.error();
+      const int bits = m.kind == MethodKind::Int8 ? 8 : 4;
+      if (row * bits % 8 != 0) {
+        return make_error(
+            fmt::format("int{}: a token's {} values do not fill whole bytes", bits, row));
+      }
+      const float scale = fitted->params.at(0), inv = 1.f / scale;
+      auto codes = std::make_shared<std::vector<std::uint8_t>>(row);
+      auto encoder = [=](const float* x, std::uint8_t* dst) {
+        for (std::size_t i = 0; i < row; ++i) (*codes)[i] = rules::symmetric_code(x[i], inv, bits);
+        std::memset(dst, 0, row * bits / 8);
+        detail::pack_codes(codes->data(), row, bits, dst, 0);
+      };
+      return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
+          std::move(*q), role, heads, dim, std::vector<std::size_t>{row * bits / 8},
+          std::vector<float>{scale}, encoder));
+    }
+    case MethodKind::Fp8E4M3:
+    case MethodKind::Fp8E5M2: {
+      auto q = quantizer();
+      if (!q) return q.error();
+      auto fitted = (*q)->quantize(prompt, role);
+      if (!fitted) return fitted.error();
+      detail::Fp8CalibratedConfig c;
+      c.format = m.kind == MethodKind::Fp8E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
+      c.per_head = m.per_head_scale;
+      c.k_scales = c.v_scales = fitted->params;  // this codec encodes `role` only
+      auto fixed = detail::make_fp8_calibrated_quantizer(c);
+      if (!fixed) return fixed.error();
+      return std::unique_ptr<UnitCodec>(
+          std::make_unique<QuantizerCodec>(std::move(*fixed), role, heads, dim,
+                                           std::vector<std::size_t>{row}, fitted->params, nullptr));
+    }
+    case MethodKind::Nvfp4: {
+      auto q = quantizer();
+      if (!q) return q.error();
+      auto fitted = (*q)->quantize(prompt, role);
+      if (!fitted) return fitted.error();
+      const float global = fitted->params.at(0);
+      const std::size_t nibbles = row / 2, scales = row / detail::kNvfp4BlockSize;
+      auto encoder = [=](const float* x, std::uint8_t* dst) {
+        detail::nvfp4_quantize_row(x, static_cast<int>(row), global, dst, dst + nibbles);
+      };
+      return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
+          std::move(*q), role, heads, dim, std::vector<std::size_t>{nibbles, scales},
+          std::vector<float>{global}, encoder));
+    }
+    default:
+      break;
+  }
+  return make_error(fmt::format(
+      "the runner does not store {} yet (it stores kvcomp, kivi, int8, int4, fp8, q8_0, q4_0, "
+      "q4_1, q5_0, q5_1, iq4_nl, nvfp4 and mxfp4); `kvlab quality` simulates it",
+      method_id(m.kind)));
+}
+
+class MethodStore final : public KvStore {
+ public:
+  MethodStore(const LlamaConfig& model, const MethodConfig& method, int max_tokens)
+      : m_heads(model.heads),
+        m_kv_heads(model.kv_heads),
+        m_head_dim(model.head_dim()),
+        m_row(static_cast<std::size_t>(model.kv_dim())),
+        m_method(method),
+        m_max_tokens(max_tokens),
+        m_layers(static_cast<std::size_t>(model.layers)) {}
+
+  Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
+                           const float* values, float* out) override {
+    if (layer < 0 || layer >= static_cast<int>(m_layers.size()) || n <= 0) {
+      return make_error(
+          fmt::format("KV store: layer {} of {}, {} new tokens", layer, m_layers.size(), n));
+    }
+    Layer& L = m_layers[static_cast<std::size_t>(layer)];
+    if (pos != L.tokens()) {
+      return make_error(fmt::format("KV store, layer {}: new tokens at position {} after {} stored",
+                                    layer, pos, L.tokens()));
+    }
+    const SealRule key_rule = seal_rule(m_method, TensorRole::Key);
+    const SealRule value_rule = seal_rule(m_method, TensorRole::Value);
+    const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
+    if (pos == 0) {
+      for (int r = 0; r < 2; ++r) {
+        const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+        auto codec = make_codec(m_method, role, m_kv_heads, m_head_dim, r == 0 ? keys : values, n);
+        if (!codec) return codec.error();
+        Role& c = L.role(role);
+        c.codec = std::move(*codec);
+        const SealRule rule = seal_rule(m_method, role);
+        if (m_max_tokens > 0) {
+          const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
+          c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
+          if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + n) * m_row);
+        }
+      }
+      detail::AttentionArgs args;
+      args.layer = layer;
+      args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
+      args.pos = 0, args.n = n;
+      args.q = q;
+      if (key_rule.direct) {
+        // The prompt is written to the cache first and its attention reads it back.
+        KVLAB_TRY(push(L.k, key_rule, keys, n));
+        KVLAB_TRY(push(L.v, value_rule, values, n));
+        const std::size_t count = static_cast<std::size_t>(n) * m_row;
+        m_prompt_k.resize(count), m_prompt_v.resize(count);
+        read_rows(L.k, 0, n, m_prompt_k.data());
+        read_rows(L.v, 0, n, m_prompt_v.data());
+        args.keys = m_prompt_k.data(), args.values = m_prompt_v.data();
+        const Status done = detail::causal_attention(args, m_scratch, out);
+        std::vector<float>().swap(m_prompt_k);  // the prompt's floats are not kept
+        std::vector<float>().swap(m_prompt_v);
+        return done;
+      }
+      // KIVI: the prompt's attention reads the exact prompt; then the cache takes it.
+      args.keys = keys, args.values = values;
+      KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
+      KVLAB_TRY(push(L.k, key_rule, keys, n));
+      return push(L.v, value_rule, values, n);
+    }
+    for (int i = 0; i < n; ++i) {
+      const float* k = keys + static_cast<std::size_t>(i) * m_row;
+      const float* v = values + static_cast<std::size_t>(i) * m_row;
+      if (key_rule.direct) {
+        KVLAB_TRY(push(L.k, key_rule, k, 1));
+        KVLAB_TRY(push(L.v, value_rule, v, 1));
+        attend(L, q + i * qd, out + i * qd);
+      } else {
+        // What the previous step's attention read and left to seal goes first: each step reads
+        // the cache as the reference's step does before its own sealing.
+        KVLAB_TRY(seal(L.k, key_rule));
+        KVLAB_TRY(seal(L.v, value_rule));
+        append_tail(L.k, k, 1);
+        append_tail(L.v, v, 1);
+        attend(L, q + i * qd, out + i * qd);
+      }
+    }
+    return Ok{};
+  }
+
+  std::uint64_t bytes() const override {
+    std::uint64_t total = 0;
+    for (const Layer& L : m_layers) total += L.k.bytes(m_row) + L.v.bytes(m_row);
+    return total;
+  }
+
+  std::uint64_t fp16_bytes() const override {
+    std::uint64_t total = 0;
+    for (const Layer& L : m_layers) total += 2ull * 2ull * L.tokens() * m_row;
+    return total;
+  }
+
+  std::string label() const override { return method_label(m_method); }
+
+  Status dequantize_layer(int layer, std::span<float> keys,
+                          std::span<float> values) const override {
+    if (layer < 0 || layer >= static_cast<int>(m_layers.size())) {
+      return make_error(fmt::format("KV store: no layer {}", layer));
+    }
+    const Layer& L = m_layers[static_cast<std::size_t>(layer)];
+    const std::size_t need = static_cast<std::size_t>(L.tokens()) * m_row;
+    if (keys.size() != need || values.size() != need) {
+      return make_error(fmt::format("KV store, layer {}: {} tokens need {} floats each for K and V",
+                                    layer, L.tokens(), need));
+    }
+    if (L.tokens() == 0) return Ok{};
+    read_rows(L.k, 0, L.tokens(), keys.data());
+    read_rows(L.v, 0, L.tokens(), values.data());
+    return Ok{};
+  }
+
+  int tokens(int layer) const override {
+    return layer >= 0 && layer < static_cast<int>(m_layers.size())
+               ? m_layers[static_cast<std::size_t>(layer)].tokens()
+               : 0;
+  }
+
+ private:
+  struct Role {
+    std::unique_ptr<UnitCodec> codec;  // made at the first append, from the prompt
+    std::vector<std::uint8_t> sealed;
+    int sealed_tokens = 0;
+    std::vector<std::uint16_t> tail;  // fp16 rows not sealed yet, oldest first
+    int tail_tokens = 0;
+    std::vector<float> scratch;
+    int tokens() const { return sealed_tokens + tail_tokens; }
+    std::uint64_t bytes(std::size_t row) const {
+      return sealed.size() + static_cast<std::uint64_t>(tail_tokens) * row * 2 +
+             (codec ? codec->param_bytes : 0);
+    }
+  };
+  struct Layer {
+    Role k, v;
+    int tokens() const { return k.tokens(); }
+    Role& role(TensorRole r) { return r == TensorRole::Key ? k : v; }
+  };
+
+  void append_tail(Role& c, const float* rows, int n) {
+    const std::size_t count = static_cast<std::size_t>(n) * m_row;
+    const std::size_t at = c.tail.size();
+    c.tail.resize(at + count);
+    float_to_fp16({rows, count}, {c.tail.data() + at, count});
+    c.tail_tokens += n;
+  }
+
+  Status encode_units(Role& c, const float* rows, int tokens) {
+    const int unit = c.codec->unit_tokens;
+    const std::size_t at = c.sealed.size();
+    c.sealed.resize(at + static_cast<std::size_t>(tokens / unit) * c.codec->unit_bytes);
+    for (int u = 0; u < tokens / unit; ++u) {
+      KVLAB_TRY(c.codec->encode(rows + static_cast<std::size_t>(u) * unit * m_row,
+                                c.sealed.data() + at + u * c.codec->unit_bytes));
+    }
+    c.sealed_tokens += tokens;
+    return Ok{};
+  }
+
+  // New rows into the cache under `rule`: encoded at once, or through the fp16 tail.
+  Status push(Role& c, const SealRule& rule, const float* rows, int n) {
+    if (rule.direct) return encode_units(c, rows, n);
+    append_tail(c, rows, n);
+    return seal(c, rule);
+  }
+
+  Status seal(Role& c, const SealRule& rule) {
+    const int ready = (c.tail_tokens - rule.keep) / rule.quantum * rule.quantum;
+    if (ready <= 0) return Ok{};
+    const std::size_t count = static_cast<std::size_t>(ready) * m_row;
+    c.scratch.resize(count);
+    fp16_to_float({c.tail.data(), count}, c.scratch);
+    KVLAB_TRY(encode_units(c, c.scratch.data(), ready));
+    c.tail.erase(c.tail.begin(), c.tail.begin() + static_cast<std::ptrdiff_t>(count));
+    c.tail_tokens -= ready;
+    return Ok{};
+  }
+
+  // Token rows [first, last) of a role as the attention reads them; `first` a multiple of the
+  // codec's unit.
+  void read_rows(const Role& c, int first, int last, float* out) const {
+    const int unit = c.codec->unit_tokens;
+    const int sealed_end = std::min(last, c.sealed_tokens);
+    if (first < sealed_end) {
+      c.codec->decode(
+          c.sealed.data() + static_cast<std::size_t>(first / unit) * c.codec->unit_bytes,
+          (sealed_end - first) / unit, out);
+    }
+    const int tail_first = std::max(first, c.sealed_tokens);
+    if (tail_first < last) {
+      const std::size_t count = static_cast<std::size_t>(last - tail_first) * m_row;
+      fp16_to_float(
+          {c.tail.data() + static_cast<std::size_t>(tail_first - c.sealed_tokens) * m_row, count},
+          {out + static_cast<std::size_t>(tail_first - first) * m_row, count});
+    }
+  }
+
+  static int tile_tokens(const Role& c) {
+    const int unit = c.codec->unit_tokens;
+    return (kTileTokens + unit - 1) / unit * unit;
+  }
+
+  // One new token's attention over every stored token, a tile of keys and then of values at a
+  // time: scores q . k / sqrt(head_dim), softmax per head, the weighted sum of the values.
+  void attend(Layer& L, const float* q, float* out) {
+    const int total = L.tokens();
+    const int group = m_heads / m_kv_heads, dim = m_head_dim;
+    const float scale = 1.f / std::sqrt(static_cast<float>(dim));
+    m_scores.resize(static_cast<std::size_t>(m_heads) * total);
+    const int kt = tile_tokens(L.k);
+    m_tile.resize(static_cast<std::size_t>(std::max(kt, tile_tokens(L.v))) * m_row);
+    for (int t0 = 0; t0 < total; t0 += kt) {
+      const int t1 = std::min(total, t0 + kt);
+      read_rows(L.k, t0, t1, m_tile.data());
+      for (int r = 0; r < t1 - t0; ++r) {
+        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+          const float* k = m_tile.data() + r * m_row + kvh * dim;
+          for (int g = 0; g < group; ++g) {
+            const int h = kvh * group + g;
+            const float* qh = q + h * dim;
+            float s = 0.f;
+#pragma omp simd reduction(+ : s)
+            for (int i = 0; i < dim; ++i) s += qh[i] * k[i];
+            m_scores[static_cast<std::size_t>(h) * total + t0 + r] = s * scale;
+          }
+        }
+      }
+    }
+    for (int h = 0; h < m_heads; ++h) {
+      float* s = m_scores.data() + static_cast<std::size_t>(h) * total;
+      const float top = *std::max_element(s, s + total);
+      float sum = 0.f;
+      for (int t = 0; t < total; ++t) sum += (s[t] = std::exp(s[t] - top));
+      const float inv = 1.f / sum;
+      for (int t = 0; t < total; ++t) s[t] *= inv;
+    }
+    std::fill(out, out + static_cast<std::size_t>(m_heads) * dim, 0.f);
+    const int vt = tile_tokens(L.v);
+    for (int t0 = 0; t0 < total; t0 += vt) {
+      const int t1 = std::min(total, t0 + vt);
+      read_rows(L.v, t0, t1, m_tile.data());
+      for (int r = 0; r < t1 - t0; ++r) {
+        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+          const float* v = m_tile.data() + r * m_row + kvh * dim;
+          for (int g = 0; g < group; ++g) {
+            const int h = kvh * group + g;
+            const float p = m_scores[static_cast<std::size_t>(h) * total + t0 + r];
+            float* o = out + h * dim;
+#pragma omp simd
+            for (int i = 0; i < dim; ++i) o[i] += p * v[i];
+          }
+        }
+      }
+    }
+  }
+
+  int m_heads, m_kv_heads, m_head_dim;
+  std::size_t m_row;
+  MethodConfig m_method;
+  int m_max_tokens;
+  std::vector<Layer> m_layers;
+  detail::AttentionScratch m_scratch;
+  std::vector<float> m_prompt_k, m_prompt_v, m_scores, m_tile;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
+                                                   const MethodConfig& method, int max_tokens,
+                                                   const CompressedCacheConfig& kvcomp) {
+  if (method.kind == MethodKind::KvComp) {
+    CompressedCacheConfig c = kvcomp;
+    c.block_size = method.block_size;
+    c.rel_scale = method.rel_scale;
+    c.codec = method.codec == CodecKind::BitPack ? CodecKind::BitPack : CodecKind::Huffman;
+    return make_kvcomp_store(model, c);
+  }
+  KVLAB_TRY(make_quantizer(method));
+  if (method.rotation != RotationKind::None) {
+    return make_error(
+        fmt::format("the runner stores {} without --rotation so far", method_id(method.kind)));
+  }
+  if (is_kivi(method) && (method.residual <= 0 || method.residual % method.group_size != 0)) {
+    return make_error(fmt::format(
+        "kivi: the reference cache quantizes keys R = {} at a time in groups of G = {}: R must "
+        "be a positive multiple of G",
+        method.residual, method.group_size));
+  }
+  if (max_tokens < 0) return make_error(fmt::format("KV store: {} tokens to reserve", max_tokens));
+  // A dry run on a zero token finds what this model's shape cannot store (a head_dim the
+  // method's blocks do not divide) before any forward.
+  const std::vector<float> zero(static_cast<std::size_t>(model.kv_dim()), 0.f);
+  for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+    auto codec = make_codec(method, role, model.kv_heads, model.head_dim(), zero.data(), 1);
+    if (!codec) return codec.error();
+  }
+  return std::unique_ptr<KvStore>(new MethodStore(model, method, max_tokens));
+}
+
+}  // namespace kvlab

@@ -1,0 +1,149 @@
+// SmolLM2-135M (head_dim 64) generating with its cache stored as llama.cpp's block types, NVFP4
+// and MXFP4 store it (kv_store.h, make_method_store; issue 47). For each method:
+//  - the prompt's keys and values of layer 0 (whose inputs no cache touches) come back from the
+//    store exactly as the method's quantizer reconstructs the whole prompt tensor (the quantizer
+//    whose bytes the gguf-py, libggml and NumPy reference tests check);
+//  - the prompt and every decode step give the logits of the plain runner whose attention reads
+//    the store reconstructed in full (an attention reader), to float rounding;
+//  - the bytes held are the method's bytes per token, plus its per-tensor scale where it has one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "kvlab/engine/core/tensor.h"
+#include "kvlab/engine/model/kv_store.h"
+#include "kvlab/engine/model/model_capture.h"
+#include "model_test_support.h"
+
+namespace kvlab {
+namespace {
+
+int argmax(const std::vector<float>& x) {
+  return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
+}
+
+const LoadedModel& smollm2() {
+  static auto loaded = load_model(test::smollm2());
+  if (!loaded) ADD_FAILURE() << loaded.message();
+  return *loaded;
+}
+
+// Bytes a token's keys (or values) take, [kv_dim] values: ggml's block sizes per 32 values.
+std::uint64_t row_bytes(MethodKind kind, int kv_dim) {
+  const auto per32 = [&](int block) { return static_cast<std::uint64_t>(kv_dim / 32 * block); };
+  switch (kind) {
+    case MethodKind::Q8_0:
+      return per32(34);
+    case MethodKind::Q4_0:
+      return per32(18);
+    case MethodKind::Q4_1:
+      return per32(20);
+    case MethodKind::Q5_0:
+      return per32(22);
+    case MethodKind::Q5_1:
+      return per32(24);
+    case MethodKind::IQ4_NL:
+      return per32(18);
+    case MethodKind::Mxfp4:
+      return per32(17);
+    case MethodKind::Nvfp4:
+      return static_cast<std::uint64_t>(kv_dim / 2 + kv_dim / 16);
+    default:
+      return 0;
+  }
+}
+
+TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const LoadedModel& loaded = smollm2();
+  const LlamaModel& model = loaded.model;
+  auto encoded = loaded.encode(
+      "The lighthouse keeper wrote in his log every evening: the wind, the colour of the sea, "
+      "the ships that passed, and whether the lamp had needed new oil that day.");
+  ASSERT_TRUE(encoded.ok()) << encoded.message();
+  const std::vector<int> prompt = *encoded;
+  const int n = static_cast<int>(prompt.size());
+  const int kv = model.config().kv_dim(), hd = model.config().head_dim();
+  const int kv_heads = model.config().kv_heads, layers = model.config().layers;
+  auto plain_prompt = model.new_state();
+  ASSERT_TRUE(model.forward(plain_prompt, prompt).ok());
+  constexpr int kSteps = 12;
+
+  for (const MethodKind kind :
+       {MethodKind::Q8_0, MethodKind::Q4_0, MethodKind::Q4_1, MethodKind::Q5_0, MethodKind::Q5_1,
+        MethodKind::IQ4_NL, MethodKind::Nvfp4, MethodKind::Mxfp4}) {
+    MethodConfig m;
+    m.kind = kind;
+    SCOPED_TRACE(method_label(m));
+    auto made = make_method_store(model.config(), m, n + kSteps);
+    ASSERT_TRUE(made.ok()) << made.message();
+    std::shared_ptr<KvStore> store = std::move(*made);
+    auto stored = model.new_state();
+    stored.kv_store = store;
+    auto got = model.forward(stored, prompt);
+    ASSERT_TRUE(got.ok()) << got.message();
+
+    // Layer 0 against the quantizer on the whole prompt tensor.
+    std::vector<float> keys(static_cast<std::size_t>(n) * kv), values(keys.size());
+    ASSERT_TRUE(store->dequantize_layer(0, keys, values).ok());
+    auto quantizer = make_quantizer(m);
+    ASSERT_TRUE(quantizer.ok()) << quantizer.message();
+    for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      const AlignedFloats& src =
+          role == TensorRole::Key ? plain_prompt.keys[0] : plain_prompt.values[0];
+      const std::vector<float> x(src.begin(),
+                                 src.begin() + static_cast<std::ptrdiff_t>(keys.size()));
+      auto q = (*quantizer)->quantize(TensorView::of_floats(x, kv_heads, hd), role);
+      ASSERT_TRUE(q.ok()) << q.message();
+      std::vector<float> want(x.size());
+      (*quantizer)->dequantize(*q, want);
+      const std::vector<float>& have = role == TensorRole::Key ? keys : values;
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) differ += have[i] != want[i];
+      EXPECT_EQ(differ, 0u) << role_name(role);
+    }
+
+    // The reference: the plain runner reading the store's reconstruction, prompt included.
+    auto plain = model.new_state();
+    plain.attention_reader = [&](int layer, const AlignedFloats& k, const AlignedFloats& v,
+                                 AlignedFloats& k_read, AlignedFloats& v_read) -> Status {
+      k_read.resize(k.size());
+      v_read.resize(v.size());
+      if (static_cast<std::size_t>(store->tokens(layer)) * kv != k.size()) {
+        return make_error("the store and the reference hold different token counts");
+      }
+      return store->dequantize_layer(layer, k_read, v_read);
+    };
+    auto want = model.forward(plain, prompt);
+    ASSERT_TRUE(want.ok()) << want.message();
+    double worst = 0;
+    const auto compare = [&](const std::vector<float>& a, const std::vector<float>& b) {
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(
+            worst, static_cast<double>(std::abs(a[i] - b[i])) / std::max(1.0f, std::abs(b[i])));
+      }
+    };
+    compare(*got, *want);
+    int token = argmax(*got);
+    for (int step = 0; step < kSteps; ++step) {
+      got = model.forward(stored, {token});
+      ASSERT_TRUE(got.ok()) << got.message();
+      want = model.forward(plain, {token});
+      ASSERT_TRUE(want.ok()) << want.message();
+      compare(*got, *want);
+      token = argmax(*got);
+    }
+    // Tiles of dot products against the reader's matrix products: float rounding only.
+    EXPECT_LT(worst, 1e-3);
+    const std::uint64_t tokens = static_cast<std::uint64_t>(n + kSteps);
+    const std::uint64_t scale = kind == MethodKind::Nvfp4 ? 4 : 0;  // fp32 global per tensor
+    EXPECT_EQ(store->bytes(), 2 * layers * (tokens * row_bytes(kind, kv) + scale));
+    EXPECT_EQ(store->fp16_bytes(), 2 * layers * tokens * kv * 2);
+  }
+}
+
+}  // namespace
+}  // namespace kvlab
