@@ -25,7 +25,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model, tokenizer, prompt, prompt_file, ids, logits_out;
-  int tokens = 32, threads = 0;
+  int tokens = 32, threads = 0, prompt_tokens = 0;
   bool chat = false, stepwise = false, json = false, compare = false;
   std::string method = "none";
   MethodOptions method_options;
@@ -60,7 +60,7 @@ int run_generate(const GenerateOptions& o) {
     return fail(fmt::format("--threads {}: must be 0 (every core) to 1024", o.threads));
   }
   std::optional<MethodConfig> method;
-  if (o.method != "none") {
+  if (o.method != "none" && o.method != "fp16") {
     MethodOptions options = o.method_options;
     if (o.method == "kvcomp") {
       // KVComp's streaming cache appends to Huffman or BitPack streams; Huffman unless chosen.
@@ -75,7 +75,9 @@ int run_generate(const GenerateOptions& o) {
     if (!resolved) return fail(resolved.message());
     method = *resolved;
   }
-  if (o.compare && !method) return fail("--compare needs a --method other than none");
+  if (o.compare && !method) {
+    return fail("--compare needs a --method other than none and fp16 (it runs the fp16 cache)");
+  }
   const auto thread_limit = limit_threads(o.threads);
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
@@ -109,6 +111,13 @@ int run_generate(const GenerateOptions& o) {
     ids = std::move(*encoded);
   }
   if (ids.empty()) return fail("the prompt has no tokens");
+  if (o.prompt_tokens > 0) {
+    if (static_cast<int>(ids.size()) < o.prompt_tokens) {
+      return fail(fmt::format("--prompt-tokens {}: the prompt has only {} tokens", o.prompt_tokens,
+                              ids.size()));
+    }
+    ids.resize(static_cast<std::size_t>(o.prompt_tokens));
+  }
   const int limit = model.config().seq_len;
   if (static_cast<int>(ids.size()) + o.tokens > limit) {
     return fail(fmt::format("{} prompt tokens and {} more pass the model's {} positions",
@@ -126,7 +135,7 @@ int run_generate(const GenerateOptions& o) {
     }
   };
   // A run of the model over the prompt and `tokens` greedy steps, its cache stored by `store`
-  // (null: the runner's float cache, held as fp16 would be).
+  // (null: the runner's own float32 cache).
   const auto generate = [&](const std::shared_ptr<KvStore>& store,
                             bool write) -> Result<Generation> {
     Generation g;
@@ -160,10 +169,22 @@ int run_generate(const GenerateOptions& o) {
     g.fp16_bytes = 2ull * 2ull * stored_tokens *
                    static_cast<std::uint64_t>(model.config().kv_dim()) *
                    static_cast<std::uint64_t>(model.config().layers);
-    g.cache_bytes = store ? store->bytes() : g.fp16_bytes;
+    g.cache_bytes = store ? store->bytes() : 2 * g.fp16_bytes;  // the runner keeps float32
     return g;
   };
+  // The fp16 cache as a serving engine holds it: the same stored-cache code as the methods.
+  const int max_tokens = static_cast<int>(ids.size()) + o.tokens;
+  const auto fp16_store = [&]() -> Result<std::shared_ptr<KvStore>> {
+    auto made = make_fp16_store(model.config(), max_tokens);
+    if (!made) return made.error();
+    return std::shared_ptr<KvStore>(std::move(*made));
+  };
   std::shared_ptr<KvStore> store;
+  if (o.method == "fp16") {
+    auto made = fp16_store();
+    if (!made) return fail(made.message());
+    store = std::move(*made);
+  }
   if (method) {
     CompressedCacheConfig kvcomp;
     kvcomp.buffer_size = o.buffer;
@@ -177,7 +198,9 @@ int run_generate(const GenerateOptions& o) {
   if (!run) return fail(run.message());
   std::optional<Generation> fp16;
   if (o.compare && store) {
-    auto plain = generate(nullptr, false);
+    auto baseline = fp16_store();
+    if (!baseline) return fail(baseline.message());
+    auto plain = generate(*baseline, false);
     if (!plain) return fail(plain.message());
     fp16 = std::move(*plain);
   }
@@ -193,7 +216,7 @@ int run_generate(const GenerateOptions& o) {
       ++agree;
     }
   }
-  const std::string cache_label = store ? store->label() : std::string("fp16");
+  const std::string cache_label = store ? store->label() : std::string("float32");
   const std::string text = loaded->decode(generated);
   if (o.json) {
     nlohmann::json j = {{"model", o.model},
@@ -262,6 +285,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt", o->prompt, "the prompt text");
   cmd->add_option("--prompt-file", o->prompt_file, "a file holding the prompt");
   cmd->add_option("--ids", o->ids, "the prompt as token ids, comma-separated (no BOS added)");
+  cmd->add_option("--prompt-tokens", o->prompt_tokens,
+                  "keep the first N tokens of the prompt (a context of a chosen length from a long "
+                  "text; 0: all)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd->add_flag("--chat", o->chat, "wrap the prompt as a user turn of the model's chat template");
   cmd->add_option("--tokens", o->tokens, "tokens to generate")
       ->capture_default_str()
@@ -273,7 +301,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--stepwise", o->stepwise,
                 "run the prompt one token at a time (the decode path) instead of as one batch");
   cmd->add_option("--method", o->method,
-                  "the cache the runner holds: none (fp16), or a method stored as its reference "
+                  "the cache the runner holds: none (its float cache), fp16 (fp16 rows, read by "
+                  "the same tiled attention as the methods), or a method stored as its reference "
                   "engine stores it and read by the attention in that form: kvcomp, kivi, int8, "
                   "int4, fp8-e4m3, fp8-e5m2, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4")
       ->capture_default_str();
@@ -284,8 +313,8 @@ void add_generate_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_flag("--compare", o->compare,
-                "also run the prompt with the fp16 cache in this process: speeds side by side and "
-                "where the greedy texts part");
+                "also run the prompt with the fp16 cache (--method fp16) in this process: speeds "
+                "side by side and where the greedy texts part");
   cmd->add_flag("--json", o->json, "print JSON");
   cmd->callback([o] { exit_code() = run_generate(*o); });
 }

@@ -34,21 +34,33 @@
 #include <functional>
 #include <vector>
 
+#include <tbb/parallel_for.h>
+
 #include "codec/bitpack.h"
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/tensor.h"
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/quant/group_rules.h"
+#include "kvlab/engine/quant/rotation.h"
 #include "model/llama_attention.h"
 #include "quant/fp4_quantizer.h"
 #include "quant/fp8_calibrated.h"
+#include "quant/ggml_block_quantizer.h"
 #include "quant/group_quant.h"
 
 namespace kvlab {
 namespace {
 
 constexpr int kTileTokens = 64;
+
+// Buffers a decode needs, one set per thread.
+struct DecodeScratch {
+  QuantizedTensor tile;
+  std::vector<float> steps, mins;
+  std::vector<std::uint16_t> half;
+};
 
 // One role's stored form: `unit_tokens` rows [token][heads * dim] encode to `unit_bytes` bytes.
 class UnitCodec {
@@ -57,9 +69,13 @@ class UnitCodec {
   int unit_tokens = 1;
   std::size_t unit_bytes = 0;
   std::uint64_t param_bytes = 0;  // parameters held once for the tensor (per-tensor scales)
+  // Decoded rows are each head rotated by llama.cpp's attn_rot (llama_attn_rotate): the
+  // attention rotates the queries (keys) or its output back (values) instead of every row.
+  bool rotated = false;
   virtual Status encode(const float* rows, std::uint8_t* dst) = 0;
   // `units` consecutive units at `src` into units * unit_tokens rows at `rows`.
-  virtual void decode(const std::uint8_t* src, int units, float* rows) = 0;
+  virtual void decode(const std::uint8_t* src, int units, float* rows,
+                      DecodeScratch& scratch) const = 0;
 };
 
 // A codec whose unit is one token as the method's quantizer codes it. `parts`: the byte runs a
@@ -69,9 +85,13 @@ class UnitCodec {
 class QuantizerCodec final : public UnitCodec {
  public:
   using RowEncoder = std::function<void(const float* row, std::uint8_t* dst)>;
+  // `decoder`: the quantizer that reconstructs, when not `quantizer` (llama.cpp's types decode
+  // without the rotation back).
   QuantizerCodec(std::unique_ptr<Quantizer> quantizer, TensorRole role, int heads, int dim,
-                 std::vector<std::size_t> parts, std::vector<float> params, RowEncoder encoder)
+                 std::vector<std::size_t> parts, std::vector<float> params, RowEncoder encoder,
+                 std::unique_ptr<Quantizer> decoder = nullptr)
       : m_quantizer(std::move(quantizer)),
+        m_decoder(std::move(decoder)),
         m_role(role),
         m_heads(heads),
         m_dim(dim),
@@ -100,37 +120,37 @@ class QuantizerCodec final : public UnitCodec {
     return Ok{};
   }
 
-  void decode(const std::uint8_t* src, int units, float* rows) override {
-    m_tile.role = m_role;
-    m_tile.tokens = units, m_tile.heads = m_heads, m_tile.dim = m_dim;
-    m_tile.codes.resize(static_cast<std::size_t>(units) * unit_bytes);
-    m_tile.params = m_params;
+  void decode(const std::uint8_t* src, int units, float* rows,
+              DecodeScratch& scratch) const override {
+    QuantizedTensor& tile = scratch.tile;
+    tile.role = m_role;
+    tile.tokens = units, tile.heads = m_heads, tile.dim = m_dim;
+    tile.codes.resize(static_cast<std::size_t>(units) * unit_bytes);
+    tile.params = m_params;
     if (m_parts.size() == 1) {
-      std::memcpy(m_tile.codes.data(), src, m_tile.codes.size());
+      std::memcpy(tile.codes.data(), src, tile.codes.size());
     } else {
       std::size_t at = 0, offset = 0;
       for (std::size_t part : m_parts) {
         for (int u = 0; u < units; ++u) {
-          std::memcpy(m_tile.codes.data() + at, src + u * unit_bytes + offset, part);
+          std::memcpy(tile.codes.data() + at, src + u * unit_bytes + offset, part);
           at += part;
         }
         offset += part;
       }
     }
     const std::size_t n = static_cast<std::size_t>(units) * m_heads * m_dim;
-    if (!m_quantizer->dequantize_tokens(m_tile, 0, units, {rows, n})) {
-      m_quantizer->dequantize(m_tile, {rows, n});
-    }
+    const Quantizer& q = m_decoder ? *m_decoder : *m_quantizer;
+    if (!q.dequantize_tokens(tile, 0, units, {rows, n})) q.dequantize(tile, {rows, n});
   }
 
  private:
-  std::unique_ptr<Quantizer> m_quantizer;
+  std::unique_ptr<Quantizer> m_quantizer, m_decoder;
   TensorRole m_role;
   int m_heads, m_dim;
   std::vector<std::size_t> m_parts;
   std::vector<float> m_params;
   RowEncoder m_encoder;
-  QuantizedTensor m_tile;
 };
 
 // KIVI's groups (group_quant.h): keys a unit of G tokens quantized per channel, values a unit of
@@ -159,14 +179,16 @@ class KiviCodec final : public UnitCodec {
     return Ok{};
   }
 
-  void decode(const std::uint8_t* src, int units, float* rows) override {
+  void decode(const std::uint8_t* src, int units, float* rows,
+              DecodeScratch& scratch) const override {
     const std::size_t unit_values = static_cast<std::size_t>(unit_tokens) * m_heads * m_dim;
+    scratch.steps.resize(m_groups), scratch.mins.resize(m_groups);
     for (int u = 0; u < units; ++u) {
       const std::uint8_t* at = src + u * unit_bytes;
-      read_params(at + m_code_bytes, m_steps);
-      read_params(at + m_code_bytes + m_groups * m_param_size, m_mins);
-      detail::dequantize_groups(at, 0, m_steps.data(), m_mins.data(), m_role, m_spec, m_heads,
-                                m_dim, 0, unit_tokens, rows + u * unit_values);
+      read_params(at + m_code_bytes, scratch.steps);
+      read_params(at + m_code_bytes + m_groups * m_param_size, scratch.mins);
+      detail::dequantize_groups(at, 0, scratch.steps.data(), scratch.mins.data(), m_role, m_spec,
+                                m_heads, m_dim, 0, unit_tokens, rows + u * unit_values);
     }
   }
 
@@ -201,6 +223,30 @@ class KiviCodec final : public UnitCodec {
   std::vector<float> m_steps, m_mins;
 };
 
+// fp16 rows as they are: the uncompressed cache a serving engine holds (the baseline), stored
+// and read by the same code as every method.
+class Fp16Codec final : public UnitCodec {
+ public:
+  explicit Fp16Codec(std::size_t row) : m_row(row) { unit_bytes = 2 * row; }
+  Status encode(const float* rows, std::uint8_t* dst) override {
+    m_half.resize(m_row);
+    float_to_fp16({rows, m_row}, m_half);
+    std::memcpy(dst, m_half.data(), unit_bytes);
+    return Ok{};
+  }
+  void decode(const std::uint8_t* src, int units, float* rows,
+              DecodeScratch& scratch) const override {
+    const std::size_t n = static_cast<std::size_t>(units) * m_row;
+    scratch.half.resize(n);
+    std::memcpy(scratch.half.data(), src, 2 * n);
+    fp16_to_float(scratch.half, {rows, n});
+  }
+
+ private:
+  std::size_t m_row;
+  std::vector<std::uint16_t> m_half;
+};
+
 // When tail rows are sealed: whenever `keep` + `quantum` or more wait, the oldest multiple of
 // `quantum` beyond the newest `keep`; `direct`: each row is encoded from its float values at
 // once (no fp16 tail), before the attention of its step.
@@ -214,10 +260,11 @@ bool is_kivi(const MethodConfig& m) {
   return m.kind == MethodKind::Kivi;
 }
 
-SealRule seal_rule(const MethodConfig& m, TensorRole role) {
-  if (!is_kivi(m)) return {};
-  if (role == TensorRole::Key) return {m.residual, 0, false};
-  return {1, m.residual, false};
+// `m` empty: the fp16 cache.
+SealRule seal_rule(const std::optional<MethodConfig>& m, TensorRole role) {
+  if (!m || !is_kivi(*m)) return {};
+  if (role == TensorRole::Key) return {m->residual, 0, false};
+  return {1, m->residual, false};
 }
 
 // The codec of `role` for a layer whose first tokens (the prompt) are `rows` [n][heads * dim]:
@@ -228,14 +275,21 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
   const TensorView prompt = TensorView::of_floats({rows, row * n}, heads, dim);
   const auto quantizer = [&]() { return make_quantizer(m); };
   if (method_is_llama_block(m.kind) || m.kind == MethodKind::Mxfp4) {
-    // One token's row of blocks, no parameter outside them.
+    // One token's row of blocks, no parameter outside them. llama.cpp's types are written
+    // rotated (attn_rot) and read so: decoded without the rotation back.
     auto q = quantizer();
     if (!q) return q.error();
     auto probe = (*q)->quantize(TensorView::of_floats({rows, row}, heads, dim), role);
     if (!probe) return probe.error();
-    return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
+    std::unique_ptr<Quantizer> decoder;
+    const std::optional<GgmlType> type = method_ggml_type(m.kind);
+    const bool rotated = type && m.llama_rotation && llama_attn_rot_enabled(*type, dim);
+    if (rotated) decoder = detail::make_ggml_block_quantizer(*type, false);
+    auto codec = std::make_unique<QuantizerCodec>(
         std::move(*q), role, heads, dim, std::vector<std::size_t>{probe->codes.size()},
-        std::vector<float>{}, nullptr));
+        std::vector<float>{}, nullptr, std::move(decoder));
+    codec->rotated = rotated;
+    return std::unique_ptr<UnitCodec>(std::move(codec));
   }
   switch (m.kind) {
     case MethodKind::Kivi:
@@ -304,7 +358,7 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
 
 class MethodStore final : public KvStore {
  public:
-  MethodStore(const LlamaConfig& model, const MethodConfig& method, int max_tokens)
+  MethodStore(const LlamaConfig& model, std::optional<MethodConfig> method, int max_tokens)
       : m_heads(model.heads),
         m_kv_heads(model.kv_heads),
         m_head_dim(model.head_dim()),
@@ -330,7 +384,10 @@ class MethodStore final : public KvStore {
     if (pos == 0) {
       for (int r = 0; r < 2; ++r) {
         const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
-        auto codec = make_codec(m_method, role, m_kv_heads, m_head_dim, r == 0 ? keys : values, n);
+        auto codec = m_method ? make_codec(*m_method, role, m_kv_heads, m_head_dim,
+                                           r == 0 ? keys : values, n)
+                              : Result<std::unique_ptr<UnitCodec>>(
+                                    std::unique_ptr<UnitCodec>(new Fp16Codec(m_row)));
         if (!codec) return codec.error();
         Role& c = L.role(role);
         c.codec = std::move(*codec);
@@ -352,8 +409,8 @@ class MethodStore final : public KvStore {
         KVLAB_TRY(push(L.v, value_rule, values, n));
         const std::size_t count = static_cast<std::size_t>(n) * m_row;
         m_prompt_k.resize(count), m_prompt_v.resize(count);
-        read_rows(L.k, 0, n, m_prompt_k.data());
-        read_rows(L.v, 0, n, m_prompt_v.data());
+        read_original(L.k, TensorRole::Key, 0, n, m_prompt_k.data());
+        read_original(L.v, TensorRole::Value, 0, n, m_prompt_v.data());
         args.keys = m_prompt_k.data(), args.values = m_prompt_v.data();
         const Status done = detail::causal_attention(args, m_scratch, out);
         std::vector<float>().swap(m_prompt_k);  // the prompt's floats are not kept
@@ -398,7 +455,9 @@ class MethodStore final : public KvStore {
     return total;
   }
 
-  std::string label() const override { return method_label(m_method); }
+  std::string label() const override {
+    return m_method ? method_label(*m_method) : std::string("fp16");
+  }
 
   Status dequantize_layer(int layer, std::span<float> keys,
                           std::span<float> values) const override {
@@ -412,8 +471,8 @@ class MethodStore final : public KvStore {
                                     layer, L.tokens(), need));
     }
     if (L.tokens() == 0) return Ok{};
-    read_rows(L.k, 0, L.tokens(), keys.data());
-    read_rows(L.v, 0, L.tokens(), values.data());
+    read_original(L.k, TensorRole::Key, 0, L.tokens(), keys.data());
+    read_original(L.v, TensorRole::Value, 0, L.tokens(), values.data());
     return Ok{};
   }
 
@@ -482,15 +541,15 @@ class MethodStore final : public KvStore {
     return Ok{};
   }
 
-  // Token rows [first, last) of a role as the attention reads them; `first` a multiple of the
-  // codec's unit.
-  void read_rows(const Role& c, int first, int last, float* out) const {
+  // Token rows [first, last) of a role as the attention reads them (rotated where the codec is);
+  // `first` a multiple of the codec's unit.
+  void read_rows(const Role& c, int first, int last, float* out, DecodeScratch& scratch) const {
     const int unit = c.codec->unit_tokens;
     const int sealed_end = std::min(last, c.sealed_tokens);
     if (first < sealed_end) {
       c.codec->decode(
           c.sealed.data() + static_cast<std::size_t>(first / unit) * c.codec->unit_bytes,
-          (sealed_end - first) / unit, out);
+          (sealed_end - first) / unit, out, scratch);
     }
     const int tail_first = std::max(first, c.sealed_tokens);
     if (tail_first < last) {
@@ -501,37 +560,93 @@ class MethodStore final : public KvStore {
     }
   }
 
+  // The same rows in the model's frame: each head rotated back where the codec stores it rotated.
+  void read_original(const Role& c, TensorRole role, int first, int last, float* out) const {
+    DecodeScratch scratch;
+    read_rows(c, first, last, out, scratch);
+    if (!c.codec->rotated) return;
+    const std::size_t heads = static_cast<std::size_t>(last - first) * m_kv_heads;
+    for (std::size_t h = 0; h < heads; ++h) {
+      llama_attn_rotate({out + h * m_head_dim, static_cast<std::size_t>(m_head_dim)}, role, true);
+    }
+  }
+
   static int tile_tokens(const Role& c) {
     const int unit = c.codec->unit_tokens;
     return (kTileTokens + unit - 1) / unit * unit;
   }
 
-  // One new token's attention over every stored token, a tile of keys and then of values at a
-  // time: scores q . k / sqrt(head_dim), softmax per head, the weighted sum of the values.
-  void attend(Layer& L, const float* q, float* out) {
+  // Per thread: the decode buffers, a tile of rows and its part of the output.
+  struct Worker {
+    DecodeScratch decode;
+    std::vector<float> tile, out;
+  };
+
+  // Runs body(part, first, last) over `parts` consecutive token ranges of [0, total), each
+  // starting at a multiple of `align`, in parallel where there is enough work.
+  template <class Body>
+  static void for_parts(int total, int align, int parts, Body&& body) {
+    const int aligned = (total + align - 1) / align;
+    const auto range = [&](int p) {
+      const int first = static_cast<int>(static_cast<long long>(aligned) * p / parts) * align;
+      const int last = std::min(
+          total, static_cast<int>(static_cast<long long>(aligned) * (p + 1) / parts) * align);
+      body(p, first, last);
+    };
+    if (parts == 1) {
+      range(0);
+      return;
+    }
+    tbb::parallel_for(0, parts, range);
+  }
+
+  // One new token's attention over every stored token: scores q . k / sqrt(head_dim) a tile of
+  // keys at a time, a softmax per head, then the values a tile at a time. Threads take
+  // consecutive ranges of tokens, each with its own tile and partial output. Where llama.cpp
+  // stores rows rotated, the queries are rotated instead of the keys and the output rotated back
+  // (the rotation is orthogonal, so q . k and the weighted sum are unchanged), as llama.cpp does.
+  void attend(Layer& L, const float* q_in, float* out) {
     const int total = L.tokens();
     const int group = m_heads / m_kv_heads, dim = m_head_dim;
     const float scale = 1.f / std::sqrt(static_cast<float>(dim));
+    const std::size_t qd = static_cast<std::size_t>(m_heads) * dim;
+    const float* q = q_in;
+    if (L.k.codec->rotated) {
+      m_query.assign(q_in, q_in + qd);
+      for (int h = 0; h < m_heads; ++h) {
+        llama_attn_rotate({m_query.data() + h * dim, static_cast<std::size_t>(dim)},
+                          TensorRole::Key, false);
+      }
+      q = m_query.data();
+    }
     m_scores.resize(static_cast<std::size_t>(m_heads) * total);
-    const int kt = tile_tokens(L.k);
-    m_tile.resize(static_cast<std::size_t>(std::max(kt, tile_tokens(L.v))) * m_row);
-    for (int t0 = 0; t0 < total; t0 += kt) {
-      const int t1 = std::min(total, t0 + kt);
-      read_rows(L.k, t0, t1, m_tile.data());
-      for (int r = 0; r < t1 - t0; ++r) {
-        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-          const float* k = m_tile.data() + r * m_row + kvh * dim;
-          for (int g = 0; g < group; ++g) {
-            const int h = kvh * group + g;
-            const float* qh = q + h * dim;
-            float s = 0.f;
+    const int kt = tile_tokens(L.k), vt = tile_tokens(L.v);
+    const int align = std::max(kt, vt);
+    // Below a few tiles a thread costs more than it saves.
+    const int parts = std::max(1, std::min(worker_threads(), total / (4 * align)));
+    if (static_cast<int>(m_workers.size()) < parts)
+      m_workers.resize(static_cast<std::size_t>(parts));
+    for_parts(total, align, parts, [&](int p, int first, int last) {
+      Worker& w = m_workers[static_cast<std::size_t>(p)];
+      w.tile.resize(static_cast<std::size_t>(align) * m_row);
+      for (int t0 = first; t0 < last; t0 += kt) {
+        const int t1 = std::min(last, t0 + kt);
+        read_rows(L.k, t0, t1, w.tile.data(), w.decode);
+        for (int r = 0; r < t1 - t0; ++r) {
+          for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+            const float* k = w.tile.data() + r * m_row + kvh * dim;
+            for (int g = 0; g < group; ++g) {
+              const int h = kvh * group + g;
+              const float* qh = q + h * dim;
+              float s = 0.f;
 #pragma omp simd reduction(+ : s)
-            for (int i = 0; i < dim; ++i) s += qh[i] * k[i];
-            m_scores[static_cast<std::size_t>(h) * total + t0 + r] = s * scale;
+              for (int i = 0; i < dim; ++i) s += qh[i] * k[i];
+              m_scores[static_cast<std::size_t>(h) * total + t0 + r] = s * scale;
+            }
           }
         }
       }
-    }
+    });
     for (int h = 0; h < m_heads; ++h) {
       float* s = m_scores.data() + static_cast<std::size_t>(h) * total;
       const float top = *std::max_element(s, s + total);
@@ -540,33 +655,46 @@ class MethodStore final : public KvStore {
       const float inv = 1.f / sum;
       for (int t = 0; t < total; ++t) s[t] *= inv;
     }
-    std::fill(out, out + static_cast<std::size_t>(m_heads) * dim, 0.f);
-    const int vt = tile_tokens(L.v);
-    for (int t0 = 0; t0 < total; t0 += vt) {
-      const int t1 = std::min(total, t0 + vt);
-      read_rows(L.v, t0, t1, m_tile.data());
-      for (int r = 0; r < t1 - t0; ++r) {
-        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-          const float* v = m_tile.data() + r * m_row + kvh * dim;
-          for (int g = 0; g < group; ++g) {
-            const int h = kvh * group + g;
-            const float p = m_scores[static_cast<std::size_t>(h) * total + t0 + r];
-            float* o = out + h * dim;
+    for_parts(total, align, parts, [&](int p, int first, int last) {
+      Worker& w = m_workers[static_cast<std::size_t>(p)];
+      w.out.assign(qd, 0.f);
+      for (int t0 = first; t0 < last; t0 += vt) {
+        const int t1 = std::min(last, t0 + vt);
+        read_rows(L.v, t0, t1, w.tile.data(), w.decode);
+        for (int r = 0; r < t1 - t0; ++r) {
+          for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+            const float* v = w.tile.data() + r * m_row + kvh * dim;
+            for (int g = 0; g < group; ++g) {
+              const int h = kvh * group + g;
+              const float pr = m_scores[static_cast<std::size_t>(h) * total + t0 + r];
+              float* o = w.out.data() + h * dim;
 #pragma omp simd
-            for (int i = 0; i < dim; ++i) o[i] += p * v[i];
+              for (int i = 0; i < dim; ++i) o[i] += pr * v[i];
+            }
           }
         }
+      }
+    });
+    std::copy(m_workers[0].out.begin(), m_workers[0].out.end(), out);
+    for (int p = 1; p < parts; ++p) {
+      const float* o = m_workers[static_cast<std::size_t>(p)].out.data();
+      for (std::size_t i = 0; i < qd; ++i) out[i] += o[i];
+    }
+    if (L.v.codec->rotated) {
+      for (int h = 0; h < m_heads; ++h) {
+        llama_attn_rotate({out + h * dim, static_cast<std::size_t>(dim)}, TensorRole::Value, true);
       }
     }
   }
 
   int m_heads, m_kv_heads, m_head_dim;
   std::size_t m_row;
-  MethodConfig m_method;
+  std::optional<MethodConfig> m_method;  // empty: fp16 rows
   int m_max_tokens;
   std::vector<Layer> m_layers;
   detail::AttentionScratch m_scratch;
-  std::vector<float> m_prompt_k, m_prompt_v, m_scores, m_tile;
+  std::vector<float> m_prompt_k, m_prompt_v, m_scores, m_query;
+  std::vector<Worker> m_workers;
 };
 
 }  // namespace
@@ -601,6 +729,11 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
     if (!codec) return codec.error();
   }
   return std::unique_ptr<KvStore>(new MethodStore(model, method, max_tokens));
+}
+
+Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens) {
+  if (max_tokens < 0) return make_error(fmt::format("KV store: {} tokens to reserve", max_tokens));
+  return std::unique_ptr<KvStore>(new MethodStore(model, std::nullopt, max_tokens));
 }
 
 }  // namespace kvlab

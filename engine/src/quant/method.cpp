@@ -165,6 +165,10 @@ Status validate(const MethodConfig& c) {
 
 }  // namespace
 
+std::optional<GgmlType> method_ggml_type(MethodKind kind) {
+  return ggml_type_of(kind);
+}
+
 bool method_is_llama_block(MethodKind kind) {
   return ggml_type_of(kind).has_value();
 }

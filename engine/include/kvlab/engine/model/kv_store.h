@@ -66,4 +66,9 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
                                                    const MethodConfig& method, int max_tokens = 0,
                                                    const CompressedCacheConfig& kvcomp = {});
 
+// The fp16 cache a serving engine holds, stored and attended by the same code as
+// make_method_store's methods (each token's row rounded to fp16 as written, the prompt's
+// attention reading it back): the baseline their speed and memory are measured against.
+Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens = 0);
+
 }  // namespace kvlab

@@ -12,6 +12,7 @@
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/kv_cache.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab {
@@ -105,6 +106,8 @@ DType method_param_dtype(const MethodConfig& config);
 bool method_has_param_dtype(MethodKind kind);
 // True for llama.cpp's block types (q8_0 ... iq4_nl), whose llama_rotation applies.
 bool method_is_llama_block(MethodKind kind);
+// The ggml type of a llama.cpp block method (q8_0 ... iq4_nl); nullopt for the others.
+std::optional<GgmlType> method_ggml_type(MethodKind kind);
 // True for the methods calib_tokens applies to (fp8-e4m3, fp8-e5m2, kvquant).
 bool method_takes_calib_tokens(MethodKind kind);
 // True for the FP8 methods (per_head_scale applies).
