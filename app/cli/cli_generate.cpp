@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
@@ -38,6 +39,7 @@ struct Generation {
   double prefill_s = 0, decode_s = 0;
   int steps = 0;  // decode steps: every generated token but the last went through the model
   std::uint64_t cache_bytes = 0, fp16_bytes = 0;
+  std::uint64_t peak_resident = 0;  // the process's peak resident memory during this run
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -139,6 +141,7 @@ int run_generate(const GenerateOptions& o) {
   const auto generate = [&](const std::shared_ptr<KvStore>& store,
                             bool write) -> Result<Generation> {
     Generation g;
+    reset_peak_resident();  // the model is loaded: from here the run's own memory counts
     auto state = model.new_state();
     state.kv_store = store;
     const auto t0 = std::chrono::steady_clock::now();
@@ -170,6 +173,7 @@ int run_generate(const GenerateOptions& o) {
                    static_cast<std::uint64_t>(model.config().kv_dim()) *
                    static_cast<std::uint64_t>(model.config().layers);
     g.cache_bytes = store ? store->bytes() : 2 * g.fp16_bytes;  // the runner keeps float32
+    g.peak_resident = process_memory().peak_resident_bytes;
     return g;
   };
   // The fp16 cache as a serving engine holds it: the same stored-cache code as the methods.
@@ -196,8 +200,11 @@ int run_generate(const GenerateOptions& o) {
   }
   auto run = generate(store, true);
   if (!run) return fail(run.message());
+  const std::string cache_label = store ? store->label() : std::string("float32");
+  const bool stored = store != nullptr;
+  store.reset();  // the fp16 run's peak memory does not hold this run's cache
   std::optional<Generation> fp16;
-  if (o.compare && store) {
+  if (o.compare && stored) {
     auto baseline = fp16_store();
     if (!baseline) return fail(baseline.message());
     auto plain = generate(*baseline, false);
@@ -216,7 +223,6 @@ int run_generate(const GenerateOptions& o) {
       ++agree;
     }
   }
-  const std::string cache_label = store ? store->label() : std::string("float32");
   const std::string text = loaded->decode(generated);
   if (o.json) {
     nlohmann::json j = {{"model", o.model},
@@ -235,12 +241,14 @@ int run_generate(const GenerateOptions& o) {
                           {"bytes", run->cache_bytes},
                           {"fp16_bytes", run->fp16_bytes},
                           {"ratio", static_cast<double>(run->fp16_bytes) /
-                                        std::max<std::uint64_t>(run->cache_bytes, 1)}}}};
+                                        std::max<std::uint64_t>(run->cache_bytes, 1)}}},
+                        {"peak_resident_bytes", run->peak_resident}};
     if (fp16) {
       j["fp16"] = {{"generated_ids", fp16->generated},
                    {"prefill_tokens_per_second", ids.size() / std::max(fp16->prefill_s, 1e-9)},
                    {"decode_tokens_per_second", fp16->steps / std::max(fp16->decode_s, 1e-9)},
-                   {"cache_bytes", fp16->cache_bytes}};
+                   {"cache_bytes", fp16->cache_bytes},
+                   {"peak_resident_bytes", fp16->peak_resident}};
       j["greedy_tokens_agreeing"] = agree;
       j["decode_speed_vs_fp16"] = (steps / std::max(decode_s, 1e-9)) /
                                   std::max(fp16->steps / std::max(fp16->decode_s, 1e-9), 1e-9);
@@ -258,12 +266,16 @@ int run_generate(const GenerateOptions& o) {
   fmt::print("cache    {}: {:.2f} MiB held for {:.2f} MiB of fp16 ({:.2f}x)\n", cache_label,
              run->cache_bytes / kMiB, run->fp16_bytes / kMiB,
              static_cast<double>(run->fp16_bytes) / std::max<std::uint64_t>(run->cache_bytes, 1));
+  fmt::print("memory   {:.1f} MiB resident at the peak (model included)\n",
+             run->peak_resident / kMiB);
   if (fp16) {
     const double speed = steps / std::max(decode_s, 1e-9);
     const double fp16_speed = fp16->steps / std::max(fp16->decode_s, 1e-9);
     fmt::print("fp16     prefill {:.1f} tokens/s, decode {:.1f} tokens/s: {} decodes at {:.2f}x\n",
                ids.size() / std::max(fp16->prefill_s, 1e-9), fp16_speed, cache_label,
                speed / std::max(fp16_speed, 1e-9));
+    fmt::print("fp16     {:.2f} MiB held, {:.1f} MiB resident at the peak\n",
+               fp16->cache_bytes / kMiB, fp16->peak_resident / kMiB);
     fmt::print("greedy   {} of {} generated tokens agree with fp16's before the texts part{}\n",
                agree, generated.size(),
                agree == static_cast<int>(generated.size()) ? " (they never do)" : "");

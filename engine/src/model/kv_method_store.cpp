@@ -34,6 +34,7 @@
 #include <functional>
 #include <vector>
 
+#include <Eigen/Core>
 #include <tbb/parallel_for.h>
 
 #include "codec/bitpack.h"
@@ -54,6 +55,10 @@ namespace kvlab {
 namespace {
 
 constexpr int kTileTokens = 64;
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Buffers a decode needs, one set per thread.
 struct DecodeScratch {
@@ -632,18 +637,13 @@ class MethodStore final : public KvStore {
       for (int t0 = first; t0 < last; t0 += kt) {
         const int t1 = std::min(last, t0 + kt);
         read_rows(L.k, t0, t1, w.tile.data(), w.decode);
-        for (int r = 0; r < t1 - t0; ++r) {
-          for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-            const float* k = w.tile.data() + r * m_row + kvh * dim;
-            for (int g = 0; g < group; ++g) {
-              const int h = kvh * group + g;
-              const float* qh = q + h * dim;
-              float s = 0.f;
-#pragma omp simd reduction(+ : s)
-              for (int i = 0; i < dim; ++i) s += qh[i] * k[i];
-              m_scores[static_cast<std::size_t>(h) * total + t0 + r] = s * scale;
-            }
-          }
+        // Per KV head, its query group against the tile's keys: [group x dim] x [dim x rows].
+        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+          const ConstStrided k(w.tile.data() + kvh * dim, t1 - t0, dim, Eigen::OuterStride<>(m_row));
+          const ConstStrided qg(q + kvh * group * dim, group, dim, Eigen::OuterStride<>(dim));
+          Strided(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0, group,
+                  t1 - t0, Eigen::OuterStride<>(total))
+              .noalias() = qg.lazyProduct(k.transpose()) * scale;
         }
       }
     });
@@ -661,17 +661,14 @@ class MethodStore final : public KvStore {
       for (int t0 = first; t0 < last; t0 += vt) {
         const int t1 = std::min(last, t0 + vt);
         read_rows(L.v, t0, t1, w.tile.data(), w.decode);
-        for (int r = 0; r < t1 - t0; ++r) {
-          for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-            const float* v = w.tile.data() + r * m_row + kvh * dim;
-            for (int g = 0; g < group; ++g) {
-              const int h = kvh * group + g;
-              const float pr = m_scores[static_cast<std::size_t>(h) * total + t0 + r];
-              float* o = w.out.data() + h * dim;
-#pragma omp simd
-              for (int i = 0; i < dim; ++i) o[i] += pr * v[i];
-            }
-          }
+        // Per KV head: [group x rows] of probabilities x [rows x dim] of values.
+        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+          const ConstStrided v(w.tile.data() + kvh * dim, t1 - t0, dim, Eigen::OuterStride<>(m_row));
+          const ConstStrided pg(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0,
+                                group, t1 - t0, Eigen::OuterStride<>(total));
+          Strided(w.out.data() + static_cast<std::size_t>(kvh) * group * dim, group, dim,
+                  Eigen::OuterStride<>(dim))
+              .noalias() += pg.lazyProduct(v);
         }
       }
     });
