@@ -91,6 +91,15 @@ SECTIONS = [
      "`llama_cpp` (PyPI `llama-cpp-python` 0.3.36 built with `GGML_NATIVE=ON` in a virtual "
      "environment outside the tree: about 20 minutes on 2 cores, so a benchmark step, not a "
      "test)."),
+    ("generate", "A real model generating from a compressed cache",
+     "`kvlab generate --method M` with SmolLM2-135M-Instruct (Q4_1 GGUF; 30 layers, 3 KV heads "
+     "× 64): the runner's cache held in method M's stored form (`make_method_store`, "
+     "`make_kvcomp_store`) and read by the attention in that form, a tile of 64 tokens at a time "
+     "on both cores. fp16 is the same store holding fp16 rows, so the speed ratios compare what "
+     "is stored, not two implementations. Each method runs in its own process, one after "
+     "another on the same machine; a decode step reads every layer's whole cache (at 8K: 180 "
+     "MiB of fp16, several times the 32 MiB L3). The prompt is the start of GPL-3 + GPL-2 from "
+     "Debian's base-files."),
     ("planner", "Planner sweep",
      "`planners::sweep` over Llama-3-70B at TP 8 × 10 GPUs × 10 schemes × 100 contexts × 100 "
      "batch sizes = 1,000,000 scenarios with the latency model (memory, fit, largest batch, TTFT, "
@@ -229,6 +238,12 @@ def section_text(bench, title, about, results):
     if notes:
         out.append("")
         out += [wrap(note, f"{i}. ", " " * len(f"{i}. ")) for i, note in enumerate(notes, 1)]
+    for d in sorted({id(d): d for d, _ in rows}.values(), key=lambda d: d["device"]):
+        for table in d.get("tables", []):
+            out += ["", wrap(f"{table['title']} ([{d['device']}](#machines)):", "", ""), "",
+                    "| " + " | ".join(cell(c) for c in table["columns"]) + " |",
+                    "|" + "---|" * len(table["columns"])]
+            out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table["rows"]]
     raw = sorted({r for d, _ in rows for r in d.get("raw", [])})
     if raw:
         out += ["", "Raw output kept beside the results: " +

@@ -29,13 +29,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <vector>
 
-#include <Eigen/Core>
 #include <tbb/parallel_for.h>
+#include <Eigen/Core>
 
 #include "codec/bitpack.h"
 #include "kvlab/engine/core/dtype.h"
@@ -90,11 +91,12 @@ class UnitCodec {
 class QuantizerCodec final : public UnitCodec {
  public:
   using RowEncoder = std::function<void(const float* row, std::uint8_t* dst)>;
+  using RowDecoder = std::function<void(const std::uint8_t* src, float* row)>;
   // `decoder`: the quantizer that reconstructs, when not `quantizer` (llama.cpp's types decode
   // without the rotation back).
   QuantizerCodec(std::unique_ptr<Quantizer> quantizer, TensorRole role, int heads, int dim,
                  std::vector<std::size_t> parts, std::vector<float> params, RowEncoder encoder,
-                 std::unique_ptr<Quantizer> decoder = nullptr)
+                 std::unique_ptr<Quantizer> decoder = nullptr, RowDecoder row_decoder = nullptr)
       : m_quantizer(std::move(quantizer)),
         m_decoder(std::move(decoder)),
         m_role(role),
@@ -102,7 +104,8 @@ class QuantizerCodec final : public UnitCodec {
         m_dim(dim),
         m_parts(std::move(parts)),
         m_params(std::move(params)),
-        m_encoder(std::move(encoder)) {
+        m_encoder(std::move(encoder)),
+        m_row_decoder(std::move(row_decoder)) {
     unit_tokens = 1;
     unit_bytes = 0;
     for (std::size_t p : m_parts) unit_bytes += p;
@@ -127,6 +130,11 @@ class QuantizerCodec final : public UnitCodec {
 
   void decode(const std::uint8_t* src, int units, float* rows,
               DecodeScratch& scratch) const override {
+    if (m_row_decoder) {
+      const std::size_t row = static_cast<std::size_t>(m_heads) * m_dim;
+      for (int u = 0; u < units; ++u) m_row_decoder(src + u * unit_bytes, rows + u * row);
+      return;
+    }
     QuantizedTensor& tile = scratch.tile;
     tile.role = m_role;
     tile.tokens = units, tile.heads = m_heads, tile.dim = m_dim;
@@ -156,6 +164,7 @@ class QuantizerCodec final : public UnitCodec {
   std::vector<std::size_t> m_parts;
   std::vector<float> m_params;
   RowEncoder m_encoder;
+  RowDecoder m_row_decoder;
 };
 
 // KIVI's groups (group_quant.h): keys a unit of G tokens quantized per channel, values a unit of
@@ -348,9 +357,24 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       auto encoder = [=](const float* x, std::uint8_t* dst) {
         detail::nvfp4_quantize_row(x, static_cast<int>(row), global, dst, dst + nibbles);
       };
+      // Decoded in place from a token's nibbles and block scales, as the quantizer's
+      // dequantize() does from its tensor layout: e2m1 * (float(sf8) / global).
+      std::array<float, 16> e2m1{};
+      for (int c = 0; c < 16; ++c) e2m1[c] = detail::e2m1_to_float(static_cast<std::uint8_t>(c));
+      auto decoder = [=](const std::uint8_t* src, float* x) {
+        for (std::size_t b = 0; b < scales; ++b) {
+          const float s = fp8_to_float(src[nibbles + b], Fp8Format::E4M3) / global;
+          const std::uint8_t* in = src + b * (detail::kNvfp4BlockSize / 2);
+          float* o = x + b * detail::kNvfp4BlockSize;
+          for (int j = 0; j < detail::kNvfp4BlockSize / 2; ++j) {
+            o[2 * j] = e2m1[in[j] & 0xf] * s;
+            o[2 * j + 1] = e2m1[in[j] >> 4] * s;
+          }
+        }
+      };
       return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
           std::move(*q), role, heads, dim, std::vector<std::size_t>{nibbles, scales},
-          std::vector<float>{global}, encoder));
+          std::vector<float>{global}, encoder, nullptr, decoder));
     }
     default:
       break;
@@ -400,7 +424,7 @@ class MethodStore final : public KvStore {
         if (m_max_tokens > 0) {
           const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
           c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
-          if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + n) * m_row);
+          if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
         }
       }
       detail::AttentionArgs args;
@@ -537,12 +561,26 @@ class MethodStore final : public KvStore {
   Status seal(Role& c, const SealRule& rule) {
     const int ready = (c.tail_tokens - rule.keep) / rule.quantum * rule.quantum;
     if (ready <= 0) return Ok{};
+    // A unit at a time from fp16, so that sealing a long prompt needs no float copy of it.
+    const int unit = c.codec->unit_tokens;
+    const std::size_t unit_values = static_cast<std::size_t>(unit) * m_row;
+    c.scratch.resize(unit_values);
+    for (int t = 0; t < ready; t += unit) {
+      fp16_to_float({c.tail.data() + static_cast<std::size_t>(t) * m_row, unit_values}, c.scratch);
+      KVLAB_TRY(encode_units(c, c.scratch.data(), unit));
+    }
     const std::size_t count = static_cast<std::size_t>(ready) * m_row;
-    c.scratch.resize(count);
-    fp16_to_float({c.tail.data(), count}, c.scratch);
-    KVLAB_TRY(encode_units(c, c.scratch.data(), ready));
     c.tail.erase(c.tail.begin(), c.tail.begin() + static_cast<std::ptrdiff_t>(count));
     c.tail_tokens -= ready;
+    // After a prompt the tail's allocation would stay the prompt's size: it is cut back to what
+    // the rule keeps between seals.
+    const std::size_t most = static_cast<std::size_t>(rule.keep + rule.quantum + 1) * m_row;
+    if (c.tail.capacity() > 2 * most) {
+      std::vector<std::uint16_t> kept;
+      kept.reserve(most);
+      kept.assign(c.tail.begin(), c.tail.end());
+      c.tail.swap(kept);
+    }
     return Ok{};
   }
 
@@ -639,7 +677,8 @@ class MethodStore final : public KvStore {
         read_rows(L.k, t0, t1, w.tile.data(), w.decode);
         // Per KV head, its query group against the tile's keys: [group x dim] x [dim x rows].
         for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-          const ConstStrided k(w.tile.data() + kvh * dim, t1 - t0, dim, Eigen::OuterStride<>(m_row));
+          const ConstStrided k(w.tile.data() + kvh * dim, t1 - t0, dim,
+                               Eigen::OuterStride<>(m_row));
           const ConstStrided qg(q + kvh * group * dim, group, dim, Eigen::OuterStride<>(dim));
           Strided(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0, group,
                   t1 - t0, Eigen::OuterStride<>(total))
@@ -663,9 +702,11 @@ class MethodStore final : public KvStore {
         read_rows(L.v, t0, t1, w.tile.data(), w.decode);
         // Per KV head: [group x rows] of probabilities x [rows x dim] of values.
         for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-          const ConstStrided v(w.tile.data() + kvh * dim, t1 - t0, dim, Eigen::OuterStride<>(m_row));
-          const ConstStrided pg(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0,
-                                group, t1 - t0, Eigen::OuterStride<>(total));
+          const ConstStrided v(w.tile.data() + kvh * dim, t1 - t0, dim,
+                               Eigen::OuterStride<>(m_row));
+          const ConstStrided pg(
+              m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0, group, t1 - t0,
+              Eigen::OuterStride<>(total));
           Strided(w.out.data() + static_cast<std::size_t>(kvh) * group * dim, group, dim,
                   Eigen::OuterStride<>(dim))
               .noalias() += pg.lazyProduct(v);
