@@ -2,6 +2,8 @@
 // key and the job, the chart, the table and the retrieval curves show the model's points.
 #include "quality/quality_view.h"
 
+#include "quality/generate_panel.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -373,6 +375,13 @@ QWidget* QualityView::build_results() {
   m_chart_tabs->setDocumentMode(true);
   m_chart_tabs->addTab(m_chart, tr("Quality against memory"));
   m_chart_tabs->addTab(m_retrieval, tr("Passkey retrieval against budget"));
+  m_generate = new GeneratePanel([this] { return absolute(m_model_path->text()); });
+  connect(m_generate, &GeneratePanel::status_message, this, &QualityView::status_message);
+  m_chart_tabs->addTab(m_generate, tr("Generate from a compressed cache"));
+  m_chart_tabs->setTabToolTip(
+      kGenerateTab, tr("The model continues a prompt with its cache held compressed, as each "
+                       "method's engine stores it: memory held, decode speed against fp16, and "
+                       "where the text departs from fp16's (kvlab generate --method M --compare)"));
   m_chart_tabs->setTabToolTip(0, tr("Each stored quality run of this model and text: error "
                                     "against memory, the Pareto frontier as a step line"));
   m_chart_tabs->setTabToolTip(
@@ -382,6 +391,14 @@ QWidget* QualityView::build_results() {
   m_table = new QTableView;
   m_table->setModel(m_page->table());
   init_quality_table(m_table);
+  // The Generate tab is a page of its own: the runs table and the axes are the charts'.
+  connect(m_chart_tabs, &QTabWidget::currentChanged, this, [this, selectors](int index) {
+    const bool charts = index != kGenerateTab;
+    m_table->setVisible(charts);
+    for (int i = 0; i < selectors->count(); ++i) {
+      if (QWidget* w = selectors->itemAt(i)->widget()) w->setVisible(charts);
+    }
+  });
   auto* vertical = new QSplitter(Qt::Vertical);
   vertical->addWidget(m_chart_tabs);
   vertical->addWidget(m_table);

@@ -37,6 +37,7 @@ class QTableView;
 
 namespace kvlab::gui {
 
+class GeneratePanel;
 class QualityChart;
 class RunController;
 class RetrievalChart;
@@ -88,6 +89,10 @@ class QualityView : public QWidget {
   // "quality against memory" | "passkey retrieval against budget"
   QTabWidget* chart_tabs() const { return m_chart_tabs; }
   static constexpr int kRetrievalTab = 1;
+  // "generate from a compressed cache": the model on the left continuing a prompt with its cache
+  // stored by each checked method (generate_panel.h).
+  static constexpr int kGenerateTab = 2;
+  GeneratePanel* generate_panel() const { return m_generate; }
   // The controls and results are named for finding them: "model", "sampled", "file",
   // "sample_tokens", "seed", "window", "target_se", "text_file", "methods", "error", "heading",
   // the axes "x" and "y", "log_y", "reset_zoom", the charts "chart" and "retrieval", "table".
@@ -137,6 +142,7 @@ class QualityView : public QWidget {
   QualityChart* m_chart = nullptr;
   QTabWidget* m_chart_tabs = nullptr;
   RetrievalChart* m_retrieval = nullptr;
+  GeneratePanel* m_generate = nullptr;
   QTableView* m_table = nullptr;
 
   QString m_offered_model;  // the last offer_model_path() taken

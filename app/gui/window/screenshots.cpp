@@ -21,6 +21,7 @@
 #include "eviction/eviction_view.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "learn/learn_view.h"
+#include "quality/generate_panel.h"
 #include "quality/quality_view.h"
 #include "quality/retrieval_chart.h"
 #include "runs/runs_view.h"
@@ -185,6 +186,18 @@ QStringList save_page_screenshots(MainWindow& window, const QString& dir, QStrin
   const int quality_before = quality_tabs->currentIndex();
   quality_tabs->setCurrentIndex(QualityView::kRetrievalTab);
   if (!grab_to(QStringLiteral("quality-retrieval"))) return written;
+  // The Generate tab, with stories260K continuing a story from fp16 and three compressed caches.
+  quality_tabs->setCurrentIndex(QualityView::kGenerateTab);
+  if (!find_stories260k().isEmpty()) {
+    GeneratePanel* generate = window.quality_view()->generate_panel();
+    window.quality_view()->set_model_path(find_stories260k());
+    generate->set_prompt(QStringLiteral("Once upon a time, there was a little girl named Lily."));
+    generate->set_tokens(120);
+    generate->set_checked({QStringLiteral("kvcomp + huffman"), QStringLiteral("kivi-2"),
+                           QStringLiteral("int4"), QStringLiteral("int8")});
+    if (generate->generate()) generate->wait_until_done(kQualityTimeoutMs);
+  }
+  if (!grab_to(QStringLiteral("quality-generate"))) return written;
   quality_tabs->setCurrentIndex(quality_before);
   // Every step of the Learn page: learn-growth.png, learn-quant.png, ...; a step that plays
   // (the cache growing, the Huffman merges, eviction) is shown played to its end, where its

@@ -183,6 +183,13 @@ class KiviCodec final : public UnitCodec {
     m_steps.resize(m_groups), m_mins.resize(m_groups);
   }
 
+  // Whole bytes of codes per unit, so that units' codes concatenate into one stream.
+  static bool fits(TensorRole role, int heads, int dim, int bits, int group) {
+    const std::size_t values =
+        static_cast<std::size_t>(role == TensorRole::Key ? group : 1) * heads * dim;
+    return values * bits % 8 == 0;
+  }
+
   Status encode(const float* rows, std::uint8_t* dst) override {
     const std::size_t n = static_cast<std::size_t>(unit_tokens) * m_heads * m_dim;
     std::memset(dst, 0, m_code_bytes);
@@ -195,15 +202,22 @@ class KiviCodec final : public UnitCodec {
 
   void decode(const std::uint8_t* src, int units, float* rows,
               DecodeScratch& scratch) const override {
-    const std::size_t unit_values = static_cast<std::size_t>(unit_tokens) * m_heads * m_dim;
-    scratch.steps.resize(m_groups), scratch.mins.resize(m_groups);
+    // The units' codes and parameters gathered into the layout of one tensor of units *
+    // unit_tokens tokens (codes in token order, then a step and a minimum per group in the same
+    // order), which dequantize_groups() reconstructs in one call.
+    const std::size_t groups = static_cast<std::size_t>(units) * m_groups;
+    scratch.tile.codes.resize(static_cast<std::size_t>(units) * m_code_bytes);
+    scratch.steps.resize(groups), scratch.mins.resize(groups);
     for (int u = 0; u < units; ++u) {
       const std::uint8_t* at = src + u * unit_bytes;
-      read_params(at + m_code_bytes, scratch.steps);
-      read_params(at + m_code_bytes + m_groups * m_param_size, scratch.mins);
-      detail::dequantize_groups(at, 0, scratch.steps.data(), scratch.mins.data(), m_role, m_spec,
-                                m_heads, m_dim, 0, unit_tokens, rows + u * unit_values);
+      std::memcpy(scratch.tile.codes.data() + u * m_code_bytes, at, m_code_bytes);
+      read_params(at + m_code_bytes, scratch.steps.data() + u * m_groups, scratch);
+      read_params(at + m_code_bytes + m_groups * m_param_size, scratch.mins.data() + u * m_groups,
+                  scratch);
     }
+    detail::dequantize_groups(scratch.tile.codes.data(), 0, scratch.steps.data(),
+                              scratch.mins.data(), m_role, m_spec, m_heads, m_dim, 0,
+                              units * unit_tokens, rows);
   }
 
  private:
@@ -218,15 +232,18 @@ class KiviCodec final : public UnitCodec {
       }
     }
   }
-  void read_params(const std::uint8_t* src, std::vector<float>& v) const {
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (m_param_size == 4) {
-        std::memcpy(&v[i], src + 4 * i, 4);
-      } else {
-        std::uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        v[i] = m_spec.params == DType::BF16 ? bf16_to_float(h) : fp16_to_float(h);
-      }
+  // m_groups parameters at `src` into `out`.
+  void read_params(const std::uint8_t* src, float* out, DecodeScratch& scratch) const {
+    if (m_param_size == 4) {
+      std::memcpy(out, src, m_groups * 4);
+      return;
+    }
+    scratch.half.resize(m_groups);
+    std::memcpy(scratch.half.data(), src, m_groups * 2);
+    if (m_spec.params == DType::BF16) {
+      for (std::size_t i = 0; i < m_groups; ++i) out[i] = bf16_to_float(scratch.half[i]);
+    } else {
+      fp16_to_float(scratch.half, {out, m_groups});
     }
   }
 
@@ -307,6 +324,12 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
   }
   switch (m.kind) {
     case MethodKind::Kivi:
+      if (!KiviCodec::fits(role, heads, dim, m.bits, m.group_size)) {
+        return make_error(
+            fmt::format("kivi: a {}'s {}-bit codes of {} x {} values do not fill "
+                        "whole bytes",
+                        role_name(role), m.bits, heads, dim));
+      }
       return std::unique_ptr<UnitCodec>(std::make_unique<KiviCodec>(
           role, heads, dim, m.bits, m.group_size, method_param_dtype(m)));
     case MethodKind::Int8:

@@ -1,0 +1,259 @@
+#include "quality/generate_model.h"
+
+#include <fmt/format.h>
+
+#include <QMetaObject>
+#include <algorithm>
+#include <chrono>
+
+#include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/model/kv_store.h"
+
+namespace kvlab::gui {
+
+namespace {
+
+MethodConfig config_of(MethodKind kind, int bits = 2) {
+  MethodConfig c;
+  c.kind = kind;
+  c.bits = bits;
+  return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<GenerateChoice> generate_choices() {
+  MethodConfig huffman = config_of(MethodKind::KvComp);
+  huffman.codec = CodecKind::Huffman;
+  MethodConfig bitpack = config_of(MethodKind::KvComp);
+  bitpack.codec = CodecKind::BitPack;
+  bitpack.rel_scale = 0.0667;
+  return {{"kvcomp + huffman", huffman},
+          {"kvcomp + bitpack", bitpack},
+          {"kivi-2", config_of(MethodKind::Kivi, 2)},
+          {"kivi-4", config_of(MethodKind::Kivi, 4)},
+          {"int8", config_of(MethodKind::Int8)},
+          {"int4", config_of(MethodKind::Int4)},
+          {"fp8-e4m3", config_of(MethodKind::Fp8E4M3)},
+          {"q8_0", config_of(MethodKind::Q8_0)},
+          {"q4_0", config_of(MethodKind::Q4_0)},
+          {"nvfp4", config_of(MethodKind::Nvfp4)},
+          {"mxfp4", config_of(MethodKind::Mxfp4)}};
+}
+
+struct GenerateRunner::Loaded {
+  std::string path;
+  LoadedModel model;
+};
+
+GenerateRunner::GenerateRunner(QObject* parent) : WorkerRunner(parent) {}
+
+bool GenerateRunner::start(const GenerateJob& job) {
+  std::shared_ptr<const Loaded> ready = m_loaded;
+  if (ready && ready->path != job.model) ready.reset();
+  return launch([this, job, ready]() -> Completion {
+    // On the worker thread: only the job, progress_fn and queued signals.
+    std::shared_ptr<const Loaded> loaded = ready;
+    const ProgressFn progress = progress_fn(0.0, 1.0);
+    const auto work = [&]() -> Status {
+      if (!report_progress(progress, 0.0, "loading the model")) {
+        return make_error(std::string(kCancelledMessage));
+      }
+      if (!loaded) {
+        auto model = load_model(job.model);
+        if (!model) return model.error();
+        loaded = std::make_shared<const Loaded>(Loaded{job.model, std::move(*model)});
+      }
+      const LoadedModel& m = loaded->model;
+      auto ids = m.encode(job.prompt);
+      if (!ids) return ids.error();
+      if (ids->empty()) return make_error("the prompt has no tokens");
+      const int limit = m.model.config().seq_len;
+      const int max_tokens = static_cast<int>(ids->size()) + job.tokens;
+      if (max_tokens > limit) {
+        return make_error(fmt::format("{} prompt tokens and {} more pass the model's {} positions",
+                                      ids->size(), job.tokens, limit));
+      }
+      const int count = static_cast<int>(job.methods.size()) + 1;
+      for (int i = 0; i < count; ++i) {
+        const std::string name =
+            i == 0 ? std::string("fp16") : job.methods[i - 1].name.toStdString();
+        auto made =
+            i == 0 ? make_fp16_store(m.model.config(), max_tokens)
+                   : make_method_store(m.model.config(), job.methods[i - 1].config, max_tokens);
+        if (!made) return make_error(fmt::format("{}: {}", name, made.message()));
+        std::shared_ptr<KvStore> store = std::move(*made);
+        const auto stage = [&](int step) {
+          return report_progress(
+              progress, (i + static_cast<double>(step) / std::max(job.tokens, 1)) / count,
+              fmt::format("{} ({} of {}): {}", name, i + 1, count,
+                          step == 0 ? std::string("prompt")
+                                    : fmt::format("token {} of {}", step, job.tokens)));
+        };
+        if (!stage(0)) return make_error(std::string(kCancelledMessage));
+        auto state = m.model.new_state();
+        state.kv_store = store;
+        const auto t0 = std::chrono::steady_clock::now();
+        auto logits = m.model.forward(state, *ids);
+        if (!logits) return make_error(fmt::format("{}: {}", name, logits.message()));
+        const double prefill_s = seconds_since(t0);
+        const auto t1 = std::chrono::steady_clock::now();
+        int steps = 0;
+        // A token's text is what it adds to the text of all before it: a tokenizer drops a
+        // word's leading space when a token is decoded alone.
+        std::vector<int> generated;
+        std::string text;
+        for (int step = 0; step < job.tokens; ++step) {
+          const int next =
+              static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+          generated.push_back(next);
+          const std::string now = m.decode(generated);
+          const std::string added =
+              now.compare(0, text.size(), text) == 0 ? now.substr(text.size()) : m.decode({next});
+          text = now;
+          const QString piece = QString::fromStdString(added);
+          const int stored = store->tokens(0);
+          const auto bytes = static_cast<qulonglong>(store->bytes());
+          const auto fp16 = static_cast<qulonglong>(store->fp16_bytes());
+          QMetaObject::invokeMethod(
+              this,
+              [this, i, step, next, piece, stored, bytes, fp16] {
+                emit token(i, step, next, piece, stored, bytes, fp16);
+              },
+              Qt::QueuedConnection);
+          if (next == m.eos || step + 1 == job.tokens) break;
+          if (!stage(step + 1)) return make_error(std::string(kCancelledMessage));
+          logits = m.model.forward(state, {next});
+          if (!logits) return make_error(fmt::format("{}: {}", name, logits.message()));
+          ++steps;
+        }
+        const double decode_s = seconds_since(t1);
+        const double prefill_tps = ids->size() / std::max(prefill_s, 1e-9);
+        const double decode_tps = steps / std::max(decode_s, 1e-9);
+        QMetaObject::invokeMethod(
+            this,
+            [this, i, prefill_tps, decode_tps] { emit method_done(i, prefill_tps, decode_tps); },
+            Qt::QueuedConnection);
+      }
+      return Ok{};
+    };
+    const Status status = work();
+    const QString error = status ? QString() : QString::fromStdString(status.message());
+    const bool cancelled = !status && status.message() == kCancelledMessage;
+    return [this, loaded, error, cancelled] {
+      if (loaded) m_loaded = loaded;
+      emit ended(error, cancelled);
+    };
+  });
+}
+
+GenerateModel::GenerateModel(QObject* parent)
+    : QObject(parent), m_runner(new GenerateRunner(this)) {
+  connect(m_runner, &GenerateRunner::token, this, &GenerateModel::on_token);
+  connect(m_runner, &GenerateRunner::method_done, this,
+          [this](int method, double prefill, double decode) {
+            if (method < 0 || method >= static_cast<int>(m_series.size())) return;
+            GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
+            s.prefill_tps = prefill, s.decode_tps = decode, s.done = true;
+            emit changed();
+          });
+  connect(m_runner, &GenerateRunner::ended, this, [this](const QString& error, bool cancelled) {
+    m_error = cancelled ? tr("Cancelled.") : error;
+    emit changed();
+    emit finished();
+  });
+}
+
+bool GenerateModel::start(const GenerateJob& job, QString* error) {
+  const auto refuse = [&](const QString& why) {
+    if (error) *error = why;
+    return false;
+  };
+  if (m_runner->busy()) return refuse(tr("A generation is running."));
+  if (job.model.empty()) return refuse(tr("Choose a model first (the Model field on the left)."));
+  if (job.prompt.empty()) return refuse(tr("Write a prompt to continue."));
+  if (job.tokens < 1) return refuse(tr("Generate at least one token."));
+  m_series.clear();
+  m_series.push_back(GenerateSeries{tr("fp16")});
+  for (const GenerateChoice& c : job.methods) m_series.push_back(GenerateSeries{c.name});
+  m_error.clear();
+  if (!m_runner->start(job)) return refuse(tr("A generation is running."));
+  emit changed();
+  return true;
+}
+
+void GenerateModel::cancel() {
+  m_runner->cancel();
+}
+
+bool GenerateModel::busy() const {
+  return m_runner->busy();
+}
+
+bool GenerateModel::wait_until_done(int timeout_ms) {
+  return m_runner->wait_until_done(timeout_ms);
+}
+
+void GenerateModel::on_token(int method, int step, int id, const QString& piece, int stored,
+                             qulonglong bytes, qulonglong fp16_bytes) {
+  if (method < 0 || method >= static_cast<int>(m_series.size())) return;
+  GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
+  if (step != static_cast<int>(s.ids.size())) return;  // out of order: never, by the queue
+  constexpr double kMiB = 1024.0 * 1024.0;
+  s.ids.push_back(id);
+  s.pieces.push_back(piece);
+  s.tokens.push_back(stored);
+  s.mib.push_back(bytes / kMiB);
+  s.fp16_mib = fp16_bytes / kMiB;
+  if (method == 0) {
+    for (int m = 1; m < static_cast<int>(m_series.size()); ++m) update_agreement(m);
+  } else {
+    update_agreement(method);
+  }
+  emit changed();
+}
+
+void GenerateModel::update_agreement(int method) {
+  const GenerateSeries& fp16 = m_series.front();
+  GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
+  if (fp16.ids.empty() || s.ids.empty()) return;
+  const std::size_t n = std::min(fp16.ids.size(), s.ids.size());
+  int agree = 0;
+  while (static_cast<std::size_t>(agree) < n &&
+         fp16.ids[static_cast<std::size_t>(agree)] == s.ids[static_cast<std::size_t>(agree)]) {
+    ++agree;
+  }
+  s.agree = agree;
+}
+
+QStringList GenerateModel::summary() const {
+  QStringList lines;
+  if (m_series.empty() || !m_series.front().done) return lines;
+  const GenerateSeries& fp16 = m_series.front();
+  lines << tr("fp16: %1 MiB held, prefill %2 tokens/s, decode %3 tokens/s")
+               .arg(fp16.mib.empty() ? 0.0 : fp16.mib.back(), 0, 'f', 2)
+               .arg(fp16.prefill_tps, 0, 'f', 1)
+               .arg(fp16.decode_tps, 0, 'f', 1);
+  for (std::size_t i = 1; i < m_series.size(); ++i) {
+    const GenerateSeries& s = m_series[i];
+    if (!s.done || s.mib.empty()) continue;
+    const double ratio = s.fp16_mib / std::max(s.mib.back(), 1e-12);
+    const QString agree =
+        s.agree == static_cast<int>(s.ids.size())
+            ? tr("agrees with fp16 for all %1 tokens").arg(s.ids.size())
+            : tr("departs from fp16 at token %1 of %2").arg(s.agree + 1).arg(s.ids.size());
+    lines << tr("%1: %2 MiB held (%3x smaller), decodes at %4x fp16's speed, %5")
+                 .arg(s.name)
+                 .arg(s.mib.back(), 0, 'f', 2)
+                 .arg(ratio, 0, 'f', 2)
+                 .arg(s.decode_tps / std::max(fp16.decode_tps, 1e-9), 0, 'f', 2)
+                 .arg(agree);
+  }
+  return lines;
+}
+
+}  // namespace kvlab::gui

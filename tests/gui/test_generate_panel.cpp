@@ -1,0 +1,116 @@
+// The Quality page's Generate tab on the real stories260K model (../shared/models, skipped when
+// absent): fp16 and two checked caches continue the same prompt; the chart draws each cache's
+// memory token by token, the texts stream in with fp16's first, the summary names the bytes,
+// speeds and departure points; the bytes drawn are each format's byte formula, and fp16's tokens
+// are those of `kvlab generate --method fp16` (the CLI's process, not this one). A missing model
+// is an error on the tab, not a crash.
+#include <gtest/gtest.h>
+
+#include <qcustomplot.h>
+
+#include <filesystem>
+
+#include <QLabel>
+#include <QTabWidget>
+#include <QTextBrowser>
+#include <nlohmann/json.hpp>
+
+#include "../cli/cli_test_support.h"
+#include "gui_test_support.h"
+#include "quality/generate_model.h"
+#include "quality/generate_panel.h"
+#include "quality/quality_view.h"
+
+namespace kvlab::gui {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kModelDir = std::string(KVLAB_MODELS_DIR) + "/stories260K";
+const std::string kModel = kModelDir + "/stories260K.bin";
+constexpr int kTokens = 40;
+
+TEST(GeneratePanel, CachesGenerateSideBySideWithFp16) {
+  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
+    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
+  }
+  QualityView view(nullptr);
+  view.resize(1200, 800);
+  view.show();
+  view.set_model_path(QString::fromStdString(kModel));
+  view.chart_tabs()->setCurrentIndex(QualityView::kGenerateTab);
+  GeneratePanel& panel = *view.generate_panel();
+  panel.set_prompt(QStringLiteral("Once upon a time"));
+  panel.set_tokens(kTokens);
+  panel.set_checked({QStringLiteral("int8"), QStringLiteral("kivi-2")});
+  ASSERT_TRUE(panel.generate());
+  ASSERT_TRUE(panel.wait_until_done(120'000));
+  const GenerateModel& model = *panel.model();
+  ASSERT_TRUE(model.error().isEmpty()) << model.error().toStdString();
+  const auto& series = model.series();
+  ASSERT_EQ(series.size(), 3u);
+  EXPECT_EQ(series[0].name, "fp16");
+  EXPECT_EQ(series[1].name, "kivi-2");  // in the tab's order, not the order checked
+  EXPECT_EQ(series[2].name, "int8");
+  const int prompt = 5;  // BOS + "Once upon a time"
+  for (const GenerateSeries& s : series) {
+    ASSERT_EQ(s.ids.size(), static_cast<std::size_t>(kTokens)) << s.name.toStdString();
+    EXPECT_TRUE(s.done);
+    EXPECT_GT(s.decode_tps, 0.0);
+    EXPECT_EQ(s.tokens.front(), prompt);  // the first token comes from the prompt's logits
+    EXPECT_EQ(s.tokens.back(), prompt + kTokens - 1);
+  }
+  // The bytes drawn: stories260K holds 5 layers x 4 KV heads x 8 channels per token.
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const double stored = prompt + kTokens - 1;
+  EXPECT_DOUBLE_EQ(series[0].mib.back(), 2 * 5 * stored * 32 * 2 / kMiB);    // fp16 rows
+  EXPECT_DOUBLE_EQ(series[2].mib.back(), 2 * 5 * (stored * 32 + 4) / kMiB);  // bytes + scale
+  EXPECT_DOUBLE_EQ(series[0].fp16_mib, series[0].mib.back());
+  // int8 agrees with fp16 for a while on this model; the departure is where the ids part.
+  for (std::size_t i = 1; i < series.size(); ++i) {
+    const GenerateSeries& s = series[i];
+    ASSERT_GE(s.agree, 0);
+    for (int t = 0; t < s.agree; ++t) EXPECT_EQ(s.ids[t], series[0].ids[t]);
+    if (s.agree < kTokens) EXPECT_NE(s.ids[s.agree], series[0].ids[s.agree]);
+  }
+  // fp16's tokens are the CLI's.
+  const cli_test::Output cli =
+      cli_test::run_kvlab("generate --model " + kModel + " --tokenizer " + kModelDir +
+                          "/tok512.bin --prompt 'Once upon a time' --method fp16 --json --tokens " +
+                          std::to_string(kTokens));
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  const auto j = nlohmann::json::parse(cli.out);
+  EXPECT_EQ(j["generated_ids"].get<std::vector<int>>(), series[0].ids);
+
+  // What the tab shows.
+  auto* chart = gui_test::child<QCustomPlot>(&panel, "chart");
+  ASSERT_EQ(chart->graphCount(), 3);
+  EXPECT_EQ(chart->graph(0)->name(), "fp16");
+  EXPECT_EQ(chart->graph(0)->data()->size(), kTokens);
+  const QString summary = gui_test::child<QLabel>(&panel, "summary")->text();
+  EXPECT_TRUE(summary.contains("int8: ")) << summary.toStdString();
+  EXPECT_TRUE(summary.contains("x fp16's speed")) << summary.toStdString();
+  const QString texts = gui_test::child<QTextBrowser>(&panel, "texts")->toPlainText();
+  EXPECT_TRUE(texts.startsWith("fp16: ")) << texts.toStdString();
+  EXPECT_TRUE(texts.contains("kivi-2")) << texts.toStdString();
+}
+
+TEST(GeneratePanel, AMissingModelIsAnErrorOnTheTab) {
+  QualityView view(nullptr);
+  view.set_model_path(QStringLiteral("/nonexistent/model.gguf"));
+  GeneratePanel& panel = *view.generate_panel();
+  panel.set_tokens(4);
+  ASSERT_TRUE(panel.generate());
+  ASSERT_TRUE(panel.wait_until_done(60'000));
+  EXPECT_FALSE(panel.model()->error().isEmpty());
+  auto* error = gui_test::child<QLabel>(&panel, "error");
+  EXPECT_FALSE(error->isHidden());
+  EXPECT_TRUE(error->text().contains("nonexistent")) << error->text().toStdString();
+
+  view.set_model_path(QString());
+  EXPECT_FALSE(panel.generate());
+  EXPECT_TRUE(error->text().contains("Choose a model")) << error->text().toStdString();
+}
+
+}  // namespace
+}  // namespace kvlab::gui
