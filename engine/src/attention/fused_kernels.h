@@ -86,6 +86,25 @@ struct Fp16Rows {
 #endif
 };
 
+// Float rows (a tile a stored cache decoded, kv_method_store.cpp); `stride` in floats.
+struct FloatRows {
+  static constexpr bool kNibbles = false;
+  const float* base;
+  std::size_t stride;
+  void prefetch(std::size_t) const {}
+  void prefetch_group(std::size_t, int) const {}
+  void load(std::size_t r, int j, __m256& a, __m256& b) const {
+    const float* p = base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
+    a = _mm256_loadu_ps(p);
+    b = _mm256_loadu_ps(p + 8);
+  }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    return _mm512_loadu_ps(base + r * stride + static_cast<std::size_t>(kLaneGroup) * j);
+  }
+#endif
+};
+
 // One byte per code; `stride` in bytes.
 struct ByteRows {
   static constexpr bool kNibbles = false;

@@ -38,7 +38,9 @@
 #include <tbb/parallel_for.h>
 #include <Eigen/Core>
 
+#include "attention/fused_kernels.h"
 #include "codec/bitpack.h"
+#include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/core/threads.h"
@@ -281,10 +283,15 @@ class Fp16Codec final : public UnitCodec {
 // When tail rows are sealed: whenever `keep` + `quantum` or more wait, the oldest multiple of
 // `quantum` beyond the newest `keep`; `direct`: each row is encoded from its float values at
 // once (no fp16 tail), before the attention of its step.
+// `never`: rows stay in the fp16 tail (the fp16 cache). `prompt_exact`: the prompt's attention
+// reads the exact prompt, which the cache takes after it (KIVI); otherwise the prompt is written
+// first and its attention reads it back.
 struct SealRule {
   int quantum = 1;
   int keep = 0;
   bool direct = true;
+  bool never = false;
+  bool prompt_exact = false;
 };
 
 bool is_kivi(const MethodConfig& m) {
@@ -293,9 +300,10 @@ bool is_kivi(const MethodConfig& m) {
 
 // `m` empty: the fp16 cache.
 SealRule seal_rule(const std::optional<MethodConfig>& m, TensorRole role) {
-  if (!m || !is_kivi(*m)) return {};
-  if (role == TensorRole::Key) return {m->residual, 0, false};
-  return {1, m->residual, false};
+  if (!m) return {1, 0, false, true, false};
+  if (!is_kivi(*m)) return {};
+  if (role == TensorRole::Key) return {m->residual, 0, false, false, true};
+  return {1, m->residual, false, false, true};
 }
 
 // The codec of `role` for a layer whose first tokens (the prompt) are `rows` [n][heads * dim]:
@@ -447,7 +455,11 @@ class MethodStore final : public KvStore {
         if (m_max_tokens > 0) {
           const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
           c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
-          if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
+          if (rule.never) {
+            c.tail.reserve(static_cast<std::size_t>(m_max_tokens) * m_row);
+          } else if (!rule.direct) {
+            c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
+          }
         }
       }
       detail::AttentionArgs args;
@@ -455,7 +467,7 @@ class MethodStore final : public KvStore {
       args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
       args.pos = 0, args.n = n;
       args.q = q;
-      if (key_rule.direct) {
+      if (!key_rule.prompt_exact) {
         // The prompt is written to the cache first and its attention reads it back.
         KVLAB_TRY(push(L.k, key_rule, keys, n));
         KVLAB_TRY(push(L.v, value_rule, values, n));
@@ -582,6 +594,7 @@ class MethodStore final : public KvStore {
   }
 
   Status seal(Role& c, const SealRule& rule) {
+    if (rule.never) return Ok{};
     const int ready = (c.tail_tokens - rule.keep) / rule.quantum * rule.quantum;
     if (ready <= 0) return Ok{};
     // A unit at a time from fp16, so that sealing a long prompt needs no float copy of it.
@@ -642,6 +655,64 @@ class MethodStore final : public KvStore {
     return (kTileTokens + unit - 1) / unit * unit;
   }
 
+  // Scores of the `n` decoded key rows at `tile` (tokens first..first + n - 1) for every query
+  // head (the query `q` already scaled), into m_scores [heads][total]: the register-blocked loops
+  // of the fused fp16 kernel (fused_kernels.h), so that the fp16 cache and the methods differ only
+  // in decoding.
+  void key_products(const float* tile, int first, int n, int total, const float* q) {
+    const int group = m_heads / m_kv_heads, dim = m_head_dim;
+#if KVLAB_FUSED_SIMD
+    if (dim % detail::kLaneGroup == 0) {
+      const float zero[detail::kHeadTile] = {};
+      for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+        const detail::FloatRows rows{tile + static_cast<std::size_t>(kvh) * dim, m_row};
+        for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+          const std::size_t qh = static_cast<std::size_t>(kvh) * group + g0;
+          detail::key_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                           dim / detail::kLaneGroup, q + qh * dim, dim, zero,
+                           m_scores.data() + qh * total + first, static_cast<std::size_t>(total));
+        }
+      }
+      return;
+    }
+#endif
+    for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+      const ConstStrided k(tile + kvh * dim, n, dim, Eigen::OuterStride<>(m_row));
+      const ConstStrided qg(q + kvh * group * dim, group, dim, Eigen::OuterStride<>(dim));
+      Strided(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + first, group, n,
+              Eigen::OuterStride<>(total))
+          .noalias() = qg.lazyProduct(k.transpose());
+    }
+  }
+
+  // out [heads][dim] += the probabilities of tokens first..first + n - 1 times their decoded
+  // value rows at `tile`.
+  void value_products(const float* tile, int first, int n, int total, float* out) const {
+    const int group = m_heads / m_kv_heads, dim = m_head_dim;
+#if KVLAB_FUSED_SIMD
+    if (dim % detail::kLaneGroup == 0) {
+      for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+        const detail::FloatRows rows{tile + static_cast<std::size_t>(kvh) * dim, m_row};
+        for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+          const std::size_t qh = static_cast<std::size_t>(kvh) * group + g0;
+          detail::value_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                             dim / detail::kLaneGroup, m_scores.data() + qh * total + first,
+                             static_cast<std::size_t>(total), out + qh * dim, dim);
+        }
+      }
+      return;
+    }
+#endif
+    for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
+      const ConstStrided v(tile + kvh * dim, n, dim, Eigen::OuterStride<>(m_row));
+      const ConstStrided pg(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + first,
+                            group, n, Eigen::OuterStride<>(total));
+      Strided(out + static_cast<std::size_t>(kvh) * group * dim, group, dim,
+              Eigen::OuterStride<>(dim))
+          .noalias() += pg.lazyProduct(v);
+    }
+  }
+
   // Per thread: the decode buffers, a tile of rows and its part of the output.
   struct Worker {
     DecodeScratch decode;
@@ -673,18 +744,28 @@ class MethodStore final : public KvStore {
   // (the rotation is orthogonal, so q . k and the weighted sum are unchanged), as llama.cpp does.
   void attend(Layer& L, const float* q_in, float* out) {
     const int total = L.tokens();
+    if (!m_method) {
+      // fp16 rows, all in the tail: the fused fp16 kernel the compressed kernels are measured
+      // against (fused_attention.h).
+      const Fp16KvView view{total, m_kv_heads, m_head_dim, L.k.tail, L.v.tail};
+      const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
+      (void)fp16_attention(view, {q_in, qd}, m_heads, {out, qd}, m_scores);
+      return;
+    }
     const int group = m_heads / m_kv_heads, dim = m_head_dim;
     const float scale = 1.f / std::sqrt(static_cast<float>(dim));
     const std::size_t qd = static_cast<std::size_t>(m_heads) * dim;
-    const float* q = q_in;
+    // The query rotated where the keys are stored rotated, and scaled by 1 / sqrt(head_dim)
+    // once.
+    m_query.assign(q_in, q_in + qd);
     if (L.k.codec->rotated) {
-      m_query.assign(q_in, q_in + qd);
       for (int h = 0; h < m_heads; ++h) {
         llama_attn_rotate({m_query.data() + h * dim, static_cast<std::size_t>(dim)},
                           TensorRole::Key, false);
       }
-      q = m_query.data();
     }
+    for (float& x : m_query) x *= scale;
+    const float* q = m_query.data();
     m_scores.resize(static_cast<std::size_t>(m_heads) * total);
     const int kt = tile_tokens(L.k), vt = tile_tokens(L.v);
     const int align = std::max(kt, vt);
@@ -698,15 +779,7 @@ class MethodStore final : public KvStore {
       for (int t0 = first; t0 < last; t0 += kt) {
         const int t1 = std::min(last, t0 + kt);
         read_rows(L.k, t0, t1, w.tile.data(), w.decode);
-        // Per KV head, its query group against the tile's keys: [group x dim] x [dim x rows].
-        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-          const ConstStrided k(w.tile.data() + kvh * dim, t1 - t0, dim,
-                               Eigen::OuterStride<>(m_row));
-          const ConstStrided qg(q + kvh * group * dim, group, dim, Eigen::OuterStride<>(dim));
-          Strided(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0, group,
-                  t1 - t0, Eigen::OuterStride<>(total))
-              .noalias() = qg.lazyProduct(k.transpose()) * scale;
-        }
+        key_products(w.tile.data(), t0, t1 - t0, total, q);
       }
     });
     for (int h = 0; h < m_heads; ++h) {
@@ -723,17 +796,7 @@ class MethodStore final : public KvStore {
       for (int t0 = first; t0 < last; t0 += vt) {
         const int t1 = std::min(last, t0 + vt);
         read_rows(L.v, t0, t1, w.tile.data(), w.decode);
-        // Per KV head: [group x rows] of probabilities x [rows x dim] of values.
-        for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-          const ConstStrided v(w.tile.data() + kvh * dim, t1 - t0, dim,
-                               Eigen::OuterStride<>(m_row));
-          const ConstStrided pg(
-              m_scores.data() + static_cast<std::size_t>(kvh) * group * total + t0, group, t1 - t0,
-              Eigen::OuterStride<>(total));
-          Strided(w.out.data() + static_cast<std::size_t>(kvh) * group * dim, group, dim,
-                  Eigen::OuterStride<>(dim))
-              .noalias() += pg.lazyProduct(v);
-        }
+        value_products(w.tile.data(), t0, t1 - t0, total, w.out.data());
       }
     });
     std::copy(m_workers[0].out.begin(), m_workers[0].out.end(), out);
