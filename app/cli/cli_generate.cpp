@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include "cli_common.h"
 #include "kvlab/engine/core/process_memory.h"
@@ -158,6 +159,9 @@ int run_generate(const GenerateOptions& o) {
       if (write) write_logits(*logits);
     }
     g.prefill_s = seconds_since(t0);
+    // The prompt's transient buffers (every layer's scratch, a quantizer's pass over the prompt)
+    // go back to the system, so that what stays resident is the model, the cache and the step.
+    malloc_trim(0);
     const auto t1 = std::chrono::steady_clock::now();
     for (int i = 0; i < o.tokens; ++i) {
       const int next = argmax(*logits);
