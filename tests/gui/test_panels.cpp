@@ -297,8 +297,8 @@ TEST(MainWindow, PagesTitleAndScreenshots) {
       save_page_screenshots(window, QString::fromStdString((dir / "shots").string()), &error);
   EXPECT_TRUE(error.isEmpty()) << error.toStdString();
   // The pages, the Compression page's Key channels tab, the Eviction page's press tabs (four),
-  // the Quality page's retrieval tab, the Learn steps.
-  ASSERT_EQ(files.size(), kPageCount + 1 + 4 + 1 + window.learn_view()->page_count());
+  // the Quality page's retrieval and generate tabs, the Learn steps.
+  ASSERT_EQ(files.size(), kPageCount + 1 + 4 + 2 + window.learn_view()->page_count());
   for (const QString& f : files) {
     const QImage image(f);
     EXPECT_FALSE(image.isNull()) << f.toStdString();

@@ -52,6 +52,11 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, QWidget* paren
   for (const GenerateChoice& c : generate_choices()) {
     auto* item = new QListWidgetItem(c.name, m_methods);
     item->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled);
+    item->setToolTip(
+        tr("%1, stored as its reference engine keeps a cache it appends to: %2")
+            .arg(c.name, QString::fromUtf8(
+                             method_reference(c.config.kind).data(),
+                             static_cast<qsizetype>(method_reference(c.config.kind).size()))));
     const bool on = c.name == "q4_0" || c.name == "kivi-2" || c.name == "kvcomp + huffman";
     item->setCheckState(on ? Qt::Checked : Qt::Unchecked);
   }
@@ -59,6 +64,7 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, QWidget* paren
   m_generate->setToolTip(tr("Run the prompt with fp16 and then each checked cache"));
   m_cancel = new QPushButton(tr("Cancel"), this);
   m_cancel->setEnabled(false);
+  m_cancel->setToolTip(tr("Stop the generation; the caches finished so far stay shown"));
   m_progress = new QProgressBar(this);
   m_progress->setRange(0, 100);
   m_progress->setTextVisible(true);
@@ -88,6 +94,7 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, QWidget* paren
   auto* controls = new QHBoxLayout;
   auto* tokens_label = new QLabel(tr("Tokens"), this);
   tokens_label->setBuddy(m_tokens);
+  tokens_label->setToolTip(m_tokens->toolTip());
   controls->addWidget(tokens_label);
   controls->addWidget(m_tokens);
   controls->addWidget(m_methods, 1);
@@ -126,6 +133,7 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, QWidget* paren
   connect(m_model, &GenerateModel::finished, this, [this] {
     m_generate->setEnabled(true);
     m_cancel->setEnabled(false);
+    m_cancel->setToolTip(tr("Stop the generation; the caches finished so far stay shown"));
     if (m_model->error().isEmpty()) {
       m_progress->setValue(100);
       m_progress->setFormat(tr("done"));
