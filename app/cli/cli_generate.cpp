@@ -197,8 +197,7 @@ int run_generate(const GenerateOptions& o) {
     CompressedCacheConfig kvcomp;
     kvcomp.buffer_size = o.buffer;
     // Sized for the whole run up front, as llama.cpp allocates its context.
-    auto made =
-        make_method_store(model.config(), *method, static_cast<int>(ids.size()) + o.tokens, kvcomp);
+    auto made = make_method_store(model.config(), *method, max_tokens, kvcomp);
     if (!made) return fail(fmt::format("--method {}: {}", o.method, made.message()));
     store = std::move(*made);
   }

@@ -313,6 +313,18 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
   const std::size_t row = static_cast<std::size_t>(heads) * dim;
   const TensorView prompt = TensorView::of_floats({rows, row * n}, heads, dim);
   const auto quantizer = [&]() { return make_quantizer(m); };
+  // The method's quantizer and what it makes of the whole prompt: the per-tensor parameters.
+  struct Fitted {
+    std::unique_ptr<Quantizer> quantizer;
+    QuantizedTensor prompt;
+  };
+  const auto fit = [&]() -> Result<Fitted> {
+    auto q = quantizer();
+    if (!q) return q.error();
+    auto fitted = (*q)->quantize(prompt, role);
+    if (!fitted) return fitted.error();
+    return Fitted{std::move(*q), std::move(*fitted)};
+  };
   if (method_is_llama_block(m.kind) || m.kind == MethodKind::Mxfp4) {
     // One token's row of blocks, no parameter outside them. llama.cpp's types are written
     // rotated (attn_rot) and read so: decoded without the rotation back.
@@ -342,16 +354,14 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
           role, heads, dim, m.bits, m.group_size, method_param_dtype(m)));
     case MethodKind::Int8:
     case MethodKind::Int4: {
-      auto q = quantizer();
-      if (!q) return q.error();
-      auto fitted = (*q)->quantize(prompt, role);
+      auto fitted = fit();
       if (!fitted) return fitted.error();
       const int bits = m.kind == MethodKind::Int8 ? 8 : 4;
       if (row * bits % 8 != 0) {
         return make_error(
             fmt::format("int{}: a token's {} values do not fill whole bytes", bits, row));
       }
-      const float scale = fitted->params.at(0), inv = 1.f / scale;
+      const float scale = fitted->prompt.params.at(0), inv = 1.f / scale;
       auto codes = std::make_shared<std::vector<std::uint8_t>>(row);
       auto encoder = [=](const float* x, std::uint8_t* dst) {
         for (std::size_t i = 0; i < row; ++i) (*codes)[i] = rules::symmetric_code(x[i], inv, bits);
@@ -359,31 +369,27 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         detail::pack_codes(codes->data(), row, bits, dst, 0);
       };
       return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
-          std::move(*q), role, heads, dim, std::vector<std::size_t>{row * bits / 8},
+          std::move(fitted->quantizer), role, heads, dim, std::vector<std::size_t>{row * bits / 8},
           std::vector<float>{scale}, encoder));
     }
     case MethodKind::Fp8E4M3:
     case MethodKind::Fp8E5M2: {
-      auto q = quantizer();
-      if (!q) return q.error();
-      auto fitted = (*q)->quantize(prompt, role);
+      auto fitted = fit();
       if (!fitted) return fitted.error();
       detail::Fp8CalibratedConfig c;
       c.format = m.kind == MethodKind::Fp8E4M3 ? Fp8Format::E4M3 : Fp8Format::E5M2;
       c.per_head = m.per_head_scale;
-      c.k_scales = c.v_scales = fitted->params;  // this codec encodes `role` only
+      c.k_scales = c.v_scales = fitted->prompt.params;  // this codec encodes `role` only
       auto fixed = detail::make_fp8_calibrated_quantizer(c);
       if (!fixed) return fixed.error();
-      return std::unique_ptr<UnitCodec>(
-          std::make_unique<QuantizerCodec>(std::move(*fixed), role, heads, dim,
-                                           std::vector<std::size_t>{row}, fitted->params, nullptr));
+      return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
+          std::move(*fixed), role, heads, dim, std::vector<std::size_t>{row}, fitted->prompt.params,
+          nullptr));
     }
     case MethodKind::Nvfp4: {
-      auto q = quantizer();
-      if (!q) return q.error();
-      auto fitted = (*q)->quantize(prompt, role);
+      auto fitted = fit();
       if (!fitted) return fitted.error();
-      const float global = fitted->params.at(0);
+      const float global = fitted->prompt.params.at(0);
       const std::size_t nibbles = row / 2, scales = row / detail::kNvfp4BlockSize;
       auto encoder = [=](const float* x, std::uint8_t* dst) {
         detail::nvfp4_quantize_row(x, static_cast<int>(row), global, dst, dst + nibbles);
@@ -404,7 +410,7 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         }
       };
       return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
-          std::move(*q), role, heads, dim, std::vector<std::size_t>{nibbles, scales},
+          std::move(fitted->quantizer), role, heads, dim, std::vector<std::size_t>{nibbles, scales},
           std::vector<float>{global}, encoder, nullptr, decoder));
     }
     default:
@@ -429,15 +435,8 @@ class MethodStore final : public KvStore {
 
   Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
                            const float* values, float* out) override {
-    if (layer < 0 || layer >= static_cast<int>(m_layers.size()) || n <= 0) {
-      return make_error(
-          fmt::format("KV store: layer {} of {}, {} new tokens", layer, m_layers.size(), n));
-    }
+    KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
-    if (pos != L.tokens()) {
-      return make_error(fmt::format("KV store, layer {}: new tokens at position {} after {} stored",
-                                    layer, pos, L.tokens()));
-    }
     const SealRule key_rule = seal_rule(m_method, TensorRole::Key);
     const SealRule value_rule = seal_rule(m_method, TensorRole::Value);
     const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
@@ -453,12 +452,12 @@ class MethodStore final : public KvStore {
         c.codec = std::move(*codec);
         const SealRule rule = seal_rule(m_method, role);
         if (m_max_tokens > 0) {
-          const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
-          c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
-          if (rule.never) {
+          if (rule.never) {  // every row stays in the tail: nothing is ever sealed
             c.tail.reserve(static_cast<std::size_t>(m_max_tokens) * m_row);
-          } else if (!rule.direct) {
-            c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
+          } else {
+            const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
+            c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
+            if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
           }
         }
       }

@@ -15,6 +15,17 @@ namespace kvlab {
 
 KvStore::~KvStore() = default;
 
+Status KvStore::check_append(int layer, int layers, int pos, int n, int stored) {
+  if (layer < 0 || layer >= layers || n <= 0) {
+    return make_error(fmt::format("KV store: layer {} of {}, {} new tokens", layer, layers, n));
+  }
+  if (pos != stored) {
+    return make_error(fmt::format("KV store, layer {}: new tokens at position {} after {} stored",
+                                  layer, pos, stored));
+  }
+  return Ok{};
+}
+
 namespace {
 
 class KvCompStore final : public KvStore {
@@ -29,15 +40,9 @@ class KvCompStore final : public KvStore {
 
   Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
                            const float* values, float* out) override {
-    if (layer < 0 || layer >= static_cast<int>(m_layers.size()) || n <= 0) {
-      return make_error(
-          fmt::format("KV store: layer {} of {}, {} new tokens", layer, m_layers.size(), n));
-    }
+    const int layers = static_cast<int>(m_layers.size());
+    KVLAB_TRY(check_append(layer, layers, pos, n, tokens(layer)));
     CompressedKvCache& cache = m_layers[static_cast<std::size_t>(layer)];
-    if (pos != cache.tokens()) {
-      return make_error(fmt::format("KV store, layer {}: new tokens at position {} after {} stored",
-                                    layer, pos, cache.tokens()));
-    }
     const int kv = m_kv_heads * m_head_dim, qd = m_heads * m_head_dim;
     if (pos == 0) {
       // The prompt reads its own exact keys and values, then is compressed at once (its whole

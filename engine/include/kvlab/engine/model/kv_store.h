@@ -45,6 +45,11 @@ class KvStore {
   virtual Status dequantize_layer(int layer, std::span<float> keys,
                                   std::span<float> values) const = 0;
   virtual int tokens(int layer) const = 0;
+
+ protected:
+  // The checks every store makes of append_and_attend's arguments: `layer` one of `layers`, a
+  // positive `n`, and new tokens starting at `stored`, the count the layer holds.
+  static Status check_append(int layer, int layers, int pos, int n, int stored);
 };
 
 // The KVComp store for a model of this shape. Errors name what the configuration gets wrong.
