@@ -5,20 +5,19 @@
 // reads the stored form; --compare runs the same prompt with the fp16 cache in the same
 // process and reports the speeds side by side and where the greedy texts part.
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
-#include <malloc.h>
 
 #include "cli_common.h"
 #include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
+#include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/model_capture.h"
 
@@ -34,22 +33,12 @@ struct GenerateOptions {
   int buffer = 128;  // kvcomp: the fp16 buffer's tokens
 };
 
-// One greedy run: the tokens it generated, its times, and the cache it held at the end.
+// One greedy run (its tokens and times) and the cache it held at the end.
 struct Generation {
-  std::vector<int> generated;
-  double prefill_s = 0, decode_s = 0;
-  int steps = 0;  // decode steps: every generated token but the last went through the model
+  GreedyRun run;
   std::uint64_t cache_bytes = 0, fp16_bytes = 0;
   std::uint64_t peak_resident = 0;  // the process's peak resident memory during this run
 };
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-int argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 int run_generate(const GenerateOptions& o) {
   const int given = !o.prompt.empty() + !o.prompt_file.empty() + !o.ids.empty();
@@ -141,37 +130,24 @@ int run_generate(const GenerateOptions& o) {
   // (null: the runner's own float32 cache).
   const auto generate = [&](const std::shared_ptr<KvStore>& store,
                             bool write) -> Result<Generation> {
-    Generation g;
     reset_peak_resident();  // the model is loaded: from here the run's own memory counts
     auto state = model.new_state();
     state.kv_store = store;
-    const auto t0 = std::chrono::steady_clock::now();
-    Result<std::vector<float>> logits = std::vector<float>{};
-    if (o.stepwise) {  // one token at a time: every position's logits, the decode path
-      for (const int id : ids) {
-        logits = model.forward(state, {id});
-        if (!logits) return logits.error();
-        if (write) write_logits(*logits);
-      }
-    } else {
-      logits = model.forward(state, ids);
-      if (!logits) return logits.error();
-      if (write) write_logits(*logits);
+    GreedyConfig config;
+    config.tokens = o.tokens;
+    config.prefill_chunk = o.stepwise ? 1 : 0;  // one at a time: every position's logits
+    config.eos = loaded->eos;
+    config.trim_after_prefill = true;
+    GreedyHooks hooks;
+    if (write) {
+      hooks.on_prefill = [&](int, const std::vector<float>& logits) {
+        write_logits(logits);
+        return true;
+      };
     }
-    g.prefill_s = seconds_since(t0);
-    // The prompt's transient buffers (every layer's scratch, a quantizer's pass over the prompt)
-    // go back to the system, so that what stays resident is the model, the cache and the step.
-    malloc_trim(0);
-    const auto t1 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o.tokens; ++i) {
-      const int next = argmax(*logits);
-      g.generated.push_back(next);
-      if (next == loaded->eos || i + 1 == o.tokens) break;
-      logits = model.forward(state, {next});
-      if (!logits) return logits.error();
-    }
-    g.decode_s = seconds_since(t1);
-    g.steps = std::max(0, static_cast<int>(g.generated.size()) - 1);
+    auto greedy = generate_greedy(model, state, ids, config, hooks);
+    if (!greedy) return greedy.error();
+    Generation g{std::move(*greedy)};
     const std::uint64_t stored_tokens = static_cast<std::uint64_t>(state.pos);
     g.fp16_bytes = 2ull * 2ull * stored_tokens *
                    static_cast<std::uint64_t>(model.config().kv_dim()) *
@@ -214,15 +190,15 @@ int run_generate(const GenerateOptions& o) {
     if (!plain) return fail(plain.message());
     fp16 = std::move(*plain);
   }
-  const std::vector<int>& generated = run->generated;
-  const double prefill_s = run->prefill_s, decode_s = run->decode_s;
-  const int steps = run->steps;
+  const std::vector<int>& generated = run->run.generated;
+  const double prefill_s = run->run.prefill_s, decode_s = run->run.decode_s;
+  const int steps = run->run.steps;
   // Where the greedy texts part: the generated tokens before the first difference.
   int agree = 0;
   if (fp16) {
-    while (agree < static_cast<int>(std::min(generated.size(), fp16->generated.size())) &&
+    while (agree < static_cast<int>(std::min(generated.size(), fp16->run.generated.size())) &&
            generated[static_cast<std::size_t>(agree)] ==
-               fp16->generated[static_cast<std::size_t>(agree)]) {
+               fp16->run.generated[static_cast<std::size_t>(agree)]) {
       ++agree;
     }
   }
@@ -247,14 +223,14 @@ int run_generate(const GenerateOptions& o) {
                                         std::max<std::uint64_t>(run->cache_bytes, 1)}}},
                         {"peak_resident_bytes", run->peak_resident}};
     if (fp16) {
-      j["fp16"] = {{"generated_ids", fp16->generated},
-                   {"prefill_tokens_per_second", ids.size() / std::max(fp16->prefill_s, 1e-9)},
-                   {"decode_tokens_per_second", fp16->steps / std::max(fp16->decode_s, 1e-9)},
+      j["fp16"] = {{"generated_ids", fp16->run.generated},
+                   {"prefill_tokens_per_second", fp16->run.prefill_tokens_per_s(ids.size())},
+                   {"decode_tokens_per_second", fp16->run.decode_tokens_per_s()},
                    {"cache_bytes", fp16->cache_bytes},
                    {"peak_resident_bytes", fp16->peak_resident}};
       j["greedy_tokens_agreeing"] = agree;
-      j["decode_speed_vs_fp16"] = (steps / std::max(decode_s, 1e-9)) /
-                                  std::max(fp16->steps / std::max(fp16->decode_s, 1e-9), 1e-9);
+      j["decode_speed_vs_fp16"] =
+          (steps / std::max(decode_s, 1e-9)) / std::max(fp16->run.decode_tokens_per_s(), 1e-9);
     }
     fmt::print("{}\n", json_text(j, 2));
     return 0;
@@ -273,9 +249,9 @@ int run_generate(const GenerateOptions& o) {
              run->peak_resident / kMiB);
   if (fp16) {
     const double speed = steps / std::max(decode_s, 1e-9);
-    const double fp16_speed = fp16->steps / std::max(fp16->decode_s, 1e-9);
+    const double fp16_speed = fp16->run.decode_tokens_per_s();
     fmt::print("fp16     prefill {:.1f} tokens/s, decode {:.1f} tokens/s: {} decodes at {:.2f}x\n",
-               ids.size() / std::max(fp16->prefill_s, 1e-9), fp16_speed, cache_label,
+               fp16->run.prefill_tokens_per_s(ids.size()), fp16_speed, cache_label,
                speed / std::max(fp16_speed, 1e-9));
     fmt::print("fp16     {:.2f} MiB held, {:.1f} MiB resident at the peak\n",
                fp16->cache_bytes / kMiB, fp16->peak_resident / kMiB);

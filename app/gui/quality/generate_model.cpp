@@ -4,9 +4,9 @@
 
 #include <QMetaObject>
 #include <algorithm>
-#include <chrono>
 
 #include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/kv_store.h"
 
 namespace kvlab::gui {
@@ -18,10 +18,6 @@ MethodConfig config_of(MethodKind kind, int bits = 2) {
   c.kind = kind;
   c.bits = bits;
   return c;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
@@ -97,25 +93,13 @@ bool GenerateRunner::start(const GenerateJob& job) {
         if (!stage(0)) return make_error(std::string(kCancelledMessage));
         auto state = m.model.new_state();
         state.kv_store = store;
-        const auto t0 = std::chrono::steady_clock::now();
-        auto logits = m.model.forward(state, *ids);
-        if (!logits) return make_error(fmt::format("{}: {}", name, logits.message()));
-        const double prefill_s = seconds_since(t0);
-        const auto t1 = std::chrono::steady_clock::now();
-        int steps = 0;
-        // A token's text is what it adds to the text of all before it: a tokenizer drops a
-        // word's leading space when a token is decoded alone.
-        std::vector<int> generated;
-        std::string text;
-        for (int step = 0; step < job.tokens; ++step) {
-          const int next =
-              static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-          generated.push_back(next);
-          const std::string now = m.decode(generated);
-          const std::string added =
-              now.compare(0, text.size(), text) == 0 ? now.substr(text.size()) : m.decode({next});
-          text = now;
-          const QString piece = QString::fromStdString(added);
+        GreedyConfig config;
+        config.tokens = job.tokens;
+        config.eos = m.eos;
+        TokenTextStream text(m.decode, ids->back());
+        GreedyHooks hooks;
+        hooks.on_token = [&](int step, int next) {
+          const QString piece = QString::fromStdString(text.push(next));
           const int stored = store->tokens(0);
           const auto bytes = static_cast<qulonglong>(store->bytes());
           const auto fp16 = static_cast<qulonglong>(store->fp16_bytes());
@@ -125,15 +109,15 @@ bool GenerateRunner::start(const GenerateJob& job) {
                 emit token(i, step, next, piece, stored, bytes, fp16);
               },
               Qt::QueuedConnection);
-          if (next == m.eos || step + 1 == job.tokens) break;
-          if (!stage(step + 1)) return make_error(std::string(kCancelledMessage));
-          logits = m.model.forward(state, {next});
-          if (!logits) return make_error(fmt::format("{}: {}", name, logits.message()));
-          ++steps;
+          return stage(step + 1);
+        };
+        auto run = generate_greedy(m.model, state, *ids, config, hooks);
+        if (!run) {
+          if (run.message() == kCancelledMessage) return run.error();
+          return make_error(fmt::format("{}: {}", name, run.message()));
         }
-        const double decode_s = seconds_since(t1);
-        const double prefill_tps = ids->size() / std::max(prefill_s, 1e-9);
-        const double decode_tps = steps / std::max(decode_s, 1e-9);
+        const double prefill_tps = run->prefill_tokens_per_s(ids->size());
+        const double decode_tps = run->decode_tokens_per_s();
         QMetaObject::invokeMethod(
             this,
             [this, i, prefill_tps, decode_tps] { emit method_done(i, prefill_tps, decode_tps); },

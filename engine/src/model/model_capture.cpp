@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/engine/model/hf_model.h"
 #include "kvlab/engine/model/hf_tokenizer.h"
@@ -165,29 +166,26 @@ Result<ModelCapture> capture_kv_cache(const LoadedModel& loaded, const std::stri
   const std::size_t prompt_tokens = ids.size();
   const int to_generate = std::min(config.max_tokens, limit - static_cast<int>(prompt_tokens));
   const double total = static_cast<double>(prompt_tokens) + std::max(to_generate, 0);
-  const auto cancelled = [] { return make_error(std::string(kCancelledMessage)); };
 
   auto state = model.new_state(true, config.pre_rope);
-  Result<std::vector<float>> logits = std::vector<float>{};
-  for (std::size_t at = 0; at < prompt_tokens; at += kPrefillChunk) {
-    if (!report_progress(progress, static_cast<double>(at) / total, "prefill")) return cancelled();
-    const std::size_t end = std::min(prompt_tokens, at + kPrefillChunk);
-    logits = model.forward(state, std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
-                                                   ids.begin() + static_cast<std::ptrdiff_t>(end)));
-    if (!logits) return logits.error();
-  }
-  for (int i = 0; i < config.max_tokens && state.pos < limit; ++i) {
-    const int next =
-        static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
-    ids.push_back(next);
-    if (next == loaded.eos) break;
-    if (!report_progress(progress, (static_cast<double>(prompt_tokens) + i) / total,
-                         "generating")) {
-      return cancelled();
-    }
-    logits = model.forward(state, {next});
-    if (!logits) return logits.error();
-  }
+  GreedyConfig greedy;
+  greedy.tokens = to_generate + 1;  // the last one picked is not run: the cache ends before it
+  greedy.prefill_chunk = static_cast<int>(kPrefillChunk);
+  greedy.eos = loaded.eos;
+  GreedyHooks hooks;
+  hooks.on_prefill = [&](int done, const std::vector<float>&) {
+    return report_progress(progress, done / total, "prefill");
+  };
+  hooks.on_token = [&](int step, int) {
+    return report_progress(progress, (static_cast<double>(prompt_tokens) + step) / total,
+                           "generating");
+  };
+  auto run = generate_greedy(model, state, ids, greedy, hooks);
+  if (!run) return run.error();
+  // The text holds what was generated before the extra pick (EOS included, when it came).
+  if (static_cast<int>(run->generated.size()) > to_generate)
+    run->generated.resize(static_cast<std::size_t>(to_generate));
+  ids.insert(ids.end(), run->generated.begin(), run->generated.end());
   report_progress(progress, 1.0, "captured");
 
   ModelCapture capture;
