@@ -10,6 +10,14 @@
 
 namespace kvlab::gui {
 
+QColor palette::series(std::size_t i) {
+  static const std::array<QColor, kSeriesColors> colors{
+      QColor(52, 101, 164), QColor(230, 140, 40), QColor(60, 150, 90),  QColor(200, 55, 55),
+      QColor(120, 80, 170), QColor(140, 90, 60),  QColor(210, 90, 170), QColor(150, 160, 40),
+      QColor(40, 170, 190), QColor(90, 130, 200), QColor(180, 120, 40)};
+  return colors[i % colors.size()];
+}
+
 namespace {
 
 void style_axis(QCPAxis* axis) {

@@ -3,6 +3,7 @@
 
 #include <QColor>
 #include <QString>
+#include <cstddef>
 
 class QCustomPlot;
 class QCPAxisRect;
@@ -27,6 +28,10 @@ inline const QColor kVarWidth{110, 160, 210};
 inline const QColor kHuffman{60, 150, 90};
 inline const QColor kEntropy{30, 30, 30};
 inline const QColor kNeedle{200, 30, 160};  // the planted needle, and its query
+// Lines of many series (one per policy or method), distinct and readable on white; they repeat
+// after kSeriesColors.
+inline constexpr std::size_t kSeriesColors = 11;
+QColor series(std::size_t i);
 }  // namespace palette
 
 // Fonts, white background, light grid on every axis rect of the plot.

@@ -12,7 +12,6 @@
 #include <QSplitter>
 #include <QTextBrowser>
 #include <QVBoxLayout>
-#include <array>
 
 #include "common/chart_style.h"
 #include "quality/generate_model.h"
@@ -20,11 +19,6 @@
 namespace kvlab::gui {
 
 namespace {
-
-const std::array<QColor, 11> kLineColors{
-    QColor(52, 101, 164), QColor(230, 140, 40), QColor(60, 150, 90),  QColor(200, 55, 55),
-    QColor(120, 80, 170), QColor(140, 90, 60),  QColor(210, 90, 170), QColor(150, 160, 40),
-    QColor(40, 170, 190), QColor(90, 130, 200), QColor(180, 120, 40)};
 
 const char* const kDefaultPrompt =
     "The lighthouse keeper wrote in his log every evening: the wind, the colour of the sea, the "
@@ -193,7 +187,7 @@ void GeneratePanel::redraw() {
     QCPGraph* g = m_chart->addGraph();
     g->setName(s.name);
     g->setObjectName(QStringLiteral("cache_line"));
-    QPen pen(i == 0 ? QColor(30, 30, 30) : kLineColors[(i - 1) % kLineColors.size()], 2);
+    QPen pen(i == 0 ? QColor(30, 30, 30) : palette::series(i - 1), 2);
     if (i == 0) pen.setStyle(Qt::DashLine);
     g->setPen(pen);
     g->setData(QVector<double>(s.tokens.begin(), s.tokens.end()),

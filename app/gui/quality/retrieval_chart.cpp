@@ -11,12 +11,6 @@ namespace kvlab::gui {
 
 namespace {
 
-// Distinct, readable on white: one colour per policy, the same for its dashed variant.
-const std::array<QColor, 10> kLineColors{
-    QColor(52, 101, 164), QColor(230, 140, 40), QColor(60, 150, 90),  QColor(200, 55, 55),
-    QColor(120, 80, 170), QColor(140, 90, 60),  QColor(210, 90, 170), QColor(90, 90, 90),
-    QColor(150, 160, 40), QColor(40, 170, 190)};
-
 const std::array<QCPScatterStyle::ScatterShape, 5> kShapes{
     QCPScatterStyle::ssCircle, QCPScatterStyle::ssSquare, QCPScatterStyle::ssDiamond,
     QCPScatterStyle::ssTriangle, QCPScatterStyle::ssCross};
@@ -84,11 +78,11 @@ void RetrievalChart::set_data(const RetrievalChartData& data) {
     const auto c = policy_color.emplace(line.policy_id, policy_color.size()).first->second;
     QCPGraph* g = addGraph(xAxis, yAxis);
     g->setObjectName(QStringLiteral("policy_line"));
-    const QColor color = kLineColors[c % kLineColors.size()];
+    const QColor color = palette::series(c);
     g->setPen(QPen(color, 2, line.press_before_question ? Qt::DashLine : Qt::SolidLine));
     // Ten colours, five markers: the marker moves on by one each time the colours come round,
     // so no two of the first fifty policies look alike.
-    const auto shape = kShapes[(c + c / kLineColors.size()) % kShapes.size()];
+    const auto shape = kShapes[(c + c / palette::kSeriesColors) % kShapes.size()];
     g->setScatterStyle(
         QCPScatterStyle(shape, color, line.press_before_question ? Qt::white : color, 7));
     g->setName(line.name);

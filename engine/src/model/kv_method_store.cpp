@@ -258,28 +258,6 @@ class KiviCodec final : public UnitCodec {
 
 // fp16 rows as they are: the uncompressed cache a serving engine holds (the baseline), stored
 // and read by the same code as every method.
-class Fp16Codec final : public UnitCodec {
- public:
-  explicit Fp16Codec(std::size_t row) : m_row(row) { unit_bytes = 2 * row; }
-  Status encode(const float* rows, std::uint8_t* dst) override {
-    m_half.resize(m_row);
-    float_to_fp16({rows, m_row}, m_half);
-    std::memcpy(dst, m_half.data(), unit_bytes);
-    return Ok{};
-  }
-  void decode(const std::uint8_t* src, int units, float* rows,
-              DecodeScratch& scratch) const override {
-    const std::size_t n = static_cast<std::size_t>(units) * m_row;
-    scratch.half.resize(n);
-    std::memcpy(scratch.half.data(), src, 2 * n);
-    fp16_to_float(scratch.half, {rows, n});
-  }
-
- private:
-  std::size_t m_row;
-  std::vector<std::uint16_t> m_half;
-};
-
 // When tail rows are sealed: whenever `keep` + `quantum` or more wait, the oldest multiple of
 // `quantum` beyond the newest `keep`; `direct`: each row is encoded from its float values at
 // once (no fp16 tail), before the attention of its step.
@@ -443,13 +421,13 @@ class MethodStore final : public KvStore {
     if (pos == 0) {
       for (int r = 0; r < 2; ++r) {
         const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
-        auto codec = m_method ? make_codec(*m_method, role, m_kv_heads, m_head_dim,
-                                           r == 0 ? keys : values, n)
-                              : Result<std::unique_ptr<UnitCodec>>(
-                                    std::unique_ptr<UnitCodec>(new Fp16Codec(m_row)));
-        if (!codec) return codec.error();
         Role& c = L.role(role);
-        c.codec = std::move(*codec);
+        if (m_method) {  // fp16 rows have no codec: they stay in the tail
+          auto codec =
+              make_codec(*m_method, role, m_kv_heads, m_head_dim, r == 0 ? keys : values, n);
+          if (!codec) return codec.error();
+          c.codec = std::move(*codec);
+        }
         const SealRule rule = seal_rule(m_method, role);
         if (m_max_tokens > 0) {
           if (rule.never) {  // every row stays in the tail: nothing is ever sealed
@@ -547,7 +525,8 @@ class MethodStore final : public KvStore {
 
  private:
   struct Role {
-    std::unique_ptr<UnitCodec> codec;  // made at the first append, from the prompt
+    // Made at the first append, from the prompt; none for fp16 rows, which stay in the tail.
+    std::unique_ptr<UnitCodec> codec;
     std::vector<std::uint8_t> sealed;
     int sealed_tokens = 0;
     std::vector<std::uint16_t> tail;  // fp16 rows not sealed yet, oldest first
@@ -622,9 +601,9 @@ class MethodStore final : public KvStore {
   // Token rows [first, last) of a role as the attention reads them (rotated where the codec is);
   // `first` a multiple of the codec's unit.
   void read_rows(const Role& c, int first, int last, float* out, DecodeScratch& scratch) const {
-    const int unit = c.codec->unit_tokens;
     const int sealed_end = std::min(last, c.sealed_tokens);
     if (first < sealed_end) {
+      const int unit = c.codec->unit_tokens;
       c.codec->decode(
           c.sealed.data() + static_cast<std::size_t>(first / unit) * c.codec->unit_bytes,
           (sealed_end - first) / unit, out, scratch);
@@ -642,7 +621,7 @@ class MethodStore final : public KvStore {
   void read_original(const Role& c, TensorRole role, int first, int last, float* out) const {
     DecodeScratch scratch;
     read_rows(c, first, last, out, scratch);
-    if (!c.codec->rotated) return;
+    if (!c.codec || !c.codec->rotated) return;
     const std::size_t heads = static_cast<std::size_t>(last - first) * m_kv_heads;
     for (std::size_t h = 0; h < heads; ++h) {
       llama_attn_rotate({out + h * m_head_dim, static_cast<std::size_t>(m_head_dim)}, role, true);
@@ -751,7 +730,7 @@ class MethodStore final : public KvStore {
       (void)fp16_attention(view, {q_in, qd}, m_heads, {out, qd}, m_scores);
       return;
     }
-    const int group = m_heads / m_kv_heads, dim = m_head_dim;
+    const int dim = m_head_dim;
     const float scale = 1.f / std::sqrt(static_cast<float>(dim));
     const std::size_t qd = static_cast<std::size_t>(m_heads) * dim;
     // The query rotated where the keys are stored rotated, and scaled by 1 / sqrt(head_dim)
