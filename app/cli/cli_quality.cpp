@@ -19,7 +19,7 @@ struct QualityOptions {
   std::uint64_t seed = 1;
   MethodOptions method_options;
   EvictionOptions eviction;  // --policy none: no eviction
-  bool json = false, save = false;
+  bool json = false, save = false, stored = false;
   DbOption db;
   bool needle = false;
   std::vector<int> lengths = {1024, 2048};
@@ -81,6 +81,9 @@ int run_quality(const QualityOptions& o) {
     if (!ec) return fail(ec.message());
     qc.eviction = *ec;
   }
+  if (o.needle && o.stored) {
+    return fail("--stored applies to perplexity runs, not to --needle");
+  }
   if (o.needle) return run_needle(o, qc);
   if (!qc.method && !qc.eviction) {
     return fail(
@@ -95,6 +98,7 @@ int run_quality(const QualityOptions& o) {
   qc.stride = o.stride;
   qc.target_se = o.target_se / 100;  // given in percentage points
   qc.prompt = o.prompt;
+  qc.stored = o.stored;
   qc.bos = loaded->bos;
   auto text = quality_text(*loaded, "--text-file", o.text_file, o.max_tokens, o.sample, o.seed, qc);
   if (!text) return fail(text.message());
@@ -221,6 +225,11 @@ void add_quality_command(CLI::App& app) {
   o->eviction.policy = "none";
   o->eviction.budget = "0.5";
   o->eviction.add_to(*cmd, "eviction in the loop: " + join_ids(eviction_policy_ids(), "none"));
+  cmd->add_flag("--stored", o->stored,
+                "hold the compressed run's cache as the method's reference engine stores one it "
+                "appends to (what `kvlab generate --method` runs: scales fixed from the prompt, "
+                "KIVI's groups sealed as they fill) instead of quantizing the whole prefix again "
+                "after every token; each window's unscored tokens go in as its prompt");
   cmd->add_flag("--needle", o->needle,
                 "passkey retrieval instead (a needle in a haystack): a 5-digit key hidden at "
                 "each depth of a filler text of each length, asked for through the model's chat "

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/model/model_quality.h"
 #include "kvlab/engine/model/model_quality_json.h"
@@ -134,6 +135,81 @@ TEST(ModelQuality, IntervalsAreThePlainStatisticsOfThePerTokenValues) {
   EXPECT_DOUBLE_EQ(j.at("perplexity_change_se").get<double>(), r.perplexity_change_se);
   EXPECT_DOUBLE_EQ(j.at("next_token_agreement_low").get<double>(), r.next_token_agreement_low);
   EXPECT_FALSE(j.contains("token_kl")) << "per-token values stay out of stored runs";
+}
+
+// Issue 47, part 5: with `stored` the compressed run holds the method's stored cache
+// (make_method_store) and each window's unscored tokens go in as one prompt. The reference here
+// runs that by hand: the exact run one token at a time, the store's run the prompt at once, then
+// a token at a time, and the perplexities from the log-softmax of both.
+TEST(ModelQuality, AStoredCacheIsScoredAsTheStoreRunsByHand) {
+  REQUIRE_MODEL();
+  const auto model = LlamaModel::load_llama2c(kModel).value();
+  const std::vector<int> text = sample_text(model, 150, 3).value();  // one window
+  QualityConfig qc;
+  qc.window = 101;
+  qc.prompt = 40;
+  qc.method->kind = MethodKind::Int8;
+  qc.stored = true;
+  const QualityReport r = measure_quality(model, text, qc).value();
+  ASSERT_EQ(r.windows, 1);
+  EXPECT_TRUE(r.stored);
+  EXPECT_NE(r.method_label.find("(stored)"), std::string::npos) << r.method_label;
+  const auto log_p = [](const std::vector<float>& logits, int token) {
+    double top = *std::max_element(logits.begin(), logits.end()), sum = 0;
+    for (const float x : logits) sum += std::exp(x - top);
+    return logits[static_cast<std::size_t>(token)] - top - std::log(sum);
+  };
+  auto exact = model.new_state();
+  auto stored = model.new_state();
+  auto store = make_method_store(model.config(), *qc.method, qc.window);
+  ASSERT_TRUE(store.ok()) << store.message();
+  stored.kv_store = std::move(*store);
+  std::vector<int> prompt{LlamaTokenizer::kBos};
+  prompt.insert(prompt.end(), text.begin(), text.begin() + 40);
+  double nll_exact = 0, nll = 0;
+  int scored = 0;
+  std::vector<float> ls;
+  for (int i = 0; i < 100; ++i) {
+    const int in = i == 0 ? LlamaTokenizer::kBos : text[static_cast<std::size_t>(i - 1)];
+    const std::vector<float> le = model.forward(exact, {in}).value();
+    if (i < 40) continue;
+    ls = i == 40 ? model.forward(stored, prompt).value() : model.forward(stored, {in}).value();
+    const int next = text[static_cast<std::size_t>(i)];
+    nll_exact -= log_p(le, next);
+    nll -= log_p(ls, next);
+    ++scored;
+  }
+  ASSERT_EQ(r.tokens, scored);
+  EXPECT_NEAR(r.perplexity_exact, std::exp(nll_exact / scored), 1e-9 * r.perplexity_exact);
+  EXPECT_NEAR(r.perplexity, std::exp(nll / scored), 1e-9 * r.perplexity);
+  EXPECT_NE(r.perplexity, r.perplexity_exact) << "int8 changes something";
+  // The size is the store's own, at the window's end.
+  EXPECT_NEAR(r.ratio,
+              static_cast<double>(stored.kv_store->fp16_bytes()) / stored.kv_store->bytes(), 1e-12);
+  EXPECT_NEAR(r.bits_per_value, 16 / r.ratio, 1e-12);
+  EXPECT_TRUE(quality_report_to_json(r).at("stored").get<bool>());
+}
+
+TEST(ModelQuality, AStoredCacheNeedsAMethodTheRunnerStoresAndNoEviction) {
+  REQUIRE_MODEL();
+  const auto model = LlamaModel::load_llama2c(kModel).value();
+  QualityConfig qc;
+  qc.window = 64;
+  qc.stored = true;
+  qc.method.reset();
+  qc.eviction = EvictionConfig{};
+  auto no_method = plan_quality(model.config(), qc, 200);
+  ASSERT_FALSE(no_method.ok());
+  EXPECT_NE(no_method.message().find("--stored"), std::string::npos) << no_method.message();
+  qc.method = MethodConfig{};
+  auto with_eviction = plan_quality(model.config(), qc, 200);
+  ASSERT_FALSE(with_eviction.ok());
+  EXPECT_NE(with_eviction.message().find("eviction"), std::string::npos) << with_eviction.message();
+  qc.eviction.reset();
+  qc.method->kind = MethodKind::TurboQuant;
+  auto unstored = plan_quality(model.config(), qc, 200);
+  ASSERT_FALSE(unstored.ok());
+  EXPECT_NE(unstored.message().find("--stored"), std::string::npos) << unstored.message();
 }
 
 // Issue 48, part 2: with a target standard error, windows are scored in text order, eight at a

@@ -230,6 +230,7 @@ NewRun quality_run(const QualityReport& report, const QualityConfig& config,
   run.params["text"] = context.text;
   run.params["window"] = context.window;
   if (config.stride > 0) run.params["stride"] = config.stride;  // absent: windows side by side
+  if (config.stored) run.params["stored"] = true;  // absent: the whole-prefix simulation
   json m = quality_report_to_json(report);
   m["model"] = context.model;
   m["text"] = context.text;

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/random.h"
+#include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/quant/quantizer.h"
 #include "model/loop_hooks.h"
@@ -128,6 +129,15 @@ Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& con
     auto q = make_quantizer(*config.method);
     if (!q) return q.error();
   }
+  if (config.stored) {
+    if (!config.method) return make_error("--stored: give the method whose stored cache to run");
+    if (config.eviction) {
+      return make_error(
+          "--stored does not combine with eviction: the stored cache keeps every token");
+    }
+    auto store = make_method_store(mc, *config.method);
+    if (!store) return make_error(fmt::format("--stored: {}", store.message()));
+  }
   return plan;
 }
 
@@ -152,13 +162,14 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
 
   // Attention reads the prefix as the method holds it: quantize, dequantize.
   decltype(LlamaModel::State::attention_reader) reader;
-  if (quantizer) reader = detail::quantizing_reader(*quantizer, kv_heads, hd);
+  if (quantizer && !config.stored) reader = detail::quantizing_reader(*quantizer, kv_heads, hd);
 
   QualityReport r;
   r.method = method ? std::string(method_id(method->kind)) : "none";
-  r.method_label = method ? method_label(*method) : "none";
+  r.method_label = method ? method_label(*method) + (config.stored ? " (stored)" : "") : "none";
   r.policy = config.eviction ? std::string(eviction_policy_id(config.eviction->policy)) : "none";
   r.policy_label = config.eviction ? eviction_label(*config.eviction) : "none";
+  r.stored = config.stored;
   const std::string label = config.eviction && config.method
                                 ? r.policy_label + " + " + r.method_label
                                 : (config.eviction ? r.policy_label : r.method_label);
@@ -176,13 +187,21 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   };
   std::vector<WindowSums> sums(static_cast<std::size_t>(windows));
   KvCache first_window;
+  std::uint64_t stored_bytes = 0, stored_fp16_bytes = 0;  // the first window's store, at its end
   const auto run_window = [&](int w, ItemProgress& progress) -> Status {
     WindowSums& ws = sums[static_cast<std::size_t>(w)];
     auto exact = model.new_state();
     std::optional<detail::LoopEviction> eviction;
     if (config.eviction) eviction.emplace(*config.eviction, mc, per_window, prompt);
     auto lossy = model.new_state(eviction && eviction->needs_queries());
-    if (quantizer) lossy.attention_reader = reader;
+    if (quantizer && !config.stored) lossy.attention_reader = reader;
+    if (config.stored) {
+      auto store = make_method_store(mc, *config.method, window);
+      if (!store) return make_error(fmt::format("{}: {}", label, store.message()));
+      lossy.kv_store = std::move(*store);
+    }
+    // Stored: the tokens up to the first scored one wait here and go in as one prompt.
+    std::vector<int> pending;
     if (eviction) eviction->attach(lossy);
     int prev = config.bos;
     const int first_scored = plan->first_scored(w);
@@ -197,7 +216,14 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
         }
       }
       if (eviction && i >= prompt) eviction->admit(i);
-      auto lq = model.forward(lossy, {prev});
+      if (config.stored && i < first_scored) {
+        pending.push_back(prev);
+        prev = tokens[start + static_cast<std::size_t>(i)];
+        continue;
+      }
+      pending.push_back(prev);
+      auto lq = model.forward(lossy, pending);
+      pending.clear();
       if (!lq) return make_error(fmt::format("{}: {}", label, lq.message()));
       if (eviction && i >= prompt) {
         ws.kept += eviction->evict(i, lossy);
@@ -220,7 +246,13 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       ++ws.count;
       prev = next;
     }
-    if (w == 0) first_window = state_to_cache(model, exact, false);
+    if (w == 0) {
+      first_window = state_to_cache(model, exact, false);
+      if (lossy.kv_store) {
+        stored_bytes = lossy.kv_store->bytes();
+        stored_fp16_bytes = lossy.kv_store->fp16_bytes();
+      }
+    }
     return Ok{};
   };
   // Every window at once; or, with a target standard error, kTargetBatch windows at a time in
@@ -280,7 +312,10 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
   r.kl_mean_se = standard_error(r.token_kl, mean_of(r.token_kl));
   std::tie(r.next_token_agreement_low, r.next_token_agreement_high) = wilson_interval(agree, count);
   if (kept_count > 0) r.kept_fraction = kept / kept_count;
-  if (config.method) {
+  if (config.stored && stored_bytes > 0) {
+    r.ratio = static_cast<double>(stored_fp16_bytes) / static_cast<double>(stored_bytes);
+    r.bits_per_value = 16.0 / r.ratio;
+  } else if (config.method) {
     auto measured = compress_cache(first_window, *config.method);
     if (!measured) return measured.error();
     r.bits_per_value = measured->bits_per_value;
@@ -327,6 +362,7 @@ nlohmann::json quality_report_to_json(const QualityReport& r) {
           {"method_label", r.method_label},
           {"policy", r.policy},
           {"policy_label", r.policy_label},
+          {"stored", r.stored},
           {"kept_fraction", r.kept_fraction},
           {"tokens", r.tokens},
           {"prompt", r.prompt},

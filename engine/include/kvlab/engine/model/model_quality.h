@@ -58,6 +58,13 @@ struct QualityConfig {
   // Above 0: score windows in text order, eight at a time, only until the standard error of the
   // perplexity change (a fraction: 0.005 is half a point) is at most this, or the text ends.
   double target_se = 0;
+  // The compressed run holds its cache as the method's reference engine stores one it appends to
+  // (make_method_store, kv_store.h: what `kvlab generate --method` runs) instead of quantizing
+  // the whole prefix again after every token: per-tensor scales fixed from the window's prompt,
+  // KIVI's groups sealed as they fill, llama.cpp's rows quantized as they are written, KVComp's
+  // fp16 buffer flushed a block at a time. Each window's tokens before its first scored one go
+  // through that run as one prompt. Needs a method the runner stores, and no eviction.
+  bool stored = false;
 };
 
 struct QualityReport {
@@ -65,6 +72,7 @@ struct QualityReport {
   std::string method_label;        // "kivi-2 G=32 R=128"; "none"
   std::string policy;              // eviction policy id; "none" without eviction
   std::string policy_label;        // "h2o budget 50% recent 50%"; "none"
+  bool stored = false;             // QualityConfig::stored: the cache was held in stored form
   double kept_fraction = 1;        // kept tokens / tokens so far after each step, mean over steps,
                                    // windows, layers and KV heads
   int tokens = 0;                  // tokens scored (the interval's n)
@@ -90,7 +98,9 @@ struct QualityReport {
   // Per scored token, in text order: log p_exact − log p_compressed of the next token, and
   // KL(exact ‖ compressed) of the next-token distributions. Not written to JSON.
   std::vector<double> token_nll_delta, token_kl;
-  double bits_per_value = 16, ratio = 1;  // of the method on the exact run's cache
+  // Of the method on the exact run's cache; stored: of the first window's store at its end (its
+  // fp16 windows and buffers counted).
+  double bits_per_value = 16, ratio = 1;
   double seconds = 0;
 };
 
