@@ -27,7 +27,9 @@ namespace {
 struct GenerateOptions {
   std::string model, tokenizer, prompt, prompt_file, ids, logits_out;
   int tokens = 32, threads = 0, prompt_tokens = 0;
-  bool chat = false, stepwise = false, json = false, compare = false;
+  bool chat = false, stepwise = false, json = false, compare = false, save = false;
+  std::string label;
+  DbOption db;
   std::string method = "none";
   MethodOptions method_options;
   int buffer = 128;  // kvcomp: the fp16 buffer's tokens
@@ -70,6 +72,8 @@ int run_generate(const GenerateOptions& o) {
   if (o.compare && !method) {
     return fail("--compare needs a --method other than none and fp16 (it runs the fp16 cache)");
   }
+  auto db = o.db.open_if(o.save);  // before the long work: a bad --db fails at once
+  if (!db) return fail(db.message());
   const auto thread_limit = limit_threads(o.threads);
   auto loaded = load_model(o.model, o.tokenizer);
   if (!loaded) return fail(loaded.message());
@@ -203,63 +207,62 @@ int run_generate(const GenerateOptions& o) {
     }
   }
   const std::string text = loaded->decode(generated);
-  if (o.json) {
-    nlohmann::json j = {{"model", o.model},
-                        {"prompt_tokens", ids.size()},
-                        {"prompt_ids", ids},
-                        {"generated_ids", generated},
-                        {"generated", text},
-                        {"prefill_seconds", prefill_s},
-                        {"prefill_tokens_per_second", ids.size() / std::max(prefill_s, 1e-9)},
-                        {"decode_steps", steps},
-                        {"decode_seconds", decode_s},
-                        {"decode_tokens_per_second", steps / std::max(decode_s, 1e-9)},
-                        {"threads", worker_threads()},
-                        {"cache",
-                         {{"method", cache_label},
-                          {"bytes", run->cache_bytes},
-                          {"fp16_bytes", run->fp16_bytes},
-                          {"ratio", static_cast<double>(run->fp16_bytes) /
-                                        std::max<std::uint64_t>(run->cache_bytes, 1)}}},
-                        {"peak_resident_bytes", run->peak_resident}};
-    if (fp16) {
-      j["fp16"] = {{"generated_ids", fp16->run.generated},
-                   {"prefill_tokens_per_second", fp16->run.prefill_tokens_per_s(ids.size())},
-                   {"decode_tokens_per_second", fp16->run.decode_tokens_per_s()},
-                   {"cache_bytes", fp16->cache_bytes},
-                   {"peak_resident_bytes", fp16->peak_resident}};
-      j["greedy_tokens_agreeing"] = agree;
-      j["decode_speed_vs_fp16"] =
-          (steps / std::max(decode_s, 1e-9)) / std::max(fp16->run.decode_tokens_per_s(), 1e-9);
-    }
-    fmt::print("{}\n", json_text(j, 2));
-    return 0;
-  }
-  fmt::print("{}\n\n", terminal_lines(text));  // a model's text: no escape reaches the terminal
-  fmt::print("prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s,
-             ids.size() / std::max(prefill_s, 1e-9), o.stepwise ? ", one at a time" : "");
-  fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s,
-             steps / std::max(decode_s, 1e-9));
-  fmt::print("threads  {}\n", worker_threads());
-  constexpr double kMiB = 1024.0 * 1024.0;
-  fmt::print("cache    {}: {:.2f} MiB held for {:.2f} MiB of fp16 ({:.2f}x)\n", cache_label,
-             run->cache_bytes / kMiB, run->fp16_bytes / kMiB,
-             static_cast<double>(run->fp16_bytes) / std::max<std::uint64_t>(run->cache_bytes, 1));
-  fmt::print("memory   {:.1f} MiB resident at the peak (model included)\n",
-             run->peak_resident / kMiB);
+  nlohmann::json j = {{"model", o.model},
+                      {"prompt_tokens", ids.size()},
+                      {"prompt_ids", ids},
+                      {"generated_ids", generated},
+                      {"generated", text},
+                      {"prefill_seconds", prefill_s},
+                      {"prefill_tokens_per_second", ids.size() / std::max(prefill_s, 1e-9)},
+                      {"decode_steps", steps},
+                      {"decode_seconds", decode_s},
+                      {"decode_tokens_per_second", steps / std::max(decode_s, 1e-9)},
+                      {"threads", worker_threads()},
+                      {"cache",
+                       {{"method", cache_label},
+                        {"bytes", run->cache_bytes},
+                        {"fp16_bytes", run->fp16_bytes},
+                        {"ratio", static_cast<double>(run->fp16_bytes) /
+                                      std::max<std::uint64_t>(run->cache_bytes, 1)}}},
+                      {"peak_resident_bytes", run->peak_resident}};
   if (fp16) {
-    const double speed = steps / std::max(decode_s, 1e-9);
-    const double fp16_speed = fp16->run.decode_tokens_per_s();
-    fmt::print("fp16     prefill {:.1f} tokens/s, decode {:.1f} tokens/s: {} decodes at {:.2f}x\n",
-               fp16->run.prefill_tokens_per_s(ids.size()), fp16_speed, cache_label,
-               speed / std::max(fp16_speed, 1e-9));
-    fmt::print("fp16     {:.2f} MiB held, {:.1f} MiB resident at the peak\n",
-               fp16->cache_bytes / kMiB, fp16->peak_resident / kMiB);
-    fmt::print("greedy   {} of {} generated tokens agree with fp16's before the texts part{}\n",
-               agree, generated.size(),
-               agree == static_cast<int>(generated.size()) ? " (they never do)" : "");
+    j["fp16"] = {{"generated_ids", fp16->run.generated},
+                 {"prefill_tokens_per_second", fp16->run.prefill_tokens_per_s(ids.size())},
+                 {"decode_tokens_per_second", fp16->run.decode_tokens_per_s()},
+                 {"cache_bytes", fp16->cache_bytes},
+                 {"peak_resident_bytes", fp16->peak_resident}};
+    j["greedy_tokens_agreeing"] = agree;
+    j["decode_speed_vs_fp16"] =
+        (steps / std::max(decode_s, 1e-9)) / std::max(fp16->run.decode_tokens_per_s(), 1e-9);
   }
-  return 0;
+  const NewRun saved = generate_run(j, method, o.label);
+  return save_and_print(db->get(), saved, j, o.json, [&] {
+    fmt::print("{}\n\n", terminal_lines(text));  // a model's text: no escape reaches the terminal
+    fmt::print("prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s,
+               ids.size() / std::max(prefill_s, 1e-9), o.stepwise ? ", one at a time" : "");
+    fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s,
+               steps / std::max(decode_s, 1e-9));
+    fmt::print("threads  {}\n", worker_threads());
+    constexpr double kMiB = 1024.0 * 1024.0;
+    fmt::print("cache    {}: {:.2f} MiB held for {:.2f} MiB of fp16 ({:.2f}x)\n", cache_label,
+               run->cache_bytes / kMiB, run->fp16_bytes / kMiB,
+               static_cast<double>(run->fp16_bytes) / std::max<std::uint64_t>(run->cache_bytes, 1));
+    fmt::print("memory   {:.1f} MiB resident at the peak (model included)\n",
+               run->peak_resident / kMiB);
+    if (fp16) {
+      const double speed = steps / std::max(decode_s, 1e-9);
+      const double fp16_speed = fp16->run.decode_tokens_per_s();
+      fmt::print(
+          "fp16     prefill {:.1f} tokens/s, decode {:.1f} tokens/s: {} decodes at {:.2f}x\n",
+          fp16->run.prefill_tokens_per_s(ids.size()), fp16_speed, cache_label,
+          speed / std::max(fp16_speed, 1e-9));
+      fmt::print("fp16     {:.2f} MiB held, {:.1f} MiB resident at the peak\n",
+                 fp16->cache_bytes / kMiB, fp16->peak_resident / kMiB);
+      fmt::print("greedy   {} of {} generated tokens agree with fp16's before the texts part{}\n",
+                 agree, generated.size(),
+                 agree == static_cast<int>(generated.size()) ? " (they never do)" : "");
+    }
+  });
 }
 
 }  // namespace
@@ -307,6 +310,12 @@ void add_generate_command(CLI::App& app) {
                 "also run the prompt with the fp16 cache (--method fp16) in this process: speeds "
                 "side by side and where the greedy texts part");
   cmd->add_flag("--json", o->json, "print JSON");
+  cmd->add_flag("--save", o->save,
+                "save the run (kind \"generate\": speeds, cache bytes, peak memory, the fp16 "
+                "run's with --compare) to the runs database; the planner takes its bits per "
+                "value as --scheme run:ID");
+  cmd->add_option("--label", o->label, "label for the saved run");
+  o->db.add_to(*cmd);
   cmd->callback([o] { exit_code() = run_generate(*o); });
 }
 

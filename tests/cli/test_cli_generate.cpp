@@ -80,6 +80,65 @@ TEST(CliGenerate, KvCompHoldsLessAndComparesWithFp16InTheSameProcess) {
   EXPECT_NE(text.out.find("generated tokens agree with fp16's"), std::string::npos) << text.out;
 }
 
+// --save keeps the run (kind "generate") with the numbers --json printed; `runs show` reads them
+// back and the planner takes its bits per value (the store's own bytes) as --scheme run:ID.
+TEST(CliGenerate, SaveKeepsTheRunForTheRunsListAndThePlanner) {
+  REQUIRE_STORIES();
+  const std::string dir = std::string(KVLAB_TEST_TMPDIR) + "/generate-save";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string env = "KVLAB_DB='" + dir + "/runs.sqlite'";
+  // 200 tokens: KIVI has quantized the keys' first groups and the values behind its window.
+  const Output o = run_kvlab(kRun +
+                                 "--tokens 200 --method kivi --bits 4 --compare --save "
+                                 "--label mine --json",
+                             env);
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto j = nlohmann::json::parse(o.out);
+  const long long id = j.at("run_id").get<long long>();
+  const Output list = run_kvlab("runs list --json", env);
+  ASSERT_EQ(list.code, 0) << list.out;
+  const auto runs = nlohmann::json::parse(list.out);
+  ASSERT_EQ(runs.size(), 1u) << list.out;
+  const auto& r = runs[0];
+  EXPECT_EQ(r.at("kind"), "generate");
+  EXPECT_EQ(r.at("label"), "mine");
+  EXPECT_EQ(r.at("method"), j["cache"]["method"]);
+  EXPECT_EQ(r.at("context").get<int>(), 5 + j["decode_steps"].get<int>());
+  const Output show_json = run_kvlab("runs show " + std::to_string(id) + " --json", env);
+  ASSERT_EQ(show_json.code, 0) << show_json.out;
+  const auto m = nlohmann::json::parse(show_json.out).at("metrics");
+  EXPECT_EQ(m.at("cache_bytes"), j["cache"]["bytes"]);
+  EXPECT_EQ(m.at("fp16_bytes"), j["cache"]["fp16_bytes"]);
+  EXPECT_EQ(m.at("decode_tokens_per_second"), j["decode_tokens_per_second"]);
+  EXPECT_EQ(m.at("fp16_decode_tokens_per_second"), j["fp16"]["decode_tokens_per_second"]);
+  EXPECT_EQ(m.at("greedy_tokens_agreeing"), j["greedy_tokens_agreeing"]);
+  EXPECT_EQ(m.at("peak_resident_bytes"), j["peak_resident_bytes"]);
+  // The tokens held: the 5 prompt tokens and every generated one but the last.
+  EXPECT_EQ(m.at("tokens").get<int>(), 5 + j["decode_steps"].get<int>());
+  const double bits =
+      16.0 * j["cache"]["bytes"].get<double>() / j["cache"]["fp16_bytes"].get<double>();
+  EXPECT_NEAR(m.at("memory_bits_per_value").get<double>(), bits, 1e-9);
+  EXPECT_LT(bits, 16.0);
+  const Output show = run_kvlab("runs show " + std::to_string(id), env);
+  ASSERT_EQ(show.code, 0) << show.out;
+  EXPECT_NE(show.out.find("decode speed vs fp16"), std::string::npos) << show.out;
+  // llama-3-8b's fp16 cache is 131,072 bytes a token: the scheme stores the run's bits of it.
+  const Output plan = run_kvlab(
+      "plan --model llama-3-8b --gpu l40s --context 8192 --batch 1 "
+      "--scheme run:" +
+          std::to_string(id) + " --json",
+      env);
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  const auto p = nlohmann::json::parse(plan.out);
+  EXPECT_NEAR(p["schemes"][0]["kv_bytes_per_token_model"].get<double>(), 131072.0 / 16 * bits,
+              1e-6);
+  // A bad database fails before the model runs.
+  const Output bad = run_kvlab(kRun + "--tokens 4 --save --db /proc/nope/runs.sqlite");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("/proc/nope/runs.sqlite"), std::string::npos) << bad.out;
+}
+
 TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
   REQUIRE_STORIES();
   for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{

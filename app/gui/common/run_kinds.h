@@ -14,6 +14,7 @@ bool opens_on_a_page(std::optional<RunKind> kind);
 bool opens_on_a_page(std::string_view kind_id);
 // The kinds the Runs page filters by, in its order.
 inline constexpr RunKind kListedRunKinds[] = {RunKind::Compression, RunKind::Eviction,
-                                              RunKind::Quality, RunKind::Plan, RunKind::Stream};
+                                              RunKind::Quality,     RunKind::Plan,
+                                              RunKind::Stream,      RunKind::Generate};
 
 }  // namespace kvlab::gui

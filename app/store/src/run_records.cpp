@@ -20,14 +20,15 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<RunKind, std::string_view>, 7> kKindIds = {{
+constexpr std::array<std::pair<RunKind, std::string_view>, 8> kKindIds = {{
     {RunKind::Compression, "compression"},
     {RunKind::Eviction, "eviction"},
     {RunKind::Quality, "quality"},
     {RunKind::Plan, "plan"},
     {RunKind::Stream, "stream"},
-    {RunKind::Bench, "bench"},    // kvlab bench gpu --save: kernel rates for the planner
-    {RunKind::Needle, "needle"},  // kvlab quality --needle --save: passkey retrieval
+    {RunKind::Bench, "bench"},        // kvlab bench gpu --save: kernel rates for the planner
+    {RunKind::Needle, "needle"},      // kvlab quality --needle --save: passkey retrieval
+    {RunKind::Generate, "generate"},  // kvlab generate --save: a model on a stored cache
 }};
 
 // The number at a dotted path ("error.mse"), if the run has one.
@@ -127,6 +128,23 @@ constexpr MetricSpec kStreamMetrics[] = {
     {"total_bytes", "memory", MetricFormat::Bytes},
     {"fp16_bytes", "fp16 bytes", MetricFormat::Bytes},
 };
+constexpr MetricSpec kGenerateMetrics[] = {
+    {"ratio", "cache vs fp16", MetricFormat::Ratio},
+    {"memory_bits_per_value", "bits per value held", MetricFormat::Bits},
+    {"cache_bytes", "cache held", MetricFormat::Bytes},
+    {"fp16_bytes", "fp16 cache", MetricFormat::Bytes},
+    {"tokens", "tokens held", MetricFormat::Count},
+    {"prompt_tokens", "prompt tokens", MetricFormat::Count},
+    {"decode_steps", "decode steps", MetricFormat::Count},
+    {"prefill_tokens_per_second", "prefill tokens/s", MetricFormat::Number},
+    {"decode_tokens_per_second", "decode tokens/s", MetricFormat::Number},
+    {"fp16_decode_tokens_per_second", "fp16 cache: decode tokens/s", MetricFormat::Number},
+    {"decode_speed_vs_fp16", "decode speed vs fp16", MetricFormat::Ratio},
+    {"greedy_tokens_agreeing", "greedy tokens before departing from fp16", MetricFormat::Count},
+    {"peak_resident_bytes", "peak resident memory", MetricFormat::Bytes},
+    {"fp16_peak_resident_bytes", "fp16 cache: peak resident memory", MetricFormat::Bytes},
+    {"threads", "threads", MetricFormat::Count},
+};
 constexpr MetricSpec kPlanMetrics[] = {
     {"context", "context", MetricFormat::Count},
     {"batch", "batch", MetricFormat::Count},
@@ -146,6 +164,8 @@ std::span<const MetricSpec> metric_specs(std::string_view kind) {
       return kStreamMetrics;
     case RunKind::Plan:
       return kPlanMetrics;
+    case RunKind::Generate:
+      return kGenerateMetrics;
     case RunKind::Bench:
     case RunKind::Needle:
       break;
@@ -371,6 +391,43 @@ NewRun stream_run(const StreamReport& report, const StreamConfig& config,
   return run;
 }
 
+NewRun generate_run(const json& result, const std::optional<MethodConfig>& method,
+                    const std::string& label) {
+  NewRun run;
+  run.kind = run_kind_id(RunKind::Generate);
+  const json& cache = result.value("cache", json::object());
+  run.source = "model:" + result.value("model", std::string());
+  run.method = cache.value("method", std::string());
+  run.label = label;
+  // Without a method: the fp16 store ("fp16") or the runner's own float cache ("float32").
+  run.params = method ? method_params_json(*method) : json{{"method", run.method}};
+  run.params["prompt_tokens"] = result.value("prompt_tokens", 0);
+  run.params["tokens"] = result.value("generated_ids", json::array()).size();
+  json m;
+  m["model"] = result.value("model", std::string());
+  for (const char* key :
+       {"prompt_tokens", "decode_steps", "prefill_seconds", "decode_seconds",
+        "prefill_tokens_per_second", "decode_tokens_per_second", "threads", "peak_resident_bytes",
+        "greedy_tokens_agreeing", "decode_speed_vs_fp16", "generated"}) {
+    if (result.contains(key)) m[key] = result[key];
+  }
+  m["cache_bytes"] = cache.value("bytes", std::uint64_t{0});
+  m["fp16_bytes"] = cache.value("fp16_bytes", std::uint64_t{0});
+  m["ratio"] = cache.value("ratio", 0.0);
+  if (m["ratio"].get<double>() > 0) m["memory_bits_per_value"] = 16.0 / m["ratio"].get<double>();
+  // The tokens the cache holds: the prompt and every generated token but the last.
+  m["tokens"] = result.value("prompt_tokens", 0) + result.value("decode_steps", 0);
+  if (result.contains("fp16")) {
+    const json& f = result["fp16"];
+    m["fp16_prefill_tokens_per_second"] = f.value("prefill_tokens_per_second", 0.0);
+    m["fp16_decode_tokens_per_second"] = f.value("decode_tokens_per_second", 0.0);
+    m["fp16_cache_bytes"] = f.value("cache_bytes", std::uint64_t{0});
+    m["fp16_peak_resident_bytes"] = f.value("peak_resident_bytes", std::uint64_t{0});
+  }
+  run.metrics = std::move(m);
+  return run;
+}
+
 // ---- Runs into numbers ------------------------------------------------------------------
 
 std::string format_metric_value(double value, MetricFormat format) {
@@ -473,6 +530,7 @@ RunRow run_row(const RunSummary& run) {
       row.needle_kept = number_at(m, "accuracy");
       break;
     case RunKind::Stream:
+    case RunKind::Generate:
       row.context = number_at(m, "tokens");
       row.ratio = number_at(m, "ratio");
       if (row.ratio && *row.ratio > 0) row.bits_per_value = 16.0 / *row.ratio;
@@ -485,11 +543,12 @@ Result<planners::Scheme> run_scheme(const RunRecord& run, std::string_view id) {
   const RunRow row = run_row(run);
   const auto kind = run_kind_from_id(run.kind);
   const bool measured = kind == RunKind::Compression || kind == RunKind::Quality ||
-                        kind == RunKind::Eviction || kind == RunKind::Stream;
+                        kind == RunKind::Eviction || kind == RunKind::Stream ||
+                        kind == RunKind::Generate;
   if (!measured || !row.bits_per_value || !(*row.bits_per_value > 0)) {
     return make_error(fmt::format(
         "--scheme {}: run {} is a '{}' run without a measured bits per value; use a compression, "
-        "eviction, stream or quality run",
+        "eviction, stream, quality or generate run",
         id, run.id, run.kind));
   }
   return planners::measured_scheme(std::string(id), fmt::format("run {} ({})", run.id, run.method),

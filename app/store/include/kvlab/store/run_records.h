@@ -26,10 +26,10 @@
 
 namespace kvlab {
 
-enum class RunKind { Compression, Eviction, Quality, Plan, Stream, Bench, Needle };
+enum class RunKind { Compression, Eviction, Quality, Plan, Stream, Bench, Needle, Generate };
 
 // The id stored in the kind column: "compression", "eviction", "quality", "plan", "stream",
-// "bench", "needle".
+// "bench", "needle", "generate".
 std::string_view run_kind_id(RunKind kind);
 std::optional<RunKind> run_kind_from_id(std::string_view id);
 // Whether a stored kind string is `kind` (the one way code asks what kind a run is).
@@ -81,6 +81,12 @@ NewRun plan_run(const planners::Scenario& scenario,
 
 NewRun stream_run(const StreamReport& report, const StreamConfig& config,
                   const std::string& label = {});
+
+// kvlab generate --save: a real model generating from a cache held in a method's stored form
+// (kv_store.h). `result` is what `kvlab generate --json` prints (the speeds, the cache's bytes,
+// the peak memory, and with --compare the fp16 run's); `method`: none for the fp16 store.
+NewRun generate_run(const nlohmann::json& result, const std::optional<MethodConfig>& method,
+                    const std::string& label = {});
 
 // ---- Runs into numbers ------------------------------------------------------------------
 
