@@ -7,8 +7,8 @@ they fill, llama.cpp's rows quantized as written, KVComp's buffer flushed a bloc
 
 Both on SmolLM2-135M over the GPL text of docs/QUALITY.md, windows of 512 positions whose first
 128 are the prompt (a stored cache fixes its scales from it; no tokens of it are scored), the
-runs spread over the machine's cores, one process per core. Writes the runs' JSON (a list, one
-object per method with "simulated" and "stored") to --out and prints a markdown table.
+runs spread over the machine's cores, one process per core. Writes the runs' JSON to --out (JSON
+lines: one object per method with "simulated" and "stored") and prints a markdown table.
 
 Usage: stored_vs_simulated.py --kvlab PATH [--model M.gguf] [--max-tokens N] [--out FILE]
 """
@@ -54,7 +54,7 @@ def main():
     ap.add_argument("--model", default=str(CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--max-tokens", type=int, default=4088)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" /
-                                         "quality_stored_vs_simulated_smollm2.json"))
+                                         "quality_stored_vs_simulated_smollm2.jsonl"))
     a = ap.parse_args()
     work = tempfile.TemporaryDirectory()
     text = pathlib.Path(work.name) / "gpl.txt"
@@ -71,7 +71,7 @@ def main():
             results.setdefault(name, {})["stored" if stored else "simulated"] = f.result()
             print(f"done: {name} {'stored' if stored else 'simulated'}", flush=True)
     rows = [{"method": name, **results[name]} for name, _ in METHODS]
-    pathlib.Path(a.out).write_text(json.dumps(rows, indent=1) + "\n")
+    pathlib.Path(a.out).write_text("".join(json.dumps(r) + "\n" for r in rows))
     print("| method | tokens | simulated: change ± s.e. | stored: change ± s.e. | stored − "
           "simulated | bits/value held (stored) | same greedy token, simulated / stored |")
     print("|---|---:|---:|---:|---:|---:|---:|")
