@@ -3,9 +3,11 @@
 
 #include "cli_common.h"
 #include "kvlab/app/backends.h"
+#include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/utf8.h"
 
 int main(int argc, char** argv) {
+  kvlab::release_large_buffers_when_freed();
   kvlab::register_backends();
   CLI::App app{
       "kvlab: a lab and capacity planner for LLM key/value-cache compression.\n"

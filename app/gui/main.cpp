@@ -31,6 +31,7 @@
 #include "eviction/eviction_policy_panel.h"
 #include "eviction/eviction_view.h"
 #include "kvlab/app/backends.h"
+#include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/eviction/eviction.h"
 #include "kvlab/engine/quant/method.h"
@@ -329,6 +330,7 @@ int take_screenshots(kvlab::gui::MainWindow& window, const QString& dir) {
 
 int main(int argc, char** argv) {
   Options options = parse(argc, argv);
+  kvlab::release_large_buffers_when_freed();
   kvlab::register_backends();
   const bool no_display =
       !env_set("DISPLAY") && !env_set("WAYLAND_DISPLAY") && !env_set("QT_QPA_PLATFORM");

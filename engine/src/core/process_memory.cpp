@@ -3,6 +3,10 @@
 #include <fstream>
 #include <string>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 namespace kvlab {
 
 ProcessMemory process_memory() {
@@ -33,6 +37,12 @@ bool reset_peak_resident() {
   out << "5";
   out.flush();
   return static_cast<bool>(out);
+}
+
+void release_large_buffers_when_freed() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+#endif
 }
 
 }  // namespace kvlab

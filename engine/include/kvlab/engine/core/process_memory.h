@@ -23,4 +23,13 @@ std::uint64_t available_memory_bytes();
 // False when the kernel refuses; the peak then counts from the process's start.
 bool reset_peak_resident();
 
+// From now on every allocation of 256 KiB or more gets pages of its own that go back to the
+// system when it is freed (glibc: mallopt M_MMAP_THRESHOLD). glibc's own threshold rises to the
+// largest block freed so far, after which a layer's transient buffers (a prompt's attention
+// scratch, a quantizer's pass over the prompt) come from the heap and stay resident around what
+// is still held: the resident memory a run then reports is what it once held, and two runs that
+// hold different caches differ by less than their caches do. The command line and the app call
+// it at start. Nothing where the C library is not glibc.
+void release_large_buffers_when_freed();
+
 }  // namespace kvlab
