@@ -244,6 +244,8 @@ def section_text(bench, title, about, results):
                     "| " + " | ".join(cell(c) for c in table["columns"]) + " |",
                     "|" + "---|" * len(table["columns"])]
             out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in table["rows"]]
+            if table.get("note"):
+                out += ["", wrap(table["note"], "", "")]
     raw = sorted({r for d, _ in rows for r in d.get("raw", [])})
     if raw:
         out += ["", "Raw output kept beside the results: " +
