@@ -44,6 +44,7 @@
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
 #include "kvlab/engine/quant/group_rules.h"
@@ -314,9 +315,19 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
     const std::optional<GgmlType> type = method_ggml_type(m.kind);
     const bool rotated = type && m.llama_rotation && llama_attn_rot_enabled(*type, dim);
     if (rotated) decoder = detail::make_ggml_block_quantizer(*type, false);
+    // A row is the type's blocks back to back, as llama.cpp's cache rows are: decoded in place
+    // from the stored bytes, block by block (ggml_quants.cpp), with no copy of the codes.
+    QuantizerCodec::RowDecoder rows_of_blocks;
+    const auto row_bytes =
+        type ? ggml_row_bytes(*type, static_cast<std::int64_t>(row)) : std::nullopt;
+    if (row_bytes && *row_bytes == probe->codes.size() && ggml_type_info(*type)->dequantizable) {
+      rows_of_blocks = [t = *type, row](const std::uint8_t* src, float* out) {
+        ggml_dequantize(t, src, out, static_cast<std::int64_t>(row));
+      };
+    }
     auto codec = std::make_unique<QuantizerCodec>(
         std::move(*q), role, heads, dim, std::vector<std::size_t>{probe->codes.size()},
-        std::vector<float>{}, nullptr, std::move(decoder));
+        std::vector<float>{}, nullptr, std::move(decoder), std::move(rows_of_blocks));
     codec->rotated = rotated;
     return std::unique_ptr<UnitCodec>(std::move(codec));
   }
