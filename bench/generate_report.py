@@ -161,9 +161,10 @@ def add_predictions(results_path, kvlab, python, tokens):
         f"charges fp16 attention at memory speed where these cores turn fp16 into floats at "
         f"about 5 GB/s (the decode target's note): so it puts fp16 below the measurement at "
         f"512 tokens, where the weights dominate, and above it at 8K, where attention does. For a compressed cache it uses the H100's measured decompression rates "
-        f"scaled by FP32 throughput (`kvlab bench gpu` has no CPU twin yet), which lands near "
-        f"this machine for INT8 and KVComp's Huffman streams but below the fast 4-bit decoders "
-        f"(INT4, q4_0) at 2K.")
+        f"scaled by FP32 throughput (`kvlab bench gpu` has no CPU twin yet): at 8K that lands "
+        f"within about 10% for INT8, INT4, q8_0, q4_0 and KIVI-4 and 20% low for KVComp's "
+        f"Huffman streams, but too high for FP8 and NVFP4 (whose table lookups cost these cores "
+        f"more than the rate assumes), and at 2K too low for the fast 8- and 4-bit decoders.")
     pathlib.Path(results_path).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     return pred, rates
 
