@@ -117,6 +117,71 @@ TEST(RunsPage, TwoRunsOverlaidWithTheParametersThatDiffer) {
   EXPECT_EQ(layer_plot->graphCount(), 0);
 }
 
+// kvlab generate --save (issue 47): a generate run lists under its own kind with the tokens it
+// held, its ratio and bits, and two of them compare with the settings that differ.
+TEST(RunsPage, GenerateRunsListUnderTheirKind) {
+  gui_test::ThreeRuns p = gui_test::store_with_three_runs();
+  // What `kvlab generate --json --compare` prints, as it printed it for two caches.
+  const auto result = [](const char* label, double bytes) {
+    return nlohmann::json{
+        {"model", "SmolLM2-135M-Instruct.Q4_1.gguf"},
+        {"prompt_tokens", 8128},
+        {"generated_ids", std::vector<int>(64, 7)},
+        {"generated", "the text"},
+        {"decode_steps", 63},
+        {"prefill_tokens_per_second", 124.1},
+        {"decode_tokens_per_second", 27.1},
+        {"threads", 2},
+        {"cache", {{"method", label}, {"bytes", bytes}, {"fp16_bytes", 188743680.0}}},
+        {"peak_resident_bytes", 524000000},
+        {"fp16", {{"decode_tokens_per_second", 29.2}, {"peak_resident_bytes", 658800000}}},
+        {"greedy_tokens_agreeing", 12},
+        {"decode_speed_vs_fp16", 0.93}};
+  };
+  MethodConfig q4;
+  q4.kind = MethodKind::Q4_0;
+  MethodConfig kivi;
+  kivi.kind = MethodKind::Kivi;
+  kivi.bits = 4;
+  nlohmann::json a = result("q4_0", 53084160.0), b = result("kivi-4 G=32 R=128", 61005824.0);
+  a["cache"]["ratio"] = 188743680.0 / 53084160.0;
+  b["cache"]["ratio"] = 188743680.0 / 61005824.0;
+  const std::int64_t ida = p.store->save_run(generate_run(a, q4)).value();
+  const std::int64_t idb = p.store->save_run(generate_run(b, kivi)).value();
+  RunsView view(p.store, QString());
+  view.resize(1400, 800);
+  view.show();
+  view.refresh();
+  auto* kind = gui_test::child<QComboBox>(&view, "kind");
+  kind->setCurrentIndex(kind->findText(QStringLiteral("generate")));
+  ASSERT_EQ(view.row_count(), 2);
+  const int row = view.row_of(ida);
+  EXPECT_EQ(view.cell_text(row, RunsTableModel::kContext), QStringLiteral("8191"));
+  EXPECT_EQ(view.cell_text(row, RunsTableModel::kRatio), QStringLiteral("3.56×"));
+  EXPECT_EQ(view.cell_text(row, RunsTableModel::kBits), QStringLiteral("4.50"));
+  view.select_runs({ida, idb});
+  auto* differences = gui_test::child<QTableWidget>(
+      gui_test::child<RunsComparePanel>(&view, "compare"), "differences");
+  QStringList differing;
+  for (int r = 0; r < differences->rowCount(); ++r) {
+    differing << differences->verticalHeaderItem(r)->text();
+  }
+  EXPECT_TRUE(differing.contains(QStringLiteral("method"))) << differing.join(", ").toStdString();
+  // What each measured, side by side: the numbers kvlab generate printed.
+  const int speed = static_cast<int>(differing.indexOf(QStringLiteral("decode speed vs fp16")));
+  ASSERT_GE(speed, 0) << differing.join(", ").toStdString();
+  EXPECT_EQ(differences->item(speed, 0)->text(), QStringLiteral("0.93×"));
+  const int held = static_cast<int>(differing.indexOf(QStringLiteral("cache held")));
+  ASSERT_GE(held, 0);
+  EXPECT_NE(differences->item(held, 0)->text(), differences->item(held, 1)->text());
+  // No curves in such runs: no empty chart either.
+  EXPECT_FALSE(gui_test::child<QCustomPlot>(&view, "layer_plot")->isVisible());
+  if (const char* shots = std::getenv("KVLAB_SCREENSHOT_DIR"); shots && *shots) {
+    QApplication::processEvents();
+    view.grab().save(QString::fromUtf8(shots) + QStringLiteral("/runs-generate.png"));
+  }
+}
+
 TEST(RunsPage, RunsSavedByAnotherProcessAppearByThemselves) {
   gui_test::ThreeRuns p = gui_test::store_with_three_runs();
   RunsView view(p.store, QString());

@@ -132,6 +132,25 @@ RunsComparison compare_runs(const std::vector<RunRecord>& runs) {
   c.per_layer = series_of(runs, kLayerMetrics, layer_curve);
   c.per_step = series_of(runs, kStepMetrics, step_curve);
 
+  // Every metric any run has, first by the first run's reading order, then the next run's new
+  // ones (runs of different kinds list different metrics).
+  std::vector<std::vector<RunMetric>> metrics;
+  for (const RunRecord& run : runs) metrics.push_back(run_metrics(run));
+  for (std::size_t r = 0; r < runs.size(); ++r) {
+    for (const RunMetric& m : metrics[r]) {
+      const QString name = QString::fromStdString(m.name);
+      if (std::find(c.measured.begin(), c.measured.end(), name) != c.measured.end()) continue;
+      c.measured.push_back(name);
+      std::vector<QString> values;
+      for (const auto& of_run : metrics) {
+        const auto it = std::find_if(of_run.begin(), of_run.end(),
+                                     [&](const RunMetric& x) { return x.name == m.name; });
+        values.push_back(it == of_run.end() ? QString() : QString::fromStdString(it->text()));
+      }
+      c.measured_values.push_back(std::move(values));
+    }
+  }
+
   std::vector<std::map<std::string, QString>> params(runs.size());
   std::set<std::string> keys;
   for (std::size_t r = 0; r < runs.size(); ++r) {
@@ -182,7 +201,8 @@ RunsComparePanel::RunsComparePanel(QWidget* parent) : QWidget(parent) {
   m_differences->setMaximumHeight(180);  // the charts take the rest
   m_differences->setEditTriggers(QAbstractItemView::NoEditTriggers);
   m_differences->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  m_differences->setToolTip(tr("The parameters in which the selected runs differ"));
+  m_differences->setToolTip(
+      tr("The parameters in which the selected runs differ, then what each measured (bold)"));
 
   auto* layer_box = new QVBoxLayout;
   layer_box->addWidget(m_layer_metric);
@@ -215,15 +235,16 @@ void RunsComparePanel::set_comparison(const RunsComparison& comparison) {
   // One run shows its own curves (selecting one run used to show nothing); two or more share
   // the axes, with the parameters in which they differ.
   const bool shown = !comparison.runs.empty();
-  m_hint->setText(comparison.runs.size() >= 2
-                      ? tr("%1 runs compared: curves on shared axes, and the parameters in "
-                           "which they differ.")
-                            .arg(comparison.runs.size())
-                  : shown ? tr("%1: its curves. Select more runs (Ctrl- or Shift-click) to "
-                               "compare them; double-click to open it on its page.")
-                                .arg(comparison.runs.front())
-                          : tr("Select a run to see its curves, or two or more (Ctrl- or "
-                               "Shift-click) to compare them here."));
+  m_hint->setText(
+      comparison.runs.size() >= 2
+          ? tr("%1 runs compared: curves on shared axes where they have them, the "
+               "parameters in which they differ, and what each measured.")
+                .arg(comparison.runs.size())
+      : shown ? tr("%1: its numbers and its curves. Select more runs (Ctrl- or Shift-click) to "
+                   "compare them; double-click to open it on its page.")
+                    .arg(comparison.runs.front())
+              : tr("Select a run to see its curves, or two or more (Ctrl- or "
+                   "Shift-click) to compare them here."));
   for (auto [box, series] : {std::pair{m_layer_metric, &m_comparison.per_layer},
                              std::pair{m_step_metric, &m_comparison.per_step}}) {
     const QSignalBlocker block(box);
@@ -239,25 +260,45 @@ void RunsComparePanel::set_comparison(const RunsComparison& comparison) {
   const bool steps = !m_comparison.per_step.empty();
   m_step_plot->setVisible(steps);
   m_step_metric->setVisible(steps);
+  // Runs with no curves at all (a generate or plan run) leave the page to their numbers.
+  const bool layers = !m_comparison.per_layer.empty() || !shown;
+  m_layer_plot->setVisible(layers);
+  m_layer_metric->setVisible(layers);
+  m_differences->setMaximumHeight(layers || steps ? 180 : QWIDGETSIZE_MAX);
   draw(m_layer_plot, shown ? m_comparison.per_layer : std::vector<ComparedSeries>{},
        m_layer_metric->currentIndex(), tr("layer"));
   draw(m_step_plot, shown ? m_comparison.per_step : std::vector<ComparedSeries>{},
        m_step_metric->currentIndex(), tr("decode step"));
 
   m_differences->clear();
-  m_differences->setRowCount(shown ? static_cast<int>(comparison.differing.size()) : 0);
+  const std::size_t measured = comparison.measured.size();
+  m_differences->setRowCount(shown ? static_cast<int>(measured + comparison.differing.size()) : 0);
   m_differences->setColumnCount(shown ? static_cast<int>(comparison.runs.size()) : 0);
   if (!shown) return;
   QStringList headers;
   for (const QString& name : comparison.runs) headers << name;
   m_differences->setHorizontalHeaderLabels(headers);
+  // The parameters that differ first (what changed), then what each run measured (bold).
+  const std::size_t params = comparison.differing.size();
   QStringList rows;
   for (const QString& key : comparison.differing) rows << key;
+  for (const QString& name : comparison.measured) rows << name;
   m_differences->setVerticalHeaderLabels(rows);
-  for (std::size_t p = 0; p < comparison.values.size(); ++p) {
+  for (std::size_t p = 0; p < params; ++p) {
     for (std::size_t r = 0; r < comparison.values[p].size(); ++r) {
       m_differences->setItem(static_cast<int>(p), static_cast<int>(r),
                              new QTableWidgetItem(comparison.values[p][r]));
+    }
+  }
+  QFont bold = m_differences->font();
+  bold.setBold(true);
+  for (std::size_t p = 0; p < measured; ++p) {
+    const int row = static_cast<int>(params + p);
+    m_differences->verticalHeaderItem(row)->setFont(bold);
+    for (std::size_t r = 0; r < comparison.measured_values[p].size(); ++r) {
+      auto* item = new QTableWidgetItem(comparison.measured_values[p][r]);
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      m_differences->setItem(row, static_cast<int>(r), item);
     }
   }
 }

@@ -26,6 +26,10 @@ struct ComparedSeries {
 struct RunsComparison {
   std::vector<QString> runs;  // "#12 kivi · kivi-2 G=32 R=128"
   std::vector<ComparedSeries> per_layer, per_step;
+  // The numbers the runs stored (run_metrics: "decode tokens/s", "ratio vs fp16"), every one any
+  // of them has, in their kinds' reading order: what each run measured, side by side.
+  std::vector<QString> measured;
+  std::vector<std::vector<QString>> measured_values;  // [metric][run]; "" where a run has none
   // The parameters (and source, kind, context) whose values are not all the same.
   std::vector<QString> differing;
   std::vector<std::vector<QString>> values;  // [parameter][run]; "" where a run has none
