@@ -194,18 +194,15 @@ int run_generate(const GenerateOptions& o) {
     if (!plain) return fail(plain.message());
     fp16 = std::move(*plain);
   }
-  const std::vector<int>& generated = run->run.generated;
-  const double prefill_s = run->run.prefill_s, decode_s = run->run.decode_s;
-  const int steps = run->run.steps;
-  // Where the greedy texts part: the generated tokens before the first difference.
-  int agree = 0;
-  if (fp16) {
-    while (agree < static_cast<int>(std::min(generated.size(), fp16->run.generated.size())) &&
-           generated[static_cast<std::size_t>(agree)] ==
-               fp16->run.generated[static_cast<std::size_t>(agree)]) {
-      ++agree;
-    }
-  }
+  const GreedyRun& greedy = run->run;
+  const std::vector<int>& generated = greedy.generated;
+  const double prefill_s = greedy.prefill_s, decode_s = greedy.decode_s;
+  const int steps = greedy.steps;
+  const double prefill_tps = greedy.prefill_tokens_per_s(ids.size());
+  const double decode_tps = greedy.decode_tokens_per_s();
+  // Where the greedy texts part, and the decode speed against fp16's.
+  const int agree = fp16 ? tokens_agreeing(generated, fp16->run.generated) : 0;
+  const double vs_fp16 = fp16 ? decode_tps / std::max(fp16->run.decode_tokens_per_s(), 1e-9) : 0;
   const std::string text = loaded->decode(generated);
   nlohmann::json j = {{"model", o.model},
                       {"prompt_tokens", ids.size()},
@@ -213,10 +210,10 @@ int run_generate(const GenerateOptions& o) {
                       {"generated_ids", generated},
                       {"generated", text},
                       {"prefill_seconds", prefill_s},
-                      {"prefill_tokens_per_second", ids.size() / std::max(prefill_s, 1e-9)},
+                      {"prefill_tokens_per_second", prefill_tps},
                       {"decode_steps", steps},
                       {"decode_seconds", decode_s},
-                      {"decode_tokens_per_second", steps / std::max(decode_s, 1e-9)},
+                      {"decode_tokens_per_second", decode_tps},
                       {"threads", worker_threads()},
                       {"cache",
                        {{"method", cache_label},
@@ -232,16 +229,14 @@ int run_generate(const GenerateOptions& o) {
                  {"cache_bytes", fp16->cache_bytes},
                  {"peak_resident_bytes", fp16->peak_resident}};
     j["greedy_tokens_agreeing"] = agree;
-    j["decode_speed_vs_fp16"] =
-        (steps / std::max(decode_s, 1e-9)) / std::max(fp16->run.decode_tokens_per_s(), 1e-9);
+    j["decode_speed_vs_fp16"] = vs_fp16;
   }
   const NewRun saved = generate_run(j, method, o.label);
   return save_and_print(db->get(), saved, j, o.json, [&] {
     fmt::print("{}\n\n", terminal_lines(text));  // a model's text: no escape reaches the terminal
     fmt::print("prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s,
-               ids.size() / std::max(prefill_s, 1e-9), o.stepwise ? ", one at a time" : "");
-    fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s,
-               steps / std::max(decode_s, 1e-9));
+               prefill_tps, o.stepwise ? ", one at a time" : "");
+    fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s, decode_tps);
     fmt::print("threads  {}\n", worker_threads());
     constexpr double kMiB = 1024.0 * 1024.0;
     fmt::print("cache    {}: {:.2f} MiB held for {:.2f} MiB of fp16 ({:.2f}x)\n", cache_label,
@@ -250,12 +245,10 @@ int run_generate(const GenerateOptions& o) {
     fmt::print("memory   {:.1f} MiB resident at the peak (model included)\n",
                run->peak_resident / kMiB);
     if (fp16) {
-      const double speed = steps / std::max(decode_s, 1e-9);
-      const double fp16_speed = fp16->run.decode_tokens_per_s();
       fmt::print(
           "fp16     prefill {:.1f} tokens/s, decode {:.1f} tokens/s: {} decodes at {:.2f}x\n",
-          fp16->run.prefill_tokens_per_s(ids.size()), fp16_speed, cache_label,
-          speed / std::max(fp16_speed, 1e-9));
+          fp16->run.prefill_tokens_per_s(ids.size()), fp16->run.decode_tokens_per_s(), cache_label,
+          vs_fp16);
       fmt::print("fp16     {:.2f} MiB held, {:.1f} MiB resident at the peak\n",
                  fp16->cache_bytes / kMiB, fp16->peak_resident / kMiB);
       fmt::print("greedy   {} of {} generated tokens agree with fp16's before the texts part{}\n",

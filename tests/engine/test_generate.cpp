@@ -143,6 +143,14 @@ TEST(Generate, TokenTextStreamPiecesAddUpToTheDecodedText) {
   EXPECT_NE(streamed.find(' '), std::string::npos) << "words keep their spaces: " << streamed;
 }
 
+TEST(Generate, TokensAgreeingCountsTheCommonStart) {
+  EXPECT_EQ(tokens_agreeing({1, 2, 3, 4}, {1, 2, 9, 4}), 2);
+  EXPECT_EQ(tokens_agreeing({1, 2}, {1, 2, 3}), 2);  // the shorter run never departs
+  EXPECT_EQ(tokens_agreeing({1, 2, 3}, {1, 2}), 2);
+  EXPECT_EQ(tokens_agreeing({5}, {6}), 0);
+  EXPECT_EQ(tokens_agreeing({}, {1}), 0);
+}
+
 TEST(Generate, TokenTextStreamHoldsACharacterBackUntilItsLastByte) {
   // A byte-level vocabulary: token t is the byte t, and "é" (C3 A9) and "€" (E2 82 AC) come a
   // byte at a time.

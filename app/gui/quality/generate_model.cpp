@@ -205,13 +205,7 @@ void GenerateModel::update_agreement(int method) {
   const GenerateSeries& fp16 = m_series.front();
   GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
   if (fp16.ids.empty() || s.ids.empty()) return;
-  const std::size_t n = std::min(fp16.ids.size(), s.ids.size());
-  int agree = 0;
-  while (static_cast<std::size_t>(agree) < n &&
-         fp16.ids[static_cast<std::size_t>(agree)] == s.ids[static_cast<std::size_t>(agree)]) {
-    ++agree;
-  }
-  s.agree = agree;
+  s.agree = tokens_agreeing(fp16.ids, s.ids);
 }
 
 QStringList GenerateModel::summary() const {

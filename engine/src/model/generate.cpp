@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <malloc.h>
@@ -84,6 +85,12 @@ Result<GreedyRun> generate_greedy(const LlamaModel& model, LlamaModel::State& st
   }
   run.decode_s = seconds_since(t1);
   return run;
+}
+
+int tokens_agreeing(const std::vector<int>& a, const std::vector<int>& b) {
+  const auto& [shorter, longer] = a.size() <= b.size() ? std::tie(a, b) : std::tie(b, a);
+  return static_cast<int>(std::mismatch(shorter.begin(), shorter.end(), longer.begin()).first -
+                          shorter.begin());
 }
 
 TokenTextStream::TokenTextStream(Decode decode, int last_prompt_token)

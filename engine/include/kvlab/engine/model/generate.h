@@ -50,6 +50,10 @@ Result<GreedyRun> generate_greedy(const LlamaModel& model, LlamaModel::State& st
                                   std::span<const int> prompt, const GreedyConfig& config,
                                   const GreedyHooks& hooks = {});
 
+// How many of two greedy runs' tokens agree before the first that differs (all of the shorter
+// run's when none does): where a compressed cache's text departs from fp16's.
+int tokens_agreeing(const std::vector<int>& a, const std::vector<int>& b);
+
 // The text each generated token adds, for text that streams. A SentencePiece tokenizer drops a
 // word's leading space when a token is decoded alone, and a character may span tokens, so a
 // token's text is what it adds to the text of a few tokens before it: constant work per token.
