@@ -99,7 +99,9 @@ void decode_against_the_dequantized_store(const LlamaModel& model_ref,
   // cache's. Not by much on this model: head_dim 8 makes the per-token value parameters and the
   // codebooks weigh, and up to 128 of the 250 tokens wait in the fp16 buffer (about 1.3x here).
   EXPECT_GT(store->bytes(), 0u);
-  if (store->label() != "fp16") EXPECT_LT(store->bytes(), store->fp16_bytes()) << store->label();
+  if (store->label() != "fp16") {
+    EXPECT_LT(store->bytes(), store->fp16_bytes()) << store->label();
+  }
   EXPECT_EQ(store->fp16_bytes(), 2ull * 2 * 250 * model->config().kv_dim() *
                                      static_cast<std::uint64_t>(model->config().layers));
 }
@@ -200,10 +202,14 @@ TEST(KvStore, APromptIsStoredAsTheMethodsQuantizerCodesIt) {
   const int heads = model->config().kv_heads;
   MethodConfig kivi = method(MethodKind::Kivi);
   kivi.residual = 32;
+  MethodConfig kivi4 = kivi;
+  kivi4.bits = 4, kivi4.group_size = 16;
   MethodConfig fp8_calib = method(MethodKind::Fp8E4M3);
   fp8_calib.calib_tokens = 40;
+  MethodConfig fp8_head = method(MethodKind::Fp8E5M2);
+  fp8_head.per_head_scale = true;
   for (const MethodConfig& m :
-       {method(MethodKind::Int8), method(MethodKind::Int4), fp8_calib, kivi}) {
+       {method(MethodKind::Int8), method(MethodKind::Int4), fp8_calib, fp8_head, kivi, kivi4}) {
     SCOPED_TRACE(method_label(m));
     auto made = make_method_store(model->config(), m);
     ASSERT_TRUE(made.ok()) << made.message();
@@ -253,10 +259,16 @@ TEST(KvStore, APromptIsStoredAsTheMethodsQuantizerCodesIt) {
       case MethodKind::Fp8E4M3:
         per_layer = 2 * (100 * kv + 4);
         break;
-      default:  // KIVI-2, G = 32, R = 32: keys 96 sealed (3 groups of 32 tokens) + 4 fp16;
-                // values 68 sealed per token + 32 fp16; fp16 step and minimum per group
-        per_layer =
-            (96 * kv / 4 + 3 * kv * 4 + 4 * kv * 2) + (68 * kv / 4 + 68 * heads * 4 + 32 * kv * 2);
+      case MethodKind::Fp8E5M2:  // a scale per head
+        per_layer = 2 * (100 * kv + 4 * heads);
+        break;
+      default: {  // KIVI, R = 32: keys 96 sealed (96 / G groups of G tokens) + 4 fp16; values
+                  // 68 sealed per token (one group a head: head_dim 8 <= G) + 32 fp16; an fp16
+                  // step and minimum per group
+        const int groups = 96 / m.group_size;
+        per_layer = (96 * kv * m.bits / 8 + groups * kv * 4 + 4 * kv * 2) +
+                    (68 * kv * m.bits / 8 + 68 * heads * 4 + 32 * kv * 2);
+      }
     }
     EXPECT_EQ(store->bytes(), per_layer * model->config().layers);
   }

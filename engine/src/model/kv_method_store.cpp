@@ -29,7 +29,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -52,6 +51,7 @@
 #include "model/llama_attention.h"
 #include "quant/fp4_quantizer.h"
 #include "quant/fp8_calibrated.h"
+#include "quant/fp8_impl.h"
 #include "quant/ggml_block_quantizer.h"
 #include "quant/group_quant.h"
 
@@ -71,6 +71,23 @@ struct DecodeScratch {
   std::vector<std::uint16_t> half;
 };
 
+// INT8 / INT4 codes of n values (offset by 2^(bits - 1), INT4's packed low nibble first) into
+// floats, as SymmetricQuantizer::dequantize_tokens() computes them: (code - offset) * scale.
+void symmetric_decode_row(const std::uint8_t* src, std::size_t n, int bits, float scale,
+                          float* out) {
+  const float offset = static_cast<float>(1 << (bits - 1));
+  if (bits == 8) {
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) out[i] = (static_cast<float>(src[i]) - offset) * scale;
+    return;
+  }
+#pragma omp simd
+  for (std::size_t j = 0; j < n / 2; ++j) {
+    out[2 * j] = (static_cast<float>(src[j] & 0xf) - offset) * scale;
+    out[2 * j + 1] = (static_cast<float>(src[j] >> 4) - offset) * scale;
+  }
+}
+
 // One role's stored form: `unit_tokens` rows [token][heads * dim] encode to `unit_bytes` bytes.
 class UnitCodec {
  public:
@@ -87,10 +104,12 @@ class UnitCodec {
                       DecodeScratch& scratch) const = 0;
 };
 
-// A codec whose unit is one token as the method's quantizer codes it. `parts`: the byte runs a
-// token's codes consist of, which a tensor of several tokens lays out part by part (NVFP4: all
-// nibbles, then all block scales); `encoder`, when set, encodes a row with the fixed parameters
-// instead of the quantizer (which would compute them from the row).
+// A codec whose unit is one token as the method's quantizer codes it, `bytes` a token.
+// `encoder`, when set, encodes a row with the fixed parameters instead of the quantizer (which
+// would compute them from the row); `row_decoder`, when set, decodes a unit in place instead of
+// handing a tile of units to the quantizer. Where the quantizer lays a tensor out in parts (NVFP4:
+// all nibbles, then all block scales), a unit is one token's parts back to back and the codec
+// has both, since the quantizer's own layout would differ.
 class QuantizerCodec final : public UnitCodec {
  public:
   using RowEncoder = std::function<void(const float* row, std::uint8_t* dst)>;
@@ -98,20 +117,18 @@ class QuantizerCodec final : public UnitCodec {
   // `decoder`: the quantizer that reconstructs, when not `quantizer` (llama.cpp's types decode
   // without the rotation back).
   QuantizerCodec(std::unique_ptr<Quantizer> quantizer, TensorRole role, int heads, int dim,
-                 std::vector<std::size_t> parts, std::vector<float> params, RowEncoder encoder,
+                 std::size_t bytes, std::vector<float> params, RowEncoder encoder,
                  std::unique_ptr<Quantizer> decoder = nullptr, RowDecoder row_decoder = nullptr)
       : m_quantizer(std::move(quantizer)),
         m_decoder(std::move(decoder)),
         m_role(role),
         m_heads(heads),
         m_dim(dim),
-        m_parts(std::move(parts)),
         m_params(std::move(params)),
         m_encoder(std::move(encoder)),
         m_row_decoder(std::move(row_decoder)) {
     unit_tokens = 1;
-    unit_bytes = 0;
-    for (std::size_t p : m_parts) unit_bytes += p;
+    unit_bytes = bytes;
     param_bytes = m_params.size() * sizeof(float);
   }
 
@@ -143,18 +160,7 @@ class QuantizerCodec final : public UnitCodec {
     tile.tokens = units, tile.heads = m_heads, tile.dim = m_dim;
     tile.codes.resize(static_cast<std::size_t>(units) * unit_bytes);
     tile.params = m_params;
-    if (m_parts.size() == 1) {
-      std::memcpy(tile.codes.data(), src, tile.codes.size());
-    } else {
-      std::size_t at = 0, offset = 0;
-      for (std::size_t part : m_parts) {
-        for (int u = 0; u < units; ++u) {
-          std::memcpy(tile.codes.data() + at, src + u * unit_bytes + offset, part);
-          at += part;
-        }
-        offset += part;
-      }
-    }
+    std::memcpy(tile.codes.data(), src, tile.codes.size());
     const std::size_t n = static_cast<std::size_t>(units) * m_heads * m_dim;
     const Quantizer& q = m_decoder ? *m_decoder : *m_quantizer;
     if (!q.dequantize_tokens(tile, 0, units, {rows, n})) q.dequantize(tile, {rows, n});
@@ -164,7 +170,6 @@ class QuantizerCodec final : public UnitCodec {
   std::unique_ptr<Quantizer> m_quantizer, m_decoder;
   TensorRole m_role;
   int m_heads, m_dim;
-  std::vector<std::size_t> m_parts;
   std::vector<float> m_params;
   RowEncoder m_encoder;
   RowDecoder m_row_decoder;
@@ -184,6 +189,7 @@ class KiviCodec final : public UnitCodec {
     m_param_size = params == DType::F32 ? 4 : 2;
     unit_bytes = m_code_bytes + 2 * m_groups * m_param_size;
     m_steps.resize(m_groups), m_mins.resize(m_groups);
+    m_width = detail::value_group_width(m_spec, dim);
   }
 
   // Whole bytes of codes per unit, so that units' codes concatenate into one stream.
@@ -203,24 +209,41 @@ class KiviCodec final : public UnitCodec {
     return Ok{};
   }
 
+  // Straight from each unit's stored bytes: its steps and minimums into floats, then each token
+  // row's codes unpacked and reconstructed as dequantize_groups() does (min + code * step; keys a
+  // step and minimum per channel, values per G channels of a head).
   void decode(const std::uint8_t* src, int units, float* rows,
               DecodeScratch& scratch) const override {
-    // The units' codes and parameters gathered into the layout of one tensor of units *
-    // unit_tokens tokens (codes in token order, then a step and a minimum per group in the same
-    // order), which dequantize_groups() reconstructs in one call.
-    const std::size_t groups = static_cast<std::size_t>(units) * m_groups;
-    scratch.tile.codes.resize(static_cast<std::size_t>(units) * m_code_bytes);
-    scratch.steps.resize(groups), scratch.mins.resize(groups);
+    const std::size_t hd = static_cast<std::size_t>(m_heads) * m_dim;
+    scratch.steps.resize(m_groups), scratch.mins.resize(m_groups);
+    scratch.tile.codes.resize(hd);
+    const float* step = scratch.steps.data();
+    const float* mn = scratch.mins.data();
+    std::uint8_t* c = scratch.tile.codes.data();
     for (int u = 0; u < units; ++u) {
       const std::uint8_t* at = src + u * unit_bytes;
-      std::memcpy(scratch.tile.codes.data() + u * m_code_bytes, at, m_code_bytes);
-      read_params(at + m_code_bytes, scratch.steps.data() + u * m_groups, scratch);
-      read_params(at + m_code_bytes + m_groups * m_param_size, scratch.mins.data() + u * m_groups,
-                  scratch);
+      read_params(at + m_code_bytes, scratch.steps.data(), scratch);
+      read_params(at + m_code_bytes + m_groups * m_param_size, scratch.mins.data(), scratch);
+      for (int r = 0; r < unit_tokens; ++r) {
+        detail::unpack_codes(at, static_cast<std::size_t>(r) * hd, hd, m_spec.bits, c);
+        float* o = rows + (static_cast<std::size_t>(u) * unit_tokens + r) * hd;
+        if (m_role == TensorRole::Key) {
+#pragma omp simd
+          for (std::size_t j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
+          continue;
+        }
+        std::size_t g = 0;
+        for (int h = 0; h < m_heads; ++h) {
+          for (int c0 = 0; c0 < m_dim; c0 += m_width, ++g) {
+            const int n = std::min(m_width, m_dim - c0);
+            const std::size_t base = static_cast<std::size_t>(h) * m_dim + c0;
+            const float gm = mn[g], gs = step[g];
+#pragma omp simd
+            for (int i = 0; i < n; ++i) o[base + i] = gm + static_cast<float>(c[base + i]) * gs;
+          }
+        }
+      }
     }
-    detail::dequantize_groups(scratch.tile.codes.data(), 0, scratch.steps.data(),
-                              scratch.mins.data(), m_role, m_spec, m_heads, m_dim, 0,
-                              units * unit_tokens, rows);
   }
 
  private:
@@ -254,6 +277,7 @@ class KiviCodec final : public UnitCodec {
   int m_heads, m_dim;
   detail::GroupSpec m_spec;
   std::size_t m_groups = 0, m_code_bytes = 0, m_param_size = 2;
+  int m_width = 0;  // channels of a value unit
   std::vector<float> m_steps, m_mins;
 };
 
@@ -326,8 +350,8 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       };
     }
     auto codec = std::make_unique<QuantizerCodec>(
-        std::move(*q), role, heads, dim, std::vector<std::size_t>{probe->codes.size()},
-        std::vector<float>{}, nullptr, std::move(decoder), std::move(rows_of_blocks));
+        std::move(*q), role, heads, dim, probe->codes.size(), std::vector<float>{}, nullptr,
+        std::move(decoder), std::move(rows_of_blocks));
     codec->rotated = rotated;
     return std::unique_ptr<UnitCodec>(std::move(codec));
   }
@@ -357,9 +381,14 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         std::memset(dst, 0, row * bits / 8);
         detail::pack_codes(codes->data(), row, bits, dst, 0);
       };
+      // Decoded in place, as the quantizer's dequantize_tokens() computes each value:
+      // (code - 2^(bits - 1)) * scale.
+      auto decoder = [=](const std::uint8_t* src, float* x) {
+        symmetric_decode_row(src, row, bits, scale, x);
+      };
       return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
-          std::move(fitted->quantizer), role, heads, dim, std::vector<std::size_t>{row * bits / 8},
-          std::vector<float>{scale}, encoder));
+          std::move(fitted->quantizer), role, heads, dim, row * bits / 8, std::vector<float>{scale},
+          encoder, nullptr, decoder));
     }
     case MethodKind::Fp8E4M3:
     case MethodKind::Fp8E5M2: {
@@ -371,9 +400,22 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       c.k_scales = c.v_scales = fitted->prompt.params;  // this codec encodes `role` only
       auto fixed = detail::make_fp8_calibrated_quantizer(c);
       if (!fixed) return fixed.error();
-      return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
-          std::move(*fixed), role, heads, dim, std::vector<std::size_t>{row}, fitted->prompt.params,
-          nullptr));
+      // Decoded in place, each head's codes times its scale (or the tensor's).
+      auto decoder = [format = c.format, scales = fitted->prompt.params, heads, dim](
+                         const std::uint8_t* src, float* x) {
+        for (int h = 0; h < heads; ++h) {
+          const float s = scales.size() == 1 ? scales[0] : scales[static_cast<std::size_t>(h)];
+          const std::size_t at = static_cast<std::size_t>(h) * dim;
+          if (format == Fp8Format::E4M3) {
+            detail::fp8_decode_scaled<detail::E4M3>(src + at, dim, s, x + at);
+          } else {
+            detail::fp8_decode_scaled<detail::E5M2>(src + at, dim, s, x + at);
+          }
+        }
+      };
+      return std::unique_ptr<UnitCodec>(
+          std::make_unique<QuantizerCodec>(std::move(*fixed), role, heads, dim, row,
+                                           fitted->prompt.params, nullptr, nullptr, decoder));
     }
     case MethodKind::Nvfp4: {
       auto fitted = fit();
@@ -383,23 +425,12 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       auto encoder = [=](const float* x, std::uint8_t* dst) {
         detail::nvfp4_quantize_row(x, static_cast<int>(row), global, dst, dst + nibbles);
       };
-      // Decoded in place from a token's nibbles and block scales, as the quantizer's
-      // dequantize() does from its tensor layout: e2m1 * (float(sf8) / global).
-      std::array<float, 16> e2m1{};
-      for (int c = 0; c < 16; ++c) e2m1[c] = detail::e2m1_to_float(static_cast<std::uint8_t>(c));
+      // Decoded in place from a token's nibbles and block scales, as the quantizer decodes.
       auto decoder = [=](const std::uint8_t* src, float* x) {
-        for (std::size_t b = 0; b < scales; ++b) {
-          const float s = fp8_to_float(src[nibbles + b], Fp8Format::E4M3) / global;
-          const std::uint8_t* in = src + b * (detail::kNvfp4BlockSize / 2);
-          float* o = x + b * detail::kNvfp4BlockSize;
-          for (int j = 0; j < detail::kNvfp4BlockSize / 2; ++j) {
-            o[2 * j] = e2m1[in[j] & 0xf] * s;
-            o[2 * j + 1] = e2m1[in[j] >> 4] * s;
-          }
-        }
+        detail::nvfp4_dequantize_row(src, src + nibbles, static_cast<int>(row), global, x);
       };
       return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
-          std::move(fitted->quantizer), role, heads, dim, std::vector<std::size_t>{nibbles, scales},
+          std::move(fitted->quantizer), role, heads, dim, nibbles + scales,
           std::vector<float>{global}, encoder, nullptr, decoder));
     }
     default:

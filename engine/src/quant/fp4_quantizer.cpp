@@ -222,22 +222,8 @@ class Nvfp4Quantizer final : public Quantizer {
 
   void dequantize(const QuantizedTensor& q, std::span<float> out) const override {
     const std::size_t n = static_cast<std::size_t>(q.tokens) * q.heads * q.dim;
-    const std::uint8_t* nibbles = q.codes.data();
-    const std::uint8_t* scales = q.codes.data() + n / 2;
-    const float global = q.params[0];
-    const auto& e4m3 = e4m3_table();
-    std::array<float, 16> values{};
-    for (int c = 0; c < 16; ++c) values[c] = e2m1_to_float(static_cast<std::uint8_t>(c));
-    for (std::size_t b = 0; b < n / kNvfp4BlockSize; ++b) {
-      // vLLM's reference dequantization: e2m1 * (float(sf8) / global).
-      const float s = e4m3[scales[b]] / global;
-      const std::uint8_t* in = nibbles + b * (kNvfp4BlockSize / 2);
-      float* o = out.data() + b * kNvfp4BlockSize;
-      for (int j = 0; j < kNvfp4BlockSize / 2; ++j) {
-        o[2 * j] = values[in[j] & 0xf] * s;
-        o[2 * j + 1] = values[in[j] >> 4] * s;
-      }
-    }
+    nvfp4_dequantize_row(q.codes.data(), q.codes.data() + n / 2, static_cast<int>(n), q.params[0],
+                         out.data());
   }
 
   std::vector<CodeHistogram> histograms(const QuantizedTensor& q) const override {
@@ -309,6 +295,36 @@ float e2m1_to_float(std::uint8_t code) {
 
 std::uint8_t float_to_e2m1(float x) {
   return e2m1_encode(x);
+}
+
+void nvfp4_dequantize_row(const std::uint8_t* nibbles, const std::uint8_t* block_scales, int n,
+                          float global_scale, float* out) {
+  const auto& e4m3 = e4m3_table();
+  std::array<float, 16> values{};
+  for (int c = 0; c < 16; ++c) values[c] = e2m1_to_float(static_cast<std::uint8_t>(c));
+#if KVLAB_QUANT_AVX512
+  const __m512 table = _mm512_loadu_ps(values.data());
+  const __m128i low = _mm_set1_epi8(0x0f);
+#endif
+  for (int b = 0; b < n / kNvfp4BlockSize; ++b) {
+    const float s = e4m3[block_scales[b]] / global_scale;
+    const std::uint8_t* in = nibbles + b * (kNvfp4BlockSize / 2);
+    float* o = out + static_cast<std::size_t>(b) * kNvfp4BlockSize;
+#if KVLAB_QUANT_AVX512
+    // The block's 8 bytes as 16 nibbles in order (low, then high, of each byte), each a lane's
+    // index into the 16 values: one permute looks all 16 up.
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in));
+    const __m128i lo = _mm_and_si128(bytes, low);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low);
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+    _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_permutexvar_ps(codes, table), _mm512_set1_ps(s)));
+#else
+    for (int j = 0; j < kNvfp4BlockSize / 2; ++j) {
+      o[2 * j] = values[in[j] & 0xf] * s;
+      o[2 * j + 1] = values[in[j] >> 4] * s;
+    }
+#endif
+  }
 }
 
 float nvfp4_global_scale(float amax) {

@@ -47,6 +47,11 @@ float nvfp4_global_scale(float amax);
 // Quantizes n values (a multiple of 16): n / 2 nibble bytes and n / 16 E4M3 scale bytes.
 void nvfp4_quantize_row(const float* x, int n, float global_scale, std::uint8_t* nibbles,
                         std::uint8_t* block_scales);
+// The reconstruction of n values (a multiple of 16) from their nibbles and block scales:
+// e2m1 * (float(sf8) / global), vLLM's reference dequantization. The quantizer's dequantize()
+// and the runner's stored cache (kv_method_store.cpp) both decode with it.
+void nvfp4_dequantize_row(const std::uint8_t* nibbles, const std::uint8_t* block_scales, int n,
+                          float global_scale, float* out);
 
 // llama.cpp's exponent byte: (uint8)(floor(log2(amax)) - 2 + 127), 0 where amax is 0.
 std::uint8_t mxfp4_exponent(float amax);

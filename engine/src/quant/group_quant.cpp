@@ -20,10 +20,6 @@ int value_groups_per_head(const GroupSpec& spec, int dim) {
   return (dim + g - 1) / g;
 }
 
-int value_group_width(const GroupSpec& spec, int dim) {
-  return spec.value_group_channels > 0 ? std::min(spec.value_group_channels, dim) : dim;
-}
-
 float step_for(const GroupSpec& spec, float range) {
   return round_param(rules::group_step(range, spec.rule == StepRule::Relative,
                                        static_cast<float>(spec.rel_scale), spec.bits),
@@ -69,6 +65,10 @@ inline void encode_run(const float* x, std::size_t n, float mn, float inv, float
 }
 
 }  // namespace
+
+int value_group_width(const GroupSpec& spec, int dim) {
+  return spec.value_group_channels > 0 ? std::min(spec.value_group_channels, dim) : dim;
+}
 
 rules::ParamDtype param_dtype(DType params) {
   switch (params) {

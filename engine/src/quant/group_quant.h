@@ -41,6 +41,10 @@ struct GroupSpec {
 float round_param(float v, DType params);
 rules::ParamDtype param_dtype(DType params);
 
+// Channels a value unit spans: G, or the whole head where G is 0 or above head_dim (the last
+// unit of a head is narrower where G does not divide head_dim).
+int value_group_width(const GroupSpec& spec, int dim);
+
 // Number of units (each has one step and one minimum) for a tensor of this shape.
 std::size_t group_unit_count(const GroupSpec& spec, TensorRole role, int tokens, int heads,
                              int dim);
