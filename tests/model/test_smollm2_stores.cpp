@@ -1,5 +1,6 @@
-// SmolLM2-135M (head_dim 64) generating with its cache stored as llama.cpp's block types, NVFP4
-// and MXFP4 store it (kv_store.h, make_method_store; issue 47). For each method:
+// SmolLM2-135M (head_dim 64) generating with its cache stored as llama.cpp's block types, NVFP4,
+// MXFP4, INT8 / INT4 and FP8 store it (the row decoders' 16-wide loops need head_dim 64)
+// (kv_store.h, make_method_store; issue 47). For each method:
 //  - the prompt's keys and values of layer 0 (whose inputs no cache touches) come back from the
 //    store exactly as the method's quantizer reconstructs the whole prompt tensor (the quantizer
 //    whose bytes the gguf-py, libggml and NumPy reference tests check);
@@ -13,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/model_capture.h"
@@ -51,6 +53,12 @@ std::uint64_t row_bytes(MethodKind kind, int kv_dim) {
       return per32(17);
     case MethodKind::Nvfp4:
       return static_cast<std::uint64_t>(kv_dim / 2 + kv_dim / 16);
+    case MethodKind::Int8:
+    case MethodKind::Fp8E4M3:
+    case MethodKind::Fp8E5M2:
+      return static_cast<std::uint64_t>(kv_dim);
+    case MethodKind::Int4:
+      return static_cast<std::uint64_t>(kv_dim / 2);
     default:
       return 0;
   }
@@ -74,7 +82,8 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
 
   for (const MethodKind kind :
        {MethodKind::Q8_0, MethodKind::Q4_0, MethodKind::Q4_1, MethodKind::Q5_0, MethodKind::Q5_1,
-        MethodKind::IQ4_NL, MethodKind::Nvfp4, MethodKind::Mxfp4}) {
+        MethodKind::IQ4_NL, MethodKind::Nvfp4, MethodKind::Mxfp4, MethodKind::Int8,
+        MethodKind::Int4, MethodKind::Fp8E4M3, MethodKind::Fp8E5M2}) {
     MethodConfig m;
     m.kind = kind;
     SCOPED_TRACE(method_label(m));
@@ -139,9 +148,70 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
     // Tiles of dot products against the reader's matrix products: float rounding only.
     EXPECT_LT(worst, 1e-3);
     const std::uint64_t tokens = static_cast<std::uint64_t>(n + kSteps);
-    const std::uint64_t scale = kind == MethodKind::Nvfp4 ? 4 : 0;  // fp32 global per tensor
+    // An fp32 scale per tensor (NVFP4's global one); llama.cpp's blocks hold theirs inside.
+    const bool per_tensor = kind == MethodKind::Nvfp4 || kind == MethodKind::Int8 ||
+                            kind == MethodKind::Int4 || kind == MethodKind::Fp8E4M3 ||
+                            kind == MethodKind::Fp8E5M2;
+    const std::uint64_t scale = per_tensor ? 4 : 0;
     EXPECT_EQ(store->bytes(), 2 * layers * (tokens * row_bytes(kind, kv) + scale));
     EXPECT_EQ(store->fp16_bytes(), 2 * layers * tokens * kv * 2);
+  }
+}
+
+// KIVI-2 and KIVI-4 (G = 32, R = 32) on SmolLM2's head_dim 64, where a value group spans 32
+// channels: the tokens the store has sealed come back as KIVI's whole-tensor quantizer
+// reconstructs the fp16 prompt (the stories260K test's groups are 8 channels wide).
+TEST(SmolLm2Stores, KiviGroupsDecodeAsTheQuantizerReconstructsThem) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const LoadedModel& loaded = smollm2();
+  const LlamaModel& model = loaded.model;
+  auto encoded = loaded.encode(
+      "The lighthouse keeper wrote in his log every evening: the wind, the colour of the sea, "
+      "the ships that passed, and whether the lamp had needed new oil that day. In winter the "
+      "log grew short, for few ships passed and the wind said the same thing every night; in "
+      "summer it filled a page a day with sails, and with the names of the boats that came in. "
+      "When he left the lighthouse at last, the new keeper found forty years of weather in the "
+      "cupboard under the stairs, and read them all before the first storm came.");
+  ASSERT_TRUE(encoded.ok()) << encoded.message();
+  const std::vector<int> prompt = *encoded;
+  const int n = static_cast<int>(prompt.size());
+  ASSERT_GE(n, 64 + 32) << "two groups of keys and a window of R";
+  const int kv = model.config().kv_dim(), hd = model.config().head_dim();
+  const int kv_heads = model.config().kv_heads;
+  auto plain = model.new_state();
+  ASSERT_TRUE(model.forward(plain, prompt).ok());
+  for (const int bits : {2, 4}) {
+    MethodConfig m;
+    m.kind = MethodKind::Kivi;
+    m.bits = bits, m.group_size = 32, m.residual = 32;
+    SCOPED_TRACE(method_label(m));
+    auto made = make_method_store(model.config(), m, n);
+    ASSERT_TRUE(made.ok()) << made.message();
+    std::shared_ptr<KvStore> store = std::move(*made);
+    auto stored = model.new_state();
+    stored.kv_store = store;
+    ASSERT_TRUE(model.forward(stored, prompt).ok());
+    std::vector<float> keys(static_cast<std::size_t>(n) * kv), values(keys.size());
+    ASSERT_TRUE(store->dequantize_layer(0, keys, values).ok());
+    auto quantizer = make_quantizer(m);
+    ASSERT_TRUE(quantizer.ok()) << quantizer.message();
+    for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      const AlignedFloats& src = role == TensorRole::Key ? plain.keys[0] : plain.values[0];
+      std::vector<float> x(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(keys.size()));
+      for (float& f : x) f = fp16_to_float(float_to_fp16(f));
+      auto q = (*quantizer)->quantize(TensorView::of_floats(x, kv_heads, hd), role);
+      ASSERT_TRUE(q.ok()) << q.message();
+      std::vector<float> want(x.size());
+      (*quantizer)->dequantize(*q, want);
+      const std::vector<float>& have = role == TensorRole::Key ? keys : values;
+      // Both seal the first 64 tokens: the quantizer (n - R) / G whole groups of keys and all
+      // values but the newest R, the store floor(n / R) * R keys and n - R values.
+      std::size_t differ = 0;
+      for (std::size_t i = 0; i < static_cast<std::size_t>(64) * kv; ++i) {
+        differ += have[i] != want[i];
+      }
+      EXPECT_EQ(differ, 0u) << role_name(role);
+    }
   }
 }
 

@@ -34,6 +34,10 @@
 #include <functional>
 #include <vector>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include <tbb/parallel_for.h>
 #include <Eigen/Core>
 
@@ -210,36 +214,31 @@ class KiviCodec final : public UnitCodec {
   }
 
   // Straight from each unit's stored bytes: its steps and minimums into floats, then each token
-  // row's codes unpacked and reconstructed as dequantize_groups() does (min + code * step; keys a
-  // step and minimum per channel, values per G channels of a head).
+  // row reconstructed as dequantize_groups() does it (min + code * step; keys a step and minimum
+  // per channel, values per G channels of a head), the codes unpacked as they are read.
   void decode(const std::uint8_t* src, int units, float* rows,
               DecodeScratch& scratch) const override {
     const std::size_t hd = static_cast<std::size_t>(m_heads) * m_dim;
     scratch.steps.resize(m_groups), scratch.mins.resize(m_groups);
-    scratch.tile.codes.resize(hd);
     const float* step = scratch.steps.data();
     const float* mn = scratch.mins.data();
-    std::uint8_t* c = scratch.tile.codes.data();
     for (int u = 0; u < units; ++u) {
       const std::uint8_t* at = src + u * unit_bytes;
       read_params(at + m_code_bytes, scratch.steps.data(), scratch);
       read_params(at + m_code_bytes + m_groups * m_param_size, scratch.mins.data(), scratch);
       for (int r = 0; r < unit_tokens; ++r) {
-        detail::unpack_codes(at, static_cast<std::size_t>(r) * hd, hd, m_spec.bits, c);
+        const std::size_t first = static_cast<std::size_t>(r) * hd;  // its first code
         float* o = rows + (static_cast<std::size_t>(u) * unit_tokens + r) * hd;
         if (m_role == TensorRole::Key) {
-#pragma omp simd
-          for (std::size_t j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
+          group_row<true>(at, first, hd, mn, step, o, scratch);
           continue;
         }
         std::size_t g = 0;
         for (int h = 0; h < m_heads; ++h) {
           for (int c0 = 0; c0 < m_dim; c0 += m_width, ++g) {
-            const int n = std::min(m_width, m_dim - c0);
             const std::size_t base = static_cast<std::size_t>(h) * m_dim + c0;
-            const float gm = mn[g], gs = step[g];
-#pragma omp simd
-            for (int i = 0; i < n; ++i) o[base + i] = gm + static_cast<float>(c[base + i]) * gs;
+            const auto n = static_cast<std::size_t>(std::min(m_width, m_dim - c0));
+            group_row<false>(at, first + base, n, mn + g, step + g, o + base, scratch);
           }
         }
       }
@@ -247,6 +246,77 @@ class KiviCodec final : public UnitCodec {
   }
 
  private:
+  // out[i] = min + code * step for the n codes from code index `first` of `codes`: a minimum and
+  // a step per code (PerChannel) or one for all. 2- and 4-bit codes that start and end on byte
+  // boundaries are read in place; others through an unpacked copy.
+  template <bool PerChannel>
+  void group_row(const std::uint8_t* codes, std::size_t first, std::size_t n, const float* mn,
+                 const float* step, float* out, DecodeScratch& scratch) const {
+    const int bits = m_spec.bits;
+    if ((bits == 2 || bits == 4) && first * bits % 8 == 0 && n * bits % 8 == 0) {
+      const std::uint8_t* p = codes + first * bits / 8;
+      if (bits == 4) {
+        group_row_packed<4, PerChannel>(p, n, mn, step, out);
+      } else {
+        group_row_packed<2, PerChannel>(p, n, mn, step, out);
+      }
+      return;
+    }
+    scratch.tile.codes.resize(n);
+    std::uint8_t* c = scratch.tile.codes.data();
+    detail::unpack_codes(codes, first, n, bits, c);
+    for (std::size_t i = 0; i < n; ++i) {
+      out[i] = PerChannel ? mn[i] + static_cast<float>(c[i]) * step[i]
+                          : mn[0] + static_cast<float>(c[i]) * step[0];
+    }
+  }
+  template <int Bits, bool PerChannel>
+  static void group_row_packed(const std::uint8_t* p, std::size_t n, const float* mn,
+                               const float* step, float* out) {
+    constexpr int kPer = 8 / Bits;
+    constexpr unsigned kMask = (1u << Bits) - 1;
+    std::size_t b = 0;
+#if KVLAB_QUANT_AVX512
+    // 16 codes a time: lane i takes bits Bits * i of the 16 codes' 2 (2-bit) or 8 (4-bit)
+    // bytes, from the 32-bit word that holds them.
+    constexpr int kBytes = 16 / kPer;
+    __m512i shifts;
+    if constexpr (Bits == 4) {
+      shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    } else {
+      shifts = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    }
+    const __m512i mask = _mm512_set1_epi32(static_cast<int>(kMask));
+    for (; (b + kBytes) * kPer <= n; b += kBytes) {
+      __m512i words;
+      if constexpr (Bits == 4) {
+        std::uint32_t w[2];
+        std::memcpy(w, p + b, 8);
+        words =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(static_cast<int>(w[0]))),
+                               _mm256_set1_epi32(static_cast<int>(w[1])), 1);
+      } else {
+        std::uint32_t w;
+        std::memcpy(&w, p + b, 4);
+        words = _mm512_set1_epi32(static_cast<int>(w));
+      }
+      const __m512 c = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(words, shifts), mask));
+      const std::size_t i = b * kPer;
+      const __m512 m = PerChannel ? _mm512_loadu_ps(mn + i) : _mm512_set1_ps(mn[0]);
+      const __m512 s = PerChannel ? _mm512_loadu_ps(step + i) : _mm512_set1_ps(step[0]);
+      _mm512_storeu_ps(out + i, _mm512_fmadd_ps(c, s, m));
+    }
+#endif
+    for (; b < n / kPer; ++b) {
+      const unsigned byte = p[b];
+      for (int k = 0; k < kPer; ++k) {
+        const std::size_t i = b * kPer + static_cast<std::size_t>(k);
+        const float c = static_cast<float>((byte >> (Bits * k)) & kMask);
+        out[i] = PerChannel ? mn[i] + c * step[i] : mn[0] + c * step[0];
+      }
+    }
+  }
+
   void write_params(const std::vector<float>& v, std::uint8_t* dst) const {
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (m_param_size == 4) {
@@ -262,6 +332,18 @@ class KiviCodec final : public UnitCodec {
   void read_params(const std::uint8_t* src, float* out, DecodeScratch& scratch) const {
     if (m_param_size == 4) {
       std::memcpy(out, src, m_groups * 4);
+      return;
+    }
+    if (m_spec.params == DType::F16 && m_groups <= 8) {  // a value unit's few: at once
+      std::uint16_t h[8] = {};
+      std::memcpy(h, src, m_groups * 2);
+#if defined(__F16C__)
+      float f[8];
+      _mm256_storeu_ps(f, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
+      std::memcpy(out, f, m_groups * sizeof(float));
+#else
+      for (std::size_t i = 0; i < m_groups; ++i) out[i] = fp16_to_float(h[i]);
+#endif
       return;
     }
     scratch.half.resize(m_groups);
