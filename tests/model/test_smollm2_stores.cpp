@@ -27,6 +27,28 @@ int argmax(const std::vector<float>& x) {
   return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin());
 }
 
+// How many of the first `count` values of `have` (a store's reconstruction of layer 0) differ
+// from what the method's quantizer makes of the whole prompt tensor `x` and reconstructs.
+std::size_t differ_from_quantizer(const MethodConfig& m, TensorRole role,
+                                  const std::vector<float>& x, int kv_heads, int hd,
+                                  const std::vector<float>& have, std::size_t count) {
+  auto quantizer = make_quantizer(m);
+  if (!quantizer) {
+    ADD_FAILURE() << quantizer.message();
+    return count;
+  }
+  auto q = (*quantizer)->quantize(TensorView::of_floats(x, kv_heads, hd), role);
+  if (!q) {
+    ADD_FAILURE() << q.message();
+    return count;
+  }
+  std::vector<float> want(x.size());
+  (*quantizer)->dequantize(*q, want);
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < count; ++i) differ += have[i] != want[i];
+  return differ;
+}
+
 const LoadedModel& smollm2() {
   static auto loaded = load_model(test::smollm2());
   if (!loaded) ADD_FAILURE() << loaded.message();
@@ -98,21 +120,15 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
     // Layer 0 against the quantizer on the whole prompt tensor.
     std::vector<float> keys(static_cast<std::size_t>(n) * kv), values(keys.size());
     ASSERT_TRUE(store->dequantize_layer(0, keys, values).ok());
-    auto quantizer = make_quantizer(m);
-    ASSERT_TRUE(quantizer.ok()) << quantizer.message();
     for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
       const AlignedFloats& src =
           role == TensorRole::Key ? plain_prompt.keys[0] : plain_prompt.values[0];
       const std::vector<float> x(src.begin(),
                                  src.begin() + static_cast<std::ptrdiff_t>(keys.size()));
-      auto q = (*quantizer)->quantize(TensorView::of_floats(x, kv_heads, hd), role);
-      ASSERT_TRUE(q.ok()) << q.message();
-      std::vector<float> want(x.size());
-      (*quantizer)->dequantize(*q, want);
-      const std::vector<float>& have = role == TensorRole::Key ? keys : values;
-      std::size_t differ = 0;
-      for (std::size_t i = 0; i < want.size(); ++i) differ += have[i] != want[i];
-      EXPECT_EQ(differ, 0u) << role_name(role);
+      EXPECT_EQ(differ_from_quantizer(m, role, x, kv_heads, hd,
+                                      role == TensorRole::Key ? keys : values, x.size()),
+                0u)
+          << role_name(role);
     }
 
     // The reference: the plain runner reading the store's reconstruction, prompt included.
@@ -193,24 +209,17 @@ TEST(SmolLm2Stores, KiviGroupsDecodeAsTheQuantizerReconstructsThem) {
     ASSERT_TRUE(model.forward(stored, prompt).ok());
     std::vector<float> keys(static_cast<std::size_t>(n) * kv), values(keys.size());
     ASSERT_TRUE(store->dequantize_layer(0, keys, values).ok());
-    auto quantizer = make_quantizer(m);
-    ASSERT_TRUE(quantizer.ok()) << quantizer.message();
     for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
       const AlignedFloats& src = role == TensorRole::Key ? plain.keys[0] : plain.values[0];
       std::vector<float> x(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(keys.size()));
-      for (float& f : x) f = fp16_to_float(float_to_fp16(f));
-      auto q = (*quantizer)->quantize(TensorView::of_floats(x, kv_heads, hd), role);
-      ASSERT_TRUE(q.ok()) << q.message();
-      std::vector<float> want(x.size());
-      (*quantizer)->dequantize(*q, want);
-      const std::vector<float>& have = role == TensorRole::Key ? keys : values;
+      for (float& f : x) f = fp16_to_float(float_to_fp16(f));  // KIVI quantizes fp16
       // Both seal the first 64 tokens: the quantizer (n - R) / G whole groups of keys and all
       // values but the newest R, the store floor(n / R) * R keys and n - R values.
-      std::size_t differ = 0;
-      for (std::size_t i = 0; i < static_cast<std::size_t>(64) * kv; ++i) {
-        differ += have[i] != want[i];
-      }
-      EXPECT_EQ(differ, 0u) << role_name(role);
+      EXPECT_EQ(
+          differ_from_quantizer(m, role, x, kv_heads, hd, role == TensorRole::Key ? keys : values,
+                                static_cast<std::size_t>(64) * kv),
+          0u)
+          << role_name(role);
     }
   }
 }
