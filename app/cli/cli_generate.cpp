@@ -194,43 +194,32 @@ int run_generate(const GenerateOptions& o) {
     if (!plain) return fail(plain.message());
     fp16 = std::move(*plain);
   }
-  const GreedyRun& greedy = run->run;
-  const std::vector<int>& generated = greedy.generated;
-  const double prefill_s = greedy.prefill_s, decode_s = greedy.decode_s;
-  const int steps = greedy.steps;
-  const double prefill_tps = greedy.prefill_tokens_per_s(ids.size());
-  const double decode_tps = greedy.decode_tokens_per_s();
-  // Where the greedy texts part, and the decode speed against fp16's.
-  const int agree = fp16 ? tokens_agreeing(generated, fp16->run.generated) : 0;
-  const double vs_fp16 = fp16 ? decode_tps / std::max(fp16->run.decode_tokens_per_s(), 1e-9) : 0;
-  const std::string text = loaded->decode(generated);
-  nlohmann::json j = {{"model", o.model},
-                      {"prompt_tokens", ids.size()},
-                      {"prompt_ids", ids},
-                      {"generated_ids", generated},
-                      {"generated", text},
-                      {"prefill_seconds", prefill_s},
-                      {"prefill_tokens_per_second", prefill_tps},
-                      {"decode_steps", steps},
-                      {"decode_seconds", decode_s},
-                      {"decode_tokens_per_second", decode_tps},
-                      {"threads", worker_threads()},
-                      {"cache",
-                       {{"method", cache_label},
-                        {"bytes", run->cache_bytes},
-                        {"fp16_bytes", run->fp16_bytes},
-                        {"ratio", static_cast<double>(run->fp16_bytes) /
-                                      std::max<std::uint64_t>(run->cache_bytes, 1)}}},
-                      {"peak_resident_bytes", run->peak_resident}};
-  if (fp16) {
-    j["fp16"] = {{"generated_ids", fp16->run.generated},
-                 {"prefill_tokens_per_second", fp16->run.prefill_tokens_per_s(ids.size())},
-                 {"decode_tokens_per_second", fp16->run.decode_tokens_per_s()},
-                 {"cache_bytes", fp16->cache_bytes},
-                 {"peak_resident_bytes", fp16->peak_resident}};
-    j["greedy_tokens_agreeing"] = agree;
-    j["decode_speed_vs_fp16"] = vs_fp16;
-  }
+  const auto measured = [&](const Generation& g, const std::string& cache) {
+    GenerateMeasurement m;
+    m.model = o.model;
+    m.prompt_ids = ids;
+    m.generated_ids = g.run.generated;
+    m.text = loaded->decode(g.run.generated);
+    m.prefill_seconds = g.run.prefill_s, m.decode_seconds = g.run.decode_s;
+    m.decode_steps = g.run.steps;
+    m.threads = worker_threads();
+    m.cache = cache;
+    m.cache_bytes = g.cache_bytes, m.fp16_bytes = g.fp16_bytes;
+    m.peak_resident_bytes = g.peak_resident;
+    return m;
+  };
+  const GenerateMeasurement measurement = measured(*run, cache_label);
+  std::optional<GenerateMeasurement> fp16_measurement;
+  if (fp16) fp16_measurement = measured(*fp16, "fp16");
+  nlohmann::json j = generate_result(measurement, fp16_measurement ? &*fp16_measurement : nullptr);
+  const std::vector<int>& generated = run->run.generated;
+  const std::string& text = measurement.text;
+  const double prefill_s = run->run.prefill_s, decode_s = run->run.decode_s;
+  const int steps = run->run.steps;
+  const double prefill_tps = j["prefill_tokens_per_second"].get<double>();
+  const double decode_tps = j["decode_tokens_per_second"].get<double>();
+  const int agree = fp16 ? j["greedy_tokens_agreeing"].get<int>() : 0;
+  const double vs_fp16 = fp16 ? j["decode_speed_vs_fp16"].get<double>() : 0;
   const NewRun saved = generate_run(j, method, o.label);
   return save_and_print(db->get(), saved, j, o.json, [&] {
     fmt::print("{}\n\n", terminal_lines(text));  // a model's text: no escape reaches the terminal

@@ -3,13 +3,14 @@
 // memory token by token, the texts stream in with fp16's first, the summary names the bytes,
 // speeds and departure points; the bytes drawn are each format's byte formula, and fp16's tokens
 // are those of `kvlab generate --method fp16` (the CLI's process, not this one). A missing model
-// is an error on the tab, not a crash.
+// is an error on the tab, not a crash. Each finished cache is stored as a generate run.
 #include <gtest/gtest.h>
 
 #include <qcustomplot.h>
 
 #include <filesystem>
 
+#include <QCoreApplication>
 #include <QLabel>
 #include <QTabWidget>
 #include <QTextBrowser>
@@ -17,6 +18,7 @@
 
 #include "../cli/cli_test_support.h"
 #include "gui_test_support.h"
+#include "kvlab/store/runs_store.h"
 #include "quality/generate_model.h"
 #include "quality/generate_panel.h"
 #include "quality/quality_view.h"
@@ -71,7 +73,9 @@ TEST(GeneratePanel, CachesGenerateSideBySideWithFp16) {
     const GenerateSeries& s = series[i];
     ASSERT_GE(s.agree, 0);
     for (int t = 0; t < s.agree; ++t) EXPECT_EQ(s.ids[t], series[0].ids[t]);
-    if (s.agree < kTokens) EXPECT_NE(s.ids[s.agree], series[0].ids[s.agree]);
+    if (s.agree < kTokens) {
+      EXPECT_NE(s.ids[s.agree], series[0].ids[s.agree]);
+    }
   }
   // fp16's tokens are the CLI's.
   const cli_test::Output cli =
@@ -93,6 +97,60 @@ TEST(GeneratePanel, CachesGenerateSideBySideWithFp16) {
   const QString texts = gui_test::child<QTextBrowser>(&panel, "texts")->toPlainText();
   EXPECT_TRUE(texts.startsWith("fp16: ")) << texts.toStdString();
   EXPECT_TRUE(texts.contains("kivi-2")) << texts.toStdString();
+}
+
+// Each finished cache is stored as a generate run, as `kvlab generate --compare --save` stores
+// one: fp16's on its own, each method's beside fp16's speeds, with its bytes, its text and where
+// it departs from fp16; the summary names the runs.
+TEST(GeneratePanel, FinishedCachesAreStoredAsGenerateRuns) {
+  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
+    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
+  }
+  const auto dir = gui_test::fresh_dir();
+  auto opened = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  auto store = std::make_shared<RunsStore>(std::move(opened).value());
+  QualityView view(store);
+  view.set_model_path(QString::fromStdString(kModel));
+  GeneratePanel& panel = *view.generate_panel();
+  std::vector<qint64> saved;
+  QObject::connect(&view, &QualityView::run_saved, [&](qint64 id) { saved.push_back(id); });
+  panel.set_prompt(QStringLiteral("Once upon a time"));
+  panel.set_tokens(12);
+  panel.set_checked({QStringLiteral("int8")});
+  ASSERT_TRUE(panel.generate());
+  ASSERT_TRUE(panel.wait_until_done(120'000));
+  QCoreApplication::processEvents();
+  const GenerateModel& model = *panel.model();
+  ASSERT_TRUE(model.error().isEmpty()) << model.error().toStdString();
+  const auto& series = model.series();
+  ASSERT_EQ(series.size(), 2u);
+  ASSERT_EQ(saved.size(), 2u);
+  EXPECT_EQ(series[0].run_id, saved[0]);
+  EXPECT_EQ(series[1].run_id, saved[1]);
+
+  auto fp16 = store->load_run(saved[0]);
+  ASSERT_TRUE(fp16.ok()) << fp16.message();
+  EXPECT_EQ(fp16->kind, "generate");
+  EXPECT_EQ(fp16->method, "fp16");
+  EXPECT_FALSE(fp16->metrics.contains("fp16_decode_tokens_per_second"));
+  auto int8 = store->load_run(saved[1]);
+  ASSERT_TRUE(int8.ok()) << int8.message();
+  EXPECT_EQ(int8->kind, "generate");
+  EXPECT_EQ(int8->params.value("method", std::string()), "int8");
+  const nlohmann::json& m = int8->metrics;
+  constexpr double kMiB = 1024.0 * 1024.0;
+  EXPECT_DOUBLE_EQ(m["cache_bytes"].get<double>() / kMiB, series[1].mib.back());
+  EXPECT_DOUBLE_EQ(m["decode_tokens_per_second"].get<double>(), series[1].decode_tps);
+  EXPECT_DOUBLE_EQ(m["fp16_decode_tokens_per_second"].get<double>(), series[0].decode_tps);
+  EXPECT_DOUBLE_EQ(m["decode_speed_vs_fp16"].get<double>(),
+                   series[1].decode_tps / series[0].decode_tps);
+  EXPECT_EQ(m["greedy_tokens_agreeing"].get<int>(), series[1].agree);
+  EXPECT_EQ(m["generated"].get<std::string>(), series[1].pieces.join(QString()).toStdString());
+  EXPECT_EQ(m["tokens"].get<int>(), 5 + 12 - 1);  // the prompt and every token but the last
+  EXPECT_FALSE(m.contains("peak_resident_bytes")) << "the app shares its process: no peak";
+  const QString summary = gui_test::child<QLabel>(&panel, "summary")->text();
+  EXPECT_TRUE(summary.contains(QStringLiteral("run #%1").arg(saved[1]))) << summary.toStdString();
 }
 
 TEST(GeneratePanel, AMissingModelIsAnErrorOnTheTab) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kvlab/engine/core/progress.h"
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/kv_store.h"
 
@@ -116,12 +117,18 @@ bool GenerateRunner::start(const GenerateJob& job) {
           if (run.message() == kCancelledMessage) return run.error();
           return make_error(fmt::format("{}: {}", name, run.message()));
         }
-        const double prefill_tps = run->prefill_tokens_per_s(ids->size());
-        const double decode_tps = run->decode_tokens_per_s();
+        GenerateMeasurement measured;
+        measured.model = job.model;
+        measured.prompt_ids = *ids;
+        measured.generated_ids = run->generated;
+        measured.text = m.decode(run->generated);
+        measured.prefill_seconds = run->prefill_s, measured.decode_seconds = run->decode_s;
+        measured.decode_steps = run->steps;
+        measured.threads = worker_threads();
+        measured.cache = store->label();
+        measured.cache_bytes = store->bytes(), measured.fp16_bytes = store->fp16_bytes();
         QMetaObject::invokeMethod(
-            this,
-            [this, i, prefill_tps, decode_tps] { emit method_done(i, prefill_tps, decode_tps); },
-            Qt::QueuedConnection);
+            this, [this, i, measured] { emit method_done(i, measured); }, Qt::QueuedConnection);
       }
       return Ok{};
     };
@@ -135,16 +142,10 @@ bool GenerateRunner::start(const GenerateJob& job) {
   });
 }
 
-GenerateModel::GenerateModel(QObject* parent)
-    : QObject(parent), m_runner(new GenerateRunner(this)) {
+GenerateModel::GenerateModel(std::shared_ptr<RunsStore> store, QObject* parent)
+    : QObject(parent), m_store(std::move(store)), m_runner(new GenerateRunner(this)) {
   connect(m_runner, &GenerateRunner::token, this, &GenerateModel::on_token);
-  connect(m_runner, &GenerateRunner::method_done, this,
-          [this](int method, double prefill, double decode) {
-            if (method < 0 || method >= static_cast<int>(m_series.size())) return;
-            GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
-            s.prefill_tps = prefill, s.decode_tps = decode, s.done = true;
-            emit changed();
-          });
+  connect(m_runner, &GenerateRunner::method_done, this, &GenerateModel::on_method_done);
   connect(m_runner, &GenerateRunner::ended, this, [this](const QString& error, bool cancelled) {
     m_error = cancelled ? tr("Cancelled.") : error;
     emit changed();
@@ -161,9 +162,13 @@ bool GenerateModel::start(const GenerateJob& job, QString* error) {
   if (job.model.empty()) return refuse(tr("Choose a model first (the Model field on the left)."));
   if (job.prompt.empty()) return refuse(tr("Write a prompt to continue."));
   if (job.tokens < 1) return refuse(tr("Generate at least one token."));
-  m_series.clear();
-  m_series.push_back(GenerateSeries{tr("fp16")});
-  for (const GenerateChoice& c : job.methods) m_series.push_back(GenerateSeries{c.name});
+  m_series.assign(1 + job.methods.size(), GenerateSeries{});
+  m_series[0].name = tr("fp16");
+  m_configs.assign(1, std::nullopt);
+  for (std::size_t i = 0; i < job.methods.size(); ++i) {
+    m_series[i + 1].name = job.methods[i].name;
+    m_configs.emplace_back(job.methods[i].config);
+  }
   m_error.clear();
   if (!m_runner->start(job)) return refuse(tr("A generation is running."));
   emit changed();
@@ -201,6 +206,31 @@ void GenerateModel::on_token(int method, int step, int id, const QString& piece,
   emit changed();
 }
 
+// The method's speeds, and its run stored beside fp16's (which runs first) as `kvlab generate
+// --compare --save` stores it.
+void GenerateModel::on_method_done(int method, const GenerateMeasurement& measured) {
+  if (method < 0 || method >= static_cast<int>(m_series.size())) return;
+  GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
+  const GenerateSeries& fp16 = m_series.front();
+  const GenerateMeasurement* baseline = method > 0 && fp16.measured ? &*fp16.measured : nullptr;
+  const nlohmann::json result = generate_result(measured, baseline);
+  s.prefill_tps = result["prefill_tokens_per_second"].get<double>();
+  s.decode_tps = result["decode_tokens_per_second"].get<double>();
+  s.measured = measured;
+  s.done = true;
+  if (m_store) {
+    auto id = m_store->save_run(generate_run(result, m_configs[static_cast<std::size_t>(method)]));
+    if (id) {
+      s.run_id = *id;
+      emit run_saved(*id);
+    } else {
+      m_error =
+          tr("%1 ran but could not be saved: %2").arg(s.name, QString::fromStdString(id.message()));
+    }
+  }
+  emit changed();
+}
+
 void GenerateModel::update_agreement(int method) {
   const GenerateSeries& fp16 = m_series.front();
   GenerateSeries& s = m_series[static_cast<std::size_t>(method)];
@@ -212,10 +242,14 @@ QStringList GenerateModel::summary() const {
   QStringList lines;
   if (m_series.empty() || !m_series.front().done) return lines;
   const GenerateSeries& fp16 = m_series.front();
-  lines << tr("fp16: %1 MiB held, prefill %2 tokens/s, decode %3 tokens/s")
+  const auto saved = [this](const GenerateSeries& s) {
+    return s.run_id > 0 ? tr(", run #%1").arg(s.run_id) : QString();
+  };
+  lines << tr("fp16: %1 MiB held, prefill %2 tokens/s, decode %3 tokens/s%4")
                .arg(fp16.mib.empty() ? 0.0 : fp16.mib.back(), 0, 'f', 2)
                .arg(fp16.prefill_tps, 0, 'f', 1)
-               .arg(fp16.decode_tps, 0, 'f', 1);
+               .arg(fp16.decode_tps, 0, 'f', 1)
+               .arg(saved(fp16));
   for (std::size_t i = 1; i < m_series.size(); ++i) {
     const GenerateSeries& s = m_series[i];
     if (!s.done || s.mib.empty()) continue;
@@ -224,12 +258,12 @@ QStringList GenerateModel::summary() const {
         s.agree == static_cast<int>(s.ids.size())
             ? tr("agrees with fp16 for all %1 tokens").arg(s.ids.size())
             : tr("departs from fp16 at token %1 of %2").arg(s.agree + 1).arg(s.ids.size());
-    lines << tr("%1: %2 MiB held (%3x smaller), decodes at %4x fp16's speed, %5")
+    lines << tr("%1: %2 MiB held (%3x smaller), decodes at %4x fp16's speed, %5%6")
                  .arg(s.name)
                  .arg(s.mib.back(), 0, 'f', 2)
                  .arg(ratio, 0, 'f', 2)
                  .arg(s.decode_tps / std::max(fp16.decode_tps, 1e-9), 0, 'f', 2)
-                 .arg(agree);
+                 .arg(agree, saved(s));
   }
   return lines;
 }

@@ -3,19 +3,25 @@
 // --method M` does), one method after another, fp16 first as the baseline. GenerateRunner runs the
 // job on a worker thread and posts every token as it comes; GenerateModel keeps what the tab
 // shows: each method's text so far, its cache bytes after every token (the chart), its speeds,
-// and the token where its greedy text departs from fp16's.
+// and the token where its greedy text departs from fp16's. Each finished method is stored as a
+// generate run (run_records.h, as `kvlab generate --save` stores one), for the Runs page and
+// the planner.
 #pragma once
 
 #include <QObject>
 #include <QString>
 #include <QStringList>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/worker_runner.h"
 #include "kvlab/engine/model/model_capture.h"
 #include "kvlab/engine/quant/method.h"
+#include "kvlab/store/run_records.h"
+#include "kvlab/store/runs_store.h"
 
 namespace kvlab::gui {
 
@@ -47,8 +53,8 @@ class GenerateRunner : public WorkerRunner {
   // (0-based); its cache holds `stored` tokens in `bytes`, for `fp16_bytes` of fp16.
   void token(int method, int step, int id, const QString& piece, int stored, qulonglong bytes,
              qulonglong fp16_bytes);
-  // Method `method` finished: prompt tokens per second, decode tokens per second.
-  void method_done(int method, double prefill_tps, double decode_tps);
+  // Method `method` finished: what it measured.
+  void method_done(int method, const GenerateMeasurement& measured);
   void ended(const QString& error, bool cancelled);
 
  private:
@@ -66,6 +72,8 @@ struct GenerateSeries {
   double fp16_mib = 0;         // the same tokens as fp16
   double prefill_tps = 0, decode_tps = 0;
   bool done = false;
+  std::optional<GenerateMeasurement> measured;  // once done
+  std::int64_t run_id = 0;                      // the stored run; 0: not stored
   // Generated tokens equal to fp16's before the first that differs (all of them when none does);
   // -1 until both have tokens.
   int agree = -1;
@@ -75,7 +83,8 @@ class GenerateModel : public QObject {
   Q_OBJECT
 
  public:
-  explicit GenerateModel(QObject* parent = nullptr);
+  // `store`: where each finished method's run is saved; none keeps them here only.
+  explicit GenerateModel(std::shared_ptr<RunsStore> store, QObject* parent = nullptr);
 
   // Starts the job; false with an error message when the input is incomplete or a job runs.
   bool start(const GenerateJob& job, QString* error);
@@ -86,21 +95,25 @@ class GenerateModel : public QObject {
 
   // fp16 first, then the job's methods, each as far as it has run.
   const std::vector<GenerateSeries>& series() const { return m_series; }
-  // "q4_0: 3.56x smaller than fp16, decodes at 0.98x, agrees for 12 of 64 tokens", one line a
-  // finished method.
+  // "q4_0: 3.56x smaller than fp16, decodes at 0.98x, agrees for 12 of 64 tokens, run #7", one
+  // line a finished method.
   QStringList summary() const;
   const QString& error() const { return m_error; }
 
  signals:
   void changed();
   void finished();
+  void run_saved(qint64 id);
 
  private:
   void on_token(int method, int step, int id, const QString& piece, int stored, qulonglong bytes,
                 qulonglong fp16_bytes);
   void update_agreement(int method);
+  void on_method_done(int method, const GenerateMeasurement& measured);
 
+  std::shared_ptr<RunsStore> m_store;
   GenerateRunner* m_runner;
+  std::vector<std::optional<MethodConfig>> m_configs;  // each series' method (fp16: none)
   std::vector<GenerateSeries> m_series;
   QString m_error;
 };

@@ -27,8 +27,12 @@ const char* const kDefaultPrompt =
 
 }  // namespace
 
-GeneratePanel::GeneratePanel(std::function<QString()> model_path, QWidget* parent)
-    : QWidget(parent), m_model_path(std::move(model_path)), m_model(new GenerateModel(this)) {
+GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_ptr<RunsStore> store,
+                             QWidget* parent)
+    : QWidget(parent),
+      m_model_path(std::move(model_path)),
+      m_model(new GenerateModel(std::move(store), this)) {
+  connect(m_model, &GenerateModel::run_saved, this, &GeneratePanel::run_saved);
   m_prompt = new QPlainTextEdit(QString::fromUtf8(kDefaultPrompt), this);
   m_prompt->setToolTip(tr("The prompt the model continues greedily, once per cache"));
   m_prompt->setMaximumHeight(52);

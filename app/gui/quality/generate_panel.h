@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include <QWidget>
 
@@ -18,6 +19,10 @@ class QPushButton;
 class QSpinBox;
 class QTextBrowser;
 
+namespace kvlab {
+class RunsStore;
+}
+
 namespace kvlab::gui {
 
 class GenerateModel;
@@ -26,8 +31,10 @@ class GeneratePanel : public QWidget {
   Q_OBJECT
 
  public:
-  // `model_path` gives the model the page's Model field names when Generate is pressed.
-  explicit GeneratePanel(std::function<QString()> model_path, QWidget* parent = nullptr);
+  // `model_path` gives the model the page's Model field names when Generate is pressed; each
+  // finished method's run is saved into `store` (none: not saved).
+  GeneratePanel(std::function<QString()> model_path, std::shared_ptr<RunsStore> store,
+                QWidget* parent = nullptr);
 
   void set_prompt(const QString& text);
   void set_tokens(int tokens);
@@ -42,6 +49,7 @@ class GeneratePanel : public QWidget {
 
  signals:
   void status_message(const QString& text, int timeout_ms);
+  void run_saved(qint64 id);
 
  private:
   void redraw();

@@ -71,12 +71,12 @@ void init_quality_table(QTableView* table) {
 }  // namespace
 
 QualityView::QualityView(std::shared_ptr<RunsStore> store, QWidget* parent) : QWidget(parent) {
-  m_page = new QualityModel(std::move(store), this);
+  m_page = new QualityModel(store, this);
   m_run = m_page->run_controller();
   connect(m_run, &RunController::running_changed, this, &QualityView::set_running);
   auto* splitter = new QSplitter(Qt::Horizontal, this);
   splitter->addWidget(build_controls());
-  splitter->addWidget(build_results());
+  splitter->addWidget(build_results(store));
   splitter->setStretchFactor(0, 0);
   splitter->setStretchFactor(1, 1);
   splitter->setChildrenCollapsible(false);
@@ -310,7 +310,7 @@ QWidget* QualityView::build_controls() {
   return scroll;
 }
 
-QWidget* QualityView::build_results() {
+QWidget* QualityView::build_results(const std::shared_ptr<RunsStore>& store) {
   auto* results = new QWidget;
   m_error = new QLabel(results);
   m_error->setWordWrap(true);
@@ -375,8 +375,9 @@ QWidget* QualityView::build_results() {
   m_chart_tabs->setDocumentMode(true);
   m_chart_tabs->addTab(m_chart, tr("Quality against memory"));
   m_chart_tabs->addTab(m_retrieval, tr("Passkey retrieval against budget"));
-  m_generate = new GeneratePanel([this] { return absolute(m_model_path->text()); });
+  m_generate = new GeneratePanel([this] { return absolute(m_model_path->text()); }, store);
   connect(m_generate, &GeneratePanel::status_message, this, &QualityView::status_message);
+  connect(m_generate, &GeneratePanel::run_saved, this, &QualityView::run_saved);
   m_chart_tabs->addTab(m_generate, tr("Generate from a compressed cache"));
   m_chart_tabs->setTabToolTip(
       kGenerateTab, tr("The model continues a prompt with its cache held compressed, as each "

@@ -109,7 +109,8 @@ class QualityView : public QWidget {
 
  private:
   QWidget* build_controls();
-  QWidget* build_results();
+  // The charts and the Generate tab, which saves its runs into `store`.
+  QWidget* build_results(const std::shared_ptr<RunsStore>& store);
   void set_running(bool running);
   void show_error(const QString& message);
   // The key of what the controls name (tokens and windows left to the stored runs).

@@ -1,12 +1,14 @@
 #include "kvlab/store/run_records.h"
 #include "kvlab/engine/codec/stream_sim_json.h"
 #include "kvlab/engine/eviction/eviction_json.h"
+#include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/model_quality_json.h"
 #include "kvlab/engine/quant/method_json.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <span>
@@ -389,6 +391,45 @@ NewRun stream_run(const StreamReport& report, const StreamConfig& config,
   }
   run.artifacts.emplace_back(kStreamArtifact, stream_to_json(report));
   return run;
+}
+
+json generate_result(const GenerateMeasurement& run, const GenerateMeasurement* fp16) {
+  const auto per_second = [](double count, double seconds) {
+    return count / std::max(seconds, 1e-9);
+  };
+  const double prompt = static_cast<double>(run.prompt_ids.size());
+  json j = {{"model", run.model},
+            {"prompt_tokens", run.prompt_ids.size()},
+            {"prompt_ids", run.prompt_ids},
+            {"generated_ids", run.generated_ids},
+            {"generated", run.text},
+            {"prefill_seconds", run.prefill_seconds},
+            {"prefill_tokens_per_second", per_second(prompt, run.prefill_seconds)},
+            {"decode_steps", run.decode_steps},
+            {"decode_seconds", run.decode_seconds},
+            {"decode_tokens_per_second", per_second(run.decode_steps, run.decode_seconds)},
+            {"threads", run.threads},
+            {"cache",
+             {{"method", run.cache},
+              {"bytes", run.cache_bytes},
+              {"fp16_bytes", run.fp16_bytes},
+              {"ratio", static_cast<double>(run.fp16_bytes) /
+                            static_cast<double>(std::max<std::uint64_t>(run.cache_bytes, 1))}}}};
+  if (run.peak_resident_bytes > 0) j["peak_resident_bytes"] = run.peak_resident_bytes;
+  if (fp16) {
+    const double decode = per_second(fp16->decode_steps, fp16->decode_seconds);
+    j["fp16"] = {{"generated_ids", fp16->generated_ids},
+                 {"prefill_tokens_per_second", per_second(prompt, fp16->prefill_seconds)},
+                 {"decode_tokens_per_second", decode},
+                 {"cache_bytes", fp16->cache_bytes}};
+    if (fp16->peak_resident_bytes > 0) {
+      j["fp16"]["peak_resident_bytes"] = fp16->peak_resident_bytes;
+    }
+    j["greedy_tokens_agreeing"] = tokens_agreeing(run.generated_ids, fp16->generated_ids);
+    j["decode_speed_vs_fp16"] =
+        per_second(run.decode_steps, run.decode_seconds) / std::max(decode, 1e-9);
+  }
+  return j;
 }
 
 NewRun generate_run(const json& result, const std::optional<MethodConfig>& method,

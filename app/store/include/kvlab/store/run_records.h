@@ -82,6 +82,24 @@ NewRun plan_run(const planners::Scenario& scenario,
 NewRun stream_run(const StreamReport& report, const StreamConfig& config,
                   const std::string& label = {});
 
+// One greedy generation from a cache held in a stored form (kv_store.h), as `kvlab generate` and
+// the app's Generate tab measure it.
+struct GenerateMeasurement {
+  std::string model;
+  std::vector<int> prompt_ids, generated_ids;
+  std::string text;  // the generated tokens' text
+  double prefill_seconds = 0, decode_seconds = 0;
+  int decode_steps = 0;  // decode forwards: every generated token but the last
+  int threads = 0;
+  std::string cache;  // the store's label: "fp16", "q4_0", "float32" (the runner's own)
+  std::uint64_t cache_bytes = 0, fp16_bytes = 0;
+  std::uint64_t peak_resident_bytes = 0;  // 0: not measured (the app shares its process)
+};
+// What `kvlab generate --json` prints for `run`, beside the same prompt's fp16 run when there is
+// one: speeds, the cache's bytes, greedy agreement with fp16 and the decode speed against it.
+nlohmann::json generate_result(const GenerateMeasurement& run,
+                               const GenerateMeasurement* fp16 = nullptr);
+
 // kvlab generate --save: a real model generating from a cache held in a method's stored form
 // (kv_store.h). `result` is what `kvlab generate --json` prints (the speeds, the cache's bytes,
 // the peak memory, and with --compare the fp16 run's); `method`: none for the fp16 store.
