@@ -148,23 +148,30 @@ def add_predictions(results_path, kvlab, python, tokens):
         scheme = PLANNER_SCHEMES.get(row[1])
         p = pred.get((int(row[0]), scheme)) if scheme else None
         row.insert(decode_at, "—" if p is None else f"{p['tokens_per_s']:.1f}")
-    bound = {p["bound_by"] for (c, s), p in pred.items() if c == max(contexts)}
+    top = max(contexts)
+    bound = {p["bound_by"] for (c, s), p in pred.items() if c == top}
+    # Where the prediction lands against each compressed cache's measured decode at the top
+    # context, from this table's own numbers.
+    parts = []
+    for row in table["rows"]:
+        if int(row[0]) != top or row[1] in ("fp16", "float32 (runner)") or row[decode_at] == "—":
+            continue
+        off = float(row[decode_at]) / float(row[decode_at - 1]) - 1
+        parts.append(f"{row[1]} {100 * off:+.0f}%")
     table["note"] = (
         f"planner t/s: `kvlab plan --model smollm2-135m --batch 1` on this machine entered as a "
         f"device (`kvlab gpus add`): {rates['bandwidth_gbs']:.1f} GB/s of memory bandwidth (a "
         f"NumPy float32 copy, bytes read and written) and {1000 * rates['tflops']:.0f} GFLOP/s "
         f"(a NumPy float32 product on both cores), with the planner's 0.8 and 0.6 efficiencies; "
-        f"at {max(contexts)} tokens it finds the steps bound by "
-        f"{' / '.join(sorted(bound))}. Where prediction and measurement part, and why: the "
-        f"planner reads the weights as the catalogue's bf16 (269 MB a step) where this runner "
-        f"keeps the GGUF's Q4_1 blocks (98 MB) and spends arithmetic unpacking them, and it "
-        f"charges fp16 attention at memory speed where these cores turn fp16 into floats at "
-        f"about 5 GB/s (the decode target's note): so it puts fp16 below the measurement at "
-        f"512 tokens, where the weights dominate, and above it at 8K, where attention does. For a compressed cache it uses the H100's measured decompression rates "
-        f"scaled by FP32 throughput (`kvlab bench gpu` has no CPU twin yet): at 8K that lands "
-        f"within about 10% for INT8, INT4, q8_0, q4_0 and KIVI-4 and 20% low for KVComp's "
-        f"Huffman streams, but too high for FP8 and NVFP4 (whose table lookups cost these cores "
-        f"more than the rate assumes), and at 2K too low for the fast 8- and 4-bit decoders.")
+        f"at {top} tokens it finds the steps bound by {' / '.join(sorted(bound))}. Where "
+        f"prediction and measurement part, and why: the planner reads the weights as the "
+        f"catalogue's bf16 (269 MB a step) where this runner keeps the GGUF's Q4_1 blocks (98 MB) "
+        f"and spends arithmetic unpacking them, and it charges fp16 attention at memory speed "
+        f"where these cores turn fp16 into floats at about 5 GB/s (the decode target's note): so "
+        f"it puts fp16 below the measurement at 512 tokens, where the weights dominate, and above "
+        f"it at 8K, where attention does. For a compressed cache it uses the H100's measured "
+        f"decompression rates scaled by FP32 throughput (`kvlab bench gpu` has no CPU twin yet); "
+        f"at {top} tokens the prediction against the measurement: {', '.join(parts)}.")
     pathlib.Path(results_path).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     return pred, rates
 
