@@ -1,5 +1,6 @@
 #include "kvlab/store/run_records.h"
 #include "kvlab/engine/codec/stream_sim_json.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/eviction/eviction_json.h"
 #include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/model_quality_json.h"
@@ -398,11 +399,12 @@ json generate_result(const GenerateMeasurement& run, const GenerateMeasurement* 
     return count / std::max(seconds, 1e-9);
   };
   const double prompt = static_cast<double>(run.prompt_ids.size());
-  json j = {{"model", run.model},
+  // The model's text and the path as text: a greedy run may stop inside a UTF-8 sequence.
+  json j = {{"model", valid_utf8(run.model)},
             {"prompt_tokens", run.prompt_ids.size()},
             {"prompt_ids", run.prompt_ids},
             {"generated_ids", run.generated_ids},
-            {"generated", run.text},
+            {"generated", valid_utf8(run.text)},
             {"prefill_seconds", run.prefill_seconds},
             {"prefill_tokens_per_second", per_second(prompt, run.prefill_seconds)},
             {"decode_steps", run.decode_steps},
