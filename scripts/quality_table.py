@@ -1,5 +1,5 @@
 """The table of docs/QUALITY.md's "Every method and policy at full length" (issue 48, part 4),
-drawn from the JSON lines scripts/smollm2_tables.py writes: one stored quality run per line, in
+drawn from the JSON lines scripts/quality_sweep.py writes: one stored quality run per line, in
 the sweep's order. Every number with its uncertainty: the perplexity change and KL with their
 standard errors, the greedy agreement with Wilson's 95% interval, the tokens they rest on; a
 change whose 95% interval holds 0 is marked within noise of the exact cache."""
@@ -31,13 +31,17 @@ def sweep_size(root, source):
     return len(spec["models"]) * len(spec["texts"]) * len(spec["methods"])
 
 
+def duration(seconds):
+    return f"{seconds:.0f} s" if seconds < 60 else f"{seconds / 60:.1f} min"
+
+
 def markdown_table(rows, source, planned=None):
     out = []
     if planned is not None and len(rows) < planned:
         out += [f"{len(rows)} of the sweep's {planned} rows are measured so far (`{source}`; "
-                "`scripts/smollm2_tables.py` resumes the rest).", ""]
+                "`scripts/quality_sweep.py` resumes the rest).", ""]
     out.append("| method / policy | bits/value held | tokens | perplexity exact | change | ± s.e. "
-               "| vs exact | KL nats | ± s.e. | same greedy token | 95% interval | time, min |")
+               "| vs exact | KL nats | ± s.e. | same greedy token | 95% interval | time |")
     out.append("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|")
     for r in rows:
         change, se = r["perplexity_change"], r.get("perplexity_change_se")
@@ -50,5 +54,5 @@ def markdown_table(rows, source, planned=None):
             f"{100 * change:+.2f}% | {100 * se:.2f}% | {noise} | {r['kl_mean']:.4f} | "
             f"{r['kl_mean_se']:.4f} | {100 * r['next_token_agreement']:.2f}% | "
             f"{100 * r['next_token_agreement_low']:.1f}–{100 * r['next_token_agreement_high']:.1f}% "
-            f"| {r['seconds'] / 60:.1f} |")
+            f"| {duration(r['seconds'])} |")
     return "\n".join(out) + "\n"

@@ -25,6 +25,7 @@ import model_runner_report  # noqa: E402
 import perf_doc  # noqa: E402
 import planner_report  # noqa: E402
 import quality_doc  # noqa: E402
+import quality_table  # noqa: E402
 import quantizer_report  # noqa: E402
 import run_report  # noqa: E402
 
@@ -330,6 +331,37 @@ class QualityDoc(unittest.TestCase):
         with self.assertRaisesRegex(quality_doc.DocError, "does not exist"):
             quality_doc.render(marker.replace(rel, "bench/results/eviction_eval_none.jsonl") +
                                "<!-- end generated -->\n")
+
+
+class QualityTable(unittest.TestCase):
+    """scripts/quality_table.py: the table of a quality sweep's stored runs."""
+    ROW = {"method_label": "int8 per-tensor", "policy_label": "none", "kept_fraction": 1.0,
+           "memory_bits_per_value": 8.0016, "tokens": 4088, "perplexity_exact": 4.31862,
+           "perplexity_change": 0.0055, "perplexity_change_se": 0.0019, "kl_mean": 0.00712,
+           "kl_mean_se": 0.00051, "next_token_agreement": 0.9606,
+           "next_token_agreement_low": 0.9543, "next_token_agreement_high": 0.9661, "seconds": 9.4}
+
+    def test_rows_with_their_intervals_and_within_noise_where_the_interval_holds_zero(self):
+        noisy = {**self.ROW, "method_label": "kivi-4", "perplexity_change": -0.0035,
+                 "seconds": 250.0}
+        evicted = {**self.ROW, "method_label": "none", "policy_label": "h2o budget 50%",
+                   "kept_fraction": 0.5037, "memory_bits_per_value": 8.06, "seconds": 61}
+        table = quality_table.markdown_table([self.ROW, noisy, evicted], "x.jsonl", planned=3)
+        lines = table.splitlines()
+        self.assertTrue(lines[0].startswith("| method / policy |"))
+        self.assertEqual(lines[2], "| int8 per-tensor | 8.00 | 4,088 | 4.3186 | +0.55% | 0.19% |  "
+                         "| 0.0071 | 0.0005 | 96.06% | 95.4–96.6% | 9 s |")
+        # |−0.35%| <= 1.96 x 0.19%: the change is within noise of the exact cache.
+        self.assertIn("| kivi-4 | 8.00 | 4,088 | 4.3186 | -0.35% | 0.19% | within noise |", lines[3])
+        self.assertTrue(lines[3].endswith("| 4.2 min |"))
+        self.assertTrue(lines[4].startswith("| h2o budget 50% | 8.06 (kept 50.4%) |"))
+        self.assertEqual(len(lines), 5)
+
+    def test_a_sweep_not_yet_finished_says_how_many_rows_it_has(self):
+        table = quality_table.markdown_table([self.ROW], "bench/results/quality_x.jsonl", planned=12)
+        self.assertTrue(table.startswith("1 of the sweep's 12 rows are measured so far "
+                                         "(`bench/results/quality_x.jsonl`; "
+                                         "`scripts/quality_sweep.py` resumes the rest)."))
 
 
 if __name__ == "__main__":

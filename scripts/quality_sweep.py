@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
-"""Every method and eviction policy on SmolLM2-135M-Instruct over 8,176 tokens of the GPL text,
-with intervals (docs/QUALITY.md, "Every method and policy at full length"; issue 48, part 4).
+"""Runs one of bench/quality's sweeps sharded over this machine's cores and writes its rows as JSON
+lines for docs/QUALITY.md's generated tables (issue 48, part 4).
 
-The rows are one quality sweep (docs/GUIDES.md), bench/quality/smollm2_gpl.json, sharded over the
-machine's cores: `kvlab sweep FILE --shard I/N --db WORK/part-I.sqlite`, one process per part,
-each pinned to a core of its own (taskset). A part run again skips what its database holds, so an interrupted run resumes
-where it stopped. The parts are merged with `kvlab runs import --sweep`, and every run of the
-merged database is written to --out as JSON lines (the run's metrics, its uid and its sweep item),
-which scripts/quality_doc.py draws as the table.
+A sweep (docs/GUIDES.md) is run as `kvlab sweep FILE --shard I/N --db WORK/part-I.sqlite`, one
+process per part, each pinned to a core of its own (taskset). A part run again skips what its
+database holds, so an interrupted run resumes where it stopped. The parts are merged with `kvlab
+runs import --sweep`, and every run of the merged database is written to --out as JSON lines (the
+run's metrics, its uid and its sweep item), which scripts/quality_doc.py draws as a table.
 
-The sweep file names the model and the text as placeholders, {model} and {text}: this script
-writes the text (GPL-3 then GPL-2 from base-files) and the resolved sweep file into WORK.
+A sweep file may name the model and the text as placeholders, {model} and {text}: {model} becomes
+--model (SmolLM2-135M-Instruct from the test data cache by default) and {text} the GPL text
+(GPL-3 then GPL-2 from base-files), written into WORK with the resolved sweep file.
 
-Usage: smollm2_tables.py --kvlab PATH [--model M.gguf] [--work DIR] [--parts N] [--sweep FILE]
-                         [--out bench/results/quality_smollm2_gpl.jsonl] [--only-merge]
+Defaults follow the sweep's name: bench/quality/NAME.json runs in ~/.cache/kvlab/sweeps/NAME and
+writes bench/results/quality_NAME.jsonl.
+
+Usage: quality_sweep.py --kvlab PATH [--sweep FILE] [--model M] [--work DIR] [--parts N]
+                        [--out FILE.jsonl] [--only-merge]
 """
 import argparse
 import json
@@ -30,9 +33,10 @@ LICENCES = [pathlib.Path("/usr/share/common-licenses/GPL-3"),
 
 
 def resolved_sweep(template, work, model):
-    text = work / "gpl.txt"
-    write_if_changed(text, b"".join(p.read_bytes() for p in LICENCES))
     spec = json.loads(pathlib.Path(template).read_text())
+    text = work / "gpl.txt"
+    if "{text}" in spec["texts"]:
+        write_if_changed(text, b"".join(p.read_bytes() for p in LICENCES))
     spec["models"] = [str(model) if m == "{model}" else m for m in spec["models"]]
     spec["texts"] = [str(text) if t == "{text}" else t for t in spec["texts"]]
     path = work / "sweep.json"
@@ -56,15 +60,17 @@ def main():
     ap.add_argument("--kvlab", required=True)
     ap.add_argument("--sweep", default=str(ROOT / "bench" / "quality" / "smollm2_gpl.json"))
     ap.add_argument("--model", default=str(CACHE / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--work", default=str(CACHE / "sweeps" / "smollm2_gpl"))
+    ap.add_argument("--work", help="default: ~/.cache/kvlab/sweeps/NAME")
     ap.add_argument("--parts", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "quality_smollm2_gpl.jsonl"))
+    ap.add_argument("--out", help="default: bench/results/quality_NAME.jsonl")
     ap.add_argument("--only-merge", action="store_true", help="merge and export what the parts hold")
     a = ap.parse_args()
-    work = pathlib.Path(a.work)
+    name = pathlib.Path(a.sweep).stem
+    work = pathlib.Path(a.work or CACHE / "sweeps" / name)
+    a.out = a.out or str(ROOT / "bench" / "results" / f"quality_{name}.jsonl")
     work.mkdir(parents=True, exist_ok=True)
     if not pathlib.Path(a.model).is_file():
-        sys.exit(f"smollm2_tables.py: {a.model}: no such model (scripts/test_data.sh fetches it)")
+        sys.exit(f"quality_sweep.py: {a.model}: no such model (scripts/test_data.sh fetches SmolLM2)")
     sweep = resolved_sweep(a.sweep, work, a.model)
     parts = [work / f"part-{i}.sqlite" for i in range(1, a.parts + 1)]
     if not a.only_merge:
