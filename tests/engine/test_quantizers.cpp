@@ -135,6 +135,35 @@ TEST(Quantizers, SymmetricIntWithinHalfStep) {
   }
 }
 
+// With an odd number of values a token (3 here), INT4 rows begin in the middle of a byte every
+// other token: each range decodes as the test reads the nibbles itself, code i in byte i / 2,
+// low nibble first, standing for (code - 8) * scale.
+TEST(Quantizers, SymmetricInt4RowsThatBeginMidByte) {
+  MethodConfig c;
+  c.kind = MethodKind::Int4;
+  auto q = make_quantizer(c);
+  ASSERT_TRUE(q.ok());
+  const Shape s{7, 1, 3};
+  const Tensor t = random_tensor(s, 5);
+  auto qt = (*q)->quantize(t.view(), TensorRole::Key);
+  ASSERT_TRUE(qt.ok()) << qt.message();
+  ASSERT_EQ(qt->codes.size(), 11u);  // 21 codes, the last byte half used
+  const float scale = qt->params.at(0);
+  for (auto [first, last] : {std::pair{1, 2}, std::pair{1, 4}, std::pair{3, 7}, std::pair{0, 7},
+                             std::pair{6, 7}, std::pair{2, 2}}) {
+    const std::size_t n = static_cast<std::size_t>(last - first) * 3;
+    std::vector<float> part(n + 1, NAN);
+    ASSERT_TRUE((*q)->dequantize_tokens(*qt, first, last, {part.data(), n}));
+    EXPECT_TRUE(std::isnan(part[n])) << "wrote past token " << last;
+    for (std::size_t j = 0; j < n; ++j) {
+      const std::size_t i = static_cast<std::size_t>(first) * 3 + j;
+      const int code = (qt->codes[i / 2] >> (4 * (i % 2))) & 0xf;
+      ASSERT_EQ(part[j], static_cast<float>(code - 8) * scale)
+          << "[" << first << ", " << last << ") value " << j;
+    }
+  }
+}
+
 // KIVI keeps each group's step and minimum in fp16 as its reference does (or in the dtype chosen):
 // the stored parameters are exactly representable in it, the error stays within half a stored
 // step (plus, where rounding shrank the step, the clamped top code's shortfall of at most

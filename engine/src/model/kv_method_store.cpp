@@ -58,6 +58,7 @@
 #include "quant/fp8_impl.h"
 #include "quant/ggml_block_quantizer.h"
 #include "quant/group_quant.h"
+#include "quant/symmetric_rows.h"
 
 namespace kvlab {
 namespace {
@@ -74,23 +75,6 @@ struct DecodeScratch {
   std::vector<float> steps, mins;
   std::vector<std::uint16_t> half;
 };
-
-// INT8 / INT4 codes of n values (offset by 2^(bits - 1), INT4's packed low nibble first) into
-// floats, as SymmetricQuantizer::dequantize_tokens() computes them: (code - offset) * scale.
-void symmetric_decode_row(const std::uint8_t* src, std::size_t n, int bits, float scale,
-                          float* out) {
-  const float offset = static_cast<float>(1 << (bits - 1));
-  if (bits == 8) {
-#pragma omp simd
-    for (std::size_t i = 0; i < n; ++i) out[i] = (static_cast<float>(src[i]) - offset) * scale;
-    return;
-  }
-#pragma omp simd
-  for (std::size_t j = 0; j < n / 2; ++j) {
-    out[2 * j] = (static_cast<float>(src[j] & 0xf) - offset) * scale;
-    out[2 * j + 1] = (static_cast<float>(src[j] >> 4) - offset) * scale;
-  }
-}
 
 // One role's stored form: `unit_tokens` rows [token][heads * dim] encode to `unit_bytes` bytes.
 class UnitCodec {
@@ -214,8 +198,8 @@ class KiviCodec final : public UnitCodec {
   }
 
   // Straight from each unit's stored bytes: its steps and minimums into floats, then each token
-  // row reconstructed as dequantize_groups() does it (min + code * step; keys a step and minimum
-  // per channel, values per G channels of a head), the codes unpacked as they are read.
+  // row reconstructed by the quantizer's own decoder (group_decode_row: min + code * step; keys a
+  // step and minimum per channel, values per G channels of a head), reading the codes in place.
   void decode(const std::uint8_t* src, int units, float* rows,
               DecodeScratch& scratch) const override {
     const std::size_t hd = static_cast<std::size_t>(m_heads) * m_dim;
@@ -230,7 +214,7 @@ class KiviCodec final : public UnitCodec {
         const std::size_t first = static_cast<std::size_t>(r) * hd;  // its first code
         float* o = rows + (static_cast<std::size_t>(u) * unit_tokens + r) * hd;
         if (m_role == TensorRole::Key) {
-          group_row<true>(at, first, hd, mn, step, o, scratch);
+          detail::group_decode_row(at, first, hd, m_spec.bits, mn, step, true, o);
           continue;
         }
         std::size_t g = 0;
@@ -238,7 +222,8 @@ class KiviCodec final : public UnitCodec {
           for (int c0 = 0; c0 < m_dim; c0 += m_width, ++g) {
             const std::size_t base = static_cast<std::size_t>(h) * m_dim + c0;
             const auto n = static_cast<std::size_t>(std::min(m_width, m_dim - c0));
-            group_row<false>(at, first + base, n, mn + g, step + g, o + base, scratch);
+            detail::group_decode_row(at, first + base, n, m_spec.bits, mn + g, step + g, false,
+                                     o + base);
           }
         }
       }
@@ -246,77 +231,6 @@ class KiviCodec final : public UnitCodec {
   }
 
  private:
-  // out[i] = min + code * step for the n codes from code index `first` of `codes`: a minimum and
-  // a step per code (PerChannel) or one for all. 2- and 4-bit codes that start and end on byte
-  // boundaries are read in place; others through an unpacked copy.
-  template <bool PerChannel>
-  void group_row(const std::uint8_t* codes, std::size_t first, std::size_t n, const float* mn,
-                 const float* step, float* out, DecodeScratch& scratch) const {
-    const int bits = m_spec.bits;
-    if ((bits == 2 || bits == 4) && first * bits % 8 == 0 && n * bits % 8 == 0) {
-      const std::uint8_t* p = codes + first * bits / 8;
-      if (bits == 4) {
-        group_row_packed<4, PerChannel>(p, n, mn, step, out);
-      } else {
-        group_row_packed<2, PerChannel>(p, n, mn, step, out);
-      }
-      return;
-    }
-    scratch.tile.codes.resize(n);
-    std::uint8_t* c = scratch.tile.codes.data();
-    detail::unpack_codes(codes, first, n, bits, c);
-    for (std::size_t i = 0; i < n; ++i) {
-      out[i] = PerChannel ? mn[i] + static_cast<float>(c[i]) * step[i]
-                          : mn[0] + static_cast<float>(c[i]) * step[0];
-    }
-  }
-  template <int Bits, bool PerChannel>
-  static void group_row_packed(const std::uint8_t* p, std::size_t n, const float* mn,
-                               const float* step, float* out) {
-    constexpr int kPer = 8 / Bits;
-    constexpr unsigned kMask = (1u << Bits) - 1;
-    std::size_t b = 0;
-#if KVLAB_QUANT_AVX512
-    // 16 codes a time: lane i takes bits Bits * i of the 16 codes' 2 (2-bit) or 8 (4-bit)
-    // bytes, from the 32-bit word that holds them.
-    constexpr int kBytes = 16 / kPer;
-    __m512i shifts;
-    if constexpr (Bits == 4) {
-      shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-    } else {
-      shifts = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    }
-    const __m512i mask = _mm512_set1_epi32(static_cast<int>(kMask));
-    for (; (b + kBytes) * kPer <= n; b += kBytes) {
-      __m512i words;
-      if constexpr (Bits == 4) {
-        std::uint32_t w[2];
-        std::memcpy(w, p + b, 8);
-        words =
-            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(static_cast<int>(w[0]))),
-                               _mm256_set1_epi32(static_cast<int>(w[1])), 1);
-      } else {
-        std::uint32_t w;
-        std::memcpy(&w, p + b, 4);
-        words = _mm512_set1_epi32(static_cast<int>(w));
-      }
-      const __m512 c = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(words, shifts), mask));
-      const std::size_t i = b * kPer;
-      const __m512 m = PerChannel ? _mm512_loadu_ps(mn + i) : _mm512_set1_ps(mn[0]);
-      const __m512 s = PerChannel ? _mm512_loadu_ps(step + i) : _mm512_set1_ps(step[0]);
-      _mm512_storeu_ps(out + i, _mm512_fmadd_ps(c, s, m));
-    }
-#endif
-    for (; b < n / kPer; ++b) {
-      const unsigned byte = p[b];
-      for (int k = 0; k < kPer; ++k) {
-        const std::size_t i = b * kPer + static_cast<std::size_t>(k);
-        const float c = static_cast<float>((byte >> (Bits * k)) & kMask);
-        out[i] = PerChannel ? mn[i] + c * step[i] : mn[0] + c * step[0];
-      }
-    }
-  }
-
   void write_params(const std::vector<float>& v, std::uint8_t* dst) const {
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (m_param_size == 4) {
@@ -463,10 +377,9 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         std::memset(dst, 0, row * bits / 8);
         detail::pack_codes(codes->data(), row, bits, dst, 0);
       };
-      // Decoded in place, as the quantizer's dequantize_tokens() computes each value:
-      // (code - 2^(bits - 1)) * scale.
+      // Decoded in place by the quantizer's own decoder (symmetric_rows.h).
       auto decoder = [=](const std::uint8_t* src, float* x) {
-        symmetric_decode_row(src, row, bits, scale, x);
+        detail::symmetric_decode(src, 0, row, bits, scale, x);
       };
       return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
           std::move(fitted->quantizer), role, heads, dim, row * bits / 8, std::vector<float>{scale},

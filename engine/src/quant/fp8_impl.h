@@ -6,14 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-// AVX-512 forms of the loops below (the same bits as the scalar code, lane by lane), used where
-// the build targets them (-march=native on AVX-512 machines); scalar code otherwise.
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
-#define KVLAB_QUANT_AVX512 1
-#include <immintrin.h>
-#else
-#define KVLAB_QUANT_AVX512 0
-#endif
+#include "quant/avx512.h"  // KVLAB_QUANT_AVX512: AVX-512 forms of the loops below
 
 namespace kvlab::detail {
 

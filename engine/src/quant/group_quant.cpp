@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 #include <vector>
 
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
 #include "kvlab/engine/quant/group_rules.h"
+#include "quant/avx512.h"
 
 namespace kvlab::detail {
 
@@ -186,51 +188,127 @@ void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec
   }
 }
 
+namespace {
+
+// Codes [0, n) of whole bytes at p (n a multiple of 8 / Bits).
+template <int Bits, bool PerChannel>
+void decode_bytes(const std::uint8_t* p, std::size_t n, const float* mn, const float* step,
+                  float* out) {
+  constexpr std::size_t kPer = 8 / Bits;
+  constexpr unsigned kMask = (1u << Bits) - 1;
+  std::size_t b = 0;
+#if KVLAB_QUANT_AVX512
+  if constexpr (Bits == 2 || Bits == 4) {
+    // 16 codes a time: lane i takes bits Bits * i of the 16 codes' 4 (2-bit) or 8 (4-bit)
+    // bytes, from the 32-bit word that holds them.
+    constexpr std::size_t kBytes = 16 / kPer;
+    __m512i shifts;
+    if constexpr (Bits == 4) {
+      shifts = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
+    } else {
+      shifts = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    }
+    const __m512i mask = _mm512_set1_epi32(static_cast<int>(kMask));
+    for (; (b + kBytes) * kPer <= n; b += kBytes) {
+      __m512i words;
+      if constexpr (Bits == 4) {
+        std::uint32_t w[2];
+        std::memcpy(w, p + b, 8);
+        words =
+            _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(static_cast<int>(w[0]))),
+                               _mm256_set1_epi32(static_cast<int>(w[1])), 1);
+      } else {
+        std::uint32_t w;
+        std::memcpy(&w, p + b, 4);
+        words = _mm512_set1_epi32(static_cast<int>(w));
+      }
+      const __m512 c = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srlv_epi32(words, shifts), mask));
+      const std::size_t i = b * kPer;
+      const __m512 m = PerChannel ? _mm512_loadu_ps(mn + i) : _mm512_set1_ps(mn[0]);
+      const __m512 s = PerChannel ? _mm512_loadu_ps(step + i) : _mm512_set1_ps(step[0]);
+      _mm512_storeu_ps(out + i, _mm512_fmadd_ps(c, s, m));
+    }
+  }
+#endif
+  for (; b < n / kPer; ++b) {
+    const unsigned byte = p[b];
+    for (std::size_t k = 0; k < kPer; ++k) {
+      const std::size_t i = b * kPer + k;
+      const float c = static_cast<float>((byte >> (Bits * k)) & kMask);
+      out[i] = PerChannel ? std::fma(c, step[i], mn[i]) : std::fma(c, step[0], mn[0]);
+    }
+  }
+}
+
+template <bool PerChannel>
+void decode_run(const std::uint8_t* packed, std::size_t first, std::size_t n, int bits,
+                const float* mn, const float* step, float* out) {
+  const unsigned mask = (1u << bits) - 1;
+  const std::size_t per = 8 / static_cast<std::size_t>(bits);
+  const auto one = [&](std::size_t i) {
+    const std::size_t k = (first + i) * bits;  // the code's first bit
+    const float c = static_cast<float>((packed[k / 8] >> (k % 8)) & mask);
+    out[i] = PerChannel ? std::fma(c, step[i], mn[i]) : std::fma(c, step[0], mn[0]);
+  };
+  std::size_t i = 0;
+  for (; i < n && (first + i) % per != 0; ++i) one(i);  // up to the next byte boundary
+  const std::size_t body = (n - i) / per * per;
+  if (body > 0) {
+    const std::uint8_t* p = packed + (first + i) / per;
+    const float* m = PerChannel ? mn + i : mn;
+    const float* s = PerChannel ? step + i : step;
+    switch (bits) {
+      case 8:
+        decode_bytes<8, PerChannel>(p, body, m, s, out + i);
+        break;
+      case 4:
+        decode_bytes<4, PerChannel>(p, body, m, s, out + i);
+        break;
+      case 2:
+        decode_bytes<2, PerChannel>(p, body, m, s, out + i);
+        break;
+      default:
+        decode_bytes<1, PerChannel>(p, body, m, s, out + i);
+        break;
+    }
+    i += body;
+  }
+  for (; i < n; ++i) one(i);
+}
+
+}  // namespace
+
+void group_decode_row(const std::uint8_t* packed, std::size_t first, std::size_t n, int bits,
+                      const float* mn, const float* step, bool per_channel, float* out) {
+  if (per_channel) {
+    decode_run<true>(packed, first, n, bits, mn, step, out);
+  } else {
+    decode_run<false>(packed, first, n, bits, mn, step, out);
+  }
+}
+
 void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const float* steps,
                        const float* mins, TensorRole role, const GroupSpec& spec, int heads,
                        int dim, int first, int last, float* out) {
-  if (last <= first) return;
   const auto hd = static_cast<std::size_t>(heads) * static_cast<std::size_t>(dim);
-  const auto rows_at = [&](int t) { return out + static_cast<std::size_t>(t - first) * hd; };
-  if (role == TensorRole::Key) {  // a unit per channel and group of g tokens
-    const int g = spec.key_group_tokens;
-    CodeRows code_rows(codes, first_code, spec.bits, hd, std::min(g, last - first));
-    for (int t0 = first; t0 < last;) {
-      const int group = t0 / g;
-      const int rows = std::min((group + 1) * g, last) - t0;
-      const std::uint8_t* unpacked = code_rows.at(t0, rows);
-      const float* mn = mins + static_cast<std::size_t>(group) * hd;
-      const float* step = steps + static_cast<std::size_t>(group) * hd;
-      for (int r = 0; r < rows; ++r) {
-        const std::uint8_t* c = unpacked + static_cast<std::size_t>(r) * hd;
-        float* o = rows_at(t0 + r);
-#pragma omp simd
-        for (std::size_t j = 0; j < hd; ++j) o[j] = mn[j] + static_cast<float>(c[j]) * step[j];
-      }
-      t0 += rows;
+  for (int t = first; t < last; ++t) {
+    const std::size_t at = first_code + static_cast<std::size_t>(t) * hd;  // the row's first code
+    float* o = out + static_cast<std::size_t>(t - first) * hd;
+    if (role == TensorRole::Key) {  // a unit per channel and group of g tokens
+      const std::size_t unit = static_cast<std::size_t>(t / spec.key_group_tokens) * hd;
+      group_decode_row(codes, at, hd, spec.bits, mins + unit, steps + unit, true, o);
+      continue;
     }
-    return;
-  }
-  // Values: units in token order, value_groups_per_head() of them for each head of a token.
-  const int width = value_group_width(spec, dim);
-  CodeRows code_rows(codes, first_code, spec.bits, hd, std::min(kValueChunkTokens, last - first));
-  std::size_t unit = static_cast<std::size_t>(first) * static_cast<std::size_t>(heads) *
-                     static_cast<std::size_t>(value_groups_per_head(spec, dim));
-  for (int t0 = first; t0 < last; t0 += kValueChunkTokens) {
-    const int rows = std::min(kValueChunkTokens, last - t0);
-    const std::uint8_t* unpacked = code_rows.at(t0, rows);
-    for (int r = 0; r < rows; ++r) {
-      for (int h = 0; h < heads; ++h) {
-        const std::size_t base =
-            static_cast<std::size_t>(r) * hd + static_cast<std::size_t>(h) * dim;
-        float* o = rows_at(t0) + base;
-        for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
-          const int n = std::min(width, dim - c0);
-          const float mn = mins[unit], step = steps[unit];
-          const std::uint8_t* c = unpacked + base + c0;
-#pragma omp simd
-          for (int i = 0; i < n; ++i) o[c0 + i] = mn + static_cast<float>(c[i]) * step;
-        }
+    // Values: units in token order, value_groups_per_head() of them for each head of a token.
+    const int width = value_group_width(spec, dim);
+    std::size_t unit = static_cast<std::size_t>(t) * static_cast<std::size_t>(heads) *
+                       static_cast<std::size_t>(value_groups_per_head(spec, dim));
+    for (int h = 0; h < heads; ++h) {
+      for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
+        const std::size_t base = static_cast<std::size_t>(h) * dim + c0;
+        const auto n = static_cast<std::size_t>(std::min(width, dim - c0));
+        group_decode_row(codes, at + base, n, spec.bits, mins + unit, steps + unit, false,
+                         o + base);
       }
     }
   }

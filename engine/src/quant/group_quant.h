@@ -61,6 +61,14 @@ int largest_code(const GroupSpec& spec);
 void quantize_groups(const TensorView& x, TensorRole role, const GroupSpec& spec,
                      std::uint8_t* codes, std::size_t first_code, float* steps, float* mins);
 
+// out[i] = min + code * step for the n codes from code index `first` of a packed stream
+// (codec/bitpack.h; bits 1, 2, 4 or 8), with a minimum and a step per code (per_channel: mn[i],
+// step[i]) or one pair for all (mn[0], step[0]); the multiply-add is one fused rounding. The one
+// reconstruction of group codes: dequantize_groups() and the stored KIVI cache
+// (model/kv_method_store.cpp) call it, reading the codes where they lie.
+void group_decode_row(const std::uint8_t* packed, std::size_t first, std::size_t n, int bits,
+                      const float* mn, const float* step, bool per_channel, float* out);
+
 // Writes token rows [first, last) of the reconstruction, [token][head][dim], into `out`
 // ((last - first) * heads * dim floats): any range, so a caller can hold a tile of a tensor's
 // reconstruction at a time (Quantizer::dequantize_tokens); [0, tokens) is the whole tensor.

@@ -11,6 +11,7 @@
 #include "core/row_loader.h"
 #include "kvlab/engine/quant/group_rules.h"
 #include "quant/quantizers.h"
+#include "quant/symmetric_rows.h"
 
 namespace kvlab::detail {
 
@@ -62,18 +63,10 @@ class SymmetricQuantizer final : public Quantizer {
 
   bool dequantize_tokens(const QuantizedTensor& q, int first, int last,
                          std::span<float> out) const override {
-    const float scale = q.params.at(0);
     const std::size_t hd = static_cast<std::size_t>(q.heads) * q.dim;
-    const float offset = static_cast<float>(1 << (m_bits - 1));
-    CodeRows code_rows(q.codes.data(), 0, m_bits, hd, std::min(kChunkTokens, last - first));
-    for (int t0 = first; t0 < last; t0 += kChunkTokens) {
-      const int rows = std::min(kChunkTokens, last - t0);
-      const std::size_t m = rows * hd;
-      const std::uint8_t* c = code_rows.at(t0, rows);
-      float* o = out.data() + (t0 - first) * hd;
-#pragma omp simd
-      for (std::size_t i = 0; i < m; ++i) o[i] = (static_cast<float>(c[i]) - offset) * scale;
-    }
+    symmetric_decode(q.codes.data(), static_cast<std::size_t>(first) * hd,
+                     static_cast<std::size_t>(last - first) * hd, m_bits, q.params.at(0),
+                     out.data());
     return true;
   }
 
