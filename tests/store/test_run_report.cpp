@@ -112,6 +112,45 @@ TEST(RunReport, ComparisonLeavesOutConstantsAndWritesLargeNumbersPlainly) {
   }
 }
 
+// Issue 48: quality numbers are charted with their 95% intervals as whiskers (a standard error
+// gives value ± 1.96 se, agreement its stored Wilson ends), the standard errors and ends get no
+// chart of their own, a negative change is a bar below zero, and the runs whose intervals
+// overlap are named as within noise of each other instead of ranked.
+TEST(RunReport, QualityComparisonDrawsIntervalsAndSaysWhatIsWithinNoise) {
+  const auto quality = [](std::int64_t id, const std::string& method, double change, double kl,
+                          double agree) {
+    RunRecord r;
+    r.id = id;
+    r.kind = "quality";
+    r.method = method;
+    r.metrics = {{"perplexity_change", change},
+                 {"perplexity_change_se", 0.002},
+                 {"kl_mean", kl},
+                 {"kl_mean_se", 0.0005},
+                 {"next_token_agreement", agree},
+                 {"next_token_agreement_low", agree - 0.01},
+                 {"next_token_agreement_high", agree + 0.01}};
+    return r;
+  };
+  auto html = runs_html_report({quality(1, "int8", -0.003, 0.005, 0.96),
+                                quality(2, "kivi-4", 0.002, 0.006, 0.955),
+                                quality(3, "int4", 0.10, 0.1, 0.80)});
+  ASSERT_TRUE(html) << html.message();
+  EXPECT_EQ(count(*html, "<svg "), 3);         // change, agreement, KL: no chart of an s.e.
+  EXPECT_EQ(count(*html, "class=\"ci\""), 9);  // a whisker for every bar
+  EXPECT_EQ(html->find("class=\"t\">perplexity change, standard error"), std::string::npos);
+  // Run 1's change: -0.3% ± 1.96 x 0.2 points, to four digits.
+  EXPECT_NE(html->find("#1 int8: perplexity change -0.3, 95% interval -0.692 to 0.09199"),
+            std::string::npos);
+  EXPECT_EQ(html->find("height=\"-"), std::string::npos) << "a negative bar has a height";
+  // 1 and 2 overlap in every metric, 3 in none.
+  EXPECT_EQ(count(*html,
+                  "Within noise of each other (intervals overlap, so not ranked): #1 int8 "
+                  "and #2 kivi-4."),
+            3);
+  EXPECT_EQ(html->find("and #3 int4"), std::string::npos);
+}
+
 TEST(RunReport, NoRunsIsAnError) {
   auto html = runs_html_report({});
   ASSERT_FALSE(html);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/core/interval.h"
 #include "kvlab/store/run_records.h"
 
 namespace kvlab {
@@ -93,20 +94,27 @@ std::string table(const std::vector<std::pair<std::string, json>>& rows) {
 struct Series {
   std::string name;
   std::vector<double> values;
+  // The 95% interval of each value, drawn as a whisker where both ends are finite; empty where
+  // the metric has none.
+  std::vector<double> low = {}, high = {};
 };
 
 // A vertical bar chart: one group per label, one bar per series.
 std::string bar_chart(const std::string& title, const std::vector<std::string>& labels,
                       const std::vector<Series>& series, const std::string& unit = "") {
   const int w = 640, h = 260, left = 64, right = 16, top = 32, bottom = 48;
-  double hi = 0;
+  // The axis spans zero and every value and interval end: a change can be negative.
+  double lo = 0, hi = 0;
   for (const Series& s : series) {
-    for (double v : s.values) {
-      if (std::isfinite(v)) hi = std::max(hi, v);
+    for (const auto* v : {&s.values, &s.low, &s.high}) {
+      for (double x : *v) {
+        if (std::isfinite(x)) lo = std::min(lo, x), hi = std::max(hi, x);
+      }
     }
   }
-  if (hi <= 0) hi = 1;
+  if (hi <= lo) hi = lo + 1;
   const double pw = w - left - right, ph = h - top - bottom;
+  const auto y_of = [&](double v) { return top + ph * (hi - v) / (hi - lo); };
   const std::size_t groups = labels.size();
   const double gw = groups ? pw / groups : pw;
   const double bw = std::max(1.0, gw * 0.8 / std::max<std::size_t>(1, series.size()));
@@ -116,23 +124,35 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
       w, h, w, h, esc(title));
   s += fmt::format("<text x=\"{}\" y=\"18\" class=\"t\">{}</text>\n", left, esc(title));
   for (int k = 0; k <= 4; ++k) {
-    const double v = hi * k / 4, y = top + ph - ph * k / 4;
+    const double v = lo + (hi - lo) * k / 4, y = y_of(v);
     s += fmt::format(
         "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" class=\"g\"/>"
         "<text x=\"{}\" y=\"{:.1f}\" class=\"a\" text-anchor=\"end\">{}</text>\n",
         left, y, w - right, y, left - 6, y + 4, esc(number(v) + unit));
   }
+  const auto at = [](const std::vector<double>& v, std::size_t i) {
+    return i < v.size() ? v[i] : NAN;
+  };
   for (std::size_t i = 0; i < groups; ++i) {
     for (std::size_t j = 0; j < series.size(); ++j) {
-      const double v = i < series[j].values.size() ? series[j].values[i] : NAN;
+      const double v = at(series[j].values, i);
       if (!std::isfinite(v)) continue;
-      const double bh = ph * std::max(0.0, v) / hi;
       const double x = left + gw * i + gw * 0.1 + bw * j;
+      const double y0 = y_of(std::max(0.0, v)), y1 = y_of(std::min(0.0, v));
+      const double a = at(series[j].low, i), b = at(series[j].high, i);
+      const bool whisker = std::isfinite(a) && std::isfinite(b);
       s += fmt::format(
           "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\">"
-          "<title>{}: {} {}</title></rect>\n",
-          x, top + ph - bh, bw, bh, kPalette[j % 8], esc(labels[i]), esc(series[j].name),
-          esc(number(v)));
+          "<title>{}: {} {}{}</title></rect>\n",
+          x, y0, bw, y1 - y0, kPalette[j % 8], esc(labels[i]), esc(series[j].name), esc(number(v)),
+          whisker ? esc(fmt::format(", 95% interval {} to {}", number(a), number(b))) : "");
+      if (whisker) {
+        const double cx = x + bw / 2, cap = std::min(6.0, bw / 3);
+        s += fmt::format(
+            "<path class=\"ci\" d=\"M{:.1f} {:.1f}V{:.1f}M{:.1f} {:.1f}H{:.1f}M{:.1f} "
+            "{:.1f}H{:.1f}\" stroke=\"#222\" fill=\"none\"/>\n",
+            cx, y_of(a), y_of(b), cx - cap, y_of(a), cx + cap, cx - cap, y_of(b), cx + cap);
+      }
     }
     if (groups <= 40 || i % ((groups + 39) / 40) == 0) {
       s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"a\" text-anchor=\"middle\">{}</text>\n",
@@ -273,9 +293,12 @@ std::string run_charts(const RunRecord& run) {
 }
 
 // A metric as a bar chart draws it: percentages in percent.
-double chart_value(const RunMetric& m) {
+double chart_scale(const RunMetric& m) {
   const bool percent = m.format == MetricFormat::Percent || m.format == MetricFormat::SignedPercent;
-  return percent ? 100.0 * m.value : m.value;
+  return percent ? 100.0 : 1.0;
+}
+double chart_value(const RunMetric& m) {
+  return chart_scale(m) * m.value;
 }
 
 std::string chart_title(const RunMetric& m) {
@@ -296,6 +319,79 @@ std::string run_name(const RunRecord& r) {
   std::string n = fmt::format("#{} {}", r.id, r.method);
   if (!r.label.empty() && r.label != r.method) n += " (" + r.label + ")";
   return n;
+}
+
+// The metrics that carry a 95% interval (issue 48) and the keys that give it: a standard error
+// (value ± kZ95 · se) or the interval's ends (Wilson's, for shares).
+struct IntervalKeys {
+  const char* value;
+  const char* se;
+  const char* low;
+  const char* high;
+};
+constexpr IntervalKeys kIntervals[] = {
+    {"perplexity_change", "perplexity_change_se", nullptr, nullptr},
+    {"kl_mean", "kl_mean_se", nullptr, nullptr},
+    {"next_token_agreement", nullptr, "next_token_agreement_low", "next_token_agreement_high"},
+    {"accuracy", nullptr, "accuracy_low", "accuracy_high"},
+};
+
+const IntervalKeys* interval_of(const std::string& key) {
+  for (const IntervalKeys& k : kIntervals) {
+    if (key == k.value) return &k;
+  }
+  return nullptr;
+}
+
+// A standard error or an interval's end: shown in the table, drawn as its value's whisker.
+bool is_interval_part(const std::string& key) {
+  for (const IntervalKeys& k : kIntervals) {
+    for (const char* part : {k.se, k.low, k.high}) {
+      if (part && key == part) return true;
+    }
+  }
+  return false;
+}
+
+// The run's 95% interval of `keys.value`, NaN ends where the run has none.
+std::pair<double, double> interval(const std::vector<RunMetric>& of_run, const IntervalKeys& keys) {
+  const auto get = [&](const char* key) -> double {
+    if (!key) return NAN;
+    const auto it = std::find_if(of_run.begin(), of_run.end(),
+                                 [&](const RunMetric& m) { return m.key == key; });
+    return it != of_run.end() ? it->value : NAN;
+  };
+  if (keys.se) {
+    const double v = get(keys.value), se = get(keys.se);
+    return {v - kZ95 * se, v + kZ95 * se};
+  }
+  return {get(keys.low), get(keys.high)};
+}
+
+// Which runs a chart cannot rank: those whose 95% intervals overlap, named pair by pair.
+std::string within_noise(const std::vector<std::string>& labels, const std::vector<double>& low,
+                         const std::vector<double>& high) {
+  constexpr int kMaxPairs = 12;
+  std::vector<std::string> pairs;
+  int more = 0;
+  for (std::size_t a = 0; a < labels.size(); ++a) {
+    for (std::size_t b = a + 1; b < labels.size(); ++b) {
+      const bool known = std::isfinite(low[a]) && std::isfinite(high[a]) && std::isfinite(low[b]) &&
+                         std::isfinite(high[b]);
+      if (!known || low[a] > high[b] || low[b] > high[a]) continue;
+      if (static_cast<int>(pairs.size()) < kMaxPairs) {
+        pairs.push_back(esc(labels[a]) + " and " + esc(labels[b]));
+      } else {
+        ++more;
+      }
+    }
+  }
+  std::string h = "<p class=\"meta\">Whiskers: 95% intervals. ";
+  if (pairs.empty()) return h + "No two runs' intervals overlap.</p>\n";
+  h += "Within noise of each other (intervals overlap, so not ranked): ";
+  for (std::size_t i = 0; i < pairs.size(); ++i) h += (i ? "; " : "") + pairs[i];
+  if (more > 0) h += fmt::format("; and {} more pairs", more);
+  return h + ".</p>\n";
 }
 
 }  // namespace
@@ -359,10 +455,19 @@ Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
     std::vector<std::string> labels;
     for (const RunRecord& r : runs) labels.push_back(run_name(r));
     for (const RunMetric& c : columns) {
+      if (is_interval_part(c.key)) continue;  // the whiskers of its value's chart
       std::vector<double> v;
       for (std::size_t i = 0; i < runs.size(); ++i) {
         const auto it = find(metrics[i], c);
         v.push_back(it != metrics[i].end() ? chart_value(*it) : NAN);
+      }
+      Series series{c.name, v, {}, {}};
+      if (const IntervalKeys* keys = interval_of(c.key)) {
+        const double scale = chart_scale(c);  // percent or not, as the value
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          const auto [a, b] = interval(metrics[i], *keys);
+          series.low.push_back(a * scale), series.high.push_back(b * scale);
+        }
       }
       // A metric every run has the same value of (the fp16 bytes of one source) says nothing
       // a chart could show: the table has it.
@@ -373,7 +478,11 @@ Result<std::string> runs_html_report(const std::vector<RunRecord>& runs,
       const bool constant =
           finite.size() < 2 ||
           std::all_of(finite.begin(), finite.end(), [&](double x) { return x == finite.front(); });
-      if (!constant) h += bar_chart(chart_title(c), labels, {{c.name, v}});
+      if (constant) continue;
+      h += bar_chart(chart_title(c), labels, {series});
+      if (!series.low.empty() && any_finite(series.low)) {
+        h += within_noise(labels, series.low, series.high);
+      }
     }
   }
   for (const RunRecord& r : runs) {
