@@ -102,7 +102,19 @@ struct Series {
 // A vertical bar chart: one group per label, one bar per series.
 std::string bar_chart(const std::string& title, const std::vector<std::string>& labels,
                       const std::vector<Series>& series, const std::string& unit = "") {
-  const int w = 640, h = 260, left = 64, right = 16, top = 32, bottom = 48;
+  const int w = 640, left = 64, right = 16, top = 32;
+  // Labels wider than their group (run names) are slanted, shortened to kMaxLabel characters,
+  // and the chart grows to hold them.
+  constexpr std::size_t kMaxLabel = 40;
+  constexpr double kCharWidth = 6.2;  // of the 11 px axis font, roughly
+  std::size_t longest = 0;
+  for (const std::string& l : labels) longest = std::max(longest, std::min(l.size(), kMaxLabel));
+  const double group_width =
+      static_cast<double>(w - left - right) / std::max<std::size_t>(1, labels.size());
+  const bool slanted = static_cast<double>(longest) * kCharWidth > 0.95 * group_width;
+  const int label_h =
+      slanted ? static_cast<int>(static_cast<double>(longest) * kCharWidth * 0.58) : 0;
+  const int h = 260 + label_h, bottom = 48 + label_h;
   // The axis spans zero and every value and interval end: a change can be negative.
   double lo = 0, hi = 0;
   for (const Series& s : series) {
@@ -155,8 +167,20 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
       }
     }
     if (groups <= 40 || i % ((groups + 39) / 40) == 0) {
-      s += fmt::format("<text x=\"{:.1f}\" y=\"{}\" class=\"a\" text-anchor=\"middle\">{}</text>\n",
-                       left + gw * (i + 0.5), h - bottom + 16, esc(labels[i]));
+      const double x = left + gw * (i + 0.5);
+      const int y = h - bottom + 16;
+      if (!slanted) {
+        s += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{}\" class=\"a\" text-anchor=\"middle\">{}</text>\n", x, y,
+            esc(labels[i]));
+      } else {
+        const std::string& l = labels[i];
+        const std::string shown = l.size() <= kMaxLabel ? l : l.substr(0, kMaxLabel - 1) + "…";
+        s += fmt::format(
+            "<text x=\"{:.1f}\" y=\"{}\" class=\"a\" text-anchor=\"end\" "
+            "transform=\"rotate(-35 {:.1f} {})\"><title>{}</title>{}</text>\n",
+            x, y - 6, x, y - 6, esc(l), esc(shown));
+      }
     }
   }
   for (std::size_t j = 0; j < series.size() && series.size() > 1; ++j) {
