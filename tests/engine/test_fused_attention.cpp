@@ -154,7 +154,7 @@ TEST_P(FusedAttention, MatchesDoubleReferenceOverDequantizedCache) {
 // head_dim 64 and 48 take the SIMD loops (multiples of 16 lanes); 20 and 33 the scalar ones
 // (33 also puts 4-bit vectors off byte boundaries). Groups 5 and 8 take two head tiles of the
 // SIMD loops; blocks of 100 tokens take two decode tiles (64 + 36); 1, block - 1, block and
-// block + 1 compressed or buffered tokens.
+// block + 1 compressed or buffered tokens; and caches of 2,100 to 5,005 tokens.
 const Case kCases[] = {
     {CodecKind::Huffman, 1, 64, 0},  // compressed only
     {CodecKind::Huffman, 4, 64, 0},
@@ -186,6 +186,11 @@ const Case kCases[] = {
     {CodecKind::BitPack, 4, 50, 45, 64, 16, 8},  // bytes read in place
     {CodecKind::BitPack, 3, 50, 45, 64, 16, 2},  // 2-bit codes: decoded into rows
     {CodecKind::BitPack, 2, 50, 45, 20, 16, 8},
+    // Caches long enough to be shared among threads (detail::kMinPartTokens, 1024 tokens a
+    // thread), fp16's too: each range sums its own output, the sums added in order.
+    {CodecKind::Huffman, 3, 5000, 5, 64, 64, 4, 2, true},
+    {CodecKind::BitPack, 4, 3001, 40, 64, 100},
+    {CodecKind::BitPack, 2, 2100, 0, 48, 16, 8},
 };
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FusedAttention, ::testing::ValuesIn(kCases),

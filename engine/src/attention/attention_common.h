@@ -1,13 +1,19 @@
 // Private to the attention sources: the plain fp16 row loops, shared by the fp16 baseline
 // (fp16_attention.cpp) and by the fused paths for the cache's uncompressed buffer
-// (fused_attention.cpp), and the size check both give their callers.
+// (fused_attention.cpp), the size check both give their callers, and how both share a long
+// cache among the cores.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
+
+#include <tbb/parallel_for.h>
 
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/core/threads.h"
 
 namespace kvlab::detail {
 
@@ -23,5 +29,30 @@ void fp16_rows_values(std::span<const std::uint16_t> values, int first, int toke
 // An error naming `what` unless the input holds in_need floats and the output out_need.
 Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::size_t out,
                    std::size_t out_need);
+
+// One decode step's attention over a long cache, shared among the engine's threads: [0, count)
+// items (tokens, or blocks of them) in at most worker_threads() consecutive ranges of at least
+// `min_items` each (below that a thread costs more than it saves). body(part, first, last)
+// runs once per range, in parallel; the first error any range returns is the result. The split
+// depends only on count and the thread count, so a run's sums are the same every time.
+inline constexpr int kMinPartTokens = 1024;
+inline int attention_parts(int count, int min_items) {
+  return std::max(1, std::min(worker_threads(), count / std::max(1, min_items)));
+}
+template <class Body>
+Status for_attention_parts(int count, int parts, Body&& body) {
+  const auto range = [&](int p) -> Status {
+    const int first = static_cast<int>(static_cast<long long>(count) * p / parts);
+    const int last = static_cast<int>(static_cast<long long>(count) * (p + 1) / parts);
+    return body(p, first, last);
+  };
+  if (parts <= 1) return range(0);
+  std::vector<Status> status(static_cast<std::size_t>(parts), Ok{});
+  tbb::parallel_for(0, parts, [&](int p) { status[static_cast<std::size_t>(p)] = range(p); });
+  for (Status& st : status) {
+    if (!st) return st;
+  }
+  return Ok{};
+}
 
 }  // namespace kvlab::detail

@@ -159,10 +159,15 @@ Status fp16_attention_logits(const Fp16KvView& kv, std::span<const float> q, int
       !st) {
     return st;
   }
-  detail::fp16_rows_logits(kv.keys, 0, kv.tokens, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
-                           q.data(), 1.f / std::sqrt(static_cast<float>(kv.head_dim)), kv.tokens,
-                           logits.data());
-  return Ok{};
+  const std::size_t hd = static_cast<std::size_t>(kv.kv_heads) * kv.head_dim;
+  const int parts = detail::attention_parts(kv.tokens, detail::kMinPartTokens);
+  return detail::for_attention_parts(kv.tokens, parts, [&](int, int first, int last) -> Status {
+    detail::fp16_rows_logits(kv.keys.subspan(first * hd, (last - first) * hd), first, last - first,
+                             kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads, q.data(),
+                             1.f / std::sqrt(static_cast<float>(kv.head_dim)), kv.tokens,
+                             logits.data());
+    return Ok{};
+  });
 }
 
 Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs, int q_heads,
@@ -174,9 +179,26 @@ Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs,
       !st) {
     return st;
   }
+  // Each range sums into its own output; the ranges' sums are added in order.
+  const std::size_t hd = static_cast<std::size_t>(kv.kv_heads) * kv.head_dim;
+  const int parts = detail::attention_parts(kv.tokens, detail::kMinPartTokens);
+  std::vector<std::vector<float>> partial(static_cast<std::size_t>(parts - 1));
   std::fill(out.begin(), out.end(), 0.f);
-  detail::fp16_rows_values(kv.values, 0, kv.tokens, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
-                           probs.data(), kv.tokens, out.data());
+  KVLAB_TRY(detail::for_attention_parts(kv.tokens, parts, [&](int p, int first, int last) {
+    float* o = out.data();
+    if (p > 0) {
+      auto& mine = partial[static_cast<std::size_t>(p - 1)];
+      mine.assign(out.size(), 0.f);
+      o = mine.data();
+    }
+    detail::fp16_rows_values(kv.values.subspan(first * hd, (last - first) * hd), first,
+                             last - first, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
+                             probs.data(), kv.tokens, o);
+    return Status(Ok{});
+  }));
+  for (const auto& mine : partial) {
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] += mine[i];
+  }
   return Ok{};
 }
 

@@ -32,15 +32,33 @@ using detail::kTile;
 // Query heads per KV head.
 constexpr int kMaxGroup = 32;
 
+Status key_logits_blocks(const CompressedKvView& v, const float* q, int group, float scale, int T,
+                         int tb0, int tb1, float* logits);
+
+// Blocks a thread takes at least: about detail::kMinPartTokens tokens.
+int min_part_blocks(const EncodedCodes& e) {
+  return std::max(1, detail::kMinPartTokens / std::max(1, e.block_size));
+}
+
 // logits for every compressed token: per block, the query heads of the group folded with the
 // block's per-channel steps and minimums, then plain code dot products.
 Status key_logits(const CompressedKvView& v, const float* q, int group, float scale, int T,
                   float* logits) {
   const EncodedCodes& e = *v.keys;
+  // Threads take consecutive blocks; each writes its own tokens' logits.
+  const int parts = detail::attention_parts(e.token_blocks(), min_part_blocks(e));
+  return detail::for_attention_parts(e.token_blocks(), parts, [&](int, int tb0, int tb1) {
+    return key_logits_blocks(v, q, group, scale, T, tb0, tb1, logits);
+  });
+}
+
+Status key_logits_blocks(const CompressedKvView& v, const float* q, int group, float scale, int T,
+                         int tb0, int tb1, float* logits) {
+  const EncodedCodes& e = *v.keys;
   const int dim = e.dim, H = e.heads;
   BlockRows src(e, v.key_book);
   std::vector<float> qf(static_cast<std::size_t>(group) * dim), bias(group);
-  for (int tb = 0; tb < e.token_blocks(); ++tb) {
+  for (int tb = tb0; tb < tb1; ++tb) {
     const int first = tb * e.block_size;
     const int n = std::min(e.block_size, e.tokens - first);
     for (int h = 0; h < H; ++h) {
@@ -111,14 +129,40 @@ Status key_logits(const CompressedKvView& v, const float* q, int group, float sc
 
 // out += probs . V for every compressed token: the weights scaled by each token's step, the
 // minimums summed into one bias per query head, then plain weighted sums of codes.
+Status value_sums_blocks(const CompressedKvView& v, const float* probs, int group, int T, int tb0,
+                         int tb1, float* out);
+
 Status value_sums(const CompressedKvView& v, const float* probs, int group, int T, float* out) {
+  const EncodedCodes& e = *v.values;
+  // Threads take consecutive blocks, each summing into its own output; the sums are added in
+  // order.
+  const int parts = detail::attention_parts(e.token_blocks(), min_part_blocks(e));
+  const std::size_t size = static_cast<std::size_t>(e.heads) * group * e.dim;
+  std::vector<std::vector<float>> partial(static_cast<std::size_t>(parts - 1));
+  KVLAB_TRY(detail::for_attention_parts(e.token_blocks(), parts, [&](int p, int tb0, int tb1) {
+    float* o = out;
+    if (p > 0) {
+      auto& mine = partial[static_cast<std::size_t>(p - 1)];
+      mine.assign(size, 0.f);
+      o = mine.data();
+    }
+    return value_sums_blocks(v, probs, group, T, tb0, tb1, o);
+  }));
+  for (const auto& mine : partial) {
+    for (std::size_t i = 0; i < size; ++i) out[i] += mine[i];
+  }
+  return Ok{};
+}
+
+Status value_sums_blocks(const CompressedKvView& v, const float* probs, int group, int T, int tb0,
+                         int tb1, float* out) {
   const EncodedCodes& e = *v.values;
   const int dim = e.dim, H = e.heads;
   BlockRows src(e, v.value_book);
   std::vector<float> w(static_cast<std::size_t>(group) * kTile);
   float sv[kTile], mv[kTile];  // the tile's value steps and minimums
   std::vector<double> bias(static_cast<std::size_t>(H) * group, 0.0);
-  for (int tb = 0; tb < e.token_blocks(); ++tb) {
+  for (int tb = tb0; tb < tb1; ++tb) {
     const int first = tb * e.block_size;
     const int n = std::min(e.block_size, e.tokens - first);
     for (int h = 0; h < H; ++h) {
