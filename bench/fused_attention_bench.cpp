@@ -197,6 +197,9 @@ void report(benchmark::State& state, const Context& c, int path, std::uint64_t b
 }
 
 void BM_AttentionLogits(benchmark::State& state) {
+  // One core: the kernels' own cost, in CPU time (a long cache is otherwise shared among the
+  // engine's threads, whose time the benchmark's thread does not see).
+  const auto limit = limit_threads(1);
   const int path = static_cast<int>(state.range(0));
   const Context& c = context(static_cast<int>(state.range(1)));
   const Layer& l = layer();
@@ -218,6 +221,9 @@ void BM_AttentionLogits(benchmark::State& state) {
 }
 
 void BM_AttentionValues(benchmark::State& state) {
+  // One core: the kernels' own cost, in CPU time (a long cache is otherwise shared among the
+  // engine's threads, whose time the benchmark's thread does not see).
+  const auto limit = limit_threads(1);
   const int path = static_cast<int>(state.range(0));
   const Context& c = context(static_cast<int>(state.range(1)));
   const Layer& l = layer();
