@@ -278,9 +278,10 @@ void add_generate_command(CLI::App& app) {
                 "run the prompt one token at a time (the decode path) instead of as one batch");
   cmd->add_option("--method", o->method,
                   "the cache the runner holds: none (its float cache), fp16 (fp16 rows, read by "
-                  "the same tiled attention as the methods), or a method stored as its reference "
+                  "the fused fp16 kernel on every core), or a method stored as its reference "
                   "engine stores it and read by the attention in that form: kvcomp, kivi, int8, "
-                  "int4, fp8-e4m3, fp8-e5m2, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4")
+                  "int4, fp8-e4m3, fp8-e5m2, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, nvfp4, mxfp4 "
+                  "(with --rotation, its rows stored rotated and the query turned instead)")
       ->capture_default_str();
   o->method_options.add_to(*cmd);
   cmd->add_option("--buffer", o->buffer,

@@ -50,6 +50,7 @@
 #include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/quant/channel_stats.h"  // rotation_head_seed
 #include "kvlab/engine/quant/group_rules.h"
 #include "kvlab/engine/quant/rotation.h"
 #include "model/llama_attention.h"
@@ -437,14 +438,67 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       method_id(m.kind)));
 }
 
+// `--rotation`: each KV head's vectors rotated before the method's codec sees them, by the
+// matrices the rotated quantizer (quant/rotated_quantizer.cpp) draws from the same seed, so the
+// stored rows are those `kvlab quality` simulates. Keys always, values with rotate_values. The
+// attention rotates the query (keys) and the output back (values) instead of the rows, as
+// llama.cpp does with its own rotation (which, for its block types, comes on top of this one).
+class HeadRotations {
+ public:
+  static Result<HeadRotations> create(const MethodConfig& m, int kv_heads, int dim) {
+    HeadRotations r;
+    r.m_values = m.rotate_values;
+    r.m_dim = dim;
+    for (int h = 0; h < kv_heads; ++h) {
+      const std::uint64_t seed = rotation_head_seed(m.rotation_seed, h);
+      if (m.rotation == RotationKind::Hadamard) {
+        auto made = RandomizedHadamard::create(dim, seed);
+        if (!made) return make_error(fmt::format("hadamard rotation: {}", made.message()));
+        r.m_hadamard.push_back(std::move(*made));
+      } else {
+        auto made = RandomOrthogonalRotation::create(dim, seed);
+        if (!made) return make_error(fmt::format("orthogonal rotation: {}", made.message()));
+        r.m_orthogonal.push_back(std::move(*made));
+      }
+    }
+    return r;
+  }
+  bool rotates(TensorRole role) const { return role == TensorRole::Key || m_values; }
+  // Every [token][KV head] vector of `tokens` rows (or query head qh of KV head qh / group with
+  // `group` > 1: one row of heads x group vectors) rotated, or rotated back.
+  void apply(float* rows, std::size_t vectors, int kv_heads, int group, bool inverse) const {
+    for (std::size_t i = 0; i < vectors; ++i) {
+      const int h = static_cast<int>(i % (static_cast<std::size_t>(kv_heads) * group)) / group;
+      const std::span<float> x(rows + i * m_dim, static_cast<std::size_t>(m_dim));
+      if (!m_hadamard.empty()) {
+        inverse ? m_hadamard[static_cast<std::size_t>(h)].inverse(x)
+                : m_hadamard[static_cast<std::size_t>(h)].apply(x);
+      } else {
+        inverse ? m_orthogonal[static_cast<std::size_t>(h)].inverse(x)
+                : m_orthogonal[static_cast<std::size_t>(h)].apply(x);
+      }
+    }
+  }
+
+ private:
+  bool m_values = false;
+  int m_dim = 0;
+  std::vector<RandomizedHadamard> m_hadamard;
+  std::vector<RandomOrthogonalRotation> m_orthogonal;
+};
+
 class MethodStore final : public KvStore {
  public:
-  MethodStore(const LlamaConfig& model, std::optional<MethodConfig> method, int max_tokens)
+  // `method` without its rotation, which `rotations` carries; `label` names the whole method.
+  MethodStore(const LlamaConfig& model, std::optional<MethodConfig> method, int max_tokens,
+              std::optional<HeadRotations> rotations = std::nullopt, std::string label = "fp16")
       : m_heads(model.heads),
         m_kv_heads(model.kv_heads),
         m_head_dim(model.head_dim()),
         m_row(static_cast<std::size_t>(model.kv_dim())),
         m_method(method),
+        m_rotations(std::move(rotations)),
+        m_label(std::move(label)),
         m_max_tokens(max_tokens),
         m_layers(static_cast<std::size_t>(model.layers)) {}
 
@@ -452,6 +506,22 @@ class MethodStore final : public KvStore {
                            const float* values, float* out) override {
     KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
+    // What the cache takes: the rows rotated where the method rotates them. `exact_keys` and
+    // `exact_values` stay in the model's frame, for KIVI's prompt attention.
+    const float* exact_keys = keys;
+    const float* exact_values = values;
+    if (m_rotations) {
+      const std::size_t count = static_cast<std::size_t>(n) * m_row;
+      const std::size_t vectors = static_cast<std::size_t>(n) * m_kv_heads;
+      m_rotated_k.assign(keys, keys + count);
+      m_rotations->apply(m_rotated_k.data(), vectors, m_kv_heads, 1, false);
+      keys = m_rotated_k.data();
+      if (m_rotations->rotates(TensorRole::Value)) {
+        m_rotated_v.assign(values, values + count);
+        m_rotations->apply(m_rotated_v.data(), vectors, m_kv_heads, 1, false);
+        values = m_rotated_v.data();
+      }
+    }
     const SealRule key_rule = seal_rule(m_method, TensorRole::Key);
     const SealRule value_rule = seal_rule(m_method, TensorRole::Value);
     const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
@@ -493,13 +563,16 @@ class MethodStore final : public KvStore {
         const Status done = detail::causal_attention(args, m_scratch, out);
         std::vector<float>().swap(m_prompt_k);  // the prompt's floats are not kept
         std::vector<float>().swap(m_prompt_v);
+        release_rotated();
         return done;
       }
       // KIVI: the prompt's attention reads the exact prompt; then the cache takes it.
-      args.keys = keys, args.values = values;
+      args.keys = exact_keys, args.values = exact_values;
       KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
       KVLAB_TRY(push(L.k, key_rule, keys, n));
-      return push(L.v, value_rule, values, n);
+      KVLAB_TRY(push(L.v, value_rule, values, n));
+      release_rotated();
+      return Ok{};
     }
     for (int i = 0; i < n; ++i) {
       const float* k = keys + static_cast<std::size_t>(i) * m_row;
@@ -533,9 +606,7 @@ class MethodStore final : public KvStore {
     return total;
   }
 
-  std::string label() const override {
-    return m_method ? method_label(*m_method) : std::string("fp16");
-  }
+  std::string label() const override { return m_label; }
 
   Status dequantize_layer(int layer, std::span<float> keys,
                           std::span<float> values) const override {
@@ -658,11 +729,21 @@ class MethodStore final : public KvStore {
   void read_original(const Role& c, TensorRole role, int first, int last, float* out) const {
     DecodeScratch scratch;
     read_rows(c, first, last, out, scratch);
-    if (!c.codec || !c.codec->rotated) return;
     const std::size_t heads = static_cast<std::size_t>(last - first) * m_kv_heads;
-    for (std::size_t h = 0; h < heads; ++h) {
-      llama_attn_rotate({out + h * m_head_dim, static_cast<std::size_t>(m_head_dim)}, role, true);
+    if (c.codec && c.codec->rotated) {
+      for (std::size_t h = 0; h < heads; ++h) {
+        llama_attn_rotate({out + h * m_head_dim, static_cast<std::size_t>(m_head_dim)}, role, true);
+      }
     }
+    if (m_rotations && m_rotations->rotates(role)) {
+      m_rotations->apply(out, heads, m_kv_heads, 1, true);
+    }
+  }
+
+  // A long prompt's rotated copies are not kept.
+  void release_rotated() {
+    std::vector<float>().swap(m_rotated_k);
+    std::vector<float>().swap(m_rotated_v);
   }
 
   static int tile_tokens(const Role& c) {
@@ -773,6 +854,8 @@ class MethodStore final : public KvStore {
     // The query rotated where the keys are stored rotated, and scaled by 1 / sqrt(head_dim)
     // once.
     m_query.assign(q_in, q_in + qd);
+    const int group = m_heads / m_kv_heads;
+    if (m_rotations) m_rotations->apply(m_query.data(), m_heads, m_kv_heads, group, false);
     if (L.k.codec->rotated) {
       for (int h = 0; h < m_heads; ++h) {
         llama_attn_rotate({m_query.data() + h * dim, static_cast<std::size_t>(dim)},
@@ -824,15 +907,20 @@ class MethodStore final : public KvStore {
         llama_attn_rotate({out + h * dim, static_cast<std::size_t>(dim)}, TensorRole::Value, true);
       }
     }
+    if (m_rotations && m_rotations->rotates(TensorRole::Value)) {
+      m_rotations->apply(out, m_heads, m_kv_heads, group, true);
+    }
   }
 
   int m_heads, m_kv_heads, m_head_dim;
   std::size_t m_row;
   std::optional<MethodConfig> m_method;  // empty: fp16 rows
+  std::optional<HeadRotations> m_rotations;
+  std::string m_label;
   int m_max_tokens;
   std::vector<Layer> m_layers;
   detail::AttentionScratch m_scratch;
-  std::vector<float> m_prompt_k, m_prompt_v, m_scores, m_query;
+  std::vector<float> m_prompt_k, m_prompt_v, m_scores, m_query, m_rotated_k, m_rotated_v;
   std::vector<Worker> m_workers;
 };
 
@@ -849,9 +937,15 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
     return make_kvcomp_store(model, c);
   }
   KVLAB_TRY(make_quantizer(method));
+  // The codec stores the method without its rotation; the store rotates the rows it is given.
+  MethodConfig plain = method;
+  plain.rotation = RotationKind::None;
+  plain.rotate_values = false;
+  std::optional<HeadRotations> rotations;
   if (method.rotation != RotationKind::None) {
-    return make_error(
-        fmt::format("the runner stores {} without --rotation so far", method_id(method.kind)));
+    auto made = HeadRotations::create(method, model.kv_heads, model.head_dim());
+    if (!made) return made.error();
+    rotations = std::move(*made);
   }
   if (is_kivi(method) && (method.residual <= 0 || method.residual % method.group_size != 0)) {
     return make_error(fmt::format(
@@ -864,10 +958,11 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
   // method's blocks do not divide) before any forward.
   const std::vector<float> zero(static_cast<std::size_t>(model.kv_dim()), 0.f);
   for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
-    auto codec = make_codec(method, role, model.kv_heads, model.head_dim(), zero.data(), 1);
+    auto codec = make_codec(plain, role, model.kv_heads, model.head_dim(), zero.data(), 1);
     if (!codec) return codec.error();
   }
-  return std::unique_ptr<KvStore>(new MethodStore(model, method, max_tokens));
+  return std::unique_ptr<KvStore>(
+      new MethodStore(model, plain, max_tokens, std::move(rotations), method_label(method)));
 }
 
 Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens) {
