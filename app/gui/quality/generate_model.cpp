@@ -29,12 +29,17 @@ std::vector<GenerateChoice> generate_choices() {
   MethodConfig bitpack = config_of(MethodKind::KvComp);
   bitpack.codec = CodecKind::BitPack;
   bitpack.rel_scale = 0.0667;
+  // Per-tensor INT4 with its keys rotated first (QuaRot's randomized Hadamard): the store holds
+  // them rotated and turns the query instead.
+  MethodConfig int4_hadamard = config_of(MethodKind::Int4);
+  int4_hadamard.rotation = RotationKind::Hadamard;
   return {{"kvcomp + huffman", huffman},
           {"kvcomp + bitpack", bitpack},
           {"kivi-2", config_of(MethodKind::Kivi, 2)},
           {"kivi-4", config_of(MethodKind::Kivi, 4)},
           {"int8", config_of(MethodKind::Int8)},
           {"int4", config_of(MethodKind::Int4)},
+          {"int4 + hadamard", int4_hadamard},
           {"fp8-e4m3", config_of(MethodKind::Fp8E4M3)},
           {"q8_0", config_of(MethodKind::Q8_0)},
           {"q4_0", config_of(MethodKind::Q4_0)},
