@@ -167,7 +167,7 @@ def add_predictions(results_path, kvlab, python, tokens):
         f"prediction and measurement part, and why: the planner reads the weights as the "
         f"catalogue's bf16 (269 MB a step) where this runner keeps the GGUF's Q4_1 blocks (98 MB) "
         f"and spends arithmetic unpacking them, and it charges fp16 attention at memory speed "
-        f"where these cores turn fp16 into floats at about 5 GB/s (the decode target's note): so "
+        f"where these cores turn fp16 into floats at about 10 GB/s on both (the decode target's note): so "
         f"it puts fp16 below the measurement at 512 tokens, where the weights dominate, and above "
         f"it at 8K, where attention does. For a compressed cache it uses the H100's measured "
         f"decompression rates scaled by FP32 throughput (`kvlab bench gpu` has no CPU twin yet); "
