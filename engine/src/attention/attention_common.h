@@ -55,4 +55,23 @@ Status for_attention_parts(int count, int parts, Body&& body) {
   return Ok{};
 }
 
+// for_attention_parts for sums added to `out` (`size` floats): range 0 adds into `out` itself,
+// every other range into its own zeroed buffer, and those are added to `out` in range order, so
+// the result does not depend on which thread finishes first. body(first, last, float* sums)
+// adds its range's sums to `sums` and returns a Status.
+template <class Body>
+Status for_attention_sums(int count, int parts, float* out, std::size_t size, Body&& body) {
+  std::vector<std::vector<float>> partial(static_cast<std::size_t>(std::max(parts, 1) - 1));
+  KVLAB_TRY(for_attention_parts(count, parts, [&](int p, int first, int last) -> Status {
+    if (p == 0) return body(first, last, out);
+    std::vector<float>& mine = partial[static_cast<std::size_t>(p - 1)];
+    mine.assign(size, 0.f);
+    return body(first, last, mine.data());
+  }));
+  for (const std::vector<float>& mine : partial) {
+    for (std::size_t i = 0; i < size; ++i) out[i] += mine[i];
+  }
+  return Ok{};
+}
+
 }  // namespace kvlab::detail

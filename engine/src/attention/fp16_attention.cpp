@@ -179,27 +179,16 @@ Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs,
       !st) {
     return st;
   }
-  // Each range sums into its own output; the ranges' sums are added in order.
   const std::size_t hd = static_cast<std::size_t>(kv.kv_heads) * kv.head_dim;
   const int parts = detail::attention_parts(kv.tokens, detail::kMinPartTokens);
-  std::vector<std::vector<float>> partial(static_cast<std::size_t>(parts - 1));
   std::fill(out.begin(), out.end(), 0.f);
-  KVLAB_TRY(detail::for_attention_parts(kv.tokens, parts, [&](int p, int first, int last) {
-    float* o = out.data();
-    if (p > 0) {
-      auto& mine = partial[static_cast<std::size_t>(p - 1)];
-      mine.assign(out.size(), 0.f);
-      o = mine.data();
-    }
-    detail::fp16_rows_values(kv.values.subspan(first * hd, (last - first) * hd), first,
-                             last - first, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
-                             probs.data(), kv.tokens, o);
-    return Status(Ok{});
-  }));
-  for (const auto& mine : partial) {
-    for (std::size_t i = 0; i < out.size(); ++i) out[i] += mine[i];
-  }
-  return Ok{};
+  return detail::for_attention_sums(
+      kv.tokens, parts, out.data(), out.size(), [&](int first, int last, float* sums) -> Status {
+        detail::fp16_rows_values(kv.values.subspan(first * hd, (last - first) * hd), first,
+                                 last - first, kv.kv_heads, kv.head_dim, q_heads / kv.kv_heads,
+                                 probs.data(), kv.tokens, sums);
+        return Ok{};
+      });
 }
 
 Status fp16_attention(const Fp16KvView& kv, std::span<const float> q, int q_heads,

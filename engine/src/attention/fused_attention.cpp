@@ -134,24 +134,13 @@ Status value_sums_blocks(const CompressedKvView& v, const float* probs, int grou
 
 Status value_sums(const CompressedKvView& v, const float* probs, int group, int T, float* out) {
   const EncodedCodes& e = *v.values;
-  // Threads take consecutive blocks, each summing into its own output; the sums are added in
-  // order.
+  // Threads take consecutive blocks, each adding to its own output (for_attention_sums).
   const int parts = detail::attention_parts(e.token_blocks(), min_part_blocks(e));
   const std::size_t size = static_cast<std::size_t>(e.heads) * group * e.dim;
-  std::vector<std::vector<float>> partial(static_cast<std::size_t>(parts - 1));
-  KVLAB_TRY(detail::for_attention_parts(e.token_blocks(), parts, [&](int p, int tb0, int tb1) {
-    float* o = out;
-    if (p > 0) {
-      auto& mine = partial[static_cast<std::size_t>(p - 1)];
-      mine.assign(size, 0.f);
-      o = mine.data();
-    }
-    return value_sums_blocks(v, probs, group, T, tb0, tb1, o);
-  }));
-  for (const auto& mine : partial) {
-    for (std::size_t i = 0; i < size; ++i) out[i] += mine[i];
-  }
-  return Ok{};
+  return detail::for_attention_sums(e.token_blocks(), parts, out, size,
+                                    [&](int tb0, int tb1, float* sums) {
+                                      return value_sums_blocks(v, probs, group, T, tb0, tb1, sums);
+                                    });
 }
 
 Status value_sums_blocks(const CompressedKvView& v, const float* probs, int group, int T, int tb0,
