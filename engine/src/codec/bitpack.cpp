@@ -119,20 +119,4 @@ void count_packed_codes(const std::uint8_t* packed, std::size_t count, int bits,
   }
 }
 
-CodeRows::CodeRows(const std::uint8_t* packed, std::size_t first_code, int bits,
-                   std::size_t row_codes, int max_rows)
-    : m_packed(packed), m_first(first_code), m_bits(bits), m_row(row_codes) {
-  if (bits != 8) {
-    m_buffer = std::make_unique_for_overwrite<std::uint8_t[]>(
-        static_cast<std::size_t>(std::max(0, max_rows)) * row_codes);
-  }
-}
-
-const std::uint8_t* CodeRows::at(int t, int rows) {
-  const std::size_t from = m_first + static_cast<std::size_t>(t) * m_row;
-  if (!m_buffer) return m_packed + from;
-  unpack_codes(m_packed, from, static_cast<std::size_t>(rows) * m_row, m_bits, m_buffer.get());
-  return m_buffer.get();
-}
-
 }  // namespace kvlab::detail

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
 namespace kvlab::detail {
 
@@ -23,23 +22,5 @@ void unpack_codes(const std::uint8_t* packed, std::size_t first, std::size_t cou
 // (counts has 2^bits entries), unpacking a slice at a time into a small buffer.
 void count_packed_codes(const std::uint8_t* packed, std::size_t count, int bits,
                         std::uint64_t* counts);
-
-// Rows of codes (`row_codes` each, the first at code index `first_code`) as one byte a code:
-// read in place when they are packed a byte each already, else unpacked into a buffer of
-// `max_rows` rows, made once.
-class CodeRows {
- public:
-  CodeRows(const std::uint8_t* packed, std::size_t first_code, int bits, std::size_t row_codes,
-           int max_rows);
-  // Rows [t, t + rows), rows at most max_rows; valid until the next call.
-  const std::uint8_t* at(int t, int rows);
-
- private:
-  const std::uint8_t* m_packed;
-  std::size_t m_first;
-  int m_bits;
-  std::size_t m_row;
-  std::unique_ptr<std::uint8_t[]> m_buffer;
-};
 
 }  // namespace kvlab::detail

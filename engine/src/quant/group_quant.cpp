@@ -291,6 +291,10 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
                        const float* mins, TensorRole role, const GroupSpec& spec, int heads,
                        int dim, int first, int last, float* out) {
   const auto hd = static_cast<std::size_t>(heads) * static_cast<std::size_t>(dim);
+  // Values: units in token order, value_groups_per_head() of them for each head of a token.
+  const int width = value_group_width(spec, dim);
+  const auto units_per_token =
+      static_cast<std::size_t>(heads) * static_cast<std::size_t>(value_groups_per_head(spec, dim));
   for (int t = first; t < last; ++t) {
     const std::size_t at = first_code + static_cast<std::size_t>(t) * hd;  // the row's first code
     float* o = out + static_cast<std::size_t>(t - first) * hd;
@@ -299,10 +303,7 @@ void dequantize_groups(const std::uint8_t* codes, std::size_t first_code, const 
       group_decode_row(codes, at, hd, spec.bits, mins + unit, steps + unit, true, o);
       continue;
     }
-    // Values: units in token order, value_groups_per_head() of them for each head of a token.
-    const int width = value_group_width(spec, dim);
-    std::size_t unit = static_cast<std::size_t>(t) * static_cast<std::size_t>(heads) *
-                       static_cast<std::size_t>(value_groups_per_head(spec, dim));
+    std::size_t unit = static_cast<std::size_t>(t) * units_per_token;
     for (int h = 0; h < heads; ++h) {
       for (int c0 = 0; c0 < dim; c0 += width, ++unit) {
         const std::size_t base = static_cast<std::size_t>(h) * dim + c0;
