@@ -6,6 +6,7 @@
 #include <regex>
 #include <string>
 
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/store/run_report.h"
 
 namespace kvlab {
@@ -149,6 +150,24 @@ TEST(RunReport, QualityComparisonDrawsIntervalsAndSaysWhatIsWithinNoise) {
                   "and #2 kivi-4."),
             3);
   EXPECT_EQ(html->find("and #3 int4"), std::string::npos);
+}
+
+// A run name shortened for a slanted axis label is cut between characters, never inside one:
+// the report stays UTF-8.
+TEST(RunReport, ShortenedLabelsStayUtf8) {
+  std::vector<RunRecord> runs;
+  for (std::int64_t id = 1; id <= 8; ++id) {
+    RunRecord r = compression_run(id, 2.0 + static_cast<double>(id), "");
+    r.method = "kivi-2 " + std::string(40, 'x').substr(0, static_cast<std::size_t>(id)) +
+               "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9"
+               "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9";  // é x 15
+    runs.push_back(r);
+  }
+  auto html = runs_html_report(runs);
+  ASSERT_TRUE(html) << html.message();
+  EXPECT_NE(html->find("transform=\"rotate(-35"), std::string::npos) << "labels are slanted";
+  EXPECT_NE(html->find("…</text>"), std::string::npos) << "and shortened";
+  EXPECT_EQ(first_invalid_utf8(*html), std::nullopt);
 }
 
 TEST(RunReport, NoRunsIsAnError) {

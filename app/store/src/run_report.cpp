@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "kvlab/engine/core/interval.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/store/run_records.h"
 
 namespace kvlab {
@@ -175,7 +176,8 @@ std::string bar_chart(const std::string& title, const std::vector<std::string>& 
             esc(labels[i]));
       } else {
         const std::string& l = labels[i];
-        const std::string shown = l.size() <= kMaxLabel ? l : l.substr(0, kMaxLabel - 1) + "…";
+        const std::string shown =
+            l.size() <= kMaxLabel ? l : std::string(utf8_prefix(l, kMaxLabel - 1)) + "…";
         s += fmt::format(
             "<text x=\"{:.1f}\" y=\"{}\" class=\"a\" text-anchor=\"end\" "
             "transform=\"rotate(-35 {:.1f} {})\"><title>{}</title>{}</text>\n",

@@ -43,6 +43,14 @@ Status check_utf8(std::string_view text, std::string_view what) {
       static_cast<unsigned char>(text[*bad]), *bad));
 }
 
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  std::size_t cut = max_bytes;
+  // Back over continuation bytes (10xxxxxx) to the first byte of the character the cut splits.
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return text.substr(0, cut);
+}
+
 std::string valid_utf8(std::string_view text) {
   std::string out;
   out.reserve(text.size());

@@ -26,6 +26,10 @@ Status check_utf8(std::string_view text, std::string_view what);
 // matter (a path to open).
 std::string valid_utf8(std::string_view text);
 
+// The longest prefix of `text` of at most `max_bytes` bytes that does not end inside a UTF-8
+// sequence: where text is shortened for display, the cut never splits a character.
+std::string_view utf8_prefix(std::string_view text, std::size_t max_bytes);
+
 // `text` for one line of a terminal: valid_utf8, then every control character written as an
 // escape (\n, \t, \r, \0, \e and \xNN for the other C0 and C1 controls and DEL), so a
 // message from a file can neither break the line, cut it short, nor recolour the terminal.
