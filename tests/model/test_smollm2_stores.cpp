@@ -7,11 +7,14 @@
 //  - the prompt and every decode step give the logits of the plain runner whose attention reads
 //    the store reconstructed in full (an attention reader), to float rounding;
 //  - the bytes held are the method's bytes per token, plus its per-tensor scale where it has one.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kvlab/engine/core/dtype.h"
@@ -53,6 +56,43 @@ const LoadedModel& smollm2() {
   static auto loaded = load_model(test::smollm2());
   if (!loaded) ADD_FAILURE() << loaded.message();
   return *loaded;
+}
+
+// The worst relative difference of the logits, over the prompt and `steps` greedy decode steps,
+// between a runner whose cache is `store` and the reference: the plain runner whose attention
+// reads the store reconstructed in full (an attention reader). Infinite after an error.
+double worst_against_reconstruction(const LlamaModel& model, const std::shared_ptr<KvStore>& store,
+                                    const std::vector<int>& prompt, int steps) {
+  const std::size_t kv = static_cast<std::size_t>(model.config().kv_dim());
+  auto stored = model.new_state();
+  stored.kv_store = store;
+  auto plain = model.new_state();
+  plain.attention_reader = [&](int layer, const AlignedFloats& k, const AlignedFloats& v,
+                               AlignedFloats& k_read, AlignedFloats& v_read) -> Status {
+    k_read.resize(k.size());
+    v_read.resize(v.size());
+    if (static_cast<std::size_t>(store->tokens(layer)) * kv != k.size()) {
+      return make_error("the store and the reference hold different token counts");
+    }
+    return store->dequantize_layer(layer, k_read, v_read);
+  };
+  double worst = 0;
+  auto got = model.forward(stored, prompt);
+  auto want = model.forward(plain, prompt);
+  for (int step = 0;; ++step) {
+    if (!got || !want) {
+      ADD_FAILURE() << (got ? want.message() : got.message());
+      return std::numeric_limits<double>::infinity();
+    }
+    for (std::size_t i = 0; i < got->size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::abs((*got)[i] - (*want)[i])) /
+                                  std::max(1.0f, std::abs((*want)[i])));
+    }
+    if (step == steps) return worst;
+    const int token = argmax(*got);
+    got = model.forward(stored, {token});
+    want = model.forward(plain, {token});
+  }
 }
 
 // Bytes a token's keys (or values) take, [kv_dim] values: ggml's block sizes per 32 values.
@@ -127,59 +167,26 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
     auto made = make_method_store(model.config(), m, n + kSteps);
     ASSERT_TRUE(made.ok()) << made.message();
     std::shared_ptr<KvStore> store = std::move(*made);
-    auto stored = model.new_state();
-    stored.kv_store = store;
-    auto got = model.forward(stored, prompt);
-    ASSERT_TRUE(got.ok()) << got.message();
+    // The prompt and every step against the plain runner reading the store's reconstruction:
+    // tiles of dot products (or codes read in place) against the reader's matrix products,
+    // float rounding only.
+    EXPECT_LT(worst_against_reconstruction(model, store, prompt, kSteps), 1e-3);
 
-    // Layer 0 against the quantizer on the whole prompt tensor (the rotated ones: the stories260K
-    // test compares those codes, to float rounding of the rotation back).
-    std::vector<float> keys(static_cast<std::size_t>(n) * kv), values(keys.size());
+    // Layer 0's prompt against the quantizer on the whole prompt tensor (the rotated ones: the
+    // stories260K test compares those codes, to float rounding of the rotation back). Later
+    // tokens leave the prompt's codes as they were.
+    std::vector<float> keys(static_cast<std::size_t>(n + kSteps) * kv), values(keys.size());
     ASSERT_TRUE(store->dequantize_layer(0, keys, values).ok());
     for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
       if (m.rotation != RotationKind::None) break;
       const AlignedFloats& src =
           role == TensorRole::Key ? plain_prompt.keys[0] : plain_prompt.values[0];
-      const std::vector<float> x(src.begin(),
-                                 src.begin() + static_cast<std::ptrdiff_t>(keys.size()));
+      const std::vector<float> x(src.begin(), src.begin() + static_cast<std::ptrdiff_t>(n) * kv);
       EXPECT_EQ(differ_from_quantizer(m, role, x, kv_heads, hd,
                                       role == TensorRole::Key ? keys : values, x.size()),
                 0u)
           << role_name(role);
     }
-
-    // The reference: the plain runner reading the store's reconstruction, prompt included.
-    auto plain = model.new_state();
-    plain.attention_reader = [&](int layer, const AlignedFloats& k, const AlignedFloats& v,
-                                 AlignedFloats& k_read, AlignedFloats& v_read) -> Status {
-      k_read.resize(k.size());
-      v_read.resize(v.size());
-      if (static_cast<std::size_t>(store->tokens(layer)) * kv != k.size()) {
-        return make_error("the store and the reference hold different token counts");
-      }
-      return store->dequantize_layer(layer, k_read, v_read);
-    };
-    auto want = model.forward(plain, prompt);
-    ASSERT_TRUE(want.ok()) << want.message();
-    double worst = 0;
-    const auto compare = [&](const std::vector<float>& a, const std::vector<float>& b) {
-      for (std::size_t i = 0; i < a.size(); ++i) {
-        worst = std::max(
-            worst, static_cast<double>(std::abs(a[i] - b[i])) / std::max(1.0f, std::abs(b[i])));
-      }
-    };
-    compare(*got, *want);
-    int token = argmax(*got);
-    for (int step = 0; step < kSteps; ++step) {
-      got = model.forward(stored, {token});
-      ASSERT_TRUE(got.ok()) << got.message();
-      want = model.forward(plain, {token});
-      ASSERT_TRUE(want.ok()) << want.message();
-      compare(*got, *want);
-      token = argmax(*got);
-    }
-    // Tiles of dot products against the reader's matrix products: float rounding only.
-    EXPECT_LT(worst, 1e-3);
     const std::uint64_t tokens = static_cast<std::uint64_t>(n + kSteps);
     // An fp32 scale per tensor (NVFP4's global one); llama.cpp's blocks hold theirs inside.
     const bool per_tensor = kind == MethodKind::Nvfp4 || kind == MethodKind::Int8 ||
@@ -188,6 +195,44 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
     const std::uint64_t scale = per_tensor ? 4 : 0;
     EXPECT_EQ(store->bytes(), 2 * layers * (tokens * row_bytes(kind, kv) + scale));
     EXPECT_EQ(store->fp16_bytes(), 2 * layers * tokens * kv * 2);
+  }
+}
+
+// The fused readers (INT8 / INT4: codes read in place, the scale folded into the query and the
+// weights) over a cache of several hundred tokens: many 64-token tiles, a last one cut short, and
+// the tokens shared among the engine's threads where the machine has two or more cores. Each
+// decode step's logits against the plain runner whose attention reads the store reconstructed
+// in full.
+TEST(SmolLm2Stores, FusedReadersOverALongCache) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const LoadedModel& loaded = smollm2();
+  const LlamaModel& model = loaded.model;
+  std::string text;
+  for (int i = 0; i < 24; ++i) {
+    text += fmt::format(
+        "Entry {}: the wind from the {}, the sea {}, {} ships passed and the lamp {} new oil. ", i,
+        i % 2 ? "west" : "north", i % 3 ? "grey" : "green", i + 2, i % 4 ? "needed" : "had");
+  }
+  auto encoded = loaded.encode(text);
+  ASSERT_TRUE(encoded.ok()) << encoded.message();
+  const std::vector<int> prompt = *encoded;
+  const int n = static_cast<int>(prompt.size());
+  ASSERT_GT(n, 8 * 64 + 8) << "two threads' worth of tiles and a short last one";
+  ASSERT_NE(n % 64, 0);
+  constexpr int kSteps = 5;
+  MethodConfig int8, int4, int4_hadamard;
+  int8.kind = MethodKind::Int8;
+  int4.kind = int4_hadamard.kind = MethodKind::Int4;
+  int4_hadamard.rotation = RotationKind::Hadamard;
+  int4_hadamard.rotate_values = true;
+  for (const MethodConfig& m : {int8, int4, int4_hadamard}) {
+    SCOPED_TRACE(method_label(m));
+    auto made = make_method_store(model.config(), m, n + kSteps);
+    ASSERT_TRUE(made.ok()) << made.message();
+    std::shared_ptr<KvStore> store = std::move(*made);
+    // Sums of codes scaled once against sums of reconstructed values: float rounding only. A
+    // tile read from the wrong token or head, or a lost bias, moves logits by far more.
+    EXPECT_LT(worst_against_reconstruction(model, store, prompt, kSteps), 1e-3);
   }
 }
 

@@ -24,8 +24,10 @@
 // Encoding and decoding reuse the method's quantizer (quantizer.h) where its codes for one token
 // are the unit: a tile of units is handed back to it as one QuantizedTensor to dequantize, so
 // the bytes and the reconstruction are the quantizer's, which the reference tests check against
-// gguf-py, libggml and NumPy. Attention decodes a tile of 64 tokens at a time into a scratch
-// buffer: scores over the keys tile by tile, a softmax, then the values tile by tile.
+// gguf-py, libggml and NumPy. Attention reads the codes in place where the codec folds its
+// dequantization out of the dot products (INT8 / INT4: one step and minimum per tensor), else
+// decodes a tile of 64 tokens at a time into a scratch buffer: scores over the keys tile by tile,
+// a softmax, then the values tile by tile.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -75,6 +77,8 @@ struct DecodeScratch {
   QuantizedTensor tile;
   std::vector<float> steps, mins;
   std::vector<std::uint16_t> half;
+  // The fused readers': the folded query, its biases and the sums of codes.
+  std::vector<float> folded, bias, sums;
 };
 
 // One role's stored form: `unit_tokens` rows [token][heads * dim] encode to `unit_bytes` bytes.
@@ -91,6 +95,144 @@ class UnitCodec {
   // `units` consecutive units at `src` into units * unit_tokens rows at `rows`.
   virtual void decode(const std::uint8_t* src, int units, float* rows,
                       DecodeScratch& scratch) const = 0;
+
+  // Whether the attention reads this codec's codes in place (fused_keys, fused_values) rather
+  // than decoding tiles of rows (decode): the codes' dequantization folded out of the dot
+  // products, as KVComp's fused kernels do (fused_kernels.h).
+  virtual bool fused() const { return false; }
+  // For sealed tokens [first, last), whole units from `units` on (the unit of token `first`),
+  // and `group` query heads per KV head: scores[qh * total + t] = q[qh] . k_t, the query `q`
+  // [heads][dim] as the attention reads it (rotated and scaled).
+  virtual void fused_keys(const std::uint8_t* /*units*/, int /*first*/, int /*last*/,
+                          const float* /*q*/, int /*group*/, int /*total*/, float* /*scores*/,
+                          DecodeScratch& /*scratch*/) const {}
+  // out[qh] += sum over t in [first, last) of probs[qh * total + t] * v_t.
+  virtual void fused_values(const std::uint8_t* /*units*/, int /*first*/, int /*last*/,
+                            const float* /*probs*/, int /*group*/, int /*total*/, float* /*out*/,
+                            DecodeScratch& /*scratch*/) const {}
+};
+
+// INT8 / INT4 per tensor (symmetric_quantizer.cpp): a token's [heads * dim] codes, 8 bits each or
+// 4 bits two a byte (low nibble first), standing for (code - 2^(bits-1)) * scale with the scale
+// the quantizer gives the prompt; later tokens are encoded with it, saturating.
+// With one step and one minimum for the whole tensor the fused readers fold them into the query
+// once a step: q . k = scale * (q . code) + min * sum(q), and sum_t p_t v_t = scale * sum_t p_t
+// code_t + min * sum_t p_t, min = -2^(bits-1) * scale.
+class SymmetricCodec final : public UnitCodec {
+ public:
+  SymmetricCodec(int heads, int dim, int bits, float scale)
+      : m_heads(heads),
+        m_dim(dim),
+        m_bits(bits),
+        m_scale(scale),
+        m_inv(1.f / scale),
+        m_codes(static_cast<std::size_t>(heads) * dim),
+        m_steps(static_cast<std::size_t>(dim), scale),
+        m_mins(static_cast<std::size_t>(dim), -static_cast<float>(1 << (bits - 1)) * scale) {
+    unit_tokens = 1;
+    unit_bytes = m_codes.size() * bits / 8;
+    param_bytes = sizeof(float);
+  }
+
+  Status encode(const float* x, std::uint8_t* dst) override {
+    for (std::size_t i = 0; i < m_codes.size(); ++i) {
+      m_codes[i] = rules::symmetric_code(x[i], m_inv, m_bits);
+    }
+    std::memset(dst, 0, unit_bytes);
+    detail::pack_codes(m_codes.data(), m_codes.size(), m_bits, dst, 0);
+    return Ok{};
+  }
+
+  // In place, by the quantizer's own decoder (symmetric_rows.h).
+  void decode(const std::uint8_t* src, int units, float* rows, DecodeScratch&) const override {
+    for (int u = 0; u < units; ++u) {
+      detail::symmetric_decode(src + u * unit_bytes, 0, m_codes.size(), m_bits, m_scale,
+                               rows + u * m_codes.size());
+    }
+  }
+
+#if KVLAB_FUSED_SIMD
+  bool fused() const override {
+    return m_dim % detail::kLaneGroup == 0;
+  }
+
+  void fused_keys(const std::uint8_t* units, int first, int last, const float* q, int group,
+                  int total, float* scores, DecodeScratch& s) const override {
+    const std::size_t qd = static_cast<std::size_t>(m_heads) * group * m_dim;
+    s.folded.resize(qd), s.bias.resize(static_cast<std::size_t>(m_heads) * group);
+    for (int h = 0; h < m_heads; ++h) {
+      const std::size_t qh = static_cast<std::size_t>(h) * group;
+      if (m_bits == 4) {
+        detail::fold_keys<true>(q + qh * m_dim, group, m_dim, m_steps.data(), m_mins.data(), 1.f,
+                                s.folded.data() + qh * m_dim, s.bias.data() + qh);
+      } else {
+        detail::fold_keys<false>(q + qh * m_dim, group, m_dim, m_steps.data(), m_mins.data(), 1.f,
+                                 s.folded.data() + qh * m_dim, s.bias.data() + qh);
+      }
+    }
+    for_tiles(units, first, last, [&](const auto& rows, int h, int t0, int n) {
+      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+        detail::key_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                         m_dim / detail::kLaneGroup, s.folded.data() + qh * m_dim, m_dim,
+                         s.bias.data() + qh, scores + qh * total + t0,
+                         static_cast<std::size_t>(total));
+      }
+    });
+  }
+
+  void fused_values(const std::uint8_t* units, int first, int last, const float* probs, int group,
+                    int total, float* out, DecodeScratch& s) const override {
+    const int q_heads = m_heads * group;
+    s.sums.assign(static_cast<std::size_t>(q_heads) * m_dim, 0.f);
+    for_tiles(units, first, last, [&](const auto& rows, int h, int t0, int n) {
+      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+        detail::value_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                           m_dim / detail::kLaneGroup, probs + qh * total + t0,
+                           static_cast<std::size_t>(total), s.sums.data() + qh * m_dim, m_dim);
+      }
+    });
+    const float min = m_mins[0];
+    for (int qh = 0; qh < q_heads; ++qh) {
+      const float* p = probs + static_cast<std::size_t>(qh) * total;
+      float mass = 0.f;
+      for (int t = first; t < last; ++t) mass += p[t];
+      const float bias = min * mass;
+      const float* sum = s.sums.data() + static_cast<std::size_t>(qh) * m_dim;
+      float* o = out + static_cast<std::size_t>(qh) * m_dim;
+      for (int c = 0; c < m_dim; ++c) o[c] += m_scale * sum[c] + bias;
+    }
+  }
+#endif
+
+ private:
+#if KVLAB_FUSED_SIMD
+  // body(rows, kv_head, t0, n) for tiles of at most kTileTokens tokens from `first` and each KV
+  // head: `rows` the tile's codes of that head in place (row i = token t0 + i).
+  template <class Body>
+  void for_tiles(const std::uint8_t* units, int first, int last, Body&& body) const {
+    const std::size_t head_bytes = static_cast<std::size_t>(m_dim) * m_bits / 8;
+    for (int t0 = first; t0 < last; t0 += kTileTokens) {
+      const int n = std::min(kTileTokens, last - t0);
+      const std::uint8_t* tile = units + static_cast<std::size_t>(t0 - first) * unit_bytes;
+      for (int h = 0; h < m_heads; ++h) {
+        const std::uint8_t* base = tile + static_cast<std::size_t>(h) * head_bytes;
+        if (m_bits == 4) {
+          body(detail::NibbleRows{base, unit_bytes}, h, t0, n);
+        } else {
+          body(detail::ByteRows{base, unit_bytes}, h, t0, n);
+        }
+      }
+    }
+  }
+#endif
+
+  int m_heads, m_dim, m_bits;
+  float m_scale, m_inv;
+  std::vector<std::uint8_t> m_codes;  // encode's one row of codes
+  // The step and minimum of every channel (all the same): fold_keys's arguments.
+  std::vector<float> m_steps, m_mins;
 };
 
 // A codec whose unit is one token as the method's quantizer codes it, `bytes` a token.
@@ -371,20 +513,8 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         return make_error(
             fmt::format("int{}: a token's {} values do not fill whole bytes", bits, row));
       }
-      const float scale = fitted->prompt.params.at(0), inv = 1.f / scale;
-      auto codes = std::make_shared<std::vector<std::uint8_t>>(row);
-      auto encoder = [=](const float* x, std::uint8_t* dst) {
-        for (std::size_t i = 0; i < row; ++i) (*codes)[i] = rules::symmetric_code(x[i], inv, bits);
-        std::memset(dst, 0, row * bits / 8);
-        detail::pack_codes(codes->data(), row, bits, dst, 0);
-      };
-      // Decoded in place by the quantizer's own decoder (symmetric_rows.h).
-      auto decoder = [=](const std::uint8_t* src, float* x) {
-        detail::symmetric_decode(src, 0, row, bits, scale, x);
-      };
-      return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
-          std::move(fitted->quantizer), role, heads, dim, row * bits / 8, std::vector<float>{scale},
-          encoder, nullptr, decoder));
+      return std::unique_ptr<UnitCodec>(
+          std::make_unique<SymmetricCodec>(heads, dim, bits, fitted->prompt.params.at(0)));
     }
     case MethodKind::Fp8E4M3:
     case MethodKind::Fp8E5M2: {
@@ -725,6 +855,12 @@ class MethodStore final : public KvStore {
     }
   }
 
+  // The sealed bytes from the unit of token `first` (a multiple of the codec's unit) on.
+  static const std::uint8_t* sealed_units(const Role& c, int first) {
+    return c.sealed.data() +
+           static_cast<std::size_t>(first / c.codec->unit_tokens) * c.codec->unit_bytes;
+  }
+
   // The same rows in the model's frame: each head rotated back where the codec stores it rotated.
   void read_original(const Role& c, TensorRole role, int first, int last, float* out) const {
     DecodeScratch scratch;
@@ -834,7 +970,9 @@ class MethodStore final : public KvStore {
   }
 
   // One new token's attention over every stored token: scores q . k / sqrt(head_dim) a tile of
-  // keys at a time, a softmax per head, then the values a tile at a time. Threads take
+  // keys at a time, a softmax per head, then the values a tile at a time; sealed tokens whose
+  // codec reads its codes in place (UnitCodec::fused) go to its fused readers instead, with no
+  // tile decoded. Threads take
   // consecutive ranges of tokens, each with its own tile and partial output. Where llama.cpp
   // stores rows rotated, the queries are rotated instead of the keys and the output rotated back
   // (the rotation is orthogonal, so q . k and the weighted sum are unchanged), as llama.cpp does.
@@ -874,7 +1012,13 @@ class MethodStore final : public KvStore {
     for_parts(total, align, parts, [&](int p, int first, int last) {
       Worker& w = m_workers[static_cast<std::size_t>(p)];
       w.tile.resize(static_cast<std::size_t>(align) * m_row);
-      for (int t0 = first; t0 < last; t0 += kt) {
+      int t0 = first;
+      if (const int end = std::min(last, L.k.sealed_tokens); L.k.codec->fused() && t0 < end) {
+        L.k.codec->fused_keys(sealed_units(L.k, t0), t0, end, q, group, total, m_scores.data(),
+                              w.decode);
+        t0 = end;
+      }
+      for (; t0 < last; t0 += kt) {
         const int t1 = std::min(last, t0 + kt);
         read_rows(L.k, t0, t1, w.tile.data(), w.decode);
         key_products(w.tile.data(), t0, t1 - t0, total, q);
@@ -891,7 +1035,13 @@ class MethodStore final : public KvStore {
     for_parts(total, align, parts, [&](int p, int first, int last) {
       Worker& w = m_workers[static_cast<std::size_t>(p)];
       w.out.assign(qd, 0.f);
-      for (int t0 = first; t0 < last; t0 += vt) {
+      int t0 = first;
+      if (const int end = std::min(last, L.v.sealed_tokens); L.v.codec->fused() && t0 < end) {
+        L.v.codec->fused_values(sealed_units(L.v, t0), t0, end, m_scores.data(), group, total,
+                                w.out.data(), w.decode);
+        t0 = end;
+      }
+      for (; t0 < last; t0 += vt) {
         const int t1 = std::min(last, t0 + vt);
         read_rows(L.v, t0, t1, w.tile.data(), w.decode);
         value_products(w.tile.data(), t0, t1 - t0, total, w.out.data());
