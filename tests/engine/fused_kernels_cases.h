@@ -1,5 +1,8 @@
 // The SIMD loops of engine/src/fused_kernels.h against a double-precision reference, for each kind
-// of rows (fp16, one byte per code, two 4-bit codes per byte) and head tile. Included by two test
+// of rows (fp16, one byte per code, two 4-bit codes per byte, and the block formats that
+// attention/format_rows.h decodes in registers: llama.cpp's Q4_0 and Q8_0, NVFP4) and head tile.
+// The block formats' values are their reference decoders' (ggml_dequantize,
+// nvfp4_dequantize_row) on random blocks. Included by two test
 // files: one built for this machine (AVX-512 where it has it), one built for AVX2 only, so the
 // 8-lane value loop stays tested on machines whose builds take the 16-lane one. The including
 // file defines KVLAB_KERNEL_SUITE, the test suite's name.
@@ -9,11 +12,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
+#include "attention/format_rows.h"
 #include "attention/fused_kernels.h"
 #include "core/random.h"
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/model/ggml_types.h"
+#include "quant/fp4_quantizer.h"
 
 namespace kvlab {
 namespace {
@@ -23,7 +30,13 @@ namespace {
 constexpr int kDim = 64;  // four lane groups
 constexpr int kTokens = 37;
 
-enum class RowKind { Fp16, Bytes, Nibbles };
+enum class RowKind { Fp16, Bytes, Nibbles, Q4_0, Q8_0, Nvfp4 };
+constexpr RowKind kRowKinds[] = {RowKind::Fp16, RowKind::Bytes, RowKind::Nibbles,
+                                 RowKind::Q4_0, RowKind::Q8_0,  RowKind::Nvfp4};
+// Bytes of a row of kDim values in the block formats.
+constexpr std::size_t kQ4_0Row = kDim / 32 * 18, kQ8_0Row = kDim / 32 * 34;
+constexpr std::size_t kNvfp4Row = kDim / 2 + kDim / 16;
+constexpr float kNvfp4Global = 37.5f;
 
 // Rows of kDim values each (as floats), and the stored bytes the loops read.
 struct TestRows {
@@ -42,6 +55,32 @@ TestRows make_rows(RowKind kind, std::uint64_t seed) {
       r.halves.push_back(float_to_fp16(r.values[i]));
     } else {
       r.values[i] = static_cast<float>(rng.below(kind == RowKind::Bytes ? 256 : 16));
+    }
+  }
+  if (kind == RowKind::Q4_0 || kind == RowKind::Q8_0 || kind == RowKind::Nvfp4) {
+    // Random bytes, block scales a normal fp16 d (ggml) or a positive finite E4M3 (NVFP4), then
+    // each row's values as the format's reference decoder gives them.
+    const std::size_t row = kind == RowKind::Q4_0   ? kQ4_0Row
+                            : kind == RowKind::Q8_0 ? kQ8_0Row
+                                                    : kNvfp4Row;
+    r.bytes.resize(row * kTokens);
+    for (std::uint8_t& b : r.bytes) b = static_cast<std::uint8_t>(rng.below(256));
+    for (int t = 0; t < kTokens; ++t) {
+      std::uint8_t* at = r.bytes.data() + row * t;
+      float* out = r.values.data() + static_cast<std::size_t>(t) * kDim;
+      if (kind == RowKind::Nvfp4) {
+        for (int b = 0; b < kDim / 16; ++b) {
+          at[kDim / 2 + b] = static_cast<std::uint8_t>(rng.below(0x7f));
+        }
+        detail::nvfp4_dequantize_row(at, at + kDim / 2, kDim, kNvfp4Global, out);
+        continue;
+      }
+      const std::size_t block = kind == RowKind::Q4_0 ? 18 : 34;
+      for (int b = 0; b < kDim / 32; ++b) {
+        const std::uint16_t d = float_to_fp16(static_cast<float>(rng.normal()) * 0.1f);
+        std::memcpy(at + b * block, &d, sizeof d);
+      }
+      ggml_dequantize(kind == RowKind::Q4_0 ? GgmlType::Q4_0 : GgmlType::Q8_0, at, out, kDim);
     }
   }
   if (kind == RowKind::Bytes) r.bytes.assign(r.values.begin(), r.values.end());
@@ -64,12 +103,19 @@ void with_rows(RowKind kind, const TestRows& r, F&& f) {
       return f(detail::ByteRows{r.bytes.data(), kDim});
     case RowKind::Nibbles:
       return f(detail::NibbleRows{r.bytes.data(), kDim / 2});
+    case RowKind::Q4_0:
+      return f(detail::Q4_0Rows{r.bytes.data(), kQ4_0Row});
+    case RowKind::Q8_0:
+      return f(detail::Q8_0Rows{r.bytes.data(), kQ8_0Row});
+    case RowKind::Nvfp4:
+      return f(detail::Nvfp4Rows{r.bytes.data(), kNvfp4Row, kDim / 2, detail::e4m3_table().data(),
+                                 kNvfp4Global});
   }
 }
 
 // out[g][c] += sum_t w[g][t] * row(t)[c], every head tile, starting from non-zero outputs.
 TEST(KVLAB_KERNEL_SUITE, ValueSumsMatchDoubleReference) {
-  for (RowKind kind : {RowKind::Fp16, RowKind::Bytes, RowKind::Nibbles}) {
+  for (RowKind kind : kRowKinds) {
     const TestRows r = make_rows(kind, 3 + static_cast<int>(kind));
     for (int gt = 1; gt <= detail::kHeadTile; ++gt) {
       SCOPED_TRACE(::testing::Message() << "rows " << static_cast<int>(kind) << ", heads " << gt);
@@ -103,7 +149,7 @@ TEST(KVLAB_KERNEL_SUITE, ValueSumsMatchDoubleReference) {
 // logits[g][t] = qf[g] . row(t) + bias[g], with qf in the rows' lane order (nibble rows: the
 // even channels of each 16, then the odd ones).
 TEST(KVLAB_KERNEL_SUITE, KeyDotsMatchDoubleReference) {
-  for (RowKind kind : {RowKind::Fp16, RowKind::Bytes, RowKind::Nibbles}) {
+  for (RowKind kind : kRowKinds) {
     const TestRows r = make_rows(kind, 7 + static_cast<int>(kind));
     for (int gt = 1; gt <= detail::kHeadTile; ++gt) {
       SCOPED_TRACE(::testing::Message() << "rows " << static_cast<int>(kind) << ", heads " << gt);

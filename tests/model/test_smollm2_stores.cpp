@@ -198,8 +198,9 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
   }
 }
 
-// The fused readers (INT8 / INT4: codes read in place, the scale folded into the query and the
-// weights) over a cache of several hundred tokens: many 64-token tiles, a last one cut short, and
+// The fused readers over a cache of several hundred tokens (INT8 / INT4: codes read in place, the
+// scale folded into the query and the weights; Q4_0, Q8_0, NVFP4: each lane group decoded in
+// registers, attention/format_rows.h): many 64-token tiles, a last one cut short, and
 // the tokens shared among the engine's threads where the machine has two or more cores. Each
 // decode step's logits against the plain runner whose attention reads the store reconstructed
 // in full.
@@ -220,12 +221,17 @@ TEST(SmolLm2Stores, FusedReadersOverALongCache) {
   ASSERT_GT(n, 8 * 64 + 8) << "two threads' worth of tiles and a short last one";
   ASSERT_NE(n % 64, 0);
   constexpr int kSteps = 5;
-  MethodConfig int8, int4, int4_hadamard;
-  int8.kind = MethodKind::Int8;
-  int4.kind = int4_hadamard.kind = MethodKind::Int4;
+  std::vector<MethodConfig> configs;
+  for (const MethodKind kind : {MethodKind::Int8, MethodKind::Int4, MethodKind::Q4_0,
+                                MethodKind::Q8_0, MethodKind::Nvfp4}) {
+    configs.emplace_back().kind = kind;
+  }
+  MethodConfig int4_hadamard;
+  int4_hadamard.kind = MethodKind::Int4;
   int4_hadamard.rotation = RotationKind::Hadamard;
   int4_hadamard.rotate_values = true;
-  for (const MethodConfig& m : {int8, int4, int4_hadamard}) {
+  configs.push_back(int4_hadamard);
+  for (const MethodConfig& m : configs) {
     SCOPED_TRACE(method_label(m));
     auto made = make_method_store(model.config(), m, n + kSteps);
     ASSERT_TRUE(made.ok()) << made.message();

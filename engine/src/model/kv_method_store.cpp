@@ -43,6 +43,7 @@
 #include <tbb/parallel_for.h>
 #include <Eigen/Core>
 
+#include "attention/format_rows.h"
 #include "attention/fused_kernels.h"
 #include "codec/bitpack.h"
 #include "kvlab/engine/attention/fused_attention.h"
@@ -111,6 +112,21 @@ class UnitCodec {
                             const float* /*probs*/, int /*group*/, int /*total*/, float* /*out*/,
                             DecodeScratch& /*scratch*/) const {}
 };
+
+#if KVLAB_FUSED_SIMD
+// body(tile, kv_head, t0, n) for tiles of at most kTileTokens sealed tokens [t0, t0 + n) from
+// `first` to `last` and each KV head: `tile` the first token's unit, one-token units of
+// `unit_bytes` from `units` (the unit of token `first`) on.
+template <class Body>
+void for_token_tiles(const std::uint8_t* units, std::size_t unit_bytes, int heads, int first,
+                     int last, Body&& body) {
+  for (int t0 = first; t0 < last; t0 += kTileTokens) {
+    const int n = std::min(kTileTokens, last - t0);
+    const std::uint8_t* tile = units + static_cast<std::size_t>(t0 - first) * unit_bytes;
+    for (int h = 0; h < heads; ++h) body(tile, h, t0, n);
+  }
+}
+#endif
 
 // INT8 / INT4 per tensor (symmetric_quantizer.cpp): a token's [heads * dim] codes, 8 bits each or
 // 4 bits two a byte (low nibble first), standing for (code - 2^(bits-1)) * scale with the scale
@@ -208,23 +224,19 @@ class SymmetricCodec final : public UnitCodec {
 
  private:
 #if KVLAB_FUSED_SIMD
-  // body(rows, kv_head, t0, n) for tiles of at most kTileTokens tokens from `first` and each KV
-  // head: `rows` the tile's codes of that head in place (row i = token t0 + i).
+  // body(rows, kv_head, t0, n): the codes of each tile and KV head in place.
   template <class Body>
   void for_tiles(const std::uint8_t* units, int first, int last, Body&& body) const {
     const std::size_t head_bytes = static_cast<std::size_t>(m_dim) * m_bits / 8;
-    for (int t0 = first; t0 < last; t0 += kTileTokens) {
-      const int n = std::min(kTileTokens, last - t0);
-      const std::uint8_t* tile = units + static_cast<std::size_t>(t0 - first) * unit_bytes;
-      for (int h = 0; h < m_heads; ++h) {
-        const std::uint8_t* base = tile + static_cast<std::size_t>(h) * head_bytes;
-        if (m_bits == 4) {
-          body(detail::NibbleRows{base, unit_bytes}, h, t0, n);
-        } else {
-          body(detail::ByteRows{base, unit_bytes}, h, t0, n);
-        }
-      }
-    }
+    for_token_tiles(units, unit_bytes, m_heads, first, last,
+                    [&](const std::uint8_t* tile, int h, int t0, int n) {
+                      const std::uint8_t* base = tile + static_cast<std::size_t>(h) * head_bytes;
+                      if (m_bits == 4) {
+                        body(detail::NibbleRows{base, unit_bytes}, h, t0, n);
+                      } else {
+                        body(detail::ByteRows{base, unit_bytes}, h, t0, n);
+                      }
+                    });
   }
 #endif
 
@@ -305,6 +317,77 @@ class QuantizerCodec final : public UnitCodec {
   RowEncoder m_encoder;
   RowDecoder m_row_decoder;
 };
+
+#if KVLAB_FUSED_SIMD
+// A codec of one-token units that the fused loops read in place, each lane group decoded in
+// registers by a Rows type of attention/format_rows.h with the format's own arithmetic: the
+// keys' scores and the values' weighted sums are the fused fp16 kernel's loops over other rows.
+// `make_rows(tile, kv_head)` gives the rows of one KV head from a tile's first unit; encoding
+// and tile decoding (the reconstruction, and rows outside the fused path) are `inner`'s.
+template <class MakeRows>
+class InRegisterCodec final : public UnitCodec {
+ public:
+  InRegisterCodec(std::unique_ptr<UnitCodec> inner, int heads, int dim, MakeRows make_rows)
+      : m_inner(std::move(inner)), m_heads(heads), m_dim(dim), m_make_rows(std::move(make_rows)) {
+    unit_tokens = m_inner->unit_tokens;
+    unit_bytes = m_inner->unit_bytes;
+    param_bytes = m_inner->param_bytes;
+    rotated = m_inner->rotated;
+  }
+
+  Status encode(const float* rows, std::uint8_t* dst) override {
+    return m_inner->encode(rows, dst);
+  }
+  void decode(const std::uint8_t* src, int units, float* rows,
+              DecodeScratch& scratch) const override {
+    m_inner->decode(src, units, rows, scratch);
+  }
+
+  bool fused() const override { return true; }
+
+  void fused_keys(const std::uint8_t* units, int first, int last, const float* q, int group,
+                  int total, float* scores, DecodeScratch&) const override {
+    const float zero[detail::kHeadTile] = {};
+    for_token_tiles(units, unit_bytes, m_heads, first, last,
+                    [&](const std::uint8_t* tile, int h, int t0, int n) {
+                      const auto rows = m_make_rows(tile, h);
+                      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+                        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+                        detail::key_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                                         m_dim / detail::kLaneGroup, q + qh * m_dim, m_dim, zero,
+                                         scores + qh * total + t0, static_cast<std::size_t>(total));
+                      }
+                    });
+  }
+
+  void fused_values(const std::uint8_t* units, int first, int last, const float* probs, int group,
+                    int total, float* out, DecodeScratch&) const override {
+    for_token_tiles(units, unit_bytes, m_heads, first, last,
+                    [&](const std::uint8_t* tile, int h, int t0, int n) {
+                      const auto rows = m_make_rows(tile, h);
+                      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+                        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
+                        detail::value_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                                           m_dim / detail::kLaneGroup, probs + qh * total + t0,
+                                           static_cast<std::size_t>(total), out + qh * m_dim,
+                                           m_dim);
+                      }
+                    });
+  }
+
+ private:
+  std::unique_ptr<UnitCodec> m_inner;
+  int m_heads, m_dim;
+  MakeRows m_make_rows;
+};
+
+template <class MakeRows>
+std::unique_ptr<UnitCodec> read_in_registers(std::unique_ptr<UnitCodec> inner, int heads, int dim,
+                                             MakeRows make_rows) {
+  return std::make_unique<InRegisterCodec<MakeRows>>(std::move(inner), heads, dim,
+                                                     std::move(make_rows));
+}
+#endif
 
 // KIVI's groups (group_quant.h): keys a unit of G tokens quantized per channel, values a unit of
 // one token quantized in groups of G channels; each unit's codes, then its steps, then its
@@ -488,10 +571,27 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         ggml_dequantize(t, src, out, static_cast<std::int64_t>(row));
       };
     }
+    const bool whole_rows = static_cast<bool>(rows_of_blocks);
     auto codec = std::make_unique<QuantizerCodec>(
         std::move(*q), role, heads, dim, probe->codes.size(), std::vector<float>{}, nullptr,
         std::move(decoder), std::move(rows_of_blocks));
     codec->rotated = rotated;
+#if KVLAB_FUSED_SIMD
+    // Q4_0 and Q8_0 rows read in place where a head's values are whole blocks.
+    const std::size_t unit = codec->unit_bytes;
+    if (dim % 32 == 0 && whole_rows && (type == GgmlType::Q4_0 || type == GgmlType::Q8_0)) {
+      const std::size_t head = static_cast<std::size_t>(dim / 32);
+      if (type == GgmlType::Q4_0) {
+        return read_in_registers(
+            std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
+              return detail::Q4_0Rows{tile + h * head * detail::Q4_0Rows::kBlockBytes, unit};
+            });
+      }
+      return read_in_registers(std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
+        return detail::Q8_0Rows{tile + h * head * detail::Q8_0Rows::kBlockBytes, unit};
+      });
+    }
+#endif
     return std::unique_ptr<UnitCodec>(std::move(codec));
   }
   switch (m.kind) {
@@ -555,9 +655,23 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       auto decoder = [=](const std::uint8_t* src, float* x) {
         detail::nvfp4_dequantize_row(src, src + nibbles, static_cast<int>(row), global, x);
       };
-      return std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
+      auto codec = std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
           std::move(fitted->quantizer), role, heads, dim, nibbles + scales,
           std::vector<float>{global}, encoder, nullptr, decoder));
+#if KVLAB_FUSED_SIMD
+      if (dim % detail::kNvfp4BlockSize == 0) {
+        const std::size_t unit = codec->unit_bytes;
+        const float* e4m3 = detail::e4m3_table().data();
+        return read_in_registers(
+            std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
+              const std::size_t at = static_cast<std::size_t>(h) * dim;
+              return detail::Nvfp4Rows{tile + at / 2, unit,
+                                       nibbles - at / 2 + at / detail::kNvfp4BlockSize, e4m3,
+                                       global};
+            });
+      }
+#endif
+      return codec;
     }
     default:
       break;

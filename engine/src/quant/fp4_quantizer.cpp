@@ -41,6 +41,8 @@ inline std::uint8_t e2m1_encode(float x) {
   return static_cast<std::uint8_t>(sign | e2m1_magnitude_rne(std::fabs(x)));
 }
 
+}  // namespace
+
 const std::array<float, 256>& e4m3_table() {
   static const std::array<float, 256> table = [] {
     std::array<float, 256> t{};
@@ -50,6 +52,8 @@ const std::array<float, 256>& e4m3_table() {
   }();
   return table;
 }
+
+namespace {
 
 // llama.cpp's kvalues_mxfp4 (ggml-common.h): E2M1 magnitudes doubled, then their negatives.
 constexpr std::array<float, 16> kMxfp4Values = {0, 1,  2,  3,  4,  6,  8,  12,

@@ -24,6 +24,7 @@
 // d = 2^(e - 127) / 2, first index wins ties (best_index_mxfp4). 4.25 bits a value.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -34,6 +35,9 @@ namespace kvlab::detail {
 inline constexpr int kNvfp4BlockSize = 16;
 inline constexpr int kMxfp4BlockSize = 32;
 inline constexpr int kMxfp4BlockBytes = 17;  // sizeof(block_mxfp4): e8m0 + 16 nibble bytes
+
+// The 256 E4M3 values (NaN codes as NaN): NVFP4's block scales.
+const std::array<float, 256>& e4m3_table();
 
 // E2M1: code = sign << 3 | magnitude index into {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
 float e2m1_to_float(std::uint8_t code);

@@ -1,0 +1,141 @@
+// Private to the engine: rows of a stored cache in a serving engine's block format, read by the
+// fused loops of fused_kernels.h (key_tile, value_tile) in place. Each type's load() / load16()
+// decodes one lane group of 16 channels in registers, with the same arithmetic as the format's
+// reference decoder, so the loops see the values the reconstruction holds and never a tile of
+// them in memory:
+//  - llama.cpp's Q4_0 and Q8_0 (ggml/src/ggml-common.h block_q4_0 / block_q8_0;
+//    dequantize_row_q4_0 / _q8_0 in ggml-quants.c; our deq_q4_0 / deq_q8_0 in
+//    model/ggml_quants.cpp): a row is the blocks of 32 values back to back, an fp16 d then the
+//    codes; Q4_0 byte j holds value j (low nibble) and value j + 16 (high), so lane group 2b is
+//    block b's low nibbles and 2b + 1 its high ones, in channel order;
+//  - NVFP4 (quant/fp4_quantizer.h): a token's nibbles (element 2i the low nibble of byte i) then
+//    its E4M3 block scales, one per 16 values: a lane group is one block, e2m1(code) *
+//    (e4m3(scale) / global) as nvfp4_dequantize_row computes it.
+// A row's `base` points at its KV head's part of the first row of a tile; rows are `stride`
+// bytes apart (a token's whole row of every head).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "attention/fused_kernels.h"
+
+namespace kvlab::detail {
+#if KVLAB_FUSED_512
+inline namespace simd512 {
+#else
+inline namespace simd256 {
+#endif
+
+#if KVLAB_FUSED_SIMD
+
+inline float half_at(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return _cvtsh_ss(h);
+}
+
+// Rows whose lane groups are 16 signed 8-bit codes times a scale: Derived::codes(r, j, d) gives
+// lane group j of row r and its scale d.
+template <class Derived>
+struct ScaledCodeRows {
+  static constexpr bool kNibbles = false;
+  void prefetch(std::size_t) const {}
+  void prefetch_group(std::size_t, int) const {}
+  void load(std::size_t r, int j, __m256& a, __m256& b) const {
+    float d;
+    const __m128i q = static_cast<const Derived&>(*this).codes(r, j, d);
+    const __m256 dv = _mm256_set1_ps(d);
+    a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), dv);
+    b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), dv);
+  }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    float d;
+    const __m128i q = static_cast<const Derived&>(*this).codes(r, j, d);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
+  }
+#endif
+};
+
+// llama.cpp Q4_0: (nibble - 8) * d.
+struct Q4_0Rows : ScaledCodeRows<Q4_0Rows> {
+  static constexpr std::size_t kBlockBytes = 18;
+  const std::uint8_t* base;
+  std::size_t stride;
+  Q4_0Rows(const std::uint8_t* base_, std::size_t stride_) : base(base_), stride(stride_) {}
+  __m128i codes(std::size_t r, int j, float& d) const {
+    const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
+    d = half_at(b);
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
+    if (j % 2 != 0) q = _mm_srli_epi16(q, 4);
+    return _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
+  }
+};
+
+// llama.cpp Q8_0: code * d.
+struct Q8_0Rows : ScaledCodeRows<Q8_0Rows> {
+  static constexpr std::size_t kBlockBytes = 34;
+  const std::uint8_t* base;
+  std::size_t stride;
+  Q8_0Rows(const std::uint8_t* base_, std::size_t stride_) : base(base_), stride(stride_) {}
+  __m128i codes(std::size_t r, int j, float& d) const {
+    const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
+    d = half_at(b);
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * (j % 2)));
+  }
+};
+
+// NVFP4: e2m1(code) * (e4m3(scale) / global). `scales` is the offset from a row's start to this
+// head's first block scale; `e4m3` the 256 scale values, `global` the tensor's scale.
+struct Nvfp4Rows {
+  static constexpr bool kNibbles = false;
+  const std::uint8_t* base;
+  std::size_t stride;
+  std::size_t scales;
+  const float* e4m3;
+  float global;
+  void prefetch(std::size_t) const {}
+  void prefetch_group(std::size_t, int) const {}
+  // Lane group j's 16 codes in channel order as bytes (low nibble, then high, of each byte),
+  // and its block's scale.
+  __m128i codes(std::size_t r, int j, float& s) const {
+    const std::uint8_t* row = base + r * stride;
+    s = e4m3[row[scales + static_cast<std::size_t>(j)]] / global;
+    const __m128i bytes =
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + 8 * static_cast<std::size_t>(j)));
+    const __m128i low = _mm_set1_epi8(0x0f);
+    return _mm_unpacklo_epi8(_mm_and_si128(bytes, low),
+                             _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
+  }
+  // E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; bit 3 of a code is its sign.
+  static __m256 e2m1(__m256i c) {
+    const __m256 magnitude =
+        _mm256_permutevar8x32_ps(_mm256_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f), c);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(8)), 28);
+    return _mm256_xor_ps(magnitude, _mm256_castsi256_ps(sign));
+  }
+  void load(std::size_t r, int j, __m256& a, __m256& b) const {
+    float s;
+    const __m128i q = codes(r, j, s);
+    const __m256 sv = _mm256_set1_ps(s);
+    a = _mm256_mul_ps(e2m1(_mm256_cvtepu8_epi32(q)), sv);
+    b = _mm256_mul_ps(e2m1(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), sv);
+  }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    float s;
+    const __m128i q = codes(r, j, s);
+    const __m512 table = _mm512_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f,
+                                        -1.5f, -2.f, -3.f, -4.f, -6.f);
+    return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(q), table), _mm512_set1_ps(s));
+  }
+#endif
+};
+
+#endif  // KVLAB_FUSED_SIMD
+
+}  // namespace simd512 / simd256
+}  // namespace kvlab::detail
