@@ -1,8 +1,8 @@
 // The SIMD loops of engine/src/fused_kernels.h against a double-precision reference, for each kind
 // of rows (fp16, one byte per code, two 4-bit codes per byte, and the block formats that
-// attention/format_rows.h decodes in registers: llama.cpp's Q4_0 and Q8_0, NVFP4) and head tile.
-// The block formats' values are their reference decoders' (ggml_dequantize,
-// nvfp4_dequantize_row) on random blocks. Included by two test
+// attention/format_rows.h decodes in registers: llama.cpp's Q4_0 and Q8_0, NVFP4, KIVI's groups)
+// and head tile. The block formats' values are their reference decoders' (ggml_dequantize,
+// nvfp4_dequantize_row, group_decode_row) on random blocks. Included by two test
 // files: one built for this machine (AVX-512 where it has it), one built for AVX2 only, so the
 // 8-lane value loop stays tested on machines whose builds take the 16-lane one. The including
 // file defines KVLAB_KERNEL_SUITE, the test suite's name.
@@ -21,6 +21,7 @@
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "quant/fp4_quantizer.h"
+#include "quant/group_quant.h"
 
 namespace kvlab {
 namespace {
@@ -30,9 +31,17 @@ namespace {
 constexpr int kDim = 64;  // four lane groups
 constexpr int kTokens = 37;
 
-enum class RowKind { Fp16, Bytes, Nibbles, Q4_0, Q8_0, Nvfp4 };
-constexpr RowKind kRowKinds[] = {RowKind::Fp16, RowKind::Bytes, RowKind::Nibbles,
-                                 RowKind::Q4_0, RowKind::Q8_0,  RowKind::Nvfp4};
+enum class RowKind { Fp16, Bytes, Nibbles, Q4_0, Q8_0, Nvfp4, Packed2, KiviValues4, KiviValues8 };
+constexpr RowKind kRowKinds[] = {RowKind::Fp16,    RowKind::Bytes,       RowKind::Nibbles,
+                                 RowKind::Q4_0,    RowKind::Q8_0,        RowKind::Nvfp4,
+                                 RowKind::Packed2, RowKind::KiviValues4, RowKind::KiviValues8};
+// KIVI: keys plain packed codes (their parameters are folded into the query); values a step and
+// minimum per row and group of 32 channels, fp16, after the row's codes.
+constexpr int kKiviWidth = 32;
+constexpr std::size_t kKiviGroups = kDim / kKiviWidth;
+constexpr std::size_t kivi_value_row(int bits) {
+  return kDim * static_cast<std::size_t>(bits) / 8 + 4 * kKiviGroups;
+}
 // Bytes of a row of kDim values in the block formats.
 constexpr std::size_t kQ4_0Row = kDim / 32 * 18, kQ8_0Row = kDim / 32 * 34;
 constexpr std::size_t kNvfp4Row = kDim / 2 + kDim / 16;
@@ -83,6 +92,34 @@ TestRows make_rows(RowKind kind, std::uint64_t seed) {
       ggml_dequantize(kind == RowKind::Q4_0 ? GgmlType::Q4_0 : GgmlType::Q8_0, at, out, kDim);
     }
   }
+  if (kind == RowKind::Packed2 || kind == RowKind::KiviValues4 || kind == RowKind::KiviValues8) {
+    // Random codes packed LSB-first and parameters, then each row as group_decode_row, KIVI's
+    // own decoder, reconstructs it.
+    const int bits = kind == RowKind::Packed2 ? 2 : kind == RowKind::KiviValues4 ? 4 : 8;
+    const bool keys = kind == RowKind::Packed2;
+    const std::size_t row = keys ? kDim * 2 / 8 : kivi_value_row(bits);
+    r.bytes.resize(row * kTokens);
+    for (std::uint8_t& b : r.bytes) b = static_cast<std::uint8_t>(rng.below(256));
+    for (int t = 0; t < kTokens; ++t) {
+      std::uint8_t* at = r.bytes.data() + row * t;
+      float* out = r.values.data() + static_cast<std::size_t>(t) * kDim;
+      if (keys) {  // plain codes, a step of 1 and a minimum of 0
+        const std::vector<float> one(kDim, 1.f), zero(kDim, 0.f);
+        detail::group_decode_row(at, 0, kDim, bits, zero.data(), one.data(), true, out);
+        continue;
+      }
+      float step[kKiviGroups], min[kKiviGroups];
+      for (std::size_t g = 0; g < kKiviGroups; ++g) {
+        step[g] = fp16_to_float(float_to_fp16(static_cast<float>(rng.uniform()) * 0.1f));
+        min[g] = fp16_to_float(float_to_fp16(static_cast<float>(rng.normal())));
+        const std::uint16_t hs = float_to_fp16(step[g]), hm = float_to_fp16(min[g]);
+        std::memcpy(at + kDim * bits / 8 + 2 * g, &hs, 2);
+        std::memcpy(at + kDim * bits / 8 + 2 * (kKiviGroups + g), &hm, 2);
+        detail::group_decode_row(at, g * kKiviWidth, kKiviWidth, bits, &min[g], &step[g], false,
+                                 out + g * kKiviWidth);
+      }
+    }
+  }
   if (kind == RowKind::Bytes) r.bytes.assign(r.values.begin(), r.values.end());
   if (kind == RowKind::Nibbles) {
     r.bytes.resize(r.values.size() / 2);
@@ -107,6 +144,14 @@ void with_rows(RowKind kind, const TestRows& r, F&& f) {
       return f(detail::Q4_0Rows{r.bytes.data(), kQ4_0Row});
     case RowKind::Q8_0:
       return f(detail::Q8_0Rows{r.bytes.data(), kQ8_0Row});
+    case RowKind::Packed2:
+      return f(detail::PackedRows<2>{r.bytes.data(), kDim * 2 / 8});
+    case RowKind::KiviValues4:
+      return f(detail::KiviValueRows<4>{r.bytes.data(), kivi_value_row(4), kDim * 4 / 8,
+                                        2 * kKiviGroups, kKiviWidth});
+    case RowKind::KiviValues8:
+      return f(detail::KiviValueRows<8>{r.bytes.data(), kivi_value_row(8), kDim, 2 * kKiviGroups,
+                                        kKiviWidth});
     case RowKind::Nvfp4:
       return f(detail::Nvfp4Rows{r.bytes.data(), kNvfp4Row, kDim / 2, detail::e4m3_table().data(),
                                  kNvfp4Global});

@@ -60,15 +60,18 @@ const LoadedModel& smollm2() {
 
 // The worst relative difference of the logits, over the prompt and `steps` greedy decode steps,
 // between a runner whose cache is `store` and the reference: the plain runner whose attention
-// reads the store reconstructed in full (an attention reader). Infinite after an error.
+// reads the store reconstructed in full (an attention reader). `exact_prompt`: the method's
+// prompt attention reads the exact prompt (KIVI), and so does the reference's. Infinite after an
+// error.
 double worst_against_reconstruction(const LlamaModel& model, const std::shared_ptr<KvStore>& store,
-                                    const std::vector<int>& prompt, int steps) {
+                                    const std::vector<int>& prompt, int steps,
+                                    bool exact_prompt = false) {
   const std::size_t kv = static_cast<std::size_t>(model.config().kv_dim());
   auto stored = model.new_state();
   stored.kv_store = store;
   auto plain = model.new_state();
-  plain.attention_reader = [&](int layer, const AlignedFloats& k, const AlignedFloats& v,
-                               AlignedFloats& k_read, AlignedFloats& v_read) -> Status {
+  const auto reader = [&](int layer, const AlignedFloats& k, const AlignedFloats& v,
+                          AlignedFloats& k_read, AlignedFloats& v_read) -> Status {
     k_read.resize(k.size());
     v_read.resize(v.size());
     if (static_cast<std::size_t>(store->tokens(layer)) * kv != k.size()) {
@@ -76,9 +79,11 @@ double worst_against_reconstruction(const LlamaModel& model, const std::shared_p
     }
     return store->dequantize_layer(layer, k_read, v_read);
   };
+  if (!exact_prompt) plain.attention_reader = reader;
   double worst = 0;
   auto got = model.forward(stored, prompt);
   auto want = model.forward(plain, prompt);
+  plain.attention_reader = reader;
   for (int step = 0;; ++step) {
     if (!got || !want) {
       ADD_FAILURE() << (got ? want.message() : got.message());
@@ -199,8 +204,8 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
 }
 
 // The fused readers over a cache of several hundred tokens (INT8 / INT4: codes read in place, the
-// scale folded into the query and the weights; Q4_0, Q8_0, NVFP4: each lane group decoded in
-// registers, attention/format_rows.h): many 64-token tiles, a last one cut short, and
+// scale folded into the query and the weights; Q4_0, Q8_0, NVFP4, KIVI-2 and -4: each lane group
+// decoded in registers, attention/format_rows.h): many 64-token tiles, a last one cut short, and
 // the tokens shared among the engine's threads where the machine has two or more cores. Each
 // decode step's logits against the plain runner whose attention reads the store reconstructed
 // in full.
@@ -231,6 +236,12 @@ TEST(SmolLm2Stores, FusedReadersOverALongCache) {
   int4_hadamard.rotation = RotationKind::Hadamard;
   int4_hadamard.rotate_values = true;
   configs.push_back(int4_hadamard);
+  // KIVI: keys sealed R = 128 at a time in groups of G = 32 tokens, values behind a window of R.
+  for (const int bits : {2, 4}) {
+    MethodConfig& kivi = configs.emplace_back();
+    kivi.kind = MethodKind::Kivi;
+    kivi.bits = bits;
+  }
   for (const MethodConfig& m : configs) {
     SCOPED_TRACE(method_label(m));
     auto made = make_method_store(model.config(), m, n + kSteps);
@@ -238,7 +249,9 @@ TEST(SmolLm2Stores, FusedReadersOverALongCache) {
     std::shared_ptr<KvStore> store = std::move(*made);
     // Sums of codes scaled once against sums of reconstructed values: float rounding only. A
     // tile read from the wrong token or head, or a lost bias, moves logits by far more.
-    EXPECT_LT(worst_against_reconstruction(model, store, prompt, kSteps), 1e-3);
+    EXPECT_LT(
+        worst_against_reconstruction(model, store, prompt, kSteps, m.kind == MethodKind::Kivi),
+        1e-3);
   }
 }
 

@@ -10,7 +10,9 @@
 //    block b's low nibbles and 2b + 1 its high ones, in channel order;
 //  - NVFP4 (quant/fp4_quantizer.h): a token's nibbles (element 2i the low nibble of byte i) then
 //    its E4M3 block scales, one per 16 values: a lane group is one block, e2m1(code) *
-//    (e4m3(scale) / global) as nvfp4_dequantize_row computes it.
+//    (e4m3(scale) / global) as nvfp4_dequantize_row computes it;
+//  - KIVI's groups (quant/group_quant.h): 2-, 4- or 8-bit codes packed LSB-first, each
+//    min + code * step with group_decode_row's fused multiply-add.
 // A row's `base` points at its KV head's part of the first row of a tile; rows are `stride`
 // bytes apart (a token's whole row of every head).
 #pragma once
@@ -131,6 +133,118 @@ struct Nvfp4Rows {
     const __m512 table = _mm512_setr_ps(0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f,
                                         -1.5f, -2.f, -3.f, -4.f, -6.f);
     return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu8_epi32(q), table), _mm512_set1_ps(s));
+  }
+#endif
+};
+
+// 16 codes of `Bits` bits (2, 4 or 8; packed LSB-first, a row's code c at bit c * Bits: bitpack.h)
+// from `p`, their first byte, in channel order as 32-bit lanes.
+template <int Bits>
+inline void packed_codes(const std::uint8_t* p, __m256i& a, __m256i& b) {
+  static_assert(Bits == 2 || Bits == 4 || Bits == 8);
+  if constexpr (Bits == 8) {
+    a = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
+  } else if constexpr (Bits == 4) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i low = _mm_set1_epi8(0x0f);
+    const __m128i q =
+        _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
+    a = _mm256_cvtepu8_epi32(q);
+    b = _mm256_cvtepu8_epi32(_mm_srli_si128(q, 8));
+  } else {
+    std::int32_t w;
+    std::memcpy(&w, p, sizeof w);
+    const __m256i word = _mm256_set1_epi32(w), three = _mm256_set1_epi32(3);
+    a = _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
+                         three);
+    b = _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_setr_epi32(16, 18, 20, 22, 24, 26, 28, 30)),
+                         three);
+  }
+}
+#if KVLAB_FUSED_512
+template <int Bits>
+inline __m512i packed_codes16(const std::uint8_t* p) {
+  static_assert(Bits == 2 || Bits == 4 || Bits == 8);
+  if constexpr (Bits == 8) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else if constexpr (Bits == 4) {
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+    const __m128i low = _mm_set1_epi8(0x0f);
+    return _mm512_cvtepu8_epi32(
+        _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low)));
+  } else {
+    std::int32_t w;
+    std::memcpy(&w, p, sizeof w);
+    const __m512i shifts =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    return _mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(w), shifts), _mm512_set1_epi32(3));
+  }
+}
+#endif
+
+// Plain 2-, 4- or 8-bit codes, packed LSB-first, in channel order: KIVI's keys, whose step and
+// minimum per channel the caller folds into the query (fold_keys) as KVComp's kernels do.
+template <int Bits>
+struct PackedRows {
+  static constexpr bool kNibbles = false;
+  const std::uint8_t* base;
+  std::size_t stride;
+  void prefetch(std::size_t) const {}
+  void prefetch_group(std::size_t, int) const {}
+  const std::uint8_t* at(std::size_t r, int j) const {
+    return base + r * stride + static_cast<std::size_t>(j) * (2 * Bits);
+  }
+  void load(std::size_t r, int j, __m256& a, __m256& b) const {
+    __m256i ca, cb;
+    packed_codes<Bits>(at(r, j), ca, cb);
+    a = _mm256_cvtepi32_ps(ca);
+    b = _mm256_cvtepi32_ps(cb);
+  }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    return _mm512_cvtepi32_ps(packed_codes16<Bits>(at(r, j)));
+  }
+#endif
+};
+
+// KIVI's values (per token, groups of `width` channels, a multiple of 16): each row's codes,
+// then its fp16 steps, then its fp16 minimums. `steps` is the offset from a row's `base` to this
+// head's first step, `mins` from a step to its minimum.
+template <int Bits>
+struct KiviValueRows {
+  static constexpr bool kNibbles = false;
+  const std::uint8_t* base;
+  std::size_t stride;
+  std::size_t steps;
+  std::size_t mins;
+  int width;
+  void prefetch(std::size_t) const {}
+  void prefetch_group(std::size_t, int) const {}
+  // Lane group j's codes and its group's step and minimum.
+  const std::uint8_t* at(std::size_t r, int j, float& step, float& min) const {
+    const std::uint8_t* row = base + r * stride;
+    const std::uint8_t* s =
+        row + steps +
+        2 * (static_cast<std::size_t>(j) * kLaneGroup / static_cast<std::size_t>(width));
+    step = half_at(s);
+    min = half_at(s + mins);
+    return row + static_cast<std::size_t>(j) * (2 * Bits);
+  }
+  void load(std::size_t r, int j, __m256& a, __m256& b) const {
+    float step, min;
+    __m256i ca, cb;
+    packed_codes<Bits>(at(r, j, step, min), ca, cb);
+    const __m256 sv = _mm256_set1_ps(step), mv = _mm256_set1_ps(min);
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ca), sv, mv);
+    b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(cb), sv, mv);
+  }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    float step, min;
+    const std::uint8_t* p = at(r, j, step, min);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(packed_codes16<Bits>(p)), _mm512_set1_ps(step),
+                           _mm512_set1_ps(min));
   }
 #endif
 };

@@ -126,6 +126,32 @@ void for_token_tiles(const std::uint8_t* units, std::size_t unit_bytes, int head
     for (int h = 0; h < heads; ++h) body(tile, h, t0, n);
   }
 }
+
+// The `group` query heads of one KV head against `n` rows of it: scores[g * total + i] =
+// q[g] . row_i + bias[g] (the fused key loops).
+template <class Rows>
+void head_scores(const Rows& rows, int n, int group, int dim, const float* q, const float* bias,
+                 float* scores, int total) {
+  for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+    detail::key_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0), dim / detail::kLaneGroup,
+                     q + static_cast<std::size_t>(g0) * dim, dim, bias + g0,
+                     scores + static_cast<std::size_t>(g0) * total,
+                     static_cast<std::size_t>(total));
+  }
+}
+
+// out[g] += sum_i probs[g * total + i] * row_i for the `group` query heads of one KV head (the
+// fused value loops).
+template <class Rows>
+void head_sums(const Rows& rows, int n, int group, int dim, const float* probs, int total,
+               float* out) {
+  for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
+    detail::value_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
+                       dim / detail::kLaneGroup, probs + static_cast<std::size_t>(g0) * total,
+                       static_cast<std::size_t>(total), out + static_cast<std::size_t>(g0) * dim,
+                       dim);
+  }
+}
 #endif
 
 // INT8 / INT4 per tensor (symmetric_quantizer.cpp): a token's [heads * dim] codes, 8 bits each or
@@ -187,13 +213,9 @@ class SymmetricCodec final : public UnitCodec {
       }
     }
     for_tiles(units, first, last, [&](const auto& rows, int h, int t0, int n) {
-      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
-        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
-        detail::key_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
-                         m_dim / detail::kLaneGroup, s.folded.data() + qh * m_dim, m_dim,
-                         s.bias.data() + qh, scores + qh * total + t0,
-                         static_cast<std::size_t>(total));
-      }
+      const std::size_t qh = static_cast<std::size_t>(h) * group;
+      head_scores(rows, n, group, m_dim, s.folded.data() + qh * m_dim, s.bias.data() + qh,
+                  scores + qh * total + t0, total);
     });
   }
 
@@ -202,12 +224,8 @@ class SymmetricCodec final : public UnitCodec {
     const int q_heads = m_heads * group;
     s.sums.assign(static_cast<std::size_t>(q_heads) * m_dim, 0.f);
     for_tiles(units, first, last, [&](const auto& rows, int h, int t0, int n) {
-      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
-        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
-        detail::value_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
-                           m_dim / detail::kLaneGroup, probs + qh * total + t0,
-                           static_cast<std::size_t>(total), s.sums.data() + qh * m_dim, m_dim);
-      }
+      const std::size_t qh = static_cast<std::size_t>(h) * group;
+      head_sums(rows, n, group, m_dim, probs + qh * total + t0, total, s.sums.data() + qh * m_dim);
     });
     const float min = m_mins[0];
     for (int qh = 0; qh < q_heads; ++qh) {
@@ -346,17 +364,13 @@ class InRegisterCodec final : public UnitCodec {
   bool fused() const override { return true; }
 
   void fused_keys(const std::uint8_t* units, int first, int last, const float* q, int group,
-                  int total, float* scores, DecodeScratch&) const override {
-    const float zero[detail::kHeadTile] = {};
+                  int total, float* scores, DecodeScratch& s) const override {
+    s.bias.assign(static_cast<std::size_t>(group), 0.f);
     for_token_tiles(units, unit_bytes, m_heads, first, last,
                     [&](const std::uint8_t* tile, int h, int t0, int n) {
-                      const auto rows = m_make_rows(tile, h);
-                      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
-                        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
-                        detail::key_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
-                                         m_dim / detail::kLaneGroup, q + qh * m_dim, m_dim, zero,
-                                         scores + qh * total + t0, static_cast<std::size_t>(total));
-                      }
+                      const std::size_t qh = static_cast<std::size_t>(h) * group;
+                      head_scores(m_make_rows(tile, h), n, group, m_dim, q + qh * m_dim,
+                                  s.bias.data(), scores + qh * total + t0, total);
                     });
   }
 
@@ -364,14 +378,9 @@ class InRegisterCodec final : public UnitCodec {
                     int total, float* out, DecodeScratch&) const override {
     for_token_tiles(units, unit_bytes, m_heads, first, last,
                     [&](const std::uint8_t* tile, int h, int t0, int n) {
-                      const auto rows = m_make_rows(tile, h);
-                      for (int g0 = 0; g0 < group; g0 += detail::kHeadTile) {
-                        const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
-                        detail::value_tile(rows, 0, n, std::min(detail::kHeadTile, group - g0),
-                                           m_dim / detail::kLaneGroup, probs + qh * total + t0,
-                                           static_cast<std::size_t>(total), out + qh * m_dim,
-                                           m_dim);
-                      }
+                      const std::size_t qh = static_cast<std::size_t>(h) * group;
+                      head_sums(m_make_rows(tile, h), n, group, m_dim, probs + qh * total + t0,
+                                total, out + qh * m_dim);
                     });
   }
 
@@ -456,7 +465,72 @@ class KiviCodec final : public UnitCodec {
     }
   }
 
+#if KVLAB_FUSED_SIMD
+  // Read in place where the rows' lane groups hold whole codes of one group: 2, 4 or 8 bits,
+  // fp16 parameters (the reference's; float32 and bf16 ones take the tile path), value groups a
+  // multiple of 16 channels wide.
+  bool fused() const override {
+    return m_dim % detail::kLaneGroup == 0 &&
+           (m_spec.bits == 2 || m_spec.bits == 4 || m_spec.bits == 8) &&
+           m_spec.params == DType::F16 &&
+           (m_role == TensorRole::Key || m_width % detail::kLaneGroup == 0);
+  }
+
+  // Unit by unit: its steps and minimums into floats, folded into each head's queries
+  // (fold_keys: q . k = (q * step) . code + q . min), then the plain codes' dot products.
+  void fused_keys(const std::uint8_t* units, int first, int last, const float* q, int group,
+                  int total, float* scores, DecodeScratch& s) const override {
+    with_bits([&](auto bits) {
+      constexpr int B = decltype(bits)::value;
+      const std::size_t hd = static_cast<std::size_t>(m_heads) * m_dim;
+      s.steps.resize(m_groups), s.mins.resize(m_groups);
+      s.folded.resize(static_cast<std::size_t>(group) * m_dim), s.bias.resize(group);
+      for (int t0 = first; t0 < last; t0 += unit_tokens) {
+        const std::uint8_t* at =
+            units + static_cast<std::size_t>((t0 - first) / unit_tokens) * unit_bytes;
+        read_params(at + m_code_bytes, s.steps.data(), s);
+        read_params(at + m_code_bytes + m_groups * m_param_size, s.mins.data(), s);
+        for (int h = 0; h < m_heads; ++h) {
+          const std::size_t c0 = static_cast<std::size_t>(h) * m_dim;
+          const std::size_t q0 = static_cast<std::size_t>(h) * group;
+          detail::fold_keys<false>(q + q0 * m_dim, group, m_dim, s.steps.data() + c0,
+                                   s.mins.data() + c0, 1.f, s.folded.data(), s.bias.data());
+          head_scores(detail::PackedRows<B>{at + c0 * B / 8, hd * B / 8}, unit_tokens, group, m_dim,
+                      s.folded.data(), s.bias.data(), scores + q0 * total + t0, total);
+        }
+      }
+    });
+  }
+
+  void fused_values(const std::uint8_t* units, int first, int last, const float* probs, int group,
+                    int total, float* out, DecodeScratch&) const override {
+    with_bits([&](auto bits) {
+      constexpr int B = decltype(bits)::value;
+      const std::size_t per_head = static_cast<std::size_t>(m_dim / m_width);
+      for_token_tiles(units, unit_bytes, m_heads, first, last,
+                      [&](const std::uint8_t* tile, int h, int t0, int n) {
+                        const std::size_t codes = static_cast<std::size_t>(h) * m_dim * B / 8;
+                        const detail::KiviValueRows<B> rows{tile + codes, unit_bytes,
+                                                            m_code_bytes - codes + 2 * h * per_head,
+                                                            2 * m_groups, m_width};
+                        const std::size_t qh = static_cast<std::size_t>(h) * group;
+                        head_sums(rows, n, group, m_dim, probs + qh * total + t0, total,
+                                  out + qh * m_dim);
+                      });
+    });
+  }
+#endif
+
  private:
+#if KVLAB_FUSED_SIMD
+  template <class Body>
+  void with_bits(Body&& body) const {
+    if (m_spec.bits == 2) return body(std::integral_constant<int, 2>{});
+    if (m_spec.bits == 4) return body(std::integral_constant<int, 4>{});
+    body(std::integral_constant<int, 8>{});
+  }
+#endif
+
   void write_params(const std::vector<float>& v, std::uint8_t* dst) const {
     for (std::size_t i = 0; i < v.size(); ++i) {
       if (m_param_size == 4) {
