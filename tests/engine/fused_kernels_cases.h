@@ -1,9 +1,9 @@
 // The SIMD loops of engine/src/fused_kernels.h against a double-precision reference, for each kind
 // of rows (fp16, one byte per code, two 4-bit codes per byte, and the block formats that
-// attention/format_rows.h decodes in registers: llama.cpp's Q4_0 and Q8_0, NVFP4, KIVI's groups)
-// and head tile. The block formats' values are their reference decoders' (ggml_dequantize,
-// nvfp4_dequantize_row, group_decode_row) on random blocks. Included by two test
-// files: one built for this machine (AVX-512 where it has it), one built for AVX2 only, so the
+// attention/format_rows.h decodes in registers: llama.cpp's Q4_0 and Q8_0, NVFP4, FP8, KIVI's
+// groups) and head tile. The block formats' values are their reference decoders' (ggml_dequantize,
+// nvfp4_dequantize_row, the scalar fp8_decode, group_decode_row) on random blocks. Included by two
+// test files: one built for this machine (AVX-512 where it has it), one built for AVX2 only, so the
 // 8-lane value loop stays tested on machines whose builds take the 16-lane one. The including
 // file defines KVLAB_KERNEL_SUITE, the test suite's name.
 #pragma once
@@ -21,6 +21,7 @@
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "quant/fp4_quantizer.h"
+#include "quant/fp8_impl.h"
 #include "quant/group_quant.h"
 
 namespace kvlab {
@@ -31,10 +32,24 @@ namespace {
 constexpr int kDim = 64;  // four lane groups
 constexpr int kTokens = 37;
 
-enum class RowKind { Fp16, Bytes, Nibbles, Q4_0, Q8_0, Nvfp4, Packed2, KiviValues4, KiviValues8 };
+enum class RowKind {
+  Fp16,
+  Bytes,
+  Nibbles,
+  Q4_0,
+  Q8_0,
+  Nvfp4,
+  Packed2,
+  KiviValues4,
+  KiviValues8,
+  Fp8E4M3,
+  Fp8E5M2
+};
 constexpr RowKind kRowKinds[] = {RowKind::Fp16,    RowKind::Bytes,       RowKind::Nibbles,
                                  RowKind::Q4_0,    RowKind::Q8_0,        RowKind::Nvfp4,
-                                 RowKind::Packed2, RowKind::KiviValues4, RowKind::KiviValues8};
+                                 RowKind::Packed2, RowKind::KiviValues4, RowKind::KiviValues8,
+                                 RowKind::Fp8E4M3, RowKind::Fp8E5M2};
+constexpr float kFp8Scale = 0.37f;
 // KIVI: keys plain packed codes (their parameters are folded into the query); values a step and
 // minimum per row and group of 32 channels, fp16, after the row's codes.
 constexpr int kKiviWidth = 32;
@@ -120,6 +135,22 @@ TestRows make_rows(RowKind kind, std::uint64_t seed) {
       }
     }
   }
+  if (kind == RowKind::Fp8E4M3 || kind == RowKind::Fp8E5M2) {
+    // Every finite code (E4M3's NaN codes 0x7f / 0xff and E5M2's infinities and NaNs left out:
+    // the quantizers saturate), decoded by the scalar fp8_decode.
+    r.bytes.resize(static_cast<std::size_t>(kTokens) * kDim);
+    const int top = kind == RowKind::Fp8E4M3 ? 0x7e : 0x7b;
+    for (std::uint8_t& b : r.bytes) {
+      b = static_cast<std::uint8_t>(rng.below(static_cast<std::uint64_t>(top) + 1) |
+                                    (rng.below(2) << 7));
+    }
+    for (std::size_t i = 0; i < r.bytes.size(); ++i) {
+      r.values[i] = (kind == RowKind::Fp8E4M3 ? detail::fp8_decode<detail::E4M3>(r.bytes[i])
+                                              : detail::fp8_decode<detail::E5M2>(r.bytes[i])) *
+                    kFp8Scale;
+    }
+    return r;
+  }
   if (kind == RowKind::Bytes) r.bytes.assign(r.values.begin(), r.values.end());
   if (kind == RowKind::Nibbles) {
     r.bytes.resize(r.values.size() / 2);
@@ -152,6 +183,10 @@ void with_rows(RowKind kind, const TestRows& r, F&& f) {
     case RowKind::KiviValues8:
       return f(detail::KiviValueRows<8>{r.bytes.data(), kivi_value_row(8), kDim, 2 * kKiviGroups,
                                         kKiviWidth});
+    case RowKind::Fp8E4M3:
+      return f(detail::Fp8Rows<detail::E4M3>{r.bytes.data(), kDim, kFp8Scale});
+    case RowKind::Fp8E5M2:
+      return f(detail::Fp8Rows<detail::E5M2>{r.bytes.data(), kDim, kFp8Scale});
     case RowKind::Nvfp4:
       return f(detail::Nvfp4Rows{r.bytes.data(), kNvfp4Row, kDim / 2, detail::e4m3_table().data(),
                                  kNvfp4Global});

@@ -204,9 +204,9 @@ TEST(SmolLm2Stores, BlockFormatsDecodeFromTheStoredCache) {
 }
 
 // The fused readers over a cache of several hundred tokens (INT8 / INT4: codes read in place, the
-// scale folded into the query and the weights; Q4_0, Q8_0, NVFP4, KIVI-2 and -4: each lane group
-// decoded in registers, attention/format_rows.h): many 64-token tiles, a last one cut short, and
-// the tokens shared among the engine's threads where the machine has two or more cores. Each
+// scale folded into the query and the weights; Q4_0, Q8_0, NVFP4, FP8, KIVI-2 and -4: each lane
+// group decoded in registers, attention/format_rows.h): many 64-token tiles, a last one cut short,
+// and the tokens shared among the engine's threads where the machine has two or more cores. Each
 // decode step's logits against the plain runner whose attention reads the store reconstructed
 // in full.
 TEST(SmolLm2Stores, FusedReadersOverALongCache) {
@@ -228,9 +228,12 @@ TEST(SmolLm2Stores, FusedReadersOverALongCache) {
   constexpr int kSteps = 5;
   std::vector<MethodConfig> configs;
   for (const MethodKind kind : {MethodKind::Int8, MethodKind::Int4, MethodKind::Q4_0,
-                                MethodKind::Q8_0, MethodKind::Nvfp4}) {
+                                MethodKind::Q8_0, MethodKind::Nvfp4, MethodKind::Fp8E4M3}) {
     configs.emplace_back().kind = kind;
   }
+  MethodConfig& fp8_heads = configs.emplace_back();  // a scale per KV head
+  fp8_heads.kind = MethodKind::Fp8E5M2;
+  fp8_heads.per_head_scale = true;
   MethodConfig int4_hadamard;
   int4_hadamard.kind = MethodKind::Int4;
   int4_hadamard.rotation = RotationKind::Hadamard;

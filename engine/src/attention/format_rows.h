@@ -11,6 +11,7 @@
 //  - NVFP4 (quant/fp4_quantizer.h): a token's nibbles (element 2i the low nibble of byte i) then
 //    its E4M3 block scales, one per 16 values: a lane group is one block, e2m1(code) *
 //    (e4m3(scale) / global) as nvfp4_dequantize_row computes it;
+//  - FP8 E4M3 / E5M2 with a scale per tensor or head (fp8_decode_scaled's arithmetic);
 //  - KIVI's groups (quant/group_quant.h): 2-, 4- or 8-bit codes packed LSB-first, each
 //    min + code * step with group_decode_row's fused multiply-add.
 // A row's `base` points at its KV head's part of the first row of a tile; rows are `stride`
@@ -23,6 +24,7 @@
 #include <cstring>
 
 #include "attention/fused_kernels.h"
+#include "quant/fp8_impl.h"
 
 namespace kvlab::detail {
 #if KVLAB_FUSED_512
@@ -182,6 +184,38 @@ inline __m512i packed_codes16(const std::uint8_t* p) {
   }
 }
 #endif
+
+// FP8 (quant/fp8_impl.h): a head's codes times its scale (or the tensor's), as
+// fp8_decode_scaled computes them.
+template <class F>
+struct Fp8Rows {
+  static constexpr bool kNibbles = false;
+  const std::uint8_t* base;
+  std::size_t stride;
+  float scale;
+  void prefetch(std::size_t) const {}
+  void prefetch_group(std::size_t, int) const {}
+  const std::uint8_t* at(std::size_t r, int j) const {
+    return base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
+  }
+  void load(std::size_t r, int j, __m256& a, __m256& b) const {
+    const std::uint8_t* p = at(r, j);
+    const __m256 s = _mm256_set1_ps(scale);
+    a = _mm256_mul_ps(
+        fp8_decode8<F>(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))),
+        s);
+    b = _mm256_mul_ps(fp8_decode8<F>(_mm256_cvtepu8_epi32(
+                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))),
+                      s);
+  }
+#if KVLAB_FUSED_512
+  __m512 load16(std::size_t r, int j) const {
+    const __m512i c =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r, j))));
+    return _mm512_mul_ps(fp8_decode16<F>(c), _mm512_set1_ps(scale));
+  }
+#endif
+};
 
 // Plain 2-, 4- or 8-bit codes, packed LSB-first, in channel order: KIVI's keys, whose step and
 // minimum per channel the caller folds into the query (fold_keys) as KVComp's kernels do.

@@ -713,9 +713,30 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
           }
         }
       };
-      return std::unique_ptr<UnitCodec>(
+      auto codec = std::unique_ptr<UnitCodec>(
           std::make_unique<QuantizerCodec>(std::move(*fixed), role, heads, dim, row,
                                            fitted->prompt.params, nullptr, nullptr, decoder));
+#if KVLAB_FUSED_SIMD
+      if (dim % detail::kLaneGroup == 0) {
+        const auto scale = [scales = fitted->prompt.params](int h) {
+          return scales.size() == 1 ? scales[0] : scales[static_cast<std::size_t>(h)];
+        };
+        const auto head = [dim](const std::uint8_t* tile, int h) {
+          return tile + static_cast<std::size_t>(h) * dim;
+        };
+        if (c.format == Fp8Format::E4M3) {
+          return read_in_registers(
+              std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
+                return detail::Fp8Rows<detail::E4M3>{head(tile, h), row, scale(h)};
+              });
+        }
+        return read_in_registers(
+            std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
+              return detail::Fp8Rows<detail::E5M2>{head(tile, h), row, scale(h)};
+            });
+      }
+#endif
+      return codec;
     }
     case MethodKind::Nvfp4: {
       auto fitted = fit();

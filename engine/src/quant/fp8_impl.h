@@ -8,6 +8,10 @@
 
 #include "quant/avx512.h"  // KVLAB_QUANT_AVX512: AVX-512 forms of the loops below
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace kvlab::detail {
 
 template <int ExpBits, int MantBits, int Bias, std::uint32_t MaxCode, bool HasInf>
@@ -108,25 +112,50 @@ inline float fp8_decode_finite(std::uint32_t c) {
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(v) | ((c & 0x80u) << 24));
 }
 
+#if defined(__AVX512F__)
+// fp8_decode_finite<F> of 16 codes, one in the low byte of each 32-bit lane.
+template <class F>
+inline __m512 fp8_decode16(__m512i c) {
+  const __m512i rebias = _mm512_set1_epi32((127 - F::kBias) << 23);
+  const __m512 sub_step = _mm512_set1_ps(1.f / static_cast<float>(1u << (F::kBias - 1 + F::kMant)));
+  const __m512i magnitude = _mm512_and_si512(c, _mm512_set1_epi32(0x7f));
+  const __m512 normal =
+      _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(magnitude, 23 - F::kMant), rebias));
+  const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(magnitude), sub_step);
+  const __mmask16 is_sub = _mm512_cmplt_epu32_mask(magnitude, _mm512_set1_epi32(1 << F::kMant));
+  const __m512i v = _mm512_castps_si512(_mm512_mask_blend_ps(is_sub, normal, sub));
+  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
+  return _mm512_castsi512_ps(_mm512_or_si512(v, sign));
+}
+#endif
+#if defined(__AVX2__)
+// The same for 8 codes (the fused attention loops' AVX2 form).
+template <class F>
+inline __m256 fp8_decode8(__m256i c) {
+  const __m256i rebias = _mm256_set1_epi32((127 - F::kBias) << 23);
+  const __m256 sub_step = _mm256_set1_ps(1.f / static_cast<float>(1u << (F::kBias - 1 + F::kMant)));
+  const __m256i magnitude = _mm256_and_si256(c, _mm256_set1_epi32(0x7f));
+  const __m256 normal =
+      _mm256_castsi256_ps(_mm256_add_epi32(_mm256_slli_epi32(magnitude, 23 - F::kMant), rebias));
+  const __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), sub_step);
+  // magnitude < 2^mant as a signed compare: both are small non-negative integers.
+  const __m256 is_sub =
+      _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(1 << F::kMant), magnitude));
+  const __m256i v = _mm256_castps_si256(_mm256_blendv_ps(normal, sub, is_sub));
+  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
+  return _mm256_castsi256_ps(_mm256_or_si256(v, sign));
+}
+#endif
+
 template <class F>
 inline void fp8_decode_scaled(const std::uint8_t* codes, std::size_t n, float scale, float* out) {
   std::size_t i = 0;
 #if KVLAB_QUANT_AVX512
   const __m512 scale16 = _mm512_set1_ps(scale);
-  const __m512i rebias = _mm512_set1_epi32((127 - F::kBias) << 23);
-  const __m512 sub_step = _mm512_set1_ps(1.f / static_cast<float>(1u << (F::kBias - 1 + F::kMant)));
   for (; i + 16 <= n; i += 16) {
     const __m512i c =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + i)));
-    const __m512i magnitude = _mm512_and_si512(c, _mm512_set1_epi32(0x7f));
-    const __m512 normal =
-        _mm512_castsi512_ps(_mm512_add_epi32(_mm512_slli_epi32(magnitude, 23 - F::kMant), rebias));
-    const __m512 sub = _mm512_mul_ps(_mm512_cvtepi32_ps(magnitude), sub_step);
-    const __mmask16 is_sub = _mm512_cmplt_epu32_mask(magnitude, _mm512_set1_epi32(1 << F::kMant));
-    const __m512i v = _mm512_castps_si512(_mm512_mask_blend_ps(is_sub, normal, sub));
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24);
-    _mm512_storeu_ps(out + i,
-                     _mm512_mul_ps(_mm512_castsi512_ps(_mm512_or_si512(v, sign)), scale16));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(fp8_decode16<F>(c), scale16));
   }
 #endif
   for (; i < n; ++i) out[i] = fp8_decode_finite<F>(codes[i]) * scale;
