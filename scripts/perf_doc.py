@@ -94,8 +94,10 @@ SECTIONS = [
     ("generate", "A real model generating from a compressed cache",
      "`kvlab generate --method M` with SmolLM2-135M-Instruct (Q4_1 GGUF; 30 layers, 3 KV heads "
      "× 64): the runner's cache held in method M's stored form (`make_method_store`, "
-     "`make_kvcomp_store`) and read by the attention in that form, a tile of 64 tokens at a time "
-     "on both cores. fp16 is the same store holding fp16 rows, so the speed ratios compare what "
+     "`make_kvcomp_store`) and read by the attention in that form on both cores: every method's "
+     "codes in place, decoded inside the key and value loops (KVComp's fused kernels; "
+     "`engine/src/attention/format_rows.h` for the others). fp16 is the same store holding fp16 "
+     "rows, read by the same loops, so the speed ratios compare what "
      "is stored, not two implementations. Each method runs in its own process, one after "
      "another on the same machine; a decode step reads every layer's whole cache (at 8K: 180 "
      "MiB of fp16, several times the 32 MiB L3). The prompt is the start of GPL-3 + GPL-2 from "
