@@ -1,6 +1,6 @@
 // The SIMD loops of engine/src/fused_kernels.h against a double-precision reference, for each kind
 // of rows (fp16, one byte per code, two 4-bit codes per byte, and the block formats that
-// attention/format_rows.h decodes in registers: llama.cpp's Q4_0 and Q8_0, NVFP4, FP8, KIVI's
+// attention/format_rows.h decodes in registers: llama.cpp's 32-value blocks, NVFP4, FP8, KIVI's
 // groups) and head tile. The block formats' values are their reference decoders' (ggml_dequantize,
 // nvfp4_dequantize_row, the scalar fp8_decode, group_decode_row) on random blocks. Included by two
 // test files: one built for this machine (AVX-512 where it has it), one built for AVX2 only, so the
@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "attention/format_rows.h"
@@ -37,7 +38,12 @@ enum class RowKind {
   Bytes,
   Nibbles,
   Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
   Q8_0,
+  IQ4_NL,
+  Mxfp4,
   Nvfp4,
   Packed2,
   KiviValues4,
@@ -45,10 +51,35 @@ enum class RowKind {
   Fp8E4M3,
   Fp8E5M2
 };
-constexpr RowKind kRowKinds[] = {RowKind::Fp16,    RowKind::Bytes,       RowKind::Nibbles,
-                                 RowKind::Q4_0,    RowKind::Q8_0,        RowKind::Nvfp4,
-                                 RowKind::Packed2, RowKind::KiviValues4, RowKind::KiviValues8,
-                                 RowKind::Fp8E4M3, RowKind::Fp8E5M2};
+constexpr RowKind kRowKinds[] = {
+    RowKind::Fp16,        RowKind::Bytes,       RowKind::Nibbles, RowKind::Q4_0,
+    RowKind::Q4_1,        RowKind::Q5_0,        RowKind::Q5_1,    RowKind::Q8_0,
+    RowKind::IQ4_NL,      RowKind::Mxfp4,       RowKind::Nvfp4,   RowKind::Packed2,
+    RowKind::KiviValues4, RowKind::KiviValues8, RowKind::Fp8E4M3, RowKind::Fp8E5M2};
+// llama.cpp's block type of a kind, if it is one.
+std::optional<GgmlType> ggml_of(RowKind kind) {
+  switch (kind) {
+    case RowKind::Q4_0:
+      return GgmlType::Q4_0;
+    case RowKind::Q4_1:
+      return GgmlType::Q4_1;
+    case RowKind::Q5_0:
+      return GgmlType::Q5_0;
+    case RowKind::Q5_1:
+      return GgmlType::Q5_1;
+    case RowKind::Q8_0:
+      return GgmlType::Q8_0;
+    case RowKind::IQ4_NL:
+      return GgmlType::IQ4_NL;
+    case RowKind::Mxfp4:
+      return GgmlType::MXFP4;
+    default:
+      return std::nullopt;
+  }
+}
+std::size_t ggml_row(RowKind kind) {
+  return static_cast<std::size_t>(ggml_row_bytes(*ggml_of(kind), kDim).value());
+}
 constexpr float kFp8Scale = 0.37f;
 // KIVI: keys plain packed codes (their parameters are folded into the query); values a step and
 // minimum per row and group of 32 channels, fp16, after the row's codes.
@@ -58,7 +89,6 @@ constexpr std::size_t kivi_value_row(int bits) {
   return kDim * static_cast<std::size_t>(bits) / 8 + 4 * kKiviGroups;
 }
 // Bytes of a row of kDim values in the block formats.
-constexpr std::size_t kQ4_0Row = kDim / 32 * 18, kQ8_0Row = kDim / 32 * 34;
 constexpr std::size_t kNvfp4Row = kDim / 2 + kDim / 16;
 constexpr float kNvfp4Global = 37.5f;
 
@@ -81,12 +111,11 @@ TestRows make_rows(RowKind kind, std::uint64_t seed) {
       r.values[i] = static_cast<float>(rng.below(kind == RowKind::Bytes ? 256 : 16));
     }
   }
-  if (kind == RowKind::Q4_0 || kind == RowKind::Q8_0 || kind == RowKind::Nvfp4) {
-    // Random bytes, block scales a normal fp16 d (ggml) or a positive finite E4M3 (NVFP4), then
-    // each row's values as the format's reference decoder gives them.
-    const std::size_t row = kind == RowKind::Q4_0   ? kQ4_0Row
-                            : kind == RowKind::Q8_0 ? kQ8_0Row
-                                                    : kNvfp4Row;
+  if (ggml_of(kind) || kind == RowKind::Nvfp4) {
+    // Random bytes, block scales a normal fp16 d and m (ggml), an E8M0 exponent near 1 (MXFP4) or
+    // a positive finite E4M3 (NVFP4), then each row's values as the format's reference decoder
+    // gives them.
+    const std::size_t row = kind == RowKind::Nvfp4 ? kNvfp4Row : ggml_row(kind);
     r.bytes.resize(row * kTokens);
     for (std::uint8_t& b : r.bytes) b = static_cast<std::uint8_t>(rng.below(256));
     for (int t = 0; t < kTokens; ++t) {
@@ -99,12 +128,22 @@ TestRows make_rows(RowKind kind, std::uint64_t seed) {
         detail::nvfp4_dequantize_row(at, at + kDim / 2, kDim, kNvfp4Global, out);
         continue;
       }
-      const std::size_t block = kind == RowKind::Q4_0 ? 18 : 34;
+      const GgmlType type = *ggml_of(kind);
+      const std::size_t block = row / (kDim / 32);
       for (int b = 0; b < kDim / 32; ++b) {
+        std::uint8_t* blk = at + b * block;
+        if (type == GgmlType::MXFP4) {
+          blk[0] = static_cast<std::uint8_t>(120 + rng.below(12));
+          continue;
+        }
         const std::uint16_t d = float_to_fp16(static_cast<float>(rng.normal()) * 0.1f);
-        std::memcpy(at + b * block, &d, sizeof d);
+        std::memcpy(blk, &d, sizeof d);
+        if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) {
+          const std::uint16_t m = float_to_fp16(static_cast<float>(rng.normal()));
+          std::memcpy(blk + 2, &m, sizeof m);
+        }
       }
-      ggml_dequantize(kind == RowKind::Q4_0 ? GgmlType::Q4_0 : GgmlType::Q8_0, at, out, kDim);
+      ggml_dequantize(type, at, out, kDim);
     }
   }
   if (kind == RowKind::Packed2 || kind == RowKind::KiviValues4 || kind == RowKind::KiviValues8) {
@@ -172,9 +211,19 @@ void with_rows(RowKind kind, const TestRows& r, F&& f) {
     case RowKind::Nibbles:
       return f(detail::NibbleRows{r.bytes.data(), kDim / 2});
     case RowKind::Q4_0:
-      return f(detail::Q4_0Rows{r.bytes.data(), kQ4_0Row});
+      return f(detail::GgmlRows<GgmlType::Q4_0>{r.bytes.data(), ggml_row(kind)});
+    case RowKind::Q4_1:
+      return f(detail::GgmlRows<GgmlType::Q4_1>{r.bytes.data(), ggml_row(kind)});
+    case RowKind::Q5_0:
+      return f(detail::GgmlRows<GgmlType::Q5_0>{r.bytes.data(), ggml_row(kind)});
+    case RowKind::Q5_1:
+      return f(detail::GgmlRows<GgmlType::Q5_1>{r.bytes.data(), ggml_row(kind)});
     case RowKind::Q8_0:
-      return f(detail::Q8_0Rows{r.bytes.data(), kQ8_0Row});
+      return f(detail::GgmlRows<GgmlType::Q8_0>{r.bytes.data(), ggml_row(kind)});
+    case RowKind::IQ4_NL:
+      return f(detail::GgmlRows<GgmlType::IQ4_NL>{r.bytes.data(), ggml_row(kind)});
+    case RowKind::Mxfp4:
+      return f(detail::GgmlRows<GgmlType::MXFP4>{r.bytes.data(), ggml_row(kind)});
     case RowKind::Packed2:
       return f(detail::PackedRows<2>{r.bytes.data(), kDim * 2 / 8});
     case RowKind::KiviValues4:

@@ -3,11 +3,11 @@
 // decodes one lane group of 16 channels in registers, with the same arithmetic as the format's
 // reference decoder, so the loops see the values the reconstruction holds and never a tile of
 // them in memory:
-//  - llama.cpp's Q4_0 and Q8_0 (ggml/src/ggml-common.h block_q4_0 / block_q8_0;
-//    dequantize_row_q4_0 / _q8_0 in ggml-quants.c; our deq_q4_0 / deq_q8_0 in
-//    model/ggml_quants.cpp): a row is the blocks of 32 values back to back, an fp16 d then the
-//    codes; Q4_0 byte j holds value j (low nibble) and value j + 16 (high), so lane group 2b is
-//    block b's low nibbles and 2b + 1 its high ones, in channel order;
+//  - llama.cpp's blocks of 32 values, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL and MXFP4
+//    (ggml/src/ggml-common.h; dequantize_row_* in ggml-quants.c; our deq_* in
+//    model/ggml_quants.cpp): a row is the blocks back to back; a nibble byte j holds value j
+//    (low nibble) and value j + 16 (high), so lane group 2b is block b's low nibbles and 2b + 1
+//    its high ones, in channel order;
 //  - NVFP4 (quant/fp4_quantizer.h): a token's nibbles (element 2i the low nibble of byte i) then
 //    its E4M3 block scales, one per 16 values: a lane group is one block, e2m1(code) *
 //    (e4m3(scale) / global) as nvfp4_dequantize_row computes it;
@@ -24,6 +24,8 @@
 #include <cstring>
 
 #include "attention/fused_kernels.h"
+#include "kvlab/engine/model/ggml_types.h"
+#include "quant/fp4_quantizer.h"  // e8m0_to_float_half
 #include "quant/fp8_impl.h"
 
 namespace kvlab::detail {
@@ -41,55 +43,110 @@ inline float half_at(const std::uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// Rows whose lane groups are 16 signed 8-bit codes times a scale: Derived::codes(r, j, d) gives
-// lane group j of row r and its scale d.
-template <class Derived>
-struct ScaledCodeRows {
+// llama.cpp's blocks of 32 values (ggml-common.h), a row of them back to back: lane group j is
+// block j / 2's values 16 * (j % 2) to 16 * (j % 2) + 15, each an 8-bit integer code times the
+// block's d (plus its m for Q4_1 and Q5_1). The codes, by type:
+//  - Q4_0: nibble - 8; Q4_1: nibble; qs[i] holds value i (low nibble) and i + 16 (high);
+//  - Q5_0: (nibble | fifth bit << 4) - 16; Q5_1: nibble | fifth bit << 4; bit i of the 32-bit
+//    qh is value i's fifth bit;
+//  - Q8_0: the signed byte;
+//  - IQ4_NL: kvalues_iq4nl[nibble]; MXFP4: kvalues_mxfp4[nibble] (E2M1 doubled), its d the
+//    E8M0 exponent byte's 2^(e - 127) / 2.
+// d and m as the reference reads them (fp16, or E8M0); Q4_1 and Q5_1 add m with a fused
+// multiply-add.
+template <GgmlType T>
+struct GgmlRows {
+  static_assert(T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::Q5_0 ||
+                T == GgmlType::Q5_1 || T == GgmlType::Q8_0 || T == GgmlType::IQ4_NL ||
+                T == GgmlType::MXFP4);
   static constexpr bool kNibbles = false;
+  static constexpr bool kMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
+  static constexpr bool kFifthBit = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
+  static constexpr std::size_t kBlockBytes = T == GgmlType::Q4_0     ? 18
+                                             : T == GgmlType::Q4_1   ? 20
+                                             : T == GgmlType::Q5_0   ? 22
+                                             : T == GgmlType::Q5_1   ? 24
+                                             : T == GgmlType::Q8_0   ? 34
+                                             : T == GgmlType::IQ4_NL ? 18
+                                                                     : 17;
+  // Where the codes (qs) and Q5's fifth bits (qh) start in a block.
+  static constexpr std::size_t kQs = T == GgmlType::Q4_1    ? 4
+                                     : T == GgmlType::Q5_0  ? 6
+                                     : T == GgmlType::Q5_1  ? 8
+                                     : T == GgmlType::MXFP4 ? 1
+                                                            : 2;
+  static constexpr std::size_t kQh = T == GgmlType::Q5_0 ? 2 : 4;
+
+  const std::uint8_t* base;
+  std::size_t stride;
   void prefetch(std::size_t) const {}
   void prefetch_group(std::size_t, int) const {}
+
+  // Lane group j of row r: its 16 codes as signed bytes, the block's d and (kMin) m.
+  __m128i codes(std::size_t r, int j, float& d, float& m) const {
+    const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
+    const int half = j % 2;
+    if constexpr (T == GgmlType::MXFP4) {
+      d = e8m0_to_float_half(b[0]);
+    } else {
+      d = half_at(b);
+    }
+    if constexpr (kMin) m = half_at(b + 2);
+    if constexpr (T == GgmlType::Q8_0) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs + 16 * half));
+    }
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+    if (half != 0) q = _mm_srli_epi16(q, 4);
+    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    if constexpr (kFifthBit) {
+      std::uint32_t qh;
+      std::memcpy(&qh, b + kQh, sizeof qh);
+      // Byte i of the lane group takes bit i of the half's 16 bits: each byte of the two
+      // spread over eight lanes, then tested against its lane's bit.
+      const __m128i word = _mm_set1_epi16(static_cast<short>(qh >> (16 * half)));
+      const __m128i spread =
+          _mm_shuffle_epi8(word, _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+      const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+      const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, bit), bit);
+      q = _mm_or_si128(q, _mm_and_si128(set, _mm_set1_epi8(16)));
+    }
+    if constexpr (T == GgmlType::Q4_0) return _mm_sub_epi8(q, _mm_set1_epi8(8));
+    if constexpr (T == GgmlType::Q5_0) return _mm_sub_epi8(q, _mm_set1_epi8(16));
+    if constexpr (T == GgmlType::IQ4_NL) {
+      return _mm_shuffle_epi8(
+          _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113),
+          q);
+    }
+    if constexpr (T == GgmlType::MXFP4) {
+      return _mm_shuffle_epi8(
+          _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), q);
+    }
+    return q;
+  }
+
   void load(std::size_t r, int j, __m256& a, __m256& b) const {
-    float d;
-    const __m128i q = static_cast<const Derived&>(*this).codes(r, j, d);
+    float d, m = 0.f;
+    const __m128i q = codes(r, j, d, m);
     const __m256 dv = _mm256_set1_ps(d);
-    a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), dv);
-    b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), dv);
+    a = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+    b = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8)));
+    if constexpr (kMin) {
+      const __m256 mv = _mm256_set1_ps(m);
+      a = _mm256_fmadd_ps(a, dv, mv);
+      b = _mm256_fmadd_ps(b, dv, mv);
+    } else {
+      a = _mm256_mul_ps(a, dv);
+      b = _mm256_mul_ps(b, dv);
+    }
   }
 #if KVLAB_FUSED_512
   __m512 load16(std::size_t r, int j) const {
-    float d;
-    const __m128i q = static_cast<const Derived&>(*this).codes(r, j, d);
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(d));
+    float d, m = 0.f;
+    const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes(r, j, d, m)));
+    if constexpr (kMin) return _mm512_fmadd_ps(x, _mm512_set1_ps(d), _mm512_set1_ps(m));
+    return _mm512_mul_ps(x, _mm512_set1_ps(d));
   }
 #endif
-};
-
-// llama.cpp Q4_0: (nibble - 8) * d.
-struct Q4_0Rows : ScaledCodeRows<Q4_0Rows> {
-  static constexpr std::size_t kBlockBytes = 18;
-  const std::uint8_t* base;
-  std::size_t stride;
-  Q4_0Rows(const std::uint8_t* base_, std::size_t stride_) : base(base_), stride(stride_) {}
-  __m128i codes(std::size_t r, int j, float& d) const {
-    const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
-    d = half_at(b);
-    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    if (j % 2 != 0) q = _mm_srli_epi16(q, 4);
-    return _mm_sub_epi8(_mm_and_si128(q, _mm_set1_epi8(0x0f)), _mm_set1_epi8(8));
-  }
-};
-
-// llama.cpp Q8_0: code * d.
-struct Q8_0Rows : ScaledCodeRows<Q8_0Rows> {
-  static constexpr std::size_t kBlockBytes = 34;
-  const std::uint8_t* base;
-  std::size_t stride;
-  Q8_0Rows(const std::uint8_t* base_, std::size_t stride_) : base(base_), stride(stride_) {}
-  __m128i codes(std::size_t r, int j, float& d) const {
-    const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
-    d = half_at(b);
-    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * (j % 2)));
-  }
 };
 
 // NVFP4: e2m1(code) * (e4m3(scale) / global). `scales` is the offset from a row's start to this

@@ -645,25 +645,45 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         ggml_dequantize(t, src, out, static_cast<std::int64_t>(row));
       };
     }
-    const bool whole_rows = static_cast<bool>(rows_of_blocks);
     auto codec = std::make_unique<QuantizerCodec>(
         std::move(*q), role, heads, dim, probe->codes.size(), std::vector<float>{}, nullptr,
         std::move(decoder), std::move(rows_of_blocks));
     codec->rotated = rotated;
 #if KVLAB_FUSED_SIMD
-    // Q4_0 and Q8_0 rows read in place where a head's values are whole blocks.
-    const std::size_t unit = codec->unit_bytes;
-    if (dim % 32 == 0 && whole_rows && (type == GgmlType::Q4_0 || type == GgmlType::Q8_0)) {
-      const std::size_t head = static_cast<std::size_t>(dim / 32);
-      if (type == GgmlType::Q4_0) {
-        return read_in_registers(
-            std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
-              return detail::Q4_0Rows{tile + h * head * detail::Q4_0Rows::kBlockBytes, unit};
-            });
-      }
+    // Rows of 32-value blocks read in place where a head's values are whole blocks (MXFP4's
+    // quantizer writes llama.cpp's block_mxfp4 rows).
+    const std::optional<GgmlType> blocks =
+        m.kind == MethodKind::Mxfp4 ? std::optional<GgmlType>(GgmlType::MXFP4) : type;
+    const bool whole_blocks =
+        blocks && dim % 32 == 0 &&
+        ggml_row_bytes(*blocks, static_cast<std::int64_t>(row)) == codec->unit_bytes;
+    const auto in_place = [&](auto type_c) -> std::unique_ptr<UnitCodec> {
+      using Rows = detail::GgmlRows<decltype(type_c)::value>;
+      const std::size_t unit = codec->unit_bytes;
+      const std::size_t head = static_cast<std::size_t>(dim / 32) * Rows::kBlockBytes;
       return read_in_registers(std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
-        return detail::Q8_0Rows{tile + h * head * detail::Q8_0Rows::kBlockBytes, unit};
+        return Rows{tile + static_cast<std::size_t>(h) * head, unit};
       });
+    };
+    if (whole_blocks) {
+      switch (*blocks) {
+        case GgmlType::Q4_0:
+          return in_place(std::integral_constant<GgmlType, GgmlType::Q4_0>{});
+        case GgmlType::Q4_1:
+          return in_place(std::integral_constant<GgmlType, GgmlType::Q4_1>{});
+        case GgmlType::Q5_0:
+          return in_place(std::integral_constant<GgmlType, GgmlType::Q5_0>{});
+        case GgmlType::Q5_1:
+          return in_place(std::integral_constant<GgmlType, GgmlType::Q5_1>{});
+        case GgmlType::Q8_0:
+          return in_place(std::integral_constant<GgmlType, GgmlType::Q8_0>{});
+        case GgmlType::IQ4_NL:
+          return in_place(std::integral_constant<GgmlType, GgmlType::IQ4_NL>{});
+        case GgmlType::MXFP4:
+          return in_place(std::integral_constant<GgmlType, GgmlType::MXFP4>{});
+        default:
+          break;
+      }
     }
 #endif
     return std::unique_ptr<UnitCodec>(std::move(codec));
