@@ -62,8 +62,10 @@ Result<std::unique_ptr<KvStore>> make_kvcomp_store(const LlamaConfig& model,
 // fp16 until R have gathered, then quantized per channel in groups of G; values kept fp16 for
 // the newest R tokens, the older quantized per token), INT8 / INT4 per tensor, FP8 and NVFP4
 // (per-tensor scales fixed from the prompt, every later token encoded with them, as a serving
-// engine with calibrated scales does), MXFP4. Attention dequantizes a tile of stored tokens at a
-// time into a scratch buffer, never the whole layer. `max_tokens` (0: none) reserves the
+// engine with calibrated scales does), MXFP4. Attention reads the stored codes in place, each
+// lane group decoded inside the key and value loops (or, on builds without AVX2 and head sizes
+// not a multiple of 16, a tile of tokens at a time into a scratch buffer), never the whole
+// layer. `max_tokens` (0: none) reserves the
 // allocations up front, as llama.cpp allocates its context. KVComp goes to make_kvcomp_store
 // with `kvcomp` (its codec huffman unless bitpack is chosen); tiered, KVQuant and TurboQuant are
 // an error naming them.
