@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <Eigen/Core>
 
 #include "attention/attention_common.h"
 #include "attention/fused_kernels.h"
@@ -115,17 +116,13 @@ Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::s
 
 void softmax_rows(std::span<float> x, int rows) {
   if (rows <= 0) return;
-  const std::size_t n = x.size() / static_cast<std::size_t>(rows);
+  const auto n = static_cast<Eigen::Index>(x.size() / static_cast<std::size_t>(rows));
   for (int r = 0; r < rows; ++r) {
-    float* v = x.data() + static_cast<std::size_t>(r) * n;
-    const float mx = *std::max_element(v, v + n);
-    float sum = 0.f;
-    for (std::size_t i = 0; i < n; ++i) {
-      v[i] = std::exp(v[i] - mx);
-      sum += v[i];
-    }
-    const float inv = 1.f / sum;
-    for (std::size_t i = 0; i < n; ++i) v[i] *= inv;
+    // Eigen's vectorised exp (about 1 ulp): a decode step at 8K takes 74K exponentials per layer
+    // of SmolLM2, which std::exp one at a time spent a third of the step on.
+    Eigen::Map<Eigen::ArrayXf> v(x.data() + static_cast<std::size_t>(r) * n, n);
+    v = (v - v.maxCoeff()).exp();
+    v *= 1.f / v.sum();
   }
 }
 

@@ -1253,14 +1253,7 @@ class MethodStore final : public KvStore {
         key_products(w.tile.data(), t0, t1 - t0, total, q);
       }
     });
-    for (int h = 0; h < m_heads; ++h) {
-      float* s = m_scores.data() + static_cast<std::size_t>(h) * total;
-      const float top = *std::max_element(s, s + total);
-      float sum = 0.f;
-      for (int t = 0; t < total; ++t) sum += (s[t] = std::exp(s[t] - top));
-      const float inv = 1.f / sum;
-      for (int t = 0; t < total; ++t) s[t] *= inv;
-    }
+    softmax_rows(m_scores, m_heads);
     for_parts(total, align, parts, [&](int p, int first, int last) {
       Worker& w = m_workers[static_cast<std::size_t>(p)];
       w.out.assign(qd, 0.f);
