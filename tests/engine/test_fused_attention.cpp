@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "core/random.h"
@@ -312,6 +313,41 @@ TEST(FusedAttentionParts, EscapedValuesDecodeLikeCodedOnes) {
   ASSERT_TRUE(fused_attention_values(good, want, qh, out_want));
   ASSERT_TRUE(fused_attention_values(esc, want, qh, out_got));
   EXPECT_EQ(out_want, out_got);
+}
+
+// softmax_rows against a double softmax, and the same row at every offset in memory gives the same
+// bits (a decode step's result must not depend on where its scratch buffer lies), for lengths
+// around its 16-value chunks and scores far apart (exp underflowing to 0).
+TEST(FusedAttentionParts, SoftmaxRowsMatchDoublesWhereverTheRowLies) {
+  for (const int n : {1, 15, 16, 17, 100, 1027}) {
+    SCOPED_TRACE(n);
+    detail::Rng rng(n);
+    std::vector<float> row(static_cast<std::size_t>(n));
+    for (float& x : row) x = static_cast<float>(8.0 * rng.normal());
+    if (n > 2) row[1] = -200.f;
+    double top = -1e300, sum = 0;
+    for (const float x : row) top = std::max(top, static_cast<double>(x));
+    for (const float x : row) sum += std::exp(static_cast<double>(x) - top);
+    std::vector<float> first;
+    for (int offset = 0; offset < 16; ++offset) {
+      std::vector<float> buf(static_cast<std::size_t>(offset), 0.f);
+      buf.insert(buf.end(), row.begin(), row.end());
+      const std::span<float> x(buf.data() + offset, row.size());
+      softmax_rows(x, 1);
+      if (offset == 0) {
+        first.assign(x.begin(), x.end());
+        for (int i = 0; i < n; ++i) {
+          const double arg = static_cast<double>(row[i]) - top;
+          const double want = std::exp(arg) / sum;
+          // Float rounds x - max to half an ulp, which exp turns into |x - max| ulps of the
+          // result; Eigen's exp and the sum add a few more.
+          ASSERT_NEAR(x[i], want, (std::abs(arg) + 4) * 1.2e-7 * want + 1e-30) << i;
+        }
+      } else {
+        ASSERT_TRUE(std::equal(x.begin(), x.end(), first.begin())) << "offset " << offset;
+      }
+    }
+  }
 }
 
 TEST(FusedAttentionErrors, RejectsBadShapes) {
