@@ -30,6 +30,22 @@ void fp16_rows_values(std::span<const std::uint16_t> values, int first, int toke
 Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::size_t out,
                    std::size_t out_need);
 
+// The sum of p[0..n): 16 running sums, one per lane, then added in lane order. The compiler
+// keeps the lanes in one vector register, and the result has the same bits wherever p lies (a
+// plain float loop runs one dependent add at a time).
+inline float lane_sum(const float* p, std::size_t n) {
+  constexpr std::size_t kLanes = 16;
+  float acc[kLanes] = {};
+  std::size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (std::size_t l = 0; l < kLanes; ++l) acc[l] += p[i + l];
+  }
+  for (std::size_t l = 0; i + l < n; ++l) acc[l] += p[i + l];
+  float sum = 0.f;
+  for (const float a : acc) sum += a;
+  return sum;
+}
+
 // One decode step's attention over a long cache, shared among the engine's threads: [0, count)
 // items (tokens, or blocks of them) in at most worker_threads() consecutive ranges of at least
 // `min_items` each (below that a thread costs more than it saves). body(part, first, last)

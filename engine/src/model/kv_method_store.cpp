@@ -43,6 +43,7 @@
 #include <tbb/parallel_for.h>
 #include <Eigen/Core>
 
+#include "attention/attention_common.h"
 #include "attention/format_rows.h"
 #include "attention/fused_kernels.h"
 #include "codec/bitpack.h"
@@ -230,9 +231,7 @@ class SymmetricCodec final : public UnitCodec {
     const float min = m_mins[0];
     for (int qh = 0; qh < q_heads; ++qh) {
       const float* p = probs + static_cast<std::size_t>(qh) * total;
-      float mass = 0.f;
-      for (int t = first; t < last; ++t) mass += p[t];
-      const float bias = min * mass;
+      const float bias = min * detail::lane_sum(p + first, static_cast<std::size_t>(last - first));
       const float* sum = s.sums.data() + static_cast<std::size_t>(qh) * m_dim;
       float* o = out + static_cast<std::size_t>(qh) * m_dim;
       for (int c = 0; c < m_dim; ++c) o[c] += m_scale * sum[c] + bias;
