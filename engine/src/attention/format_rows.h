@@ -18,12 +18,12 @@
 // bytes apart (a token's whole row of every head).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "attention/fused_kernels.h"
+#include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "quant/fp4_quantizer.h"  // e8m0_to_float_half
 #include "quant/fp8_impl.h"
@@ -55,27 +55,43 @@ inline float half_at(const std::uint8_t* p) {
 // d and m as the reference reads them (fp16, or E8M0); Q4_1 and Q5_1 add m with a fused
 // multiply-add.
 template <GgmlType T>
+struct GgmlBlockOf;
+template <>
+struct GgmlBlockOf<GgmlType::Q4_0> {
+  using type = ggml_block::Q4_0;
+};
+template <>
+struct GgmlBlockOf<GgmlType::Q4_1> {
+  using type = ggml_block::Q4_1;
+};
+template <>
+struct GgmlBlockOf<GgmlType::Q5_0> {
+  using type = ggml_block::Q5_0;
+};
+template <>
+struct GgmlBlockOf<GgmlType::Q5_1> {
+  using type = ggml_block::Q5_1;
+};
+template <>
+struct GgmlBlockOf<GgmlType::Q8_0> {
+  using type = ggml_block::Q8_0;
+};
+template <>
+struct GgmlBlockOf<GgmlType::IQ4_NL> {
+  using type = ggml_block::IQ4_NL;
+};
+template <>
+struct GgmlBlockOf<GgmlType::MXFP4> {
+  using type = ggml_block::MXFP4;
+};
+
+template <GgmlType T>
 struct GgmlRows {
-  static_assert(T == GgmlType::Q4_0 || T == GgmlType::Q4_1 || T == GgmlType::Q5_0 ||
-                T == GgmlType::Q5_1 || T == GgmlType::Q8_0 || T == GgmlType::IQ4_NL ||
-                T == GgmlType::MXFP4);
+  using Block = typename GgmlBlockOf<T>::type;  // the layout: ggml_blocks.h
   static constexpr bool kNibbles = false;
   static constexpr bool kMin = T == GgmlType::Q4_1 || T == GgmlType::Q5_1;
   static constexpr bool kFifthBit = T == GgmlType::Q5_0 || T == GgmlType::Q5_1;
-  static constexpr std::size_t kBlockBytes = T == GgmlType::Q4_0     ? 18
-                                             : T == GgmlType::Q4_1   ? 20
-                                             : T == GgmlType::Q5_0   ? 22
-                                             : T == GgmlType::Q5_1   ? 24
-                                             : T == GgmlType::Q8_0   ? 34
-                                             : T == GgmlType::IQ4_NL ? 18
-                                                                     : 17;
-  // Where the codes (qs) and Q5's fifth bits (qh) start in a block.
-  static constexpr std::size_t kQs = T == GgmlType::Q4_1    ? 4
-                                     : T == GgmlType::Q5_0  ? 6
-                                     : T == GgmlType::Q5_1  ? 8
-                                     : T == GgmlType::MXFP4 ? 1
-                                                            : 2;
-  static constexpr std::size_t kQh = T == GgmlType::Q5_0 ? 2 : 4;
+  static constexpr std::size_t kBlockBytes = sizeof(Block);
 
   const std::uint8_t* base;
   std::size_t stride;
@@ -85,22 +101,23 @@ struct GgmlRows {
   // Lane group j of row r: its 16 codes as signed bytes, the block's d and (kMin) m.
   __m128i codes(std::size_t r, int j, float& d, float& m) const {
     const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
+    const std::uint8_t* qs = b + offsetof(Block, qs);
     const int half = j % 2;
     if constexpr (T == GgmlType::MXFP4) {
-      d = e8m0_to_float_half(b[0]);
+      d = e8m0_to_float_half(b[offsetof(Block, e)]);
     } else {
-      d = half_at(b);
+      d = half_at(b + offsetof(Block, d));
     }
-    if constexpr (kMin) m = half_at(b + 2);
+    if constexpr (kMin) m = half_at(b + offsetof(Block, m));
     if constexpr (T == GgmlType::Q8_0) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs + 16 * half));
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * half));
     }
-    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
     if (half != 0) q = _mm_srli_epi16(q, 4);
     q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
     if constexpr (kFifthBit) {
       std::uint32_t qh;
-      std::memcpy(&qh, b + kQh, sizeof qh);
+      std::memcpy(&qh, b + offsetof(Block, qh), sizeof qh);
       // Byte i of the lane group takes bit i of the half's 16 bits: each byte of the two
       // spread over eight lanes, then tested against its lane's bit.
       const __m128i word = _mm_set1_epi16(static_cast<short>(qh >> (16 * half)));
@@ -112,14 +129,11 @@ struct GgmlRows {
     }
     if constexpr (T == GgmlType::Q4_0) return _mm_sub_epi8(q, _mm_set1_epi8(8));
     if constexpr (T == GgmlType::Q5_0) return _mm_sub_epi8(q, _mm_set1_epi8(16));
-    if constexpr (T == GgmlType::IQ4_NL) {
-      return _mm_shuffle_epi8(
-          _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113),
-          q);
-    }
-    if constexpr (T == GgmlType::MXFP4) {
-      return _mm_shuffle_epi8(
-          _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12), q);
+    if constexpr (T == GgmlType::IQ4_NL || T == GgmlType::MXFP4) {
+      // The nibbles index the type's 16 levels: one byte shuffle looks them all up.
+      const std::int8_t* levels =
+          T == GgmlType::IQ4_NL ? ggml_block::kIq4nlValues : ggml_block::kMxfp4Values;
+      return _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)), q);
     }
     return q;
   }

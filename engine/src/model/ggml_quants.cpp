@@ -113,14 +113,15 @@ inline float load_f32(const std::uint8_t* p) {
   return f;
 }
 
-// kvalues_iq4nl: the 16 levels of IQ4_NL / IQ4_XS, a non-uniform grid fitted to weight
-// distributions.
-constexpr std::array<float, 16> kIq4nlValues = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                1,    13,   25,  38,  53,  69,  89,  113};
-// kvalues_mxfp4: the FP4 E2M1 values doubled (so they are integers); the block scales below are
-// halved to match (ggml_e8m0_to_fp32_half, ggml_ue4m3_to_fp32).
-constexpr std::array<float, 16> kFp4Values = {0, 1,  2,  3,  4,  6,  8,  12,
-                                              0, -1, -2, -3, -4, -6, -8, -12};
+// The value tables (kvalues_iq4nl, kvalues_mxfp4) as floats, from ggml_blocks.h's.
+constexpr std::array<float, 16> float_table(const std::int8_t (&t)[16]) {
+  std::array<float, 16> f{};
+  for (int i = 0; i < 16; ++i) f[static_cast<std::size_t>(i)] = t[i];
+  return f;
+}
+constexpr std::array<float, 16> kIq4nlValues = float_table(ggml_block::kIq4nlValues);
+// The block scales below are halved to match (ggml_e8m0_to_fp32_half, ggml_ue4m3_to_fp32).
+constexpr std::array<float, 16> kFp4Values = float_table(ggml_block::kMxfp4Values);
 
 // ggml_e8m0_to_fp32_half: the MX block scale 2^(e - 127), halved. e < 2 gives the subnormals
 // 2^-128 and 2^-127; e = 255 (NaN in the MX spec) is not special-cased, as in ggml.

@@ -51,6 +51,7 @@
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
@@ -654,12 +655,13 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
     const std::optional<GgmlType> blocks =
         m.kind == MethodKind::Mxfp4 ? std::optional<GgmlType>(GgmlType::MXFP4) : type;
     const bool whole_blocks =
-        blocks && dim % 32 == 0 &&
+        blocks && dim % ggml_block::kValues == 0 &&
         ggml_row_bytes(*blocks, static_cast<std::int64_t>(row)) == codec->unit_bytes;
     const auto in_place = [&](auto type_c) -> std::unique_ptr<UnitCodec> {
       using Rows = detail::GgmlRows<decltype(type_c)::value>;
       const std::size_t unit = codec->unit_bytes;
-      const std::size_t head = static_cast<std::size_t>(dim / 32) * Rows::kBlockBytes;
+      const std::size_t head =
+          static_cast<std::size_t>(dim / ggml_block::kValues) * Rows::kBlockBytes;
       return read_in_registers(std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
         return Rows{tile + static_cast<std::size_t>(h) * head, unit};
       });
