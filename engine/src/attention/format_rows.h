@@ -163,6 +163,14 @@ struct GgmlRows {
 #endif
 };
 
+// 16 4-bit codes packed two a byte, low nibble first, from the 8 bytes at `p`: one byte each, in
+// channel order (low nibble, then high, of each byte).
+inline __m128i nibbles_in_order(const std::uint8_t* p) {
+  const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  const __m128i low = _mm_set1_epi8(0x0f);
+  return _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
+}
+
 // NVFP4: e2m1(code) * (e4m3(scale) / global). `scales` is the offset from a row's start to this
 // head's first block scale; `e4m3` the 256 scale values, `global` the tensor's scale.
 struct Nvfp4Rows {
@@ -179,11 +187,7 @@ struct Nvfp4Rows {
   __m128i codes(std::size_t r, int j, float& s) const {
     const std::uint8_t* row = base + r * stride;
     s = e4m3[row[scales + static_cast<std::size_t>(j)]] / global;
-    const __m128i bytes =
-        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + 8 * static_cast<std::size_t>(j)));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    return _mm_unpacklo_epi8(_mm_and_si128(bytes, low),
-                             _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
+    return nibbles_in_order(row + 8 * static_cast<std::size_t>(j));
   }
   // E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; bit 3 of a code is its sign.
   static __m256 e2m1(__m256i c) {
@@ -219,10 +223,7 @@ inline void packed_codes(const std::uint8_t* p, __m256i& a, __m256i& b) {
     a = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)));
   } else if constexpr (Bits == 4) {
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    const __m128i q =
-        _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
+    const __m128i q = nibbles_in_order(p);
     a = _mm256_cvtepu8_epi32(q);
     b = _mm256_cvtepu8_epi32(_mm_srli_si128(q, 8));
   } else {
@@ -242,10 +243,7 @@ inline __m512i packed_codes16(const std::uint8_t* p) {
   if constexpr (Bits == 8) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   } else if constexpr (Bits == 4) {
-    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-    const __m128i low = _mm_set1_epi8(0x0f);
-    return _mm512_cvtepu8_epi32(
-        _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low)));
+    return _mm512_cvtepu8_epi32(nibbles_in_order(p));
   } else {
     std::int32_t w;
     std::memcpy(&w, p, sizeof w);

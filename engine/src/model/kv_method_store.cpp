@@ -24,10 +24,12 @@
 // Encoding and decoding reuse the method's quantizer (quantizer.h) where its codes for one token
 // are the unit: a tile of units is handed back to it as one QuantizedTensor to dequantize, so
 // the bytes and the reconstruction are the quantizer's, which the reference tests check against
-// gguf-py, libggml and NumPy. Attention reads the codes in place where the codec folds its
-// dequantization out of the dot products (INT8 / INT4: one step and minimum per tensor), else
-// decodes a tile of 64 tokens at a time into a scratch buffer: scores over the keys tile by tile,
-// a softmax, then the values tile by tile.
+// gguf-py, libggml and NumPy. Attention reads the sealed codes in place (UnitCodec::fused): the
+// dequantization folded out of the dot products where the parameters allow it (INT8 / INT4's
+// per-tensor scale, KIVI's per-channel key steps), else each lane group decoded in registers
+// (attention/format_rows.h). Rows the fused readers do not take (the fp16 tail, head sizes not
+// a multiple of 16, builds without AVX2) are decoded a tile of 64 tokens at a time into a
+// scratch buffer: scores over the keys tile by tile, a softmax, then the values tile by tile.
 #include <fmt/format.h>
 
 #include <algorithm>
