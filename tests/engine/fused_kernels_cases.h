@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "attention/fused_kernels.h"
 #include "core/random.h"
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "quant/fp4_quantizer.h"
 #include "quant/fp8_impl.h"
@@ -129,18 +131,20 @@ TestRows make_rows(RowKind kind, std::uint64_t seed) {
         continue;
       }
       const GgmlType type = *ggml_of(kind);
-      const std::size_t block = row / (kDim / 32);
-      for (int b = 0; b < kDim / 32; ++b) {
+      const std::size_t block = row / (kDim / ggml_block::kValues);
+      for (int b = 0; b < kDim / ggml_block::kValues; ++b) {
         std::uint8_t* blk = at + b * block;
         if (type == GgmlType::MXFP4) {
-          blk[0] = static_cast<std::uint8_t>(120 + rng.below(12));
+          blk[offsetof(ggml_block::MXFP4, e)] = static_cast<std::uint8_t>(120 + rng.below(12));
           continue;
         }
+        // d leads every block but MXFP4's (ggml_blocks.h); m follows it in Q4_1 and Q5_1.
         const std::uint16_t d = float_to_fp16(static_cast<float>(rng.normal()) * 0.1f);
-        std::memcpy(blk, &d, sizeof d);
+        std::memcpy(blk + offsetof(ggml_block::Q4_0, d), &d, sizeof d);
         if (type == GgmlType::Q4_1 || type == GgmlType::Q5_1) {
+          static_assert(offsetof(ggml_block::Q4_1, m) == offsetof(ggml_block::Q5_1, m));
           const std::uint16_t m = float_to_fp16(static_cast<float>(rng.normal()));
-          std::memcpy(blk + 2, &m, sizeof m);
+          std::memcpy(blk + offsetof(ggml_block::Q4_1, m), &m, sizeof m);
         }
       }
       ggml_dequantize(type, at, out, kDim);
