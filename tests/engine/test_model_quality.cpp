@@ -403,15 +403,19 @@ TEST(ModelQuality, EvictionInTheLoop) {
   EXPECT_LT(h2o50.kl_mean, window20.kl_mean);
   EXPECT_NEAR(h2o50.kept_fraction, 0.5, 0.03);
 
-  // Policy "full" with INT8 is INT8 alone (to float rounding): the mask keeps everything.
+  // Policy "full" with INT8 is INT8 alone (to rounding): the mask keeps everything. The masked
+  // path's decode steps run matrix products and the plain one's the fused row loops
+  // (llama_attention.cpp), whose sums round differently; where a later layer's key lands on an
+  // INT8 rounding boundary that flips a code, so the two agree to 1e-5 rather than 1e-6 (2e-6 and
+  // 1.7e-6 measured). Dropping a single position moves these by orders more (window50 above).
   qc.method = MethodConfig{};
   qc.method->kind = MethodKind::Int8;
   qc.eviction->policy = EvictionPolicy::Full;
   auto both = measure_quality(model, text, qc).value();
   qc.eviction.reset();
   auto int8 = measure_quality(model, text, qc).value();
-  EXPECT_NEAR(both.perplexity, int8.perplexity, 1e-6 * int8.perplexity);
-  EXPECT_NEAR(both.kl_mean, int8.kl_mean, 1e-6);
+  EXPECT_NEAR(both.perplexity, int8.perplexity, 1e-5 * int8.perplexity);
+  EXPECT_NEAR(both.kl_mean, int8.kl_mean, 1e-5);
 
   // Merging runs in the loop on its own path (entry logits and member weights instead of the
   // masked softmax). With a similarity no pair of keys reaches it never merges, so it must be

@@ -1,7 +1,7 @@
-// Private to the attention sources: the plain fp16 row loops, shared by the fp16 baseline
-// (fp16_attention.cpp) and by the fused paths for the cache's uncompressed buffer
-// (fused_attention.cpp), the size check both give their callers, and how both share a long
-// cache among the cores.
+// Private to the engine: the plain fp16 and float row loops, shared by the fp16 baseline
+// (fp16_attention.cpp), the fused paths for the cache's uncompressed buffer
+// (fused_attention.cpp) and the model runner's decode step (model/llama_attention.cpp); the size
+// check they give their callers; and how they share a long cache among the cores.
 #pragma once
 
 #include <algorithm>
@@ -25,6 +25,11 @@ void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens
 // out[qh] += probs[qh][first + i] * v_i for the fp16 value rows of `tokens` tokens.
 void fp16_rows_values(std::span<const std::uint16_t> values, int first, int tokens, int heads,
                       int dim, int group, const float* probs, int total_tokens, float* out);
+// The same two loops over float rows (the model runner's own cache, llama_attention.cpp).
+void float_rows_logits(const float* keys, int first, int tokens, int heads, int dim, int group,
+                       const float* q, float scale, int total_tokens, float* logits);
+void float_rows_values(const float* values, int first, int tokens, int heads, int dim, int group,
+                       const float* probs, int total_tokens, float* out);
 
 // An error naming `what` unless the input holds in_need floats and the output out_need.
 Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::size_t out,

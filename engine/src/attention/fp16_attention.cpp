@@ -26,12 +26,12 @@ namespace {
 // every head reads its part, and the value accumulators go to memory once per pass.
 constexpr int kTokenChunk = 64;
 
-}  // namespace
-
-void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens, int heads,
-                      int dim, int group, const float* q, float scale, int total_tokens,
-                      float* logits) {
-  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+// The key and value loops over rows of `heads` KV heads, `dim` values each: rows_of(h) gives KV
+// head h's rows for the fused loops (fused_kernels.h), row_floats(i, buffer) token i's whole row
+// [heads][dim] as floats for the scalar loops (other head sizes, builds without AVX2).
+template <class RowsOf, class RowFloats>
+void rows_logits(RowsOf&& rows_of, RowFloats&& row_floats, int first, int tokens, int heads,
+                 int dim, int group, const float* q, float scale, int total_tokens, float* logits) {
 #if KVLAB_FUSED_SIMD
   if (dim % kLaneGroup == 0) {
     // The scale goes into the query once; every query head of a GQA group reads each converted
@@ -42,8 +42,7 @@ void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens
     for (int t0 = 0; t0 < tokens; t0 += kTokenChunk) {
       const int n = std::min(kTokenChunk, tokens - t0);
       for (int h = 0; h < heads; ++h) {
-        const Fp16Rows rows{keys.data() + static_cast<std::size_t>(h) * dim, hd, dim,
-                            static_cast<std::size_t>(tokens)};
+        const auto rows = rows_of(h);
         for (int g0 = 0; g0 < group; g0 += kHeadTile) {
           const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
           key_tile(rows, static_cast<std::size_t>(t0), n, std::min(kHeadTile, group - g0),
@@ -55,11 +54,12 @@ void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens
     return;
   }
 #endif
-  std::vector<float> row(hd);
+  static_cast<void>(rows_of);
+  std::vector<float> buffer(static_cast<std::size_t>(heads) * dim);
   for (int i = 0; i < tokens; ++i) {
-    fp16_to_float(keys.subspan(static_cast<std::size_t>(i) * hd, hd), row);
+    const float* row = row_floats(i, buffer);
     for (int qh = 0; qh < heads * group; ++qh) {
-      const float* k = row.data() + static_cast<std::size_t>(qh / group) * dim;
+      const float* k = row + static_cast<std::size_t>(qh / group) * dim;
       const float* qv = q + static_cast<std::size_t>(qh) * dim;
       float a = 0.f;
 #pragma omp simd reduction(+ : a)
@@ -69,16 +69,15 @@ void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens
   }
 }
 
-void fp16_rows_values(std::span<const std::uint16_t> values, int first, int tokens, int heads,
-                      int dim, int group, const float* probs, int total_tokens, float* out) {
-  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+template <class RowsOf, class RowFloats>
+void rows_values(RowsOf&& rows_of, RowFloats&& row_floats, int first, int tokens, int heads,
+                 int dim, int group, const float* probs, int total_tokens, float* out) {
 #if KVLAB_FUSED_SIMD
   if (dim % kLaneGroup == 0) {
     for (int t0 = 0; t0 < tokens; t0 += kTokenChunk) {
       const int n = std::min(kTokenChunk, tokens - t0);
       for (int h = 0; h < heads; ++h) {
-        const Fp16Rows rows{values.data() + static_cast<std::size_t>(h) * dim, hd, dim,
-                            static_cast<std::size_t>(tokens)};
+        const auto rows = rows_of(h);
         for (int g0 = 0; g0 < group; g0 += kHeadTile) {
           const std::size_t qh = static_cast<std::size_t>(h) * group + g0;
           value_tile(rows, static_cast<std::size_t>(t0), n, std::min(kHeadTile, group - g0),
@@ -90,17 +89,81 @@ void fp16_rows_values(std::span<const std::uint16_t> values, int first, int toke
     return;
   }
 #endif
-  std::vector<float> row(hd);
+  static_cast<void>(rows_of);
+  std::vector<float> buffer(static_cast<std::size_t>(heads) * dim);
   for (int i = 0; i < tokens; ++i) {
-    fp16_to_float(values.subspan(static_cast<std::size_t>(i) * hd, hd), row);
+    const float* row = row_floats(i, buffer);
     for (int qh = 0; qh < heads * group; ++qh) {
-      const float* v = row.data() + static_cast<std::size_t>(qh / group) * dim;
+      const float* v = row + static_cast<std::size_t>(qh / group) * dim;
       const float p = probs[static_cast<std::size_t>(qh) * total_tokens + first + i];
       float* o = out + static_cast<std::size_t>(qh) * dim;
 #pragma omp simd
       for (int c = 0; c < dim; ++c) o[c] += p * v[c];
     }
   }
+}
+
+// fp16 rows: F16C in the fused loops, fp16_to_float for the scalar ones.
+auto fp16_rows_of(std::span<const std::uint16_t> rows, int tokens, int heads, int dim) {
+  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+  return [=](int h) {
+#if KVLAB_FUSED_SIMD
+    return Fp16Rows{rows.data() + static_cast<std::size_t>(h) * dim, hd, dim,
+                    static_cast<std::size_t>(tokens)};
+#else
+    return h;
+#endif
+  };
+}
+auto fp16_row_floats(std::span<const std::uint16_t> rows, int heads, int dim) {
+  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+  return [=](int i, std::vector<float>& buffer) -> const float* {
+    fp16_to_float(rows.subspan(static_cast<std::size_t>(i) * hd, hd), buffer);
+    return buffer.data();
+  };
+}
+// float rows: read as they are.
+auto float_rows_of(const float* rows, int tokens, int heads, int dim) {
+  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+  return [=](int h) {
+#if KVLAB_FUSED_SIMD
+    return FloatRows{rows + static_cast<std::size_t>(h) * dim, hd, dim,
+                     static_cast<std::size_t>(tokens)};
+#else
+    return h;
+#endif
+  };
+}
+auto float_row_floats(const float* rows, int heads, int dim) {
+  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+  return [=](int i, std::vector<float>&) { return rows + static_cast<std::size_t>(i) * hd; };
+}
+
+}  // namespace
+
+void fp16_rows_logits(std::span<const std::uint16_t> keys, int first, int tokens, int heads,
+                      int dim, int group, const float* q, float scale, int total_tokens,
+                      float* logits) {
+  rows_logits(fp16_rows_of(keys, tokens, heads, dim), fp16_row_floats(keys, heads, dim), first,
+              tokens, heads, dim, group, q, scale, total_tokens, logits);
+}
+
+void fp16_rows_values(std::span<const std::uint16_t> values, int first, int tokens, int heads,
+                      int dim, int group, const float* probs, int total_tokens, float* out) {
+  rows_values(fp16_rows_of(values, tokens, heads, dim), fp16_row_floats(values, heads, dim), first,
+              tokens, heads, dim, group, probs, total_tokens, out);
+}
+
+void float_rows_logits(const float* keys, int first, int tokens, int heads, int dim, int group,
+                       const float* q, float scale, int total_tokens, float* logits) {
+  rows_logits(float_rows_of(keys, tokens, heads, dim), float_row_floats(keys, heads, dim), first,
+              tokens, heads, dim, group, q, scale, total_tokens, logits);
+}
+
+void float_rows_values(const float* values, int first, int tokens, int heads, int dim, int group,
+                       const float* probs, int total_tokens, float* out) {
+  rows_values(float_rows_of(values, tokens, heads, dim), float_row_floats(values, heads, dim),
+              first, tokens, heads, dim, group, probs, total_tokens, out);
 }
 
 Status check_sizes(const char* what, std::size_t in, std::size_t in_need, std::size_t out,

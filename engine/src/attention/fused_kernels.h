@@ -86,13 +86,26 @@ struct Fp16Rows {
 #endif
 };
 
-// Float rows (a tile a stored cache decoded, kv_method_store.cpp); `stride` in floats.
+// Float rows (a tile a stored cache decoded, kv_method_store.cpp; the model runner's cache);
+// `stride` in floats. With `count` rows given, the loops ask for rows ahead as Fp16Rows does
+// (a tile in L1 leaves it 0).
 struct FloatRows {
   static constexpr bool kNibbles = false;
   const float* base;
   std::size_t stride;
-  void prefetch(std::size_t) const {}
-  void prefetch_group(std::size_t, int) const {}
+  int dim = 0;
+  std::size_t count = 0;
+  void prefetch(std::size_t r) const {
+    if (r + kPrefetchRows >= count) return;
+    const char* p = reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride);
+    for (int i = 0; i < 4 * dim; i += 64) _mm_prefetch(p + i, _MM_HINT_T1);
+  }
+  void prefetch_group(std::size_t r, int j) const {
+    if (r + kPrefetchRows >= count) return;
+    _mm_prefetch(reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride +
+                                               static_cast<std::size_t>(kLaneGroup) * j),
+                 _MM_HINT_T1);
+  }
   void load(std::size_t r, int j, __m256& a, __m256& b) const {
     const float* p = base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
     a = _mm256_loadu_ps(p);

@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "attention/attention_common.h"
+#include "kvlab/engine/attention/fused_attention.h"
+
 namespace kvlab::detail {
 namespace {
 
@@ -80,6 +83,33 @@ void block_softmax(float* scores, int rows, int stride, int first_ctx, int group
   inverse = block.rowwise().sum().inverse();  // each at least 1: the max gives exp(0)
 }
 
+// A decode step with nothing to mask, observe or weigh: one new token, whose attention reads
+// every cached row once. It runs the row loops the stored caches' decode runs (attention_common.h:
+// fused_kernels.h's register-blocked loops over the float rows), on the engine's threads, instead
+// of matrix products that copy every key into the GEMM's packing buffer each step.
+Status decode_attention(const AttentionArgs& a, AttentionScratch& s, float* out) {
+  const int hd = a.head_dim, group = a.heads / a.kv_heads, total = a.pos + 1;
+  const std::size_t kv = static_cast<std::size_t>(a.kv_heads) * hd;
+  const std::size_t logits_size = static_cast<std::size_t>(a.heads) * total;
+  float* logits = grow(s.scores, logits_size);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int parts = attention_parts(total, kMinPartTokens);
+  KVLAB_TRY(for_attention_parts(total, parts, [&](int, int first, int last) -> Status {
+    float_rows_logits(a.keys + first * kv, first, last - first, a.kv_heads, hd, group, a.q, scale,
+                      total, logits);
+    return Ok{};
+  }));
+  softmax_rows({logits, logits_size}, a.heads);
+  const std::size_t out_size = static_cast<std::size_t>(a.heads) * hd;
+  std::fill(out, out + out_size, 0.0f);
+  return for_attention_sums(total, parts, out, out_size,
+                            [&](int first, int last, float* sums) -> Status {
+                              float_rows_values(a.values + first * kv, first, last - first,
+                                                a.kv_heads, hd, group, logits, total, sums);
+                              return Ok{};
+                            });
+}
+
 }  // namespace
 
 int attention_block_tokens(int group, int total, int n) {
@@ -89,6 +119,11 @@ int attention_block_tokens(int group, int total, int n) {
 }
 
 Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out) {
+  const bool masked =
+      a.masks && std::any_of(a.masks, a.masks + a.kv_heads, [](const char* m) { return m; });
+  if (a.n == 1 && !(a.weigh && *a.weigh) && !masked && !(a.observe && *a.observe)) {
+    return decode_attention(a, s, out);
+  }
   const int hd = a.head_dim, group = a.heads / a.kv_heads;
   const int D = a.heads * hd, KV = a.kv_heads * hd, total = a.pos + a.n;
   const int group_width = group * hd;  // one token's queries of the heads sharing a KV head

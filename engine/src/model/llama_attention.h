@@ -2,7 +2,9 @@
 // block of new tokens, the scores of the head group's queries against the cached keys and the
 // weighted values are matrix products, with a vectorised softmax between them. Only the keys up
 // to the block's last position take part, so a prefill skips most of the causal upper triangle.
-// Kept-token masks and the attention observer (eviction in the loop) run on the same path.
+// Kept-token masks and the attention observer (eviction in the loop) run on the same path. A
+// decode step with none of those (one new token) instead runs the stored caches' row loops over
+// the float rows, on the engine's threads (attention/attention_common.h).
 #pragma once
 
 #include <Eigen/Core>
