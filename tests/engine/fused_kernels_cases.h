@@ -240,9 +240,10 @@ void with_rows(RowKind kind, const TestRows& r, F&& f) {
       return f(detail::Fp8Rows<detail::E4M3>{r.bytes.data(), kDim, kFp8Scale});
     case RowKind::Fp8E5M2:
       return f(detail::Fp8Rows<detail::E5M2>{r.bytes.data(), kDim, kFp8Scale});
-    case RowKind::Nvfp4:
-      return f(detail::Nvfp4Rows{r.bytes.data(), kNvfp4Row, kDim / 2, detail::e4m3_table().data(),
-                                 kNvfp4Global});
+    case RowKind::Nvfp4: {
+      static const std::array<float, 256> block_scales = detail::nvfp4_block_scales(kNvfp4Global);
+      return f(detail::Nvfp4Rows{r.bytes.data(), kNvfp4Row, kDim / 2, block_scales.data()});
+    }
   }
 }
 

@@ -18,6 +18,7 @@
 // bytes apart (a token's whole row of every head).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -98,34 +99,30 @@ struct GgmlRows {
   void prefetch(std::size_t) const {}
   void prefetch_group(std::size_t, int) const {}
 
-  // Lane group j of row r: its 16 codes as signed bytes, the block's d and (kMin) m.
-  __m128i codes(std::size_t r, int j, float& d, float& m) const {
-    const std::uint8_t* b = base + r * stride + static_cast<std::size_t>(j / 2) * kBlockBytes;
-    const std::uint8_t* qs = b + offsetof(Block, qs);
-    const int half = j % 2;
+  const std::uint8_t* block(std::size_t r, int b, float& d, float& m) const {
+    const std::uint8_t* p = base + r * stride + static_cast<std::size_t>(b) * kBlockBytes;
     if constexpr (T == GgmlType::MXFP4) {
-      d = e8m0_to_float_half(b[offsetof(Block, e)]);
+      d = e8m0_to_float_half(p[offsetof(Block, e)]);
     } else {
-      d = half_at(b + offsetof(Block, d));
+      d = half_at(p + offsetof(Block, d));
     }
-    if constexpr (kMin) m = half_at(b + offsetof(Block, m));
-    if constexpr (T == GgmlType::Q8_0) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * half));
-    }
-    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    if (half != 0) q = _mm_srli_epi16(q, 4);
-    q = _mm_and_si128(q, _mm_set1_epi8(0x0f));
+    if constexpr (kMin) m = half_at(p + offsetof(Block, m));
+    return p;
+  }
+  // The 16 codes as signed bytes from their nibbles `q` (one a byte) and, for Q5_0 / Q5_1, the
+  // 16 fifth bits of their half of qh.
+  static __m128i finish(__m128i q, std::uint32_t fifth) {
     if constexpr (kFifthBit) {
-      std::uint32_t qh;
-      std::memcpy(&qh, b + offsetof(Block, qh), sizeof qh);
       // Byte i of the lane group takes bit i of the half's 16 bits: each byte of the two
       // spread over eight lanes, then tested against its lane's bit.
-      const __m128i word = _mm_set1_epi16(static_cast<short>(qh >> (16 * half)));
+      const __m128i word = _mm_set1_epi16(static_cast<short>(fifth));
       const __m128i spread =
           _mm_shuffle_epi8(word, _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
       const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
       const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, bit), bit);
       q = _mm_or_si128(q, _mm_and_si128(set, _mm_set1_epi8(16)));
+    } else {
+      static_cast<void>(fifth);
     }
     if constexpr (T == GgmlType::Q4_0) return _mm_sub_epi8(q, _mm_set1_epi8(8));
     if constexpr (T == GgmlType::Q5_0) return _mm_sub_epi8(q, _mm_set1_epi8(16));
@@ -136,6 +133,40 @@ struct GgmlRows {
       return _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(levels)), q);
     }
     return q;
+  }
+  static std::uint32_t fifth_bits(const std::uint8_t* p) {
+    std::uint32_t qh = 0;
+    if constexpr (kFifthBit) std::memcpy(&qh, p + offsetof(Block, qh), sizeof qh);
+    return qh;
+  }
+
+  // Lane group j of row r: its 16 codes as signed bytes, the block's d and (kMin) m.
+  __m128i codes(std::size_t r, int j, float& d, float& m) const {
+    const std::uint8_t* p = block(r, j / 2, d, m);
+    const std::uint8_t* qs = p + offsetof(Block, qs);
+    const int half = j % 2;
+    if constexpr (T == GgmlType::Q8_0) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * half));
+    }
+    __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    if (half != 0) q = _mm_srli_epi16(q, 4);
+    return finish(_mm_and_si128(q, _mm_set1_epi8(0x0f)), fifth_bits(p) >> (16 * half));
+  }
+  // Both lane groups of block b of row r (lane groups 2b and 2b + 1): one load of the block's
+  // bytes and of its d and m for the two.
+  void block_codes(std::size_t r, int b, __m128i& lo, __m128i& hi, float& d, float& m) const {
+    const std::uint8_t* p = block(r, b, d, m);
+    const std::uint8_t* qs = p + offsetof(Block, qs);
+    if constexpr (T == GgmlType::Q8_0) {
+      lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+      hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16));
+    } else {
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+      const __m128i low = _mm_set1_epi8(0x0f);
+      const std::uint32_t fifth = fifth_bits(p);
+      lo = finish(_mm_and_si128(q, low), fifth);
+      hi = finish(_mm_and_si128(_mm_srli_epi16(q, 4), low), fifth >> 16);
+    }
   }
 
   void load(std::size_t r, int j, __m256& a, __m256& b) const {
@@ -154,11 +185,25 @@ struct GgmlRows {
     }
   }
 #if KVLAB_FUSED_512
+  static __m512 scaled(__m128i q, __m512 d, __m512 m) {
+    const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+    if constexpr (kMin) return _mm512_fmadd_ps(x, d, m);
+    static_cast<void>(m);
+    return _mm512_mul_ps(x, d);
+  }
   __m512 load16(std::size_t r, int j) const {
     float d, m = 0.f;
-    const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes(r, j, d, m)));
-    if constexpr (kMin) return _mm512_fmadd_ps(x, _mm512_set1_ps(d), _mm512_set1_ps(m));
-    return _mm512_mul_ps(x, _mm512_set1_ps(d));
+    const __m128i q = codes(r, j, d, m);
+    return scaled(q, _mm512_set1_ps(d), _mm512_set1_ps(m));
+  }
+  // Lane groups j and j + 1 (j even: one block), as load16 gives each.
+  void load_pair16(std::size_t r, int j, __m512& a, __m512& b) const {
+    float d, m = 0.f;
+    __m128i lo, hi;
+    block_codes(r, j / 2, lo, hi, d, m);
+    const __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
+    a = scaled(lo, dv, mv);
+    b = scaled(hi, dv, mv);
   }
 #endif
 };
@@ -171,22 +216,30 @@ inline __m128i nibbles_in_order(const std::uint8_t* p) {
   return _mm_unpacklo_epi8(_mm_and_si128(bytes, low), _mm_and_si128(_mm_srli_epi16(bytes, 4), low));
 }
 
+// NVFP4's block scales of a tensor: entry b = e4m3(b) / global, the factor nvfp4_dequantize_row
+// computes for a block whose scale byte is b. Worked out once per tensor, not once per block.
+inline std::array<float, 256> nvfp4_block_scales(float global) {
+  std::array<float, 256> t{};
+  const auto& e4m3 = e4m3_table();
+  for (std::size_t b = 0; b < t.size(); ++b) t[b] = e4m3[b] / global;
+  return t;
+}
+
 // NVFP4: e2m1(code) * (e4m3(scale) / global). `scales` is the offset from a row's start to this
-// head's first block scale; `e4m3` the 256 scale values, `global` the tensor's scale.
+// head's first block scale; `block_scale` the tensor's nvfp4_block_scales.
 struct Nvfp4Rows {
   static constexpr bool kNibbles = false;
   const std::uint8_t* base;
   std::size_t stride;
   std::size_t scales;
-  const float* e4m3;
-  float global;
+  const float* block_scale;
   void prefetch(std::size_t) const {}
   void prefetch_group(std::size_t, int) const {}
   // Lane group j's 16 codes in channel order as bytes (low nibble, then high, of each byte),
   // and its block's scale.
   __m128i codes(std::size_t r, int j, float& s) const {
     const std::uint8_t* row = base + r * stride;
-    s = e4m3[row[scales + static_cast<std::size_t>(j)]] / global;
+    s = block_scale[row[scales + static_cast<std::size_t>(j)]];
     return nibbles_in_order(row + 8 * static_cast<std::size_t>(j));
   }
   // E2M1 magnitudes {0, 0.5, 1, 1.5, 2, 3, 4, 6}; bit 3 of a code is its sign.

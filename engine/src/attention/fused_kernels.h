@@ -187,6 +187,15 @@ constexpr int kAccumulators = 16;
 constexpr int kAccumulators = 8;
 #endif
 
+#if KVLAB_FUSED_512
+// Whether Rows decodes two neighbouring lane groups at once (load_pair16(r, j, a, b) for j
+// even: a block format whose parameters cover 32 channels).
+template <class Rows>
+constexpr bool kLoadsPairs = requires(const Rows& rows, __m512& a) {
+  rows.load_pair16(std::size_t{0}, 0, a, a);
+};
+#endif
+
 // Dot products of GT query heads with TT rows (GT * TT <= kAccumulators, all in registers): lane
 // k % 8 of r[k / 8] = qf[g] . row(rows_idx[t]) for k = g * TT + t, over `groups` groups of 16
 // lanes. qf rows are `qstride` floats apart, in the rows' lane order.
@@ -203,7 +212,26 @@ inline void key_dots(const Rows& rows, const std::size_t* row_idx, int groups, c
   __m512 wide[GT * TT];
 #pragma GCC unroll 16
   for (int k = 0; k < GT * TT; ++k) wide[k] = _mm512_setzero_ps();
-  for (int j = 0; j < groups; ++j) {
+  int j = 0;
+  if constexpr (kLoadsPairs<Rows>) {
+    // Two lane groups a load (a block's parameters read once); each sum takes the same terms
+    // in the same order as one group at a time.
+    for (; j + 1 < groups; j += 2) {
+      const float* qj = qf + static_cast<std::size_t>(kLaneGroup) * j;
+#pragma GCC unroll 8
+      for (int t = 0; t < TT; ++t) {
+        __m512 x0, x1;
+        rows.load_pair16(row_idx[t], j, x0, x1);
+#pragma GCC unroll 4
+        for (int g = 0; g < GT; ++g) {
+          __m512& w = wide[g * TT + t];
+          w = _mm512_fmadd_ps(x0, _mm512_loadu_ps(qj + g * qstride), w);
+          w = _mm512_fmadd_ps(x1, _mm512_loadu_ps(qj + g * qstride + kLaneGroup), w);
+        }
+      }
+    }
+  }
+  for (; j < groups; ++j) {
     const float* qj = qf + static_cast<std::size_t>(kLaneGroup) * j;
 #pragma GCC unroll 8
     for (int t = 0; t < TT; ++t) {
@@ -421,12 +449,26 @@ inline void value_sums512(const Rows& rows, std::size_t row0, int n, int j0, con
   __m512 acc[GT * VP];
 #pragma GCC unroll 32
   for (int k = 0; k < GT * VP; ++k) acc[k] = _mm512_setzero_ps();
+  // Lane groups two a load where the rows decode pairs and the groups start on one.
+  constexpr bool kPairs = [] {
+    if constexpr (VP % 2 == 0) return kLoadsPairs<Rows>;
+    return false;
+  }();
+  const bool paired = kPairs && j0 % 2 == 0;
   for (int t = 0; t < n; ++t) {
     __m512 x[VP];
 #pragma GCC unroll 8
     for (int v = 0; v < VP; ++v) rows.prefetch_group(row0 + t, j0 + v);
+    if constexpr (kPairs) {
+      if (paired) {
 #pragma GCC unroll 8
-    for (int v = 0; v < VP; ++v) x[v] = rows.load16(row0 + t, j0 + v);
+        for (int v = 0; v < VP; v += 2) rows.load_pair16(row0 + t, j0 + v, x[v], x[v + 1]);
+      }
+    }
+    if (!paired) {
+#pragma GCC unroll 8
+      for (int v = 0; v < VP; ++v) x[v] = rows.load16(row0 + t, j0 + v);
+    }
 #pragma GCC unroll 8
     for (int g = 0; g < GT; ++g) {
       const __m512 wg = _mm512_set1_ps(w[g * wstride + t]);

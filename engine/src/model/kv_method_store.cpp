@@ -33,9 +33,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #if defined(__F16C__)
@@ -779,13 +781,14 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
 #if KVLAB_FUSED_SIMD
       if (dim % detail::kNvfp4BlockSize == 0) {
         const std::size_t unit = codec->unit_bytes;
-        const float* e4m3 = detail::e4m3_table().data();
+        const auto block_scales =
+            std::make_shared<const std::array<float, 256>>(detail::nvfp4_block_scales(global));
         return read_in_registers(
             std::move(codec), heads, dim, [=](const std::uint8_t* tile, int h) {
               const std::size_t at = static_cast<std::size_t>(h) * dim;
               return detail::Nvfp4Rows{tile + at / 2, unit,
-                                       nibbles - at / 2 + at / detail::kNvfp4BlockSize, e4m3,
-                                       global};
+                                       nibbles - at / 2 + at / detail::kNvfp4BlockSize,
+                                       block_scales->data()};
             });
       }
 #endif
