@@ -603,7 +603,8 @@ inline float horizontal_sum(__m256 v) {
 }
 
 // Q4_1: value j of a block is d·q_j + m, q_j in the low nibbles (j < 16) or high nibbles.
-float dot_q4_1_avx2(const std::uint8_t* row, const float* x, std::int64_t blocks) {
+// (An AVX-512 build compiles the two 8-lane loops but calls dot_q4_1_avx512 and dot_q8_0_avx512.)
+[[maybe_unused]] float dot_q4_1_avx2(const std::uint8_t* row, const float* x, std::int64_t blocks) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   const __m128i low4 = _mm_set1_epi8(0x0F);
   for (std::int64_t i = 0; i < blocks; ++i, row += 20, x += 32) {
@@ -624,7 +625,7 @@ float dot_q4_1_avx2(const std::uint8_t* row, const float* x, std::int64_t blocks
 }
 
 // Q8_0: value j of a block is d·q_j, q_j a signed byte.
-float dot_q8_0_avx2(const std::uint8_t* row, const float* x, std::int64_t blocks) {
+[[maybe_unused]] float dot_q8_0_avx2(const std::uint8_t* row, const float* x, std::int64_t blocks) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
   for (std::int64_t i = 0; i < blocks; ++i, row += 34, x += 32) {
     const __m256 d = _mm256_set1_ps(load_f16(row));
@@ -641,6 +642,64 @@ float dot_q8_0_avx2(const std::uint8_t* row, const float* x, std::int64_t blocks
   }
   return horizontal_sum(_mm256_add_ps(acc0, acc1));
 }
+
+#if defined(__AVX512F__)
+// The same two with 16-lane registers where the build has AVX-512: a block's 32 values are two
+// registers, so half the conversions and multiplies of the 8-lane loops; two blocks a pass into
+// four accumulators, so that no sum waits on the one before it. SmolLM2 at a 512-token context:
+// the weights' dot products took 62% of a decode step with the 8-lane loops.
+inline __m512 bytes_to_floats16(__m128i sixteen) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sixteen));
+}
+inline __m512 signed_bytes_to_floats16(__m128i sixteen) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sixteen));
+}
+
+float dot_q4_1_avx512(const std::uint8_t* row, const float* x, std::int64_t blocks) {
+  __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  const auto block = [&](const std::uint8_t* b, const float* xb, __m512& a0, __m512& a1) {
+    const __m512 d = _mm512_set1_ps(load_f16(b));
+    const __m512 m = _mm512_set1_ps(load_f16(b + 2));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 4));
+    const __m128i lo = _mm_and_si128(q, low4);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), low4);
+    a0 = _mm512_fmadd_ps(_mm512_fmadd_ps(d, bytes_to_floats16(lo), m), _mm512_loadu_ps(xb), a0);
+    a1 =
+        _mm512_fmadd_ps(_mm512_fmadd_ps(d, bytes_to_floats16(hi), m), _mm512_loadu_ps(xb + 16), a1);
+  };
+  std::int64_t i = 0;
+  for (; i + 2 <= blocks; i += 2, row += 40, x += 64) {
+    block(row, x, acc[0], acc[1]);
+    block(row + 20, x + 32, acc[2], acc[3]);
+  }
+  if (i < blocks) block(row, x, acc[0], acc[1]);
+  return _mm512_reduce_add_ps(
+      _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+float dot_q8_0_avx512(const std::uint8_t* row, const float* x, std::int64_t blocks) {
+  __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  const auto block = [&](const std::uint8_t* b, const float* xb, __m512& a) {
+    const __m512 d = _mm512_set1_ps(load_f16(b));
+    const __m512 s0 = _mm512_mul_ps(
+        signed_bytes_to_floats16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2))),
+        _mm512_loadu_ps(xb));
+    const __m512 s1 = _mm512_mul_ps(
+        signed_bytes_to_floats16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18))),
+        _mm512_loadu_ps(xb + 16));
+    a = _mm512_fmadd_ps(d, _mm512_add_ps(s0, s1), a);
+  };
+  std::int64_t i = 0;
+  for (; i + 2 <= blocks; i += 2, row += 68, x += 64) {
+    block(row, x, acc[0]);
+    block(row + 34, x + 32, acc[1]);
+  }
+  if (i < blocks) block(row, x, acc[0]);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+}
+#endif
 #endif
 
 // `n` values (a whole number of blocks) of a type decoded by `Decode`, kValues values from
@@ -724,7 +783,12 @@ float ggml_dot(GgmlType type, const std::uint8_t* row, const float* x, std::int6
       return dot_via_stack<deq_q6_k, kQK_K, 210>(row, x, n);
     case GgmlType::Q4_0:
       return dot_via_stack<deq_q4_0, 32, 18>(row, x, n);
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__) && defined(__AVX2__) && defined(__FMA__)
+    case GgmlType::Q4_1:
+      return dot_q4_1_avx512(row, x, n / 32);
+    case GgmlType::Q8_0:
+      return dot_q8_0_avx512(row, x, n / 32);
+#elif defined(__AVX2__) && defined(__FMA__)
     case GgmlType::Q4_1:
       return dot_q4_1_avx2(row, x, n / 32);
     case GgmlType::Q8_0:
