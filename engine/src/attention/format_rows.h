@@ -307,6 +307,24 @@ inline __m512i packed_codes16(const std::uint8_t* p) {
 }
 #endif
 
+#if KVLAB_FUSED_512
+// Two lane groups' codes (32 channels from `p`), as packed_codes16 gives each: 4-bit codes from
+// one 16-byte load, both halves unpacked into channel order at once.
+template <int Bits>
+inline void packed_codes_pair16(const std::uint8_t* p, __m512i& a, __m512i& b) {
+  if constexpr (Bits == 4) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i low = _mm_set1_epi8(0x0f);
+    const __m128i lo = _mm_and_si128(bytes, low), hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low);
+    a = _mm512_cvtepu8_epi32(_mm_unpacklo_epi8(lo, hi));
+    b = _mm512_cvtepu8_epi32(_mm_unpackhi_epi8(lo, hi));
+  } else {
+    a = packed_codes16<Bits>(p);
+    b = packed_codes16<Bits>(p + 2 * Bits);
+  }
+}
+#endif
+
 // FP8 (quant/fp8_impl.h): a head's codes times its scale (or the tensor's), as
 // fp8_decode_scaled computes them.
 template <class F>
@@ -401,6 +419,21 @@ struct KiviValueRows {
     const std::uint8_t* p = at(r, j, step, min);
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(packed_codes16<Bits>(p)), _mm512_set1_ps(step),
                            _mm512_set1_ps(min));
+  }
+  // Lane groups j and j + 1 (j even): one read of their step and minimum where a group spans
+  // both (groups a multiple of 32 channels wide, as KIVI's G = 32 and 128 are).
+  void load_pair16(std::size_t r, int j, __m512& a, __m512& b) const {
+    if (width % (2 * kLaneGroup) != 0) {
+      a = load16(r, j);
+      b = load16(r, j + 1);
+      return;
+    }
+    float step, min;
+    __m512i ca, cb;
+    packed_codes_pair16<Bits>(at(r, j, step, min), ca, cb);
+    const __m512 s = _mm512_set1_ps(step), m = _mm512_set1_ps(min);
+    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ca), s, m);
+    b = _mm512_fmadd_ps(_mm512_cvtepi32_ps(cb), s, m);
   }
 #endif
 };
