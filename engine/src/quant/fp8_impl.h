@@ -128,6 +128,26 @@ inline __m512 fp8_decode16(__m512i c) {
   return _mm512_castsi512_ps(_mm512_or_si512(v, sign));
 }
 #endif
+#if defined(__F16C__) && defined(__AVX2__)
+// E4M3 codes as the fp16 bit patterns of their values divided by 2^8: the sign to bit 15, the
+// exponent and mantissa to bits 13..7 (fp16's exponent bias is 15, E4M3's 7, so the fp16 reads
+// exactly 2^-8 times the code's value, subnormals included: both formats' subnormals step by
+// 2^(1 - bias - mantissa bits)). fp16's exponent field never reaches 31 this way, so every code
+// gives fp8_decode_finite's value; the caller multiplies by 2^8 (folded into its scale).
+inline __m128i e4m3_halves8(__m128i codes16) {  // 8 codes in the low half of each 16-bit lane
+  const __m128i magnitude = _mm_and_si128(_mm_slli_epi16(codes16, 7), _mm_set1_epi16(0x3f80));
+  const __m128i sign =
+      _mm_and_si128(_mm_slli_epi16(codes16, 8), _mm_set1_epi16(static_cast<short>(0x8000)));
+  return _mm_or_si128(magnitude, sign);
+}
+inline __m256i e4m3_halves16(__m256i codes16) {  // 16 codes, one a 16-bit lane
+  const __m256i magnitude =
+      _mm256_and_si256(_mm256_slli_epi16(codes16, 7), _mm256_set1_epi16(0x3f80));
+  const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(codes16, 8),
+                                        _mm256_set1_epi16(static_cast<short>(0x8000)));
+  return _mm256_or_si256(magnitude, sign);
+}
+#endif
 #if defined(__AVX2__)
 // The same for 8 codes (the fused attention loops' AVX2 form).
 template <class F>
