@@ -93,7 +93,10 @@ Status decode_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
   const std::size_t logits_size = static_cast<std::size_t>(a.heads) * total;
   float* logits = grow(s.scores, logits_size);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int parts = attention_parts(total, kMinPartTokens);
+  // Ranges of kMinPartTokens positions whatever the thread count, added in order: the runner's
+  // results do not depend on how many threads ran (as project()'s tiles), which a split by
+  // thread count (attention_parts) would give up past 2048 positions.
+  const int parts = std::max(1, total / kMinPartTokens);
   KVLAB_TRY(for_attention_parts(total, parts, [&](int, int first, int last) -> Status {
     float_rows_logits(a.keys + first * kv, first, last - first, a.kv_heads, hd, group, a.q, scale,
                       total, logits);
