@@ -22,7 +22,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "attention/fused_kernels.h"
 #include "kvlab/engine/model/ggml_blocks.h"
@@ -326,8 +325,8 @@ inline void packed_codes_pair16(const std::uint8_t* p, __m512i& a, __m512i& b) {
 }
 #endif
 
-// FP8 (quant/fp8_impl.h): a head's codes times its scale (or the tensor's), as
-// fp8_decode_scaled computes them.
+// FP8 (quant/fp8_impl.h): a head's codes times its scale (or the tensor's), decoded as
+// fp8_decode_scaled decodes them (fp8_decode_scaled16 / 8).
 template <class F>
 struct Fp8Rows {
   static constexpr bool kNibbles = false;
@@ -339,35 +338,15 @@ struct Fp8Rows {
   const std::uint8_t* at(std::size_t r, int j) const {
     return base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
   }
-  // E4M3 through F16C (e4m3_halves8 / e4m3_halves16: fewer operations than the float
-  // bit assembly), the scale times 2^8; the products are the same floats either way, as both
-  // multiply the code's exact value by the scale.
-  static constexpr bool kHalves = std::is_same_v<F, E4M3>;
   void load(std::size_t r, int j, __m256& a, __m256& b) const {
     const std::uint8_t* p = at(r, j);
-    if constexpr (kHalves) {
-      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-      const __m256 s = _mm256_set1_ps(scale * 256.f);
-      a = _mm256_mul_ps(_mm256_cvtph_ps(e4m3_halves8(_mm_cvtepu8_epi16(c))), s);
-      b = _mm256_mul_ps(_mm256_cvtph_ps(e4m3_halves8(_mm_cvtepu8_epi16(_mm_srli_si128(c, 8)))), s);
-      return;
-    }
-    const __m256 s = _mm256_set1_ps(scale);
-    a = _mm256_mul_ps(
-        fp8_decode8<F>(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))),
-        s);
-    b = _mm256_mul_ps(fp8_decode8<F>(_mm256_cvtepu8_epi32(
-                          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))),
-                      s);
+    a = fp8_decode_scaled8<F>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)), scale);
+    b = fp8_decode_scaled8<F>(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)), scale);
   }
 #if KVLAB_FUSED_512
   __m512 load16(std::size_t r, int j) const {
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r, j)));
-    if constexpr (kHalves) {
-      return _mm512_mul_ps(_mm512_cvtph_ps(e4m3_halves16(_mm256_cvtepu8_epi16(bytes))),
-                           _mm512_set1_ps(scale * 256.f));
-    }
-    return _mm512_mul_ps(fp8_decode16<F>(_mm512_cvtepu8_epi32(bytes)), _mm512_set1_ps(scale));
+    return fp8_decode_scaled16<F>(_mm_loadu_si128(reinterpret_cast<const __m128i*>(at(r, j))),
+                                  scale);
   }
 #endif
 };
