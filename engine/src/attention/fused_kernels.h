@@ -53,6 +53,28 @@ constexpr int kHeadTile = 4;
 // once the rows come from beyond L2 (measured: 2x faster q.K at 16K tokens, rows from L3).
 constexpr std::size_t kPrefetchRows = 64;
 
+// Asks for row r + kPrefetchRows of `count` rows of `dim` values of T, `stride` values apart:
+// the whole row (prefetch_row_ahead), or the cache line lane group j starts, if it starts one
+// (prefetch_group_ahead: the value loops pass over the rows once per lane group, and spreading
+// the requests keeps them from queuing up behind each other).
+template <class T>
+inline void prefetch_row_ahead(const T* base, std::size_t stride, int dim, std::size_t count,
+                               std::size_t r) {
+  if (r + kPrefetchRows >= count) return;
+  const char* p = reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride);
+  for (std::size_t i = 0; i < sizeof(T) * static_cast<std::size_t>(dim); i += 64) {
+    _mm_prefetch(p + i, _MM_HINT_T1);
+  }
+}
+template <class T>
+inline void prefetch_group_ahead(const T* base, std::size_t stride, std::size_t count,
+                                 std::size_t r, int j) {
+  const std::size_t offset = static_cast<std::size_t>(kLaneGroup) * static_cast<std::size_t>(j);
+  if (offset * sizeof(T) % 64 != 0 || r + kPrefetchRows >= count) return;
+  _mm_prefetch(reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride + offset),
+               _MM_HINT_T1);
+}
+
 // fp16 rows (F16C conversion); `stride` in halves, `dim` halves per row, `count` rows.
 struct Fp16Rows {
   static constexpr bool kNibbles = false;
@@ -60,18 +82,9 @@ struct Fp16Rows {
   std::size_t stride;
   int dim;
   std::size_t count;
-  void prefetch(std::size_t r) const {
-    if (r + kPrefetchRows >= count) return;
-    const char* p = reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride);
-    for (int i = 0; i < 2 * dim; i += 64) _mm_prefetch(p + i, _MM_HINT_T1);
-  }
-  // The part of prefetch() that lane group j starts: the value loops pass over the rows once
-  // per lane group, and spreading the requests keeps them from queuing up behind each other.
+  void prefetch(std::size_t r) const { prefetch_row_ahead(base, stride, dim, count, r); }
   void prefetch_group(std::size_t r, int j) const {
-    if (j % 2 != 0 || r + kPrefetchRows >= count) return;
-    _mm_prefetch(reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride +
-                                               static_cast<std::size_t>(kLaneGroup) * j),
-                 _MM_HINT_T1);
+    prefetch_group_ahead(base, stride, count, r, j);
   }
   void load(std::size_t r, int j, __m256& a, __m256& b) const {
     const std::uint16_t* p = base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
@@ -95,16 +108,9 @@ struct FloatRows {
   std::size_t stride;
   int dim = 0;
   std::size_t count = 0;
-  void prefetch(std::size_t r) const {
-    if (r + kPrefetchRows >= count) return;
-    const char* p = reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride);
-    for (int i = 0; i < 4 * dim; i += 64) _mm_prefetch(p + i, _MM_HINT_T1);
-  }
+  void prefetch(std::size_t r) const { prefetch_row_ahead(base, stride, dim, count, r); }
   void prefetch_group(std::size_t r, int j) const {
-    if (r + kPrefetchRows >= count) return;
-    _mm_prefetch(reinterpret_cast<const char*>(base + (r + kPrefetchRows) * stride +
-                                               static_cast<std::size_t>(kLaneGroup) * j),
-                 _MM_HINT_T1);
+    prefetch_group_ahead(base, stride, count, r, j);
   }
   void load(std::size_t r, int j, __m256& a, __m256& b) const {
     const float* p = base + r * stride + static_cast<std::size_t>(kLaneGroup) * j;
@@ -450,10 +456,7 @@ inline void value_sums512(const Rows& rows, std::size_t row0, int n, int j0, con
 #pragma GCC unroll 32
   for (int k = 0; k < GT * VP; ++k) acc[k] = _mm512_setzero_ps();
   // Lane groups two a load where the rows decode pairs and the groups start on one.
-  constexpr bool kPairs = [] {
-    if constexpr (VP % 2 == 0) return kLoadsPairs<Rows>;
-    return false;
-  }();
+  constexpr bool kPairs = VP % 2 == 0 && kLoadsPairs<Rows>;
   const bool paired = kPairs && j0 % 2 == 0;
   for (int t = 0; t < n; ++t) {
     __m512 x[VP];

@@ -120,9 +120,6 @@ class UnitCodec {
 };
 
 #if KVLAB_FUSED_SIMD
-// body(tile, kv_head, t0, n) for tiles of at most kTileTokens sealed tokens [t0, t0 + n) from
-// `first` to `last` and each KV head: `tile` the first token's unit, one-token units of
-// `unit_bytes` from `units` (the unit of token `first`) on.
 // Asks for the cache lines of `bytes` bytes from `p` on: the next tile's while this one is read.
 // The heads of a tile take their parts of each row in turn, so the first head's pass would
 // otherwise wait on every line of the tile (a step reads the cache from memory: at 8K the
@@ -133,6 +130,10 @@ inline void prefetch_bytes(const std::uint8_t* p, std::size_t bytes) {
   }
 }
 
+// body(tile, kv_head, t0, n) for tiles of at most kTileTokens sealed tokens [t0, t0 + n) from
+// `first` to `last` and each KV head: `tile` the first token's unit, one-token units of
+// `unit_bytes` from `units` (the unit of token `first`) on.
+// The next tile's lines are asked for while this one is read.
 template <class Body>
 void for_token_tiles(const std::uint8_t* units, std::size_t unit_bytes, int heads, int first,
                      int last, Body&& body) {
