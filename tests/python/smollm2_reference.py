@@ -9,7 +9,9 @@ command line, whose logits are compared:
   1. after a batched prefill of a fixed prompt (kvlab's tiled matrix products),
   2. at every position when the same prompt goes one token at a time (kvlab's decode path,
      dot products on the quantized rows),
-  3. the greedy continuation of the prompt for 8 tokens.
+  3. the greedy continuation of the prompt for 8 tokens,
+  4. after a batched prefill of a prompt of LONG_TOKENS ids, longer than one pass of kvlab's
+     feed-forward (1024 rows) and than its attention's blocks of queries.
 
 Logits must agree to 1e-3 relative (max |kvlab - reference| / max |reference|).
 
@@ -32,6 +34,9 @@ from gguf.quants import dequantize
 # tokenization plays no part in this check.
 PROMPT = [1, 504, 1492, 288, 253, 1123, 17469, 314, 2216, 28, 1305, 357, 2287, 30, 378, 3390]
 TOLERANCE = 1e-3
+# Ids of ordinary vocabulary entries in a fixed order, after BOS.
+LONG_TOKENS = 1100
+LONG_PROMPT = [1] + [200 + (i * 7919) % 40000 for i in range(LONG_TOKENS - 1)]
 
 
 def field(reader, key):
@@ -123,9 +128,9 @@ def relative(a, b):
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
 
 
-def kvlab(args, *extra):
+def kvlab(args, *extra, prompt=PROMPT):
     cmd = [args.kvlab, "generate", "--model", args.model,
-           "--ids", ",".join(map(str, PROMPT)), *extra]
+           "--ids", ",".join(map(str, prompt)), *extra]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({res.returncode}): {res.stderr.strip()}")
@@ -171,6 +176,16 @@ def main():
     print(f"greedy continuation: kvlab {gen}, reference {want}")
     if gen != want:
         failures.append(f"greedy continuation {gen} != reference {want}")
+
+    long_ref = forward(cfg, w, LONG_PROMPT, {})[-1]
+    long_out = os.path.join(work, "long.f32")
+    kvlab(args, "--tokens", "0", "--logits-out", long_out, prompt=LONG_PROMPT)
+    got = np.fromfile(long_out, dtype=np.float32).astype(np.float64)
+    err = relative(got, long_ref)
+    print(f"batched prefill of {LONG_TOKENS} tokens, last position: max relative difference "
+          f"{err:.2e}")
+    if got.size != vocab or not err <= TOLERANCE:
+        failures.append(f"the {LONG_TOKENS}-token prefill's logits differ by {err:.2e}")
 
     if failures:
         print("FAILED: " + "; ".join(failures))
