@@ -883,29 +883,30 @@ class MethodStore final : public KvStore {
         m_max_tokens(max_tokens),
         m_layers(static_cast<std::size_t>(model.layers)) {}
 
-  Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
-                           const float* values, float* out) override {
+  Status append_and_attend(int layer, int pos, int n, const float* q, float* keys, float* values,
+                           float* out) override {
     KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
-    // What the cache takes: the rows rotated where the method rotates them. `exact_keys` and
-    // `exact_values` stay in the model's frame, for KIVI's prompt attention.
-    const float* exact_keys = keys;
-    const float* exact_values = values;
-    if (m_rotations) {
-      const std::size_t count = static_cast<std::size_t>(n) * m_row;
-      const std::size_t vectors = static_cast<std::size_t>(n) * m_kv_heads;
-      m_rotated_k.assign(keys, keys + count);
-      m_rotations->apply(m_rotated_k.data(), vectors, m_kv_heads, 1, false);
-      keys = m_rotated_k.data();
-      if (m_rotations->rotates(TensorRole::Value)) {
-        m_rotated_v.assign(values, values + count);
-        m_rotations->apply(m_rotated_v.data(), vectors, m_kv_heads, 1, false);
-        values = m_rotated_v.data();
-      }
-    }
     const SealRule key_rule = seal_rule(m_method, TensorRole::Key);
     const SealRule value_rule = seal_rule(m_method, TensorRole::Value);
     const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
+    detail::AttentionArgs args;
+    if (pos == 0) {
+      args.layer = layer;
+      args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
+      args.pos = 0, args.n = n;
+      args.q = q, args.keys = keys, args.values = values;
+      // KIVI: the prompt's attention reads the exact prompt, before the cache takes it.
+      if (key_rule.prompt_exact) KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
+    }
+    // What the cache takes: the rows rotated where the method rotates them, in place.
+    if (m_rotations) {
+      const std::size_t vectors = static_cast<std::size_t>(n) * m_kv_heads;
+      m_rotations->apply(keys, vectors, m_kv_heads, 1, false);
+      if (m_rotations->rotates(TensorRole::Value)) {
+        m_rotations->apply(values, vectors, m_kv_heads, 1, false);
+      }
+    }
     if (pos == 0) {
       for (int r = 0; r < 2; ++r) {
         const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
@@ -927,33 +928,14 @@ class MethodStore final : public KvStore {
           }
         }
       }
-      detail::AttentionArgs args;
-      args.layer = layer;
-      args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
-      args.pos = 0, args.n = n;
-      args.q = q;
-      if (!key_rule.prompt_exact) {
-        // The prompt is written to the cache first and its attention reads it back.
-        KVLAB_TRY(push(L.k, key_rule, keys, n));
-        KVLAB_TRY(push(L.v, value_rule, values, n));
-        const std::size_t count = static_cast<std::size_t>(n) * m_row;
-        m_prompt_k.resize(count), m_prompt_v.resize(count);
-        read_original(L.k, TensorRole::Key, 0, n, m_prompt_k.data());
-        read_original(L.v, TensorRole::Value, 0, n, m_prompt_v.data());
-        args.keys = m_prompt_k.data(), args.values = m_prompt_v.data();
-        const Status done = detail::causal_attention(args, m_scratch, out);
-        std::vector<float>().swap(m_prompt_k);  // the prompt's floats are not kept
-        std::vector<float>().swap(m_prompt_v);
-        release_rotated();
-        return done;
-      }
-      // KIVI: the prompt's attention reads the exact prompt; then the cache takes it.
-      args.keys = exact_keys, args.values = exact_values;
-      KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
       KVLAB_TRY(push(L.k, key_rule, keys, n));
       KVLAB_TRY(push(L.v, value_rule, values, n));
-      release_rotated();
-      return Ok{};
+      if (key_rule.prompt_exact) return Ok{};
+      // Every other cache: the prompt is written first and its attention reads it back, over the
+      // rows it was written from.
+      read_original(L.k, TensorRole::Key, 0, n, keys);
+      read_original(L.v, TensorRole::Value, 0, n, values);
+      return detail::causal_attention(args, m_scratch, out);
     }
     for (int i = 0; i < n; ++i) {
       const float* k = keys + static_cast<std::size_t>(i) * m_row;
@@ -1125,12 +1107,6 @@ class MethodStore final : public KvStore {
     if (m_rotations && m_rotations->rotates(role)) {
       m_rotations->apply(out, heads, m_kv_heads, 1, true);
     }
-  }
-
-  // A long prompt's rotated copies are not kept.
-  void release_rotated() {
-    std::vector<float>().swap(m_rotated_k);
-    std::vector<float>().swap(m_rotated_v);
   }
 
   static int tile_tokens(const Role& c) {
@@ -1314,7 +1290,7 @@ class MethodStore final : public KvStore {
   int m_max_tokens;
   std::vector<Layer> m_layers;
   detail::AttentionScratch m_scratch;
-  std::vector<float> m_prompt_k, m_prompt_v, m_scores, m_query, m_rotated_k, m_rotated_v;
+  std::vector<float> m_scores, m_query;
   std::vector<Worker> m_workers;
 };
 

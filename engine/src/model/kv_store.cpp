@@ -38,8 +38,8 @@ class KvCompStore final : public KvStore {
         m_config(config),
         m_layers(std::move(layers)) {}
 
-  Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
-                           const float* values, float* out) override {
+  Status append_and_attend(int layer, int pos, int n, const float* q, float* keys, float* values,
+                           float* out) override {
     const int layers = static_cast<int>(m_layers.size());
     KVLAB_TRY(check_append(layer, layers, pos, n, tokens(layer)));
     CompressedKvCache& cache = m_layers[static_cast<std::size_t>(layer)];

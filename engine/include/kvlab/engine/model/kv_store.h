@@ -31,8 +31,10 @@ class KvStore {
   // [n][kv_heads * head_dim] are stored, and out [n][heads * head_dim] receives each one's causal
   // attention softmax(q . k / sqrt(head_dim)) . v over every stored position up to its own, from
   // q [n][heads * head_dim] (after RoPE). Positions arrive in order, each layer once per forward.
-  virtual Status append_and_attend(int layer, int pos, int n, const float* q, const float* keys,
-                                   const float* values, float* out) = 0;
+  // The store may write over `keys` and `values` (a prompt's rows rotated, or read back from the
+  // cache for its own attention) rather than copy them: a long prompt takes no second copy.
+  virtual Status append_and_attend(int layer, int pos, int n, const float* q, float* keys,
+                                   float* values, float* out) = 0;
   // Bytes the store holds now, every component counted (codes, metadata, codebooks, parameters,
   // buffers), from what it allocated.
   virtual std::uint64_t bytes() const = 0;
