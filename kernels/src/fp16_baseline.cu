@@ -3,9 +3,11 @@
 // host wrappers' error message.
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
+#include <dlfcn.h>
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "fp16_baseline.cuh"
@@ -26,20 +28,95 @@ __global__ void to_half_kernel(const float* in, std::size_t n, float scale, __ha
   if (i < n) out[i] = __float2half_rn(in[i] * scale);
 }
 
+// The cuBLAS calls this baseline makes, opened on its first use rather than linked: loading
+// libcublas (and the libcublasLt it pulls in) costs a process about 150 MiB, 93 MiB of it
+// relocated data that stays resident (a program that only opens them, 2026-11-29), and nothing
+// else in kvlab calls cuBLAS. Each pointer's type comes from cublas_v2.h in an unevaluated
+// context, so a signature the header changes fails to compile rather than to run.
+using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t,
+                                                cublasOperation_t, int, int, int, const void*,
+                                                const void*, cudaDataType, int, long long,
+                                                const void*, cudaDataType, int, long long,
+                                                const void*, void*, cudaDataType, int, long long,
+                                                int, cublasComputeType_t, cublasGemmAlgo_t);
+static_assert(
+    std::is_same_v<decltype(static_cast<GemmStridedBatchedEx>(&cublasGemmStridedBatchedEx)),
+                   GemmStridedBatchedEx>);
+
+struct CublasApi {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  GemmStridedBatchedEx gemm_strided_batched = nullptr;
+  decltype(&cublasGetStatusName) status_name = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+};
+
+#define KVLAB_STRINGIFY2(x) #x
+#define KVLAB_STRINGIFY(x) KVLAB_STRINGIFY2(x)
+#define KVLAB_CUBLAS_SONAME "libcublas.so." KVLAB_STRINGIFY(CUBLAS_VER_MAJOR)
+
+// Opens cuBLAS once per process: by its soname (LD_LIBRARY_PATH, the loader's cache), else from
+// the toolkit this tree was built with (KVLAB_CUDA_LIBRARY_DIR, from kernels/CMakeLists.txt).
+const Result<CublasApi>& cublas_api() {
+  static const Result<CublasApi> api = []() -> Result<CublasApi> {
+    void* lib = dlopen(KVLAB_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    std::string tried = KVLAB_CUBLAS_SONAME;
+    if (!lib) {
+      const std::string path = std::string(KVLAB_CUDA_LIBRARY_DIR) + "/" + KVLAB_CUBLAS_SONAME;
+      lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      tried += " or " + path;
+    }
+    if (!lib) {
+      const char* why = dlerror();
+      return make_error("cuBLAS: cannot open " + tried + " (" + (why ? why : "not found") +
+                        "); the cuBLAS baseline needs the CUDA toolkit's libraries on "
+                        "LD_LIBRARY_PATH");
+    }
+    CublasApi a;
+    std::string missing;
+    const auto find = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn) missing += std::string(missing.empty() ? "" : ", ") + name;
+    };
+    find(a.create, "cublasCreate_v2");
+    find(a.destroy, "cublasDestroy_v2");
+    find(a.set_stream, "cublasSetStream_v2");
+    find(a.gemm_strided_batched, "cublasGemmStridedBatchedEx");
+    find(a.status_name, "cublasGetStatusName");
+    find(a.status_string, "cublasGetStatusString");
+    if (!missing.empty()) {
+      return make_error("cuBLAS: " + std::string(KVLAB_CUBLAS_SONAME) + " lacks " + missing);
+    }
+    return a;
+  }();
+  return api;
+}
+
 cublasHandle_t handle_of(void* h) {
   return static_cast<cublasHandle_t>(h);
 }
 
+// Only after a call through cublas_api() returned `st`, so the library is open.
 std::string blas_message(cublasStatus_t st) {
-  return std::string(cublasGetStatusName(st)) + ": " + cublasGetStatusString(st);
+  const CublasApi& api = *cublas_api();
+  return std::string(api.status_name(st)) + ": " + api.status_string(st);
 }
 
 }  // namespace
 
+Status cublas_available() {
+  const Result<CublasApi>& api = cublas_api();
+  if (!api) return api.error();
+  return Ok{};
+}
+
 Result<Fp16Baseline> Fp16Baseline::create() {
+  const Result<CublasApi>& api = cublas_api();
+  if (!api) return api.error();
   Fp16Baseline b;
   cublasHandle_t h = nullptr;
-  if (const cublasStatus_t st = cublasCreate(&h); st != CUBLAS_STATUS_SUCCESS) {
+  if (const cublasStatus_t st = api->create(&h); st != CUBLAS_STATUS_SUCCESS) {
     return make_error("cuBLAS: creating a handle failed (" + blas_message(st) + ")");
   }
   b.m_handle = h;
@@ -47,7 +124,7 @@ Result<Fp16Baseline> Fp16Baseline::create() {
 }
 
 Fp16Baseline::~Fp16Baseline() {
-  if (m_handle) cublasDestroy(handle_of(m_handle));
+  if (m_handle) cublas_api()->destroy(handle_of(m_handle));
 }
 Fp16Baseline::Fp16Baseline(Fp16Baseline&& o) noexcept
     : m_handle(std::exchange(o.m_handle, nullptr)),
@@ -55,7 +132,7 @@ Fp16Baseline::Fp16Baseline(Fp16Baseline&& o) noexcept
       m_blas_error(std::move(o.m_blas_error)) {}
 Fp16Baseline& Fp16Baseline::operator=(Fp16Baseline&& o) noexcept {
   if (this != &o) {
-    if (m_handle) cublasDestroy(handle_of(m_handle));
+    if (m_handle) cublas_api()->destroy(handle_of(m_handle));
     m_handle = std::exchange(o.m_handle, nullptr);
     m_scratch = std::move(o.m_scratch);
     m_blas_error = std::move(o.m_blas_error);
@@ -82,7 +159,8 @@ cudaError_t Fp16Baseline::logits(const std::uint16_t* d_k, int tokens, int kv_he
   }
   const int group = q_heads / kv_heads;
   if (cudaError_t e = to_half(d_q, static_cast<std::size_t>(q_heads) * dim, 1.f, stream)) return e;
-  if (const cublasStatus_t st = cublasSetStream(handle_of(m_handle), stream);
+  const CublasApi& api = *cublas_api();  // open: m_handle came from it
+  if (const cublasStatus_t st = api.set_stream(handle_of(m_handle), stream);
       st != CUBLAS_STATUS_SUCCESS) {
     m_blas_error = blas_message(st);
     return cudaErrorUnknown;
@@ -90,7 +168,7 @@ cudaError_t Fp16Baseline::logits(const std::uint16_t* d_k, int tokens, int kv_he
   // The engine's scale (fp16_attention.cpp): 1 / sqrt(dim) in float.
   const float alpha = 1.0f / std::sqrt(static_cast<float>(dim)), beta = 0.f;
   // Column-major per KV head h: C (tokens x group) = K_h^T (tokens x dim) . Q_h (dim x group).
-  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+  const cublasStatus_t st = api.gemm_strided_batched(
       handle_of(m_handle), CUBLAS_OP_T, CUBLAS_OP_N, tokens, group, dim, &alpha, d_k, CUDA_R_16F,
       kv_heads * dim, dim, m_scratch.get(), CUDA_R_16F, dim, static_cast<long long>(group) * dim,
       &beta, d_logits, CUDA_R_32F, tokens, static_cast<long long>(group) * tokens, kv_heads,
@@ -114,14 +192,15 @@ cudaError_t Fp16Baseline::values(const std::uint16_t* d_v, int tokens, int kv_he
           to_half(d_probs, static_cast<std::size_t>(q_heads) * tokens, kProbScale, stream)) {
     return e;
   }
-  if (const cublasStatus_t st = cublasSetStream(handle_of(m_handle), stream);
+  const CublasApi& api = *cublas_api();  // open: m_handle came from it
+  if (const cublasStatus_t st = api.set_stream(handle_of(m_handle), stream);
       st != CUBLAS_STATUS_SUCCESS) {
     m_blas_error = blas_message(st);
     return cudaErrorUnknown;
   }
   const float alpha = 1.0f / kProbScale, beta = 0.f;
   // Column-major per KV head h: C (dim x group) = V_h (dim x tokens) . P_h (tokens x group).
-  const cublasStatus_t st = cublasGemmStridedBatchedEx(
+  const cublasStatus_t st = api.gemm_strided_batched(
       handle_of(m_handle), CUBLAS_OP_N, CUBLAS_OP_N, dim, group, tokens, &alpha, d_v, CUDA_R_16F,
       kv_heads * dim, dim, m_scratch.get(), CUDA_R_16F, tokens,
       static_cast<long long>(group) * tokens, &beta, d_out, CUDA_R_32F, dim,

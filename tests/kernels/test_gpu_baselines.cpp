@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -164,6 +165,29 @@ Fp8Tensor random_fp8(const Shape& s, Fp8Format format, bool all_codes, std::mt19
 
 const char* name(Fp8Format f) {
   return f == Fp8Format::E4M3 ? "e4m3" : "e5m2";
+}
+
+// Whether this process has libcublas mapped, from /proc/self/maps.
+bool cublas_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    if (line.find("/libcublas.so") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// Read before main(): a library the executable links is mapped by then, whatever test runs.
+const bool g_cublas_at_start = cublas_mapped();
+
+// cuBLAS is opened when the baseline first needs it, not loaded with every kvlab process (about
+// 150 MiB resident). Needs the CUDA toolkit's libraries, not a GPU.
+TEST(GpuBaselines, CublasOpensOnFirstUseOnly) {
+  EXPECT_FALSE(g_cublas_at_start) << "libcublas was loaded at start: something links it";
+  const Status opened = cuda::cublas_available();
+  ASSERT_TRUE(opened) << opened.message();
+  EXPECT_TRUE(cublas_mapped());
+  EXPECT_TRUE(cuda::cublas_available());  // once per process, the same answer
 }
 
 TEST(GpuBaselines, CublasFp16LogitsMatchReference) {

@@ -13,6 +13,10 @@
 
 namespace kvlab::cuda {
 
+// Opens cuBLAS, which only the cuBLAS baseline below uses, if this process has not yet: an error
+// naming the library when it cannot be loaded. Needs no GPU.
+Status cublas_available();
+
 // Shapes and meaning as kvlab::fp16_attention_logits / _values (fused_attention.h).
 Status fp16_attention_logits(const Fp16KvView& kv, std::span<const float> q, int q_heads,
                              std::span<float> logits);
