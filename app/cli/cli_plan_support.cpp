@@ -41,6 +41,7 @@ Result<ModelSpec> resolve_model(const std::string& id, const UserCatalogue& user
   if (id.size() > 5 && id.substr(id.size() - 5) == ".json") {
     return planners::import_hf_config_file(id);
   }
+  if (id.size() > 5 && id.substr(id.size() - 5) == ".gguf") return planners::import_gguf_file(id);
   return planners::find_model(id, user.models);
 }
 
@@ -83,8 +84,8 @@ Result<planners::KernelRates> resolve_rates(const GpuSpec& gpu, const DbOption& 
 
 void DeploymentOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--model", model,
-                 "model id, Hugging Face name or alias (see 'kvlab models list'), or a Hugging "
-                 "Face config.json")
+                 "model id, Hugging Face name or alias (see 'kvlab models list'), a Hugging "
+                 "Face config.json, or a .gguf file (its shape and its weights' bytes as stored)")
       ->capture_default_str();
   cmd.add_option("--tp", deployment.tp,
                  "tensor parallelism: splits KV heads (replicated when "

@@ -217,6 +217,13 @@ Result<ModelSpec> model_from_json(const nlohmann::json& j) {
       m.experts_per_token = *k;
     }
     m.weights_dtype = j.value("weights_dtype", "bf16");
+    if (j.contains("weights_bytes")) {
+      const auto& b = j["weights_bytes"];
+      if (!b.is_number_unsigned() || b.get<std::uint64_t>() == 0) {
+        return make_error(where + ": weights_bytes must be a positive whole number");
+      }
+      m.weights_bytes = b.get<std::uint64_t>();
+    }
     m.attention_sinks = j.value("attention_sinks", false);
     for (auto [key, field] : {std::pair{"layers", &m.layers},
                               {"q_heads", &m.q_heads},
@@ -313,6 +320,7 @@ nlohmann::json model_to_json(const ModelSpec& m) {
   if (!m.hf_id.empty()) j["hf_id"] = m.hf_id;
   if (!m.aliases.empty()) j["aliases"] = m.aliases;
   if (m.active_params_billion > 0) j["active_params_billion"] = m.active_params_billion;
+  if (m.weights_bytes > 0) j["weights_bytes"] = m.weights_bytes;
   if (m.experts > 0) {
     j["moe"] = {{"experts", m.experts}, {"experts_per_token", m.experts_per_token}};
   }

@@ -329,6 +329,7 @@ double kv_bytes_per_token(const ModelSpec& m, const Scheme& s) {
 }
 
 std::uint64_t weights_bytes_total(const ModelSpec& m, const Deployment& d) {
+  if (m.weights_bytes > 0 && d.weights_dtype.empty()) return m.weights_bytes;
   const auto b = dtype_bytes(d.weights_dtype.empty() ? m.weights_dtype : d.weights_dtype);
   // Rounded, not truncated: 8.03e9 × 2 is 16,059,999,999.999998 in binary floating point.
   return static_cast<std::uint64_t>(std::llround(m.params_billion * 1e9 * (b ? *b : 2.0)));

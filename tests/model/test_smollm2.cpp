@@ -2,6 +2,7 @@
 // tokenized and run by kvlab. Its logits are checked against an independent NumPy forward in
 // tests/python/smollm2_reference.py; here: what the file says, the tokenizer, and that the
 // model answers a question as a trained model does.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -232,6 +233,32 @@ TEST(SmolLm2, SourcesInfoDescribesTheFile) {
   EXPECT_EQ(j.code, 0) << j.out;
   EXPECT_NE(j.out.find("\"kv_bytes_per_token_fp16\": 23040"), std::string::npos) << j.out;
   EXPECT_NE(j.out.find("\"tokenizer.ggml.pre\": \"\\\"smollm\\\"\""), std::string::npos) << j.out;
+}
+
+// The planner sized from the file itself: its shape, and its weights' bytes as stored. The
+// numbers are the `gguf` package's (llama.cpp's Python reader): the sum of n_bytes and of
+// n_elements over the file's 272 tensors.
+TEST(SmolLm2, PlannerReadsTheFile) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  constexpr std::uint64_t kStoredBytes = 96576768, kParameters = 134515008;
+  const std::string model = "--model '" + test::smollm2().string() + "' --context 8192";
+  const auto find = [](const std::string& out, const std::string& field) {
+    return out.find(field) != std::string::npos;
+  };
+  const auto o = cli_test::run_kvlab("plan --json " + model);
+  ASSERT_EQ(o.code, 0) << o.out;
+  EXPECT_TRUE(find(o.out, fmt::format("\"weights_bytes_per_gpu\": {}", kStoredBytes))) << o.out;
+  EXPECT_TRUE(find(o.out, "\"kv_bytes_per_token_model\": 23040")) << o.out;
+  EXPECT_TRUE(find(o.out, "\"max_context\": 8192")) << o.out;
+  // An explicit dtype charges the parameters at its width instead.
+  const auto bf16 = cli_test::run_kvlab("plan --json --weights bf16 " + model);
+  ASSERT_EQ(bf16.code, 0) << bf16.out;
+  EXPECT_TRUE(find(bf16.out, fmt::format("\"weights_bytes_per_gpu\": {}", 2 * kParameters)))
+      << bf16.out;
+  // A path that holds no GGUF file (none at all here) is named in the error.
+  const auto bad = cli_test::run_kvlab("plan --model '" + std::string(KVLAB_CLI_PATH) + ".gguf'");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_TRUE(find(bad.out, std::string(KVLAB_CLI_PATH) + ".gguf")) << bad.out;
 }
 
 TEST(SmolLm2, DamagedCopiesAreRefusedWithTheirName) {

@@ -41,6 +41,10 @@ struct ModelSpec {
   int experts = 0, experts_per_token = 0;
   int max_context = 0;
   std::string weights_dtype = "bf16";  // fp32, fp16, bf16, fp8, int8, int4, fp4
+  // The weights' bytes as a file stores them (a GGUF's quantized tensors, whose blocks carry
+  // scales: Q4_1 is 5 bits a value), charged instead of params × weights_dtype unless --weights
+  // asks for another dtype; 0: not known. weights_dtype then names the products' dtype.
+  std::uint64_t weights_bytes = 0;
   // Layer kinds. Empty: every layer Full, or every layer Sliding when a window is set (Mistral).
   std::optional<int> sliding_window;
   int chunk_size = 0;
@@ -127,6 +131,12 @@ nlohmann::json gpu_to_json(const GpuSpec& g);
 // Errors name the field they cannot read.
 Result<ModelSpec> import_hf_config(const nlohmann::json& config, std::string id);
 Result<ModelSpec> import_hf_config_file(const std::filesystem::path& path);
+
+// A GGUF file of an architecture kvlab runs ("llama", "qwen2"), read by the engine's parser
+// (model/gguf_model.h): the shape from its metadata, the parameters counted from its tensors and
+// the weights' bytes as stored (weights_bytes). Other architectures and mixtures of experts are
+// an error naming the file, since the KV formula or the active parameters would be guessed.
+Result<ModelSpec> import_gguf_file(const std::filesystem::path& path);
 
 // Bytes per value of a weights dtype name ("bf16" → 2); an error for unknown names.
 Result<double> dtype_bytes(std::string_view dtype);
