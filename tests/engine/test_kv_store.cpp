@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -296,6 +298,73 @@ TEST(KvStore, APromptIsStoredAsTheMethodsQuantizerCodesIt) {
       }
     }
     EXPECT_EQ(store->bytes(), per_layer * model->config().layers);
+  }
+}
+
+// append() stores what append_and_attend() stores, without the attention: a context filled
+// with it (the prompt and 20 later tokens) and then read by decode steps gives every step the
+// bits of a store filled with append_and_attend() all along, for every kind of store (fp16, a
+// rotation of keys and values, KIVI's exact prompt, the KVComp stream).
+TEST(KvStore, AppendStoresWhatAppendAndAttendStores) {
+  LlamaConfig c;
+  c.layers = 1, c.dim = 64, c.heads = 8, c.kv_heads = 4, c.hidden_dim = 128, c.vocab = 32;
+  const int kv = c.kv_dim(), qd = c.dim, prompt = 100, filled = 120, total = 140;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<float> keys(static_cast<std::size_t>(total) * kv), values(keys.size()),
+      queries(static_cast<std::size_t>(total) * qd);
+  for (auto* x : {&keys, &values, &queries}) {
+    for (float& f : *x) f = nd(rng);
+  }
+  MethodConfig kivi2 = method(MethodKind::Kivi);
+  kivi2.residual = 64;
+  MethodConfig int8_rotated = method(MethodKind::Int8);
+  int8_rotated.rotation = RotationKind::Orthogonal;
+  int8_rotated.rotate_values = true;
+  MethodConfig kvcomp = method(MethodKind::KvComp);
+  kvcomp.codec = CodecKind::Huffman;
+  for (const std::optional<MethodConfig>& m : std::vector<std::optional<MethodConfig>>{
+           std::nullopt, kivi2, int8_rotated, method(MethodKind::Fp8E4M3), kvcomp}) {
+    SCOPED_TRACE(m ? method_label(*m) : "fp16");
+    const auto make = [&]() -> std::unique_ptr<KvStore> {
+      auto made = m ? make_method_store(c, *m, total) : make_fp16_store(c, total);
+      EXPECT_TRUE(made.ok()) << made.message();
+      return made.ok() ? std::move(*made) : nullptr;
+    };
+    auto attended = make(), appended = make();
+    ASSERT_TRUE(attended && appended);
+    // Copies: a store may write over the rows it is given.
+    const auto rows = [](const std::vector<float>& x, int first, int n, int width) {
+      return std::vector<float>(x.begin() + static_cast<std::ptrdiff_t>(first) * width,
+                                x.begin() + static_cast<std::ptrdiff_t>(first + n) * width);
+    };
+    std::vector<float> out(static_cast<std::size_t>(prompt) * qd), ignored = out;
+    auto k = rows(keys, 0, prompt, kv), v = rows(values, 0, prompt, kv);
+    ASSERT_TRUE(
+        attended->append_and_attend(0, 0, prompt, queries.data(), k.data(), v.data(), out.data()));
+    k = rows(keys, 0, prompt, kv), v = rows(values, 0, prompt, kv);
+    ASSERT_TRUE(appended->append(0, 0, prompt, k.data(), v.data()));
+    for (int t = prompt; t < filled; ++t) {
+      k = rows(keys, t, 1, kv), v = rows(values, t, 1, kv);
+      ASSERT_TRUE(attended->append_and_attend(0, t, 1, queries.data() + t * qd, k.data(), v.data(),
+                                              ignored.data()));
+    }
+    k = rows(keys, prompt, filled - prompt, kv), v = rows(values, prompt, filled - prompt, kv);
+    ASSERT_TRUE(appended->append(0, prompt, filled - prompt, k.data(), v.data()));
+    for (int t = filled; t < total; ++t) {
+      std::vector<float> a(qd), b(qd);
+      k = rows(keys, t, 1, kv), v = rows(values, t, 1, kv);
+      ASSERT_TRUE(attended->append_and_attend(0, t, 1, queries.data() + t * qd, k.data(), v.data(),
+                                              a.data()));
+      k = rows(keys, t, 1, kv), v = rows(values, t, 1, kv);
+      ASSERT_TRUE(appended->append_and_attend(0, t, 1, queries.data() + t * qd, k.data(), v.data(),
+                                              b.data()));
+      ASSERT_EQ(a, b) << "step at position " << t;
+    }
+    EXPECT_EQ(attended->bytes(), appended->bytes());
+    EXPECT_EQ(appended->tokens(0), total);
+    // The rules append_and_attend keeps: positions in order.
+    EXPECT_FALSE(appended->append(0, 5, 1, k.data(), v.data()));
   }
 }
 

@@ -887,73 +887,40 @@ class MethodStore final : public KvStore {
                            float* out) override {
     KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
-    const SealRule key_rule = seal_rule(m_method, TensorRole::Key);
-    const SealRule value_rule = seal_rule(m_method, TensorRole::Value);
-    const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
-    detail::AttentionArgs args;
+    const bool prompt_exact = seal_rule(m_method, TensorRole::Key).prompt_exact;
     if (pos == 0) {
+      detail::AttentionArgs args;
       args.layer = layer;
       args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
       args.pos = 0, args.n = n;
       args.q = q, args.keys = keys, args.values = values;
       // KIVI: the prompt's attention reads the exact prompt, before the cache takes it.
-      if (key_rule.prompt_exact) KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
-    }
-    // What the cache takes: the rows rotated where the method rotates them, in place.
-    if (m_rotations) {
-      const std::size_t vectors = static_cast<std::size_t>(n) * m_kv_heads;
-      m_rotations->apply(keys, vectors, m_kv_heads, 1, false);
-      if (m_rotations->rotates(TensorRole::Value)) {
-        m_rotations->apply(values, vectors, m_kv_heads, 1, false);
+      if (prompt_exact) {
+        KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
+        return store_prompt(L, keys, values, n);
       }
-    }
-    if (pos == 0) {
-      for (int r = 0; r < 2; ++r) {
-        const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
-        Role& c = L.role(role);
-        if (m_method) {  // fp16 rows have no codec: they stay in the tail
-          auto codec =
-              make_codec(*m_method, role, m_kv_heads, m_head_dim, r == 0 ? keys : values, n);
-          if (!codec) return codec.error();
-          c.codec = std::move(*codec);
-        }
-        const SealRule rule = seal_rule(m_method, role);
-        if (m_max_tokens > 0) {
-          if (rule.never) {  // every row stays in the tail: nothing is ever sealed
-            c.tail.reserve(static_cast<std::size_t>(m_max_tokens) * m_row);
-          } else {
-            const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
-            c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
-            if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
-          }
-        }
-      }
-      KVLAB_TRY(push(L.k, key_rule, keys, n));
-      KVLAB_TRY(push(L.v, value_rule, values, n));
-      if (key_rule.prompt_exact) return Ok{};
       // Every other cache: the prompt is written first and its attention reads it back, over the
       // rows it was written from.
+      KVLAB_TRY(store_prompt(L, keys, values, n));
       read_original(L.k, TensorRole::Key, 0, n, keys);
       read_original(L.v, TensorRole::Value, 0, n, values);
       return detail::causal_attention(args, m_scratch, out);
     }
+    rotate(keys, values, n);
+    const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
     for (int i = 0; i < n; ++i) {
-      const float* k = keys + static_cast<std::size_t>(i) * m_row;
-      const float* v = values + static_cast<std::size_t>(i) * m_row;
-      if (key_rule.direct) {
-        KVLAB_TRY(push(L.k, key_rule, k, 1));
-        KVLAB_TRY(push(L.v, value_rule, v, 1));
-        attend(L, q + i * qd, out + i * qd);
-      } else {
-        // What the previous step's attention read and left to seal goes first: each step reads
-        // the cache as the reference's step does before its own sealing.
-        KVLAB_TRY(seal(L.k, key_rule));
-        KVLAB_TRY(seal(L.v, value_rule));
-        append_tail(L.k, k, 1);
-        append_tail(L.v, v, 1);
-        attend(L, q + i * qd, out + i * qd);
-      }
+      KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
+      attend(L, q + i * qd, out + i * qd);
     }
+    return Ok{};
+  }
+
+  Status append(int layer, int pos, int n, float* keys, float* values) override {
+    KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
+    Layer& L = m_layers[static_cast<std::size_t>(layer)];
+    if (pos == 0) return store_prompt(L, keys, values, n);
+    rotate(keys, values, n);
+    for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
     return Ok{};
   }
 
@@ -1095,6 +1062,60 @@ class MethodStore final : public KvStore {
   }
 
   // The same rows in the model's frame: each head rotated back where the codec stores it rotated.
+  // The rows as the cache takes them: rotated in place where the method rotates them.
+  void rotate(float* keys, float* values, int n) const {
+    if (!m_rotations) return;
+    const std::size_t vectors = static_cast<std::size_t>(n) * m_kv_heads;
+    m_rotations->apply(keys, vectors, m_kv_heads, 1, false);
+    if (m_rotations->rotates(TensorRole::Value)) {
+      m_rotations->apply(values, vectors, m_kv_heads, 1, false);
+    }
+  }
+
+  // The prompt (positions 0..n-1): rotated, the codecs fitted to it, the allocations reserved,
+  // and its rows written.
+  Status store_prompt(Layer& L, float* keys, float* values, int n) {
+    rotate(keys, values, n);
+    for (int r = 0; r < 2; ++r) {
+      const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+      Role& c = L.role(role);
+      if (m_method) {  // fp16 rows have no codec: they stay in the tail
+        auto codec = make_codec(*m_method, role, m_kv_heads, m_head_dim, r == 0 ? keys : values, n);
+        if (!codec) return codec.error();
+        c.codec = std::move(*codec);
+      }
+      const SealRule rule = seal_rule(m_method, role);
+      if (m_max_tokens > 0) {
+        if (rule.never) {  // every row stays in the tail: nothing is ever sealed
+          c.tail.reserve(static_cast<std::size_t>(m_max_tokens) * m_row);
+        } else {
+          const int units = (m_max_tokens + c.codec->unit_tokens - 1) / c.codec->unit_tokens;
+          c.sealed.reserve(static_cast<std::size_t>(units) * c.codec->unit_bytes);
+          if (!rule.direct) c.tail.reserve((rule.keep + rule.quantum + 1) * m_row);
+        }
+      }
+    }
+    KVLAB_TRY(push(L.k, seal_rule(m_method, TensorRole::Key), keys, n));
+    return push(L.v, seal_rule(m_method, TensorRole::Value), values, n);
+  }
+
+  // One later token's rows (already rotated). Sealing rules: what the previous step's attention
+  // read and left to seal goes first, so each step reads the cache as the reference's step does
+  // before its own sealing.
+  Status store_token(Layer& L, const float* k, const float* v) {
+    const SealRule key_rule = seal_rule(m_method, TensorRole::Key);
+    const SealRule value_rule = seal_rule(m_method, TensorRole::Value);
+    if (key_rule.direct) {
+      KVLAB_TRY(push(L.k, key_rule, k, 1));
+      return push(L.v, value_rule, v, 1);
+    }
+    KVLAB_TRY(seal(L.k, key_rule));
+    KVLAB_TRY(seal(L.v, value_rule));
+    append_tail(L.k, k, 1);
+    append_tail(L.v, v, 1);
+    return Ok{};
+  }
+
   void read_original(const Role& c, TensorRole role, int first, int last, float* out) const {
     DecodeScratch scratch;
     read_rows(c, first, last, out, scratch);

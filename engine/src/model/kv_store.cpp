@@ -68,6 +68,23 @@ class KvCompStore final : public KvStore {
     return Ok{};
   }
 
+  Status append(int layer, int pos, int n, float* keys, float* values) override {
+    KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
+    CompressedKvCache& cache = m_layers[static_cast<std::size_t>(layer)];
+    const int kv = m_kv_heads * m_head_dim;
+    const auto count = static_cast<std::size_t>(n) * kv;
+    if (pos == 0) {
+      return cache.prefill(TensorView::of_floats({keys, count}, m_kv_heads, m_head_dim),
+                           TensorView::of_floats({values, count}, m_kv_heads, m_head_dim));
+    }
+    for (int i = 0; i < n; ++i) {
+      const auto row = static_cast<std::size_t>(i) * kv;
+      KVLAB_TRY(cache.append({keys + row, static_cast<std::size_t>(kv)},
+                             {values + row, static_cast<std::size_t>(kv)}));
+    }
+    return Ok{};
+  }
+
   std::uint64_t bytes() const override {
     std::uint64_t total = 0;
     for (const CompressedKvCache& c : m_layers) total += c.memory().total();

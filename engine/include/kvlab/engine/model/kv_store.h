@@ -35,6 +35,9 @@ class KvStore {
   // cache for its own attention) rather than copy them: a long prompt takes no second copy.
   virtual Status append_and_attend(int layer, int pos, int n, const float* q, float* keys,
                                    float* values, float* out) = 0;
+  // Stores the n new tokens as append_and_attend does, without their attention: a context
+  // filled for a benchmark's decode steps. The same rules and errors.
+  virtual Status append(int layer, int pos, int n, float* keys, float* values) = 0;
   // Bytes the store holds now, every component counted (codes, metadata, codebooks, parameters,
   // buffers), from what it allocated.
   virtual std::uint64_t bytes() const = 0;
