@@ -144,7 +144,8 @@ def expect(m, g, scheme, context, batch, tp):
     t_kv = seq * batch / bw
     t_a = per_token_flops(q_heads) * layer_tokens * batch / attn_peak
     t_x = values * batch / rate if rate > 0 else 0.0
-    tpot = max(t_w, t_d) + max(t_kv, t_a + t_x)
+    # The decompression rate is a fused kernel's, arithmetic included: weighed, not added.
+    tpot = max(t_w, t_d) + max(t_kv, t_a, t_x)
     return {"kv_bytes_per_sequence_per_gpu": seq, "kv_capacity_bytes_per_gpu": capacity,
             "max_batch": capacity // seq if seq else 0, "ttft_ms": ttft * 1e3, "tpot_ms": tpot * 1e3,
             "tokens_per_s_per_gpu": batch / tpot / tp}

@@ -232,8 +232,9 @@ QStringList planner_columns() {
       QObject::tr("Yes when the batch's KV fits the KV capacity: GPU memory × memory use − "
                   "weights on the GPU − reserve."),
       QObject::tr("Time per output token: one decode step of the whole batch = PP × (max(weights "
-                  "read, dense compute) + max(KV read, attention compute + decompression, host "
-                  "link))."),
+                  "read, dense compute) + max(KV read, attention compute, decompression, host "
+                  "link)); decompression is the scheme's fused attention kernel, arithmetic "
+                  "included."),
       QObject::tr("Decode tokens per second one user (one sequence) sees: 1 ÷ TPOT."),
       QObject::tr("Decode tokens per second of the deployment divided by its TP × PP GPUs: "
                   "batch ÷ TPOT ÷ GPUs, to compare deployments of different sizes."),

@@ -32,8 +32,9 @@ PlannerStepChart::PlannerStepChart(QWidget* parent) : QCustomPlot(parent) {
   setToolTip(
       tr("What one decode step of the whole batch costs on one GPU, part by part. The step "
          "waits on the slower side of each half: max(weights read, dense compute) + max(KV "
-         "read, attention compute + decompression). Compressing shrinks the KV read; "
-         "decompressing adds its own time, hidden under the reads when it is faster than them."));
+         "read, attention compute, decompression), where decompression is the scheme's fused "
+         "attention kernel, its arithmetic included. Compressing shrinks the KV read; "
+         "decompressing takes its own time, hidden under the reads when it is faster than them."));
 }
 
 void PlannerStepChart::set_data(const std::vector<StepParts>& schemes) {

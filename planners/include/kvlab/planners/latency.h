@@ -13,15 +13,18 @@
 //   dense part:     max(weights bytes read / bandwidth,  2 × active params × B / compute)
 //                   (mixture of experts: only the experts the batch's tokens route to are read;
 //                   kv_memory.h, weights_read_fraction)
-//   attention part: max(KV bytes / bandwidth,
-//                       attention FLOPs / compute + values to decompress / decompression rate,
+//   attention part: max(KV bytes / bandwidth, attention FLOPs / compute,
+//                       values to decompress / decompression rate,
 //                       KV bytes kept in host memory / host link)
 //   TPOT = PP × (dense + attention).
-// The decompression rate is how many fp16 values per second the engine's own kernel for the
-// scheme turns its stored bytes into (the fused attention kernels of `kvlab bench gpu`): measured
-// on the GPU when a run is stored, else the H100 measurement in docs/PERFORMANCE.md scaled by
-// the GPU's FP32 throughput. When it is faster than memory the work hides under the reads (a
-// fused kernel); when slower, it is what the step waits on.
+// The decompression rate is how many fp16 values per second the engine's own fused attention
+// kernel for the scheme reads from its stored bytes, decoding them, q·K and softmax·V in one
+// pass (`kvlab bench gpu`, or `kvlab bench cpu` for a CPU entered as a device): measured on the
+// device when a run is stored, else the H100 measurement in docs/PERFORMANCE.md scaled by the
+// device's FP32 throughput. Its time holds the attention's arithmetic, so it is weighed against
+// the attention compute, not added to it (on a GPU the arithmetic is microseconds; on a CPU it is
+// as long as the decoding, and the sum charged it twice). When it is faster than memory the work
+// hides under the reads; when slower, it is what the step waits on.
 //
 // What is not modelled: tensor-parallel all-reduces and pipeline bubbles; kernel launch latency;
 // queueing (TTFT is one prompt alone); prefill and decode sharing a GPU (chunked prefill).
