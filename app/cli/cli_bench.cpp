@@ -6,9 +6,13 @@
 // without a build tree.
 // kvlab bench gpu: the CUDA kernels against cuBLAS fp16 (kvlab::run_gpu_bench_json, which is an
 // error when kvlab was built without CUDA or no GPU is usable).
+// kvlab bench cpu: the same decode attention on this CPU, read from the runner's stored caches
+// (kv_store.h), in the JSON form of bench gpu, so the planner can charge a CPU its own rates.
 // kvlab bench run: whole compression runs beside their memory floor (cli_bench_run.cpp).
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <span>
@@ -24,8 +28,15 @@
 #include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/backend.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/io/json_text.h"
+#include "kvlab/engine/model/kv_store.h"
+#include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/quant/method.h"
+#include "kvlab/engine/sources/synthetic.h"
 
 #if KVLAB_HAVE_ZSTD
 #include <zstd.h>
@@ -321,13 +332,15 @@ struct GpuBenchCliOptions {
   DbOption db;
 };
 
-// Stores a measurement as a "bench" run of a catalogue GPU, for the planner's decompression rates
-// (planners/latency.h). The rates are read back now, so a file that cannot give them is refused.
-int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
+// Stores a measurement as a "bench" run of a catalogue device (`what`: "gpu" or "cpu", the
+// bench it came from), for the planner's decompression rates (planners/latency.h). The rates are
+// read back now, so a file that cannot give them is refused.
+int save_kernel_bench(const char* what, const GpuBenchCliOptions& o, const nlohmann::json& j) {
   if (o.gpu_id.empty()) {
-    return fail(
-        "bench gpu --save: give --gpu-id, the catalogue GPU this ran on (see 'kvlab gpus "
-        "list')");
+    return fail(fmt::format(
+        "bench {} --save: give --gpu-id, the catalogue device this ran on (see 'kvlab gpus "
+        "list'; 'kvlab gpus add' enters a machine of your own)",
+        what));
   }
   auto user = user_catalogue(o.db);
   if (!user) return fail(user.message());
@@ -335,7 +348,7 @@ int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
   if (!gpu) return fail("--gpu-id: " + gpu.message());
   auto rates = planners::kernel_rates_from_bench(j, gpu->id, gpu->tflops.fp32, "check");
   if (!rates) {
-    return fail(fmt::format("bench gpu{}: {}", o.from_json.empty() ? "" : " " + o.from_json,
+    return fail(fmt::format("bench {}{}: {}", what, o.from_json.empty() ? "" : " " + o.from_json,
                             rates.message()));
   }
   auto store = o.db.open_for_saving();
@@ -343,7 +356,7 @@ int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
   NewRun run;
   run.kind = "bench";
   run.source = j.value("device", std::string("?"));
-  run.method = "gpu kernels";
+  run.method = fmt::format("{} kernels", what);
   run.label = fmt::format("{} kernel rates", gpu->id);
   run.params = {{"gpu_id", gpu->id}, {"from_json", o.from_json}};
   run.metrics = j;
@@ -357,30 +370,39 @@ int save_gpu_bench(const GpuBenchCliOptions& o, const nlohmann::json& j) {
   return 0;
 }
 
+// A measurement `kvlab bench gpu|cpu --json` wrote, read back for --from-json.
+Result<nlohmann::json> read_kernel_bench(const char* what, const std::string& path) {
+  auto text = read_text_file("--from-json", path);
+  if (!text) return text.error();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(fmt::format("--from-json {}: not valid JSON: {}", path, e.what()));
+  }
+  if (!j.is_object() || !j.contains("device") || !j["device"].is_string() ||
+      !j.contains("copy_gb_s") || !j.contains("rows") || !j.contains("encode")) {
+    return make_error(
+        fmt::format("--from-json {}: not the output of 'kvlab bench {} --json' (needs "
+                    "device, copy_gb_s, rows and encode)",
+                    path, what));
+  }
+  return j;
+}
+
 int run_gpu_bench_command(const GpuBenchCliOptions& o) {
   nlohmann::json j;
   if (!o.from_json.empty()) {
-    auto text = read_text_file("--from-json", o.from_json);
-    if (!text) return fail(text.message());
-    try {
-      j = nlohmann::json::parse(*text);
-    } catch (const nlohmann::json::exception& e) {
-      return fail(fmt::format("--from-json {}: not valid JSON: {}", o.from_json, e.what()));
-    }
-    if (!j.is_object() || !j.contains("device") || !j["device"].is_string() ||
-        !j.contains("copy_gb_s") || !j.contains("rows") || !j.contains("encode")) {
-      return fail(
-          fmt::format("--from-json {}: not the output of 'kvlab bench gpu --json' (needs "
-                      "device, copy_gb_s, rows and encode)",
-                      o.from_json));
-    }
+    auto read = read_kernel_bench("gpu", o.from_json);
+    if (!read) return fail(read.message());
+    j = std::move(*read);
   } else {
     auto result = run_gpu_bench_json(o.request);
     if (!result) return fail("bench gpu: " + result.message());
     j = *result;
   }
   if (o.save) {
-    if (int rc = save_gpu_bench(o, j); rc != 0) return rc;
+    if (int rc = save_kernel_bench("gpu", o, j); rc != 0) return rc;
   }
   if (o.json) {
     fmt::print("{}\n", json_text(j, 2));
@@ -405,6 +427,183 @@ int run_gpu_bench_command(const GpuBenchCliOptions& o) {
   fmt::print("{:>8} {:>10}\n", "context", "GB/s");
   for (const auto& e : j["encode"]) {
     fmt::print("{:>8} {:>10.1f}\n", e["context"].get<int>(), e["gb_s"].get<double>());
+  }
+  return 0;
+}
+
+struct CpuBenchCliOptions {
+  GpuBenchCliOptions common;  // --json, --save, --gpu-id, --from-json, --db
+  std::vector<int> contexts{8192, 32768};
+  int steps = 12;
+};
+
+// Bytes read + written per second by a copy of 256 MiB spread over the engine's threads: the
+// bandwidth ceiling the rows are measured against (best of three).
+double cpu_copy_gb_s() {
+  constexpr std::size_t kBytes = std::size_t{256} << 20;
+  const std::vector<std::uint8_t> from(kBytes, 1);
+  std::vector<std::uint8_t> to(kBytes);
+  const int parts = std::max(1, worker_threads()) * 4;
+  const std::size_t part = kBytes / static_cast<std::size_t>(parts);
+  double best = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    (void)for_each_item(parts, {}, "copy", [&](int i, ItemProgress&) -> Status {
+      const std::size_t at = static_cast<std::size_t>(i) * part;
+      std::memcpy(to.data() + at, from.data() + at, part);
+      return Ok{};
+    });
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return 2.0 * static_cast<double>(kBytes) / best / 1e9;
+}
+
+// One row kind of the CPU bench: the planner's kernel class and the stored cache that stands for
+// it (FP8 E4M3 for the fp8 class, which also takes int8 and q8_0; plain INT4 for the packed
+// 4-bit class; KVComp + Huffman).
+struct CpuBenchCache {
+  const char* kernel;
+  const char* method;  // run_bench_method's id; nullptr: fp16
+};
+constexpr std::array<CpuBenchCache, 4> kCpuBenchCaches{{{"fp16_attention", nullptr},
+                                                        {"fp8_attention", "fp8-e4m3"},
+                                                        {"packed4_attention", "int4"},
+                                                        {"huffman_attention", "kvcomp-huffman"}}};
+
+// Decode steps of a Llama-3-8B layer (synthetic llama3-8b: 8 KV heads, 32 query heads, head_dim
+// 128) read from each stored cache, as `kvlab generate --method` reads them, on every core: the
+// context stored with KvStore::append (timed as the cache's encoding), then `steps` decode steps
+// (each appends a token and attends over every stored one), the median step kept. At 32K one
+// layer's fp16 cache is 128 MiB, beyond any CPU cache, as every layer's is when serving.
+Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
+  if (o.contexts.empty()) return make_error("--contexts: give at least one");
+  const int longest = *std::max_element(o.contexts.begin(), o.contexts.end());
+  SyntheticConfig sc;
+  sc.layers = 1;
+  sc.context = longest + o.steps;
+  auto cache = generate_synthetic(sc, terminal_progress());
+  if (!cache) return cache.error();
+  const LayerKv& layer = cache->layers[0];
+  LlamaConfig model;
+  model.layers = 1, model.heads = layer.query.heads(), model.kv_heads = cache->shape.kv_heads;
+  model.dim = model.heads * cache->shape.head_dim, model.hidden_dim = 1, model.vocab = 1;
+  model.seq_len = sc.context;
+  const std::size_t kv = static_cast<std::size_t>(model.kv_dim());
+  const std::vector<float> queries = layer.query.view().to_float();
+  const std::vector<float> q(queries.end() - model.dim, queries.end());
+  auto device = make_backend("cpu");
+  nlohmann::json rows = nlohmann::json::array(), encode = nlohmann::json::array();
+  const double copy = cpu_copy_gb_s();
+  for (const int context : o.contexts) {
+    const std::vector<float> keys = layer.key.view().token_range(0, context + o.steps).to_float();
+    const std::vector<float> values =
+        layer.value.view().token_range(0, context + o.steps).to_float();
+    double fp16_us = 0;
+    for (const CpuBenchCache& c : kCpuBenchCaches) {
+      std::unique_ptr<KvStore> store;
+      if (c.method) {
+        auto m = run_bench_method(c.method);
+        if (!m) return m.error();
+        auto made = make_method_store(model, *m, context + o.steps);
+        if (!made) return made.error();
+        store = std::move(*made);
+      } else {
+        auto made = make_fp16_store(model, context + o.steps);
+        if (!made) return made.error();
+        store = std::move(*made);
+      }
+      // Copies: a store may write over the rows it is given.
+      std::vector<float> k(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(context * kv));
+      std::vector<float> v(values.begin(),
+                           values.begin() + static_cast<std::ptrdiff_t>(context * kv));
+      const auto start = std::chrono::steady_clock::now();
+      KVLAB_TRY(store->append(0, 0, context, k.data(), v.data()));
+      const double encode_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::vector<double> step_us;
+      std::vector<float> out(static_cast<std::size_t>(model.dim)), kr(kv), vr(kv);
+      std::uint64_t bytes_read = 0;
+      for (int t = 0; t < o.steps; ++t) {
+        const auto row = static_cast<std::ptrdiff_t>((context + t) * kv);
+        std::copy(keys.begin() + row, keys.begin() + row + static_cast<std::ptrdiff_t>(kv),
+                  kr.begin());
+        std::copy(values.begin() + row, values.begin() + row + static_cast<std::ptrdiff_t>(kv),
+                  vr.begin());
+        const auto t0 = std::chrono::steady_clock::now();
+        KVLAB_TRY(store->append_and_attend(0, context + t, 1, q.data(), kr.data(), vr.data(),
+                                           out.data()));
+        step_us.push_back(
+            1e6 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        bytes_read += store->bytes();
+      }
+      std::sort(step_us.begin(), step_us.end());
+      const double us = step_us[step_us.size() / 2];
+      const double read = static_cast<double>(bytes_read) / o.steps;
+      const double fp16 = 4.0 * static_cast<double>(context) * static_cast<double>(kv);
+      if (!c.method) fp16_us = us;
+      const double gb_s_read = read / (us * 1e-6) / 1e9;
+      rows.push_back({{"kernel", c.kernel},
+                      {"context", context},
+                      {"batch", 1},
+                      {"cache", store->label()},
+                      {"microseconds", us},
+                      {"bytes_read", read},
+                      {"fp16_bytes", fp16},
+                      {"gb_s_read", gb_s_read},
+                      {"gb_s_fp16_equiv", fp16 / (us * 1e-6) / 1e9},
+                      {"speedup_vs_fp16_fused", fp16_us > 0 ? fp16_us / us : 1.0},
+                      {"copy_fraction", copy > 0 ? gb_s_read / copy : 0.0}});
+      if (c.method && std::string_view(c.kernel) == "huffman_attention") {
+        encode.push_back({{"context", context},
+                          {"gb_s", 2.0 * static_cast<double>(context * kv) * 2 / encode_s / 1e9}});
+      }
+    }
+  }
+  return nlohmann::json{{"device", device ? (*device)->device_name() : std::string("CPU")},
+                        {"threads", worker_threads()},
+                        {"copy_gb_s", copy},
+                        {"rows", std::move(rows)},
+                        {"encode", std::move(encode)}};
+}
+
+int run_cpu_bench_command(const CpuBenchCliOptions& o) {
+  nlohmann::json j;
+  if (!o.common.from_json.empty()) {
+    auto read = read_kernel_bench("cpu", o.common.from_json);
+    if (!read) return fail(read.message());
+    j = std::move(*read);
+  } else {
+    auto result = run_cpu_bench(o);
+    if (!result) return fail("bench cpu: " + result.message());
+    j = std::move(*result);
+  }
+  if (o.common.save) {
+    if (int rc = save_kernel_bench("cpu", o.common, j); rc != 0) return rc;
+  }
+  if (o.common.json) {
+    fmt::print("{}\n", json_text(j, 2));
+    return 0;
+  }
+  fmt::print(
+      "Decode attention read from the stored caches on {}, a Llama-3-8B layer (8 KV heads, 32 "
+      "query heads, head_dim 128), one step's median\n",
+      j["device"].get<std::string>());
+  fmt::print("copy {:.1f} GB/s (read + written: the bandwidth ceiling)\n\n",
+             j["copy_gb_s"].get<double>());
+  fmt::print("{:<18} {:<31} {:>8} {:>11} {:>10} {:>7} {:>13} {:>9}\n", "kernel", "cache", "context",
+             "time (us)", "GB/s read", "% copy", "GB/s fp16-eq", "vs fp16");
+  for (const auto& r : j["rows"]) {
+    fmt::print("{:<18} {:<31} {:>8} {:>11.0f} {:>10.1f} {:>6.0f}% {:>13.1f} {:>8.2f}x\n",
+               r["kernel"].get<std::string>(), r.value("cache", std::string("?")),
+               r["context"].get<int>(), r["microseconds"].get<double>(),
+               r["gb_s_read"].get<double>(), 100.0 * r.value("copy_fraction", 0.0),
+               r["gb_s_fp16_equiv"].get<double>(), r.value("speedup_vs_fp16_fused", 0.0));
+  }
+  fmt::print("\nKVComp + Huffman encoding of the context, GB/s of fp16 input\n");
+  fmt::print("{:>8} {:>10}\n", "context", "GB/s");
+  for (const auto& e : j["encode"]) {
+    fmt::print("{:>8} {:>10.2f}\n", e["context"].get<int>(), e["gb_s"].get<double>());
   }
   return 0;
 }
@@ -466,6 +665,31 @@ void add_bench_command(CLI::App& app) {
                   "of running one; with --save, store it");
   g->db.add_to(*gpu);
   gpu->callback([g] { exit_code() = run_gpu_bench_command(*g); });
+
+  auto c = std::make_shared<CpuBenchCliOptions>();
+  CLI::App* cpu = bench->add_subcommand(
+      "cpu",
+      "Time decode attention read from the stored caches (fp16, FP8, INT4, KVComp + Huffman) on "
+      "this CPU, as 'bench gpu' times the GPU kernels; --save lets the planner charge this "
+      "machine its own rates");
+  cpu->add_option("--contexts", c->contexts, "context lengths in tokens: N,N,...")
+      ->delimiter(',')
+      ->check(CLI::Range(64, 1 << 20))
+      ->capture_default_str();
+  cpu->add_option("--steps", c->steps, "timed decode steps per cache (the median is kept)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  cpu->add_flag("--json", c->common.json, "print the measurements as JSON");
+  cpu->add_flag("--save", c->common.save,
+                "store the measurement in the runs database: the planner then charges "
+                "decompression on that device (--gpu-id) at these rates");
+  cpu->add_option("--gpu-id", c->common.gpu_id,
+                  "with --save: the catalogue device this machine is (see 'kvlab gpus add')");
+  cpu->add_option("--from-json", c->common.from_json,
+                  "read a measurement 'kvlab bench cpu --json' wrote instead of running one; with "
+                  "--save, store it");
+  c->common.db.add_to(*cpu);
+  cpu->callback([c] { exit_code() = run_cpu_bench_command(*c); });
 
   add_bench_run_command(*bench);
 }

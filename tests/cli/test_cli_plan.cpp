@@ -219,6 +219,39 @@ TEST(CliPlan, StoredGpuBenchmarkSetsTheDecompressionRates) {
       << o.out;
 }
 
+// A CPU entered as a device gets its own rates from `kvlab bench cpu --save`: the planner's
+// packed rate is the INT4 cache's decode step, fp16 values of K and V over its time.
+TEST(CliPlan, StoredCpuBenchmarkSetsThisMachinesRates) {
+  const std::string db = fresh("cpu-bench") + "/runs.sqlite";
+  Output o = run(db,
+                 "gpus add --id this-cpu --name 'this machine' --memory-gib 24 --bandwidth 30 "
+                 "--bf16-tflops 0.25 --fp32-tflops 0.25");
+  ASSERT_EQ(o.code, 0) << o.out;
+  o = run(db, "bench cpu --contexts 512 --steps 3 --json --save --gpu-id this-cpu");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto bench = nlohmann::json::parse(o.out.substr(o.out.find('{')));
+  double packed_us = 0;
+  int kernels = 0;
+  for (const auto& r : bench["rows"]) {
+    EXPECT_EQ(r["context"], 512);
+    EXPECT_GT(r["microseconds"].get<double>(), 0);
+    EXPECT_EQ(r["fp16_bytes"].get<double>(), 4.0 * 512 * 8 * 128);  // K and V, 8 heads of 128
+    if (r["kernel"] == "packed4_attention") packed_us = r["microseconds"].get<double>();
+    ++kernels;
+  }
+  EXPECT_EQ(kernels, 4);
+  ASSERT_GT(packed_us, 0);
+  o = run(db, "plan --model llama-3-8b --gpu this-cpu --context 4096 --scheme int4 --json");
+  ASSERT_EQ(o.code, 0) << o.out;
+  const auto plan = nlohmann::json::parse(o.out);
+  EXPECT_EQ(plan["decompression_rates"]["measured"], true);
+  EXPECT_NEAR(plan["decompression_rates"]["packed_values_per_s"].get<double>(),
+              2.0 * 512 * 8 * 128 / (packed_us * 1e-6), 1e-6 * 2.0 * 512 * 8 * 128 / packed_us);
+  EXPECT_NE(plan["decompression_source"].get<std::string>().find("measured on this device"),
+            std::string::npos)
+      << plan["decompression_source"];
+}
+
 TEST(CliPlan, BadInputNamesTheProblem) {
   const std::string db = fresh("bad") + "/runs.sqlite";
   const std::pair<const char*, const char*> cases[] = {
@@ -239,6 +272,9 @@ TEST(CliPlan, BadInputNamesTheProblem) {
       {"plan advise --schemes fp8,fp16", "first scheme must be the uncompressed"},
       {"bench gpu --from-json /does/not/exist.json", "/does/not/exist.json"},
       {"bench gpu --from-json /does/not/exist.json --save", "/does/not/exist.json"},
+      {"bench cpu --from-json /does/not/exist.json", "/does/not/exist.json"},
+      {"bench cpu --contexts 512 --steps 1 --save", "--gpu-id"},
+      {"bench cpu --contexts 10", "--contexts"},
   };
   for (const auto& [args, want] : cases) {
     const Output o = run(db, args);
