@@ -17,8 +17,9 @@ Checks the targets of issue 47 and writes a kvlab-results/1 file with them and t
   - decode speed against fp16 at the largest context, for the 4-bit formats and KVComp (>= 1.0);
   - the bytes held against the format's byte formula (within 2%), formulas written out below;
   - peak resident memory below fp16's by at least the cache bytes saved.
-Beside each measured decode speed it puts what `kvlab plan` predicts for this machine, entered as
-a device measured with NumPy (--python; --predict-only adds them to an existing --results file).
+Beside each measured decode speed it puts what `kvlab plan --model MODEL` predicts for this
+machine, entered as a device measured with NumPy (--python) and `kvlab bench cpu`
+(--predict-only adds them to an existing --results file).
 """
 import argparse
 import datetime
@@ -103,10 +104,11 @@ def machine_rates(python):
     return json.loads(out.stdout)
 
 
-def predictions(kvlab, python, contexts, tokens):
-    """What `kvlab plan` predicts for SmolLM2 decoding one sequence on this machine, entered as
-    a device of its own (kvlab gpus add, in a scratch database): {(context, scheme): tokens/s},
-    and the rates it rests on."""
+def predictions(kvlab, python, model, contexts, tokens):
+    """What `kvlab plan` predicts for the GGUF `model` decoding one sequence on this machine,
+    entered as a device of its own (kvlab gpus add, in a scratch database) with its decompression
+    rates from `kvlab bench cpu --save` at 32K tokens: {(context, scheme): tokens/s}, and the
+    rates it rests on."""
     import os
     import tempfile
     rates = machine_rates(python)
@@ -118,11 +120,15 @@ def predictions(kvlab, python, contexts, tokens):
                         "--bf16-tflops", tf, "--fp32-tflops", tf,
                         "--source", "bench/generate_report.py: NumPy copy and sgemm"],
                        check=True, capture_output=True, env=env)
+        bench = json.loads(subprocess.run(
+            [kvlab, "bench", "cpu", "--contexts", "32768", "--json", "--save", "--gpu-id",
+             "this-cpu"], check=True, capture_output=True, text=True, env=env).stdout)
+        rates["cpu_bench"] = {r["kernel"]: r["microseconds"] for r in bench["rows"]}
         out = {}
         schemes = ",".join(dict.fromkeys(PLANNER_SCHEMES.values()))
         for context in contexts:
             j = json.loads(subprocess.run(
-                [kvlab, "plan", "--model", "smollm2-135m", "--gpu", "this-cpu", "--context",
+                [kvlab, "plan", "--model", model, "--gpu", "this-cpu", "--context",
                  str(context - tokens), "--batch", "1", "--scheme", schemes, "--json"],
                 check=True, capture_output=True, text=True, env=env).stdout)
             for s in j["schemes"]:
@@ -131,7 +137,7 @@ def predictions(kvlab, python, contexts, tokens):
     return out, rates
 
 
-def add_predictions(results_path, kvlab, python, tokens):
+def add_predictions(results_path, kvlab, python, model, tokens):
     """Adds the planner's prediction beside each row of an existing results file's table."""
     results = json.loads(pathlib.Path(results_path).read_text())
     table = results["tables"][0]
@@ -141,7 +147,7 @@ def add_predictions(results_path, kvlab, python, tokens):
         for row in table["rows"]:
             row.pop(at)
     contexts = sorted({int(r[0]) for r in table["rows"]})
-    pred, rates = predictions(kvlab, python, contexts, tokens)
+    pred, rates = predictions(kvlab, python, model, contexts, tokens)
     decode_at = table["columns"].index("decode t/s") + 1
     table["columns"].insert(decode_at, "planner t/s")
     for row in table["rows"]:
@@ -159,20 +165,33 @@ def add_predictions(results_path, kvlab, python, tokens):
     parts = [f"{row[1]} {off(row)}" for row in table["rows"]
              if int(row[0]) == top and row[1] not in ("fp16", "float32 (runner)")
              and row[decode_at] != "—"]
+    cpu = rates["cpu_bench"]
+    low = min(contexts)
+    low_row = next(r for r in table["rows"] if int(r[0]) == low and r[1] == "fp16")
+    low_ms = 1000 / float(low_row[decode_at - 1])
+    low_cache = float(low_row[2])
+    weights_ms = 96.576768e6 / (0.8 * rates["bandwidth_gbs"] * 1e9) * 1000
     table["note"] = (
-        f"planner t/s: `kvlab plan --model smollm2-135m --batch 1` on this machine entered as a "
-        f"device (`kvlab gpus add`): {rates['bandwidth_gbs']:.1f} GB/s of memory bandwidth (a "
-        f"NumPy float32 copy, bytes read and written) and {1000 * rates['tflops']:.0f} GFLOP/s "
-        f"(a NumPy float32 product on both cores), with the planner's 0.8 and 0.6 efficiencies; "
-        f"at {top} tokens it finds the steps bound by {' / '.join(sorted(bound))}. Where "
-        f"prediction and measurement part, and why. fp16, predicted against measured, by context: "
-        f"{', '.join(fp16_parts)}: the planner charges the weights as the catalogue's bf16 (269 "
-        f"MB a step) where this runner reads the GGUF's Q4_1 blocks (98 MB), which puts every "
-        f"prediction below the measurement, most where the weights are most of the step. For a "
-        f"compressed cache it also charges the H100's measured decompression rates scaled by FP32 "
-        f"throughput (`kvlab bench gpu` has no CPU twin yet), far below what these cores reach "
-        f"decoding inside the attention's loops, which puts those rows further below; at {top} "
-        f"tokens the prediction against the measurement: {', '.join(parts)}.")
+        f"planner t/s: `kvlab plan --model {pathlib.Path(model).name} --batch 1` (the planner "
+        f"reads the GGUF's shape and its weights' bytes as stored, 96.6 MB of Q8_0 and Q4_1) on "
+        f"this machine entered as a device (`kvlab gpus add`): {rates['bandwidth_gbs']:.1f} GB/s "
+        f"of memory bandwidth (a NumPy float32 copy, bytes read and written) and "
+        f"{1000 * rates['tflops']:.0f} GFLOP/s (a NumPy float32 product on both cores), with the "
+        f"planner's 0.8 and 0.6 efficiencies, and decompression rates from `kvlab bench cpu "
+        f"--save` (one decode step of a Llama-3-8B layer at 32K tokens on both cores: fp16 "
+        f"{cpu['fp16_attention'] / 1000:.2f} ms, FP8 {cpu['fp8_attention'] / 1000:.2f}, INT4 "
+        f"{cpu['packed4_attention'] / 1000:.2f}, KVComp + Huffman "
+        f"{cpu['huffman_attention'] / 1000:.2f}); at {top} tokens it finds the steps bound by "
+        f"{' / '.join(sorted(bound))}. Predicted against measured, fp16 by context: "
+        f"{', '.join(fp16_parts)}; each compressed cache at {top} tokens: {', '.join(parts)}. "
+        f"Where they part, why: the planner has one rate per kernel class, measured on a "
+        f"Llama-3-8B layer (8 KV heads of 128, groups of 4 query heads), and applies FP8's to "
+        f"int8 and q8_0 and INT4's to every 4-bit format and KIVI, while SmolLM2's heads are 64 "
+        f"wide in groups of 3 and each format decodes at its own speed. At short contexts the "
+        f"weights dominate: the planner charges their 96.6 MB at the copy bandwidth × 0.8 "
+        f"({weights_ms:.1f} ms a step), while the measured fp16 step at {low} tokens, with "
+        f"{low_cache:.0f} MiB of cache, takes {low_ms:.1f} ms: the runner's products dequantize "
+        f"the Q4_1 blocks as they go and read them slower than a copy.")
     pathlib.Path(results_path).write_text(json.dumps(results, indent=1, ensure_ascii=False) + "\n")
     return pred, rates
 
@@ -196,7 +215,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     kvlab = str(pathlib.Path(a.build) / "app" / "cli" / "kvlab")
     if a.predict_only:
-        add_predictions(a.results, kvlab, a.python, a.tokens)
+        add_predictions(a.results, kvlab, a.python, a.model, a.tokens)
         return 0
     contexts = [int(c) for c in a.contexts.split(",")]
     layers, kv_dim = 30, 192  # SmolLM2-135M: 30 layers, 3 KV heads x 64
@@ -244,7 +263,7 @@ def main(argv=None):
         pathlib.Path(a.raw).write_text(json.dumps(raw) + "\n")
     if a.results:
         write_results(a, rows, contexts)
-        add_predictions(a.results, kvlab, a.python, a.tokens)
+        add_predictions(a.results, kvlab, a.python, a.model, a.tokens)
     return 0
 
 

@@ -144,7 +144,9 @@ TEST(PlannerFuzz, CatalogueEntriesNeverThrow) {
   std::size_t cases = 0;
   for (const char* id :
        {"gpt-oss-120b", "gemma-3-27b", "qwen3-next-80b-a3b", "llama-4-scout", "deepseek-v3"}) {
-    cases += swap_every_value(model_to_json(find_model(id).value()), [](const nlohmann::json& j) {
+    ModelSpec m = find_model(id).value();
+    m.weights_bytes = 4'100'000'000;  // as a GGUF file gives it (import_gguf_file)
+    cases += swap_every_value(model_to_json(m), [](const nlohmann::json& j) {
       if (auto m = model_from_json(j)) use(*m);
     });
   }
@@ -172,6 +174,35 @@ TEST(PlannerFuzz, StoredGpuBenchmarksNeverThrow) {
     }
   });
   EXPECT_GT(cases, 500u);
+}
+
+// `kvlab bench cpu --json`'s form: one <kernel>_attention row per cache and context, K and V
+// together. The rate is K and V's fp16 values over the step's time.
+TEST(PlannerFuzz, StoredCpuBenchmarksNeverThrow) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const char* kernel :
+       {"fp16_attention", "fp8_attention", "packed4_attention", "huffman_attention"}) {
+    rows.push_back({{"kernel", kernel},
+                    {"context", 32768},
+                    {"microseconds", 4000.0},
+                    {"fp16_bytes", 134217728.0}});
+  }
+  const nlohmann::json bench{{"device", "AMD EPYC, 2 threads"},
+                             {"copy_gb_s", 40.0},
+                             {"rows", rows},
+                             {"encode", {{{"context", 32768}, {"gb_s", 1.2}}}}};
+  const auto good = kernel_rates_from_bench(bench, "my-cpu", 0.25, "test");
+  ASSERT_TRUE(good.ok()) << good.message();
+  EXPECT_DOUBLE_EQ(good->packed, 134217728.0 / 2 / 4000e-6);
+  EXPECT_DOUBLE_EQ(good->huffman_encode, 1.2e9 / 2);
+  const std::size_t cases = swap_every_value(bench, [](const nlohmann::json& j) {
+    if (auto r = kernel_rates_from_bench(j, "my-cpu", 0.25, "test")) {
+      EXPECT_GT(r->fp8, 0);
+      EXPECT_GT(r->packed, 0);
+      EXPECT_GT(r->huffman, 0);
+    }
+  });
+  EXPECT_GT(cases, 50u);
 }
 
 }  // namespace
