@@ -403,9 +403,9 @@ TEST(ModelQuality, EvictionInTheLoop) {
   EXPECT_LT(h2o50.kl_mean, window20.kl_mean);
   EXPECT_NEAR(h2o50.kept_fraction, 0.5, 0.03);
 
-  // Policy "full" with INT8 is INT8 alone (to rounding): the mask keeps everything. The masked
-  // path's decode steps run matrix products and the plain one's the fused row loops
-  // (llama_attention.cpp), whose sums round differently; where a later layer's key lands on an
+  // Policy "full" with INT8 is INT8 alone (to rounding): the mask keeps everything. The loop with
+  // a policy attends through another path of llama_attention.cpp than the plain loop (hooks,
+  // masks), whose sums round differently in the last bits; where a later layer's key lands on an
   // INT8 rounding boundary that flips a code, so the two agree to 1e-5 rather than 1e-6 (2e-6 and
   // 1.7e-6 measured). Dropping a single position moves these by orders more (window50 above).
   qc.method = MethodConfig{};

@@ -83,10 +83,12 @@ void block_softmax(float* scores, int rows, int stride, int first_ctx, int group
   inverse = block.rowwise().sum().inverse();  // each at least 1: the max gives exp(0)
 }
 
-// A decode step with nothing to mask, observe or weigh: one new token, whose attention reads
-// every cached row once. It runs the row loops the stored caches' decode runs (attention_common.h:
+// A decode step with nothing to observe or weigh: one new token, whose attention reads every
+// cached row once. It runs the row loops the stored caches' decode runs (attention_common.h:
 // fused_kernels.h's register-blocked loops over the float rows), on the engine's threads, instead
-// of matrix products that copy every key into the GEMM's packing buffer each step.
+// of matrix products that copy every key into the GEMM's packing buffer each step. A kept-token
+// mask (eviction in the loop) sets the dropped positions' scores to -inf before the softmax, so
+// they weigh 0 in the values' sums.
 Status decode_attention(const AttentionArgs& a, AttentionScratch& s, float* out) {
   const int hd = a.head_dim, group = a.heads / a.kv_heads, total = a.pos + 1;
   const std::size_t kv = static_cast<std::size_t>(a.kv_heads) * hd;
@@ -102,6 +104,21 @@ Status decode_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
                       total, logits);
     return Ok{};
   }));
+  for (int kvh = 0; a.masks && kvh < a.kv_heads; ++kvh) {
+    const char* keep = a.masks[kvh];
+    if (!keep) continue;
+    if (std::none_of(keep, keep + total, [](char k) { return k != 0; })) {
+      return make_error(fmt::format(
+          "layer {}, KV head {}: the kept-token mask leaves nothing to attend at position {}",
+          a.layer, kvh, total - 1));
+    }
+    for (int g = 0; g < group; ++g) {
+      float* row = logits + static_cast<std::size_t>(kvh * group + g) * total;
+      for (int t = 0; t < total; ++t) {
+        if (!keep[t]) row[t] = -INFINITY;
+      }
+    }
+  }
   softmax_rows({logits, logits_size}, a.heads);
   const std::size_t out_size = static_cast<std::size_t>(a.heads) * hd;
   std::fill(out, out + out_size, 0.0f);
@@ -122,9 +139,7 @@ int attention_block_tokens(int group, int total, int n) {
 }
 
 Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out) {
-  const bool masked =
-      a.masks && std::any_of(a.masks, a.masks + a.kv_heads, [](const char* m) { return m; });
-  if (a.n == 1 && !(a.weigh && *a.weigh) && !masked && !(a.observe && *a.observe)) {
+  if (a.n == 1 && !(a.weigh && *a.weigh) && !(a.observe && *a.observe)) {
     return decode_attention(a, s, out);
   }
   const int hd = a.head_dim, group = a.heads / a.kv_heads;

@@ -3,8 +3,9 @@
 // weighted values are matrix products, with a vectorised softmax between them. Only the keys up
 // to the block's last position take part, so a prefill skips most of the causal upper triangle.
 // Kept-token masks and the attention observer (eviction in the loop) run on the same path. A
-// decode step with none of those (one new token) instead runs the stored caches' row loops over
-// the float rows, on the engine's threads (attention/attention_common.h).
+// decode step (one new token) with no observer or weights hook instead runs the stored caches'
+// row loops over the float rows, on the engine's threads (attention/attention_common.h), a mask
+// applied to its scores.
 #pragma once
 
 #include <Eigen/Core>
