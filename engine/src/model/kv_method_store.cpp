@@ -1061,7 +1061,6 @@ class MethodStore final : public KvStore {
            static_cast<std::size_t>(first / c.codec->unit_tokens) * c.codec->unit_bytes;
   }
 
-  // The same rows in the model's frame: each head rotated back where the codec stores it rotated.
   // The rows as the cache takes them: rotated in place where the method rotates them.
   void rotate(float* keys, float* values, int n) const {
     if (!m_rotations) return;
@@ -1116,6 +1115,7 @@ class MethodStore final : public KvStore {
     return Ok{};
   }
 
+  // The same rows in the model's frame: each head rotated back where the codec stores it rotated.
   void read_original(const Role& c, TensorRole role, int first, int last, float* out) const {
     DecodeScratch scratch;
     read_rows(c, first, last, out, scratch);

@@ -501,9 +501,12 @@ std::vector<MatmulShape> forward_matmul_shapes(const LlamaConfig& c, int pos, in
   std::vector<MatmulShape> shapes = {
       {n, D, D, 2 * L, true},   // q and o projections
       {n, D, KV, 2 * L, true},  // k and v projections
-      {n, D, F, 2 * L, true},   // gate and up
-      {n, F, D, L, true},       // down
   };
+  for (int r0 = 0; r0 < n; r0 += kFfnRows) {  // the feed-forward, a pass of kFfnRows rows at most
+    const int rows = std::min(kFfnRows, n - r0);
+    shapes.push_back({rows, D, F, 2 * L, true});  // gate and up
+    shapes.push_back({rows, F, D, L, true});      // down
+  }
   const int group = c.heads / c.kv_heads;
   const int block = detail::attention_block_tokens(group, pos + n, n);
   for (int i0 = 0; i0 < n; i0 += block) {

@@ -200,7 +200,8 @@ struct MatmulShape {
   double flops() const { return 2.0 * rows * depth * cols * count; }
 };
 // Every matrix product LlamaModel::forward performs for `n` tokens at positions pos.., in this
-// order: the four weight shapes (q and o, k and v, gate and up, down), then per causal block of
+// order: the weight shapes (q and o, k and v, then gate and up and down for each pass of the
+// feed-forward over at most 1024 rows: four shapes up to 1024 tokens), then per causal block of
 // new tokens attention's scores and weighted values (per layer and KV head), then the classifier
 // for the last token. Benchmarks time Eigen GEMMs of exactly these shapes beside the runner.
 std::vector<MatmulShape> forward_matmul_shapes(const LlamaConfig& config, int pos, int n);
