@@ -67,7 +67,7 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
   for (std::size_t k = 0; k < schemes.size(); ++k) {
     if (schemes[k].kind == planners::SchemeKind::Fp16 && !schemes[k].evict_tokens &&
         !schemes[k].evict_fraction) {
-      out[k] = {"exact (the baseline)", 0.0};
+      out[k] = {"exact (the baseline)", 0.0, std::nullopt};
     }
   }
   auto runs = store.list_runs(-1);

@@ -23,7 +23,9 @@ constexpr double kRelScales[] = {0.3, 0.1, 0.05, 0.02};
 std::vector<std::uint64_t> own_counts(const LearnHuffmanModel& page) {
   auto cache = generate_synthetic(page.source());
   EXPECT_TRUE(cache.ok()) << cache.message();
-  const MethodConfig m{.kind = MethodKind::KvComp, .rel_scale = page.rel_scale(), .codec = {}};
+  MethodConfig m;
+  m.kind = MethodKind::KvComp;
+  m.rel_scale = page.rel_scale();
   const LayerKv& layer = cache->layers.front();
   const Tensor& t = page.role() == TensorRole::Key ? layer.key : layer.value;
   auto codes = (*make_quantizer(m))->quantize(t.view(), page.role());

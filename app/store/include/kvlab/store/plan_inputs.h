@@ -36,8 +36,9 @@ Result<std::vector<SchemeQuality>> scheme_quality(const RunsStore& store,
                                                   const planners::ModelSpec& model,
                                                   const std::vector<planners::Scheme>& schemes);
 
-// The kernel rates of the newest `kvlab bench gpu --save` run of `gpu` (params.gpu_id), or
-// nullopt when there is none. A stored run that cannot give rates is an error naming the run.
+// The kernel rates of the newest `kvlab bench gpu --save` (or `bench cpu --save`) run of `gpu`
+// (params.gpu_id), or nullopt when there is none. A stored run that cannot give rates is an error
+// naming the run.
 Result<std::optional<planners::KernelRates>> stored_kernel_rates(const RunsStore& store,
                                                                  const planners::GpuSpec& gpu);
 
