@@ -62,14 +62,15 @@ void add_models_command(CLI::App& app) {
   auto* imp = cmd->add_subcommand(
       "import",
       "Read a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, Gemma2, "
-      "DeepSeek-V2/V3) and show, or with --save store, the model it describes");
-  imp->add_option("config", *path, "path to config.json")->required();
+      "DeepSeek-V2/V3) or a .gguf file (llama, qwen2) and show, or with --save store, the model "
+      "it describes");
+  imp->add_option("config", *path, "path to config.json or a .gguf file")->required();
   imp->add_flag("--save", *save, "store it in the runs database, for --model ID later");
   imp->add_flag("--json", *json, "print the catalogue entry as JSON");
   db->add_to(*imp);
   imp->callback([=] {
     exit_code() = [&]() -> int {
-      auto m = planners::import_hf_config_file(*path);
+      auto m = planners::import_model_file(*path);
       if (!m) return fail(m.message());
       if (*save) {
         auto store = db->open_for_saving();
@@ -89,8 +90,11 @@ void add_models_command(CLI::App& app) {
             m->is_mla() ? fmt::format(" (MLA latent {}+{})", m->kv_lora_rank, m->qk_rope_head_dim)
                         : "",
             m->sliding_window ? fmt::format(", sliding window {}", *m->sliding_window) : "",
-            m->params_billion, m->weights_dtype, m->max_context,
-            planners::kv_bytes_per_token(*m, fp16), *save ? "; saved" : "");
+            m->params_billion,
+            m->weights_bytes > 0
+                ? fmt::format("{:.1f} MB as stored", static_cast<double>(m->weights_bytes) / 1e6)
+                : m->weights_dtype,
+            m->max_context, planners::kv_bytes_per_token(*m, fp16), *save ? "; saved" : "");
       }
       return 0;
     }();

@@ -38,10 +38,9 @@ Result<UserCatalogue> user_catalogue(const DbOption& db) {
 }
 
 Result<ModelSpec> resolve_model(const std::string& id, const UserCatalogue& user) {
-  if (id.size() > 5 && id.substr(id.size() - 5) == ".json") {
-    return planners::import_hf_config_file(id);
+  if (id.size() > 5 && (id.ends_with(".json") || id.ends_with(".gguf"))) {
+    return planners::import_model_file(id);
   }
-  if (id.size() > 5 && id.substr(id.size() - 5) == ".gguf") return planners::import_gguf_file(id);
   return planners::find_model(id, user.models);
 }
 

@@ -11,6 +11,8 @@
 #include <QPlainTextEdit>
 #include <QTabWidget>
 #include <QTableView>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -26,6 +28,7 @@
 #include "plot_test_support.h"
 #include "runs/runs_view.h"
 #include "window/main_window.h"
+#include "window/recent_files.h"
 
 namespace kvlab::gui {
 namespace {
@@ -130,6 +133,32 @@ TEST(PlannerView, ImportSaveReopenAndPin) {
   std::ofstream(dir / "bad.json") << "{";
   EXPECT_FALSE(view.import_config(QString::fromStdString((dir / "bad.json").string())));
   EXPECT_TRUE(view.error_text().contains("bad.json"));
+}
+
+// A GGUF file imported on the page (or dropped on the window) is planned with its shape and its
+// weights' bytes as stored: SmolLM2's 96,576,768 (the `gguf` package's sum over its tensors).
+TEST(PlannerView, ImportsAGgufFile) {
+  const std::filesystem::path gguf = KVLAB_SMOLLM2;
+  if (!std::filesystem::exists(gguf)) {
+    const char* required = std::getenv("KVLAB_REQUIRE_TEST_DATA");
+    if (required != nullptr && std::string(required) == "1") {
+      FAIL() << gguf << " is missing; run scripts/test_data.sh";
+    }
+    GTEST_SKIP() << gguf << " is absent: skipped";
+  }
+  const auto dir = gui_test::fresh_dir();
+  MainWindow window(dir / "runs.sqlite");
+  PlannerView& view = *window.planner_view();
+  ASSERT_TRUE(view.import_config(QString::fromStdString(gguf.string())))
+      << view.error_text().toStdString();
+  EXPECT_EQ(view.scenario().model.layers, 30);
+  EXPECT_EQ(view.scenario().model.kv_heads, 3);
+  view.set_gpu("l40s");
+  view.set_context(8192);
+  view.set_schemes({"fp16"});
+  ASSERT_EQ(view.model()->results().size(), 1u) << view.error_text().toStdString();
+  EXPECT_EQ(view.model()->results()[0].weights_bytes_per_gpu, 96576768u);
+  EXPECT_EQ(classify_opened_file(QStringLiteral("/x/Model.GGUF")), OpenedFileKind::ModelConfig);
 }
 
 // The latency columns hold what plan() gives, and every memory and throughput column says what it

@@ -255,6 +255,11 @@ TEST(SmolLm2, PlannerReadsTheFile) {
   ASSERT_EQ(bf16.code, 0) << bf16.out;
   EXPECT_TRUE(find(bf16.out, fmt::format("\"weights_bytes_per_gpu\": {}", 2 * kParameters)))
       << bf16.out;
+  // `kvlab models import` reads it the same way.
+  const auto imported = cli_test::run_kvlab("models import '" + test::smollm2().string() + "'");
+  ASSERT_EQ(imported.code, 0) << imported.out;
+  EXPECT_TRUE(find(imported.out, "3 KV heads × 64 head_dim")) << imported.out;
+  EXPECT_TRUE(find(imported.out, "96.6 MB as stored")) << imported.out;
   // A path that holds no GGUF file (none at all here) is named in the error.
   const auto bad = cli_test::run_kvlab("plan --model '" + std::string(KVLAB_CLI_PATH) + ".gguf'");
   EXPECT_NE(bad.code, 0);

@@ -223,7 +223,7 @@ void PlannerModel::update_advice(const PlannerInputs& in) {
 }
 
 Result<std::string> PlannerModel::import_config(const QString& path) {
-  auto m = planners::import_hf_config_file(path.toStdString());
+  auto m = planners::import_model_file(path.toStdString());
   if (!m) return make_error(m.message());
   if (m_store) {
     if (auto s = m_store->save_catalog_entry("model", m->id, planners::model_to_json(*m)); !s) {

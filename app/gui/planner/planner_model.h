@@ -76,7 +76,8 @@ class PlannerModel : public QObject {
   int advice_version() const { return m_advice_version; }
   PlannerTableModel* table() const { return m_table; }
 
-  // Adds a model from a Hugging Face config.json (kept in the store); its id, or the error.
+  // Adds a model from a Hugging Face config.json or a .gguf file (kept in the store); its id, or
+  // the error.
   Result<std::string> import_config(const QString& path);
   // Adds a GPU (kept in the store); the error when it is not valid.
   Result<std::string> add_gpu(const planners::GpuSpec& gpu);

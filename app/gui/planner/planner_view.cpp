@@ -110,16 +110,18 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent) : QW
   m_scheme_list = new QListWidget;
   m_scheme_list->setMaximumHeight(120);
 
-  auto* import = new QPushButton(tr("Import config.json…"));
+  auto* import = new QPushButton(tr("Import config.json or GGUF…"));
   auto* add_gpu_button = new QPushButton(tr("Add GPU…"));
   auto* save_button = new QPushButton(tr("Save scenario"));
   auto* pin_button = new QPushButton(tr("Pin to compare"));
   m_model->setToolTip(
       tr("The model whose KV cache and weights are sized: layers, KV heads, head_dim, sliding "
-         "window, MLA latent and weights from the catalogue or an imported config.json"));
+         "window, MLA latent and weights from the catalogue, an imported config.json or a GGUF "
+         "file"));
   import->setToolTip(
       tr("Add a model from a Hugging Face config.json (KV heads from num_key_value_heads, "
-         "head_dim, sliding window, MLA); it is kept in the runs database"));
+         "head_dim, sliding window, MLA) or a .gguf file (its shape, and its weights' bytes as "
+         "stored); it is kept in the runs database"));
   m_gpu->setToolTip(tr("The GPU: its memory (as the driver reports it) and peak memory bandwidth"));
   add_gpu_button->setToolTip(
       tr("Add your own GPU: id, memory in GiB and bandwidth in GB/s; it is kept in the runs "
@@ -310,8 +312,9 @@ PlannerView::PlannerView(std::shared_ptr<RunsStore> store, QWidget* parent) : QW
   connect(m_scheme_list, &QListWidget::itemChanged, this, &PlannerView::recompute);
   connect(m_advice_panel, &PlannerAdvicePanel::options_changed, this, &PlannerView::recompute);
   connect(import, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getOpenFileName(this, tr("A Hugging Face config.json"), {},
-                                                      tr("config.json (*.json)"));
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("A Hugging Face config.json or a GGUF model"), {},
+        tr("Model configs and GGUF files (*.json *.gguf);;config.json (*.json);;GGUF (*.gguf)"));
     if (!path.isEmpty()) import_config(path);
   });
   connect(add_gpu_button, &QPushButton::clicked, this, [this] {

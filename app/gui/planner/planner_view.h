@@ -64,7 +64,8 @@ class PlannerView : public QWidget {
   void set_compute_efficiency(double fraction);
   // Service-level targets for the frontier's best choice; 0 means none.
   void set_targets(double ttft_ms, double tpot_ms);
-  // Imports a config.json into the model list (and the store); false with an error shown.
+  // Imports a config.json or a .gguf file into the model list (and the store); false with an
+  // error shown.
   bool import_config(const QString& path);
   bool add_gpu(const planners::GpuSpec& gpu);
 

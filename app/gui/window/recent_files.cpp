@@ -19,21 +19,24 @@ OpenedFileKind classify_opened_file(const QString& path) {
       suffix == QLatin1String("npz")) {
     return OpenedFileKind::KvTensors;
   }
-  if (suffix == QLatin1String("json")) return OpenedFileKind::ModelConfig;
+  if (suffix == QLatin1String("json") || suffix == QLatin1String("gguf")) {
+    return OpenedFileKind::ModelConfig;
+  }
   return OpenedFileKind::Unknown;
 }
 
 QString accepted_files_text() {
   return QCoreApplication::translate("kvlab",
                                      "KV tensors (.safetensors, .npy, .npz) or a model's "
-                                     "config.json");
+                                     "config.json or .gguf file");
 }
 
 QString open_file_dialog_filter() {
   return QCoreApplication::translate(
       "kvlab",
-      "KV tensors and model configs (*.safetensors *.npy *.npz *.json);;"
-      "KV tensors (*.safetensors *.npy *.npz);;Hugging Face config.json (*.json);;All files (*)");
+      "KV tensors and models (*.safetensors *.npy *.npz *.json *.gguf);;"
+      "KV tensors (*.safetensors *.npy *.npz);;Hugging Face config.json (*.json);;GGUF models "
+      "(*.gguf);;All files (*)");
 }
 
 void RecentFiles::add(const QString& path) {

@@ -10,11 +10,11 @@ namespace kvlab::gui {
 // Face config.json becomes an imported model on the Planner page.
 enum class OpenedFileKind { KvTensors, ModelConfig, Unknown };
 
-// By extension (case-insensitive): .safetensors, .npy and .npz are KV tensors, .json a model
-// config; anything else is Unknown.
+// By extension (case-insensitive): .safetensors, .npy and .npz are KV tensors, .json and .gguf a
+// model for the planner; anything else is Unknown.
 OpenedFileKind classify_opened_file(const QString& path);
 
-// "KV tensors (.safetensors, .npy, .npz) or a model's config.json", for messages.
+// "KV tensors (.safetensors, .npy, .npz) or a model's config.json or .gguf file", for messages.
 QString accepted_files_text();
 // The file dialog's filters, the accepted kinds first.
 QString open_file_dialog_filter();

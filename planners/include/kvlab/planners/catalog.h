@@ -138,6 +138,10 @@ Result<ModelSpec> import_hf_config_file(const std::filesystem::path& path);
 // an error naming the file, since the KV formula or the active parameters would be guessed.
 Result<ModelSpec> import_gguf_file(const std::filesystem::path& path);
 
+// A model from a file, by its extension (case-insensitive): a .gguf file (import_gguf_file),
+// else a Hugging Face config.json (import_hf_config_file).
+Result<ModelSpec> import_model_file(const std::filesystem::path& path);
+
 // Bytes per value of a weights dtype name ("bf16" → 2); an error for unknown names.
 Result<double> dtype_bytes(std::string_view dtype);
 
