@@ -52,18 +52,15 @@ struct CublasApi {
   decltype(&cublasGetStatusString) status_string = nullptr;
 };
 
-#define KVLAB_STRINGIFY2(x) #x
-#define KVLAB_STRINGIFY(x) KVLAB_STRINGIFY2(x)
-#define KVLAB_CUBLAS_SONAME "libcublas.so." KVLAB_STRINGIFY(CUBLAS_VER_MAJOR)
-
 // Opens cuBLAS once per process: by its soname (LD_LIBRARY_PATH, the loader's cache), else from
 // the toolkit this tree was built with (KVLAB_CUDA_LIBRARY_DIR, from kernels/CMakeLists.txt).
 const Result<CublasApi>& cublas_api() {
   static const Result<CublasApi> api = []() -> Result<CublasApi> {
-    void* lib = dlopen(KVLAB_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
-    std::string tried = KVLAB_CUBLAS_SONAME;
+    const std::string soname = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
+    void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string tried = soname;
     if (!lib) {
-      const std::string path = std::string(KVLAB_CUDA_LIBRARY_DIR) + "/" + KVLAB_CUBLAS_SONAME;
+      const std::string path = std::string(KVLAB_CUDA_LIBRARY_DIR) + "/" + soname;
       lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       tried += " or " + path;
     }
@@ -86,7 +83,7 @@ const Result<CublasApi>& cublas_api() {
     find(a.status_name, "cublasGetStatusName");
     find(a.status_string, "cublasGetStatusString");
     if (!missing.empty()) {
-      return make_error("cuBLAS: " + std::string(KVLAB_CUBLAS_SONAME) + " lacks " + missing);
+      return make_error("cuBLAS: " + soname + " lacks " + missing);
     }
     return a;
   }();

@@ -185,6 +185,11 @@ double GpuSpec::dense_tflops(std::string_view weights_dtype) const {
   return tflops.bf16;
 }
 
+Result<ModelSpec> import_model_file(const std::filesystem::path& path) {
+  return lower(path.extension().string()) == ".gguf" ? import_gguf_file(path)
+                                                     : import_hf_config_file(path);
+}
+
 Result<double> dtype_bytes(std::string_view dtype) {
   const std::string d = lower(dtype);
   if (d == "fp32" || d == "float32") return 4.0;

@@ -1,8 +1,5 @@
-// A planner model from a GGUF file (catalog.h, import_gguf_file), and from any model file.
+// A planner model from a GGUF file (catalog.h, import_gguf_file).
 #include <fmt/format.h>
-
-#include <algorithm>
-#include <cctype>
 
 #include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/planners/catalog.h"
@@ -46,13 +43,6 @@ Result<ModelSpec> import_gguf_file(const std::filesystem::path& path) {
   m.weights_dtype = all_f32 ? "fp32" : all_f16 ? "fp16" : "bf16";
   if (auto ok = m.validate(); !ok) return make_error(fmt::format("{}: {}", s.path, ok.message()));
   return m;
-}
-
-Result<ModelSpec> import_model_file(const std::filesystem::path& path) {
-  std::string ext = path.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".gguf" ? import_gguf_file(path) : import_hf_config_file(path);
 }
 
 }  // namespace kvlab::planners

@@ -53,15 +53,12 @@ class KvCompStore final : public KvStore {
       args.pos = 0, args.n = n;
       args.q = q, args.keys = keys, args.values = values;
       KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
-      const auto count = static_cast<std::size_t>(n) * kv;
-      return cache.prefill(TensorView::of_floats({keys, count}, m_kv_heads, m_head_dim),
-                           TensorView::of_floats({values, count}, m_kv_heads, m_head_dim));
+      return append(layer, 0, n, keys, values);
     }
     // Later tokens one at a time: stored, then attending over everything stored up to them.
     for (int i = 0; i < n; ++i) {
       const auto row = static_cast<std::size_t>(i);
-      KVLAB_TRY(cache.append({keys + row * kv, static_cast<std::size_t>(kv)},
-                             {values + row * kv, static_cast<std::size_t>(kv)}));
+      KVLAB_TRY(append(layer, pos + i, 1, keys + row * kv, values + row * kv));
       KVLAB_TRY(fused_attention(cache.view(), {q + row * qd, static_cast<std::size_t>(qd)}, m_heads,
                                 {out + row * qd, static_cast<std::size_t>(qd)}, m_fused_scratch));
     }
