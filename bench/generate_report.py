@@ -131,6 +131,7 @@ def predictions(kvlab, python, model, contexts, tokens):
                 [kvlab, "plan", "--model", model, "--gpu", "this-cpu", "--context",
                  str(context - tokens), "--batch", "1", "--scheme", schemes, "--json"],
                 check=True, capture_output=True, text=True, env=env).stdout)
+            rates["weights_bytes"] = j["weights_bytes_per_gpu"]
             for s in j["schemes"]:
                 out[(context, s["scheme"])] = {"tokens_per_s": s["tokens_per_s_per_user"],
                                                "bound_by": s["decode_step"]["bound_by"]}
@@ -170,10 +171,12 @@ def add_predictions(results_path, kvlab, python, model, tokens):
     low_row = next(r for r in table["rows"] if int(r[0]) == low and r[1] == "fp16")
     low_ms = 1000 / float(low_row[decode_at - 1])
     low_cache = float(low_row[2])
-    weights_ms = 96.576768e6 / (0.8 * rates["bandwidth_gbs"] * 1e9) * 1000
+    weights_mb = rates["weights_bytes"] / 1e6
+    weights_ms = rates["weights_bytes"] / (0.8 * rates["bandwidth_gbs"] * 1e9) * 1000
     table["note"] = (
         f"planner t/s: `kvlab plan --model {pathlib.Path(model).name} --batch 1` (the planner "
-        f"reads the GGUF's shape and its weights' bytes as stored, 96.6 MB of Q8_0 and Q4_1) on "
+        f"reads the GGUF's shape and its weights' bytes as stored, {weights_mb:.1f} MB of Q8_0 "
+        f"and Q4_1) on "
         f"this machine entered as a device (`kvlab gpus add`): {rates['bandwidth_gbs']:.1f} GB/s "
         f"of memory bandwidth (a NumPy float32 copy, bytes read and written) and "
         f"{1000 * rates['tflops']:.0f} GFLOP/s (a NumPy float32 product on both cores), with the "
@@ -188,7 +191,8 @@ def add_predictions(results_path, kvlab, python, model, tokens):
         f"Llama-3-8B layer (8 KV heads of 128, groups of 4 query heads), and applies FP8's to "
         f"int8 and q8_0 and INT4's to every 4-bit format and KIVI, while SmolLM2's heads are 64 "
         f"wide in groups of 3 and each format decodes at its own speed. At short contexts the "
-        f"weights dominate: the planner charges their 96.6 MB at the copy bandwidth × 0.8 "
+        f"weights dominate: the planner charges their {weights_mb:.1f} MB at the copy bandwidth "
+        f"× 0.8 "
         f"({weights_ms:.1f} ms a step), while the measured fp16 step at {low} tokens, with "
         f"{low_cache:.0f} MiB of cache, takes {low_ms:.1f} ms: the runner's products dequantize "
         f"the Q4_1 blocks as they go and read them slower than a copy.")

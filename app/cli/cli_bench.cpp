@@ -325,17 +325,22 @@ int run_codec_bench(const BenchOptions& o) {
   return 0;
 }
 
-struct GpuBenchCliOptions {
-  GpuBenchRequest request;
+// What bench gpu and bench cpu share: --json, --save, --gpu-id, --from-json and --db.
+struct KernelBenchOptions {
   bool json = false, save = false;
   std::string gpu_id, from_json;
   DbOption db;
 };
 
+struct GpuBenchCliOptions {
+  GpuBenchRequest request;
+  KernelBenchOptions out;
+};
+
 // Stores a measurement as a "bench" run of a catalogue device (`what`: "gpu" or "cpu", the
 // bench it came from), for the planner's decompression rates (planners/latency.h). The rates are
 // read back now, so a file that cannot give them is refused.
-int save_kernel_bench(const char* what, const GpuBenchCliOptions& o, const nlohmann::json& j) {
+int save_kernel_bench(const char* what, const KernelBenchOptions& o, const nlohmann::json& j) {
   if (o.gpu_id.empty()) {
     return fail(fmt::format(
         "bench {} --save: give --gpu-id, the catalogue device this ran on (see 'kvlab gpus "
@@ -390,21 +395,31 @@ Result<nlohmann::json> read_kernel_bench(const char* what, const std::string& pa
   return j;
 }
 
-int run_gpu_bench_command(const GpuBenchCliOptions& o) {
-  nlohmann::json j;
+// bench `what`'s measurement into `j`: read from --from-json or taken now by `run`, then stored
+// with --save. 0, or the exit code once the error is printed.
+template <class Run>
+int kernel_bench_measurement(const char* what, const KernelBenchOptions& o, Run&& run,
+                             nlohmann::json& j) {
   if (!o.from_json.empty()) {
-    auto read = read_kernel_bench("gpu", o.from_json);
+    auto read = read_kernel_bench(what, o.from_json);
     if (!read) return fail(read.message());
     j = std::move(*read);
   } else {
-    auto result = run_gpu_bench_json(o.request);
-    if (!result) return fail("bench gpu: " + result.message());
-    j = *result;
+    Result<nlohmann::json> result = run();
+    if (!result) return fail(fmt::format("bench {}: {}", what, result.message()));
+    j = std::move(*result);
   }
-  if (o.save) {
-    if (int rc = save_kernel_bench("gpu", o, j); rc != 0) return rc;
+  return o.save ? save_kernel_bench(what, o, j) : 0;
+}
+
+int run_gpu_bench_command(const GpuBenchCliOptions& o) {
+  nlohmann::json j;
+  if (int rc = kernel_bench_measurement(
+          "gpu", o.out, [&] { return run_gpu_bench_json(o.request); }, j);
+      rc != 0) {
+    return rc;
   }
-  if (o.json) {
+  if (o.out.json) {
     fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
@@ -432,7 +447,7 @@ int run_gpu_bench_command(const GpuBenchCliOptions& o) {
 }
 
 struct CpuBenchCliOptions {
-  GpuBenchCliOptions common;  // --json, --save, --gpu-id, --from-json, --db
+  KernelBenchOptions out;
   std::vector<int> contexts{8192, 32768};
   int steps = 12;
 };
@@ -569,19 +584,12 @@ Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
 
 int run_cpu_bench_command(const CpuBenchCliOptions& o) {
   nlohmann::json j;
-  if (!o.common.from_json.empty()) {
-    auto read = read_kernel_bench("cpu", o.common.from_json);
-    if (!read) return fail(read.message());
-    j = std::move(*read);
-  } else {
-    auto result = run_cpu_bench(o);
-    if (!result) return fail("bench cpu: " + result.message());
-    j = std::move(*result);
+  if (int rc = kernel_bench_measurement(
+          "cpu", o.out, [&] { return run_cpu_bench(o); }, j);
+      rc != 0) {
+    return rc;
   }
-  if (o.common.save) {
-    if (int rc = save_kernel_bench("cpu", o.common, j); rc != 0) return rc;
-  }
-  if (o.common.json) {
+  if (o.out.json) {
     fmt::print("{}\n", json_text(j, 2));
     return 0;
   }
@@ -655,15 +663,16 @@ void add_bench_command(CLI::App& app) {
   gpu->add_option("--repeats", g->request.repeats, "timed launches per kernel")
       ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
-  gpu->add_flag("--json", g->json, "print the measurements as JSON");
-  gpu->add_flag("--save", g->save,
+  gpu->add_flag("--json", g->out.json, "print the measurements as JSON");
+  gpu->add_flag("--save", g->out.save,
                 "store the measurement in the runs database: the planner then charges "
                 "decompression on that GPU at these rates");
-  gpu->add_option("--gpu-id", g->gpu_id, "with --save: the catalogue GPU this is (e.g. h100-sxm)");
-  gpu->add_option("--from-json", g->from_json,
+  gpu->add_option("--gpu-id", g->out.gpu_id,
+                  "with --save: the catalogue GPU this is (e.g. h100-sxm)");
+  gpu->add_option("--from-json", g->out.from_json,
                   "read a measurement 'kvlab bench gpu --json' wrote (on another machine) instead "
                   "of running one; with --save, store it");
-  g->db.add_to(*gpu);
+  g->out.db.add_to(*gpu);
   gpu->callback([g] { exit_code() = run_gpu_bench_command(*g); });
 
   auto c = std::make_shared<CpuBenchCliOptions>();
@@ -679,16 +688,16 @@ void add_bench_command(CLI::App& app) {
   cpu->add_option("--steps", c->steps, "timed decode steps per cache (the median is kept)")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
-  cpu->add_flag("--json", c->common.json, "print the measurements as JSON");
-  cpu->add_flag("--save", c->common.save,
+  cpu->add_flag("--json", c->out.json, "print the measurements as JSON");
+  cpu->add_flag("--save", c->out.save,
                 "store the measurement in the runs database: the planner then charges "
                 "decompression on that device (--gpu-id) at these rates");
-  cpu->add_option("--gpu-id", c->common.gpu_id,
+  cpu->add_option("--gpu-id", c->out.gpu_id,
                   "with --save: the catalogue device this machine is (see 'kvlab gpus add')");
-  cpu->add_option("--from-json", c->common.from_json,
+  cpu->add_option("--from-json", c->out.from_json,
                   "read a measurement 'kvlab bench cpu --json' wrote instead of running one; with "
                   "--save, store it");
-  c->common.db.add_to(*cpu);
+  c->out.db.add_to(*cpu);
   cpu->callback([c] { exit_code() = run_cpu_bench_command(*c); });
 
   add_bench_run_command(*bench);

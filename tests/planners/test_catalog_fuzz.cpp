@@ -158,6 +158,18 @@ TEST(PlannerFuzz, CatalogueEntriesNeverThrow) {
   EXPECT_GT(cases, 500u);
 }
 
+// Every value of a stored benchmark swapped (swap_every_value): rates that come back are all
+// positive. The cases tried.
+std::size_t fuzz_kernel_bench(const nlohmann::json& bench, const char* device, double tflops) {
+  return swap_every_value(bench, [&](const nlohmann::json& j) {
+    if (auto r = kernel_rates_from_bench(j, device, tflops, "test")) {
+      EXPECT_GT(r->fp8, 0);
+      EXPECT_GT(r->packed, 0);
+      EXPECT_GT(r->huffman, 0);
+    }
+  });
+}
+
 TEST(PlannerFuzz, StoredGpuBenchmarksNeverThrow) {
   std::ifstream in(std::string(KVLAB_SOURCE_DIR) + "/bench/results/gpu_h100_2026-11-23.json");
   std::stringstream ss;
@@ -166,14 +178,7 @@ TEST(PlannerFuzz, StoredGpuBenchmarksNeverThrow) {
   const auto good = kernel_rates_from_bench(bench, "h100-sxm", 67, "test");
   ASSERT_TRUE(good.ok()) << good.message();
   EXPECT_GT(good->huffman, 0);
-  const std::size_t cases = swap_every_value(bench, [](const nlohmann::json& j) {
-    if (auto r = kernel_rates_from_bench(j, "h100-sxm", 67, "test")) {
-      EXPECT_GT(r->fp8, 0);
-      EXPECT_GT(r->packed, 0);
-      EXPECT_GT(r->huffman, 0);
-    }
-  });
-  EXPECT_GT(cases, 500u);
+  EXPECT_GT(fuzz_kernel_bench(bench, "h100-sxm", 67), 500u);
 }
 
 // `kvlab bench cpu --json`'s form: one <kernel>_attention row per cache and context, K and V
@@ -195,14 +200,7 @@ TEST(PlannerFuzz, StoredCpuBenchmarksNeverThrow) {
   ASSERT_TRUE(good.ok()) << good.message();
   EXPECT_DOUBLE_EQ(good->packed, 134217728.0 / 2 / 4000e-6);
   EXPECT_DOUBLE_EQ(good->huffman_encode, 1.2e9 / 2);
-  const std::size_t cases = swap_every_value(bench, [](const nlohmann::json& j) {
-    if (auto r = kernel_rates_from_bench(j, "my-cpu", 0.25, "test")) {
-      EXPECT_GT(r->fp8, 0);
-      EXPECT_GT(r->packed, 0);
-      EXPECT_GT(r->huffman, 0);
-    }
-  });
-  EXPECT_GT(cases, 50u);
+  EXPECT_GT(fuzz_kernel_bench(bench, "my-cpu", 0.25), 50u);
 }
 
 }  // namespace
