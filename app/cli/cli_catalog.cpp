@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli_plan_support.h"
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
 #include "kvlab/engine/model/hf_model.h"
 #include "kvlab/planners/memory_formula.h"
@@ -86,7 +87,7 @@ void add_models_command(CLI::App& app) {
         fmt::print(
             "{}: {} layers, {} query heads, {} KV heads × {} head_dim{}{}, ~{:.2f}B "
             "params ({}), max context {}; fp16 KV {:.0f} bytes per token{}\n",
-            m->id, m->layers, m->q_heads, m->kv_heads, m->head_dim,
+            terminal_text(m->id), m->layers, m->q_heads, m->kv_heads, m->head_dim,
             m->is_mla() ? fmt::format(" (MLA latent {}+{})", m->kv_lora_rank, m->qk_rope_head_dim)
                         : "",
             m->sliding_window ? fmt::format(", sliding window {}", *m->sliding_window) : "",

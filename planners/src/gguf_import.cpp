@@ -1,6 +1,7 @@
 // A planner model from a GGUF file (catalog.h, import_gguf_file).
 #include <fmt/format.h>
 
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/planners/catalog.h"
 
@@ -23,11 +24,15 @@ Result<ModelSpec> import_gguf_file(const std::filesystem::path& path) {
         s.path, s.experts));
   }
   ModelSpec m;
-  m.id = path.stem().string();
-  m.name = s.name.empty() ? m.id : s.name;
-  m.family = s.architecture;
-  m.source = fmt::format("{} ({}{})", s.path, s.file_type.empty() ? "" : s.file_type + ", ",
-                         "GGUF metadata and tensors");
+  // Text from the file and its path, held as text (valid_utf8). The name is only ever shown, so
+  // it is escaped once here as a terminal line escapes it: a control character the file puts in
+  // general.name reaches no output of the planner raw.
+  m.id = valid_utf8(path.stem().string());
+  m.name = s.name.empty() ? m.id : terminal_text(s.name);
+  m.family = valid_utf8(s.architecture);
+  m.source =
+      valid_utf8(fmt::format("{} ({}{})", s.path, s.file_type.empty() ? "" : s.file_type + ", ",
+                             "GGUF metadata and tensors"));
   m.layers = s.layers, m.q_heads = s.heads, m.kv_heads = s.kv_heads, m.head_dim = s.head_dim;
   m.max_context = s.context;
   if (s.sliding_window > 0) m.sliding_window = s.sliding_window;

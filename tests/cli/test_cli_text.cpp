@@ -177,6 +177,55 @@ TEST(CliText, GgufMetadataThatIsNotUtf8IsTextAndReachesTheTerminalEscaped) {
   EXPECT_FALSE(first_invalid_utf8(t.out).has_value());
 }
 
+// The planner reads a GGUF's general.name as the model's name: a llama file of one layer (two
+// heads of 64, one KV head) and one F32 tensor, named with byte 0x87 and an escape sequence.
+TEST(CliText, AGgufModelsNameReachesThePlannersOutputsAsText) {
+  std::string b = "GGUF";
+  const auto u32 = [&](std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  const auto u64 = [&](std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
+  const auto str = [&](const std::string& s) {
+    u64(s.size());
+    b += s;
+  };
+  const auto key_u32 = [&](const std::string& key, std::uint32_t v) {
+    str(key);
+    u32(4);  // uint32
+    u32(v);
+  };
+  u32(3);  // version
+  u64(1);  // tensors
+  u64(7);  // metadata keys
+  str("general.architecture");
+  u32(8);
+  str("llama");
+  str("general.name");
+  u32(8);
+  str("caf\x87 \x1b[31mred\nmodel");
+  key_u32("llama.block_count", 1);
+  key_u32("llama.embedding_length", 128);
+  key_u32("llama.attention.head_count", 2);
+  key_u32("llama.attention.head_count_kv", 1);
+  key_u32("llama.context_length", 65536);
+  str("token_embd.weight");  // [4 rows × 128] F32 at offset 0
+  u32(2);
+  u64(128);
+  u64(4);
+  u32(0);
+  u64(0);
+  b.resize((b.size() + 31) / 32 * 32, '\0');  // the data section starts aligned to 32
+  b.append(4 * 128 * 4, '\0');
+  const std::string path = tmp("bad-name.gguf");
+  std::ofstream(path, std::ios::binary) << b;
+  for (const std::string args : {"plan --model " + path + " --explain", "models import " + path,
+                                 "plan --model " + path + " --json"}) {
+    const Output o = run_kvlab(args);
+    ASSERT_EQ(o.code, 0) << args << "\n" << o.out;
+    EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << args << ": a raw escape: " << o.out;
+    EXPECT_FALSE(first_invalid_utf8(o.out).has_value()) << args;
+  }
+  EXPECT_NE(run_kvlab("plan --model " + path).out.find("\\e[31mred\\nmodel"), std::string::npos);
+}
+
 TEST(CliText, AnErrorNamingAPathWithControlBytesStaysOneLine) {
   const Output o = run_kvlab("compress --source \"file:/nope/a$(printf '\\033[31m\\nb').npy\"");
   EXPECT_NE(o.code, 0);
