@@ -137,30 +137,35 @@ TEST(CliText, ADamagedRowIsListedAndShownWithWhatCanBeReadAndFlagged) {
       << show.out;
 }
 
+// GGUF bytes written by hand, little-endian as the format stores them.
+struct GgufBytes {
+  std::string b = "GGUF";
+  void u32(std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); }
+  void u64(std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); }
+  void str(const std::string& s) {
+    u64(s.size());
+    b += s;
+  }
+};
+
 // A GGUF file of metadata only: general.name holding byte 0x87, and a key with an escape
 // sequence and a newline in it.
 std::string write_bad_gguf() {
-  std::string b = "GGUF";
-  const auto u32 = [&](std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
-  const auto u64 = [&](std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
-  const auto str = [&](const std::string& s) {
-    u64(s.size());
-    b += s;
-  };
-  u32(3);  // version
-  u64(0);  // tensors
-  u64(3);  // metadata keys
-  str("general.architecture");
-  u32(8);
-  str("llama");
-  str("general.name");
-  u32(8);
-  str("caf\x87 model");
-  str("evil\x1b[31mkey\nnext");
-  u32(4);  // uint32
-  u32(7);
+  GgufBytes g;
+  g.u32(3);  // version
+  g.u64(0);  // tensors
+  g.u64(3);  // metadata keys
+  g.str("general.architecture");
+  g.u32(8);
+  g.str("llama");
+  g.str("general.name");
+  g.u32(8);
+  g.str("caf\x87 model");
+  g.str("evil\x1b[31mkey\nnext");
+  g.u32(4);  // uint32
+  g.u32(7);
   const std::string path = tmp("bad-text.gguf");
-  std::ofstream(path, std::ios::binary) << b;
+  std::ofstream(path, std::ios::binary) << g.b;
   return path;
 }
 
@@ -180,38 +185,33 @@ TEST(CliText, GgufMetadataThatIsNotUtf8IsTextAndReachesTheTerminalEscaped) {
 // The planner reads a GGUF's general.name as the model's name: a llama file of one layer (two
 // heads of 64, one KV head) and one F32 tensor, named with byte 0x87 and an escape sequence.
 TEST(CliText, AGgufModelsNameReachesThePlannersOutputsAsText) {
-  std::string b = "GGUF";
-  const auto u32 = [&](std::uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
-  const auto u64 = [&](std::uint64_t v) { b.append(reinterpret_cast<const char*>(&v), 8); };
-  const auto str = [&](const std::string& s) {
-    u64(s.size());
-    b += s;
-  };
+  GgufBytes g;
+  std::string& b = g.b;
   const auto key_u32 = [&](const std::string& key, std::uint32_t v) {
-    str(key);
-    u32(4);  // uint32
-    u32(v);
+    g.str(key);
+    g.u32(4);  // uint32
+    g.u32(v);
   };
-  u32(3);  // version
-  u64(1);  // tensors
-  u64(7);  // metadata keys
-  str("general.architecture");
-  u32(8);
-  str("llama");
-  str("general.name");
-  u32(8);
-  str("caf\x87 \x1b[31mred\nmodel");
+  g.u32(3);  // version
+  g.u64(1);  // tensors
+  g.u64(7);  // metadata keys
+  g.str("general.architecture");
+  g.u32(8);
+  g.str("llama");
+  g.str("general.name");
+  g.u32(8);
+  g.str("caf\x87 \x1b[31mred\nmodel");
   key_u32("llama.block_count", 1);
   key_u32("llama.embedding_length", 128);
   key_u32("llama.attention.head_count", 2);
   key_u32("llama.attention.head_count_kv", 1);
   key_u32("llama.context_length", 65536);
-  str("token_embd.weight");  // [4 rows × 128] F32 at offset 0
-  u32(2);
-  u64(128);
-  u64(4);
-  u32(0);
-  u64(0);
+  g.str("token_embd.weight");  // [4 rows × 128] F32 at offset 0
+  g.u32(2);
+  g.u64(128);
+  g.u64(4);
+  g.u32(0);
+  g.u64(0);
   b.resize((b.size() + 31) / 32 * 32, '\0');  // the data section starts aligned to 32
   b.append(4 * 128 * 4, '\0');
   const std::string path = tmp("bad-name.gguf");
