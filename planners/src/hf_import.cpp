@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "kvlab/engine/core/utf8.h"
 #include "kvlab/engine/io/json_text.h"
 #include "kvlab/planners/catalog.h"
 
@@ -466,8 +467,10 @@ Result<ModelSpec> read_config(const Json& file, std::string id) {
   const Fields f(file, *text, prefix);
 
   ModelSpec m;
-  m.id = std::move(id);
-  m.name = m.id;
+  // The id comes from a folder's name: text (valid_utf8), and the name, only ever shown, escaped
+  // once as a terminal line is (as a GGUF's general.name is).
+  m.id = valid_utf8(id);
+  m.name = terminal_text(m.id);
   m.family = type;
   m.source = "imported config.json";
   auto layers = f.req_int("num_hidden_layers");
@@ -659,7 +662,7 @@ Result<ModelSpec> import_hf_config_file(const std::filesystem::path& file) {
   if (id.size() > 5 && id.substr(id.size() - 5) == ".json") id.resize(id.size() - 5);
   auto m = import_hf_config(j, id);
   if (!m) return make_error(fmt::format("{}: {}", path, m.message()));
-  m->source = path;
+  m->source = valid_utf8(path);
   return m;
 }
 

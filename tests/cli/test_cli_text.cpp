@@ -216,14 +216,34 @@ TEST(CliText, AGgufModelsNameReachesThePlannersOutputsAsText) {
   b.append(4 * 128 * 4, '\0');
   const std::string path = tmp("bad-name.gguf");
   std::ofstream(path, std::ios::binary) << b;
-  for (const std::string args : {"plan --model " + path + " --explain", "models import " + path,
-                                 "plan --model " + path + " --json"}) {
+  for (const std::string& args : {"plan --model " + path + " --explain", "models import " + path,
+                                  "plan --model " + path + " --json"}) {
     const Output o = run_kvlab(args);
     ASSERT_EQ(o.code, 0) << args << "\n" << o.out;
     EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << args << ": a raw escape: " << o.out;
     EXPECT_FALSE(first_invalid_utf8(o.out).has_value()) << args;
   }
   EXPECT_NE(run_kvlab("plan --model " + path).out.find("\\e[31mred\\nmodel"), std::string::npos);
+}
+
+// A config.json names its model after its folder: a folder named with byte 0x87 and an escape
+// sequence reaches the planner's outputs as text on one line.
+TEST(CliText, AConfigFoldersNameReachesThePlannersOutputsAsText) {
+  const std::filesystem::path dir = std::filesystem::path(tmp("configs")) / "caf\x87 \x1b[31mred";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(
+      std::string(KVLAB_SOURCE_DIR) + "/tests/fuzz/corpus/hf_config/llama-3.1-8b.json",
+      dir / "config.json", std::filesystem::copy_options::overwrite_existing);
+  const std::string path = "\"" + (dir / "config.json").string() + "\"";
+  for (const std::string& args :
+       {"plan --model " + path, "plan --model " + path + " --json", "models import " + path}) {
+    const Output o = run_kvlab(args);
+    ASSERT_EQ(o.code, 0) << args << "\n" << o.out;
+    EXPECT_EQ(o.out.find('\x1b'), std::string::npos) << args << ": a raw escape: " << o.out;
+    EXPECT_FALSE(first_invalid_utf8(o.out).has_value()) << args;
+  }
+  EXPECT_NE(run_kvlab("plan --model " + path).out.find("caf\xEF\xBF\xBD \\e[31mred on"),
+            std::string::npos);
 }
 
 TEST(CliText, AnErrorNamingAPathWithControlBytesStaysOneLine) {
