@@ -141,6 +141,26 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
       ASSERT_EQ(values[i], vf[i]) << "buffered value element " << i;
     }
 
+    // A range of tokens decodes to the same rows (a later prompt chunk's tiles read them so):
+    // from block starts and from inside the buffer, ending anywhere, inside a block included.
+    const int tokens = cache->tokens();
+    for (const int first : {0, B, compressed - B, compressed, compressed + 1, tokens}) {
+      if (first < 0 || first > tokens) continue;
+      for (const int last : {first, first + 1, first + B, first + B + 3, tokens}) {
+        if (last > tokens) continue;
+        const std::size_t n = static_cast<std::size_t>(last - first) * hd;
+        std::vector<float> kr(n), vr(n);
+        ASSERT_TRUE(cache->dequantize_rows(first, last, kr, vr)) << first << ".." << last;
+        const auto at = static_cast<std::ptrdiff_t>(first * hd);
+        ASSERT_TRUE(std::equal(kr.begin(), kr.end(), keys.begin() + at)) << first << ".." << last;
+        ASSERT_TRUE(std::equal(vr.begin(), vr.end(), values.begin() + at)) << first << ".." << last;
+      }
+    }
+    if (compressed >= B) {  // a range starting inside a compressed block is an error
+      std::vector<float> kr(hd), vr(hd);
+      EXPECT_FALSE(cache->dequantize_rows(1, 2, kr, vr));
+    }
+
     // Memory formula: steps + mins as float (keys: one per channel per block; values: one per
     // token and head), fp16 buffer rows, codec header + u32 per block + u16 per vector, two
     // 129-byte codebooks, and the payload a one-shot encoding would have with the same books.

@@ -463,18 +463,32 @@ Status validate_encoded(const EncodedCodes& e) {
 
 Status decode_codes(const EncodedCodes& e, const HuffmanCodebook* book,
                     std::span<std::uint8_t> out) {
+  return decode_token_range(e, book, 0, e.tokens, out);
+}
+
+Status decode_token_range(const EncodedCodes& e, const HuffmanCodebook* book, int first_token,
+                          int last_token, std::span<std::uint8_t> out) {
   KVLAB_TRY(validate_encoded(e));
   KVLAB_TRY(need_book(e, book));
+  if (first_token < 0 || first_token > last_token || last_token > e.tokens ||
+      first_token % e.block_size != 0 ||
+      (last_token % e.block_size != 0 && last_token != e.tokens)) {
+    return make_error(fmt::format(
+        "{} codes: tokens {}..{} are not whole blocks of {} within the tensor's {} tokens",
+        codec_id(e.kind), first_token, last_token, e.block_size, e.tokens));
+  }
   const std::size_t row = static_cast<std::size_t>(e.heads) * static_cast<std::size_t>(e.dim);
-  if (out.size() != static_cast<std::size_t>(e.tokens) * row) {
-    return make_error(fmt::format("{} codes: output holds {} codes, the tensor has {}",
-                                  codec_id(e.kind), out.size(),
-                                  static_cast<std::size_t>(e.tokens) * row));
+  if (out.size() != static_cast<std::size_t>(last_token - first_token) * row) {
+    return make_error(fmt::format("{} codes: output holds {} codes, tokens {}..{} have {}",
+                                  codec_id(e.kind), out.size(), first_token, last_token,
+                                  static_cast<std::size_t>(last_token - first_token) * row));
   }
   const std::size_t dim = static_cast<std::size_t>(e.dim);
-  for (int b = 0; b < e.block_count(); ++b) {
+  const int first_block = first_token / e.block_size * e.heads;
+  const int end_block = (last_token + e.block_size - 1) / e.block_size * e.heads;
+  for (int b = first_block; b < end_block; ++b) {
     const BlockPlace p = place_of(e, b);
-    std::uint8_t* first = out.data() + static_cast<std::size_t>(p.first_token) * row +
+    std::uint8_t* first = out.data() + static_cast<std::size_t>(p.first_token - first_token) * row +
                           static_cast<std::size_t>(p.head) * dim;
     if (e.kind == CodecKind::BitPack) {
       const std::uint8_t* src = e.payload.data() + bitpack_block_offset(e, b);

@@ -247,35 +247,63 @@ CompressedKvView CompressedKvCache::view() const {
 
 Status CompressedKvCache::dequantize_all(std::span<float> key_rows,
                                          std::span<float> value_rows) const {
+  return dequantize_rows(0, tokens(), key_rows, value_rows);
+}
+
+Status CompressedKvCache::dequantize_rows(int first, int last, std::span<float> key_rows,
+                                          std::span<float> value_rows) const {
   const std::size_t row = static_cast<std::size_t>(m_heads) * m_dim;
-  const std::size_t want = static_cast<std::size_t>(tokens()) * row;
+  if (first < 0 || first > last || last > tokens() ||
+      (first < m_compressed && first % m_config.block_size != 0)) {
+    return make_error(fmt::format(
+        "compressed cache: tokens {}..{} of {}: the first must start a block of {} where it is "
+        "compressed",
+        first, last, tokens(), m_config.block_size));
+  }
+  const std::size_t want = static_cast<std::size_t>(last - first) * row;
   if (key_rows.size() != want || value_rows.size() != want) {
     return make_error(fmt::format(
         "compressed cache: {} tokens x {} floats need {} floats for keys and for values; given {} "
         "and {}",
-        tokens(), row, want, key_rows.size(), value_rows.size()));
+        last - first, row, want, key_rows.size(), value_rows.size()));
   }
   float* const keys = key_rows.data();
   float* const values = value_rows.data();
-  if (m_compressed > 0) {
+  // The compressed blocks of [first, last): decoded to codes, then dequantized. The codes of token
+  // `first` sit at index 0, so the index of token 0's first code is -first * row, taken modulo
+  // 2^64 by the unsigned arithmetic of dequantize_groups' indices.
+  const int coded_last = std::min(last, m_compressed);
+  if (first < coded_last) {
     const detail::GroupSpec spec = kvcomp_spec(m_config);
-    std::vector<std::uint8_t> codes(static_cast<std::size_t>(m_compressed) * row);
+    // Whole blocks are decoded: up to the end of the block `coded_last` falls in.
+    const int decoded_last = std::min(m_compressed, (coded_last + m_config.block_size - 1) /
+                                                        m_config.block_size * m_config.block_size);
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(decoded_last - first) * row);
     const HuffmanCodebook* kb = has_codebooks() ? &m_key_book : nullptr;
     const HuffmanCodebook* vb = has_codebooks() ? &m_value_book : nullptr;
-    if (Status st = decode_codes(m_key_codes, kb, codes); !st) {
+    const std::size_t first_code = std::size_t{0} - static_cast<std::size_t>(first) * row;
+    if (Status st = decode_token_range(m_key_codes, kb, first, decoded_last, codes); !st) {
       return make_error("compressed cache: keys: " + st.message());
     }
-    detail::dequantize_groups(codes.data(), 0, m_key_steps.data(), m_key_mins.data(),
-                              TensorRole::Key, spec, m_heads, m_dim, 0, m_compressed, keys);
-    if (Status st = decode_codes(m_value_codes, vb, codes); !st) {
+    detail::dequantize_groups(codes.data(), first_code, m_key_steps.data(), m_key_mins.data(),
+                              TensorRole::Key, spec, m_heads, m_dim, first, coded_last, keys);
+    if (Status st = decode_token_range(m_value_codes, vb, first, decoded_last, codes); !st) {
       return make_error("compressed cache: values: " + st.message());
     }
-    detail::dequantize_groups(codes.data(), 0, m_value_steps.data(), m_value_mins.data(),
-                              TensorRole::Value, spec, m_heads, m_dim, 0, m_compressed, values);
+    detail::dequantize_groups(codes.data(), first_code, m_value_steps.data(), m_value_mins.data(),
+                              TensorRole::Value, spec, m_heads, m_dim, first, coded_last, values);
   }
-  const std::size_t at = static_cast<std::size_t>(m_compressed) * row;
-  fp16_to_float(m_buffer_keys, std::span<float>(keys + at, m_buffer_keys.size()));
-  fp16_to_float(m_buffer_values, std::span<float>(values + at, m_buffer_values.size()));
+  // The rest from the fp16 buffer.
+  const int buffered_first = std::max(first, m_compressed);
+  if (buffered_first < last) {
+    const std::size_t from = static_cast<std::size_t>(buffered_first - m_compressed) * row;
+    const std::size_t count = static_cast<std::size_t>(last - buffered_first) * row;
+    const std::size_t at = static_cast<std::size_t>(buffered_first - first) * row;
+    fp16_to_float(std::span<const std::uint16_t>(m_buffer_keys.data() + from, count),
+                  std::span<float>(keys + at, count));
+    fp16_to_float(std::span<const std::uint16_t>(m_buffer_values.data() + from, count),
+                  std::span<float>(values + at, count));
+  }
   return Ok{};
 }
 

@@ -82,6 +82,10 @@ Status validate_encoded(const EncodedCodes& encoded);
 // Decodes the whole tensor into `out` (tokens*heads*dim codes, [token][head][dim]).
 Status decode_codes(const EncodedCodes& encoded, const HuffmanCodebook* book,
                     std::span<std::uint8_t> out);
+// Decodes tokens [first_token, last_token) into `out` ((last - first) * heads * dim codes): whole
+// blocks, first_token a multiple of the block size and last_token one too or the tensor's end.
+Status decode_token_range(const EncodedCodes& encoded, const HuffmanCodebook* book, int first_token,
+                          int last_token, std::span<std::uint8_t> out);
 // Decodes one vector (dim codes) reading only its block's metadata and its own bits.
 Status decode_vector(const EncodedCodes& encoded, const HuffmanCodebook* book, int token, int head,
                      std::span<std::uint8_t> out);

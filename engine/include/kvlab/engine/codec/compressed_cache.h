@@ -87,6 +87,9 @@ class CompressedKvCache {
   // Reconstructs every token, [tokens][kv_heads][head_dim] floats each: the compressed part
   // decoded and dequantized, the buffer converted from fp16.
   Status dequantize_all(std::span<float> keys, std::span<float> values) const;
+  // Tokens [first, last) of the same reconstruction, (last - first) rows each, decoding only the
+  // blocks they lie in: `first` starts a block where it is compressed.
+  Status dequantize_rows(int first, int last, std::span<float> keys, std::span<float> values) const;
 
  private:
   CompressedCacheConfig m_config;
