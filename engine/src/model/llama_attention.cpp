@@ -216,4 +216,68 @@ Status causal_attention(const AttentionArgs& a, AttentionScratch& s, float* out)
   return Ok{};
 }
 
+Status tiled_causal_attention(const TiledAttentionArgs& a, TiledAttentionScratch& s, float* out) {
+  const int hd = a.head_dim, group = a.heads / a.kv_heads;
+  const int D = a.heads * hd, KV = a.kv_heads * hd, total = a.pos + a.n;
+  const int group_width = group * hd, rows = a.n * group;
+  if (a.n <= 0 || a.tile <= 0 || !a.read) {
+    return make_error(fmt::format("tiled attention: {} new tokens, tiles of {}", a.n, a.tile));
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const std::size_t head_rows = static_cast<std::size_t>(rows) * hd;  // one KV head's queries
+  // Per KV head, row i·group + g: query head kvh·group + g of new token i, scaled by
+  // 1 / sqrt(head_dim) so that the scores come out of the product scaled.
+  float* queries = grow(s.queries, head_rows * a.kv_heads);
+  for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
+    Eigen::Map<RowMatrix>(queries + kvh * head_rows, a.n, group_width) =
+        Strided(a.q + kvh * group_width, a.n, group_width, Eigen::OuterStride<>(D)) * scale;
+  }
+  float* sums = grow(s.sums, head_rows * a.kv_heads);  // the weighted values so far
+  float* row_max = grow(s.row_max, static_cast<std::size_t>(rows) * a.kv_heads);
+  float* row_sum = grow(s.row_sum, static_cast<std::size_t>(rows) * a.kv_heads);
+  std::fill(sums, sums + head_rows * a.kv_heads, 0.0f);
+  std::fill(row_max, row_max + static_cast<std::size_t>(rows) * a.kv_heads, -INFINITY);
+  std::fill(row_sum, row_sum + static_cast<std::size_t>(rows) * a.kv_heads, 0.0f);
+  const int stride = round_up(a.tile);
+  float* keys = grow(s.keys, static_cast<std::size_t>(a.tile) * KV);
+  float* values = grow(s.values, static_cast<std::size_t>(a.tile) * KV);
+  float* scores = grow(s.scores, static_cast<std::size_t>(rows) * stride);
+  for (int t0 = 0; t0 < total; t0 += a.tile) {
+    const int width = std::min(a.tile, total - t0);
+    KVLAB_TRY(a.read(t0, t0 + width, keys, values));
+    // New token i sees positions up to pos + i: the tokens from t0 - pos on see this tile.
+    const int i_first = std::max(0, t0 - a.pos);
+    const int r_first = i_first * group, live = rows - r_first;
+    for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
+      const Strided k(keys + kvh * hd, width, hd, Eigen::OuterStride<>(KV));
+      const Strided v(values + kvh * hd, width, hd, Eigen::OuterStride<>(KV));
+      const Eigen::Map<const RowMatrix> q(queries + kvh * head_rows + r_first * hd, live, hd);
+      StridedOut sc(scores, live, width, Eigen::OuterStride<>(stride));
+      sc.noalias() = q * k.transpose();
+      float* m = row_max + static_cast<std::size_t>(kvh) * rows + r_first;
+      float* l = row_sum + static_cast<std::size_t>(kvh) * rows + r_first;
+      Eigen::Map<RowMatrix> o(sums + kvh * head_rows + r_first * hd, live, hd);
+      for (int r = 0; r < live; ++r) {
+        const int seen = std::min(width, a.pos + i_first + r / group - t0 + 1);
+        Eigen::Map<Eigen::ArrayXf> p(scores + static_cast<std::size_t>(r) * stride, seen);
+        const float max = std::max(m[r], p.maxCoeff());
+        const float rescale = std::exp(m[r] - max);  // 0 at the first tile (m = -inf)
+        p = (p - max).exp();
+        std::fill(p.data() + seen, p.data() + width, 0.0f);
+        l[r] = l[r] * rescale + p.sum();
+        m[r] = max;
+        if (rescale != 1.0f) o.row(r) *= rescale;
+      }
+      o.noalias() += sc * v;
+    }
+  }
+  for (int kvh = 0; kvh < a.kv_heads; ++kvh) {
+    Eigen::Map<RowMatrix> o(sums + kvh * head_rows, rows, hd);
+    o.array().colwise() /= Eigen::Map<const Eigen::ArrayXf>(row_sum + kvh * rows, rows);
+    StridedOut(out + kvh * group_width, a.n, group_width, Eigen::OuterStride<>(D)) =
+        Eigen::Map<const RowMatrix>(sums + kvh * head_rows, a.n, group_width);
+  }
+  return Ok{};
+}
+
 }  // namespace kvlab::detail

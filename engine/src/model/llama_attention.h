@@ -49,4 +49,28 @@ struct AttentionArgs {
 // a token's positions.
 Status causal_attention(const AttentionArgs& args, AttentionScratch& scratch, float* out);
 
+// The causal attention of n new tokens over a cache read a tile at a time: for a stored cache's
+// later prompt chunks (llama.cpp's micro-batches, GreedyConfig::prefill_chunk), whose earlier
+// rows live in the store's format. The scores of each tile of `tile` tokens against every new
+// token's queries are one matrix product per KV head, and an online softmax (Milakov & Gimelshein
+// 2018, as FlashAttention runs it) rescales the running sums as each tile raises a row's maximum:
+// memory is a tile and the new tokens' rows, never the whole layer.
+struct TiledAttentionArgs {
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int pos = 0, n = 0;        // new tokens at positions pos..pos + n - 1
+  const float* q = nullptr;  // [n][heads × head_dim], after RoPE
+  int tile = 0;              // tokens per read; `read` is asked for [k·tile, min(total, ...))
+  // Rows of tokens [first, last) (after RoPE), [last - first][kv_heads × head_dim] each.
+  std::function<Status(int first, int last, float* keys, float* values)> read;
+};
+
+struct TiledAttentionScratch {
+  AlignedFloats queries, keys, values, scores, sums, row_max, row_sum;
+};
+
+// Writes out [n][heads × head_dim], what causal_attention() writes for the same rows (softmax of
+// q·k / sqrt(head_dim) over positions 0..pos + i for new token i), in another summation order.
+Status tiled_causal_attention(const TiledAttentionArgs& args, TiledAttentionScratch& scratch,
+                              float* out);
+
 }  // namespace kvlab::detail
