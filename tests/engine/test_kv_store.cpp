@@ -169,6 +169,93 @@ TEST(KvStore, MethodStoresDecodeStepsReadTheStoredCache) {
   }
 }
 
+// A prompt in chunks (llama.cpp's micro-batches, generate --batch): each later chunk's attention
+// reads the store a tile at a time (detail::tiled_causal_attention, an online softmax). The
+// reference is the plain runner, whose whole-cache matrix-product attention reads the store's
+// reconstruction for the tokens it holds and the runner's own exact rows for the rest. For the
+// caches whose prompt reads its own exact rows (KVComp, KIVI) the reference runs each chunk
+// first, when the store holds the tokens before it; for the others the store runs first and
+// holds the chunk too. 300 tokens in chunks of 111: chunk ends inside KVComp's and KIVI's blocks,
+// and the last chunk reads two tiles of 256 tokens (the second rescales the first's sums). Then
+// 20 decode steps.
+void chunks_against_the_dequantized_store(const LlamaModel& model, std::shared_ptr<KvStore> store,
+                                          bool exact_prompt) {
+  const std::vector<int> prompt = story(model, 300);
+  const int kv = model.config().kv_dim();
+  auto stored = model.new_state();
+  stored.kv_store = store;
+  auto plain = model.new_state();
+  plain.attention_reader = [&](int layer, const AlignedFloats& keys, const AlignedFloats& values,
+                               AlignedFloats& keys_read, AlignedFloats& values_read) -> Status {
+    const std::size_t held = static_cast<std::size_t>(store->tokens(layer)) * kv;
+    if (held > keys.size()) return make_error("the store holds more than the runner");
+    keys_read.assign(keys.begin(), keys.end());
+    values_read.assign(values.begin(), values.end());
+    return store->dequantize_layer(layer, {keys_read.data(), held}, {values_read.data(), held});
+  };
+  double worst = 0;
+  const auto compare = [&](const std::vector<float>& got, const std::vector<float>& want) {
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::abs(got[i] - want[i])) /
+                                  std::max(1.0f, std::abs(want[i])));
+    }
+  };
+  std::vector<float> last;
+  for (int at = 0; at < 300; at += 111) {
+    const std::vector<int> chunk(prompt.begin() + at, prompt.begin() + std::min(300, at + 111));
+    Result<std::vector<float>> want = std::vector<float>{}, got = std::vector<float>{};
+    if (exact_prompt) want = model.forward(plain, chunk);
+    got = model.forward(stored, chunk);
+    if (!exact_prompt) want = model.forward(plain, chunk);
+    ASSERT_TRUE(got.ok()) << got.message();
+    ASSERT_TRUE(want.ok()) << want.message();
+    compare(*got, *want);
+    last = *got;
+  }
+  EXPECT_EQ(store->tokens(0), 300);
+  int token = argmax(last);
+  for (int step = 0; step < 20; ++step) {
+    auto got = model.forward(stored, {token});
+    ASSERT_TRUE(got.ok()) << got.message();
+    auto want = model.forward(plain, {token});
+    ASSERT_TRUE(want.ok()) << want.message();
+    compare(*got, *want);
+    token = argmax(*got);
+  }
+  // Float rounding only (another summation order); a wrong mask, tile or row is far over 1e-3.
+  EXPECT_LT(worst, 1e-3) << store->label();
+}
+
+TEST(KvStore, APromptInChunksReadsTheStoreBeforeIt) {
+  REQUIRE_MODEL();
+  auto model = LlamaModel::load_llama2c(kModel);
+  ASSERT_TRUE(model.ok()) << model.message();
+  for (const CodecKind codec : {CodecKind::Huffman, CodecKind::BitPack}) {
+    CompressedCacheConfig config;
+    config.codec = codec;
+    auto made = make_kvcomp_store(model->config(), config);
+    ASSERT_TRUE(made.ok()) << made.message();
+    chunks_against_the_dequantized_store(*model, std::move(*made), true);
+  }
+  auto fp16 = make_fp16_store(model->config());
+  ASSERT_TRUE(fp16.ok()) << fp16.message();
+  chunks_against_the_dequantized_store(*model, std::move(*fp16), false);
+  MethodConfig kivi2 = method(MethodKind::Kivi);
+  kivi2.residual = 64;
+  MethodConfig kivi2_hadamard = kivi2;
+  kivi2_hadamard.rotation = RotationKind::Hadamard;
+  kivi2_hadamard.rotate_values = true;
+  MethodConfig int4_hadamard = method(MethodKind::Int4);
+  int4_hadamard.rotation = RotationKind::Hadamard;
+  for (const MethodConfig& m : {kivi2, kivi2_hadamard, method(MethodKind::Int8), int4_hadamard,
+                                method(MethodKind::Fp8E4M3)}) {
+    SCOPED_TRACE(method_label(m));
+    auto made = make_method_store(model->config(), m);
+    ASSERT_TRUE(made.ok()) << made.message();
+    chunks_against_the_dequantized_store(*model, std::move(*made), m.kind == MethodKind::Kivi);
+  }
+}
+
 // The fp16 baseline: the same store code holding fp16 rows. It reads its own reconstruction as
 // the methods do, and that reconstruction is each key and value rounded to fp16.
 TEST(KvStore, Fp16StoreHoldsFp16RowsAndReadsThem) {

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <vector>
 
 #if defined(__F16C__)
@@ -74,6 +75,9 @@ namespace kvlab {
 namespace {
 
 constexpr int kTileTokens = 64;
+// Tokens per tile a later prompt chunk's attention reads (attend_chunk), rounded up to whole units
+// of the codecs: 2 × 256 rows of SmolLM2's 192 floats take 384 KiB, in L2 beside the scores.
+constexpr int kChunkTileTokens = 256;
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
@@ -906,12 +910,24 @@ class MethodStore final : public KvStore {
       read_original(L.v, TensorRole::Value, 0, n, values);
       return detail::causal_attention(args, m_scratch, out);
     }
-    rotate(keys, values, n);
-    const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
-    for (int i = 0; i < n; ++i) {
-      KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
-      attend(L, q + i * qd, out + i * qd);
+    if (n > 1) {
+      // A later chunk of the prompt (llama.cpp's micro-batches): its tokens stored as decode
+      // steps store them, its attention read from the cache a tile at a time. As the prompt's:
+      // KIVI's reads its own exact rows beside the cache before it, every other cache's is
+      // written first and read back.
+      if (prompt_exact) {
+        KVLAB_TRY(attend_chunk(L, pos, n, q, keys, values, out));
+        rotate(keys, values, n);
+        for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
+        return Ok{};
+      }
+      rotate(keys, values, n);
+      for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
+      return attend_chunk(L, pos, n, q, nullptr, nullptr, out);
     }
+    rotate(keys, values, 1);
+    KVLAB_TRY(store_token(L, keys, values));
+    attend(L, q, out);
     return Ok{};
   }
 
@@ -1130,6 +1146,36 @@ class MethodStore final : public KvStore {
     }
   }
 
+  // The attention of new tokens pos..pos + n - 1 (q [n][heads × head_dim]) over the cache read a
+  // tile at a time in the model's frame (detail::tiled_causal_attention): every row from the
+  // store, or, given the chunk's own exact rows, those for positions from pos on.
+  Status attend_chunk(Layer& L, int pos, int n, const float* q, const float* own_keys,
+                      const float* own_values, float* out) {
+    int tile = kChunkTileTokens;
+    for (const Role* c : {&L.k, &L.v}) {
+      if (c->codec) tile = std::lcm(tile, c->codec->unit_tokens);
+    }
+    detail::TiledAttentionArgs args;
+    args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
+    args.pos = pos, args.n = n, args.q = q, args.tile = tile;
+    const int stored_end = own_keys ? pos : pos + n;
+    args.read = [&](int first, int last, float* k, float* v) -> Status {
+      const int from_store = std::min(last, stored_end);
+      if (first < from_store) {
+        read_original(L.k, TensorRole::Key, first, from_store, k);
+        read_original(L.v, TensorRole::Value, first, from_store, v);
+      }
+      for (int t = std::max(first, stored_end); t < last; ++t) {
+        const std::size_t from = static_cast<std::size_t>(t - pos) * m_row;
+        const std::size_t to = static_cast<std::size_t>(t - first) * m_row;
+        std::copy_n(own_keys + from, m_row, k + to);
+        std::copy_n(own_values + from, m_row, v + to);
+      }
+      return Ok{};
+    };
+    return detail::tiled_causal_attention(args, m_tiled, out);
+  }
+
   static int tile_tokens(const Role& c) {
     const int unit = c.codec->unit_tokens;
     return (kTileTokens + unit - 1) / unit * unit;
@@ -1311,6 +1357,7 @@ class MethodStore final : public KvStore {
   int m_max_tokens;
   std::vector<Layer> m_layers;
   detail::AttentionScratch m_scratch;
+  detail::TiledAttentionScratch m_tiled;
   std::vector<float> m_scores, m_query;
   std::vector<Worker> m_workers;
 };

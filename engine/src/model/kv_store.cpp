@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kvlab/engine/attention/fused_attention.h"
@@ -27,6 +28,9 @@ Status KvStore::check_append(int layer, int layers, int pos, int n, int stored) 
 }
 
 namespace {
+
+// Tokens per tile a later prompt chunk's attention reads, rounded up to whole blocks.
+constexpr int kChunkTileTokens = 256;
 
 class KvCompStore final : public KvStore {
  public:
@@ -55,7 +59,33 @@ class KvCompStore final : public KvStore {
       KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
       return append(layer, 0, n, keys, values);
     }
-    // Later tokens one at a time: stored, then attending over everything stored up to them.
+    if (n > 1) {
+      // A later chunk of the prompt (llama.cpp's micro-batches): as the prompt, it reads its own
+      // exact rows, beside the cache before it read a tile of whole blocks at a time, and is
+      // stored after (its blocks flushed with the codebooks of the first chunk's).
+      detail::TiledAttentionArgs args;
+      args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
+      args.pos = pos, args.n = n, args.q = q;
+      args.tile =
+          (kChunkTileTokens + m_config.block_size - 1) / m_config.block_size * m_config.block_size;
+      args.read = [&](int first, int last, float* k, float* v) -> Status {
+        const int cached = std::min(last, pos);
+        if (first < cached) {
+          const auto count = static_cast<std::size_t>(cached - first) * kv;
+          KVLAB_TRY(cache.dequantize_rows(first, cached, {k, count}, {v, count}));
+        }
+        for (int t = std::max(first, pos); t < last; ++t) {
+          const auto from = static_cast<std::size_t>(t - pos) * kv;
+          const auto to = static_cast<std::size_t>(t - first) * kv;
+          std::copy_n(keys + from, kv, k + to);
+          std::copy_n(values + from, kv, v + to);
+        }
+        return Ok{};
+      };
+      KVLAB_TRY(detail::tiled_causal_attention(args, m_tiled, out));
+      return append(layer, pos, n, keys, values);
+    }
+    // A decode step: stored, then attending over everything stored up to it.
     for (int i = 0; i < n; ++i) {
       const auto row = static_cast<std::size_t>(i);
       KVLAB_TRY(append(layer, pos + i, 1, keys + row * kv, values + row * kv));
@@ -121,6 +151,7 @@ class KvCompStore final : public KvStore {
   CompressedCacheConfig m_config;
   std::vector<CompressedKvCache> m_layers;
   detail::AttentionScratch m_scratch;
+  detail::TiledAttentionScratch m_tiled;
   std::vector<float> m_fused_scratch;
 };
 
