@@ -2,13 +2,14 @@
 """A real model generating from caches stored compressed: the table of issue 47.
 
 usage: bench/generate_report.py BUILD MODEL TEXT [--contexts 512,2048,8192] [--tokens 64]
-                                [--repeat N] [--results FILE] [--device NAME] [--raw FILE]
-                                [--python PY] [--predict-only]
+                                [--batch 512] [--repeat N] [--results FILE] [--device NAME]
+                                [--raw FILE] [--python PY] [--predict-only]
 
 For each context C (prompt + generated tokens) and each method, runs
 `kvlab generate --model MODEL --prompt-file TEXT --prompt-tokens C-TOKENS --tokens TOKENS
---method M --json` in its own process (so each run's peak resident memory is its own), REPEAT
-times with the methods interleaved, and keeps the median decode speed. fp16 is `--method fp16`:
+--batch BATCH --method M --json` in its own process (so each run's peak resident memory is its
+own), REPEAT times with the methods interleaved, and keeps the median decode speed. The prompt
+runs BATCH tokens a forward pass (llama.cpp's micro-batches; 512, its default). fp16 is `--method fp16`:
 fp16 rows under the same store and attention code as every method, so a speed ratio compares
 what is stored, not two implementations. The float32 row is the runner's own cache
 (`--method none`).
@@ -79,9 +80,9 @@ def formula_bytes(label, tokens, layers, kv_dim, group=32, residual=128):
     return None
 
 
-def run(kvlab, model, text, context, tokens, args):
+def run(kvlab, model, text, context, tokens, batch, args):
     cmd = [kvlab, "generate", "--model", model, "--prompt-file", text, "--prompt-tokens",
-           str(context - tokens), "--tokens", str(tokens), "--json"] + args
+           str(context - tokens), "--tokens", str(tokens), "--batch", str(batch), "--json"] + args
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -207,6 +208,9 @@ def main(argv=None):
     ap.add_argument("text")
     ap.add_argument("--contexts", default="512,2048,8192")
     ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=512,
+                    help="prompt tokens per forward pass (kvlab generate --batch; 512 is "
+                         "llama.cpp's default micro-batch; 0: the whole prompt at once)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--results", metavar="FILE")
     ap.add_argument("--device", default="epyc-zen5-2c")
@@ -228,7 +232,7 @@ def main(argv=None):
         runs = {label: [] for label, _ in METHODS}
         for rep in range(a.repeat):
             for label, args in METHODS:
-                j = run(kvlab, a.model, a.text, context, a.tokens, args)
+                j = run(kvlab, a.model, a.text, context, a.tokens, a.batch, args)
                 runs[label].append(j)
                 raw.append({"context": context, "label": label, "repeat": rep, "run": j})
                 print(f"{context:>5} {label:<18} decode {j['decode_tokens_per_second']:6.1f} t/s "
@@ -275,7 +279,8 @@ def write_results(a, rows, contexts):
     top = max(contexts)
     date = datetime.date.today().isoformat()
     command = (f"python3 bench/generate_report.py build/release {a.model} {a.text} "
-               f"--contexts {a.contexts} --tokens {a.tokens} --repeat {a.repeat}")
+               f"--contexts {a.contexts} --tokens {a.tokens} --batch {a.batch} "
+               f"--repeat {a.repeat}")
     big = [r for r in rows if r["context"] == top]
     fast = [r for r in big if r["method"] in FOUR_BIT]
     sized = [r for r in big if r["formula_error"] is not None and r["method"] != "fp16"]
@@ -325,7 +330,10 @@ def write_results(a, rows, contexts):
         "targets": targets,
         "tables": [{"title": "SmolLM2-135M-Instruct (Q4_1 weights) generating from each cache, "
                              f"{a.tokens} tokens after a prompt of context − {a.tokens} tokens "
-                             "of the GPL texts, median of "
+                             "of the GPL texts"
+                             + (f" run {a.batch} tokens a forward pass (llama.cpp's micro-batch)"
+                                if a.batch > 0 else " run in one forward pass")
+                             + ", median of "
                              f"{a.repeat} run(s) each, methods interleaved",
                     "columns": columns, "rows": table}],
     }

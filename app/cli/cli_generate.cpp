@@ -26,7 +26,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model, tokenizer, prompt, prompt_file, ids, logits_out;
-  int tokens = 32, threads = 0, prompt_tokens = 0;
+  int tokens = 32, threads = 0, prompt_tokens = 0, batch = 0;
   bool chat = false, stepwise = false, json = false, compare = false, save = false;
   std::string label;
   DbOption db;
@@ -50,6 +50,11 @@ int run_generate(const GenerateOptions& o) {
         "--ids 1,2,3");
   }
   if (o.tokens < 0) return fail(fmt::format("--tokens {}: must not be negative", o.tokens));
+  if (o.stepwise && o.batch > 1) {
+    return fail(fmt::format("--stepwise runs the prompt one token at a time: not with --batch {}",
+                            o.batch));
+  }
+  const int batch = o.stepwise ? 1 : o.batch;
   if (o.threads < 0 || o.threads > 1024) {
     return fail(fmt::format("--threads {}: must be 0 (every core) to 1024", o.threads));
   }
@@ -139,13 +144,13 @@ int run_generate(const GenerateOptions& o) {
     state.kv_store = store;
     GreedyConfig config;
     config.tokens = o.tokens;
-    config.prefill_chunk = o.stepwise ? 1 : 0;  // one at a time: every position's logits
+    config.prefill_chunk = batch;  // --stepwise: one at a time, every position's logits
     config.eos = loaded->eos;
     config.trim_after_prefill = true;
     GreedyHooks hooks;
     if (write) {
-      hooks.on_prefill = [&](int, const std::vector<float>& logits) {
-        write_logits(logits);
+      hooks.on_prefill = [&](int done, const std::vector<float>& logits) {
+        if (o.stepwise || done == static_cast<int>(ids.size())) write_logits(logits);
         return true;
       };
     }
@@ -223,8 +228,11 @@ int run_generate(const GenerateOptions& o) {
   const NewRun saved = generate_run(j, method, o.label);
   return save_and_print(db->get(), saved, j, o.json, [&] {
     fmt::print("{}\n\n", terminal_lines(text));  // a model's text: no escape reaches the terminal
-    fmt::print("prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s,
-               prefill_tps, o.stepwise ? ", one at a time" : "");
+    fmt::print(
+        "prefill  {} tokens in {:.3f} s ({:.1f} tokens/s{})\n", ids.size(), prefill_s, prefill_tps,
+        o.stepwise                                          ? ", one at a time"
+        : batch > 0 && batch < static_cast<int>(ids.size()) ? fmt::format(", {} at a time", batch)
+                                                            : std::string());
     fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s, decode_tps);
     fmt::print("threads  {}\n", worker_threads());
     constexpr double kMiB = 1024.0 * 1024.0;
@@ -276,6 +284,13 @@ void add_generate_command(CLI::App& app) {
                   "[prompt tokens][vocab] with --stepwise");
   cmd->add_flag("--stepwise", o->stepwise,
                 "run the prompt one token at a time (the decode path) instead of as one batch");
+  cmd->add_option("--batch", o->batch,
+                  "prompt tokens per forward pass, as llama.cpp's micro-batch (-ub): the "
+                  "prefill's activations take N rows, not the whole prompt's; a stored cache's "
+                  "later chunks attend over it a tile at a time, and per-tensor scales and "
+                  "KVComp's codebooks come from the first chunk (0: the whole prompt at once)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
   cmd->add_option("--method", o->method,
                   "the cache the runner holds: none (its float cache), fp16 (fp16 rows, read by "
                   "the fused fp16 kernel on every core), or a method stored as its reference "

@@ -139,6 +139,30 @@ TEST(CliGenerate, SaveKeepsTheRunForTheRunsListAndThePlanner) {
   EXPECT_NE(bad.out.find("/proc/nope/runs.sqlite"), std::string::npos) << bad.out;
 }
 
+// --batch N runs the prompt N tokens a forward (llama.cpp's micro-batches): with the fp16 cache
+// the text is the one-batch run's (the same rows, read back tile by tile), every stored cache
+// takes its later chunks, and --logits-out still holds the prompt's last logits only.
+TEST(CliGenerate, BatchRunsThePromptInChunks) {
+  REQUIRE_STORIES();
+  const std::string prompt =
+      "--prompt 'Once upon a time, there was a little girl named Lily. She "
+      "loved to play outside in the park with her friends.' ";
+  const std::string base = "generate --model " + kDir + "/stories260K.bin --tokenizer " + kDir +
+                           "/tok512.bin " + prompt + "--tokens 40 ";
+  const nlohmann::json whole = json_of(base + "--method fp16");
+  const nlohmann::json chunked = json_of(base + "--method fp16 --batch 7");
+  EXPECT_EQ(chunked["generated_ids"], whole["generated_ids"]);
+  EXPECT_EQ(chunked["cache"]["bytes"], whole["cache"]["bytes"]);
+  std::filesystem::create_directories(KVLAB_TEST_TMPDIR);
+  const std::string logits = std::string(KVLAB_TEST_TMPDIR) + "/batch-logits.bin";
+  for (const std::string method : {"kvcomp --buffer 64", "kivi --residual 64", "int8", "fp16"}) {
+    const Output o = run_kvlab(base + "--batch 7 --method " + method + " --logits-out " + logits);
+    ASSERT_EQ(o.code, 0) << method << "\n" << o.out;
+    EXPECT_NE(o.out.find(", 7 at a time)"), std::string::npos) << o.out;
+    EXPECT_EQ(std::filesystem::file_size(logits), 512u * 4u) << method << ": one [vocab] row";
+  }
+}
+
 TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
   REQUIRE_STORIES();
   for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
@@ -149,7 +173,10 @@ TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
            {"--method kvcomp --codec varwidth", "--codec varwidth: huffman or bitpack"},
            {"--compare", "--compare needs a --method other than none"},
            {"--method fp16 --compare", "--compare needs a --method other than none and fp16"},
-           {"--method kvcomp --buffer 100", "buffer size 100 is not a positive multiple"}}) {
+           {"--method kvcomp --buffer 100", "buffer size 100 is not a positive multiple"},
+           {"--stepwise --batch 4",
+            "--stepwise runs the prompt one token at a time: not with "
+            "--batch 4"}}) {
     const Output o = run_kvlab(kRun + "--tokens 4 " + extra);
     EXPECT_NE(o.code, 0) << extra << "\n" << o.out;
     EXPECT_NE(o.out.find(says), std::string::npos) << extra << "\n" << o.out;
