@@ -99,6 +99,8 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
   const Tensor V = random_fp16(total, kHeads, kDim, 97 + total);
   auto cache = CompressedKvCache::create(config, kHeads, kDim);
   ASSERT_TRUE(cache) << cache.message();
+  // Room made up front (as a store sized for its run makes it) changes no byte held.
+  if (p.prefill % 2 == 1) cache->reserve(total);
   ASSERT_TRUE(
       cache->prefill(K.view().token_range(0, p.prefill), V.view().token_range(0, p.prefill)));
 

@@ -119,6 +119,35 @@ Status CompressedKvCache::prefill(const TensorView& keys, const TensorView& valu
   return Ok{};
 }
 
+void CompressedKvCache::reserve(int tokens) {
+  m_reserved = std::max(m_reserved, tokens);
+  const detail::GroupSpec spec = kvcomp_spec(m_config);
+  const int t = m_reserved;
+  m_key_steps.reserve(detail::group_unit_count(spec, TensorRole::Key, t, m_heads, m_dim));
+  m_key_mins.reserve(m_key_steps.capacity());
+  m_value_steps.reserve(detail::group_unit_count(spec, TensorRole::Value, t, m_heads, m_dim));
+  m_value_mins.reserve(m_value_steps.capacity());
+  const std::size_t buffered =
+      static_cast<std::size_t>(m_config.buffer_size + m_config.block_size) * m_heads * m_dim;
+  m_buffer_keys.reserve(buffered);
+  m_buffer_values.reserve(buffered);
+  if (m_compressed > 0) reserve_streams();
+}
+
+// The streams exist from the first compression on: their room is made then.
+void CompressedKvCache::reserve_streams() {
+  if (m_reserved <= 0) return;
+  const std::size_t blocks =
+      static_cast<std::size_t>((m_reserved + m_config.block_size - 1) / m_config.block_size) *
+      m_heads;
+  for (EncodedCodes* codes : {&m_key_codes, &m_value_codes}) {
+    codes->payload.reserve(static_cast<std::size_t>(m_reserved) * m_heads * m_dim);
+    if (codes->kind == CodecKind::BitPack) continue;  // no offsets or bit counts
+    codes->block_offsets.reserve(blocks);
+    codes->vector_bits.reserve(static_cast<std::size_t>(m_reserved) * m_heads);
+  }
+}
+
 Status CompressedKvCache::append(std::span<const float> key_row, std::span<const float> value_row) {
   const std::size_t row = static_cast<std::size_t>(m_heads) * m_dim;
   if (key_row.size() != row || value_row.size() != row) {
@@ -184,6 +213,7 @@ Status CompressedKvCache::compress_rows(const TensorView& keys, const TensorView
     m_value_book = std::move(vb);
     m_key_codes = std::move(*ke);
     m_value_codes = std::move(*ve);
+    reserve_streams();
   } else {
     const HuffmanCodebook* kb = has_codebooks() ? &m_key_book : nullptr;
     const HuffmanCodebook* vb = has_codebooks() ? &m_value_book : nullptr;

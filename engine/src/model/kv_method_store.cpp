@@ -1372,7 +1372,7 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
     c.block_size = method.block_size;
     c.rel_scale = method.rel_scale;
     c.codec = method.codec == CodecKind::BitPack ? CodecKind::BitPack : CodecKind::Huffman;
-    return make_kvcomp_store(model, c);
+    return make_kvcomp_store(model, c, max_tokens);
   }
   KVLAB_TRY(make_quantizer(method));
   // The codec stores the method without its rotation; the store rotates the rows it is given.

@@ -158,12 +158,14 @@ class KvCompStore final : public KvStore {
 }  // namespace
 
 Result<std::unique_ptr<KvStore>> make_kvcomp_store(const LlamaConfig& model,
-                                                   const CompressedCacheConfig& config) {
+                                                   const CompressedCacheConfig& config,
+                                                   int max_tokens) {
   std::vector<CompressedKvCache> layers;
   layers.reserve(static_cast<std::size_t>(model.layers));
   for (int l = 0; l < model.layers; ++l) {
     auto cache = CompressedKvCache::create(config, model.kv_heads, model.head_dim());
     if (!cache) return make_error("KVComp cache: " + cache.message());
+    if (max_tokens > 0) cache->reserve(max_tokens);
     layers.push_back(std::move(*cache));
   }
   return std::unique_ptr<KvStore>(new KvCompStore(model, config, std::move(layers)));

@@ -70,6 +70,11 @@ class CompressedKvCache {
   // compressed now and the codebooks are built from their codes; the tail (tokens % block_size)
   // waits in the buffer. With no whole block, the codebooks come from the first flush.
   Status prefill(const TensorView& keys, const TensorView& values);
+  // Room for `tokens` tokens in every part that grows (steps, minimums, the streams' offsets and
+  // bit counts, and the payload at 8 bits a code, what a bit-packed code takes at most), as
+  // llama.cpp allocates its context up front: the cache then grows in place, without the copies
+  // and freed blocks of a doubling vector. Pages not yet written are not resident.
+  void reserve(int tokens);
   // One decode step: kv_heads * head_dim floats each, stored as fp16 in the buffer.
   Status append(std::span<const float> key_row, std::span<const float> value_row);
 
@@ -101,7 +106,10 @@ class CompressedKvCache {
   std::vector<float> m_key_steps, m_key_mins, m_value_steps, m_value_mins;
   std::vector<std::uint16_t> m_buffer_keys, m_buffer_values;  // fp16 rows, oldest first
 
+  int m_reserved = 0;  // tokens reserve() made room for
+
   Status compress_rows(const TensorView& keys, const TensorView& values);
+  void reserve_streams();
   Status flush_whole_blocks();
 };
 

@@ -33,6 +33,9 @@ class KvStore {
   // q [n][heads * head_dim] (after RoPE). Positions arrive in order, each layer once per forward.
   // The store may write over `keys` and `values` (a prompt's rows rotated, or read back from the
   // cache for its own attention) rather than copy them: a long prompt takes no second copy.
+  // A prompt may come in chunks (llama.cpp's micro-batches): a later chunk (pos > 0, n > 1)
+  // attends over the cache read a tile at a time, with its own rows as the method's prompt reads
+  // them (exact where the method's prompt reads itself exact, else as stored).
   virtual Status append_and_attend(int layer, int pos, int n, const float* q, float* keys,
                                    float* values, float* out) = 0;
   // Stores the n new tokens as append_and_attend does, without their attention: a context
@@ -57,9 +60,11 @@ class KvStore {
   static Status check_append(int layer, int layers, int pos, int n, int stored);
 };
 
-// The KVComp store for a model of this shape. Errors name what the configuration gets wrong.
+// The KVComp store for a model of this shape; `max_tokens` (0: none) makes room for that many
+// tokens up front (CompressedKvCache::reserve). Errors name what the configuration gets wrong.
 Result<std::unique_ptr<KvStore>> make_kvcomp_store(const LlamaConfig& model,
-                                                   const CompressedCacheConfig& config);
+                                                   const CompressedCacheConfig& config,
+                                                   int max_tokens = 0);
 
 // The store of `method` as its reference engine keeps a cache it appends to
 // (kv_method_store.cpp): llama.cpp's block types (each token's row quantized as it is written,
