@@ -331,7 +331,8 @@ def write_results(a, rows, contexts):
         "tables": [{"title": "SmolLM2-135M-Instruct (Q4_1 weights) generating from each cache, "
                              f"{a.tokens} tokens after a prompt of context − {a.tokens} tokens "
                              "of the GPL texts"
-                             + (f" run {a.batch} tokens a forward pass (llama.cpp's micro-batch)"
+                             + (f", the prompt run {a.batch} tokens a forward pass (llama.cpp's "
+                                "micro-batch)"
                                 if a.batch > 0 else " run in one forward pass")
                              + ", median of "
                              f"{a.repeat} run(s) each, methods interleaved",
