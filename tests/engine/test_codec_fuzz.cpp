@@ -144,6 +144,13 @@ void fuzz_codec(CodecKind kind, const HuffmanCodebook& book, std::uint64_t seed,
     const int t = static_cast<int>(rng.below(static_cast<std::uint64_t>(tokens) + 2)) - 1;
     const int h = static_cast<int>(rng.below(heads + 1));
     (void)decode_vector(e, &book, t, h, vec);
+    // A range of tokens (a tile of a stored cache): any bounds, whole blocks or not, sized from
+    // the corrupt header as a caller would.
+    const int first = static_cast<int>(rng.below(tokens + 2)) - 1;
+    const int last = first + static_cast<int>(rng.below(2 * block + 2)) - 1;
+    const long long range = static_cast<long long>(last - first) * e.heads * e.dim;
+    std::vector<std::uint8_t> part(range > 0 && range < (1 << 20) ? range : 0);
+    (void)decode_token_range(e, &book, first, last, part);
     (void)validate_encoded(e);
     // Appending to a corrupt tensor may succeed or fail, but never reads out of bounds.
     if (e.heads > 0 && e.dim > 0 && e.heads * e.dim <= 4096) {
