@@ -206,6 +206,7 @@ int run_generate(const GenerateOptions& o) {
     m.generated_ids = g.run.generated;
     m.text = loaded->decode(g.run.generated);
     m.prefill_seconds = g.run.prefill_s, m.decode_seconds = g.run.decode_s;
+    m.prefill_batch = batch;
     m.decode_steps = g.run.steps;
     m.threads = worker_threads();
     m.cache = cache;

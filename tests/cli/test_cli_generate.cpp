@@ -153,6 +153,8 @@ TEST(CliGenerate, BatchRunsThePromptInChunks) {
   const nlohmann::json chunked = json_of(base + "--method fp16 --batch 7");
   EXPECT_EQ(chunked["generated_ids"], whole["generated_ids"]);
   EXPECT_EQ(chunked["cache"]["bytes"], whole["cache"]["bytes"]);
+  EXPECT_EQ(chunked["prefill_batch"], 7);
+  EXPECT_EQ(whole["prefill_batch"], 0);
   std::filesystem::create_directories(KVLAB_TEST_TMPDIR);
   const std::string logits = std::string(KVLAB_TEST_TMPDIR) + "/batch-logits.bin";
   for (const std::string method : {"kvcomp --buffer 64", "kivi --residual 64", "int8", "fp16"}) {

@@ -153,6 +153,47 @@ TEST(GeneratePanel, FinishedCachesAreStoredAsGenerateRuns) {
   EXPECT_TRUE(summary.contains(QStringLiteral("run #%1").arg(saved[1]))) << summary.toStdString();
 }
 
+// The prompt in micro-batches (the tab's "Batch", kvlab generate --batch): fp16's tokens
+// are the CLI's with the same batch, and the stored runs say how the prompt ran.
+TEST(GeneratePanel, APromptInBatchesRunsAsTheCliRunsIt) {
+  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
+    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
+  }
+  const auto dir = gui_test::fresh_dir();
+  auto opened = RunsStore::open(dir / "runs.sqlite");
+  ASSERT_TRUE(opened.ok()) << opened.message();
+  auto store = std::make_shared<RunsStore>(std::move(opened).value());
+  QualityView view(store);
+  view.set_model_path(QString::fromStdString(kModel));
+  GeneratePanel& panel = *view.generate_panel();
+  std::vector<qint64> saved;
+  QObject::connect(&view, &QualityView::run_saved, [&](qint64 id) { saved.push_back(id); });
+  const std::string prompt = "Once upon a time, there was a little girl named Lily.";
+  panel.set_prompt(QString::fromStdString(prompt));
+  panel.set_tokens(20);
+  panel.set_batch(4);
+  panel.set_checked({QStringLiteral("kivi-2")});
+  ASSERT_TRUE(panel.generate());
+  ASSERT_TRUE(panel.wait_until_done(120'000));
+  QCoreApplication::processEvents();
+  const GenerateModel& model = *panel.model();
+  ASSERT_TRUE(model.error().isEmpty()) << model.error().toStdString();
+  ASSERT_EQ(model.series().size(), 2u);
+  const cli_test::Output cli = cli_test::run_kvlab("generate --model " + kModel + " --tokenizer " +
+                                                   kModelDir + "/tok512.bin --prompt '" + prompt +
+                                                   "' --method fp16 --batch 4 --json --tokens 20");
+  ASSERT_EQ(cli.code, 0) << cli.out;
+  const auto j = nlohmann::json::parse(cli.out);
+  EXPECT_EQ(j["prefill_batch"].get<int>(), 4);
+  EXPECT_EQ(j["generated_ids"].get<std::vector<int>>(), model.series()[0].ids);
+  ASSERT_EQ(saved.size(), 2u);
+  for (const qint64 id : saved) {
+    auto run = store->load_run(id);
+    ASSERT_TRUE(run.ok()) << run.message();
+    EXPECT_EQ(run->params.value("prefill_batch", -1), 4) << run->params.dump();
+  }
+}
+
 TEST(GeneratePanel, AMissingModelIsAnErrorOnTheTab) {
   QualityView view(nullptr);
   view.set_model_path(QStringLiteral("/nonexistent/model.gguf"));

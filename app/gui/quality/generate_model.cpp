@@ -96,14 +96,23 @@ bool GenerateRunner::start(const GenerateJob& job) {
                           step == 0 ? std::string("prompt")
                                     : fmt::format("token {} of {}", step, job.tokens)));
         };
+        // A prompt in micro-batches reports each one (and can be cancelled between them).
+        const int prompt_tokens = static_cast<int>(ids->size());
         if (!stage(0)) return make_error(std::string(kCancelledMessage));
         auto state = m.model.new_state();
         state.kv_store = store;
         GreedyConfig config;
         config.tokens = job.tokens;
         config.eos = m.eos;
+        config.prefill_chunk = job.batch;
         TokenTextStream text(m.decode, ids->back());
         GreedyHooks hooks;
+        hooks.on_prefill = [&](int done, const std::vector<float>&) {
+          return done == prompt_tokens ||
+                 report_progress(progress, static_cast<double>(i) / count,
+                                 fmt::format("{} ({} of {}): prompt, {} of {} tokens", name, i + 1,
+                                             count, done, prompt_tokens));
+        };
         hooks.on_token = [&](int step, int next) {
           const QString piece = QString::fromStdString(text.push(next));
           const int stored = store->tokens(0);
@@ -128,6 +137,7 @@ bool GenerateRunner::start(const GenerateJob& job) {
         measured.generated_ids = run->generated;
         measured.text = m.decode(run->generated);
         measured.prefill_seconds = run->prefill_s, measured.decode_seconds = run->decode_s;
+        measured.prefill_batch = job.batch;
         measured.decode_steps = run->steps;
         measured.threads = worker_threads();
         measured.cache = store->label();

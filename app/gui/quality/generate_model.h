@@ -37,6 +37,7 @@ struct GenerateJob {
   std::string model;  // a .gguf file, llama2.c checkpoint or HF folder: load_model()
   std::string prompt;
   int tokens = 64;
+  int batch = 0;  // prompt tokens per forward pass, as llama.cpp's micro-batch (0: all at once)
   std::vector<GenerateChoice> methods;  // fp16 runs first, before these
 };
 

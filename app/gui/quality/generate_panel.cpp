@@ -40,6 +40,16 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   m_tokens->setRange(1, 4096);
   m_tokens->setValue(48);
   m_tokens->setToolTip(tr("Tokens each cache generates after the prompt"));
+  m_batch = new QSpinBox(this);
+  m_batch->setRange(0, 1 << 16);
+  m_batch->setSingleStep(128);
+  m_batch->setSpecialValueText(tr("whole"));
+  m_batch->setValue(0);
+  m_batch->setToolTip(
+      tr("Prompt tokens per forward pass, as llama.cpp's micro-batches (kvlab generate --batch): "
+         "a long prompt's activations stay a batch's size and each later batch attends over the "
+         "cache as stored; per-tensor scales and KVComp's codebooks then come from the first "
+         "batch. \"whole\": the prompt in one pass, as the methods' papers run it"));
   m_methods = new QListWidget(this);
   m_methods->setFlow(QListView::LeftToRight);
   m_methods->setWrapping(true);
@@ -95,6 +105,11 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   tokens_label->setToolTip(m_tokens->toolTip());
   controls->addWidget(tokens_label);
   controls->addWidget(m_tokens);
+  auto* batch_label = new QLabel(tr("Batch"), this);
+  batch_label->setBuddy(m_batch);
+  batch_label->setToolTip(m_batch->toolTip());
+  controls->addWidget(batch_label);
+  controls->addWidget(m_batch);
   controls->addWidget(m_methods, 1);
   controls->addWidget(m_generate);
   controls->addWidget(m_cancel);
@@ -114,10 +129,10 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   layout->addWidget(m_summary);
 
   const std::pair<QWidget*, const char*> names[] = {
-      {m_prompt, "prompt"},     {m_tokens, "tokens"},   {m_methods, "methods"},
-      {m_generate, "generate"}, {m_cancel, "cancel"},   {m_progress, "progress"},
-      {m_chart, "chart"},       {m_summary, "summary"}, {m_texts, "texts"},
-      {m_error, "error"}};
+      {m_prompt, "prompt"},     {m_tokens, "tokens"},     {m_batch, "batch"},
+      {m_methods, "methods"},   {m_generate, "generate"}, {m_cancel, "cancel"},
+      {m_progress, "progress"}, {m_chart, "chart"},       {m_summary, "summary"},
+      {m_texts, "texts"},       {m_error, "error"}};
   for (const auto& [part, name] : names) part->setObjectName(QLatin1String(name));
 
   connect(m_generate, &QPushButton::clicked, this, [this] { generate(); });
@@ -149,6 +164,10 @@ void GeneratePanel::set_tokens(int tokens) {
   m_tokens->setValue(tokens);
 }
 
+void GeneratePanel::set_batch(int tokens) {
+  m_batch->setValue(tokens);
+}
+
 void GeneratePanel::set_checked(const QStringList& names) {
   for (int i = 0; i < m_methods->count(); ++i) {
     QListWidgetItem* item = m_methods->item(i);
@@ -161,6 +180,7 @@ bool GeneratePanel::generate() {
   job.model = m_model_path().toStdString();
   job.prompt = m_prompt->toPlainText().toStdString();
   job.tokens = m_tokens->value();
+  job.batch = m_batch->value();
   const std::vector<GenerateChoice> choices = generate_choices();
   for (int i = 0; i < m_methods->count(); ++i) {
     if (m_methods->item(i)->checkState() == Qt::Checked) job.methods.push_back(choices[i]);

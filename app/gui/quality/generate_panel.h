@@ -38,6 +38,7 @@ class GeneratePanel : public QWidget {
 
   void set_prompt(const QString& text);
   void set_tokens(int tokens);
+  void set_batch(int tokens);  // prompt tokens per forward pass; 0: the whole prompt
   // Checks exactly the methods with these names (generate_choices()).
   void set_checked(const QStringList& names);
   // Starts a generation; false (the error shown) when the input is incomplete or one is running.
@@ -58,6 +59,7 @@ class GeneratePanel : public QWidget {
   GenerateModel* m_model;
   QPlainTextEdit* m_prompt;
   QSpinBox* m_tokens;
+  QSpinBox* m_batch;
   QListWidget* m_methods;
   QPushButton* m_generate;
   QPushButton* m_cancel;

@@ -406,6 +406,7 @@ json generate_result(const GenerateMeasurement& run, const GenerateMeasurement* 
             {"generated_ids", run.generated_ids},
             {"generated", valid_utf8(run.text)},
             {"prefill_seconds", run.prefill_seconds},
+            {"prefill_batch", run.prefill_batch},
             {"prefill_tokens_per_second", per_second(prompt, run.prefill_seconds)},
             {"decode_steps", run.decode_steps},
             {"decode_seconds", run.decode_seconds},
@@ -446,6 +447,9 @@ NewRun generate_run(const json& result, const std::optional<MethodConfig>& metho
   run.params = method ? method_params_json(*method) : json{{"method", run.method}};
   run.params["prompt_tokens"] = result.value("prompt_tokens", 0);
   run.params["tokens"] = result.value("generated_ids", json::array()).size();
+  // How the prompt ran (kvlab generate --batch): it sets what per-tensor scales and KVComp's
+  // codebooks were fitted to.
+  run.params["prefill_batch"] = result.value("prefill_batch", 0);
   json m;
   m["model"] = result.value("model", std::string());
   for (const char* key :

@@ -89,7 +89,8 @@ struct GenerateMeasurement {
   std::vector<int> prompt_ids, generated_ids;
   std::string text;  // the generated tokens' text
   double prefill_seconds = 0, decode_seconds = 0;
-  int decode_steps = 0;  // decode forwards: every generated token but the last
+  int prefill_batch = 0;  // prompt tokens per forward pass (0: the whole prompt in one)
+  int decode_steps = 0;   // decode forwards: every generated token but the last
   int threads = 0;
   std::string cache;  // the store's label: "fp16", "q4_0", "float32" (the runner's own)
   std::uint64_t cache_bytes = 0, fp16_bytes = 0;
