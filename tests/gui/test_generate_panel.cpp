@@ -9,6 +9,7 @@
 #include <qcustomplot.h>
 
 #include <filesystem>
+#include <memory>
 
 #include <QCoreApplication>
 #include <QLabel>
@@ -31,6 +32,24 @@ namespace fs = std::filesystem;
 const std::string kModelDir = std::string(KVLAB_MODELS_DIR) + "/stories260K";
 const std::string kModel = kModelDir + "/stories260K.bin";
 constexpr int kTokens = 40;
+
+// A Quality view on stories260K saving its runs into a database of its own, and the ids saved.
+struct SavingView {
+  SavingView() {
+    auto opened = RunsStore::open(gui_test::fresh_dir() / "runs.sqlite");
+    if (!opened.ok()) return;
+    store = std::make_shared<RunsStore>(std::move(opened).value());
+    view = std::make_unique<QualityView>(store);
+    view->set_model_path(QString::fromStdString(kModel));
+    QObject::connect(view.get(), &QualityView::run_saved,
+                     [this](qint64 id) { saved.push_back(id); });
+  }
+  SavingView(const SavingView&) = delete;  // the view's signal writes into this one
+  SavingView& operator=(const SavingView&) = delete;
+  std::shared_ptr<RunsStore> store;
+  std::unique_ptr<QualityView> view;
+  std::vector<qint64> saved;
+};
 
 TEST(GeneratePanel, CachesGenerateSideBySideWithFp16) {
   if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
@@ -106,15 +125,12 @@ TEST(GeneratePanel, FinishedCachesAreStoredAsGenerateRuns) {
   if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
     GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
   }
-  const auto dir = gui_test::fresh_dir();
-  auto opened = RunsStore::open(dir / "runs.sqlite");
-  ASSERT_TRUE(opened.ok()) << opened.message();
-  auto store = std::make_shared<RunsStore>(std::move(opened).value());
-  QualityView view(store);
-  view.set_model_path(QString::fromStdString(kModel));
+  SavingView saving;
+  ASSERT_TRUE(saving.store) << "the runs database did not open";
+  QualityView& view = *saving.view;
   GeneratePanel& panel = *view.generate_panel();
-  std::vector<qint64> saved;
-  QObject::connect(&view, &QualityView::run_saved, [&](qint64 id) { saved.push_back(id); });
+  const std::shared_ptr<RunsStore>& store = saving.store;
+  const std::vector<qint64>& saved = saving.saved;
   panel.set_prompt(QStringLiteral("Once upon a time"));
   panel.set_tokens(12);
   panel.set_checked({QStringLiteral("int8")});
@@ -159,15 +175,12 @@ TEST(GeneratePanel, APromptInBatchesRunsAsTheCliRunsIt) {
   if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
     GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
   }
-  const auto dir = gui_test::fresh_dir();
-  auto opened = RunsStore::open(dir / "runs.sqlite");
-  ASSERT_TRUE(opened.ok()) << opened.message();
-  auto store = std::make_shared<RunsStore>(std::move(opened).value());
-  QualityView view(store);
-  view.set_model_path(QString::fromStdString(kModel));
+  SavingView saving;
+  ASSERT_TRUE(saving.store) << "the runs database did not open";
+  QualityView& view = *saving.view;
   GeneratePanel& panel = *view.generate_panel();
-  std::vector<qint64> saved;
-  QObject::connect(&view, &QualityView::run_saved, [&](qint64 id) { saved.push_back(id); });
+  const std::shared_ptr<RunsStore>& store = saving.store;
+  const std::vector<qint64>& saved = saving.saved;
   const std::string prompt = "Once upon a time, there was a little girl named Lily.";
   panel.set_prompt(QString::fromStdString(prompt));
   panel.set_tokens(20);
