@@ -130,7 +130,8 @@ TEST(LlamaAttention, MatchesDoublesOnEveryPath) {
 
 // The tiled attention of a stored cache's later prompt chunks against the same double
 // reference, reading the rows through its callback: tiles of one token, of sizes that end inside
-// the new tokens' causal edge, and of one tile for all; the reads cover [0, pos + n) in order.
+// the new tokens' causal edge, and of one tile for all; the reads cover [0, pos + n) in order, or
+// [0, pos) where the new tokens' own rows are given.
 TEST(LlamaAttention, TiledAttentionMatchesDoubles) {
   const Case cases[] = {
       {9, 3, 64, 300, 37}, {8, 2, 32, 0, 50}, {6, 3, 24, 100, 100}, {4, 4, 16, 1, 3}};
@@ -139,28 +140,34 @@ TEST(LlamaAttention, TiledAttentionMatchesDoubles) {
     const Data d = random_data(c, seed++);
     const std::vector<double> ref = reference(c, d, nullptr);
     const int kv = c.kv_heads * c.dim, total = c.pos + c.n;
-    for (const int tile : {1, 7, 64, 256, 1000}) {
-      SCOPED_TRACE(::testing::Message() << c.heads << " heads on " << c.kv_heads << " x " << c.dim
-                                        << ", pos " << c.pos << ", n " << c.n << ", tile " << tile);
-      detail::TiledAttentionArgs a;
-      a.heads = c.heads, a.kv_heads = c.kv_heads, a.head_dim = c.dim;
-      a.pos = c.pos, a.n = c.n, a.q = d.q.data(), a.tile = tile;
-      int next = 0;
-      a.read = [&](int first, int last, float* k, float* v) -> Status {
-        if (first != next || last <= first || last - first > tile || last > total) {
-          return make_error("a read out of order");
-        }
-        next = last;
-        std::copy(d.k.begin() + first * kv, d.k.begin() + last * kv, k);
-        std::copy(d.v.begin() + first * kv, d.v.begin() + last * kv, v);
-        return Ok{};
-      };
-      detail::TiledAttentionScratch scratch;
-      std::vector<float> out(static_cast<std::size_t>(c.n) * c.heads * c.dim);
-      const Status st = detail::tiled_causal_attention(a, scratch, out.data());
-      ASSERT_TRUE(st.ok()) << st.message();
-      EXPECT_EQ(next, total);
-      EXPECT_LT(worst(out, ref), 1e-5);
+    // Every row through `read`, or the new tokens' own rows given (read up to pos only).
+    for (const bool given : {false, true}) {
+      for (const int tile : {1, 7, 64, 256, 1000}) {
+        SCOPED_TRACE(::testing::Message()
+                     << c.heads << " heads on " << c.kv_heads << " x " << c.dim << ", pos " << c.pos
+                     << ", n " << c.n << ", tile " << tile << (given ? ", own rows" : ""));
+        detail::TiledAttentionArgs a;
+        a.heads = c.heads, a.kv_heads = c.kv_heads, a.head_dim = c.dim;
+        a.pos = c.pos, a.n = c.n, a.q = d.q.data(), a.tile = tile;
+        const int read_end = given ? c.pos : total;
+        if (given) a.new_keys = d.k.data() + c.pos * kv, a.new_values = d.v.data() + c.pos * kv;
+        int next = 0;
+        a.read = [&](int first, int last, float* k, float* v) -> Status {
+          if (first != next || last <= first || last - first > tile || last > read_end) {
+            return make_error("a read out of order");
+          }
+          next = last;
+          std::copy(d.k.begin() + first * kv, d.k.begin() + last * kv, k);
+          std::copy(d.v.begin() + first * kv, d.v.begin() + last * kv, v);
+          return Ok{};
+        };
+        detail::TiledAttentionScratch scratch;
+        std::vector<float> out(static_cast<std::size_t>(c.n) * c.heads * c.dim);
+        const Status st = detail::tiled_causal_attention(a, scratch, out.data());
+        ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_EQ(next, read_end);
+        EXPECT_LT(worst(out, ref), 1e-5);
+      }
     }
   }
 }

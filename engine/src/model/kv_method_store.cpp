@@ -75,9 +75,6 @@ namespace kvlab {
 namespace {
 
 constexpr int kTileTokens = 64;
-// Tokens per tile a later prompt chunk's attention reads (attend_chunk), rounded up to whole units
-// of the codecs: 2 × 256 rows of SmolLM2's 192 floats take 384 KiB, in L2 beside the scores.
-constexpr int kChunkTileTokens = 256;
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
@@ -917,16 +914,12 @@ class MethodStore final : public KvStore {
       // written first and read back.
       if (prompt_exact) {
         KVLAB_TRY(attend_chunk(L, pos, n, q, keys, values, out));
-        rotate(keys, values, n);
-        for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
-        return Ok{};
+        return append(layer, pos, n, keys, values);
       }
-      rotate(keys, values, n);
-      for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
+      KVLAB_TRY(append(layer, pos, n, keys, values));
       return attend_chunk(L, pos, n, q, nullptr, nullptr, out);
     }
-    rotate(keys, values, 1);
-    KVLAB_TRY(store_token(L, keys, values));
+    KVLAB_TRY(append(layer, pos, 1, keys, values));
     attend(L, q, out);
     return Ok{};
   }
@@ -1151,26 +1144,17 @@ class MethodStore final : public KvStore {
   // store, or, given the chunk's own exact rows, those for positions from pos on.
   Status attend_chunk(Layer& L, int pos, int n, const float* q, const float* own_keys,
                       const float* own_values, float* out) {
-    int tile = kChunkTileTokens;
+    int tile = detail::kTiledAttentionTokens;
     for (const Role* c : {&L.k, &L.v}) {
       if (c->codec) tile = std::lcm(tile, c->codec->unit_tokens);
     }
     detail::TiledAttentionArgs args;
     args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
     args.pos = pos, args.n = n, args.q = q, args.tile = tile;
-    const int stored_end = own_keys ? pos : pos + n;
+    args.new_keys = own_keys, args.new_values = own_values;
     args.read = [&](int first, int last, float* k, float* v) -> Status {
-      const int from_store = std::min(last, stored_end);
-      if (first < from_store) {
-        read_original(L.k, TensorRole::Key, first, from_store, k);
-        read_original(L.v, TensorRole::Value, first, from_store, v);
-      }
-      for (int t = std::max(first, stored_end); t < last; ++t) {
-        const std::size_t from = static_cast<std::size_t>(t - pos) * m_row;
-        const std::size_t to = static_cast<std::size_t>(t - first) * m_row;
-        std::copy_n(own_keys + from, m_row, k + to);
-        std::copy_n(own_values + from, m_row, v + to);
-      }
+      read_original(L.k, TensorRole::Key, first, last, k);
+      read_original(L.v, TensorRole::Value, first, last, v);
       return Ok{};
     };
     return detail::tiled_causal_attention(args, m_tiled, out);

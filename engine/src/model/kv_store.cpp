@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "kvlab/engine/attention/fused_attention.h"
@@ -28,9 +27,6 @@ Status KvStore::check_append(int layer, int layers, int pos, int n, int stored) 
 }
 
 namespace {
-
-// Tokens per tile a later prompt chunk's attention reads, rounded up to whole blocks.
-constexpr int kChunkTileTokens = 256;
 
 class KvCompStore final : public KvStore {
  public:
@@ -66,21 +62,12 @@ class KvCompStore final : public KvStore {
       detail::TiledAttentionArgs args;
       args.heads = m_heads, args.kv_heads = m_kv_heads, args.head_dim = m_head_dim;
       args.pos = pos, args.n = n, args.q = q;
-      args.tile =
-          (kChunkTileTokens + m_config.block_size - 1) / m_config.block_size * m_config.block_size;
+      args.tile = (detail::kTiledAttentionTokens + m_config.block_size - 1) / m_config.block_size *
+                  m_config.block_size;
+      args.new_keys = keys, args.new_values = values;
       args.read = [&](int first, int last, float* k, float* v) -> Status {
-        const int cached = std::min(last, pos);
-        if (first < cached) {
-          const auto count = static_cast<std::size_t>(cached - first) * kv;
-          KVLAB_TRY(cache.dequantize_rows(first, cached, {k, count}, {v, count}));
-        }
-        for (int t = std::max(first, pos); t < last; ++t) {
-          const auto from = static_cast<std::size_t>(t - pos) * kv;
-          const auto to = static_cast<std::size_t>(t - first) * kv;
-          std::copy_n(keys + from, kv, k + to);
-          std::copy_n(values + from, kv, v + to);
-        }
-        return Ok{};
+        const auto count = static_cast<std::size_t>(last - first) * kv;
+        return cache.dequantize_rows(first, last, {k, count}, {v, count});
       };
       KVLAB_TRY(detail::tiled_causal_attention(args, m_tiled, out));
       return append(layer, pos, n, keys, values);

@@ -242,9 +242,17 @@ Status tiled_causal_attention(const TiledAttentionArgs& a, TiledAttentionScratch
   float* keys = grow(s.keys, static_cast<std::size_t>(a.tile) * KV);
   float* values = grow(s.values, static_cast<std::size_t>(a.tile) * KV);
   float* scores = grow(s.scores, static_cast<std::size_t>(rows) * stride);
+  const int cached_end = a.new_keys ? a.pos : total;  // rows from `read` end here
   for (int t0 = 0; t0 < total; t0 += a.tile) {
     const int width = std::min(a.tile, total - t0);
-    KVLAB_TRY(a.read(t0, t0 + width, keys, values));
+    const int cached = std::min(t0 + width, cached_end);
+    if (t0 < cached) KVLAB_TRY(a.read(t0, cached, keys, values));
+    for (int t = std::max(t0, cached_end); t < t0 + width; ++t) {
+      const std::size_t from = static_cast<std::size_t>(t - a.pos) * KV;
+      const std::size_t to = static_cast<std::size_t>(t - t0) * KV;
+      std::copy_n(a.new_keys + from, KV, keys + to);
+      std::copy_n(a.new_values + from, KV, values + to);
+    }
     // New token i sees positions up to pos + i: the tokens from t0 - pos on see this tile.
     const int i_first = std::max(0, t0 - a.pos);
     const int r_first = i_first * group, live = rows - r_first;

@@ -59,10 +59,21 @@ struct TiledAttentionArgs {
   int heads = 0, kv_heads = 0, head_dim = 0;
   int pos = 0, n = 0;        // new tokens at positions pos..pos + n - 1
   const float* q = nullptr;  // [n][heads × head_dim], after RoPE
-  int tile = 0;              // tokens per read; `read` is asked for [k·tile, min(total, ...))
-  // Rows of tokens [first, last) (after RoPE), [last - first][kv_heads × head_dim] each.
+  int tile = 0;              // tokens per tile
+  // Rows of tokens [first, last) (after RoPE) from the cache, [last - first][kv_heads × head_dim]
+  // each; `first` is a multiple of `tile`, `last` the tile's end, or `pos` where new_keys are
+  // given, or pos + n.
   std::function<Status(int first, int last, float* keys, float* values)> read;
+  // The new tokens' own rows [n][kv_heads × head_dim], read in place of the cache's from position
+  // pos on (a method whose prompt reads its exact rows); null: every row comes from `read`.
+  const float* new_keys = nullptr;
+  const float* new_values = nullptr;
 };
+
+// Tokens per tile a stored cache's later prompt chunk reads (each store rounds it up to whole
+// units of its format): 2 × 256 rows of SmolLM2's 192 floats take 384 KiB, in L2 beside the
+// scores.
+constexpr int kTiledAttentionTokens = 256;
 
 struct TiledAttentionScratch {
   AlignedFloats queries, keys, values, scores, sums, row_max, row_sum;
