@@ -146,24 +146,32 @@ struct GgufBytes {
     u64(s.size());
     b += s;
   }
+  // Version 3, the counts, and the two string keys every file here starts with.
+  void header(std::uint64_t tensors, std::uint64_t keys, const std::string& name) {
+    u32(3);
+    u64(tensors);
+    u64(keys);
+    key_str("general.architecture", "llama");
+    key_str("general.name", name);
+  }
+  void key_str(const std::string& key, const std::string& value) {
+    str(key);
+    u32(8);  // string
+    str(value);
+  }
+  void key_u32(const std::string& key, std::uint32_t v) {
+    str(key);
+    u32(4);  // uint32
+    u32(v);
+  }
 };
 
 // A GGUF file of metadata only: general.name holding byte 0x87, and a key with an escape
 // sequence and a newline in it.
 std::string write_bad_gguf() {
   GgufBytes g;
-  g.u32(3);  // version
-  g.u64(0);  // tensors
-  g.u64(3);  // metadata keys
-  g.str("general.architecture");
-  g.u32(8);
-  g.str("llama");
-  g.str("general.name");
-  g.u32(8);
-  g.str("caf\x87 model");
-  g.str("evil\x1b[31mkey\nnext");
-  g.u32(4);  // uint32
-  g.u32(7);
+  g.header(0, 3, "caf\x87 model");
+  g.key_u32("evil\x1b[31mkey\nnext", 7);
   const std::string path = tmp("bad-text.gguf");
   std::ofstream(path, std::ios::binary) << g.b;
   return path;
@@ -187,25 +195,12 @@ TEST(CliText, GgufMetadataThatIsNotUtf8IsTextAndReachesTheTerminalEscaped) {
 TEST(CliText, AGgufModelsNameReachesThePlannersOutputsAsText) {
   GgufBytes g;
   std::string& b = g.b;
-  const auto key_u32 = [&](const std::string& key, std::uint32_t v) {
-    g.str(key);
-    g.u32(4);  // uint32
-    g.u32(v);
-  };
-  g.u32(3);  // version
-  g.u64(1);  // tensors
-  g.u64(7);  // metadata keys
-  g.str("general.architecture");
-  g.u32(8);
-  g.str("llama");
-  g.str("general.name");
-  g.u32(8);
-  g.str("caf\x87 \x1b[31mred\nmodel");
-  key_u32("llama.block_count", 1);
-  key_u32("llama.embedding_length", 128);
-  key_u32("llama.attention.head_count", 2);
-  key_u32("llama.attention.head_count_kv", 1);
-  key_u32("llama.context_length", 65536);
+  g.header(1, 7, "caf\x87 \x1b[31mred\nmodel");
+  g.key_u32("llama.block_count", 1);
+  g.key_u32("llama.embedding_length", 128);
+  g.key_u32("llama.attention.head_count", 2);
+  g.key_u32("llama.attention.head_count_kv", 1);
+  g.key_u32("llama.context_length", 65536);
   g.str("token_embd.weight");  // [4 rows × 128] F32 at offset 0
   g.u32(2);
   g.u64(128);

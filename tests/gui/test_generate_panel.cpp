@@ -10,6 +10,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <tuple>
 
 #include <QCoreApplication>
 #include <QLabel>
@@ -33,6 +34,11 @@ const std::string kModelDir = std::string(KVLAB_MODELS_DIR) + "/stories260K";
 const std::string kModel = kModelDir + "/stories260K.bin";
 constexpr int kTokens = 40;
 
+#define REQUIRE_STORIES()                                               \
+  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {  \
+    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir; \
+  }
+
 // A Quality view on stories260K saving its runs into a database of its own, and the ids saved.
 struct SavingView {
   SavingView() {
@@ -52,9 +58,7 @@ struct SavingView {
 };
 
 TEST(GeneratePanel, CachesGenerateSideBySideWithFp16) {
-  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
-    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
-  }
+  REQUIRE_STORIES();
   QualityView view(nullptr);
   view.resize(1200, 800);
   view.show();
@@ -122,15 +126,11 @@ TEST(GeneratePanel, CachesGenerateSideBySideWithFp16) {
 // one: fp16's on its own, each method's beside fp16's speeds, with its bytes, its text and where
 // it departs from fp16; the summary names the runs.
 TEST(GeneratePanel, FinishedCachesAreStoredAsGenerateRuns) {
-  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
-    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
-  }
+  REQUIRE_STORIES();
   SavingView saving;
   ASSERT_TRUE(saving.store) << "the runs database did not open";
-  QualityView& view = *saving.view;
-  GeneratePanel& panel = *view.generate_panel();
-  const std::shared_ptr<RunsStore>& store = saving.store;
-  const std::vector<qint64>& saved = saving.saved;
+  GeneratePanel& panel = *saving.view->generate_panel();
+  const auto& [store, saved] = std::tie(saving.store, saving.saved);
   panel.set_prompt(QStringLiteral("Once upon a time"));
   panel.set_tokens(12);
   panel.set_checked({QStringLiteral("int8")});
@@ -172,15 +172,11 @@ TEST(GeneratePanel, FinishedCachesAreStoredAsGenerateRuns) {
 // The prompt in micro-batches (the tab's "Batch", kvlab generate --batch): fp16's tokens
 // are the CLI's with the same batch, and the stored runs say how the prompt ran.
 TEST(GeneratePanel, APromptInBatchesRunsAsTheCliRunsIt) {
-  if (!fs::exists(kModel) || !fs::exists(kModelDir + "/tok512.bin")) {
-    GTEST_SKIP() << "the stories260K weights are not at " << kModelDir;
-  }
+  REQUIRE_STORIES();
   SavingView saving;
   ASSERT_TRUE(saving.store) << "the runs database did not open";
-  QualityView& view = *saving.view;
-  GeneratePanel& panel = *view.generate_panel();
-  const std::shared_ptr<RunsStore>& store = saving.store;
-  const std::vector<qint64>& saved = saving.saved;
+  GeneratePanel& panel = *saving.view->generate_panel();
+  const auto& [store, saved] = std::tie(saving.store, saving.saved);
   const std::string prompt = "Once upon a time, there was a little girl named Lily.";
   panel.set_prompt(QString::fromStdString(prompt));
   panel.set_tokens(20);
