@@ -35,6 +35,7 @@ METHODS = [
     ("float32 (runner)", ["--method", "none"]),
     ("fp16", ["--method", "fp16"]),
     ("kvcomp + huffman", ["--method", "kvcomp", "--codec", "huffman"]),
+    ("kvcomp + rans", ["--method", "kvcomp", "--codec", "rans"]),
     ("kvcomp + bitpack", ["--method", "kvcomp", "--codec", "bitpack", "--rel-scale", "0.0667"]),
     ("kivi-2", ["--method", "kivi", "--bits", "2"]),
     ("kivi-4", ["--method", "kivi", "--bits", "4"]),
@@ -45,7 +46,8 @@ METHODS = [
     ("q4_0", ["--method", "q4_0"]),
     ("nvfp4", ["--method", "nvfp4"]),
 ]
-FOUR_BIT = {"kvcomp + huffman", "kvcomp + bitpack", "int4", "q4_0", "nvfp4", "kivi-4"}
+FOUR_BIT = {"kvcomp + huffman", "kvcomp + rans", "kvcomp + bitpack", "int4", "q4_0", "nvfp4",
+            "kivi-4"}
 # The planner's scheme for each row (kvlab plan --scheme); KVComp with bitpack codes and the
 # runner's float32 cache have none.
 PLANNER_SCHEMES = {

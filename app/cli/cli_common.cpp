@@ -173,9 +173,10 @@ void MethodOptions::add_to(CLI::App& app) {
   app.add_option("--rel-scale", c.rel_scale,
                  "kvcomp: quantization step as a fraction of each unit's range")
       ->capture_default_str();
-  app.add_option("--codec", codec,
-                 "kvcomp: entropy coding of the byte codes: none | bitpack | varwidth | huffman "
-                 "(blocks of --block-size tokens)")
+  app.add_option(
+         "--codec", codec,
+         "kvcomp: entropy coding of the byte codes: none | bitpack | varwidth | huffman | rans "
+         "(blocks of --block-size tokens)")
       ->capture_default_str();
   app.add_option("--calib-tokens", c.calib_tokens,
                  "fp8: scales calibrated once from the first N tokens as vLLM's "

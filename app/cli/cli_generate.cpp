@@ -62,11 +62,12 @@ int run_generate(const GenerateOptions& o) {
   if (o.method != "none" && o.method != "fp16") {
     MethodOptions options = o.method_options;
     if (o.method == "kvcomp") {
-      // KVComp's streaming cache appends to Huffman or BitPack streams; Huffman unless chosen.
+      // KVComp's streaming cache appends to Huffman, rANS or BitPack streams; Huffman unless
+      // chosen.
       if (options.codec == "none") options.codec = "huffman";
-      if (options.codec != "huffman" && options.codec != "bitpack") {
+      if (options.codec != "huffman" && options.codec != "bitpack" && options.codec != "rans") {
         return fail(fmt::format(
-            "--codec {}: huffman or bitpack (the codes KVComp's streaming cache appends to)",
+            "--codec {}: huffman, rans or bitpack (the codes KVComp's streaming cache appends to)",
             options.codec));
       }
     }

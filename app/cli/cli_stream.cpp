@@ -77,7 +77,7 @@ void add_stream_command(CLI::App& app) {
   cmd->add_option("--rel-scale", c.rel_scale,
                   "quantization step as a fraction of each unit's range")
       ->capture_default_str();
-  cmd->add_option("--codec", o->codec, "huffman | bitpack")->capture_default_str();
+  cmd->add_option("--codec", o->codec, "huffman | rans | bitpack")->capture_default_str();
   cmd->add_option("--every", c.record_every, "decode steps between reported points")
       ->capture_default_str();
   cmd->add_option("--max-layers", c.max_layers, "simulate only the first N layers (0: all)")

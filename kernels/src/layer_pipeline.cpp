@@ -336,7 +336,8 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   KVLAB_TRY(gpu_encode(codes, t.tokens(), t.heads(), t.dim(), block, chosen, pack_width, &m_book,
                        m_encoded, m_encode_scratch, cs));
   const std::uint64_t chosen_bytes = m_encoded.payload_bytes + m_encoded.metadata_bytes();
-  // The others sized: BitPack by its formula, VarWidth and Huffman on the GPU.
+  // The others sized: BitPack by its formula, VarWidth and Huffman on the GPU. rANS has no GPU
+  // encoder and is not sized here (codec_bytes 0: the charts leave it out).
   for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
     std::uint64_t size = 0;
     if (kind == chosen) {
@@ -480,6 +481,7 @@ std::string gpu_stage_gap(Stage stage, const MethodConfig& config, const KvCache
     case Stage::Code:
       if (!config.codec) return "the run has no codec";
       if (*config.codec == CodecKind::VarWidth) return "no GPU encoder for varwidth";
+      if (*config.codec == CodecKind::Rans) return "no GPU encoder for rans";
       if (config.kind != MethodKind::KvComp) return "the GPU entropy-codes KVComp codes only";
       return {};
     case Stage::Metrics:

@@ -80,6 +80,18 @@ TEST(CliGenerate, KvCompHoldsLessAndComparesWithFp16InTheSameProcess) {
   EXPECT_NE(text.out.find("generated tokens agree with fp16's"), std::string::npos) << text.out;
 }
 
+// rANS codes the same codes as Huffman (the same quantizer and books, another entropy coder), so
+// the text and every logit are the same; only the bytes held differ.
+TEST(CliGenerate, RansHoldsTheSameCodesAsHuffman) {
+  REQUIRE_STORIES();
+  const std::string args = kRun + "--tokens 200 --method kvcomp --rel-scale 0.2 --json ";
+  const nlohmann::json huff = json_of(args + "--codec huffman");
+  const nlohmann::json rans = json_of(args + "--codec rans");
+  EXPECT_EQ(rans["generated_ids"], huff["generated_ids"]);
+  EXPECT_EQ(rans["cache"]["method"], "kvcomp B=64 rel=0.2 + rans");
+  EXPECT_NE(rans["cache"]["bytes"], huff["cache"]["bytes"]);
+}
+
 // --save keeps the run (kind "generate") with the numbers --json printed; `runs show` reads them
 // back and the planner takes its bits per value (the store's own bytes) as --scheme run:ID.
 TEST(CliGenerate, SaveKeepsTheRunForTheRunsListAndThePlanner) {
@@ -172,7 +184,7 @@ TEST(CliGenerate, OptionsItCannotHonourAreOneLineErrors) {
            {"--method nvfp4", "head_dim 8 of the key tensor is not a multiple"},
            {"--method kivi --residual 48", "R must be a positive multiple of G"},
            {"--method kivi --bits 3", "kivi: --bits must be 2 or 4"},
-           {"--method kvcomp --codec varwidth", "--codec varwidth: huffman or bitpack"},
+           {"--method kvcomp --codec varwidth", "--codec varwidth: huffman, rans or bitpack"},
            {"--compare", "--compare needs a --method other than none"},
            {"--method fp16 --compare", "--compare needs a --method other than none and fp16"},
            {"--method kvcomp --buffer 100", "buffer size 100 is not a positive multiple"},

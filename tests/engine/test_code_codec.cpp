@@ -74,7 +74,8 @@ TEST(CodeCounts, SmallCodesCountedBySlicesMatchAPlainCount) {
   }
 }
 
-constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman};
+constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman,
+                                CodecKind::Rans};
 
 enum class Dist { Gaussian, Single, All256, Zeros, Uniform16, Narrow };
 
@@ -183,7 +184,7 @@ TEST(CodeCodec, RoundTripBoundarySizes) {
 TEST(CodeCodec, RoundTripSeededRandomSizes) {
   detail::Rng rng(2025);
   for (int trial = 0; trial < 120; ++trial) {
-    const Case c{kKinds[rng.below(3)],
+    const Case c{kKinds[rng.below(std::size(kKinds))],
                  static_cast<int>(rng.below(300)),
                  1 + static_cast<int>(rng.below(4)),
                  1 + static_cast<int>(rng.below(160)),
@@ -507,16 +508,12 @@ TEST(CodeCodec, HuffmanWithinThreePercentOfEntropy) {
   auto book = HuffmanCodebook::from_histogram(hist);
   ASSERT_TRUE(book.ok());
   const double n = static_cast<double>(codes.size());
-  double bits_per_code[3];
+  double bits_per_code[4];
   for (CodecKind kind : kKinds) {
     auto enc = encode_codes(codes, tokens, heads, dim, {kind, block, 0}, &*book);
     ASSERT_TRUE(enc.ok()) << enc.message();
     const double payload = 8.0 * static_cast<double>(enc->payload_bytes()) / n;
-    const double total =
-        8.0 *
-        static_cast<double>(enc->total_bytes() +
-                            (kind == CodecKind::Huffman ? book->serialized_bytes() : 0)) /
-        n;
+    const double total = 8.0 * static_cast<double>(enc->total_bytes() + codebook_bytes(kind)) / n;
     bits_per_code[static_cast<int>(kind)] = payload;
     std::printf(
         "[ codec   ] %-8s entropy %.4f  payload %.4f bits/code (%.2f%% over)  total with "
@@ -690,6 +687,35 @@ TEST(CodeCodec, FormatWorkedExample) {
   ASSERT_TRUE(pack.ok());
   EXPECT_EQ(pack->bitpack_width, 4);
   EXPECT_EQ(pack->payload, (Bytes{0x00, 0x21, 0x30, 0x70, 0x01, 0x00}));
+
+  // rANS: the histogram and the escape's 1 give 1821, 910, 455, 455 and 455; two blocks, no
+  // words (every state holds its lanes' bits), 32 states each.
+  const RansTable& t = book->rans();
+  EXPECT_EQ(t.frequency(0), 1821u);
+  EXPECT_EQ(t.frequency(1), 910u);
+  EXPECT_EQ(t.frequency(2), 455u);
+  EXPECT_EQ(t.frequency(3), 455u);
+  EXPECT_EQ(t.frequency(RansTable::kEscape), 455u);
+  EXPECT_EQ(t.escape_start(), 3641u);
+  auto rans = encode_codes(codes, 3, 1, 4, {CodecKind::Rans, 2, 0}, &*book);
+  ASSERT_TRUE(rans.ok()) << rans.message();
+  EXPECT_EQ(rans->block_offsets, (std::vector<std::uint32_t>{0, 128}));
+  EXPECT_TRUE(rans->vector_bits.empty());
+  EXPECT_EQ(rans->metadata_bytes(), 4u + 2 * 4);
+  ASSERT_EQ(rans->payload.size(), 256u);
+  auto state = [&](std::size_t block, int lane) {
+    std::uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      v |= std::uint32_t{rans->payload[block * 128 + 4 * static_cast<std::size_t>(lane) + k]}
+           << 8 * k;
+    }
+    return v;
+  };
+  const std::uint32_t block0[8] = {0x23709, 0x23709, 0x4872d, 0x90abb,
+                                   0x23709, 0x90c82, 0x23709, 0x9009e41};
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(state(0, l), l < 8 ? block0[l] : 0x10000u) << l;
+  const std::uint32_t block1[4] = {0x4872d, 0x23709, 0x23709, 0x23709};
+  for (int l = 0; l < 32; ++l) EXPECT_EQ(state(1, l), l < 4 ? block1[l] : 0x10000u) << l;
 }
 
 TEST(CodeCodec, RejectsBadArguments) {

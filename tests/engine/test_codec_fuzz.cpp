@@ -106,7 +106,7 @@ void corrupt(EncodedCodes& e, detail::Rng& rng) {
       if (rng.below(2) != 0) {
         e.bitpack_width = static_cast<int>(rng.below(10));
       } else {
-        e.kind = static_cast<CodecKind>(rng.below(4));
+        e.kind = static_cast<CodecKind>(rng.below(5));
       }
       break;
     default:  // random payload bytes over a block
@@ -164,7 +164,8 @@ void fuzz_codec(CodecKind kind, const HuffmanCodebook& book, std::uint64_t seed,
 TEST(CodecFuzz, CorruptStreamsGiveErrorsNotCrashes) {
   auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
   ASSERT_TRUE(book.ok());
-  for (CodecKind kind : {CodecKind::Huffman, CodecKind::VarWidth, CodecKind::BitPack}) {
+  for (CodecKind kind :
+       {CodecKind::Huffman, CodecKind::VarWidth, CodecKind::BitPack, CodecKind::Rans}) {
     int errors = 0;
     fuzz_codec(kind, *book, 100 + static_cast<std::uint64_t>(kind), 1500, &errors);
     std::printf("[ fuzz     ] %s: 1500 corrupt variants, %d errors, %d decoded\n",
@@ -175,6 +176,11 @@ TEST(CodecFuzz, CorruptStreamsGiveErrorsNotCrashes) {
   int errors = 0;
   fuzz_codec(CodecKind::Huffman, pair_book(24), 107, 1500, &errors);
   std::printf("[ fuzz     ] huffman pairs: 1500 corrupt variants, %d errors, %d decoded\n", errors,
+              1500 - errors);
+  EXPECT_GT(errors, 700);
+  errors = 0;
+  fuzz_codec(CodecKind::Rans, pair_book(24), 108, 1500, &errors);
+  std::printf("[ fuzz     ] rans pairs: 1500 corrupt variants, %d errors, %d decoded\n", errors,
               1500 - errors);
   EXPECT_GT(errors, 700);
 }

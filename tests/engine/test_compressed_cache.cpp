@@ -93,7 +93,7 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
   config.codec = p.codec;
   config.bitpack_width = p.codec == CodecKind::BitPack ? 8 : 0;
   const int B = config.block_size;
-  const bool pairs = p.codec == CodecKind::Huffman && p.rel_scale > 1.0 / 15.0;
+  const bool pairs = p.codec != CodecKind::BitPack && p.rel_scale > 1.0 / 15.0;
   const int total = p.prefill + p.appends;
   const Tensor K = random_fp16(total, kHeads, kDim, 11 + total);
   const Tensor V = random_fp16(total, kHeads, kDim, 97 + total);
@@ -171,9 +171,14 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
     const std::uint64_t vectors = static_cast<std::uint64_t>(compressed) * kHeads;
     EXPECT_EQ(m.quant_params, 2 * 4 * (blocks * kDim + vectors));
     EXPECT_EQ(m.buffer, 2 * 2 * static_cast<std::uint64_t>(buffered) * hd);
-    const bool huff = p.codec == CodecKind::Huffman;
-    EXPECT_EQ(m.metadata, compressed == 0 ? 0 : huff ? 2 * (4 + 4 * blocks + 2 * vectors) : 2 * 4);
-    EXPECT_EQ(m.codebooks, huff && compressed > 0 ? 2u * 129u : 0u);
+    // rANS: no bit counts, and two 386-byte frequency tables instead.
+    const bool huff = p.codec != CodecKind::BitPack;
+    const bool rans = p.codec == CodecKind::Rans;
+    EXPECT_EQ(m.metadata, compressed == 0 ? 0
+                          : rans          ? 2 * (4 + 4 * blocks)
+                          : huff          ? 2 * (4 + 4 * blocks + 2 * vectors)
+                                          : 2 * 4);
+    EXPECT_EQ(m.codebooks, huff && compressed > 0 ? 2u * (rans ? 386u : 129u) : 0u);
     std::uint64_t payload = 0;
     if (compressed > 0) {
       const OneShot kb = one_shot(K, first_compressed, TensorRole::Key, config);
@@ -206,9 +211,10 @@ TEST_P(CompressedCacheStream, EqualsOneShotAndAccountsEveryByte) {
 
 std::vector<Param> stream_params() {
   std::vector<Param> v;
-  for (CodecKind codec : {CodecKind::Huffman, CodecKind::BitPack}) {
+  for (CodecKind codec : {CodecKind::Huffman, CodecKind::BitPack, CodecKind::Rans}) {
     for (int prefill : {0, 1, 7, 8, 9, 35}) v.push_back({prefill, 53, codec});
   }
+  for (int prefill : {0, 35}) v.push_back({prefill, 53, CodecKind::Rans, 0.2});
   v.push_back({16, 0, CodecKind::Huffman});
   v.push_back({0, 1, CodecKind::Huffman});
   for (int prefill : {0, 9, 35}) v.push_back({prefill, 53, CodecKind::Huffman, 0.2});

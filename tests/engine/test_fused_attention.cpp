@@ -176,6 +176,17 @@ const Case kCases[] = {
     {CodecKind::Huffman, 8, 130, 3, 64, 64, 4, 8, true},
     {CodecKind::Huffman, 5, 201, 0, 48, 100, 4, 2, true},
     {CodecKind::Huffman, 2, 65, 7, 33, 16, 4, 2, true},  // odd dim: a half pair per vector
+    // rANS: a block decodes whole when its first tile is read (blocks of 100: tiles 64 + 36),
+    // as codes or as pair symbols read as nibbles; odd dims unpack pairs to a byte a code.
+    {CodecKind::Rans, 4, 50, 45},
+    {CodecKind::Rans, 8, 130, 3, 64, 64, 4, 8},
+    {CodecKind::Rans, 5, 201, 0, 48, 100},
+    {CodecKind::Rans, 2, 65, 0, 20},
+    {CodecKind::Rans, 4, 3, 0, 64, 1},
+    {CodecKind::Rans, 4, 0, 100},
+    {CodecKind::Rans, 4, 50, 45, 64, 16, 4, 2, true},
+    {CodecKind::Rans, 5, 201, 0, 48, 100, 4, 2, true},
+    {CodecKind::Rans, 2, 65, 7, 33, 16, 4, 2, true},
     {CodecKind::BitPack, 1, 50, 45},
     {CodecKind::BitPack, 4, 50, 45},
     {CodecKind::BitPack, 8, 130, 3, 64, 64, 4, 8},
@@ -190,6 +201,7 @@ const Case kCases[] = {
     // Caches long enough to be shared among threads (detail::kMinPartTokens, 1024 tokens a
     // thread), fp16's too: each range sums its own output, the sums added in order.
     {CodecKind::Huffman, 3, 5000, 5, 64, 64, 4, 2, true},
+    {CodecKind::Rans, 3, 5000, 5, 64, 64, 4, 2, true},
     {CodecKind::BitPack, 4, 3001, 40, 64, 100},
     {CodecKind::BitPack, 2, 2100, 0, 48, 16, 8},
 };
@@ -380,9 +392,12 @@ TEST(FusedAttentionErrors, ShiftedBitCountIsAnError) {
 // Random corruptions of payload bits, bit counts, offsets and payload length: each run gives an
 // Error or a finite output. Run under ASan/UBSan to catch any out-of-bounds read.
 TEST(FusedAttentionErrors, CorruptStreamsNeverCrash) {
-  for (int variant = 0; variant < 3; ++variant) {  // Huffman, Huffman with pair books, BitPack
-    const CodecKind codec = variant < 2 ? CodecKind::Huffman : CodecKind::BitPack;
-    Built b = build(codec, 40, 30, 2, 32, 17, 16, 4, variant == 1);
+  // Huffman, Huffman with pair books, BitPack, rANS with pair books.
+  for (int variant = 0; variant < 4; ++variant) {
+    const CodecKind codec = variant < 2    ? CodecKind::Huffman
+                            : variant == 2 ? CodecKind::BitPack
+                                           : CodecKind::Rans;
+    Built b = build(codec, 40, 30, 2, 32, 17, 16, 4, variant == 1 || variant == 3);
     const CompressedKvView good = b.cache.view();
     const std::vector<float> q = random_queries(8, 32, 3);
     detail::Rng rng(1234);

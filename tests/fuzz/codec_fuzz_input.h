@@ -7,6 +7,7 @@
 //   i16 tokens, i8 heads, i8 dim                     signed: negative shapes are inputs too
 //   u16 offset count, u16 bit-count count
 //   129 bytes: the serialised codebook               kind 2 (huffman) only
+//   386 bytes: the serialised rANS table             kind 3 (rans) only
 //   u32 block_offsets[], u16 vector_bits[]           FORMAT.md "Metadata arrays"
 //   the payload: every remaining byte
 //
@@ -24,7 +25,9 @@ namespace kvlab::fuzz {
 
 struct CodecFuzzInput {
   EncodedCodes encoded;
-  std::optional<HuffmanCodebook> book;  // absent: not huffman, or the book is refused
+  // Absent: not huffman or rans, or the book is refused. A rans tensor's book is an empty
+  // histogram's of the table's symbol kind, coding with the table read (use_rans).
+  std::optional<HuffmanCodebook> book;
 };
 
 inline constexpr std::size_t kCodecFuzzHeaderBytes = 12;
@@ -50,6 +53,14 @@ inline std::optional<CodecFuzzInput> read_codec_fuzz_input(std::span<const std::
     auto book = HuffmanCodebook::deserialize(in.subspan(at, HuffmanCodebook::kSerializedBytes));
     if (book) out.book = std::move(*book);
     at += HuffmanCodebook::kSerializedBytes;
+  } else if (e.kind == CodecKind::Rans) {
+    if (in.size() - at < RansTable::kSerializedBytes) return std::nullopt;
+    auto table = RansTable::deserialize(in.subspan(at, RansTable::kSerializedBytes));
+    if (table) {
+      auto book = HuffmanCodebook::from_histogram(CodeCounts{}, table->pairs());
+      if (book && book->use_rans(std::move(*table)).ok()) out.book = std::move(*book);
+    }
+    at += RansTable::kSerializedBytes;
   }
   if (in.size() - at < offsets * 4 + bits * 2) return std::nullopt;
   for (std::size_t i = 0; i < offsets; ++i, at += 4) {
@@ -76,8 +87,8 @@ inline std::vector<std::uint8_t> write_codec_fuzz_input(const EncodedCodes& e,
   out.push_back(static_cast<std::uint8_t>(e.dim));
   put16(static_cast<std::uint32_t>(e.block_offsets.size()));
   put16(static_cast<std::uint32_t>(e.vector_bits.size()));
-  if (e.kind == CodecKind::Huffman) {
-    const auto bytes = book->serialize();
+  if (e.kind == CodecKind::Huffman || e.kind == CodecKind::Rans) {
+    const auto bytes = e.kind == CodecKind::Huffman ? book->serialize() : book->rans().serialize();
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
   for (const std::uint32_t o : e.block_offsets) put16(o & 0xFFFF), put16(o >> 16);

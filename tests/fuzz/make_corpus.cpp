@@ -1,7 +1,8 @@
 // Writes the seeds of the formats whose writer is kvlab's own or which no Python package writes
 // (make_corpus.py writes the rest with gguf-py and NumPy):
 //  - code_codec/: real encode_codes() outputs (codec_fuzz_input.h) of every codec, single-code
-//    and pair Huffman books, escapes, odd dims, token counts 0, 1, block - 1, block, block + 1;
+//    and pair books (Huffman and rANS), escapes, odd dims, token counts 0, 1, block - 1, block,
+//    block + 1;
 //  - safetensors/: caches saved by save_cache_file() in f16, bf16 and f32, with queries, token
 //    ids, and a capture's RoPE metadata;
 //  - llama_state/: llama.cpp sequence-state files laid out byte for byte as llama_state.h says
@@ -70,7 +71,9 @@ bool codec_seeds(const fs::path& dir) {
   } kinds[] = {{"bitpack4", {CodecKind::BitPack, block, 4}, nullptr},
                {"varwidth", {CodecKind::VarWidth, block, 0}, nullptr},
                {"huffman", {CodecKind::Huffman, block, 0}, &*single},
-               {"huffman-pairs", {CodecKind::Huffman, block, 0}, &*pairs}};
+               {"huffman-pairs", {CodecKind::Huffman, block, 0}, &*pairs},
+               {"rans", {CodecKind::Rans, block, 0}, &*single},
+               {"rans-pairs", {CodecKind::Rans, block, 0}, &*pairs}};
   bool ok = true;
   for (const int tokens : {0, 1, block - 1, block, block + 1}) {
     for (const auto& k : kinds) {
@@ -87,8 +90,10 @@ bool codec_seeds(const fs::path& dir) {
   const auto wide = codes(9 * heads * 8, 255, 3);
   auto e8 = encode_codes(wide, 9, heads, 8, {CodecKind::BitPack, block, 8});
   auto h8 = encode_codes(wide, 9, heads, 8, {CodecKind::Huffman, block, 0}, &*single);
+  auto r8 = encode_codes(wide, 9, heads, 8, {CodecKind::Rans, block, 0}, &*single);
   auto e2 = encode_codes(codes(5 * heads * 8, 3, 5), 5, heads, 8, {CodecKind::BitPack, 1, 2});
-  if (!e8 || !h8 || !e2) return false;
+  if (!e8 || !h8 || !r8 || !e2) return false;
+  ok = write_file(dir / "rans-escapes-9x2x8", fuzz::write_codec_fuzz_input(*r8, &*single)) && ok;
   ok = write_file(dir / "bitpack8-9x2x8", fuzz::write_codec_fuzz_input(*e8, nullptr)) && ok;
   ok = write_file(dir / "huffman-escapes-9x2x8", fuzz::write_codec_fuzz_input(*h8, &*single)) && ok;
   return write_file(dir / "bitpack2-5x2x8-block1", fuzz::write_codec_fuzz_input(*e2, nullptr)) &&

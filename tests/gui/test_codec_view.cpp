@@ -44,9 +44,10 @@ TEST(MethodPanel, CodecPickerOnlyForKvComp) {
   MethodPanel panel;
   panel.show();
   QComboBox* codec = gui_test::child<QComboBox>(&panel, "codec");
-  ASSERT_EQ(codec->count(), 4);
+  ASSERT_EQ(codec->count(), 5);
   EXPECT_EQ(codec->itemText(0), QStringLiteral("none"));
   EXPECT_EQ(codec->itemText(3), QStringLiteral("huffman"));
+  EXPECT_EQ(codec->itemText(4), QStringLiteral("rans"));
   for (int i = 0; i < codec->count(); ++i) {
     EXPECT_FALSE(codec->itemData(i, Qt::ToolTipRole).toString().isEmpty()) << i;
   }

@@ -25,10 +25,11 @@ Usage: fp4_reference.py OUT_DIR [--engine-tests PATH] [--seed N]
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
+
+from engine_reference import run_engine_test
 from gguf import GGMLQuantizationType
 from gguf.quants import quantize
 
@@ -143,16 +144,9 @@ def main():
     print(f"fp4_reference: {len(lines)} cases written to {args.out_dir}")
     if not args.engine_tests:
         return 0
-    env = dict(os.environ, KVLAB_FP4_REFERENCE_DIR=os.path.abspath(args.out_dir))
-    run = subprocess.run([args.engine_tests, "--gtest_filter=Fp4Reference.*"], env=env,
-                         capture_output=True, text=True)
-    print(run.stdout[-4000:], run.stderr[-2000:])
-    if run.returncode != 0:
-        return 1
-    if "[  SKIPPED ]" in run.stdout or "[  PASSED  ] 1 test" not in run.stdout:
-        print("fp4_reference: the engine test did not compare the bytes")
-        return 1
-    return 0
+    return run_engine_test(args.engine_tests, "Fp4Reference.*", "KVLAB_FP4_REFERENCE_DIR",
+                           args.out_dir,
+                           "fp4_reference")
 
 
 if __name__ == "__main__":

@@ -73,8 +73,8 @@ struct LayerCodeLengths {
 };
 
 // Three codecs, in CodecKind order.
-inline constexpr int kCodecCount = 3;
-const std::array<QString, kCodecCount>& codec_names();  // "bitpack", "varwidth", "huffman"
+inline constexpr int kCodecCount = 4;
+const std::array<QString, kCodecCount>& codec_names();  // "bitpack", "varwidth", "huffman", "rans"
 
 // Per layer: the compression ratio had the codes been coded with each codec, and with codes at
 // their order-0 entropy bound.

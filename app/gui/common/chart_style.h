@@ -22,10 +22,11 @@ inline const QColor kMse{120, 80, 170};        // MSE: purple
 inline const QColor kRatio{60, 150, 90};       // ratios: green
 inline const QColor kCodes{70, 110, 170};      // histogram bars
 inline const QColor kCodeLength{200, 55, 55};  // Huffman code lengths: red
-// The three codecs, in CodecKind order, and the entropy bound.
+// The four codecs, in CodecKind order, and the entropy bound.
 inline const QColor kBitPack{150, 150, 150};
 inline const QColor kVarWidth{110, 160, 210};
 inline const QColor kHuffman{60, 150, 90};
+inline const QColor kRans{215, 140, 40};
 inline const QColor kEntropy{30, 30, 30};
 inline const QColor kNeedle{200, 30, 160};  // the planted needle, and its query
 // Lines of many series (one per policy or method), distinct and readable on white; they repeat

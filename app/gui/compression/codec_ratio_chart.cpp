@@ -23,7 +23,7 @@ CodecRatioChart::CodecRatioChart(QWidget* parent) : QCustomPlot(parent) {
   xAxis->grid()->setVisible(false);
 
   const std::array<QColor, kCodecCount> colors{palette::kBitPack, palette::kVarWidth,
-                                               palette::kHuffman};
+                                               palette::kHuffman, palette::kRans};
   m_group = new QCPBarsGroup(this);
   m_group->setSpacingType(QCPBarsGroup::stAbsolute);
   m_group->setSpacing(1);
@@ -31,7 +31,7 @@ CodecRatioChart::CodecRatioChart(QWidget* parent) : QCustomPlot(parent) {
     auto* bars = new QCPBars(xAxis, yAxis);
     bars->setObjectName(QStringLiteral("codec_bars"));
     bars->setName(codec_names()[static_cast<std::size_t>(i)]);
-    bars->setWidth(0.26);
+    bars->setWidth(0.2);
     bars->setPen(QPen(colors[static_cast<std::size_t>(i)].darker(130)));
     bars->setBrush(colors[static_cast<std::size_t>(i)]);
     bars->setBarsGroup(m_group);
@@ -74,7 +74,17 @@ void CodecRatioChart::set_data(const CodecRatioData& data) {
   double max_ratio = 0;
   for (int i = 0; i < kCodecCount; ++i) {
     const auto& r = data.ratio[static_cast<std::size_t>(i)];
-    m_bars[static_cast<std::size_t>(i)]->setData(x, to_qvector(r), true);
+    QCPBars* bars = m_bars[static_cast<std::size_t>(i)];
+    bars->setData(x, to_qvector(r), true);
+    // A codec the run could not size (rANS in records from before it, or a GPU run's) is left
+    // out rather than drawn at 0.
+    const bool sized = std::any_of(r.begin(), r.end(), [](double v) { return v > 0; });
+    bars->setVisible(sized);
+    if (sized) {
+      bars->addToLegend(legend);
+    } else {
+      bars->removeFromLegend(legend);
+    }
     if (!r.empty()) max_ratio = std::max(max_ratio, *std::max_element(r.begin(), r.end()));
   }
   m_entropy->setData(x, to_qvector(data.entropy_ratio), true);

@@ -20,7 +20,7 @@ class CodecRatioChart : public QCustomPlot {
   void set_data(const CodecRatioData& data);
   void clear_data();
 
-  // For finding them: the bars of each codec (key = layer, value = ratio), all three named
+  // For finding them: the bars of each codec (key = layer, value = ratio), all four named
   // "codec_bars", added in CodecKind order; the entropy bound per layer, the graph named
   // "entropy_graph".
 

@@ -34,9 +34,7 @@ Result<KvCache> load_source(const SourceSpec& source, const ProgressFn& progress
 
 std::optional<StreamConfig> stream_config_for(const MethodConfig& method, int tokens) {
   if (method.kind != MethodKind::KvComp || !method.codec) return std::nullopt;
-  if (*method.codec != CodecKind::Huffman && *method.codec != CodecKind::BitPack) {
-    return std::nullopt;
-  }
+  if (*method.codec == CodecKind::VarWidth) return std::nullopt;
   StreamConfig c;
   c.prefill_tokens = tokens / 2;
   c.block_size = method.block_size;

@@ -243,7 +243,7 @@ void MethodPanel::build_fields() {
   m_codec->addItem(tr("none"), -1);
   m_codec->setItemData(0, tr("No entropy coding: the uint8 codes are stored as bytes"),
                        Qt::ToolTipRole);
-  const std::array<std::pair<CodecKind, QString>, 3> codecs{{
+  const std::array<std::pair<CodecKind, QString>, 4> codecs{{
       {CodecKind::BitPack,
        tr("Fixed-width bit packing: every code in the smallest of 2, 4 or 8 bits that holds the "
           "largest code")},
@@ -253,6 +253,9 @@ void MethodPanel::build_fields() {
       {CodecKind::Huffman,
        tr("Canonical Huffman (max 12 bits) with one codebook per layer and K/V built from the "
           "prefill histogram, as in KVComp; unseen codes take an escape")},
+      {CodecKind::Rans,
+       tr("Interleaved rANS over the same symbols: 32 states per block decode side by side, "
+          "frequencies in 1/4096 (fractions of a bit), no per-vector bit counts")},
   }};
   for (const auto& [kind, tip] : codecs) {
     m_codec->addItem(qs(codec_id(kind)), static_cast<int>(kind));
@@ -260,7 +263,7 @@ void MethodPanel::build_fields() {
   }
   m_codec->setToolTip(
       tr("Entropy coding of KVComp's byte codes, in blocks of B tokens per head; the results "
-         "then compare all three codecs and the entropy bound"));
+         "then compare all four codecs and the entropy bound"));
 
   m_llama_rotation = new QCheckBox(tr("Hadamard rotation (attn_rot)"), this);
   m_llama_rotation->setToolTip(

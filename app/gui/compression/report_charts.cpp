@@ -49,7 +49,8 @@ bool codec_ran(const LayerReport& l) {
 
 const std::array<QString, kCodecCount>& codec_names() {
   static const std::array<QString, kCodecCount> kNames{
-      QStringLiteral("bitpack"), QStringLiteral("varwidth"), QStringLiteral("huffman")};
+      QStringLiteral("bitpack"), QStringLiteral("varwidth"), QStringLiteral("huffman"),
+      QStringLiteral("rans")};
   return kNames;
 }
 

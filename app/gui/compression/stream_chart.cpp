@@ -61,7 +61,7 @@ void StreamChart::clear_data() {
   m_unit = {};
   for (QCPGraph* g : {m_total, m_compressed, m_fp16}) g->data()->clear();
   m_title->setText(tr("Memory over decode steps"));
-  m_subtitle->setText(tr("run kvcomp with huffman or bitpack to see the streaming cache"));
+  m_subtitle->setText(tr("run kvcomp with huffman, rans or bitpack to see the streaming cache"));
   yAxis->setLabel(tr("bytes"));
   xAxis->setRange(0, 1);
   yAxis->setRange(0, 1);

@@ -3,7 +3,8 @@
 // loops; Huffman streams (the codec's own block decoder, codec_streams.h) and the other fixed
 // widths decode into a row buffer, at most kTile rows, that the same loops read at once: one
 // byte per code, or for a pair book on lane boundaries the pair symbols as they decode, which
-// are the codes packed two per byte like 4-bit packing's.
+// are the codes packed two per byte like 4-bit packing's. A rANS block is one stream: it decodes
+// whole when its first tile is asked for (rans_streams.h), and its tiles are read from there.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include "attention/fused_kernels.h"
 #include "codec/codec_streams.h"
+#include "codec/rans_streams.h"
 #include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/core/result.h"
@@ -56,7 +58,8 @@ class BlockRows {
     const bool lanes = e.dim % kLaneGroup == 0;
     const bool packed = lanes && e.kind == CodecKind::BitPack;
     m_in_place = packed && (e.bitpack_width == 4 || e.bitpack_width == 8);
-    m_pair_rows = lanes && e.kind == CodecKind::Huffman && book != nullptr && book->pairs();
+    m_pair_rows = lanes && (e.kind == CodecKind::Huffman || e.kind == CodecKind::Rans) &&
+                  book != nullptr && book->pairs();
     m_nibbles = (packed && e.bitpack_width == 4) || m_pair_rows;
 #endif
   }
@@ -74,7 +77,7 @@ class BlockRows {
     return m_pair_rows ? static_cast<std::size_t>(m_e.dim) / 2 : static_cast<std::size_t>(m_e.dim);
   }
   const std::uint8_t* rows() const {
-    return m_rows.data();
+    return m_tile != nullptr ? m_tile : m_rows.data();
   }
   // For the SIMD loops, after decode(i0, m) where needed: row i of the tile (vector i0 + i) at
   // tile_rows(i0) + i * tile_stride().
@@ -89,6 +92,7 @@ class BlockRows {
   void start_block(int tb, int h, int n) {
     const std::size_t b = static_cast<std::size_t>(tb) * m_e.heads + h;
     m_block = b;
+    m_n = n;
     if (m_e.kind == CodecKind::BitPack) {
       m_byte = block_layout::bitpack_block_offset(tb, h, m_e.heads, m_e.block_size, n, m_e.dim,
                                                   m_e.bitpack_width);
@@ -124,6 +128,7 @@ class BlockRows {
       }
       return -1;
     }
+    if (m_e.kind == CodecKind::Rans) return decode_rans_tile(i0);
     const std::uint16_t* bits = m_e.vector_bits.data() + m_first_vector + i0;
     const BlockProblem p =
         m_pair_rows ? decode_huffman_symbols(m_e.payload.data(), m_e.payload.size(), m_bit, bits, m,
@@ -136,6 +141,11 @@ class BlockRows {
   }
 
   Status corrupt(const char* what, int first, int h, int vector) const {
+    if (m_e.kind == CodecKind::Rans) {
+      return make_error(fmt::format(
+          "fused attention: corrupt {} stream in block {} (tokens from {}, head {}): {}", what,
+          m_block, first, h, m_problem != nullptr ? m_problem : "undecodable"));
+    }
     return make_error(fmt::format(
         "fused attention: corrupt {} stream in block {} (tokens from {}, head {}), vector {} "
         "({} bits stored): {}",
@@ -152,6 +162,39 @@ class BlockRows {
   bool m_nibbles = false, m_in_place = false, m_pair_rows = false;
   std::size_t m_block = 0, m_byte = 0, m_first_vector = 0;
   std::uint64_t m_bit = 0;
+  int m_n = 0;
+  // rANS: the whole block's symbols (and, for a pair book read a code a byte, its codes), and
+  // the tile the loops read now.
+  std::vector<std::uint8_t> m_symbols, m_codes;
+  const std::uint8_t* m_tile = nullptr;
+
+  int decode_rans_tile(int i0) {
+    const bool pairs = m_book->pairs();
+    const std::size_t per_vector = static_cast<std::size_t>(m_book->symbols_per_vector(m_e.dim));
+    if (i0 == 0) {
+      const std::size_t end = m_block + 1 < static_cast<std::size_t>(m_e.block_count())
+                                  ? m_e.block_offsets[m_block + 1]
+                                  : m_e.payload.size();
+      m_symbols.resize(static_cast<std::size_t>(m_n) * per_vector);
+      m_problem = decode_rans_block(m_e.payload.data() + m_byte, end - m_byte, m_symbols.size(),
+                                    m_book->rans(), m_symbols.data());
+      if (m_problem != nullptr) return 0;
+      if (pairs && !m_pair_rows) {  // one byte per code
+        const std::size_t dim = static_cast<std::size_t>(m_e.dim);
+        m_codes.resize(static_cast<std::size_t>(m_n) * dim);
+        for (int i = 0; i < m_n; ++i) {
+          for (std::size_t c = 0; c < dim; ++c) {
+            const std::uint8_t s = m_symbols[static_cast<std::size_t>(i) * per_vector + c / 2];
+            m_codes[static_cast<std::size_t>(i) * dim + c] =
+                static_cast<std::uint8_t>(c % 2 == 0 ? s & 0x0f : s >> 4);
+          }
+        }
+      }
+    }
+    const std::uint8_t* base = pairs && !m_pair_rows ? m_codes.data() : m_symbols.data();
+    m_tile = base + static_cast<std::size_t>(i0) * stride();
+    return -1;
+  }
 };
 
 }  // namespace kvlab::detail

@@ -4,6 +4,7 @@
 // block or vector decode alone, and new blocks only ever go at the end of the payload.
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <limits>
 
 #if defined(__AVX512BW__) && defined(__AVX512CD__)
@@ -14,6 +15,7 @@
 
 #include "codec/bitpack.h"
 #include "codec/codec_streams.h"
+#include "codec/rans_streams.h"
 #include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/engine/codec/code_codec.h"
 
@@ -21,8 +23,16 @@ namespace kvlab {
 
 namespace {
 
+// Codecs whose blocks sit at byte offsets (all but BitPack); of those, the ones with a bit count
+// per vector (all but rANS, whose block is one interleaved stream).
 constexpr bool has_streams(CodecKind k) {
+  return k == CodecKind::Huffman || k == CodecKind::VarWidth || k == CodecKind::Rans;
+}
+constexpr bool has_vector_bits(CodecKind k) {
   return k == CodecKind::Huffman || k == CodecKind::VarWidth;
+}
+constexpr bool needs_book(CodecKind k) {
+  return k == CodecKind::Huffman || k == CodecKind::Rans;
 }
 
 // Where block b sits (block_layout.h, shared with the CUDA encoder and kernels).
@@ -90,7 +100,8 @@ Status check_header(const EncodedCodes& e) {
     return make_error(fmt::format("{} codes: {} block offsets for {} blocks", codec_id(e.kind),
                                   e.block_offsets.size(), e.block_count()));
   }
-  const std::uint64_t vectors = static_cast<std::uint64_t>(e.tokens) * e.heads;
+  const std::uint64_t vectors =
+      has_vector_bits(e.kind) ? static_cast<std::uint64_t>(e.tokens) * e.heads : 0;
   if (e.vector_bits.size() != vectors) {
     return make_error(fmt::format("{} codes: {} vector bit counts for {} vectors", codec_id(e.kind),
                                   e.vector_bits.size(), vectors));
@@ -115,6 +126,14 @@ Status check_block(const EncodedCodes& e, int b, std::uint64_t& begin) {
   if (end < begin) {
     return make_error(
         fmt::format("{}: offsets not increasing ({} then {})", block_name(e, b), begin, end));
+  }
+  if (e.kind == CodecKind::Rans) {
+    if (end - begin < detail::kRansStateBytes || (end - begin) % 2 != 0) {
+      return make_error(
+          fmt::format("{}: {} bytes are not its 32 lane states and whole 16-bit words",
+                      block_name(e, b), end - begin));
+    }
+    return Ok{};
   }
   std::uint64_t bits = 0;
   for (int i = 0; i < p.tokens; ++i)
@@ -143,8 +162,105 @@ Status decode_one(const EncodedCodes& e, const HuffmanCodebook* book, int b, int
 }
 
 Status need_book(const EncodedCodes& e, const HuffmanCodebook* book) {
-  if (e.kind == CodecKind::Huffman && (book == nullptr || book->decode_table() == nullptr)) {
-    return make_error("huffman codes: no codebook given");
+  if (needs_book(e.kind) && (book == nullptr || book->decode_table() == nullptr)) {
+    return make_error(fmt::format("{} codes: no codebook given", codec_id(e.kind)));
+  }
+  return Ok{};
+}
+
+// A vector's symbols: its codes, or (pair book) its codes two to a byte, low nibble first, an
+// odd last code alone (docs/FORMAT.md, "Pair symbols"). Gives the symbol count.
+int vector_symbols(const std::uint8_t* codes, int dim, bool pairs, std::uint8_t* out) {
+  if (!pairs) {
+    std::memcpy(out, codes, static_cast<std::size_t>(dim));
+    return dim;
+  }
+  int j = 0;
+  for (int i = 0; i + 1 < dim; i += 2) {
+    out[j++] = static_cast<std::uint8_t>(codes[i] | codes[i + 1] << 4);
+  }
+  if (dim % 2 != 0) out[j++] = codes[dim - 1];
+  return j;
+}
+
+// The symbols of block (tokens [t0, t0 + n), head h) of codes [tokens][heads][dim], vector after
+// vector, into `symbols`.
+void block_symbols(const std::uint8_t* first, int n, std::size_t row, int dim, bool pairs,
+                   std::vector<std::uint8_t>& symbols) {
+  const int per_vector = pairs ? (dim + 1) / 2 : dim;
+  symbols.resize(static_cast<std::size_t>(n) * static_cast<std::size_t>(per_vector));
+  for (int i = 0; i < n; ++i) {
+    vector_symbols(first + static_cast<std::size_t>(i) * row, dim, pairs,
+                   symbols.data() + static_cast<std::size_t>(i) * per_vector);
+  }
+}
+
+// The inverse of vector_symbols for a whole block: `n` vectors of `per_vector` symbols each into
+// `dim` codes at out + i * row.
+void block_codes(const std::uint8_t* symbols, int n, int per_vector, int dim, bool pairs,
+                 std::uint8_t* out, std::size_t row) {
+  for (int i = 0; i < n; ++i) {
+    const std::uint8_t* s = symbols + static_cast<std::size_t>(i) * per_vector;
+    std::uint8_t* o = out + static_cast<std::size_t>(i) * row;
+    if (!pairs) {
+      std::memcpy(o, s, static_cast<std::size_t>(dim));
+      continue;
+    }
+    int k = 0;
+#if defined(__AVX512BW__) && defined(__AVX512CD__)
+    for (; k + 64 <= dim; k += 64) {  // 32 symbols: each byte's nibbles to two bytes
+      const __m512i w =
+          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + k / 2)));
+      const __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0x0f));
+      const __m512i hi = _mm512_slli_epi16(_mm512_srli_epi16(w, 4), 8);
+      _mm512_storeu_si512(o + k, _mm512_or_si512(lo, hi));
+    }
+#endif
+    for (; k < dim; ++k) {
+      const std::uint8_t b = s[k / 2];
+      o[k] = static_cast<std::uint8_t>(k % 2 == 0 ? b & 0x0f : b >> 4);
+    }
+  }
+}
+
+// Decodes rANS blocks [b0, b1) into their codes at `out`, the block of token `first_token`'s
+// first vector at out[0] (vector i of a block at its token's row). Blocks decode several at a
+// time (detail::decode_rans_blocks); `symbols` is scratch.
+Status decode_rans(const EncodedCodes& e, const HuffmanCodebook& book, int b0, int b1,
+                   int first_token, std::uint8_t* out, std::size_t row,
+                   std::vector<std::uint8_t>& symbols) {
+  constexpr int kBatch = 16;
+  const int per_vector = book.symbols_per_vector(e.dim);
+  const std::size_t block_symbols =
+      static_cast<std::size_t>(e.block_size) * static_cast<std::size_t>(per_vector);
+  symbols.resize(kBatch * block_symbols);
+  detail::RansJob jobs[kBatch];
+  for (int first = b0; first < b1; first += kBatch) {
+    const int n = std::min(kBatch, b1 - first);
+    for (int k = 0; k < n; ++k) {
+      const int b = first + k;
+      std::uint64_t begin = 0;
+      KVLAB_TRY(check_block(e, b, begin));
+      const std::uint64_t end = b + 1 < e.block_count()
+                                    ? e.block_offsets[static_cast<std::size_t>(b) + 1]
+                                    : e.payload.size();
+      const BlockPlace p = place_of(e, b);
+      jobs[k] = {e.payload.data() + begin, end - begin,
+                 static_cast<std::size_t>(p.tokens) * static_cast<std::size_t>(per_vector),
+                 &book.rans(), symbols.data() + static_cast<std::size_t>(k) * block_symbols};
+    }
+    detail::decode_rans_blocks(jobs, static_cast<std::size_t>(n));
+    for (int k = 0; k < n; ++k) {
+      const int b = first + k;
+      if (jobs[k].problem != nullptr) {
+        return make_error(fmt::format("{}: {}", block_name(e, b), jobs[k].problem));
+      }
+      const BlockPlace p = place_of(e, b);
+      block_codes(jobs[k].out, p.tokens, per_vector, e.dim, book.pairs(),
+                  out + static_cast<std::size_t>(p.first_token - first_token) * row +
+                      static_cast<std::size_t>(p.head) * static_cast<std::size_t>(e.dim),
+                  row);
+    }
   }
   return Ok{};
 }
@@ -159,15 +275,25 @@ std::string_view codec_id(CodecKind kind) {
       return "varwidth";
     case CodecKind::Huffman:
       return "huffman";
+    case CodecKind::Rans:
+      return "rans";
   }
   return "unknown";
 }
 
+std::uint64_t codebook_bytes(CodecKind kind) {
+  return kind == CodecKind::Huffman ? HuffmanCodebook::kSerializedBytes
+         : kind == CodecKind::Rans  ? RansTable::kSerializedBytes
+                                    : 0;
+}
+
 Result<CodecKind> parse_codec(std::string_view id) {
-  for (CodecKind k : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+  for (CodecKind k :
+       {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman, CodecKind::Rans}) {
     if (codec_id(k) == id) return k;
   }
-  return make_error(fmt::format("unknown codec '{}' (expected bitpack, varwidth or huffman)", id));
+  return make_error(
+      fmt::format("unknown codec '{}' (expected bitpack, varwidth, huffman or rans)", id));
 }
 
 std::uint64_t EncodedCodes::header_bits() const {
@@ -233,7 +359,7 @@ Status check_append(const EncodedCodes& e, std::span<const std::uint8_t> codes, 
   }
   // The largest code first (a loop the compiler vectorizes), the offending one only if needed.
   std::uint8_t largest = 0;
-  if (e.kind == CodecKind::BitPack || (e.kind == CodecKind::Huffman && book->pairs())) {
+  if (e.kind == CodecKind::BitPack || (needs_book(e.kind) && book->pairs())) {
     for (const std::uint8_t c : codes) largest = std::max(largest, c);
   }
   if (e.kind == CodecKind::BitPack && largest >= (1u << e.bitpack_width)) {
@@ -246,13 +372,13 @@ Status check_append(const EncodedCodes& e, std::span<const std::uint8_t> codes, 
       }
     }
   }
-  if (e.kind == CodecKind::Huffman && largest > 15) {
+  if (needs_book(e.kind) && largest > 15) {
     for (std::size_t i = 0; i < codes.size(); ++i) {
       if (codes[i] > 15) {
         return make_error(fmt::format(
-            "huffman codes: code {} at token {} does not fit the codebook's 4-bit pair symbols "
+            "{} codes: code {} at token {} does not fit the codebook's 4-bit pair symbols "
             "(it was built from codes below 16)",
-            codes[i], e.tokens + static_cast<int>(i / row)));
+            codec_id(e.kind), codes[i], e.tokens + static_cast<int>(i / row)));
       }
     }
   }
@@ -329,6 +455,11 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
   std::uint64_t most = 0;
   if (e->kind == CodecKind::BitPack) {
     most = block_layout::bitpack_payload_bytes(tokens, heads, dim, e->block_size, e->bitpack_width);
+  } else if (e->kind == CodecKind::Rans) {
+    // A symbol takes at most 16 bits plus an escape's 8 and a word; the states per block.
+    const std::uint64_t blocks = heads64 * static_cast<std::uint64_t>(full + (rest > 0 ? 1 : 0));
+    most = static_cast<std::uint64_t>(tokens) * heads64 * static_cast<std::uint64_t>(dim) * 5 +
+           blocks * detail::kRansStateBytes;
   } else {
     const auto d = static_cast<std::uint64_t>(dim);
     const std::uint64_t vector_bytes =
@@ -354,6 +485,8 @@ Result<std::uint64_t> encoded_bytes(std::span<const std::uint8_t> codes, int tok
   KVLAB_TRY(check_append(*e, codes, tokens, book));
   const std::size_t row = static_cast<std::size_t>(heads) * static_cast<std::size_t>(dim);
   std::uint64_t payload = 0, blocks = 0;
+  std::vector<std::uint8_t> symbols;
+  std::vector<std::uint16_t> words;
   for (int t0 = 0; t0 < tokens; t0 += e->block_size) {
     const int n = std::min(e->block_size, tokens - t0);
     for (int h = 0; h < heads; ++h) {
@@ -367,6 +500,11 @@ Result<std::uint64_t> encoded_bytes(std::span<const std::uint8_t> codes, int tok
       ++blocks;
       const std::uint8_t* first =
           codes.data() + static_cast<std::size_t>(t0) * row + static_cast<std::size_t>(h) * dim;
+      if (e->kind == CodecKind::Rans) {
+        block_symbols(first, n, row, dim, book->pairs(), symbols);
+        payload += detail::rans_block_bytes(symbols.data(), symbols.size(), book->rans(), words);
+        continue;
+      }
       std::uint64_t bits = 0;
       for (int i = 0; i < n; ++i) {
         const std::uint64_t b =
@@ -379,7 +517,7 @@ Result<std::uint64_t> encoded_bytes(std::span<const std::uint8_t> codes, int tok
       payload += (bits + 7) / 8;
     }
   }
-  const std::uint64_t vectors = e->kind == CodecKind::BitPack ? 0 : std::uint64_t(tokens) * heads;
+  const std::uint64_t vectors = has_vector_bits(e->kind) ? std::uint64_t(tokens) * heads : 0;
   return payload + EncodedCodes::kHeaderBytes + blocks * sizeof(std::uint32_t) +
          vectors * sizeof(std::uint16_t);
 }
@@ -400,6 +538,8 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
     return make_error(std::move(message));
   };
   const std::size_t dim = static_cast<std::size_t>(e.dim);
+  std::vector<std::uint8_t> symbols;
+  std::vector<std::uint16_t> words;
   for (int t0 = 0; t0 < tokens; t0 += e.block_size) {
     const int n = std::min(e.block_size, tokens - t0);
     for (int h = 0; h < e.heads; ++h) {
@@ -418,6 +558,11 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
         return fail(payload_too_large(e.kind, e.tokens + t0));
       }
       e.block_offsets.push_back(static_cast<std::uint32_t>(e.payload.size()));
+      if (e.kind == CodecKind::Rans) {
+        block_symbols(first, n, row, e.dim, book->pairs(), symbols);
+        detail::encode_rans_block(symbols.data(), symbols.size(), book->rans(), e.payload, words);
+        continue;
+      }
       detail::BitWriter writer(e.payload);
       for (int i = 0; i < n; ++i) {
         const std::uint64_t before = writer.bits_written();
@@ -484,8 +629,12 @@ Status decode_token_range(const EncodedCodes& e, const HuffmanCodebook* book, in
                                   static_cast<std::size_t>(last_token - first_token) * row));
   }
   const std::size_t dim = static_cast<std::size_t>(e.dim);
+  std::vector<std::uint8_t> symbols;
   const int first_block = first_token / e.block_size * e.heads;
   const int end_block = (last_token + e.block_size - 1) / e.block_size * e.heads;
+  if (e.kind == CodecKind::Rans) {
+    return decode_rans(e, *book, first_block, end_block, first_token, out.data(), row, symbols);
+  }
   for (int b = first_block; b < end_block; ++b) {
     const BlockPlace p = place_of(e, b);
     std::uint8_t* first = out.data() + static_cast<std::size_t>(p.first_token - first_token) * row +
@@ -544,6 +693,17 @@ Status decode_vector(const EncodedCodes& e, const HuffmanCodebook* book, int tok
     }
     detail::unpack_codes(e.payload.data() + begin, static_cast<std::size_t>(i) * e.dim,
                          static_cast<std::size_t>(e.dim), e.bitpack_width, out.data());
+    return Ok{};
+  }
+  if (e.kind == CodecKind::Rans) {  // one stream per block: the whole block decodes
+    const BlockPlace p = place_of(e, b);
+    const std::size_t row = static_cast<std::size_t>(e.heads) * static_cast<std::size_t>(e.dim);
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(p.tokens) * row), symbols;
+    KVLAB_TRY(decode_rans(e, *book, b, b + 1, p.first_token, codes.data(), row, symbols));
+    std::memcpy(out.data(),
+                codes.data() + static_cast<std::size_t>(i) * row +
+                    static_cast<std::size_t>(head) * static_cast<std::size_t>(e.dim),
+                static_cast<std::size_t>(e.dim));
     return Ok{};
   }
   std::uint64_t begin = 0;

@@ -61,9 +61,10 @@ Result<CompressedKvCache> CompressedKvCache::create(const CompressedCacheConfig&
     return make_error(
         fmt::format("compressed cache: relative scale {} is not in (0, 1]", config.rel_scale));
   }
-  if (config.codec != CodecKind::Huffman && config.codec != CodecKind::BitPack) {
-    return make_error(fmt::format("compressed cache: codec {} is not supported (huffman, bitpack)",
-                                  codec_id(config.codec)));
+  if (config.codec == CodecKind::VarWidth) {
+    return make_error(
+        fmt::format("compressed cache: codec {} is not supported (huffman, rans, bitpack)",
+                    codec_id(config.codec)));
   }
   const int w = config.bitpack_width;
   if (w != 0 && w != 2 && w != 4 && w != 8) {
@@ -190,7 +191,7 @@ Status CompressedKvCache::compress_rows(const TensorView& keys, const TensorView
   if (m_compressed == 0) {
     // KVComp Sec. 3.3: one codebook per layer and K/V from the first codes it sees (the
     // prefill), reused for every later block; unseen codes take the escape.
-    const bool huffman = m_config.codec == CodecKind::Huffman;
+    const bool huffman = m_config.codec != CodecKind::BitPack;  // Huffman or rANS: a book
     HuffmanCodebook kb, vb;
     if (huffman) {
       const int max_code = m_config.huffman_pairs ? detail::largest_code(spec) : 255;
@@ -242,8 +243,7 @@ CacheMemory CompressedKvCache::memory() const {
     m.payload = m_key_codes.payload_bytes() + m_value_codes.payload_bytes();
     m.metadata = m_key_codes.metadata_bytes() + m_value_codes.metadata_bytes();
   }
-  if (has_codebooks())
-    m.codebooks = m_key_book.serialized_bytes() + m_value_book.serialized_bytes();
+  if (has_codebooks()) m.codebooks = 2 * codebook_bytes(m_config.codec);
   m.quant_params =
       (m_key_steps.size() + m_key_mins.size() + m_value_steps.size() + m_value_mins.size()) *
       sizeof(float);

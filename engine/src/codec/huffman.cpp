@@ -247,7 +247,12 @@ Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histog
   std::copy(histogram.begin(), histogram.end(), weights.begin());
   weights[kEscape] = 1;
   const std::vector<std::uint8_t> lengths = detail::limited_code_lengths(weights, kMaxCodeLength);
-  return from_lengths(lengths, pairs);
+  auto book = from_lengths(lengths, pairs);
+  if (!book) return book;
+  auto rans = RansTable::from_histogram(histogram, pairs);
+  if (!rans) return rans.error();
+  book->m_rans = std::move(*rans);
+  return book;
 }
 
 Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8_t> lengths,
@@ -282,7 +287,19 @@ Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8
   book.m_pairs = pairs;
   std::copy(lengths.begin(), lengths.end(), book.m_lengths.begin());
   KVLAB_TRY(book.build_tables());
+  auto rans = RansTable::from_lengths(lengths, pairs);
+  if (!rans) return rans.error();
+  book.m_rans = std::move(*rans);
   return book;
+}
+
+Status HuffmanCodebook::use_rans(RansTable table) {
+  if (table.pairs() != m_pairs) {
+    return make_error(fmt::format("rans table of {} for a codebook of {}",
+                                  table.pairs() ? "pairs" : "codes", m_pairs ? "pairs" : "codes"));
+  }
+  m_rans = std::move(table);
+  return Ok{};
 }
 
 Status HuffmanCodebook::build_tables() {

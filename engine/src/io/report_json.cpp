@@ -36,7 +36,8 @@ json codec_json(const CodecStats& c) {
           {"codec_bytes",
            {{"bitpack", c.codec_bytes[0]},
             {"varwidth", c.codec_bytes[1]},
-            {"huffman", c.codec_bytes[2]}}},
+            {"huffman", c.codec_bytes[2]},
+            {"rans", c.codec_bytes[3]}}},
           {"entropy_bound_bytes", c.entropy_bound_bytes}};
 }
 
@@ -102,6 +103,10 @@ Status codec_from(const json& j, CodecStats& c, const std::string& where) {
   KVLAB_TRY(get(j["codec_bytes"], "bitpack", c.codec_bytes[0], inner));
   KVLAB_TRY(get(j["codec_bytes"], "varwidth", c.codec_bytes[1], inner));
   KVLAB_TRY(get(j["codec_bytes"], "huffman", c.codec_bytes[2], inner));
+  // Records from before the rANS codec have no size for it: 0, which the charts leave out.
+  if (j["codec_bytes"].contains("rans")) {
+    KVLAB_TRY(get(j["codec_bytes"], "rans", c.codec_bytes[3], inner));
+  }
   return Ok{};
 }
 

@@ -1355,7 +1355,9 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
     CompressedCacheConfig c = kvcomp;
     c.block_size = method.block_size;
     c.rel_scale = method.rel_scale;
-    c.codec = method.codec == CodecKind::BitPack ? CodecKind::BitPack : CodecKind::Huffman;
+    c.codec = method.codec == CodecKind::BitPack || method.codec == CodecKind::Rans
+                  ? *method.codec
+                  : CodecKind::Huffman;
     return make_kvcomp_store(model, c, max_tokens);
   }
   KVLAB_TRY(make_quantizer(method));

@@ -75,7 +75,7 @@ Status check_finite(const Tensor& t, const std::string& name) {
 // Entropy-codes a KVComp tensor's byte codes with a codebook built from its own histogram (the
 // prefill), then decodes them back into `q.codes`, so the reconstruction is computed from what
 // the codec stored. Counts the payload as codes and the offsets, bit counts and codebook as
-// metadata. The chosen codec runs on `backend`; the two others are sized on the CPU without
+// metadata. The chosen codec runs on `backend`; the three others are sized on the CPU without
 // writing their streams (encoded_bytes(): the bytes encode_codes would give), for the
 // side-by-side comparison. Before each, and before decoding, it stops if `progress` was
 // cancelled (at `part` of the item). The book is chosen as the streaming cache chooses it
@@ -107,10 +107,11 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
   const std::array<double, 256> bits = mean_code_bits(q.codes, q.dim, *book, counts);
   (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
   std::optional<EncodedCodes> chosen;
-  for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+  for (CodecKind kind :
+       {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman, CodecKind::Rans}) {
     KVLAB_TRY(progress.keep_going(part));
     const CodecConfig codec{kind, config.block_size, 0};
-    const std::uint64_t book_bytes = kind == CodecKind::Huffman ? book->serialized_bytes() : 0;
+    const std::uint64_t book_bytes = codebook_bytes(kind);
     Result<std::uint64_t> size = std::uint64_t{0};
     if (kind == *config.codec) {
       auto encoded = backend.encode_codes(q.codes, q.tokens, q.heads, q.dim, codec, &*book);

@@ -261,7 +261,7 @@ Result<std::optional<CodecKind>> parse_codec_option(std::string_view id) {
   auto kind = parse_codec(id);
   if (!kind) {
     return make_error(
-        unknown_name_message("codec", id, {"none", "bitpack", "varwidth", "huffman"}));
+        unknown_name_message("codec", id, {"none", "bitpack", "varwidth", "huffman", "rans"}));
   }
   return std::optional<CodecKind>{*kind};
 }

@@ -4,7 +4,9 @@
 // its own bit stream, so any block and any vector in it decodes on its own and blocks append
 // without touching earlier bytes. Three codecs share the layout and this interface so they can be
 // compared on the same data: fixed-width bit packing, per-group variable width, and canonical
-// length-limited Huffman with a shared codebook. The byte-exact contract is docs/FORMAT.md.
+// length-limited Huffman with a shared codebook; a fourth, interleaved rANS over the same book's
+// symbols, codes a whole block as one stream of 32 lanes instead (no per-vector bit counts; a
+// vector decodes with its block). The byte-exact contract is docs/FORMAT.md.
 #pragma once
 
 #include <array>
@@ -19,8 +21,8 @@
 
 namespace kvlab {
 
-enum class CodecKind : std::uint8_t { BitPack = 0, VarWidth = 1, Huffman = 2 };
-std::string_view codec_id(CodecKind kind);  // "bitpack", "varwidth", "huffman"
+enum class CodecKind : std::uint8_t { BitPack = 0, VarWidth = 1, Huffman = 2, Rans = 3 };
+std::string_view codec_id(CodecKind kind);  // "bitpack", "varwidth", "huffman", "rans"
 Result<CodecKind> parse_codec(std::string_view id);
 
 struct CodecConfig {
@@ -42,8 +44,8 @@ struct EncodedCodes {
   int bitpack_width = 0;  // BitPack: 2, 4 or 8; else 0
   HugePageBytes payload;  // huge pages from 4 MiB up, no zero-fill on resize
   // Huffman and VarWidth: byte offset of each block in `payload`, and the bit count of every
-  // vector in block order (a block's vectors are contiguous, token order). BitPack keeps both
-  // empty: its sizes follow from the shape and width.
+  // vector in block order (a block's vectors are contiguous, token order). rANS keeps the
+  // offsets only; BitPack keeps neither: its sizes follow from the shape and width.
   std::vector<std::uint32_t> block_offsets;
   std::vector<std::uint16_t> vector_bits;
 
@@ -52,13 +54,18 @@ struct EncodedCodes {
   std::uint64_t payload_bytes() const { return payload.size(); }
   // VarWidth's 4-bit group headers; they sit inside the payload (part of payload_bytes()).
   std::uint64_t header_bits() const;
-  // Offsets, bit counts and the codec header. The Huffman codebook is shared per layer and
-  // K/V, so it is counted by its owner (HuffmanCodebook::serialized_bytes()).
+  // Offsets, bit counts and the codec header. The Huffman codebook (or rANS table) is shared per
+  // layer and K/V, so it is counted by its owner (codebook_bytes()).
   std::uint64_t metadata_bytes() const;
   std::uint64_t total_bytes() const { return payload_bytes() + metadata_bytes(); }
 };
 
-// Encodes codes [tokens][heads][dim]. `book` is required for Huffman and ignored otherwise.
+// Serialized bytes of the table a codec keeps per layer and K or V: the Huffman book's lengths,
+// the rANS frequencies, or nothing.
+std::uint64_t codebook_bytes(CodecKind kind);
+
+// Encodes codes [tokens][heads][dim]. `book` is required for Huffman and rANS (which codes with
+// book->rans()) and ignored otherwise.
 Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
                                   int dim, const CodecConfig& config,
                                   const HuffmanCodebook* book = nullptr);

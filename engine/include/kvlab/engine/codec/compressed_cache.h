@@ -21,7 +21,8 @@ struct CompressedCacheConfig {
   int block_size = 64;      // tokens per key block and per codec block
   int buffer_size = 128;    // fp16 buffer capacity; a multiple of block_size, >= block_size
   double rel_scale = 0.05;  // KVComp's relative error bound: step = rel_scale * (max - min)
-  // Huffman (KVComp) or BitPack (the fixed-width baseline); VarWidth is not supported here.
+  // Huffman (KVComp), rANS over the same book's symbols, or BitPack (the fixed-width baseline);
+  // VarWidth is not supported here.
   CodecKind codec = CodecKind::Huffman;
   // BitPack only: 2, 4 or 8, or 0 to take the smallest width holding the first compressed codes.
   // Codes appended later must fit (with rel_scale >= 1/15 every code fits 4 bits).
@@ -36,7 +37,7 @@ struct CompressedCacheConfig {
 struct CacheMemory {
   std::uint64_t payload = 0;       // entropy-coded (or packed) code streams, K and V
   std::uint64_t metadata = 0;      // codec headers, block offsets, vector bit counts
-  std::uint64_t codebooks = 0;     // serialized Huffman codebooks (K and V)
+  std::uint64_t codebooks = 0;     // serialized Huffman codebooks or rANS tables (K and V)
   std::uint64_t quant_params = 0;  // float steps and minimums
   std::uint64_t buffer = 0;        // fp16 rows of the uncompressed buffer, K and V
   std::uint64_t total() const { return payload + metadata + codebooks + quant_params + buffer; }
@@ -49,7 +50,7 @@ struct CompressedKvView {
   int compressed_tokens = 0, buffered_tokens = 0;
   const EncodedCodes* keys = nullptr;  // null when nothing is compressed yet
   const EncodedCodes* values = nullptr;
-  const HuffmanCodebook* key_book = nullptr;  // Huffman only
+  const HuffmanCodebook* key_book = nullptr;  // Huffman and rANS only
   const HuffmanCodebook* value_book = nullptr;
   // Keys: per key block tb, heads*head_dim floats ([tb][head][channel]). Values: per token,
   // kv_heads floats ([token][head]).
@@ -84,7 +85,7 @@ class CompressedKvCache {
   int kv_heads() const { return m_heads; }
   int head_dim() const { return m_dim; }
   const CompressedCacheConfig& config() const { return m_config; }
-  bool has_codebooks() const { return m_config.codec == CodecKind::Huffman && m_compressed > 0; }
+  bool has_codebooks() const { return m_config.codec != CodecKind::BitPack && m_compressed > 0; }
 
   CacheMemory memory() const;
   CompressedKvView view() const;

@@ -1,6 +1,6 @@
 // Code statistics and the canonical, length-limited Huffman codebook KVComp shares across a
 // layer's K or V blocks (docs/FORMAT.md, "Codebook", "Pair symbols", "Escape"). The block layout
-// and the three codecs that use it are code_codec.h's; the per-vector streams are the private
+// and the codecs that use it are code_codec.h's; the per-vector streams are the private
 // codec_streams.h's, which need only this header.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "kvlab/engine/codec/rans_table.h"
 #include "kvlab/engine/core/result.h"
 
 namespace kvlab {
@@ -80,6 +81,15 @@ class HuffmanCodebook {
   // Decoder table indexed by the next 12 stream bits: (length << 9) | symbol, 0 = invalid code.
   const std::uint16_t* decode_table() const { return m_table.data(); }
 
+  // The same symbols' frequencies for the rANS codec (CodecKind::Rans): from the histogram where
+  // the book was built from one (fractions of a bit per symbol), else from the code lengths
+  // (RansTable::from_lengths, coding as this book does). Its serialized table replaces this
+  // book's when a tensor is rANS-coded (RansTable::kSerializedBytes).
+  const RansTable& rans() const { return m_rans; }
+  // Codes rANS tensors with `table` instead (a stored table, read back with
+  // RansTable::deserialize); its symbol kind must be this book's.
+  Status use_rans(RansTable table);
+
  private:
   Status build_tables();
 
@@ -89,6 +99,7 @@ class HuffmanCodebook {
   std::array<std::uint8_t, 256> m_enc_len{};
   std::array<std::uint16_t, 64> m_enc_small{};
   std::vector<std::uint16_t> m_table;
+  RansTable m_rans;
   bool m_pairs = false;
 };
 

@@ -22,7 +22,7 @@ struct StreamConfig {
   int block_size = 64;     // as CompressedCacheConfig
   int buffer_size = 128;   // a positive multiple of block_size
   double rel_scale = 0.05;
-  CodecKind codec = CodecKind::Huffman;  // Huffman or BitPack
+  CodecKind codec = CodecKind::Huffman;  // Huffman, rANS or BitPack
   int record_every = 16;                 // decode steps between recorded points, >= 1
   int max_layers = 0;                    // simulate only the first N layers; 0: all
 };

@@ -31,9 +31,10 @@ struct CodecStats {
   std::uint64_t payload_bytes = 0;
   std::uint64_t metadata_bytes = 0;  // block offsets, vector bit counts, codec header
   std::uint64_t codebook_bytes = 0;  // the serialized Huffman codebook (0 for the others)
-  // All three codecs on the same stream, for comparison: payload + metadata + codebook bytes,
-  // indexed by CodecKind (bitpack, varwidth, huffman); and the order-0 entropy bound in bytes.
-  std::array<std::uint64_t, 3> codec_bytes{};
+  // All four codecs on the same stream, for comparison: payload + metadata + codebook bytes,
+  // indexed by CodecKind (bitpack, varwidth, huffman, rans; rans 0 where it was not sized: a
+  // record from before it, or a GPU run); and the order-0 entropy bound in bytes.
+  std::array<std::uint64_t, 4> codec_bytes{};
   std::uint64_t entropy_bound_bytes = 0;
   CodecStats& operator+=(const CodecStats& o);
 };
