@@ -32,7 +32,8 @@ def parse(results):
 
 
 def targets(rows, command):
-    """Issue 3's codec targets over the engine's Huffman rows (`huffman/<stream>`)."""
+    """Issue 3's codec targets over the engine's Huffman rows (`huffman/<stream>`), and issue 46's
+    rANS rows against them."""
     huff = {label: d for label, d in rows.items() if label.startswith("huffman/")}
     if not huff:
         return []
@@ -57,6 +58,19 @@ def targets(rows, command):
         [br.number(f"over the entropy, {streams} of {br.span(entropy, 1)} bits per code",
                    over, "%", 1)],
         command))
+    # Issue 46 part 3 on the CPU: rANS beside Huffman on the same streams (same symbols, same
+    # book's histogram), both measured in this run.
+    pairs = [(d, huff[f"huffman/{label.split('/', 1)[1]}"]) for label, d in rows.items()
+             if label.startswith("rans/") and f"huffman/{label.split('/', 1)[1]}" in huff]
+    if pairs and all("decode" in r and "decode" in h for r, h in pairs):
+        out.append(br.target(
+            "rans", 46, "rANS beside Huffman on the same streams (CPU, one core): decode rate and "
+            "total size (payload, metadata, tables) against Huffman's", "reported",
+            [br.number(f"decode, {len(pairs)} streams", [r["decode"] / h["decode"] for r, h in pairs],
+                       "× Huffman"),
+             br.number("total size", [r["total_bits_per_code"] / h["total_bits_per_code"]
+                                      for r, h in pairs], "× Huffman", 3)],
+            command))
     return out
 
 
