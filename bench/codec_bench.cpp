@@ -62,7 +62,7 @@ std::vector<CodeStream> make_streams() {
       c.dim = q.dim;
       c.codes.assign(q.codes.begin(), q.codes.end());
       const CodeCounts histogram = count_codes(c.codes);
-      c.book = must(choose_codebook(c.codes, c.dim, kvcomp_max_code(rel), histogram),
+      c.book = must(choose_codebook(c.codes, c.dim, kvcomp_max_code(rel), histogram, true),
                     "huffman codebook");
       c.single_book = must(HuffmanCodebook::from_histogram(histogram), "single-code codebook");
       c.entropy_bits = shannon_entropy_bits(histogram);

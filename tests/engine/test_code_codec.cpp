@@ -138,8 +138,9 @@ void check_round_trip(const Case& c, const std::vector<std::uint8_t>& book_codes
   SCOPED_TRACE(describe(c) + (pairs ? " pairs" : ""));
   const std::size_t n = static_cast<std::size_t>(c.tokens) * c.heads * c.dim;
   const std::vector<std::uint8_t> codes = make_codes(c.dist, n, c.seed);
-  auto book = pairs ? HuffmanCodebook::from_histogram(count_code_pairs(book_codes, c.dim), true)
-                    : HuffmanCodebook::from_histogram(count_codes(book_codes));
+  auto book = pairs
+                  ? HuffmanCodebook::from_histogram(count_code_pairs(book_codes, c.dim), true, true)
+                  : HuffmanCodebook::from_histogram(count_codes(book_codes), false, true);
   ASSERT_TRUE(book.ok());
   auto enc = encode_codes(codes, c.tokens, c.heads, c.dim, {c.kind, c.block, 0}, &*book);
   ASSERT_TRUE(enc.ok()) << enc.message();
@@ -201,8 +202,8 @@ TEST(CodeCodec, RoundTripSeededRandomSizes) {
 TEST(CodeCodec, EncodedBytesFailWhereEncodingFails) {
   const auto wide = make_codes(Dist::All256, 4 * 2 * 16, 5);
   const auto narrow = make_codes(Dist::Narrow, 4 * 2 * 16, 5);
-  auto single = HuffmanCodebook::from_histogram(count_codes(narrow));
-  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(narrow, 16), true);
+  auto single = HuffmanCodebook::from_histogram(count_codes(narrow), false, true);
+  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(narrow, 16), true, true);
   ASSERT_TRUE(single.ok() && pairs.ok());
   const auto all256 = make_codes(Dist::All256, 8000, 3);  // escapes: 8 bits and more a code
   struct Failing {
@@ -286,7 +287,7 @@ TEST(CodeCodec, PairBooksRoundTrip) {
 // appended.
 TEST(CodeCodec, PairBookRejectsCodesAboveFifteen) {
   std::vector<std::uint8_t> codes = make_codes(Dist::Narrow, 4 * 16, 1);
-  auto book = HuffmanCodebook::from_histogram(count_code_pairs(codes, 16), true);
+  auto book = HuffmanCodebook::from_histogram(count_code_pairs(codes, 16), true, true);
   ASSERT_TRUE(book.ok());
   auto enc = encode_codes(codes, 4, 1, 16, {CodecKind::Huffman, 4, 0}, &*book);
   ASSERT_TRUE(enc.ok());
@@ -333,8 +334,8 @@ TEST(CodeCodec, MeanCodeBitsAddUpToThePayload) {
   for (bool pairs : {false, true}) {
     const int tokens = 64, heads = 2, dim = 33;
     const auto codes = make_codes(Dist::Narrow, static_cast<std::size_t>(tokens) * heads * dim, 8);
-    auto book = pairs ? HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true)
-                      : HuffmanCodebook::from_histogram(count_codes(codes));
+    auto book = pairs ? HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true, true)
+                      : HuffmanCodebook::from_histogram(count_codes(codes), false, true);
     ASSERT_TRUE(book.ok());
     auto enc = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, 64, 0}, &*book);
     ASSERT_TRUE(enc.ok());
@@ -389,7 +390,7 @@ TEST(CodeCodec, EscapedValueWithItsOwnCodeDecodes) {
   h[0] = 40;
   h[1] = 30;
   h[2] = 20;
-  auto book = HuffmanCodebook::from_histogram(h);
+  auto book = HuffmanCodebook::from_histogram(h, false, true);
   ASSERT_TRUE(book.ok());
   const int esc_len = book->length(HuffmanCodebook::kEscape);
   const std::uint32_t esc_bits = book->enc_bits(9) & ((1u << esc_len) - 1);  // 9 has no code
@@ -432,7 +433,7 @@ TEST(CodeCodec, HuffmanStreamsMatchABitByBitWriter) {
   for (int v = 0; v < 40; ++v) h[static_cast<std::size_t>(v)] = 1 + (v * 37) % 23;
   h[7] = 0;  // 7, and everything from 40 up, take the escape
   h[200] = 3;
-  auto book = HuffmanCodebook::from_histogram(h);
+  auto book = HuffmanCodebook::from_histogram(h, false, true);
   ASSERT_TRUE(book.ok());
   ASSERT_FALSE(book->pairs());
   detail::Rng rng(41);
@@ -505,7 +506,7 @@ TEST(CodeCodec, HuffmanWithinThreePercentOfEntropy) {
       make_codes(Dist::Gaussian, static_cast<std::size_t>(tokens) * heads * dim, 31);
   const CodeCounts hist = count_codes(codes);
   const double entropy = shannon_entropy_bits(hist);
-  auto book = HuffmanCodebook::from_histogram(hist);
+  auto book = HuffmanCodebook::from_histogram(hist, false, true);
   ASSERT_TRUE(book.ok());
   const double n = static_cast<double>(codes.size());
   double bits_per_code[4];
@@ -539,7 +540,7 @@ TEST(CodeCodec, PairBookWithinThreePercentOfEntropyAtTwoBits) {
   const double n = static_cast<double>(codes.size());
   double payload[2];
   for (bool pairs : {false, true}) {
-    auto book = choose_codebook(codes, dim, pairs ? 5 : 255, count_codes(codes));
+    auto book = choose_codebook(codes, dim, pairs ? 5 : 255, count_codes(codes), true);
     ASSERT_TRUE(book.ok());
     ASSERT_EQ(book->pairs(), pairs);
     auto enc = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, block, 0}, &*book);
@@ -564,7 +565,8 @@ TEST(CodeCodec, AppendGivesTheBytesOfOneShotEncoding) {
     std::vector<std::uint8_t> codes = make_codes(Dist::Gaussian, total * row, 17);
     codes[row * 50 + 3] = 250;  // a late outlier: escape for Huffman, wider group for VarWidth
     const CodecConfig config{kind, block, kind == CodecKind::BitPack ? 8 : 0};
-    auto book = HuffmanCodebook::from_histogram(count_codes(std::span(codes).first(row * 16)));
+    auto book =
+        HuffmanCodebook::from_histogram(count_codes(std::span(codes).first(row * 16)), false, true);
     ASSERT_TRUE(book.ok());
     auto whole = encode_codes(codes, total, heads, dim, config, &*book);
     ASSERT_TRUE(whole.ok()) << whole.message();
@@ -593,7 +595,8 @@ TEST(CodeCodec, AppendGivesTheBytesOfOneShotEncoding) {
 
 TEST(CodeCodec, FailedAppendLeavesTheTensorUnchanged) {
   const int heads = 1, dim = 8000, block = 4;  // 8000 escaped 9-bit codes = 72000 bits > u16
-  auto book = HuffmanCodebook::from_histogram(count_codes(std::vector<std::uint8_t>(100, 1)));
+  auto book =
+      HuffmanCodebook::from_histogram(count_codes(std::vector<std::uint8_t>(100, 1)), false, true);
   ASSERT_TRUE(book.ok());
   auto enc = encode_codes(std::vector<std::uint8_t>(4 * dim, 1), 4, heads, dim,
                           {CodecKind::Huffman, block, 0}, &*book);
@@ -636,7 +639,7 @@ TEST(CodeCodec, StreamCodecMetadataIsCounted) {
   const int tokens = 37, heads = 2, dim = 33, block = 16;
   const auto codes = make_codes(Dist::Gaussian, static_cast<std::size_t>(tokens) * heads * dim, 4);
   for (CodecKind kind : {CodecKind::VarWidth, CodecKind::Huffman}) {
-    auto book = HuffmanCodebook::from_histogram(count_codes(codes));
+    auto book = HuffmanCodebook::from_histogram(count_codes(codes), false, true);
     auto enc = encode_codes(codes, tokens, heads, dim, {kind, block, 0}, &*book);
     ASSERT_TRUE(enc.ok());
     EXPECT_EQ(enc->block_offsets.size(), 3u * heads);
@@ -656,7 +659,7 @@ TEST(CodeCodec, FormatWorkedExample) {
   h[1] = 2;
   h[2] = 1;
   h[3] = 1;
-  auto book = HuffmanCodebook::from_histogram(h);
+  auto book = HuffmanCodebook::from_histogram(h, false, true);
   ASSERT_TRUE(book.ok());
   EXPECT_EQ(book->length(0), 1);
   for (int s : {1, 2, 3, HuffmanCodebook::kEscape}) EXPECT_EQ(book->length(s), 3);
@@ -690,7 +693,8 @@ TEST(CodeCodec, FormatWorkedExample) {
 
   // rANS: the histogram and the escape's 1 give 1821, 910, 455, 455 and 455; two blocks, no
   // words (every state holds its lanes' bits), 32 states each.
-  const RansTable& t = book->rans();
+  ASSERT_NE(book->rans(), nullptr);
+  const RansTable& t = *book->rans();
   EXPECT_EQ(t.frequency(0), 1821u);
   EXPECT_EQ(t.frequency(1), 910u);
   EXPECT_EQ(t.frequency(2), 455u);
@@ -719,7 +723,7 @@ TEST(CodeCodec, FormatWorkedExample) {
 }
 
 TEST(CodeCodec, RejectsBadArguments) {
-  auto book = HuffmanCodebook::from_histogram(CodeCounts{});
+  auto book = HuffmanCodebook::from_histogram(CodeCounts{}, false, true);
   const std::vector<std::uint8_t> codes(2 * 3 * 4, 1);
   EXPECT_FALSE(encode_codes(codes, 2, 3, 4, {CodecKind::Huffman, 8, 0}, nullptr).ok());
   EXPECT_FALSE(encode_codes(codes, 2, 3, 5, {CodecKind::VarWidth, 8, 0}).ok());

@@ -37,7 +37,8 @@ std::vector<std::uint8_t> small_codes(std::size_t n, std::uint64_t seed) {
 }
 
 HuffmanCodebook pair_book(int dim) {
-  auto book = HuffmanCodebook::from_histogram(count_code_pairs(small_codes(4096, 1), dim), true);
+  auto book =
+      HuffmanCodebook::from_histogram(count_code_pairs(small_codes(4096, 1), dim), true, true);
   EXPECT_TRUE(book.ok());
   return *book;
 }
@@ -162,7 +163,7 @@ void fuzz_codec(CodecKind kind, const HuffmanCodebook& book, std::uint64_t seed,
 }
 
 TEST(CodecFuzz, CorruptStreamsGiveErrorsNotCrashes) {
-  auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
+  auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)), false, true);
   ASSERT_TRUE(book.ok());
   for (CodecKind kind :
        {CodecKind::Huffman, CodecKind::VarWidth, CodecKind::BitPack, CodecKind::Rans}) {
@@ -193,8 +194,9 @@ class BlockVsVector : public ::testing::TestWithParam<bool> {};
 TEST_P(BlockVsVector, BlockDecodeAgreesWithVectorDecode) {
   const bool pairs = GetParam();
   const int tokens = 150, heads = 2, dim = 40, block = 64;
-  auto book = pairs ? Result<HuffmanCodebook>(pair_book(dim))
-                    : HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
+  auto book =
+      pairs ? Result<HuffmanCodebook>(pair_book(dim))
+            : HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)), false, true);
   ASSERT_TRUE(book.ok());
   const std::size_t n_codes = static_cast<std::size_t>(tokens) * heads * dim;
   const auto codes = pairs ? small_codes(n_codes, 9) : skewed_codes(n_codes, 9);
@@ -268,7 +270,7 @@ TEST(CodecFuzz, IncompleteCodebookRejectsUnknownCodes) {
 }
 
 TEST(CodecFuzz, ErrorsNameTheBlockAndTheProblem) {
-  auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)));
+  auto book = HuffmanCodebook::from_histogram(count_codes(skewed_codes(4096, 1)), false, true);
   const auto codes = skewed_codes(40 * 2 * 8, 3);
   auto clean = encode_codes(codes, 40, 2, 8, {CodecKind::Huffman, 16, 0}, &*book);
   ASSERT_TRUE(clean.ok());

@@ -59,9 +59,9 @@ OneShot one_shot(const Tensor& x, int tokens, TensorRole role, const CompressedC
 // code fits 4 bits (`pairs_allowed`) the pair book if it codes the prefill in fewer bits.
 Result<HuffmanCodebook> prefill_book(const std::vector<std::uint8_t>& codes, int dim,
                                      bool pairs_allowed) {
-  auto single = HuffmanCodebook::from_histogram(count_codes(codes));
+  auto single = HuffmanCodebook::from_histogram(count_codes(codes), false, true);
   if (!pairs_allowed || !single) return single;
-  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true);
+  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true, true);
   if (!pairs) return pairs;
   std::uint64_t single_bits = 0, pair_bits = 0;
   for (std::size_t i = 0; i < codes.size(); ++i) single_bits += single->cost_bits(codes[i]);

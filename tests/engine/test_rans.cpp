@@ -55,7 +55,9 @@ TEST(RansTable, FrequenciesComeWithinATenthOfAPercentOfTheEntropy) {
     std::uint32_t sum = 0;
     for (int s = 0; s < RansTable::kSymbols; ++s) {
       sum += t->frequency(s);
-      if (s < 256) EXPECT_EQ(t->frequency(s) > 0, h[static_cast<std::size_t>(s)] > 0) << s;
+      if (s < 256) {
+        EXPECT_EQ(t->frequency(s) > 0, h[static_cast<std::size_t>(s)] > 0) << s;
+      }
     }
     EXPECT_EQ(sum, RansTable::kProbScale);
     EXPECT_EQ(t->frequency(RansTable::kEscape), 1u);
@@ -96,17 +98,23 @@ TEST(RansTable, SerialisesToTwelveBitsASymbol) {
 TEST(RansTable, FromLengthsCodesAsTheHuffmanBookDoes) {
   auto book = HuffmanCodebook::from_histogram(narrow_histogram(5000, 5, nullptr));
   ASSERT_TRUE(book.ok());
-  // Built from the histogram, the book's rANS table has the histogram's frequencies; from the
-  // lengths alone it has 2^(12 - length).
-  auto from_lengths = HuffmanCodebook::from_lengths(book->lengths());
-  ASSERT_TRUE(from_lengths.ok());
+  // A Huffman book carries no rANS table unless asked for one; from its lengths alone the table
+  // has 2^(12 - length), the escape filling the rest.
+  EXPECT_EQ(book->rans(), nullptr);
+  auto t = RansTable::from_lengths(book->lengths(), false);
+  ASSERT_TRUE(t.ok()) << t.message();
   std::uint32_t filled = 0;
   for (int s = 0; s < 256; ++s) {
     const int l = book->length(s);
-    EXPECT_EQ(from_lengths->rans().frequency(s), l > 0 ? 4096u >> l : 0u) << s;
-    filled += from_lengths->rans().frequency(s);
+    EXPECT_EQ(t->frequency(s), l > 0 ? 4096u >> l : 0u) << s;
+    filled += t->frequency(s);
   }
-  EXPECT_EQ(from_lengths->rans().frequency(RansTable::kEscape), 4096u - filled);
+  EXPECT_EQ(t->frequency(RansTable::kEscape), 4096u - filled);
+  // Coding with a book that has no table is an error, not a crash.
+  const std::vector<std::uint8_t> codes(64, 2);
+  auto e = encode_codes(codes, 4, 1, 16, {CodecKind::Rans, 4, 0}, &*book);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("no rANS table"), std::string::npos) << e.message();
 }
 
 // Symbols with escapes (values absent from the table), in blocks of every length around the 32
@@ -185,7 +193,7 @@ TEST(RansBlock, SmallerThanHuffmanInAllOnKvcompCodes) {
   std::vector<std::uint8_t> codes;
   narrow_histogram(static_cast<std::size_t>(tokens) * heads * dim, 6, &codes);
   const CodeCounts counts = count_codes(codes);
-  auto book = choose_codebook(codes, dim, 5, counts);
+  auto book = choose_codebook(codes, dim, 5, counts, true);
   ASSERT_TRUE(book.ok());
   ASSERT_TRUE(book->pairs());
   auto huff = encode_codes(codes, tokens, heads, dim, {CodecKind::Huffman, block, 0}, &*book);

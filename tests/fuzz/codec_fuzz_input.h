@@ -88,7 +88,7 @@ inline std::vector<std::uint8_t> write_codec_fuzz_input(const EncodedCodes& e,
   put16(static_cast<std::uint32_t>(e.block_offsets.size()));
   put16(static_cast<std::uint32_t>(e.vector_bits.size()));
   if (e.kind == CodecKind::Huffman || e.kind == CodecKind::Rans) {
-    const auto bytes = e.kind == CodecKind::Huffman ? book->serialize() : book->rans().serialize();
+    const auto bytes = e.kind == CodecKind::Huffman ? book->serialize() : book->rans()->serialize();
     out.insert(out.end(), bytes.begin(), bytes.end());
   }
   for (const std::uint32_t o : e.block_offsets) put16(o & 0xFFFF), put16(o >> 16);

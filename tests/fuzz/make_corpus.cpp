@@ -61,8 +61,8 @@ std::vector<std::uint8_t> codes(std::size_t n, int top, std::uint32_t seed) {
 bool codec_seeds(const fs::path& dir) {
   const int heads = 2, block = 8;
   const auto sample = codes(512, 15, 99);  // the books' sample: not the coded codes
-  auto single = HuffmanCodebook::from_histogram(count_codes(sample));
-  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(sample, 16), true);
+  auto single = HuffmanCodebook::from_histogram(count_codes(sample), false, true);
+  auto pairs = HuffmanCodebook::from_histogram(count_code_pairs(sample, 16), true, true);
   if (!single || !pairs) return false;
   const struct {
     const char* name;

@@ -228,7 +228,8 @@ Status check_encoded(const EncodedCodes* e, const HuffmanCodebook* book, const C
         what, e->tokens, e->heads, e->dim, e->block_size, v.compressed_tokens, v.kv_heads,
         v.head_dim, v.block_size));
   }
-  if ((e->kind == CodecKind::Huffman || e->kind == CodecKind::Rans) && book == nullptr) {
+  if ((e->kind == CodecKind::Huffman && book == nullptr) ||
+      (e->kind == CodecKind::Rans && (book == nullptr || book->rans() == nullptr))) {
     return make_error(fmt::format("fused attention: {} codes need a codebook", what));
   }
   if (e->kind == CodecKind::VarWidth) {

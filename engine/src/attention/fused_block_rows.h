@@ -177,7 +177,7 @@ class BlockRows {
                                   : m_e.payload.size();
       m_symbols.resize(static_cast<std::size_t>(m_n) * per_vector);
       m_problem = decode_rans_block(m_e.payload.data() + m_byte, end - m_byte, m_symbols.size(),
-                                    m_book->rans(), m_symbols.data());
+                                    *m_book->rans(), m_symbols.data());
       if (m_problem != nullptr) return 0;
       if (pairs && !m_pair_rows) {  // one byte per code
         const std::size_t dim = static_cast<std::size_t>(m_e.dim);

@@ -165,6 +165,9 @@ Status need_book(const EncodedCodes& e, const HuffmanCodebook* book) {
   if (needs_book(e.kind) && (book == nullptr || book->decode_table() == nullptr)) {
     return make_error(fmt::format("{} codes: no codebook given", codec_id(e.kind)));
   }
+  if (e.kind == CodecKind::Rans && book->rans() == nullptr) {
+    return make_error("rans codes: the codebook carries no rANS table");
+  }
   return Ok{};
 }
 
@@ -229,14 +232,17 @@ void block_codes(const std::uint8_t* symbols, int n, int per_vector, int dim, bo
 Status decode_rans(const EncodedCodes& e, const HuffmanCodebook& book, int b0, int b1,
                    int first_token, std::uint8_t* out, std::size_t row,
                    std::vector<std::uint8_t>& symbols) {
-  constexpr int kBatch = 16;
+  constexpr int kMaxBatch = 16;
   const int per_vector = book.symbols_per_vector(e.dim);
   const std::size_t block_symbols =
       static_cast<std::size_t>(e.block_size) * static_cast<std::size_t>(per_vector);
-  symbols.resize(kBatch * block_symbols);
-  detail::RansJob jobs[kBatch];
-  for (int first = b0; first < b1; first += kBatch) {
-    const int n = std::min(kBatch, b1 - first);
+  // Up to 16 blocks at a time, in at most 4 MiB of scratch whatever the block size.
+  const int batch = static_cast<int>(std::clamp<std::size_t>(
+      (std::size_t{4} << 20) / std::max<std::size_t>(1, block_symbols), 1, kMaxBatch));
+  symbols.resize(static_cast<std::size_t>(batch) * block_symbols);
+  detail::RansJob jobs[kMaxBatch];
+  for (int first = b0; first < b1; first += batch) {
+    const int n = std::min(batch, b1 - first);
     for (int k = 0; k < n; ++k) {
       const int b = first + k;
       std::uint64_t begin = 0;
@@ -247,7 +253,7 @@ Status decode_rans(const EncodedCodes& e, const HuffmanCodebook& book, int b0, i
       const BlockPlace p = place_of(e, b);
       jobs[k] = {e.payload.data() + begin, end - begin,
                  static_cast<std::size_t>(p.tokens) * static_cast<std::size_t>(per_vector),
-                 &book.rans(), symbols.data() + static_cast<std::size_t>(k) * block_symbols};
+                 book.rans(), symbols.data() + static_cast<std::size_t>(k) * block_symbols};
     }
     detail::decode_rans_blocks(jobs, static_cast<std::size_t>(n));
     for (int k = 0; k < n; ++k) {
@@ -502,7 +508,7 @@ Result<std::uint64_t> encoded_bytes(std::span<const std::uint8_t> codes, int tok
           codes.data() + static_cast<std::size_t>(t0) * row + static_cast<std::size_t>(h) * dim;
       if (e->kind == CodecKind::Rans) {
         block_symbols(first, n, row, dim, book->pairs(), symbols);
-        payload += detail::rans_block_bytes(symbols.data(), symbols.size(), book->rans(), words);
+        payload += detail::rans_block_bytes(symbols.data(), symbols.size(), *book->rans(), words);
         continue;
       }
       std::uint64_t bits = 0;
@@ -560,7 +566,7 @@ Status append_tokens(EncodedCodes& e, std::span<const std::uint8_t> codes, int t
       e.block_offsets.push_back(static_cast<std::uint32_t>(e.payload.size()));
       if (e.kind == CodecKind::Rans) {
         block_symbols(first, n, row, e.dim, book->pairs(), symbols);
-        detail::encode_rans_block(symbols.data(), symbols.size(), book->rans(), e.payload, words);
+        detail::encode_rans_block(symbols.data(), symbols.size(), *book->rans(), e.payload, words);
         continue;
       }
       detail::BitWriter writer(e.payload);

@@ -195,9 +195,10 @@ Status CompressedKvCache::compress_rows(const TensorView& keys, const TensorView
     HuffmanCodebook kb, vb;
     if (huffman) {
       const int max_code = m_config.huffman_pairs ? detail::largest_code(spec) : 255;
-      auto k_book = choose_codebook(kc, m_dim, max_code, count_codes(kc));
+      const bool rans = m_config.codec == CodecKind::Rans;
+      auto k_book = choose_codebook(kc, m_dim, max_code, count_codes(kc), rans);
       if (!k_book) return make_error("compressed cache: key codebook: " + k_book.message());
-      auto v_book = choose_codebook(vc, m_dim, max_code, count_codes(vc));
+      auto v_book = choose_codebook(vc, m_dim, max_code, count_codes(vc), rans);
       if (!v_book) return make_error("compressed cache: value codebook: " + v_book.message());
       kb = std::move(*k_book);
       vb = std::move(*v_book);

@@ -238,7 +238,8 @@ double shannon_entropy_bits(const CodeCounts& histogram) {
   return h;
 }
 
-Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histogram, bool pairs) {
+Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histogram, bool pairs,
+                                                        bool with_rans) {
   // The escape gets the smallest weight there is, so it costs the fewest code-space (typically
   // one 12-bit leaf: 2^-12 of the code space) while unseen values stay encodable. Smoothing every
   // value with +1 instead would reserve 2^-12 for each of ~250 unseen values, ~6% of the code
@@ -248,7 +249,7 @@ Result<HuffmanCodebook> HuffmanCodebook::from_histogram(const CodeCounts& histog
   weights[kEscape] = 1;
   const std::vector<std::uint8_t> lengths = detail::limited_code_lengths(weights, kMaxCodeLength);
   auto book = from_lengths(lengths, pairs);
-  if (!book) return book;
+  if (!book || !with_rans) return book;
   auto rans = RansTable::from_histogram(histogram, pairs);
   if (!rans) return rans.error();
   book->m_rans = std::move(*rans);
@@ -287,9 +288,6 @@ Result<HuffmanCodebook> HuffmanCodebook::from_lengths(std::span<const std::uint8
   book.m_pairs = pairs;
   std::copy(lengths.begin(), lengths.end(), book.m_lengths.begin());
   KVLAB_TRY(book.build_tables());
-  auto rans = RansTable::from_lengths(lengths, pairs);
-  if (!rans) return rans.error();
-  book.m_rans = std::move(*rans);
   return book;
 }
 
@@ -407,14 +405,14 @@ std::uint64_t coded_bits(const CodeCounts& histogram, const HuffmanCodebook& boo
 }  // namespace
 
 Result<HuffmanCodebook> choose_codebook(std::span<const std::uint8_t> codes, int dim, int max_code,
-                                        const CodeCounts& counts) {
-  auto single = HuffmanCodebook::from_histogram(counts);
+                                        const CodeCounts& counts, bool with_rans) {
+  auto single = HuffmanCodebook::from_histogram(counts, false, with_rans);
   if (!single || max_code > 15 || dim <= 0) return single;
   for (int v = max_code + 1; v < 256; ++v) {  // codes the bound rules out: not a pair book
     if (counts[static_cast<std::size_t>(v)] != 0) return single;
   }
   const CodeCounts pair_counts = count_code_pairs(codes, dim);
-  auto pairs = HuffmanCodebook::from_histogram(pair_counts, true);
+  auto pairs = HuffmanCodebook::from_histogram(pair_counts, true, with_rans);
   if (!pairs) return pairs;
   if (coded_bits(pair_counts, *pairs) < coded_bits(counts, *single)) return pairs;
   return single;

@@ -98,8 +98,10 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
   stats.entropy_bits_per_code = shannon_entropy_bits(counts);
   stats.entropy_bound_bytes = static_cast<std::uint64_t>(
       std::ceil(stats.entropy_bits_per_code * static_cast<double>(stats.codes) / 8.0));
-  auto book = choose_codebook(
-      q.codes, q.dim, backend.huffman_pairs() ? kvcomp_max_code(config.rel_scale) : 255, counts);
+  // With its rANS table: every run sizes all four codecs.
+  auto book = choose_codebook(q.codes, q.dim,
+                              backend.huffman_pairs() ? kvcomp_max_code(config.rel_scale) : 255,
+                              counts, true);
   if (!book) return make_error(fmt::format("{}: codebook: {}", name, book.message()));
   (key ? layer.key_code_lengths : layer.value_code_lengths)
       .assign(book->lengths().begin(), book->lengths().end());

@@ -65,7 +65,7 @@ struct EncodedCodes {
 std::uint64_t codebook_bytes(CodecKind kind);
 
 // Encodes codes [tokens][heads][dim]. `book` is required for Huffman and rANS (which codes with
-// book->rans()) and ignored otherwise.
+// book->rans(): a book made with its table) and ignored otherwise.
 Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
                                   int dim, const CodecConfig& config,
                                   const HuffmanCodebook* book = nullptr);

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -46,8 +47,10 @@ class HuffmanCodebook {
   HuffmanCodebook() = default;
 
   // Optimal length-limited code (package-merge) for the histogram of symbols (of codes, or of
-  // count_code_pairs() when `pairs`); the escape gets weight 1.
-  static Result<HuffmanCodebook> from_histogram(const CodeCounts& histogram, bool pairs = false);
+  // count_code_pairs() when `pairs`); the escape gets weight 1. With `with_rans`, also the rANS
+  // table of the same histogram (RansTable::from_histogram), which CodecKind::Rans codes with.
+  static Result<HuffmanCodebook> from_histogram(const CodeCounts& histogram, bool pairs = false,
+                                                bool with_rans = false);
   // Rebuilds a book from its 257 code lengths (0 = no code), checking Kraft's inequality, the
   // length limit and that every symbol is encodable (its own code or the escape).
   static Result<HuffmanCodebook> from_lengths(std::span<const std::uint8_t> lengths,
@@ -81,13 +84,13 @@ class HuffmanCodebook {
   // Decoder table indexed by the next 12 stream bits: (length << 9) | symbol, 0 = invalid code.
   const std::uint16_t* decode_table() const { return m_table.data(); }
 
-  // The same symbols' frequencies for the rANS codec (CodecKind::Rans): from the histogram where
-  // the book was built from one (fractions of a bit per symbol), else from the code lengths
-  // (RansTable::from_lengths, coding as this book does). Its serialized table replaces this
-  // book's when a tensor is rANS-coded (RansTable::kSerializedBytes).
-  const RansTable& rans() const { return m_rans; }
-  // Codes rANS tensors with `table` instead (a stored table, read back with
-  // RansTable::deserialize); its symbol kind must be this book's.
+  // The same symbols' frequencies for the rANS codec (CodecKind::Rans), or null: only books made
+  // for it carry one (from_histogram's `with_rans`, use_rans), so a Huffman cache holds no rANS
+  // tables. Its serialized table replaces this book's when a tensor is rANS-coded
+  // (RansTable::kSerializedBytes).
+  const RansTable* rans() const { return m_rans ? &*m_rans : nullptr; }
+  // Codes rANS tensors with `table` (built from the same histogram, or a stored table read back
+  // with RansTable::deserialize); its symbol kind must be this book's.
   Status use_rans(RansTable table);
 
  private:
@@ -99,7 +102,7 @@ class HuffmanCodebook {
   std::array<std::uint8_t, 256> m_enc_len{};
   std::array<std::uint16_t, 64> m_enc_small{};
   std::vector<std::uint16_t> m_table;
-  RansTable m_rans;
+  std::optional<RansTable> m_rans;
   bool m_pairs = false;
 };
 
@@ -110,8 +113,9 @@ class HuffmanCodebook {
 // codes pairs when max_code < 16 and the pair book codes the prefill in fewer bits than the
 // single-code book; else it is the single-code book (pass 255 to ask for that one). `counts` is
 // count_codes(codes), which the caller has usually counted already.
+// `with_rans`: the chosen book also carries the rANS table of its histogram (CodecKind::Rans).
 Result<HuffmanCodebook> choose_codebook(std::span<const std::uint8_t> codes, int dim, int max_code,
-                                        const CodeCounts& counts);
+                                        const CodeCounts& counts, bool with_rans = false);
 
 // Mean bits a code of each value takes when `codes` [vectors][dim] go through `book`, escapes
 // included (0 for values that do not occur). Single-code books give each value its cost_bits; a
