@@ -172,9 +172,7 @@ class BlockRows {
     const bool pairs = m_book->pairs();
     const std::size_t per_vector = static_cast<std::size_t>(m_book->symbols_per_vector(m_e.dim));
     if (i0 == 0) {
-      const std::size_t end = m_block + 1 < static_cast<std::size_t>(m_e.block_count())
-                                  ? m_e.block_offsets[m_block + 1]
-                                  : m_e.payload.size();
+      const std::uint64_t end = block_end(m_e, static_cast<int>(m_block));
       m_symbols.resize(static_cast<std::size_t>(m_n) * per_vector);
       m_problem = decode_rans_block(m_e.payload.data() + m_byte, end - m_byte, m_symbols.size(),
                                     *m_book->rans(), m_symbols.data());
@@ -183,11 +181,8 @@ class BlockRows {
         const std::size_t dim = static_cast<std::size_t>(m_e.dim);
         m_codes.resize(static_cast<std::size_t>(m_n) * dim);
         for (int i = 0; i < m_n; ++i) {
-          for (std::size_t c = 0; c < dim; ++c) {
-            const std::uint8_t s = m_symbols[static_cast<std::size_t>(i) * per_vector + c / 2];
-            m_codes[static_cast<std::size_t>(i) * dim + c] =
-                static_cast<std::uint8_t>(c % 2 == 0 ? s & 0x0f : s >> 4);
-          }
+          pair_symbols_to_codes(m_symbols.data() + static_cast<std::size_t>(i) * per_vector,
+                                m_e.dim, m_codes.data() + static_cast<std::size_t>(i) * dim);
         }
       }
     }

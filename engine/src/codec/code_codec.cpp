@@ -114,8 +114,7 @@ Status check_header(const EncodedCodes& e) {
 Status check_block(const EncodedCodes& e, int b, std::uint64_t& begin) {
   const BlockPlace p = place_of(e, b);
   begin = e.block_offsets[static_cast<std::size_t>(b)];
-  const std::uint64_t end =
-      b + 1 < e.block_count() ? e.block_offsets[static_cast<std::size_t>(b) + 1] : e.payload.size();
+  const std::uint64_t end = detail::block_end(e, b);
   if (b == 0 && begin != 0) {
     return make_error(fmt::format("{}: offset {} is not 0", block_name(e, b), begin));
   }
@@ -205,30 +204,18 @@ void block_codes(const std::uint8_t* symbols, int n, int per_vector, int dim, bo
   for (int i = 0; i < n; ++i) {
     const std::uint8_t* s = symbols + static_cast<std::size_t>(i) * per_vector;
     std::uint8_t* o = out + static_cast<std::size_t>(i) * row;
-    if (!pairs) {
+    if (pairs) {
+      detail::pair_symbols_to_codes(s, dim, o);
+    } else {
       std::memcpy(o, s, static_cast<std::size_t>(dim));
-      continue;
-    }
-    int k = 0;
-#if defined(__AVX512BW__) && defined(__AVX512CD__)
-    for (; k + 64 <= dim; k += 64) {  // 32 symbols: each byte's nibbles to two bytes
-      const __m512i w =
-          _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + k / 2)));
-      const __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0x0f));
-      const __m512i hi = _mm512_slli_epi16(_mm512_srli_epi16(w, 4), 8);
-      _mm512_storeu_si512(o + k, _mm512_or_si512(lo, hi));
-    }
-#endif
-    for (; k < dim; ++k) {
-      const std::uint8_t b = s[k / 2];
-      o[k] = static_cast<std::uint8_t>(k % 2 == 0 ? b & 0x0f : b >> 4);
     }
   }
 }
 
-// Decodes rANS blocks [b0, b1) into their codes at `out`, the block of token `first_token`'s
-// first vector at out[0] (vector i of a block at its token's row). Blocks decode several at a
-// time (detail::decode_rans_blocks); `symbols` is scratch.
+// Decodes rANS blocks [b0, b1), whose byte ranges the caller has checked (check_block), into
+// their codes at `out`, the block of token `first_token`'s first vector at out[0] (vector i of a
+// block at its token's row). Blocks decode several at a time (detail::decode_rans_blocks);
+// `symbols` is scratch.
 Status decode_rans(const EncodedCodes& e, const HuffmanCodebook& book, int b0, int b1,
                    int first_token, std::uint8_t* out, std::size_t row,
                    std::vector<std::uint8_t>& symbols) {
@@ -245,11 +232,8 @@ Status decode_rans(const EncodedCodes& e, const HuffmanCodebook& book, int b0, i
     const int n = std::min(batch, b1 - first);
     for (int k = 0; k < n; ++k) {
       const int b = first + k;
-      std::uint64_t begin = 0;
-      KVLAB_TRY(check_block(e, b, begin));
-      const std::uint64_t end = b + 1 < e.block_count()
-                                    ? e.block_offsets[static_cast<std::size_t>(b) + 1]
-                                    : e.payload.size();
+      const std::uint64_t begin = e.block_offsets[static_cast<std::size_t>(b)];
+      const std::uint64_t end = detail::block_end(e, b);
       const BlockPlace p = place_of(e, b);
       jobs[k] = {e.payload.data() + begin, end - begin,
                  static_cast<std::size_t>(p.tokens) * static_cast<std::size_t>(per_vector),
@@ -272,6 +256,23 @@ Status decode_rans(const EncodedCodes& e, const HuffmanCodebook& book, int b0, i
 }
 
 }  // namespace
+
+void detail::pair_symbols_to_codes(const std::uint8_t* symbols, int dim, std::uint8_t* out) {
+  int k = 0;
+#if defined(__AVX512BW__) && defined(__AVX512CD__)
+  for (; k + 64 <= dim; k += 64) {  // 32 symbols: each byte's nibbles to two bytes
+    const __m512i w =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(symbols + k / 2)));
+    const __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0x0f));
+    const __m512i hi = _mm512_slli_epi16(_mm512_srli_epi16(w, 4), 8);
+    _mm512_storeu_si512(out + k, _mm512_or_si512(lo, hi));
+  }
+#endif
+  for (; k < dim; ++k) {
+    const std::uint8_t b = symbols[k / 2];
+    out[k] = static_cast<std::uint8_t>(k % 2 == 0 ? b & 0x0f : b >> 4);
+  }
+}
 
 std::string_view codec_id(CodecKind kind) {
   switch (kind) {
@@ -701,6 +702,8 @@ Status decode_vector(const EncodedCodes& e, const HuffmanCodebook* book, int tok
                          static_cast<std::size_t>(e.dim), e.bitpack_width, out.data());
     return Ok{};
   }
+  std::uint64_t begin = 0;
+  KVLAB_TRY(check_block(e, b, begin));
   if (e.kind == CodecKind::Rans) {  // one stream per block: the whole block decodes
     const BlockPlace p = place_of(e, b);
     const std::size_t row = static_cast<std::size_t>(e.heads) * static_cast<std::size_t>(e.dim);
@@ -712,8 +715,6 @@ Status decode_vector(const EncodedCodes& e, const HuffmanCodebook* book, int tok
                 static_cast<std::size_t>(e.dim));
     return Ok{};
   }
-  std::uint64_t begin = 0;
-  KVLAB_TRY(check_block(e, b, begin));
   const BlockPlace p = place_of(e, b);
   std::uint64_t bit = 8 * begin;
   for (int k = 0; k < i; ++k) bit += e.vector_bits[p.first_vector + static_cast<std::uint64_t>(k)];

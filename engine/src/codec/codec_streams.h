@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/codec/huffman_book.h"
 #include "kvlab/engine/core/aligned.h"
 
@@ -110,6 +111,17 @@ auto with_bounded_stream(const std::uint8_t* data, std::size_t readable, std::ui
 
 // Bits one symbol can take in a stream: an escape code and its 8 raw bits.
 inline constexpr std::uint64_t kMaxStepBits = HuffmanCodebook::kMaxCodeLength + 8;
+
+// The byte past block b of a stream codec's payload: the next block's offset, or the payload's
+// end for the last block (docs/FORMAT.md, "Metadata arrays"). Unchecked: validate first.
+inline std::uint64_t block_end(const EncodedCodes& e, int b) {
+  return b + 1 < e.block_count() ? e.block_offsets[static_cast<std::size_t>(b) + 1]
+                                 : e.payload.size();
+}
+
+// A vector's `dim` codes from its pair symbols (docs/FORMAT.md, "Pair symbols": two codes a byte,
+// low nibble first). AVX-512 where the build has it.
+void pair_symbols_to_codes(const std::uint8_t* symbols, int dim, std::uint8_t* out);
 
 // Why a stream failed to decode; nullptr on success.
 using DecodeProblem = const char*;

@@ -191,9 +191,9 @@ Status CompressedKvCache::compress_rows(const TensorView& keys, const TensorView
   if (m_compressed == 0) {
     // KVComp Sec. 3.3: one codebook per layer and K/V from the first codes it sees (the
     // prefill), reused for every later block; unseen codes take the escape.
-    const bool huffman = m_config.codec != CodecKind::BitPack;  // Huffman or rANS: a book
+    const bool booked = m_config.codec != CodecKind::BitPack;  // Huffman or rANS
     HuffmanCodebook kb, vb;
-    if (huffman) {
+    if (booked) {
       const int max_code = m_config.huffman_pairs ? detail::largest_code(spec) : 255;
       const bool rans = m_config.codec == CodecKind::Rans;
       auto k_book = choose_codebook(kc, m_dim, max_code, count_codes(kc), rans);
@@ -204,12 +204,12 @@ Status CompressedKvCache::compress_rows(const TensorView& keys, const TensorView
       vb = std::move(*v_book);
     }
     const CodecConfig codec{m_config.codec, m_config.block_size, m_config.bitpack_width};
-    auto ke = encode_codes(kc, n, m_heads, m_dim, codec, huffman ? &kb : nullptr);
+    auto ke = encode_codes(kc, n, m_heads, m_dim, codec, booked ? &kb : nullptr);
     if (!ke) return make_error("compressed cache: keys: " + ke.message());
     CodecConfig vcodec = codec;
     // Keys and values share one width so the packed attention path reads both alike.
-    if (!huffman) vcodec.bitpack_width = ke->bitpack_width;
-    auto ve = encode_codes(vc, n, m_heads, m_dim, vcodec, huffman ? &vb : nullptr);
+    if (!booked) vcodec.bitpack_width = ke->bitpack_width;
+    auto ve = encode_codes(vc, n, m_heads, m_dim, vcodec, booked ? &vb : nullptr);
     if (!ve) return make_error("compressed cache: values: " + ve.message());
     m_key_book = std::move(kb);
     m_value_book = std::move(vb);
