@@ -96,14 +96,20 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
       --context 300 --method kvcomp --codec huffman --backend cuda
     timeout "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \
       --gtest_filter='GpuBaselines.Fp16Fused*'
+    # The rANS warp kernels: shared slot table, per-warp tiles, the CUDA block's value sums.
+    timeout "$(cap 60)" compute-sanitizer --tool memcheck kvlab_kernel_tests \
+      --gtest_filter='GpuFusedAttention.*Rans*'
+    timeout "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \
+      --gtest_filter='GpuFusedAttention.Rans*'
   } > "$out/sanitizer.txt" 2>&1
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Hazard" "$out/sanitizer.txt" | head -n 20
 fi
 
 if [ "${NCU:-0}" = 1 ] && [ "$(left)" -gt 30 ]; then
   # One launch of each attention kernel at 32K (after the bench's three warm-up launches).
-  for k in ${NCU_KERNELS:-fp16_decode_kernel logits_kernel values_kernel packed_logits_kernel \
-           packed_values_kernel fp8_logits_kernel fp8_values_kernel}; do
+  for k in ${NCU_KERNELS:-fp16_decode_kernel logits_kernel values_kernel rans_logits_kernel \
+           rans_values_kernel packed_logits_kernel packed_values_kernel fp8_logits_kernel \
+           fp8_values_kernel}; do
     [ "$(left)" -gt 15 ] || break
     timeout "$(cap 40)" ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \

@@ -10,6 +10,7 @@
 #include "kvlab/engine/codec/table_entry.h"
 #include "launch_plan.cuh"
 #include "packed_attention.cuh"
+#include "rans_attention.cuh"
 
 namespace kvlab::cuda {
 
@@ -452,6 +453,7 @@ cudaError_t launch_fused_logits(const GpuLayer::Impl& g, const float* d_q, int g
   a.logits = d_logits;
   a.err = d_err;
   set_int<<<1, 1, 0, stream>>>(d_err, kErrNone);
+  if (g.codec == CodecKind::Rans) return launch_rans_logits(g, d_q, group, d_logits, d_err, stream);
   if (g.codec == CodecKind::BitPack && packed_logits_supported(g.keys, group)) {
     return launch_packed_logits(g, d_q, group, d_logits, stream);  // tensor cores
   }
@@ -475,6 +477,8 @@ cudaError_t launch_fused_values(const GpuLayer::Impl& g, const float* d_probs, i
           stream)) {
     return e;
   }
+  if (g.codec == CodecKind::Rans)
+    return launch_rans_values(g, d_probs, group, d_out, d_err, stream);
   if (g.codec == CodecKind::BitPack && packed_values_supported(g.values, group)) {
     return launch_packed_values(g, d_probs, group, d_out, stream);  // tensor cores
   }

@@ -6,7 +6,7 @@
 // (the dequantization folded into the query per key block), values through a small shared-memory
 // tile of codes that the block multiplies by the softmax weights. Decoded values never reach global
 // memory. A vector that hits no code or does not use exactly its bit count flags its block; the
-// host reports the first flagged block.
+// host reports the first flagged block. rANS layers go to rans_attention.cuh's kernels.
 #pragma once
 
 #include <cuda_runtime.h>

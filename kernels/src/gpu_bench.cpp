@@ -4,13 +4,15 @@
 // so the times are memory times, not cache times. Reported per kernel: the median time per launch
 // over several batches, the bytes it must read (compressed streams, metadata and parameters
 // included), the bandwidth that makes, the fp16-equivalent bandwidth, and the speed-up over the
-// cuBLAS fp16 baseline of the same op.
+// cuBLAS fp16 baseline of the same op and over the fused fp16 decode kernel. KVComp's codes run
+// twice: as Huffman streams and as rANS streams of the same codes.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "code_encode.cuh"
@@ -98,6 +100,9 @@ Result<std::unique_ptr<GpuLayer::Impl>> clone_layer(const GpuLayer::Impl& g) {
   if (g.codec == CodecKind::Huffman) {
     KVLAB_TRY_STATUS(c->key_book.upload(g.key_book.host));
     KVLAB_TRY_STATUS(c->value_book.upload(g.value_book.host));
+  } else if (g.codec == CodecKind::Rans) {
+    KVLAB_TRY_STATUS(c->key_book.upload_rans(g.key_book.host));
+    KVLAB_TRY_STATUS(c->value_book.upload_rans(g.value_book.host));
   }
   KVLAB_TRY_STATUS(clone_array(g.key_steps, c->key_steps));
   KVLAB_TRY_STATUS(clone_array(g.key_mins, c->key_mins));
@@ -113,6 +118,34 @@ double key_bytes(const GpuLayer::Impl& g) {
 double value_bytes(const GpuLayer::Impl& g) {
   return static_cast<double>(g.values.payload_bytes + g.values.metadata_bytes() +
                              (g.value_steps.size() + g.value_mins.size()) * sizeof(float));
+}
+
+// The Huffman layer's codes again as rANS streams (docs/FORMAT.md, "rANS streams"), coded on the
+// host (there is no GPU rANS encoder) with the book the CPU engine would choose for them (pairs
+// where the codes fit 4 bits and pairs code smaller) and its rANS table: the same codes, steps
+// and minimums, so the two codecs are timed on the same data.
+Result<GpuLayer> as_rans(const GpuLayer& huffman) {
+  auto host = download_layer(huffman);
+  if (!host) return host.error();
+  for (int r = 0; r < 2; ++r) {
+    EncodedCodes& e = r == 0 ? host->keys : host->values;
+    HuffmanCodebook& book = r == 0 ? host->key_book : host->value_book;
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(e.tokens) * e.heads * e.dim);
+    KVLAB_TRY_STATUS(decode_codes(e, &book, codes));
+    const CodeCounts counts = count_codes(codes);
+    int max_code = 0;
+    for (int c = 0; c < 256; ++c) {
+      if (counts[static_cast<std::size_t>(c)] > 0) max_code = c;
+    }
+    auto rb = choose_codebook(codes, e.dim, max_code, counts, true);
+    if (!rb) return rb.error();
+    auto re = kvlab::encode_codes(codes, e.tokens, e.heads, e.dim,
+                                  CodecConfig{CodecKind::Rans, e.block_size, 0}, &*rb);
+    if (!re) return re.error();
+    e = std::move(*re);
+    book = std::move(*rb);
+  }
+  return upload_layer(host->view());
 }
 
 // Copies of something `bytes` large that together pass four times the L2 cache.
@@ -274,14 +307,17 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       rows.back().speedup_vs_fused = 1.0;
     }
 
-    // Compressed layers: KVComp + Huffman, and 4-bit packing (rel_scale 1/15 so codes fit).
-    for (const bool huffman : {true, false}) {
+    // Compressed layers: KVComp + Huffman, the same codes as rANS, and 4-bit packing (rel_scale
+    // 1/15 so codes fit).
+    std::optional<GpuLayer> huffman_layer;
+    for (const int kind : {0, 1, 2}) {
+      const bool huffman = kind == 0, rans = kind == 1;
       GpuCompressOptions opt;
       opt.block_size = o.block_size;
       opt.rel_scale = huffman ? o.rel_scale : 1.0 / 15.0;
       opt.codec = huffman ? CodecKind::Huffman : CodecKind::BitPack;
       opt.bitpack_width = huffman ? 0 : 4;
-      auto gl = compress_layer(k, v, T, H, D, opt);
+      auto gl = rans ? as_rans(*huffman_layer) : compress_layer(k, v, T, H, D, opt);
       if (!gl) return gl.error();
       const double kb = key_bytes(gl->impl()), vb = value_bytes(gl->impl());
       const int copies = copies_for(kb + vb, l2);
@@ -291,7 +327,7 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
         if (!cl) return cl.error();
         layers.push_back(std::move(*cl));
       }
-      const std::string name = huffman ? "huffman" : "packed4";
+      const std::string name = huffman ? "huffman" : rans ? "rans" : "packed4";
       auto qk = time_launches(
           [&](int i) {
             return launch_fused_logits(*layers[i % copies], d_q.get(), G, d_logits.get(),
@@ -356,6 +392,7 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
         if (!failed) return failed.error();
         if (!enc) return enc.error();
         report.encode_gbps.emplace_back(T, 2.0 * fp16_bytes / (*enc * 1e3));
+        huffman_layer = std::move(*gl);
       }
     }
 

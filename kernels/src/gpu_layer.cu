@@ -40,7 +40,7 @@ CodecKind GpuLayer::codec() const {
 std::uint64_t GpuLayer::compressed_bytes() const {
   std::uint64_t b = m->keys.payload_bytes + m->values.payload_bytes + m->keys.metadata_bytes() +
                     m->values.metadata_bytes();
-  if (m->codec == CodecKind::Huffman) b += 2 * HuffmanCodebook::kSerializedBytes;
+  b += 2 * codebook_bytes(m->codec);
   b += (m->key_steps.size() + m->key_mins.size() + m->value_steps.size() + m->value_mins.size()) *
        sizeof(float);
   return b;
@@ -96,6 +96,17 @@ Status GpuBook::upload(const HuffmanCodebook& book) {
   return Ok{};
 }
 
+Status GpuBook::upload_rans(const HuffmanCodebook& book) {
+  const RansTable* t = book.rans();
+  if (t == nullptr) {
+    return make_error("CUDA: rANS streams need their codebook's rANS table (a book built with it)");
+  }
+  host = book;
+  rans_escape = t->escape_start();
+  rans_pairs = t->pairs();
+  return rans_slots.upload(t->slot_table(), RansTable::kProbScale, "uploading a rANS table");
+}
+
 std::uint64_t GpuCodes::metadata_bytes() const {
   if (kind == CodecKind::BitPack) return EncodedCodes::kHeaderBytes;
   return EncodedCodes::kHeaderBytes + 4ull * block_offsets.size() + 2ull * vector_bits.size();
@@ -148,8 +159,9 @@ Result<GpuLayer> upload_layer(const CompressedKvView& view) {
   }
   const EncodedCodes& k = *view.keys;
   const EncodedCodes& v = *view.values;
-  if (k.kind != v.kind || (k.kind != CodecKind::Huffman && k.kind != CodecKind::BitPack)) {
-    return make_error("upload_layer: keys and values must both be Huffman or both bit-packed");
+  if (k.kind != v.kind || k.kind == CodecKind::VarWidth) {
+    return make_error(
+        "upload_layer: keys and values must both be Huffman, both rANS or both bit-packed");
   }
   if (k.tokens != view.compressed_tokens || v.tokens != k.tokens || k.heads != view.kv_heads ||
       v.heads != k.heads || k.dim != view.head_dim || v.dim != k.dim ||
@@ -162,8 +174,10 @@ Result<GpuLayer> upload_layer(const CompressedKvView& view) {
       view.value_steps.size() < value_units || view.value_mins.size() < value_units) {
     return make_error("upload_layer: too few quantization parameters for the tokens");
   }
-  if (k.kind == CodecKind::Huffman && (!view.key_book || !view.value_book)) {
-    return make_error("upload_layer: Huffman streams need their codebooks");
+  const bool booked = k.kind == CodecKind::Huffman || k.kind == CodecKind::Rans;
+  if (booked && (!view.key_book || !view.value_book)) {
+    return make_error(std::string("upload_layer: ") + std::string(codec_id(k.kind)) +
+                      " streams need their codebooks");
   }
   auto impl = std::make_unique<GpuLayer::Impl>();
   impl->kv_heads = k.heads;
@@ -179,6 +193,9 @@ Result<GpuLayer> upload_layer(const CompressedKvView& view) {
   if (k.kind == CodecKind::Huffman) {
     KVLAB_TRY_STATUS(impl->key_book.upload(*view.key_book));
     KVLAB_TRY_STATUS(impl->value_book.upload(*view.value_book));
+  } else if (k.kind == CodecKind::Rans) {
+    KVLAB_TRY_STATUS(impl->key_book.upload_rans(*view.key_book));
+    KVLAB_TRY_STATUS(impl->value_book.upload_rans(*view.value_book));
   }
   KVLAB_TRY_STATUS(impl->key_steps.upload(view.key_steps.data(), key_units, "uploading steps"));
   KVLAB_TRY_STATUS(impl->key_mins.upload(view.key_mins.data(), key_units, "uploading minimums"));
@@ -201,7 +218,7 @@ Result<HostLayer> download_layer(const GpuLayer& layer) {
   if (!v) return v.error();
   h.keys = std::move(*k);
   h.values = std::move(*v);
-  if (g.codec == CodecKind::Huffman) {
+  if (g.codec == CodecKind::Huffman || g.codec == CodecKind::Rans) {
     h.key_book = g.key_book.host;
     h.value_book = g.value_book.host;
   }
@@ -224,7 +241,7 @@ CompressedKvView HostLayer::view() const {
   v.compressed_tokens = keys.tokens;
   v.keys = &keys;
   v.values = &values;
-  if (keys.kind == CodecKind::Huffman) {
+  if (keys.kind == CodecKind::Huffman || keys.kind == CodecKind::Rans) {
     v.key_book = &key_book;
     v.value_book = &value_book;
   }

@@ -13,15 +13,20 @@
 
 namespace kvlab::cuda {
 
-// Device tables of one codebook.
+// Device tables of one codebook: a single-code Huffman book's (upload), or the rANS table a book
+// carries, pairs or single codes (upload_rans).
 struct GpuBook {
   HuffmanCodebook host;
   DeviceArray<std::uint16_t> decode;  // 4096 entries: (length << 9) | symbol, 0 = no code
   // 4096 entries decoding up to two symbols per lookup (pair_entry() below).
   DeviceArray<std::uint32_t> decode2;
-  DeviceArray<std::uint32_t> enc_bits;  // per value: pattern in stream order, escape included
-  DeviceArray<std::uint8_t> enc_len;    // per value: bits, escape included
+  DeviceArray<std::uint32_t> enc_bits;    // per value: pattern in stream order, escape included
+  DeviceArray<std::uint8_t> enc_len;      // per value: bits, escape included
+  DeviceArray<std::uint32_t> rans_slots;  // RansTable::slot_table(): 4096 entries
+  std::uint32_t rans_escape = 0;          // RansTable::escape_start()
+  bool rans_pairs = false;
   Status upload(const HuffmanCodebook& book);
+  Status upload_rans(const HuffmanCodebook& book);
 };
 
 // One tensor's streams.
@@ -32,7 +37,7 @@ struct GpuCodes {
   // payload_bytes rounded up to whole words, plus two zero words so a reader at the last bit
   // never leaves the allocation.
   DeviceArray<std::uint32_t> payload;
-  DeviceArray<std::uint32_t> block_offsets;  // Huffman: one per block
+  DeviceArray<std::uint32_t> block_offsets;  // Huffman and rANS: one per block
   DeviceArray<std::uint16_t> vector_bits;    // Huffman: one per vector, block order
   int token_blocks() const { return block_size > 0 ? (tokens + block_size - 1) / block_size : 0; }
   int blocks() const { return token_blocks() * heads; }
@@ -60,7 +65,7 @@ struct kvlab::cuda::GpuLayer::Impl {
   int kv_heads = 0, head_dim = 0, block_size = 0, tokens = 0;
   CodecKind codec = CodecKind::Huffman;
   GpuCodes keys, values;
-  GpuBook key_book, value_book;  // Huffman only
+  GpuBook key_book, value_book;  // Huffman and rANS
   // Keys: [token block][head][channel]; values: [token][head] (CompressedKvView's order).
   DeviceArray<float> key_steps, key_mins, value_steps, value_mins;
 };

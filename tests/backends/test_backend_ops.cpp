@@ -51,7 +51,7 @@ std::vector<std::uint8_t> skewed_codes(std::size_t n, int alphabet, unsigned see
 TEST_P(BackendOps, EncodeCodesWritesTheReferenceBytes) {
   KVLAB_MAKE_BACKEND(backend);
   unsigned seed = 1;
-  for (const CodecKind kind : {CodecKind::Huffman, CodecKind::BitPack}) {
+  for (const CodecKind kind : {CodecKind::Huffman, CodecKind::BitPack, CodecKind::Rans}) {
     for (const int tokens : {1, 63, 64, 200}) {
       for (const int alphabet : {2, 12, 200}) {
         const int heads = 2, dim = 24, block = 32;
@@ -62,10 +62,10 @@ TEST_P(BackendOps, EncodeCodesWritesTheReferenceBytes) {
         // Books built the way a cache builds them for this backend: pairs where it takes them.
         const bool pairs = backend->huffman_pairs() && alphabet <= 16;
         auto book = HuffmanCodebook::from_histogram(
-            pairs ? count_code_pairs(codes, dim) : count_codes(codes), pairs);
+            pairs ? count_code_pairs(codes, dim) : count_codes(codes), pairs, true);
         ASSERT_TRUE(book) << book.message();
         const CodecConfig config{kind, block, 0};
-        const HuffmanCodebook* used = kind == CodecKind::Huffman ? &*book : nullptr;
+        const HuffmanCodebook* used = kind == CodecKind::BitPack ? nullptr : &*book;
         auto reference = encode_codes(codes, tokens, heads, dim, config, used);
         ASSERT_TRUE(reference) << reference.message();
         auto encoded = backend->encode_codes(codes, tokens, heads, dim, config, used);
@@ -128,6 +128,9 @@ TEST_P(BackendOps, FusedAttentionMatchesAttentionOverTheDequantizedCache) {
       {200, 2, 4, 128, CodecKind::Huffman, 0.02},  // blocks and a buffered tail
       {517, 4, 8, 64, CodecKind::Huffman, 0.1},    // pair symbols where the backend takes them
       {200, 2, 4, 128, CodecKind::BitPack, 0.05}, {1000, 1, 2, 64, CodecKind::BitPack, 0.1},
+      {64, 2, 6, 64, CodecKind::Rans, 0.05},    // rANS streams: GQA 3:1
+      {200, 2, 4, 128, CodecKind::Rans, 0.02},  // single codes, a buffered tail
+      {517, 4, 8, 64, CodecKind::Rans, 0.1},    // pairs where the backend takes them
   };
   unsigned seed = 40;
   for (const Case& c : cases) {

@@ -317,6 +317,130 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
   }
 }
 
+// rANS layers (rans_attention.cu, one warp a codec block): CPU-encoded caches of pair and
+// single-code books, GQA groups 1 to 8, head_dim 7 to 256, short last blocks and tokens left in
+// the fp16 buffer, against the same double reference.
+struct RansCase {
+  int tokens, kv_heads, group, dim;
+  bool pairs;
+  double rel_scale;
+  int block_size;
+};
+
+TEST(GpuFusedAttention, RansMatchesReferenceOnCpuEncodedStreams) {
+  KVLAB_REQUIRE_GPU();
+  const RansCase cases[] = {
+      {64, 1, 1, 64, true, 0.2, 64},     {130, 2, 4, 128, false, 0.03, 64},
+      {1000, 8, 4, 128, true, 0.1, 64},  {256, 4, 2, 96, false, 0.01, 64},
+      {200, 8, 8, 128, true, 0.2, 64},   {150, 2, 2, 33, true, 0.1, 64},
+      {300, 1, 8, 256, false, 0.05, 64}, {70, 3, 1, 7, true, 0.2, 16},
+      {97, 2, 4, 64, true, 0.1, 1},      {500, 2, 2, 128, false, 0.05, 200},
+  };
+  unsigned seed = 900;
+  int pair_books = 0, code_books = 0;
+  for (const RansCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.tokens << " tokens, " << c.kv_heads << " heads, group " << c.group << ", dim "
+                 << c.dim << ", block " << c.block_size << (c.pairs ? ", pairs" : ""));
+    const auto k = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+    const auto v = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+    const int q_heads = c.kv_heads * c.group;
+    std::mt19937 rng(seed++);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> q(static_cast<std::size_t>(q_heads) * c.dim);
+    for (auto& x : q) x = nd(rng);
+    CompressedCacheConfig config;
+    config.block_size = c.block_size;
+    config.buffer_size = c.block_size;
+    config.rel_scale = c.rel_scale;
+    config.codec = CodecKind::Rans;
+    config.huffman_pairs = c.pairs;
+    auto cache = prefilled_cache(config, k, v, c.tokens, c.kv_heads, c.dim);
+    ASSERT_TRUE(cache) << cache.message();
+    const int ct = cache->compressed_tokens();
+    ASSERT_GT(ct, 0);
+    ASSERT_NE(cache->view().key_book->rans(), nullptr);
+    (cache->view().key_book->pairs() ? pair_books : code_books)++;
+    std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
+    ASSERT_TRUE(cache->dequantize_all(kd, vd));
+    std::vector<float> probs(static_cast<std::size_t>(q_heads) * ct);
+    for (auto& p : probs) p = std::abs(nd(rng)) / ct;
+    const Reference ref = reference(kd, vd, ct, c.kv_heads, c.dim, q, probs, q_heads);
+
+    auto up = cuda::upload_layer(cache->view());
+    ASSERT_TRUE(up) << up.message();
+    EXPECT_EQ(up->codec(), CodecKind::Rans);
+    std::vector<float> logits(static_cast<std::size_t>(q_heads) * ct), out(q.size());
+    ASSERT_TRUE(cuda::attention_logits(*up, q, q_heads, logits));
+    ASSERT_TRUE(cuda::attention_values(*up, probs, q_heads, out));
+    EXPECT_LT(rel_error(logits, ref.logits), 1e-5);
+    EXPECT_LT(rel_error(out, ref.out), 1e-5);
+    // The layer comes back as it went: the CPU decodes the device's copy to the same codes.
+    auto host = cuda::download_layer(*up);
+    ASSERT_TRUE(host) << host.message();
+    EXPECT_TRUE(host->keys.payload == cache->view().keys->payload);
+  }
+  EXPECT_GT(pair_books, 0);
+  EXPECT_GT(code_books, 0);
+}
+
+// A damaged rANS block is flagged by the warp that decodes it (its lanes do not end in their
+// start states, or its words do not come out even), and named by the host.
+TEST(GpuFusedAttention, CorruptRansBlocksAreErrorsNotCrashes) {
+  KVLAB_REQUIRE_GPU();
+  const int tokens = 256, heads = 2, dim = 64;
+  const auto k = random_fp16(tokens, heads, dim, 31);
+  CompressedCacheConfig config;
+  config.block_size = 64;
+  config.buffer_size = 64;
+  config.rel_scale = 0.1;
+  config.codec = CodecKind::Rans;
+  auto cache = prefilled_cache(config, k, k, tokens, heads, dim);
+  ASSERT_TRUE(cache) << cache.message();
+  const CompressedKvView good = cache->view();
+  std::vector<float> q(static_cast<std::size_t>(heads) * dim, 0.5f);
+  std::vector<float> probs(static_cast<std::size_t>(heads) * good.compressed_tokens, 0.01f);
+  std::vector<float> logits(probs.size()), out(q.size());
+
+  // Block 1's first lane state, one bit off: it cannot end at 2^16.
+  EncodedCodes keys = *good.keys;
+  keys.payload[keys.block_offsets[1]] ^= 1u;
+  CompressedKvView bad = good;
+  bad.keys = &keys;
+  bad.values = &keys;
+  auto up = cuda::upload_layer(bad);
+  ASSERT_TRUE(up) << up.message();
+  auto st = cuda::attention_logits(*up, q, heads, logits);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("corrupt key stream in block 1"), std::string::npos) << st.message();
+  st = cuda::attention_values(*up, probs, heads, out);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("corrupt value stream in block 1"), std::string::npos)
+      << st.message();
+
+  // Random damage: an error or a result, never a crash or a read outside the payload; the CPU
+  // decoder and the warps agree on which.
+  std::mt19937 rng(78);
+  int errors = 0;
+  for (int trial = 0; trial < 50; ++trial) {
+    EncodedCodes damaged = *good.keys;
+    for (int i = 0; i < 2; ++i) {
+      damaged.payload[rng() % damaged.payload.size()] ^=
+          static_cast<std::uint8_t>(1u << (rng() % 8));
+    }
+    bad.keys = &damaged;
+    bad.values = good.values;
+    auto u = cuda::upload_layer(bad);
+    ASSERT_TRUE(u) << u.message();
+    const bool gpu_ok = static_cast<bool>(cuda::attention_logits(*u, q, heads, logits));
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(damaged.tokens) * heads * dim);
+    const bool cpu_ok = static_cast<bool>(decode_codes(damaged, good.key_book, codes));
+    EXPECT_EQ(gpu_ok, cpu_ok) << "trial " << trial;
+    errors += !gpu_ok;
+  }
+  EXPECT_GT(errors, 25);
+}
+
 // The tensor-core path for bit-packed 4- and 8-bit layers (vectors of whole 16-byte words):
 // every token count around the 16-token tiles and 64-token blocks, GQA groups 1 to 8, head_dim
 // 64 to 256 (8-bit: 32 to 128), other block sizes, and softmax weights with spikes that make a

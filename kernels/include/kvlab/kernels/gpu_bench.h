@@ -21,7 +21,8 @@ struct GpuBenchOptions {
 
 // One kernel at one context length.
 struct GpuBenchRow {
-  // "huffman_qk", "huffman_sv", "packed4_qk", ..., "cublas_fp16_qk", ...; "fp16_fused" (the
+  // "huffman_qk", "huffman_sv", "rans_qk" (the same codes as rANS streams), "packed4_qk", ...,
+  // "cublas_fp16_qk", ...; "fp16_fused" (the
   // FlashAttention-class decode kernel: q.K, softmax and .V in one pass); "<format>_attn" (the
   // format's q.K and .V kernels together, the time one decode step's attention takes).
   std::string kernel;

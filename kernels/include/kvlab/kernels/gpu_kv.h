@@ -75,7 +75,7 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
 struct HostLayer {
   int kv_heads = 0, head_dim = 0, block_size = 0;
   EncodedCodes keys, values;
-  HuffmanCodebook key_book, value_book;  // Huffman only
+  HuffmanCodebook key_book, value_book;  // Huffman and rANS
   std::vector<float> key_steps, key_mins, value_steps, value_mins;
   CompressedKvView view() const;
 };
