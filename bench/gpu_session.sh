@@ -96,7 +96,10 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
       --context 300 --method kvcomp --codec huffman --backend cuda
     timeout "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \
       --gtest_filter='GpuBaselines.Fp16Fused*'
-    # The rANS warp kernels: shared slot table, per-warp tiles, the CUDA block's value sums.
+    # The rANS warp kernels: the encoder's two passes, the shared slot table, per-warp tiles,
+    # the CUDA block's value sums.
+    timeout "$(cap 60)" compute-sanitizer --tool memcheck kvlab compress --source synthetic:tiny \
+      --context 300 --method kvcomp --codec rans --backend cuda
     timeout "$(cap 60)" compute-sanitizer --tool memcheck kvlab_kernel_tests \
       --gtest_filter='GpuFusedAttention.*Rans*'
     timeout "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \

@@ -5,12 +5,14 @@
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "code_encode.cuh"
 #include "group_quantize.cuh"
 #include "kvlab/engine/codec/block_layout.h"
+#include "kvlab/engine/codec/rans_warp.h"
 
 namespace kvlab::cuda {
 
@@ -155,6 +157,67 @@ __global__ void write_kernel(EncodeArgs a) {
   }
 }
 
+// rANS (docs/FORMAT.md, "rANS streams"): one warp a codec block, rans_warp::encode_block's
+// encoder. Pass 1 counts each block's words (its size: 128 bytes of states and 2 a word); pass 2,
+// with the blocks' offsets scanned, runs it again and writes the states and the words, each word
+// at the place the decoder reads it (the last emitted first).
+struct RansEncodeArgs {
+  const std::uint8_t* codes;
+  int tokens, heads, dim, block_size, blocks;
+  bool pairs;
+  const std::uint32_t* table;  // GpuBook::rans_enc
+  std::uint32_t* block_bytes;
+  const std::uint32_t* block_offsets;
+  std::uint16_t* payload;  // the payload's words as 16-bit halves
+};
+
+struct EncodeWarp {
+  __device__ __forceinline__ int lane() const { return static_cast<int>(threadIdx.x & 31u); }
+  __device__ __forceinline__ std::uint32_t ballot(bool p) const {
+    return __ballot_sync(0xffffffffu, p);
+  }
+};
+
+template <bool kWrite>
+__global__ void rans_encode_kernel(RansEncodeArgs a) {
+  __shared__ std::uint32_t table[257];
+  for (int i = threadIdx.x; i < 257; i += blockDim.x) table[i] = a.table[i];
+  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x >> 5);
+  EncodeWarp w;
+  for (int b = blockIdx.x * warps + static_cast<int>(threadIdx.x >> 5); b < a.blocks;
+       b += gridDim.x * warps) {
+    const Place p = place_of(b, a.heads, a.tokens, a.block_size);
+    rans_warp::BlockCodes src;
+    src.codes = a.codes + (static_cast<std::size_t>(p.first_token) * a.heads + p.head) * a.dim;
+    src.token_stride = static_cast<std::uint64_t>(a.heads) * a.dim;
+    src.dim = a.dim;
+    src.pairs = a.pairs;
+    std::uint32_t x = 0;
+    if constexpr (!kWrite) {
+      const std::uint32_t words = rans_warp::encode_block(
+          w, src, p.tokens, table, [](std::uint32_t, std::uint32_t) {}, x);
+      if (w.lane() == 0)
+        a.block_bytes[b] = static_cast<std::uint32_t>(rans_warp::kStateBytes) + 2 * words;
+    } else {
+      std::uint16_t* block = a.payload + a.block_offsets[b] / 2;
+      std::uint16_t* words = block + rans_warp::kStateBytes / 2;
+      const std::uint32_t n =
+          (a.block_bytes[b] - static_cast<std::uint32_t>(rans_warp::kStateBytes)) / 2;
+      rans_warp::encode_block(
+          w, src, p.tokens, table,
+          [&](std::uint32_t e, std::uint32_t word) {
+            words[n - 1 - e] = static_cast<std::uint16_t>(word);
+          },
+          x);
+      block[2 * w.lane()] = static_cast<std::uint16_t>(x);
+      block[2 * w.lane() + 1] = static_cast<std::uint16_t>(x >> 16);
+    }
+  }
+}
+
+constexpr int kRansWarps = 4;  // warps (codec blocks at a time) per CUDA block
+
 __global__ void set_int_kernel(int* p, int v) {
   *p = v;
 }
@@ -187,11 +250,16 @@ std::uint64_t bitpack_payload_bytes(int tokens, int heads, int dim, int block_si
 Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
                   CodecKind kind, int width, const GpuBook* book, GpuCodes& out,
                   EncodeScratch& scratch, cudaStream_t stream) {
-  if (kind != CodecKind::Huffman && kind != CodecKind::BitPack) {
-    return make_error("GPU encode: only Huffman and bitpack streams are encoded on the GPU");
+  if (kind == CodecKind::VarWidth) {
+    return make_error("GPU encode: varwidth streams are not encoded on the GPU");
   }
   if (kind == CodecKind::Huffman && !book)
     return make_error("GPU encode: Huffman needs a codebook");
+  const bool rans = kind == CodecKind::Rans;
+  if (rans && (!book || book->rans_enc.size() != RansTable::kSymbols)) {
+    return make_error(
+        "GPU encode: rANS needs a codebook with its rANS table (GpuBook::upload_rans)");
+  }
   if (kind == CodecKind::BitPack && width != 2 && width != 4 && width != 8) {
     return make_error("GPU encode: bitpack width must be 2, 4 or 8");
   }
@@ -218,23 +286,46 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
   a.block_size = block_size;
   a.width = width;
   a.error = scratch.error.get();
-  if (kind == CodecKind::Huffman) {
+  RansEncodeArgs ra{};
+  const int rans_grid = std::max(1, std::min((blocks + kRansWarps - 1) / kRansWarps, 65535));
+  if (kind == CodecKind::Huffman || rans) {
     KVLAB_TRY_STATUS(out.block_offsets.allocate(blocks, "GPU encode: block offsets"));
-    KVLAB_TRY_STATUS(out.vector_bits.allocate(vectors, "GPU encode: bit counts"));
-    if (scratch.vector_start.size() < vectors) {
-      KVLAB_TRY_STATUS(scratch.vector_start.allocate(vectors, "GPU encode: scratch"));
+    if (rans) {
+      out.vector_bits.reset();
+    } else {
+      KVLAB_TRY_STATUS(out.vector_bits.allocate(vectors, "GPU encode: bit counts"));
+      if (scratch.vector_start.size() < vectors) {
+        KVLAB_TRY_STATUS(scratch.vector_start.allocate(vectors, "GPU encode: scratch"));
+      }
     }
     if (scratch.block_bytes.size() < static_cast<std::size_t>(blocks)) {
       KVLAB_TRY_STATUS(scratch.block_bytes.allocate(blocks, "GPU encode: scratch"));
     }
-    a.enc_bits = book->enc_bits.get();
-    a.enc_len = book->enc_len.get();
-    a.vector_bits = out.vector_bits.get();
-    a.vector_start = scratch.vector_start.get();
+    if (rans) {
+      ra.codes = d_codes;
+      ra.tokens = tokens;
+      ra.heads = heads;
+      ra.dim = dim;
+      ra.block_size = block_size;
+      ra.blocks = blocks;
+      ra.pairs = book->rans_pairs;
+      ra.table = book->rans_enc.get();
+      ra.block_bytes = scratch.block_bytes.get();
+      ra.block_offsets = out.block_offsets.get();
+    } else {
+      a.enc_bits = book->enc_bits.get();
+      a.enc_len = book->enc_len.get();
+      a.vector_bits = out.vector_bits.get();
+      a.vector_start = scratch.vector_start.get();
+    }
     a.block_bytes = scratch.block_bytes.get();
     a.block_offsets = out.block_offsets.get();
     if (blocks > 0) {
-      huffman_sizes_kernel<<<blocks, kThreads, 0, stream>>>(a);
+      if (rans) {
+        rans_encode_kernel<false><<<rans_grid, 32 * kRansWarps, 0, stream>>>(ra);
+      } else {
+        huffman_sizes_kernel<<<blocks, kThreads, 0, stream>>>(a);
+      }
       KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: sizes");
       std::size_t temp = 0;
       KVLAB_CUDA_TRY(cub::DeviceScan::ExclusiveSum(nullptr, temp, a.block_bytes,
@@ -279,7 +370,11 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
   KVLAB_CUDA_TRY(cudaMemsetAsync(out.payload.get(), 0, out.payload.bytes(), stream),
                  "GPU encode: clearing the payload");
   a.payload = out.payload.get();
-  if (blocks > 0) {
+  ra.payload = reinterpret_cast<std::uint16_t*>(out.payload.get());
+  if (blocks > 0 && rans) {
+    rans_encode_kernel<true><<<rans_grid, 32 * kRansWarps, 0, stream>>>(ra);
+    KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: write");
+  } else if (blocks > 0) {
     const dim3 grid((block_size + kThreads - 1) / kThreads, std::min(blocks, 65535));
     if (kind == CodecKind::Huffman) {
       write_kernel<true><<<grid, kThreads, 0, stream>>>(a);
@@ -330,8 +425,9 @@ Result<CodeCounts> histogram_of(const std::uint8_t* d_codes, std::uint64_t n) {
 Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
                                   int dim, const CodecConfig& config, const HuffmanCodebook* book) {
   KVLAB_TRY_STATUS(check_codes_shape(codes.size(), tokens, heads, dim));
-  if (config.kind == CodecKind::Huffman && !book) {
-    return make_error("GPU encode: Huffman needs a codebook");
+  if ((config.kind == CodecKind::Huffman || config.kind == CodecKind::Rans) && !book) {
+    return make_error(std::string("GPU encode: ") + std::string(codec_id(config.kind)) +
+                      " needs a codebook");
   }
   KVLAB_TRY_STATUS(require_gpu());
   DeviceArray<std::uint8_t> d_codes;
@@ -344,6 +440,7 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
   }
   GpuBook gbook;
   if (config.kind == CodecKind::Huffman) KVLAB_TRY_STATUS(gbook.upload(*book));
+  if (config.kind == CodecKind::Rans) KVLAB_TRY_STATUS(gbook.upload_rans(*book));
   GpuCodes out;
   EncodeScratch scratch;
   KVLAB_TRY_STATUS(gpu_encode(d_codes.get(), tokens, heads, dim, config.block_size, config.kind,
@@ -406,17 +503,19 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
     const bool is_key = r == 0;
     const std::uint8_t* codes = is_key ? dk.get() : dv.get();
     GpuBook& book = is_key ? g.key_book : g.value_book;
-    if (options.codec == CodecKind::Huffman) {
+    if (options.codec == CodecKind::Huffman || options.codec == CodecKind::Rans) {
+      const bool rans = options.codec == CodecKind::Rans;
       const HuffmanCodebook* given = is_key ? options.key_book : options.value_book;
-      if (given) {
-        KVLAB_TRY_STATUS(book.upload(*given));
-      } else {
+      std::optional<HuffmanCodebook> built;
+      if (!given) {
         auto counts = histogram_of(codes, n);
         if (!counts) return counts.error();
-        auto built = HuffmanCodebook::from_histogram(*counts);
-        if (!built) return make_error(std::string("GPU compress: codebook: ") + built.message());
-        KVLAB_TRY_STATUS(book.upload(*built));
+        auto b = HuffmanCodebook::from_histogram(*counts, false, rans);
+        if (!b) return make_error(std::string("GPU compress: codebook: ") + b.message());
+        built = std::move(*b);
+        given = &*built;
       }
+      KVLAB_TRY_STATUS(rans ? book.upload_rans(*given) : book.upload(*given));
     } else if (width == 0) {
       // The keys' codes fix the width, as the CPU cache does; values must fit it.
       auto counts = histogram_of(codes, n);

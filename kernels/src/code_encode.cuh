@@ -1,9 +1,10 @@
-// Encoding quantization codes into the docs/FORMAT.md streams on the GPU (Huffman and BitPack),
-// byte for byte what the CPU encoder writes. Huffman runs in three launches: per 2D block, each
-// thread sums its vector's code lengths and a CUB block scan gives the in-block bit offsets and
-// the block's size; a CUB device scan turns block sizes into block offsets (blocks stay in block
-// order, as the format requires); then each thread writes its vector's bits, plain stores for the
-// words it owns and atomicOr for the two it may share with its neighbours.
+// Encoding quantization codes into the docs/FORMAT.md streams on the GPU (Huffman, rANS and
+// BitPack), byte for byte what the CPU encoder writes. rANS: one warp a block, twice (sizes, then
+// the bytes), with the same block-offset scan as Huffman. Huffman runs in three launches: per 2D
+// block, each thread sums its vector's code lengths and a CUB block scan gives the in-block bit
+// offsets and the block's size; a CUB device scan turns block sizes into block offsets (blocks stay
+// in block order, as the format requires); then each thread writes its vector's bits, plain stores
+// for the words it owns and atomicOr for the two it may share with its neighbours.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -34,7 +35,8 @@ struct EncodeScratch {
 };
 
 // Encodes device codes [tokens][heads][dim] into `out` (allocated here). Huffman needs `book`
-// uploaded; BitPack needs out.width set (2, 4 or 8). Synchronises once (to size the payload).
+// uploaded, rANS its table (upload_rans); BitPack needs out.width set (2, 4 or 8). Synchronises
+// once (to size the payload).
 Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
                   CodecKind kind, int width, const GpuBook* book, GpuCodes& out,
                   EncodeScratch& scratch, cudaStream_t stream);

@@ -55,11 +55,11 @@ class CudaBackend final : public Backend {
   std::string id() const override { return "cuda"; }
   std::string device_name() const override { return m_device; }
 
-  // Huffman and BitPack on the GPU; VarWidth and rANS have no GPU encoder and run on the CPU.
+  // Huffman, rANS and BitPack on the GPU; VarWidth has no GPU encoder and runs on the CPU.
   Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
                                     int dim, const CodecConfig& config,
                                     const HuffmanCodebook* book) override {
-    if (config.kind == CodecKind::VarWidth || config.kind == CodecKind::Rans) {
+    if (config.kind == CodecKind::VarWidth) {
       return kvlab::encode_codes(codes, tokens, heads, dim, config, book);
     }
     return cuda::encode_codes(codes, tokens, heads, dim, config, book);

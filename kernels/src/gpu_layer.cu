@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gpu_layer.cuh"
+#include "kvlab/engine/codec/rans_warp.h"
 #include "kvlab/engine/codec/table_entry.h"
 #include "kvlab/kernels/cuda_device.h"
 
@@ -104,6 +105,11 @@ Status GpuBook::upload_rans(const HuffmanCodebook& book) {
   host = book;
   rans_escape = t->escape_start();
   rans_pairs = t->pairs();
+  std::uint32_t enc[RansTable::kSymbols];
+  for (int v = 0; v < RansTable::kSymbols; ++v) {
+    enc[v] = rans_warp::encode_entry(t->frequency(v), t->cumulative(v));
+  }
+  KVLAB_TRY_STATUS(rans_enc.upload(enc, RansTable::kSymbols, "uploading a rANS table"));
   return rans_slots.upload(t->slot_table(), RansTable::kProbScale, "uploading a rANS table");
 }
 

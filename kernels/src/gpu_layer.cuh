@@ -23,6 +23,7 @@ struct GpuBook {
   DeviceArray<std::uint32_t> enc_bits;    // per value: pattern in stream order, escape included
   DeviceArray<std::uint8_t> enc_len;      // per value: bits, escape included
   DeviceArray<std::uint32_t> rans_slots;  // RansTable::slot_table(): 4096 entries
+  DeviceArray<std::uint32_t> rans_enc;    // 257 rans_warp::encode_entry()s
   std::uint32_t rans_escape = 0;          // RansTable::escape_start()
   bool rans_pairs = false;
   Status upload(const HuffmanCodebook& book);

@@ -313,7 +313,9 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   stats.entropy_bits_per_code = shannon_entropy_bits(counts);
   stats.entropy_bound_bytes = static_cast<std::uint64_t>(
       std::ceil(stats.entropy_bits_per_code * static_cast<double>(stats.codes) / 8.0));
-  auto book = choose_codebook({}, t.dim(), 255, counts);  // single-code: the GPU's kernels
+  // Single codes (the GPU's Huffman kernels), with the rANS table of the same histogram: every
+  // codec is sized, and rANS may be the one chosen.
+  auto book = choose_codebook({}, t.dim(), 255, counts, true);
   if (!book) return make_error(fmt::format("{}: codebook: {}", name, book.message()));
   (key ? lr.key_code_lengths : lr.value_code_lengths)
       .assign(book->lengths().begin(), book->lengths().end());
@@ -325,10 +327,10 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   if (codes == nullptr) return make_error(name + ": the GPU quantizer keeps no byte codes");
   const int block = m_config.block_size;
   cudaStream_t cs = m_compute.s;
-  const std::uint64_t book_bytes = book->serialized_bytes();
   const CodecKind chosen = *m_config.codec;
   // The chosen codec's stream, encoded.
   KVLAB_TRY(m_book.upload(*book));
+  KVLAB_TRY(m_book.upload_rans(*book));
   // The tables went up by cudaMemcpy on the legacy stream, which the compute stream (non-
   // blocking) does not wait for; a copy from pageable memory may return before it lands.
   KVLAB_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy), "GPU run: codebook upload");
@@ -336,9 +338,9 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   KVLAB_TRY(gpu_encode(codes, t.tokens(), t.heads(), t.dim(), block, chosen, pack_width, &m_book,
                        m_encoded, m_encode_scratch, cs));
   const std::uint64_t chosen_bytes = m_encoded.payload_bytes + m_encoded.metadata_bytes();
-  // The others sized: BitPack by its formula, VarWidth and Huffman on the GPU. rANS has no GPU
-  // encoder and is not sized here (codec_bytes 0: the charts leave it out).
-  for (CodecKind kind : {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman}) {
+  // The others sized: BitPack by its formula, VarWidth, Huffman and rANS on the GPU.
+  for (CodecKind kind :
+       {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman, CodecKind::Rans}) {
     std::uint64_t size = 0;
     if (kind == chosen) {
       size = chosen_bytes;
@@ -355,10 +357,9 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
                            sized, m_encode_scratch, cs));
       size = sized.payload_bytes + sized.metadata_bytes();
     }
-    stats.codec_bytes[static_cast<std::size_t>(kind)] =
-        size + (kind == CodecKind::Huffman ? book_bytes : 0);
+    stats.codec_bytes[static_cast<std::size_t>(kind)] = size + codebook_bytes(kind);
   }
-  stats.codebook_bytes = chosen == CodecKind::Huffman ? book_bytes : 0;
+  stats.codebook_bytes = codebook_bytes(chosen);
   stats.payload_bytes = m_encoded.payload_bytes;
   stats.metadata_bytes = m_encoded.metadata_bytes();
   stats.payload_bits_per_code =
@@ -481,7 +482,6 @@ std::string gpu_stage_gap(Stage stage, const MethodConfig& config, const KvCache
     case Stage::Code:
       if (!config.codec) return "the run has no codec";
       if (*config.codec == CodecKind::VarWidth) return "no GPU encoder for varwidth";
-      if (*config.codec == CodecKind::Rans) return "no GPU encoder for rans";
       if (config.kind != MethodKind::KvComp) return "the GPU entropy-codes KVComp codes only";
       return {};
     case Stage::Metrics:

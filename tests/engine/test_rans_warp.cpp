@@ -1,5 +1,5 @@
-// The warp rANS decoder and its attention consumers (rans_warp.h), run on the CPU with 32
-// threads standing in for a warp's lanes: ballot, shuffle and warp barrier meet at a
+// The warp rANS decoder, its attention consumers and the warp encoder (rans_warp.h), run on the CPU
+// with 32 threads standing in for a warp's lanes: ballot, shuffle and warp barrier meet at a
 // std::barrier, so the code the CUDA kernels (kernels/src/rans_attention.cu) compile is the code
 // tested here, lane for lane. It must decode what the engine encodes, as the engine's own
 // decoder does, flag the corrupt blocks the scalar decoder rejects, and give attention logits
@@ -269,6 +269,60 @@ TEST(RansWarp, FlagsTheCorruptBlocksTheScalarDecoderRejects) {
     EXPECT_FALSE(warp_decode(s, 0, got)) << cut;
   }
   (void)passed;
+}
+
+// The warp encoder writes the engine encoder's bytes, block by block: states, then the words in
+// the decoder's order.
+TEST(RansWarp, EncodesTheEnginesBytes) {
+  const Shape shapes[] = {{70, 2, 64, 64, true},     {37, 1, 7, 16, true},
+                          {9, 3, 1, 4, false},       {100, 1, 33, 100, false},
+                          {5, 2, 128, 1, true},      {48, 1, 64, 48, false, 0.9},
+                          {40, 1, 30, 40, true, 0.9}};
+  for (const Shape& sh : shapes) {
+    SCOPED_TRACE(testing::Message() << sh.tokens << "x" << sh.heads << "x" << sh.dim << " block "
+                                    << sh.block_size << (sh.pairs ? " pairs" : " codes"));
+    const Stream s = make_stream(sh.tokens, sh.heads, sh.dim, sh.block_size, sh.pairs, 40 + sh.dim,
+                                 sh.tokens / 4, sh.rare);
+    const RansTable& t = *s.book.rans();
+    std::vector<std::uint32_t> table(RansTable::kSymbols);
+    for (int v = 0; v < RansTable::kSymbols; ++v) {
+      table[static_cast<std::size_t>(v)] = rans_warp::encode_entry(t.frequency(v), t.cumulative(v));
+    }
+    for (int b = 0; b < s.enc.block_count(); ++b) {
+      const int tb = b / sh.heads, h = b % sh.heads;
+      const int first = tb * sh.block_size, n = std::min(sh.block_size, sh.tokens - first);
+      rans_warp::BlockCodes src;
+      src.codes = s.codes.data() + (static_cast<std::size_t>(first) * sh.heads + h) * sh.dim;
+      src.token_stride = static_cast<std::uint64_t>(sh.heads) * sh.dim;
+      src.dim = sh.dim;
+      src.pairs = t.pairs();
+      const std::size_t symbols =
+          static_cast<std::size_t>(n) * rans_warp::symbols_per_vector(sh.dim, t.pairs());
+      std::vector<std::uint16_t> emitted(2 * symbols + 1, 0);
+      std::array<std::uint32_t, kLanes> states{}, counts{};
+      run_warp([&](ThreadWarp& w) {
+        std::uint32_t x = 0;
+        const std::uint32_t words = rans_warp::encode_block(
+            w, src, n, table.data(),
+            [&](std::uint32_t e, std::uint32_t word) {
+              emitted.at(e) = static_cast<std::uint16_t>(word);
+            },
+            x);
+        states[static_cast<std::size_t>(w.lane())] = x;
+        counts[static_cast<std::size_t>(w.lane())] = words;
+      });
+      for (std::uint32_t c : counts) ASSERT_EQ(c, counts[0]);
+      std::vector<std::uint8_t> got(rans_warp::kStateBytes + 2 * counts[0]);
+      std::memcpy(got.data(), states.data(), rans_warp::kStateBytes);
+      for (std::uint32_t i = 0; i < counts[0]; ++i) {
+        std::memcpy(got.data() + rans_warp::kStateBytes + 2 * i, &emitted[counts[0] - 1 - i], 2);
+      }
+      const std::uint64_t begin = s.enc.block_offsets[static_cast<std::size_t>(b)];
+      const std::vector<std::uint8_t> want(s.enc.payload.data() + begin,
+                                           s.enc.payload.data() + detail::block_end(s.enc, b));
+      ASSERT_EQ(got, want) << "block " << b;
+    }
+  }
 }
 
 // Attention over the whole tensor on the emulated warp, block by block, against a double

@@ -153,20 +153,29 @@ TEST(GpuCodec, EncodingIsTheCpuEncodersBytes) {
         const auto codes =
             random_codes(static_cast<std::size_t>(tokens) * heads * dim, alphabet, seed++);
         // The book comes from a prefix, as a prefill's would, so later codes can need the escape.
-        const std::size_t prefix = codes.size() / 3;
-        auto book = HuffmanCodebook::from_histogram(
-            count_codes(std::span<const std::uint8_t>(codes.data(), prefix)));
+        // rANS also with a pair book (two codes a symbol) where the codes fit 4 bits.
+        const std::span<const std::uint8_t> prefix(codes.data(), codes.size() / 3);
+        auto book = HuffmanCodebook::from_histogram(count_codes(prefix), false, true);
         ASSERT_TRUE(book) << book.message();
-        for (CodecKind kind : {CodecKind::Huffman, CodecKind::BitPack}) {
+        auto pair_book = HuffmanCodebook::from_histogram(
+            alphabet <= 16 ? count_code_pairs(prefix, dim) : count_codes(prefix), alphabet <= 16,
+            true);
+        ASSERT_TRUE(pair_book) << pair_book.message();
+        for (int variant = 0; variant < 4; ++variant) {
+          const CodecKind kind = variant == 0   ? CodecKind::Huffman
+                                 : variant == 1 ? CodecKind::BitPack
+                                                : CodecKind::Rans;
+          const HuffmanCodebook* used = variant == 3 ? &*pair_book : &*book;
+          SCOPED_TRACE(::testing::Message() << codec_id(kind) << (variant == 3 ? " pairs" : ""));
           const CodecConfig config{kind, block, 0};
-          auto cpu = encode_codes(codes, tokens, heads, dim, config, &*book);
+          auto cpu = encode_codes(codes, tokens, heads, dim, config, used);
           ASSERT_TRUE(cpu) << cpu.message();
-          auto gpu = cuda::encode_codes(codes, tokens, heads, dim, config, &*book);
+          auto gpu = cuda::encode_codes(codes, tokens, heads, dim, config, used);
           ASSERT_TRUE(gpu) << gpu.message();
           expect_same_encoding(*gpu, *cpu);
           // The CPU decodes what the GPU wrote.
           std::vector<std::uint8_t> back(codes.size());
-          ASSERT_TRUE(decode_codes(*gpu, &*book, back));
+          ASSERT_TRUE(decode_codes(*gpu, used, back));
           EXPECT_TRUE(back == codes);
         }
       }
@@ -224,6 +233,7 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
       {200, 8, 8, 128, CodecKind::Huffman, 0.1},   {128, 2, 1, 64, CodecKind::BitPack, 0.07},
       {1000, 8, 4, 128, CodecKind::BitPack, 0.07}, {193, 3, 2, 128, CodecKind::BitPack, 0.01},
       {150, 2, 2, 33, CodecKind::Huffman, 0.05},   {70, 1, 1, 33, CodecKind::BitPack, 0.07},
+      {1000, 8, 4, 128, CodecKind::Rans, 0.05},    {150, 2, 2, 33, CodecKind::Rans, 0.1},
   };
   unsigned seed = 500;
   for (const AttnCase& c : cases) {
@@ -281,7 +291,8 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
       std::vector<float> st(units), mn(units);
       detail::quantize_groups(fp16_view(x, c.tokens, c.kv_heads, c.dim), role, spec, codes.data(),
                               0, st.data(), mn.data());
-      auto book = HuffmanCodebook::from_histogram(count_codes(codes));
+      auto book =
+          HuffmanCodebook::from_histogram(count_codes(codes), false, c.codec == CodecKind::Rans);
       ASSERT_TRUE(book);
       const int width = r == 0 ? 0 : host->keys.bitpack_width;
       auto cpu =
@@ -293,8 +304,9 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
     }
     // Reference from the CPU decoding the GPU's streams.
     std::vector<std::uint8_t> kc(k.size()), vc(v.size());
-    const HuffmanCodebook* kb = c.codec == CodecKind::Huffman ? &host->key_book : nullptr;
-    const HuffmanCodebook* vb = c.codec == CodecKind::Huffman ? &host->value_book : nullptr;
+    const bool booked = c.codec != CodecKind::BitPack;
+    const HuffmanCodebook* kb = booked ? &host->key_book : nullptr;
+    const HuffmanCodebook* vb = booked ? &host->value_book : nullptr;
     ASSERT_TRUE(decode_codes(host->keys, kb, kc));
     ASSERT_TRUE(decode_codes(host->values, vb, vc));
     std::vector<float> kf(k.size()), vf(v.size());

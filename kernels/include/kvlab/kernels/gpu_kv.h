@@ -25,10 +25,10 @@ Status require_gpu();
 struct GpuCompressOptions {
   int block_size = 64;                   // tokens per key block and codec block
   double rel_scale = 0.05;               // step = rel_scale * (max - min)
-  CodecKind codec = CodecKind::Huffman;  // Huffman or BitPack
+  CodecKind codec = CodecKind::Huffman;  // Huffman, rANS or BitPack
   int bitpack_width = 0;                 // BitPack: 2, 4, 8, or 0 for the smallest that fits
-  // Huffman: codebooks to use. Null: built on the host from code histograms computed on the GPU
-  // (the prefill's histogram, as the CPU cache does).
+  // Huffman and rANS: codebooks to use (rANS: made with their table). Null: built on the host
+  // from code histograms computed on the GPU (the prefill's histogram, as the CPU cache does).
   const HuffmanCodebook* key_book = nullptr;
   const HuffmanCodebook* value_book = nullptr;
 };
@@ -66,8 +66,8 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
                                 std::span<const std::uint16_t> values, int tokens, int kv_heads,
                                 int head_dim, const GpuCompressOptions& options);
 
-// encode_codes() (code_codec.h) on the GPU, for Huffman and BitPack: the same bytes. Host codes
-// [tokens][heads][dim] in, host EncodedCodes out.
+// encode_codes() (code_codec.h) on the GPU, for Huffman, rANS and BitPack: the same bytes. Host
+// codes [tokens][heads][dim] in, host EncodedCodes out.
 Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
                                   int dim, const CodecConfig& config, const HuffmanCodebook* book);
 

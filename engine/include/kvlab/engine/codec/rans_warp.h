@@ -1,11 +1,11 @@
-// A warp decoding one rANS block (docs/FORMAT.md, "rANS streams"), one state per lane, and the
-// attention that reads the decoded codes, written once for the CUDA kernels
-// (kernels/src/rans_attention.cu) and for the CPU, where tests/engine/test_rans_warp.cpp runs
-// the same code with 32 threads standing in for the lanes (a Warp whose ballot and shuffle meet
-// at a barrier). The warp shape follows the format: symbol k of a block is lane k mod 32's, so a
-// round is one symbol per lane, and the words a round needs are taken in lane order, each lane's
-// index a popcount of the lanes below it that need one (the ballot; nvCOMP's `states_per_lane`
-// and DietGPU's ANS decoders read their words the same way).
+// A warp decoding one rANS block (docs/FORMAT.md, "rANS streams"), one state per lane, the
+// attention that reads the decoded codes, and the warp encoder that writes such a block, written
+// once for the CUDA kernels (kernels/src/rans_attention.cu) and for the CPU, where
+// tests/engine/test_rans_warp.cpp runs the same code with 32 threads standing in for the lanes (a
+// Warp whose ballot and shuffle meet at a barrier). The warp shape follows the format: symbol k of
+// a block is lane k mod 32's, so a round is one symbol per lane, and the words a round needs are
+// taken in lane order, each lane's index a popcount of the lanes below it that need one (the
+// ballot; nvCOMP's `states_per_lane` and DietGPU's ANS decoders read their words the same way).
 //
 // A Warp supplies: lane(); ballot(bool) -> u32 mask of the lanes passing true; shfl(u32 v, src
 // lane); shfl_xor(float, lane mask); all(bool); sync() (a warp barrier for shared memory);
@@ -230,6 +230,79 @@ KVLAB_HOST_DEVICE bool decode_block(Warp& w, const Block& a, Consume& consume) {
     w.sync();
   }
   return w.all(ok && pos == nwords && x == kLow);
+}
+
+// The encoder's table: per symbol s (256 values and the escape), frequency | cumulative << 16.
+KVLAB_HOST_DEVICE constexpr std::uint32_t encode_entry(std::uint32_t frequency,
+                                                       std::uint32_t cumulative) {
+  return frequency | (cumulative << 16);
+}
+
+// The symbols of one block: symbol j of vector (token) i is code j, or the pair of codes 2j and
+// 2j + 1 as a byte, low nibble first (a vector of odd dim ends in a pair whose second code is 0).
+struct BlockCodes {
+  const std::uint8_t* codes = nullptr;  // the block's first vector in [token][head][dim] codes
+  std::uint64_t token_stride = 0;       // heads * dim
+  int dim = 0;
+  bool pairs = false;
+  KVLAB_HOST_DEVICE std::uint32_t symbol(int i, int j) const {
+    const std::uint8_t* v = codes + static_cast<std::uint64_t>(i) * token_stride;
+    if (!pairs) return v[j];
+    const int c = 2 * j;
+    return static_cast<std::uint32_t>(v[c]) |
+           (c + 1 < dim ? static_cast<std::uint32_t>(v[c + 1]) << 4 : 0u);
+  }
+};
+
+// Encodes a block of `tokens` vectors: the format's encoder (docs/FORMAT.md, "Encoding"), rounds
+// from last to first, in each the escapes' raw bytes and then the symbols, lanes from 31 down; a
+// lane that must emit a word takes its place in that order from the ballot (the lanes above it
+// go first). Calls emit(e, word) for the e-th word emitted, which the decoder reads at index
+// words - 1 - e; gives the words emitted, and in `x` the lane's final state (its start state in
+// the block). Warp-uniform result.
+template <class Warp, class Emit>
+KVLAB_HOST_DEVICE std::uint32_t encode_block(Warp& w, const BlockCodes& src, int tokens,
+                                             const std::uint32_t* table, Emit&& emit,
+                                             std::uint32_t& x) {
+  const int lane = w.lane();
+  const int S = symbols_per_vector(src.dim, src.pairs);
+  const std::uint64_t count = static_cast<std::uint64_t>(tokens) * static_cast<std::uint64_t>(S);
+  const std::uint32_t above = ~((2u << lane) - 1u);  // lane 31: 2 << 31 wraps to 0, none above
+  std::uint32_t emitted = 0;
+  x = kLow;
+  for (std::uint64_t k0 = (count + kLanes - 1) / kLanes * kLanes; k0 > 0;) {
+    k0 -= kLanes;
+    const std::uint64_t k = k0 + static_cast<std::uint64_t>(lane);
+    const bool active = k < count;
+    std::uint32_t sym = 0;
+    if (active) {
+      sym = src.symbol(static_cast<int>(k / static_cast<std::uint64_t>(S)),
+                       static_cast<int>(k % static_cast<std::uint64_t>(S)));
+    }
+    std::uint32_t e = table[sym];
+    const bool escape = active && (e & 0xffffu) == 0u;
+    bool need = escape && x >= (kLow >> 8) << 16;
+    std::uint32_t mask = w.ballot(need);
+    if (need) {
+      emit(emitted + static_cast<std::uint32_t>(popc(mask & above)), x & 0xffffu);
+      x >>= 16;
+    }
+    emitted += static_cast<std::uint32_t>(popc(mask));
+    if (escape) {
+      x = (x << 8) | sym;
+      e = table[256];
+    }
+    const std::uint32_t f = e & 0xffffu;
+    need = active && x >= ((kLow >> kProbBits) << 16) * f;
+    mask = w.ballot(need);
+    if (need) {
+      emit(emitted + static_cast<std::uint32_t>(popc(mask & above)), x & 0xffffu);
+      x >>= 16;
+    }
+    emitted += static_cast<std::uint32_t>(popc(mask));
+    if (active) x = ((x / f) << kProbBits) + x % f + (e >> 16);
+  }
+  return emitted;
 }
 
 // q.k for the G query heads of a KV head over one block of keys (KVComp's per-channel step and
