@@ -9,6 +9,7 @@ FILE keeps the bench output itself beside it.
 usage: bench/gpu_kernels_report.py BENCH_JSON [--results FILE] [--raw FILE] [--command TEXT]"""
 import argparse
 import json
+import re
 import shutil
 
 import bench_results as br
@@ -40,16 +41,30 @@ def targets(j, command):
             [br.number(f"{k(r['context'])} B={r['batch']} ({r['microseconds']:.1f} µs)",
                        100 * r["copy_fraction"], "%", 0) for r in fused], command))
     for prefix, name, goal in FORMATS:
-        attn = [r for r in rows if r["kernel"] == f"{prefix}_attn" and r["batch"] == 1]
+        # A format's whole decode attention: its q·K and ·V kernels together (<prefix>_attn) or
+        # the one-pass fused kernel (<prefix>_fused, _fused_b8), the faster at each context and
+        # batch, against the fused fp16 kernel of the same batch.
+        best = {}
+        for r in rows:
+            kernel = r["kernel"]
+            if not (kernel == f"{prefix}_attn" or re.fullmatch(rf"{prefix}_fused(_b\d+)?", kernel)):
+                continue
+            if not r.get("speedup_vs_fp16_fused"):
+                continue
+            key = (r["context"], r.get("batch", 1))
+            if key not in best or r["microseconds"] < best[key]["microseconds"]:
+                best[key] = r
         text = (f"{name} fused decode attention ≥ {goal:.1f}× the fused fp16 kernel at ≥ 16K")
-        if not attn:
+        if not best:
             out.append(br.target(f"{prefix}-vs-fused", 46, text, "not measured yet", [], command))
             continue
-        ratios = [r["speedup_vs_fp16_fused"] for r in attn]
+        chosen = [best[key] for key in sorted(best)]
+        ratios = [r["speedup_vs_fp16_fused"] for r in chosen]
         out.append(br.target(
             f"{prefix}-vs-fused", 46, text, br.met(min(ratios) >= goal),
-            [br.number(f"{k(r['context'])} ({r['microseconds']:.1f} µs)",
-                       r["speedup_vs_fp16_fused"], "×", 2) for r in attn], command))
+            [br.number(f"{k(r['context'])}{'' if r.get('batch', 1) == 1 else ' B=' + str(r['batch'])}"
+                       f" ({r['microseconds']:.1f} µs, {r['kernel']})",
+                       r["speedup_vs_fp16_fused"], "×", 2) for r in chosen], command))
     return out
 
 

@@ -110,7 +110,7 @@ fi
 
 if [ "${NCU:-0}" = 1 ] && [ "$(left)" -gt 30 ]; then
   # One launch of each attention kernel at 32K (after the bench's three warm-up launches).
-  for k in ${NCU_KERNELS:-fp16_decode_kernel logits_kernel values_kernel rans_logits_kernel \
+  for k in ${NCU_KERNELS:-decode_attention_kernel logits_kernel values_kernel rans_logits_kernel \
            rans_values_kernel packed_logits_kernel packed_values_kernel fp8_logits_kernel \
            fp8_values_kernel}; do
     [ "$(left)" -gt 15 ] || break

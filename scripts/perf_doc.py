@@ -111,7 +111,7 @@ SECTIONS = [
      "`kvlab bench gpu` on one Llama-3-8B-shaped layer (8 KV heads, 32 query heads, head_dim 128, "
      "one query per head; KVComp blocks of 64 tokens, Huffman at rel_scale 0.05, packed 4-bit "
      "codes at 1/15, FP8 E4M3 with a scale per KV head) against two fp16 baselines: the fused "
-     "decode kernel (`kernels/src/fp16_decode.cu`, FlashAttention-class: q·K, online softmax and "
+     "decode kernel (`kernels/src/decode_attention.cu`, FlashAttention-class: q·K, online softmax and "
      "·V in one pass) and cuBLAS, one strided-batched GEMM per op. A format's whole attention is "
      "its q·K and ·V kernels together. Each kernel cycles through copies of its inputs four times "
      "the L2, so these are DRAM times (median of 7 batches of launches); bandwidth shares are of "

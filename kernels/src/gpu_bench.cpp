@@ -11,21 +11,24 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
 
 #include "code_encode.cuh"
+#include "decode_attention.cuh"
 #include "fp16_baseline.cuh"
-#include "fp16_decode.cuh"
 #include "fp8_attention.cuh"
 #include "fused_attention.cuh"
 #include "group_quantize.cuh"
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/quant/fp8.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/kernels/cuda_device.h"
 #include "kvlab/kernels/gpu_bench.h"
+#include "quant/fp4_quantizer.h"
 
 namespace kvlab::cuda {
 
@@ -148,6 +151,46 @@ Result<GpuLayer> as_rans(const GpuLayer& huffman) {
   return upload_layer(host->view());
 }
 
+// One sequence's K and V in a row format the fused decode kernel reads (decode_attention.cuh).
+struct StoredRows {
+  DecodeFormat format = DecodeFormat::Fp16;
+  std::vector<std::uint8_t> k, v, k_scales, v_scales;  // scales: NVFP4's block scales
+  std::vector<float> k_heads, v_heads;                 // FP8's scale per KV head
+  float k_global = 1.f, v_global = 1.f;                // NVFP4
+};
+
+// The fp16 layer quantized on the host as the engine stores the format: llama.cpp's blocks
+// (ggml_quantize, no rotation) or NVFP4 (one global scale per tensor).
+Result<StoredRows> stored_rows(DecodeFormat f, std::span<const std::uint16_t> k,
+                               std::span<const std::uint16_t> v, int T, int H, int D) {
+  StoredRows sr;
+  sr.format = f;
+  const std::size_t n = static_cast<std::size_t>(T) * H * D;
+  std::vector<float> x(n);
+  for (int r = 0; r < 2; ++r) {
+    fp16_to_float(r == 0 ? k : v, x);
+    std::vector<std::uint8_t>& out = r == 0 ? sr.k : sr.v;
+    if (f == DecodeFormat::Nvfp4) {
+      float amax = 0.f;
+      for (float e : x) amax = std::max(amax, std::abs(e));
+      const float global = detail::nvfp4_global_scale(amax);
+      std::vector<std::uint8_t>& scales = r == 0 ? sr.k_scales : sr.v_scales;
+      out.resize(n / 2);
+      scales.resize(n / 16);
+      detail::nvfp4_quantize_row(x.data(), static_cast<int>(n), global, out.data(), scales.data());
+      (r == 0 ? sr.k_global : sr.v_global) = global;
+    } else {
+      const GgmlType type = f == DecodeFormat::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q4_0;
+      out.resize(n / 32 * static_cast<std::size_t>(row_decode::row_bytes(f, 32)));
+      if (!ggml_quantize(type, x.data(), static_cast<std::int64_t>(n), out.data())) {
+        return make_error(
+            fmt::format("bench gpu: {} quantization failed", row_decode::format_name(f)));
+      }
+    }
+  }
+  return sr;
+}
+
 // Copies of something `bytes` large that together pass four times the L2 cache.
 int copies_for(double bytes, int l2_bytes) {
   return static_cast<int>(std::clamp(std::ceil(4.0 * l2_bytes / std::max(bytes, 1.0)), 1.0, 64.0));
@@ -260,51 +303,91 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       add("cublas_fp16_sv", *sv, fp16_bytes);
     }
 
-    // The FlashAttention-class fp16 decode kernel: K and V read once, for B sequences per launch
-    // (each its own copy of the layer, as a batch of requests has).
-    double fused_b1 = 0;
-    for (int B : o.batches) {
-      const std::size_t nb = n * B;
-      const int copies = copies_for(2.0 * fp16_bytes * B, l2);
-      std::vector<DeviceArray<std::uint16_t>> ks(copies), vs(copies);
-      std::vector<std::uint16_t> kb(nb), vb(nb);
-      for (int b = 0; b < B; ++b) {
-        std::copy(k.begin(), k.end(), kb.begin() + static_cast<std::ptrdiff_t>(b * n));
-        std::copy(v.begin(), v.end(), vb.begin() + static_cast<std::ptrdiff_t>(b * n));
+    // The FlashAttention-class decode kernel: K and V read once, for B sequences per launch
+    // (each its own copy of the layer, as a batch of requests has), over fp16 (the baseline) and
+    // over the row formats it reads in place (issue 46 part 2).
+    std::map<int, double> fused_us;  // fp16_fused time by batch
+    const auto fused = [&](const StoredRows& sr, const std::string& name) -> Status {
+      for (int B : o.batches) {
+        const double bytes = 2.0 * B * static_cast<double>(sr.k.size() + sr.k_scales.size());
+        const int copies = copies_for(bytes, l2);
+        struct Copy {
+          DeviceArray<std::uint8_t> k, v, ks, vs;
+        };
+        std::vector<Copy> cs(static_cast<std::size_t>(copies));
+        const auto repeat = [B](const std::vector<std::uint8_t>& x) {
+          std::vector<std::uint8_t> r;
+          r.reserve(x.size() * B);
+          for (int b = 0; b < B; ++b) r.insert(r.end(), x.begin(), x.end());
+          return r;
+        };
+        {
+          const auto kb = repeat(sr.k), vb = repeat(sr.v);
+          const auto ksb = repeat(sr.k_scales), vsb = repeat(sr.v_scales);
+          for (Copy& c : cs) {
+            KVLAB_TRY_STATUS(c.k.upload(kb.data(), kb.size(), "bench fused keys"));
+            KVLAB_TRY_STATUS(c.v.upload(vb.data(), vb.size(), "bench fused values"));
+            if (!ksb.empty()) KVLAB_TRY_STATUS(c.ks.upload(ksb.data(), ksb.size(), "bench"));
+            if (!vsb.empty()) KVLAB_TRY_STATUS(c.vs.upload(vsb.data(), vsb.size(), "bench"));
+          }
+        }
+        DeviceArray<float> dkh, dvh;
+        if (!sr.k_heads.empty()) {
+          KVLAB_TRY_STATUS(dkh.upload(sr.k_heads.data(), sr.k_heads.size(), "bench fused"));
+          KVLAB_TRY_STATUS(dvh.upload(sr.v_heads.data(), sr.v_heads.size(), "bench fused"));
+        }
+        std::vector<float> qb(q.size() * B);
+        for (int b = 0; b < B; ++b) std::copy(q.begin(), q.end(), qb.begin() + b * q.size());
+        DeviceArray<float> dqb, doutb;
+        KVLAB_TRY_STATUS(dqb.upload(qb.data(), qb.size(), "bench fused"));
+        KVLAB_TRY_STATUS(doutb.allocate(qb.size(), "bench fused"));
+        DecodeAttentionArgs fa;
+        fa.format = sr.format;
+        fa.batch = B;
+        fa.tokens = T;
+        fa.kv_heads = H;
+        fa.q_heads = QH;
+        fa.head_dim = D;
+        fa.q = dqb.get();
+        fa.out = doutb.get();
+        fa.k.head_scales = dkh.get();
+        fa.v.head_scales = dvh.get();
+        fa.k.global = sr.k_global;
+        fa.v.global = sr.v_global;
+        const auto use = [&](int i) {
+          Copy& c = cs[static_cast<std::size_t>(i % copies)];
+          fa.k.data = c.k.get();
+          fa.v.data = c.v.get();
+          fa.k.scales = c.ks.get();
+          fa.v.scales = c.vs.get();
+        };
+        use(0);
+        DecodeAttention dec;
+        KVLAB_TRY_STATUS(dec.prepare(fa));
+        auto us = time_launches(
+            [&](int i) {
+              use(i);
+              return dec.launch(fa, nullptr);
+            },
+            o.repeats);
+        if (!us) return us.error();
+        if (sr.format == DecodeFormat::Fp16) fused_us[B] = *us;
+        add(B == 1 ? name : fmt::format("{}_b{}", name, B), *us, bytes, 2.0 * fp16_bytes * B, B);
       }
-      for (int c = 0; c < copies; ++c) {
-        KVLAB_TRY_STATUS(ks[c].upload(kb.data(), nb, "bench fused fp16 keys"));
-        KVLAB_TRY_STATUS(vs[c].upload(vb.data(), nb, "bench fused fp16 values"));
-      }
-      std::vector<float> qb(q.size() * B);
-      for (int b = 0; b < B; ++b) std::copy(q.begin(), q.end(), qb.begin() + b * q.size());
-      DeviceArray<float> dqb, doutb;
-      KVLAB_TRY_STATUS(dqb.upload(qb.data(), qb.size(), "bench fused fp16"));
-      KVLAB_TRY_STATUS(doutb.allocate(qb.size(), "bench fused fp16"));
-      Fp16DecodeArgs fa;
-      fa.batch = B;
-      fa.tokens = T;
-      fa.kv_heads = H;
-      fa.q_heads = QH;
-      fa.head_dim = D;
-      fa.q = dqb.get();
-      fa.out = doutb.get();
-      fa.k = ks[0].get();
-      fa.v = vs[0].get();
-      Fp16Decode dec;
-      KVLAB_TRY_STATUS(dec.prepare(fa));
-      auto us = time_launches(
-          [&](int i) {
-            fa.k = ks[i % copies].get();
-            fa.v = vs[i % copies].get();
-            return dec.launch(fa, nullptr);
-          },
-          o.repeats);
-      if (!us) return us.error();
-      if (B == 1) fused_b1 = *us;
-      add(B == 1 ? "fp16_fused" : fmt::format("fp16_fused_b{}", B), *us, 2.0 * fp16_bytes * B,
-          2.0 * fp16_bytes * B, B);
-      rows.back().speedup_vs_fused = 1.0;
+      return Ok{};
+    };
+    {
+      StoredRows sr;
+      const auto* kb = reinterpret_cast<const std::uint8_t*>(k.data());
+      const auto* vb = reinterpret_cast<const std::uint8_t*>(v.data());
+      sr.k.assign(kb, kb + 2 * n);
+      sr.v.assign(vb, vb + 2 * n);
+      KVLAB_TRY_STATUS(fused(sr, "fp16_fused"));
+    }
+    for (const DecodeFormat f : {DecodeFormat::Q8_0, DecodeFormat::Q4_0, DecodeFormat::Nvfp4}) {
+      auto sr = stored_rows(f, k, v, T, H, D);
+      if (!sr) return sr.error();
+      KVLAB_TRY_STATUS(fused(*sr, fmt::format("{}_fused", row_decode::format_name(f))));
     }
 
     // Compressed layers: KVComp + Huffman, the same codes as rANS, and 4-bit packing (rel_scale
@@ -453,6 +536,14 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       if (!sv) return sv.error();
       add("fp8_sv", *sv, bytes);
       add("fp8_attn", *qk + *sv, 2.0 * bytes, 2.0 * fp16_bytes);
+      // The same codes and scales through the one-pass fused kernel.
+      StoredRows sr;
+      sr.format = DecodeFormat::Fp8E4M3;
+      sr.k = std::move(k8);
+      sr.v = std::move(v8);
+      sr.k_heads = ksc;
+      sr.v_heads = vsc;
+      KVLAB_TRY_STATUS(fused(sr, "fp8_fused"));
     }
 
     const double base_qk = rows[0].microseconds, base_sv = rows[1].microseconds;
@@ -460,9 +551,12 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       if (r.kernel.ends_with("_qk") || r.kernel.ends_with("_sv")) {
         r.speedup_vs_fp16 = (r.kernel.ends_with("_qk") ? base_qk : base_sv) / r.microseconds;
       } else {
-        // Whole attention: against cuBLAS's two ops together, and the fused fp16 kernel.
+        // Whole attention: against cuBLAS's two ops together, and the fused fp16 kernel of the
+        // same batch.
         r.speedup_vs_fp16 = (base_qk + base_sv) * r.batch / r.microseconds;
-        if (r.batch == 1 && fused_b1 > 0) r.speedup_vs_fused = fused_b1 / r.microseconds;
+        if (auto f = fused_us.find(r.batch); f != fused_us.end()) {
+          r.speedup_vs_fused = f->second / r.microseconds;
+        }
       }
       report.rows.push_back(r);
     }

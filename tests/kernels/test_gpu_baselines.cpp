@@ -93,16 +93,7 @@ std::vector<double> reference_values(const std::vector<double>& v, const Shape& 
   return out;
 }
 
-// Normalised error; infinite when any element is not finite (unwritten, NaN-poisoned).
-double rel_error(const std::vector<float>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(x[i])) return INFINITY;
-    num += (x[i] - ref[i]) * (x[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using test::rel_error;
 
 std::vector<float> random_queries(const Shape& s, std::mt19937& rng) {
   std::normal_distribution<float> nd(0.f, 1.f);

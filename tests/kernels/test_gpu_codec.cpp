@@ -209,15 +209,7 @@ Reference reference(const std::vector<float>& k, const std::vector<float>& v, in
   return r;
 }
 
-double rel_error(const std::vector<float>& x, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(x[i])) return INFINITY;
-    num += (x[i] - ref[i]) * (x[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
+using test::rel_error;
 
 struct AttnCase {
   int tokens, kv_heads, group, dim;

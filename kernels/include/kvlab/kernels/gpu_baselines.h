@@ -1,6 +1,7 @@
 // The fast baselines the compressed kernels are measured against, on the GPU: attention over an
 // uncompressed fp16 cache through cuBLAS (the plain GEMV a serving stack would run), and fused
-// attention over an FP8 cache (vLLM's kv_cache_dtype=fp8: one scale per KV head). Host arrays in
+// attention over an FP8 cache (vLLM's kv_cache_dtype=fp8: one scale per KV head), and the fused
+// decode kernel over fp16 and over compressed row formats. Host arrays in
 // and out; the benchmark drives the device-side launchers directly (src/*.cuh).
 #pragma once
 
@@ -10,6 +11,7 @@
 #include "kvlab/engine/attention/fused_attention.h"
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/quant/fp8.h"
+#include "kvlab/engine/quant/row_decode.h"
 
 namespace kvlab::cuda {
 
@@ -24,12 +26,28 @@ Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs,
                              std::span<float> out);
 
 // Decode attention out = softmax(q.K^T / sqrt(head_dim)) V in one fused launch, the
-// FlashAttention-class baseline (src/fp16_decode.cuh): `batch` sequences stored back to back in
-// kv.keys / kv.values ([batch][tokens][kv_heads][head_dim] fp16), q and out
+// FlashAttention-class baseline (src/decode_attention.cuh): `batch` sequences stored back to back
+// in kv.keys / kv.values ([batch][tokens][kv_heads][head_dim] fp16), q and out
 // [batch][q_heads][head_dim]. head_dim 64, 128 or 256, 1 to 8 query heads per KV head. `splits`,
 // when given, receives the token chunks per KV head the launch used.
 Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const float> q, int q_heads,
                              std::span<float> out, int* splits = nullptr);
+
+// A cache stored in a compressed row format (row_decode.h), read in place by the same fused
+// decode kernel: rows [batch][tokens][kv_heads] of row_decode::row_bytes(format, head_dim) bytes
+// (NVFP4: its nibbles in keys / values, head_dim / 2 bytes a row, and its block scales in
+// key_scales / value_scales, head_dim / 16 a row, with the global scales); FP8 E4M3 with one scale
+// per KV head. head_dim 64, 128 or 256; 1, 2, 4 or 8 query heads per KV head.
+struct StoredKvView {
+  row_decode::Format format = row_decode::Format::Q4_0;
+  int tokens = 0, kv_heads = 0, head_dim = 0;
+  std::span<const std::uint8_t> keys, values;
+  std::span<const std::uint8_t> key_scales, value_scales;     // NVFP4
+  std::span<const float> key_head_scales, value_head_scales;  // FP8, one per KV head
+  float key_global = 1.f, value_global = 1.f;                 // NVFP4
+};
+Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
+                        std::span<float> out, int* splits = nullptr);
 
 // An FP8 cache: codes [tokens][kv_heads][head_dim], value = fp8_to_float(code) * scale[head].
 struct Fp8KvView {

@@ -1,9 +1,12 @@
-// The FlashAttention-class fp16 decode kernel (fp16_decode.cuh) and its host entry point
-// (gpu_baselines.h).
+// The FlashAttention-class decode kernel (decode_attention.cuh) over fp16 and compressed row
+// formats, and its host entry points (gpu_baselines.h).
 //
 // One block streams a KV head's chunk of tokens tile by tile. The K and V tiles go from global
-// to shared memory by cp.async, kStages - 1 tiles ahead of the arithmetic, so the memory system
-// stays busy through the softmax and its barriers and the tiles take no registers. Thread layout:
+// to shared memory by cp.async in the format's stored bytes, kStages - 1 tiles ahead of the
+// arithmetic, so the memory system stays busy through the softmax and its barriers and the tiles
+// take no registers. A format is a row type below: its row's bytes, the piece size cp.async
+// copies them in (4, 8 or 16 bytes), and load8(), a thread's 8 channels of a row decoded from
+// shared memory (fp16: one 16-byte load; the others: row_decode.h). Thread layout:
 //  - q.k: d / 8 threads share one K row, each taking 8 channels (one 16-byte chunk) and holding
 //    those 8 channels of all G query heads in registers; the partial dots are summed over the
 //    row's threads with shuffles, and the logits (base 2, 1/sqrt(d) folded into q) go to shared
@@ -18,7 +21,7 @@
 #include <cmath>
 #include <vector>
 
-#include "fp16_decode.cuh"
+#include "decode_attention.cuh"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "kvlab/kernels/gpu_kv.h"
 #include "launch_plan.cuh"
@@ -27,19 +30,28 @@ namespace kvlab::cuda {
 
 namespace {
 
-using P = Fp16DecodePolicy;
+using P = DecodeAttentionPolicy;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Tokens per tile: at most P::kTile, and few enough that one tile's K and V loads take 32
-// registers a thread (d x tile <= 8192), 16 when more than four query heads share the loads
-// (their accumulators take 8 registers each); two tiles are in registers at once.
-// Tokens per tile: 64, or 32 at d = 256 (a stage then takes 32 KiB of shared memory either way).
+// Tokens per tile: 64, or 32 at d = 256 (an fp16 stage then takes 32 KiB of shared memory
+// either way).
 constexpr int tile_for(int head_dim) {
   return head_dim > 128 ? 32 : P::kTile;
 }
-// Shared memory of the K and V stages: kStages x (K tile + V tile) fp16.
-constexpr std::size_t stage_bytes(int head_dim) {
-  return static_cast<std::size_t>(P::kStages) * 2 * tile_for(head_dim) * head_dim * 2;
+constexpr std::size_t align16(std::size_t n) {
+  return (n + 15) & ~static_cast<std::size_t>(15);
+}
+// Bytes of one tile of K (or V) rows in shared memory.
+constexpr std::size_t tile_bytes(DecodeFormat f, int head_dim) {
+  return align16(static_cast<std::size_t>(tile_for(head_dim)) * row_decode::row_bytes(f, head_dim));
+}
+// Shared memory of the K and V stages: kStages x (K tile + V tile).
+constexpr std::size_t stage_bytes(DecodeFormat f, int head_dim) {
+  return static_cast<std::size_t>(P::kStages) * 2 * tile_bytes(f, head_dim);
+}
+// The largest cp.async piece (16, 8 or 4 bytes) that divides `bytes`.
+constexpr int copy_unit(int bytes) {
+  return bytes % 16 == 0 ? 16 : bytes % 8 == 0 ? 8 : 4;
 }
 
 __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
@@ -52,13 +64,90 @@ __device__ __forceinline__ void unpack8(const uint4& u, float (&f)[8]) {
   }
 }
 
-// 16 bytes global -> shared without passing through registers (sm_80 cp.async, L2 only); a row
-// past the chunk copies nothing and zero-fills its slot.
-__device__ __forceinline__ void copy16_async(void* smem, const void* gmem, bool valid) {
+// U bytes global -> shared without passing through registers (sm_80 cp.async; 16 bytes through
+// L2 only); a row past the chunk copies nothing and zero-fills its slot.
+template <int U>
+__device__ __forceinline__ void copy_async(void* smem, const void* gmem, bool valid) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 16 : 0));
+  if constexpr (U == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem),
+                 "r"(valid ? 16 : 0));
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(dst), "l"(gmem), "n"(U),
+                 "r"(valid ? U : 0));
+  }
 }
+
+// The row types. `param` is what a format needs beside the row: FP8's scale of the KV head,
+// NVFP4's global scale (read once per block by param()).
+template <int D>
+struct Fp16Rows {
+  static constexpr int kDim = D, kRowBytes = 2 * D, kCopy = 16;
+  static constexpr DecodeFormat kFormat = DecodeFormat::Fp16;
+  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + row * kRowBytes + piece * kCopy;
+  }
+  __device__ static float param(const DecodeTensor&, int) { return 0.f; }
+  __device__ static void load8(const std::uint8_t* r, int sub, float, float (&f)[8]) {
+    unpack8(reinterpret_cast<const uint4*>(r)[sub], f);
+  }
+};
+
+template <int D>
+struct Fp8Rows {
+  static constexpr int kDim = D, kRowBytes = D, kCopy = copy_unit(D);
+  static constexpr DecodeFormat kFormat = DecodeFormat::Fp8E4M3;
+  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + row * kRowBytes + piece * kCopy;
+  }
+  __device__ static float param(const DecodeTensor& t, int head) { return t.head_scales[head]; }
+  __device__ static void load8(const std::uint8_t* r, int sub, float scale, float (&f)[8]) {
+    row_decode::fp8_e4m3(r, sub, scale, f);
+  }
+};
+
+template <int D, DecodeFormat F>
+struct GgmlRows {
+  static constexpr int kDim = D, kRowBytes = row_decode::row_bytes(F, D);
+  static constexpr int kCopy = copy_unit(kRowBytes);
+  static constexpr DecodeFormat kFormat = F;
+  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + row * kRowBytes + piece * kCopy;
+  }
+  __device__ static float param(const DecodeTensor&, int) { return 0.f; }
+  __device__ static void load8(const std::uint8_t* r, int sub, float, float (&f)[8]) {
+    if constexpr (F == DecodeFormat::Q8_0) {
+      row_decode::q8_0(r, sub, f);
+    } else {
+      row_decode::q4_0(r, sub, f);
+    }
+  }
+};
+template <int D>
+using Q8_0Rows = GgmlRows<D, DecodeFormat::Q8_0>;
+template <int D>
+using Q4_0Rows = GgmlRows<D, DecodeFormat::Q4_0>;
+
+// NVFP4: a row in shared memory is its nibbles, then its block scales, copied from the two
+// arrays.
+template <int D>
+struct Nvfp4Rows {
+  static constexpr int kDim = D, kCodeBytes = D / 2, kScaleBytes = D / 16;
+  static constexpr int kRowBytes = kCodeBytes + kScaleBytes, kCopy = copy_unit(kScaleBytes);
+  static constexpr DecodeFormat kFormat = DecodeFormat::Nvfp4;
+  static_assert(kCodeBytes % kCopy == 0);
+  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
+    constexpr int kCodePieces = kCodeBytes / kCopy;
+    return piece < kCodePieces
+               ? static_cast<const std::uint8_t*>(t.data) + row * kCodeBytes + piece * kCopy
+               : static_cast<const std::uint8_t*>(t.scales) + row * kScaleBytes +
+                     (piece - kCodePieces) * kCopy;
+  }
+  __device__ static float param(const DecodeTensor& t, int) { return t.global; }
+  __device__ static void load8(const std::uint8_t* r, int sub, float global, float (&f)[8]) {
+    row_decode::nvfp4(r, D, sub, global, f);
+  }
+};
 __device__ __forceinline__ void commit_async() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -67,10 +156,11 @@ __device__ __forceinline__ void wait_async() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-template <int D, int G>
+template <class F, int G>
 __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
-    fp16_decode_kernel(Fp16DecodeArgs a, int tokens_per_split, int splits, float* part_acc,
-                       float* part_ml, unsigned* counters) {
+    decode_attention_kernel(DecodeAttentionArgs a, int tokens_per_split, int splits,
+                            float* part_acc, float* part_ml, unsigned* counters) {
+  constexpr int D = F::kDim;
   constexpr int kTile = tile_for(D);
   constexpr int kLanes = D / 8;  // 16-byte chunks per row
   constexpr int kWarps = P::kThreads / 32;
@@ -78,14 +168,17 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
   constexpr int kKSteps = kTile / kRowsPerStep;
   constexpr int kVRows = P::kThreads / kLanes;  // V rows per step of the block
   constexpr int kVSteps = kTile / kVRows;
-  constexpr int kChunks = kTile * kLanes;  // 16-byte chunks of one tile of K (or V)
+  constexpr int kPieces = F::kRowBytes / F::kCopy;  // cp.async pieces of one row
+  constexpr int kTilePieces = kTile * kPieces;
+  constexpr std::size_t kTileBytes = tile_bytes(F::kFormat, D);
+  static_assert(F::kRowBytes % F::kCopy == 0);
   static_assert(kTile % kRowsPerStep == 0 && kTile % kVRows == 0 && kTile % 32 == 0);
-  static_assert(kChunks % P::kThreads == 0);
   static_assert(G >= 1 && G <= kWarps);
   constexpr int kGP = G == 1 ? 1 : G == 2 ? 2 : G <= 4 ? 4 : 8;  // G padded to a power of two
   static_assert(kGP <= kLanes);
 
-  extern __shared__ uint4 s_stage[];  // [kStages][K, V][kTile][kLanes]
+  extern __shared__ uint4 s_stage[];  // [kStages][K, V][kTile rows of F::kRowBytes]
+  std::uint8_t* const stage = reinterpret_cast<std::uint8_t*>(s_stage);
   __shared__ __align__(16) float s_q[G][D];
   __shared__ float s_p[G][kTile];
   __shared__ float s_m[G], s_l[G], s_alpha[G];
@@ -98,10 +191,9 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
   const int t_begin = split * tokens_per_split;
   const int t_end = min(a.tokens, t_begin + tokens_per_split);
   const int tiles = (t_end - t_begin + kTile - 1) / kTile;
-  const std::size_t stride = static_cast<std::size_t>(a.kv_heads) * D;
-  const std::size_t base = (static_cast<std::size_t>(b) * a.tokens * a.kv_heads + h) * D;
-  const std::uint16_t* kp = a.k + base;
-  const std::uint16_t* vp = a.v + base;
+  // Row (b, t, h) of K and V is row0 + t * kv_heads.
+  const std::size_t row0 = static_cast<std::size_t>(b) * a.tokens * a.kv_heads + h;
+  const float k_param = F::param(a.k, h), v_param = F::param(a.v, h);
   const std::size_t q_row =
       static_cast<std::size_t>(b) * a.q_heads + static_cast<std::size_t>(h) * G;
 
@@ -109,16 +201,18 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
   // last tile, so that the wait below always counts kStages - 1 groups).
   const auto issue = [&](int j) {
     if (j < tiles) {
-      uint4* ks = s_stage + static_cast<std::size_t>(j % P::kStages) * 2 * kChunks;
-      uint4* vs = ks + kChunks;
+      std::uint8_t* ks = stage + static_cast<std::size_t>(j % P::kStages) * 2 * kTileBytes;
+      std::uint8_t* vs = ks + kTileBytes;
       const int t0 = t_begin + j * kTile;
 #pragma unroll
-      for (int i = tid; i < kChunks; i += P::kThreads) {
-        const int t = t0 + i / kLanes;
+      for (int i = tid; i < kTilePieces; i += P::kThreads) {
+        const int r = i / kPieces, piece = i % kPieces;
+        const int t = t0 + r;
         const bool valid = t < t_end;
-        const std::size_t off = (valid ? t : t_begin) * stride + (i % kLanes) * 8;
-        copy16_async(ks + i, kp + off, valid);
-        copy16_async(vs + i, vp + off, valid);
+        const std::size_t row = row0 + static_cast<std::size_t>(valid ? t : t_begin) * a.kv_heads;
+        const int at = i * F::kCopy;  // r * kRowBytes + piece * kCopy
+        copy_async<F::kCopy>(ks + at, F::source(a.k, row, piece), valid);
+        copy_async<F::kCopy>(vs + at, F::source(a.v, row, piece), valid);
       }
     }
     commit_async();
@@ -161,14 +255,14 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
     issue(j + P::kStages - 1);  // into the stage the previous tile freed
     wait_async<P::kStages - 1>();
     __syncthreads();
-    const uint4* ks = s_stage + static_cast<std::size_t>(j % P::kStages) * 2 * kChunks;
-    const uint4* vs = ks + kChunks;
+    const std::uint8_t* ks = stage + static_cast<std::size_t>(j % P::kStages) * 2 * kTileBytes;
+    const std::uint8_t* vs = ks + kTileBytes;
     const int t0 = t_begin + j * kTile;
 #pragma unroll
     for (int s = 0; s < kKSteps; ++s) {
       const int row = s * kRowsPerStep + k_row;
       float k8[8];
-      unpack8(ks[row * kLanes + sub], k8);
+      F::load8(ks + row * F::kRowBytes, sub, k_param, k8);
       float d[kGP];
 #pragma unroll
       for (int g = 0; g < kGP; ++g) {
@@ -242,7 +336,7 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
     for (int s = 0; s < kVSteps; ++s) {
       const int row = s * kVRows + v_row;
       float v8[8];
-      unpack8(vs[row * kLanes + sub], v8);
+      F::load8(vs + row * F::kRowBytes, sub, v_param, v8);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = s_p[g][row];
@@ -335,49 +429,76 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
   if (tid == 0) counters[slice] = 0;  // ready for the next launch
 }
 
-using KernelFn = void (*)(Fp16DecodeArgs, int, int, float*, float*, unsigned*);
+using KernelFn = void (*)(DecodeAttentionArgs, int, int, float*, float*, unsigned*);
 
-template <int D>
+// fp16 takes every group of 1 to 8 (SmolLM2's 3, Qwen2-7B's 7); the compressed formats the
+// groups the other fused kernels take, 1, 2, 4 and 8.
+template <class F>
 KernelFn kernel_for_group(int g) {
+  constexpr bool kAll = F::kFormat == DecodeFormat::Fp16;
   switch (g) {
     case 1:
-      return fp16_decode_kernel<D, 1>;
+      return decode_attention_kernel<F, 1>;
     case 2:
-      return fp16_decode_kernel<D, 2>;
+      return decode_attention_kernel<F, 2>;
     case 3:
-      return fp16_decode_kernel<D, 3>;
+      if constexpr (kAll) return decode_attention_kernel<F, 3>;
+      return nullptr;
     case 4:
-      return fp16_decode_kernel<D, 4>;
+      return decode_attention_kernel<F, 4>;
     case 5:
-      return fp16_decode_kernel<D, 5>;
+      if constexpr (kAll) return decode_attention_kernel<F, 5>;
+      return nullptr;
     case 6:
-      return fp16_decode_kernel<D, 6>;
+      if constexpr (kAll) return decode_attention_kernel<F, 6>;
+      return nullptr;
     case 7:
-      return fp16_decode_kernel<D, 7>;
+      if constexpr (kAll) return decode_attention_kernel<F, 7>;
+      return nullptr;
     case 8:
-      return fp16_decode_kernel<D, 8>;
+      return decode_attention_kernel<F, 8>;
     default:
       return nullptr;
   }
 }
 
-KernelFn kernel_for(int head_dim, int group) {
+template <template <int> class R>
+KernelFn kernel_for_dim(int head_dim, int group) {
   switch (head_dim) {
     case 64:
-      return kernel_for_group<64>(group);
+      return kernel_for_group<R<64>>(group);
     case 128:
-      return kernel_for_group<128>(group);
+      return kernel_for_group<R<128>>(group);
     case 256:
-      return kernel_for_group<256>(group);
+      return kernel_for_group<R<256>>(group);
     default:
       return nullptr;
   }
 }
 
-// Resident blocks per SM of each instantiation, asked once each: [dim 64/128/256][group - 1].
-int& occupancy_cache(int head_dim, int group) {
-  static int cache[3][P::kMaxGroup] = {};
-  return cache[head_dim == 64 ? 0 : head_dim == 128 ? 1 : 2][group - 1];
+KernelFn kernel_for(DecodeFormat format, int head_dim, int group) {
+  switch (format) {
+    case DecodeFormat::Fp16:
+      return kernel_for_dim<Fp16Rows>(head_dim, group);
+    case DecodeFormat::Fp8E4M3:
+      return kernel_for_dim<Fp8Rows>(head_dim, group);
+    case DecodeFormat::Q8_0:
+      return kernel_for_dim<Q8_0Rows>(head_dim, group);
+    case DecodeFormat::Q4_0:
+      return kernel_for_dim<Q4_0Rows>(head_dim, group);
+    case DecodeFormat::Nvfp4:
+      return kernel_for_dim<Nvfp4Rows>(head_dim, group);
+  }
+  return nullptr;
+}
+
+constexpr int kFormats = 5;
+
+// Resident blocks per SM of each instantiation, asked once each: [format][dim 64/128/256][group
+// - 1].
+int& occupancy_cache(DecodeFormat format, int head_dim, int group) {
+  static int cache[kFormats][3][P::kMaxGroup] = {};
+  return cache[static_cast<int>(format)][head_dim == 64 ? 0 : head_dim == 128 ? 1 : 2][group - 1];
 }
 
 struct Plan {
@@ -390,27 +511,41 @@ struct Plan {
   }
 };
 
-bool args_valid(const Fp16DecodeArgs& a) {
+bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+bool tensor_valid(DecodeFormat f, const DecodeTensor& t) {
+  if (!t.data || !aligned16(t.data)) return false;
+  if (f == DecodeFormat::Nvfp4) {
+    return t.scales && aligned16(t.scales) && std::isfinite(t.global) && t.global > 0.f;
+  }
+  if (f == DecodeFormat::Fp8E4M3) return t.head_scales != nullptr;
+  return true;
+}
+
+bool args_valid(const DecodeAttentionArgs& a) {
+  if (static_cast<int>(a.format) >= kFormats) return false;
   if (a.batch <= 0 || a.tokens < 0 || a.kv_heads <= 0 || a.q_heads <= 0 ||
-      a.q_heads % a.kv_heads != 0 || !fp16_decode_supported(a.head_dim, a.q_heads / a.kv_heads) ||
+      a.q_heads % a.kv_heads != 0 ||
+      !decode_attention_supported(a.format, a.head_dim, a.q_heads / a.kv_heads) ||
       a.kv_heads > 65535 || a.batch > 65535) {
     return false;
   }
   if (!a.q || !a.out || reinterpret_cast<std::uintptr_t>(a.out) % 8 != 0) return false;
   if (a.tokens == 0) return true;
-  const auto misaligned = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16; };
-  return a.k && a.v && !misaligned(a.k) && !misaligned(a.v);
+  return tensor_valid(a.format, a.k) && tensor_valid(a.format, a.v);
 }
 
-Plan plan_for(const Fp16DecodeArgs& a) {
+Plan plan_for(const DecodeAttentionArgs& a) {
   Plan p;
   p.group = a.q_heads / a.kv_heads;
-  p.kernel = kernel_for(a.head_dim, p.group);
+  p.kernel = kernel_for(a.format, a.head_dim, p.group);
   p.slices = a.batch * a.kv_heads;
   p.tile = tile_for(a.head_dim);
-  p.smem = stage_bytes(a.head_dim);
-  int& resident = occupancy_cache(a.head_dim, p.group);
-  if (resident == 0) {
+  p.smem = stage_bytes(a.format, a.head_dim);
+  int& resident = occupancy_cache(a.format, a.head_dim, p.group);
+  if (resident == 0 && p.smem > 48 * 1024) {
     // The stages pass the 48 KiB a kernel gets without asking; asked once per instantiation.
     if (cudaFuncSetAttribute(p.kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(p.smem)) != cudaSuccess) {
@@ -430,33 +565,37 @@ Plan plan_for(const Fp16DecodeArgs& a) {
 
 }  // namespace
 
-bool fp16_decode_supported(int head_dim, int group) {
-  return (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 &&
-         group <= P::kMaxGroup;
+bool decode_attention_supported(DecodeFormat format, int head_dim, int group) {
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) return false;
+  if (format == DecodeFormat::Fp16) return group >= 1 && group <= P::kMaxGroup;
+  return group == 1 || group == 2 || group == 4 || group == 8;
 }
 
-Status Fp16Decode::prepare(const Fp16DecodeArgs& a) {
+Status DecodeAttention::prepare(const DecodeAttentionArgs& a) {
   if (!args_valid(a)) {
-    return make_error("fp16 decode attention: unsupported shape (" + std::to_string(a.batch) +
-                      " sequences, " + std::to_string(a.q_heads) + " query heads over " +
+    return make_error(std::string("decode attention (") + row_decode::format_name(a.format) +
+                      "): unsupported shape (" + std::to_string(a.batch) + " sequences, " +
+                      std::to_string(a.q_heads) + " query heads over " +
                       std::to_string(a.kv_heads) + " KV heads, head_dim " +
                       std::to_string(a.head_dim) +
-                      "; head_dim must be 64, 128 or 256 and the group 1 to 8) or a missing or "
-                      "misaligned buffer");
+                      "; head_dim must be 64, 128 or 256 and the group 1 to 8, 1, 2, 4 or 8 for "
+                      "a compressed format) or a missing or misaligned buffer or scale");
   }
   if (a.tokens == 0) return Ok{};
   const Plan p = plan_for(a);
   const std::size_t rows = p.partial_rows();
   const std::size_t need = rows * (static_cast<std::size_t>(a.head_dim) + 2);
-  if (m_partials.size() < need) KVLAB_TRY_STATUS(m_partials.allocate(need, "fp16 decode partials"));
+  if (m_partials.size() < need) {
+    KVLAB_TRY_STATUS(m_partials.allocate(need, "decode attention partials"));
+  }
   if (m_counters.size() < static_cast<std::size_t>(p.slices)) {
-    KVLAB_TRY_STATUS(m_counters.allocate(p.slices, "fp16 decode counters"));
-    KVLAB_TRY_STATUS(m_counters.zero("fp16 decode counters"));
+    KVLAB_TRY_STATUS(m_counters.allocate(p.slices, "decode attention counters"));
+    KVLAB_TRY_STATUS(m_counters.zero("decode attention counters"));
   }
   return Ok{};
 }
 
-cudaError_t Fp16Decode::launch(const Fp16DecodeArgs& a, cudaStream_t stream) {
+cudaError_t DecodeAttention::launch(const DecodeAttentionArgs& a, cudaStream_t stream) {
   if (!args_valid(a)) return cudaErrorInvalidValue;
   if (a.tokens == 0) {
     m_last_splits = 0;
@@ -479,6 +618,43 @@ cudaError_t Fp16Decode::launch(const Fp16DecodeArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+namespace {
+
+// Uploads, launches once and downloads: the host entry points below.
+Status run_decode(DecodeAttentionArgs a, std::span<const std::uint8_t> k,
+                  std::span<const std::uint8_t> v, std::span<const std::uint8_t> k_scales,
+                  std::span<const std::uint8_t> v_scales, std::span<const float> k_heads,
+                  std::span<const float> v_heads, std::span<const float> q, std::span<float> out,
+                  int* splits) {
+  const char* what = "decode attention";
+  DeviceArray<std::uint8_t> dk, dv, dks, dvs;
+  DeviceArray<float> dkh, dvh, dq, dout;
+  KVLAB_TRY_STATUS(dk.upload(k.data(), k.size(), what));
+  KVLAB_TRY_STATUS(dv.upload(v.data(), v.size(), what));
+  if (!k_scales.empty()) KVLAB_TRY_STATUS(dks.upload(k_scales.data(), k_scales.size(), what));
+  if (!v_scales.empty()) KVLAB_TRY_STATUS(dvs.upload(v_scales.data(), v_scales.size(), what));
+  if (!k_heads.empty()) KVLAB_TRY_STATUS(dkh.upload(k_heads.data(), k_heads.size(), what));
+  if (!v_heads.empty()) KVLAB_TRY_STATUS(dvh.upload(v_heads.data(), v_heads.size(), what));
+  KVLAB_TRY_STATUS(dq.upload(q.data(), q.size(), what));
+  KVLAB_TRY_STATUS(dout.allocate(out.size(), what));
+  a.k.data = dk.get();
+  a.v.data = dv.get();
+  a.k.scales = dks.get();
+  a.v.scales = dvs.get();
+  a.k.head_scales = dkh.get();
+  a.v.head_scales = dvh.get();
+  a.q = dq.get();
+  a.out = dout.get();
+  DecodeAttention dec;
+  KVLAB_TRY_STATUS(dec.prepare(a));
+  KVLAB_CUDA_TRY(dec.launch(a, nullptr), what);
+  KVLAB_CUDA_LAUNCH("decode attention");
+  if (splits) *splits = dec.last_splits();
+  return dout.download(out.data(), out.size(), what);
+}
+
+}  // namespace
+
 Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const float> q, int q_heads,
                              std::span<float> out, int* splits) {
   KVLAB_TRY_STATUS(require_gpu());
@@ -490,28 +666,51 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
   if (kv.keys.size() != n || kv.values.size() != n || q.size() != nq || out.size() != nq) {
     return make_error("fp16 decode attention: buffer sizes do not match the shape");
   }
-  DeviceArray<std::uint16_t> dk, dv;
-  DeviceArray<float> dq, dout;
-  KVLAB_TRY_STATUS(dk.upload(kv.keys.data(), n, "fp16 decode keys"));
-  KVLAB_TRY_STATUS(dv.upload(kv.values.data(), n, "fp16 decode values"));
-  KVLAB_TRY_STATUS(dq.upload(q.data(), nq, "fp16 decode queries"));
-  KVLAB_TRY_STATUS(dout.allocate(nq, "fp16 decode output"));
-  Fp16DecodeArgs a;
+  DecodeAttentionArgs a;
   a.batch = batch;
   a.tokens = kv.tokens;
   a.kv_heads = kv.kv_heads;
   a.q_heads = q_heads;
   a.head_dim = kv.head_dim;
-  a.k = dk.get();
-  a.v = dv.get();
-  a.q = dq.get();
-  a.out = dout.get();
-  Fp16Decode dec;
-  KVLAB_TRY_STATUS(dec.prepare(a));
-  KVLAB_CUDA_TRY(dec.launch(a, nullptr), "fp16 decode attention");
-  KVLAB_CUDA_LAUNCH("fp16 decode attention");
-  if (splits) *splits = dec.last_splits();
-  return dout.download(out.data(), nq, "fp16 decode output");
+  const auto bytes = [](std::span<const std::uint16_t> x) {
+    return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(x.data()),
+                                         x.size_bytes());
+  };
+  return run_decode(a, bytes(kv.keys), bytes(kv.values), {}, {}, {}, {}, q, out, splits);
+}
+
+Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
+                        std::span<float> out, int* splits) {
+  KVLAB_TRY_STATUS(require_gpu());
+  const std::string what =
+      std::string("decode attention (") + row_decode::format_name(kv.format) + ")";
+  if (batch <= 0 || kv.tokens < 0 || kv.kv_heads <= 0 || kv.head_dim <= 0 || q_heads <= 0 ||
+      kv.head_dim % 32 != 0) {
+    return make_error(what + ": empty or negative shape, or head_dim not a multiple of 32");
+  }
+  const std::size_t rows = static_cast<std::size_t>(batch) * kv.tokens * kv.kv_heads;
+  const std::size_t row = static_cast<std::size_t>(row_decode::row_bytes(kv.format, kv.head_dim));
+  const bool nvfp4 = kv.format == DecodeFormat::Nvfp4, fp8 = kv.format == DecodeFormat::Fp8E4M3;
+  const std::size_t data = nvfp4 ? rows * (kv.head_dim / 2) : rows * row;
+  const std::size_t scales = nvfp4 ? rows * (kv.head_dim / 16) : 0;
+  const std::size_t heads = fp8 ? static_cast<std::size_t>(kv.kv_heads) : 0;
+  const std::size_t nq = static_cast<std::size_t>(batch) * q_heads * kv.head_dim;
+  if (kv.keys.size() != data || kv.values.size() != data || kv.key_scales.size() != scales ||
+      kv.value_scales.size() != scales || kv.key_head_scales.size() != heads ||
+      kv.value_head_scales.size() != heads || q.size() != nq || out.size() != nq) {
+    return make_error(what + ": buffer sizes do not match the shape");
+  }
+  DecodeAttentionArgs a;
+  a.format = kv.format;
+  a.batch = batch;
+  a.tokens = kv.tokens;
+  a.kv_heads = kv.kv_heads;
+  a.q_heads = q_heads;
+  a.head_dim = kv.head_dim;
+  a.k.global = kv.key_global;
+  a.v.global = kv.value_global;
+  return run_decode(a, kv.keys, kv.values, kv.key_scales, kv.value_scales, kv.key_head_scales,
+                    kv.value_head_scales, q, out, splits);
 }
 
 }  // namespace kvlab::cuda

@@ -1,0 +1,217 @@
+// The fused decode kernel over caches stored in compressed row formats (decode_attention.cuh:
+// FP8 E4M3 with a scale per KV head, llama.cpp's Q8_0 and Q4_0, NVFP4), against softmax(q.K^T /
+// sqrt(d)) V in double over the engine's own dequantization of the same bytes (ggml_dequantize,
+// nvfp4_dequantize_row, fp8_to_float * scale). Without a usable GPU every test reports SKIPPED.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "gpu_test_support.h"
+#include "kvlab/engine/model/ggml_types.h"
+#include "kvlab/engine/quant/fp8.h"
+#include "kvlab/engine/quant/row_decode.h"
+#include "kvlab/kernels/gpu_baselines.h"
+#include "quant/fp4_quantizer.h"
+
+namespace kvlab {
+namespace {
+
+using Format = row_decode::Format;
+
+struct Case {
+  Format format;
+  int tokens, kv_heads, group, dim, batch;
+};
+
+// K or V of `batch` sequences [batch][tokens][kv_heads][dim] stored in `format`, and its
+// dequantization by the engine.
+struct Stored {
+  std::vector<std::uint8_t> data, scales;
+  std::vector<float> head_scales;
+  float global = 1.f;
+  std::vector<double> values;
+};
+
+Stored store(const Case& c, const std::vector<float>& x) {
+  Stored s;
+  const std::size_t n = x.size();
+  std::vector<float> back(n);
+  switch (c.format) {
+    case Format::Q8_0:
+    case Format::Q4_0: {
+      const GgmlType t = c.format == Format::Q8_0 ? GgmlType::Q8_0 : GgmlType::Q4_0;
+      s.data.resize(n / 32 * static_cast<std::size_t>(row_decode::row_bytes(c.format, 32)));
+      EXPECT_TRUE(ggml_quantize(t, x.data(), static_cast<std::int64_t>(n), s.data.data()));
+      ggml_dequantize(t, s.data.data(), back.data(), static_cast<std::int64_t>(n));
+      break;
+    }
+    case Format::Nvfp4: {
+      float amax = 0.f;
+      for (float v : x) amax = std::max(amax, std::abs(v));
+      s.global = detail::nvfp4_global_scale(amax);
+      s.data.resize(n / 2);
+      s.scales.resize(n / 16);
+      detail::nvfp4_quantize_row(x.data(), static_cast<int>(n), s.global, s.data.data(),
+                                 s.scales.data());
+      detail::nvfp4_dequantize_row(s.data.data(), s.scales.data(), static_cast<int>(n), s.global,
+                                   back.data());
+      break;
+    }
+    case Format::Fp8E4M3: {
+      // One scale per KV head over every sequence and token.
+      s.head_scales.assign(static_cast<std::size_t>(c.kv_heads), 0.f);
+      for (std::size_t i = 0; i < n; ++i) {
+        float& h = s.head_scales[(i / c.dim) % c.kv_heads];
+        h = std::max(h, std::abs(x[i]));
+      }
+      for (float& h : s.head_scales) h = h > 0.f ? h / fp8_max(Fp8Format::E4M3) : 1.f;
+      s.data.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const float sc = s.head_scales[(i / c.dim) % c.kv_heads];
+        s.data[i] = float_to_fp8(x[i] / sc, Fp8Format::E4M3);
+        back[i] = fp8_to_float(s.data[i], Fp8Format::E4M3) * sc;
+      }
+      break;
+    }
+    case Format::Fp16:
+      ADD_FAILURE() << "fp16 has its own test";
+      break;
+  }
+  s.values.assign(back.begin(), back.end());
+  return s;
+}
+
+// softmax(q.K^T / sqrt(d)) V in double for every sequence and query head.
+std::vector<double> reference(const Case& c, const std::vector<double>& k,
+                              const std::vector<double>& v, const std::vector<float>& q) {
+  const int qh_n = c.kv_heads * c.group;
+  std::vector<double> out(static_cast<std::size_t>(c.batch) * qh_n * c.dim, 0.0);
+  std::vector<double> w(static_cast<std::size_t>(c.tokens));
+  for (int b = 0; b < c.batch; ++b) {
+    for (int qh = 0; qh < qh_n; ++qh) {
+      const int h = qh / c.group;
+      const float* qv = q.data() + (static_cast<std::size_t>(b) * qh_n + qh) * c.dim;
+      double mx = -INFINITY;
+      for (int t = 0; t < c.tokens; ++t) {
+        const std::size_t row = (static_cast<std::size_t>(b) * c.tokens + t) * c.kv_heads + h;
+        double dot = 0;
+        for (int i = 0; i < c.dim; ++i) dot += qv[i] * k[row * c.dim + i];
+        w[t] = dot / std::sqrt(static_cast<double>(c.dim));
+        mx = std::max(mx, w[t]);
+      }
+      double sum = 0;
+      for (double& x : w) sum += x = std::exp(x - mx);
+      double* o = out.data() + (static_cast<std::size_t>(b) * qh_n + qh) * c.dim;
+      for (int t = 0; t < c.tokens; ++t) {
+        const std::size_t row = (static_cast<std::size_t>(b) * c.tokens + t) * c.kv_heads + h;
+        for (int i = 0; i < c.dim; ++i) o[i] += w[t] / sum * v[row * c.dim + i];
+      }
+    }
+  }
+  return out;
+}
+
+using test::rel_error;
+
+// Every format at head_dim 64, 128 and 256 (its cp.async pieces of 4, 8 and 16 bytes), groups 1
+// to 8, one token to thousands (one chunk, many merged), and batches of sequences. fp32
+// accumulation and exp2f over values the test dequantizes itself: errors near 1e-6; 1e-4 still
+// catches a wrong row, block, scale or nibble (each moves the output by 1e-2 or more here).
+TEST(GpuDecodeFormats, FusedDecodeMatchesTheDequantizedReference) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<Case> cases;
+  for (Format f : {Format::Fp8E4M3, Format::Q8_0, Format::Q4_0, Format::Nvfp4}) {
+    cases.push_back({f, 1, 1, 1, 64, 1});
+    cases.push_back({f, 77, 2, 4, 128, 1});
+    cases.push_back({f, 300, 1, 8, 256, 1});
+    cases.push_back({f, 5000, 2, 2, 64, 1});  // many chunks
+    cases.push_back({f, 129, 8, 4, 128, 3});  // a batch
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << row_decode::format_name(c.format) << ": " << c.tokens
+                                      << " tokens, " << c.kv_heads << " KV heads, group " << c.group
+                                      << ", dim " << c.dim << ", batch " << c.batch);
+    const std::size_t n = static_cast<std::size_t>(c.batch) * c.tokens * c.kv_heads * c.dim;
+    std::vector<float> k(n), v(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      k[i] = normal(rng) + ((i % c.dim) % 13 == 0 ? 5.f : 0.f);
+      v[i] = normal(rng);
+    }
+    std::vector<float> q(static_cast<std::size_t>(c.batch) * c.kv_heads * c.group * c.dim);
+    for (float& x : q) x = normal(rng);
+    const Stored ks = store(c, k), vs = store(c, v);
+    const std::vector<double> ref = reference(c, ks.values, vs.values, q);
+    cuda::StoredKvView kv;
+    kv.format = c.format;
+    kv.tokens = c.tokens;
+    kv.kv_heads = c.kv_heads;
+    kv.head_dim = c.dim;
+    kv.keys = ks.data;
+    kv.values = vs.data;
+    kv.key_scales = ks.scales;
+    kv.value_scales = vs.scales;
+    kv.key_head_scales = ks.head_scales;
+    kv.value_head_scales = vs.head_scales;
+    kv.key_global = ks.global;
+    kv.value_global = vs.global;
+    std::vector<float> out(ref.size(), NAN);
+    const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out);
+    ASSERT_TRUE(st) << st.message();
+    EXPECT_LT(rel_error(out, ref), 1e-4);
+  }
+}
+
+TEST(GpuDecodeFormats, BadInputIsAnError) {
+  KVLAB_REQUIRE_GPU();
+  const int tokens = 10, heads = 2, dim = 64;
+  const std::size_t rows = static_cast<std::size_t>(tokens) * heads;
+  std::vector<std::uint8_t> q4(rows *
+                               static_cast<std::size_t>(row_decode::row_bytes(Format::Q4_0, dim)));
+  cuda::StoredKvView kv;
+  kv.format = Format::Q4_0;
+  kv.tokens = tokens;
+  kv.kv_heads = heads;
+  kv.head_dim = dim;
+  kv.keys = q4;
+  kv.values = q4;
+  std::vector<float> q(2 * dim), out(2 * dim);
+  ASSERT_TRUE(cuda::decode_attention(kv, 1, q, 2, out));
+  // Three query heads per KV head: the compressed formats are built for 1, 2, 4 and 8.
+  std::vector<float> q6(6 * dim), o6(6 * dim);
+  Status st = cuda::decode_attention(kv, 1, q6, 6, o6);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.message().find("q4_0"), std::string::npos) << st.message();
+  // A row short; NVFP4 without its scales; FP8 without its head scales.
+  const std::vector<std::uint8_t> short_rows(q4.begin(), q4.end() - 1);
+  cuda::StoredKvView bad = kv;
+  bad.keys = short_rows;
+  EXPECT_FALSE(cuda::decode_attention(bad, 1, q, 2, out));
+  std::vector<std::uint8_t> nib(rows * dim / 2);
+  bad = kv;
+  bad.format = Format::Nvfp4;
+  bad.keys = nib;
+  bad.values = nib;
+  EXPECT_FALSE(cuda::decode_attention(bad, 1, q, 2, out));
+  std::vector<std::uint8_t> codes(rows * dim);
+  bad = kv;
+  bad.format = Format::Fp8E4M3;
+  bad.keys = codes;
+  bad.values = codes;
+  EXPECT_FALSE(cuda::decode_attention(bad, 1, q, 2, out));
+  // head_dim 96: no kernel.
+  std::vector<std::uint8_t> q96(rows *
+                                static_cast<std::size_t>(row_decode::row_bytes(Format::Q4_0, 96)));
+  bad = kv;
+  bad.head_dim = 96;
+  bad.keys = q96;
+  bad.values = q96;
+  std::vector<float> qd(2 * 96), od(2 * 96);
+  EXPECT_FALSE(cuda::decode_attention(bad, 1, qd, 2, od));
+}
+
+}  // namespace
+}  // namespace kvlab
