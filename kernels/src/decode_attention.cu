@@ -5,8 +5,11 @@
 // to shared memory by cp.async in the format's stored bytes, kStages - 1 tiles ahead of the
 // arithmetic, so the memory system stays busy through the softmax and its barriers and the tiles
 // take no registers. A format is a row type below: its row's bytes, the piece size cp.async
-// copies them in (4, 8 or 16 bytes), and load8(), a thread's 8 channels of a row decoded from
-// shared memory (fp16: one 16-byte load; the others: row_decode.h). Thread layout:
+// copies them in (4, 8 or 16 bytes), where a row's pieces come from (source()), and load8(), a
+// thread's 8 channels of a row decoded from shared memory (fp16: one 16-byte load; the others:
+// row_decode.h). A format with kFoldKeys (KVComp's packed codes) has its key steps and minimums
+// folded into the thread's query channels, recomputed when the key rows enter a new block, so its
+// key rows decode to bare codes. Thread layout:
 //  - q.k: d / 8 threads share one K row, each taking 8 channels (one 16-byte chunk) and holding
 //    those 8 channels of all G query heads in registers; the partial dots are summed over the
 //    row's threads with shuffles, and the logits (base 2, 1/sqrt(d) folded into q) go to shared
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "decode_attention.cuh"
+#include "kvlab/engine/codec/block_layout.h"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "kvlab/kernels/gpu_kv.h"
 #include "launch_plan.cuh"
@@ -78,17 +82,28 @@ __device__ __forceinline__ void copy_async(void* smem, const void* gmem, bool va
   }
 }
 
+// Where a token's row sits: rows [batch][tokens][kv_heads].
+struct RowPlace {
+  int b, t, h;           // sequence, token, KV head
+  std::size_t row;       // (b * tokens + t) * kv_heads + h
+  int tokens, kv_heads;  // of one sequence
+};
+
 // The row types. `param` is what a format needs beside the row: FP8's scale of the KV head,
-// NVFP4's global scale (read once per block by param()).
+// NVFP4's global scale (read once per block by param()). load8's `row` is the row's index, for
+// parameters kept per row.
 template <int D>
 struct Fp16Rows {
   static constexpr int kDim = D, kRowBytes = 2 * D, kCopy = 16;
   static constexpr DecodeFormat kFormat = DecodeFormat::Fp16;
-  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
-    return static_cast<const std::uint8_t*>(t.data) + row * kRowBytes + piece * kCopy;
+  static constexpr bool kFoldKeys = false;
+  __device__ static const void* source(const DecodeTensor& t, const RowPlace& p, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + p.row * kRowBytes + piece * kCopy;
   }
   __device__ static float param(const DecodeTensor&, int) { return 0.f; }
-  __device__ static void load8(const std::uint8_t* r, int sub, float, float (&f)[8]) {
+  template <bool kValue>
+  __device__ static void load8(const DecodeTensor&, const std::uint8_t* r, int sub, float,
+                               std::size_t, float (&f)[8]) {
     unpack8(reinterpret_cast<const uint4*>(r)[sub], f);
   }
 };
@@ -97,11 +112,14 @@ template <int D>
 struct Fp8Rows {
   static constexpr int kDim = D, kRowBytes = D, kCopy = copy_unit(D);
   static constexpr DecodeFormat kFormat = DecodeFormat::Fp8E4M3;
-  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
-    return static_cast<const std::uint8_t*>(t.data) + row * kRowBytes + piece * kCopy;
+  static constexpr bool kFoldKeys = false;
+  __device__ static const void* source(const DecodeTensor& t, const RowPlace& p, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + p.row * kRowBytes + piece * kCopy;
   }
   __device__ static float param(const DecodeTensor& t, int head) { return t.head_scales[head]; }
-  __device__ static void load8(const std::uint8_t* r, int sub, float scale, float (&f)[8]) {
+  template <bool kValue>
+  __device__ static void load8(const DecodeTensor&, const std::uint8_t* r, int sub, float scale,
+                               std::size_t, float (&f)[8]) {
     row_decode::fp8_e4m3(r, sub, scale, f);
   }
 };
@@ -111,11 +129,14 @@ struct GgmlRows {
   static constexpr int kDim = D, kRowBytes = row_decode::row_bytes(F, D);
   static constexpr int kCopy = copy_unit(kRowBytes);
   static constexpr DecodeFormat kFormat = F;
-  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
-    return static_cast<const std::uint8_t*>(t.data) + row * kRowBytes + piece * kCopy;
+  static constexpr bool kFoldKeys = false;
+  __device__ static const void* source(const DecodeTensor& t, const RowPlace& p, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + p.row * kRowBytes + piece * kCopy;
   }
   __device__ static float param(const DecodeTensor&, int) { return 0.f; }
-  __device__ static void load8(const std::uint8_t* r, int sub, float, float (&f)[8]) {
+  template <bool kValue>
+  __device__ static void load8(const DecodeTensor&, const std::uint8_t* r, int sub, float,
+                               std::size_t, float (&f)[8]) {
     if constexpr (F == DecodeFormat::Q8_0) {
       row_decode::q8_0(r, sub, f);
     } else {
@@ -135,17 +156,50 @@ struct Nvfp4Rows {
   static constexpr int kDim = D, kCodeBytes = D / 2, kScaleBytes = D / 16;
   static constexpr int kRowBytes = kCodeBytes + kScaleBytes, kCopy = copy_unit(kScaleBytes);
   static constexpr DecodeFormat kFormat = DecodeFormat::Nvfp4;
+  static constexpr bool kFoldKeys = false;
   static_assert(kCodeBytes % kCopy == 0);
-  __device__ static const void* source(const DecodeTensor& t, std::size_t row, int piece) {
+  __device__ static const void* source(const DecodeTensor& t, const RowPlace& p, int piece) {
     constexpr int kCodePieces = kCodeBytes / kCopy;
     return piece < kCodePieces
-               ? static_cast<const std::uint8_t*>(t.data) + row * kCodeBytes + piece * kCopy
-               : static_cast<const std::uint8_t*>(t.scales) + row * kScaleBytes +
+               ? static_cast<const std::uint8_t*>(t.data) + p.row * kCodeBytes + piece * kCopy
+               : static_cast<const std::uint8_t*>(t.scales) + p.row * kScaleBytes +
                      (piece - kCodePieces) * kCopy;
   }
   __device__ static float param(const DecodeTensor& t, int) { return t.global; }
-  __device__ static void load8(const std::uint8_t* r, int sub, float global, float (&f)[8]) {
+  template <bool kValue>
+  __device__ static void load8(const DecodeTensor&, const std::uint8_t* r, int sub, float global,
+                               std::size_t, float (&f)[8]) {
     row_decode::nvfp4(r, D, sub, global, f);
+  }
+};
+
+// KVComp's bit-packed 4-bit streams (docs/FORMAT.md, "BitPack"): a sequence's payload is its
+// blocks of block_size tokens, token block major then head, each block its vectors back to back
+// (dim / 2 bytes each, block_layout.h). Keys decode to their codes: the block's per-channel steps
+// and minimums are folded into the query (fold()); values apply their token's step and minimum.
+template <int D>
+struct Packed4Rows {
+  static constexpr int kDim = D, kRowBytes = D / 2, kCopy = copy_unit(kRowBytes);
+  static constexpr DecodeFormat kFormat = DecodeFormat::Packed4;
+  static constexpr bool kFoldKeys = true;
+  __device__ static const void* source(const DecodeTensor& t, const RowPlace& p, int piece) {
+    const int tb = p.t / t.block_size;
+    const int n = block_layout::block_tokens(tb, p.tokens, t.block_size);
+    return static_cast<const std::uint8_t*>(t.data) + p.b * t.batch_bytes +
+           block_layout::bitpack_block_offset(tb, p.h, p.kv_heads, t.block_size, n, D, 4) +
+           static_cast<std::size_t>(p.t - tb * t.block_size) * kRowBytes + piece * kCopy;
+  }
+  __device__ static float param(const DecodeTensor&, int) { return 0.f; }
+  // Keys: the codes. Values: min + code * step of the row's token.
+  template <bool kValue>
+  __device__ static void load8(const DecodeTensor& t, const std::uint8_t* r, int sub, float,
+                               std::size_t row, float (&f)[8]) {
+    row_decode::packed4(r, sub, f);
+    if (t.block_size == 0) {  // values (keys carry their block size)
+      const float step = __ldg(t.steps + row), mn = __ldg(t.mins + row);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) f[c] = fmaf(f[c], step, mn);
+    }
   }
 };
 __device__ __forceinline__ void commit_async() {
@@ -209,10 +263,12 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
         const int r = i / kPieces, piece = i % kPieces;
         const int t = t0 + r;
         const bool valid = t < t_end;
-        const std::size_t row = row0 + static_cast<std::size_t>(valid ? t : t_begin) * a.kv_heads;
+        const int tt = valid ? t : t_begin;
+        const RowPlace place{
+            b, tt, h, row0 + static_cast<std::size_t>(tt) * a.kv_heads, a.tokens, a.kv_heads};
         const int at = i * F::kCopy;  // r * kRowBytes + piece * kCopy
-        copy_async<F::kCopy>(ks + at, F::source(a.k, row, piece), valid);
-        copy_async<F::kCopy>(vs + at, F::source(a.v, row, piece), valid);
+        copy_async<F::kCopy>(ks + at, F::source(a.k, place, piece), valid);
+        copy_async<F::kCopy>(vs + at, F::source(a.v, place, piece), valid);
       }
     }
     commit_async();
@@ -250,6 +306,12 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[g][j] = 0.f;
   }
+  // kFoldKeys: the key block whose steps are folded into q, and this thread's share of q.min of
+  // each query head (summed with the dot over the row's threads).
+  int folded_block = -1;
+  float kbias[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) kbias[g] = 0.f;
 
   for (int j = 0; j < tiles; ++j) {
     issue(j + P::kStages - 1);  // into the stage the previous tile freed
@@ -261,12 +323,47 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
 #pragma unroll
     for (int s = 0; s < kKSteps; ++s) {
       const int row = s * kRowsPerStep + k_row;
+      if constexpr (F::kFoldKeys) {
+        // q.(min + code * step) = q.min + (q * step).code over the block's per-channel step and
+        // minimum: refolded when this row's block is not the folded one (once a tile at most
+        // when blocks hold whole tiles; a row past the chunk keeps the last block).
+        const int blk = min(t0 + row, t_end - 1) / a.k.block_size;
+        if (blk != folded_block) {
+          folded_block = blk;
+          const std::size_t unit =
+              ((static_cast<std::size_t>(b) * ((a.tokens + a.k.block_size - 1) / a.k.block_size) +
+                blk) *
+                   a.kv_heads +
+               h) *
+                  D +
+              sub * 8;
+          float st[8], mn[8];
+#pragma unroll
+          for (int c = 0; c < 8; ++c) {
+            st[c] = __ldg(a.k.steps + unit + c);
+            mn[c] = __ldg(a.k.mins + unit + c);
+          }
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            kbias[g] = 0.f;
+#pragma unroll
+            for (int c = 0; c < 8; ++c) {
+              const float qv = s_q[g][sub * 8 + c];
+              q[g][c] = qv * st[c];
+              kbias[g] = fmaf(qv, mn[c], kbias[g]);
+            }
+          }
+        }
+      }
       float k8[8];
-      F::load8(ks + row * F::kRowBytes, sub, k_param, k8);
+      F::template load8<false>(a.k, ks + row * F::kRowBytes, sub, k_param, 0, k8);
       float d[kGP];
 #pragma unroll
       for (int g = 0; g < kGP; ++g) {
         d[g] = 0.f;
+        if constexpr (F::kFoldKeys) {
+          if (g < G) d[g] = kbias[g];
+        }
         if (g < G) {
 #pragma unroll
           for (int c = 0; c < 8; ++c) d[g] = fmaf(q[g][c], k8[c], d[g]);
@@ -336,7 +433,9 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
     for (int s = 0; s < kVSteps; ++s) {
       const int row = s * kVRows + v_row;
       float v8[8];
-      F::load8(vs + row * F::kRowBytes, sub, v_param, v8);
+      F::template load8<true>(
+          a.v, vs + row * F::kRowBytes, sub, v_param,
+          row0 + static_cast<std::size_t>(min(t0 + row, t_end - 1)) * a.kv_heads, v8);
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const float p = s_p[g][row];
@@ -488,11 +587,13 @@ KernelFn kernel_for(DecodeFormat format, int head_dim, int group) {
       return kernel_for_dim<Q4_0Rows>(head_dim, group);
     case DecodeFormat::Nvfp4:
       return kernel_for_dim<Nvfp4Rows>(head_dim, group);
+    case DecodeFormat::Packed4:
+      return kernel_for_dim<Packed4Rows>(head_dim, group);
   }
   return nullptr;
 }
 
-constexpr int kFormats = 5;
+constexpr int kFormats = 6;
 
 // Resident blocks per SM of each instantiation, asked once each: [format][dim 64/128/256][group
 // - 1].
@@ -521,6 +622,10 @@ bool tensor_valid(DecodeFormat f, const DecodeTensor& t) {
     return t.scales && aligned16(t.scales) && std::isfinite(t.global) && t.global > 0.f;
   }
   if (f == DecodeFormat::Fp8E4M3) return t.head_scales != nullptr;
+  if (f == DecodeFormat::Packed4) {
+    return t.steps && t.mins && t.block_size >= 1 && t.block_size <= 65535 &&
+           t.batch_bytes % 16 == 0;
+  }
   return true;
 }
 
@@ -621,28 +726,44 @@ cudaError_t DecodeAttention::launch(const DecodeAttentionArgs& a, cudaStream_t s
 namespace {
 
 // Uploads, launches once and downloads: the host entry points below.
-Status run_decode(DecodeAttentionArgs a, std::span<const std::uint8_t> k,
-                  std::span<const std::uint8_t> v, std::span<const std::uint8_t> k_scales,
-                  std::span<const std::uint8_t> v_scales, std::span<const float> k_heads,
-                  std::span<const float> v_heads, std::span<const float> q, std::span<float> out,
-                  int* splits) {
+// One of K or V on the host, for run_decode.
+struct HostTensor {
+  std::span<const std::uint8_t> data, scales;
+  std::span<const float> head_scales, steps, mins;
+};
+
+struct DeviceTensor {
+  DeviceArray<std::uint8_t> data, scales;
+  DeviceArray<float> head_scales, steps, mins;
+  Status upload(const HostTensor& h, DecodeTensor& t) {
+    const char* what = "decode attention";
+    const auto up = [&](auto& d, auto span) -> Status {
+      if (span.empty()) return Ok{};
+      return d.upload(span.data(), span.size(), what);
+    };
+    KVLAB_TRY_STATUS(up(data, h.data));
+    KVLAB_TRY_STATUS(up(scales, h.scales));
+    KVLAB_TRY_STATUS(up(head_scales, h.head_scales));
+    KVLAB_TRY_STATUS(up(steps, h.steps));
+    KVLAB_TRY_STATUS(up(mins, h.mins));
+    t.data = data.get();
+    t.scales = scales.get();
+    t.head_scales = head_scales.get();
+    t.steps = steps.get();
+    t.mins = mins.get();
+    return Ok{};
+  }
+};
+
+Status run_decode(DecodeAttentionArgs a, const HostTensor& k, const HostTensor& v,
+                  std::span<const float> q, std::span<float> out, int* splits) {
   const char* what = "decode attention";
-  DeviceArray<std::uint8_t> dk, dv, dks, dvs;
-  DeviceArray<float> dkh, dvh, dq, dout;
-  KVLAB_TRY_STATUS(dk.upload(k.data(), k.size(), what));
-  KVLAB_TRY_STATUS(dv.upload(v.data(), v.size(), what));
-  if (!k_scales.empty()) KVLAB_TRY_STATUS(dks.upload(k_scales.data(), k_scales.size(), what));
-  if (!v_scales.empty()) KVLAB_TRY_STATUS(dvs.upload(v_scales.data(), v_scales.size(), what));
-  if (!k_heads.empty()) KVLAB_TRY_STATUS(dkh.upload(k_heads.data(), k_heads.size(), what));
-  if (!v_heads.empty()) KVLAB_TRY_STATUS(dvh.upload(v_heads.data(), v_heads.size(), what));
+  DeviceTensor dk, dv;
+  DeviceArray<float> dq, dout;
+  KVLAB_TRY_STATUS(dk.upload(k, a.k));
+  KVLAB_TRY_STATUS(dv.upload(v, a.v));
   KVLAB_TRY_STATUS(dq.upload(q.data(), q.size(), what));
   KVLAB_TRY_STATUS(dout.allocate(out.size(), what));
-  a.k.data = dk.get();
-  a.v.data = dv.get();
-  a.k.scales = dks.get();
-  a.v.scales = dvs.get();
-  a.k.head_scales = dkh.get();
-  a.v.head_scales = dvh.get();
   a.q = dq.get();
   a.out = dout.get();
   DecodeAttention dec;
@@ -676,7 +797,8 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
     return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(x.data()),
                                          x.size_bytes());
   };
-  return run_decode(a, bytes(kv.keys), bytes(kv.values), {}, {}, {}, {}, q, out, splits);
+  return run_decode(a, HostTensor{bytes(kv.keys), {}, {}, {}, {}},
+                    HostTensor{bytes(kv.values), {}, {}, {}, {}}, q, out, splits);
 }
 
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
@@ -691,13 +813,31 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   const std::size_t rows = static_cast<std::size_t>(batch) * kv.tokens * kv.kv_heads;
   const std::size_t row = static_cast<std::size_t>(row_decode::row_bytes(kv.format, kv.head_dim));
   const bool nvfp4 = kv.format == DecodeFormat::Nvfp4, fp8 = kv.format == DecodeFormat::Fp8E4M3;
-  const std::size_t data = nvfp4 ? rows * (kv.head_dim / 2) : rows * row;
+  const bool packed = kv.format == DecodeFormat::Packed4;
+  if (packed && (kv.block_size < 1 || kv.block_size > 65535)) {
+    return make_error(what + ": block size " + std::to_string(kv.block_size) + " outside 1..65535");
+  }
+  const std::size_t sequence_bytes =
+      packed ? block_layout::bitpack_payload_bytes(kv.tokens, kv.kv_heads, kv.head_dim,
+                                                   kv.block_size, 4)
+             : 0;
+  const std::size_t data = packed  ? batch * sequence_bytes
+                           : nvfp4 ? rows * (kv.head_dim / 2)
+                                   : rows * row;
   const std::size_t scales = nvfp4 ? rows * (kv.head_dim / 16) : 0;
   const std::size_t heads = fp8 ? static_cast<std::size_t>(kv.kv_heads) : 0;
+  const std::size_t key_units =
+      packed ? static_cast<std::size_t>(batch) *
+                   ((kv.tokens + std::max(kv.block_size, 1) - 1) / std::max(kv.block_size, 1)) *
+                   kv.kv_heads * kv.head_dim
+             : 0;
+  const std::size_t value_units = packed ? rows : 0;
   const std::size_t nq = static_cast<std::size_t>(batch) * q_heads * kv.head_dim;
   if (kv.keys.size() != data || kv.values.size() != data || kv.key_scales.size() != scales ||
       kv.value_scales.size() != scales || kv.key_head_scales.size() != heads ||
-      kv.value_head_scales.size() != heads || q.size() != nq || out.size() != nq) {
+      kv.value_head_scales.size() != heads || kv.key_steps.size() != key_units ||
+      kv.key_mins.size() != key_units || kv.value_steps.size() != value_units ||
+      kv.value_mins.size() != value_units || q.size() != nq || out.size() != nq) {
     return make_error(what + ": buffer sizes do not match the shape");
   }
   DecodeAttentionArgs a;
@@ -709,8 +849,12 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   a.head_dim = kv.head_dim;
   a.k.global = kv.key_global;
   a.v.global = kv.value_global;
-  return run_decode(a, kv.keys, kv.values, kv.key_scales, kv.value_scales, kv.key_head_scales,
-                    kv.value_head_scales, q, out, splits);
+  a.k.block_size = a.v.block_size = packed ? kv.block_size : 0;
+  a.k.batch_bytes = a.v.batch_bytes = sequence_bytes;
+  return run_decode(
+      a, HostTensor{kv.keys, kv.key_scales, kv.key_head_scales, kv.key_steps, kv.key_mins},
+      HostTensor{kv.values, kv.value_scales, kv.value_head_scales, kv.value_steps, kv.value_mins},
+      q, out, splits);
 }
 
 }  // namespace kvlab::cuda

@@ -2,8 +2,10 @@
 // the tokens, FlashInfer's GQA-aware decode), over an fp16 cache (the baseline a serving engine
 // already has, and the one the compressed kernels must beat, issue 46) and over caches stored in
 // a compressed row format, read in place (issue 46 part 2): FP8 E4M3 with a scale per KV head,
-// llama.cpp's Q8_0 and Q4_0 blocks, NVFP4. The formats' arithmetic is row_decode.h's, shared
-// with the CPU test that holds it to the engine's dequantizers.
+// llama.cpp's Q8_0 and Q4_0 blocks, NVFP4, and KVComp's bit-packed 4-bit streams (its key steps
+// folded into the query once per block, its value steps applied per row). The formats'
+// arithmetic is row_decode.h's, shared with the CPU test that holds it to the engine's
+// dequantizers.
 //
 // One launch computes out = softmax(q.K^T / sqrt(d)) V for every query head of every sequence.
 // The grid is (chunks of tokens) x (KV heads) x (sequences); a block streams its chunk's K and V
@@ -46,12 +48,18 @@ bool decode_attention_supported(DecodeFormat format, int head_dim, int group);
 
 // One of K or V on the device, rows [batch][tokens][kv_heads] of row_decode::row_bytes(format,
 // head_dim) bytes each (NVFP4: the rows' nibbles here, their block scales in `scales`, rows of
-// head_dim / 16 bytes in the same order). Aligned to 16 bytes.
+// head_dim / 16 bytes in the same order). Aligned to 16 bytes. Packed4: each sequence's KVComp
+// BitPack payload (docs/FORMAT.md, width 4), `batch_bytes` apart, with its steps and minimums
+// (keys [token block][head][dim], values [token][head], sequences back to back).
 struct DecodeTensor {
   const void* data = nullptr;
   const void* scales = nullptr;        // NVFP4's block scales
   const float* head_scales = nullptr;  // FP8: one per KV head (device)
   float global = 1.f;                  // NVFP4's global scale
+  const float* steps = nullptr;        // Packed4
+  const float* mins = nullptr;
+  int block_size = 0;             // Packed4: tokens per block
+  std::uint64_t batch_bytes = 0;  // Packed4: one sequence's payload bytes
 };
 
 struct DecodeAttentionArgs {

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "code_encode.cuh"
@@ -154,9 +155,11 @@ Result<GpuLayer> as_rans(const GpuLayer& huffman) {
 // One sequence's K and V in a row format the fused decode kernel reads (decode_attention.cuh).
 struct StoredRows {
   DecodeFormat format = DecodeFormat::Fp16;
-  std::vector<std::uint8_t> k, v, k_scales, v_scales;  // scales: NVFP4's block scales
-  std::vector<float> k_heads, v_heads;                 // FP8's scale per KV head
-  float k_global = 1.f, v_global = 1.f;                // NVFP4
+  std::vector<std::uint8_t> k, v, k_scales, v_scales;   // scales: NVFP4's block scales
+  std::vector<float> k_heads, v_heads;                  // FP8's scale per KV head
+  float k_global = 1.f, v_global = 1.f;                 // NVFP4
+  std::vector<float> k_steps, k_mins, v_steps, v_mins;  // Packed4 (KVComp BitPack payloads)
+  int block_size = 0;
 };
 
 // The fp16 layer quantized on the host as the engine stores the format: llama.cpp's blocks
@@ -309,26 +312,40 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
     std::map<int, double> fused_us;  // fp16_fused time by batch
     const auto fused = [&](const StoredRows& sr, const std::string& name) -> Status {
       for (int B : o.batches) {
-        const double bytes = 2.0 * B * static_cast<double>(sr.k.size() + sr.k_scales.size());
+        const double bytes = 2.0 * B * static_cast<double>(sr.k.size() + sr.k_scales.size()) +
+                             B * sizeof(float) *
+                                 static_cast<double>(sr.k_steps.size() + sr.k_mins.size() +
+                                                     sr.v_steps.size() + sr.v_mins.size());
         const int copies = copies_for(bytes, l2);
         struct Copy {
           DeviceArray<std::uint8_t> k, v, ks, vs;
+          DeviceArray<float> kst, kmn, vst, vmn;
         };
         std::vector<Copy> cs(static_cast<std::size_t>(copies));
-        const auto repeat = [B](const std::vector<std::uint8_t>& x) {
-          std::vector<std::uint8_t> r;
+        const auto repeat = [B](const auto& x) {
+          std::remove_cvref_t<decltype(x)> r;
           r.reserve(x.size() * B);
           for (int b = 0; b < B; ++b) r.insert(r.end(), x.begin(), x.end());
           return r;
         };
+        const auto up = [](auto& d, const auto& x) -> Status {
+          if (x.empty()) return Ok{};
+          return d.upload(x.data(), x.size(), "bench fused");
+        };
         {
           const auto kb = repeat(sr.k), vb = repeat(sr.v);
           const auto ksb = repeat(sr.k_scales), vsb = repeat(sr.v_scales);
+          const auto kst = repeat(sr.k_steps), kmn = repeat(sr.k_mins);
+          const auto vst = repeat(sr.v_steps), vmn = repeat(sr.v_mins);
           for (Copy& c : cs) {
-            KVLAB_TRY_STATUS(c.k.upload(kb.data(), kb.size(), "bench fused keys"));
-            KVLAB_TRY_STATUS(c.v.upload(vb.data(), vb.size(), "bench fused values"));
-            if (!ksb.empty()) KVLAB_TRY_STATUS(c.ks.upload(ksb.data(), ksb.size(), "bench"));
-            if (!vsb.empty()) KVLAB_TRY_STATUS(c.vs.upload(vsb.data(), vsb.size(), "bench"));
+            KVLAB_TRY_STATUS(up(c.k, kb));
+            KVLAB_TRY_STATUS(up(c.v, vb));
+            KVLAB_TRY_STATUS(up(c.ks, ksb));
+            KVLAB_TRY_STATUS(up(c.vs, vsb));
+            KVLAB_TRY_STATUS(up(c.kst, kst));
+            KVLAB_TRY_STATUS(up(c.kmn, kmn));
+            KVLAB_TRY_STATUS(up(c.vst, vst));
+            KVLAB_TRY_STATUS(up(c.vmn, vmn));
           }
         }
         DeviceArray<float> dkh, dvh;
@@ -354,12 +371,19 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
         fa.v.head_scales = dvh.get();
         fa.k.global = sr.k_global;
         fa.v.global = sr.v_global;
+        fa.k.block_size = fa.v.block_size = sr.block_size;
+        fa.k.batch_bytes = sr.k.size();
+        fa.v.batch_bytes = sr.v.size();
         const auto use = [&](int i) {
           Copy& c = cs[static_cast<std::size_t>(i % copies)];
           fa.k.data = c.k.get();
           fa.v.data = c.v.get();
           fa.k.scales = c.ks.get();
           fa.v.scales = c.vs.get();
+          fa.k.steps = c.kst.get();
+          fa.k.mins = c.kmn.get();
+          fa.v.steps = c.vst.get();
+          fa.v.mins = c.vmn.get();
         };
         use(0);
         DecodeAttention dec;
@@ -428,6 +452,21 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       if (!sv) return sv.error();
       add(name + "_sv", *sv, vb);
       add(name + "_attn", *qk + *sv, kb + vb, 2.0 * fp16_bytes);
+      if (kind == 2) {
+        // The same packed 4-bit layer through the one-pass fused kernel.
+        auto host = download_layer(*gl);
+        if (!host) return host.error();
+        StoredRows sr;
+        sr.format = DecodeFormat::Packed4;
+        sr.block_size = o.block_size;
+        sr.k.assign(host->keys.payload.begin(), host->keys.payload.end());
+        sr.v.assign(host->values.payload.begin(), host->values.payload.end());
+        sr.k_steps = std::move(host->key_steps);
+        sr.k_mins = std::move(host->key_mins);
+        sr.v_steps = std::move(host->value_steps);
+        sr.v_mins = std::move(host->value_mins);
+        KVLAB_TRY_STATUS(fused(sr, "packed4_fused"));
+      }
 
       if (huffman) {
         // Encode throughput: quantize + Huffman-encode K and V from fp16 on the device, with

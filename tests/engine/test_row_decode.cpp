@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "codec/bitpack.h"
 #include "core/random.h"
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/model/ggml_types.h"
@@ -113,6 +114,26 @@ TEST(RowDecode, RowsDecodeAsTheEnginesDequantizers) {
           const std::uint8_t c = codes[static_cast<std::size_t>(8 * sub + i)];
           expect_same(got[i], fp8_to_float(c, Fp8Format::E4M3) * scale, "fp8", 8 * sub + i);
         }
+      }
+    }
+  }
+}
+
+// KVComp's packed 4-bit codes read as the codec's bit packing writes them (codec/bitpack.h).
+TEST(RowDecode, Packed4IsTheBitPackersOrder) {
+  detail::Rng rng(6);
+  for (int dim : {64, 128, 256}) {
+    std::vector<std::uint8_t> codes(static_cast<std::size_t>(dim));
+    for (auto& c : codes) c = static_cast<std::uint8_t>(rng.below(16));
+    std::vector<std::uint8_t> row(
+        static_cast<std::size_t>(rd::row_bytes(rd::Format::Packed4, dim)));
+    detail::pack_codes(codes.data(), codes.size(), 4, row.data(), 0);
+    float got[8];
+    for (int sub = 0; sub < dim / 8; ++sub) {
+      rd::packed4(row.data(), sub, got);
+      for (int i = 0; i < 8; ++i) {
+        EXPECT_EQ(got[i], static_cast<float>(codes[static_cast<std::size_t>(8 * sub + i)]))
+            << dim << " " << 8 * sub + i;
       }
     }
   }

@@ -1,7 +1,8 @@
 // The fused decode kernel over caches stored in compressed row formats (decode_attention.cuh:
-// FP8 E4M3 with a scale per KV head, llama.cpp's Q8_0 and Q4_0, NVFP4), against softmax(q.K^T /
-// sqrt(d)) V in double over the engine's own dequantization of the same bytes (ggml_dequantize,
-// nvfp4_dequantize_row, fp8_to_float * scale). Without a usable GPU every test reports SKIPPED.
+// FP8 E4M3 with a scale per KV head, llama.cpp's Q8_0 and Q4_0, NVFP4, KVComp's packed 4-bit
+// streams), against softmax(q.K^T / sqrt(d)) V in double over the engine's own dequantization of
+// the same bytes (ggml_dequantize, nvfp4_dequantize_row, fp8_to_float * scale, the compressed
+// cache's dequantize_all). Without a usable GPU every test reports SKIPPED.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,9 @@
 #include <vector>
 
 #include "gpu_test_support.h"
+#include "kvlab/engine/codec/compressed_cache.h"
+#include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/quant/fp8.h"
 #include "kvlab/engine/quant/row_decode.h"
@@ -76,7 +80,8 @@ Stored store(const Case& c, const std::vector<float>& x) {
       break;
     }
     case Format::Fp16:
-      ADD_FAILURE() << "fp16 has its own test";
+    case Format::Packed4:
+      ADD_FAILURE() << row_decode::format_name(c.format) << " has its own test";
       break;
   }
   s.values.assign(back.begin(), back.end());
@@ -158,6 +163,92 @@ TEST(GpuDecodeFormats, FusedDecodeMatchesTheDequantizedReference) {
     kv.value_head_scales = vs.head_scales;
     kv.key_global = ks.global;
     kv.value_global = vs.global;
+    std::vector<float> out(ref.size(), NAN);
+    const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out);
+    ASSERT_TRUE(st) << st.message();
+    EXPECT_LT(rel_error(out, ref), 1e-4);
+  }
+}
+
+// KVComp's bit-packed 4-bit caches (Packed4): the CPU cache's own streams and parameters, the
+// reference over its dequantize_all() of the compressed tokens; blocks of 64 (a tile's worth),
+// 16 (several blocks a tile: the query refolded inside a tile) and 100 (tiles across blocks),
+// a short last block, head_dim 64 to 256, groups 1 to 8, and two sequences back to back.
+TEST(GpuDecodeFormats, Packed4MatchesTheCachesReconstruction) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(29);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  struct PackedCase {
+    int tokens, kv_heads, group, dim, block, batch;
+  };
+  const PackedCase cases[] = {{64, 1, 1, 64, 64, 1},   {700, 2, 4, 128, 64, 1},
+                              {333, 1, 8, 256, 16, 1}, {1000, 2, 2, 128, 100, 1},
+                              {5000, 2, 1, 64, 64, 1}, {260, 8, 4, 128, 64, 2}};
+  for (const PackedCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.tokens << " tokens, " << c.kv_heads << " KV heads, group " << c.group
+                 << ", dim " << c.dim << ", block " << c.block << ", batch " << c.batch);
+    Case shape{Format::Packed4, 0, c.kv_heads, c.group, c.dim, c.batch};
+    std::vector<std::uint8_t> keys, values;
+    std::vector<float> kst, kmn, vst, vmn;
+    std::vector<double> kref, vref;
+    for (int b = 0; b < c.batch; ++b) {
+      const std::size_t n = static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim;
+      std::vector<float> x(n), y(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        x[i] = normal(rng) + ((i % c.dim) % 11 == 0 ? 4.f : 0.f);
+        y[i] = normal(rng);
+      }
+      std::vector<std::uint16_t> xh(n), yh(n);
+      float_to_fp16(x, xh);
+      float_to_fp16(y, yh);
+      const auto view = [&](const std::vector<std::uint16_t>& h) {
+        return TensorView(reinterpret_cast<const std::byte*>(h.data()), DType::F16, c.tokens,
+                          c.kv_heads, c.dim, static_cast<std::ptrdiff_t>(c.kv_heads) * c.dim,
+                          c.dim);
+      };
+      CompressedCacheConfig config;
+      config.block_size = c.block;
+      config.buffer_size = c.block;
+      config.rel_scale = 1.0 / 15.0;
+      config.codec = CodecKind::BitPack;
+      config.bitpack_width = 4;
+      auto cache = CompressedKvCache::create(config, c.kv_heads, c.dim);
+      ASSERT_TRUE(cache) << cache.message();
+      ASSERT_TRUE(cache->prefill(view(xh), view(yh)));
+      const CompressedKvView v = cache->view();
+      ASSERT_EQ(v.keys->bitpack_width, 4);
+      shape.tokens = v.compressed_tokens;  // the fp16 tail is not part of the stream
+      keys.insert(keys.end(), v.keys->payload.begin(), v.keys->payload.end());
+      values.insert(values.end(), v.values->payload.begin(), v.values->payload.end());
+      const std::size_t key_units =
+          static_cast<std::size_t>(v.keys->token_blocks()) * c.kv_heads * c.dim;
+      const std::size_t value_units = static_cast<std::size_t>(v.compressed_tokens) * c.kv_heads;
+      kst.insert(kst.end(), v.key_steps.begin(), v.key_steps.begin() + key_units);
+      kmn.insert(kmn.end(), v.key_mins.begin(), v.key_mins.begin() + key_units);
+      vst.insert(vst.end(), v.value_steps.begin(), v.value_steps.begin() + value_units);
+      vmn.insert(vmn.end(), v.value_mins.begin(), v.value_mins.begin() + value_units);
+      std::vector<float> kd(n), vd(n);
+      ASSERT_TRUE(cache->dequantize_all(kd, vd));
+      const std::size_t kept = static_cast<std::size_t>(v.compressed_tokens) * c.kv_heads * c.dim;
+      kref.insert(kref.end(), kd.begin(), kd.begin() + kept);
+      vref.insert(vref.end(), vd.begin(), vd.begin() + kept);
+    }
+    std::vector<float> q(static_cast<std::size_t>(c.batch) * c.kv_heads * c.group * c.dim);
+    for (float& x : q) x = normal(rng);
+    const std::vector<double> ref = reference(shape, kref, vref, q);
+    cuda::StoredKvView kv;
+    kv.format = Format::Packed4;
+    kv.tokens = shape.tokens;
+    kv.kv_heads = c.kv_heads;
+    kv.head_dim = c.dim;
+    kv.keys = keys;
+    kv.values = values;
+    kv.key_steps = kst;
+    kv.key_mins = kmn;
+    kv.value_steps = vst;
+    kv.value_mins = vmn;
+    kv.block_size = c.block;
     std::vector<float> out(ref.size(), NAN);
     const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out);
     ASSERT_TRUE(st) << st.message();

@@ -37,14 +37,19 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
 // decode kernel: rows [batch][tokens][kv_heads] of row_decode::row_bytes(format, head_dim) bytes
 // (NVFP4: its nibbles in keys / values, head_dim / 2 bytes a row, and its block scales in
 // key_scales / value_scales, head_dim / 16 a row, with the global scales); FP8 E4M3 with one scale
-// per KV head. head_dim 64, 128 or 256; 1, 2, 4 or 8 query heads per KV head.
+// per KV head; Packed4: each sequence's KVComp BitPack payload of width 4 (docs/FORMAT.md) back to
+// back, with its key steps and minimums [token block][head][dim] and value steps and minimums
+// [token][head], sequences back to back. head_dim 64, 128 or 256; 1, 2, 4 or 8 query heads per
+// KV head.
 struct StoredKvView {
   row_decode::Format format = row_decode::Format::Q4_0;
   int tokens = 0, kv_heads = 0, head_dim = 0;
   std::span<const std::uint8_t> keys, values;
-  std::span<const std::uint8_t> key_scales, value_scales;     // NVFP4
-  std::span<const float> key_head_scales, value_head_scales;  // FP8, one per KV head
-  float key_global = 1.f, value_global = 1.f;                 // NVFP4
+  std::span<const std::uint8_t> key_scales, value_scales;               // NVFP4
+  std::span<const float> key_head_scales, value_head_scales;            // FP8, one per KV head
+  float key_global = 1.f, value_global = 1.f;                           // NVFP4
+  std::span<const float> key_steps, key_mins, value_steps, value_mins;  // Packed4
+  int block_size = 0;                                                   // Packed4
 };
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
                         std::span<float> out, int* splits = nullptr);

@@ -13,7 +13,11 @@
 //    nibble of qs[j], value j + 16 in its high nibble);
 //  - NVFP4 (quant/fp4_quantizer.h): the row's dim / 2 nibble bytes (channel 2i the low nibble of
 //    byte i), then its dim / 16 E4M3 block scales; x = e2m1(code) * (e4m3(scale) / global), as
-//    nvfp4_dequantize_row computes it.
+//    nvfp4_dequantize_row computes it;
+//  - KVComp's bit-packed 4-bit codes (docs/FORMAT.md, "BitPack"; a vector's codes LSB-first,
+//    channel 2i in the low nibble of byte i): the codes themselves; their steps and minimums live
+//    beside the stream (per block and channel for keys, per token for values), and
+//    x = min + code * step.
 // Chunk `sub` is channels 8 sub .. 8 sub + 7.
 #pragma once
 
@@ -30,7 +34,14 @@
 
 namespace kvlab::row_decode {
 
-enum class Format : std::uint8_t { Fp16 = 0, Fp8E4M3 = 1, Q8_0 = 2, Q4_0 = 3, Nvfp4 = 4 };
+enum class Format : std::uint8_t {
+  Fp16 = 0,
+  Fp8E4M3 = 1,
+  Q8_0 = 2,
+  Q4_0 = 3,
+  Nvfp4 = 4,
+  Packed4 = 5
+};
 
 // "fp16", "fp8-e4m3", "q8_0", "q4_0", "nvfp4".
 constexpr const char* format_name(Format f) {
@@ -45,6 +56,8 @@ constexpr const char* format_name(Format f) {
       return "q4_0";
     case Format::Nvfp4:
       return "nvfp4";
+    case Format::Packed4:
+      return "packed4";
   }
   return "?";
 }
@@ -62,6 +75,8 @@ KVLAB_ROW_FN constexpr int row_bytes(Format f, int dim) {
       return dim / ggml_block::kValues * static_cast<int>(sizeof(ggml_block::Q4_0));
     case Format::Nvfp4:
       return dim / 2 + dim / 16;
+    case Format::Packed4:
+      return dim / 2;
   }
   return 0;
 }
@@ -142,6 +157,15 @@ KVLAB_ROW_FN void nvfp4(const std::uint8_t* row, int dim, int sub, float global,
   for (int i = 0; i < 4; ++i) {
     f[2 * i] = e2m1_to_float(q[i] & 15u) * s;
     f[2 * i + 1] = e2m1_to_float(q[i] >> 4) * s;
+  }
+}
+
+// KVComp's packed 4-bit codes of channels 8 sub .. 8 sub + 7, as floats.
+KVLAB_ROW_FN void packed4(const std::uint8_t* row, int sub, float (&f)[8]) {
+  const std::uint8_t* q = row + 4 * sub;
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = static_cast<float>(q[i] & 15u);
+    f[2 * i + 1] = static_cast<float>(q[i] >> 4);
   }
 }
 
