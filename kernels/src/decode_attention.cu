@@ -195,13 +195,51 @@ struct Packed4Rows {
   __device__ static void load8(const DecodeTensor& t, const std::uint8_t* r, int sub, float,
                                std::size_t row, float (&f)[8]) {
     row_decode::packed4(r, sub, f);
-    if (t.block_size == 0) {  // values (keys carry their block size)
+    if constexpr (kValue) {
       const float step = __ldg(t.steps + row), mn = __ldg(t.mins + row);
 #pragma unroll
       for (int c = 0; c < 8; ++c) f[c] = fmaf(f[c], step, mn);
     }
   }
 };
+
+// KIVI's quantized tokens (quant/group_quant.h, QuantizedTensor of the KIVI quantizer): rows of
+// 2- or 4-bit codes packed LSB-first, [batch][tokens][kv_heads]; keys' steps and minimums per
+// channel over groups of `block_size` tokens ([group][head][dim], folded into the query like
+// Packed4's), values' per group of `group_channels` channels of a row ([token][head][group]).
+// Its newest tokens, kept in fp16, run as Fp16Rows in a second launch (DecodeAttention::launch).
+template <int D, DecodeFormat F>
+struct KiviRows {
+  static constexpr int kBits = F == DecodeFormat::Kivi2 ? 2 : 4;
+  static constexpr int kDim = D, kRowBytes = D * kBits / 8, kCopy = copy_unit(kRowBytes);
+  static constexpr DecodeFormat kFormat = F;
+  static constexpr bool kFoldKeys = true;
+  __device__ static const void* source(const DecodeTensor& t, const RowPlace& p, int piece) {
+    return static_cast<const std::uint8_t*>(t.data) + p.row * kRowBytes + piece * kCopy;
+  }
+  __device__ static float param(const DecodeTensor&, int) { return 0.f; }
+  template <bool kValue>
+  __device__ static void load8(const DecodeTensor& t, const std::uint8_t* r, int sub, float,
+                               std::size_t row, float (&f)[8]) {
+    if constexpr (kBits == 2) {
+      row_decode::codes2(r, sub, f);
+    } else {
+      row_decode::packed4(r, sub, f);
+    }
+    if constexpr (kValue) {
+      // The thread's eight channels lie in one group (group_channels is a multiple of 8).
+      const int per_row = (D + t.group_channels - 1) / t.group_channels;
+      const std::size_t unit = row * per_row + (sub * 8) / t.group_channels;
+      const float step = __ldg(t.steps + unit), mn = __ldg(t.mins + unit);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) f[c] = fmaf(f[c], step, mn);
+    }
+  }
+};
+template <int D>
+using Kivi2Rows = KiviRows<D, DecodeFormat::Kivi2>;
+template <int D>
+using Kivi4Rows = KiviRows<D, DecodeFormat::Kivi4>;
 __device__ __forceinline__ void commit_async() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -213,7 +251,7 @@ __device__ __forceinline__ void wait_async() {
 template <class F, int G>
 __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
     decode_attention_kernel(DecodeAttentionArgs a, int tokens_per_split, int splits,
-                            float* part_acc, float* part_ml, unsigned* counters) {
+                            int split_offset, float* part_acc, float* part_ml, unsigned* counters) {
   constexpr int D = F::kDim;
   constexpr int kTile = tile_for(D);
   constexpr int kLanes = D / 8;  // 16-byte chunks per row
@@ -240,7 +278,11 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
   __shared__ bool s_last;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  // `split` is this block's chunk of this launch's tokens; its partial is number split_offset +
+  // split of `splits` (KIVI's fp16 window runs as a second launch whose chunks follow the
+  // quantized tokens' in the same partials, and the last block of either merges them all).
   const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+  const int part = split_offset + split;
   const int slice = b * a.kv_heads + h;
   const int t_begin = split * tokens_per_split;
   const int t_end = min(a.tokens, t_begin + tokens_per_split);
@@ -463,14 +505,14 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
       if (single) {
         a.out[(q_row + g) * D + c] = sum / s_l[g];
       } else {
-        part_acc[((static_cast<std::size_t>(slice) * G + g) * splits + split) * D + c] = sum;
+        part_acc[((static_cast<std::size_t>(slice) * G + g) * splits + part) * D + c] = sum;
       }
     }
     __syncthreads();
   }
   if (single) return;
   if (tid < G) {
-    float* ml = part_ml + ((static_cast<std::size_t>(slice) * G + tid) * splits + split) * 2;
+    float* ml = part_ml + ((static_cast<std::size_t>(slice) * G + tid) * splits + part) * 2;
     ml[0] = s_m[tid];
     ml[1] = s_l[tid];
   }
@@ -528,7 +570,7 @@ __global__ void __launch_bounds__(P::kThreads, G <= 4 ? 2 : 1)
   if (tid == 0) counters[slice] = 0;  // ready for the next launch
 }
 
-using KernelFn = void (*)(DecodeAttentionArgs, int, int, float*, float*, unsigned*);
+using KernelFn = void (*)(DecodeAttentionArgs, int, int, int, float*, float*, unsigned*);
 
 // fp16 takes every group of 1 to 8 (SmolLM2's 3, Qwen2-7B's 7); the compressed formats the
 // groups the other fused kernels take, 1, 2, 4 and 8.
@@ -589,11 +631,15 @@ KernelFn kernel_for(DecodeFormat format, int head_dim, int group) {
       return kernel_for_dim<Nvfp4Rows>(head_dim, group);
     case DecodeFormat::Packed4:
       return kernel_for_dim<Packed4Rows>(head_dim, group);
+    case DecodeFormat::Kivi2:
+      return kernel_for_dim<Kivi2Rows>(head_dim, group);
+    case DecodeFormat::Kivi4:
+      return kernel_for_dim<Kivi4Rows>(head_dim, group);
   }
   return nullptr;
 }
 
-constexpr int kFormats = 6;
+constexpr int kFormats = 8;
 
 // Resident blocks per SM of each instantiation, asked once each: [format][dim 64/128/256][group
 // - 1].
@@ -607,13 +653,14 @@ struct Plan {
   int group = 0, slices = 0, tile = 0;
   std::size_t smem = 0;  // dynamic shared memory: the K and V stages
   SplitPlan split;
-  std::size_t partial_rows() const {
-    return split.splits == 1 ? 0 : static_cast<std::size_t>(slices) * group * split.splits;
-  }
 };
 
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+bool is_kivi(DecodeFormat f) {
+  return f == DecodeFormat::Kivi2 || f == DecodeFormat::Kivi4;
 }
 
 bool tensor_valid(DecodeFormat f, const DecodeTensor& t) {
@@ -626,20 +673,28 @@ bool tensor_valid(DecodeFormat f, const DecodeTensor& t) {
     return t.steps && t.mins && t.block_size >= 1 && t.block_size <= 65535 &&
            t.batch_bytes % 16 == 0;
   }
+  if (is_kivi(f)) {
+    // Keys: block_size tokens a group; values: group_channels channels a group, whole chunks of
+    // eight (a thread's channels share one step and minimum).
+    return t.steps && t.mins && t.block_size >= 1 && t.group_channels >= 8 &&
+           t.group_channels % 8 == 0;
+  }
   return true;
 }
 
 bool args_valid(const DecodeAttentionArgs& a) {
   if (static_cast<int>(a.format) >= kFormats) return false;
-  if (a.batch <= 0 || a.tokens < 0 || a.kv_heads <= 0 || a.q_heads <= 0 ||
+  if (a.batch <= 0 || a.tokens < 0 || a.window < 0 || a.kv_heads <= 0 || a.q_heads <= 0 ||
       a.q_heads % a.kv_heads != 0 ||
       !decode_attention_supported(a.format, a.head_dim, a.q_heads / a.kv_heads) ||
       a.kv_heads > 65535 || a.batch > 65535) {
     return false;
   }
+  if (a.window > 0 && !is_kivi(a.format)) return false;
   if (!a.q || !a.out || reinterpret_cast<std::uintptr_t>(a.out) % 8 != 0) return false;
-  if (a.tokens == 0) return true;
-  return tensor_valid(a.format, a.k) && tensor_valid(a.format, a.v);
+  if (a.tokens > 0 && !(tensor_valid(a.format, a.k) && tensor_valid(a.format, a.v))) return false;
+  return a.window == 0 || (tensor_valid(DecodeFormat::Fp16, a.k_window) &&
+                           tensor_valid(DecodeFormat::Fp16, a.v_window));
 }
 
 Plan plan_for(const DecodeAttentionArgs& a) {
@@ -668,6 +723,55 @@ Plan plan_for(const DecodeAttentionArgs& a) {
   return p;
 }
 
+// The launches of one call: the format's tokens, then for KIVI its fp16 window's, their chunks
+// numbered one after the other in the same partials (the window's launch runs last, so its last
+// block merges them all).
+struct Parts {
+  bool main = false, window = false;
+  DecodeAttentionArgs main_args, window_args;
+  Plan main_plan, window_plan;
+  int total = 0;
+  int group = 0, slices = 0;
+  std::size_t partial_rows() const {
+    return total <= 1 ? 0 : static_cast<std::size_t>(slices) * group * total;
+  }
+};
+
+Parts parts_for(const DecodeAttentionArgs& a) {
+  Parts r;
+  r.group = a.q_heads / a.kv_heads;
+  r.slices = a.batch * a.kv_heads;
+  r.main = a.tokens > 0;
+  r.window = a.window > 0;
+  if (r.window) {
+    r.window_args = a;
+    r.window_args.format = DecodeFormat::Fp16;
+    r.window_args.tokens = a.window;
+    r.window_args.k = a.k_window;
+    r.window_args.v = a.v_window;
+    r.window_args.window = 0;
+    r.window_plan = plan_for(r.window_args);
+    r.total += r.window_plan.split.splits;
+  }
+  if (r.main) {
+    r.main_args = a;
+    r.main_args.window = 0;
+    r.main_plan = plan_for(r.main_args);
+    if (r.window) {
+      // The merging block (the window's) keeps G weights per chunk of both in its stage memory.
+      const int room = static_cast<int>(r.window_plan.smem / sizeof(float)) / r.group - r.total;
+      Plan& p = r.main_plan;
+      if (p.split.splits > room) {
+        const int tiles = (a.tokens + p.tile - 1) / p.tile;
+        p.split.tiles_per_split = (tiles + room - 1) / room;
+        p.split.splits = (tiles + p.split.tiles_per_split - 1) / p.split.tiles_per_split;
+      }
+    }
+    r.total += r.main_plan.split.splits;
+  }
+  return r;
+}
+
 }  // namespace
 
 bool decode_attention_supported(DecodeFormat format, int head_dim, int group) {
@@ -686,15 +790,14 @@ Status DecodeAttention::prepare(const DecodeAttentionArgs& a) {
                       "; head_dim must be 64, 128 or 256 and the group 1 to 8, 1, 2, 4 or 8 for "
                       "a compressed format) or a missing or misaligned buffer or scale");
   }
-  if (a.tokens == 0) return Ok{};
-  const Plan p = plan_for(a);
-  const std::size_t rows = p.partial_rows();
-  const std::size_t need = rows * (static_cast<std::size_t>(a.head_dim) + 2);
+  if (a.tokens == 0 && a.window == 0) return Ok{};
+  const Parts parts = parts_for(a);
+  const std::size_t need = parts.partial_rows() * (static_cast<std::size_t>(a.head_dim) + 2);
   if (m_partials.size() < need) {
     KVLAB_TRY_STATUS(m_partials.allocate(need, "decode attention partials"));
   }
-  if (m_counters.size() < static_cast<std::size_t>(p.slices)) {
-    KVLAB_TRY_STATUS(m_counters.allocate(p.slices, "decode attention counters"));
+  if (m_counters.size() < static_cast<std::size_t>(parts.slices)) {
+    KVLAB_TRY_STATUS(m_counters.allocate(parts.slices, "decode attention counters"));
     KVLAB_TRY_STATUS(m_counters.zero("decode attention counters"));
   }
   return Ok{};
@@ -702,30 +805,38 @@ Status DecodeAttention::prepare(const DecodeAttentionArgs& a) {
 
 cudaError_t DecodeAttention::launch(const DecodeAttentionArgs& a, cudaStream_t stream) {
   if (!args_valid(a)) return cudaErrorInvalidValue;
-  if (a.tokens == 0) {
+  if (a.tokens == 0 && a.window == 0) {
     m_last_splits = 0;
     return cudaMemsetAsync(
         a.out, 0, static_cast<std::size_t>(a.batch) * a.q_heads * a.head_dim * sizeof(float),
         stream);
   }
-  const Plan p = plan_for(a);
-  const std::size_t rows = p.partial_rows();
+  const Parts parts = parts_for(a);
+  const std::size_t rows = parts.partial_rows();
   if (m_partials.size() < rows * (static_cast<std::size_t>(a.head_dim) + 2) ||
-      (p.split.splits > 1 && m_counters.size() < static_cast<std::size_t>(p.slices))) {
+      (parts.total > 1 && m_counters.size() < static_cast<std::size_t>(parts.slices))) {
     return cudaErrorInvalidValue;  // not prepared for this shape
   }
   float* acc = m_partials.get();
   float* ml = acc ? acc + rows * a.head_dim : nullptr;
-  m_last_splits = p.split.splits;
-  const dim3 grid(p.split.splits, a.kv_heads, a.batch);
-  p.kernel<<<grid, P::kThreads, p.smem, stream>>>(a, p.split.tiles_per_split * p.tile,
-                                                  p.split.splits, acc, ml, m_counters.get());
-  return cudaGetLastError();
+  m_last_splits = parts.total;
+  int offset = 0;
+  const auto run = [&](const Plan& p, const DecodeAttentionArgs& args) {
+    const dim3 grid(p.split.splits, args.kv_heads, args.batch);
+    p.kernel<<<grid, P::kThreads, p.smem, stream>>>(args, p.split.tiles_per_split * p.tile,
+                                                    parts.total, offset, acc, ml, m_counters.get());
+    offset += p.split.splits;
+    return cudaGetLastError();
+  };
+  if (parts.main) {
+    if (cudaError_t e = run(parts.main_plan, parts.main_args)) return e;
+  }
+  if (parts.window) return run(parts.window_plan, parts.window_args);
+  return cudaSuccess;
 }
 
 namespace {
 
-// Uploads, launches once and downloads: the host entry points below.
 // One of K or V on the host, for run_decode.
 struct HostTensor {
   std::span<const std::uint8_t> data, scales;
@@ -755,13 +866,17 @@ struct DeviceTensor {
   }
 };
 
+// Uploads, launches once and downloads: the host entry points below.
 Status run_decode(DecodeAttentionArgs a, const HostTensor& k, const HostTensor& v,
-                  std::span<const float> q, std::span<float> out, int* splits) {
+                  const HostTensor& kw, const HostTensor& vw, std::span<const float> q,
+                  std::span<float> out, int* splits) {
   const char* what = "decode attention";
-  DeviceTensor dk, dv;
+  DeviceTensor dk, dv, dkw, dvw;
   DeviceArray<float> dq, dout;
   KVLAB_TRY_STATUS(dk.upload(k, a.k));
   KVLAB_TRY_STATUS(dv.upload(v, a.v));
+  KVLAB_TRY_STATUS(dkw.upload(kw, a.k_window));
+  KVLAB_TRY_STATUS(dvw.upload(vw, a.v_window));
   KVLAB_TRY_STATUS(dq.upload(q.data(), q.size(), what));
   KVLAB_TRY_STATUS(dout.allocate(out.size(), what));
   a.q = dq.get();
@@ -798,7 +913,7 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
                                          x.size_bytes());
   };
   return run_decode(a, HostTensor{bytes(kv.keys), {}, {}, {}, {}},
-                    HostTensor{bytes(kv.values), {}, {}, {}, {}}, q, out, splits);
+                    HostTensor{bytes(kv.values), {}, {}, {}, {}}, {}, {}, q, out, splits);
 }
 
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
@@ -806,38 +921,53 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   KVLAB_TRY_STATUS(require_gpu());
   const std::string what =
       std::string("decode attention (") + row_decode::format_name(kv.format) + ")";
-  if (batch <= 0 || kv.tokens < 0 || kv.kv_heads <= 0 || kv.head_dim <= 0 || q_heads <= 0 ||
-      kv.head_dim % 32 != 0) {
+  const bool nvfp4 = kv.format == DecodeFormat::Nvfp4, fp8 = kv.format == DecodeFormat::Fp8E4M3;
+  const bool packed = kv.format == DecodeFormat::Packed4, kivi = is_kivi(kv.format);
+  if (kv.format == DecodeFormat::Fp16) {
+    return make_error(what + ": fp16 caches go through fp16_decode_attention");
+  }
+  if (batch <= 0 || kv.tokens < 0 || kv.window_tokens < 0 || kv.kv_heads <= 0 || kv.head_dim <= 0 ||
+      q_heads <= 0 || kv.head_dim % 32 != 0) {
     return make_error(what + ": empty or negative shape, or head_dim not a multiple of 32");
   }
-  const std::size_t rows = static_cast<std::size_t>(batch) * kv.tokens * kv.kv_heads;
-  const std::size_t row = static_cast<std::size_t>(row_decode::row_bytes(kv.format, kv.head_dim));
-  const bool nvfp4 = kv.format == DecodeFormat::Nvfp4, fp8 = kv.format == DecodeFormat::Fp8E4M3;
-  const bool packed = kv.format == DecodeFormat::Packed4;
-  if (packed && (kv.block_size < 1 || kv.block_size > 65535)) {
+  if ((packed || kivi) && (kv.block_size < 1 || kv.block_size > 65535)) {
     return make_error(what + ": block size " + std::to_string(kv.block_size) + " outside 1..65535");
   }
+  if (kivi && (kv.value_group_channels < 8 || kv.value_group_channels % 8 != 0 ||
+               kv.tokens % kv.block_size != 0)) {
+    return make_error(what + ": value groups of " + std::to_string(kv.value_group_channels) +
+                      " channels (a multiple of 8 is needed), or " + std::to_string(kv.tokens) +
+                      " quantized tokens not whole groups of " + std::to_string(kv.block_size));
+  }
+  if (!kivi && kv.window_tokens != 0) return make_error(what + ": only KIVI keeps an fp16 window");
+  const std::size_t b = static_cast<std::size_t>(batch);
+  const std::size_t rows = b * kv.tokens * kv.kv_heads;
+  const std::size_t row = static_cast<std::size_t>(row_decode::row_bytes(kv.format, kv.head_dim));
   const std::size_t sequence_bytes =
       packed ? block_layout::bitpack_payload_bytes(kv.tokens, kv.kv_heads, kv.head_dim,
                                                    kv.block_size, 4)
              : 0;
-  const std::size_t data = packed  ? batch * sequence_bytes
+  const std::size_t data = packed  ? b * sequence_bytes
                            : nvfp4 ? rows * (kv.head_dim / 2)
                                    : rows * row;
   const std::size_t scales = nvfp4 ? rows * (kv.head_dim / 16) : 0;
   const std::size_t heads = fp8 ? static_cast<std::size_t>(kv.kv_heads) : 0;
-  const std::size_t key_units =
-      packed ? static_cast<std::size_t>(batch) *
-                   ((kv.tokens + std::max(kv.block_size, 1) - 1) / std::max(kv.block_size, 1)) *
-                   kv.kv_heads * kv.head_dim
-             : 0;
-  const std::size_t value_units = packed ? rows : 0;
-  const std::size_t nq = static_cast<std::size_t>(batch) * q_heads * kv.head_dim;
+  std::size_t key_units = 0, value_units = 0;
+  if (packed || kivi) {
+    const std::size_t groups = (kv.tokens + kv.block_size - 1) / kv.block_size;
+    key_units = b * groups * kv.kv_heads * kv.head_dim;
+    value_units =
+        packed ? rows
+               : rows * ((kv.head_dim + kv.value_group_channels - 1) / kv.value_group_channels);
+  }
+  const std::size_t window = b * kv.window_tokens * kv.kv_heads * kv.head_dim;
+  const std::size_t nq = b * q_heads * kv.head_dim;
   if (kv.keys.size() != data || kv.values.size() != data || kv.key_scales.size() != scales ||
       kv.value_scales.size() != scales || kv.key_head_scales.size() != heads ||
       kv.value_head_scales.size() != heads || kv.key_steps.size() != key_units ||
       kv.key_mins.size() != key_units || kv.value_steps.size() != value_units ||
-      kv.value_mins.size() != value_units || q.size() != nq || out.size() != nq) {
+      kv.value_mins.size() != value_units || kv.window_keys.size() != window ||
+      kv.window_values.size() != window || q.size() != nq || out.size() != nq) {
     return make_error(what + ": buffer sizes do not match the shape");
   }
   DecodeAttentionArgs a;
@@ -849,12 +979,20 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   a.head_dim = kv.head_dim;
   a.k.global = kv.key_global;
   a.v.global = kv.value_global;
-  a.k.block_size = a.v.block_size = packed ? kv.block_size : 0;
+  a.k.block_size = a.v.block_size = (packed || kivi) ? kv.block_size : 0;
   a.k.batch_bytes = a.v.batch_bytes = sequence_bytes;
+  a.v.group_channels = kivi ? kv.value_group_channels : 0;
+  a.k.group_channels = a.v.group_channels;
+  a.window = kv.window_tokens;
+  const auto bytes = [](std::span<const std::uint16_t> x) {
+    return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(x.data()),
+                                         x.size_bytes());
+  };
   return run_decode(
       a, HostTensor{kv.keys, kv.key_scales, kv.key_head_scales, kv.key_steps, kv.key_mins},
       HostTensor{kv.values, kv.value_scales, kv.value_head_scales, kv.value_steps, kv.value_mins},
-      q, out, splits);
+      HostTensor{bytes(kv.window_keys), {}, {}, {}, {}},
+      HostTensor{bytes(kv.window_values), {}, {}, {}, {}}, q, out, splits);
 }
 
 }  // namespace kvlab::cuda

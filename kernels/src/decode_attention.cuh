@@ -2,8 +2,10 @@
 // the tokens, FlashInfer's GQA-aware decode), over an fp16 cache (the baseline a serving engine
 // already has, and the one the compressed kernels must beat, issue 46) and over caches stored in
 // a compressed row format, read in place (issue 46 part 2): FP8 E4M3 with a scale per KV head,
-// llama.cpp's Q8_0 and Q4_0 blocks, NVFP4, and KVComp's bit-packed 4-bit streams (its key steps
-// folded into the query once per block, its value steps applied per row). The formats'
+// llama.cpp's Q8_0 and Q4_0 blocks, NVFP4, KVComp's bit-packed 4-bit streams (its key steps
+// folded into the query once per block, its value steps applied per row), and KIVI-2/4 (its key
+// steps folded per group of tokens, value steps per group of channels, its fp16 window of newest
+// tokens a second launch whose chunks merge with the quantized ones'). The formats'
 // arithmetic is row_decode.h's, shared with the CPU test that holds it to the engine's
 // dequantizers.
 //
@@ -58,14 +60,19 @@ struct DecodeTensor {
   float global = 1.f;                  // NVFP4's global scale
   const float* steps = nullptr;        // Packed4
   const float* mins = nullptr;
-  int block_size = 0;             // Packed4: tokens per block
+  int block_size = 0;             // Packed4: tokens per block; KIVI keys: tokens per group
   std::uint64_t batch_bytes = 0;  // Packed4: one sequence's payload bytes
+  int group_channels = 0;         // KIVI values: channels per group (a multiple of 8)
 };
 
 struct DecodeAttentionArgs {
   DecodeFormat format = DecodeFormat::Fp16;
   int batch = 1, tokens = 0, kv_heads = 0, q_heads = 0, head_dim = 0;
   DecodeTensor k, v;
+  // KIVI: its newest `window` tokens of each sequence, kept in fp16 ([batch][window][kv_heads]
+  // [head_dim]), after its `tokens` quantized ones.
+  int window = 0;
+  DecodeTensor k_window, v_window;
   const float* q = nullptr;  // [batch][q_heads][head_dim]
   float* out = nullptr;      // [batch][q_heads][head_dim]
 };

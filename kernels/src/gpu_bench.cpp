@@ -24,12 +24,14 @@
 #include "fused_attention.cuh"
 #include "group_quantize.cuh"
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/quant/fp8.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "kvlab/kernels/cuda_device.h"
 #include "kvlab/kernels/gpu_bench.h"
 #include "quant/fp4_quantizer.h"
+#include "quant/quantizers.h"
 
 namespace kvlab::cuda {
 
@@ -158,16 +160,40 @@ struct StoredRows {
   std::vector<std::uint8_t> k, v, k_scales, v_scales;   // scales: NVFP4's block scales
   std::vector<float> k_heads, v_heads;                  // FP8's scale per KV head
   float k_global = 1.f, v_global = 1.f;                 // NVFP4
-  std::vector<float> k_steps, k_mins, v_steps, v_mins;  // Packed4 (KVComp BitPack payloads)
+  std::vector<float> k_steps, k_mins, v_steps, v_mins;  // Packed4 (KVComp BitPack), KIVI
   int block_size = 0;
+  int tokens = -1;                         // KIVI: quantized tokens (-1: every token)
+  int group_channels = 0;                  // KIVI values
+  std::vector<std::uint8_t> k_win, v_win;  // KIVI: the fp16 window's rows
 };
 
 // The fp16 layer quantized on the host as the engine stores the format: llama.cpp's blocks
-// (ggml_quantize, no rotation) or NVFP4 (one global scale per tensor).
+// (ggml_quantize, no rotation), NVFP4 (one global scale per tensor) or KIVI (its quantizer).
 Result<StoredRows> stored_rows(DecodeFormat f, std::span<const std::uint16_t> k,
                                std::span<const std::uint16_t> v, int T, int H, int D) {
   StoredRows sr;
   sr.format = f;
+  if (f == DecodeFormat::Kivi2 || f == DecodeFormat::Kivi4) {
+    // The KIVI quantizer's tensors: group 32, residual 128, fp16 parameters (KIVI's defaults).
+    constexpr int kGroup = 32, kResidual = 128;
+    const auto quantizer = detail::make_kivi_quantizer("kivi", f == DecodeFormat::Kivi2 ? 2 : 4,
+                                                       kGroup, kResidual, DType::F16);
+    sr.tokens = std::max(0, T - kResidual) / kGroup * kGroup;
+    sr.block_size = sr.group_channels = kGroup;
+    for (int r = 0; r < 2; ++r) {
+      const TensorView view(reinterpret_cast<const std::byte*>((r == 0 ? k : v).data()), DType::F16,
+                            T, H, D, static_cast<std::ptrdiff_t>(H) * D, D);
+      auto q = quantizer->quantize(view, r == 0 ? TensorRole::Key : TensorRole::Value);
+      if (!q) return make_error("bench gpu: KIVI quantization: " + q.message());
+      const std::size_t units = q->params.size() / 2;
+      (r == 0 ? sr.k : sr.v).assign(q->codes.begin(), q->codes.end());
+      (r == 0 ? sr.k_steps : sr.v_steps).assign(q->params.begin(), q->params.begin() + units);
+      (r == 0 ? sr.k_mins : sr.v_mins).assign(q->params.begin() + units, q->params.end());
+      const auto* w = reinterpret_cast<const std::uint8_t*>(q->residual.data());
+      (r == 0 ? sr.k_win : sr.v_win).assign(w, w + 2 * q->residual.size());
+    }
+    return sr;
+  }
   const std::size_t n = static_cast<std::size_t>(T) * H * D;
   std::vector<float> x(n);
   for (int r = 0; r < 2; ++r) {
@@ -312,13 +338,14 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
     std::map<int, double> fused_us;  // fp16_fused time by batch
     const auto fused = [&](const StoredRows& sr, const std::string& name) -> Status {
       for (int B : o.batches) {
-        const double bytes = 2.0 * B * static_cast<double>(sr.k.size() + sr.k_scales.size()) +
-                             B * sizeof(float) *
-                                 static_cast<double>(sr.k_steps.size() + sr.k_mins.size() +
-                                                     sr.v_steps.size() + sr.v_mins.size());
+        const double bytes =
+            2.0 * B * static_cast<double>(sr.k.size() + sr.k_scales.size() + sr.k_win.size()) +
+            B * sizeof(float) *
+                static_cast<double>(sr.k_steps.size() + sr.k_mins.size() + sr.v_steps.size() +
+                                    sr.v_mins.size());
         const int copies = copies_for(bytes, l2);
         struct Copy {
-          DeviceArray<std::uint8_t> k, v, ks, vs;
+          DeviceArray<std::uint8_t> k, v, ks, vs, kw, vw;
           DeviceArray<float> kst, kmn, vst, vmn;
         };
         std::vector<Copy> cs(static_cast<std::size_t>(copies));
@@ -337,7 +364,10 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           const auto ksb = repeat(sr.k_scales), vsb = repeat(sr.v_scales);
           const auto kst = repeat(sr.k_steps), kmn = repeat(sr.k_mins);
           const auto vst = repeat(sr.v_steps), vmn = repeat(sr.v_mins);
+          const auto kw = repeat(sr.k_win), vw = repeat(sr.v_win);
           for (Copy& c : cs) {
+            KVLAB_TRY_STATUS(up(c.kw, kw));
+            KVLAB_TRY_STATUS(up(c.vw, vw));
             KVLAB_TRY_STATUS(up(c.k, kb));
             KVLAB_TRY_STATUS(up(c.v, vb));
             KVLAB_TRY_STATUS(up(c.ks, ksb));
@@ -372,6 +402,11 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
         fa.k.global = sr.k_global;
         fa.v.global = sr.v_global;
         fa.k.block_size = fa.v.block_size = sr.block_size;
+        fa.k.group_channels = fa.v.group_channels = sr.group_channels;
+        if (sr.tokens >= 0) {
+          fa.tokens = sr.tokens;
+          fa.window = T - sr.tokens;
+        }
         fa.k.batch_bytes = sr.k.size();
         fa.v.batch_bytes = sr.v.size();
         const auto use = [&](int i) {
@@ -384,6 +419,8 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           fa.k.mins = c.kmn.get();
           fa.v.steps = c.vst.get();
           fa.v.mins = c.vmn.get();
+          fa.k_window.data = c.kw.get();
+          fa.v_window.data = c.vw.get();
         };
         use(0);
         DecodeAttention dec;
@@ -408,7 +445,8 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       sr.v.assign(vb, vb + 2 * n);
       KVLAB_TRY_STATUS(fused(sr, "fp16_fused"));
     }
-    for (const DecodeFormat f : {DecodeFormat::Q8_0, DecodeFormat::Q4_0, DecodeFormat::Nvfp4}) {
+    for (const DecodeFormat f : {DecodeFormat::Q8_0, DecodeFormat::Q4_0, DecodeFormat::Nvfp4,
+                                 DecodeFormat::Kivi2, DecodeFormat::Kivi4}) {
       auto sr = stored_rows(f, k, v, T, H, D);
       if (!sr) return sr.error();
       KVLAB_TRY_STATUS(fused(*sr, fmt::format("{}_fused", row_decode::format_name(f))));

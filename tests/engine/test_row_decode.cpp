@@ -119,21 +119,29 @@ TEST(RowDecode, RowsDecodeAsTheEnginesDequantizers) {
   }
 }
 
-// KVComp's packed 4-bit codes read as the codec's bit packing writes them (codec/bitpack.h).
-TEST(RowDecode, Packed4IsTheBitPackersOrder) {
+// KVComp's packed 4-bit codes and KIVI's 2- and 4-bit codes read as the bit packer writes them
+// (codec/bitpack.h).
+TEST(RowDecode, PackedCodesAreTheBitPackersOrder) {
   detail::Rng rng(6);
-  for (int dim : {64, 128, 256}) {
-    std::vector<std::uint8_t> codes(static_cast<std::size_t>(dim));
-    for (auto& c : codes) c = static_cast<std::uint8_t>(rng.below(16));
-    std::vector<std::uint8_t> row(
-        static_cast<std::size_t>(rd::row_bytes(rd::Format::Packed4, dim)));
-    detail::pack_codes(codes.data(), codes.size(), 4, row.data(), 0);
-    float got[8];
-    for (int sub = 0; sub < dim / 8; ++sub) {
-      rd::packed4(row.data(), sub, got);
-      for (int i = 0; i < 8; ++i) {
-        EXPECT_EQ(got[i], static_cast<float>(codes[static_cast<std::size_t>(8 * sub + i)]))
-            << dim << " " << 8 * sub + i;
+  for (const rd::Format f : {rd::Format::Packed4, rd::Format::Kivi4, rd::Format::Kivi2}) {
+    const int bits = f == rd::Format::Kivi2 ? 2 : 4;
+    for (int dim : {64, 128, 256}) {
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(dim));
+      for (auto& c : codes) c = static_cast<std::uint8_t>(rng.below(1u << bits));
+      std::vector<std::uint8_t> row(static_cast<std::size_t>(rd::row_bytes(f, dim)));
+      ASSERT_EQ(row.size(), static_cast<std::size_t>(dim * bits / 8));
+      detail::pack_codes(codes.data(), codes.size(), bits, row.data(), 0);
+      float got[8];
+      for (int sub = 0; sub < dim / 8; ++sub) {
+        if (bits == 2) {
+          rd::codes2(row.data(), sub, got);
+        } else {
+          rd::packed4(row.data(), sub, got);
+        }
+        for (int i = 0; i < 8; ++i) {
+          EXPECT_EQ(got[i], static_cast<float>(codes[static_cast<std::size_t>(8 * sub + i)]))
+              << rd::format_name(f) << " " << dim << " " << 8 * sub + i;
+        }
       }
     }
   }

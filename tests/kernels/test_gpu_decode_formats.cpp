@@ -1,8 +1,9 @@
 // The fused decode kernel over caches stored in compressed row formats (decode_attention.cuh:
 // FP8 E4M3 with a scale per KV head, llama.cpp's Q8_0 and Q4_0, NVFP4, KVComp's packed 4-bit
-// streams), against softmax(q.K^T / sqrt(d)) V in double over the engine's own dequantization of
-// the same bytes (ggml_dequantize, nvfp4_dequantize_row, fp8_to_float * scale, the compressed
-// cache's dequantize_all). Without a usable GPU every test reports SKIPPED.
+// streams, KIVI-2/4 with its fp16 window), against softmax(q.K^T / sqrt(d)) V in double over the
+// engine's own dequantization of the same bytes (ggml_dequantize, nvfp4_dequantize_row,
+// fp8_to_float * scale, the compressed cache's dequantize_all, the KIVI quantizer's dequantize).
+// Without a usable GPU every test reports SKIPPED.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "kvlab/engine/quant/row_decode.h"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "quant/fp4_quantizer.h"
+#include "quant/quantizers.h"
 
 namespace kvlab {
 namespace {
@@ -81,6 +83,8 @@ Stored store(const Case& c, const std::vector<float>& x) {
     }
     case Format::Fp16:
     case Format::Packed4:
+    case Format::Kivi2:
+    case Format::Kivi4:
       ADD_FAILURE() << row_decode::format_name(c.format) << " has its own test";
       break;
   }
@@ -253,6 +257,90 @@ TEST(GpuDecodeFormats, Packed4MatchesTheCachesReconstruction) {
     const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out);
     ASSERT_TRUE(st) << st.message();
     EXPECT_LT(rel_error(out, ref), 1e-4);
+  }
+}
+
+// KIVI-2 and KIVI-4 as the engine's KIVI quantizer stores them (group 32, residual 128, fp16
+// parameters): the quantized tokens' codes and parameters and the fp16 window of the newest,
+// run as two launches merged into one softmax; the reference over the quantizer's own
+// dequantize(). Cases with no quantized token (window only), with a window of exactly the
+// residual, many chunks, and two sequences.
+TEST(GpuDecodeFormats, KiviMatchesTheQuantizersReconstruction) {
+  KVLAB_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  struct KiviCase {
+    int bits, tokens, kv_heads, group, dim, batch;
+  };
+  const int G = 32, R = 128;
+  const KiviCase cases[] = {{2, 300, 2, 4, 128, 1},  {4, 1000, 1, 8, 64, 1}, {2, 100, 2, 2, 128, 1},
+                            {2, 5000, 2, 1, 256, 1}, {4, 256, 8, 4, 128, 2}, {2, 160, 1, 1, 64, 1}};
+  for (const KiviCase& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "kivi-" << c.bits << ": " << c.tokens << " tokens, " << c.kv_heads
+                 << " KV heads, group " << c.group << ", dim " << c.dim << ", batch " << c.batch);
+    const int quantized = std::max(0, c.tokens - R) / G * G;
+    const auto quantizer = detail::make_kivi_quantizer("kivi", c.bits, G, R, DType::F16);
+    std::vector<std::uint8_t> keys, values;
+    std::vector<float> kst, kmn, vst, vmn;
+    std::vector<std::uint16_t> kwin, vwin;
+    std::vector<double> kref, vref;
+    for (int b = 0; b < c.batch; ++b) {
+      const std::size_t n = static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim;
+      for (int r = 0; r < 2; ++r) {
+        std::vector<float> x(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          x[i] = normal(rng) + (r == 0 && (i % c.dim) % 11 == 0 ? 4.f : 0.f);
+        }
+        std::vector<std::uint16_t> xh(n);
+        float_to_fp16(x, xh);
+        const TensorView view(reinterpret_cast<const std::byte*>(xh.data()), DType::F16, c.tokens,
+                              c.kv_heads, c.dim, static_cast<std::ptrdiff_t>(c.kv_heads) * c.dim,
+                              c.dim);
+        auto q = quantizer->quantize(view, r == 0 ? TensorRole::Key : TensorRole::Value);
+        ASSERT_TRUE(q) << q.message();
+        const std::size_t units = q->params.size() / 2;
+        (r == 0 ? keys : values)
+            .insert((r == 0 ? keys : values).end(), q->codes.begin(), q->codes.end());
+        auto& st = r == 0 ? kst : vst;
+        auto& mn = r == 0 ? kmn : vmn;
+        st.insert(st.end(), q->params.begin(), q->params.begin() + units);
+        mn.insert(mn.end(), q->params.begin() + units, q->params.end());
+        auto& win = r == 0 ? kwin : vwin;
+        ASSERT_EQ(q->residual.size(),
+                  static_cast<std::size_t>(c.tokens - quantized) * c.kv_heads * c.dim);
+        win.insert(win.end(), q->residual.begin(), q->residual.end());
+        std::vector<float> back(n);
+        quantizer->dequantize(*q, back);
+        (r == 0 ? kref : vref).insert((r == 0 ? kref : vref).end(), back.begin(), back.end());
+      }
+    }
+    std::vector<float> q(static_cast<std::size_t>(c.batch) * c.kv_heads * c.group * c.dim);
+    for (float& x : q) x = normal(rng);
+    const Case shape{Format::Q4_0, c.tokens, c.kv_heads, c.group, c.dim, c.batch};
+    const std::vector<double> ref = reference(shape, kref, vref, q);
+    cuda::StoredKvView kv;
+    kv.format = c.bits == 2 ? Format::Kivi2 : Format::Kivi4;
+    kv.tokens = quantized;
+    kv.kv_heads = c.kv_heads;
+    kv.head_dim = c.dim;
+    kv.keys = keys;
+    kv.values = values;
+    kv.key_steps = kst;
+    kv.key_mins = kmn;
+    kv.value_steps = vst;
+    kv.value_mins = vmn;
+    kv.block_size = G;
+    kv.value_group_channels = G;
+    kv.window_tokens = c.tokens - quantized;
+    kv.window_keys = kwin;
+    kv.window_values = vwin;
+    std::vector<float> out(ref.size(), NAN);
+    int splits = 0;
+    const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out, &splits);
+    ASSERT_TRUE(st) << st.message();
+    EXPECT_LT(rel_error(out, ref), 1e-4);
+    EXPECT_GE(splits, (quantized > 0) + 1);
   }
 }
 

@@ -39,8 +39,11 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
 // key_scales / value_scales, head_dim / 16 a row, with the global scales); FP8 E4M3 with one scale
 // per KV head; Packed4: each sequence's KVComp BitPack payload of width 4 (docs/FORMAT.md) back to
 // back, with its key steps and minimums [token block][head][dim] and value steps and minimums
-// [token][head], sequences back to back. head_dim 64, 128 or 256; 1, 2, 4 or 8 query heads per
-// KV head.
+// [token][head], sequences back to back; KIVI-2/4: the quantized tokens' rows of packed codes
+// (the KIVI quantizer's QuantizedTensor::codes), key steps and minimums [group][head][dim] over
+// groups of block_size tokens, value ones [token][head][group] over groups of
+// value_group_channels channels, and each sequence's newest window_tokens in fp16 after them.
+// head_dim 64, 128 or 256; 1, 2, 4 or 8 query heads per KV head.
 struct StoredKvView {
   row_decode::Format format = row_decode::Format::Q4_0;
   int tokens = 0, kv_heads = 0, head_dim = 0;
@@ -48,8 +51,11 @@ struct StoredKvView {
   std::span<const std::uint8_t> key_scales, value_scales;               // NVFP4
   std::span<const float> key_head_scales, value_head_scales;            // FP8, one per KV head
   float key_global = 1.f, value_global = 1.f;                           // NVFP4
-  std::span<const float> key_steps, key_mins, value_steps, value_mins;  // Packed4
-  int block_size = 0;                                                   // Packed4
+  std::span<const float> key_steps, key_mins, value_steps, value_mins;  // Packed4, KIVI
+  int block_size = 0;                                                   // Packed4, KIVI keys
+  int value_group_channels = 0;                                         // KIVI values
+  int window_tokens = 0;                                                // KIVI
+  std::span<const std::uint16_t> window_keys, window_values;            // KIVI, fp16
 };
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
                         std::span<float> out, int* splits = nullptr);

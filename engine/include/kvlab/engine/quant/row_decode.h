@@ -17,7 +17,10 @@
 //  - KVComp's bit-packed 4-bit codes (docs/FORMAT.md, "BitPack"; a vector's codes LSB-first,
 //    channel 2i in the low nibble of byte i): the codes themselves; their steps and minimums live
 //    beside the stream (per block and channel for keys, per token for values), and
-//    x = min + code * step.
+//    x = min + code * step;
+//  - KIVI's 2- and 4-bit group codes (quant/group_quant.h, packed LSB-first as codec/bitpack.h:
+//    code i at bit i * bits), likewise bare codes here; their steps and minimums are per channel
+//    over groups of tokens for keys and per groups of channels of a token for values.
 // Chunk `sub` is channels 8 sub .. 8 sub + 7.
 #pragma once
 
@@ -40,7 +43,9 @@ enum class Format : std::uint8_t {
   Q8_0 = 2,
   Q4_0 = 3,
   Nvfp4 = 4,
-  Packed4 = 5
+  Packed4 = 5,
+  Kivi2 = 6,
+  Kivi4 = 7
 };
 
 // "fp16", "fp8-e4m3", "q8_0", "q4_0", "nvfp4".
@@ -58,6 +63,10 @@ constexpr const char* format_name(Format f) {
       return "nvfp4";
     case Format::Packed4:
       return "packed4";
+    case Format::Kivi2:
+      return "kivi2";
+    case Format::Kivi4:
+      return "kivi4";
   }
   return "?";
 }
@@ -76,7 +85,10 @@ KVLAB_ROW_FN constexpr int row_bytes(Format f, int dim) {
     case Format::Nvfp4:
       return dim / 2 + dim / 16;
     case Format::Packed4:
+    case Format::Kivi4:
       return dim / 2;
+    case Format::Kivi2:
+      return dim / 4;
   }
   return 0;
 }
@@ -167,6 +179,12 @@ KVLAB_ROW_FN void packed4(const std::uint8_t* row, int sub, float (&f)[8]) {
     f[2 * i] = static_cast<float>(q[i] & 15u);
     f[2 * i + 1] = static_cast<float>(q[i] >> 4);
   }
+}
+
+// KIVI's 2-bit codes of channels 8 sub .. 8 sub + 7 (two bytes, low bits first), as floats.
+KVLAB_ROW_FN void codes2(const std::uint8_t* row, int sub, float (&f)[8]) {
+  const std::uint32_t v = load_u16(row + 2 * sub);
+  for (int i = 0; i < 8; ++i) f[i] = static_cast<float>((v >> (2 * i)) & 3u);
 }
 
 }  // namespace kvlab::row_decode
