@@ -113,7 +113,10 @@ SECTIONS = [
      "codes at 1/15, FP8 E4M3 with a scale per KV head) against two fp16 baselines: the fused "
      "decode kernel (`kernels/src/decode_attention.cu`, FlashAttention-class: q·K, online softmax and "
      "·V in one pass) and cuBLAS, one strided-batched GEMM per op. A format's whole attention is "
-     "its q·K and ·V kernels together. Each kernel cycles through copies of its inputs four times "
+     "its q·K and ·V kernels together, or the same one-pass kernel reading the format in place "
+     "(`<format>_fused` rows: FP8, Q8_0, Q4_0, NVFP4, packed 4-bit, KIVI-2/4), the faster of the "
+     "two; KVComp's codes run as Huffman and as rANS streams. Each kernel cycles through copies of "
+     "its inputs four times "
      "the L2, so these are DRAM times (median of 7 batches of launches); bandwidth shares are of "
      "the device-to-device copy (bytes read + written) measured in the same run."),
     ("run", "A whole run at long context",
