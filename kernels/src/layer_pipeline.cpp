@@ -339,8 +339,7 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
                        m_encoded, m_encode_scratch, cs));
   const std::uint64_t chosen_bytes = m_encoded.payload_bytes + m_encoded.metadata_bytes();
   // The others sized: BitPack by its formula, VarWidth, Huffman and rANS on the GPU.
-  for (CodecKind kind :
-       {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman, CodecKind::Rans}) {
+  for (CodecKind kind : kCodecKinds) {
     std::uint64_t size = 0;
     if (kind == chosen) {
       size = chosen_bytes;

@@ -74,8 +74,7 @@ TEST(CodeCounts, SmallCodesCountedBySlicesMatchAPlainCount) {
   }
 }
 
-constexpr CodecKind kKinds[] = {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman,
-                                CodecKind::Rans};
+constexpr auto& kKinds = kCodecKinds;
 
 enum class Dist { Gaussian, Single, All256, Zeros, Uniform16, Narrow };
 

@@ -295,8 +295,7 @@ std::uint64_t codebook_bytes(CodecKind kind) {
 }
 
 Result<CodecKind> parse_codec(std::string_view id) {
-  for (CodecKind k :
-       {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman, CodecKind::Rans}) {
+  for (CodecKind k : kCodecKinds) {
     if (codec_id(k) == id) return k;
   }
   return make_error(

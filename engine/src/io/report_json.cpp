@@ -27,17 +27,17 @@ json error_json(const ErrorMetrics& e) {
 }
 
 json codec_json(const CodecStats& c) {
+  json sizes = json::object();
+  for (CodecKind k : kCodecKinds) {
+    sizes[std::string(codec_id(k))] = c.codec_bytes[static_cast<std::size_t>(k)];
+  }
   return {{"codes", c.codes},
           {"entropy_bits_per_code", c.entropy_bits_per_code},
           {"payload_bits_per_code", c.payload_bits_per_code},
           {"payload_bytes", c.payload_bytes},
           {"metadata_bytes", c.metadata_bytes},
           {"codebook_bytes", c.codebook_bytes},
-          {"codec_bytes",
-           {{"bitpack", c.codec_bytes[0]},
-            {"varwidth", c.codec_bytes[1]},
-            {"huffman", c.codec_bytes[2]},
-            {"rans", c.codec_bytes[3]}}},
+          {"codec_bytes", std::move(sizes)},
           {"entropy_bound_bytes", c.entropy_bound_bytes}};
 }
 
@@ -100,12 +100,11 @@ Status codec_from(const json& j, CodecStats& c, const std::string& where) {
     return make_error(fmt::format("run record: missing '{}codec_bytes'", where));
   }
   const std::string inner = where + "codec_bytes.";
-  KVLAB_TRY(get(j["codec_bytes"], "bitpack", c.codec_bytes[0], inner));
-  KVLAB_TRY(get(j["codec_bytes"], "varwidth", c.codec_bytes[1], inner));
-  KVLAB_TRY(get(j["codec_bytes"], "huffman", c.codec_bytes[2], inner));
-  // Records from before the rANS codec have no size for it: 0, which the charts leave out.
-  if (j["codec_bytes"].contains("rans")) {
-    KVLAB_TRY(get(j["codec_bytes"], "rans", c.codec_bytes[3], inner));
+  for (CodecKind k : kCodecKinds) {
+    const std::string id(codec_id(k));
+    // Records from before the rANS codec have no size for it: 0, which the charts leave out.
+    if (k == CodecKind::Rans && !j["codec_bytes"].contains(id)) continue;
+    KVLAB_TRY(get(j["codec_bytes"], id.c_str(), c.codec_bytes[static_cast<std::size_t>(k)], inner));
   }
   return Ok{};
 }

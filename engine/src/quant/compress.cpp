@@ -109,8 +109,7 @@ Result<CodecStats> entropy_code(QuantizedTensor& q, const MethodConfig& config, 
   const std::array<double, 256> bits = mean_code_bits(q.codes, q.dim, *book, counts);
   (key ? layer.key_code_bits : layer.value_code_bits).assign(bits.begin(), bits.end());
   std::optional<EncodedCodes> chosen;
-  for (CodecKind kind :
-       {CodecKind::BitPack, CodecKind::VarWidth, CodecKind::Huffman, CodecKind::Rans}) {
+  for (CodecKind kind : kCodecKinds) {
     KVLAB_TRY(progress.keep_going(part));
     const CodecConfig codec{kind, config.block_size, 0};
     const std::uint64_t book_bytes = codebook_bytes(kind);

@@ -22,6 +22,9 @@
 namespace kvlab {
 
 enum class CodecKind : std::uint8_t { BitPack = 0, VarWidth = 1, Huffman = 2, Rans = 3 };
+// Every codec, in CodecKind order (the index of a codec's entry in per-codec arrays).
+inline constexpr std::array<CodecKind, 4> kCodecKinds = {CodecKind::BitPack, CodecKind::VarWidth,
+                                                         CodecKind::Huffman, CodecKind::Rans};
 std::string_view codec_id(CodecKind kind);  // "bitpack", "varwidth", "huffman", "rans"
 Result<CodecKind> parse_codec(std::string_view id);
 

@@ -34,7 +34,7 @@ struct CodecStats {
   // All four codecs on the same stream, for comparison: payload + metadata + codebook bytes,
   // indexed by CodecKind (bitpack, varwidth, huffman, rans; rans 0 where it was not sized: a
   // record from before it, or a GPU run); and the order-0 entropy bound in bytes.
-  std::array<std::uint64_t, 4> codec_bytes{};
+  std::array<std::uint64_t, kCodecKinds.size()> codec_bytes{};
   std::uint64_t entropy_bound_bytes = 0;
   CodecStats& operator+=(const CodecStats& o);
 };
