@@ -11,6 +11,8 @@
 #include <QString>
 #include <QStringList>
 
+#include "kvlab/engine/codec/code_codec.h"
+
 namespace kvlab::gui {
 
 // The five byte components every quantizer accounts for, in this order.
@@ -72,8 +74,8 @@ struct LayerCodeLengths {
   CodeLengthData key, value;
 };
 
-// Three codecs, in CodecKind order.
-inline constexpr int kCodecCount = 4;
+// Every codec, in CodecKind order.
+inline constexpr int kCodecCount = static_cast<int>(kCodecKinds.size());
 const std::array<QString, kCodecCount>& codec_names();  // "bitpack", "varwidth", "huffman", "rans"
 
 // Per layer: the compression ratio had the codes been coded with each codec, and with codes at

@@ -76,7 +76,7 @@ void CodecRatioChart::set_data(const CodecRatioData& data) {
     const auto& r = data.ratio[static_cast<std::size_t>(i)];
     QCPBars* bars = m_bars[static_cast<std::size_t>(i)];
     bars->setData(x, to_qvector(r), true);
-    // A codec the run could not size (rANS in records from before it, or a GPU run's) is left
+    // A codec the run did not size (rANS in records from before it) is left
     // out rather than drawn at 0.
     const bool sized = std::any_of(r.begin(), r.end(), [](double v) { return v > 0; });
     bars->setVisible(sized);
