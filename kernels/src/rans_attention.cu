@@ -13,7 +13,7 @@ namespace kvlab::cuda {
 
 namespace {
 
-constexpr int kMaxWarps = 8;  // warps per CUDA block: one codec block each at a time
+constexpr int kMaxWarps = RansAttentionPolicy::kMaxWarps;
 constexpr std::size_t kSlotBytes = 4096 * sizeof(std::uint32_t);
 
 static_assert(rans_warp::kMaxHeadDim == 256, "the launchers check head_dim against it");

@@ -12,6 +12,15 @@
 
 namespace kvlab::cuda {
 
+// Tuning: not measured yet (no GPU since these kernels were written). Up to 8 warps a CUDA block,
+// each decoding one codec block at a time, so that 8 warps share one copy of the 16 KiB slot
+// table; fewer where a warp's tile and query (or weights) would not fit the shared memory a
+// block may take. At head_dim 128 and 4 query heads a warp takes 6.3 KiB, a CUDA block 66 KiB:
+// three fit an H100/H200 SM. The first lease should set these from Nsight Compute.
+struct RansAttentionPolicy {
+  static constexpr int kMaxWarps = 8;
+};
+
 // As launch_fused_logits / launch_fused_values (fused_attention.cuh), for a rANS layer: d_err
 // and, for the values, d_out are initialised by the caller.
 cudaError_t launch_rans_logits(const GpuLayer::Impl& layer, const float* d_q, int group,

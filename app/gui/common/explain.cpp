@@ -86,21 +86,22 @@ QString entropy() {
 QString payload() {
   return QObject::tr(
       "Coded bits per code: 8 × payload bytes ÷ codes. The payload is the bit streams with each "
-      "block's padding (and VarWidth's 4-bit group headers); offsets, bit counts, the codec "
-      "header and the codebook are not in it.");
+      "block's padding (and VarWidth's 4-bit group headers, rANS's 32 lane states a block); "
+      "offsets, bit counts, the codec header and the codebook are not in it.");
 }
 
 QString codec_metadata() {
   return QObject::tr(
       "What lets any block and vector decode on its own (docs/FORMAT.md): a 4-byte codec header "
-      "per tensor, a u32 byte offset per block and a u16 bit count per vector; bitpack keeps only "
-      "the header.");
+      "per tensor, a u32 byte offset per block and a u16 bit count per vector; rANS keeps the "
+      "offsets but no bit counts (a vector decodes with its block), bitpack only the header.");
 }
 
 QString codebook() {
   return QObject::tr(
-      "The serialized Huffman codebooks: 129 bytes each (257 code lengths of 4 bits), one per "
-      "layer for K and one for V; 0 for bitpack and varwidth.");
+      "The serialized tables a codec shares, one per layer for K and one for V: a Huffman book's "
+      "257 code lengths of 4 bits (129 bytes), or rANS's 257 frequencies of 12 bits (386 bytes); "
+      "0 for bitpack and varwidth.");
 }
 
 // eviction.h: EvictionStep, EvictionLayerResult, EvictionReport.
