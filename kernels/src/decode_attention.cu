@@ -42,9 +42,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 constexpr int tile_for(int head_dim) {
   return head_dim > 128 ? 32 : P::kTile;
 }
-constexpr std::size_t align16(std::size_t n) {
-  return (n + 15) & ~static_cast<std::size_t>(15);
-}
 // Bytes of one tile of K (or V) rows in shared memory.
 constexpr std::size_t tile_bytes(DecodeFormat f, int head_dim) {
   return align16(static_cast<std::size_t>(tile_for(head_dim)) * row_decode::row_bytes(f, head_dim));
@@ -843,7 +840,7 @@ struct HostTensor {
   std::span<const float> head_scales, steps, mins;
 };
 
-struct DeviceTensor {
+struct UploadedTensor {
   DeviceArray<std::uint8_t> data, scales;
   DeviceArray<float> head_scales, steps, mins;
   Status upload(const HostTensor& h, DecodeTensor& t) {
@@ -871,7 +868,7 @@ Status run_decode(DecodeAttentionArgs a, const HostTensor& k, const HostTensor& 
                   const HostTensor& kw, const HostTensor& vw, std::span<const float> q,
                   std::span<float> out, int* splits) {
   const char* what = "decode attention";
-  DeviceTensor dk, dv, dkw, dvw;
+  UploadedTensor dk, dv, dkw, dvw;
   DeviceArray<float> dq, dout;
   KVLAB_TRY_STATUS(dk.upload(k, a.k));
   KVLAB_TRY_STATUS(dv.upload(v, a.v));

@@ -7,8 +7,14 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 
 namespace kvlab::cuda {
+
+// n rounded up to a multiple of 16 bytes (shared-memory regions that 16-byte loads read).
+__host__ __device__ constexpr std::size_t align16(std::size_t n) {
+  return (n + 15) & ~static_cast<std::size_t>(15);
+}
 
 // Streaming multiprocessors of the current device, asked once per device (the benchmark launches
 // thousands of times). 108 (an A100) when the driver cannot say.

@@ -88,9 +88,6 @@ __device__ __forceinline__ void stage_slots(const Stream& s, std::uint32_t* slot
 
 // Dynamic shared memory of one warp: its code tile, then (logits) the folded query or (values)
 // the chunk's weights, 16-byte aligned.
-__host__ __device__ constexpr std::size_t align16(std::size_t n) {
-  return (n + 15) & ~static_cast<std::size_t>(15);
-}
 __host__ __device__ constexpr std::size_t tile_bytes(int dim) {
   return align16(static_cast<std::size_t>(rans_warp::kChunk) * rans_warp::tile_row(dim));
 }

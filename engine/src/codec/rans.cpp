@@ -17,7 +17,7 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr std::uint32_t kSlotMask = RansTable::kProbScale - 1;
+constexpr std::uint32_t kSlotMask = rans_warp::kSlotMask;
 
 // Runs the encoder, leaving the final states in `x` and the words, in emission order, in
 // `words` (the decoder reads them last to first).
@@ -133,8 +133,9 @@ const char* decode_rans_block_scalar(const std::uint8_t* block, std::size_t byte
     for (int l = 0; l < active; ++l) {
       const std::uint32_t slot = x[l] & kSlotMask;
       const std::uint32_t e = slots[slot];
-      x[l] = ((e >> 8) & kSlotMask) * (x[l] >> RansTable::kProbBits) + (e >> 20);
-      out[base + static_cast<std::size_t>(l)] = static_cast<std::uint8_t>(e);
+      x[l] = rans_warp::decode_step(x[l], e);
+      out[base + static_cast<std::size_t>(l)] =
+          static_cast<std::uint8_t>(rans_warp::entry_symbol(e));
       if (slot >= escape) escapes |= 1u << l;
       if (x[l] < kRansLow) {
         if (pos >= nwords) return kWordsRunOut;

@@ -10,13 +10,16 @@
 #include <vector>
 
 #include "kvlab/engine/codec/rans_table.h"
+#include "kvlab/engine/codec/rans_warp.h"
 #include "kvlab/engine/core/aligned.h"
 
 namespace kvlab::detail {
 
-constexpr int kRansLanes = 32;
-constexpr std::uint32_t kRansLow = 1u << 16;  // states live in [2^16, 2^32)
-constexpr std::size_t kRansStateBytes = 4 * kRansLanes;
+// The format's constants, as rans_warp.h (shared with the CUDA kernels) defines them.
+constexpr int kRansLanes = rans_warp::kLanes;
+constexpr std::uint32_t kRansLow = rans_warp::kLow;  // states live in [2^16, 2^32)
+constexpr std::size_t kRansStateBytes = rans_warp::kStateBytes;
+static_assert(RansTable::kProbBits == rans_warp::kProbBits);
 
 // Appends the block coding `count` symbols (one byte each; a symbol with frequency 0 goes as the
 // escape and its byte) to `out`. `words` is scratch.

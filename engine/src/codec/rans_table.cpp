@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kvlab/engine/codec/rans_table.h"
+#include "kvlab/engine/codec/rans_warp.h"
 
 namespace kvlab {
 
@@ -35,7 +36,7 @@ Result<RansTable> RansTable::build(const std::array<std::uint32_t, kSymbols>& fr
     const std::uint32_t f = freq[static_cast<std::size_t>(s)];
     const std::uint32_t c = t.m_cum[static_cast<std::size_t>(s)];
     const std::uint32_t symbol = s == kEscape ? 0u : static_cast<std::uint32_t>(s);
-    for (std::uint32_t k = 0; k < f; ++k) t.m_slots[c + k] = symbol | f << 8 | k << 20;
+    for (std::uint32_t k = 0; k < f; ++k) t.m_slots[c + k] = rans_warp::slot_entry(symbol, f, k);
   }
   return t;
 }
