@@ -425,7 +425,7 @@ Result<CodeCounts> histogram_of(const std::uint8_t* d_codes, std::uint64_t n) {
 Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int tokens, int heads,
                                   int dim, const CodecConfig& config, const HuffmanCodebook* book) {
   KVLAB_TRY_STATUS(check_codes_shape(codes.size(), tokens, heads, dim));
-  if ((config.kind == CodecKind::Huffman || config.kind == CodecKind::Rans) && !book) {
+  if (needs_book(config.kind) && !book) {
     return make_error(std::string("GPU encode: ") + std::string(codec_id(config.kind)) +
                       " needs a codebook");
   }
@@ -503,7 +503,7 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
     const bool is_key = r == 0;
     const std::uint8_t* codes = is_key ? dk.get() : dv.get();
     GpuBook& book = is_key ? g.key_book : g.value_book;
-    if (options.codec == CodecKind::Huffman || options.codec == CodecKind::Rans) {
+    if (needs_book(options.codec)) {
       const bool rans = options.codec == CodecKind::Rans;
       const HuffmanCodebook* given = is_key ? options.key_book : options.value_book;
       std::optional<HuffmanCodebook> built;

@@ -180,8 +180,7 @@ Result<GpuLayer> upload_layer(const CompressedKvView& view) {
       view.value_steps.size() < value_units || view.value_mins.size() < value_units) {
     return make_error("upload_layer: too few quantization parameters for the tokens");
   }
-  const bool booked = k.kind == CodecKind::Huffman || k.kind == CodecKind::Rans;
-  if (booked && (!view.key_book || !view.value_book)) {
+  if (needs_book(k.kind) && (!view.key_book || !view.value_book)) {
     return make_error(std::string("upload_layer: ") + std::string(codec_id(k.kind)) +
                       " streams need their codebooks");
   }
@@ -224,7 +223,7 @@ Result<HostLayer> download_layer(const GpuLayer& layer) {
   if (!v) return v.error();
   h.keys = std::move(*k);
   h.values = std::move(*v);
-  if (g.codec == CodecKind::Huffman || g.codec == CodecKind::Rans) {
+  if (needs_book(g.codec)) {
     h.key_book = g.key_book.host;
     h.value_book = g.value_book.host;
   }
@@ -247,7 +246,7 @@ CompressedKvView HostLayer::view() const {
   v.compressed_tokens = keys.tokens;
   v.keys = &keys;
   v.values = &values;
-  if (keys.kind == CodecKind::Huffman || keys.kind == CodecKind::Rans) {
+  if (needs_book(keys.kind)) {
     v.key_book = &key_book;
     v.value_book = &value_book;
   }

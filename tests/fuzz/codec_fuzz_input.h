@@ -87,7 +87,7 @@ inline std::vector<std::uint8_t> write_codec_fuzz_input(const EncodedCodes& e,
   out.push_back(static_cast<std::uint8_t>(e.dim));
   put16(static_cast<std::uint32_t>(e.block_offsets.size()));
   put16(static_cast<std::uint32_t>(e.vector_bits.size()));
-  if (e.kind == CodecKind::Huffman || e.kind == CodecKind::Rans) {
+  if (needs_book(e.kind)) {
     const auto bytes = e.kind == CodecKind::Huffman ? book->serialize() : book->rans()->serialize();
     out.insert(out.end(), bytes.begin(), bytes.end());
   }

@@ -58,8 +58,7 @@ class BlockRows {
     const bool lanes = e.dim % kLaneGroup == 0;
     const bool packed = lanes && e.kind == CodecKind::BitPack;
     m_in_place = packed && (e.bitpack_width == 4 || e.bitpack_width == 8);
-    m_pair_rows = lanes && (e.kind == CodecKind::Huffman || e.kind == CodecKind::Rans) &&
-                  book != nullptr && book->pairs();
+    m_pair_rows = lanes && needs_book(e.kind) && book != nullptr && book->pairs();
     m_nibbles = (packed && e.bitpack_width == 4) || m_pair_rows;
 #endif
   }

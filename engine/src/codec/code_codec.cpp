@@ -31,9 +31,6 @@ constexpr bool has_streams(CodecKind k) {
 constexpr bool has_vector_bits(CodecKind k) {
   return k == CodecKind::Huffman || k == CodecKind::VarWidth;
 }
-constexpr bool needs_book(CodecKind k) {
-  return k == CodecKind::Huffman || k == CodecKind::Rans;
-}
 
 // Where block b sits (block_layout.h, shared with the CUDA encoder and kernels).
 using BlockPlace = block_layout::Place;

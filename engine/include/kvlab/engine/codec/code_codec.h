@@ -25,7 +25,11 @@ enum class CodecKind : std::uint8_t { BitPack = 0, VarWidth = 1, Huffman = 2, Ra
 // Every codec, in CodecKind order (the index of a codec's entry in per-codec arrays).
 inline constexpr std::array<CodecKind, 4> kCodecKinds = {CodecKind::BitPack, CodecKind::VarWidth,
                                                          CodecKind::Huffman, CodecKind::Rans};
-std::string_view codec_id(CodecKind kind);  // "bitpack", "varwidth", "huffman", "rans"
+std::string_view codec_id(CodecKind kind);
+// Codecs that code with a codebook (Huffman, and rANS with the book's table).
+constexpr bool needs_book(CodecKind k) {
+  return k == CodecKind::Huffman || k == CodecKind::Rans;
+}  // "bitpack", "varwidth", "huffman", "rans"
 Result<CodecKind> parse_codec(std::string_view id);
 
 struct CodecConfig {
