@@ -365,8 +365,8 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
   if (out.payload_bytes > 0xffffffffull) {
     return make_error("GPU encode: the payload passes 2^32 - 1 bytes (u32 block offsets)");
   }
-  KVLAB_TRY_STATUS(
-      out.payload.allocate(payload_words_for(out.payload_bytes), "GPU encode: payload"));
+  KVLAB_TRY_STATUS(out.payload.allocate(word_stream::payload_words_for(out.payload_bytes),
+                                        "GPU encode: payload"));
   KVLAB_CUDA_TRY(cudaMemsetAsync(out.payload.get(), 0, out.payload.bytes(), stream),
                  "GPU encode: clearing the payload");
   a.payload = out.payload.get();

@@ -7,7 +7,7 @@
 
 #include "fused_attention.cuh"
 #include "kvlab/engine/codec/block_layout.h"
-#include "kvlab/engine/codec/table_entry.h"
+#include "kvlab/engine/codec/word_stream.h"
 #include "launch_plan.cuh"
 #include "packed_attention.cuh"
 #include "rans_attention.cuh"
@@ -20,42 +20,18 @@ constexpr int kThreads = 64;  // vectors decoded at once per CUDA block
 constexpr int kTilePad = 4;   // bytes of padding per tile row: rows start in different banks
 constexpr int kErrNone = 0x7fffffff;
 
-// A thread's reader over its own bit stream: a 64-bit buffer holding at least 32 unread bits,
-// refilled one aligned 32-bit word at a time, so a lookup costs no load and a refill comes about
-// once per 32 bits. Word indices are clamped to the payload (which has two zero words of slack):
-// a corrupt count can misdecode but never read outside the allocation.
-struct BitReader {
+// A thread's word loads of its bit stream go through the read-only cache.
+struct LdgWords {
   const std::uint32_t* __restrict__ w;
-  std::uint64_t last, next;
-  std::uint64_t buf;
-  std::uint32_t nb;
-  __device__ __forceinline__ BitReader(const std::uint32_t* words, std::uint64_t last_word,
-                                       std::uint64_t pos)
-      : w(words), last(last_word + 1) {
-    const std::uint64_t i = min(pos >> 5, last_word);
-    const std::uint32_t sh = static_cast<std::uint32_t>(pos & 31);
-    buf = (static_cast<std::uint64_t>(__ldg(w + i)) |
-           (static_cast<std::uint64_t>(__ldg(w + i + 1)) << 32)) >>
-          sh;
-    nb = 64 - sh;
-    next = i + 2;
-  }
-  __device__ __forceinline__ std::uint32_t peek() const { return static_cast<std::uint32_t>(buf); }
-  // n <= 32.
-  __device__ __forceinline__ void skip(std::uint32_t n) {
-    buf = n < 64 ? buf >> n : 0;
-    nb -= n;
-    if (nb < 32) {
-      buf |= static_cast<std::uint64_t>(__ldg(w + min(next, last))) << nb;
-      nb += 32;
-      ++next;
-    }
+  __device__ __forceinline__ std::uint32_t operator()(std::uint64_t i) const {
+    return __ldg(w + i);
   }
 };
+using Reader = word_stream::WordReader<LdgWords>;
 
 struct StreamArgs {
   const std::uint32_t* payload;
-  std::uint64_t last_word;
+  std::uint64_t payload_words;  // padding included (word_stream::payload_words_for)
   const std::uint32_t* block_offsets;
   const std::uint16_t* vector_bits;
   const std::uint32_t* table;  // Huffman pair decode table (global; staged into shared memory)
@@ -66,7 +42,7 @@ struct StreamArgs {
 StreamArgs stream_args(const GpuCodes& c, const GpuBook& book) {
   StreamArgs s;
   s.payload = c.payload.get();
-  s.last_word = c.payload.size() - 2;
+  s.payload_words = c.payload.size();
   s.block_offsets = c.block_offsets.get();
   s.vector_bits = c.vector_bits.get();
   s.table = book.decode2.get();
@@ -98,31 +74,8 @@ template <bool kHuffman, int kWidth, class F>
 __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::uint32_t* table,
                                               std::uint64_t pos, std::uint32_t bits, F&& f) {
   if constexpr (kHuffman) {
-    // Up to two symbols per lookup (pair_table()); the last symbol of a vector never takes a
-    // paired second one, so a vector consumes exactly its own bits.
-    BitReader r(s.payload, s.last_word, pos);
-    std::uint32_t used = 0;
-    bool ok = true;
-    int c = 0;
-    while (c < s.dim) {
-      const std::uint32_t x = r.peek();
-      const std::uint32_t e = table[x & 4095u];
-      const std::uint32_t len1 = table_entry::pair_first_length(e);
-      const bool esc = table_entry::pair_escape(e);
-      const bool two = table_entry::pair_count(e) == 2u && c + 1 < s.dim;
-      const std::uint32_t first = esc ? (x >> len1) & 255u : table_entry::pair_first(e);
-      const std::uint32_t adv = two ? table_entry::pair_total_length(e) : len1 + (esc ? 8u : 0u);
-      r.skip(adv);
-      used += adv;
-      ok &= table_entry::pair_count(e) != 0;
-      // No branch: a lookup without a second symbol adds a zero code at channel c + 1, which
-      // is harmless for the dot products and overwritten by the next lookup in the tile (the
-      // tile and query buffers have room past the last channel).
-      f(c, first);
-      f(min(c + 1, s.dim), two ? table_entry::pair_second(e) : 0u);
-      c += two ? 2 : 1;
-    }
-    return ok && used == bits;
+    Reader r(LdgWords{s.payload}, s.payload_words, pos);
+    return word_stream::decode_pair_vector(r, table, s.dim, bits, f);
   } else {
     constexpr int kPer = 32 / kWidth;
     constexpr std::uint32_t kMask = (1u << kWidth) - 1u;
@@ -141,15 +94,8 @@ __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::ui
       }
       return true;
     }
-    BitReader r(s.payload, s.last_word, pos);
-    for (int c0 = 0; c0 < s.dim; c0 += kPer) {
-      const std::uint32_t x = r.peek();
-      r.skip(32);
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        if (c0 + k < s.dim) f(c0 + k, (x >> (k * kWidth)) & kMask);
-      }
-    }
+    Reader r(LdgWords{s.payload}, s.payload_words, pos);
+    word_stream::decode_packed_vector<kWidth>(r, s.dim, f);
     return true;
   }
 }

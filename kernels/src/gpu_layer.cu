@@ -5,7 +5,6 @@
 
 #include "gpu_layer.cuh"
 #include "kvlab/engine/codec/rans_warp.h"
-#include "kvlab/engine/codec/table_entry.h"
 #include "kvlab/kernels/cuda_device.h"
 
 namespace kvlab::cuda {
@@ -47,32 +46,9 @@ std::uint64_t GpuLayer::compressed_bytes() const {
   return b;
 }
 
-std::vector<std::uint32_t> pair_table(const HuffmanCodebook& book) {
-  const std::uint16_t* t = book.decode_table();
-  std::vector<std::uint32_t> out(HuffmanCodebook::kTableSize, 0u);
-  for (std::uint32_t i = 0; i < out.size(); ++i) {
-    const std::uint32_t e1 = t[i];
-    if (e1 == 0) continue;
-    const std::uint32_t len1 = table_entry::single_length(e1);
-    const std::uint32_t s1 = table_entry::single_symbol(e1);
-    if (s1 == HuffmanCodebook::kEscape) {
-      out[i] = table_entry::pair(0, 0, len1, len1, 1, true);
-      continue;
-    }
-    std::uint32_t entry = table_entry::pair(s1, 0, len1, len1, 1, false);
-    const std::uint32_t room = HuffmanCodebook::kMaxCodeLength - len1;
-    if (room > 0) {
-      const std::uint32_t e2 = t[(i >> len1) & ((1u << room) - 1u)];
-      const std::uint32_t len2 = table_entry::single_length(e2);
-      const std::uint32_t s2 = table_entry::single_symbol(e2);
-      if (e2 != 0 && len2 <= room && s2 != HuffmanCodebook::kEscape) {
-        entry = table_entry::pair(s1, s2, len1, len1 + len2, 2, false);
-      }
-    }
-    out[i] = entry;
-  }
-  return out;
-}
+static_assert(word_stream::kTableSize == HuffmanCodebook::kTableSize &&
+                  word_stream::kEscapeSymbol == HuffmanCodebook::kEscape,
+              "word_stream.h's pair table indexes the codebook's decode table");
 
 Status GpuBook::upload(const HuffmanCodebook& book) {
   if (book.pairs()) {
@@ -84,7 +60,8 @@ Status GpuBook::upload(const HuffmanCodebook& book) {
   host = book;
   KVLAB_TRY_STATUS(
       decode.upload(book.decode_table(), HuffmanCodebook::kTableSize, "uploading a decode table"));
-  const std::vector<std::uint32_t> pairs = pair_table(book);
+  std::vector<std::uint32_t> pairs(word_stream::kTableSize);
+  word_stream::fill_pair_table(book.decode_table(), pairs.data());
   KVLAB_TRY_STATUS(decode2.upload(pairs.data(), pairs.size(), "uploading a decode table"));
   std::uint32_t bits[256];
   std::uint8_t len[256];
@@ -127,7 +104,7 @@ Status GpuCodes::upload(const EncodedCodes& e) {
   block_size = e.block_size;
   width = e.bitpack_width;
   payload_bytes = e.payload.size();
-  std::vector<std::uint32_t> words(payload_words_for(payload_bytes), 0u);
+  std::vector<std::uint32_t> words(word_stream::payload_words_for(payload_bytes), 0u);
   std::memcpy(words.data(), e.payload.data(), e.payload.size());
   KVLAB_TRY_STATUS(payload.upload(words.data(), words.size(), "uploading a payload"));
   KVLAB_TRY_STATUS(block_offsets.upload(e.block_offsets.data(), e.block_offsets.size(),
@@ -145,7 +122,7 @@ Result<EncodedCodes> GpuCodes::download() const {
   e.dim = dim;
   e.block_size = block_size;
   e.bitpack_width = width;
-  std::vector<std::uint32_t> words(payload_words_for(payload_bytes));
+  std::vector<std::uint32_t> words(word_stream::payload_words_for(payload_bytes));
   KVLAB_TRY_STATUS(payload.download(words.data(), words.size(), "downloading a payload"));
   e.payload.resize(payload_bytes);
   std::memcpy(e.payload.data(), words.data(), payload_bytes);

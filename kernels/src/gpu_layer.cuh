@@ -9,6 +9,7 @@
 
 #include "cuda_check.cuh"
 #include "kvlab/engine/codec/code_codec.h"
+#include "kvlab/engine/codec/word_stream.h"
 #include "kvlab/kernels/gpu_kv.h"
 
 namespace kvlab::cuda {
@@ -18,7 +19,7 @@ namespace kvlab::cuda {
 struct GpuBook {
   HuffmanCodebook host;
   DeviceArray<std::uint16_t> decode;  // 4096 entries: (length << 9) | symbol, 0 = no code
-  // 4096 entries decoding up to two symbols per lookup (pair_entry() below).
+  // 4096 entries decoding up to two symbols per lookup (word_stream::fill_pair_table()).
   DeviceArray<std::uint32_t> decode2;
   DeviceArray<std::uint32_t> enc_bits;    // per value: pattern in stream order, escape included
   DeviceArray<std::uint8_t> enc_len;      // per value: bits, escape included
@@ -35,8 +36,7 @@ struct GpuCodes {
   CodecKind kind = CodecKind::Huffman;
   int tokens = 0, heads = 0, dim = 0, block_size = 0, width = 0;
   std::uint64_t payload_bytes = 0;
-  // payload_bytes rounded up to whole words, plus two zero words so a reader at the last bit
-  // never leaves the allocation.
+  // payload_bytes as words, padded as word_stream.h says (word_stream::payload_words_for).
   DeviceArray<std::uint32_t> payload;
   DeviceArray<std::uint32_t> block_offsets;  // Huffman and rANS: one per block
   DeviceArray<std::uint16_t> vector_bits;    // Huffman: one per vector, block order
@@ -48,17 +48,6 @@ struct GpuCodes {
   Result<EncodedCodes> download() const;
   std::uint64_t metadata_bytes() const;
 };
-
-// Two-symbol decode table entry for the next 12 stream bits: bits 0-7 first symbol (a value),
-// 8-15 second symbol, 16-19 first code's length, 20-24 both codes' length, 25-26 how many
-// symbols (0 = no code, 1, or 2), 27 the first code is the escape (its 8 raw bits follow it).
-// A second symbol is paired only when its whole code lies inside the 12 bits and is no escape.
-std::vector<std::uint32_t> pair_table(const HuffmanCodebook& book);
-
-// Words to allocate for a payload of `bytes` bytes (two zero words of slack).
-inline std::uint64_t payload_words_for(std::uint64_t bytes) {
-  return (bytes + 3) / 4 + 2;
-}
 
 }  // namespace kvlab::cuda
 

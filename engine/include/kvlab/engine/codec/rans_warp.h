@@ -27,18 +27,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kvlab/engine/codec/table_entry.h"  // KVLAB_HOST_DEVICE
+#include "kvlab/engine/codec/table_entry.h"  // KVLAB_HOST_DEVICE, KVLAB_UNROLL
 
 #if !defined(__CUDA_ARCH__)
 #include <bit>
-#endif
-
-// Full unrolling where nvcc must keep per-lane arrays in registers (the device pass only: the
-// host compiler does not know the pragma).
-#if defined(__CUDA_ARCH__)
-#define KVLAB_RANS_UNROLL _Pragma("unroll")
-#else
-#define KVLAB_RANS_UNROLL
 #endif
 
 namespace kvlab::rans_warp {
@@ -322,19 +314,19 @@ struct Logits {
   KVLAB_HOST_DEVICE void prepare(Warp& w, float* qf_out, const float* q, const float* steps,
                                  const float* mins, int dim, float scale) {
     float part[G];
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int g = 0; g < G; ++g) part[g] = 0.f;
     for (int c = w.lane(); c < channels; c += kLanes) {
       const bool in = c < dim;
       const float st = in ? steps[c] * scale : 0.f, mn = in ? mins[c] * scale : 0.f;
-      KVLAB_RANS_UNROLL
+      KVLAB_UNROLL
       for (int g = 0; g < G; ++g) {
         const float qv = in ? q[g * dim + c] : 0.f;
         qf_out[c * G + g] = qv * st;
         part[g] += qv * mn;
       }
     }
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int g = 0; g < G; ++g) {
       float v = part[g];
       for (int o = 16; o > 0; o >>= 1) v += w.shfl_xor(v, o);
@@ -350,17 +342,17 @@ struct Logits {
     if (t >= m) return;
     const std::uint8_t* p = tile + t * row;
     float acc[G];
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int g = 0; g < G; ++g) acc[g] = bias[g];
     for (int c = 0; c < channels; c += 4) {
       const std::uint32_t v = load32(p + c);
       for (int k = 0; k < 4; ++k) {
         const float code = static_cast<float>((v >> (8 * k)) & 255u);
-        KVLAB_RANS_UNROLL
+        KVLAB_UNROLL
         for (int g = 0; g < G; ++g) acc[g] = fmaf(qf[(c + k) * G + g], code, acc[g]);
       }
     }
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int g = 0; g < G; ++g)
       logits[static_cast<std::uint64_t>(g) * tokens + first + c0 + t] = acc[g];
   }
@@ -389,7 +381,7 @@ struct Values {
       const std::uint64_t th =
           tok * static_cast<std::uint64_t>(heads) + static_cast<std::uint64_t>(head);
       const float st = steps[th], mn = mins[th];
-      KVLAB_RANS_UNROLL
+      KVLAB_UNROLL
       for (int g = 0; g < G; ++g) {
         const float p = probs[static_cast<std::uint64_t>(g) * tokens + tok];
         weights[t * G + g] = p * st;
@@ -397,14 +389,14 @@ struct Values {
       }
     }
     w.sync();
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int k = 0; k < kMaxPairs; ++k) {
       const int c = 2 * (t + kLanes * k);
       if (c >= dim) break;
       for (int n = 0; n < m; ++n) {
         const std::uint32_t two = load16(tile + n * row + c);
         const float x0 = static_cast<float>(two & 255u), x1 = static_cast<float>(two >> 8);
-        KVLAB_RANS_UNROLL
+        KVLAB_UNROLL
         for (int g = 0; g < G; ++g) {
           const float wt = weights[n * G + g];
           acc[k][0][g] = fmaf(wt, x0, acc[k][0][g]);
@@ -418,19 +410,19 @@ struct Values {
   template <class Warp, class Add>
   KVLAB_HOST_DEVICE void flush(Warp& w, Add&& add) {
     float bias[G];
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int g = 0; g < G; ++g) {
       float v = bsum[g];
       for (int o = 16; o > 0; o >>= 1) v += w.shfl_xor(v, o);
       bias[g] = v;
     }
-    KVLAB_RANS_UNROLL
+    KVLAB_UNROLL
     for (int k = 0; k < kMaxPairs; ++k) {
-      KVLAB_RANS_UNROLL
+      KVLAB_UNROLL
       for (int h = 0; h < 2; ++h) {
         const int c = 2 * (w.lane() + kLanes * k) + h;
         if (c >= dim) continue;
-        KVLAB_RANS_UNROLL
+        KVLAB_UNROLL
         for (int g = 0; g < G; ++g) add(g, c, acc[k][h][g] + bias[g]);
       }
     }

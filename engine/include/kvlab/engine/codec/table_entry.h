@@ -6,7 +6,7 @@
 // bits): the code length in bits 9..12, the symbol (0..255, or 256 for the escape) in bits 0..8;
 // 0 means the bits are no code.
 //
-// GPU pair entry (pair_table() in kernels/src/gpu_layer.cu, uint32, same index): up to two
+// GPU pair entry (word_stream::fill_pair_table(), uint32, same index): up to two
 // symbols that one lookup resolves,
 //   bits  0..7  first symbol      bits  8..15 second symbol
 //   bits 16..19 first code's length
@@ -21,6 +21,14 @@
 #define KVLAB_HOST_DEVICE __host__ __device__
 #else
 #define KVLAB_HOST_DEVICE
+#endif
+
+// Full unrolling where nvcc must keep per-thread arrays in registers (the device pass only: the
+// host compiler does not know the pragma).
+#if defined(__CUDA_ARCH__)
+#define KVLAB_UNROLL _Pragma("unroll")
+#else
+#define KVLAB_UNROLL
 #endif
 
 namespace kvlab::table_entry {
