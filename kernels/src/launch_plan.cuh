@@ -65,4 +65,55 @@ inline SplitPlan plan_splits(int tiles, int slices, int resident_per_sm, int min
   return p;
 }
 
+// The most dynamic shared memory a block may opt in to on the current device, asked once (48 KiB
+// when the driver cannot say).
+inline std::size_t smem_optin() {
+  static std::size_t bytes = 0;
+  if (bytes == 0) {
+    int dev = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+      (void)cudaGetLastError();
+      n = 48 * 1024;
+    }
+    bytes = static_cast<std::size_t>(n);
+  }
+  return bytes;
+}
+
+// Units (each decoding one codec block: a warp, a group of threads) a CUDA block can hold, at
+// most `max_units`, when it takes `fixed` bytes of shared memory (static and dynamic) and
+// `per_unit` dynamic bytes a unit. 0 when not one fits.
+inline int units_that_fit(std::size_t fixed, std::size_t per_unit, int max_units) {
+  const std::size_t room = smem_optin() > fixed ? smem_optin() - fixed : 0;
+  return static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_units),
+                                                room / std::max<std::size_t>(per_unit, 1)));
+}
+
+// Launches `kernel` over a layer's codec blocks: a grid of (x, heads) CUDA blocks of `units`
+// units of `unit_threads` threads, each unit taking one token block of its head at a time, x
+// filling the device's resident blocks once for all heads. `opted` and `resident_cache` are
+// statics of the caller's instantiation: the largest dynamic shared memory already allowed for
+// the kernel (the attribute is set once per size, not per launch) and its resident blocks.
+template <class K, class A>
+cudaError_t launch_over_blocks(K kernel, const A& args, int units, int unit_threads,
+                               std::size_t smem, int token_blocks, int heads, int& resident_cache,
+                               std::size_t& opted, cudaStream_t stream) {
+  if (units < 1) return cudaErrorInvalidConfiguration;  // head_dim too large for this device
+  if (smem > 48 * 1024 && smem > opted) {
+    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem))) {
+      return e;
+    }
+    opted = smem;
+    resident_cache = 0;  // the occupancy depends on it
+  }
+  const int threads = units * unit_threads;
+  const int resident = resident_blocks(kernel, threads, resident_cache, smem);
+  const int want = std::max(1, sm_count() * resident / std::max(heads, 1));
+  const int x = std::max(1, std::min((token_blocks + units - 1) / units, want));
+  kernel<<<dim3(x, heads), threads, smem, stream>>>(args);
+  return cudaGetLastError();
+}
+
 }  // namespace kvlab::cuda

@@ -187,49 +187,9 @@ __global__ void __launch_bounds__(32 * kMaxWarps) rans_values_kernel(ValuesArgs 
 }
 
 // Largest dynamic shared memory a block may ask for on this device (opt-in), asked once.
-std::size_t smem_optin() {
-  static std::size_t bytes = 0;
-  if (bytes == 0) {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      n = 48 * 1024;
-    }
-    bytes = static_cast<std::size_t>(n);
-  }
-  return bytes;
-}
-
 // Warps per CUDA block that fit the shared memory (the slot table is static), at most kMaxWarps.
 int warps_for(std::size_t fixed, std::size_t per_warp) {
-  const std::size_t room =
-      smem_optin() > kSlotBytes + fixed ? smem_optin() - kSlotBytes - fixed : 0;
-  return static_cast<int>(std::min<std::size_t>(kMaxWarps, room / per_warp));
-}
-
-// Launches `kernel` over the layer's token blocks: (x, kv_heads) CUDA blocks of `warps` warps,
-// x filling the device once with every head.
-// `opted` (a static of the caller's instantiation) remembers the largest dynamic shared memory
-// already allowed for the kernel, so the attribute is set once per size, not per launch.
-template <class K, class A>
-cudaError_t launch(K kernel, const A& args, int warps, std::size_t smem, int token_blocks,
-                   int heads, int& resident_cache, std::size_t& opted, cudaStream_t stream) {
-  if (warps < 1) return cudaErrorInvalidConfiguration;  // head_dim too large for this device
-  if (smem > 48 * 1024 && smem > opted) {
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem))) {
-      return e;
-    }
-    opted = smem;
-    resident_cache = 0;  // the occupancy depends on it
-  }
-  const int threads = 32 * warps;
-  const int resident = resident_blocks(kernel, threads, resident_cache, smem);
-  const int want = std::max(1, sm_count() * resident / std::max(heads, 1));
-  const int x = std::max(1, std::min((token_blocks + warps - 1) / warps, want));
-  kernel<<<dim3(x, heads), threads, smem, stream>>>(args);
-  return cudaGetLastError();
+  return units_that_fit(kSlotBytes + fixed, per_warp, kMaxWarps);
 }
 
 template <int G>
@@ -238,8 +198,8 @@ cudaError_t logits_for(const LogitsArgs& a, int token_blocks, cudaStream_t strea
   static std::size_t opted = 0;
   const std::size_t per_warp = logits_warp_bytes(a.s.dim, G);
   const int warps = warps_for(0, per_warp);
-  return launch(rans_logits_kernel<G>, a, warps, per_warp * std::max(warps, 1), token_blocks,
-                a.s.heads, resident, opted, stream);
+  return launch_over_blocks(rans_logits_kernel<G>, a, warps, 32, per_warp * std::max(warps, 1),
+                            token_blocks, a.s.heads, resident, opted, stream);
 }
 
 template <int G>
@@ -249,8 +209,9 @@ cudaError_t values_for(const ValuesArgs& a, int token_blocks, cudaStream_t strea
   const std::size_t fixed = align16(sizeof(float) * G * a.s.dim);
   const std::size_t per_warp = values_warp_bytes(a.s.dim, G);
   const int warps = warps_for(fixed, per_warp);
-  return launch(rans_values_kernel<G>, a, warps, fixed + per_warp * std::max(warps, 1),
-                token_blocks, a.s.heads, resident, opted, stream);
+  return launch_over_blocks(rans_values_kernel<G>, a, warps, 32,
+                            fixed + per_warp * std::max(warps, 1), token_blocks, a.s.heads,
+                            resident, opted, stream);
 }
 
 template <class F>
