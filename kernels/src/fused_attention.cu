@@ -1,6 +1,4 @@
 // Fused decode-attention kernels (see fused_attention.cuh) and the host entry points.
-#include <cub/block/block_scan.cuh>
-
 #include <cmath>
 #include <string>
 #include <vector>
@@ -16,26 +14,30 @@ namespace kvlab::cuda {
 
 namespace {
 
-constexpr int kThreads = 64;  // vectors decoded at once per CUDA block
-constexpr int kTilePad = 4;   // bytes of padding per tile row: rows start in different banks
+using P = FusedAttentionPolicy;
+constexpr int kWarpsPerGroup = P::kVectors / 32;
+constexpr int kTilePad = 4;  // bytes of padding per tile row: rows start in different banks
 constexpr int kErrNone = 0x7fffffff;
+constexpr std::size_t kTableBytes = 4096 * sizeof(std::uint32_t);
+static_assert(P::kVectors % 32 == 0 && P::kStageWords % 4 == 0);
 
-// A thread's word loads of its bit stream go through the read-only cache.
+// Word loads of a bit stream not staged in shared memory go through the read-only cache.
 struct LdgWords {
   const std::uint32_t* __restrict__ w;
   __device__ __forceinline__ std::uint32_t operator()(std::uint64_t i) const {
     return __ldg(w + i);
   }
 };
-using Reader = word_stream::WordReader<LdgWords>;
+using Staged = word_stream::StagedWords<LdgWords>;
 
 struct StreamArgs {
   const std::uint32_t* payload;
   std::uint64_t payload_words;  // padding included (word_stream::payload_words_for)
+  std::uint64_t payload_bytes;
   const std::uint32_t* block_offsets;
   const std::uint16_t* vector_bits;
-  const std::uint32_t* table;  // Huffman pair decode table (global; staged into shared memory)
-  int tokens, heads, dim, block_size, width;
+  const std::uint32_t* table;  // Huffman pair decode table (global; copied to shared memory)
+  int tokens, heads, dim, block_size, width, blocks;
   bool aligned16;  // bitpack: every vector is whole 16-byte words (dim * width % 128 == 0)
 };
 
@@ -43,6 +45,7 @@ StreamArgs stream_args(const GpuCodes& c, const GpuBook& book) {
   StreamArgs s;
   s.payload = c.payload.get();
   s.payload_words = c.payload.size();
+  s.payload_bytes = c.payload_bytes;
   s.block_offsets = c.block_offsets.get();
   s.vector_bits = c.vector_bits.get();
   s.table = book.decode2.get();
@@ -51,30 +54,126 @@ StreamArgs stream_args(const GpuCodes& c, const GpuBook& book) {
   s.dim = c.dim;
   s.block_size = c.block_size;
   s.width = c.width;
+  s.blocks = c.blocks();
   s.aligned16 = c.kind == CodecKind::BitPack && (c.dim * c.width) % 128 == 0;
   return s;
 }
-
-// Per codec block: the start bit of each of this CUDA block's vectors. Huffman: block offset plus
-// a block-wide scan of the vector bit counts; bitpack: from the shape.
-template <bool kHuffman>
-struct VectorStarts {
-  using Scan = cub::BlockScan<std::uint32_t, kThreads>;
-  typename Scan::TempStorage scan;
-};
 
 // Bytes per row of the values kernel's code tile: rows start in different banks.
 __host__ __device__ constexpr int tile_row(int dim) {
   return ((dim + 3) & ~3) + kTilePad;
 }
 
-// Decodes one vector's `dim` codes, calling f(c, code) for each. Returns false when the vector
-// is corrupt (a lookup with no code, or a bit count other than `bits`).
+// A thread's place in its CUDA block: group g (one codec block at a time), vector t of the group.
+struct Place {
+  int g, t;
+  __device__ Place()
+      : g(static_cast<int>(threadIdx.x) / P::kVectors), t(threadIdx.x % P::kVectors) {}
+};
+
+// The codec block a group takes in one round of the grid-stride loop, and (Huffman) the window of
+// its stream staged in shared memory.
+struct GroupBlock {
+  bool live = false;  // false past the last token block: the group only keeps the barriers
+  int tb = 0, n = 0, b = 0;
+  word_stream::StageWindow window;
+};
+
+template <bool kHuffman>
+__device__ __forceinline__ GroupBlock group_block(const StreamArgs& s, int tb, int h) {
+  GroupBlock k;
+  const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
+  k.live = tb < tbs;
+  if (!k.live) return k;
+  k.tb = tb;
+  k.n = block_layout::block_tokens(tb, s.tokens, s.block_size);
+  k.b = static_cast<int>(block_layout::block_of(tb * s.block_size, h, s.heads, s.block_size));
+  if constexpr (kHuffman) {
+    const std::uint64_t first = s.block_offsets[k.b];
+    const std::uint64_t end = k.b + 1 < s.blocks ? s.block_offsets[k.b + 1] : s.payload_bytes;
+    k.window = word_stream::stage_window(first, end, s.payload_words, P::kStageWords);
+  }
+  return k;
+}
+
+// The group's threads copy its window of the payload to `stage` (16-byte aligned): whole 16-byte
+// words, then the last few words one at a time.
+__device__ __forceinline__ void stage_words(std::uint32_t* stage, const word_stream::StageWindow& w,
+                                            const std::uint32_t* payload, int t) {
+  const std::uint32_t quads = w.count / 4;
+  const uint4* src = reinterpret_cast<const uint4*>(payload + w.base);
+  uint4* dst = reinterpret_cast<uint4*>(stage);
+  for (std::uint32_t k = t; k < quads; k += P::kVectors) dst[k] = __ldg(src + k);
+  for (std::uint32_t k = 4 * quads + t; k < w.count; k += P::kVectors) {
+    stage[k] = __ldg(payload + w.base + k);
+  }
+}
+
+// The exclusive prefix sum of `bits` over the thread's group, and the group's total. Every thread
+// of the CUDA block calls it: it synchronises the block. `totals` (shared, a word per warp) must
+// not be written again before the next barrier.
+__device__ __forceinline__ std::uint32_t group_scan(std::uint32_t bits, std::uint32_t* totals,
+                                                    std::uint32_t& group_total) {
+  const int lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5;
+  std::uint32_t incl = bits;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const std::uint32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) totals[warp] = incl;
+  __syncthreads();
+  const int first = warp - warp % kWarpsPerGroup;
+  std::uint32_t before = 0, total = 0;
+#pragma unroll
+  for (int k = 0; k < kWarpsPerGroup; ++k) {
+    const std::uint32_t w = totals[first + k];
+    before += first + k < warp ? w : 0u;
+    total += w;
+  }
+  group_total = total;
+  return before + incl - bits;
+}
+
+// Where vector i (< n) of the group's codec block starts, for every thread at once (Huffman: the
+// block's offset, the bits of its vectors decoded in earlier rounds (`carry`) and the scan of
+// this round's; bit-packed: from the shape). Every thread of the CUDA block calls it.
+template <bool kHuffman>
+__device__ __forceinline__ std::uint64_t vector_start(const StreamArgs& s, const GroupBlock& k,
+                                                      int h, int i, std::uint32_t& carry,
+                                                      std::uint32_t& bits, std::uint32_t* totals) {
+  if constexpr (kHuffman) {
+    const std::uint64_t v0 =
+        k.live ? block_layout::first_vector(k.tb, h, s.heads, s.block_size, k.n) : 0;
+    bits = i < k.n ? s.vector_bits[v0 + i] : 0u;
+    std::uint32_t total = 0;
+    const std::uint32_t start = group_scan(bits, totals, total);
+    const std::uint64_t block = k.live ? std::uint64_t{s.block_offsets[k.b]} * 8 : 0;
+    const std::uint64_t pos = block + carry + start;
+    carry += total;
+    return pos;
+  } else {
+    bits = 0;
+    if (!k.live) return 0;
+    return 8 * block_layout::bitpack_block_offset(k.tb, h, s.heads, s.block_size, k.n, s.dim,
+                                                  s.width) +
+           block_layout::bitpack_vector_bit(i, s.dim, s.width);
+  }
+}
+
+// Decodes one vector's `dim` codes, calling f(c, code) for each (and f(dim, 0), see
+// decode_pair_vector). Returns false when the vector is corrupt (a lookup with no code, or a bit
+// count other than `bits`). Huffman reads the staged window from shared memory and the rest of
+// the stream from global memory.
 template <bool kHuffman, int kWidth, class F>
 __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::uint32_t* table,
+                                              const std::uint32_t* stage,
+                                              const word_stream::StageWindow& window,
                                               std::uint64_t pos, std::uint32_t bits, F&& f) {
   if constexpr (kHuffman) {
-    Reader r(LdgWords{s.payload}, s.payload_words, pos);
+    word_stream::WordReader<Staged> r(Staged{stage, LdgWords{s.payload}, window.base, window.count},
+                                      s.payload_words, pos);
     return word_stream::decode_pair_vector(r, table, s.dim, bits, f);
   } else {
     constexpr int kPer = 32 / kWidth;
@@ -94,7 +193,7 @@ __device__ __forceinline__ bool decode_vector(const StreamArgs& s, const std::ui
       }
       return true;
     }
-    Reader r(LdgWords{s.payload}, s.payload_words, pos);
+    word_stream::WordReader<LdgWords> r(LdgWords{s.payload}, s.payload_words, pos);
     word_stream::decode_packed_vector<kWidth>(r, s.dim, f);
     return true;
   }
@@ -122,26 +221,26 @@ __device__ __forceinline__ void fma_group(const float* qf, int c, float x, float
   }
 }
 
-// Where vector i (0 <= i < n) of codec block b starts, for every thread of the CUDA block at once
-// (Huffman needs the block-wide scan, so every thread calls this).
-template <bool kHuffman>
-__device__ __forceinline__ std::uint64_t vector_start(
-    const StreamArgs& s, int b, int tb, int h, int n, int i0, std::uint32_t& carry,
-    std::uint32_t& bits, typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage& scan) {
-  const int i = i0 + threadIdx.x;
-  if constexpr (kHuffman) {
-    const std::uint64_t first_vector = block_layout::first_vector(tb, h, s.heads, s.block_size, n);
-    bits = i < n ? s.vector_bits[first_vector + i] : 0u;
-    std::uint32_t start = 0, total = 0;
-    cub::BlockScan<std::uint32_t, kThreads>(scan).ExclusiveSum(bits, start, total);
-    const std::uint64_t pos = static_cast<std::uint64_t>(s.block_offsets[b]) * 8 + carry + start;
-    carry += total;
-    return pos;
-  } else {
-    bits = 0;
-    return 8 * block_layout::bitpack_block_offset(tb, h, s.heads, s.block_size, n, s.dim, s.width) +
-           block_layout::bitpack_vector_bit(i, s.dim, s.width);
+// Adds each warp's sum of v[j] into target[j] (shared).
+template <int G>
+__device__ __forceinline__ void warp_add(const float* v, float* target) {
+#pragma unroll
+  for (int j = 0; j < G; ++j) {
+    float x = v[j];
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&target[j], x);
   }
+}
+
+// Dynamic shared memory of one group: the logits kernel's query (G * (dim + 1) floats, the
+// channel past the end zero) or the values kernel's code tile, then the staged stream words.
+__host__ __device__ inline std::size_t logits_group_bytes(bool huffman, int dim, int G) {
+  return align16(sizeof(float) * G * (dim + 1)) +
+         (huffman ? sizeof(std::uint32_t) * P::kStageWords : 0);
+}
+__host__ __device__ inline std::size_t values_group_bytes(bool huffman, int dim) {
+  return align16(static_cast<std::size_t>(P::kVectors) * tile_row(dim)) +
+         (huffman ? sizeof(std::uint32_t) * P::kStageWords : 0);
 }
 
 struct KeyArgs {
@@ -155,67 +254,75 @@ struct KeyArgs {
 };
 
 template <bool kHuffman, int kWidth, int G>
-__global__ void __launch_bounds__(kThreads) logits_kernel(KeyArgs a) {
+__global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) logits_kernel(KeyArgs a) {
   __shared__ std::uint32_t table[kHuffman ? 4096 : 1];
-  extern __shared__ __align__(16) float qf[];  // [channel][G], G * (dim + 1) floats
-  __shared__ float bias[G];
-  __shared__ typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage scan;
+  __shared__ float bias[P::kMaxGroups][G];
+  __shared__ std::uint32_t totals[P::kMaxGroups * kWarpsPerGroup];
+  extern __shared__ __align__(16) std::uint8_t dyn[];
   const StreamArgs& s = a.s;
+  const int dim = s.dim;
+  const Place me;
+  const int groups = static_cast<int>(blockDim.x) / P::kVectors;
+  const std::size_t qf_bytes = align16(sizeof(float) * G * (dim + 1));
+  std::uint8_t* mine = dyn + me.g * logits_group_bytes(kHuffman, dim, G);
+  float* qf = reinterpret_cast<float*>(mine);  // [channel][G]
+  std::uint32_t* stage = reinterpret_cast<std::uint32_t*>(mine + qf_bytes);
   if constexpr (kHuffman) {
-    for (int i = threadIdx.x; i < 4096; i += kThreads) table[i] = s.table[i];
+    for (int i = threadIdx.x; i < 4096; i += blockDim.x) table[i] = s.table[i];
   }
   const int h = blockIdx.y;
   const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
-  const int dim = s.dim;
-  for (int tb = blockIdx.x; tb < tbs; tb += gridDim.x) {
-    __syncthreads();  // qf and bias of the previous block are no longer read
-    const std::size_t unit = (static_cast<std::size_t>(tb) * s.heads + h) * dim;
-    if (threadIdx.x < G) {
-      bias[threadIdx.x] = 0.f;
-      qf[dim * G + threadIdx.x] = 0.f;  // the zero channel past the end (decode_vector)
+  for (int tb0 = blockIdx.x * groups; tb0 < tbs; tb0 += gridDim.x * groups) {
+    const GroupBlock k = group_block<kHuffman>(s, tb0 + me.g, h);
+    __syncthreads();  // the last round's query, bias and staged words are no longer read
+    if (me.t < G) {
+      bias[me.g][me.t] = 0.f;
+      qf[dim * G + me.t] = 0.f;  // the zero channel past the end (decode_pair_vector)
+    }
+    if constexpr (kHuffman) {
+      if (k.live) stage_words(stage, k.window, s.payload, me.t);
     }
     __syncthreads();
     float part[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) part[g] = 0.f;
-    for (int c = threadIdx.x; c < dim; c += kThreads) {
-      const float st = a.steps[unit + c] * a.scale, mn = a.mins[unit + c] * a.scale;
+    if (k.live) {
+      const std::size_t unit = (static_cast<std::size_t>(k.tb) * s.heads + h) * dim;
+      for (int c = me.t; c < dim; c += P::kVectors) {
+        const float st = a.steps[unit + c] * a.scale, mn = a.mins[unit + c] * a.scale;
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const float qv = a.q[(static_cast<std::size_t>(h) * G + g) * dim + c];
-        qf[c * G + g] = qv * st;
-        part[g] += qv * mn;
+        for (int g = 0; g < G; ++g) {
+          const float qv = a.q[(static_cast<std::size_t>(h) * G + g) * dim + c];
+          qf[c * G + g] = qv * st;
+          part[g] += qv * mn;
+        }
       }
     }
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      float v = part[g];
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      if ((threadIdx.x & 31) == 0) atomicAdd(&bias[g], v);
-    }
+    warp_add<G>(part, bias[me.g]);
     __syncthreads();
-    const int first = tb * s.block_size;
-    const int n = block_layout::block_tokens(tb, s.tokens, s.block_size);
-    const int b = static_cast<int>(block_layout::block_of(first, h, s.heads, s.block_size));
+    const int first = k.tb * s.block_size;
     std::uint32_t carry = 0;
-    for (int i0 = 0; i0 < n; i0 += kThreads) {
+    // Rounds of kVectors vectors over the block: the same count in every group, so that every
+    // thread meets the barriers.
+    for (int i0 = 0; i0 < s.block_size; i0 += P::kVectors) {
+      const int i = i0 + me.t;
       std::uint32_t bits = 0;
-      const std::uint64_t pos = vector_start<kHuffman>(s, b, tb, h, n, i0, carry, bits, scan);
-      const int i = i0 + threadIdx.x;
-      if (i < n) {
+      const std::uint64_t pos = vector_start<kHuffman>(s, k, h, i, carry, bits, totals);
+      if (i < k.n) {
         float acc[G];
 #pragma unroll
         for (int g = 0; g < G; ++g) acc[g] = 0.f;
         const bool ok = decode_vector<kHuffman, kWidth>(
-            s, table, pos, bits,
+            s, table, stage, k.window, pos, bits,
             [&](int c, std::uint32_t code) { fma_group<G>(qf, c, static_cast<float>(code), acc); });
-        if (!ok) atomicMin(a.err, b + 1);
+        if (!ok) atomicMin(a.err, k.b + 1);
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-          a.logits[(static_cast<std::size_t>(h) * G + g) * s.tokens + first + i] = acc[g] + bias[g];
+          a.logits[(static_cast<std::size_t>(h) * G + g) * s.tokens + first + i] =
+              acc[g] + bias[me.g][g];
         }
       }
-      __syncthreads();  // the scan storage is reused
+      if constexpr (kHuffman) __syncthreads();  // the scan's totals are written again
     }
   }
 }
@@ -230,23 +337,29 @@ struct ValueArgs {
 };
 
 template <bool kHuffman, int kWidth, int G>
-__global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
-  // Thread t owns channel pairs (2t, 2t+1) and (2t + 2*kThreads, ...): one 2-byte tile read per
-  // row serves both channels of a pair.
-  constexpr int kPairs = kMaxFusedHeadDim / (2 * kThreads);
+__global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) values_kernel(ValueArgs a) {
+  // Thread t of a group owns channel pairs (2t, 2t+1) and (2t + 2*kVectors, ...): one 2-byte tile
+  // read per row serves both channels of a pair.
+  constexpr int kPairs = kMaxFusedHeadDim / (2 * P::kVectors);
   __shared__ std::uint32_t table[kHuffman ? 4096 : 1];
-  extern __shared__ __align__(16) std::uint8_t tile[];  // kThreads rows of tile_row(dim) bytes
-  __shared__ __align__(16) float w[kThreads * G];       // [row][G]: softmax weight * step
-  __shared__ float bias[G];
-  __shared__ typename cub::BlockScan<std::uint32_t, kThreads>::TempStorage scan;
+  __shared__ __align__(16) float w[P::kMaxGroups][P::kVectors * G];  // [row][G]: weight * step
+  __shared__ float bias[P::kMaxGroups][G];
+  __shared__ std::uint32_t totals[P::kMaxGroups * kWarpsPerGroup];
+  extern __shared__ __align__(16) std::uint8_t dyn[];
   const StreamArgs& s = a.s;
-  if constexpr (kHuffman) {
-    for (int i = threadIdx.x; i < 4096; i += kThreads) table[i] = s.table[i];
-  }
-  if (threadIdx.x < G) bias[threadIdx.x] = 0.f;
-  const int h = blockIdx.y;
   const int dim = s.dim;
   const int row = tile_row(dim);
+  const Place me;
+  const int groups = static_cast<int>(blockDim.x) / P::kVectors;
+  std::uint8_t* mine = dyn + me.g * values_group_bytes(kHuffman, dim);
+  std::uint8_t* tile = mine;  // kVectors rows of tile_row(dim) bytes
+  std::uint32_t* stage =
+      reinterpret_cast<std::uint32_t*>(mine + align16(static_cast<std::size_t>(P::kVectors) * row));
+  if constexpr (kHuffman) {
+    for (int i = threadIdx.x; i < 4096; i += blockDim.x) table[i] = s.table[i];
+  }
+  if (me.t < G) bias[me.g][me.t] = 0.f;
+  const int h = blockIdx.y;
   const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
   float acc[kPairs][2][G];
   float bsum[G];
@@ -254,94 +367,88 @@ __global__ void __launch_bounds__(kThreads) values_kernel(ValueArgs a) {
   for (int g = 0; g < G; ++g) {
     bsum[g] = 0.f;
 #pragma unroll
-    for (int k = 0; k < kPairs; ++k) acc[k][0][g] = acc[k][1][g] = 0.f;
+    for (int j = 0; j < kPairs; ++j) acc[j][0][g] = acc[j][1][g] = 0.f;
   }
-  for (int tb = blockIdx.x; tb < tbs; tb += gridDim.x) {
-    const int first = tb * s.block_size;
-    const int n = block_layout::block_tokens(tb, s.tokens, s.block_size);
-    const int b = static_cast<int>(block_layout::block_of(first, h, s.heads, s.block_size));
+  std::uint8_t* my_row = tile + me.t * row;
+  for (int tb0 = blockIdx.x * groups; tb0 < tbs; tb0 += gridDim.x * groups) {
+    const GroupBlock k = group_block<kHuffman>(s, tb0 + me.g, h);
+    // Every decode of the last round ended before its last barrier, so the stage is free.
+    if constexpr (kHuffman) {
+      if (k.live) stage_words(stage, k.window, s.payload, me.t);
+    }
+    const int first = k.tb * s.block_size;
     std::uint32_t carry = 0;
-    for (int i0 = 0; i0 < n; i0 += kThreads) {
-      __syncthreads();  // the previous tile has been read
+    for (int i0 = 0; i0 < s.block_size; i0 += P::kVectors) {
+      __syncthreads();  // the previous tile has been read; the staged words are in place
+      const int i = i0 + me.t;
       std::uint32_t bits = 0;
-      const std::uint64_t pos = vector_start<kHuffman>(s, b, tb, h, n, i0, carry, bits, scan);
-      const int i = i0 + threadIdx.x;
-      std::uint8_t* my_row = tile + threadIdx.x * row;
-      if (i < n) {
+      const std::uint64_t pos = vector_start<kHuffman>(s, k, h, i, carry, bits, totals);
+      if (i < k.n) {
         const std::size_t th = static_cast<std::size_t>(first + i) * s.heads + h;
         const float st = a.steps[th], mn = a.mins[th];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           const float p = a.probs[(static_cast<std::size_t>(h) * G + g) * s.tokens + first + i];
-          w[threadIdx.x * G + g] = p * st;
+          w[me.g][me.t * G + g] = p * st;
           bsum[g] = fmaf(p, mn, bsum[g]);
         }
         const bool ok = decode_vector<kHuffman, kWidth>(
-            s, table, pos, bits,
+            s, table, stage, k.window, pos, bits,
             [&](int c, std::uint32_t code) { my_row[c] = static_cast<std::uint8_t>(code); });
-        if (!ok) atomicMin(a.err, b + 1);
+        if (!ok) atomicMin(a.err, k.b + 1);
       }
       if (dim & 1) my_row[dim] = 0;  // the odd channel's partner in the last pair
       __syncthreads();
-      const int m = min(kThreads, n - i0);
+      const int m = k.live ? max(0, min(P::kVectors, k.n - i0)) : 0;
+      const float* wg = w[me.g];
 #pragma unroll
-      for (int k = 0; k < kPairs; ++k) {
-        const int c = 2 * (threadIdx.x + k * kThreads);
+      for (int j = 0; j < kPairs; ++j) {
+        const int c = 2 * (me.t + j * P::kVectors);
         if (c < dim) {
           for (int r = 0; r < m; ++r) {
             const std::uint32_t two = *reinterpret_cast<const std::uint16_t*>(tile + r * row + c);
             const float x0 = static_cast<float>(two & 255u), x1 = static_cast<float>(two >> 8);
-            fma_group<G>(w + r * G, 0, x0, acc[k][0]);
-            fma_group<G>(w + r * G, 0, x1, acc[k][1]);
+            fma_group<G>(wg + r * G, 0, x0, acc[j][0]);
+            fma_group<G>(wg + r * G, 0, x1, acc[j][1]);
           }
         }
       }
     }
   }
   // The minimums' share: sum_t p * min_t, the same for every channel of a query head.
-#pragma unroll
-  for (int g = 0; g < G; ++g) {
-    float v = bsum[g];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if ((threadIdx.x & 31) == 0) atomicAdd(&bias[g], v);
-  }
+  warp_add<G>(bsum, bias[me.g]);
   __syncthreads();
 #pragma unroll
-  for (int k = 0; k < kPairs; ++k) {
+  for (int j = 0; j < kPairs; ++j) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const int c = 2 * (threadIdx.x + k * kThreads) + j;
+    for (int e = 0; e < 2; ++e) {
+      const int c = 2 * (me.t + j * P::kVectors) + e;
       if (c < dim) {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           atomicAdd(&a.out[(static_cast<std::size_t>(h) * G + g) * dim + c],
-                    acc[k][j][g] + bias[g]);
+                    acc[j][e][g] + bias[me.g][g]);
         }
       }
     }
   }
 }
 
-int grid_x(int token_blocks, int heads) {
-  const int want = std::max(1, sm_count() * 32 / std::max(1, heads));
-  return std::max(1, std::min(token_blocks, want));
-}
-
 template <template <bool, int, int> class Launch, class Args>
-cudaError_t dispatch(CodecKind kind, int width, int group, dim3 grid, const Args& args,
-                     cudaStream_t stream) {
+cudaError_t dispatch(CodecKind kind, int width, int group, const Args& args, int token_blocks,
+                     int heads, cudaStream_t stream) {
   auto by_group = [&](auto huff, auto w) -> cudaError_t {
     constexpr bool H = decltype(huff)::value;
     constexpr int W = decltype(w)::value;
     switch (group) {
       case 1:
-        return Launch<H, W, 1>::run(grid, args, stream);
+        return Launch<H, W, 1>::run(args, token_blocks, heads, stream);
       case 2:
-        return Launch<H, W, 2>::run(grid, args, stream);
+        return Launch<H, W, 2>::run(args, token_blocks, heads, stream);
       case 4:
-        return Launch<H, W, 4>::run(grid, args, stream);
+        return Launch<H, W, 4>::run(args, token_blocks, heads, stream);
       case 8:
-        return Launch<H, W, 8>::run(grid, args, stream);
+        return Launch<H, W, 8>::run(args, token_blocks, heads, stream);
       default:
         return cudaErrorInvalidValue;
     }
@@ -361,20 +468,39 @@ cudaError_t dispatch(CodecKind kind, int width, int group, dim3 grid, const Args
   }
 }
 
+// Groups a CUDA block takes: as many as the shared memory holds, at most kMaxGroups.
+template <class K>
+int groups_for(K kernel, std::size_t per_group) {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
+    (void)cudaGetLastError();
+    attr.sharedSizeBytes = kTableBytes;
+  }
+  return units_that_fit(attr.sharedSizeBytes, per_group, P::kMaxGroups);
+}
+
 template <bool H, int W, int G>
 struct LogitsLaunch {
-  static cudaError_t run(dim3 grid, const KeyArgs& a, cudaStream_t stream) {
-    const std::size_t smem = sizeof(float) * G * (a.s.dim + 1);
-    logits_kernel<H, W, G><<<grid, kThreads, smem, stream>>>(a);
-    return cudaGetLastError();
+  static cudaError_t run(const KeyArgs& a, int token_blocks, int heads, cudaStream_t stream) {
+    static int resident = 0;
+    static std::size_t opted = 0;
+    const std::size_t per_group = logits_group_bytes(H, a.s.dim, G);
+    const int groups = groups_for(logits_kernel<H, W, G>, per_group);
+    return launch_over_blocks(logits_kernel<H, W, G>, a, groups, P::kVectors,
+                              per_group * std::max(groups, 1), token_blocks, heads, resident, opted,
+                              stream);
   }
 };
 template <bool H, int W, int G>
 struct ValuesLaunch {
-  static cudaError_t run(dim3 grid, const ValueArgs& a, cudaStream_t stream) {
-    const std::size_t smem = static_cast<std::size_t>(kThreads) * tile_row(a.s.dim);
-    values_kernel<H, W, G><<<grid, kThreads, smem, stream>>>(a);
-    return cudaGetLastError();
+  static cudaError_t run(const ValueArgs& a, int token_blocks, int heads, cudaStream_t stream) {
+    static int resident = 0;
+    static std::size_t opted = 0;
+    const std::size_t per_group = values_group_bytes(H, a.s.dim);
+    const int groups = groups_for(values_kernel<H, W, G>, per_group);
+    return launch_over_blocks(values_kernel<H, W, G>, a, groups, P::kVectors,
+                              per_group * std::max(groups, 1), token_blocks, heads, resident, opted,
+                              stream);
   }
 };
 
@@ -403,9 +529,8 @@ cudaError_t launch_fused_logits(const GpuLayer::Impl& g, const float* d_q, int g
   if (g.codec == CodecKind::BitPack && packed_logits_supported(g.keys, group)) {
     return launch_packed_logits(g, d_q, group, d_logits, stream);  // tensor cores
   }
-  const int tbs = g.keys.token_blocks();
-  const dim3 grid(grid_x(tbs, g.kv_heads), g.kv_heads);
-  return dispatch<LogitsLaunch>(g.codec, g.keys.width, group, grid, a, stream);
+  return dispatch<LogitsLaunch>(g.codec, g.keys.width, group, a, g.keys.token_blocks(), g.kv_heads,
+                                stream);
 }
 
 cudaError_t launch_fused_values(const GpuLayer::Impl& g, const float* d_probs, int group,
@@ -428,9 +553,8 @@ cudaError_t launch_fused_values(const GpuLayer::Impl& g, const float* d_probs, i
   if (g.codec == CodecKind::BitPack && packed_values_supported(g.values, group)) {
     return launch_packed_values(g, d_probs, group, d_out, stream);  // tensor cores
   }
-  const int tbs = g.values.token_blocks();
-  const dim3 grid(grid_x(tbs, g.kv_heads), g.kv_heads);
-  return dispatch<ValuesLaunch>(g.codec, g.values.width, group, grid, a, stream);
+  return dispatch<ValuesLaunch>(g.codec, g.values.width, group, a, g.values.token_blocks(),
+                                g.kv_heads, stream);
 }
 
 namespace {

@@ -95,6 +95,16 @@ bool plain_vector(const CodeMap& codes, const PlainBits& bits, std::uint64_t pos
   return pos - start == count;
 }
 
+// decode_pair_vector() into row[0, dim] (row[dim] takes the decoder's spare zero).
+template <class R>
+bool decode_row(R& r, const std::vector<std::uint32_t>& table, int dim, std::uint32_t bits,
+                std::vector<std::uint8_t>& row) {
+  return word_stream::decode_pair_vector(
+      r, table.data(), dim, bits, [&](int c, std::uint32_t code) {
+        row[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(code);
+      });
+}
+
 // Codes a quantizer might give: mostly small, a geometric tail, rarely a large value.
 std::vector<std::uint8_t> skewed_codes(detail::Rng& rng, std::size_t n, int max_code) {
   std::vector<std::uint8_t> codes(n);
@@ -202,6 +212,29 @@ TEST(WordStream, PairTableResolvesTheCanonicalCodes) {
 struct Shape {
   int tokens, heads, dim, block;
 };
+
+// Skewed codes of a shape, Huffman-coded with a single-code book from their first `sample`
+// codes, and the book's pair table.
+struct Coded {
+  std::vector<std::uint8_t> codes;
+  HuffmanCodebook book;
+  EncodedCodes e;
+  std::vector<std::uint32_t> table;
+};
+Coded huffman_coded(detail::Rng& rng, const Shape& s, std::size_t sample_div) {
+  Coded c;
+  const std::size_t n = static_cast<std::size_t>(s.tokens) * s.heads * s.dim;
+  c.codes = skewed_codes(rng, n, 255);
+  c.book = sample_book(c.codes, std::max<std::size_t>(1, n / sample_div));
+  CodecConfig config;
+  config.block_size = s.block;
+  auto e = encode_codes(c.codes, s.tokens, s.heads, s.dim, config, &c.book);
+  EXPECT_TRUE(e) << e.message();
+  if (e) c.e = std::move(*e);
+  c.table.resize(word_stream::kTableSize);
+  word_stream::fill_pair_table(c.book.decode_table(), c.table.data());
+  return c;
+}
 constexpr Shape kShapes[] = {{1, 1, 1, 64},    {70, 3, 5, 64},   {130, 2, 64, 64},
                              {65, 1, 127, 32}, {64, 4, 128, 64}, {9, 2, 256, 4}};
 
@@ -242,34 +275,26 @@ TEST(WordStream, DecodesEveryVectorAsTheEngineDoes) {
   detail::Rng rng(23);
   for (const Shape& s : kShapes) {
     const std::size_t n = static_cast<std::size_t>(s.tokens) * s.heads * s.dim;
-    const std::vector<std::uint8_t> codes = skewed_codes(rng, n, 255);
-    const HuffmanCodebook book = sample_book(codes, std::max<std::size_t>(1, n / 3));
-    CodecConfig config;
-    config.block_size = s.block;
-    auto e = encode_codes(codes, s.tokens, s.heads, s.dim, config, &book);
-    ASSERT_TRUE(e) << e.message();
+    const Coded c = huffman_coded(rng, s, 3);
     std::vector<std::uint8_t> expect(n);
-    ASSERT_TRUE(decode_codes(*e, &book, expect));
-    ASSERT_EQ(expect, codes);
-    const std::vector<std::uint32_t> words = to_words(e->payload);
-    std::vector<std::uint32_t> table(word_stream::kTableSize);
-    word_stream::fill_pair_table(book.decode_table(), table.data());
-    const std::vector<VectorPlace> places = vector_places(*e);
+    ASSERT_TRUE(decode_codes(c.e, &c.book, expect));
+    ASSERT_EQ(expect, c.codes);
+    const std::vector<std::uint32_t> words = to_words(c.e.payload);
+    const std::vector<VectorPlace> places = vector_places(c.e);
     std::vector<std::uint8_t> row(static_cast<std::size_t>(s.dim) + 1);
     for (std::size_t v = 0; v < places.size(); ++v) {
       Reader r(HostWords{words.data()}, words.size(), places[v].pos);
-      const bool ok = word_stream::decode_pair_vector(
-          r, table.data(), s.dim, places[v].bits, [&](int c, std::uint32_t code) {
-            row[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(code);
-          });
+      const bool ok = decode_row(r, c.table, s.dim, places[v].bits, row);
       ASSERT_TRUE(ok) << "dim " << s.dim << ", vector " << v;
       ASSERT_TRUE(std::equal(row.begin(), row.end() - 1, expect.begin() + v * s.dim))
           << "dim " << s.dim << ", vector " << v;
     }
     // The same codes bit-packed at each width that holds them.
     for (const int width : {2, 4, 8}) {
-      std::vector<std::uint8_t> narrow(codes);
-      for (auto& c : narrow) c = static_cast<std::uint8_t>(c & ((1u << width) - 1u));
+      std::vector<std::uint8_t> narrow(c.codes);
+      for (auto& x : narrow) x = static_cast<std::uint8_t>(x & ((1u << width) - 1u));
+      CodecConfig config;
+      config.block_size = s.block;
       config.kind = CodecKind::BitPack;
       config.bitpack_width = width;
       auto p = encode_codes(narrow, s.tokens, s.heads, s.dim, config);
@@ -280,8 +305,8 @@ TEST(WordStream, DecodesEveryVectorAsTheEngineDoes) {
       const std::vector<VectorPlace> pp = vector_places(*p);
       for (std::size_t v = 0; v < pp.size(); ++v) {
         Reader r(HostWords{pw.data()}, pw.size(), pp[v].pos);
-        auto store = [&](int c, std::uint32_t code) {
-          row[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(code);
+        auto store = [&](int ch, std::uint32_t code) {
+          row[static_cast<std::size_t>(ch)] = static_cast<std::uint8_t>(code);
         };
         if (width == 2) word_stream::decode_packed_vector<2>(r, s.dim, store);
         if (width == 4) word_stream::decode_packed_vector<4>(r, s.dim, store);
@@ -293,24 +318,67 @@ TEST(WordStream, DecodesEveryVectorAsTheEngineDoes) {
   }
 }
 
+// The GPU kernels stage each block's stream in shared memory and decode from there
+// (stage_window, StagedWords): the same codes whether a block's words fit the stage or not.
+TEST(WordStream, StagedBlocksDecodeAsThePayload) {
+  detail::Rng rng(41);
+  const Shape s{200, 3, 128, 64};
+  const Coded c = huffman_coded(rng, s, 4);
+  const EncodedCodes& e = c.e;
+  const std::vector<std::uint32_t> words = to_words(e.payload);
+  std::vector<std::uint8_t> row(static_cast<std::size_t>(s.dim) + 1);
+  const int blocks = e.block_count();
+  for (const std::uint32_t capacity : {0u, 8u, 100u, 1024u, 1u << 20}) {
+    int whole = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const auto place = block_layout::place_of(b, s.heads, s.tokens, s.block);
+      const std::uint64_t first = e.block_offsets[static_cast<std::size_t>(b)];
+      const std::uint64_t end =
+          b + 1 < blocks ? e.block_offsets[static_cast<std::size_t>(b) + 1] : e.payload.size();
+      const word_stream::StageWindow win =
+          word_stream::stage_window(first, end, words.size(), capacity);
+      ASSERT_EQ(win.base % 4, 0u);
+      ASSERT_LE(win.base * 4, first);
+      ASSERT_LE(win.base + win.count, words.size());
+      ASSERT_LE(win.count, capacity);
+      // The stage holds the window's words and garbage past them, which must never be read.
+      std::vector<std::uint32_t> stage(win.count + 64, 0xdeadbeefu);
+      std::copy_n(words.begin() + static_cast<std::ptrdiff_t>(win.base), win.count, stage.begin());
+      whole += win.base + win.count >= std::min<std::uint64_t>((end + 3) / 4 + 2, words.size());
+      const word_stream::StagedWords<HostWords> staged{stage.data(), HostWords{words.data()},
+                                                       win.base, win.count};
+      const std::uint64_t v0 = place.first_vector;
+      std::uint64_t pos = 8 * first;
+      for (int i = 0; i < place.tokens; ++i) {
+        const std::uint32_t bits = e.vector_bits[v0 + static_cast<std::uint64_t>(i)];
+        word_stream::WordReader<word_stream::StagedWords<HostWords>> r(staged, words.size(), pos);
+        const bool ok = decode_row(r, c.table, s.dim, bits, row);
+        const std::size_t token = static_cast<std::size_t>(place.first_token + i);
+        ASSERT_TRUE(ok) << "capacity " << capacity << ", block " << b << ", vector " << i;
+        ASSERT_TRUE(std::equal(
+            row.begin(), row.end() - 1,
+            c.codes.begin() + static_cast<std::ptrdiff_t>((token * s.heads + place.head) * s.dim)))
+            << "capacity " << capacity << ", block " << b << ", vector " << i;
+        pos += bits;
+      }
+    }
+    // 1024 words hold every block here (about 2.5 bits a code: 2.6 KB a block of 64 tokens); 100
+    // only the last token block's (8 tokens), 8 none.
+    const int expect_whole = capacity >= 1024 ? blocks : capacity == 100 ? s.heads : 0;
+    EXPECT_EQ(whole, expect_whole) << capacity;
+  }
+}
+
 TEST(WordStream, FlagsTheCorruptVectorsThePlainDecoderRejects) {
   detail::Rng rng(31);
   const Shape s{70, 3, 24, 32};
-  const std::size_t n = static_cast<std::size_t>(s.tokens) * s.heads * s.dim;
-  const std::vector<std::uint8_t> codes = skewed_codes(rng, n, 255);
-  const HuffmanCodebook book = sample_book(codes, n / 2);
-  CodecConfig config;
-  config.block_size = s.block;
-  auto e = encode_codes(codes, s.tokens, s.heads, s.dim, config, &book);
-  ASSERT_TRUE(e) << e.message();
-  std::vector<std::uint32_t> table(word_stream::kTableSize);
-  word_stream::fill_pair_table(book.decode_table(), table.data());
-  const std::vector<VectorPlace> places = vector_places(*e);
-  const CodeMap canon = code_map(book);
+  const Coded c = huffman_coded(rng, s, 2);
+  const std::vector<VectorPlace> places = vector_places(c.e);
+  const CodeMap canon = code_map(c.book);
   int rejected = 0, accepted = 0;
   std::vector<std::uint8_t> row(static_cast<std::size_t>(s.dim) + 1), plain_row;
   for (int trial = 0; trial < 40; ++trial) {
-    std::vector<std::uint8_t> bytes(e->payload.begin(), e->payload.end());
+    std::vector<std::uint8_t> bytes(c.e.payload.begin(), c.e.payload.end());
     const int flips = 1 + static_cast<int>(rng.below(4));
     for (int f = 0; f < flips; ++f) {
       bytes[rng.below(bytes.size())] ^= static_cast<std::uint8_t>(1u << rng.below(8));
@@ -321,10 +389,7 @@ TEST(WordStream, FlagsTheCorruptVectorsThePlainDecoderRejects) {
     const PlainBits plain{bytes};
     for (std::size_t v = 0; v < places.size(); ++v) {
       Reader r(HostWords{words.data()}, words.size(), places[v].pos);
-      const bool ok = word_stream::decode_pair_vector(
-          r, table.data(), s.dim, places[v].bits, [&](int c, std::uint32_t code) {
-            row[static_cast<std::size_t>(c)] = static_cast<std::uint8_t>(code);
-          });
+      const bool ok = decode_row(r, c.table, s.dim, places[v].bits, row);
       const bool plain_ok =
           plain_vector(canon, plain, places[v].pos, places[v].bits, s.dim, plain_row);
       ASSERT_EQ(ok, plain_ok) << "trial " << trial << ", vector " << v;

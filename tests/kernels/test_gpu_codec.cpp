@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -217,6 +218,55 @@ struct AttnCase {
   double rel_scale;
 };
 
+// Attention on the GPU over a CPU-prefilled cache of `config` (keys and values of `c`'s shape,
+// random queries and weights), against the double reference over the cache's own reconstruction;
+// then `more` (when given) checks the cache and its uploaded layer further.
+struct CacheShape {
+  int tokens, kv_heads, group, dim;
+};
+// Keys, values and queries of a shape, and the generator that draws the weights after them.
+struct AttnInputs {
+  std::vector<std::uint16_t> k, v;
+  std::vector<float> q;
+  std::mt19937 rng;
+};
+AttnInputs attention_inputs(const CacheShape& c, unsigned& seed) {
+  AttnInputs in;
+  in.k = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+  in.v = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
+  in.rng.seed(seed++);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  in.q.resize(static_cast<std::size_t>(c.kv_heads) * c.group * c.dim);
+  for (auto& x : in.q) x = nd(in.rng);
+  return in;
+}
+
+void expect_attention_matches_reference(
+    const CompressedCacheConfig& config, const CacheShape& c, unsigned& seed,
+    const std::function<void(const CompressedKvCache&, const cuda::GpuLayer&)>& more = {}) {
+  AttnInputs in = attention_inputs(c, seed);
+  const int q_heads = c.kv_heads * c.group;
+  std::normal_distribution<float> nd(0.f, 1.f);
+  auto cache = prefilled_cache(config, in.k, in.v, c.tokens, c.kv_heads, c.dim);
+  ASSERT_TRUE(cache) << cache.message();
+  const int ct = cache->compressed_tokens();
+  ASSERT_GT(ct, 0);
+  std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
+  ASSERT_TRUE(cache->dequantize_all(kd, vd));
+  std::vector<float> probs(static_cast<std::size_t>(q_heads) * ct);
+  for (auto& p : probs) p = std::abs(nd(in.rng)) / ct;
+  const Reference ref = reference(kd, vd, ct, c.kv_heads, c.dim, in.q, probs, q_heads);
+  auto up = cuda::upload_layer(cache->view());
+  ASSERT_TRUE(up) << up.message();
+  EXPECT_EQ(up->codec(), config.codec);
+  std::vector<float> logits(static_cast<std::size_t>(q_heads) * ct), out(in.q.size());
+  ASSERT_TRUE(cuda::attention_logits(*up, in.q, q_heads, logits));
+  ASSERT_TRUE(cuda::attention_values(*up, probs, q_heads, out));
+  EXPECT_LT(rel_error(logits, ref.logits), 1e-5);
+  EXPECT_LT(rel_error(out, ref.out), 1e-5);
+  if (more) more(*cache, *up);
+}
+
 TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
   KVLAB_REQUIRE_GPU();
   const AttnCase cases[] = {
@@ -231,14 +281,6 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
   for (const AttnCase& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.tokens << " tokens, " << c.kv_heads << " heads, group "
                                       << c.group << ", dim " << c.dim << ", " << codec_id(c.codec));
-    const auto k = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
-    const auto v = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
-    const int q_heads = c.kv_heads * c.group;
-    std::mt19937 rng(seed++);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    std::vector<float> q(static_cast<std::size_t>(q_heads) * c.dim);
-    for (auto& x : q) x = nd(rng);
-
     // CPU-encoded cache (whole blocks compressed; the tail stays in its fp16 buffer).
     CompressedCacheConfig config;
     config.block_size = 64;
@@ -246,23 +288,16 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
     config.rel_scale = c.rel_scale;
     config.codec = c.codec;
     config.huffman_pairs = false;  // the GPU reads single-code books (Backend::huffman_pairs)
-    auto cache = prefilled_cache(config, k, v, c.tokens, c.kv_heads, c.dim);
-    ASSERT_TRUE(cache) << cache.message();
-    const int ct = cache->compressed_tokens();
-    ASSERT_GT(ct, 0);
-    std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
-    ASSERT_TRUE(cache->dequantize_all(kd, vd));
-    std::vector<float> probs(static_cast<std::size_t>(q_heads) * ct);
-    for (auto& p : probs) p = std::abs(nd(rng)) / ct;
-    const Reference ref = reference(kd, vd, ct, c.kv_heads, c.dim, q, probs, q_heads);
+    const CacheShape shape{c.tokens, c.kv_heads, c.group, c.dim};
+    expect_attention_matches_reference(config, shape, seed);
 
-    auto up = cuda::upload_layer(cache->view());
-    ASSERT_TRUE(up) << up.message();
-    std::vector<float> logits(static_cast<std::size_t>(q_heads) * ct), out(q.size());
-    ASSERT_TRUE(cuda::attention_logits(*up, q, q_heads, logits));
-    ASSERT_TRUE(cuda::attention_values(*up, probs, q_heads, out));
-    EXPECT_LT(rel_error(logits, ref.logits), 1e-5);
-    EXPECT_LT(rel_error(out, ref.out), 1e-5);
+    AttnInputs in = attention_inputs(shape, seed);
+    const auto& k = in.k;
+    const auto& v = in.v;
+    const auto& q = in.q;
+    const int q_heads = c.kv_heads * c.group;
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::mt19937& rng = in.rng;
 
     // GPU-encoded: every token compressed; the reference decodes the GPU's streams on the CPU.
     cuda::GpuCompressOptions opt;
@@ -321,6 +356,43 @@ TEST(GpuFusedAttention, MatchesReferenceOnCpuAndGpuEncodedStreams) {
   }
 }
 
+// The Huffman kernels' groups (fused_attention.cuh's FusedAttentionPolicy: 64 threads a codec
+// block, up to four blocks a CUDA block, each block's stream staged in shared memory): codec
+// blocks longer than a group (several rounds a block, the scan carried between them), streams
+// longer than a group's stage (fine steps: many bits a code, so the rest is read from global
+// memory), and token blocks that leave groups of the last grid round idle.
+TEST(GpuFusedAttention, HuffmanGroupsMatchReferenceOnLongBlocksAndStreams) {
+  KVLAB_REQUIRE_GPU();
+  struct Case {
+    CacheShape shape;
+    int block;
+    double rel_scale;
+  };
+  const Case cases[] = {{{800, 2, 4, 128}, 160, 0.05},
+                        {{700, 3, 2, 128}, 64, 0.002},
+                        {{333, 1, 8, 256}, 128, 0.004},
+                        {{90, 5, 1, 40}, 32, 0.05}};
+  unsigned seed = 900;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << c.shape.tokens << " tokens, " << c.shape.kv_heads << " heads, group "
+                 << c.shape.group << ", dim " << c.shape.dim << ", block " << c.block);
+    CompressedCacheConfig config;
+    config.block_size = c.block;
+    config.buffer_size = c.block;
+    config.rel_scale = c.rel_scale;
+    config.codec = CodecKind::Huffman;
+    config.huffman_pairs = false;
+    expect_attention_matches_reference(
+        config, c.shape, seed, [&](const CompressedKvCache& cache, const cuda::GpuLayer&) {
+          // The first three overflow a group's 4 KiB stage (measured on the CPU: 10.4, 5.1 and
+          // 31.3 KB of keys a codec block), the last does not (0.7 KB).
+          const EncodedCodes& e = *cache.view().keys;
+          EXPECT_EQ(e.payload.size() / e.block_count() > 4096u, c.shape.tokens != 90);
+        });
+  }
+}
+
 // rANS layers (rans_attention.cu, one warp a codec block): CPU-encoded caches of pair and
 // single-code books, GQA groups 1 to 8, head_dim 7 to 256, short last blocks and tokens left in
 // the fp16 buffer, against the same double reference.
@@ -346,43 +418,22 @@ TEST(GpuFusedAttention, RansMatchesReferenceOnCpuEncodedStreams) {
     SCOPED_TRACE(::testing::Message()
                  << c.tokens << " tokens, " << c.kv_heads << " heads, group " << c.group << ", dim "
                  << c.dim << ", block " << c.block_size << (c.pairs ? ", pairs" : ""));
-    const auto k = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
-    const auto v = random_fp16(c.tokens, c.kv_heads, c.dim, seed++);
-    const int q_heads = c.kv_heads * c.group;
-    std::mt19937 rng(seed++);
-    std::normal_distribution<float> nd(0.f, 1.f);
-    std::vector<float> q(static_cast<std::size_t>(q_heads) * c.dim);
-    for (auto& x : q) x = nd(rng);
     CompressedCacheConfig config;
     config.block_size = c.block_size;
     config.buffer_size = c.block_size;
     config.rel_scale = c.rel_scale;
     config.codec = CodecKind::Rans;
     config.huffman_pairs = c.pairs;
-    auto cache = prefilled_cache(config, k, v, c.tokens, c.kv_heads, c.dim);
-    ASSERT_TRUE(cache) << cache.message();
-    const int ct = cache->compressed_tokens();
-    ASSERT_GT(ct, 0);
-    ASSERT_NE(cache->view().key_book->rans(), nullptr);
-    (cache->view().key_book->pairs() ? pair_books : code_books)++;
-    std::vector<float> kd(static_cast<std::size_t>(c.tokens) * c.kv_heads * c.dim), vd(kd.size());
-    ASSERT_TRUE(cache->dequantize_all(kd, vd));
-    std::vector<float> probs(static_cast<std::size_t>(q_heads) * ct);
-    for (auto& p : probs) p = std::abs(nd(rng)) / ct;
-    const Reference ref = reference(kd, vd, ct, c.kv_heads, c.dim, q, probs, q_heads);
-
-    auto up = cuda::upload_layer(cache->view());
-    ASSERT_TRUE(up) << up.message();
-    EXPECT_EQ(up->codec(), CodecKind::Rans);
-    std::vector<float> logits(static_cast<std::size_t>(q_heads) * ct), out(q.size());
-    ASSERT_TRUE(cuda::attention_logits(*up, q, q_heads, logits));
-    ASSERT_TRUE(cuda::attention_values(*up, probs, q_heads, out));
-    EXPECT_LT(rel_error(logits, ref.logits), 1e-5);
-    EXPECT_LT(rel_error(out, ref.out), 1e-5);
-    // The layer comes back as it went: the CPU decodes the device's copy to the same codes.
-    auto host = cuda::download_layer(*up);
-    ASSERT_TRUE(host) << host.message();
-    EXPECT_TRUE(host->keys.payload == cache->view().keys->payload);
+    expect_attention_matches_reference(
+        config, {c.tokens, c.kv_heads, c.group, c.dim}, seed,
+        [&](const CompressedKvCache& cache, const cuda::GpuLayer& up) {
+          ASSERT_NE(cache.view().key_book->rans(), nullptr);
+          (cache.view().key_book->pairs() ? pair_books : code_books)++;
+          // The layer comes back as it went: the device's copy holds the cache's bytes.
+          auto host = cuda::download_layer(up);
+          ASSERT_TRUE(host) << host.message();
+          EXPECT_TRUE(host->keys.payload == cache.view().keys->payload);
+        });
   }
   EXPECT_GT(pair_books, 0);
   EXPECT_GT(code_books, 0);

@@ -74,6 +74,41 @@ class WordReader {
   std::uint32_t m_count;  // bits in m_buf, >= 32
 };
 
+// The words of one block's stream that a decoder copies to fast memory (a GPU's shared memory)
+// before decoding it: from the 16-byte-aligned word at or below the block's first byte to the
+// reader's look-ahead past its last byte (two words), inside the payload, at most `capacity`
+// words. With corrupt offsets the window only shrinks: StagedWords reads what it lacks from the
+// payload itself.
+struct StageWindow {
+  std::uint64_t base = 0;  // first word copied, a multiple of 4
+  std::uint32_t count = 0;
+};
+KVLAB_HOST_DEVICE constexpr StageWindow stage_window(std::uint64_t first_byte,
+                                                     std::uint64_t end_byte,
+                                                     std::uint64_t payload_words,
+                                                     std::uint32_t capacity) {
+  StageWindow w;
+  w.base = (first_byte / 4) & ~std::uint64_t{3};
+  const std::uint64_t end = min_u64((end_byte + 3) / 4 + 2, payload_words);
+  const std::uint64_t n = end > w.base ? end - w.base : 0;
+  w.count = static_cast<std::uint32_t>(min_u64(n, capacity));
+  return w;
+}
+
+// A word source that takes words [base, base + count) from a staged copy and the others from
+// `words` (the payload).
+template <class Words>
+struct StagedWords {
+  const std::uint32_t* stage;
+  Words words;
+  std::uint64_t base;
+  std::uint32_t count;
+  KVLAB_HOST_DEVICE constexpr std::uint32_t operator()(std::uint64_t i) const {
+    const std::uint64_t j = i - base;  // wraps for i < base
+    return j < count ? stage[j] : words(i);
+  }
+};
+
 // The pair decode table (table_entry.h's pair entries) of a single-code Huffman decode table
 // (HuffmanCodebook::decode_table(), kTableSize entries of the next kIndexBits bits). An entry
 // takes a second symbol when its whole code lies inside the index bits and is no escape.
