@@ -18,7 +18,7 @@ namespace kvlab::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = CodeEncodePolicy::kThreads;
 
 __global__ void histogram_kernel(const std::uint8_t* codes, std::uint64_t n,
                                  unsigned long long* counts) {
@@ -216,7 +216,7 @@ __global__ void rans_encode_kernel(RansEncodeArgs a) {
   }
 }
 
-constexpr int kRansWarps = 4;  // warps (codec blocks at a time) per CUDA block
+constexpr int kRansWarps = CodeEncodePolicy::kRansWarps;
 
 __global__ void set_int_kernel(int* p, int v) {
   *p = v;

@@ -15,6 +15,15 @@
 
 namespace kvlab::cuda {
 
+// Tuning: not measured apart (the encoder runs once per tensor, beside a layer's quantization in
+// the GPU pipeline: docs/PERFORMANCE.md's gpu_run rows time the whole). 128 threads a block for
+// the Huffman and bit-pack kernels (a thread a vector); four warps a block for rANS (a warp a
+// codec block).
+struct CodeEncodePolicy {
+  static constexpr int kThreads = 128;
+  static constexpr int kRansWarps = 4;
+};
+
 // Counts of each code value (256 u64 bins, zeroed by the launcher).
 cudaError_t launch_code_histogram(const std::uint8_t* codes, std::uint64_t n,
                                   unsigned long long* counts, cudaStream_t stream);

@@ -42,22 +42,17 @@ namespace kvlab::cuda {
 
 namespace {
 
-// Tuning, apart from the algorithm. Measured on an H100 (kvlab bench gpu shape: 32K tokens x 8 KV
-// heads x 128 channels, group 4, inputs cycled past the L2): a plain 16-byte streaming read of
-// the same 33.5 MB takes 14.2 us there (79% of the device-to-device copy rate, launch and ramp
-// included), q.K takes 15.8 us and softmax.V 19.1 us (zeroing of the output included). Double
-// buffering with four 16-byte loads per lane per buffer beat one buffer of eight (16.5 / 22.7 us),
-// cp.async rings in shared memory (19.5 / 29.2 us), several waves of blocks and one block per SM.
-constexpr int kWarps = 8;  // warps per block
+using P = Fp8AttentionPolicy;
+constexpr int kWarps = P::kWarps;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kBlocksPerSm = 2;       // launch bound: at most 128 registers per thread
-constexpr int kLogitLoads = 4;        // 16-byte loads per lane per buffer (logits)
-constexpr int kValueTiles = 1;        // 16-token tiles per warp per buffer (values: 4 loads)
-constexpr int kMinTilesPerBlock = 8;  // below this a block's setup costs more than it saves
-constexpr int kTile = 16;             // tokens per mma tile
-constexpr int kMaxShift = 100;        // |s| bound of the 2^s rescale (keeps 2^s a normal float)
-constexpr int kNoShift = 1 << 30;     // values: no nonzero weight seen yet
-constexpr int kSumStride = 4 * 33;    // values: [head][t * 33 + j], conflict-free shared adds
+constexpr int kBlocksPerSm = P::kBlocksPerSm;
+constexpr int kLogitLoads = P::kLogitLoads;
+constexpr int kValueTiles = P::kValueTiles;
+constexpr int kMinTilesPerBlock = P::kMinTilesPerBlock;
+constexpr int kTile = 16;           // tokens per mma tile
+constexpr int kMaxShift = 100;      // |s| bound of the 2^s rescale (keeps 2^s a normal float)
+constexpr int kNoShift = 1 << 30;   // values: no nonzero weight seen yet
+constexpr int kSumStride = 4 * 33;  // values: [head][t * 33 + j], conflict-free shared adds
 
 // 2^e as a float, |e| <= 126.
 __device__ __forceinline__ float pow2(int e) {

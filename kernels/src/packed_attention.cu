@@ -47,7 +47,7 @@ namespace kvlab::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = PackedAttentionPolicy::kWarps;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kTile = 16;          // tokens per mma tile
 constexpr int kMaxShift = 100;     // |s| bound of the 2^s rescale

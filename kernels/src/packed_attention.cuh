@@ -14,6 +14,12 @@
 
 namespace kvlab::cuda {
 
+// Tuning: eight warps a block, each walking a contiguous range of 16-token tiles, as
+// fp8_attention.cu's measured policy (Fp8AttentionPolicy); not measured apart for these kernels.
+struct PackedAttentionPolicy {
+  static constexpr int kWarps = 8;
+};
+
 // True when the tensor-core kernels take this tensor of a layer at this GQA group: bit-packed,
 // width 4 or 8, dim * width one of 256, 512 or 1024 bits (4-bit: head_dim 64, 128, 256; 8-bit:
 // 32, 64, 128), group 1, 2, 4 or 8, and a codec block of whole 16-token tiles (the logits also
