@@ -122,6 +122,12 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
       --gtest_filter='GpuFusedAttention.*Rans*'
     timeout "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \
       --gtest_filter='GpuFusedAttention.Rans*'
+    # The Huffman kernels' groups: stages written and read across barriers, per-group scans, idle
+    # groups that only keep the barriers (synccheck: no barrier in divergent code).
+    for tool in memcheck racecheck synccheck; do
+      timeout "$(cap 60)" compute-sanitizer --tool $tool kvlab_kernel_tests \
+        --gtest_filter='GpuFusedAttention.HuffmanGroups*:GpuFusedAttention.CorruptStreams*'
+    done
   } > "$out/sanitizer.txt" 2>&1
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Hazard" "$out/sanitizer.txt" | head -n 20
 fi

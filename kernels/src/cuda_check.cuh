@@ -10,14 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "kvlab/engine/core/host_device.h"
 #include "kvlab/engine/core/result.h"
-
-// Small helpers of the kernels' argument structs, callable from host and device code.
-#if defined(__CUDACC__)
-#define KVLAB_HD __host__ __device__
-#else
-#define KVLAB_HD
-#endif
 
 namespace kvlab::cuda {
 

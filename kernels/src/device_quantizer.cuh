@@ -30,7 +30,9 @@ struct DeviceTensor {
   const void* data = nullptr;
   DType dtype = DType::F16;
   int tokens = 0, heads = 0, dim = 0;
-  KVLAB_HD std::size_t elements() const { return static_cast<std::size_t>(tokens) * heads * dim; }
+  KVLAB_HOST_DEVICE std::size_t elements() const {
+    return static_cast<std::size_t>(tokens) * heads * dim;
+  }
 };
 
 #if defined(__CUDACC__)

@@ -10,29 +10,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kvlab/engine/core/host_device.h"
 #include "quant/fp8_impl.h"
 
 namespace kvlab::cuda::fp8 {
-
-__host__ __device__ __forceinline__ float bits_to_float(std::uint32_t u) {
-#ifdef __CUDA_ARCH__
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
-__host__ __device__ __forceinline__ std::uint32_t float_to_bits(float f) {
-#ifdef __CUDA_ARCH__
-  return __float_as_uint(f);
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-#endif
-}
 
 __host__ __device__ __forceinline__ float mul_rn(float a, float b) {
 #ifdef __CUDA_ARCH__
@@ -62,12 +43,12 @@ __host__ __device__ __forceinline__ float sub_rn(float a, float b) {
 // with the input's sign.
 template <class F>
 __host__ __device__ __forceinline__ std::uint8_t encode(float value) {
-  const std::uint32_t u = float_to_bits(value);
+  const std::uint32_t u = bits_from_float(value);
   const std::uint32_t sign = (u >> 24) & 0x80u;
   const std::uint32_t a = u & 0x7fffffffu;
   // Below the smallest normal: a multiple of the subnormal step, rounded to nearest even by the
   // float adder (q < 2^22, so adding 2^23 leaves integer resolution).
-  const float q = mul_rn(bits_to_float(a), static_cast<float>(1u << (F::kBias - 1 + F::kMant)));
+  const float q = mul_rn(float_from_bits(a), static_cast<float>(1u << (F::kBias - 1 + F::kMant)));
   const std::uint32_t sub = static_cast<std::uint32_t>(
       static_cast<int>(fminf(sub_rn(add_rn(q, 0x1p23f), 0x1p23f), 255.f)));
   // Normal: round the 23-bit mantissa to kMant bits (nearest even), then rebias the exponent.
@@ -99,20 +80,20 @@ __host__ __device__ __forceinline__ float decode(std::uint8_t code) {
   } else if (e == 0) {
     // m * 2^(1 - bias - mant): a small integer times a power of two, exact.
     const float step =
-        bits_to_float(static_cast<std::uint32_t>(127 + 1 - F::kBias - F::kMant) << 23);
-    bits = float_to_bits(mul_rn(static_cast<float>(m), step));
+        float_from_bits(static_cast<std::uint32_t>(127 + 1 - F::kBias - F::kMant) << 23);
+    bits = bits_from_float(mul_rn(static_cast<float>(m), step));
   } else {
     bits = (static_cast<std::uint32_t>(e - F::kBias + 127) << 23) |
            (static_cast<std::uint32_t>(m) << (23 - F::kMant));
   }
-  return bits_to_float(bits | sign);
+  return float_from_bits(bits | sign);
 }
 
 // The CPU computes x * inf (x = 0) and 0 / 0 on x86, whose generated NaN is the "default NaN"
 // 0xffc00000 (sign set); the GPU's is 0x7fffffff. Only a scale that underflowed to 0 (a head of
 // float32 values all below ~2^-141) gives one; the sign bit is what reaches the fp8 code.
 __host__ __device__ __forceinline__ float as_x86_nan(float v) {
-  return v != v ? bits_to_float(0xffc00000u) : v;
+  return v != v ? float_from_bits(0xffc00000u) : v;
 }
 
 }  // namespace kvlab::cuda::fp8

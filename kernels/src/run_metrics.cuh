@@ -32,8 +32,12 @@ cudaError_t launch_element_errors(const DeviceTensor& x, const float* x_hat, int
 // The attention shape of a layer's metrics.
 struct AttentionDims {
   int tokens = 0, queries = 0, q_heads = 0, kv_heads = 0, dim = 0;
-  KVLAB_HD int rows_per_head() const { return kv_heads > 0 ? queries * (q_heads / kv_heads) : 0; }
-  KVLAB_HD std::size_t rows() const { return static_cast<std::size_t>(rows_per_head()) * kv_heads; }
+  KVLAB_HOST_DEVICE int rows_per_head() const {
+    return kv_heads > 0 ? queries * (q_heads / kv_heads) : 0;
+  }
+  KVLAB_HOST_DEVICE std::size_t rows() const {
+    return static_cast<std::size_t>(rows_per_head()) * kv_heads;
+  }
 };
 
 // Device scratch for the attention metrics, grown on demand and kept between layers.

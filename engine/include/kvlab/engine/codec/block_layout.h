@@ -14,11 +14,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define KVLAB_LAYOUT_FN __host__ __device__ constexpr inline
-#else
-#define KVLAB_LAYOUT_FN constexpr inline
-#endif
+#include "kvlab/engine/core/host_device.h"
 
 namespace kvlab::block_layout {
 
@@ -32,20 +28,21 @@ struct Place {
 };
 
 // Tokens in token block tb.
-KVLAB_LAYOUT_FN int block_tokens(int tb, int tokens, int block_size) {
+KVLAB_HOST_DEVICE constexpr inline int block_tokens(int tb, int tokens, int block_size) {
   const int rest = tokens - tb * block_size;
   return rest < block_size ? rest : block_size;
 }
 
 // The first vector of block (tb, h) among all vectors, `n` the block's tokens: the full token
 // blocks before it, then the heads before h in this token block.
-KVLAB_LAYOUT_FN std::uint64_t first_vector(int tb, int h, int heads, int block_size, int n) {
+KVLAB_HOST_DEVICE constexpr inline std::uint64_t first_vector(int tb, int h, int heads,
+                                                              int block_size, int n) {
   return static_cast<std::uint64_t>(tb) * static_cast<std::uint64_t>(heads) *
              static_cast<std::uint64_t>(block_size) +
          static_cast<std::uint64_t>(h) * static_cast<std::uint64_t>(n);
 }
 
-KVLAB_LAYOUT_FN Place place_of(int b, int heads, int tokens, int block_size) {
+KVLAB_HOST_DEVICE constexpr inline Place place_of(int b, int heads, int tokens, int block_size) {
   Place p;
   p.token_block = b / heads;
   p.head = b % heads;
@@ -56,7 +53,7 @@ KVLAB_LAYOUT_FN Place place_of(int b, int heads, int tokens, int block_size) {
 }
 
 // Bytes of `n` vectors of `dim` codes packed at `width` bits (a BitPack block).
-KVLAB_LAYOUT_FN std::uint64_t packed_bytes(int n, int dim, int width) {
+KVLAB_HOST_DEVICE constexpr inline std::uint64_t packed_bytes(int n, int dim, int width) {
   return (static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(dim) *
               static_cast<std::uint64_t>(width) +
           7) /
@@ -65,33 +62,33 @@ KVLAB_LAYOUT_FN std::uint64_t packed_bytes(int n, int dim, int width) {
 
 // Byte offset of BitPack block (tb, h) of `n` tokens: the full token blocks before it, then the
 // heads before h in this token block.
-KVLAB_LAYOUT_FN std::uint64_t bitpack_block_offset(int tb, int h, int heads, int block_size, int n,
-                                                   int dim, int width) {
+KVLAB_HOST_DEVICE constexpr inline std::uint64_t bitpack_block_offset(int tb, int h, int heads,
+                                                                      int block_size, int n,
+                                                                      int dim, int width) {
   return static_cast<std::uint64_t>(tb) * static_cast<std::uint64_t>(heads) *
              packed_bytes(block_size, dim, width) +
          static_cast<std::uint64_t>(h) * packed_bytes(n, dim, width);
 }
 
 // Bytes of a whole BitPack payload: every block of every head.
-KVLAB_LAYOUT_FN std::uint64_t bitpack_payload_bytes(int tokens, int heads, int dim, int block_size,
-                                                    int width) {
+KVLAB_HOST_DEVICE constexpr inline std::uint64_t bitpack_payload_bytes(int tokens, int heads,
+                                                                       int dim, int block_size,
+                                                                       int width) {
   return static_cast<std::uint64_t>(heads) *
          (static_cast<std::uint64_t>(tokens / block_size) * packed_bytes(block_size, dim, width) +
           packed_bytes(tokens % block_size, dim, width));
 }
 
 // The block of token t, head h (the inverse of place_of).
-KVLAB_LAYOUT_FN std::uint64_t block_of(int t, int h, int heads, int block_size) {
+KVLAB_HOST_DEVICE constexpr inline std::uint64_t block_of(int t, int h, int heads, int block_size) {
   return static_cast<std::uint64_t>(t / block_size) * static_cast<std::uint64_t>(heads) +
          static_cast<std::uint64_t>(h);
 }
 
 // First bit of vector i of a BitPack block, counted from the block's first byte.
-KVLAB_LAYOUT_FN std::uint64_t bitpack_vector_bit(int i, int dim, int width) {
+KVLAB_HOST_DEVICE constexpr inline std::uint64_t bitpack_vector_bit(int i, int dim, int width) {
   return static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(dim) *
          static_cast<std::uint64_t>(width);
 }
 
 }  // namespace kvlab::block_layout
-
-#undef KVLAB_LAYOUT_FN

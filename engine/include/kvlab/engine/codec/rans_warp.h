@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kvlab/engine/codec/table_entry.h"  // KVLAB_HOST_DEVICE, KVLAB_UNROLL
+#include "kvlab/engine/core/host_device.h"
 
 #if !defined(__CUDA_ARCH__)
 #include <bit>

@@ -17,19 +17,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define KVLAB_HOST_DEVICE __host__ __device__
-#else
-#define KVLAB_HOST_DEVICE
-#endif
-
-// Full unrolling where nvcc must keep per-thread arrays in registers (the device pass only: the
-// host compiler does not know the pragma).
-#if defined(__CUDA_ARCH__)
-#define KVLAB_UNROLL _Pragma("unroll")
-#else
-#define KVLAB_UNROLL
-#endif
+#include "kvlab/engine/core/host_device.h"
 
 namespace kvlab::table_entry {
 

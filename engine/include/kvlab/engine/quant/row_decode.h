@@ -25,15 +25,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "kvlab/engine/core/host_device.h"
 #include "kvlab/engine/model/ggml_blocks.h"
-
-#if defined(__CUDACC__)
-#define KVLAB_ROW_FN __host__ __device__ inline
-#else
-#define KVLAB_ROW_FN inline
-#endif
 
 namespace kvlab::row_decode {
 
@@ -72,7 +66,7 @@ constexpr const char* format_name(Format f) {
 }
 
 // Bytes of one stored row of `dim` channels (dim a multiple of 32; NVFP4 codes and scales).
-KVLAB_ROW_FN constexpr int row_bytes(Format f, int dim) {
+KVLAB_HOST_DEVICE inline constexpr int row_bytes(Format f, int dim) {
   switch (f) {
     case Format::Fp16:
       return 2 * dim;
@@ -93,56 +87,47 @@ KVLAB_ROW_FN constexpr int row_bytes(Format f, int dim) {
   return 0;
 }
 
-KVLAB_ROW_FN std::uint32_t load_u16(const std::uint8_t* p) {
+KVLAB_HOST_DEVICE inline std::uint32_t load_u16(const std::uint8_t* p) {
   return static_cast<std::uint32_t>(p[0]) | static_cast<std::uint32_t>(p[1]) << 8;
 }
 
-KVLAB_ROW_FN float from_bits(std::uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-#endif
-}
-
 // IEEE fp16 bits to float, exactly (subnormals included; infinities and NaN kept).
-KVLAB_ROW_FN float half_to_float(std::uint32_t h) {
+KVLAB_HOST_DEVICE inline float half_to_float(std::uint32_t h) {
   const std::uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 1023u;
-  if (e == 31u) return from_bits(sign | 0x7f800000u | (m << 13));
+  if (e == 31u) return float_from_bits(sign | 0x7f800000u | (m << 13));
   if (e == 0u) {
     const float v = static_cast<float>(m) * 5.9604644775390625e-08f;  // m * 2^-24
     return sign ? -v : v;
   }
-  return from_bits(sign | ((e + 112u) << 23) | (m << 13));
+  return float_from_bits(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 // OCP E4M3 (bias 7, no infinities, S.1111.111 NaN) to float, exactly.
-KVLAB_ROW_FN float e4m3_to_float(std::uint32_t c) {
+KVLAB_HOST_DEVICE inline float e4m3_to_float(std::uint32_t c) {
   const std::uint32_t sign = (c & 0x80u) << 24, e = (c >> 3) & 15u, m = c & 7u;
-  if (e == 15u && m == 7u) return from_bits(sign | 0x7fc00000u);
+  if (e == 15u && m == 7u) return float_from_bits(sign | 0x7fc00000u);
   if (e == 0u) {
     const float v = static_cast<float>(m) * 0.001953125f;  // m * 2^-9
     return sign ? -v : v;
   }
-  return from_bits(sign | ((e + 120u) << 23) | (m << 20));
+  return float_from_bits(sign | ((e + 120u) << 23) | (m << 20));
 }
 
 // E2M1: sign << 3 | magnitude index into {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
-KVLAB_ROW_FN float e2m1_to_float(std::uint32_t c) {
+KVLAB_HOST_DEVICE inline float e2m1_to_float(std::uint32_t c) {
   const std::uint32_t e = (c >> 1) & 3u, m = c & 1u;
   const float mag = e == 0u ? 0.5f * static_cast<float>(m)
                             : static_cast<float>(2u + m) * static_cast<float>(1u << e) * 0.25f;
   return (c & 8u) ? -mag : mag;
 }
 
-KVLAB_ROW_FN void fp8_e4m3(const std::uint8_t* row, int sub, float scale, float (&f)[8]) {
+KVLAB_HOST_DEVICE inline void fp8_e4m3(const std::uint8_t* row, int sub, float scale,
+                                       float (&f)[8]) {
   const std::uint8_t* p = row + 8 * sub;
   for (int i = 0; i < 8; ++i) f[i] = e4m3_to_float(p[i]) * scale;
 }
 
-KVLAB_ROW_FN void q8_0(const std::uint8_t* row, int sub, float (&f)[8]) {
+KVLAB_HOST_DEVICE inline void q8_0(const std::uint8_t* row, int sub, float (&f)[8]) {
   constexpr int kBytes = static_cast<int>(sizeof(ggml_block::Q8_0));
   const std::uint8_t* b = row + (sub / 4) * kBytes;
   const float d = half_to_float(load_u16(b + offsetof(ggml_block::Q8_0, d)));
@@ -150,7 +135,7 @@ KVLAB_ROW_FN void q8_0(const std::uint8_t* row, int sub, float (&f)[8]) {
   for (int i = 0; i < 8; ++i) f[i] = static_cast<float>(static_cast<std::int8_t>(q[i])) * d;
 }
 
-KVLAB_ROW_FN void q4_0(const std::uint8_t* row, int sub, float (&f)[8]) {
+KVLAB_HOST_DEVICE inline void q4_0(const std::uint8_t* row, int sub, float (&f)[8]) {
   constexpr int kBytes = static_cast<int>(sizeof(ggml_block::Q4_0));
   const std::uint8_t* b = row + (sub / 4) * kBytes;
   const float d = half_to_float(load_u16(b + offsetof(ggml_block::Q4_0, d)));
@@ -163,7 +148,8 @@ KVLAB_ROW_FN void q4_0(const std::uint8_t* row, int sub, float (&f)[8]) {
     f[i] = static_cast<float>(static_cast<int>((q[i] >> shift) & 15u) - 8) * d;
 }
 
-KVLAB_ROW_FN void nvfp4(const std::uint8_t* row, int dim, int sub, float global, float (&f)[8]) {
+KVLAB_HOST_DEVICE inline void nvfp4(const std::uint8_t* row, int dim, int sub, float global,
+                                    float (&f)[8]) {
   const float s = e4m3_to_float(row[dim / 2 + sub / 2]) / global;
   const std::uint8_t* q = row + 4 * sub;
   for (int i = 0; i < 4; ++i) {
@@ -173,7 +159,7 @@ KVLAB_ROW_FN void nvfp4(const std::uint8_t* row, int dim, int sub, float global,
 }
 
 // KVComp's packed 4-bit codes of channels 8 sub .. 8 sub + 7, as floats.
-KVLAB_ROW_FN void packed4(const std::uint8_t* row, int sub, float (&f)[8]) {
+KVLAB_HOST_DEVICE inline void packed4(const std::uint8_t* row, int sub, float (&f)[8]) {
   const std::uint8_t* q = row + 4 * sub;
   for (int i = 0; i < 4; ++i) {
     f[2 * i] = static_cast<float>(q[i] & 15u);
@@ -182,7 +168,7 @@ KVLAB_ROW_FN void packed4(const std::uint8_t* row, int sub, float (&f)[8]) {
 }
 
 // KIVI's 2-bit codes of channels 8 sub .. 8 sub + 7 (two bytes, low bits first), as floats.
-KVLAB_ROW_FN void codes2(const std::uint8_t* row, int sub, float (&f)[8]) {
+KVLAB_HOST_DEVICE inline void codes2(const std::uint8_t* row, int sub, float (&f)[8]) {
   const std::uint32_t v = load_u16(row + 2 * sub);
   for (int i = 0; i < 8; ++i) f[i] = static_cast<float>((v >> (2 * i)) & 3u);
 }
