@@ -90,6 +90,9 @@ if has runs; then
   methods=("--method int8" "--method kvcomp --codec huffman" "--method kivi --bits 2"
            "--method fp8-e4m3" "--method q4_0" "--method nvfp4")
   for m in "${methods[@]}"; do run 30 1024 cuda $m; run 30 1024 cpu $m; done
+  # Below 1K, for `--backend auto` (which takes the GPU whenever it runs every stage): whether
+  # the CPU wins short runs.
+  for m in "${methods[@]}"; do run 20 256 cuda $m; run 20 256 cpu $m; done
   for m in "${methods[@]}"; do run 60 32768 cuda $m; done
   for m in "${methods[@]}"; do run 90 131072 cuda $m; done
   for m in "${methods[@]}"; do run 60 32768 cpu $m; done

@@ -147,7 +147,8 @@ def main():
         floor = r.get("floor_s")
         floor_cells = f"{floor:.3f} | {r['run_s'] / floor:.0f}×" if floor else "— | —"
         peak = f"{r['peak_bytes'] / GiB:.2f} GiB" if r.get("peak_bytes") else "—"
-        print(f"| {r['context'] // 1024}K | {name(r['method'])} | {r['backend']} | "
+        ctx = f"{r['context'] // 1024}K" if r["context"] >= 1024 else str(r["context"])
+        print(f"| {ctx} | {name(r['method'])} | {r['backend']} | "
               f"{r['run_s']:.2f} | {floor_cells} | {peak} |")
     if args.results:
         bench, _ = br.split_name(args.results)
