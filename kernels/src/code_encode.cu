@@ -257,8 +257,7 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
     return make_error("GPU encode: Huffman needs a codebook");
   const bool rans = kind == CodecKind::Rans;
   if (rans && (!book || book->rans_enc.size() != RansTable::kSymbols)) {
-    return make_error(
-        "GPU encode: rANS needs a codebook with its rANS table (GpuBook::upload_rans)");
+    return make_error("GPU encode: rANS needs a codebook with its rANS table (GpuBook::upload)");
   }
   if (kind == CodecKind::BitPack && width != 2 && width != 4 && width != 8) {
     return make_error("GPU encode: bitpack width must be 2, 4 or 8");
@@ -439,8 +438,7 @@ Result<EncodedCodes> encode_codes(std::span<const std::uint8_t> codes, int token
     width = bitpack_width(*counts);
   }
   GpuBook gbook;
-  if (config.kind == CodecKind::Huffman) KVLAB_TRY_STATUS(gbook.upload(*book));
-  if (config.kind == CodecKind::Rans) KVLAB_TRY_STATUS(gbook.upload_rans(*book));
+  if (needs_book(config.kind)) KVLAB_TRY_STATUS(gbook.upload(*book, {config.kind}));
   GpuCodes out;
   EncodeScratch scratch;
   KVLAB_TRY_STATUS(gpu_encode(d_codes.get(), tokens, heads, dim, config.block_size, config.kind,
@@ -515,7 +513,7 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
         built = std::move(*b);
         given = &*built;
       }
-      KVLAB_TRY_STATUS(rans ? book.upload_rans(*given) : book.upload(*given));
+      KVLAB_TRY_STATUS(book.upload(*given, {rans ? CodecKind::Rans : CodecKind::Huffman}));
     } else if (width == 0) {
       // The keys' codes fix the width, as the CPU cache does; values must fit it.
       auto counts = histogram_of(codes, n);

@@ -44,7 +44,7 @@ struct EncodeScratch {
 };
 
 // Encodes device codes [tokens][heads][dim] into `out` (allocated here). Huffman needs `book`
-// uploaded, rANS its table (upload_rans); BitPack needs out.width set (2, 4 or 8). Synchronises
+// uploaded, rANS its table (GpuBook::upload); BitPack needs out.width set (2, 4 or 8). Synchronises
 // once (to size the payload).
 Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, int block_size,
                   CodecKind kind, int width, const GpuBook* book, GpuCodes& out,

@@ -103,12 +103,9 @@ Result<std::unique_ptr<GpuLayer::Impl>> clone_layer(const GpuLayer::Impl& g) {
   c->codec = g.codec;
   KVLAB_TRY_STATUS(clone_codes(g.keys, c->keys));
   KVLAB_TRY_STATUS(clone_codes(g.values, c->values));
-  if (g.codec == CodecKind::Huffman) {
-    KVLAB_TRY_STATUS(c->key_book.upload(g.key_book.host));
-    KVLAB_TRY_STATUS(c->value_book.upload(g.value_book.host));
-  } else if (g.codec == CodecKind::Rans) {
-    KVLAB_TRY_STATUS(c->key_book.upload_rans(g.key_book.host));
-    KVLAB_TRY_STATUS(c->value_book.upload_rans(g.value_book.host));
+  if (needs_book(g.codec)) {
+    KVLAB_TRY_STATUS(c->key_book.upload(g.key_book.host, {g.codec}));
+    KVLAB_TRY_STATUS(c->value_book.upload(g.value_book.host, {g.codec}));
   }
   KVLAB_TRY_STATUS(clone_array(g.key_steps, c->key_steps));
   KVLAB_TRY_STATUS(clone_array(g.key_mins, c->key_mins));

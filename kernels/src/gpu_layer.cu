@@ -50,14 +50,23 @@ static_assert(word_stream::kTableSize == HuffmanCodebook::kTableSize &&
                   word_stream::kEscapeSymbol == HuffmanCodebook::kEscape,
               "word_stream.h's pair table indexes the codebook's decode table");
 
-Status GpuBook::upload(const HuffmanCodebook& book) {
+Status GpuBook::upload(const HuffmanCodebook& book, std::initializer_list<CodecKind> codecs) {
+  host = book;
+  for (CodecKind kind : codecs) {
+    if (kind == CodecKind::Huffman) KVLAB_TRY_STATUS(upload_huffman());
+    if (kind == CodecKind::Rans) KVLAB_TRY_STATUS(upload_rans());
+  }
+  return Ok{};
+}
+
+Status GpuBook::upload_huffman() {
+  const HuffmanCodebook& book = host;
   if (book.pairs()) {
     return make_error(
         "CUDA: this Huffman codebook codes pairs of codes as one symbol (docs/FORMAT.md, \"Pair "
         "symbols\"); the GPU kernels decode single-code books only: compress for the GPU with "
         "--backend cuda, or keep this cache on the CPU");
   }
-  host = book;
   KVLAB_TRY_STATUS(
       decode.upload(book.decode_table(), HuffmanCodebook::kTableSize, "uploading a decode table"));
   std::vector<std::uint32_t> pairs(word_stream::kTableSize);
@@ -74,12 +83,11 @@ Status GpuBook::upload(const HuffmanCodebook& book) {
   return Ok{};
 }
 
-Status GpuBook::upload_rans(const HuffmanCodebook& book) {
-  const RansTable* t = book.rans();
+Status GpuBook::upload_rans() {
+  const RansTable* t = host.rans();
   if (t == nullptr) {
     return make_error("CUDA: rANS streams need their codebook's rANS table (a book built with it)");
   }
-  host = book;
   rans_escape = t->escape_start();
   rans_pairs = t->pairs();
   std::uint32_t enc[RansTable::kSymbols];
@@ -172,12 +180,9 @@ Result<GpuLayer> upload_layer(const CompressedKvView& view) {
   if (Status st = impl->values.upload(v); !st) {
     return make_error("upload_layer: values: " + st.message());
   }
-  if (k.kind == CodecKind::Huffman) {
-    KVLAB_TRY_STATUS(impl->key_book.upload(*view.key_book));
-    KVLAB_TRY_STATUS(impl->value_book.upload(*view.value_book));
-  } else if (k.kind == CodecKind::Rans) {
-    KVLAB_TRY_STATUS(impl->key_book.upload_rans(*view.key_book));
-    KVLAB_TRY_STATUS(impl->value_book.upload_rans(*view.value_book));
+  if (needs_book(k.kind)) {
+    KVLAB_TRY_STATUS(impl->key_book.upload(*view.key_book, {k.kind}));
+    KVLAB_TRY_STATUS(impl->value_book.upload(*view.value_book, {k.kind}));
   }
   KVLAB_TRY_STATUS(impl->key_steps.upload(view.key_steps.data(), key_units, "uploading steps"));
   KVLAB_TRY_STATUS(impl->key_mins.upload(view.key_mins.data(), key_units, "uploading minimums"));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "cuda_check.cuh"
@@ -14,8 +15,8 @@
 
 namespace kvlab::cuda {
 
-// Device tables of one codebook: a single-code Huffman book's (upload), or the rANS table a book
-// carries, pairs or single codes (upload_rans).
+// Device tables of one codebook: a single-code Huffman book's, and the rANS table a book carries
+// (pairs or single codes).
 struct GpuBook {
   HuffmanCodebook host;
   DeviceArray<std::uint16_t> decode;  // 4096 entries: (length << 9) | symbol, 0 = no code
@@ -27,8 +28,13 @@ struct GpuBook {
   DeviceArray<std::uint32_t> rans_enc;    // 257 rans_warp::encode_entry()s
   std::uint32_t rans_escape = 0;          // RansTable::escape_start()
   bool rans_pairs = false;
-  Status upload(const HuffmanCodebook& book);
-  Status upload_rans(const HuffmanCodebook& book);
+  // Keeps `book` on the host and uploads the tables that the codecs in `codecs` read (Huffman,
+  // rANS; others need none): one host copy however many.
+  Status upload(const HuffmanCodebook& book, std::initializer_list<CodecKind> codecs);
+
+ private:
+  Status upload_huffman();
+  Status upload_rans();
 };
 
 // One tensor's streams.

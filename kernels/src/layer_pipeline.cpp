@@ -329,8 +329,7 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   cudaStream_t cs = m_compute.s;
   const CodecKind chosen = *m_config.codec;
   // The chosen codec's stream, encoded.
-  KVLAB_TRY(m_book.upload(*book));
-  KVLAB_TRY(m_book.upload_rans(*book));
+  KVLAB_TRY(m_book.upload(*book, {CodecKind::Huffman, CodecKind::Rans}));
   // The tables went up by cudaMemcpy on the legacy stream, which the compute stream (non-
   // blocking) does not wait for; a copy from pageable memory may return before it lands.
   KVLAB_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy), "GPU run: codebook upload");
