@@ -154,19 +154,18 @@ TEST(GpuDecodeFormats, FusedDecodeMatchesTheDequantizedReference) {
     for (float& x : q) x = normal(rng);
     const Stored ks = store(c, k), vs = store(c, v);
     const std::vector<double> ref = reference(c, ks.values, vs.values, q);
-    cuda::StoredKvView kv;
-    kv.format = c.format;
-    kv.tokens = c.tokens;
-    kv.kv_heads = c.kv_heads;
-    kv.head_dim = c.dim;
-    kv.keys = ks.data;
-    kv.values = vs.data;
-    kv.key_scales = ks.scales;
-    kv.value_scales = vs.scales;
-    kv.key_head_scales = ks.head_scales;
-    kv.value_head_scales = vs.head_scales;
-    kv.key_global = ks.global;
-    kv.value_global = vs.global;
+    const cuda::StoredKvView kv{.format = c.format,
+                                .tokens = c.tokens,
+                                .kv_heads = c.kv_heads,
+                                .head_dim = c.dim,
+                                .keys = ks.data,
+                                .values = vs.data,
+                                .key_scales = ks.scales,
+                                .value_scales = vs.scales,
+                                .key_head_scales = ks.head_scales,
+                                .value_head_scales = vs.head_scales,
+                                .key_global = ks.global,
+                                .value_global = vs.global};
     std::vector<float> out(ref.size(), NAN);
     const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out);
     ASSERT_TRUE(st) << st.message();
@@ -241,18 +240,17 @@ TEST(GpuDecodeFormats, Packed4MatchesTheCachesReconstruction) {
     std::vector<float> q(static_cast<std::size_t>(c.batch) * c.kv_heads * c.group * c.dim);
     for (float& x : q) x = normal(rng);
     const std::vector<double> ref = reference(shape, kref, vref, q);
-    cuda::StoredKvView kv;
-    kv.format = Format::Packed4;
-    kv.tokens = shape.tokens;
-    kv.kv_heads = c.kv_heads;
-    kv.head_dim = c.dim;
-    kv.keys = keys;
-    kv.values = values;
-    kv.key_steps = kst;
-    kv.key_mins = kmn;
-    kv.value_steps = vst;
-    kv.value_mins = vmn;
-    kv.block_size = c.block;
+    const cuda::StoredKvView kv{.format = Format::Packed4,
+                                .tokens = shape.tokens,
+                                .kv_heads = c.kv_heads,
+                                .head_dim = c.dim,
+                                .keys = keys,
+                                .values = values,
+                                .key_steps = kst,
+                                .key_mins = kmn,
+                                .value_steps = vst,
+                                .value_mins = vmn,
+                                .block_size = c.block};
     std::vector<float> out(ref.size(), NAN);
     const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out);
     ASSERT_TRUE(st) << st.message();
@@ -319,22 +317,21 @@ TEST(GpuDecodeFormats, KiviMatchesTheQuantizersReconstruction) {
     for (float& x : q) x = normal(rng);
     const Case shape{Format::Q4_0, c.tokens, c.kv_heads, c.group, c.dim, c.batch};
     const std::vector<double> ref = reference(shape, kref, vref, q);
-    cuda::StoredKvView kv;
-    kv.format = c.bits == 2 ? Format::Kivi2 : Format::Kivi4;
-    kv.tokens = quantized;
-    kv.kv_heads = c.kv_heads;
-    kv.head_dim = c.dim;
-    kv.keys = keys;
-    kv.values = values;
-    kv.key_steps = kst;
-    kv.key_mins = kmn;
-    kv.value_steps = vst;
-    kv.value_mins = vmn;
-    kv.block_size = G;
-    kv.value_group_channels = G;
-    kv.window_tokens = c.tokens - quantized;
-    kv.window_keys = kwin;
-    kv.window_values = vwin;
+    const cuda::StoredKvView kv{.format = c.bits == 2 ? Format::Kivi2 : Format::Kivi4,
+                                .tokens = quantized,
+                                .kv_heads = c.kv_heads,
+                                .head_dim = c.dim,
+                                .keys = keys,
+                                .values = values,
+                                .key_steps = kst,
+                                .key_mins = kmn,
+                                .value_steps = vst,
+                                .value_mins = vmn,
+                                .block_size = G,
+                                .value_group_channels = G,
+                                .window_tokens = c.tokens - quantized,
+                                .window_keys = kwin,
+                                .window_values = vwin};
     std::vector<float> out(ref.size(), NAN);
     int splits = 0;
     const Status st = cuda::decode_attention(kv, c.batch, q, c.kv_heads * c.group, out, &splits);
@@ -350,13 +347,12 @@ TEST(GpuDecodeFormats, BadInputIsAnError) {
   const std::size_t rows = static_cast<std::size_t>(tokens) * heads;
   std::vector<std::uint8_t> q4(rows *
                                static_cast<std::size_t>(row_decode::row_bytes(Format::Q4_0, dim)));
-  cuda::StoredKvView kv;
-  kv.format = Format::Q4_0;
-  kv.tokens = tokens;
-  kv.kv_heads = heads;
-  kv.head_dim = dim;
-  kv.keys = q4;
-  kv.values = q4;
+  const cuda::StoredKvView kv{.format = Format::Q4_0,
+                              .tokens = tokens,
+                              .kv_heads = heads,
+                              .head_dim = dim,
+                              .keys = q4,
+                              .values = q4};
   std::vector<float> q(2 * dim), out(2 * dim);
   ASSERT_TRUE(cuda::decode_attention(kv, 1, q, 2, out));
   // Three query heads per KV head: the compressed formats are built for 1, 2, 4 and 8.

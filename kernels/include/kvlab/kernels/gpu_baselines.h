@@ -47,15 +47,15 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
 struct StoredKvView {
   row_decode::Format format = row_decode::Format::Q4_0;
   int tokens = 0, kv_heads = 0, head_dim = 0;
-  std::span<const std::uint8_t> keys, values;
-  std::span<const std::uint8_t> key_scales, value_scales;               // NVFP4
-  std::span<const float> key_head_scales, value_head_scales;            // FP8, one per KV head
-  float key_global = 1.f, value_global = 1.f;                           // NVFP4
-  std::span<const float> key_steps, key_mins, value_steps, value_mins;  // Packed4, KIVI
-  int block_size = 0;                                                   // Packed4, KIVI keys
-  int value_group_channels = 0;                                         // KIVI values
-  int window_tokens = 0;                                                // KIVI
-  std::span<const std::uint16_t> window_keys, window_values;            // KIVI, fp16
+  std::span<const std::uint8_t> keys{}, values{};
+  std::span<const std::uint8_t> key_scales{}, value_scales{};     // NVFP4
+  std::span<const float> key_head_scales{}, value_head_scales{};  // FP8, one per KV head
+  float key_global = 1.f, value_global = 1.f;                     // NVFP4
+  std::span<const float> key_steps{}, key_mins{}, value_steps{}, value_mins{};  // Packed4, KIVI
+  int block_size = 0;                                             // Packed4, KIVI keys
+  int value_group_channels = 0;                                   // KIVI values
+  int window_tokens = 0;                                          // KIVI
+  std::span<const std::uint16_t> window_keys{}, window_values{};  // KIVI, fp16
 };
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
                         std::span<float> out, int* splits = nullptr);
