@@ -6,8 +6,16 @@ together) against that fused fp16 kernel measured in the same run. Prints the ta
 --results bench/results/gpu_kernels_<device>.json writes today's numbers there, and with --raw
 FILE keeps the bench output itself beside it.
 
-usage: bench/gpu_kernels_report.py BENCH_JSON [--results FILE] [--raw FILE] [--command TEXT]"""
+With --ncu CSV (the Nsight Compute profile bench/gpu_session.sh takes with NCU=1: `ncu --csv --page
+details`), also what bounds each profiled kernel (issue 46 part 5): DRAM when its DRAM throughput is
+at least 60% of peak, issue when its SM throughput is, else latency, with the counters that show it
+and the stall reason its warps spend most cycles in.
+
+usage: bench/gpu_kernels_report.py BENCH_JSON [--results FILE] [--raw FILE] [--command TEXT]
+                                   [--ncu CSV]"""
 import argparse
+import csv
+import io
 import json
 import re
 import shutil
@@ -68,16 +76,104 @@ def targets(j, command):
     return out
 
 
+BOUND_AT = 60.0  # % of peak from which DRAM or the SM pipes bound a kernel
+STALL = re.compile(r"smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active\.ratio")
+
+
+def short_kernel(name):
+    """`logits_kernel<true, 8, 4>` from NCU's demangled signature."""
+    m = re.search(r"(\w+_kernel)\s*(<[^()]*>)?\s*\(", name) or re.search(r"(\w+)\s*(<[^()]*>)?", name)
+    return (m.group(1) + re.sub(r"\s+", "", m.group(2) or "")) if m else name
+
+
+def number_of(text):
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def ncu_kernels(text):
+    """{kernel: {metric name: value}} from `ncu --csv --page details` output, whatever else the
+    profiled program printed around it (lines not in CSV are skipped)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith('"')]
+    kernels = {}
+    for row in csv.DictReader(io.StringIO("\n".join(lines))):
+        name, metric = row.get("Kernel Name"), row.get("Metric Name")
+        if not name or not metric or name == "Kernel Name":
+            continue
+        value = number_of(row.get("Metric Value", ""))
+        if value is not None:
+            kernels.setdefault(short_kernel(name), {})[metric] = value
+    return kernels
+
+
+def bound_of(metrics):
+    """(what bounds the kernel, the counters that show it) from its NCU metrics."""
+    dram = metrics.get("DRAM Throughput")
+    sm = metrics.get("Compute (SM) Throughput")
+    if dram is None or sm is None:
+        return None
+    if dram >= BOUND_AT and dram >= sm:
+        bound = "DRAM"
+    elif sm >= BOUND_AT:
+        bound = "issue"
+    else:
+        bound = "latency"
+    shown = [f"DRAM {dram:.0f}%", f"SM {sm:.0f}%"]
+    if "Achieved Occupancy" in metrics:
+        shown.append(f"occupancy {metrics['Achieved Occupancy']:.0f}%")
+    if "Registers Per Thread" in metrics:
+        shown.append(f"{metrics['Registers Per Thread']:.0f} registers")
+    if "Warp Cycles Per Issued Instruction" in metrics:
+        shown.append(f"{metrics['Warp Cycles Per Issued Instruction']:.1f} cycles a warp between "
+                     "issues")
+    stalls = {STALL.fullmatch(k).group(1): v for k, v in metrics.items() if STALL.fullmatch(k)}
+    if stalls:
+        worst = max(stalls, key=stalls.get)
+        shown.append(f"most stalls: {worst.replace('_', ' ')} ({stalls[worst]:.1f} cycles an issue)")
+    return bound, shown
+
+
+def ncu_target(kernels, command):
+    measured = []
+    for kernel in sorted(kernels):
+        b = bound_of(kernels[kernel])
+        if b:
+            measured.append(br.number(f"{kernel}: {b[0]}-bound ({', '.join(b[1][1:])}); DRAM",
+                                      kernels[kernel]["DRAM Throughput"], "% of peak", 0))
+    if not measured:
+        return None
+    return br.target(
+        "ncu-bounds", 46, "what bounds each attention kernel at 32K, B = 1 (Nsight Compute, "
+        f"--clock-control none): DRAM or issue at ≥ {BOUND_AT:.0f}% of peak, else latency",
+        "reported", measured, command)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("bench_json")
     ap.add_argument("--command", default="bash .gpu/run.sh 'bash bench/gpu_session.sh'",
                     help="the command to record as the one that measured it")
     ap.add_argument("--raw", help="copy the bench output here and list it in the results file")
+    ap.add_argument("--ncu", help="Nsight Compute's CSV (ncu --csv --page details) of the kernels")
     br.add_option(ap)
     args = ap.parse_args()
     with open(args.bench_json) as f:
         j = json.load(f)
+    found = targets(j, args.command)
+    if args.ncu:
+        with open(args.ncu) as f:
+            kernels = ncu_kernels(f.read())
+        print("| kernel | bound | counters |\n|---|---|---|")
+        for kernel in sorted(kernels):
+            b = bound_of(kernels[kernel])
+            if b:
+                print(f"| {kernel} | {b[0]} | {', '.join(b[1])} |")
+        t = ncu_target(kernels, args.command)
+        if t:
+            found.append(t)
+        print()
     print(f"{j['device']}: device-to-device copy {j['copy_gb_s']:.0f} GB/s (read + written)\n")
     print("| kernel | context | batch | µs | GB/s read | % of copy | × cuBLAS fp16 | × fused fp16 |\n"
           "|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -93,7 +189,7 @@ def main():
             shutil.copyfile(args.bench_json, args.raw)
             raw = [args.raw]
         machine = {"gpu": j["device"]}  # the copy rate goes with each run, in the table above
-        br.update(args.results, "gpu_kernels", targets(j, args.command), machine, raw)
+        br.update(args.results, "gpu_kernels", found, machine, raw)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@
 #   4. compute-sanitizer memcheck and racecheck on small runs and the fp16 decode test
 #      (sanitizer.txt).
 # STEPS limits what runs (default "tests bench runs sanitizer"); NCU=1 adds an Nsight Compute
-# profile of each attention kernel at 32K (ncu.txt; NCU_KERNELS names which). The steps' stderr goes to errors.txt; at most
+# profile of each attention kernel at 32K (ncu.csv; NCU_KERNELS names which). The steps' stderr goes to errors.txt; at most
 # eight files come back from a lease, so nothing else is written there.
 set -u
 out=${OUT:-gpu-out}
@@ -136,17 +136,30 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
 fi
 
 if [ "${NCU:-0}" = 1 ] && [ "$(left)" -gt 30 ]; then
-  # One launch of each attention kernel at 32K (after the bench's three warm-up launches).
+  # One launch of each attention kernel at 32K (after the bench's three warm-up launches), as CSV
+  # (ncu.csv) with the warps' stall reasons, for `bench/gpu_kernels_report.py --ncu` (what bounds
+  # each kernel: issue 46 part 5).
+  stalls=""
+  for r in long_scoreboard short_scoreboard barrier membar mio_throttle lg_throttle wait \
+           math_pipe_throttle tex_throttle not_selected selected no_instruction dispatch_stall \
+           drain branch_resolving imc_miss sleeping; do
+    stalls="$stalls${stalls:+,}smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio"
+  done
   for k in ${NCU_KERNELS:-decode_attention_kernel logits_kernel values_kernel rans_logits_kernel \
            rans_values_kernel packed_logits_kernel packed_values_kernel fp8_logits_kernel \
            fp8_values_kernel}; do
     [ "$(left)" -gt 15 ] || break
-    timeout "$(cap 40)" ncu --clock-control none --section SpeedOfLight --section Occupancy \
-      --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
-      -k "regex:^${k}" --launch-skip 3 -c 1 \
-      kvlab bench gpu --contexts 32768 --repeats 7 --batches 1 > "$out/ncu_$k.txt" 2>&1
+    profile() {
+      timeout "$(cap 40)" ncu --clock-control none --csv --page details --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+        --section WarpStateStats "$@" -k "regex:^${k}" --launch-skip 3 -c 1 \
+        kvlab bench gpu --contexts 32768 --repeats 7 --batches 1 > "$out/ncu_$k.csv" 2>&1
+    }
+    # Without the stall metrics where this ncu does not know one of them.
+    profile --metrics "$stalls" || profile
   done
-  cat "$out"/ncu_*.txt > "$out/ncu.txt" 2>/dev/null && rm -f "$out"/ncu_*.txt
-  grep -E "^  [a-z_0-9]+_kernel|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per" "$out/ncu.txt" | head -n 60
+  cat "$out"/ncu_*.csv > "$out/ncu.csv" 2>/dev/null && rm -f "$out"/ncu_*.csv
+  [ -f "$out/bench_gpu.json" ] &&
+    python3 bench/gpu_kernels_report.py "$out/bench_gpu.json" --ncu "$out/ncu.csv" | head -n 14
 fi
 echo "session used $(($(date +%s) - start)) s"

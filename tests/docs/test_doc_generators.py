@@ -21,6 +21,7 @@ import eviction_eval  # noqa: E402
 import eviction_report  # noqa: E402
 import fused_attention_report  # noqa: E402
 import gguf_runner_report  # noqa: E402
+import gpu_kernels_report  # noqa: E402
 import model_runner_report  # noqa: E402
 import perf_doc  # noqa: E402
 import planner_report  # noqa: E402
@@ -159,6 +160,60 @@ class ReportTargets(unittest.TestCase):
         self.assertEqual(t["cuda-vs-cpu"]["measured"][2]["what"], "least, int8 at 1K")
         self.assertNotIn("128k-4s", t)
 
+
+    def test_gpu_kernels_reads_what_bounds_each_kernel_from_ncu_csv(self):
+        head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
+                '"Block Size","Grid Size","Device","CC","Section Name","Metric Name",'
+                '"Metric Unit","Metric Value"')
+
+        def row(i, kernel, section, metric, unit, value):
+            return (f'"{i}","7","kvlab","h","{kernel}","1","7","(256, 1, 1)","(66, 8, 1)","0",'
+                    f'"9.0","{section}","{metric}","{unit}","{value}"')
+
+        huff = ("void kvlab::cuda::(anonymous namespace)::logits_kernel<true, 8, 4>"
+                "(kvlab::cuda::(anonymous namespace)::KeyArgs)")
+        fp16 = "void kvlab::cuda::decode_attention_kernel<kvlab::cuda::Fp16Row<128>, 4>(Args)"
+        fp8 = "fp8_values_kernel<E4M3>(Fp8Args)"
+        text = "\n".join([
+            "==PROF== Connected to process 7", "context  kernel  us",  # the program's own lines
+            head,
+            row(0, huff, "GPU Speed Of Light Throughput", "DRAM Throughput", "%", "5.90"),
+            row(0, huff, "GPU Speed Of Light Throughput", "Compute (SM) Throughput", "%", "54.02"),
+            row(0, huff, "Occupancy", "Achieved Occupancy", "%", "31.5"),
+            row(0, huff, "Command line profiler metrics",
+                "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",
+                "ratio", "3.51"),
+            row(0, huff, "Command line profiler metrics",
+                "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio", "ratio",
+                "0.40"),
+            row(1, fp16, "GPU Speed Of Light Throughput", "DRAM Throughput", "%", "81.2"),
+            row(1, fp16, "GPU Speed Of Light Throughput", "Compute (SM) Throughput", "%", "45"),
+            row(1, fp16, "Launch Statistics", "Registers Per Thread", "register/thread", "128"),
+            row(1, fp16, "Warp State Statistics", "Warp Cycles Per Issued Instruction", "cycle",
+                "7.07"),
+            row(2, fp8, "GPU Speed Of Light Throughput", "DRAM Throughput", "%", "40"),
+            row(2, fp8, "GPU Speed Of Light Throughput", "Compute (SM) Throughput", "%",
+                "1,000.5"),
+            row(3, "no_metrics_kernel()", "Occupancy", "Achieved Occupancy", "%", "n/a"),
+        ])
+        kernels = gpu_kernels_report.ncu_kernels(text)
+        self.assertEqual(set(kernels), {"logits_kernel<true,8,4>", "fp8_values_kernel<E4M3>",
+                                        "decode_attention_kernel<kvlab::cuda::Fp16Row<128>,4>"})
+        self.assertEqual(kernels["fp8_values_kernel<E4M3>"]["Compute (SM) Throughput"], 1000.5)
+        bound, shown = gpu_kernels_report.bound_of(kernels["logits_kernel<true,8,4>"])
+        self.assertEqual(bound, "latency")
+        self.assertIn("most stalls: long scoreboard (3.5 cycles an issue)", shown)
+        fp16_bound, fp16_shown = gpu_kernels_report.bound_of(
+            kernels["decode_attention_kernel<kvlab::cuda::Fp16Row<128>,4>"])
+        self.assertEqual(fp16_bound, "DRAM")
+        self.assertIn("128 registers", fp16_shown)
+        self.assertEqual(gpu_kernels_report.bound_of(kernels["fp8_values_kernel<E4M3>"])[0],
+                         "issue")
+        t = gpu_kernels_report.ncu_target(kernels, CMD)
+        self.assertEqual((t["id"], t["issue"], t["status"]), ("ncu-bounds", 46, "reported"))
+        self.assertEqual(values(t), [81.2, 40.0, 5.9])  # by kernel name; DRAM % of peak
+        self.assertTrue(t["measured"][0]["what"].startswith("decode_attention_kernel"))
+        self.assertIsNone(gpu_kernels_report.ncu_target({}, CMD))
 
 class ResultsFiles(unittest.TestCase):
     def setUp(self):
