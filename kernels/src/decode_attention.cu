@@ -894,11 +894,13 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
   if (batch <= 0 || kv.tokens < 0 || kv.kv_heads <= 0 || kv.head_dim <= 0 || q_heads <= 0) {
     return make_error("fp16 decode attention: empty or negative shape");
   }
+  const std::string what = "fp16 decode attention";
+  KVLAB_TRY_STATUS(check::query_heads(what, q_heads, kv.kv_heads));
   const std::size_t n = static_cast<std::size_t>(batch) * kv.tokens * kv.kv_heads * kv.head_dim;
   const std::size_t nq = static_cast<std::size_t>(batch) * q_heads * kv.head_dim;
-  if (kv.keys.size() != n || kv.values.size() != n || q.size() != nq || out.size() != nq) {
-    return make_error("fp16 decode attention: buffer sizes do not match the shape");
-  }
+  KVLAB_TRY_STATUS(check::count(what, kv.keys.size(), n, "keys"));
+  KVLAB_TRY_STATUS(check::count(what, kv.values.size(), n, "values"));
+  KVLAB_TRY_STATUS(check::io(what, q.size(), nq, out.size(), nq));
   DecodeAttentionArgs a;
   a.batch = batch;
   a.tokens = kv.tokens;
@@ -937,6 +939,10 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
                       " quantized tokens not whole groups of " + std::to_string(kv.block_size));
   }
   if (!kivi && kv.window_tokens != 0) return make_error(what + ": only KIVI keeps an fp16 window");
+  KVLAB_TRY_STATUS(check::query_heads(what, q_heads, kv.kv_heads));
+  const int group = q_heads / kv.kv_heads;
+  KVLAB_TRY_STATUS(check::group(what, group, group == 1 || group == 2 || group == 4 || group == 8,
+                                "1, 2, 4, 8"));
   const std::size_t b = static_cast<std::size_t>(batch);
   const std::size_t rows = b * kv.tokens * kv.kv_heads;
   const std::size_t row = static_cast<std::size_t>(row_decode::row_bytes(kv.format, kv.head_dim));
@@ -959,14 +965,25 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   }
   const std::size_t window = b * kv.window_tokens * kv.kv_heads * kv.head_dim;
   const std::size_t nq = b * q_heads * kv.head_dim;
-  if (kv.keys.size() != data || kv.values.size() != data || kv.key_scales.size() != scales ||
-      kv.value_scales.size() != scales || kv.key_head_scales.size() != heads ||
-      kv.value_head_scales.size() != heads || kv.key_steps.size() != key_units ||
-      kv.key_mins.size() != key_units || kv.value_steps.size() != value_units ||
-      kv.value_mins.size() != value_units || kv.window_keys.size() != window ||
-      kv.window_values.size() != window || q.size() != nq || out.size() != nq) {
-    return make_error(what + ": buffer sizes do not match the shape");
+  const struct {
+    std::size_t given, need;
+    const char* of;
+  } buffers[] = {{kv.keys.size(), data, "key bytes"},
+                 {kv.values.size(), data, "value bytes"},
+                 {kv.key_scales.size(), scales, "key block scales"},
+                 {kv.value_scales.size(), scales, "value block scales"},
+                 {kv.key_head_scales.size(), heads, "key head scales"},
+                 {kv.value_head_scales.size(), heads, "value head scales"},
+                 {kv.key_steps.size(), key_units, "key steps"},
+                 {kv.key_mins.size(), key_units, "key minimums"},
+                 {kv.value_steps.size(), value_units, "value steps"},
+                 {kv.value_mins.size(), value_units, "value minimums"},
+                 {kv.window_keys.size(), window, "window keys"},
+                 {kv.window_values.size(), window, "window values"}};
+  for (const auto& buffer : buffers) {
+    KVLAB_TRY_STATUS(check::count(what, buffer.given, buffer.need, buffer.of));
   }
+  KVLAB_TRY_STATUS(check::io(what, q.size(), nq, out.size(), nq));
   DecodeAttentionArgs a;
   a.format = kv.format;
   a.batch = batch;

@@ -13,6 +13,7 @@
 #include "fp16_baseline.cuh"
 #include "kvlab/kernels/gpu_baselines.h"
 #include "kvlab/kernels/gpu_kv.h"
+#include "launch_plan.cuh"
 
 namespace kvlab::cuda {
 
@@ -214,28 +215,14 @@ namespace {
 Status check_fp16(const Fp16KvView& kv, std::size_t in, std::size_t out, int q_heads, bool keys,
                   const char* what) {
   const std::string w(what);
-  if (kv.tokens <= 0 || kv.kv_heads <= 0 || kv.head_dim <= 0) {
-    return make_error(w + ": shape [" + std::to_string(kv.tokens) + ", " +
-                      std::to_string(kv.kv_heads) + ", " + std::to_string(kv.head_dim) +
-                      "] is empty");
-  }
+  KVLAB_TRY_STATUS(check::shape(w, kv.tokens, kv.kv_heads, kv.head_dim));
   const std::size_t n = static_cast<std::size_t>(kv.tokens) * kv.kv_heads * kv.head_dim;
-  const std::size_t given = keys ? kv.keys.size() : kv.values.size();
-  if (given != n) {
-    return make_error(w + ": " + std::to_string(given) + (keys ? " keys" : " values") +
-                      " given, the shape needs " + std::to_string(n));
-  }
-  if (q_heads <= 0 || q_heads % kv.kv_heads != 0) {
-    return make_error(w + ": " + std::to_string(q_heads) + " query heads are not a multiple of " +
-                      std::to_string(kv.kv_heads) + " KV heads");
-  }
+  KVLAB_TRY_STATUS(
+      check::count(w, keys ? kv.keys.size() : kv.values.size(), n, keys ? "keys" : "values"));
+  KVLAB_TRY_STATUS(check::query_heads(w, q_heads, kv.kv_heads));
   const std::size_t in_need = static_cast<std::size_t>(q_heads) * (keys ? kv.head_dim : kv.tokens);
   const std::size_t out_need = static_cast<std::size_t>(q_heads) * (keys ? kv.tokens : kv.head_dim);
-  if (in != in_need || out != out_need) {
-    return make_error(w + ": input holds " + std::to_string(in) + " floats (needs " +
-                      std::to_string(in_need) + "), output " + std::to_string(out) + " (needs " +
-                      std::to_string(out_need) + ")");
-  }
+  KVLAB_TRY_STATUS(check::io(w, in, in_need, out, out_need));
   return Ok{};
 }
 

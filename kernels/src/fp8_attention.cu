@@ -513,48 +513,28 @@ namespace {
 Status check_fp8_call(const Fp8KvView& kv, std::size_t in, std::size_t out, int q_heads, bool keys,
                       const char* what) {
   const std::string w(what);
-  if (kv.tokens <= 0 || kv.kv_heads <= 0 || kv.head_dim <= 0) {
-    return make_error(w + ": shape [" + std::to_string(kv.tokens) + ", " +
-                      std::to_string(kv.kv_heads) + ", " + std::to_string(kv.head_dim) +
-                      "] is empty");
-  }
+  KVLAB_TRY_STATUS(check::shape(w, kv.tokens, kv.kv_heads, kv.head_dim));
   if (kv.format != Fp8Format::E4M3 && kv.format != Fp8Format::E5M2) {
     return make_error(w + ": unknown FP8 format");
   }
-  if (q_heads <= 0 || q_heads % kv.kv_heads != 0) {
-    return make_error(w + ": " + std::to_string(q_heads) + " query heads are not a multiple of " +
-                      std::to_string(kv.kv_heads) + " KV heads");
-  }
+  KVLAB_TRY_STATUS(check::query_heads(w, q_heads, kv.kv_heads));
   const int group = q_heads / kv.kv_heads;
-  if (group > kMaxFp8Group) {
-    return make_error(w + ": GQA groups of " + std::to_string(group) +
-                      " query heads per KV head are not supported (1 to " +
-                      std::to_string(kMaxFp8Group) + ")");
-  }
+  KVLAB_TRY_STATUS(
+      check::group(w, group, group <= kMaxFp8Group, "1 to " + std::to_string(kMaxFp8Group)));
   if (!fp8_shape_supported(kv.head_dim, group)) {
     return make_error(w + ": head_dim " + std::to_string(kv.head_dim) +
                       " is not supported (a multiple of 16 up to " +
                       std::to_string(kMaxFp8HeadDim) + ")");
   }
   const std::size_t n = static_cast<std::size_t>(kv.tokens) * kv.kv_heads * kv.head_dim;
-  const std::size_t codes = keys ? kv.keys.size() : kv.values.size();
-  const std::size_t scales = keys ? kv.key_scales.size() : kv.value_scales.size();
-  const char* tensor = keys ? "key" : "value";
-  if (codes != n) {
-    return make_error(w + ": " + std::to_string(codes) + " " + tensor +
-                      " codes given, the shape needs " + std::to_string(n));
-  }
-  if (scales != static_cast<std::size_t>(kv.kv_heads)) {
-    return make_error(w + ": " + std::to_string(scales) + " " + tensor + " scales given, needs " +
-                      std::to_string(kv.kv_heads) + " (one per KV head)");
-  }
+  const std::string tensor = keys ? "key" : "value";
+  KVLAB_TRY_STATUS(check::count(w, keys ? kv.keys.size() : kv.values.size(), n, tensor + " codes"));
+  KVLAB_TRY_STATUS(check::count(w, keys ? kv.key_scales.size() : kv.value_scales.size(),
+                                static_cast<std::size_t>(kv.kv_heads),
+                                tensor + " scales (one per KV head)"));
   const std::size_t in_need = static_cast<std::size_t>(q_heads) * (keys ? kv.head_dim : kv.tokens);
   const std::size_t out_need = static_cast<std::size_t>(q_heads) * (keys ? kv.tokens : kv.head_dim);
-  if (in != in_need || out != out_need) {
-    return make_error(w + ": input holds " + std::to_string(in) + " floats (needs " +
-                      std::to_string(in_need) + "), output " + std::to_string(out) + " (needs " +
-                      std::to_string(out_need) + ")");
-  }
+  KVLAB_TRY_STATUS(check::io(w, in, in_need, out, out_need));
   return Ok{};
 }
 

@@ -562,24 +562,16 @@ namespace {
 Status check_call(const GpuLayer& layer, std::size_t in, std::size_t out, int q_heads,
                   std::size_t in_per_head, std::size_t out_per_head, const char* what) {
   const GpuLayer::Impl& g = layer.impl();
-  if (q_heads <= 0 || g.kv_heads <= 0 || q_heads % g.kv_heads != 0) {
-    return make_error(std::string(what) + ": " + std::to_string(q_heads) +
-                      " query heads are not a multiple of " + std::to_string(g.kv_heads) +
-                      " KV heads");
-  }
-  if (!supported_group(q_heads / g.kv_heads)) {
-    return make_error(std::string(what) + ": GQA groups of " +
-                      std::to_string(q_heads / g.kv_heads) +
-                      " query heads per KV head are not built for the GPU (1, 2, 4, 8)");
-  }
+  const std::string w(what);
+  KVLAB_TRY_STATUS(check::query_heads(w, q_heads, g.kv_heads));
+  const int group = q_heads / g.kv_heads;
+  KVLAB_TRY_STATUS(check::group(w, group, supported_group(group), "1, 2, 4, 8"));
   if (g.head_dim > kMaxFusedHeadDim) {
-    return make_error(std::string(what) + ": head_dim " + std::to_string(g.head_dim) +
+    return make_error(w + ": head_dim " + std::to_string(g.head_dim) +
                       " is larger than the GPU kernels' " + std::to_string(kMaxFusedHeadDim));
   }
-  if (in != static_cast<std::size_t>(q_heads) * in_per_head ||
-      out != static_cast<std::size_t>(q_heads) * out_per_head) {
-    return make_error(std::string(what) + ": input or output size does not match the shape");
-  }
+  KVLAB_TRY_STATUS(check::io(w, in, static_cast<std::size_t>(q_heads) * in_per_head, out,
+                             static_cast<std::size_t>(q_heads) * out_per_head));
   return Ok{};
 }
 

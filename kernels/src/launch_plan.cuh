@@ -1,13 +1,17 @@
 // The kernels' launch layer, as CUB's dispatch layer is one: the device facts a grid plan needs
-// (SM count, resident blocks of a kernel), asked once and cached, and the split of a token range
-// over a grid that fills the device in one wave. Each attention kernel plans its grid through
-// these instead of a copy of its own.
+// (SM count, resident blocks of a kernel, the shared memory a block may take), asked once and
+// cached; the split of a token range over a grid that fills the device in one wave; the launch
+// over codec blocks; and the argument checks of the attention entry points. Each kernel plans its
+// grid and checks its call through these instead of a copy of its own.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
+
+#include "kvlab/engine/core/result.h"
 
 namespace kvlab::cuda {
 
@@ -115,5 +119,48 @@ cudaError_t launch_over_blocks(K kernel, const A& args, int units, int unit_thre
   kernel<<<dim3(x, heads), threads, smem, stream>>>(args);
   return cudaGetLastError();
 }
+
+// Argument checks of the attention entry points, before anything reaches the GPU: each error names
+// the call (`what`) and what is wrong.
+namespace check {
+
+inline Status shape(const std::string& what, int tokens, int kv_heads, int head_dim) {
+  if (tokens > 0 && kv_heads > 0 && head_dim > 0) return Ok{};
+  return make_error(what + ": shape [" + std::to_string(tokens) + ", " + std::to_string(kv_heads) +
+                    ", " + std::to_string(head_dim) + "] is empty");
+}
+
+inline Status query_heads(const std::string& what, int q_heads, int kv_heads) {
+  if (q_heads > 0 && kv_heads > 0 && q_heads % kv_heads == 0) return Ok{};
+  return make_error(what + ": " + std::to_string(q_heads) + " query heads are not a multiple of " +
+                    std::to_string(kv_heads) + " KV heads");
+}
+
+// `built`: whether the kernels take groups of `group` query heads per KV head; `which` says which
+// they take.
+inline Status group(const std::string& what, int group, bool built, const std::string& which) {
+  if (built) return Ok{};
+  return make_error(what + ": GQA groups of " + std::to_string(group) +
+                    " query heads per KV head are not built for the GPU (" + which + ")");
+}
+
+// A buffer of `given` elements (`of`: what they are) where the shape needs `need`.
+inline Status count(const std::string& what, std::size_t given, std::size_t need,
+                    const std::string& of) {
+  if (given == need) return Ok{};
+  return make_error(what + ": " + std::to_string(given) + " " + of + " given, the shape needs " +
+                    std::to_string(need));
+}
+
+// The float input (queries or weights) and output of a call.
+inline Status io(const std::string& what, std::size_t in, std::size_t in_need, std::size_t out,
+                 std::size_t out_need) {
+  if (in == in_need && out == out_need) return Ok{};
+  return make_error(what + ": input holds " + std::to_string(in) + " floats (needs " +
+                    std::to_string(in_need) + "), output " + std::to_string(out) + " (needs " +
+                    std::to_string(out_need) + ")");
+}
+
+}  // namespace check
 
 }  // namespace kvlab::cuda
