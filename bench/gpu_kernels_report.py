@@ -49,13 +49,14 @@ def targets(j, command):
             [br.number(f"{k(r['context'])} B={r['batch']} ({r['microseconds']:.1f} µs)",
                        100 * r["copy_fraction"], "%", 0) for r in fused], command))
     for prefix, name, goal in FORMATS:
-        # A format's whole decode attention: its q·K and ·V kernels together (<prefix>_attn) or
-        # the one-pass fused kernel (<prefix>_fused, _fused_b8), the faster at each context and
-        # batch, against the fused fp16 kernel of the same batch.
+        # A format's whole decode attention: its q·K and ·V kernels together (<prefix>_attn, and
+        # _attn_b8: B sequences' launches back to back) or the one-pass fused kernel
+        # (<prefix>_fused, _fused_b8), the faster at each context and batch, against the fused
+        # fp16 kernel of the same batch.
         best = {}
         for r in rows:
             kernel = r["kernel"]
-            if not (kernel == f"{prefix}_attn" or re.fullmatch(rf"{prefix}_fused(_b\d+)?", kernel)):
+            if not re.fullmatch(rf"{prefix}_(attn|fused)(_b\d+)?", kernel):
                 continue
             if not r.get("speedup_vs_fp16_fused"):
                 continue

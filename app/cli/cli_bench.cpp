@@ -656,7 +656,8 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 22))
       ->capture_default_str();
   gpu->add_option("--batches", g->request.batches,
-                  "sequences per launch of the fused fp16 decode kernel: N,N,...")
+                  "sequences per step: per launch of the one-pass decode kernels, and launches "
+                  "back to back of the kernels that take one layer a launch: N,N,...")
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
       ->capture_default_str();

@@ -186,7 +186,6 @@ __global__ void __launch_bounds__(32 * kMaxWarps) rans_values_kernel(ValuesArgs 
   for (int i = threadIdx.x; i < G * s.dim; i += blockDim.x) atomicAdd(&out[i], sums[i]);
 }
 
-// Largest dynamic shared memory a block may ask for on this device (opt-in), asked once.
 // Warps per CUDA block that fit the shared memory (the slot table is static), at most kMaxWarps.
 int warps_for(std::size_t fixed, std::size_t per_warp) {
   return units_that_fit(kSlotBytes + fixed, per_warp, kMaxWarps);

@@ -161,6 +161,30 @@ class ReportTargets(unittest.TestCase):
         self.assertNotIn("128k-4s", t)
 
 
+    def test_gpu_kernels_takes_each_formats_faster_path_per_context_and_batch(self):
+        def row(kernel, ctx, us, batch=1, fused=None, copy=0.5):
+            r = {"kernel": kernel, "context": ctx, "batch": batch, "microseconds": us,
+                 "copy_fraction": copy}
+            if fused:
+                r["speedup_vs_fp16_fused"] = fused
+            return r
+
+        j = {"rows": [row("fp16_fused", 16384, 40.0, copy=0.85),
+                      row("fp16_fused_b8", 16384, 160.0, 8, copy=0.79),
+                      row("huffman_attn", 16384, 120.0, fused=0.33),
+                      row("huffman_attn_b8", 16384, 800.0, 8, fused=0.2),
+                      row("q4_0_fused", 16384, 13.0, fused=3.1),
+                      row("q4_0_attn", 16384, 30.0, fused=1.3),  # the slower path: not taken
+                      row("q4_0_fused_b8", 16384, 50.0, 8, fused=3.2),
+                      row("huffman_attn", 8192, 1.0, fused=9.0)]}  # below 16K: not a target
+        t = by_id(gpu_kernels_report.targets(j, CMD))
+        self.assertEqual(t["fp16-fused"]["status"], "not met")  # 79% at B=8
+        self.assertEqual(values(t["huffman-vs-fused"]), [0.33, 0.2])
+        self.assertIn("B=8", t["huffman-vs-fused"]["measured"][1]["what"])
+        self.assertEqual(values(t["q4_0-vs-fused"]), [3.1, 3.2])
+        self.assertEqual(t["q4_0-vs-fused"]["status"], "met")
+        self.assertEqual(t["kivi2-vs-fused"]["status"], "not measured yet")
+
     def test_gpu_kernels_reads_what_bounds_each_kernel_from_ncu_csv(self):
         head = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
                 '"Block Size","Grid Size","Device","CC","Section Name","Metric Name",'

@@ -11,7 +11,8 @@ namespace kvlab::cuda {
 
 struct GpuBenchOptions {
   std::vector<int> contexts{2048, 8192, 16384, 32768};
-  std::vector<int> batches{1, 8};  // sequences per launch of the fused fp16 decode kernel
+  std::vector<int> batches{
+      1, 8};  // sequences per step (launches back to back where a kernel takes one layer)
   int kv_heads = 8, q_heads = 32, head_dim = 128;
   int block_size = 64;
   double rel_scale = 0.05;  // KVComp step for the Huffman streams
