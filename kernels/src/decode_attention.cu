@@ -890,7 +890,6 @@ Status run_decode(DecodeAttentionArgs a, const HostTensor& k, const HostTensor& 
 
 Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const float> q, int q_heads,
                              std::span<float> out, int* splits) {
-  KVLAB_TRY_STATUS(require_gpu());
   if (batch <= 0 || kv.tokens < 0 || kv.kv_heads <= 0 || kv.head_dim <= 0 || q_heads <= 0) {
     return make_error("fp16 decode attention: empty or negative shape");
   }
@@ -901,6 +900,7 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
   KVLAB_TRY_STATUS(check::count(what, kv.keys.size(), n, "keys"));
   KVLAB_TRY_STATUS(check::count(what, kv.values.size(), n, "values"));
   KVLAB_TRY_STATUS(check::io(what, q.size(), nq, out.size(), nq));
+  KVLAB_TRY_STATUS(require_gpu());
   DecodeAttentionArgs a;
   a.batch = batch;
   a.tokens = kv.tokens;
@@ -917,7 +917,6 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
 
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
                         std::span<float> out, int* splits) {
-  KVLAB_TRY_STATUS(require_gpu());
   const std::string what =
       std::string("decode attention (") + row_decode::format_name(kv.format) + ")";
   const bool nvfp4 = kv.format == DecodeFormat::Nvfp4, fp8 = kv.format == DecodeFormat::Fp8E4M3;
@@ -984,6 +983,7 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
     KVLAB_TRY_STATUS(check::count(what, buffer.given, buffer.need, buffer.of));
   }
   KVLAB_TRY_STATUS(check::io(what, q.size(), nq, out.size(), nq));
+  KVLAB_TRY_STATUS(require_gpu());
   DecodeAttentionArgs a;
   a.format = kv.format;
   a.batch = batch;
