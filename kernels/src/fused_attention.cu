@@ -16,7 +16,6 @@ namespace {
 
 using P = FusedAttentionPolicy;
 constexpr int kWarpsPerGroup = P::kVectors / 32;
-constexpr int kTilePad = 4;  // bytes of padding per tile row: rows start in different banks
 constexpr int kErrNone = 0x7fffffff;
 constexpr std::size_t kTableBytes = 4096 * sizeof(std::uint32_t);
 static_assert(P::kVectors % 32 == 0 && P::kStageWords % 4 == 0);
@@ -57,11 +56,6 @@ StreamArgs stream_args(const GpuCodes& c, const GpuBook& book) {
   s.blocks = c.blocks();
   s.aligned16 = c.kind == CodecKind::BitPack && (c.dim * c.width) % 128 == 0;
   return s;
-}
-
-// Bytes per row of the values kernel's code tile: rows start in different banks.
-__host__ __device__ constexpr int tile_row(int dim) {
-  return ((dim + 3) & ~3) + kTilePad;
 }
 
 // A thread's place in its CUDA block: group g (one codec block at a time), vector t of the group.
@@ -239,7 +233,7 @@ __host__ __device__ inline std::size_t logits_group_bytes(bool huffman, int dim,
          (huffman ? sizeof(std::uint32_t) * P::kStageWords : 0);
 }
 __host__ __device__ inline std::size_t values_group_bytes(bool huffman, int dim) {
-  return align16(static_cast<std::size_t>(P::kVectors) * tile_row(dim)) +
+  return align16(static_cast<std::size_t>(P::kVectors) * word_stream::tile_row(dim)) +
          (huffman ? sizeof(std::uint32_t) * P::kStageWords : 0);
 }
 
@@ -348,11 +342,11 @@ __global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) values_kernel(Valu
   extern __shared__ __align__(16) std::uint8_t dyn[];
   const StreamArgs& s = a.s;
   const int dim = s.dim;
-  const int row = tile_row(dim);
+  const int row = word_stream::tile_row(dim);
   const Place me;
   const int groups = static_cast<int>(blockDim.x) / P::kVectors;
   std::uint8_t* mine = dyn + me.g * values_group_bytes(kHuffman, dim);
-  std::uint8_t* tile = mine;  // kVectors rows of tile_row(dim) bytes
+  std::uint8_t* tile = mine;  // kVectors rows of word_stream::tile_row(dim) bytes
   std::uint32_t* stage =
       reinterpret_cast<std::uint32_t*>(mine + align16(static_cast<std::size_t>(P::kVectors) * row));
   if constexpr (kHuffman) {

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kvlab/engine/codec/word_stream.h"
 #include "kvlab/engine/core/host_device.h"
 
 #if !defined(__CUDA_ARCH__)
@@ -69,11 +70,8 @@ KVLAB_HOST_DEVICE constexpr std::uint32_t decode_step(std::uint32_t x, std::uint
 KVLAB_HOST_DEVICE constexpr int symbols_per_vector(int dim, bool pairs) {
   return pairs ? (dim + 1) / 2 : dim;
 }
-// Bytes per tile row: whole 32-bit words and one more, so rows start in different banks (a lane
-// reads a row each) and a pair's second code may land past the last channel.
-KVLAB_HOST_DEVICE constexpr int tile_row(int dim) {
-  return ((dim + 3) & ~3) + 4;
-}
+// Bytes per tile row (word_stream.h's rule, shared with the Huffman kernels).
+using word_stream::tile_row;
 
 KVLAB_HOST_DEVICE inline int popc(std::uint32_t v) {
 #if defined(__CUDA_ARCH__)

@@ -74,6 +74,14 @@ class WordReader {
   std::uint32_t m_count;  // bits in m_buf, >= 32
 };
 
+// Bytes per row of a shared-memory tile of decoded codes (a byte a code), as the GPU's attention
+// kernels keep one: whole 32-bit words and one more, so rows start in different banks (a thread
+// reads a row each) and a decoder's spare write past the last channel (decode_pair_vector's
+// f(dim, 0), a pair's second code) stays inside the row.
+KVLAB_HOST_DEVICE constexpr int tile_row(int dim) {
+  return ((dim + 3) & ~3) + 4;
+}
+
 // The words of one block's stream that a decoder copies to fast memory (a GPU's shared memory)
 // before decoding it: from the 16-byte-aligned word at or below the block's first byte to the
 // reader's look-ahead past its last byte (two words), inside the payload, at most `capacity`
