@@ -863,6 +863,11 @@ struct UploadedTensor {
   }
 };
 
+// An fp16 buffer's bytes, as run_decode takes them.
+std::span<const std::uint8_t> fp16_bytes(std::span<const std::uint16_t> x) {
+  return {reinterpret_cast<const std::uint8_t*>(x.data()), x.size_bytes()};
+}
+
 // Uploads, launches once and downloads: the host entry points below.
 Status run_decode(DecodeAttentionArgs a, const HostTensor& k, const HostTensor& v,
                   const HostTensor& kw, const HostTensor& vw, std::span<const float> q,
@@ -907,12 +912,8 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
   a.kv_heads = kv.kv_heads;
   a.q_heads = q_heads;
   a.head_dim = kv.head_dim;
-  const auto bytes = [](std::span<const std::uint16_t> x) {
-    return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(x.data()),
-                                         x.size_bytes());
-  };
-  return run_decode(a, HostTensor{bytes(kv.keys), {}, {}, {}, {}},
-                    HostTensor{bytes(kv.values), {}, {}, {}, {}}, {}, {}, q, out, splits);
+  return run_decode(a, HostTensor{fp16_bytes(kv.keys), {}, {}, {}, {}},
+                    HostTensor{fp16_bytes(kv.values), {}, {}, {}, {}}, {}, {}, q, out, splits);
 }
 
 Status decode_attention(const StoredKvView& kv, int batch, std::span<const float> q, int q_heads,
@@ -998,15 +999,11 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   a.v.group_channels = kivi ? kv.value_group_channels : 0;
   a.k.group_channels = a.v.group_channels;
   a.window = kv.window_tokens;
-  const auto bytes = [](std::span<const std::uint16_t> x) {
-    return std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(x.data()),
-                                         x.size_bytes());
-  };
   return run_decode(
       a, HostTensor{kv.keys, kv.key_scales, kv.key_head_scales, kv.key_steps, kv.key_mins},
       HostTensor{kv.values, kv.value_scales, kv.value_head_scales, kv.value_steps, kv.value_mins},
-      HostTensor{bytes(kv.window_keys), {}, {}, {}, {}},
-      HostTensor{bytes(kv.window_values), {}, {}, {}, {}}, q, out, splits);
+      HostTensor{fp16_bytes(kv.window_keys), {}, {}, {}, {}},
+      HostTensor{fp16_bytes(kv.window_values), {}, {}, {}, {}}, q, out, splits);
 }
 
 }  // namespace kvlab::cuda
