@@ -36,7 +36,8 @@ struct StreamArgs {
   const std::uint32_t* block_offsets;
   const std::uint16_t* vector_bits;
   const std::uint32_t* table;  // Huffman pair decode table (global; copied to shared memory)
-  int tokens, heads, dim, block_size, width, blocks;
+  int tokens, heads, dim, block_size, width;
+  int token_blocks, blocks;  // GpuCodes::token_blocks(), blocks()
   bool aligned16;  // bitpack: every vector is whole 16-byte words (dim * width % 128 == 0)
 };
 
@@ -53,6 +54,7 @@ StreamArgs stream_args(const GpuCodes& c, const GpuBook& book) {
   s.dim = c.dim;
   s.block_size = c.block_size;
   s.width = c.width;
+  s.token_blocks = c.token_blocks();
   s.blocks = c.blocks();
   s.aligned16 = c.kind == CodecKind::BitPack && (c.dim * c.width) % 128 == 0;
   return s;
@@ -76,8 +78,7 @@ struct GroupBlock {
 template <bool kHuffman>
 __device__ __forceinline__ GroupBlock group_block(const StreamArgs& s, int tb, int h) {
   GroupBlock k;
-  const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
-  k.live = tb < tbs;
+  k.live = tb < s.token_blocks;
   if (!k.live) return k;
   k.tb = tb;
   k.n = block_layout::block_tokens(tb, s.tokens, s.block_size);
@@ -265,8 +266,7 @@ __global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) logits_kernel(KeyA
     for (int i = threadIdx.x; i < 4096; i += blockDim.x) table[i] = s.table[i];
   }
   const int h = blockIdx.y;
-  const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
-  for (int tb0 = blockIdx.x * groups; tb0 < tbs; tb0 += gridDim.x * groups) {
+  for (int tb0 = blockIdx.x * groups; tb0 < s.token_blocks; tb0 += gridDim.x * groups) {
     const GroupBlock k = group_block<kHuffman>(s, tb0 + me.g, h);
     __syncthreads();  // the last round's query, bias and staged words are no longer read
     if (me.t < G) {
@@ -354,7 +354,6 @@ __global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) values_kernel(Valu
   }
   if (me.t < G) bias[me.g][me.t] = 0.f;
   const int h = blockIdx.y;
-  const int tbs = (s.tokens + s.block_size - 1) / s.block_size;
   float acc[kPairs][2][G];
   float bsum[G];
 #pragma unroll
@@ -364,7 +363,7 @@ __global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) values_kernel(Valu
     for (int j = 0; j < kPairs; ++j) acc[j][0][g] = acc[j][1][g] = 0.f;
   }
   std::uint8_t* my_row = tile + me.t * row;
-  for (int tb0 = blockIdx.x * groups; tb0 < tbs; tb0 += gridDim.x * groups) {
+  for (int tb0 = blockIdx.x * groups; tb0 < s.token_blocks; tb0 += gridDim.x * groups) {
     const GroupBlock k = group_block<kHuffman>(s, tb0 + me.g, h);
     // Every decode of the last round ended before its last barrier, so the stage is free.
     if constexpr (kHuffman) {
@@ -429,20 +428,19 @@ __global__ void __launch_bounds__(P::kVectors* P::kMaxGroups) values_kernel(Valu
 }
 
 template <template <bool, int, int> class Launch, class Args>
-cudaError_t dispatch(CodecKind kind, int width, int group, const Args& args, int token_blocks,
-                     int heads, cudaStream_t stream) {
+cudaError_t dispatch(CodecKind kind, int width, int group, const Args& args, cudaStream_t stream) {
   auto by_group = [&](auto huff, auto w) -> cudaError_t {
     constexpr bool H = decltype(huff)::value;
     constexpr int W = decltype(w)::value;
     switch (group) {
       case 1:
-        return Launch<H, W, 1>::run(args, token_blocks, heads, stream);
+        return Launch<H, W, 1>::run(args, stream);
       case 2:
-        return Launch<H, W, 2>::run(args, token_blocks, heads, stream);
+        return Launch<H, W, 2>::run(args, stream);
       case 4:
-        return Launch<H, W, 4>::run(args, token_blocks, heads, stream);
+        return Launch<H, W, 4>::run(args, stream);
       case 8:
-        return Launch<H, W, 8>::run(args, token_blocks, heads, stream);
+        return Launch<H, W, 8>::run(args, stream);
       default:
         return cudaErrorInvalidValue;
     }
@@ -475,26 +473,26 @@ int groups_for(K kernel, std::size_t per_group) {
 
 template <bool H, int W, int G>
 struct LogitsLaunch {
-  static cudaError_t run(const KeyArgs& a, int token_blocks, int heads, cudaStream_t stream) {
+  static cudaError_t run(const KeyArgs& a, cudaStream_t stream) {
     static int resident = 0;
     static std::size_t opted = 0;
     const std::size_t per_group = logits_group_bytes(H, a.s.dim, G);
     const int groups = groups_for(logits_kernel<H, W, G>, per_group);
     return launch_over_blocks(logits_kernel<H, W, G>, a, groups, P::kVectors,
-                              per_group * std::max(groups, 1), token_blocks, heads, resident, opted,
-                              stream);
+                              per_group * std::max(groups, 1), a.s.token_blocks, a.s.heads,
+                              resident, opted, stream);
   }
 };
 template <bool H, int W, int G>
 struct ValuesLaunch {
-  static cudaError_t run(const ValueArgs& a, int token_blocks, int heads, cudaStream_t stream) {
+  static cudaError_t run(const ValueArgs& a, cudaStream_t stream) {
     static int resident = 0;
     static std::size_t opted = 0;
     const std::size_t per_group = values_group_bytes(H, a.s.dim);
     const int groups = groups_for(values_kernel<H, W, G>, per_group);
     return launch_over_blocks(values_kernel<H, W, G>, a, groups, P::kVectors,
-                              per_group * std::max(groups, 1), token_blocks, heads, resident, opted,
-                              stream);
+                              per_group * std::max(groups, 1), a.s.token_blocks, a.s.heads,
+                              resident, opted, stream);
   }
 };
 
@@ -523,8 +521,7 @@ cudaError_t launch_fused_logits(const GpuLayer::Impl& g, const float* d_q, int g
   if (g.codec == CodecKind::BitPack && packed_logits_supported(g.keys, group)) {
     return launch_packed_logits(g, d_q, group, d_logits, stream);  // tensor cores
   }
-  return dispatch<LogitsLaunch>(g.codec, g.keys.width, group, a, g.keys.token_blocks(), g.kv_heads,
-                                stream);
+  return dispatch<LogitsLaunch>(g.codec, g.keys.width, group, a, stream);
 }
 
 cudaError_t launch_fused_values(const GpuLayer::Impl& g, const float* d_probs, int group,
@@ -547,8 +544,7 @@ cudaError_t launch_fused_values(const GpuLayer::Impl& g, const float* d_probs, i
   if (g.codec == CodecKind::BitPack && packed_values_supported(g.values, group)) {
     return launch_packed_values(g, d_probs, group, d_out, stream);  // tensor cores
   }
-  return dispatch<ValuesLaunch>(g.codec, g.values.width, group, a, g.values.token_blocks(),
-                                g.kv_heads, stream);
+  return dispatch<ValuesLaunch>(g.codec, g.values.width, group, a, stream);
 }
 
 namespace {
