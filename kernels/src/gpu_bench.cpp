@@ -470,54 +470,44 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
         layers.push_back(std::move(*cl));
       }
       const std::string name = huffman ? "huffman" : rans ? "rans" : "packed4";
-      auto qk = time_launches(
-          [&](int i) {
-            return launch_fused_logits(*layers[i % copies], d_q.get(), G, d_logits.get(),
-                                       d_err.get(), nullptr);
-          },
-          o.repeats);
-      if (!qk) return qk.error();
-      add(name + "_qk", *qk, kb);
-      auto sv = time_launches(
-          [&](int i) {
-            return launch_fused_values(*layers[i % copies], d_probs.get(), G, d_out.get(),
-                                       d_err.get(), nullptr);
-          },
-          o.repeats);
-      if (!sv) return sv.error();
-      add(name + "_sv", *sv, vb);
-      add(name + "_attn", *qk + *sv, kb + vb, 2.0 * fp16_bytes);
-      // B sequences: these kernels take one layer a launch, so B launches back to back over B
-      // copies of the layer (each sequence's own memory, as in a batch of requests), against the
-      // fused fp16 kernel's one launch of B sequences.
-      for (const int B : o.batches) {
-        if (B < 2) continue;
+      // B sequences a step: these kernels take one layer a launch, so B launches back to back
+      // over B copies of the layer (each sequence's own memory, as in a batch of requests),
+      // against the fused fp16 kernel's one launch of B sequences. B = 1 cycles the copies made
+      // to pass the L2.
+      const auto time_batch = [&](int B, bool keys) {
         while (static_cast<int>(layers.size()) < B) {
           auto cl = clone_layer(gl->impl());
-          if (!cl) return cl.error();
+          if (!cl) return Result<double>(cl.error());
           layers.push_back(std::move(*cl));
         }
         const int held = static_cast<int>(layers.size());
-        const int rounds = std::max(3, o.repeats / B);
-        const auto batch_of = [&](bool keys) {
-          return time_launches(
-              [&](int i) {
-                for (int b = 0; b < B; ++b) {
-                  const GpuLayer::Impl& layer = *layers[(i * B + b) % held];
-                  const cudaError_t e =
-                      keys ? launch_fused_logits(layer, d_q.get(), G, d_logits.get(), d_err.get(),
-                                                 nullptr)
-                           : launch_fused_values(layer, d_probs.get(), G, d_out.get(), d_err.get(),
-                                                 nullptr);
-                  if (e != cudaSuccess) return e;
-                }
-                return cudaSuccess;
-              },
-              rounds);
-        };
-        auto bqk = batch_of(true);
+        return time_launches(
+            [&](int i) {
+              for (int b = 0; b < B; ++b) {
+                const GpuLayer::Impl& layer = *layers[(i * B + b) % held];
+                const cudaError_t e = keys
+                                          ? launch_fused_logits(layer, d_q.get(), G, d_logits.get(),
+                                                                d_err.get(), nullptr)
+                                          : launch_fused_values(layer, d_probs.get(), G,
+                                                                d_out.get(), d_err.get(), nullptr);
+                if (e != cudaSuccess) return e;
+              }
+              return cudaSuccess;
+            },
+            B == 1 ? o.repeats : std::max(3, o.repeats / B));
+      };
+      auto qk = time_batch(1, true);
+      if (!qk) return qk.error();
+      add(name + "_qk", *qk, kb);
+      auto sv = time_batch(1, false);
+      if (!sv) return sv.error();
+      add(name + "_sv", *sv, vb);
+      add(name + "_attn", *qk + *sv, kb + vb, 2.0 * fp16_bytes);
+      for (const int B : o.batches) {
+        if (B < 2) continue;
+        auto bqk = time_batch(B, true);
         if (!bqk) return bqk.error();
-        auto bsv = batch_of(false);
+        auto bsv = time_batch(B, false);
         if (!bsv) return bsv.error();
         add(name + "_attn_b" + std::to_string(B), *bqk + *bsv, B * (kb + vb), 2.0 * B * fp16_bytes,
             B);
