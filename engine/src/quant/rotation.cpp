@@ -6,6 +6,10 @@
 #include <numbers>
 #include <random>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <fmt/format.h>
 #include <Eigen/Dense>
 
@@ -76,66 +80,66 @@ void RandomizedHadamard::inverse(std::span<float> head) const {
   for (std::size_t i = 0; i < head.size(); ++i) head[i] *= m_signs[i];
 }
 
-void RandomizedHadamard::apply_rows(float* rows, int count, bool inverse,
-                                    std::vector<float>& scratch) const {
-  // RandomizedHadamard::apply() is x -> H_d D x / sqrt(d) with hadamard_transform()'s
-  // butterflies, one head vector at a time, whose strides below 16 run in scalar code. The
-  // butterfly stages commute, and those of stride < 16 together are I_(d/16) (x) H_16 (Sylvester
-  // order): here they are one product of the block's 16-value chunks with the 16 x 16 matrix
-  // of +-1 (a GEMM), and the strides from 16 up run as whole-vector butterflies. Equal to
-  // apply() / inverse() up to float rounding.
+namespace {
+
+// The butterflies of hadamard_transform() on one vector of d floats (a power of two), in its
+// order: strides 1, 2, 4, ... With AVX-512 the strides below 16 run inside one register per 16
+// values (lane j meets lane j ^ s: the lower lane keeps the sum, the upper the difference), the
+// wider ones over whole registers; each value sees the same additions as in the scalar loop.
+void butterflies(float* v, int d) {
+  int h = 1;
+#if defined(__AVX512F__)
+  if (d >= 16) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    for (int b = 0; b < d; b += 16) {
+      __m512 x = _mm512_loadu_ps(v + b);
+      for (int s = 1; s < 16; s *= 2) {
+        const __m512 partner =
+            _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), x);
+        const __mmask16 upper = _mm512_test_epi32_mask(lane, _mm512_set1_epi32(s));
+        x = _mm512_mask_sub_ps(_mm512_add_ps(x, partner), upper, partner, x);
+      }
+      _mm512_storeu_ps(v + b, x);
+    }
+    h = 16;
+  }
+#endif
+  for (; h < d; h *= 2) {
+    for (int b = 0; b < d; b += 2 * h) {
+      float* a = v + b;
+      float* c = a + h;
+#pragma omp simd
+      for (int j = 0; j < h; ++j) {
+        const float x = a[j], y = c[j];
+        a[j] = x + y;
+        c[j] = x - y;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void RandomizedHadamard::apply_rows(float* rows, int count, bool inverse) const {
+  // apply() / inverse() of each vector, bit for bit (the same operations in the same order), with
+  // the butterflies vectorised.
   const int d = dim();
   const std::size_t dd = static_cast<std::size_t>(d);
-  if (d < 16) {
-    for (int i = 0; i < count; ++i) {
-      const std::span<float> v(rows + i * dd, dd);
-      inverse ? this->inverse(v) : apply(v);
-    }
-    return;
-  }
-  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  static const RowMatrix h16 = [] {
-    RowMatrix h(16, 16);
-    for (int i = 0; i < 16; ++i) {
-      for (int j = 0; j < 16; ++j) h(i, j) = (std::popcount(unsigned(i & j)) & 1) ? -1.f : 1.f;
-    }
-    return h;
-  }();
   const float* signs = m_signs.data();
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const std::size_t n = static_cast<std::size_t>(count) * dd;
-  if (!inverse) {
-    for (int i = 0; i < count; ++i) {
-      float* v = rows + i * dd;
+  for (int i = 0; i < count; ++i) {
+    float* v = rows + i * dd;
+    if (!inverse) {
 #pragma omp simd
       for (int j = 0; j < d; ++j) v[j] *= signs[j];
     }
-  }
-  scratch.resize(n);
-  const Eigen::Index chunks = static_cast<Eigen::Index>(n / 16);
-  Eigen::Map<RowMatrix>(scratch.data(), chunks, 16).noalias() =
-      Eigen::Map<const RowMatrix>(rows, chunks, 16) * h16;
-  for (int i = 0; i < count; ++i) {
-    float* v = scratch.data() + i * dd;
-    for (int h = 16; h < d; h *= 2) {
-      for (int b = 0; b < d; b += 2 * h) {
-        float* a = v + b;
-        float* c = a + h;
-#pragma omp simd
-        for (int j = 0; j < h; ++j) {
-          const float x = a[j], y = c[j];
-          a[j] = x + y;
-          c[j] = x - y;
-        }
-      }
-    }
-    float* out = rows + i * dd;
+    butterflies(v, d);
     if (inverse) {
 #pragma omp simd
-      for (int j = 0; j < d; ++j) out[j] = v[j] * scale * signs[j];
+      for (int j = 0; j < d; ++j) v[j] = v[j] * scale * signs[j];
     } else {
 #pragma omp simd
-      for (int j = 0; j < d; ++j) out[j] = v[j] * scale;
+      for (int j = 0; j < d; ++j) v[j] *= scale;
     }
   }
 }

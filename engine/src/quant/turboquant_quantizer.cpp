@@ -67,22 +67,31 @@ std::vector<float> gaussian_sketch(int dim, std::uint64_t seed) {
 
 // Y = X M^T for rows of d floats (row-major), M a d x d row-major matrix packed once: M^T in
 // panels of 16 * nv columns (panel p, row k: M[16 nv p + c][k] for c < 16 nv), nv = 4, 2 or 1 as
-// d divides. Each output is a sum over k in order by fused multiply-adds, as Eigen's product
-// (the same floats on AVX-512 builds), without repacking the matrix for every block: a 6 x 64
-// tile of Y in 24 registers, the panel (32 KiB at d = 128) kept in L1 across the block's rows.
+// d divides. Each output is a sum over k in order by fused multiply-adds (turboquant_rules.h's
+// ordered_dot, which the GPU runs), without repacking the matrix for every block: a 6 x 64 tile
+// of Y in 24 registers, the panel (32 KiB at d = 128) kept in L1 across the block's rows. Other
+// d (or no AVX-512): M^T plainly, and the same sums by a loop the compiler vectorises over the
+// outputs.
 struct PackedTranspose {
   int dim = 0;
-  int nv = 0;  // 0: d is not a multiple of 16 (or no AVX-512): Eigen does the product
+  int nv = 0;  // 0: d is not a multiple of 16 (or no AVX-512): `data` is M^T, row-major
   std::vector<float> data;
 
   static PackedTranspose pack(const float* m, int d) {
     PackedTranspose p;
-#if defined(__AVX512F__)
     p.dim = d;
-    p.nv = d % 64 == 0 ? 4 : d % 32 == 0 ? 2 : d % 16 == 0 ? 1 : 0;
-    if (p.nv == 0) return p;
-    const int w = 16 * p.nv;
     const std::size_t dd = static_cast<std::size_t>(d);
+#if defined(__AVX512F__)
+    p.nv = d % 64 == 0 ? 4 : d % 32 == 0 ? 2 : d % 16 == 0 ? 1 : 0;
+#endif
+    if (p.nv == 0) {
+      p.data.resize(dd * dd);
+      for (std::size_t k = 0; k < dd; ++k) {
+        for (std::size_t c = 0; c < dd; ++c) p.data[k * dd + c] = m[c * dd + k];
+      }
+      return p;
+    }
+    const int w = 16 * p.nv;
     p.data.resize(dd * dd);
     for (int panel = 0; panel < d / w; ++panel) {
       for (int k = 0; k < d; ++k) {
@@ -91,9 +100,6 @@ struct PackedTranspose {
         }
       }
     }
-#else
-    (void)m, (void)d;
-#endif
     return p;
   }
 };
@@ -154,9 +160,9 @@ void gemm_nt(const float* x, int rows, const PackedTranspose& p, float* y) {
 }
 #endif
 
-// Rows of `y` <- rows of `x` times M^T (M as packed, or `m` itself where it could not be).
-void rows_times_transpose(const float* x, int rows, const PackedTranspose& p, const float* m, int d,
-                          float* y) {
+// Rows of `y` <- rows of `x` times M^T, M as packed: y[r][c] = sum_k x[r][k] M[c][k] by fmas over
+// k ascending from 0, whichever path runs.
+void rows_times_transpose(const float* x, int rows, const PackedTranspose& p, float* y) {
 #if defined(__AVX512F__)
   switch (p.nv) {
     case 4:
@@ -168,11 +174,19 @@ void rows_times_transpose(const float* x, int rows, const PackedTranspose& p, co
     default:
       break;
   }
-#else
-  (void)p;
 #endif
-  MatrixMap(y, rows, d).noalias() =
-      ConstMatrixMap(x, rows, d) * ConstMatrixMap(m, d, d).transpose();
+  const std::size_t dd = static_cast<std::size_t>(p.dim);
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = x + r * dd;
+    float* yr = y + r * dd;
+    std::fill(yr, yr + dd, 0.0f);
+    for (std::size_t k = 0; k < dd; ++k) {
+      const float xk = xr[k];
+      const float* mt = p.data.data() + k * dd;
+#pragma omp simd
+      for (std::size_t c = 0; c < dd; ++c) yr[c] = std::fma(xk, mt[c], yr[c]);
+    }
+  }
 }
 
 // Everything that depends on head_dim: the rotation, the codebook and S.
@@ -184,18 +198,18 @@ struct Prepared {
   std::vector<float> sketch;                   // S, with QJL
   PackedTranspose rotation_t, sketch_t;        // Pi^T and S^T packed for rows_times_transpose
 
-  // Rows of `y` (rows x dim) <- Pi rows of `x`. `scratch` holds rows * dim floats.
-  void rotate(const float* x, float* y, int rows, std::vector<float>& scratch) const {
+  // Rows of `y` (rows x dim) <- Pi rows of `x`.
+  void rotate(const float* x, float* y, int rows) const {
     if (orthogonal) {
-      rows_times_transpose(x, rows, rotation_t, orthogonal->matrix().data(), dim, y);
+      rows_times_transpose(x, rows, rotation_t, y);
       return;
     }
     const std::size_t n = static_cast<std::size_t>(rows) * dim;
     if (x != y) std::copy(x, x + n, y);
-    hadamard->apply_rows(y, rows, false, scratch);
+    hadamard->apply_rows(y, rows, false);
   }
   // Rows of `x` <- Pi^T rows of `y`.
-  void unrotate(const float* y, float* x, int rows, std::vector<float>& scratch) const {
+  void unrotate(const float* y, float* x, int rows) const {
     if (orthogonal) {
       MatrixMap(x, rows, dim).noalias() =
           ConstMatrixMap(y, rows, dim) * ConstMatrixMap(orthogonal->matrix().data(), dim, dim);
@@ -203,7 +217,7 @@ struct Prepared {
     }
     const std::size_t n = static_cast<std::size_t>(rows) * dim;
     if (x != y) std::copy(y, y + n, x);
-    hadamard->apply_rows(x, rows, true, scratch);
+    hadamard->apply_rows(x, rows, true);
   }
 };
 
@@ -449,6 +463,22 @@ int block_tokens(int heads) {
   return std::max(8, kBlockVectors / std::max(1, heads) / 8 * 8);
 }
 
+Status check_dim(int dim) {
+  if (dim >= 2) return Ok{};
+  return make_error(fmt::format(
+      "turboquant: head_dim {} is below 2 (a coordinate of a point on the sphere S^(d-1) needs "
+      "d >= 2)",
+      dim));
+}
+
+// 1 / sqrt(d) as the randomized Hadamard scales (rotation.cpp), and QJL's sqrt(pi / 2) / d.
+float hadamard_scale(int d) {
+  return 1.0f / std::sqrt(static_cast<float>(d));
+}
+float qjl_scale(int d) {
+  return std::sqrt(std::numbers::pi_v<float> / 2.0f) / static_cast<float>(d);
+}
+
 class TurboQuantQuantizer final : public Quantizer {
  public:
   explicit TurboQuantQuantizer(const TurboQuantConfig& c) : m_cfg(c) {}
@@ -482,7 +512,7 @@ class TurboQuantQuantizer final : public Quantizer {
     // the rotated rows modulo 4 KiB: code_rows reads y_i and writes r_i at equal offsets, and on
     // equal addresses modulo 4 KiB each load would wait for the store before it (4K aliasing).
     const std::size_t span = (block_n + 1023) / 1024 * 1024;  // a multiple of 4 KiB
-    std::vector<float> buffer(2 * span + (m_cfg.qjl ? span + 512 : 0) + 16), scratch;
+    std::vector<float> buffer(2 * span + (m_cfg.qjl ? span + 512 : 0) + 16);
     float* const xb =
         buffer.data() + (64 - reinterpret_cast<std::uintptr_t>(buffer.data()) % 64) % 64 / 4;
     float* const yb = xb + span;
@@ -497,7 +527,7 @@ class TurboQuantQuantizer final : public Quantizer {
       const std::size_t first = static_cast<std::size_t>(t0) * x.heads() * d;
       const std::size_t m = static_cast<std::size_t>(rows) * d;
       load_rows(x, t0, t1, xb);
-      p.rotate(xb, yb, rows, scratch);
+      p.rotate(xb, yb, rows);
       float* const block_norms = norms + static_cast<std::size_t>(t0) * x.heads();
       vector_norms(xb, rows, d, row_norm.data());
       for (int i = 0; i < rows; ++i) {
@@ -525,7 +555,7 @@ class TurboQuantQuantizer final : public Quantizer {
       if (levels > 0) pack_stream(cb.data(), m, mse_bits, q.codes.data(), first);
       if (m_cfg.qjl) {
         // Z = R S^T: row i holds S r_i.
-        rows_times_transpose(rb, rows, p.sketch_t, p.sketch.data(), d, yb);
+        rows_times_transpose(rb, rows, p.sketch_t, yb);
         pack_signs(yb, m, cb.data(), sign_plane, first);
       }
     }
@@ -545,10 +575,10 @@ class TurboQuantQuantizer final : public Quantizer {
     const std::uint8_t* const sign_plane = q.codes.data() + mse_plane_bytes(n, mse_bits);
     const int bt = block_tokens(q.heads);
     const std::size_t block_n = static_cast<std::size_t>(bt) * q.heads * d;
-    std::vector<float> yb(block_n), sb(m_cfg.qjl ? block_n : 0), scaled(levels), scratch;
+    std::vector<float> yb(block_n), sb(m_cfg.qjl ? block_n : 0), scaled(levels);
     std::vector<std::uint8_t> cb(block_n);
     // E[S^T sign(S r)] = sqrt(2/pi) d r / ||r|| for d Gaussian rows (QJL, Lemma 3.2).
-    const float qjl_scale = std::sqrt(std::numbers::pi_v<float> / 2.0f) / static_cast<float>(d);
+    const float g_scale = qjl_scale(d);
     for (int t0 = 0; t0 < q.tokens; t0 += bt) {
       const int t1 = std::min(q.tokens, t0 + bt);
       const int rows = (t1 - t0) * q.heads;
@@ -569,7 +599,7 @@ class TurboQuantQuantizer final : public Quantizer {
       if (m_cfg.qjl) {
         unpack_stream(sign_plane, first, m, 1, cb.data());
         for (int i = 0; i < rows; ++i) {
-          const float g = qjl_scale * gammas[v0 + i];
+          const float g = g_scale * gammas[v0 + i];
           const std::uint8_t* ci = cb.data() + static_cast<std::size_t>(i) * d;
           float* si = sb.data() + static_cast<std::size_t>(i) * d;
 #pragma omp simd
@@ -579,7 +609,7 @@ class TurboQuantQuantizer final : public Quantizer {
         MatrixMap(yb.data(), rows, d).noalias() +=
             ConstMatrixMap(sb.data(), rows, d) * ConstMatrixMap(p.sketch.data(), d, d);
       }
-      p.unrotate(yb.data(), out_span.data() + first, rows, scratch);
+      p.unrotate(yb.data(), out_span.data() + first, rows);
     }
   }
 
@@ -614,12 +644,7 @@ class TurboQuantQuantizer final : public Quantizer {
     const std::lock_guard<std::mutex> lock(m_mutex);
     auto it = m_prepared.find(dim);
     if (it != m_prepared.end()) return it->second.get();
-    if (dim < 2) {
-      return make_error(fmt::format(
-          "turboquant: head_dim {} is below 2 (a coordinate of a point on the sphere S^(d-1) "
-          "needs d >= 2)",
-          dim));
-    }
+    KVLAB_TRY(check_dim(dim));
     auto p = std::make_unique<Prepared>();
     p->dim = dim;
     if (m_cfg.rotation == TurboQuantRotation::RandomOrthogonal) {
@@ -649,6 +674,58 @@ class TurboQuantQuantizer final : public Quantizer {
 };
 
 }  // namespace
+
+turboquant_rules::Tables TurboQuantTables::rules() const {
+  turboquant_rules::Tables t;
+  t.dim = dim;
+  t.mse_bits = mse_bits;
+  t.qjl = qjl;
+  t.rotation = rotation.empty() ? nullptr : rotation.data();
+  t.signs = signs.empty() ? nullptr : signs.data();
+  t.hadamard_scale = hadamard_scale;
+  t.boundaries = boundaries.data();
+  t.centroids = centroids.data();
+  t.sketch = sketch.empty() ? nullptr : sketch.data();
+  t.qjl_scale = qjl_scale;
+  t.norm_dtype = norm_dtype == DType::F16    ? rules::ParamDtype::F16
+                 : norm_dtype == DType::BF16 ? rules::ParamDtype::BF16
+                                             : rules::ParamDtype::F32;
+  return t;
+}
+
+Result<TurboQuantTables> turboquant_tables(const TurboQuantConfig& c, int dim) {
+  KVLAB_TRY(check_turboquant_config(c));
+  KVLAB_TRY(check_dim(dim));
+  TurboQuantTables t;
+  t.dim = dim;
+  t.mse_bits = turboquant_mse_bits(c);
+  t.qjl = c.qjl;
+  t.norm_dtype = c.norm_dtype;
+  if (c.rotation == TurboQuantRotation::RandomOrthogonal) {
+    auto r = RandomOrthogonalRotation::create(dim, c.seed);
+    if (!r) return make_error("turboquant: " + r.message());
+    t.rotation.assign(r->matrix().begin(), r->matrix().end());
+  } else {
+    auto r = RandomizedHadamard::create(dim, c.seed);
+    if (!r) return make_error("turboquant: " + r.message());
+    t.signs.assign(r->signs().begin(), r->signs().end());
+    t.hadamard_scale = hadamard_scale(dim);
+  }
+  if (t.mse_bits > 0) {
+    const LloydMaxCodebook& book = lloyd_max_codebook(dim, t.mse_bits);
+    t.boundaries = book.boundaries;
+    t.centroids = book.centroids;
+  }
+  if (c.qjl) {
+    t.sketch = gaussian_sketch(dim, c.seed);
+    t.qjl_scale = qjl_scale(dim);
+  }
+  return t;
+}
+
+void turboquant_pack(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out) {
+  pack_stream(codes, count, bits, out, 0);
+}
 
 const char* turboquant_rotation_name(TurboQuantRotation r) {
   return r == TurboQuantRotation::RandomOrthogonal ? "orthogonal" : "hadamard";

@@ -37,6 +37,7 @@
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/quant/quantizer.h"
 #include "kvlab/engine/quant/rotation.h"
+#include "kvlab/engine/quant/turboquant_rules.h"
 
 namespace kvlab::detail {
 
@@ -65,6 +66,29 @@ Status check_turboquant_config(const TurboQuantConfig& config);
 // Bytes quantize() keeps for a tensor of this shape, by component: codes (MSE codes and QJL
 // signs), scales (the norms), metadata (header and seed).
 ByteBreakdown turboquant_bytes(const TurboQuantConfig& config, int tokens, int heads, int dim);
+
+// What every vector of a tensor of head_dim `dim` shares (the rotation, the codebook, S), for
+// turboquant_rules.h, which the GPU quantizer runs; an error naming the head_dim when the
+// configuration cannot take it (as quantize() reports it).
+struct TurboQuantTables {
+  int dim = 0;
+  int mse_bits = 0;
+  bool qjl = false;
+  DType norm_dtype = DType::F16;
+  std::vector<float> rotation;  // Pi, d x d row-major (random orthogonal)
+  std::vector<float> signs;     // D (randomized Hadamard)
+  float hadamard_scale = 1.f;
+  std::vector<float> boundaries, centroids;
+  std::vector<float> sketch;  // S (QJL)
+  float qjl_scale = 0.f;
+  // The rules' view of these tables (pointers into this object).
+  turboquant_rules::Tables rules() const;
+};
+Result<TurboQuantTables> turboquant_tables(const TurboQuantConfig& config, int dim);
+
+// The stored form of `count` codes of `bits` bits (1 to 4) from their bytes: code i at bit
+// i * bits, low bits first (codec/bitpack.h's order), packed_bytes(count, bits) bytes at `out`.
+void turboquant_pack(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out);
 
 // The quantizer; quantize() reports a bad configuration or head_dim (below 2, or not a power of
 // two with the Hadamard rotation) as an error naming it.

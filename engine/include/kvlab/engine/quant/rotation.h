@@ -81,10 +81,9 @@ class RandomizedHadamard {
   std::span<const float> signs() const { return m_signs; }
   void apply(std::span<float> head) const;    // head <- H D head
   void inverse(std::span<float> head) const;  // head <- D H head (D H H D = I)
-  // apply() (or inverse()) of each of `count` head vectors at `rows` (count × dim() floats), up
-  // to float rounding, the whole block at a time in vector code; `scratch` is resized to
-  // count × dim() floats.
-  void apply_rows(float* rows, int count, bool inverse, std::vector<float>& scratch) const;
+  // apply() (or inverse()) of each of `count` head vectors at `rows` (count × dim() floats), bit
+  // for bit, in vector code.
+  void apply_rows(float* rows, int count, bool inverse) const;
 
  private:
   explicit RandomizedHadamard(std::vector<float> signs) : m_signs(std::move(signs)) {}
