@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cuda_check.cuh"
@@ -77,6 +78,7 @@ Result<std::unique_ptr<DeviceQuantizer>> make_device_quantizer(const MethodConfi
 std::unique_ptr<DeviceQuantizer> make_group_device_quantizer(const MethodConfig& config);
 std::unique_ptr<DeviceQuantizer> make_fp8_device_quantizer(const MethodConfig& config);
 std::unique_ptr<DeviceQuantizer> make_block_device_quantizer(const MethodConfig& config);
+std::unique_ptr<DeviceQuantizer> make_turboquant_device_quantizer(const MethodConfig& config);
 
 // Counts of each byte code among codes[0, n) into 2^bits bins (the codes must be below 2^bits),
 // read back to the host. Waits for the stream. `scratch` is reused between calls.
@@ -84,6 +86,19 @@ Result<std::vector<std::uint64_t>> count_byte_codes(const std::uint8_t* codes, s
                                                     int bits,
                                                     DeviceArray<unsigned long long>& scratch,
                                                     cudaStream_t stream);
+
+// An error naming `who` for a tensor no quantizer takes: a negative dimension, or no data behind
+// a non-empty shape.
+inline Status check_device_tensor(const DeviceTensor& x, const char* who) {
+  if (x.tokens < 0 || x.heads < 0 || x.dim < 0) {
+    return make_error(std::string(who) + ": negative tensor shape (tokens " +
+                      std::to_string(x.tokens) + ", heads " + std::to_string(x.heads) + ", dim " +
+                      std::to_string(x.dim) + ")");
+  }
+  if (x.elements() > 0 && x.data == nullptr)
+    return make_error(std::string(who) + ": null input tensor");
+  return Ok{};
+}
 
 // Grows `a` to at least n elements (keeping nothing); a no-op when it is large enough.
 template <class T>

@@ -155,17 +155,12 @@ class Fp8DeviceQuantizer final : public DeviceQuantizer {
 
   Status quantize(const DeviceTensor& x, TensorRole role, cudaStream_t stream) override {
     m_ready = false;
-    if (x.tokens < 0 || x.heads < 0 || x.dim < 0) {
-      return make_error("fp8 device quantizer: negative tensor shape (tokens " +
-                        std::to_string(x.tokens) + ", heads " + std::to_string(x.heads) + ", dim " +
-                        std::to_string(x.dim) + ")");
-    }
+    KVLAB_TRY_STATUS(check_device_tensor(x, "fp8 device quantizer"));
     if (x.heads > 65535) {
       return make_error("fp8 device quantizer: " + std::to_string(x.heads) +
                         " KV heads, more than the 65535 a grid row takes");
     }
     const std::size_t n = x.elements();
-    if (n > 0 && x.data == nullptr) return make_error("fp8 device quantizer: null input tensor");
     const bool calibrated = m_calib_tokens > 0;
     const int heads = x.heads;
     // The CPU's params: per head, or one scale (Fp8Quantizer pushes none without heads).

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +87,18 @@ std::vector<NamedMethod> all_methods() {
   add("mxfp4", method(MethodKind::Mxfp4));
   add("kvquant", method(MethodKind::KvQuant));
   add("turboquant", method(MethodKind::TurboQuant));
+  for (bool hadamard : {false, true}) {
+    for (auto [bits, qjl] : {std::pair{1, true}, {3, true}, {4, false}}) {
+      MethodConfig m = method(MethodKind::TurboQuant);
+      m.bits = bits;
+      m.qjl = qjl;
+      m.rotation = hadamard ? RotationKind::Hadamard : RotationKind::None;
+      m.rotation_seed = 5;
+      add("turboquant-" + std::to_string(bits) + (qjl ? " qjl" : "") +
+              (hadamard ? " hadamard" : ""),
+          m);
+    }
+  }
   return out;
 }
 
@@ -185,9 +198,40 @@ TEST(GpuQuantizers, SameBytesAsTheCpu) {
   std::cout << "GPU quantizers compared in " << compared << " cases; none yet for: " << list
             << "\n";
   // The families this build must have on the GPU.
-  for (const char* required : {"int8", "int4", "kivi-2", "kivi-4", "tiered", "kvcomp 0.050000"}) {
+  for (const char* required : {"int8", "int4", "kivi-2", "kivi-4", "tiered", "kvcomp 0.050000",
+                               "turboquant", "turboquant-3 qjl hadamard"}) {
     EXPECT_TRUE(std::find(missing.begin(), missing.end(), required) == missing.end()) << required;
   }
+}
+
+// TurboQuant's GPU quantizer codes 2^16 vectors a launch: a tensor of more gives the CPU's bytes
+// across the chunks' seam, and a vector whose norm is not finite is the CPU's error, naming it.
+TEST(GpuQuantizers, TurboQuantAcrossChunksAndOnBadInput) {
+  KVLAB_REQUIRE_GPU();
+  MethodConfig m = method(MethodKind::TurboQuant);
+  m.bits = 3;
+  m.qjl = true;
+  auto cpu = make_quantizer(m);
+  ASSERT_TRUE(cpu) << cpu.message();
+  const Tensor x = random_tensor(DType::F16, 33001, 2, 32, 3);  // 66002 vectors
+  auto want = (*cpu)->quantize(x.view(), TensorRole::Key);
+  ASSERT_TRUE(want) << want.message();
+  auto got = cuda::quantize_on_gpu(x, TensorRole::Key, m);
+  ASSERT_TRUE(got) << got.message();
+  ASSERT_TRUE(*got);
+  EXPECT_TRUE((*got)->tensor.codes == want->codes);
+  ASSERT_EQ((*got)->tensor.params.size(), want->params.size());
+  EXPECT_EQ(0, std::memcmp((*got)->tensor.params.data(), want->params.data(),
+                           want->params.size() * sizeof(float)));
+
+  std::vector<float> v(5 * 3 * 32, 0.5f);
+  v[(3 * 3 + 2) * 32 + 7] = std::numeric_limits<float>::infinity();  // token 3, head 2
+  const Tensor bad = Tensor::from_float(v, DType::F32, 5, 3, 32);
+  auto cpu_error = (*cpu)->quantize(bad.view(), TensorRole::Value);
+  ASSERT_FALSE(cpu_error);
+  auto gpu_error = cuda::quantize_on_gpu(bad, TensorRole::Value, m);
+  ASSERT_FALSE(gpu_error);
+  EXPECT_EQ(gpu_error.message(), cpu_error.message());
 }
 
 // Relative difference, against a floor for numbers near zero.

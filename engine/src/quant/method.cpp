@@ -68,16 +68,6 @@ detail::KvQuantConfig kvquant_config(const MethodConfig& c) {
   return k;
 }
 
-detail::TurboQuantConfig turboquant_config(const MethodConfig& c) {
-  detail::TurboQuantConfig t;
-  t.bits = c.bits;
-  t.qjl = c.qjl;
-  t.rotation = c.rotation == RotationKind::Hadamard ? detail::TurboQuantRotation::RandomizedHadamard
-                                                    : detail::TurboQuantRotation::RandomOrthogonal;
-  t.seed = c.rotation_seed;
-  return t;
-}
-
 constexpr int kMaxGroup = 4096;
 constexpr int kMaxWindow = 1 << 24;
 
@@ -508,7 +498,7 @@ Result<std::unique_ptr<Quantizer>> make_base_quantizer(const MethodConfig& c) {
     case MethodKind::KvQuant:
       return std::unique_ptr<Quantizer>(detail::make_kvquant_quantizer(kvquant_config(c)));
     case MethodKind::TurboQuant:
-      return detail::make_turboquant_quantizer(turboquant_config(c));
+      return detail::make_turboquant_quantizer(detail::turboquant_config(c));
     case MethodKind::Tiered:
       return detail::make_tiered_quantizer(method_label(c), {{c.old_bits, 0}, {8, c.int8_tokens}},
                                            c.group_size, c.residual, method_param_dtype(c));

@@ -731,6 +731,16 @@ const char* turboquant_rotation_name(TurboQuantRotation r) {
   return r == TurboQuantRotation::RandomOrthogonal ? "orthogonal" : "hadamard";
 }
 
+TurboQuantConfig turboquant_config(const MethodConfig& c) {
+  TurboQuantConfig t;
+  t.bits = c.bits;
+  t.qjl = c.qjl;
+  t.rotation = c.rotation == RotationKind::Hadamard ? TurboQuantRotation::RandomizedHadamard
+                                                    : TurboQuantRotation::RandomOrthogonal;
+  t.seed = c.rotation_seed;
+  return t;
+}
+
 Status check_turboquant_config(const TurboQuantConfig& c) {
   if (c.bits < 1 || c.bits > kLloydMaxMaxBits) {
     return make_error(

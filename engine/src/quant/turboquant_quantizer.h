@@ -35,6 +35,7 @@
 
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/quant/method.h"
 #include "kvlab/engine/quant/quantizer.h"
 #include "kvlab/engine/quant/rotation.h"
 #include "kvlab/engine/quant/turboquant_rules.h"
@@ -59,6 +60,9 @@ struct TurboQuantConfig {
 inline int turboquant_mse_bits(const TurboQuantConfig& c) {
   return c.qjl ? c.bits - 1 : c.bits;
 }
+
+// TurboQuant's settings in a method configuration (its bits, QJL, rotation and seed).
+TurboQuantConfig turboquant_config(const MethodConfig& config);
 
 // An error naming the field when the configuration cannot work for any input.
 Status check_turboquant_config(const TurboQuantConfig& config);
