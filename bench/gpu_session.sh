@@ -96,6 +96,11 @@ if has runs; then
   for m in "${methods[@]}"; do run 60 32768 cuda $m; done
   for m in "${methods[@]}"; do run 90 131072 cuda $m; done
   for m in "${methods[@]}"; do run 60 32768 cpu $m; done
+  # TurboQuant (its apply step on the GPU since d7c7468): cuda against cpu at 1K and 32K.
+  turbo=("--method turboquant --bits 3 --qjl --rotation hadamard" "--method turboquant --bits 4")
+  for m in "${turbo[@]}"; do
+    run 30 1024 cuda $m; run 30 1024 cpu $m; run 60 32768 cuda $m; run 90 32768 cpu $m
+  done
   cat "$out/runs.jsonl"
   gpu=$(echo "$device" | cut -d, -f1 | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/ .*//')
   results="$out/gpu_run_${gpu:-gpu}.json"
@@ -125,6 +130,9 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
       --gtest_filter='GpuFusedAttention.*Rans*'
     timeout "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \
       --gtest_filter='GpuFusedAttention.Rans*'
+    # TurboQuant's quantizer: chunks of columns, the tables, the bad-vector flag.
+    timeout "$(cap 60)" compute-sanitizer --tool memcheck kvlab_kernel_tests \
+      --gtest_filter='GpuQuantizers.TurboQuant*'
     # The Huffman kernels' groups: stages written and read across barriers, per-group scans, idle
     # groups that only keep the barriers (synccheck: no barrier in divergent code).
     for tool in memcheck racecheck synccheck; do

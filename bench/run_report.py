@@ -26,6 +26,8 @@ def method_id(label):
     """`kvlab bench run`'s method id for a run's method_label ("kivi-2 G=32 R=128": kivi-2)."""
     if label.startswith("kvcomp") and "huffman" in label:
         return "kvcomp-huffman"
+    if label.startswith("turboquant"):  # "turboquant-3 qjl hadamard": its variants apart
+        return label.replace(" ", "-")
     return label.split()[0] if label else label
 
 
@@ -94,7 +96,8 @@ def gpu_targets(rows, command):
     """Issue 44's targets from the runs with --backend cuda beside --backend cpu."""
     out = []
     for tid, ctx, limit in (("32k-1s", 32768, 1.0), ("128k-4s", 131072, 4.0)):
-        runs = [r for r in rows if r["backend"] == "cuda" and r["context"] == ctx]
+        runs = [r for r in rows
+                if r["backend"] == "cuda" and r["context"] == ctx and r["method"] in GPU_METHODS]
         if not runs:
             continue
         methods = {r["method"] for r in runs}
@@ -111,7 +114,7 @@ def gpu_targets(rows, command):
              if b == "cuda" and c >= 1024 and (m, c, "cpu") in times]
     if pairs:
         slowest = min(pairs, key=lambda p: p[2])
-        methods = {m for m, _, _ in pairs}
+        methods = {m for m, _, _ in pairs} & set(GPU_METHODS)
         every = set(GPU_METHODS) <= methods
         out.append(br.target(
             "cuda-vs-cpu", 44, "every method at every context ≥ 1K: `--backend cuda` no slower "

@@ -149,15 +149,24 @@ class ReportTargets(unittest.TestCase):
              "compress_s": 0.9},
             {"ctx": 1024, "method": "int8 per-tensor", "backend": "cuda", "compress_s": 0.2},
             {"ctx": 1024, "method": "int8 per-tensor", "backend": "cpu", "compress_s": 0.1},
+            # A method outside the six: in the cuda-vs-cpu pairs, not in the 32K time target.
+            {"ctx": 32768, "method": "turboquant-3 qjl hadamard", "backend": "cuda",
+             "compress_s": 3.0},
+            {"ctx": 32768, "method": "turboquant-3 qjl hadamard", "backend": "cpu",
+             "compress_s": 30.0},
             {"failed": "131072 cuda --method q4_0"}])
         rows = run_report.rows_of(lines)
-        self.assertEqual(len(rows), 5)
+        self.assertEqual(len(rows), 7)
+        self.assertEqual(rows[5]["method"], "turboquant-3-qjl-hadamard")
         t = by_id(run_report.gpu_targets(rows, CMD))
         self.assertEqual(t["32k-1s"]["status"], "not met")  # 2 of the 6 methods only
         self.assertEqual(t["32k-1s"]["measured"][0]["value"], 2)
+        self.assertEqual([m["what"] for m in t["32k-1s"]["measured"][1:]],
+                         ["int8", "KVComp + Huffman"])
         self.assertEqual(t["cuda-vs-cpu"]["status"], "not met")
         self.assertEqual(t["cuda-vs-cpu"]["measured"][0]["value"], 1)  # of the 6 methods
         self.assertEqual(t["cuda-vs-cpu"]["measured"][2]["what"], "least, int8 at 1K")
+        self.assertIn("3 method × context pairs", t["cuda-vs-cpu"]["measured"][1]["what"])
         self.assertNotIn("128k-4s", t)
 
 

@@ -63,7 +63,7 @@ class Backend {
   // CPU runs every stage; a stage a device backend lacks runs on the CPU.
   virtual bool has_stage(Stage stage, const MethodConfig& config, const KvCache& cache) const;
   // Why this backend does not run `stage` of that run on its device ("no GPU quantizer for
-  // turboquant-3"), or "" where it does. The default names the backend only.
+  // kvquant-3"), or "" where it does. The default names the backend only.
   virtual std::string stage_gap(Stage stage, const MethodConfig& config,
                                 const KvCache& cache) const;
   // True when this backend runs a run's layers itself (run_layers) for `config` over `cache`;
