@@ -906,12 +906,8 @@ Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const fl
   KVLAB_TRY_STATUS(check::count(what, kv.values.size(), n, "values"));
   KVLAB_TRY_STATUS(check::io(what, q.size(), nq, out.size(), nq));
   KVLAB_TRY_STATUS(require_gpu());
-  DecodeAttentionArgs a;
-  a.batch = batch;
-  a.tokens = kv.tokens;
-  a.kv_heads = kv.kv_heads;
-  a.q_heads = q_heads;
-  a.head_dim = kv.head_dim;
+  const auto a = DecodeAttentionArgs::of_shape(DecodeFormat::Fp16, batch, kv.tokens, kv.kv_heads,
+                                               q_heads, kv.head_dim);
   return run_decode(a, HostTensor{fp16_bytes(kv.keys), {}, {}, {}, {}},
                     HostTensor{fp16_bytes(kv.values), {}, {}, {}, {}}, {}, {}, q, out, splits);
 }
@@ -985,13 +981,8 @@ Status decode_attention(const StoredKvView& kv, int batch, std::span<const float
   }
   KVLAB_TRY_STATUS(check::io(what, q.size(), nq, out.size(), nq));
   KVLAB_TRY_STATUS(require_gpu());
-  DecodeAttentionArgs a;
-  a.format = kv.format;
-  a.batch = batch;
-  a.tokens = kv.tokens;
-  a.kv_heads = kv.kv_heads;
-  a.q_heads = q_heads;
-  a.head_dim = kv.head_dim;
+  auto a =
+      DecodeAttentionArgs::of_shape(kv.format, batch, kv.tokens, kv.kv_heads, q_heads, kv.head_dim);
   a.k.global = kv.key_global;
   a.v.global = kv.value_global;
   a.k.block_size = a.v.block_size = (packed || kivi) ? kv.block_size : 0;

@@ -75,6 +75,19 @@ struct DecodeAttentionArgs {
   DecodeTensor k_window, v_window;
   const float* q = nullptr;  // [batch][q_heads][head_dim]
   float* out = nullptr;      // [batch][q_heads][head_dim]
+
+  // Arguments of this format and shape, every pointer null.
+  static DecodeAttentionArgs of_shape(DecodeFormat format, int batch, int tokens, int kv_heads,
+                                      int q_heads, int head_dim) {
+    DecodeAttentionArgs a;
+    a.format = format;
+    a.batch = batch;
+    a.tokens = tokens;
+    a.kv_heads = kv_heads;
+    a.q_heads = q_heads;
+    a.head_dim = head_dim;
+    return a;
+  }
 };
 
 // Owns the partials and the per-head counters. prepare() allocates for a shape (and may be called

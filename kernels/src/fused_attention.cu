@@ -471,16 +471,23 @@ int groups_for(K kernel, std::size_t per_group) {
   return units_that_fit(attr.sharedSizeBytes, per_group, P::kMaxGroups);
 }
 
+// `kernel` over the codec blocks, as many groups a CUDA block as fit `per_group` bytes each;
+// `resident` and `opted` are the kernel's own (one pair per instantiation).
+template <class K, class Args>
+cudaError_t launch_groups(K kernel, const Args& a, std::size_t per_group, int& resident,
+                          std::size_t& opted, cudaStream_t stream) {
+  const int groups = groups_for(kernel, per_group);
+  return launch_over_blocks(kernel, a, groups, P::kVectors, per_group * std::max(groups, 1),
+                            a.s.token_blocks, a.s.heads, resident, opted, stream);
+}
+
 template <bool H, int W, int G>
 struct LogitsLaunch {
   static cudaError_t run(const KeyArgs& a, cudaStream_t stream) {
     static int resident = 0;
     static std::size_t opted = 0;
-    const std::size_t per_group = logits_group_bytes(H, a.s.dim, G);
-    const int groups = groups_for(logits_kernel<H, W, G>, per_group);
-    return launch_over_blocks(logits_kernel<H, W, G>, a, groups, P::kVectors,
-                              per_group * std::max(groups, 1), a.s.token_blocks, a.s.heads,
-                              resident, opted, stream);
+    return launch_groups(logits_kernel<H, W, G>, a, logits_group_bytes(H, a.s.dim, G), resident,
+                         opted, stream);
   }
 };
 template <bool H, int W, int G>
@@ -488,11 +495,8 @@ struct ValuesLaunch {
   static cudaError_t run(const ValueArgs& a, cudaStream_t stream) {
     static int resident = 0;
     static std::size_t opted = 0;
-    const std::size_t per_group = values_group_bytes(H, a.s.dim);
-    const int groups = groups_for(values_kernel<H, W, G>, per_group);
-    return launch_over_blocks(values_kernel<H, W, G>, a, groups, P::kVectors,
-                              per_group * std::max(groups, 1), a.s.token_blocks, a.s.heads,
-                              resident, opted, stream);
+    return launch_groups(values_kernel<H, W, G>, a, values_group_bytes(H, a.s.dim), resident, opted,
+                         stream);
   }
 };
 

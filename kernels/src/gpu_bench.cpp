@@ -385,13 +385,7 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
         DeviceArray<float> dqb, doutb;
         KVLAB_TRY_STATUS(dqb.upload(qb.data(), qb.size(), "bench fused"));
         KVLAB_TRY_STATUS(doutb.allocate(qb.size(), "bench fused"));
-        DecodeAttentionArgs fa;
-        fa.format = sr.format;
-        fa.batch = B;
-        fa.tokens = T;
-        fa.kv_heads = H;
-        fa.q_heads = QH;
-        fa.head_dim = D;
+        auto fa = DecodeAttentionArgs::of_shape(sr.format, B, T, H, QH, D);
         fa.q = dqb.get();
         fa.out = doutb.get();
         fa.k.head_scales = dkh.get();
