@@ -9,7 +9,7 @@
 // x_hat = float(code) * scale. Three launches on the caller's stream: a per-head max|x| (block
 // maxima, then atomicMax on the bits: non-negative floats order as their bit patterns), the
 // scales in one thread (the CPU's float operations in its order), then the codes. The conversions
-// are the CPU's own, ported in quant_fp8_convert.cuh.
+// are the CPU's own functions (quant/fp8_impl.h, __host__ __device__).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -19,7 +19,7 @@
 #include "device_quantizer.cuh"
 #include "kvlab/engine/quant/fp8.h"
 #include "quant/fp8_calibrated.h"
-#include "quant_fp8_convert.cuh"
+#include "quant/fp8_impl.h"
 
 namespace kvlab::cuda {
 
@@ -32,6 +32,13 @@ constexpr int kMaxCalibTokens = 1 << 24;  // validate()'s limit (method.cpp kMax
 
 using detail::E4M3;
 using detail::E5M2;
+
+// The CPU computes x * inf (x = 0) and 0 / 0 on x86, whose generated NaN is the "default NaN"
+// 0xffc00000 (sign set); the GPU's is 0x7fffffff. Only a scale that underflowed to 0 (a head of
+// float32 values all below ~2^-141) gives one; the sign bit is what reaches the fp8 code.
+__device__ __forceinline__ float as_x86_nan(float v) {
+  return v != v ? __uint_as_float(0xffc00000u) : v;
+}
 
 template <class T, class Op>
 __device__ T block_reduce(T v, Op op) {
@@ -106,8 +113,8 @@ __global__ void encode_kernel(EncodeArgs a, const float* factor) {
     const std::size_t base = row * a.dim;
     for (int d = threadIdx.x; d < a.dim; d += blockDim.x) {
       const float xi = load_element(a.x, a.dtype, base + d);
-      const float v = fp8::as_x86_nan(Divide ? __fdiv_rn(xi, f) : __fmul_rn(xi, f));
-      a.codes[base + d] = fp8::encode<F>(v);
+      const float v = as_x86_nan(Divide ? __fdiv_rn(xi, f) : __fmul_rn(xi, f));
+      a.codes[base + d] = detail::fp8_encode<F>(v);
       if constexpr (Count) n_clipped += fabsf(v) > a.top ? 1u : 0u;
     }
   }
@@ -141,7 +148,7 @@ __global__ void dequantize_kernel(const std::uint8_t* codes, std::size_t rows, i
     const float scale = scales[per_head ? row % heads : 0];
     const std::size_t base = row * dim;
     for (int d = threadIdx.x; d < dim; d += blockDim.x) {
-      const float c = fp8::decode<F>(codes[base + d]);
+      const float c = detail::fp8_decode<F>(codes[base + d]);
       // x86 passes a NaN operand through (the CPU's m_table[c] * scale); the GPU would not.
       out[base + d] = c != c ? c : __fmul_rn(c, scale);
     }
