@@ -47,26 +47,6 @@ float fp16_to_float(std::uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-std::uint16_t float_to_fp16(float f) {
-  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
-  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  const std::uint32_t ax = x & 0x7fffffffu;
-  if (ax >= 0x7f800000u) {  // inf or NaN
-    return sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u);
-  }
-  if (ax >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: overflow to inf
-  if (ax < 0x38800000u) {                        // below 2^-14: subnormal or zero in fp16
-    // value * 2^24, rounded to nearest even, is the subnormal mantissa.
-    const float v = std::bit_cast<float>(ax) * 0x1p24f;
-    const float r = v + 0x1p23f - 0x1p23f;  // RNE in the current (default) rounding mode
-    return sign | static_cast<std::uint16_t>(r);
-  }
-  // Normal: rebias exponent, round mantissa 23 -> 10 bits to nearest even.
-  std::uint32_t m = ax + 0xfffu + ((ax >> 13) & 1u);
-  m -= 0x38000000u;  // (127 - 15) << 23
-  return sign | static_cast<std::uint16_t>(m >> 13);
-}
-
 float bf16_to_float(std::uint16_t b) {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
