@@ -1,5 +1,6 @@
 // NVFP4 and MXFP4 on the device: the CPU's scalar rules (engine/src/quant/fp4_quantizer.cpp,
-// formulas in fp4_quantizer.h) one thread per block, the same float operations in the same order.
+// formulas in fp4_quantizer.h; the element rules themselves in quant/fp4_rules.h) one thread per
+// block, the same float operations in the same order.
 //  - NVFP4 (TensorRT-LLM cvt_warp_fp16_to_fp4, vLLM nvfp4_quant_kernels.cu): 16 values per block,
 //    an E4M3 scale per block, an fp32 global scale 448 * 6 / amax per tensor, the CPU's IEEE
 //    divisions (not the kernels' rcp.approx).
@@ -12,6 +13,7 @@
 #include <cstdint>
 
 #include "device_quantizer.cuh"
+#include "kvlab/engine/quant/fp4_rules.h"
 #include "quant_block_math.cuh"
 
 namespace kvlab::cuda::block_quant {
@@ -47,23 +49,13 @@ __global__ void nvfp4_global_kernel(const unsigned int* amax_bits, float* global
   *global = amax > 0.0f ? __fdiv_rn(448.0f * 6.0f, amax) : 1.0f;
 }
 
-// fp4_quantizer.cpp's e2m1_encode: the sign bit, then the magnitude rounded to nearest with ties
-// to the even code, saturating at 6; NaN gives its sign with magnitude 0.
-__device__ __forceinline__ std::uint8_t e2m1_encode(float y) {
-  const std::uint32_t sign = (__float_as_uint(y) >> 28) & 0x8u;
-  const float a = fabsf(y);
-  const int m = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) +
-                (a > 5.0f);
-  return static_cast<std::uint8_t>(sign | static_cast<std::uint32_t>(m));
-}
-
 // e2m1_encode(x * s) as the CPU gets it on x86, for a scale s that is not NaN: a NaN x gives its
 // own NaN (sign kept; CUDA's product would lose it), and x * s = 0 * inf gives x86's default NaN
 // (negative), code 0x8.
 __device__ __forceinline__ std::uint8_t e2m1_code(float x, float s) {
-  if (isnan(x)) return e2m1_encode(x);
+  if (isnan(x)) return detail::e2m1_encode(x);
   const float y = __fmul_rn(x, s);
-  return e2m1_encode(isnan(y) ? x86_default_nan() : y);
+  return detail::e2m1_encode(isnan(y) ? x86_default_nan() : y);
 }
 
 // One thread per 16-value block (nvfp4_quantize_row): nibbles at `nibbles` (element 2i in the low
@@ -130,12 +122,6 @@ __global__ void nvfp4_dequantize_kernel(const std::uint8_t* nibbles, const std::
   }
 }
 
-// GGML_E8M0_TO_FP32_HALF: 2^(e - 128), subnormal below e = 2.
-__device__ __forceinline__ float e8m0_to_float_half(std::uint8_t e) {
-  const std::uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<std::uint32_t>(e - 1) << 23;
-  return __uint_as_float(bits);
-}
-
 // mxfp4_exponent_fast, then mxfp4_exponent: (uint8)(floorf(log2f(amax)) - 2 + 127), 0 for 0.
 // The exponent field gives the answer except for zero, subnormals, the smallest exponents,
 // infinity and mantissas within 2^-11 of the next power of two; there the CPU calls log2f, and
@@ -164,7 +150,6 @@ __constant__ const float kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
 // value that rounds to zero takes index 0 whatever its sign; NaN index 0.
 __global__ void mxfp4_quantize_kernel(const void* src, DType dtype, std::size_t blocks,
                                       std::uint8_t* codes) {
-  constexpr float kMid[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f};
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t b = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks;
        b += stride) {
@@ -175,16 +160,11 @@ __global__ void mxfp4_quantize_kernel(const void* src, DType dtype, std::size_t 
       amax = amax_of(amax, x[j]);
     }
     const std::uint8_t e = mxfp4_exponent(amax);
-    const float d = e8m0_to_float_half(e);
+    const float d = detail::e8m0_to_float_half(e);
     float t[7];
-    for (int k = 0; k < 7; ++k) t[k] = __fmul_rn(kMid[k], d);
+    for (int k = 0; k < 7; ++k) t[k] = __fmul_rn(detail::mxfp4_midpoint(k), d);
     std::uint8_t c[kMxfp4Block];
-    for (int j = 0; j < kMxfp4Block; ++j) {
-      const float a = fabsf(x[j]);
-      const int m =
-          (a > t[0]) + (a > t[1]) + (a > t[2]) + (a > t[3]) + (a > t[4]) + (a > t[5]) + (a > t[6]);
-      c[j] = static_cast<std::uint8_t>(m | ((x[j] < 0.0f && m > 0) ? 8 : 0));
-    }
+    for (int j = 0; j < kMxfp4Block; ++j) c[j] = detail::mxfp4_code(x[j], t);
     std::uint8_t* out = codes + b * kMxfp4Bytes;
     out[0] = e;
     for (int j = 0; j < kMxfp4Block / 2; ++j) {
@@ -199,7 +179,7 @@ __global__ void mxfp4_dequantize_kernel(const std::uint8_t* codes, std::size_t b
   for (std::size_t b = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks;
        b += stride) {
     const std::uint8_t* block = codes + b * kMxfp4Bytes;
-    const float d = e8m0_to_float_half(block[0]);
+    const float d = detail::e8m0_to_float_half(block[0]);
     float* o = out + b * kMxfp4Block;
     for (int j = 0; j < kMxfp4Block / 2; ++j) {
       o[j] = __fmul_rn(kMxfp4Values[block[1 + j] & 0xfu], d);

@@ -1,7 +1,7 @@
 // Device forms of the CPU's scalar conversions that the block quantizers (quant_block.cu) must
 // reproduce bit for bit: ggml_quantize.cpp's x86 float-to-integer casts and roundf, and x86's NaN
 // rules where a NaN's sign reaches a stored byte; float_to_fp16 (core/dtype.h) and the E4M3
-// scales (quant/fp8_impl.h) are the CPU's own functions. Every float operation is an explicit
+// scales (quant/fp8_rules.h) are the CPU's own functions. Every float operation is an explicit
 // __f*_rn intrinsic, so that nvcc contracts nothing into an FMA the CPU does not do. Included only
 // by quant_block*.cu(h).
 #pragma once
@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "kvlab/engine/core/dtype.h"
-#include "quant/fp8_impl.h"
+#include "kvlab/engine/quant/fp8_rules.h"
 
 namespace kvlab::cuda::block_quant {
 
@@ -53,7 +53,7 @@ __device__ __forceinline__ float load_f16(const std::uint8_t* p) {
   return __half2float(__ushort_as_half(h));
 }
 
-// The E4M3 block scales: the CPU's conversions themselves (quant/fp8_impl.h).
+// The E4M3 block scales: the CPU's conversions themselves (fp8_rules.h).
 __device__ __forceinline__ std::uint8_t e4m3_encode(float value) {
   return ::kvlab::detail::fp8_encode<::kvlab::detail::E4M3>(value);
 }

@@ -9,7 +9,7 @@
 // x_hat = float(code) * scale. Three launches on the caller's stream: a per-head max|x| (block
 // maxima, then atomicMax on the bits: non-negative floats order as their bit patterns), the
 // scales in one thread (the CPU's float operations in its order), then the codes. The conversions
-// are the CPU's own functions (quant/fp8_impl.h, __host__ __device__).
+// are the CPU's own functions (quant/fp8_rules.h, __host__ __device__).
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -18,8 +18,8 @@
 
 #include "device_quantizer.cuh"
 #include "kvlab/engine/quant/fp8.h"
+#include "kvlab/engine/quant/fp8_rules.h"
 #include "quant/fp8_calibrated.h"
-#include "quant/fp8_impl.h"
 
 namespace kvlab::cuda {
 

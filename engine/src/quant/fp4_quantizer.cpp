@@ -28,19 +28,6 @@ constexpr float kInvE2m1Max = 1.f / kE2m1Max;
 
 constexpr std::array<float, 8> kE2m1Magnitudes = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
 
-// Round to nearest, ties to the even code: each midpoint between neighbours a < b goes to the one
-// whose code is even, so the comparison is >= where the upper neighbour's code is even (0.75 ->
-// 1.0, 1.75 -> 2.0, 3.5 -> 4.0) and > otherwise. Beyond 5 everything is 6 (satfinite).
-inline std::uint8_t e2m1_magnitude_rne(float a) {
-  return static_cast<std::uint8_t>((a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) +
-                                   (a > 2.5f) + (a >= 3.5f) + (a > 5.f));
-}
-
-inline std::uint8_t e2m1_encode(float x) {
-  const std::uint32_t sign = (std::bit_cast<std::uint32_t>(x) >> 28) & 0x8u;
-  return static_cast<std::uint8_t>(sign | e2m1_magnitude_rne(std::fabs(x)));
-}
-
 }  // namespace
 
 const std::array<float, 256>& e4m3_table() {
@@ -397,12 +384,6 @@ std::uint8_t mxfp4_exponent(float amax) {
   return static_cast<std::uint8_t>(static_cast<int>(std::clamp(e, -256.f, 255.f)));
 }
 
-float e8m0_to_float_half(std::uint8_t e) {
-  // GGML_E8M0_TO_FP32_HALF (ggml-impl.h): 2^(e - 128), as a subnormal below e = 2.
-  const std::uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<std::uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
-
 void mxfp4_quantize_row(const float* x, int n, std::uint8_t* blocks) {
   // llama.cpp quantize_row_mxfp4_ref. Its best_index_mxfp4 scans the 16 kvalues for the least
   // |kvalue * d - x| (first wins ties); with d a power of two every difference with a neighbour
@@ -415,14 +396,13 @@ void mxfp4_quantize_row(const float* x, int n, std::uint8_t* blocks) {
   // keeps the sign of values that round to zero, clamps the exponent at -127 and gives the
   // block NaN (0xFF) when amax is NaN/Inf; llama.cpp rounds ties toward zero magnitude, writes
   // e = 0 for an all-zero block, and its float-to-uint8 cast wraps for amax < 2^-125.
-  constexpr std::array<float, 7> kMid = {0.5f, 1.5f, 2.5f, 3.5f, 5.f, 7.f, 10.f};
   for (int b = 0; b < n / kMxfp4BlockSize; ++b) {
     const float* xb = x + static_cast<std::ptrdiff_t>(b) * kMxfp4BlockSize;
     const float amax = block_amax<kMxfp4BlockSize>(xb);
     const std::uint8_t e = mxfp4_exponent_fast(amax);
     const float d = e8m0_to_float_half(e);
     std::array<float, 7> t{};
-    for (int k = 0; k < 7; ++k) t[k] = kMid[k] * d;
+    for (int k = 0; k < 7; ++k) t[k] = mxfp4_midpoint(k) * d;
     std::uint8_t* out = blocks + static_cast<std::ptrdiff_t>(b) * kMxfp4BlockBytes;
     out[0] = e;
 #if KVLAB_QUANT_AVX512
@@ -433,12 +413,7 @@ void mxfp4_quantize_row(const float* x, int n, std::uint8_t* blocks) {
 #else
     std::uint8_t c[kMxfp4BlockSize];
 #pragma omp simd
-    for (int i = 0; i < kMxfp4BlockSize; ++i) {
-      const float a = std::fabs(xb[i]);
-      const int m =
-          (a > t[0]) + (a > t[1]) + (a > t[2]) + (a > t[3]) + (a > t[4]) + (a > t[5]) + (a > t[6]);
-      c[i] = static_cast<std::uint8_t>(m | ((xb[i] < 0.f && m > 0) ? 8 : 0));
-    }
+    for (int i = 0; i < kMxfp4BlockSize; ++i) c[i] = mxfp4_code(xb[i], t.data());
     for (int j = 0; j < kMxfp4BlockSize / 2; ++j) {
       out[1 + j] = static_cast<std::uint8_t>(c[j] | (c[j + kMxfp4BlockSize / 2] << 4));
     }

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kvlab/engine/quant/fp4_rules.h"
 #include "kvlab/engine/quant/quantizer.h"
 
 namespace kvlab::detail {
@@ -59,8 +60,7 @@ void nvfp4_dequantize_row(const std::uint8_t* nibbles, const std::uint8_t* block
 
 // llama.cpp's exponent byte: (uint8)(floor(log2(amax)) - 2 + 127), 0 where amax is 0.
 std::uint8_t mxfp4_exponent(float amax);
-// llama.cpp's GGML_E8M0_TO_FP32_HALF: 2^(e - 127) / 2 (subnormal for e < 2).
-float e8m0_to_float_half(std::uint8_t e);
+// llama.cpp's GGML_E8M0_TO_FP32_HALF, e8m0_to_float_half: fp4_rules.h.
 // Quantizes n values (a multiple of 32) into n / 32 block_mxfp4 (17 bytes each).
 void mxfp4_quantize_row(const float* x, int n, std::uint8_t* blocks);
 
