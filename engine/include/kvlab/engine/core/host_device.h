@@ -45,4 +45,22 @@ KVLAB_HOST_DEVICE inline std::uint32_t bits_from_float(float f) {
 #endif
 }
 
+// a * b rounded to float and never fused with the sum that uses it, on both compilers (the CPU's
+// -march=native and nvcc both contract a * b + c into one fma by default): for formulas whose
+// bytes the CPU and the GPU must agree on.
+KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float rounded_product(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  float p = a * b;
+#if defined(__x86_64__) || defined(__i386__)
+  asm("" : "+x"(p));  // p leaves the expression as a rounded float
+#else
+  volatile float kept = p;
+  p = kept;
+#endif
+  return p;
+#endif
+}
+
 }  // namespace kvlab

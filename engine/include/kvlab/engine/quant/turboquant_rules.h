@@ -18,8 +18,8 @@
 //  - QJL's residual: y_j - stored ||x|| * c[code] (the product rounded, then the difference);
 //    gamma = ||r|| summed in index order, by fmas after an MSE stage and by a rounded product and
 //    sum without one (the residual is then y itself).
-// Products that must not fuse with the sum after them go through product(), which rounds on both
-// compilers (the CPU's -march=native and nvcc both contract a * b + c by default).
+// Products that must not fuse with the sum after them go through rounded_product()
+// (core/host_device.h), which rounds on both compilers.
 #pragma once
 
 #include <cmath>
@@ -32,22 +32,6 @@
 namespace kvlab::turboquant_rules {
 
 inline constexpr int kNormLanes = 16;
-
-// a * b rounded to float, never fused with what uses it.
-KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float product(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  float p = a * b;
-#if defined(__x86_64__) || defined(__i386__)
-  asm("" : "+x"(p));  // p leaves the expression as a rounded float
-#else
-  volatile float kept = p;
-  p = kept;
-#endif
-  return p;
-#endif
-}
 
 KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float square_root(float v) {
 #if defined(__CUDA_ARCH__)
@@ -133,16 +117,16 @@ KVLAB_HOST_DEVICE void rotate(const Tables& t, const X& x, Y& y) {
       y[c] = ordered_dot(x, t.rotation + static_cast<std::size_t>(c) * d, d);
     return;
   }
-  for (int j = 0; j < d; ++j) y[j] = product(x[j], t.signs[j]);
+  for (int j = 0; j < d; ++j) y[j] = rounded_product(x[j], t.signs[j]);
   hadamard_unscaled(y, d);
-  for (int j = 0; j < d; ++j) y[j] = product(y[j], t.hadamard_scale);
+  for (int j = 0; j < d; ++j) y[j] = rounded_product(y[j], t.hadamard_scale);
 }
 
 // The MSE code of y against the boundaries scaled by ||x|| (as computed).
 KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE std::uint8_t level_code(float y, float norm,
                                                              const float* boundaries, int count) {
   int c = 0;
-  for (int k = 0; k < count; ++k) c += y > product(norm, boundaries[k]) ? 1 : 0;
+  for (int k = 0; k < count; ++k) c += y > rounded_product(norm, boundaries[k]) ? 1 : 0;
   return static_cast<std::uint8_t>(c);
 }
 
@@ -169,7 +153,7 @@ KVLAB_HOST_DEVICE bool encode_vector(const Tables& t, const X& x, Y& y, R& r, En
     for (int j = 0; j < d; ++j) {
       const std::uint8_t code = level_code(y[j], norm, t.boundaries, boundaries);
       out.codes[j] = code;
-      if (t.qjl) r[j] = y[j] - product(out.norm, t.centroids[code]);
+      if (t.qjl) r[j] = y[j] - rounded_product(out.norm, t.centroids[code]);
     }
   } else if (t.qjl) {
     for (int j = 0; j < d; ++j) r[j] = y[j];
@@ -177,7 +161,8 @@ KVLAB_HOST_DEVICE bool encode_vector(const Tables& t, const X& x, Y& y, R& r, En
   if (!t.qjl) return true;
   float rr = 0.f;
   for (int j = 0; j < d; ++j) {
-    rr = t.mse_bits > 0 ? rules::fused_multiply_add(r[j], r[j], rr) : rr + product(r[j], r[j]);
+    rr = t.mse_bits > 0 ? rules::fused_multiply_add(r[j], r[j], rr)
+                        : rr + rounded_product(r[j], r[j]);
   }
   out.gamma = stored_norm(square_root(rr), t.norm_dtype);
   // sign(S r): row c of S against r.
@@ -194,9 +179,10 @@ template <class Codes, class Signs, class Y, class Out>
 KVLAB_HOST_DEVICE void decode_vector(const Tables& t, const Codes& code, const Signs& sign,
                                      float norm, float gamma, Y& y, Out& out) {
   const int d = t.dim;
-  for (int j = 0; j < d; ++j) y[j] = t.mse_bits > 0 ? product(norm, t.centroids[code(j)]) : 0.f;
+  for (int j = 0; j < d; ++j)
+    y[j] = t.mse_bits > 0 ? rounded_product(norm, t.centroids[code(j)]) : 0.f;
   if (t.qjl) {
-    const float g = product(t.qjl_scale, gamma);
+    const float g = rounded_product(t.qjl_scale, gamma);
     for (int k = 0; k < d; ++k) {
       const float s = sign(k) != 0 ? g : -g;
       const float* row = t.sketch + static_cast<std::size_t>(k) * d;
@@ -214,7 +200,8 @@ KVLAB_HOST_DEVICE void decode_vector(const Tables& t, const Codes& code, const S
     return;
   }
   hadamard_unscaled(y, d);
-  for (int j = 0; j < d; ++j) out[j] = product(product(y[j], t.hadamard_scale), t.signs[j]);
+  for (int j = 0; j < d; ++j)
+    out[j] = rounded_product(rounded_product(y[j], t.hadamard_scale), t.signs[j]);
 }
 
 }  // namespace kvlab::turboquant_rules
