@@ -99,7 +99,7 @@ if has runs; then
   # TurboQuant (its apply step on the GPU since d7c7468): cuda against cpu at 1K and 32K.
   turbo=("--method turboquant --bits 3 --qjl --rotation hadamard" "--method turboquant --bits 4")
   for m in "${turbo[@]}"; do
-    run 30 1024 cuda $m; run 30 1024 cpu $m; run 60 32768 cuda $m; run 90 32768 cpu $m
+    run 20 1024 cuda $m; run 20 1024 cpu $m; run 30 32768 cuda $m; run 45 32768 cpu $m
   done
   cat "$out/runs.jsonl"
   gpu=$(echo "$device" | cut -d, -f1 | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/ .*//')
