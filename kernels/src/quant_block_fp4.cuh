@@ -43,10 +43,8 @@ __global__ void tensor_amax_kernel(const void* src, DType dtype, std::size_t n,
   if (threadIdx.x % 32 == 0) atomicMax(bits, m);
 }
 
-// nvfp4_global_scale: (448 * 6) / amax, 1 where amax is 0.
 __global__ void nvfp4_global_kernel(const unsigned int* amax_bits, float* global) {
-  const float amax = __uint_as_float(*amax_bits);
-  *global = amax > 0.0f ? __fdiv_rn(448.0f * 6.0f, amax) : 1.0f;
+  *global = detail::nvfp4_global_scale(__uint_as_float(*amax_bits));
 }
 
 // e2m1_encode(x * s) as the CPU gets it on x86, for a scale s that is not NaN: a NaN x gives its
@@ -63,7 +61,6 @@ __device__ __forceinline__ std::uint8_t e2m1_code(float x, float s) {
 __global__ void nvfp4_quantize_kernel(const void* src, DType dtype, std::size_t blocks,
                                       const float* global_scale, std::uint8_t* nibbles,
                                       std::uint8_t* scales) {
-  constexpr float kInvE2m1Max = 1.0f / 6.0f;  // the kernels' reciprocal(6.0f)
   const float global = *global_scale;
   const float inv_global = __fdiv_rn(1.0f, global);
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -75,7 +72,7 @@ __global__ void nvfp4_quantize_kernel(const void* src, DType dtype, std::size_t 
       x[j] = load_element(src, dtype, b * kNvfp4Block + j);
       amax = amax_of(amax, x[j]);
     }
-    float sf = __fmul_rn(global, __fmul_rn(amax, kInvE2m1Max));
+    float sf = detail::nvfp4_block_scale(global, amax);
     // Neither factor is ever NaN, so a NaN sf is 0 * inf: x86's default NaN, E4M3 code 0xff.
     if (isnan(sf)) sf = x86_default_nan();
     const std::uint8_t sf8 = e4m3_encode(sf);
@@ -88,8 +85,7 @@ __global__ void nvfp4_quantize_kernel(const void* src, DType dtype, std::size_t 
       for (int j = 0; j < kNvfp4Block / 2; ++j) out[j] = fill;
       continue;
     }
-    const float narrow = e4m3_decode(sf8);
-    const float out_scale = narrow != 0.0f ? __fdiv_rn(1.0f, __fmul_rn(narrow, inv_global)) : 0.0f;
+    const float out_scale = detail::nvfp4_value_factor(e4m3_decode(sf8), inv_global);
     for (int j = 0; j < kNvfp4Block / 2; ++j) {
       const std::uint8_t lo = e2m1_code(x[2 * j], out_scale);
       const std::uint8_t hi = e2m1_code(x[2 * j + 1], out_scale);

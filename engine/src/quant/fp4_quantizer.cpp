@@ -21,10 +21,6 @@ namespace kvlab::detail {
 namespace {
 
 constexpr std::size_t kChunkValues = 8192;
-constexpr float kE2m1Max = 6.f;
-constexpr float kE4m3Max = 448.f;
-// The kernel multiplies by reciprocal(6.0f): the float nearest 1/6.
-constexpr float kInvE2m1Max = 1.f / kE2m1Max;
 
 constexpr std::array<float, 8> kE2m1Magnitudes = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
 
@@ -318,11 +314,6 @@ void nvfp4_dequantize_row(const std::uint8_t* nibbles, const std::uint8_t* block
   }
 }
 
-float nvfp4_global_scale(float amax) {
-  // vLLM / ModelOpt: (FLOAT8_E4M3_MAX * FLOAT4_E2M1_MAX) / amax, in fp32.
-  return amax > 0.f ? (kE4m3Max * kE2m1Max) / amax : 1.f;
-}
-
 void nvfp4_quantize_row(const float* x, int n, float global_scale, std::uint8_t* nibbles,
                         std::uint8_t* block_scales) {
   // TensorRT-LLM cvt_warp_fp16_to_fp4 (cpp/tensorrt_llm/kernels/quantization.cuh), per block,
@@ -340,10 +331,8 @@ void nvfp4_quantize_row(const float* x, int n, float global_scale, std::uint8_t*
     for (int b = 0; b < nb; ++b) amax[b] = block_amax<kNvfp4BlockSize>(xg + b * kNvfp4BlockSize);
 #pragma omp simd
     for (int b = 0; b < nb; ++b) {
-      const float sf = global_scale * (amax[b] * kInvE2m1Max);
-      const std::uint8_t sf8 = fp8_encode<E4M3>(sf);
-      const float narrow = e4m3[sf8];
-      out_scale[b] = narrow != 0.f ? 1.f / (narrow * inv_global) : 0.f;
+      const std::uint8_t sf8 = fp8_encode<E4M3>(nvfp4_block_scale(global_scale, amax[b]));
+      out_scale[b] = nvfp4_value_factor(e4m3[sf8], inv_global);
       block_scales[g + b] = sf8;
     }
     std::uint8_t* out = nibbles + static_cast<std::ptrdiff_t>(g) * (kNvfp4BlockSize / 2);

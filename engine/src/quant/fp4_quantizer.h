@@ -47,8 +47,7 @@ float e2m1_to_float(std::uint8_t code);
 // sign with magnitude 0 (0x0 or 0x8).
 std::uint8_t float_to_e2m1(float x);
 
-// NVFP4's per-tensor global scale: 448 * 6 / amax; 1 where amax is 0 (every code is then 0).
-float nvfp4_global_scale(float amax);
+// NVFP4's per-tensor global scale, nvfp4_global_scale(amax): fp4_rules.h.
 // Quantizes n values (a multiple of 16): n / 2 nibble bytes and n / 16 E4M3 scale bytes.
 void nvfp4_quantize_row(const float* x, int n, float global_scale, std::uint8_t* nibbles,
                         std::uint8_t* block_scales);

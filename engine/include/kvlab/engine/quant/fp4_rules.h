@@ -3,7 +3,8 @@
 // and the GPU's (kernels/src/quant_block_fp4.cuh): every function is inline and, under nvcc,
 // __host__ __device__.
 //  - E2M1 (NVFP4's elements, OCP MX's FP4): sign << 3 | magnitude index into {0, 0.5, 1, 1.5, 2,
-//    3, 4, 6}, rounded to nearest with ties to the even code, saturating at 6.
+//    3, 4, 6}, rounded to nearest with ties to the even code, saturating at 6;
+//  - NVFP4's global and block scales.
 //  - MXFP4 as llama.cpp stores it (quantize_row_mxfp4_ref, block_mxfp4): an E8M0 exponent byte
 //    e with d = GGML_E8M0_TO_FP32_HALF(e), and each element's index among the doubled E2M1
 //    magnitudes by |x| against the midpoints between neighbours times d, ties to the smaller one.
@@ -29,6 +30,22 @@ KVLAB_HOST_DEVICE inline std::uint8_t e2m1_encode(float x) {
   const std::uint32_t u = bits_from_float(x);
   return static_cast<std::uint8_t>(((u >> 28) & 0x8u) |
                                    e2m1_magnitude_rne(float_from_bits(u & 0x7fffffffu)));
+}
+
+// NVFP4's scales in fp32 (TensorRT-LLM cvt_warp_fp16_to_fp4; vLLM / ModelOpt's global scale):
+// the tensor's global scale (FLOAT8_E4M3_MAX * FLOAT4_E2M1_MAX) / amax, 1 where amax is 0; a
+// block's scale before its E4M3 rounding, global * (amax * reciprocal(6)); and the factor the
+// block's values are multiplied by, 1 / (its E4M3 scale * (1 / global)), 0 for a zero scale.
+// Products and quotients only: no sum for a compiler to fuse them into.
+KVLAB_HOST_DEVICE inline float nvfp4_global_scale(float amax) {
+  return amax > 0.f ? (448.f * 6.f) / amax : 1.f;
+}
+KVLAB_HOST_DEVICE inline float nvfp4_block_scale(float global, float block_amax) {
+  constexpr float kInvE2m1Max = 1.f / 6.f;  // the kernels' reciprocal(6.0f): the float nearest 1/6
+  return global * (block_amax * kInvE2m1Max);
+}
+KVLAB_HOST_DEVICE inline float nvfp4_value_factor(float e4m3_scale, float inv_global) {
+  return e4m3_scale != 0.f ? 1.f / (e4m3_scale * inv_global) : 0.f;
 }
 
 // GGML_E8M0_TO_FP32_HALF (ggml-impl.h): 2^(e - 128), as a subnormal below e = 2.
