@@ -470,7 +470,7 @@ std::string gpu_stage_gap(Stage stage, const MethodConfig& config, const KvCache
   switch (stage) {
     case Stage::Quantize:
     case Stage::Dequantize: {
-      if (config.kind != MethodKind::TurboQuant && config.rotation != RotationKind::None) {
+      if (wraps_rotation(config)) {
         return fmt::format("{} rotation runs on the CPU", rotation_id(config.rotation));
       }
       auto q = make_device_quantizer(config);

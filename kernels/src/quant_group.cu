@@ -495,11 +495,7 @@ std::unique_ptr<DeviceQuantizer> make_group_device_quantizer(const MethodConfig&
 }
 
 Result<std::unique_ptr<DeviceQuantizer>> make_device_quantizer(const MethodConfig& config) {
-  // A rotation wraps the CPU quantizer (rotated_quantizer.h), except TurboQuant's, which is part
-  // of the method.
-  if (config.kind != MethodKind::TurboQuant && config.rotation != RotationKind::None) {
-    return std::unique_ptr<DeviceQuantizer>();
-  }
+  if (wraps_rotation(config)) return std::unique_ptr<DeviceQuantizer>();  // the CPU's wrapper
   for (auto family : {&make_group_device_quantizer, &make_fp8_device_quantizer,
                       &make_block_device_quantizer, &make_turboquant_device_quantizer}) {
     if (auto q = family(config)) return Result<std::unique_ptr<DeviceQuantizer>>(std::move(q));

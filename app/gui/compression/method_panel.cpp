@@ -340,8 +340,7 @@ MethodConfig MethodPanel::config() const {
     c.rotation = static_cast<RotationKind>(m_rotation->currentData().toInt());
   }
   c.rotation_seed = static_cast<std::uint64_t>(m_rotation_seed->value());
-  c.rotate_values = c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None &&
-                    m_rotate_values->isChecked();
+  c.rotate_values = wraps_rotation(c) && m_rotate_values->isChecked();
   return c;
 }
 

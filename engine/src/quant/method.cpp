@@ -309,7 +309,7 @@ nlohmann::json method_params_json(const MethodConfig& c) {
   if (method_has_param_dtype(c.kind)) {
     j["param_dtype"] = std::string(dtype_name(method_param_dtype(c)));
   }
-  if (c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None) {
+  if (wraps_rotation(c)) {
     j["rotation"] = std::string(rotation_id(c.rotation));
     j["rotation_seed"] = c.rotation_seed;
     j["rotate_values"] = c.rotate_values;
@@ -457,7 +457,7 @@ std::string method_label(const MethodConfig& c) {
     params = fmt::format(" params={}", dtype_name(*c.param_dtype));
   }
   std::string rotation;
-  if (c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None) {
+  if (wraps_rotation(c)) {
     rotation = fmt::format(" + {}{}", rotation_id(c.rotation), c.rotate_values ? " K,V" : " K");
   }
   return method_label_base(c) + params + rotation;
@@ -518,7 +518,7 @@ MethodConfig method_for_cache(MethodConfig config, const KvCache& cache) {
 Result<std::unique_ptr<Quantizer>> make_quantizer(const MethodConfig& c) {
   KVLAB_TRY(validate(c));
   auto q = make_base_quantizer(c);
-  if (!q || c.kind == MethodKind::TurboQuant) return q;
+  if (!q || !wraps_rotation(c)) return q;
   return detail::make_rotated_quantizer(std::move(*q),
                                         {c.rotation, c.rotation_seed, c.rotate_values});
 }

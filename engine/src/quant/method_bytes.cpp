@@ -89,8 +89,7 @@ std::optional<std::uint64_t> base_bytes(const MethodConfig& c, TensorRole role, 
 std::optional<std::uint64_t> method_tensor_bytes(const MethodConfig& c, TensorRole role,
                                                  std::uint64_t tokens, int heads, int dim) {
   auto b = base_bytes(c, role, tokens, heads, dim);
-  const bool rotated = c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None &&
-                       (role == TensorRole::Key || c.rotate_values);
+  const bool rotated = wraps_rotation(c) && (role == TensorRole::Key || c.rotate_values);
   if (b && rotated) *b += sizeof(std::uint64_t);  // the rotation's seed
   return b;
 }

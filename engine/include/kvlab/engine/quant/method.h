@@ -94,6 +94,12 @@ struct MethodConfig {
   bool rotate_values = false;
 };
 
+// Whether a rotation wraps the method's quantizer (quant/rotated_quantizer.h): one is set and the
+// method is not TurboQuant, whose rotation is part of the method.
+inline bool wraps_rotation(const MethodConfig& c) {
+  return c.kind != MethodKind::TurboQuant && c.rotation != RotationKind::None;
+}
+
 // The paper or reference each method follows, one line ("KIVI (Liu et al. 2024,
 // arXiv:2402.02750)").
 std::string_view method_reference(MethodKind kind);
