@@ -2,8 +2,9 @@
 // q5_1, iq4_nl, with llama.cpp's attn_rot Hadamard where the method has it) and the FP4 formats
 // (nvfp4, mxfp4). Each gives the bytes of its CPU quantizer (ggml_block_quantizer.cpp,
 // fp4_quantizer.cpp) for the same input: the per-block rules live in quant_block_ggml.cuh and
-// quant_block_fp4.cuh, the float rules they share in quant_block_math.cuh. Kernels are one
-// thread per block; every launch is on the caller's stream and checked.
+// quant_block_fp4.cuh, over the CPU's own functions (model/ggml_block_rules.h,
+// quant/fp4_rules.h, quant/fp8_rules.h). Kernels are one thread per block; every launch is on the
+// caller's stream and checked.
 #include <algorithm>
 #include <cctype>
 #include <cmath>

@@ -14,7 +14,7 @@
 
 #include "device_quantizer.cuh"
 #include "kvlab/engine/quant/fp4_rules.h"
-#include "quant_block_math.cuh"
+#include "kvlab/engine/quant/fp8_rules.h"
 
 namespace kvlab::cuda::block_quant {
 
@@ -53,7 +53,7 @@ __global__ void nvfp4_global_kernel(const unsigned int* amax_bits, float* global
 __device__ __forceinline__ std::uint8_t e2m1_code(float x, float s) {
   if (isnan(x)) return detail::e2m1_encode(x);
   const float y = __fmul_rn(x, s);
-  return detail::e2m1_encode(isnan(y) ? x86_default_nan() : y);
+  return detail::e2m1_encode(x86_nan(y));
 }
 
 // One thread per 16-value block (nvfp4_quantize_row): nibbles at `nibbles` (element 2i in the low
@@ -72,10 +72,9 @@ __global__ void nvfp4_quantize_kernel(const void* src, DType dtype, std::size_t 
       x[j] = load_element(src, dtype, b * kNvfp4Block + j);
       amax = amax_of(amax, x[j]);
     }
-    float sf = detail::nvfp4_block_scale(global, amax);
     // Neither factor is ever NaN, so a NaN sf is 0 * inf: x86's default NaN, E4M3 code 0xff.
-    if (isnan(sf)) sf = x86_default_nan();
-    const std::uint8_t sf8 = e4m3_encode(sf);
+    const float sf = x86_nan(detail::nvfp4_block_scale(global, amax));
+    const std::uint8_t sf8 = detail::fp8_encode<detail::E4M3>(sf);
     scales[b] = sf8;
     std::uint8_t* out = nibbles + b * (kNvfp4Block / 2);
     if ((sf8 & 0x7fu) == 0x7fu) {
@@ -85,7 +84,8 @@ __global__ void nvfp4_quantize_kernel(const void* src, DType dtype, std::size_t 
       for (int j = 0; j < kNvfp4Block / 2; ++j) out[j] = fill;
       continue;
     }
-    const float out_scale = detail::nvfp4_value_factor(e4m3_decode(sf8), inv_global);
+    const float out_scale =
+        detail::nvfp4_value_factor(detail::fp8_decode<detail::E4M3>(sf8), inv_global);
     for (int j = 0; j < kNvfp4Block / 2; ++j) {
       const std::uint8_t lo = e2m1_code(x[2 * j], out_scale);
       const std::uint8_t hi = e2m1_code(x[2 * j + 1], out_scale);
@@ -108,7 +108,7 @@ __global__ void nvfp4_dequantize_kernel(const std::uint8_t* nibbles, const std::
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t b = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks;
        b += stride) {
-    const float s = __fdiv_rn(e4m3_decode(scales[b]), global);
+    const float s = __fdiv_rn(detail::fp8_decode<detail::E4M3>(scales[b]), global);
     const std::uint8_t* in = nibbles + b * (kNvfp4Block / 2);
     float* o = out + b * kNvfp4Block;
     for (int j = 0; j < kNvfp4Block / 2; ++j) {

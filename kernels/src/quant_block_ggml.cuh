@@ -15,9 +15,14 @@
 #include "kvlab/engine/model/ggml_block_rules.h"
 #include "kvlab/engine/model/ggml_blocks.h"
 #include "kvlab/engine/model/ggml_types.h"
-#include "quant_block_math.cuh"
 
 namespace kvlab::cuda::block_quant {
+
+// An fp16 stored little-endian at any address (ggml's block fields are unaligned).
+__device__ __forceinline__ float load_f16(const std::uint8_t* p) {
+  const auto h = static_cast<std::uint16_t>(p[0] | (p[1] << 8));
+  return __half2float(__ushort_as_half(h));
+}
 
 constexpr int kGgmlBlock = 32;  // QK4_0 = QK4_1 = QK5_0 = QK5_1 = QK8_0 = QK4_NL
 

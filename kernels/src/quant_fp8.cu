@@ -33,13 +33,6 @@ constexpr int kMaxCalibTokens = 1 << 24;  // validate()'s limit (method.cpp kMax
 using detail::E4M3;
 using detail::E5M2;
 
-// The CPU computes x * inf (x = 0) and 0 / 0 on x86, whose generated NaN is the "default NaN"
-// 0xffc00000 (sign set); the GPU's is 0x7fffffff. Only a scale that underflowed to 0 (a head of
-// float32 values all below ~2^-141) gives one; the sign bit is what reaches the fp8 code.
-__device__ __forceinline__ float as_x86_nan(float v) {
-  return v != v ? __uint_as_float(0xffc00000u) : v;
-}
-
 template <class T, class Op>
 __device__ T block_reduce(T v, Op op) {
   __shared__ T s[kThreads];
@@ -113,7 +106,9 @@ __global__ void encode_kernel(EncodeArgs a, const float* factor) {
     const std::size_t base = row * a.dim;
     for (int d = threadIdx.x; d < a.dim; d += blockDim.x) {
       const float xi = load_element(a.x, a.dtype, base + d);
-      const float v = as_x86_nan(Divide ? __fdiv_rn(xi, f) : __fmul_rn(xi, f));
+      // x * inf (x = 0) or 0 / 0: only a scale that underflowed to 0 (a head of float32 values all
+      // below ~2^-141) makes a NaN here, and its sign reaches the code.
+      const float v = x86_nan(Divide ? __fdiv_rn(xi, f) : __fmul_rn(xi, f));
       a.codes[base + d] = detail::fp8_encode<F>(v);
       if constexpr (Count) n_clipped += fabsf(v) > a.top ? 1u : 0u;
     }

@@ -45,6 +45,20 @@ KVLAB_HOST_DEVICE inline std::uint32_t bits_from_float(float f) {
 #endif
 }
 
+// |v| by its bits (fabs on both compilers, NaN included).
+KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float abs_float(float v) {
+  return float_from_bits(bits_from_float(v) & 0x7fffffffu);
+}
+
+// A NaN as x86 makes it: an SSE/AVX operation on operands that are not NaN (0 * inf, inf - inf,
+// inf / inf) gives the "default NaN" 0xffc00000, sign set; CUDA's operations give 0x7fffffff.
+// Where such a NaN's sign reaches a stored byte (an fp16 scale, an fp8 code, an E2M1 code), the
+// GPU passes it through this to store the CPU's bytes; on x86 it changes nothing. Only for NaNs
+// an operation made, not for a NaN input passed along (its payload is its own).
+KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float x86_nan(float v) {
+  return v != v ? float_from_bits(0xffc00000u) : v;
+}
+
 // a * b rounded to float and never fused with the sum that uses it, on both compilers (the CPU's
 // -march=native and nvcc both contract a * b + c into one fma by default): for formulas whose
 // bytes the CPU and the GPU must agree on.

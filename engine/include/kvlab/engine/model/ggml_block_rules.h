@@ -11,9 +11,8 @@
 //    FMA): every product that feeds a sum goes through rounded_product(), rounded on its own;
 //  - C's float-to-integer conversion as x86-64 compiles it (truncation, 0x80000000 for NaN and
 //    out of range), written out (trunc_x86), and roundf as its definition;
-//  - a NaN that an operation makes (inf - inf, inf / inf) is x86's "default NaN", 0xffc00000
-//    (sign set); CUDA's is 0x7fffffff. Where such a NaN reaches a stored fp16, x86_nan() gives it
-//    x86's bits on both (on x86 it is already so).
+//  - a NaN that an operation makes (inf - inf, inf / inf) is x86's "default NaN"; where one reaches
+//    a stored fp16, x86_nan() (core/host_device.h) gives it x86's bits on both.
 #pragma once
 
 #include <cstddef>
@@ -26,14 +25,6 @@
 namespace kvlab::ggml_rules {
 
 inline constexpr int kBlock = ggml_block::kValues;
-
-KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float magnitude(float v) {
-  return float_from_bits(bits_from_float(v) & 0x7fffffffu);
-}
-
-KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float x86_nan(float v) {
-  return v != v ? float_from_bits(0xffc00000u) : v;
-}
 
 // C's conversion of a float to an integer type as x86-64 compiles it (cvttss2si to 32 bits, then
 // the low bits): truncation toward zero, and 0x80000000 for NaN and values out of range, where C
@@ -52,12 +43,12 @@ KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE std::uint8_t to_uint8(float v) {
 // C's roundf: halfway cases away from zero. t = trunc(v) (exact), v - t exact, one step away from
 // zero where |v - t| >= 0.5; NaN and +-inf stay as they are.
 KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float round_half_away(float v) {
-  const bool integral = !(magnitude(v) < 8388608.0f);  // 2^23 and up, inf and NaN
+  const bool integral = !(abs_float(v) < 8388608.0f);  // 2^23 and up, inf and NaN
   const float t = integral ? v : static_cast<float>(static_cast<std::int32_t>(v));
   // trunc(-0.3) is -0: the sign of v stays on a zero.
   const float tz = t == 0.0f ? float_from_bits(bits_from_float(v) & 0x80000000u) : t;
   const float one = float_from_bits(0x3f800000u | (bits_from_float(v) & 0x80000000u));
-  return !integral && magnitude(v - tz) >= 0.5f ? tz + one : tz;
+  return !integral && abs_float(v - tz) >= 0.5f ? tz + one : tz;
 }
 
 KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE void store_f16(std::uint8_t* p, float v) {
@@ -77,8 +68,8 @@ KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE int min_int(int a, int b) {
 KVLAB_HOST_DEVICE inline float signed_absmax(const float* x) {
   float amax = 0.0f, max = 0.0f;
   for (int j = 0; j < kBlock; ++j) {
-    if (amax < magnitude(x[j])) {
-      amax = magnitude(x[j]);
+    if (amax < abs_float(x[j])) {
+      amax = abs_float(x[j]);
       max = x[j];
     }
   }
@@ -178,7 +169,7 @@ KVLAB_HOST_DEVICE inline void quant_q8_0(const float* x, std::uint8_t* y) {
   // MAX(amax, |v|) = amax > |v| ? amax : |v|: a NaN takes amax's place until the next value. Its
   // sign is clear (|v|), so a NaN d is stored as 0x7e00 on both.
   for (int j = 0; j < kBlock; ++j) {
-    const float a = magnitude(x[j]);
+    const float a = abs_float(x[j]);
     amax = amax > a ? amax : a;
   }
   const float d = amax / 127.0f;
@@ -217,7 +208,7 @@ KVLAB_HOST_DEVICE inline void quant_iq4_nl(const float* x, std::uint8_t* y, int 
   std::uint8_t L[kBlock] = {};
   float amax = 0.0f, max = 0.0f;
   for (int j = 0; j < kBlock; ++j) {
-    const float ax = magnitude(x[j]);
+    const float ax = abs_float(x[j]);
     if (ax > amax) {
       amax = ax;
       max = x[j];

@@ -28,8 +28,7 @@ KVLAB_HOST_DEVICE inline std::uint8_t e2m1_magnitude_rne(float a) {
 // magnitude; NaN gives its sign with magnitude 0.
 KVLAB_HOST_DEVICE inline std::uint8_t e2m1_encode(float x) {
   const std::uint32_t u = bits_from_float(x);
-  return static_cast<std::uint8_t>(((u >> 28) & 0x8u) |
-                                   e2m1_magnitude_rne(float_from_bits(u & 0x7fffffffu)));
+  return static_cast<std::uint8_t>(((u >> 28) & 0x8u) | e2m1_magnitude_rne(abs_float(x)));
 }
 
 // NVFP4's scales in fp32 (TensorRT-LLM cvt_warp_fp16_to_fp4; vLLM / ModelOpt's global scale):
@@ -65,7 +64,7 @@ KVLAB_HOST_DEVICE inline float mxfp4_midpoint(int k) {
 // midpoints below |x|, ties to the smaller magnitude; the sign bit (8) only where the index is
 // not 0, so a value that rounds to zero is +0 whatever its sign; NaN index 0.
 KVLAB_HOST_DEVICE inline std::uint8_t mxfp4_code(float x, const float* t) {
-  const float a = float_from_bits(bits_from_float(x) & 0x7fffffffu);
+  const float a = abs_float(x);
   const int m =
       (a > t[0]) + (a > t[1]) + (a > t[2]) + (a > t[3]) + (a > t[4]) + (a > t[5]) + (a > t[6]);
   return static_cast<std::uint8_t>(m | ((x < 0.f && m > 0) ? 8 : 0));
