@@ -19,6 +19,7 @@
 
 #include "core/row_loader.h"
 #include "kvlab/engine/quant/rotation.h"
+#include "quant/hadamard16.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -35,22 +36,6 @@ constexpr int kBlock = 32;
 constexpr std::size_t kChunkValues = 8192;
 
 #if defined(KVLAB_GGML_ROT_AVX512)
-// hadamard_transform (rotation.cpp) on 16-float vectors: every value gets the same sums and
-// differences in the same order (a + b for the lower, a - b for the upper of each pair), then
-// the same scale, so the floats are the same. Strides 1 … 8 inside a vector: with p the vector
-// with partners swapped, lanes without the stride bit take v + p, lanes with it p - v. (The
-// masked permutes with an all-ones mask are the plain ones; GCC 12 warns about those.)
-inline __m512 butterfly_in(__m512 v, __m512 p, __mmask16 upper) {
-  return _mm512_mask_sub_ps(_mm512_add_ps(v, p), upper, p, v);
-}
-
-inline __m512 hadamard16(__m512 v) {
-  v = butterfly_in(v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0xB1), 0xAAAA);           // stride 1
-  v = butterfly_in(v, _mm512_mask_permute_ps(v, 0xFFFF, v, 0x4E), 0xCCCC);           // stride 2
-  v = butterfly_in(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0xB1), 0xF0F0);     // stride 4
-  return butterfly_in(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, 0x4E), 0xFF00);  // stride 8
-}
-
 // hadamard_transform of N consecutive floats, N = 64, 128 or 256, in registers.
 template <int N>
 void hadamard_n(float* x) {
@@ -69,7 +54,7 @@ void hadamard_n(float* x) {
       v[j + h] = _mm512_sub_ps(a, b);
     }
   }
-  const __m512 scale = _mm512_set1_ps(1.0f / std::sqrt(static_cast<float>(N)));
+  const __m512 scale = _mm512_set1_ps(hadamard_scale(N));
 #pragma GCC unroll 16
   for (int i = 0; i < kV; ++i) _mm512_storeu_ps(x + 16 * i, _mm512_mul_ps(v[i], scale));
 }

@@ -6,20 +6,51 @@
 #include <numbers>
 #include <random>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+#include "quant/hadamard16.h"
 
 #include <fmt/format.h>
 #include <Eigen/Dense>
 
 namespace kvlab {
 
+namespace {
+
+// The butterflies of hadamard_transform() on one vector of d floats (a power of two), in its
+// order: strides 1, 2, 4, ... With AVX-512 the strides below 16 run inside one register per 16
+// values (hadamard16.h), the wider ones over whole registers; each value sees the same additions
+// as in the scalar loop.
+void butterflies(float* v, int d) {
+  int h = 1;
+#if defined(__AVX512F__)
+  if (d >= 16) {
+    for (int b = 0; b < d; b += 16) {
+      _mm512_storeu_ps(v + b, detail::hadamard16(_mm512_loadu_ps(v + b)));
+    }
+    h = 16;
+  }
+#endif
+  for (; h < d; h *= 2) {
+    for (int b = 0; b < d; b += 2 * h) {
+      float* a = v + b;
+      float* c = a + h;
+#pragma omp simd
+      for (int j = 0; j < h; ++j) {
+        const float x = a[j], y = c[j];
+        a[j] = x + y;
+        c[j] = x - y;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void hadamard_transform(std::span<float> x) {
   const std::size_t n = x.size();
   if (!is_power_of_two(static_cast<std::int64_t>(n))) return;
   // Butterflies of growing stride give H_n in Sylvester order: after the pass of stride h, each
-  // run of 2h values holds H_2h applied to it.
+  // run of 2h values holds H_2h applied to it. (Plain loops: the reference the vector forms, in
+  // apply_rows and ggml_block_quantizer.cpp, are held to, NaN inputs included.)
   for (std::size_t h = 1; h < n; h *= 2) {
     for (std::size_t i = 0; i < n; i += 2 * h) {
       for (std::size_t j = i; j < i + h; ++j) {
@@ -29,8 +60,7 @@ void hadamard_transform(std::span<float> x) {
       }
     }
   }
-  // llama.cpp's matrix holds ±1/sqrtf(n) (ggml_gen_hadamard); the scale is the same float here.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(n));
+  const float scale = hadamard_scale(static_cast<int>(n));
   for (float& v : x) v *= scale;
 }
 
@@ -80,53 +110,13 @@ void RandomizedHadamard::inverse(std::span<float> head) const {
   for (std::size_t i = 0; i < head.size(); ++i) head[i] *= m_signs[i];
 }
 
-namespace {
-
-// The butterflies of hadamard_transform() on one vector of d floats (a power of two), in its
-// order: strides 1, 2, 4, ... With AVX-512 the strides below 16 run inside one register per 16
-// values (lane j meets lane j ^ s: the lower lane keeps the sum, the upper the difference), the
-// wider ones over whole registers; each value sees the same additions as in the scalar loop.
-void butterflies(float* v, int d) {
-  int h = 1;
-#if defined(__AVX512F__)
-  if (d >= 16) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (int b = 0; b < d; b += 16) {
-      __m512 x = _mm512_loadu_ps(v + b);
-      for (int s = 1; s < 16; s *= 2) {
-        const __m512 partner =
-            _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), x);
-        const __mmask16 upper = _mm512_test_epi32_mask(lane, _mm512_set1_epi32(s));
-        x = _mm512_mask_sub_ps(_mm512_add_ps(x, partner), upper, partner, x);
-      }
-      _mm512_storeu_ps(v + b, x);
-    }
-    h = 16;
-  }
-#endif
-  for (; h < d; h *= 2) {
-    for (int b = 0; b < d; b += 2 * h) {
-      float* a = v + b;
-      float* c = a + h;
-#pragma omp simd
-      for (int j = 0; j < h; ++j) {
-        const float x = a[j], y = c[j];
-        a[j] = x + y;
-        c[j] = x - y;
-      }
-    }
-  }
-}
-
-}  // namespace
-
 void RandomizedHadamard::apply_rows(float* rows, int count, bool inverse) const {
   // apply() / inverse() of each vector, bit for bit (the same operations in the same order), with
   // the butterflies vectorised.
   const int d = dim();
   const std::size_t dd = static_cast<std::size_t>(d);
   const float* signs = m_signs.data();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const float scale = hadamard_scale(d);
   for (int i = 0; i < count; ++i) {
     float* v = rows + i * dd;
     if (!inverse) {

@@ -292,10 +292,10 @@ void unpack_stream(const std::uint8_t* packed, std::size_t first, std::size_t co
   }
 }
 
-// out[i] = ||row i|| for `rows` rows of d floats: x_j^2 accumulated by fused multiply-adds in
-// 16 lanes (x_j in lane j % 16, j ascending), then 0 + lane 0 + lane 1 + ... + lane 15. That is
-// the order GCC gave the `#pragma omp simd reduction` loop this replaces on AVX-512, written
-// out: with AVX-512 the lane sums run 16 rows at a time, one row per lane.
+// out[i] = ||row i|| for `rows` rows of d floats, as turboquant_rules::vector_norm: x_j^2
+// accumulated by fused multiply-adds in 16 lanes (x_j in lane j % 16, j ascending), then 0 +
+// lane 0 + lane 1 + ... + lane 15. With AVX-512 the lane sums run 16 rows at a time, one row per
+// lane.
 void vector_norms(const float* x, int rows, int d, float* out) {
   const std::size_t dd = static_cast<std::size_t>(d);
   int i = 0;
@@ -327,14 +327,7 @@ void vector_norms(const float* x, int rows, int d, float* out) {
     _mm512_storeu_ps(out + i, _mm512_sqrt_ps(sum));
   }
 #endif
-  for (; i < rows; ++i) {
-    const float* xr = x + i * dd;
-    float lane[16] = {};
-    for (int j = 0; j < d; ++j) lane[j % 16] = std::fma(xr[j], xr[j], lane[j % 16]);
-    float sum = 0.0f;
-    for (float l : lane) sum += l;
-    out[i] = std::sqrt(sum);
-  }
+  for (; i < rows; ++i) out[i] = turboquant_rules::vector_norm(x + i * dd, d);
 }
 
 // MSE codes of `rows` rotated vectors y_i: count_boundaries_below against norms[i] * boundaries
@@ -397,11 +390,11 @@ void code_rows(const float* y, int rows, int d, const RowCoder& rc) {
   }
 }
 
-// out[i] = ||row i|| of `rows` rows of d floats, the squares summed in index order, by fused
-// multiply-adds or (fused = false) a product and a sum each rounded: the rounding the plain loop
-// `rr += r[j] * r[j]` had, contracted into FMAs where the residual came from a table and not
-// where it was the rotated vector itself (no MSE stage). 16 rows at a time, one per lane, with
-// AVX-512.
+// out[i] = ||row i|| of `rows` rows of d floats, as turboquant_rules::residual_norm: the squares
+// summed in index order, by fused multiply-adds or (fused = false) a product and a sum each
+// rounded: the rounding the plain loop `rr += r[j] * r[j]` had, contracted into FMAs where the
+// residual came from a table and not where it was the rotated vector itself (no MSE stage). 16 rows
+// at a time, one per lane, with AVX-512.
 void residual_norms(const float* r, int rows, int d, bool fused, float* out) {
   int i = 0;
 #if defined(__AVX512F__)
@@ -423,17 +416,7 @@ void residual_norms(const float* r, int rows, int d, bool fused, float* out) {
   }
 #endif
   for (; i < rows; ++i) {
-    const float* ri = r + static_cast<std::size_t>(i) * d;
-    float rr = 0.0f;
-    for (int j = 0; j < d; ++j) {
-      if (fused) {
-        rr = std::fma(ri[j], ri[j], rr);
-      } else {
-        const volatile float sq = ri[j] * ri[j];
-        rr += sq;
-      }
-    }
-    out[i] = std::sqrt(rr);
+    out[i] = turboquant_rules::residual_norm(r + static_cast<std::size_t>(i) * d, d, fused);
   }
 }
 
@@ -471,12 +454,33 @@ Status check_dim(int dim) {
       dim));
 }
 
-// 1 / sqrt(d) as the randomized Hadamard scales (rotation.cpp), and QJL's sqrt(pi / 2) / d.
-float hadamard_scale(int d) {
-  return 1.0f / std::sqrt(static_cast<float>(d));
-}
+// QJL's sqrt(pi / 2) / d.
 float qjl_scale(int d) {
   return std::sqrt(std::numbers::pi_v<float> / 2.0f) / static_cast<float>(d);
+}
+
+// The rotation, the codebook and S for head_dim `dim`, with the products' packed transposes.
+Result<std::unique_ptr<Prepared>> make_prepared(const TurboQuantConfig& c, int dim) {
+  KVLAB_TRY(check_dim(dim));
+  auto p = std::make_unique<Prepared>();
+  p->dim = dim;
+  if (c.rotation == TurboQuantRotation::RandomOrthogonal) {
+    auto r = RandomOrthogonalRotation::create(dim, c.seed);
+    if (!r) return make_error("turboquant: " + r.message());
+    p->orthogonal.emplace(std::move(*r));
+    p->rotation_t = PackedTranspose::pack(p->orthogonal->matrix().data(), dim);
+  } else {
+    auto r = RandomizedHadamard::create(dim, c.seed);
+    if (!r) return make_error("turboquant: " + r.message());
+    p->hadamard.emplace(std::move(*r));
+  }
+  const int mse_bits = turboquant_mse_bits(c);
+  if (mse_bits > 0) p->codebook = &lloyd_max_codebook(dim, mse_bits);
+  if (c.qjl) {
+    p->sketch = gaussian_sketch(dim, c.seed);
+    p->sketch_t = PackedTranspose::pack(p->sketch.data(), dim);
+  }
+  return p;
 }
 
 class TurboQuantQuantizer final : public Quantizer {
@@ -644,27 +648,10 @@ class TurboQuantQuantizer final : public Quantizer {
     const std::lock_guard<std::mutex> lock(m_mutex);
     auto it = m_prepared.find(dim);
     if (it != m_prepared.end()) return it->second.get();
-    KVLAB_TRY(check_dim(dim));
-    auto p = std::make_unique<Prepared>();
-    p->dim = dim;
-    if (m_cfg.rotation == TurboQuantRotation::RandomOrthogonal) {
-      auto r = RandomOrthogonalRotation::create(dim, m_cfg.seed);
-      if (!r) return make_error("turboquant: " + r.message());
-      p->orthogonal.emplace(std::move(*r));
-      p->rotation_t = PackedTranspose::pack(p->orthogonal->matrix().data(), dim);
-    } else {
-      auto r = RandomizedHadamard::create(dim, m_cfg.seed);
-      if (!r) return make_error("turboquant: " + r.message());
-      p->hadamard.emplace(std::move(*r));
-    }
-    const int mse_bits = turboquant_mse_bits(m_cfg);
-    if (mse_bits > 0) p->codebook = &lloyd_max_codebook(dim, mse_bits);
-    if (m_cfg.qjl) {
-      p->sketch = gaussian_sketch(dim, m_cfg.seed);
-      p->sketch_t = PackedTranspose::pack(p->sketch.data(), dim);
-    }
-    const Prepared* raw = p.get();
-    m_prepared.emplace(dim, std::move(p));
+    auto made = make_prepared(m_cfg, dim);
+    if (!made) return made.error();
+    const Prepared* raw = made->get();
+    m_prepared.emplace(dim, std::move(*made));
     return raw;
   }
 
@@ -695,29 +682,26 @@ turboquant_rules::Tables TurboQuantTables::rules() const {
 
 Result<TurboQuantTables> turboquant_tables(const TurboQuantConfig& c, int dim) {
   KVLAB_TRY(check_turboquant_config(c));
-  KVLAB_TRY(check_dim(dim));
+  auto made = make_prepared(c, dim);
+  if (!made) return made.error();
+  Prepared& p = **made;
   TurboQuantTables t;
   t.dim = dim;
   t.mse_bits = turboquant_mse_bits(c);
   t.qjl = c.qjl;
   t.norm_dtype = c.norm_dtype;
-  if (c.rotation == TurboQuantRotation::RandomOrthogonal) {
-    auto r = RandomOrthogonalRotation::create(dim, c.seed);
-    if (!r) return make_error("turboquant: " + r.message());
-    t.rotation.assign(r->matrix().begin(), r->matrix().end());
+  if (p.orthogonal) {
+    t.rotation.assign(p.orthogonal->matrix().begin(), p.orthogonal->matrix().end());
   } else {
-    auto r = RandomizedHadamard::create(dim, c.seed);
-    if (!r) return make_error("turboquant: " + r.message());
-    t.signs.assign(r->signs().begin(), r->signs().end());
+    t.signs.assign(p.hadamard->signs().begin(), p.hadamard->signs().end());
     t.hadamard_scale = hadamard_scale(dim);
   }
-  if (t.mse_bits > 0) {
-    const LloydMaxCodebook& book = lloyd_max_codebook(dim, t.mse_bits);
-    t.boundaries = book.boundaries;
-    t.centroids = book.centroids;
+  if (p.codebook != nullptr) {
+    t.boundaries = p.codebook->boundaries;
+    t.centroids = p.codebook->centroids;
   }
   if (c.qjl) {
-    t.sketch = gaussian_sketch(dim, c.seed);
+    t.sketch = std::move(p.sketch);
     t.qjl_scale = qjl_scale(dim);
   }
   return t;

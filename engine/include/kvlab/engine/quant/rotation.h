@@ -13,6 +13,7 @@
 //    the random rotation SpinQuant (Liu et al. 2024) starts from and QJL's JL projection.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -25,6 +26,12 @@ namespace kvlab {
 
 inline constexpr bool is_power_of_two(std::int64_t n) {
   return n > 0 && (n & (n - 1)) == 0;
+}
+
+// The orthonormal Walsh–Hadamard transform's scale, the float 1 / sqrtf(n) (llama.cpp's
+// ggml_gen_hadamard holds the same float).
+inline float hadamard_scale(int n) {
+  return 1.0f / std::sqrt(static_cast<float>(n));
 }
 
 // In place: x <- H_n x / sqrt(n), the orthonormal fast Walsh–Hadamard transform, n = x.size(),

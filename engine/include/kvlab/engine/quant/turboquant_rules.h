@@ -80,6 +80,16 @@ KVLAB_HOST_DEVICE float vector_norm(const X& x, int d) {
   return square_root(sum);
 }
 
+// ||r|| with the squares summed in index order: by fmas (fused) or by a rounded product and a sum.
+template <class R>
+KVLAB_HOST_DEVICE float residual_norm(const R& r, int d, bool fused) {
+  float rr = 0.f;
+  for (int j = 0; j < d; ++j) {
+    rr = fused ? rules::fused_multiply_add(r[j], r[j], rr) : rr + rounded_product(r[j], r[j]);
+  }
+  return square_root(rr);
+}
+
 // A norm as stored (norm_dtype; fp16 saturates at 65504). v is finite and >= 0.
 KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE float stored_norm(float v, rules::ParamDtype dtype) {
   return rules::round_param(v, dtype);
@@ -159,12 +169,7 @@ KVLAB_HOST_DEVICE bool encode_vector(const Tables& t, const X& x, Y& y, R& r, En
     for (int j = 0; j < d; ++j) r[j] = y[j];
   }
   if (!t.qjl) return true;
-  float rr = 0.f;
-  for (int j = 0; j < d; ++j) {
-    rr = t.mse_bits > 0 ? rules::fused_multiply_add(r[j], r[j], rr)
-                        : rr + rounded_product(r[j], r[j]);
-  }
-  out.gamma = stored_norm(square_root(rr), t.norm_dtype);
+  out.gamma = stored_norm(residual_norm(r, d, t.mse_bits > 0), t.norm_dtype);
   // sign(S r): row c of S against r.
   for (int c = 0; c < d; ++c) {
     out.signs[c] = ordered_dot(r, t.sketch + static_cast<std::size_t>(c) * d, d) >= 0.f ? 1 : 0;
