@@ -50,7 +50,7 @@ struct EncodeArgs {
   float* ys;
   float* rs;
   std::size_t first, chunk;  // the chunk's first vector and its vectors
-  std::uint8_t* codes;       // [vectors][dim] bytes
+  std::uint8_t* codes;       // [vectors][dim] bytes (with an MSE stage)
   std::uint8_t* signs;       // [vectors][dim] bytes (QJL)
   float* norms;              // [vectors]
   float* gammas;             // [vectors] (QJL)
@@ -64,7 +64,8 @@ __global__ void encode_kernel(EncodeArgs a) {
   const std::size_t at = g * static_cast<std::size_t>(a.tables.dim);
   const tr::Strided x{const_cast<float*>(a.xs) + v, a.chunk};
   tr::Strided y{a.ys + v, a.chunk}, r{a.rs + v, a.chunk};
-  tr::Encoded e{a.codes + at, a.signs + at};
+  tr::Encoded e{a.tables.mse_bits > 0 ? a.codes + at : nullptr,
+                a.tables.qjl ? a.signs + at : nullptr};
   const bool finite = tr::encode_vector(a.tables, x, y, r, e);
   if (!finite) atomicMin(a.bad, static_cast<unsigned long long>(g));
   a.norms[g] = finite ? e.norm : 0.f;
@@ -87,8 +88,8 @@ __global__ void decode_kernel(DecodeArgs a) {
   if (v >= a.chunk) return;
   const std::size_t g = a.first + v;
   const std::size_t at = g * static_cast<std::size_t>(a.tables.dim);
-  const std::uint8_t* codes = a.codes + at;
-  const std::uint8_t* signs = a.signs + at;
+  const std::uint8_t* codes = a.tables.mse_bits > 0 ? a.codes + at : nullptr;
+  const std::uint8_t* signs = a.tables.qjl ? a.signs + at : nullptr;
   const auto code = [codes](int j) { return codes[j]; };
   const auto sign = [signs](int j) { return signs[j]; };
   tr::Strided y{a.ys + v, a.chunk};
@@ -111,10 +112,14 @@ class TurboQuantDeviceQuantizer final : public DeviceQuantizer {
     const std::size_t n = x.elements();
     KVLAB_TRY_STATUS(prepare(x.dim, s));
     const tr::Tables t = tables();
-    KVLAB_TRY_STATUS(ensure_size(m_codes, std::max<std::size_t>(n, 1), "GPU TurboQuant: codes"));
-    KVLAB_TRY_STATUS(ensure_size(m_signs, std::max<std::size_t>(n, 1), "GPU TurboQuant: signs"));
+    // Codes with an MSE stage, signs with QJL: a byte each (one unread byte otherwise).
+    const int mse_bits = detail::turboquant_mse_bits(m_cfg);
+    KVLAB_TRY_STATUS(ensure_size(m_codes, mse_bits > 0 ? std::max<std::size_t>(n, 1) : 1,
+                                 "GPU TurboQuant: codes"));
     KVLAB_TRY_STATUS(
-        ensure_size(m_norms, std::max<std::size_t>(2 * vectors, 1), "GPU TurboQuant: norms"));
+        ensure_size(m_signs, m_cfg.qjl ? std::max<std::size_t>(n, 1) : 1, "GPU TurboQuant: signs"));
+    KVLAB_TRY_STATUS(ensure_size(m_norms, std::max<std::size_t>(vectors * (m_cfg.qjl ? 2 : 1), 1),
+                                 "GPU TurboQuant: norms"));
     KVLAB_TRY_STATUS(ensure_size(m_bad, 1, "GPU TurboQuant: flag"));
     KVLAB_CUDA_TRY(cudaMemsetAsync(m_bad.get(), 0xff, sizeof(unsigned long long), s),
                    "GPU TurboQuant: clearing the flag");
@@ -140,7 +145,7 @@ class TurboQuantDeviceQuantizer final : public DeviceQuantizer {
                    m_codes.get(),
                    m_signs.get(),
                    m_norms.get(),
-                   m_norms.get() + vectors,
+                   m_cfg.qjl ? m_norms.get() + vectors : nullptr,
                    m_bad.get()};
       encode_kernel<<<blocks_for(count), kThreads, 0, s>>>(a);
       KVLAB_CUDA_TRY(cudaGetLastError(), "GPU TurboQuant: coding a chunk");
@@ -165,7 +170,7 @@ class TurboQuantDeviceQuantizer final : public DeviceQuantizer {
                          m_codes.get(),
                          m_signs.get(),
                          m_norms.get(),
-                         m_norms.get() + vectors,
+                         m_cfg.qjl ? m_norms.get() + vectors : nullptr,
                          m_ys.get(),
                          first,
                          count,
