@@ -46,7 +46,6 @@
 #endif
 
 #include <tbb/parallel_for.h>
-#include <Eigen/Core>
 
 #include "attention/attention_common.h"
 #include "attention/format_rows.h"
@@ -75,10 +74,6 @@ namespace kvlab {
 namespace {
 
 constexpr int kTileTokens = 64;
-
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
-using ConstStrided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Buffers a decode needs, one set per thread.
 struct DecodeScratch {
@@ -1186,12 +1181,18 @@ class MethodStore final : public KvStore {
       return;
     }
 #endif
-    for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-      const ConstStrided k(tile + kvh * dim, n, dim, Eigen::OuterStride<>(m_row));
-      const ConstStrided qg(q + kvh * group * dim, group, dim, Eigen::OuterStride<>(dim));
-      Strided(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + first, group, n,
-              Eigen::OuterStride<>(total))
-          .noalias() = qg.lazyProduct(k.transpose());
+    // Each product summed over the channels in order: Eigen's coefficient-wise product would
+    // start its packets where the buffers happen to be aligned, so the same cache could give
+    // other roundings from one step to the next (the score buffer moves as it grows).
+    for (int h = 0; h < m_heads; ++h) {
+      const float* qh = q + static_cast<std::size_t>(h) * dim;
+      const float* k = tile + static_cast<std::size_t>(h / group) * dim;
+      float* s = m_scores.data() + static_cast<std::size_t>(h) * total + first;
+      for (int t = 0; t < n; ++t, k += m_row) {
+        float acc = 0.f;
+        for (int d = 0; d < dim; ++d) acc += qh[d] * k[d];
+        s[t] = acc;
+      }
     }
   }
 
@@ -1213,13 +1214,15 @@ class MethodStore final : public KvStore {
       return;
     }
 #endif
-    for (int kvh = 0; kvh < m_kv_heads; ++kvh) {
-      const ConstStrided v(tile + kvh * dim, n, dim, Eigen::OuterStride<>(m_row));
-      const ConstStrided pg(m_scores.data() + static_cast<std::size_t>(kvh) * group * total + first,
-                            group, n, Eigen::OuterStride<>(total));
-      Strided(out + static_cast<std::size_t>(kvh) * group * dim, group, dim,
-              Eigen::OuterStride<>(dim))
-          .noalias() += pg.lazyProduct(v);
+    // Token by token, each channel its own sum (in token order, whatever the alignment).
+    for (int h = 0; h < m_heads; ++h) {
+      const float* p = m_scores.data() + static_cast<std::size_t>(h) * total + first;
+      const float* v = tile + static_cast<std::size_t>(h / group) * dim;
+      float* o = out + static_cast<std::size_t>(h) * dim;
+      for (int t = 0; t < n; ++t, v += m_row) {
+        const float w = p[t];
+        for (int d = 0; d < dim; ++d) o[d] += w * v[d];
+      }
     }
   }
 
