@@ -15,8 +15,12 @@
 
 namespace kvlab::cuda {
 
+// An Error naming `what` for a failed call. The runtime's last error is read (cleared) here, so
+// that a later cudaGetLastError() check does not report this failure again; a sticky error (the
+// context lost) stays, as it must.
 inline Status cuda_status(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return Ok{};
+  (void)cudaGetLastError();
   return make_error(std::string("CUDA: ") + what + " failed: " + cudaGetErrorString(err) + " (" +
                     cudaGetErrorName(err) + ")");
 }
@@ -79,8 +83,13 @@ class DeviceArray {
     if (n) KVLAB_CUDA_TRY(cudaMemcpy(host, m_ptr, n * sizeof(T), cudaMemcpyDeviceToHost), what);
     return Ok{};
   }
+  // Zeroes the buffer before any later work on any stream: cudaMemset runs on the legacy stream
+  // and may return first, which a non-blocking stream's kernels do not wait for.
   Status zero(const char* what) {
-    if (m_size) KVLAB_CUDA_TRY(cudaMemset(m_ptr, 0, m_size * sizeof(T)), what);
+    if (m_size) {
+      KVLAB_CUDA_TRY(cudaMemset(m_ptr, 0, m_size * sizeof(T)), what);
+      KVLAB_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy), what);
+    }
     return Ok{};
   }
   void reset() {

