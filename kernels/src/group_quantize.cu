@@ -3,6 +3,7 @@
 // min and max by shuffles. Every floating-point step is group_rules.h's, which the CPU calls too.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -31,28 +32,31 @@ __device__ __forceinline__ std::uint8_t code_of(float x, float mn, float inv, fl
 __global__ void quantize_keys_kernel(GroupQuantArgs a) {
   const int hd = a.heads * a.dim;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  const int group = blockIdx.y;
   if (j >= hd) return;
-  const int t0 = group * a.key_group_tokens;
-  const int rows = min(a.key_group_tokens, a.tokens - t0);
-  const std::size_t base = static_cast<std::size_t>(t0) * hd + j;
-  float mn = load_half(a.x, base), mx = mn;
-  for (int r = 1; r < rows; ++r) {
-    const float v = load_half(a.x, base + static_cast<std::size_t>(r) * hd);
-    mn = fminf(mn, v);
-    mx = fmaxf(mx, v);
-  }
-  mn = rules::unsigned_zero(mn);
-  mx = rules::unsigned_zero(mx);
-  const float step = step_of(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits);
-  const float inv = rules::group_inverse(step);
-  const float max_code = static_cast<float>((1 << a.bits) - 1);
-  const std::size_t unit = static_cast<std::size_t>(group) * hd + j;
-  a.steps[unit] = step;
-  a.mins[unit] = mn;
-  for (int r = 0; r < rows; ++r) {
-    const std::size_t i = base + static_cast<std::size_t>(r) * hd;
-    a.codes[i] = code_of(load_half(a.x, i), mn, inv, max_code);
+  // Groups strided over grid.y, which holds at most 65535 (a block of one token at 64K tokens).
+  const int groups = (a.tokens + a.key_group_tokens - 1) / a.key_group_tokens;
+  for (int group = blockIdx.y; group < groups; group += gridDim.y) {
+    const int t0 = group * a.key_group_tokens;
+    const int rows = min(a.key_group_tokens, a.tokens - t0);
+    const std::size_t base = static_cast<std::size_t>(t0) * hd + j;
+    float mn = load_half(a.x, base), mx = mn;
+    for (int r = 1; r < rows; ++r) {
+      const float v = load_half(a.x, base + static_cast<std::size_t>(r) * hd);
+      mn = fminf(mn, v);
+      mx = fmaxf(mx, v);
+    }
+    mn = rules::unsigned_zero(mn);
+    mx = rules::unsigned_zero(mx);
+    const float step = step_of(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits);
+    const float inv = rules::group_inverse(step);
+    const float max_code = static_cast<float>((1 << a.bits) - 1);
+    const std::size_t unit = static_cast<std::size_t>(group) * hd + j;
+    a.steps[unit] = step;
+    a.mins[unit] = mn;
+    for (int r = 0; r < rows; ++r) {
+      const std::size_t i = base + static_cast<std::size_t>(r) * hd;
+      a.codes[i] = code_of(load_half(a.x, i), mn, inv, max_code);
+    }
   }
 }
 
@@ -109,8 +113,9 @@ std::size_t gpu_group_units(const GroupQuantArgs& a, bool keys) {
 cudaError_t launch_group_quantize_keys(const GroupQuantArgs& a, cudaStream_t stream) {
   if (a.tokens == 0) return cudaSuccess;
   const int hd = a.heads * a.dim;
+  if (hd == 0) return cudaSuccess;
   const int groups = (a.tokens + a.key_group_tokens - 1) / a.key_group_tokens;
-  const dim3 grid((hd + 127) / 128, groups);
+  const dim3 grid((hd + 127) / 128, std::min(groups, 65535));
   quantize_keys_kernel<<<grid, 128, 0, stream>>>(a);
   return cudaGetLastError();
 }
@@ -120,6 +125,7 @@ cudaError_t launch_group_quantize_values(const GroupQuantArgs& a, cudaStream_t s
   const int w = value_width(a);
   const int per_head = (a.dim + w - 1) / w;
   const std::size_t units = gpu_group_units(a, false);
+  if (units == 0) return cudaSuccess;
   const std::size_t blocks = (units * 32 + 255) / 256;
   quantize_values_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a, w, per_head, units);
   return cudaGetLastError();

@@ -106,9 +106,10 @@ __global__ void encode_kernel(EncodeArgs a, const float* factor) {
     const std::size_t base = row * a.dim;
     for (int d = threadIdx.x; d < a.dim; d += blockDim.x) {
       const float xi = load_element(a.x, a.dtype, base + d);
-      // x * inf (x = 0) or 0 / 0: only a scale that underflowed to 0 (a head of float32 values all
-      // below ~2^-141) makes a NaN here, and its sign reaches the code.
-      const float v = x86_nan(Divide ? __fdiv_rn(xi, f) : __fmul_rn(xi, f));
+      // A NaN input passes through as x86's mul/div pass it, sign and all (CUDA's would give its
+      // canonical NaN). Otherwise x * inf (x = 0) or 0 / 0: only a scale that underflowed to 0 (a
+      // head of float32 values all below ~2^-141) makes a NaN here, and its sign reaches the code.
+      const float v = isnan(xi) ? xi : x86_nan(Divide ? __fdiv_rn(xi, f) : __fmul_rn(xi, f));
       a.codes[base + d] = detail::fp8_encode<F>(v);
       if constexpr (Count) n_clipped += fabsf(v) > a.top ? 1u : 0u;
     }

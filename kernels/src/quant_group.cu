@@ -301,6 +301,7 @@ std::vector<GroupDeviceQuantizer::Pass> GroupDeviceQuantizer::passes() const {
 }
 
 Status GroupDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, cudaStream_t s) {
+  KVLAB_TRY_STATUS(check_device_tensor(x, "group device quantizer"));
   m_x = x;
   m_role = role;
   const std::size_t n = x.elements();
@@ -341,7 +342,7 @@ Status GroupDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, cu
   KVLAB_TRY_STATUS(
       ensure_size(m_param, std::max<std::size_t>(m_param_floats, 1), "GPU quantize: parameters"));
   for (const Pass& p : passes()) {
-    if (p.a.tokens == 0) continue;
+    if (p.a.tokens == 0 || hd == 0) continue;  // nothing to code (the CPU gives an empty tensor)
     if (role == TensorRole::Key) {
       const int cols = p.a.heads * p.a.dim;
       const int groups = (p.a.tokens + p.a.key_group - 1) / p.a.key_group;

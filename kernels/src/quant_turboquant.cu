@@ -67,7 +67,16 @@ __global__ void encode_kernel(EncodeArgs a) {
   tr::Encoded e{a.tables.mse_bits > 0 ? a.codes + at : nullptr,
                 a.tables.qjl ? a.signs + at : nullptr};
   const bool finite = tr::encode_vector(a.tables, x, y, r, e);
-  if (!finite) atomicMin(a.bad, static_cast<unsigned long long>(g));
+  if (!finite) {
+    atomicMin(a.bad, static_cast<unsigned long long>(g));
+    // encode_vector stored nothing: the vector's codes and signs are zeroed, so that a
+    // dequantize() before the error is read (quantize_on_gpu's order) indexes the codebook in
+    // range instead of with whatever the allocation held.
+    for (int j = 0; j < a.tables.dim; ++j) {
+      if (e.codes) e.codes[j] = 0;
+      if (e.signs) e.signs[j] = 0;
+    }
+  }
   a.norms[g] = finite ? e.norm : 0.f;
   if (a.tables.qjl) a.gammas[g] = finite ? e.gamma : 0.f;
 }
