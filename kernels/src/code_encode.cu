@@ -222,6 +222,29 @@ __global__ void set_int_kernel(int* p, int v) {
   *p = v;
 }
 
+// checks[0] += the blocks' byte counts, in 64 bits.
+__global__ void sum_bytes_kernel(const std::uint32_t* bytes, int n, unsigned long long* checks) {
+  unsigned long long s = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    s += bytes[i];
+  }
+  if (s) atomicAdd(&checks[0], s);
+}
+
+// checks[1] = the first index of a code above 15 (a rANS pair table's symbols hold two 4-bit
+// codes).
+__global__ void first_wide_code_kernel(const std::uint8_t* codes, std::uint64_t n,
+                                       unsigned long long* checks) {
+  const std::uint64_t stride = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t i = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    if (codes[i] > 15) {
+      atomicMin(&checks[1], static_cast<unsigned long long>(i));
+      return;  // this thread's later indices are larger
+    }
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_code_histogram(const std::uint8_t* codes, std::uint64_t n,
@@ -276,6 +299,36 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
   if (scratch.error.size() == 0) KVLAB_TRY_STATUS(scratch.error.allocate(1, "GPU encode: flag"));
   set_int_kernel<<<1, 1, 0, stream>>>(scratch.error.get(), 0x7fffffff);
   KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: reset");
+  if (scratch.checks.size() == 0) {
+    KVLAB_TRY_STATUS(scratch.checks.allocate(2, "GPU encode: checks"));
+  }
+  const unsigned long long unchecked[2] = {0, ~0ull};
+  KVLAB_CUDA_TRY(cudaMemcpyAsync(scratch.checks.get(), unchecked, sizeof unchecked,
+                                 cudaMemcpyHostToDevice, stream),
+                 "GPU encode: reset");
+  const std::uint64_t values = vectors * static_cast<std::uint64_t>(dim);
+  if (rans && book->rans_pairs && values > 0) {
+    // The CPU refuses such codes (check_append); the encoder would index past the table.
+    const std::uint64_t grid = std::min<std::uint64_t>((values + 255) / 256, 1024);
+    first_wide_code_kernel<<<static_cast<unsigned>(grid), 256, 0, stream>>>(d_codes, values,
+                                                                            scratch.checks.get());
+    KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: pair symbols");
+    unsigned long long first = 0;
+    KVLAB_CUDA_TRY(cudaMemcpyAsync(&first, scratch.checks.get() + 1, sizeof first,
+                                   cudaMemcpyDeviceToHost, stream),
+                   "GPU encode: pair symbols");
+    std::uint8_t code = 0;
+    KVLAB_CUDA_TRY(cudaStreamSynchronize(stream), "GPU encode: pair symbols");
+    if (first != ~0ull) {
+      KVLAB_CUDA_TRY(cudaMemcpy(&code, d_codes + first, 1, cudaMemcpyDeviceToHost),
+                     "GPU encode: pair symbols");
+      const std::uint64_t row = static_cast<std::uint64_t>(heads) * dim;
+      return make_error("rans codes: code " + std::to_string(code) + " at token " +
+                        std::to_string(first / row) +
+                        " does not fit the codebook's 4-bit pair symbols (it was built from "
+                        "codes below 16)");
+    }
+  }
 
   EncodeArgs a{};
   a.codes = d_codes;
@@ -336,13 +389,15 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
       KVLAB_CUDA_TRY(cub::DeviceScan::ExclusiveSum(scratch.cub_temp.get(), temp, a.block_bytes,
                                                    out.block_offsets.get(), blocks, stream),
                      "GPU encode: scan");
-      std::uint32_t last[2] = {0, 0};
-      KVLAB_CUDA_TRY(cudaMemcpyAsync(&last[0], out.block_offsets.get() + blocks - 1, 4,
+      // The payload's size summed in 64 bits: the last offset plus the last block's bytes would
+      // be the same below 4 GiB, but the u32 scan wraps above it, where the check below fires.
+      sum_bytes_kernel<<<std::min((blocks + 255) / 256, 1024), 256, 0, stream>>>(
+          a.block_bytes, blocks, scratch.checks.get());
+      KVLAB_CUDA_TRY(cudaGetLastError(), "GPU encode: payload size");
+      unsigned long long total = 0;
+      KVLAB_CUDA_TRY(cudaMemcpyAsync(&total, scratch.checks.get(), sizeof total,
                                      cudaMemcpyDeviceToHost, stream),
                      "GPU encode: payload size");
-      KVLAB_CUDA_TRY(
-          cudaMemcpyAsync(&last[1], a.block_bytes + blocks - 1, 4, cudaMemcpyDeviceToHost, stream),
-          "GPU encode: payload size");
       int err = 0;
       KVLAB_CUDA_TRY(
           cudaMemcpyAsync(&err, scratch.error.get(), sizeof(int), cudaMemcpyDeviceToHost, stream),
@@ -352,7 +407,7 @@ Status gpu_encode(const std::uint8_t* d_codes, int tokens, int heads, int dim, i
         return make_error("GPU encode: huffman codes: a vector of block " +
                           std::to_string(err - 1) + " takes more than 65535 bits");
       }
-      out.payload_bytes = static_cast<std::uint64_t>(last[0]) + last[1];
+      out.payload_bytes = total;
     } else {
       out.payload_bytes = 0;
     }

@@ -41,6 +41,9 @@ struct EncodeScratch {
   DeviceArray<std::uint32_t> block_bytes;
   DeviceArray<std::uint8_t> cub_temp;
   DeviceArray<int> error;  // 0, or 1 + the first block whose vector passed 65535 bits / width
+  // [0] the blocks' bytes summed in 64 bits (the u32 offsets' scan wraps past 4 GiB); [1] the
+  // first code above 15 under a rANS pair table (~0: none).
+  DeviceArray<unsigned long long> checks;
 };
 
 // Encodes device codes [tokens][heads][dim] into `out` (allocated here). Huffman needs `book`

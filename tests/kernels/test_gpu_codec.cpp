@@ -184,6 +184,27 @@ TEST(GpuCodec, EncodingIsTheCpuEncodersBytes) {
   }
 }
 
+// A rANS pair book (two 4-bit codes a symbol) meeting a code above 15: the CPU refuses it
+// (check_append) and so does the GPU, with the same message, instead of indexing past its table.
+TEST(GpuCodec, RansPairBookRefusesWideCodesAsTheCpuDoes) {
+  KVLAB_REQUIRE_GPU();
+  const int tokens = 40, heads = 2, dim = 24, block = 16;
+  auto codes = random_codes(static_cast<std::size_t>(tokens) * heads * dim, 16, 7);
+  auto book = HuffmanCodebook::from_histogram(count_code_pairs(codes, dim), true, true);
+  ASSERT_TRUE(book) << book.message();
+  ASSERT_TRUE(book->pairs());
+  codes[static_cast<std::size_t>(21) * heads * dim + 5] = 20;  // token 21
+  codes[static_cast<std::size_t>(33) * heads * dim] = 200;     // a later one
+  const CodecConfig config{CodecKind::Rans, block, 0};
+  auto cpu = encode_codes(codes, tokens, heads, dim, config, &*book);
+  ASSERT_FALSE(cpu);
+  auto gpu = cuda::encode_codes(codes, tokens, heads, dim, config, &*book);
+  ASSERT_FALSE(gpu);
+  EXPECT_EQ(gpu.message(), cpu.message());
+  EXPECT_NE(gpu.message().find("rans codes: code 20 at token 21 does not fit"), std::string::npos)
+      << gpu.message();
+}
+
 // Reference attention in double over the dequantized compressed tokens.
 struct Reference {
   std::vector<double> logits, out;
@@ -457,12 +478,14 @@ TEST(GpuFusedAttention, CorruptRansBlocksAreErrorsNotCrashes) {
   std::vector<float> probs(static_cast<std::size_t>(heads) * good.compressed_tokens, 0.01f);
   std::vector<float> logits(probs.size()), out(q.size());
 
-  // Block 1's first lane state, one bit off: it cannot end at 2^16.
-  EncodedCodes keys = *good.keys;
+  // Block 1's first lane state, one bit off, in each stream: it cannot end at 2^16. (Each stream
+  // damaged in its own copy: the value book does not decode the key stream, from block 0 on.)
+  EncodedCodes keys = *good.keys, values = *good.values;
   keys.payload[keys.block_offsets[1]] ^= 1u;
+  values.payload[values.block_offsets[1]] ^= 1u;
   CompressedKvView bad = good;
   bad.keys = &keys;
-  bad.values = &keys;
+  bad.values = &values;
   auto up = cuda::upload_layer(bad);
   ASSERT_TRUE(up) << up.message();
   auto st = cuda::attention_logits(*up, q, heads, logits);
