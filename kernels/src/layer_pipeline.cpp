@@ -176,11 +176,13 @@ Status Pipeline::setup() {
     if (!*made) return make_error("GPU run: no GPU quantizer for " + method_label(m_config));
     q = std::move(*made);
   }
-  // Each part of a slot as large as the largest layer's (layers may differ in queries).
+  // Each part of a slot as large as the largest layer's (layers may differ in queries), the
+  // parts 256-byte aligned (fp16 keys of an odd count would leave float values misaligned).
+  const auto aligned = [](std::size_t n) { return (n + 255) / 256 * 256; };
   std::size_t k_bytes = 0, v_bytes = 0, q_bytes = 0, elements = 0;
   for (const LayerKv& l : m_cache.layers) {
-    k_bytes = std::max(k_bytes, l.key.nbytes());
-    v_bytes = std::max(v_bytes, l.value.nbytes());
+    k_bytes = std::max(k_bytes, aligned(l.key.nbytes()));
+    v_bytes = std::max(v_bytes, aligned(l.value.nbytes()));
     q_bytes = std::max(q_bytes, l.query.nbytes());
     elements = std::max({elements, l.key.elements(), l.value.elements()});
   }
@@ -354,6 +356,7 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
       KVLAB_TRY(gpu_encode(codes, t.tokens(), t.heads(), t.dim(), block, kind, pack_width, &m_book,
                            sized, m_encode_scratch, cs));
       size = sized.payload_bytes + sized.metadata_bytes();
+      note_memory();  // the sizing's stream is held beside the chosen one until here
     }
     stats.codec_bytes[static_cast<std::size_t>(kind)] = size + codebook_bytes(kind);
   }
@@ -388,7 +391,10 @@ Status Pipeline::finish(int l) {
   m_metrics.begin(m_compute.s);
   for (int w = 0; w < 2; ++w) {
     auto h = m_quantizers[static_cast<std::size_t>(w)]->histograms(m_compute.s);
-    if (!h) return h.error();
+    if (!h) {  // named as the CPU's run names it (a quantizer's own check, TurboQuant's norms)
+      return make_error(fmt::format("{}: layers.{}.{}: {}", m_cache.source, l,
+                                    w == 0 ? "key" : "value", h.message()));
+    }
     (w == 0 ? lr.key_histograms : lr.value_histograms) = std::move(*h);
   }
   m_metrics.end(m_compute.s);
@@ -418,7 +424,7 @@ Status Pipeline::finish(int l) {
     e.max_abs = mx;
     e.count = tensor_of(layer, w).elements();
   }
-  if (m_cache.has_queries()) {
+  if (m_cache.has_queries() && m_cache.tokens() > 0) {  // no tokens: no sums, as the CPU's
     AttentionErrorSums& a = out.attention;
     const int group = m_cache.shape.q_heads / m_cache.shape.kv_heads;
     const std::size_t rows =
