@@ -227,8 +227,9 @@ def run_benchmark(build, program, *args):
     return json.loads(out)["benchmarks"]
 
 
-def write_results(args, benches, targets, gpu=False):
-    """With --results, `update` that file with this run's targets and this machine."""
-    if args.results and update(args.results, benches, targets,
-                               machine_here(args.build, gpu)) is not None:
+def write_results(args, benches, targets, gpu=False, here=True):
+    """With --results, `update` that file with this run's targets and this machine (here=False:
+    measured elsewhere, e.g. on a lent GPU machine, so the file's machine stays as it is)."""
+    machine = machine_here(args.build, gpu) if here else {}
+    if args.results and update(args.results, benches, targets, machine) is not None:
         print(f"\nwrote {args.results}")

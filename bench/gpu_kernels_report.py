@@ -17,8 +17,10 @@ import argparse
 import csv
 import io
 import json
+import os
 import re
 import shutil
+import sys
 
 import bench_results as br
 
@@ -40,7 +42,8 @@ def k(n):
 def targets(j, command):
     rows = [r for r in j["rows"] if r["context"] >= MIN_CONTEXT]
     out = []
-    fused = [r for r in rows if r["kernel"].startswith("fp16_fused")]
+    # The target is for B = 1 and 8; B = 32 is measured and shown in the table, not held to it.
+    fused = [r for r in rows if r["kernel"].startswith("fp16_fused") and r.get("batch", 1) in (1, 8)]
     if fused:
         shares = [100 * r["copy_fraction"] for r in fused]
         out.append(br.target(
@@ -82,9 +85,27 @@ STALL = re.compile(r"smsp__average_warps?_issue_stalled_(\w+?)_per_issue_active\
 
 
 def short_kernel(name):
-    """`logits_kernel<true, 8, 4>` from NCU's demangled signature."""
-    m = re.search(r"(\w+_kernel)\s*(<[^()]*>)?\s*\(", name) or re.search(r"(\w+)\s*(<[^()]*>)?", name)
-    return (m.group(1) + re.sub(r"\s+", "", m.group(2) or "")) if m else name
+    """`logits_kernel<true,8,4>` or `decode_attention_kernel<Fp16Rows<128>,4>` from NCU's demangled
+    signature: the kernel's name and its template arguments (brackets counted, since arguments
+    such as `(kvlab::Fp8Format)0` or `(anonymous namespace)::Fp16Rows<128>` hold parentheses and
+    brackets), namespaces dropped."""
+    m = re.search(r"(\w+_kernel)\s*(?=[<(]|$)", name) or re.search(r"(\w+)", name)
+    if not m:
+        return name
+    args, at = "", m.end()
+    while at < len(name) and name[at].isspace():
+        at += 1
+    if at < len(name) and name[at] == "<":
+        depth, end = 0, at
+        for end in range(at, len(name)):
+            depth += {"<": 1, ">": -1}.get(name[end], 0)
+            if depth == 0:
+                break
+        args = name[at:end + 1]
+        args = args.replace("(anonymous namespace)::", "")
+        args = re.sub(r"\b\w+::", "", args)
+        args = re.sub(r"\s+", "", args)
+    return m.group(1) + args
 
 
 def number_of(text):
@@ -163,6 +184,10 @@ def main():
     with open(args.bench_json) as f:
         j = json.load(f)
     found = targets(j, args.command)
+    if args.ncu and not os.path.exists(args.ncu):
+        print(f"{args.ncu}: no such file (the session's Nsight Compute step did not run); "
+              "the kernels' bounds are left out", file=sys.stderr)
+        args.ncu = None
     if args.ncu:
         with open(args.ncu) as f:
             kernels = ncu_kernels(f.read())

@@ -157,9 +157,10 @@ def main():
         bench, _ = br.split_name(args.results)
         command = args.command or br.command_line(drop=("--results", "--command"))
         found = gpu_targets(rows, command) if bench == "gpu_run" else cpu_targets(rows, command)
-        if args.from_json:
-            args.build = None  # the machine is this one only when it ran here
-        br.write_results(args, ("run", "gpu_run"), found, gpu=bench == "gpu_run")
+        # The machine is this one only when it ran here: rows read --from-json were measured
+        # where they were written (the GPU machine's session), whose description the file keeps.
+        br.write_results(args, ("run", "gpu_run"), found, gpu=bench == "gpu_run",
+                         here=not args.from_json)
 
 
 if __name__ == "__main__":

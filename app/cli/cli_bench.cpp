@@ -419,6 +419,10 @@ int run_gpu_bench_command(const GpuBenchCliOptions& o) {
       rc != 0) {
     return rc;
   }
+  // Parts whose kernels failed were left out (run_gpu_bench): said on stderr either way.
+  for (const auto& s : j.value("skipped", nlohmann::json::array())) {
+    fmt::print(stderr, "kvlab bench gpu: left out {}\n", s.get<std::string>());
+  }
   if (o.out.json) {
     fmt::print("{}\n", json_text(j, 2));
     return 0;

@@ -50,7 +50,8 @@ Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest& request) {
   return nlohmann::json{{"device", report->device},
                         {"copy_gb_s", report->copy_gbps},
                         {"rows", std::move(rows)},
-                        {"encode", std::move(encode)}};
+                        {"encode", std::move(encode)},
+                        {"skipped", report->skipped}};
 }
 
 #else

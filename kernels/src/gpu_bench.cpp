@@ -300,9 +300,24 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       r.copy_fraction = r.gbps_read / report.copy_gbps;
       rows.push_back(r);
     };
+    // One part of the bench (a baseline, a format, a codec): where its kernels fail (a first
+    // launch on a device they never ran on, a shape one refuses), the part is left out and named
+    // in report.skipped, so that the other parts' rows still come back; an error the context
+    // cannot recover from (the device lost) ends the bench.
+    const auto part = [&](const std::string& what, const std::function<Status()>& body) -> Status {
+      const Status st = body();
+      if (st) return Ok{};
+      (void)cudaGetLastError();
+      if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
+        return make_error(fmt::format("bench gpu: {} at {} tokens: {}; then {}", what, T,
+                                      st.message(), cudaGetErrorString(e)));
+      }
+      report.skipped.push_back(fmt::format("{} at {} tokens: {}", what, T, st.message()));
+      return Ok{};
+    };
 
     // cuBLAS fp16 baseline.
-    {
+    KVLAB_TRY_STATUS(part("cublas fp16", [&]() -> Status {
       std::vector<DeviceArray<std::uint16_t>> ks, vs;
       const int copies = copies_for(fp16_bytes, l2);
       for (int c = 0; c < copies; ++c) {
@@ -327,7 +342,8 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           o.repeats);
       if (!sv) return sv.error();
       add("cublas_fp16_sv", *sv, fp16_bytes);
-    }
+      return Ok{};
+    }));
 
     // The FlashAttention-class decode kernel: K and V read once, for B sequences per launch
     // (each its own copy of the layer, as a batch of requests has), over fp16 (the baseline) and
@@ -428,19 +444,22 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       }
       return Ok{};
     };
-    {
+    KVLAB_TRY_STATUS(part("fp16_fused", [&]() -> Status {
       StoredRows sr;
       const auto* kb = reinterpret_cast<const std::uint8_t*>(k.data());
       const auto* vb = reinterpret_cast<const std::uint8_t*>(v.data());
       sr.k.assign(kb, kb + 2 * n);
       sr.v.assign(vb, vb + 2 * n);
-      KVLAB_TRY_STATUS(fused(sr, "fp16_fused"));
-    }
+      return fused(sr, "fp16_fused");
+    }));
     for (const DecodeFormat f : {DecodeFormat::Q8_0, DecodeFormat::Q4_0, DecodeFormat::Nvfp4,
                                  DecodeFormat::Kivi2, DecodeFormat::Kivi4}) {
-      auto sr = stored_rows(f, k, v, T, H, D);
-      if (!sr) return sr.error();
-      KVLAB_TRY_STATUS(fused(*sr, fmt::format("{}_fused", row_decode::format_name(f))));
+      const std::string name = fmt::format("{}_fused", row_decode::format_name(f));
+      KVLAB_TRY_STATUS(part(name, [&]() -> Status {
+        auto sr = stored_rows(f, k, v, T, H, D);
+        if (!sr) return sr.error();
+        return fused(*sr, name);
+      }));
     }
 
     // Compressed layers: KVComp + Huffman, the same codes as rANS, and 4-bit packing (rel_scale
@@ -448,132 +467,137 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
     std::optional<GpuLayer> huffman_layer;
     for (const int kind : {0, 1, 2}) {
       const bool huffman = kind == 0, rans = kind == 1;
-      GpuCompressOptions opt;
-      opt.block_size = o.block_size;
-      opt.rel_scale = huffman ? o.rel_scale : 1.0 / 15.0;
-      opt.codec = huffman ? CodecKind::Huffman : CodecKind::BitPack;
-      opt.bitpack_width = huffman ? 0 : 4;
-      auto gl = rans ? as_rans(*huffman_layer) : compress_layer(k, v, T, H, D, opt);
-      if (!gl) return gl.error();
-      const double kb = key_bytes(gl->impl()), vb = value_bytes(gl->impl());
-      const int copies = copies_for(kb + vb, l2);
-      std::vector<std::unique_ptr<GpuLayer::Impl>> layers;
-      for (int c = 0; c < copies; ++c) {
-        auto cl = clone_layer(gl->impl());
-        if (!cl) return cl.error();
-        layers.push_back(std::move(*cl));
-      }
       const std::string name = huffman ? "huffman" : rans ? "rans" : "packed4";
-      // B sequences a step: these kernels take one layer a launch, so B launches back to back
-      // over B copies of the layer (each sequence's own memory, as in a batch of requests),
-      // against the fused fp16 kernel's one launch of B sequences. B = 1 cycles the copies made
-      // to pass the L2.
-      const auto time_batch = [&](int B, bool keys) {
-        while (static_cast<int>(layers.size()) < B) {
+      KVLAB_TRY_STATUS(part(name, [&]() -> Status {
+        if (rans && !huffman_layer)
+          return make_error("no Huffman layer to re-encode (its part failed)");
+        GpuCompressOptions opt;
+        opt.block_size = o.block_size;
+        opt.rel_scale = huffman ? o.rel_scale : 1.0 / 15.0;
+        opt.codec = huffman ? CodecKind::Huffman : CodecKind::BitPack;
+        opt.bitpack_width = huffman ? 0 : 4;
+        auto gl = rans ? as_rans(*huffman_layer) : compress_layer(k, v, T, H, D, opt);
+        if (!gl) return gl.error();
+        const double kb = key_bytes(gl->impl()), vb = value_bytes(gl->impl());
+        const int copies = copies_for(kb + vb, l2);
+        std::vector<std::unique_ptr<GpuLayer::Impl>> layers;
+        for (int c = 0; c < copies; ++c) {
           auto cl = clone_layer(gl->impl());
-          if (!cl) return Result<double>(cl.error());
+          if (!cl) return cl.error();
           layers.push_back(std::move(*cl));
         }
-        const int held = static_cast<int>(layers.size());
-        return time_launches(
-            [&](int i) {
-              for (int b = 0; b < B; ++b) {
-                const GpuLayer::Impl& layer = *layers[(i * B + b) % held];
-                const cudaError_t e = keys
-                                          ? launch_fused_logits(layer, d_q.get(), G, d_logits.get(),
-                                                                d_err.get(), nullptr)
-                                          : launch_fused_values(layer, d_probs.get(), G,
-                                                                d_out.get(), d_err.get(), nullptr);
-                if (e != cudaSuccess) return e;
-              }
-              return cudaSuccess;
-            },
-            B == 1 ? o.repeats : std::max(3, o.repeats / B));
-      };
-      auto qk = time_batch(1, true);
-      if (!qk) return qk.error();
-      add(name + "_qk", *qk, kb);
-      auto sv = time_batch(1, false);
-      if (!sv) return sv.error();
-      add(name + "_sv", *sv, vb);
-      add(name + "_attn", *qk + *sv, kb + vb, 2.0 * fp16_bytes);
-      for (const int B : o.batches) {
-        if (B < 2) continue;
-        auto bqk = time_batch(B, true);
-        if (!bqk) return bqk.error();
-        auto bsv = time_batch(B, false);
-        if (!bsv) return bsv.error();
-        add(name + "_attn_b" + std::to_string(B), *bqk + *bsv, B * (kb + vb), 2.0 * B * fp16_bytes,
-            B);
-      }
-      if (kind == 2) {
-        // The same packed 4-bit layer through the one-pass fused kernel.
-        auto host = download_layer(*gl);
-        if (!host) return host.error();
-        StoredRows sr;
-        sr.format = DecodeFormat::Packed4;
-        sr.block_size = o.block_size;
-        sr.k.assign(host->keys.payload.begin(), host->keys.payload.end());
-        sr.v.assign(host->values.payload.begin(), host->values.payload.end());
-        sr.k_steps = std::move(host->key_steps);
-        sr.k_mins = std::move(host->key_mins);
-        sr.v_steps = std::move(host->value_steps);
-        sr.v_mins = std::move(host->value_mins);
-        KVLAB_TRY_STATUS(fused(sr, "packed4_fused"));
-      }
-
-      if (huffman) {
-        // Encode throughput: quantize + Huffman-encode K and V from fp16 on the device, with
-        // the codebooks already built (the prefill's books are reused for every later block).
-        DeviceArray<std::uint16_t> dk, dv;
-        DeviceArray<std::uint8_t> codes;
-        DeviceArray<float> steps, mins;
-        KVLAB_TRY_STATUS(dk.upload(k.data(), n, "bench encode"));
-        KVLAB_TRY_STATUS(dv.upload(v.data(), n, "bench encode"));
-        KVLAB_TRY_STATUS(codes.allocate(n, "bench encode"));
-        GroupQuantArgs qa;
-        qa.tokens = T;
-        qa.heads = H;
-        qa.dim = D;
-        qa.bits = 8;
-        qa.key_group_tokens = o.block_size;
-        qa.relative = true;
-        qa.rel_scale = static_cast<float>(o.rel_scale);
-        KVLAB_TRY_STATUS(steps.allocate(gpu_group_units(qa, true), "bench encode"));
-        KVLAB_TRY_STATUS(mins.allocate(gpu_group_units(qa, true), "bench encode"));
-        qa.codes = codes.get();
-        qa.steps = steps.get();
-        qa.mins = mins.get();
-        EncodeScratch scratch;
-        GpuCodes out;
-        Status failed = Ok{};
-        auto enc = time_launches(
-            [&](int) -> cudaError_t {
-              for (int r = 0; r < 2; ++r) {
-                qa.x = r == 0 ? dk.get() : dv.get();
-                cudaError_t e = r == 0 ? launch_group_quantize_keys(qa, nullptr)
-                                       : launch_group_quantize_values(qa, nullptr);
-                if (e != cudaSuccess) return e;
-                const GpuBook& book = r == 0 ? gl->impl().key_book : gl->impl().value_book;
-                if (Status st = gpu_encode(codes.get(), T, H, D, o.block_size, CodecKind::Huffman,
-                                           0, &book, out, scratch, nullptr);
-                    !st) {
-                  failed = st;
-                  return cudaErrorUnknown;
+        // B sequences a step: these kernels take one layer a launch, so B launches back to back
+        // over B copies of the layer (each sequence's own memory, as in a batch of requests),
+        // against the fused fp16 kernel's one launch of B sequences. B = 1 cycles the copies made
+        // to pass the L2.
+        const auto time_batch = [&](int B, bool keys) {
+          while (static_cast<int>(layers.size()) < B) {
+            auto cl = clone_layer(gl->impl());
+            if (!cl) return Result<double>(cl.error());
+            layers.push_back(std::move(*cl));
+          }
+          const int held = static_cast<int>(layers.size());
+          return time_launches(
+              [&](int i) {
+                for (int b = 0; b < B; ++b) {
+                  const GpuLayer::Impl& layer = *layers[(i * B + b) % held];
+                  const cudaError_t e =
+                      keys ? launch_fused_logits(layer, d_q.get(), G, d_logits.get(), d_err.get(),
+                                                 nullptr)
+                           : launch_fused_values(layer, d_probs.get(), G, d_out.get(), d_err.get(),
+                                                 nullptr);
+                  if (e != cudaSuccess) return e;
                 }
-              }
-              return cudaSuccess;
-            },
-            std::max(7, o.repeats / 10));
-        if (!failed) return failed.error();
-        if (!enc) return enc.error();
-        report.encode_gbps.emplace_back(T, 2.0 * fp16_bytes / (*enc * 1e3));
-        huffman_layer = std::move(*gl);
-      }
+                return cudaSuccess;
+              },
+              B == 1 ? o.repeats : std::max(3, o.repeats / B));
+        };
+        auto qk = time_batch(1, true);
+        if (!qk) return qk.error();
+        add(name + "_qk", *qk, kb);
+        auto sv = time_batch(1, false);
+        if (!sv) return sv.error();
+        add(name + "_sv", *sv, vb);
+        add(name + "_attn", *qk + *sv, kb + vb, 2.0 * fp16_bytes);
+        for (const int B : o.batches) {
+          if (B < 2) continue;
+          auto bqk = time_batch(B, true);
+          if (!bqk) return bqk.error();
+          auto bsv = time_batch(B, false);
+          if (!bsv) return bsv.error();
+          add(name + "_attn_b" + std::to_string(B), *bqk + *bsv, B * (kb + vb),
+              2.0 * B * fp16_bytes, B);
+        }
+        if (kind == 2) {
+          // The same packed 4-bit layer through the one-pass fused kernel.
+          auto host = download_layer(*gl);
+          if (!host) return host.error();
+          StoredRows sr;
+          sr.format = DecodeFormat::Packed4;
+          sr.block_size = o.block_size;
+          sr.k.assign(host->keys.payload.begin(), host->keys.payload.end());
+          sr.v.assign(host->values.payload.begin(), host->values.payload.end());
+          sr.k_steps = std::move(host->key_steps);
+          sr.k_mins = std::move(host->key_mins);
+          sr.v_steps = std::move(host->value_steps);
+          sr.v_mins = std::move(host->value_mins);
+          KVLAB_TRY_STATUS(fused(sr, "packed4_fused"));
+        }
+
+        if (huffman) {
+          // Encode throughput: quantize + Huffman-encode K and V from fp16 on the device, with
+          // the codebooks already built (the prefill's books are reused for every later block).
+          DeviceArray<std::uint16_t> dk, dv;
+          DeviceArray<std::uint8_t> codes;
+          DeviceArray<float> steps, mins;
+          KVLAB_TRY_STATUS(dk.upload(k.data(), n, "bench encode"));
+          KVLAB_TRY_STATUS(dv.upload(v.data(), n, "bench encode"));
+          KVLAB_TRY_STATUS(codes.allocate(n, "bench encode"));
+          GroupQuantArgs qa;
+          qa.tokens = T;
+          qa.heads = H;
+          qa.dim = D;
+          qa.bits = 8;
+          qa.key_group_tokens = o.block_size;
+          qa.relative = true;
+          qa.rel_scale = static_cast<float>(o.rel_scale);
+          KVLAB_TRY_STATUS(steps.allocate(gpu_group_units(qa, true), "bench encode"));
+          KVLAB_TRY_STATUS(mins.allocate(gpu_group_units(qa, true), "bench encode"));
+          qa.codes = codes.get();
+          qa.steps = steps.get();
+          qa.mins = mins.get();
+          EncodeScratch scratch;
+          GpuCodes out;
+          Status failed = Ok{};
+          auto enc = time_launches(
+              [&](int) -> cudaError_t {
+                for (int r = 0; r < 2; ++r) {
+                  qa.x = r == 0 ? dk.get() : dv.get();
+                  cudaError_t e = r == 0 ? launch_group_quantize_keys(qa, nullptr)
+                                         : launch_group_quantize_values(qa, nullptr);
+                  if (e != cudaSuccess) return e;
+                  const GpuBook& book = r == 0 ? gl->impl().key_book : gl->impl().value_book;
+                  if (Status st = gpu_encode(codes.get(), T, H, D, o.block_size, CodecKind::Huffman,
+                                             0, &book, out, scratch, nullptr);
+                      !st) {
+                    failed = st;
+                    return cudaErrorUnknown;
+                  }
+                }
+                return cudaSuccess;
+              },
+              std::max(7, o.repeats / 10));
+          if (!failed) return failed.error();
+          if (!enc) return enc.error();
+          report.encode_gbps.emplace_back(T, 2.0 * fp16_bytes / (*enc * 1e3));
+          huffman_layer = std::move(*gl);
+        }
+        return Ok{};
+      }));
     }
 
     // FP8 (E4M3, one scale per KV head).
-    {
+    KVLAB_TRY_STATUS(part("fp8", [&]() -> Status {
       std::vector<std::uint8_t> k8(n), v8(n);
       std::vector<float> ksc(H), vsc(H);
       for (int r = 0; r < 2; ++r) {
@@ -636,10 +660,15 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
       sr.v = std::move(v8);
       sr.k_heads = ksc;
       sr.v_heads = vsc;
-      KVLAB_TRY_STATUS(fused(sr, "fp8_fused"));
-    }
+      return fused(sr, "fp8_fused");
+    }));
 
-    const double base_qk = rows[0].microseconds, base_sv = rows[1].microseconds;
+    // Against cuBLAS (0 where its part was left out).
+    double base_qk = 0, base_sv = 0;
+    for (const GpuBenchRow& r : rows) {
+      if (r.kernel == "cublas_fp16_qk") base_qk = r.microseconds;
+      if (r.kernel == "cublas_fp16_sv") base_sv = r.microseconds;
+    }
     for (GpuBenchRow& r : rows) {
       if (r.kernel.ends_with("_qk") || r.kernel.ends_with("_sv")) {
         r.speedup_vs_fp16 = (r.kernel.ends_with("_qk") ? base_qk : base_sv) / r.microseconds;

@@ -180,6 +180,7 @@ class ReportTargets(unittest.TestCase):
 
         j = {"rows": [row("fp16_fused", 16384, 40.0, copy=0.85),
                       row("fp16_fused_b8", 16384, 160.0, 8, copy=0.79),
+                      row("fp16_fused_b32", 16384, 900.0, 32, copy=0.5),  # shown, not held
                       row("huffman_attn", 16384, 120.0, fused=0.33),
                       row("huffman_attn_b8", 16384, 800.0, 8, fused=0.2),
                       row("q4_0_fused", 16384, 13.0, fused=3.1),
@@ -205,8 +206,10 @@ class ReportTargets(unittest.TestCase):
 
         huff = ("void kvlab::cuda::(anonymous namespace)::logits_kernel<true, 8, 4>"
                 "(kvlab::cuda::(anonymous namespace)::KeyArgs)")
-        fp16 = "void kvlab::cuda::decode_attention_kernel<kvlab::cuda::Fp16Row<128>, 4>(Args)"
-        fp8 = "fp8_values_kernel<E4M3>(Fp8Args)"
+        # Template arguments holding parentheses and namespaces, as ncu demangles them.
+        fp16 = ("void kvlab::cuda::(anonymous namespace)::decode_attention_kernel<kvlab::cuda::"
+                "(anonymous namespace)::Fp16Row<128>, 4>(Args, int, float *)")
+        fp8 = "void kvlab::cuda::fp8_values_kernel<(kvlab::Fp8Format)0>(Fp8Args)"
         text = "\n".join([
             "==PROF== Connected to process 7", "context  kernel  us",  # the program's own lines
             head,
@@ -230,17 +233,17 @@ class ReportTargets(unittest.TestCase):
             row(3, "no_metrics_kernel()", "Occupancy", "Achieved Occupancy", "%", "n/a"),
         ])
         kernels = gpu_kernels_report.ncu_kernels(text)
-        self.assertEqual(set(kernels), {"logits_kernel<true,8,4>", "fp8_values_kernel<E4M3>",
-                                        "decode_attention_kernel<kvlab::cuda::Fp16Row<128>,4>"})
-        self.assertEqual(kernels["fp8_values_kernel<E4M3>"]["Compute (SM) Throughput"], 1000.5)
+        self.assertEqual(set(kernels), {"logits_kernel<true,8,4>", "fp8_values_kernel<(Fp8Format)0>",
+                                        "decode_attention_kernel<Fp16Row<128>,4>"})
+        self.assertEqual(kernels["fp8_values_kernel<(Fp8Format)0>"]["Compute (SM) Throughput"], 1000.5)
         bound, shown = gpu_kernels_report.bound_of(kernels["logits_kernel<true,8,4>"])
         self.assertEqual(bound, "latency")
         self.assertIn("most stalls: long scoreboard (3.5 cycles an issue)", shown)
         fp16_bound, fp16_shown = gpu_kernels_report.bound_of(
-            kernels["decode_attention_kernel<kvlab::cuda::Fp16Row<128>,4>"])
+            kernels["decode_attention_kernel<Fp16Row<128>,4>"])
         self.assertEqual(fp16_bound, "DRAM")
         self.assertIn("128 registers", fp16_shown)
-        self.assertEqual(gpu_kernels_report.bound_of(kernels["fp8_values_kernel<E4M3>"])[0],
+        self.assertEqual(gpu_kernels_report.bound_of(kernels["fp8_values_kernel<(Fp8Format)0>"])[0],
                          "issue")
         t = gpu_kernels_report.ncu_target(kernels, CMD)
         self.assertEqual((t["id"], t["issue"], t["status"]), ("ncu-bounds", 46, "reported"))
