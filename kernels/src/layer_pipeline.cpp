@@ -138,6 +138,8 @@ class Pipeline {
   Status finish(int l);
   Status code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& bytes, CodecStats& stats);
   DeviceTensor device_tensor(int l, int which) const;
+  // "SOURCE: layers.L.key" (which 0) or ".value", as the CPU's run names a tensor in its errors.
+  std::string tensor_name(int l, int which) const;
   void note_memory();
 
   const LayerRunRequest& m_req;
@@ -202,6 +204,10 @@ Status Pipeline::setup() {
   KVLAB_CUDA_TRY(cudaMallocHost(&pinned, sizeof(DeviceLayerSums)), "GPU run: pinned sums");
   m_host_sums = static_cast<DeviceLayerSums*>(pinned);
   return Ok{};
+}
+
+std::string Pipeline::tensor_name(int l, int which) const {
+  return fmt::format("{}: layers.{}.{}", m_cache.source, l, which == 0 ? "key" : "value");
 }
 
 void Pipeline::note_memory() {
@@ -304,8 +310,7 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   const bool key = which == 0;
   const std::vector<CodeHistogram>& histograms = key ? lr.key_histograms : lr.value_histograms;
   const Tensor& t = tensor_of(m_cache.layers[static_cast<std::size_t>(l)], which);
-  const std::string name =
-      fmt::format("{}: layers.{}.{}", m_cache.source, l, key ? "key" : "value");
+  const std::string name = tensor_name(l, which);
   CodeCounts counts{};
   if (histograms.size() != 1 || histograms[0].counts.size() != counts.size()) {
     return make_error(name + ": entropy coding needs one histogram of 256 byte codes");
@@ -383,8 +388,7 @@ Status Pipeline::finish(int l) {
   for (int w = 0; w < 2; ++w) {
     if (!sums.not_finite[w]) continue;
     // The CPU's check names the token, head and channel, as a CPU run does.
-    const std::string name =
-        fmt::format("{}: layers.{}.{}", m_cache.source, l, w == 0 ? "key" : "value");
+    const std::string name = tensor_name(l, w);
     KVLAB_TRY(check_tensor_finite(tensor_of(m_cache.layers[static_cast<std::size_t>(l)], w), name));
     return make_error(name + " holds a NaN or an infinity");
   }
@@ -392,8 +396,7 @@ Status Pipeline::finish(int l) {
   for (int w = 0; w < 2; ++w) {
     auto h = m_quantizers[static_cast<std::size_t>(w)]->histograms(m_compute.s);
     if (!h) {  // named as the CPU's run names it (a quantizer's own check, TurboQuant's norms)
-      return make_error(fmt::format("{}: layers.{}.{}: {}", m_cache.source, l,
-                                    w == 0 ? "key" : "value", h.message()));
+      return make_error(tensor_name(l, w) + ": " + h.message());
     }
     (w == 0 ? lr.key_histograms : lr.value_histograms) = std::move(*h);
   }
