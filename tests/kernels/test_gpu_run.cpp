@@ -121,6 +121,11 @@ struct Shape {
   int tokens, heads, dim;
 };
 
+// The failures the running test has recorded so far: a case that adds one failed.
+int failures_so_far() {
+  return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
+}
+
 TEST(GpuQuantizers, SameBytesAsTheCpu) {
   KVLAB_REQUIRE_GPU();
   // 1 token; a tail of a block and of a group; odd head counts; head_dim 64 and 128 (the block
@@ -128,13 +133,10 @@ TEST(GpuQuantizers, SameBytesAsTheCpu) {
   const std::vector<Shape> shapes{{1, 1, 32}, {77, 3, 64}, {200, 5, 128}, {513, 2, 64}};
   std::vector<std::string> missing, failed;
   int compared = 0;
-  const auto failures = [] {
-    return ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
-  };
   // Each method on its own: a failing case ends its method (one case's report is enough to act
   // on), not the test, so that the other methods' results still come back from a GPU session.
   const auto compare = [&](const NamedMethod& nm) {
-    const int before = failures();
+    const int before = failures_so_far();
     auto cpu = make_quantizer(nm.config);
     ASSERT_TRUE(cpu) << nm.name << ": " << cpu.message();
     bool has_gpu = true;
@@ -191,7 +193,7 @@ TEST(GpuQuantizers, SameBytesAsTheCpu) {
             worst = std::max(worst, std::fabs(recon[i] - (*got)->reconstruction[i]));
           }
           EXPECT_LE(worst, 1e-5f * scale) << where << ": reconstructions differ";
-          if (failures() > before) return;
+          if (failures_so_far() > before) return;
         }
         if (!has_gpu) break;
       }
@@ -200,9 +202,9 @@ TEST(GpuQuantizers, SameBytesAsTheCpu) {
     if (!has_gpu) missing.push_back(nm.name);
   };
   for (const NamedMethod& nm : all_methods()) {
-    const int before = failures();
+    const int before = failures_so_far();
     compare(nm);
-    if (failures() > before) failed.push_back(nm.name);
+    if (failures_so_far() > before) failed.push_back(nm.name);
   }
   std::string list, bad;
   for (const std::string& m : missing) list += m + "; ";
@@ -352,8 +354,7 @@ TEST(GpuRun, ReportMatchesTheCpu) {
       }
       if (dev->stage_backends[0] != "cuda") continue;  // run on the CPU: nothing to compare
       ++on_gpu;
-      const int before =
-          ::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count();
+      const int before = failures_so_far();
       EXPECT_EQ(dev->stage_backends[static_cast<std::size_t>(Stage::Metrics)], "cuda") << what;
       // The large cache's layers take whole megabytes of device memory; the small one's pieces
       // may fit pages the driver already holds.
@@ -361,9 +362,7 @@ TEST(GpuRun, ReportMatchesTheCpu) {
         EXPECT_GT(dev->device_memory_peak_bytes, 0u) << what;
       }
       expect_same_report(*cpu, *dev, what);
-      if (::testing::UnitTest::GetInstance()->current_test_info()->result()->total_part_count() >
-          before)
-        failed += what + "; ";
+      if (failures_so_far() > before) failed += what + "; ";
     }
   }
   std::cout << "GPU runs compared: " << on_gpu << "; failed: " << failed << "\n";
