@@ -167,8 +167,8 @@ if has runs; then
   gpu=$(echo "$device" | cut -d, -f1 | tr 'A-Z' 'a-z' | sed 's/^nvidia //; s/ .*//')
   results="$out/gpu_run_${gpu:-gpu}.json"
   [ -f "bench/results/gpu_run_${gpu}.json" ] && cp "bench/results/gpu_run_${gpu}.json" "$results"
-  python3 bench/run_report.py --from-json "$out/runs.jsonl" --command 'bash bench/gpu_session.sh' \
-    --results "$results" > "$out/run_report.txt" 2>&1
+  python3 bench/run_report.py --from-json "$out/runs.jsonl" --measured-here \
+    --command 'bash bench/gpu_session.sh' --results "$results" > "$out/run_report.txt" 2>&1
   echo "run_report rc=$? -> $results" >> "$out/run_report.txt"
 fi
 

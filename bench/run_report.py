@@ -134,6 +134,10 @@ def main():
     ap.add_argument("--from-json", metavar="FILE",
                     help="read this output of `kvlab bench run --json` (or gpu_session.sh's "
                          "runs.jsonl) instead of running")
+    ap.add_argument("--measured-here", action="store_true",
+                    help="with --from-json: the rows were measured on this machine (as "
+                         "bench/gpu_session.sh runs it on the GPU machine), so the results file "
+                         "records this machine; otherwise it keeps the file's")
     ap.add_argument("--command", help="the command to record as the one that measured it")
     br.add_option(ap)
     args, extra = ap.parse_known_args()
@@ -158,9 +162,12 @@ def main():
         command = args.command or br.command_line(drop=("--results", "--command"))
         found = gpu_targets(rows, command) if bench == "gpu_run" else cpu_targets(rows, command)
         # The machine is this one only when it ran here: rows read --from-json were measured
-        # where they were written (the GPU machine's session), whose description the file keeps.
+        # where they were written, unless --measured-here says that is this machine (whose
+        # build, if any, is not the one named here).
+        if args.from_json:
+            args.build = None
         br.write_results(args, ("run", "gpu_run"), found, gpu=bench == "gpu_run",
-                         here=not args.from_json)
+                         here=not args.from_json or args.measured_here)
 
 
 if __name__ == "__main__":
