@@ -6,18 +6,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "codec/bitpack.h"
 #include "kvlab/engine/core/dtype.h"
+#include "kvlab/engine/core/rope_rules.h"
 #include "kvlab/engine/model/model_capture.h"
 #include "kvlab/engine/quant/compress.h"
+#include "kvlab/engine/quant/kvquant_rules.h"
 #include "kvlab/engine/quant/method.h"
 #include "kvlab/engine/sources/synthetic.h"
 #include "quant/kvquant_calibration.h"
@@ -578,6 +583,194 @@ TEST(KvQuant, ProgressMovesInsideTheQuantizerAndACancelStopsIt) {
   });
   ASSERT_FALSE(cancelled.ok());
   EXPECT_EQ(cancelled.message(), kCancelledMessage);
+}
+
+// The GPU's route to a value token's tails (kvquant_rules.h: a bound from K = k + 1 groups'
+// extremes, then each entry past it ranked) against the CPU's select_token_tails, on rows with
+// ties, zeros of both signs and repeated extremes: the same outliers and the same range.
+TEST(KvQuantRules, TailRanksAreTheSelectedTails) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> pick(0, 5);
+  detail::TailScratch scratch;
+  int rows = 0;
+  for (int n : {3, 7, 64, 192, 1000}) {
+    for (int k : {0, 1, 3, 10, 400}) {
+      for (int trial = 0; trial < 6; ++trial) {
+        std::vector<float> x(static_cast<std::size_t>(n));
+        for (float& v : x) {
+          const int p = pick(rng);
+          v = p == 0 ? 0.f : p == 1 ? -0.f : p == 2 ? 2.5f : nd(rng);  // ties
+        }
+        if (trial % 2 == 1) x[static_cast<std::size_t>(n) / 2] = 9.f;  // one clear maximum
+        float lower = 0.f, upper = 0.f;
+        std::vector<int> want;
+        detail::select_token_tails(x.data(), n, k, scratch, lower, upper, want);
+        const int kk = std::clamp(k, 0, (n - 1) / 2), K = kk + 1;
+        // The bound: the smallest of K groups' maxima (the largest of their minima).
+        std::vector<float> gmax(K, -INFINITY), gmin(K, INFINITY);
+        for (int j = 0; j < n; ++j) {
+          gmax[j % K] = std::max(gmax[j % K], x[j]);
+          gmin[j % K] = std::min(gmin[j % K], x[j]);
+        }
+        const float tau_hi = *std::min_element(gmax.begin(), gmax.end());
+        const float tau_lo = *std::max_element(gmin.begin(), gmin.end());
+        std::vector<int> got;
+        float got_lower = 0.f, got_upper = 0.f;
+        for (int j = 0; j < n; ++j) {
+          const int hr = kvquant_rules::high_rank(x.data(), n, j);
+          const int lr = kvquant_rules::low_rank(x.data(), n, j);
+          if (hr <= kk) {
+            EXPECT_GE(x[j], tau_hi) << "a high tail entry below the bound";
+          }
+          if (lr <= kk) {
+            EXPECT_LE(x[j], tau_lo) << "a low tail entry above the bound";
+          }
+          if (hr < kk || lr < kk) got.push_back(j);
+          if (hr == kk) got_upper = x[j];
+          if (lr == kk) got_lower = x[j];
+        }
+        const std::string at = "n " + std::to_string(n) + " k " + std::to_string(k);
+        EXPECT_EQ(got, want) << at;
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(got_upper), std::bit_cast<std::uint32_t>(upper))
+            << at;
+        EXPECT_EQ(std::bit_cast<std::uint32_t>(got_lower), std::bit_cast<std::uint32_t>(lower))
+            << at;
+        ++rows;
+      }
+    }
+  }
+  EXPECT_EQ(rows, 150);
+}
+
+// The GPU quantizer's apply step (kernels/src/quant_kvquant.cu) composed here from what it
+// calls (the rules, the RoPE angles and the packing the CPU quantizer shares with it) gives the
+// CPU quantizer's bytes: codes, parameters, residual and sparse table, keys pre-RoPE (full and
+// partial rotary dims, both pair layouts) and as given, values, every bit width, sinks 0 to 3,
+// and no outliers at all. The GPU test (GpuQuantizers.SameBytesAsTheCpu) runs the kernels.
+TEST(KvQuantRules, ApplyStepFromTheRulesIsTheQuantizersBytes) {
+  struct Case {
+    int bits, sinks;
+    double outliers;
+    int rotary;  // 0: keys as given
+    bool half;
+  };
+  const int T = 150, H = 3, D = 16, C = H * D;
+  const Tensor x = gaussian(T, H, D, 21, DType::BF16);
+  const std::vector<float> xf = x.view().to_float();
+  int cases = 0;
+  for (const Case& cs :
+       {Case{3, 1, 0.01, 0, false}, Case{2, 0, 0.05, 16, false}, Case{4, 3, 0.02, 16, true},
+        Case{3, 1, 0.0, 8, true}, Case{4, 1, 0.01, 8, false}}) {
+    KvQuantConfig cfg;
+    cfg.bits = cs.bits;
+    cfg.sink_tokens = cs.sinks;
+    cfg.outlier_fraction = cs.outliers;
+    if (cs.rotary > 0) {
+      cfg.rope.rotary_dims = cs.rotary;
+      cfg.rope.half_split = cs.half;
+      cfg.rope.first_position = 7;
+      for (int i = 0; i < cs.rotary / 2; ++i)
+        cfg.rope.frequencies.push_back(std::pow(10000.0, -2.0 * i / cs.rotary));
+    }
+    const auto q = make_kvquant_quantizer(cfg);
+    for (TensorRole role : {TensorRole::Key, TensorRole::Value}) {
+      const std::string at = std::string(role_name(role)) + " bits " + std::to_string(cs.bits) +
+                             " rotary " + std::to_string(cs.rotary);
+      auto want = q->quantize(x.view(), role);
+      ASSERT_TRUE(want) << at << ": " << want.message();
+      auto cal = q->self_calibration(x.view(), role);
+      ASSERT_TRUE(cal) << at;
+      const bool key = role == TensorRole::Key;
+      const int S = std::min(cs.sinks, T), Tq = T - S, half = cs.rotary / 2;
+      // rows: turned back before RoPE pair by pair, at the angles the quantizer turns by.
+      std::vector<float> rows = xf;
+      if (key && cs.rotary > 0) {
+        std::vector<float> cosv(static_cast<std::size_t>(T) * half), sinv(cosv.size());
+        detail::kvquant_key_rope_angles(cfg.rope, T, S, true, cosv.data(), sinv.data());
+        for (int t = 0; t < T; ++t) {
+          for (int h = 0; h < H; ++h) {
+            float* r = rows.data() + (static_cast<std::size_t>(t) * H + h) * D;
+            for (int i = 0; i < half; ++i) {
+              rope_rules::turn_pair(r[rope_rules::pair_first(i, cs.rotary, cs.half)],
+                                    r[rope_rules::pair_second(i, cs.rotary, cs.half)],
+                                    cosv[t * half + i], sinv[t * half + i]);
+            }
+          }
+        }
+      }
+      const std::vector<float> mids = detail::kvquant_midpoints(cal->levels);
+      const int nm = static_cast<int>(mids.size());
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(Tq) * C);
+      std::vector<float> params = cal->levels, lo(C), up(C), inv(C), bias(C), tl, tu;
+      std::vector<std::uint16_t> residual;
+      std::vector<int> row_ptr{0}, cols;
+      for (int i = 0; i < S * C; ++i) residual.push_back(float_to_fp16(rows[i]));
+      std::vector<std::uint16_t> sparse;
+      if (key) {
+        for (int c = 0; c < C; ++c) {
+          lo[c] = fp16_to_float(cal->lower[c]);
+          up[c] = fp16_to_float(cal->upper[c]);
+          kvquant_rules::normaliser(lo[c], up[c], inv[c], bias[c]);
+        }
+      }
+      const int k = detail::outliers_per_side(cs.outliers, C);
+      for (int t = 0; t < Tq; ++t) {
+        const float* r = rows.data() + static_cast<std::size_t>(S + t) * C;
+        std::uint8_t* cd = codes.data() + static_cast<std::size_t>(t) * C;
+        std::vector<bool> out(C, false);
+        if (key) {
+          for (int c = 0; c < C; ++c) {
+            cd[c] = kvquant_rules::entry_code(r[c], inv[c], bias[c], mids.data(), nm);
+            out[c] = cs.outliers > 0.0 && kvquant_rules::key_outlier(r[c], lo[c], up[c]);
+          }
+        } else {
+          float lower = 0.f, upper = 0.f;
+          for (int c = 0; c < C; ++c) {
+            const int hr = kvquant_rules::high_rank(r, C, c), lr = kvquant_rules::low_rank(r, C, c);
+            out[c] = hr < k || lr < k;
+            if (hr == k) upper = r[c];
+            if (lr == k) lower = r[c];
+          }
+          tl.push_back(fp16_to_float(float_to_fp16(lower)));
+          tu.push_back(fp16_to_float(float_to_fp16(upper)));
+          float iv = 0.f, bs = 0.f;
+          kvquant_rules::normaliser(tl.back(), tu.back(), iv, bs);
+          for (int c = 0; c < C; ++c)
+            cd[c] = kvquant_rules::entry_code(r[c], iv, bs, mids.data(), nm);
+        }
+        for (int c = 0; c < C; ++c) {
+          if (!out[c]) continue;
+          cols.push_back(c);
+          sparse.push_back(float_to_fp16(r[c]));
+        }
+        row_ptr.push_back(static_cast<int>(cols.size()));
+      }
+      std::vector<std::uint8_t> packed(detail::packed_bytes(codes.size(), cs.bits), 0);
+      detail::kvquant_pack(codes.data(), codes.size(), cs.bits, packed.data(), 0);
+      EXPECT_TRUE(std::equal(packed.begin(), packed.end(), want->codes.begin(), want->codes.end()))
+          << at;
+      const auto& a = key ? lo : tl;
+      const auto& b = key ? up : tu;
+      params.insert(params.end(), a.begin(), a.end());
+      params.insert(params.end(), b.begin(), b.end());
+      ASSERT_EQ(params.size(), want->params.size()) << at;
+      EXPECT_EQ(0, std::memcmp(params.data(), want->params.data(), params.size() * 4)) << at;
+      residual.insert(residual.end(), sparse.begin(), sparse.end());
+      EXPECT_EQ(residual, want->residual) << at;
+      std::vector<int> bounds{S, static_cast<int>(cols.size())};
+      bounds.insert(bounds.end(), row_ptr.begin(), row_ptr.end());
+      bounds.insert(bounds.end(), cols.begin(), cols.end());
+      EXPECT_EQ(bounds, want->bounds) << at;
+      const ByteBreakdown bb = detail::kvquant_bytes(role, T, H, D, cs.sinks, cs.bits, cols.size());
+      EXPECT_EQ(bb.total(), want->bytes.total()) << at;
+      if (cs.outliers > 0.0 && (key || k > 0)) {  // a sparse table to compare
+        EXPECT_GT(cols.size(), 0u) << at;
+      }
+      ++cases;
+    }
+  }
+  EXPECT_EQ(cases, 10);
 }
 
 }  // namespace

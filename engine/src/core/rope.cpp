@@ -1,7 +1,9 @@
 // RoPE over stored rows (rope.h): forward and inverse, and the spec's JSON form for file metadata.
 #include "kvlab/engine/core/rope.h"
+#include "kvlab/engine/core/rope_rules.h"
 #include "kvlab/engine/io/json_text.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -19,18 +21,10 @@ void rope_row(float* row, int heads, int dim, const RopeSpec& rope, const float*
   const int half = rope.rotary_dims / 2;
   for (int h = 0; h < heads; ++h) {
     float* __restrict x = row + static_cast<std::size_t>(h) * dim;
-    if (rope.half_split) {
-      for (int i = 0; i < half; ++i) {
-        const float a = x[i], b = x[i + half];
-        x[i] = a * c[i] - b * s[i];
-        x[i + half] = a * s[i] + b * c[i];
-      }
-    } else {
-      for (int i = 0; i < half; ++i) {
-        const float a = x[2 * i], b = x[2 * i + 1];
-        x[2 * i] = a * c[i] - b * s[i];
-        x[2 * i + 1] = a * s[i] + b * c[i];
-      }
+    for (int i = 0; i < half; ++i) {
+      rope_rules::turn_pair(x[rope_rules::pair_first(i, rope.rotary_dims, rope.half_split)],
+                            x[rope_rules::pair_second(i, rope.rotary_dims, rope.half_split)], c[i],
+                            s[i]);
     }
   }
 }
@@ -61,8 +55,8 @@ Status RopeSpec::check(int tokens, int head_dim) const {
   return Ok{};
 }
 
-void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope,
-                     bool inverse) {
+void rope_angles(int t0, int t1, const RopeSpec& rope, bool inverse, float* cos_out,
+                 float* sin_out) {
   if (!rope.enabled()) return;
   const auto half = static_cast<std::size_t>(rope.rotary_dims / 2);
   const double sign = inverse ? -1.0 : 1.0;
@@ -75,9 +69,10 @@ void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const Rope
     step_c[i] = std::cos(rope.frequencies[i]);
     step_s[i] = std::sin(rope.frequencies[i]);
   }
-  std::vector<float> cf(half), sf(half);
   for (int t = t0; t < t1; ++t) {
     const bool exact = !rope.positions.empty() || (t - t0) % kRopeAnchor == 0;
+    float* cf = cos_out + static_cast<std::size_t>(t - t0) * half;
+    float* sf = sin_out + static_cast<std::size_t>(t - t0) * half;
     for (std::size_t i = 0; i < half; ++i) {
       if (exact) {
         const double angle = rope.position(t) * rope.frequencies[i];
@@ -91,8 +86,23 @@ void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const Rope
       cf[i] = static_cast<float>(c[i]);
       sf[i] = static_cast<float>(sign * s[i]);
     }
-    rope_row(rows + static_cast<std::size_t>(t - t0) * heads * dim, heads, dim, rope, cf.data(),
-             sf.data());
+  }
+}
+
+void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope,
+                     bool inverse) {
+  if (!rope.enabled()) return;
+  const auto half = static_cast<std::size_t>(rope.rotary_dims / 2);
+  // The angles a piece of kRopeAnchor tokens at a time (each piece starts at an anchor).
+  std::vector<float> cf(half * kRopeAnchor), sf(half * kRopeAnchor);
+  for (int p0 = t0; p0 < t1; p0 += kRopeAnchor) {
+    const int p1 = std::min(t1, p0 + kRopeAnchor);
+    rope_angles(p0, p1, rope, inverse, cf.data(), sf.data());
+    for (int t = p0; t < p1; ++t) {
+      const std::size_t r = static_cast<std::size_t>(t - p0);
+      rope_row(rows + static_cast<std::size_t>(t - t0) * heads * dim, heads, dim, rope,
+               cf.data() + r * half, sf.data() + r * half);
+    }
   }
 }
 

@@ -14,13 +14,14 @@
 #include "codec/bitpack.h"
 #include "core/row_loader.h"
 #include "kvlab/engine/core/threads.h"
+#include "kvlab/engine/quant/kvquant_rules.h"
 #include "quant/lloyd_max.h"
 
 namespace kvlab::detail {
 
 namespace {
 
-constexpr int kChunkTokens = 64;
+constexpr int kChunkTokens = kvquant_rules::kChunkTokens;
 
 // ---- codes ---------------------------------------------------------------------------------
 
@@ -47,12 +48,8 @@ void encode_channels(const float* x, const float* inv, const float* bias, const 
   }
 #endif
   for (; i < n; ++i) {
-    const float v = x[i];
-    const float u = std::fma(v, inv[i], bias[i]);
-    int c = 0;
-    for (int j = 0; j < NM; ++j) c += u > mids[j] ? 1 : 0;
-    codes[i] = static_cast<std::uint8_t>(c);
-    flags[i] = static_cast<std::uint8_t>((v > up[i]) | (v < lo[i]));
+    codes[i] = kvquant_rules::entry_code(x[i], inv[i], bias[i], mids, NM);
+    flags[i] = kvquant_rules::key_outlier(x[i], lo[i], up[i]) ? 1 : 0;
   }
 }
 
@@ -70,16 +67,7 @@ void encode_token(const float* x, float inv, float bias, const float* mids, int 
                      _mm512_cvtepi32_epi8(level_search16<B>(u, table)));
   }
 #endif
-  for (; i < n; ++i) {
-    const float u = std::fma(x[i], inv, bias);
-    int c = 0;
-    for (int j = 0; j < NM; ++j) c += u > mids[j] ? 1 : 0;
-    codes[i] = static_cast<std::uint8_t>(c);
-  }
-}
-
-std::uint8_t nearest_code(float u, const std::vector<float>& mids) {
-  return static_cast<std::uint8_t>(std::lower_bound(mids.begin(), mids.end(), u) - mids.begin());
+  for (; i < n; ++i) codes[i] = kvquant_rules::entry_code(x[i], inv, bias, mids, NM);
 }
 
 void encode_channels_any(int bits, const float* x, const float* inv, const float* bias,
@@ -92,10 +80,11 @@ void encode_channels_any(int bits, const float* x, const float* inv, const float
       return encode_channels<3>(x, inv, bias, lo, up, mids.data(), n, codes, flags);
     case 4:
       return encode_channels<4>(x, inv, bias, lo, up, mids.data(), n, codes, flags);
-    default:
+    default:  // more bits than the method ships (tests): the rules as they stand
       for (int i = 0; i < n; ++i) {
-        codes[i] = nearest_code(x[i] * inv[i] + bias[i], mids);
-        flags[i] = static_cast<std::uint8_t>((x[i] > up[i]) | (x[i] < lo[i]));
+        codes[i] = kvquant_rules::entry_code(x[i], inv[i], bias[i], mids.data(),
+                                             static_cast<int>(mids.size()));
+        flags[i] = kvquant_rules::key_outlier(x[i], lo[i], up[i]) ? 1 : 0;
       }
   }
 }
@@ -110,14 +99,17 @@ void encode_token_any(int bits, const float* x, float inv, float bias,
     case 4:
       return encode_token<4>(x, inv, bias, mids.data(), n, codes);
     default:
-      for (int i = 0; i < n; ++i) codes[i] = nearest_code(x[i] * inv + bias, mids);
+      for (int i = 0; i < n; ++i) {
+        codes[i] =
+            kvquant_rules::entry_code(x[i], inv, bias, mids.data(), static_cast<int>(mids.size()));
+      }
   }
 }
 
-// b-bit codes, LSB first, code i at bit i·b of the stream (bitpack.h's layout, which covers b =
-// 1, 2, 4, 8; the others straddle bytes and are written here). `out` is zero where written.
-void pack_stream(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
-                 std::size_t first) {
+}  // namespace
+
+void kvquant_pack(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
+                  std::size_t first) {
   if (bits == 1 || bits == 2 || bits == 4 || bits == 8) {
     pack_codes(codes, count, bits, out, first);
     return;
@@ -142,6 +134,8 @@ void pack_stream(const std::uint8_t* codes, std::size_t count, int bits, std::ui
   }
 }
 
+namespace {
+
 void unpack_stream(const std::uint8_t* packed, std::size_t first, std::size_t count, int bits,
                    std::uint8_t* codes) {
   if (bits == 1 || bits == 2 || bits == 4 || bits == 8) {
@@ -161,20 +155,57 @@ float fp16_round(float v) {
   return fp16_to_float(float_to_fp16(v));
 }
 
-// offset = (upper + lower) / 2, scale = (upper − lower) / 2 (quant_fn_nuq_recon); u = x·inv + bias.
 void norm_of(float lower, float upper, float& inv, float& bias) {
-  const float offset = 0.5f * (upper + lower), scale = 0.5f * (upper - lower);
-  inv = scale > 0.f ? 1.f / scale : 0.f;
-  bias = -offset * inv;
+  kvquant_rules::normaliser(lower, upper, inv, bias);
 }
 
-std::vector<float> midpoints(const std::vector<float>& levels) {
+}  // namespace
+
+std::vector<float> kvquant_midpoints(const std::vector<float>& levels) {
   std::vector<float> m(levels.size() - 1);
   for (std::size_t j = 0; j + 1 < levels.size(); ++j) m[j] = 0.5f * (levels[j] + levels[j + 1]);
   return m;
 }
 
-}  // namespace
+ByteBreakdown kvquant_bytes(TensorRole role, int tokens, int heads, int dim, int sinks, int bits,
+                            std::size_t nnz) {
+  const std::size_t C = static_cast<std::size_t>(heads) * dim;
+  const int S = std::min(sinks, tokens), Tq = tokens - S;
+  ByteBreakdown b;
+  const std::uint64_t units = role == TensorRole::Key ? C : static_cast<std::uint64_t>(Tq);
+  b.codes = packed_bytes(static_cast<std::size_t>(Tq) * C, bits);
+  b.scales = units * sizeof(std::uint16_t);
+  b.zero_points = units * sizeof(std::uint16_t);
+  b.residual = (static_cast<std::uint64_t>(S) * C + nnz) * sizeof(std::uint16_t);
+  b.metadata = kTensorHeaderBytes + (std::uint64_t{1} << bits) * sizeof(float) +
+               (2 + static_cast<std::uint64_t>(Tq) + 1 + nnz) * sizeof(std::int32_t);
+  return b;
+}
+
+void kvquant_key_rope_angles(const RopeSpec& rope, int tokens, int sinks, bool inverse,
+                             float* cos_out, float* sin_out) {
+  const std::size_t half = static_cast<std::size_t>(rope.rotary_dims / 2);
+  const auto piece = [&](int t0, int t1) {
+    rope_angles(t0, t1, rope, inverse, cos_out + static_cast<std::size_t>(t0) * half,
+                sin_out + static_cast<std::size_t>(t0) * half);
+  };
+  if (!inverse) return piece(0, tokens);  // dequantize() turns the whole tensor in one call
+  const int S = std::min(sinks, tokens);
+  piece(0, S);
+  for (int t0 = S; t0 < tokens; t0 += kvquant_rules::kChunkTokens) {
+    piece(t0, std::min(tokens, t0 + kvquant_rules::kChunkTokens));
+  }
+}
+
+KvQuantConfig kvquant_config(const MethodConfig& c) {
+  KvQuantConfig k;
+  k.bits = c.bits;
+  k.levels = c.normal_float ? KvQuantLevels::NormalFloat : KvQuantLevels::KMeans;
+  k.outlier_fraction = c.outlier_fraction;
+  k.calibration_tokens = c.calib_tokens;
+  if (c.pre_rope) k.rope = c.key_rope;
+  return k;
+}
 
 Status check_kvquant_config(const KvQuantConfig& c) {
   if (c.bits < 2 || c.bits > 8) {
@@ -298,7 +329,8 @@ Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill
   return cal;
 }
 
-Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRole role) const {
+Result<KvQuantCalibration> KvQuantQuantizer::self_calibration(const TensorView& x,
+                                                              TensorRole role) const {
   if (x.tokens() <= m_config.sink_tokens) {  // nothing to code: any fitting calibration does
     KvQuantCalibration none{role, x.heads(), x.dim(), normal_float_levels(m_config.bits),
                             {},   {},        0.0};
@@ -306,9 +338,13 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
       none.lower.assign(static_cast<std::size_t>(x.heads()) * x.dim(), 0);
       none.upper = none.lower;
     }
-    return quantize(x, role, none);
+    return none;
   }
-  auto cal = calibrate(x, role);
+  return calibrate(x, role);
+}
+
+Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRole role) const {
+  auto cal = self_calibration(x, role);
   if (!cal) return cal.error();
   return quantize(x, role, *cal);
 }
@@ -342,7 +378,7 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
   const std::size_t hd = static_cast<std::size_t>(C);
   q.codes.assign(packed_bytes(static_cast<std::size_t>(Tq) * hd, bits), 0);
   q.params = cal.levels;
-  const std::vector<float> mids = midpoints(cal.levels);
+  const std::vector<float> mids = kvquant_midpoints(cal.levels);
 
   // Sinks: fp16 as they are.
   std::vector<float> buf(static_cast<std::size_t>(std::max(S, std::min(kChunkTokens, Tq))) * hd);
@@ -410,8 +446,8 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
       }
       row_ptr.push_back(static_cast<int>(cols.size()));
     }
-    pack_stream(cbuf.data(), static_cast<std::size_t>(rows) * hd, bits, q.codes.data(),
-                static_cast<std::size_t>(t0 - S) * hd);
+    kvquant_pack(cbuf.data(), static_cast<std::size_t>(rows) * hd, bits, q.codes.data(),
+                 static_cast<std::size_t>(t0 - S) * hd);
   }
   if (key) {
     q.params.insert(q.params.end(), lo.begin(), lo.end());
@@ -427,13 +463,7 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
   q.bounds.insert(q.bounds.end(), row_ptr.begin(), row_ptr.end());
   q.bounds.insert(q.bounds.end(), cols.begin(), cols.end());
 
-  const std::uint64_t units = key ? hd : static_cast<std::uint64_t>(Tq);
-  q.bytes.codes = q.codes.size();
-  q.bytes.scales = units * sizeof(std::uint16_t);
-  q.bytes.zero_points = units * sizeof(std::uint16_t);
-  q.bytes.residual = q.residual.size() * sizeof(std::uint16_t);
-  q.bytes.metadata = kTensorHeaderBytes + static_cast<std::uint64_t>(L) * sizeof(float) +
-                     q.bounds.size() * sizeof(std::int32_t);
+  q.bytes = kvquant_bytes(role, T, H, D, S, bits, nnz);
   return q;
 }
 

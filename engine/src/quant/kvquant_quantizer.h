@@ -39,6 +39,7 @@
 
 #include "kvlab/engine/core/result.h"
 #include "kvlab/engine/core/rope.h"
+#include "kvlab/engine/quant/method.h"
 #include "kvlab/engine/quant/quantizer.h"
 #include "quant/kvquant_calibration.h"
 
@@ -64,6 +65,8 @@ struct KvQuantConfig {
   RopeSpec rope;
 };
 
+// The quantizer configuration of a method's (method.h) KVQuant fields.
+KvQuantConfig kvquant_config(const MethodConfig& config);
 // An error naming the field when the configuration cannot work.
 Status check_kvquant_config(const KvQuantConfig& config);
 
@@ -96,7 +99,10 @@ class KvQuantQuantizer final : public Quantizer {
   // The online step with a calibration of the same role and heads × dim.
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role,
                                    const KvQuantCalibration& calibration) const;
-  // Calibrates on `x` itself (its prefill is the tensor), then quantizes it.
+  // What quantize(x, role) calibrates on `x` itself (its prefill is the tensor): calibrate(), or,
+  // with no token past the sinks, NormalFloat levels and empty thresholds.
+  Result<KvQuantCalibration> self_calibration(const TensorView& x, TensorRole role) const;
+  // Calibrates on `x` itself, then quantizes it.
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override;
   // Keys turned forward by RoPE again when keys_pre_rope(); sinks and sparse entries exact (to
   // fp16, before RoPE).
@@ -109,5 +115,22 @@ class KvQuantQuantizer final : public Quantizer {
 };
 
 std::unique_ptr<KvQuantQuantizer> make_kvquant_quantizer(const KvQuantConfig& config);
+
+// What the CPU quantizer and the GPU's (kernels/src/quant_kvquant.cu) share beyond the rules
+// (kvquant_rules.h):
+// The midpoints between adjacent levels, which the codes count.
+std::vector<float> kvquant_midpoints(const std::vector<float>& levels);
+// b-bit codes, LSB first, code i at bit (first + i)·b of `out` (bitpack.h's layout, which covers
+// b = 1, 2, 4, 8; the others straddle bytes and are written here). `out` is zero where written.
+void kvquant_pack(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,
+                  std::size_t first);
+// The bytes a tensor keeps with `nnz` sparse entries (the layout above).
+ByteBreakdown kvquant_bytes(TensorRole role, int tokens, int heads, int dim, int sinks, int bits,
+                            std::size_t nnz);
+// The cos and sin, [tokens][rotary_dims / 2] each, that the CPU quantizer turns each key token by:
+// back before RoPE (inverse) as quantize() loads the sinks and then kvquant_rules::kChunkTokens
+// tokens at a time, or forward as dequantize() turns the whole tensor.
+void kvquant_key_rope_angles(const RopeSpec& rope, int tokens, int sinks, bool inverse,
+                             float* cos_out, float* sin_out);
 
 }  // namespace kvlab::detail

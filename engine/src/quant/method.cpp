@@ -58,16 +58,6 @@ std::optional<GgmlType> ggml_type_of(MethodKind kind) {
   return std::nullopt;
 }
 
-detail::KvQuantConfig kvquant_config(const MethodConfig& c) {
-  detail::KvQuantConfig k;
-  k.bits = c.bits;
-  k.levels = c.normal_float ? detail::KvQuantLevels::NormalFloat : detail::KvQuantLevels::KMeans;
-  k.outlier_fraction = c.outlier_fraction;
-  k.calibration_tokens = c.calib_tokens;
-  if (c.pre_rope) k.rope = c.key_rope;
-  return k;
-}
-
 constexpr int kMaxGroup = 4096;
 constexpr int kMaxWindow = 1 << 24;
 
@@ -112,7 +102,7 @@ Status validate(const MethodConfig& c) {
             fmt::format("kvquant: --outliers must be a fraction between 0 and 0.5 (got {:g})",
                         c.outlier_fraction));
       }
-      return detail::check_kvquant_config(kvquant_config(c));
+      return detail::check_kvquant_config(detail::kvquant_config(c));
     case MethodKind::TurboQuant:
       if (c.bits < 1 || c.bits > 4) {
         return make_error(fmt::format("turboquant: --bits must be 1 to 4 (got {})", c.bits));
@@ -496,7 +486,7 @@ Result<std::unique_ptr<Quantizer>> make_base_quantizer(const MethodConfig& c) {
     case MethodKind::Mxfp4:
       return detail::make_mxfp4_quantizer();
     case MethodKind::KvQuant:
-      return std::unique_ptr<Quantizer>(detail::make_kvquant_quantizer(kvquant_config(c)));
+      return std::unique_ptr<Quantizer>(detail::make_kvquant_quantizer(detail::kvquant_config(c)));
     case MethodKind::TurboQuant:
       return detail::make_turboquant_quantizer(detail::turboquant_config(c));
     case MethodKind::Tiered:

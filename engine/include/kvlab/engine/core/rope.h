@@ -40,6 +40,11 @@ struct RopeSpec {
 inline constexpr int kRopeAnchor = 64;
 void apply_rope_rows(float* rows, int t0, int t1, int heads, int dim, const RopeSpec& rope,
                      bool inverse = false);
+// The float cos and sin apply_rope_rows(t0, t1, ...) turns token t's pair i by (sin negated when
+// inverse): [t1 - t0][rotary_dims / 2] each, exact at t0 and every kRopeAnchor tokens after it.
+// For a device that turns the rows itself (rope_rules.h) to turn them as the CPU does.
+void rope_angles(int t0, int t1, const RopeSpec& rope, bool inverse, float* cos_out,
+                 float* sin_out);
 
 // The spec as a JSON object string (for file metadata) and back; the error names the field.
 std::string rope_spec_to_json(const RopeSpec& rope);
