@@ -160,6 +160,10 @@ if has runs; then
   for m in "${turbo[@]}"; do
     run 20 1024 cuda $m; run 20 1024 cpu $m; run 30 32768 cuda $m; run 45 32768 cpu $m
   done
+  # KVQuant (its apply step on the GPU, its calibration on the host's CPU): on 512 tokens, as the
+  # CPU's calibration of a whole 32K tensor takes seconds.
+  kvq="--method kvquant --calib-tokens 512"
+  run 20 1024 cuda $kvq; run 20 1024 cpu $kvq; run 45 32768 cuda $kvq; run 60 32768 cpu $kvq
   # Below 1K, for `--backend auto` (which takes the GPU whenever it runs every stage): whether
   # the CPU wins short runs.
   for m in "${methods[@]}"; do run 20 256 cuda $m; run 20 256 cpu $m; done
@@ -192,6 +196,12 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
       --gtest_filter='GpuFusedAttention.*Rans*'
     limit "$(cap 60)" compute-sanitizer --tool racecheck kvlab_kernel_tests \
       --gtest_filter='GpuFusedAttention.Rans*'
+    # KVQuant's quantizer: a block a value token (shared atomics), the CSR scan and ballots,
+    # keys turned back before RoPE and forward after.
+    for tool in memcheck racecheck; do
+      limit "$(cap 60)" compute-sanitizer --tool $tool kvlab compress --source synthetic:tiny \
+        --context 300 --method kvquant --outliers 0.05 --backend cuda
+    done
     # TurboQuant's quantizer: chunks of columns, the tables, the bad-vector flag.
     limit "$(cap 60)" compute-sanitizer --tool memcheck kvlab_kernel_tests \
       --gtest_filter='GpuQuantizers.TurboQuant*'

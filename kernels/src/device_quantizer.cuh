@@ -79,6 +79,7 @@ std::unique_ptr<DeviceQuantizer> make_group_device_quantizer(const MethodConfig&
 std::unique_ptr<DeviceQuantizer> make_fp8_device_quantizer(const MethodConfig& config);
 std::unique_ptr<DeviceQuantizer> make_block_device_quantizer(const MethodConfig& config);
 std::unique_ptr<DeviceQuantizer> make_turboquant_device_quantizer(const MethodConfig& config);
+std::unique_ptr<DeviceQuantizer> make_kvquant_device_quantizer(const MethodConfig& config);
 
 // Counts of each byte code among codes[0, n) into 2^bits bins (the codes must be below 2^bits),
 // read back to the host. Waits for the stream. `scratch` is reused between calls.

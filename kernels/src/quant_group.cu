@@ -497,8 +497,9 @@ std::unique_ptr<DeviceQuantizer> make_group_device_quantizer(const MethodConfig&
 
 Result<std::unique_ptr<DeviceQuantizer>> make_device_quantizer(const MethodConfig& config) {
   if (wraps_rotation(config)) return std::unique_ptr<DeviceQuantizer>();  // the CPU's wrapper
-  for (auto family : {&make_group_device_quantizer, &make_fp8_device_quantizer,
-                      &make_block_device_quantizer, &make_turboquant_device_quantizer}) {
+  for (auto family :
+       {&make_group_device_quantizer, &make_fp8_device_quantizer, &make_block_device_quantizer,
+        &make_turboquant_device_quantizer, &make_kvquant_device_quantizer}) {
     if (auto q = family(config)) return Result<std::unique_ptr<DeviceQuantizer>>(std::move(q));
   }
   return std::unique_ptr<DeviceQuantizer>();

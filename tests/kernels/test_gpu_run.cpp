@@ -86,6 +86,28 @@ std::vector<NamedMethod> all_methods() {
   add("nvfp4", method(MethodKind::Nvfp4));
   add("mxfp4", method(MethodKind::Mxfp4));
   add("kvquant", method(MethodKind::KvQuant));
+  {
+    // KVQuant's other rules: NormalFloat levels, 2 and 4 bits, more outliers (values get a
+    // sparse table at 3 x 64 entries a token), no outliers, and keys turned back before RoPE (a
+    // partial rotary span, halves split; quantize() turns them back, dequantize() forward). The
+    // 1-token shape is all sink.
+    MethodConfig m = method(MethodKind::KvQuant);
+    m.normal_float = true;
+    m.bits = 2;
+    add("kvquant-2 nf", m);
+    m = method(MethodKind::KvQuant);
+    m.bits = 4;
+    m.outlier_fraction = 0.05;
+    add("kvquant-4 5%", m);
+    m.outlier_fraction = 0.0;
+    add("kvquant-4 dense", m);
+    m = method(MethodKind::KvQuant);
+    m.key_rope.rotary_dims = 16;
+    m.key_rope.half_split = true;
+    m.key_rope.first_position = 3;
+    for (int i = 0; i < 8; ++i) m.key_rope.frequencies.push_back(std::pow(10000.0, -i / 8.0));
+    add("kvquant pre-rope", m);
+  }
   add("turboquant", method(MethodKind::TurboQuant));
   for (bool hadamard : {false, true}) {
     for (auto [bits, qjl] : {std::pair{1, true}, {3, true}, {4, false}}) {
@@ -212,8 +234,9 @@ TEST(GpuQuantizers, SameBytesAsTheCpu) {
   std::cout << "GPU quantizers compared in " << compared << " cases; none yet for: " << list
             << "\nfailed: " << bad << "\n";
   // The families this build must have on the GPU.
-  for (const char* required : {"int8", "int4", "kivi-2", "kivi-4", "tiered", "kvcomp 0.050000",
-                               "turboquant", "turboquant-3 qjl hadamard"}) {
+  for (const char* required :
+       {"int8", "int4", "kivi-2", "kivi-4", "tiered", "kvcomp 0.050000", "turboquant",
+        "turboquant-3 qjl hadamard", "kvquant", "kvquant pre-rope"}) {
     EXPECT_TRUE(std::find(missing.begin(), missing.end(), required) == missing.end()) << required;
   }
 }
