@@ -189,6 +189,27 @@ TEST(KvQuant, ValueOutliersAreExactlyEachTokensTails) {
   expect_token_tails(20, 5, 100, 0.01, 3, 0.f);     // 500 = 16 * 31 + 4 (a remainder): 3
 }
 
+// The percentile by selection (the key thresholds' route) equals numpy's rule over the sorted
+// values, ties and ends included.
+TEST(KvQuant, PercentileBySelectionIsThePercentileOfTheSorted) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> small(-3, 3);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int n : {1, 2, 3, 10, 199, 1000}) {
+    for (bool ties : {false, true}) {
+      std::vector<float> v(static_cast<std::size_t>(n));
+      for (float& x : v) x = ties ? static_cast<float>(small(rng)) : nd(rng);
+      std::vector<float> sorted = v;
+      std::sort(sorted.begin(), sorted.end());
+      for (double q : {0.0, 0.005, 0.01, 0.25, 0.5, 0.99, 0.995, 1.0}) {
+        std::vector<float> work = v;
+        EXPECT_EQ(detail::percentile_selected(work, q), detail::percentile_sorted(sorted, q))
+            << "n " << n << " q " << q;
+      }
+    }
+  }
+}
+
 TEST(KvQuant, KeyOutliersAreTheCalibratedChannelTails) {
   // 1000 distinct values per channel (a shuffled grid of step 0.01, exact in fp16 spacing):
   // the 0.5% and 99.5% percentiles leave exactly 5 entries beyond each.

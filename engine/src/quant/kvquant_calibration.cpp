@@ -10,6 +10,8 @@
 #include <numeric>
 #include <utility>
 
+#include <tbb/parallel_sort.h>
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -60,6 +62,18 @@ double percentile_sorted(std::span<const float> sorted, double q) {
   if (lo + 1 >= sorted.size()) return sorted.back();
   const double frac = pos - static_cast<double>(lo);
   return sorted[lo] + frac * (static_cast<double>(sorted[lo + 1]) - sorted[lo]);
+}
+
+double percentile_selected(std::span<float> values, double q) {
+  if (values.empty()) return 0.0;
+  const double pos = q * static_cast<double>(values.size() - 1);
+  const auto lo = static_cast<std::size_t>(std::floor(pos));
+  const auto at = values.begin() + static_cast<std::ptrdiff_t>(std::min(lo, values.size() - 1));
+  std::nth_element(values.begin(), at, values.end());
+  if (lo + 1 >= values.size()) return *at;
+  const float a = *at, b = *std::min_element(at + 1, values.end());
+  const double frac = pos - static_cast<double>(lo);
+  return a + frac * (static_cast<double>(b) - a);
 }
 
 namespace {
@@ -156,34 +170,54 @@ std::vector<float> weighted_kmeans_1d(std::span<const float> x, std::span<const 
                    : static_cast<float>(xmin + width * (0.5 * (i + j + 1)));
   }
   for (int m = kk; m < k; ++m) c[m] = xmax;
-  // 2. Lloyd on the exact samples: cluster m takes (mid(m-1, m), mid(m, m+1)], the tie to the
-  // lower level as the reference's argmin does.
-  std::vector<std::pair<float, float>> sw;
-  sw.reserve(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (std::isfinite(x[i]) && weight(i) > 0.f) sw.emplace_back(x[i], weight(i));
+  // 2. Lloyd on the exact samples.
+  // The samples sorted, with prefix sums of weight and weight·x. Samples that compare equal add
+  // the same to every sum (+0 and -0 included), so the engine's threads may sort them in any
+  // order. Every weight 1 (the default): the floats alone, the weight before sample i being i.
+  std::vector<float> sx;
+  std::vector<double> pw, ps;
+  if (w.empty()) {
+    sx.reserve(x.size());
+    for (float v : x) {
+      if (std::isfinite(v)) sx.push_back(v);
+    }
+    tbb::parallel_sort(sx.begin(), sx.end());
+    ps.assign(sx.size() + 1, 0.0);
+    for (std::size_t i = 0; i < sx.size(); ++i) ps[i + 1] = ps[i] + sx[i];
+  } else {
+    std::vector<std::pair<float, float>> sw;
+    sw.reserve(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isfinite(x[i]) && weight(i) > 0.f) sw.emplace_back(x[i], weight(i));
+    }
+    tbb::parallel_sort(sw.begin(), sw.end());
+    sx.resize(sw.size());
+    pw.assign(sw.size() + 1, 0.0);
+    ps.assign(sw.size() + 1, 0.0);
+    for (std::size_t i = 0; i < sw.size(); ++i) {
+      sx[i] = sw[i].first;
+      pw[i + 1] = pw[i] + sw[i].second;
+      ps[i + 1] = ps[i] + static_cast<double>(sw[i].second) * sw[i].first;
+    }
   }
-  std::sort(sw.begin(), sw.end());
-  std::vector<double> pw(sw.size() + 1, 0.0), ps(sw.size() + 1, 0.0);
-  for (std::size_t i = 0; i < sw.size(); ++i) {
-    pw[i + 1] = pw[i] + sw[i].second;
-    ps[i + 1] = ps[i] + static_cast<double>(sw[i].second) * sw[i].first;
-  }
+  const auto weight_before = [&](std::size_t i) {
+    return pw.empty() ? static_cast<double>(i) : pw[i];
+  };
+  // Lloyd: cluster m takes (mid(m-1, m), mid(m, m+1)], the tie to the lower level as the
+  // reference's argmin does.
   for (int it = 0; it < 100; ++it) {
     bool changed = false;
     std::size_t begin = 0;
     std::vector<float> next = c;
     for (int m = 0; m < k; ++m) {
-      std::size_t end = sw.size();
+      std::size_t end = sx.size();
       if (m + 1 < k) {
         const float mid = 0.5f * (c[m] + c[m + 1]);
         end = static_cast<std::size_t>(
-            std::upper_bound(
-                sw.begin() + static_cast<std::ptrdiff_t>(begin), sw.end(), mid,
-                [](float v, const std::pair<float, float>& p) { return v < p.first; }) -
-            sw.begin());
+            std::upper_bound(sx.begin() + static_cast<std::ptrdiff_t>(begin), sx.end(), mid) -
+            sx.begin());
       }
-      const double W = pw[end] - pw[begin];
+      const double W = weight_before(end) - weight_before(begin);
       if (W > 0.0) next[m] = static_cast<float>((ps[end] - ps[begin]) / W);
       changed |= next[m] != c[m];
       begin = end;

@@ -41,6 +41,9 @@ std::vector<float> weighted_kmeans_1d(std::span<const float> x, std::span<const 
 // linearly between closest ranks as numpy.percentile does by default (what SimQuant.quantize
 // calls for the key thresholds).
 double percentile_sorted(std::span<const float> sorted, double q);
+// The same percentile of `values` in any order, by selection (values are reordered): O(n) where
+// a sort is O(n log n).
+double percentile_selected(std::span<float> values, double q);
 
 // Per-token dense-and-sparse split of one token's vector `x` (all heads, as the reference's
 // QuantV treats the whole value projection of a token): the `k` largest and the `k` smallest
