@@ -92,8 +92,7 @@ __global__ void rows_kernel(const void* x, DType dtype, int heads, int dim, std:
       const int pair = rope.half_split ? (d < half ? d : d - half) : d / 2;
       const bool second = rope.half_split ? d >= half : (d & 1) != 0;
       const std::size_t head = i - d;
-      float x0 = load_element(
-          x, dtype, head + rope_rules::pair_first(pair, rope.rotary_dims, rope.half_split));
+      float x0 = load_element(x, dtype, head + rope_rules::pair_first(pair, rope.half_split));
       float x1 = load_element(
           x, dtype, head + rope_rules::pair_second(pair, rope.rotary_dims, rope.half_split));
       const std::size_t at = t * half + pair;
@@ -114,7 +113,7 @@ __global__ void turn_kernel(float* rows, int tokens, int heads, int dim, Rope ro
     const std::size_t t = th / heads;
     float* x = rows + th * dim;
     const std::size_t at = t * half + pair;
-    rope_rules::turn_pair(x[rope_rules::pair_first(pair, rope.rotary_dims, rope.half_split)],
+    rope_rules::turn_pair(x[rope_rules::pair_first(pair, rope.half_split)],
                           x[rope_rules::pair_second(pair, rope.rotary_dims, rope.half_split)],
                           rope.cos[at], rope.sin[at]);
   }
@@ -368,7 +367,8 @@ class KvQuantDeviceQuantizer final : public DeviceQuantizer {
   std::size_t m_nnz = 0;
   // On the host: the levels and the key ranges (download()'s parameters), and what goes up
   // (kept until the next quantize(), beyond the asynchronous copies).
-  std::vector<float> m_levels, m_key_lower, m_key_upper, m_consts, m_host_angles;
+  std::vector<float> m_levels, m_consts, m_host_angles;
+  detail::KvQuantKeyRanges m_keys;
   // On the device: levels, midpoints, then (keys) inv, bias, lower, upper per channel.
   DeviceArray<float> m_dev_consts, m_angles, m_rows, m_token_lower, m_token_upper;
   DeviceArray<std::uint8_t> m_codes, m_flags, m_cub_temp;
@@ -415,20 +415,9 @@ Status KvQuantDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, 
   const std::vector<float> mids = detail::kvquant_midpoints(cal->levels);
   m_consts = m_levels;
   m_consts.insert(m_consts.end(), mids.begin(), mids.end());
-  m_key_lower.clear();
-  m_key_upper.clear();
-  if (key) {
-    m_key_lower.resize(C);
-    m_key_upper.resize(C);
-    std::vector<float> inv(C), bias(C);
-    for (std::size_t c = 0; c < C; ++c) {
-      m_key_lower[c] = fp16_to_float(cal->lower[c]);
-      m_key_upper[c] = fp16_to_float(cal->upper[c]);
-      kr::normaliser(m_key_lower[c], m_key_upper[c], inv[c], bias[c]);
-    }
-    for (const auto* v : {&inv, &bias, &m_key_lower, &m_key_upper})
-      m_consts.insert(m_consts.end(), v->begin(), v->end());
-  }
+  m_keys = key ? detail::kvquant_key_ranges(*cal) : detail::KvQuantKeyRanges{};
+  for (const auto* v : {&m_keys.inv, &m_keys.bias, &m_keys.lower, &m_keys.upper})
+    m_consts.insert(m_consts.end(), v->begin(), v->end());
   KVLAB_TRY_STATUS(ensure_size(m_dev_consts, m_consts.size(), "GPU KVQuant: constants"));
   KVLAB_CUDA_TRY(cudaMemcpyAsync(m_dev_consts.get(), m_consts.data(),
                                  m_consts.size() * sizeof(float), cudaMemcpyHostToDevice, s),
@@ -652,8 +641,8 @@ Result<QuantizedTensor> KvQuantDeviceQuantizer::download(cudaStream_t s) {
   detail::kvquant_pack(codes.data(), coded, cfg.bits, q.codes.data(), 0);
   q.params = m_levels;
   // Then the ranges' lower and upper ends: per channel (keys) or per coded token (values).
-  const std::vector<float>& lo = key ? m_key_lower : lower;
-  const std::vector<float>& up = key ? m_key_upper : upper;
+  const std::vector<float>& lo = key ? m_keys.lower : lower;
+  const std::vector<float>& up = key ? m_keys.upper : upper;
   q.params.insert(q.params.end(), lo.begin(), lo.end());
   q.params.insert(q.params.end(), up.begin(), up.end());
   q.residual = std::move(residual);

@@ -713,7 +713,7 @@ TEST(KvQuantRules, ApplyStepFromTheRulesIsTheQuantizersBytes) {
           for (int h = 0; h < H; ++h) {
             float* r = rows.data() + (static_cast<std::size_t>(t) * H + h) * D;
             for (int i = 0; i < half; ++i) {
-              rope_rules::turn_pair(r[rope_rules::pair_first(i, cs.rotary, cs.half)],
+              rope_rules::turn_pair(r[rope_rules::pair_first(i, cs.half)],
                                     r[rope_rules::pair_second(i, cs.rotary, cs.half)],
                                     cosv[t * half + i], sinv[t * half + i]);
             }
@@ -723,18 +723,15 @@ TEST(KvQuantRules, ApplyStepFromTheRulesIsTheQuantizersBytes) {
       const std::vector<float> mids = detail::kvquant_midpoints(cal->levels);
       const int nm = static_cast<int>(mids.size());
       std::vector<std::uint8_t> codes(static_cast<std::size_t>(Tq) * C);
-      std::vector<float> params = cal->levels, lo(C), up(C), inv(C), bias(C), tl, tu;
+      std::vector<float> params = cal->levels, tl, tu;
+      const detail::KvQuantKeyRanges ranges =
+          key ? detail::kvquant_key_ranges(*cal) : detail::KvQuantKeyRanges{};
+      const std::vector<float>&lo = ranges.lower, &up = ranges.upper, &inv = ranges.inv,
+            &bias = ranges.bias;
       std::vector<std::uint16_t> residual;
       std::vector<int> row_ptr{0}, cols;
       for (int i = 0; i < S * C; ++i) residual.push_back(float_to_fp16(rows[i]));
       std::vector<std::uint16_t> sparse;
-      if (key) {
-        for (int c = 0; c < C; ++c) {
-          lo[c] = fp16_to_float(cal->lower[c]);
-          up[c] = fp16_to_float(cal->upper[c]);
-          kvquant_rules::normaliser(lo[c], up[c], inv[c], bias[c]);
-        }
-      }
       const int k = detail::outliers_per_side(cs.outliers, C);
       for (int t = 0; t < Tq; ++t) {
         const float* r = rows.data() + static_cast<std::size_t>(S + t) * C;

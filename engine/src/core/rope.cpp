@@ -22,7 +22,7 @@ void rope_row(float* row, int heads, int dim, const RopeSpec& rope, const float*
   for (int h = 0; h < heads; ++h) {
     float* __restrict x = row + static_cast<std::size_t>(h) * dim;
     for (int i = 0; i < half; ++i) {
-      rope_rules::turn_pair(x[rope_rules::pair_first(i, rope.rotary_dims, rope.half_split)],
+      rope_rules::turn_pair(x[rope_rules::pair_first(i, rope.half_split)],
                             x[rope_rules::pair_second(i, rope.rotary_dims, rope.half_split)], c[i],
                             s[i]);
     }

@@ -157,16 +157,24 @@ float fp16_round(float v) {
   return fp16_to_float(float_to_fp16(v));
 }
 
-void norm_of(float lower, float upper, float& inv, float& bias) {
-  kvquant_rules::normaliser(lower, upper, inv, bias);
-}
-
 }  // namespace
 
 std::vector<float> kvquant_midpoints(const std::vector<float>& levels) {
   std::vector<float> m(levels.size() - 1);
   for (std::size_t j = 0; j + 1 < levels.size(); ++j) m[j] = 0.5f * (levels[j] + levels[j + 1]);
   return m;
+}
+
+KvQuantKeyRanges kvquant_key_ranges(const KvQuantCalibration& cal) {
+  const std::size_t C = cal.lower.size();
+  KvQuantKeyRanges r{std::vector<float>(C), std::vector<float>(C), std::vector<float>(C),
+                     std::vector<float>(C)};
+  for (std::size_t c = 0; c < C; ++c) {
+    r.lower[c] = fp16_to_float(cal.lower[c]);
+    r.upper[c] = fp16_to_float(cal.upper[c]);
+    kvquant_rules::normaliser(r.lower[c], r.upper[c], r.inv[c], r.bias[c]);
+  }
+  return r;
 }
 
 ByteBreakdown kvquant_bytes(TensorRole role, int tokens, int heads, int dim, int sinks, int bits,
@@ -311,12 +319,8 @@ Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill
           });
     }
     if (kmeans) {
-      std::vector<float> inv(C), bias(C), lo(C), up(C);
-      for (int c = 0; c < C; ++c) {
-        lo[c] = fp16_to_float(cal.lower[c]);
-        up[c] = fp16_to_float(cal.upper[c]);
-        norm_of(lo[c], up[c], inv[c], bias[c]);
-      }
+      const KvQuantKeyRanges r = kvquant_key_ranges(cal);
+      const std::vector<float>&lo = r.lower, &up = r.upper, &inv = r.inv, &bias = r.bias;
       for (int t = 0; t < n; ++t) {
         const float* row = x.data() + static_cast<std::size_t>(t) * C;
         for (int c = 0; c < C; ++c) {
@@ -334,7 +338,7 @@ Result<KvQuantCalibration> KvQuantQuantizer::calibrate(const TensorView& prefill
       const float* row = x.data() + static_cast<std::size_t>(t) * C;
       float lower = 0.f, upper = 0.f, inv = 0.f, bias = 0.f;
       select_token_tails(row, C, k, scratch, lower, upper, out);
-      norm_of(fp16_round(lower), fp16_round(upper), inv, bias);
+      kvquant_rules::normaliser(fp16_round(lower), fp16_round(upper), inv, bias);
       std::size_t o = 0;
       for (int c = 0; c < C; ++c) {
         if (o < out.size() && out[o] == c) {
@@ -416,14 +420,10 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
   std::vector<std::uint8_t> cbuf(static_cast<std::size_t>(kChunkTokens) * hd), flags(hd + 8, 0);
   const bool sparse = cfg.outlier_fraction > 0.0;
 
-  std::vector<float> inv, bias, lo, up, tok_lower, tok_upper;
+  KvQuantKeyRanges ranges;
+  std::vector<float> tok_lower, tok_upper;
   if (key) {
-    inv.resize(hd), bias.resize(hd), lo.resize(hd), up.resize(hd);
-    for (std::size_t c = 0; c < hd; ++c) {
-      lo[c] = fp16_to_float(cal.lower[c]);
-      up[c] = fp16_to_float(cal.upper[c]);
-      norm_of(lo[c], up[c], inv[c], bias[c]);
-    }
+    ranges = kvquant_key_ranges(cal);
   } else {
     tok_lower.resize(static_cast<std::size_t>(Tq));
     tok_upper.resize(static_cast<std::size_t>(Tq));
@@ -440,8 +440,8 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
       const float* row = buf.data() + static_cast<std::size_t>(r) * hd;
       std::uint8_t* codes = cbuf.data() + static_cast<std::size_t>(r) * hd;
       if (key) {
-        encode_channels_any(bits, row, inv.data(), bias.data(), lo.data(), up.data(), mids, C,
-                            codes, flags.data());
+        encode_channels_any(bits, row, ranges.inv.data(), ranges.bias.data(), ranges.lower.data(),
+                            ranges.upper.data(), mids, C, codes, flags.data());
         if (sparse) {  // scan the flags eight at a time; outliers are rare
           for (int c0 = 0; c0 < C; c0 += 8) {
             std::uint64_t w;
@@ -460,7 +460,7 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
         select_token_tails(row, C, k_side, scratch, lower, upper, out);
         tok_lower[tq] = fp16_round(lower);
         tok_upper[tq] = fp16_round(upper);
-        norm_of(tok_lower[tq], tok_upper[tq], iv, bs);
+        kvquant_rules::normaliser(tok_lower[tq], tok_upper[tq], iv, bs);
         encode_token_any(bits, row, iv, bs, mids, C, codes);
         for (int c : out) {
           cols.push_back(c);
@@ -473,8 +473,8 @@ Result<QuantizedTensor> KvQuantQuantizer::quantize(const TensorView& x, TensorRo
                  static_cast<std::size_t>(t0 - S) * hd);
   }
   if (key) {
-    q.params.insert(q.params.end(), lo.begin(), lo.end());
-    q.params.insert(q.params.end(), up.begin(), up.end());
+    q.params.insert(q.params.end(), ranges.lower.begin(), ranges.lower.end());
+    q.params.insert(q.params.end(), ranges.upper.begin(), ranges.upper.end());
   } else {
     q.params.insert(q.params.end(), tok_lower.begin(), tok_lower.end());
     q.params.insert(q.params.end(), tok_upper.begin(), tok_upper.end());

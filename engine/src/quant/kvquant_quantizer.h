@@ -120,6 +120,12 @@ std::unique_ptr<KvQuantQuantizer> make_kvquant_quantizer(const KvQuantConfig& co
 // (kvquant_rules.h):
 // The midpoints between adjacent levels, which the codes count.
 std::vector<float> kvquant_midpoints(const std::vector<float>& levels);
+// A key calibration's per-channel ranges as the codes use them: the fp16 thresholds as floats and
+// each channel's normaliser (kvquant_rules::normaliser).
+struct KvQuantKeyRanges {
+  std::vector<float> lower, upper, inv, bias;
+};
+KvQuantKeyRanges kvquant_key_ranges(const KvQuantCalibration& calibration);
 // b-bit codes, LSB first, code i at bit (first + i)·b of `out` (bitpack.h's layout, which covers
 // b = 1, 2, 4, 8; the others straddle bytes and are written here). `out` is zero where written.
 void kvquant_pack(const std::uint8_t* codes, std::size_t count, int bits, std::uint8_t* out,

@@ -18,8 +18,7 @@ KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE void turn_pair(float& x0, float& x1, float 
 
 // The dims of pair i of a head whose first `rotary_dims` dims turn: (i, i + rotary_dims / 2)
 // when split in halves (Hugging Face, NeoX), else (2i, 2i + 1) (llama2.c, ggml's normal mode).
-KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE int pair_first(int i, int rotary_dims, bool half_split) {
-  (void)rotary_dims;
+KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE int pair_first(int i, bool half_split) {
   return half_split ? i : 2 * i;
 }
 KVLAB_HOST_DEVICE KVLAB_FORCE_INLINE int pair_second(int i, int rotary_dims, bool half_split) {
