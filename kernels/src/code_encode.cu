@@ -526,30 +526,21 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
   DeviceArray<std::uint8_t> dk, dv;
   KVLAB_TRY_STATUS(dk.allocate(n, "GPU compress: key codes"));
   KVLAB_TRY_STATUS(dv.allocate(n, "GPU compress: value codes"));
-  GroupQuantArgs qa;
-  qa.tokens = tokens;
-  qa.heads = kv_heads;
-  qa.dim = head_dim;
-  qa.bits = 8;
-  qa.key_group_tokens = options.block_size;
-  qa.value_group_channels = 0;
-  qa.relative = true;
-  qa.rel_scale = static_cast<float>(options.rel_scale);
+  GroupArgs qa = group_args(kvcomp_group_spec(options.block_size, options.rel_scale), DType::F16,
+                            tokens, kv_heads, head_dim);
   for (int r = 0; r < 2; ++r) {
-    const bool is_key = r == 0;
-    KVLAB_TRY_STATUS(dx.upload(is_key ? keys.data() : values.data(), n, "GPU compress: upload"));
-    const std::size_t units = gpu_group_units(qa, is_key);
-    DeviceArray<float>& steps = is_key ? g.key_steps : g.value_steps;
-    DeviceArray<float>& mins = is_key ? g.key_mins : g.value_mins;
+    const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
+    KVLAB_TRY_STATUS(dx.upload(r == 0 ? keys.data() : values.data(), n, "GPU compress: upload"));
+    const std::size_t units = group_units(qa, role);
+    DeviceArray<float>& steps = r == 0 ? g.key_steps : g.value_steps;
+    DeviceArray<float>& mins = r == 0 ? g.key_mins : g.value_mins;
     KVLAB_TRY_STATUS(steps.allocate(units, "GPU compress: steps"));
     KVLAB_TRY_STATUS(mins.allocate(units, "GPU compress: minimums"));
     qa.x = dx.get();
-    qa.codes = is_key ? dk.get() : dv.get();
+    qa.codes = r == 0 ? dk.get() : dv.get();
     qa.steps = steps.get();
     qa.mins = mins.get();
-    KVLAB_CUDA_TRY(is_key ? launch_group_quantize_keys(qa, nullptr)
-                          : launch_group_quantize_values(qa, nullptr),
-                   "GPU compress: quantize");
+    KVLAB_CUDA_TRY(launch_group_quantize(qa, role, nullptr), "GPU compress: quantize");
   }
   int width = options.bitpack_width;
   for (int r = 0; r < 2; ++r) {

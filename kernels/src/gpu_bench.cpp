@@ -553,16 +553,10 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           KVLAB_TRY_STATUS(dk.upload(k.data(), n, "bench encode"));
           KVLAB_TRY_STATUS(dv.upload(v.data(), n, "bench encode"));
           KVLAB_TRY_STATUS(codes.allocate(n, "bench encode"));
-          GroupQuantArgs qa;
-          qa.tokens = T;
-          qa.heads = H;
-          qa.dim = D;
-          qa.bits = 8;
-          qa.key_group_tokens = o.block_size;
-          qa.relative = true;
-          qa.rel_scale = static_cast<float>(o.rel_scale);
-          KVLAB_TRY_STATUS(steps.allocate(gpu_group_units(qa, true), "bench encode"));
-          KVLAB_TRY_STATUS(mins.allocate(gpu_group_units(qa, true), "bench encode"));
+          GroupArgs qa =
+              group_args(kvcomp_group_spec(o.block_size, o.rel_scale), DType::F16, T, H, D);
+          KVLAB_TRY_STATUS(steps.allocate(group_units(qa, TensorRole::Key), "bench encode"));
+          KVLAB_TRY_STATUS(mins.allocate(group_units(qa, TensorRole::Key), "bench encode"));
           qa.codes = codes.get();
           qa.steps = steps.get();
           qa.mins = mins.get();
@@ -573,8 +567,8 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
               [&](int) -> cudaError_t {
                 for (int r = 0; r < 2; ++r) {
                   qa.x = r == 0 ? dk.get() : dv.get();
-                  cudaError_t e = r == 0 ? launch_group_quantize_keys(qa, nullptr)
-                                         : launch_group_quantize_values(qa, nullptr);
+                  cudaError_t e = launch_group_quantize(
+                      qa, r == 0 ? TensorRole::Key : TensorRole::Value, nullptr);
                   if (e != cudaSuccess) return e;
                   const GpuBook& book = r == 0 ? gl->impl().key_book : gl->impl().value_book;
                   if (Status st = gpu_encode(codes.get(), T, H, D, o.block_size, CodecKind::Huffman,

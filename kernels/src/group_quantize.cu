@@ -1,79 +1,70 @@
 // Group quantization kernels (see group_quantize.cuh). Keys: one thread per channel column of a
-// token group, reading rows coalesced across the warp; values: one warp per (token, head, group),
-// min and max by shuffles. Every floating-point step is group_rules.h's, which the CPU calls too.
-#include <cuda_fp16.h>
-
+// token group, reading rows coalesced across the warp; values: one warp per (token, head, channel
+// group), min and max by shuffles. Every floating-point step is group_rules.h's, which the CPU's
+// quantize_groups() calls too; the public quantize_groups() below is their host entry point.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "cuda_check.cuh"
+#include "device_quantizer.cuh"
 #include "group_quantize.cuh"
-#include "kvlab/engine/quant/group_rules.h"
 #include "kvlab/kernels/gpu_kv.h"
 
 namespace kvlab::cuda {
 
 namespace {
 
-__device__ __forceinline__ float load_half(const std::uint16_t* p, std::size_t i) {
-  return __half2float(__ushort_as_half(p[i]));
+__device__ __forceinline__ float group_step_of(const GroupArgs& a, float mn, float mx) {
+  return rules::round_param(rules::group_step(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits),
+                            a.params);
 }
 
-// group_rules.h's rules, shared with the CPU (float32 parameters: no rounding to a dtype).
-__device__ __forceinline__ float step_of(float range, bool relative, float rel_scale, int bits) {
-  return rules::group_step(range, relative, rel_scale, bits);
-}
-
-__device__ __forceinline__ std::uint8_t code_of(float x, float mn, float inv, float max_code) {
-  return rules::group_code(x, mn, inv, max_code);
-}
-
-__global__ void quantize_keys_kernel(GroupQuantArgs a) {
+// Groups along y, grid-strided (a grid has at most 65535 rows; groups of one token at 128K are
+// more).
+__global__ void group_keys_kernel(GroupArgs a) {
   const int hd = a.heads * a.dim;
   const int j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= hd) return;
-  // Groups strided over grid.y, which holds at most 65535 (a block of one token at 64K tokens).
-  const int groups = (a.tokens + a.key_group_tokens - 1) / a.key_group_tokens;
+  const int groups = (a.tokens + a.key_group - 1) / a.key_group;
   for (int group = blockIdx.y; group < groups; group += gridDim.y) {
-    const int t0 = group * a.key_group_tokens;
-    const int rows = min(a.key_group_tokens, a.tokens - t0);
+    const int t0 = group * a.key_group;
+    const int rows = min(a.key_group, a.tokens - t0);
     const std::size_t base = static_cast<std::size_t>(t0) * hd + j;
-    float mn = load_half(a.x, base), mx = mn;
+    float mn = load_element(a.x, a.dtype, base), mx = mn;
     for (int r = 1; r < rows; ++r) {
-      const float v = load_half(a.x, base + static_cast<std::size_t>(r) * hd);
+      const float v = load_element(a.x, a.dtype, base + static_cast<std::size_t>(r) * hd);
       mn = fminf(mn, v);
       mx = fmaxf(mx, v);
     }
     mn = rules::unsigned_zero(mn);
     mx = rules::unsigned_zero(mx);
-    const float step = step_of(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits);
+    const float step = group_step_of(a, mn, mx);
+    mn = rules::round_param(mn, a.params);
     const float inv = rules::group_inverse(step);
-    const float max_code = static_cast<float>((1 << a.bits) - 1);
     const std::size_t unit = static_cast<std::size_t>(group) * hd + j;
     a.steps[unit] = step;
     a.mins[unit] = mn;
     for (int r = 0; r < rows; ++r) {
       const std::size_t i = base + static_cast<std::size_t>(r) * hd;
-      a.codes[i] = code_of(load_half(a.x, i), mn, inv, max_code);
+      a.codes[i] = rules::group_code(load_element(a.x, a.dtype, i), mn, inv, a.max_code);
     }
   }
 }
 
-// One warp per value unit: (token, head, channel group).
-__global__ void quantize_values_kernel(GroupQuantArgs a, int width, int groups_per_head,
-                                       std::size_t units) {
-  const std::size_t unit = (static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+// One warp per value unit (token, head, channel group), units in the CPU's order.
+__global__ void group_values_kernel(GroupArgs a, int per_head, std::size_t units) {
+  const std::size_t unit = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (unit >= units) return;
-  const int g = static_cast<int>(unit % groups_per_head);
-  const std::size_t th = unit / groups_per_head;  // token * heads + head
-  const int c0 = g * width;
-  const int n = min(width, a.dim - c0);
+  const int g = static_cast<int>(unit % per_head);
+  const std::size_t th = unit / per_head;  // token * heads + head
+  const int c0 = g * a.value_width;
+  const int n = min(a.value_width, a.dim - c0);
   const std::size_t base = th * a.dim + c0;
   float mn = INFINITY, mx = -INFINITY;
   for (int i = lane; i < n; i += 32) {
-    const float v = load_half(a.x, base + i);
+    const float v = load_element(a.x, a.dtype, base + i);
     mn = fminf(mn, v);
     mx = fmaxf(mx, v);
   }
@@ -83,51 +74,80 @@ __global__ void quantize_values_kernel(GroupQuantArgs a, int width, int groups_p
   }
   mn = rules::unsigned_zero(mn);
   mx = rules::unsigned_zero(mx);
-  const float step = step_of(__fsub_rn(mx, mn), a.relative, a.rel_scale, a.bits);
+  const float step = group_step_of(a, mn, mx);
+  mn = rules::round_param(mn, a.params);
   const float inv = rules::group_inverse(step);
-  const float max_code = static_cast<float>((1 << a.bits) - 1);
   if (lane == 0) {
     a.steps[unit] = step;
     a.mins[unit] = mn;
   }
-  for (int i = lane; i < n; i += 32)
-    a.codes[base + i] = code_of(load_half(a.x, base + i), mn, inv, max_code);
+  for (int i = lane; i < n; i += 32) {
+    a.codes[base + i] =
+        rules::group_code(load_element(a.x, a.dtype, base + i), mn, inv, a.max_code);
+  }
 }
 
-int value_width(const GroupQuantArgs& a) {
-  return a.value_group_channels > 0 ? std::min(a.value_group_channels, a.dim) : a.dim;
+// x_hat = min + code * step over a pass's tokens (out: its first token).
+__global__ void group_dequant_kernel(GroupArgs a, bool keys, int per_head, float* out) {
+  const int hd = a.heads * a.dim;
+  const std::size_t n = static_cast<std::size_t>(a.tokens) * hd;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+    std::size_t unit;
+    if (keys) {
+      unit = (i / hd) / a.key_group * hd + i % hd;
+    } else {
+      const std::size_t th = i / a.dim;
+      unit = th * per_head + (i % a.dim) / a.value_width;
+    }
+    out[i] = a.mins[unit] + static_cast<float>(a.codes[i]) * a.steps[unit];
+  }
+}
+
+int groups_per_head(const GroupArgs& a) {
+  return (a.dim + a.value_width - 1) / a.value_width;
 }
 
 }  // namespace
 
-std::size_t gpu_group_units(const GroupQuantArgs& a, bool keys) {
-  if (keys) {
-    const std::size_t groups =
-        (static_cast<std::size_t>(a.tokens) + a.key_group_tokens - 1) / a.key_group_tokens;
-    return groups * static_cast<std::size_t>(a.heads) * a.dim;
-  }
-  const int w = value_width(a);
-  return static_cast<std::size_t>(a.tokens) * a.heads * ((a.dim + w - 1) / w);
+GroupArgs group_args(const detail::GroupSpec& spec, DType dtype, int tokens, int heads, int dim) {
+  GroupArgs a;
+  a.dtype = dtype;
+  a.tokens = tokens;
+  a.heads = heads;
+  a.dim = dim;
+  a.bits = spec.bits;
+  a.key_group = spec.key_group_tokens;
+  a.value_width = detail::value_group_width(spec, dim);
+  a.relative = spec.rule == detail::StepRule::Relative;
+  a.rel_scale = static_cast<float>(spec.rel_scale);
+  a.max_code = static_cast<float>(detail::largest_code(spec));
+  a.params = detail::param_dtype(spec.params);
+  return a;
 }
 
-cudaError_t launch_group_quantize_keys(const GroupQuantArgs& a, cudaStream_t stream) {
-  if (a.tokens == 0) return cudaSuccess;
+cudaError_t launch_group_quantize(const GroupArgs& a, TensorRole role, cudaStream_t stream) {
   const int hd = a.heads * a.dim;
-  if (hd == 0) return cudaSuccess;
-  const int groups = (a.tokens + a.key_group_tokens - 1) / a.key_group_tokens;
-  const dim3 grid((hd + 127) / 128, std::min(groups, 65535));
-  quantize_keys_kernel<<<grid, 128, 0, stream>>>(a);
+  if (a.tokens <= 0 || hd <= 0) return cudaSuccess;  // nothing to code (the CPU's empty tensor)
+  if (role == TensorRole::Key) {
+    const int groups = (a.tokens + a.key_group - 1) / a.key_group;
+    const dim3 grid((hd + 127) / 128, std::min(groups, 65535));
+    group_keys_kernel<<<grid, 128, 0, stream>>>(a);
+  } else {
+    const std::size_t units = group_units(a, role);
+    group_values_kernel<<<static_cast<unsigned>((units * 32 + 255) / 256), 256, 0, stream>>>(
+        a, groups_per_head(a), units);
+  }
   return cudaGetLastError();
 }
 
-cudaError_t launch_group_quantize_values(const GroupQuantArgs& a, cudaStream_t stream) {
-  if (a.tokens == 0) return cudaSuccess;
-  const int w = value_width(a);
-  const int per_head = (a.dim + w - 1) / w;
-  const std::size_t units = gpu_group_units(a, false);
-  if (units == 0) return cudaSuccess;
-  const std::size_t blocks = (units * 32 + 255) / 256;
-  quantize_values_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a, w, per_head, units);
+cudaError_t launch_group_dequantize(const GroupArgs& a, TensorRole role, float* out,
+                                    cudaStream_t stream) {
+  const std::size_t n = static_cast<std::size_t>(std::max(a.tokens, 0)) * a.heads * a.dim;
+  if (n == 0) return cudaSuccess;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 65535u * 8));
+  group_dequant_kernel<<<blocks, 256, 0, stream>>>(a, role == TensorRole::Key, groups_per_head(a),
+                                                   out);
   return cudaGetLastError();
 }
 
@@ -148,17 +168,15 @@ Result<GroupCodes> quantize_groups(std::span<const std::uint16_t> x_fp16, int to
     return make_error("GPU quantize: rel_scale must be positive");
   }
   KVLAB_TRY_STATUS(require_gpu());
-  GroupQuantArgs a;
-  a.tokens = tokens;
-  a.heads = heads;
-  a.dim = dim;
-  a.bits = spec.bits;
-  a.key_group_tokens = spec.key_group_tokens;
-  a.value_group_channels = spec.value_group_channels;
-  a.relative = spec.relative;
-  a.rel_scale = static_cast<float>(spec.rel_scale);
-  const bool keys = role == TensorRole::Key;
-  const std::size_t units = gpu_group_units(a, keys);
+  const detail::GroupSpec rule{
+      spec.bits,
+      spec.key_group_tokens,
+      spec.value_group_channels,
+      spec.relative ? detail::StepRule::Relative : detail::StepRule::Levels,
+      spec.rel_scale,
+      DType::F32};
+  GroupArgs a = group_args(rule, DType::F16, tokens, heads, dim);
+  const std::size_t units = group_units(a, role);
   DeviceArray<std::uint16_t> dx;
   DeviceArray<std::uint8_t> dc;
   DeviceArray<float> ds, dm;
@@ -170,9 +188,7 @@ Result<GroupCodes> quantize_groups(std::span<const std::uint16_t> x_fp16, int to
   a.codes = dc.get();
   a.steps = ds.get();
   a.mins = dm.get();
-  KVLAB_CUDA_TRY(
-      keys ? launch_group_quantize_keys(a, nullptr) : launch_group_quantize_values(a, nullptr),
-      "GPU quantize: launch");
+  KVLAB_CUDA_TRY(launch_group_quantize(a, role, nullptr), "GPU quantize: launch");
   KVLAB_CUDA_TRY(cudaDeviceSynchronize(), "GPU quantize");
   GroupCodes out;
   out.codes.resize(x_fp16.size());

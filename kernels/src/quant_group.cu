@@ -5,9 +5,8 @@
 // each on the device (the entropy coder and the dequantizer read them so); download() packs them
 // as the CPU does (bitpack.h).
 //
-// Kernels: keys one thread per channel column of a token group, reading rows coalesced across
-// the warp; values one warp per (token, head, channel group), min and max by shuffles; the
-// symmetric scale from a max-|x| reduction kept on the device (no round trip to the host).
+// Kernels: the group passes are group_quantize.cu's; the symmetric scale comes from a max-|x|
+// reduction kept on the device (no round trip to the host).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "code_encode.cuh"
 #include "codec/bitpack.h"
 #include "device_quantizer.cuh"
+#include "group_quantize.cuh"
 #include "kvlab/engine/quant/group_rules.h"
 #include "quant/group_quant.h"
 #include "quant/quantizers.h"
@@ -64,107 +64,6 @@ __global__ void symmetric_dequant_kernel(const std::uint8_t* codes, std::size_t 
   }
 }
 
-// ---- groups ----------------------------------------------------------------------------------
-
-struct GroupArgs {
-  const void* x = nullptr;  // the tensor's first token of this tier
-  DType dtype = DType::F16;
-  int tokens = 0, heads = 0, dim = 0;  // of this tier
-  int bits = 8, key_group = 32, value_width = 32;
-  bool relative = false;
-  float rel_scale = 0.f, max_code = 255.f;
-  rules::ParamDtype params = rules::ParamDtype::F32;
-  std::uint8_t* codes = nullptr;  // this tier's first code
-  float* steps = nullptr;         // this tier's units
-  float* mins = nullptr;
-};
-
-// Groups along y, grid-strided (a grid has at most 65535 rows; groups of one token at 128K are
-// more).
-__global__ void group_keys_kernel(GroupArgs a) {
-  const int hd = a.heads * a.dim;
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= hd) return;
-  const int groups = (a.tokens + a.key_group - 1) / a.key_group;
-  for (int group = blockIdx.y; group < groups; group += gridDim.y) {
-    const int t0 = group * a.key_group;
-    const int rows = min(a.key_group, a.tokens - t0);
-    const std::size_t base = static_cast<std::size_t>(t0) * hd + j;
-    float mn = load_element(a.x, a.dtype, base), mx = mn;
-    for (int r = 1; r < rows; ++r) {
-      const float v = load_element(a.x, a.dtype, base + static_cast<std::size_t>(r) * hd);
-      mn = fminf(mn, v);
-      mx = fmaxf(mx, v);
-    }
-    mn = rules::unsigned_zero(mn);
-    mx = rules::unsigned_zero(mx);
-    const float step =
-        rules::round_param(rules::group_step(mx - mn, a.relative, a.rel_scale, a.bits), a.params);
-    mn = rules::round_param(mn, a.params);
-    const float inv = rules::group_inverse(step);
-    const std::size_t unit = static_cast<std::size_t>(group) * hd + j;
-    a.steps[unit] = step;
-    a.mins[unit] = mn;
-    for (int r = 0; r < rows; ++r) {
-      const std::size_t i = base + static_cast<std::size_t>(r) * hd;
-      a.codes[i] = rules::group_code(load_element(a.x, a.dtype, i), mn, inv, a.max_code);
-    }
-  }
-}
-
-// One warp per value unit (token, head, channel group), units in the CPU's order.
-__global__ void group_values_kernel(GroupArgs a, int per_head, std::size_t units) {
-  const std::size_t unit = (blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (unit >= units) return;
-  const int g = static_cast<int>(unit % per_head);
-  const std::size_t th = unit / per_head;  // token * heads + head
-  const int c0 = g * a.value_width;
-  const int n = min(a.value_width, a.dim - c0);
-  const std::size_t base = th * a.dim + c0;
-  float mn = INFINITY, mx = -INFINITY;
-  for (int i = lane; i < n; i += 32) {
-    const float v = load_element(a.x, a.dtype, base + i);
-    mn = fminf(mn, v);
-    mx = fmaxf(mx, v);
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    mn = fminf(mn, __shfl_xor_sync(0xffffffffu, mn, o));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  }
-  mn = rules::unsigned_zero(mn);
-  mx = rules::unsigned_zero(mx);
-  const float step =
-      rules::round_param(rules::group_step(mx - mn, a.relative, a.rel_scale, a.bits), a.params);
-  mn = rules::round_param(mn, a.params);
-  const float inv = rules::group_inverse(step);
-  if (lane == 0) {
-    a.steps[unit] = step;
-    a.mins[unit] = mn;
-  }
-  for (int i = lane; i < n; i += 32) {
-    a.codes[base + i] =
-        rules::group_code(load_element(a.x, a.dtype, base + i), mn, inv, a.max_code);
-  }
-}
-
-// x_hat = min + code * step over a tier's tokens (out: its first token).
-__global__ void group_dequant_kernel(GroupArgs a, bool keys, int per_head, float* out) {
-  const int hd = a.heads * a.dim;
-  const std::size_t n = static_cast<std::size_t>(a.tokens) * hd;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-    std::size_t unit;
-    if (keys) {
-      unit = (i / hd) / a.key_group * hd + i % hd;
-    } else {
-      const std::size_t th = i / a.dim;
-      unit = th * per_head + (i % a.dim) / a.value_width;
-    }
-    out[i] = a.mins[unit] + static_cast<float>(a.codes[i]) * a.steps[unit];
-  }
-}
-
 // The residual: stored values as fp16 (float_to_fp16 of the converted value), and back.
 __global__ void residual_kernel(const void* x, DType dtype, std::size_t n, std::uint16_t* out) {
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
@@ -178,12 +77,6 @@ __global__ void residual_dequant_kernel(const std::uint16_t* in, std::size_t n, 
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
     out[i] = __half2float(__ushort_as_half(in[i]));
   }
-}
-
-rules::ParamDtype rule_dtype(DType d) {
-  return d == DType::F16    ? rules::ParamDtype::F16
-         : d == DType::BF16 ? rules::ParamDtype::BF16
-                            : rules::ParamDtype::F32;
 }
 
 enum class Family { Symmetric, Tiered, KvComp };
@@ -224,32 +117,17 @@ class GroupDeviceQuantizer final : public DeviceQuantizer {
   std::vector<int> boundaries(int tokens) const {
     return detail::age_tier_boundaries(m_tiers, m_group, m_residual, tokens);
   }
-  // The group spec of a tier (or of KVComp): its arguments without pointers.
+  // The group spec of a tier (or of KVComp), as the CPU quantizers build it.
+  detail::GroupSpec spec(int bits) const {
+    return m_family == Family::KvComp
+               ? detail::GroupSpec{8, m_group, 0, detail::StepRule::Relative, m_rel, m_params}
+               : detail::GroupSpec{bits, m_group, m_group, detail::StepRule::Levels, 0.0, m_params};
+  }
+  // Its arguments for `tokens` tokens of the tensor, without pointers.
   GroupArgs args(int bits, int tokens) const {
-    GroupArgs a;
-    a.dtype = m_x.dtype;
-    a.tokens = tokens;
-    a.heads = m_x.heads;
-    a.dim = m_x.dim;
-    a.bits = bits;
-    a.key_group = m_group;
-    a.value_width = m_family == Family::KvComp ? m_x.dim : std::min(m_group, m_x.dim);
-    a.relative = m_family == Family::KvComp;
-    a.rel_scale = static_cast<float>(m_rel);
-    a.max_code = static_cast<float>(detail::largest_code(detail::GroupSpec{
-        bits, m_group, 0,
-        m_family == Family::KvComp ? detail::StepRule::Relative : detail::StepRule::Levels, m_rel,
-        m_params}));
-    a.params = rule_dtype(m_params);
-    return a;
+    return group_args(spec(bits), m_x.dtype, tokens, m_x.heads, m_x.dim);
   }
-  std::size_t units(const GroupArgs& a) const {
-    if (m_role == TensorRole::Key) {
-      return static_cast<std::size_t>((a.tokens + a.key_group - 1) / a.key_group) * a.heads * a.dim;
-    }
-    return static_cast<std::size_t>(a.tokens) * a.heads *
-           ((a.dim + a.value_width - 1) / a.value_width);
-  }
+  std::size_t units(const GroupArgs& a) const { return group_units(a, m_role); }
   // Each group pass (KVComp: one; tiers: one per tier) with its token range and pointers.
   struct Pass {
     GroupArgs a;
@@ -342,19 +220,7 @@ Status GroupDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, cu
   KVLAB_TRY_STATUS(
       ensure_size(m_param, std::max<std::size_t>(m_param_floats, 1), "GPU quantize: parameters"));
   for (const Pass& p : passes()) {
-    if (p.a.tokens == 0 || hd == 0) continue;  // nothing to code (the CPU gives an empty tensor)
-    if (role == TensorRole::Key) {
-      const int cols = p.a.heads * p.a.dim;
-      const int groups = (p.a.tokens + p.a.key_group - 1) / p.a.key_group;
-      const dim3 grid((cols + 127) / 128, std::min(groups, 65535));
-      group_keys_kernel<<<grid, 128, 0, s>>>(p.a);
-    } else {
-      const int per_head = (p.a.dim + p.a.value_width - 1) / p.a.value_width;
-      const std::size_t u = units(p.a);
-      group_values_kernel<<<static_cast<unsigned>((u * 32 + 255) / 256), 256, 0, s>>>(p.a, per_head,
-                                                                                      u);
-    }
-    KVLAB_CUDA_TRY(cudaGetLastError(), "GPU quantize: groups");
+    KVLAB_CUDA_TRY(launch_group_quantize(p.a, role, s), "GPU quantize: groups");
   }
   m_residual_values = 0;
   if (m_family == Family::Tiered) {
@@ -388,12 +254,9 @@ Status GroupDeviceQuantizer::dequantize(float* out, cudaStream_t s) {
   }
   const std::size_t hd = static_cast<std::size_t>(m_x.heads) * m_x.dim;
   for (const Pass& p : passes()) {
-    if (p.a.tokens == 0) continue;
-    const std::size_t m = static_cast<std::size_t>(p.a.tokens) * hd;
-    const int per_head = (p.a.dim + p.a.value_width - 1) / p.a.value_width;
-    group_dequant_kernel<<<grid_for(m, 256), 256, 0, s>>>(
-        p.a, m_role == TensorRole::Key, per_head, out + static_cast<std::size_t>(p.first) * hd);
-    KVLAB_CUDA_TRY(cudaGetLastError(), "GPU dequantize: groups");
+    KVLAB_CUDA_TRY(
+        launch_group_dequantize(p.a, m_role, out + static_cast<std::size_t>(p.first) * hd, s),
+        "GPU dequantize: groups");
   }
   if (m_residual_values > 0) {
     const int r0 = m_bounds[m_tiers.size()];
