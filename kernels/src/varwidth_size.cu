@@ -1,6 +1,8 @@
 // VarWidth sizing on the GPU (varwidth_size.cuh): one thread a vector sums its groups' bits
 // (a 4-bit header, then each code in the bit width of the group's largest), added into its
 // codec block's count; a second launch rounds each block up to bytes and sums them.
+#include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "device_quantizer.cuh"
@@ -51,6 +53,22 @@ Result<std::uint64_t> varwidth_bytes(const std::uint8_t* codes, int tokens, int 
   const std::size_t token_blocks = (static_cast<std::size_t>(tokens) + block_size - 1) / block_size;
   const std::size_t blocks = token_blocks * heads;
   const std::size_t vectors = static_cast<std::size_t>(tokens) * heads;
+  // A vector past its u16 bit count, or a payload past the u32 block offsets, is an error that
+  // the CPU's encoded_bytes() names (the token, the head, the bits). A shape whose worst case could
+  // reach either (8-bit codes reach 65,535 bits from about 7,900 codes a vector) is sized by it,
+  // from the codes read back: the same answer and the same error as the CPU's, where no real
+  // model's shape goes.
+  const std::uint64_t worst_vector = 8ull * dim + 4ull * ((dim + kGroup - 1) / kGroup);
+  const std::uint64_t worst_payload = (worst_vector * vectors + 7) / 8 + blocks;
+  if (worst_vector > std::numeric_limits<std::uint16_t>::max() ||
+      worst_payload > std::numeric_limits<std::uint32_t>::max()) {
+    std::vector<std::uint8_t> host(vectors * static_cast<std::size_t>(dim));
+    KVLAB_CUDA_TRY(cudaMemcpyAsync(host.data(), codes, host.size(), cudaMemcpyDeviceToHost, stream),
+                   "GPU VarWidth sizing: reading the codes back");
+    KVLAB_CUDA_TRY(cudaStreamSynchronize(stream), "GPU VarWidth sizing");
+    return encoded_bytes(host, tokens, heads, dim, CodecConfig{CodecKind::VarWidth, block_size, 0},
+                         nullptr);
+  }
   KVLAB_TRY_STATUS(ensure_size(scratch, blocks + 1, "GPU VarWidth sizing"));
   KVLAB_CUDA_TRY(
       cudaMemsetAsync(scratch.get(), 0, (blocks + 1) * sizeof(unsigned long long), stream),
