@@ -10,6 +10,7 @@
 #include "device_quantizer.cuh"
 #include "group_quantize.cuh"
 #include "kvlab/kernels/gpu_kv.h"
+#include "launch_plan.cuh"
 
 namespace kvlab::cuda {
 
@@ -145,9 +146,8 @@ cudaError_t launch_group_dequantize(const GroupArgs& a, TensorRole role, float* 
                                     cudaStream_t stream) {
   const std::size_t n = static_cast<std::size_t>(std::max(a.tokens, 0)) * a.heads * a.dim;
   if (n == 0) return cudaSuccess;
-  const unsigned blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 65535u * 8));
-  group_dequant_kernel<<<blocks, 256, 0, stream>>>(a, role == TensorRole::Key, groups_per_head(a),
-                                                   out);
+  group_dequant_kernel<<<stride_grid(n, 256), 256, 0, stream>>>(a, role == TensorRole::Key,
+                                                                groups_per_head(a), out);
   return cudaGetLastError();
 }
 

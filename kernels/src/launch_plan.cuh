@@ -52,6 +52,14 @@ int resident_blocks(K kernel, int threads, int& cache, std::size_t smem = 0) {
   return cache;
 }
 
+// Blocks of `threads` for a grid-stride loop over n items: a thread an item, up to 2^20 blocks
+// (the loop strides over the rest), and one block for nothing, so that a launch is never empty.
+// Only for kernels that stride; a kernel that takes one item a thread sizes its own grid.
+inline unsigned stride_grid(std::size_t n, unsigned threads) {
+  return static_cast<unsigned>(
+      std::clamp<std::size_t>((n + threads - 1) / threads, 1, std::size_t{1} << 20));
+}
+
 // A token range of `tiles` tiles split into contiguous chunks over `slices` independent grid
 // rows (heads x sequences), so that slices x splits fills the device's resident blocks once:
 // each chunk holds tiles_per_split tiles (at least `min_tiles`), and `splits` chunks cover the

@@ -15,6 +15,7 @@
 #include "device_quantizer.cuh"
 #include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/quant/rotation.h"
+#include "launch_plan.cuh"
 #include "quant_block_fp4.cuh"
 #include "quant_block_ggml.cuh"
 
@@ -25,12 +26,6 @@ namespace {
 namespace bq = block_quant;
 
 constexpr int kThreads = 256;
-constexpr std::size_t kMaxGrid = std::size_t{1} << 20;  // the kernels stride over the rest
-
-unsigned grid_for(std::size_t work) {
-  const std::size_t blocks = (work + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(std::clamp<std::size_t>(blocks, 1, kMaxGrid));
-}
 
 // --- Histograms of the stored codes ------------------------------------------------------------
 
@@ -88,7 +83,8 @@ Result<std::vector<std::uint64_t>> device_histogram(const std::uint8_t* data, st
   KVLAB_TRY_STATUS(ensure_size(bins, n, "block quantizer histogram: allocating bins"));
   KVLAB_CUDA_TRY(cudaMemsetAsync(bins.get(), 0, n * sizeof(unsigned long long), stream),
                  "block quantizer histogram: zeroing bins");
-  histogram_kernel<<<grid_for(units), kThreads, 0, stream>>>(data, units, spec, bins.get());
+  histogram_kernel<<<stride_grid(units, kThreads), kThreads, 0, stream>>>(data, units, spec,
+                                                                          bins.get());
   KVLAB_CUDA_TRY(cudaGetLastError(), "block quantizer histogram: launch");
   std::vector<unsigned long long> host(n);
   KVLAB_CUDA_TRY(cudaMemcpyAsync(host.data(), bins.get(), n * sizeof(unsigned long long),
@@ -181,8 +177,8 @@ std::string lower(std::string_view s) {
 template <GgmlType T>
 Status launch_ggml_quantize(const void* src, DType dtype, std::size_t blocks, int type_size,
                             std::uint8_t* codes, cudaStream_t stream) {
-  bq::ggml_quantize_kernel<T>
-      <<<grid_for(blocks), kThreads, 0, stream>>>(src, dtype, blocks, type_size, codes);
+  bq::ggml_quantize_kernel<T><<<stride_grid(blocks, kThreads), kThreads, 0, stream>>>(
+      src, dtype, blocks, type_size, codes);
   KVLAB_CUDA_TRY(cudaGetLastError(), "llama.cpp block quantize: launch");
   return Ok{};
 }
@@ -191,7 +187,7 @@ template <GgmlType T>
 Status launch_ggml_dequantize(const std::uint8_t* codes, std::size_t blocks, int type_size,
                               float* out, cudaStream_t stream) {
   bq::ggml_dequantize_kernel<T>
-      <<<grid_for(blocks), kThreads, 0, stream>>>(codes, blocks, type_size, out);
+      <<<stride_grid(blocks, kThreads), kThreads, 0, stream>>>(codes, blocks, type_size, out);
   KVLAB_CUDA_TRY(cudaGetLastError(), "llama.cpp block dequantize: launch");
   return Ok{};
 }
@@ -204,8 +200,9 @@ Status launch_hadamard(const void* src, DType dtype, float* dst, std::size_t n_v
   if (chunks == 0) return Ok{};
   const float scale = 1.0f / std::sqrt(static_cast<float>(n));
   const int threads = std::min(n / 2, kThreads);
-  const auto grid = static_cast<unsigned>(std::min(chunks, kMaxGrid));
-  bq::hadamard_chunks_kernel<<<grid, threads, 0, stream>>>(src, dtype, dst, n, scale, chunks);
+  // A block a chunk, striding over the rest.
+  bq::hadamard_chunks_kernel<<<stride_grid(chunks, 1), threads, 0, stream>>>(src, dtype, dst, n,
+                                                                             scale, chunks);
   KVLAB_CUDA_TRY(cudaGetLastError(), "llama.cpp attn_rot Hadamard: launch");
   return Ok{};
 }
@@ -361,14 +358,14 @@ class Nvfp4DeviceQuantizer final : public BlockQuantizerBase {
     KVLAB_CUDA_TRY(cudaMemsetAsync(m_amax.get(), 0, sizeof(unsigned int), stream),
                    "nvfp4 quantize: zeroing amax");
     if (n > 0) {
-      bq::tensor_amax_kernel<<<grid_for(n), kThreads, 0, stream>>>(x.data, x.dtype, n,
-                                                                   m_amax.get());
+      bq::tensor_amax_kernel<<<stride_grid(n, kThreads), kThreads, 0, stream>>>(x.data, x.dtype, n,
+                                                                                m_amax.get());
       KVLAB_CUDA_TRY(cudaGetLastError(), "nvfp4 quantize: amax launch");
     }
     bq::nvfp4_global_kernel<<<1, 1, 0, stream>>>(m_amax.get(), m_global.get());
     KVLAB_CUDA_TRY(cudaGetLastError(), "nvfp4 quantize: global scale launch");
     if (blocks > 0) {
-      bq::nvfp4_quantize_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(
+      bq::nvfp4_quantize_kernel<<<stride_grid(blocks, kThreads), kThreads, 0, stream>>>(
           x.data, x.dtype, blocks, m_global.get(), m_codes.get(), m_codes.get() + n / 2);
       KVLAB_CUDA_TRY(cudaGetLastError(), "nvfp4 quantize: launch");
     }
@@ -385,7 +382,7 @@ class Nvfp4DeviceQuantizer final : public BlockQuantizerBase {
     const std::size_t n = elements();
     const std::size_t blocks = n / bq::kNvfp4Block;
     if (blocks == 0) return Ok{};
-    bq::nvfp4_dequantize_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(
+    bq::nvfp4_dequantize_kernel<<<stride_grid(blocks, kThreads), kThreads, 0, stream>>>(
         m_codes.get(), m_codes.get() + n / 2, m_global.get(), blocks, out);
     KVLAB_CUDA_TRY(cudaGetLastError(), "nvfp4 dequantize: launch");
     return Ok{};
@@ -437,8 +434,8 @@ class Mxfp4DeviceQuantizer final : public BlockQuantizerBase {
     m_code_bytes = blocks * bq::kMxfp4Bytes;
     KVLAB_TRY_STATUS(ensure_size(m_codes, m_code_bytes, "mxfp4 quantize: codes"));
     if (blocks > 0) {
-      bq::mxfp4_quantize_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(x.data, x.dtype, blocks,
-                                                                           m_codes.get());
+      bq::mxfp4_quantize_kernel<<<stride_grid(blocks, kThreads), kThreads, 0, stream>>>(
+          x.data, x.dtype, blocks, m_codes.get());
       KVLAB_CUDA_TRY(cudaGetLastError(), "mxfp4 quantize: launch");
     }
     m_bytes = ByteBreakdown{};
@@ -453,8 +450,8 @@ class Mxfp4DeviceQuantizer final : public BlockQuantizerBase {
     KVLAB_TRY_STATUS(require_tensor("dequantize"));
     const std::size_t blocks = elements() / bq::kMxfp4Block;
     if (blocks == 0) return Ok{};
-    bq::mxfp4_dequantize_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(m_codes.get(), blocks,
-                                                                           out);
+    bq::mxfp4_dequantize_kernel<<<stride_grid(blocks, kThreads), kThreads, 0, stream>>>(
+        m_codes.get(), blocks, out);
     KVLAB_CUDA_TRY(cudaGetLastError(), "mxfp4 dequantize: launch");
     return Ok{};
   }

@@ -16,6 +16,7 @@
 #include "device_quantizer.cuh"
 #include "group_quantize.cuh"
 #include "kvlab/engine/quant/group_rules.h"
+#include "launch_plan.cuh"
 #include "quant/group_quant.h"
 #include "quant/quantizers.h"
 
@@ -24,10 +25,6 @@ namespace kvlab::cuda {
 namespace {
 
 constexpr std::uint64_t kHeaderBytes = 16;  // kTensorHeaderBytes: shape and method, 4 x u32
-
-unsigned grid_for(std::size_t n, unsigned threads) {
-  return static_cast<unsigned>(std::min<std::size_t>((n + threads - 1) / threads, 65535u * 8));
-}
 
 // ---- symmetric -------------------------------------------------------------------------------
 
@@ -192,10 +189,10 @@ Status GroupDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, cu
     KVLAB_TRY_STATUS(ensure_size(m_param, 1, "GPU quantize: scale"));
     KVLAB_CUDA_TRY(cudaMemsetAsync(m_amax.get(), 0, sizeof(unsigned), s), "GPU quantize: max");
     if (n > 0) {
-      amax_kernel<<<grid_for(n, 256), 256, 0, s>>>(x.data, x.dtype, n, m_amax.get());
+      amax_kernel<<<stride_grid(n, 256), 256, 0, s>>>(x.data, x.dtype, n, m_amax.get());
       KVLAB_CUDA_TRY(cudaGetLastError(), "GPU quantize: max |x|");
     }
-    symmetric_codes_kernel<<<std::max(1u, grid_for(n, 256)), 256, 0, s>>>(
+    symmetric_codes_kernel<<<stride_grid(n, 256), 256, 0, s>>>(
         x.data, x.dtype, n, m_amax.get(), m_bits, m_codes.get(), m_param.get());
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU quantize: symmetric codes");
     m_param_floats = 1;
@@ -228,7 +225,7 @@ Status GroupDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, cu
     m_residual_values = static_cast<std::size_t>(x.tokens - r0) * hd;
     if (m_residual_values > 0) {
       KVLAB_TRY_STATUS(ensure_size(m_residual_fp16, m_residual_values, "GPU quantize: residual"));
-      residual_kernel<<<grid_for(m_residual_values, 256), 256, 0, s>>>(
+      residual_kernel<<<stride_grid(m_residual_values, 256), 256, 0, s>>>(
           static_cast<const char*>(x.data) +
               static_cast<std::size_t>(r0) * hd * dtype_size(x.dtype),
           x.dtype, m_residual_values, m_residual_fp16.get());
@@ -247,8 +244,8 @@ Status GroupDeviceQuantizer::dequantize(float* out, cudaStream_t s) {
   const std::size_t n = m_x.elements();
   if (n == 0) return Ok{};
   if (m_family == Family::Symmetric) {
-    symmetric_dequant_kernel<<<grid_for(n, 256), 256, 0, s>>>(m_codes.get(), n, m_param.get(),
-                                                              m_bits, out);
+    symmetric_dequant_kernel<<<stride_grid(n, 256), 256, 0, s>>>(m_codes.get(), n, m_param.get(),
+                                                                 m_bits, out);
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU dequantize: symmetric");
     return Ok{};
   }
@@ -260,7 +257,7 @@ Status GroupDeviceQuantizer::dequantize(float* out, cudaStream_t s) {
   }
   if (m_residual_values > 0) {
     const int r0 = m_bounds[m_tiers.size()];
-    residual_dequant_kernel<<<grid_for(m_residual_values, 256), 256, 0, s>>>(
+    residual_dequant_kernel<<<stride_grid(m_residual_values, 256), 256, 0, s>>>(
         m_residual_fp16.get(), m_residual_values, out + static_cast<std::size_t>(r0) * hd);
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU dequantize: residual");
   }

@@ -47,11 +47,6 @@ namespace kr = kvquant_rules;
 constexpr int kThreads = 256;
 constexpr int kMaxMids = 255;  // 8 bits (the quantizer takes 2 to 8)
 
-unsigned grid_for(std::size_t n) {
-  return static_cast<unsigned>(
-      std::min<std::size_t>((n + kThreads - 1) / kThreads, std::size_t{1} << 20));
-}
-
 __device__ __forceinline__ std::size_t thread_index() {
   return blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
 }
@@ -457,14 +452,14 @@ Status KvQuantDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, 
   }
 
   if (n > 0) {
-    rows_kernel<<<grid_for(n), kThreads, 0, s>>>(x.data, x.dtype, H, D, n, rope(true),
-                                                 m_rows.get());
+    rows_kernel<<<stride_grid(n, kThreads), kThreads, 0, s>>>(x.data, x.dtype, H, D, n, rope(true),
+                                                              m_rows.get());
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU KVQuant: rows");
   }
   const std::size_t sink_entries = static_cast<std::size_t>(S) * C;
   if (sink_entries > 0) {
-    sinks_kernel<<<grid_for(sink_entries), kThreads, 0, s>>>(m_rows.get(), sink_entries,
-                                                             m_sink_values.get());
+    sinks_kernel<<<stride_grid(sink_entries, kThreads), kThreads, 0, s>>>(
+        m_rows.get(), sink_entries, m_sink_values.get());
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU KVQuant: sinks");
   }
   const float* coded_rows = m_rows.get() + sink_entries;
@@ -481,7 +476,7 @@ Status KvQuantDeviceQuantizer::quantize(const DeviceTensor& x, TensorRole role, 
                     cfg.outlier_fraction > 0.0,
                     m_codes.get(),
                     m_flags.get()};
-    key_codes_kernel<<<grid_for(coded), kThreads, 0, s>>>(a);
+    key_codes_kernel<<<stride_grid(coded, kThreads), kThreads, 0, s>>>(a);
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU KVQuant: key codes");
   } else if (coded > 0) {
     const std::size_t smem = 2 * static_cast<std::size_t>(k + 1) * sizeof(int);
@@ -565,7 +560,7 @@ Status KvQuantDeviceQuantizer::dequantize(float* out, cudaStream_t s) {
                       static_cast<int>(C),
                       n,
                       out};
-  dequant_kernel<<<grid_for(n), kThreads, 0, s>>>(a);
+  dequant_kernel<<<stride_grid(n, kThreads), kThreads, 0, s>>>(a);
   KVLAB_CUDA_TRY(cudaGetLastError(), "GPU KVQuant: dequantizing");
   if (m_nnz > 0) {
     sparse_out_kernel<<<warp_grid(coded_tokens()), kThreads, 0, s>>>(
@@ -576,7 +571,8 @@ Status KvQuantDeviceQuantizer::dequantize(float* out, cudaStream_t s) {
   if (m_turn) {
     const std::size_t pairs = static_cast<std::size_t>(m_tokens) * m_heads * (m_rotary / 2);
     if (pairs > 0) {
-      turn_kernel<<<grid_for(pairs), kThreads, 0, s>>>(out, m_tokens, m_heads, m_dim, rope(false));
+      turn_kernel<<<stride_grid(pairs, kThreads), kThreads, 0, s>>>(out, m_tokens, m_heads, m_dim,
+                                                                    rope(false));
       KVLAB_CUDA_TRY(cudaGetLastError(), "GPU KVQuant: RoPE");
     }
   }
@@ -596,7 +592,7 @@ Result<std::vector<CodeHistogram>> KvQuantDeviceQuantizer::histograms(cudaStream
     KVLAB_TRY_STATUS(ensure_size(m_bins, 256, "GPU KVQuant: histogram"));
     KVLAB_CUDA_TRY(cudaMemsetAsync(m_bins.get(), 0, 256 * sizeof(unsigned long long), s),
                    "GPU KVQuant: histogram");
-    histogram_kernel<<<std::min(grid_for(coded), 4096u), kThreads, 0, s>>>(
+    histogram_kernel<<<std::min(stride_grid(coded, kThreads), 4096u), kThreads, 0, s>>>(
         m_codes.get(), m_flags.get(), coded, m_bins.get());
     KVLAB_CUDA_TRY(cudaGetLastError(), "GPU KVQuant: histogram");
     unsigned long long c[256];
