@@ -555,8 +555,12 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           KVLAB_TRY_STATUS(codes.allocate(n, "bench encode"));
           GroupArgs qa =
               group_args(kvcomp_group_spec(o.block_size, o.rel_scale), DType::F16, T, H, D);
-          KVLAB_TRY_STATUS(steps.allocate(group_units(qa, TensorRole::Key), "bench encode"));
-          KVLAB_TRY_STATUS(mins.allocate(group_units(qa, TensorRole::Key), "bench encode"));
+          // Room for the larger pass: keys have a unit per channel of each token block, values
+          // one per token and head (more where the block is longer than a head is wide).
+          const std::size_t units =
+              std::max(group_units(qa, TensorRole::Key), group_units(qa, TensorRole::Value));
+          KVLAB_TRY_STATUS(steps.allocate(units, "bench encode"));
+          KVLAB_TRY_STATUS(mins.allocate(units, "bench encode"));
           qa.codes = codes.get();
           qa.steps = steps.get();
           qa.mins = mins.get();

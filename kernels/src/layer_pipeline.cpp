@@ -341,14 +341,15 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
   // blocking) does not wait for; a copy from pageable memory may return before it lands.
   KVLAB_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy), "GPU run: codebook upload");
   const int pack_width = bitpack_width(counts);
-  KVLAB_TRY(gpu_encode(codes, t.tokens(), t.heads(), t.dim(), block, chosen, pack_width, &m_book,
-                       m_encoded, m_encode_scratch, cs));
-  const std::uint64_t chosen_bytes = m_encoded.payload_bytes + m_encoded.metadata_bytes();
-  // The others sized: BitPack by its formula, VarWidth, Huffman and rANS on the GPU.
+  // Every codec in the CPU's order (kCodecKinds), so a tensor no stream can hold fails on the
+  // codec the CPU's run names: the chosen one encoded, the others sized (BitPack by its formula,
+  // VarWidth, Huffman and rANS on the GPU).
   for (CodecKind kind : kCodecKinds) {
     std::uint64_t size = 0;
     if (kind == chosen) {
-      size = chosen_bytes;
+      KVLAB_TRY(gpu_encode(codes, t.tokens(), t.heads(), t.dim(), block, chosen, pack_width,
+                           &m_book, m_encoded, m_encode_scratch, cs));
+      size = m_encoded.payload_bytes + m_encoded.metadata_bytes();
     } else if (kind == CodecKind::BitPack) {
       size = bitpack_payload_bytes(t.tokens(), t.heads(), t.dim(), block, pack_width) +
              EncodedCodes::kHeaderBytes;
@@ -361,7 +362,7 @@ Status Pipeline::code_tensor(int which, int l, LayerReport& lr, ByteBreakdown& b
       KVLAB_TRY(gpu_encode(codes, t.tokens(), t.heads(), t.dim(), block, kind, pack_width, &m_book,
                            sized, m_encode_scratch, cs));
       size = sized.payload_bytes + sized.metadata_bytes();
-      note_memory();  // the sizing's stream is held beside the chosen one until here
+      note_memory();  // the sizing's stream is held beside the chosen one's (kept between layers)
     }
     stats.codec_bytes[static_cast<std::size_t>(kind)] = size + codebook_bytes(kind);
   }

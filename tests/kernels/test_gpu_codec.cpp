@@ -18,6 +18,7 @@
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/kernels/gpu_kv.h"
 #include "quant/group_quant.h"
+#include "varwidth_size.cuh"
 
 namespace kvlab {
 namespace {
@@ -180,6 +181,45 @@ TEST(GpuCodec, EncodingIsTheCpuEncodersBytes) {
           EXPECT_TRUE(back == codes);
         }
       }
+    }
+  }
+}
+
+// VarWidth sizing on the GPU (a comparison codec a run reports, never written there) against the
+// CPU's encoded_bytes(): the same bytes with tails of blocks and heads and every code width; and,
+// for a vector past its u16 bit count (head_dim 8192, codes up to 200: about 67,500 bits), the
+// CPU's error, token and head named.
+TEST(GpuCodec, VarWidthSizingIsTheCpus) {
+  KVLAB_REQUIRE_GPU();
+  struct Case {
+    int tokens, heads, dim, block, alphabet;
+  };
+  const Case cases[] = {{0, 2, 64, 64, 21},    {1, 1, 8, 64, 21},    {130, 3, 64, 64, 21},
+                        {1000, 8, 128, 64, 4}, {77, 2, 96, 32, 256}, {5, 2, 8192, 64, 201}};
+  unsigned seed = 300;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.tokens << "x" << c.heads << "x" << c.dim << " block "
+                                      << c.block << " alphabet " << c.alphabet);
+    const std::size_t n = static_cast<std::size_t>(c.tokens) * c.heads * c.dim;
+    std::vector<std::uint8_t> codes = random_codes(n, c.alphabet, seed++);
+    if (c.dim == 8192) {  // uniform over 0..200: nearly every group of 16 takes 8 bits a code
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<int> uni(0, 200);
+      for (auto& v : codes) v = static_cast<std::uint8_t>(uni(rng));
+    }
+    const CodecConfig config{CodecKind::VarWidth, c.block, 0};
+    auto cpu = encoded_bytes(codes, c.tokens, c.heads, c.dim, config, nullptr);
+    EXPECT_EQ(static_cast<bool>(cpu), c.dim != 8192) << (cpu ? "" : cpu.message());
+    cuda::DeviceArray<std::uint8_t> d;
+    ASSERT_TRUE(d.upload(codes.data(), n, "test codes"));
+    cuda::DeviceArray<unsigned long long> scratch;
+    auto gpu = cuda::varwidth_bytes(d.get(), c.tokens, c.heads, c.dim, c.block, scratch, nullptr);
+    ASSERT_EQ(static_cast<bool>(gpu), static_cast<bool>(cpu))
+        << (gpu ? "" : gpu.message()) << (cpu ? "" : cpu.message());
+    if (cpu) {
+      EXPECT_EQ(*gpu, *cpu);
+    } else {
+      EXPECT_EQ(gpu.message(), cpu.message());
     }
   }
 }
