@@ -185,6 +185,57 @@ TEST(RansBlock, SimdDecoderAgreesWithTheScalarOneOnCleanAndCorruptBlocks) {
   EXPECT_GT(corrupt_errors, 300);
 }
 
+// Blocks decoded side by side (decode_rans_blocks: groups of four with AVX-512 or AVX2)
+// give each block what the scalar decoder gives it alone: clean and corrupt blocks of different
+// lengths mixed in one call, so a group's blocks end, fail and run on at different rounds.
+TEST(RansBlock, BlocksDecodedSideBySideAreEachTheScalarDecodersResult) {
+  CodeCounts h{};
+  for (int c = 0; c < 40; ++c) h[static_cast<std::size_t>(c)] = 1 + 400 / (c + 1);
+  auto table = RansTable::from_histogram(h, false);
+  ASSERT_TRUE(table.ok());
+  detail::Rng rng(7);
+  std::vector<std::uint16_t> words;
+  for (int trial = 0; trial < 30; ++trial) {
+    const std::size_t n = 1 + rng.below(11);
+    std::vector<HugePageBytes> blocks(n);
+    std::vector<std::size_t> counts(n);
+    std::vector<std::vector<std::uint8_t>> simd(n), scalar(n);
+    std::vector<detail::RansJob> jobs(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t count = rng.below(300);
+      std::vector<std::uint8_t> symbols(count);
+      // Mostly the table's 40 codes, now and then one it codes only by the escape.
+      for (auto& v : symbols)
+        v = static_cast<std::uint8_t>(rng.below(9) == 0 ? 200 : rng.below(40));
+      detail::encode_rans_block(symbols.data(), count, *table, blocks[i], words);
+      counts[i] = count;
+      if (rng.below(3) == 0 && !blocks[i].empty()) {  // a third corrupt: a flipped bit or a cut
+        if (rng.below(2) == 0) {
+          blocks[i][rng.below(blocks[i].size())] ^= static_cast<std::uint8_t>(1u << rng.below(8));
+        } else {
+          blocks[i].resize(rng.below(blocks[i].size()));
+        }
+      }
+      simd[i].assign(count, 0xee);
+      scalar[i].assign(count, 0xdd);
+      jobs[i] = {blocks[i].data(), blocks[i].size(), count, &*table, simd[i].data(), nullptr};
+    }
+    detail::decode_rans_blocks(jobs.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      SCOPED_TRACE(::testing::Message() << "trial " << trial << " block " << i << " of " << n);
+      const char* alone = detail::decode_rans_block_scalar(blocks[i].data(), blocks[i].size(),
+                                                           counts[i], *table, scalar[i].data());
+      ASSERT_EQ(jobs[i].problem == nullptr, alone == nullptr)
+          << (jobs[i].problem ? jobs[i].problem : "") << " / " << (alone ? alone : "");
+      if (alone != nullptr) {
+        EXPECT_STREQ(jobs[i].problem, alone);
+      } else {
+        EXPECT_EQ(simd[i], scalar[i]);
+      }
+    }
+  }
+}
+
 // Against the entropy and the Huffman codec, on the same KVComp-like codes (about 2.1 bits):
 // rANS codes fractions of a bit, and keeps no per-vector bit counts, so with its 32 states per
 // block it is smaller in all than Huffman with its pair book.

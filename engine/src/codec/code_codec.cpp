@@ -7,7 +7,7 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__AVX512BW__) && defined(__AVX512CD__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -263,6 +263,14 @@ void detail::pair_symbols_to_codes(const std::uint8_t* symbols, int dim, std::ui
     const __m512i lo = _mm512_and_si512(w, _mm512_set1_epi16(0x0f));
     const __m512i hi = _mm512_slli_epi16(_mm512_srli_epi16(w, 4), 8);
     _mm512_storeu_si512(out + k, _mm512_or_si512(lo, hi));
+  }
+#elif defined(__AVX2__)
+  for (; k + 32 <= dim; k += 32) {  // 16 symbols
+    const __m256i w =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(symbols + k / 2)));
+    const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi16(0x0f));
+    const __m256i hi = _mm256_slli_epi16(_mm256_srli_epi16(w, 4), 8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_or_si256(lo, hi));
   }
 #endif
   for (; k < dim; ++k) {

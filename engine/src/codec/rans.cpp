@@ -9,6 +9,9 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #include <immintrin.h>
 #define KVLAB_RANS_AVX512 1
+#elif defined(__AVX2__)
+#include <immintrin.h>
+#define KVLAB_RANS_AVX2 1
 #endif
 
 #include "codec/rans_streams.h"
@@ -248,6 +251,173 @@ void decode_group(RansJob* jobs) {
     } else if (_mm512_cmpneq_epu32_mask(x0[g], low) != 0 ||
                _mm512_cmpneq_epu32_mask(x1[g], low) != 0) {
       jobs[g].problem = kBadEnd;
+    }
+  }
+}
+
+}  // namespace
+
+void decode_rans_blocks(RansJob* jobs, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) decode_group<4>(jobs + i);
+  for (; i < n; ++i) decode_group<1>(jobs + i);
+}
+
+#elif defined(KVLAB_RANS_AVX2)
+
+namespace {
+
+static_assert(kRansLow == 1u << 16 && kRansLanes == 32);
+
+// For each set of lanes (a bit each) that take a word in a round, each lane's word among the
+// next eight: the number of taking lanes below it. AVX2 has no expanding load; a permute by this
+// row does its work.
+struct ExpandTable {
+  alignas(32) std::int32_t index[256][8];
+  constexpr ExpandTable() : index{} {
+    for (int m = 0; m < 256; ++m) {
+      int k = 0;
+      for (int l = 0; l < 8; ++l) index[m][l] = (m >> l) & 1 ? k++ : 0;
+    }
+  }
+};
+constexpr ExpandTable kExpand{};
+
+// Lanes (a bit each) as a vector mask, and back.
+inline __m256i lanes_of(unsigned bits) {
+  const __m256i one_each = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(static_cast<int>(bits)), one_each),
+                            one_each);
+}
+inline unsigned bits_of(__m256i lanes) {
+  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(lanes)));
+}
+
+// One register of 8 lanes through a round's symbol step and its words, as step16 does for 16:
+// `active` the lanes with a symbol, always the lowest ones. Gives the lanes whose symbol was the
+// escape; false in `ok` when the words run out.
+inline unsigned step8(__m256i& x, unsigned active, const std::uint32_t* slots, __m256i escape_start,
+                      const std::uint8_t* words, std::size_t nwords, std::size_t& pos,
+                      std::uint8_t* out, bool& ok) {
+  const __m256i act = lanes_of(active);
+  const __m256i slot = _mm256_and_si256(x, _mm256_set1_epi32(kSlotMask));
+  const __m256i e = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
+                                                reinterpret_cast<const int*>(slots), slot, act, 4);
+  const __m256i f = _mm256_and_si256(_mm256_srli_epi32(e, 8), _mm256_set1_epi32(kSlotMask));
+  const __m256i next = _mm256_add_epi32(
+      _mm256_mullo_epi32(f, _mm256_srli_epi32(x, RansTable::kProbBits)), _mm256_srli_epi32(e, 20));
+  x = _mm256_blendv_epi8(x, next, act);
+  // Each lane's symbol (the entry's low byte), the eight packed into the low 8 bytes.
+  const __m256i low_bytes = _mm256_shuffle_epi8(
+      e, _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 4, 8, 12,
+                          -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+  const __m128i symbols = _mm256_castsi256_si128(
+      _mm256_permutevar8x32_epi32(low_bytes, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0)));
+  if (active == 0xff) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), symbols);
+  } else {
+    alignas(16) std::uint8_t some[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(some), symbols);
+    std::memcpy(out, some, static_cast<std::size_t>(std::popcount(active)));
+  }
+  // x < 2^16: the lanes that take a word.
+  const unsigned need =
+      bits_of(_mm256_cmpeq_epi32(_mm256_srli_epi32(x, 16), _mm256_setzero_si256())) & active;
+  const auto k = static_cast<std::size_t>(std::popcount(need));
+  if (k > nwords - pos) {
+    ok = false;
+    return 0;
+  }
+  // The next eight words (those past the block's end read as zeros), each to its lane. Without a
+  // branch on `need`: some lane of eight takes a word in most rounds, at no predictable one.
+  const std::size_t left = nwords - pos;
+  __m128i w16;
+  if (left >= 8) [[likely]] {
+    w16 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(words + 2 * pos));
+  } else {
+    alignas(16) std::uint16_t tail[8] = {};
+    std::memcpy(tail, words + 2 * pos, 2 * left);
+    w16 = _mm_load_si128(reinterpret_cast<const __m128i*>(tail));
+  }
+  const __m256i w = _mm256_permutevar8x32_epi32(
+      _mm256_cvtepu16_epi32(w16),
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(kExpand.index[need])));
+  x = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 16), w), lanes_of(need));
+  pos += k;
+  // slot >= escape_start (both below 2^13: a signed compare is exact).
+  return bits_of(_mm256_cmpgt_epi32(slot, _mm256_sub_epi32(escape_start, _mm256_set1_epi32(1)))) &
+         active;
+}
+
+// G blocks side by side, each as four registers of eight lanes (decode_group's AVX-512 twin
+// above has two of sixteen): the independent chains hide the gathers' latency.
+template <int G>
+void decode_group(RansJob* jobs) {
+  constexpr int kRegs = kRansLanes / 8;
+  __m256i x[G][kRegs];
+  std::size_t pos[G], nwords[G], end = 0;
+  const std::uint8_t* words[G];
+  bool live[G];
+  for (int g = 0; g < G; ++g) {
+    RansJob& j = jobs[g];
+    j.problem = nullptr;
+    live[g] = j.bytes >= kRansStateBytes && (j.bytes - kRansStateBytes) % 2 == 0;
+    if (!live[g]) {
+      j.problem = kBadSize;
+      for (int r = 0; r < kRegs; ++r) x[g][r] = _mm256_setzero_si256();
+      continue;
+    }
+    for (int r = 0; r < kRegs; ++r) {
+      x[g][r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(j.block + 32 * r));
+    }
+    words[g] = j.block + kRansStateBytes;
+    nwords[g] = (j.bytes - kRansStateBytes) / 2;
+    pos[g] = 0;
+    end = std::max(end, j.count);
+  }
+  const std::uint32_t* slots = jobs[0].table->slot_table();
+  const __m256i escape_start = _mm256_set1_epi32(static_cast<int>(jobs[0].table->escape_start()));
+  for (std::size_t base = 0; base < end; base += kRansLanes) {
+    for (int g = 0; g < G; ++g) {
+      RansJob& j = jobs[g];
+      if (!live[g] || base >= j.count) continue;
+      const std::size_t active = std::min<std::size_t>(kRansLanes, j.count - base);
+      bool ok = true;
+      std::uint8_t* out = j.out + base;
+      std::uint32_t escapes = 0;
+      for (int r = 0; r < kRegs && ok; ++r) {
+        const std::size_t first = 8 * static_cast<std::size_t>(r);
+        if (active <= first) break;
+        const unsigned lanes = active - first >= 8 ? 0xffu : (1u << (active - first)) - 1;
+        escapes |=
+            step8(x[g][r], lanes, slots, escape_start, words[g], nwords[g], pos[g], out + first, ok)
+            << first;
+      }
+      if (escapes != 0 && ok) [[unlikely]] {
+        alignas(32) std::uint32_t lanes[kRansLanes];
+        for (int r = 0; r < kRegs; ++r) {
+          _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8 * r), x[g][r]);
+        }
+        ok = finish_escapes(lanes, escapes, words[g], nwords[g], pos[g], out);
+        for (int r = 0; r < kRegs; ++r) {
+          x[g][r] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes + 8 * r));
+        }
+      }
+      if (!ok) {
+        j.problem = kWordsRunOut;
+        live[g] = false;
+      }
+    }
+  }
+  const __m256i low = _mm256_set1_epi32(static_cast<int>(kRansLow));
+  for (int g = 0; g < G; ++g) {
+    if (!live[g]) continue;
+    if (pos[g] != nwords[g]) {
+      jobs[g].problem = kWordsLeft;
+      continue;
+    }
+    for (int r = 0; r < kRegs; ++r) {
+      if (bits_of(_mm256_cmpeq_epi32(x[g][r], low)) != 0xffu) jobs[g].problem = kBadEnd;
     }
   }
 }

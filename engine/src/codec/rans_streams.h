@@ -31,10 +31,12 @@ std::size_t rans_block_bytes(const std::uint8_t* symbols, std::size_t count, con
 
 // Decodes the block block[0, bytes) into `count` symbols at `out`. Returns why it failed, or
 // nullptr: the words run out, words are left over, or a lane does not end in its start state.
-// AVX-512 (16 lanes a register, two registers) where the build has it, else the scalar loop.
+// AVX-512 (16 lanes a register, two registers) or AVX2 (8 lanes, four registers) where the build
+// has it, else the scalar loop.
 const char* decode_rans_block(const std::uint8_t* block, std::size_t bytes, std::size_t count,
                               const RansTable& table, std::uint8_t* out);
-// Several blocks, decoded side by side (AVX-512: four at a time) to hide each round's latency.
+// Several blocks, decoded side by side (four at a time with AVX-512 or AVX2) to hide each round's
+// latency.
 // Every job's table must be the same. Sets each job's `problem` (nullptr on success).
 struct RansJob {
   const std::uint8_t* block = nullptr;
