@@ -526,8 +526,8 @@ Result<GpuLayer> compress_layer(std::span<const std::uint16_t> keys,
   DeviceArray<std::uint8_t> dk, dv;
   KVLAB_TRY_STATUS(dk.allocate(n, "GPU compress: key codes"));
   KVLAB_TRY_STATUS(dv.allocate(n, "GPU compress: value codes"));
-  GroupArgs qa = group_args(kvcomp_group_spec(options.block_size, options.rel_scale), DType::F16,
-                            tokens, kv_heads, head_dim);
+  GroupArgs qa = group_args(detail::kvcomp_group_spec(options.block_size, options.rel_scale),
+                            DType::F16, tokens, kv_heads, head_dim);
   for (int r = 0; r < 2; ++r) {
     const TensorRole role = r == 0 ? TensorRole::Key : TensorRole::Value;
     KVLAB_TRY_STATUS(dx.upload(r == 0 ? keys.data() : values.data(), n, "GPU compress: upload"));

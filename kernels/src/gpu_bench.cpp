@@ -554,7 +554,7 @@ Result<GpuBenchReport> run_gpu_bench(const GpuBenchOptions& o) {
           KVLAB_TRY_STATUS(dv.upload(v.data(), n, "bench encode"));
           KVLAB_TRY_STATUS(codes.allocate(n, "bench encode"));
           GroupArgs qa =
-              group_args(kvcomp_group_spec(o.block_size, o.rel_scale), DType::F16, T, H, D);
+              group_args(detail::kvcomp_group_spec(o.block_size, o.rel_scale), DType::F16, T, H, D);
           // Room for the larger pass: keys have a unit per channel of each token block, values
           // one per token and head (more where the block is longer than a head is wide).
           const std::size_t units =

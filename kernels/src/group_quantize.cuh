@@ -32,12 +32,6 @@ struct GroupArgs {
 // largest code and the parameter dtype as the CPU's quantize_groups() derives them.
 GroupArgs group_args(const detail::GroupSpec& spec, DType dtype, int tokens, int heads, int dim);
 
-// KVComp's blockwise spec (kvcomp_quantizer.cpp): 8-bit codes, a relative step, keys in blocks
-// of `block_size` tokens, values per token over the whole head, float32 parameters.
-inline detail::GroupSpec kvcomp_group_spec(int block_size, double rel_scale) {
-  return detail::GroupSpec{8, block_size, 0, detail::StepRule::Relative, rel_scale, DType::F32};
-}
-
 // Units (one step and one minimum each) of a pass: detail::group_unit_count's count.
 inline std::size_t group_units(const GroupArgs& a, TensorRole role) {
   if (role == TensorRole::Key) {

@@ -116,9 +116,8 @@ class GroupDeviceQuantizer final : public DeviceQuantizer {
   }
   // The group spec of a tier (or of KVComp), as the CPU quantizers build it.
   detail::GroupSpec spec(int bits) const {
-    return m_family == Family::KvComp
-               ? detail::GroupSpec{8, m_group, 0, detail::StepRule::Relative, m_rel, m_params}
-               : detail::GroupSpec{bits, m_group, m_group, detail::StepRule::Levels, 0.0, m_params};
+    return m_family == Family::KvComp ? detail::kvcomp_group_spec(m_group, m_rel, m_params)
+                                      : detail::tier_group_spec(bits, m_group, m_params);
   }
   // Its arguments for `tokens` tokens of the tensor, without pointers.
   GroupArgs args(int bits, int tokens) const {

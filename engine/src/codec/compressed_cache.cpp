@@ -10,10 +10,9 @@ namespace kvlab {
 
 namespace {
 
-// KVComp's quantizer (Sec. 3.2) as group quantization: 8-bit codes, keys per channel over blocks
-// of B tokens, values per token over the whole head, step relative to the unit's range.
+// KVComp's quantizer as group quantization (float32 parameters).
 detail::GroupSpec kvcomp_spec(const CompressedCacheConfig& c) {
-  return detail::GroupSpec{8, c.block_size, 0, detail::StepRule::Relative, c.rel_scale};
+  return detail::kvcomp_group_spec(c.block_size, c.rel_scale);
 }
 
 TensorView fp16_rows(const std::vector<std::uint16_t>& rows, int tokens, int heads, int dim) {

@@ -420,7 +420,7 @@ class KiviCodec final : public UnitCodec {
  public:
   KiviCodec(TensorRole role, int heads, int dim, int bits, int group, DType params)
       : m_role(role), m_heads(heads), m_dim(dim) {
-    m_spec = detail::GroupSpec{bits, group, group, detail::StepRule::Levels, 0.0, params};
+    m_spec = detail::tier_group_spec(bits, group, params);
     unit_tokens = role == TensorRole::Key ? group : 1;
     m_groups = detail::group_unit_count(m_spec, role, unit_tokens, heads, dim);
     m_code_bytes = detail::packed_bytes(static_cast<std::size_t>(unit_tokens) * heads * dim, bits);

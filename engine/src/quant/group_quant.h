@@ -41,6 +41,19 @@ struct GroupSpec {
 float round_param(float v, DType params);
 rules::ParamDtype param_dtype(DType params);
 
+// KVComp's blockwise quantizer (Sec. 3.2): 8-bit codes, a step of rel_scale times the unit's
+// range, keys per channel over blocks of `block_size` tokens, values per token over the whole
+// head. The one spec of the quantizer (kvcomp_quantizer.cpp), the streaming cache and the GPU's.
+inline GroupSpec kvcomp_group_spec(int block_size, double rel_scale, DType params = DType::F32) {
+  return GroupSpec{8, block_size, 0, StepRule::Relative, rel_scale, params};
+}
+
+// KIVI and the age tiers: `bits` levels, keys per channel over `group` tokens, values per token
+// over `group` channels. The one spec of tiered_quantizer.cpp, the stored KIVI cache and the GPU's.
+inline GroupSpec tier_group_spec(int bits, int group, DType params) {
+  return GroupSpec{bits, group, group, StepRule::Levels, 0.0, params};
+}
+
 // Channels a value unit spans: G, or the whole head where G is 0 or above head_dim (the last
 // unit of a head is narrower where G does not divide head_dim).
 int value_group_width(const GroupSpec& spec, int dim);

@@ -24,7 +24,7 @@ class KvCompQuantizer final : public Quantizer {
 
   std::string name() const override { return fmt::format("kvcomp B={} rel={:g}", m_block, m_rel); }
 
-  GroupSpec spec() const { return GroupSpec{8, m_block, 0, StepRule::Relative, m_rel, m_params}; }
+  GroupSpec spec() const { return kvcomp_group_spec(m_block, m_rel, m_params); }
 
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
     QuantizedTensor q{role, x.tokens(), x.heads(), x.dim(), {}, {}, {}, {}, {}};
@@ -74,7 +74,7 @@ std::unique_ptr<Quantizer> make_kvcomp_quantizer(int block_size, double rel_scal
 namespace kvlab {
 
 int kvcomp_max_code(double rel_scale) {
-  return detail::largest_code(detail::GroupSpec{8, 1, 0, detail::StepRule::Relative, rel_scale});
+  return detail::largest_code(detail::kvcomp_group_spec(1, rel_scale));
 }
 
 }  // namespace kvlab

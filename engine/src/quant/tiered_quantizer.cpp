@@ -35,9 +35,7 @@ class TieredQuantizer final : public Quantizer {
     return age_tier_boundaries(m_tiers, m_group, m_residual, tokens);
   }
 
-  GroupSpec spec(int bits) const {
-    return GroupSpec{bits, m_group, m_group, StepRule::Levels, 0.0, m_params};
-  }
+  GroupSpec spec(int bits) const { return tier_group_spec(bits, m_group, m_params); }
 
   Result<QuantizedTensor> quantize(const TensorView& x, TensorRole role) const override {
     QuantizedTensor q{role, x.tokens(), x.heads(), x.dim(), {}, {}, {}, {}, {}};
