@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
+#include "kvlab/app/backends.h"
 #include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/core/utf8.h"
@@ -32,7 +33,8 @@ struct GenerateOptions {
   DbOption db;
   std::string method = "none";
   MethodOptions method_options;
-  int buffer = 128;  // kvcomp: the fp16 buffer's tokens
+  int buffer = 128;             // kvcomp: the fp16 buffer's tokens
+  std::string backend = "cpu";  // where decode steps attend: cpu, cuda, auto
 };
 
 // One greedy run (its tokens and times) and the cache it held at the end.
@@ -40,6 +42,8 @@ struct Generation {
   GreedyRun run;
   std::uint64_t cache_bytes = 0, fp16_bytes = 0;
   std::uint64_t peak_resident = 0;  // the process's peak resident memory during this run
+  std::string decode_attention = "cpu";
+  std::uint64_t decode_copy_bytes = 0;
 };
 
 int run_generate(const GenerateOptions& o) {
@@ -55,6 +59,15 @@ int run_generate(const GenerateOptions& o) {
                             o.batch));
   }
   const int batch = o.stepwise ? 1 : o.batch;
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto") {
+    return fail(fmt::format("--backend {}: cpu, cuda or auto", o.backend));
+  }
+  if (o.backend != "cpu" && o.method == "none") {
+    return fail(fmt::format(
+        "--backend {}: the runner's own float32 cache attends on the CPU; give a --method (fp16 "
+        "for the fp16 cache)",
+        o.backend));
+  }
   if (o.threads < 0 || o.threads > 1024) {
     return fail(fmt::format("--threads {}: must be 0 (every core) to 1024", o.threads));
   }
@@ -164,14 +177,37 @@ int run_generate(const GenerateOptions& o) {
                    static_cast<std::uint64_t>(model.config().layers);
     g.cache_bytes = store ? store->bytes() : 2 * g.fp16_bytes;  // the runner keeps float32
     g.peak_resident = process_memory().peak_resident_bytes;
+    if (store) {
+      g.decode_attention = store->decode_attention();
+      g.decode_copy_bytes = store->decode_copy_bytes();
+    }
     return g;
   };
   // The fp16 cache as a serving engine holds it: the same stored-cache code as the methods.
   const int max_tokens = static_cast<int>(ids.size()) + o.tokens;
-  const auto fp16_store = [&]() -> Result<std::shared_ptr<KvStore>> {
-    auto made = make_fp16_store(model.config(), max_tokens);
+  // --backend: a store whose decode steps attend on the GPU (a RowAttention over its rows), or
+  // on the CPU; `auto` takes the GPU when there is one and a row kernel reads the method's rows.
+  const auto stored_with = [&](const auto& make) -> Result<std::shared_ptr<KvStore>> {
+    if (o.backend != "cpu") {
+      auto decode = make_gpu_row_attention(row_attention_shape(model.config(), max_tokens));
+      if (decode) {
+        auto made = make(std::move(*decode));
+        if (made || o.backend == "cuda") {
+          if (!made) return made.error();
+          return std::shared_ptr<KvStore>(std::move(*made));
+        }
+      } else if (o.backend == "cuda") {
+        return make_error(fmt::format("--backend cuda: {}", decode.message()));
+      }
+    }
+    auto made = make(nullptr);
     if (!made) return made.error();
     return std::shared_ptr<KvStore>(std::move(*made));
+  };
+  const auto fp16_store = [&]() {
+    return stored_with([&](std::unique_ptr<RowAttention> decode) {
+      return make_fp16_store(model.config(), max_tokens, std::move(decode));
+    });
   };
   std::shared_ptr<KvStore> store;
   if (o.method == "fp16") {
@@ -183,7 +219,9 @@ int run_generate(const GenerateOptions& o) {
     CompressedCacheConfig kvcomp;
     kvcomp.buffer_size = o.buffer;
     // Sized for the whole run up front, as llama.cpp allocates its context.
-    auto made = make_method_store(model.config(), *method, max_tokens, kvcomp);
+    auto made = stored_with([&](std::unique_ptr<RowAttention> decode) {
+      return make_method_store(model.config(), *method, max_tokens, kvcomp, std::move(decode));
+    });
     if (!made) return fail(fmt::format("--method {}: {}", o.method, made.message()));
     store = std::move(*made);
   }
@@ -213,6 +251,8 @@ int run_generate(const GenerateOptions& o) {
     m.cache = cache;
     m.cache_bytes = g.cache_bytes, m.fp16_bytes = g.fp16_bytes;
     m.peak_resident_bytes = g.peak_resident;
+    m.decode_attention = g.decode_attention;
+    m.decode_copy_bytes = g.decode_copy_bytes;
     return m;
   };
   const GenerateMeasurement measurement = measured(*run, cache_label);
@@ -237,6 +277,12 @@ int run_generate(const GenerateOptions& o) {
                                                             : std::string());
     fmt::print("decode   {} tokens in {:.3f} s ({:.1f} tokens/s)\n", steps, decode_s, decode_tps);
     fmt::print("threads  {}\n", worker_threads());
+    if (run->decode_attention != "cpu") {
+      fmt::print(
+          "attend   decode steps on {} over its copy of the cache ({:.2f} MiB there); the "
+          "prompt on the CPU\n",
+          run->decode_attention, run->decode_copy_bytes / (1024.0 * 1024.0));
+    }
     constexpr double kMiB = 1024.0 * 1024.0;
     fmt::print("cache    {}: {:.2f} MiB held for {:.2f} MiB of fp16 ({:.2f}x)\n", cache_label,
                run->cache_bytes / kMiB, run->fp16_bytes / kMiB,
@@ -305,6 +351,12 @@ void add_generate_command(CLI::App& app) {
                   "kvcomp: tokens the fp16 buffer holds before a flush (a multiple of the block "
                   "size)")
       ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--backend", o->backend,
+                  "where each decode step's attention runs: cpu, cuda (the GPU's fused decode "
+                  "kernel over its own copy of the stored rows, appended as they are written; "
+                  "fp16, fp8-e4m3, q8_0, q4_0 and nvfp4 caches, head_dim 64, 128 or 256), or "
+                  "auto (cuda where it can, else cpu); the model and the prompt run on the CPU")
       ->capture_default_str();
   cmd->add_flag("--compare", o->compare,
                 "also run the prompt with the fp16 cache (--method fp16) in this process: speeds "

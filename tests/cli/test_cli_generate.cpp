@@ -219,3 +219,25 @@ TEST(CliGenerate, EveryStoredMethodRunsAndHoldsItsBytes) {
 }
 
 }  // namespace
+
+// --backend: where decode steps attend. stories260K's heads of 8 channels are no shape the GPU's
+// decode kernel serves, so on every machine `cuda` refuses it naming the head size and `auto`
+// attends on the CPU; a backend that is no backend, or the runner's own float cache, is an error.
+TEST(CliGenerate, BackendChoosesWhereDecodeStepsAttend) {
+  REQUIRE_STORIES();
+  const nlohmann::json cpu = json_of(kRun + "--tokens 6 --method fp16");
+  EXPECT_EQ(cpu["decode_attention"], "cpu");
+  EXPECT_FALSE(cpu["cache"].contains("decode_copy_bytes"));
+  const nlohmann::json autos = json_of(kRun + "--tokens 6 --method fp16 --backend auto");
+  EXPECT_EQ(autos["decode_attention"], "cpu");
+  EXPECT_EQ(autos["generated_ids"], cpu["generated_ids"]);
+  for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--method fp16 --backend cuda", "head_dim 8"},
+           {"--method fp16 --backend tpu", "--backend tpu: cpu, cuda or auto"},
+           {"--backend cuda", "the runner's own float32 cache attends on the CPU"}}) {
+    const Output o = run_kvlab(kRun + "--tokens 4 " + extra);
+    EXPECT_NE(o.code, 0) << extra << "\n" << o.out;
+    EXPECT_NE(o.out.find(says), std::string::npos) << extra << "\n" << o.out;
+    EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
+  }
+}

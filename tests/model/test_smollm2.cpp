@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "../cli/cli_test_support.h"
 #include "kvlab/engine/model/gguf_model.h"
 #include "kvlab/engine/model/model_capture.h"
@@ -301,6 +303,39 @@ TEST(SmolLm2, DamagedCopiesAreRefusedWithTheirName) {
       cli_test::run_kvlab("generate --tokens 1 --prompt hi --model '" + other.string() + "'");
   EXPECT_EQ(o.code, 1) << o.out;
   EXPECT_NE(o.out.find("architecture \"lla_a\" is not supported"), std::string::npos) << o.out;
+}
+
+// kvlab generate --backend cuda on a model whose heads the GPU's decode kernel serves (head_dim
+// 64, three query heads a KV head): where a GPU works, every decode step attends there over its
+// copy of the stored rows, and the greedy text follows the CPU's, which attends over the same
+// rows with sums in another order; elsewhere a one-line error naming CUDA.
+TEST(SmolLm2, GenerateAttendsOnTheGpuWhereThereIsOne) {
+  KVLAB_REQUIRE_FILE(test::smollm2());
+  const std::string run = "generate --model '" + test::smollm2().string() +
+                          "' --prompt 'The capital of France is' --tokens 12 --json --method ";
+  for (const std::string m : {"fp16", "q8_0", "q4_0", "fp8-e4m3", "nvfp4"}) {
+    SCOPED_TRACE(m);
+    const auto cpu = cli_test::run_kvlab(run + m);
+    ASSERT_EQ(cpu.code, 0) << cpu.out;
+    const auto gpu = cli_test::run_kvlab(run + m + " --backend cuda");
+    if (gpu.code != 0) {
+      EXPECT_NE(gpu.out.find("--backend cuda: CUDA"), std::string::npos) << gpu.out;
+      EXPECT_EQ(gpu.out.find('\n'), gpu.out.size() - 1) << gpu.out;
+      continue;
+    }
+    const auto a = nlohmann::json::parse(cpu.out), b = nlohmann::json::parse(gpu.out);
+    EXPECT_EQ(a["decode_attention"], "cpu");
+    EXPECT_EQ(b["decode_attention"].get<std::string>().rfind("cuda (", 0), 0u)
+        << b["decode_attention"];
+    EXPECT_GE(b["cache"]["decode_copy_bytes"].get<std::uint64_t>(),
+              b["cache"]["bytes"].get<std::uint64_t>() / 2);
+    EXPECT_EQ(a["cache"]["bytes"], b["cache"]["bytes"]);
+    const auto& x = a["generated_ids"];
+    const auto& y = b["generated_ids"];
+    std::size_t agree = 0;
+    while (agree < x.size() && agree < y.size() && x[agree] == y[agree]) ++agree;
+    EXPECT_GE(agree, 8u) << "CPU " << x << "\nGPU " << y;
+  }
 }
 
 }  // namespace

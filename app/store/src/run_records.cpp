@@ -146,6 +146,7 @@ constexpr MetricSpec kGenerateMetrics[] = {
     {"greedy_tokens_agreeing", "greedy tokens before departing from fp16", MetricFormat::Count},
     {"peak_resident_bytes", "peak resident memory", MetricFormat::Bytes},
     {"fp16_peak_resident_bytes", "fp16 cache: peak resident memory", MetricFormat::Bytes},
+    {"decode_copy_bytes", "decode attention's copy of the cache (GPU)", MetricFormat::Bytes},
     {"threads", "threads", MetricFormat::Count},
 };
 constexpr MetricSpec kPlanMetrics[] = {
@@ -419,6 +420,8 @@ json generate_result(const GenerateMeasurement& run, const GenerateMeasurement* 
               {"ratio", static_cast<double>(run.fp16_bytes) /
                             static_cast<double>(std::max<std::uint64_t>(run.cache_bytes, 1))}}}};
   if (run.peak_resident_bytes > 0) j["peak_resident_bytes"] = run.peak_resident_bytes;
+  j["decode_attention"] = run.decode_attention;
+  if (run.decode_copy_bytes > 0) j["cache"]["decode_copy_bytes"] = run.decode_copy_bytes;
   if (fp16) {
     const double decode = per_second(fp16->decode_steps, fp16->decode_seconds);
     j["fp16"] = {{"generated_ids", fp16->generated_ids},
@@ -450,6 +453,11 @@ NewRun generate_run(const json& result, const std::optional<MethodConfig>& metho
   // How the prompt ran (kvlab generate --batch): it sets what per-tensor scales and KVComp's
   // codebooks were fitted to.
   run.params["prefill_batch"] = result.value("prefill_batch", 0);
+  // Where the decode steps attended, when not on the CPU (kvlab generate --backend).
+  if (const std::string where = result.value("decode_attention", std::string("cpu"));
+      where != "cpu") {
+    run.params["decode_attention"] = where;
+  }
   json m;
   m["model"] = result.value("model", std::string());
   for (const char* key :
@@ -461,6 +469,7 @@ NewRun generate_run(const json& result, const std::optional<MethodConfig>& metho
   m["cache_bytes"] = cache.value("bytes", std::uint64_t{0});
   m["fp16_bytes"] = cache.value("fp16_bytes", std::uint64_t{0});
   m["ratio"] = cache.value("ratio", 0.0);
+  if (cache.contains("decode_copy_bytes")) m["decode_copy_bytes"] = cache["decode_copy_bytes"];
   if (m["ratio"].get<double>() > 0) m["memory_bits_per_value"] = 16.0 / m["ratio"].get<double>();
   // The tokens the cache holds: the prompt and every generated token but the last.
   m["tokens"] = result.value("prompt_tokens", 0) + result.value("decode_steps", 0);

@@ -59,6 +59,7 @@
 #include "kvlab/engine/model/ggml_types.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/model/llama_model.h"
+#include "kvlab/engine/model/row_attention.h"
 #include "kvlab/engine/quant/channel_stats.h"  // rotation_head_seed
 #include "kvlab/engine/quant/group_rules.h"
 #include "kvlab/engine/quant/rotation.h"
@@ -94,6 +95,13 @@ class UnitCodec {
   // Decoded rows are each head rotated by llama.cpp's attn_rot (llama_attn_rotate): the
   // attention rotates the queries (keys) or its output back (values) instead of every row.
   bool rotated = false;
+  // The row format of a decode kernel that reads these one-token units in place (row_attention.h:
+  // the unit is the token's KV-head rows back to back; NVFP4's all nibbles, then all block
+  // scales), with what the rows need: FP8's scale per KV head, NVFP4's global scale. Empty when
+  // no row kernel reads them.
+  std::optional<row_decode::Format> row_format;
+  std::vector<float> row_scales;
+  float row_global = 1.f;
   virtual Status encode(const float* rows, std::uint8_t* dst) = 0;
   // `units` consecutive units at `src` into units * unit_tokens rows at `rows`.
   virtual void decode(const std::uint8_t* src, int units, float* rows,
@@ -366,6 +374,9 @@ class InRegisterCodec final : public UnitCodec {
     unit_bytes = m_inner->unit_bytes;
     param_bytes = m_inner->param_bytes;
     rotated = m_inner->rotated;
+    row_format = m_inner->row_format;
+    row_scales = m_inner->row_scales;
+    row_global = m_inner->row_global;
   }
 
   Status encode(const float* rows, std::uint8_t* dst) override {
@@ -665,6 +676,16 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
         std::move(*q), role, heads, dim, probe->codes.size(), std::vector<float>{}, nullptr,
         std::move(decoder), std::move(rows_of_blocks));
     codec->rotated = rotated;
+    // llama.cpp's q8_0 and q4_0 rows are what the GPU's decode kernel reads (row_decode.h).
+    if (type && (*type == GgmlType::Q8_0 || *type == GgmlType::Q4_0)) {
+      const auto format =
+          *type == GgmlType::Q8_0 ? row_decode::Format::Q8_0 : row_decode::Format::Q4_0;
+      if (dim % ggml_block::kValues == 0 &&
+          codec->unit_bytes ==
+              static_cast<std::size_t>(heads) * row_decode::row_bytes(format, dim)) {
+        codec->row_format = format;
+      }
+    }
 #if KVLAB_FUSED_SIMD
     // Rows of 32-value blocks read in place where a head's values are whole blocks (MXFP4's
     // quantizer writes llama.cpp's block_mxfp4 rows).
@@ -753,6 +774,13 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       auto codec = std::unique_ptr<UnitCodec>(
           std::make_unique<QuantizerCodec>(std::move(*fixed), role, heads, dim, row,
                                            fitted->prompt.params, nullptr, nullptr, decoder));
+      if (c.format == Fp8Format::E4M3) {
+        codec->row_format = row_decode::Format::Fp8E4M3;
+        for (int h = 0; h < heads; ++h) {
+          const std::vector<float>& p = fitted->prompt.params;
+          codec->row_scales.push_back(p.size() == 1 ? p[0] : p.at(static_cast<std::size_t>(h)));
+        }
+      }
 #if KVLAB_FUSED_SIMD
       if (dim % detail::kLaneGroup == 0) {
         const auto scale = [scales = fitted->prompt.params](int h) {
@@ -790,6 +818,10 @@ Result<std::unique_ptr<UnitCodec>> make_codec(const MethodConfig& m, TensorRole 
       auto codec = std::unique_ptr<UnitCodec>(std::make_unique<QuantizerCodec>(
           std::move(fitted->quantizer), role, heads, dim, nibbles + scales,
           std::vector<float>{global}, encoder, nullptr, decoder));
+      if (dim % detail::kNvfp4BlockSize == 0) {
+        codec->row_format = row_decode::Format::Nvfp4;
+        codec->row_global = global;
+      }
 #if KVLAB_FUSED_SIMD
       if (dim % detail::kNvfp4BlockSize == 0) {
         const std::size_t unit = codec->unit_bytes;
@@ -867,8 +899,10 @@ class HeadRotations {
 class MethodStore final : public KvStore {
  public:
   // `method` without its rotation, which `rotations` carries; `label` names the whole method.
+  // `decode`: a RowAttention that runs the decode steps' attention over its copy of the rows.
   MethodStore(const LlamaConfig& model, std::optional<MethodConfig> method, int max_tokens,
-              std::optional<HeadRotations> rotations = std::nullopt, std::string label = "fp16")
+              std::optional<HeadRotations> rotations = std::nullopt, std::string label = "fp16",
+              std::unique_ptr<RowAttention> decode = nullptr)
       : m_heads(model.heads),
         m_kv_heads(model.kv_heads),
         m_head_dim(model.head_dim()),
@@ -877,7 +911,8 @@ class MethodStore final : public KvStore {
         m_rotations(std::move(rotations)),
         m_label(std::move(label)),
         m_max_tokens(max_tokens),
-        m_layers(static_cast<std::size_t>(model.layers)) {}
+        m_layers(static_cast<std::size_t>(model.layers)),
+        m_decode(std::move(decode)) {}
 
   Status append_and_attend(int layer, int pos, int n, const float* q, float* keys, float* values,
                            float* out) override {
@@ -893,11 +928,13 @@ class MethodStore final : public KvStore {
       // KIVI: the prompt's attention reads the exact prompt, before the cache takes it.
       if (prompt_exact) {
         KVLAB_TRY(detail::causal_attention(args, m_scratch, out));
-        return store_prompt(L, keys, values, n);
+        KVLAB_TRY(store_prompt(L, keys, values, n));
+        return hand_over(L, layer);
       }
       // Every other cache: the prompt is written first and its attention reads it back, over the
       // rows it was written from.
       KVLAB_TRY(store_prompt(L, keys, values, n));
+      KVLAB_TRY(hand_over(L, layer));
       read_original(L.k, TensorRole::Key, 0, n, keys);
       read_original(L.v, TensorRole::Value, 0, n, values);
       return detail::causal_attention(args, m_scratch, out);
@@ -915,6 +952,7 @@ class MethodStore final : public KvStore {
       return attend_chunk(L, pos, n, q, nullptr, nullptr, out);
     }
     KVLAB_TRY(append(layer, pos, 1, keys, values));
+    if (m_decode) return attend_on_device(L, layer, q, out);
     attend(L, q, out);
     return Ok{};
   }
@@ -922,10 +960,13 @@ class MethodStore final : public KvStore {
   Status append(int layer, int pos, int n, float* keys, float* values) override {
     KVLAB_TRY(check_append(layer, static_cast<int>(m_layers.size()), pos, n, tokens(layer)));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
-    if (pos == 0) return store_prompt(L, keys, values, n);
-    rotate(keys, values, n);
-    for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
-    return Ok{};
+    if (pos == 0) {
+      KVLAB_TRY(store_prompt(L, keys, values, n));
+    } else {
+      rotate(keys, values, n);
+      for (int i = 0; i < n; ++i) KVLAB_TRY(store_token(L, keys + i * m_row, values + i * m_row));
+    }
+    return hand_over(L, layer);
   }
 
   std::uint64_t bytes() const override {
@@ -941,6 +982,9 @@ class MethodStore final : public KvStore {
   }
 
   std::string label() const override { return m_label; }
+
+  std::string decode_attention() const override { return m_decode ? m_decode->name() : "cpu"; }
+  std::uint64_t decode_copy_bytes() const override { return m_decode ? m_decode->bytes() : 0; }
 
   Status dequantize_layer(int layer, std::span<float> keys,
                           std::span<float> values) const override {
@@ -982,6 +1026,7 @@ class MethodStore final : public KvStore {
   };
   struct Layer {
     Role k, v;
+    int handed_over = 0;  // tokens given to m_decode
     int tokens() const { return k.tokens(); }
     Role& role(TensorRole r) { return r == TensorRole::Key ? k : v; }
   };
@@ -1250,6 +1295,102 @@ class MethodStore final : public KvStore {
     tbb::parallel_for(0, parts, range);
   }
 
+  // The query as the stored keys read it: rotated where the rows are stored rotated (--rotation,
+  // then llama.cpp's attn_rot), into m_query.
+  void query_in_store_frame(const Layer& L, const float* q_in) {
+    const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
+    m_query.assign(q_in, q_in + qd);
+    if (!m_method) return;
+    const int group = m_heads / m_kv_heads;
+    if (m_rotations) m_rotations->apply(m_query.data(), m_heads, m_kv_heads, group, false);
+    if (L.k.codec->rotated) {
+      for (int h = 0; h < m_heads; ++h) {
+        llama_attn_rotate({m_query.data() + h * m_head_dim, static_cast<std::size_t>(m_head_dim)},
+                          TensorRole::Key, false);
+      }
+    }
+  }
+
+  // An output over rotated value rows rotated back into the model's frame.
+  void output_to_model_frame(const Layer& L, float* out) const {
+    if (!m_method) return;
+    const int dim = m_head_dim;
+    if (L.v.codec->rotated) {
+      for (int h = 0; h < m_heads; ++h) {
+        llama_attn_rotate({out + h * dim, static_cast<std::size_t>(dim)}, TensorRole::Value, true);
+      }
+    }
+    if (m_rotations && m_rotations->rotates(TensorRole::Value)) {
+      m_rotations->apply(out, m_heads, m_kv_heads, m_heads / m_kv_heads, true);
+    }
+  }
+
+  // The rows m_decode keeps for a role's codec: its format and parameters.
+  static RowParams row_params(const Layer& L, bool fp16) {
+    RowParams p;
+    if (fp16) return p;  // fp16 rows: the tail's half bits
+    p.format = *L.k.codec->row_format;
+    if (p.format == row_decode::Format::Fp8E4M3) {
+      p.key_head_scales = L.k.codec->row_scales;
+      p.value_head_scales = L.v.codec->row_scales;
+    }
+    p.key_global = L.k.codec->row_global;
+    p.value_global = L.v.codec->row_global;
+    return p;
+  }
+
+  // Token rows [first, last) of a role in StoredRows' layout: bytes of the sealed units (fp16:
+  // of the tail), NVFP4's units split into nibbles and block scales in `data` and `scales`.
+  std::span<const std::uint8_t> rows_of(const Role& c, int first, int last,
+                                        std::vector<std::uint8_t>& data,
+                                        std::vector<std::uint8_t>& scales) const {
+    const std::size_t n = static_cast<std::size_t>(last - first);
+    if (!c.codec) {
+      const std::uint8_t* tail = reinterpret_cast<const std::uint8_t*>(c.tail.data());
+      return {tail + static_cast<std::size_t>(first - c.sealed_tokens) * m_row * 2, n * m_row * 2};
+    }
+    const std::uint8_t* units = sealed_units(c, first);
+    if (*c.codec->row_format != row_decode::Format::Nvfp4) return {units, n * c.codec->unit_bytes};
+    const std::size_t nibbles = m_row / 2, block_scales = m_row / detail::kNvfp4BlockSize;
+    data.resize(n * nibbles);
+    scales.resize(n * block_scales);
+    for (std::size_t t = 0; t < n; ++t) {
+      const std::uint8_t* u = units + t * c.codec->unit_bytes;
+      std::memcpy(data.data() + t * nibbles, u, nibbles);
+      std::memcpy(scales.data() + t * block_scales, u + nibbles, block_scales);
+    }
+    return {data.data(), data.size()};
+  }
+
+  // Hands m_decode the layer's rows stored since the last hand-over (every row of these formats
+  // is stored as it is written: sealed at once, or fp16 in the tail for good).
+  Status hand_over(Layer& L, int layer) {
+    if (!m_decode) return Ok{};
+    const int stored = L.tokens();
+    if (L.handed_over == stored) return Ok{};
+    if (L.handed_over == 0) KVLAB_TRY(m_decode->begin_layer(layer, row_params(L, !m_method)));
+    StoredRows rows;
+    rows.tokens = stored - L.handed_over;
+    rows.keys = rows_of(L.k, L.handed_over, stored, m_rows_k, m_scales_k);
+    rows.values = rows_of(L.v, L.handed_over, stored, m_rows_v, m_scales_v);
+    if (m_method && *L.k.codec->row_format == row_decode::Format::Nvfp4) {
+      rows.key_scales = m_scales_k;
+      rows.value_scales = m_scales_v;
+    }
+    KVLAB_TRY(m_decode->append(layer, rows));
+    L.handed_over = stored;
+    return Ok{};
+  }
+
+  // A decode step's attention by m_decode over its copy of the rows, in the rows' frame.
+  Status attend_on_device(const Layer& L, int layer, const float* q, float* out) {
+    query_in_store_frame(L, q);
+    const std::size_t qd = static_cast<std::size_t>(m_heads) * m_head_dim;
+    KVLAB_TRY(m_decode->attend(layer, m_query, {out, qd}));
+    output_to_model_frame(L, out);
+    return Ok{};
+  }
+
   // One new token's attention over every stored token: scores q . k / sqrt(head_dim) a tile of
   // keys at a time, a softmax per head, then the values a tile at a time; sealed tokens whose
   // codec reads its codes in place (UnitCodec::fused) go to its fused readers instead, with no
@@ -1272,15 +1413,8 @@ class MethodStore final : public KvStore {
     const std::size_t qd = static_cast<std::size_t>(m_heads) * dim;
     // The query rotated where the keys are stored rotated, and scaled by 1 / sqrt(head_dim)
     // once.
-    m_query.assign(q_in, q_in + qd);
+    query_in_store_frame(L, q_in);
     const int group = m_heads / m_kv_heads;
-    if (m_rotations) m_rotations->apply(m_query.data(), m_heads, m_kv_heads, group, false);
-    if (L.k.codec->rotated) {
-      for (int h = 0; h < m_heads; ++h) {
-        llama_attn_rotate({m_query.data() + h * dim, static_cast<std::size_t>(dim)},
-                          TensorRole::Key, false);
-      }
-    }
     for (float& x : m_query) x *= scale;
     const float* q = m_query.data();
     m_scores.resize(static_cast<std::size_t>(m_heads) * total);
@@ -1326,14 +1460,7 @@ class MethodStore final : public KvStore {
       const float* o = m_workers[static_cast<std::size_t>(p)].out.data();
       for (std::size_t i = 0; i < qd; ++i) out[i] += o[i];
     }
-    if (L.v.codec->rotated) {
-      for (int h = 0; h < m_heads; ++h) {
-        llama_attn_rotate({out + h * dim, static_cast<std::size_t>(dim)}, TensorRole::Value, true);
-      }
-    }
-    if (m_rotations && m_rotations->rotates(TensorRole::Value)) {
-      m_rotations->apply(out, m_heads, m_kv_heads, group, true);
-    }
+    output_to_model_frame(L, out);
   }
 
   int m_heads, m_kv_heads, m_head_dim;
@@ -1347,14 +1474,25 @@ class MethodStore final : public KvStore {
   detail::TiledAttentionScratch m_tiled;
   std::vector<float> m_scores, m_query;
   std::vector<Worker> m_workers;
+  std::unique_ptr<RowAttention> m_decode;
+  std::vector<std::uint8_t> m_rows_k, m_rows_v, m_scales_k, m_scales_v;  // NVFP4's hand-over
 };
 
 }  // namespace
 
 Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
                                                    const MethodConfig& method, int max_tokens,
-                                                   const CompressedCacheConfig& kvcomp) {
+                                                   const CompressedCacheConfig& kvcomp,
+                                                   std::unique_ptr<RowAttention> decode) {
+  const auto no_row_kernel = [&]() {
+    return make_error(fmt::format(
+        "{}: no row-reading decode kernel reads its stored rows (they read fp16, fp8-e4m3 "
+        "(per-tensor or per-head scales), q8_0, q4_0 and nvfp4 rows); its decode attention runs "
+        "on the CPU",
+        method_label(method)));
+  };
   if (method.kind == MethodKind::KvComp) {
+    if (decode) return no_row_kernel();
     CompressedCacheConfig c = kvcomp;
     c.block_size = method.block_size;
     c.rel_scale = method.rel_scale;
@@ -1387,14 +1525,21 @@ Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
   for (const TensorRole role : {TensorRole::Key, TensorRole::Value}) {
     auto codec = make_codec(plain, role, model.kv_heads, model.head_dim(), zero.data(), 1);
     if (!codec) return codec.error();
+    if (decode && !(*codec)->row_format) return no_row_kernel();
   }
-  return std::unique_ptr<KvStore>(
-      new MethodStore(model, plain, max_tokens, std::move(rotations), method_label(method)));
+  return std::unique_ptr<KvStore>(new MethodStore(model, plain, max_tokens, std::move(rotations),
+                                                  method_label(method), std::move(decode)));
 }
 
-Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens) {
+Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens,
+                                                 std::unique_ptr<RowAttention> decode) {
   if (max_tokens < 0) return make_error(fmt::format("KV store: {} tokens to reserve", max_tokens));
-  return std::unique_ptr<KvStore>(new MethodStore(model, std::nullopt, max_tokens));
+  return std::unique_ptr<KvStore>(
+      new MethodStore(model, std::nullopt, max_tokens, std::nullopt, "fp16", std::move(decode)));
+}
+
+RowAttentionShape row_attention_shape(const LlamaConfig& model, int max_tokens) {
+  return {model.layers, model.heads, model.kv_heads, model.head_dim(), max_tokens};
 }
 
 }  // namespace kvlab

@@ -95,6 +95,10 @@ struct GenerateMeasurement {
   std::string cache;  // the store's label: "fp16", "q4_0", "float32" (the runner's own)
   std::uint64_t cache_bytes = 0, fp16_bytes = 0;
   std::uint64_t peak_resident_bytes = 0;  // 0: not measured (the app shares its process)
+  // Where the decode steps' attention ran (KvStore::decode_attention: "cpu", "cuda (...)") and
+  // the bytes of its copy of the cache there (0: none, the store's own rows were read).
+  std::string decode_attention = "cpu";
+  std::uint64_t decode_copy_bytes = 0;
 };
 // What `kvlab generate --json` prints for `run`, beside the same prompt's fp16 run when there is
 // one: speeds, the cache's bytes, greedy agreement with fp16 and the decode speed against it.

@@ -18,6 +18,7 @@
 
 #include "kvlab/engine/codec/compressed_cache.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/model/row_attention.h"
 #include "kvlab/engine/quant/method.h"
 
 namespace kvlab {
@@ -48,6 +49,11 @@ class KvStore {
   virtual std::uint64_t fp16_bytes() const = 0;
   // "kvcomp B=64 rel=0.05 + huffman", as method labels read.
   virtual std::string label() const = 0;
+  // Where a decode step's attention runs: "cpu", or the RowAttention's name ("cuda (NVIDIA H200)")
+  // for a store given one (make_method_store's `decode`), and the bytes of that one's copy of the
+  // rows (on a GPU, device memory; bytes() stays the store's own).
+  virtual std::string decode_attention() const { return "cpu"; }
+  virtual std::uint64_t decode_copy_bytes() const { return 0; }
   // Every stored token of `layer` reconstructed ([tokens][kv_heads * head_dim] each): what the
   // attention reads, for references and tests.
   virtual Status dequantize_layer(int layer, std::span<float> keys,
@@ -79,13 +85,22 @@ Result<std::unique_ptr<KvStore>> make_kvcomp_store(const LlamaConfig& model,
 // allocations up front, as llama.cpp allocates its context. KVComp goes to make_kvcomp_store
 // with `kvcomp` (its codec huffman unless bitpack is chosen); tiered, KVQuant and TurboQuant are
 // an error naming them.
+// `decode` (row_attention.h; null: none): each decode step's attention runs there, over the rows
+// handed to it as they are stored; the prompt and a prompt's later chunks attend on the CPU. A
+// method whose stored rows no row kernel reads (KVComp, KIVI, INT8/INT4, FP8 E5M2, llama.cpp's
+// other block types, MXFP4) is then an error saying so.
 Result<std::unique_ptr<KvStore>> make_method_store(const LlamaConfig& model,
                                                    const MethodConfig& method, int max_tokens = 0,
-                                                   const CompressedCacheConfig& kvcomp = {});
+                                                   const CompressedCacheConfig& kvcomp = {},
+                                                   std::unique_ptr<RowAttention> decode = nullptr);
 
 // The fp16 cache a serving engine holds, stored and attended by the same code as
 // make_method_store's methods (each token's row rounded to fp16 as written, the prompt's
 // attention reading it back): the baseline their speed and memory are measured against.
-Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens = 0);
+Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int max_tokens = 0,
+                                                 std::unique_ptr<RowAttention> decode = nullptr);
+
+// The shape of a RowAttention for this model's stores.
+RowAttentionShape row_attention_shape(const LlamaConfig& model, int max_tokens);
 
 }  // namespace kvlab
