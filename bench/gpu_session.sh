@@ -3,7 +3,7 @@
 # ../shared/gpu/pack.sh, in two calls of the device tool (carry .gpu), the second at once after
 # the first (a lease is 15 device minutes, its start included):
 #   bash .gpu/run.sh 'STEPS="tests bench" NCU=1 BUDGET=420 bash bench/gpu_session.sh'
-#   bash .gpu/run.sh 'STEPS="runs sanitizer" BUDGET=<budget_left_s - 60> bash bench/gpu_session.sh'
+#   bash .gpu/run.sh 'STEPS="runs store sanitizer" BUDGET=<budget_left_s - 60> bash bench/gpu_session.sh'
 # In order of importance, each step cut short when the call's budget (BUDGET seconds, default
 # 420) runs out, so whatever ran comes back:
 #   1. the GPU tests (tests.txt);
@@ -15,15 +15,19 @@
 #      their report against issue 44's targets (run_report.txt, gpu_run_<gpu>.json, with the
 #      device machine's description: copy it to bench/results/ as it is, rather than running
 #      run_report.py again elsewhere, and run scripts/perf_doc.py --out docs/PERFORMANCE.md);
-#   5. compute-sanitizer memcheck, racecheck and synccheck on small runs and the kernel tests
+#   5. a stored cache's decode steps attending on the GPU (issue 47, `kvlab generate --backend
+#      cuda`: rows appended to the GPU's copy, the query up and the output back each step) beside
+#      the same stores attending on the host's CPU, a Llama-3-8B layer at 8K and 32K
+#      (store_decode.json: `kvlab bench cpu --backend cuda` and `kvlab bench cpu`);
+#   6. compute-sanitizer memcheck, racecheck and synccheck on small runs and the kernel tests
 #      (sanitizer.txt).
-# STEPS limits what runs (default "tests bench runs sanitizer"). The steps' stderr goes to
+# STEPS limits what runs (default "tests bench runs store sanitizer"). The steps' stderr goes to
 # errors.txt; at most eight files come back from a lease, so nothing else is written there.
 set -u
 out=${OUT:-gpu-out}
 mkdir -p "$out"
 budget=${BUDGET:-420}
-steps=${STEPS:-tests bench runs sanitizer}
+steps=${STEPS:-tests bench runs store sanitizer}
 start=$(date +%s)
 left() { echo $((budget - ($(date +%s) - start))); }
 # A timeout of at most $1 seconds and at most what the budget has left, never below 1 (timeout 0
@@ -176,6 +180,31 @@ if has runs; then
   echo "run_report rc=$? -> $results" >> "$out/run_report.txt"
 fi
 
+if has store && [ "$(left)" -gt 40 ]; then
+  rows_gpu=$(mktemp); rows_cpu=$(mktemp)
+  limit "$(cap 60)" kvlab bench cpu --backend cuda --contexts 8192,32768 --steps 12 --json \
+    > "$rows_gpu" 2>> "$out/errors.txt"
+  echo "bench cpu --backend cuda rc=$?" >> "$out/errors.txt"
+  limit "$(cap 90)" kvlab bench cpu --contexts 8192,32768 --steps 12 --json \
+    > "$rows_cpu" 2>> "$out/errors.txt"
+  echo "bench cpu rc=$?" >> "$out/errors.txt"
+  python3 - "$rows_gpu" "$rows_cpu" "$out/store_decode.json" <<'EOF' || tail -n 5 "$out/errors.txt"
+import json, sys
+runs = {}
+for name, f in (("cuda", sys.argv[1]), ("cpu", sys.argv[2])):
+    try:
+        runs[name] = json.load(open(f))
+    except ValueError:
+        print("no JSON from bench cpu", "--backend cuda" if name == "cuda" else "")
+json.dump(runs, open(sys.argv[3], "w"), indent=1)
+for name, j in runs.items():
+    for r in j["rows"]:
+        print(f'{name:<5} {r["cache"]:<24} {r["context"]:>6} {r["microseconds"]:>9.0f} us '
+              f'x{r["speedup_vs_fp16_fused"]:.2f} fp16  {r["decode_attention"]}')
+EOF
+  rm -f "$rows_gpu" "$rows_cpu"
+fi
+
 if has sanitizer && [ "$(left)" -gt 20 ]; then
   {
     limit "$(cap 60)" compute-sanitizer --tool memcheck kvlab compress --source synthetic:tiny \
@@ -202,6 +231,10 @@ if has sanitizer && [ "$(left)" -gt 20 ]; then
       limit "$(cap 60)" compute-sanitizer --tool $tool kvlab compress --source synthetic:tiny \
         --context 300 --method kvquant --outliers 0.05 --backend cuda
     done
+    # The RowAttention's device copy of a store's rows (appends, growth by doubling, padded
+    # query groups) and its launches.
+    limit "$(cap 60)" compute-sanitizer --tool memcheck kvlab_kernel_tests \
+      --gtest_filter='GpuRowAttention.*'
     # TurboQuant's quantizer: chunks of columns, the tables, the bad-vector flag.
     limit "$(cap 60)" compute-sanitizer --tool memcheck kvlab_kernel_tests \
       --gtest_filter='GpuQuantizers.TurboQuant*'

@@ -454,6 +454,7 @@ struct CpuBenchCliOptions {
   KernelBenchOptions out;
   std::vector<int> contexts{8192, 32768};
   int steps = 12;
+  std::string backend = "cpu";  // where the decode steps attend (kvlab generate --backend)
 };
 
 // Bytes read + written per second by a copy of 256 MiB spread over the engine's threads: the
@@ -489,6 +490,14 @@ constexpr std::array<CpuBenchCache, 4> kCpuBenchCaches{{{"fp16_attention", nullp
                                                         {"fp8_attention", "fp8-e4m3"},
                                                         {"packed4_attention", "int4"},
                                                         {"huffman_attention", "kvcomp-huffman"}}};
+// With --backend cuda: the stored caches whose rows the GPU's decode kernel reads in place
+// (row_attention.h), the store's decode steps attending there as `kvlab generate --backend cuda`
+// runs them: each step appends its row to the GPU's copy, uploads the query and reads the output
+// back.
+constexpr std::array<CpuBenchCache, 4> kGpuRowBenchCaches{{{"fp16_rows", nullptr},
+                                                           {"fp8_rows", "fp8-e4m3"},
+                                                           {"q4_0_rows", "q4_0"},
+                                                           {"nvfp4_rows", "nvfp4"}}};
 
 // Decode steps of a Llama-3-8B layer (synthetic llama3-8b: 8 KV heads, 32 query heads, head_dim
 // 128) read from each stored cache, as `kvlab generate --method` reads them, on every core: the
@@ -497,6 +506,19 @@ constexpr std::array<CpuBenchCache, 4> kCpuBenchCaches{{{"fp16_attention", nullp
 // layer's fp16 cache is 128 MiB, beyond any CPU cache, as every layer's is when serving.
 Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
   if (o.contexts.empty()) return make_error("--contexts: give at least one");
+  const bool gpu = o.backend == "cuda";
+  if (!gpu && o.backend != "cpu") {
+    return make_error(fmt::format("--backend {}: cpu or cuda", o.backend));
+  }
+  if (gpu && o.out.save) {
+    return make_error(
+        "--save with --backend cuda: the planner's GPU rates come from 'kvlab bench gpu'");
+  }
+  if (gpu) {
+    // Fails here, with the reason, before the synthetic layer is made.
+    auto probe = make_gpu_row_attention({1, 32, 8, 128, 0});
+    if (!probe) return make_error(fmt::format("--backend cuda: {}", probe.message()));
+  }
   const int longest = *std::max_element(o.contexts.begin(), o.contexts.end());
   SyntheticConfig sc;
   sc.layers = 1;
@@ -514,21 +536,28 @@ Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
   auto device = make_backend("cpu");
   nlohmann::json rows = nlohmann::json::array(), encode = nlohmann::json::array();
   const double copy = cpu_copy_gb_s();
+  std::string where = "cpu";  // the decode steps' attention: the GPU's name with --backend cuda
   for (const int context : o.contexts) {
     const std::vector<float> keys = layer.key.view().token_range(0, context + o.steps).to_float();
     const std::vector<float> values =
         layer.value.view().token_range(0, context + o.steps).to_float();
     double fp16_us = 0;
-    for (const CpuBenchCache& c : kCpuBenchCaches) {
+    for (const CpuBenchCache& c : gpu ? kGpuRowBenchCaches : kCpuBenchCaches) {
+      std::unique_ptr<RowAttention> decode;
+      if (gpu) {
+        auto made = make_gpu_row_attention(row_attention_shape(model, context + o.steps));
+        if (!made) return made.error();
+        decode = std::move(*made);
+      }
       std::unique_ptr<KvStore> store;
       if (c.method) {
         auto m = run_bench_method(c.method);
         if (!m) return m.error();
-        auto made = make_method_store(model, *m, context + o.steps);
+        auto made = make_method_store(model, *m, context + o.steps, {}, std::move(decode));
         if (!made) return made.error();
         store = std::move(*made);
       } else {
-        auto made = make_fp16_store(model, context + o.steps);
+        auto made = make_fp16_store(model, context + o.steps, std::move(decode));
         if (!made) return made.error();
         store = std::move(*made);
       }
@@ -566,6 +595,7 @@ Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
                       {"context", context},
                       {"batch", 1},
                       {"cache", store->label()},
+                      {"decode_attention", where = store->decode_attention()},
                       {"microseconds", us},
                       {"bytes_read", read},
                       {"fp16_bytes", fp16},
@@ -580,6 +610,7 @@ Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
     }
   }
   return nlohmann::json{{"device", device ? (*device)->device_name() : std::string("CPU")},
+                        {"decode_attention", where},
                         {"threads", worker_threads()},
                         {"copy_gb_s", copy},
                         {"rows", std::move(rows)},
@@ -600,7 +631,8 @@ int run_cpu_bench_command(const CpuBenchCliOptions& o) {
   fmt::print(
       "Decode attention read from the stored caches on {}, a Llama-3-8B layer (8 KV heads, 32 "
       "query heads, head_dim 128), one step's median\n",
-      j["device"].get<std::string>());
+      j.value("decode_attention", "cpu") == "cpu" ? j["device"].get<std::string>()
+                                                  : j["decode_attention"].get<std::string>());
   fmt::print("copy {:.1f} GB/s (read + written: the bandwidth ceiling)\n\n",
              j["copy_gb_s"].get<double>());
   fmt::print("{:<18} {:<31} {:>8} {:>11} {:>10} {:>7} {:>13} {:>9}\n", "kernel", "cache", "context",
@@ -692,6 +724,11 @@ void add_bench_command(CLI::App& app) {
       ->capture_default_str();
   cpu->add_option("--steps", c->steps, "timed decode steps per cache (the median is kept)")
       ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  cpu->add_option("--backend", c->backend,
+                  "where the decode steps attend: cpu, or cuda (the store's rows copied to the "
+                  "GPU as they are written and read there by the fused decode kernel, as 'kvlab "
+                  "generate --backend cuda' runs them: fp16, FP8, q4_0 and NVFP4 caches)")
       ->capture_default_str();
   cpu->add_flag("--json", c->out.json, "print the measurements as JSON");
   cpu->add_flag("--save", c->out.save,
