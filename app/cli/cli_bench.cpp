@@ -516,7 +516,7 @@ Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
   }
   if (gpu) {
     // Fails here, with the reason, before the synthetic layer is made.
-    auto probe = make_gpu_row_attention({1, 32, 8, 128, 0});
+    auto probe = make_backend("cuda");
     if (!probe) return make_error(fmt::format("--backend cuda: {}", probe.message()));
   }
   const int longest = *std::max_element(o.contexts.begin(), o.contexts.end());
@@ -543,24 +543,15 @@ Result<nlohmann::json> run_cpu_bench(const CpuBenchCliOptions& o) {
         layer.value.view().token_range(0, context + o.steps).to_float();
     double fp16_us = 0;
     for (const CpuBenchCache& c : gpu ? kGpuRowBenchCaches : kCpuBenchCaches) {
-      std::unique_ptr<RowAttention> decode;
-      if (gpu) {
-        auto made = make_gpu_row_attention(row_attention_shape(model, context + o.steps));
-        if (!made) return made.error();
-        decode = std::move(*made);
-      }
-      std::unique_ptr<KvStore> store;
+      std::optional<MethodConfig> method;
       if (c.method) {
         auto m = run_bench_method(c.method);
         if (!m) return m.error();
-        auto made = make_method_store(model, *m, context + o.steps, {}, std::move(decode));
-        if (!made) return made.error();
-        store = std::move(*made);
-      } else {
-        auto made = make_fp16_store(model, context + o.steps, std::move(decode));
-        if (!made) return made.error();
-        store = std::move(*made);
+        method = *m;
       }
+      auto made = make_store_on(o.backend, model, method, context + o.steps);
+      if (!made) return made.error();
+      std::unique_ptr<KvStore> store = std::move(*made);
       // Copies: a store may write over the rows it is given.
       std::vector<float> k(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(context * kv));
       std::vector<float> v(values.begin(),

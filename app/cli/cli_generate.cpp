@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include "cli_common.h"
-#include "kvlab/app/backends.h"
 #include "kvlab/engine/core/process_memory.h"
 #include "kvlab/engine/core/threads.h"
 #include "kvlab/engine/core/utf8.h"
@@ -185,30 +184,19 @@ int run_generate(const GenerateOptions& o) {
   };
   // The fp16 cache as a serving engine holds it: the same stored-cache code as the methods.
   const int max_tokens = static_cast<int>(ids.size()) + o.tokens;
-  // --backend: a store whose decode steps attend on the GPU (a RowAttention over its rows), or
-  // on the CPU; `auto` takes the GPU when there is one and a row kernel reads the method's rows.
-  const auto stored_with = [&](const auto& make) -> Result<std::shared_ptr<KvStore>> {
-    if (o.backend != "cpu") {
-      auto decode = make_gpu_row_attention(row_attention_shape(model.config(), max_tokens));
-      if (decode) {
-        auto made = make(std::move(*decode));
-        if (made || o.backend == "cuda") {
-          if (!made) return made.error();
-          return std::shared_ptr<KvStore>(std::move(*made));
-        }
-      } else if (o.backend == "cuda") {
-        return make_error(fmt::format("--backend cuda: {}", decode.message()));
-      }
+  // --backend: where the stores' decode steps attend (make_store_on).
+  const auto make_store =
+      [&](const std::optional<MethodConfig>& m,
+          const CompressedCacheConfig& kvcomp) -> Result<std::shared_ptr<KvStore>> {
+    auto made = make_store_on(o.backend, model.config(), m, max_tokens, kvcomp);
+    if (!made) {
+      return make_error(o.backend == "cpu"
+                            ? made.message()
+                            : fmt::format("--backend {}: {}", o.backend, made.message()));
     }
-    auto made = make(nullptr);
-    if (!made) return made.error();
     return std::shared_ptr<KvStore>(std::move(*made));
   };
-  const auto fp16_store = [&]() {
-    return stored_with([&](std::unique_ptr<RowAttention> decode) {
-      return make_fp16_store(model.config(), max_tokens, std::move(decode));
-    });
-  };
+  const auto fp16_store = [&]() { return make_store(std::nullopt, {}); };
   std::shared_ptr<KvStore> store;
   if (o.method == "fp16") {
     auto made = fp16_store();
@@ -219,9 +207,7 @@ int run_generate(const GenerateOptions& o) {
     CompressedCacheConfig kvcomp;
     kvcomp.buffer_size = o.buffer;
     // Sized for the whole run up front, as llama.cpp allocates its context.
-    auto made = stored_with([&](std::unique_ptr<RowAttention> decode) {
-      return make_method_store(model.config(), *method, max_tokens, kvcomp, std::move(decode));
-    });
+    auto made = make_store(method, kvcomp);
     if (!made) return fail(fmt::format("--method {}: {}", o.method, made.message()));
     store = std::move(*made);
   }

@@ -11,7 +11,6 @@
 #include "kvlab/kernels/cuda_backend.h"
 #include "kvlab/kernels/gpu_bench.h"
 #include "kvlab/kernels/gpu_kv.h"
-#include "kvlab/kernels/gpu_row_attention.h"
 #endif
 
 namespace kvlab {
@@ -55,17 +54,9 @@ Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest& request) {
                         {"skipped", report->skipped}};
 }
 
-Result<std::unique_ptr<RowAttention>> make_gpu_row_attention(const RowAttentionShape& shape) {
-  return cuda::make_row_attention(shape);
-}
-
 #else
 
 void register_backends() {}
-
-Result<std::unique_ptr<RowAttention>> make_gpu_row_attention(const RowAttentionShape&) {
-  return make_error(std::string(kBuiltWithoutCuda));
-}
 
 Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest&) {
   return make_error(std::string(kBuiltWithoutCuda));

@@ -19,6 +19,7 @@
 #include "kvlab/engine/core/backend.h"
 #include "kvlab/kernels/cuda_device.h"
 #include "kvlab/kernels/gpu_kv.h"
+#include "kvlab/kernels/gpu_row_attention.h"
 #include "layer_pipeline.h"
 
 namespace kvlab::cuda {
@@ -67,6 +68,10 @@ class CudaBackend final : public Backend {
 
   // The CUDA encoder and fused decoders read single-code books only (GpuBook::upload).
   bool huffman_pairs() const override { return false; }
+
+  Result<std::unique_ptr<RowAttention>> decode_attention(const RowAttentionShape& shape) override {
+    return make_row_attention(shape);
+  }
 
   Status fused_attention(const CompressedKvView& cache, std::span<const float> q, int q_heads,
                          std::span<float> out) override;

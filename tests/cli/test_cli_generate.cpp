@@ -221,8 +221,9 @@ TEST(CliGenerate, EveryStoredMethodRunsAndHoldsItsBytes) {
 }  // namespace
 
 // --backend: where decode steps attend. stories260K's heads of 8 channels are no shape the GPU's
-// decode kernel serves, so on every machine `cuda` refuses it naming the head size and `auto`
-// attends on the CPU; a backend that is no backend, or the runner's own float cache, is an error.
+// decode kernel serves, so `cuda` refuses it (naming the head size where a GPU is usable, the
+// missing GPU elsewhere) and `auto` attends on the CPU on every machine; a backend that is no
+// backend, or the runner's own float cache, is an error.
 TEST(CliGenerate, BackendChoosesWhereDecodeStepsAttend) {
   REQUIRE_STORIES();
   const nlohmann::json cpu = json_of(kRun + "--tokens 6 --method fp16");
@@ -232,7 +233,7 @@ TEST(CliGenerate, BackendChoosesWhereDecodeStepsAttend) {
   EXPECT_EQ(autos["decode_attention"], "cpu");
   EXPECT_EQ(autos["generated_ids"], cpu["generated_ids"]);
   for (const auto& [extra, says] : std::vector<std::pair<std::string, std::string>>{
-           {"--method fp16 --backend cuda", "head_dim 8"},
+           {"--method fp16 --backend cuda", "--backend cuda: "},
            {"--method fp16 --backend tpu", "--backend tpu: cpu, cuda or auto"},
            {"--backend cuda", "the runner's own float32 cache attends on the CPU"}}) {
     const Output o = run_kvlab(kRun + "--tokens 4 " + extra);
@@ -240,4 +241,8 @@ TEST(CliGenerate, BackendChoosesWhereDecodeStepsAttend) {
     EXPECT_NE(o.out.find(says), std::string::npos) << extra << "\n" << o.out;
     EXPECT_EQ(o.out.find('\n'), o.out.size() - 1) << "one line: " << o.out;
   }
+  const Output cuda = run_kvlab(kRun + "--tokens 4 --method fp16 --backend cuda");
+  EXPECT_TRUE(cuda.out.find("head_dim 8") != std::string::npos ||
+              cuda.out.find("--backend cuda: CUDA") != std::string::npos)
+      << cuda.out;
 }

@@ -12,14 +12,17 @@
 #include <memory>
 #include <tuple>
 
+#include <QComboBox>
 #include <QCoreApplication>
 #include <QLabel>
+#include <QStandardItemModel>
 #include <QTabWidget>
 #include <QTextBrowser>
 #include <nlohmann/json.hpp>
 
 #include "../cli/cli_test_support.h"
 #include "gui_test_support.h"
+#include "kvlab/engine/core/backend.h"
 #include "kvlab/store/runs_store.h"
 #include "quality/generate_model.h"
 #include "quality/generate_panel.h"
@@ -201,6 +204,44 @@ TEST(GeneratePanel, APromptInBatchesRunsAsTheCliRunsIt) {
     ASSERT_TRUE(run.ok()) << run.message();
     EXPECT_EQ(run->params.value("prefill_batch", -1), 4) << run->params.dump();
   }
+}
+
+// "Attend on" (kvlab generate --backend): the CPU unless chosen, the GPU choice enabled only
+// where a GPU is usable. stories260K's heads of 8 channels are no shape the GPU's decode kernel
+// serves, so "GPU where it can" attends on the CPU here on any machine, with the same tokens.
+TEST(GeneratePanel, AttendOnOffersTheGpuOnlyWhereOneIsUsable) {
+  REQUIRE_STORIES();
+  QualityView view(nullptr);
+  view.set_model_path(QString::fromStdString(kModel));
+  GeneratePanel& panel = *view.generate_panel();
+  auto* backend = gui_test::child<QComboBox>(&panel, "backend");
+  ASSERT_EQ(backend->count(), 2);
+  EXPECT_EQ(backend->currentData().toString(), "cpu");
+  const QStandardItem* gpu = qobject_cast<QStandardItemModel*>(backend->model())->item(1);
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(backend->itemData(1).toString(), "auto");
+  EXPECT_EQ(gpu->isEnabled(), make_backend("cuda").ok());
+  EXPECT_TRUE(backend->toolTip().contains("GPU")) << backend->toolTip().toStdString();
+  panel.set_prompt(QStringLiteral("Once upon a time"));
+  panel.set_tokens(12);
+  panel.set_checked({QStringLiteral("int8")});
+  std::vector<std::vector<int>> ids;
+  for (const int choice : {0, 1}) {
+    backend->setCurrentIndex(choice);
+    ASSERT_TRUE(panel.generate());
+    ASSERT_TRUE(panel.wait_until_done(120'000));
+    QCoreApplication::processEvents();
+    const GenerateModel& model = *panel.model();
+    ASSERT_TRUE(model.error().isEmpty()) << model.error().toStdString();
+    ASSERT_EQ(model.series().size(), 2u);
+    for (const GenerateSeries& s : model.series()) {
+      ASSERT_TRUE(s.measured);
+      EXPECT_EQ(s.measured->decode_attention, "cpu") << s.name.toStdString();
+      ids.push_back(s.ids);
+    }
+  }
+  EXPECT_EQ(ids[0], ids[2]);  // fp16's, both choices
+  EXPECT_EQ(ids[1], ids[3]);  // int8's
 }
 
 TEST(GeneratePanel, AMissingModelIsAnErrorOnTheTab) {

@@ -84,9 +84,10 @@ bool GenerateRunner::start(const GenerateJob& job) {
       for (int i = 0; i < count; ++i) {
         const std::string name =
             i == 0 ? std::string("fp16") : job.methods[i - 1].name.toStdString();
-        auto made =
-            i == 0 ? make_fp16_store(m.model.config(), max_tokens)
-                   : make_method_store(m.model.config(), job.methods[i - 1].config, max_tokens);
+        auto made = make_store_on(
+            job.backend, m.model.config(),
+            i == 0 ? std::nullopt : std::optional<MethodConfig>(job.methods[i - 1].config),
+            max_tokens);
         if (!made) return make_error(fmt::format("{}: {}", name, made.message()));
         std::shared_ptr<KvStore> store = std::move(*made);
         const auto stage = [&](int step) {
@@ -142,6 +143,8 @@ bool GenerateRunner::start(const GenerateJob& job) {
         measured.threads = worker_threads();
         measured.cache = store->label();
         measured.cache_bytes = store->bytes(), measured.fp16_bytes = store->fp16_bytes();
+        measured.decode_attention = store->decode_attention();
+        measured.decode_copy_bytes = store->decode_copy_bytes();
         QMetaObject::invokeMethod(
             this, [this, i, measured] { emit method_done(i, measured); }, Qt::QueuedConnection);
       }
@@ -260,11 +263,16 @@ QStringList GenerateModel::summary() const {
   const auto saved = [this](const GenerateSeries& s) {
     return s.run_id > 0 ? tr(", run #%1").arg(s.run_id) : QString();
   };
-  lines << tr("fp16: %1 MiB held, prefill %2 tokens/s, decode %3 tokens/s%4")
+  // Where a cache's decode steps attended, when not on the CPU (GenerateJob::backend).
+  const auto where = [this](const GenerateSeries& s) {
+    const std::string at = s.measured ? s.measured->decode_attention : std::string("cpu");
+    return at == "cpu" ? QString() : tr(", decode steps on %1").arg(QString::fromStdString(at));
+  };
+  lines << tr("fp16: %1 MiB held, prefill %2 tokens/s, decode %3 tokens/s%4%5")
                .arg(fp16.mib.empty() ? 0.0 : fp16.mib.back(), 0, 'f', 2)
                .arg(fp16.prefill_tps, 0, 'f', 1)
                .arg(fp16.decode_tps, 0, 'f', 1)
-               .arg(saved(fp16));
+               .arg(where(fp16), saved(fp16));
   for (std::size_t i = 1; i < m_series.size(); ++i) {
     const GenerateSeries& s = m_series[i];
     if (!s.done || s.mib.empty()) continue;
@@ -273,12 +281,12 @@ QStringList GenerateModel::summary() const {
         s.agree == static_cast<int>(s.ids.size())
             ? tr("agrees with fp16 for all %1 tokens").arg(s.ids.size())
             : tr("departs from fp16 at token %1 of %2").arg(s.agree + 1).arg(s.ids.size());
-    lines << tr("%1: %2 MiB held (%3x smaller), decodes at %4x fp16's speed, %5%6")
+    lines << tr("%1: %2 MiB held (%3x smaller), decodes at %4x fp16's speed, %5%6%7")
                  .arg(s.name)
                  .arg(s.mib.back(), 0, 'f', 2)
                  .arg(ratio, 0, 'f', 2)
                  .arg(s.decode_tps / std::max(fp16.decode_tps, 1e-9), 0, 'f', 2)
-                 .arg(agree, saved(s));
+                 .arg(agree, where(s), saved(s));
   }
   return lines;
 }

@@ -39,6 +39,9 @@ struct GenerateJob {
   int tokens = 64;
   int batch = 0;  // prompt tokens per forward pass, as llama.cpp's micro-batch (0: all at once)
   std::vector<GenerateChoice> methods;  // fp16 runs first, before these
+  // Where decode steps attend (make_store_on): "cpu", or "auto" (the GPU for each cache whose
+  // rows its decode kernel reads, the CPU for the others).
+  std::string backend = "cpu";
 };
 
 class GenerateRunner : public WorkerRunner {

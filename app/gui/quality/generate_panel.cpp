@@ -2,6 +2,7 @@
 
 #include <qcustomplot.h>
 
+#include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QListWidget>
@@ -10,10 +11,12 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QStandardItemModel>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
 #include "common/chart_style.h"
+#include "kvlab/engine/core/backend.h"
 #include "quality/generate_model.h"
 
 namespace kvlab::gui {
@@ -50,6 +53,24 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
          "a long prompt's activations stay a batch's size and each later batch attends over the "
          "cache as stored; per-tensor scales and KVComp's codebooks then come from the first "
          "batch. \"whole\": the prompt in one pass, as the methods' papers run it"));
+  // Where decode steps attend: the GPU only where one is usable (kvlab generate --backend auto).
+  m_backend = new QComboBox(this);
+  m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
+  m_backend->addItem(tr("GPU where it can"), QStringLiteral("auto"));
+  auto gpu = make_backend("cuda");
+  const QString gpu_note =
+      gpu ? tr("GPU where it can: each decode step of an fp16, FP8 E4M3, q8_0, q4_0 or NVFP4 cache "
+               "attends on %1, over a copy of the stored rows the cache hands it as it writes "
+               "them; the other caches, the model's layers and the prompt stay on the CPU")
+                .arg(QString::fromStdString((*gpu)->device_name()))
+          : tr("GPU: not available here (%1)").arg(QString::fromStdString(gpu.message()));
+  if (!gpu) {
+    if (auto* item = qobject_cast<QStandardItemModel*>(m_backend->model())->item(1)) {
+      item->setEnabled(false);
+    }
+  }
+  m_backend->setToolTip(tr("Where each decode step's attention runs (kvlab generate --backend). ") +
+                        gpu_note);
   m_methods = new QListWidget(this);
   m_methods->setFlow(QListView::LeftToRight);
   m_methods->setWrapping(true);
@@ -110,6 +131,11 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   batch_label->setToolTip(m_batch->toolTip());
   controls->addWidget(batch_label);
   controls->addWidget(m_batch);
+  auto* backend_label = new QLabel(tr("Attend on"), this);
+  backend_label->setBuddy(m_backend);
+  backend_label->setToolTip(m_backend->toolTip());
+  controls->addWidget(backend_label);
+  controls->addWidget(m_backend);
   controls->addWidget(m_methods, 1);
   controls->addWidget(m_generate);
   controls->addWidget(m_cancel);
@@ -129,10 +155,10 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   layout->addWidget(m_summary);
 
   const std::pair<QWidget*, const char*> names[] = {
-      {m_prompt, "prompt"},     {m_tokens, "tokens"},     {m_batch, "batch"},
-      {m_methods, "methods"},   {m_generate, "generate"}, {m_cancel, "cancel"},
-      {m_progress, "progress"}, {m_chart, "chart"},       {m_summary, "summary"},
-      {m_texts, "texts"},       {m_error, "error"}};
+      {m_prompt, "prompt"},   {m_tokens, "tokens"},     {m_batch, "batch"},
+      {m_backend, "backend"}, {m_methods, "methods"},   {m_generate, "generate"},
+      {m_cancel, "cancel"},   {m_progress, "progress"}, {m_chart, "chart"},
+      {m_summary, "summary"}, {m_texts, "texts"},       {m_error, "error"}};
   for (const auto& [part, name] : names) part->setObjectName(QLatin1String(name));
 
   connect(m_generate, &QPushButton::clicked, this, [this] { generate(); });
@@ -181,6 +207,7 @@ bool GeneratePanel::generate() {
   job.prompt = m_prompt->toPlainText().toStdString();
   job.tokens = m_tokens->value();
   job.batch = m_batch->value();
+  job.backend = m_backend->currentData().toString().toStdString();
   const std::vector<GenerateChoice> choices = generate_choices();
   for (int i = 0; i < m_methods->count(); ++i) {
     if (m_methods->item(i)->checkState() == Qt::Checked) job.methods.push_back(choices[i]);

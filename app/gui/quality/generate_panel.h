@@ -10,6 +10,7 @@
 
 #include <QWidget>
 
+class QComboBox;
 class QCustomPlot;
 class QLabel;
 class QListWidget;
@@ -60,6 +61,7 @@ class GeneratePanel : public QWidget {
   QPlainTextEdit* m_prompt;
   QSpinBox* m_tokens;
   QSpinBox* m_batch;
+  QComboBox* m_backend;
   QListWidget* m_methods;
   QPushButton* m_generate;
   QPushButton* m_cancel;

@@ -93,6 +93,10 @@ bool Backend::runs_layers(const MethodConfig&, const KvCache&) const {
   return false;
 }
 
+Result<std::unique_ptr<RowAttention>> Backend::decode_attention(const RowAttentionShape&) {
+  return std::unique_ptr<RowAttention>();
+}
+
 Status Backend::run_layers(const LayerRunRequest&, std::span<LayerOutcome>) {
   return make_error(fmt::format("backend '{}' does not run a compression's layers itself", id()));
 }

@@ -52,6 +52,7 @@
 #include "attention/fused_kernels.h"
 #include "codec/bitpack.h"
 #include "kvlab/engine/attention/fused_attention.h"
+#include "kvlab/engine/core/backend.h"
 #include "kvlab/engine/core/dtype.h"
 #include "kvlab/engine/core/tensor.h"
 #include "kvlab/engine/core/threads.h"
@@ -1026,7 +1027,8 @@ class MethodStore final : public KvStore {
   };
   struct Layer {
     Role k, v;
-    int handed_over = 0;  // tokens given to m_decode
+    int handed_over = 0;        // tokens given to m_decode
+    bool decode_begun = false;  // m_decode has the layer's parameters
     int tokens() const { return k.tokens(); }
     Role& role(TensorRole r) { return r == TensorRole::Key ? k : v; }
   };
@@ -1368,7 +1370,10 @@ class MethodStore final : public KvStore {
     if (!m_decode) return Ok{};
     const int stored = L.tokens();
     if (L.handed_over == stored) return Ok{};
-    if (L.handed_over == 0) KVLAB_TRY(m_decode->begin_layer(layer, row_params(L, !m_method)));
+    if (!L.decode_begun) {
+      KVLAB_TRY(m_decode->begin_layer(layer, row_params(L, !m_method)));
+      L.decode_begun = true;
+    }
     StoredRows rows;
     rows.tokens = stored - L.handed_over;
     rows.keys = rows_of(L.k, L.handed_over, stored, m_rows_k, m_scales_k);
@@ -1540,6 +1545,27 @@ Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int m
 
 RowAttentionShape row_attention_shape(const LlamaConfig& model, int max_tokens) {
   return {model.layers, model.heads, model.kv_heads, model.head_dim(), max_tokens};
+}
+
+Result<std::unique_ptr<KvStore>> make_store_on(std::string_view backend, const LlamaConfig& model,
+                                               const std::optional<MethodConfig>& method,
+                                               int max_tokens,
+                                               const CompressedCacheConfig& kvcomp) {
+  const auto make = [&](std::unique_ptr<RowAttention> decode) {
+    return method ? make_method_store(model, *method, max_tokens, kvcomp, std::move(decode))
+                  : make_fp16_store(model, max_tokens, std::move(decode));
+  };
+  auto device = make_backend(backend);
+  if (!device) return device.error();
+  auto decode = (*device)->decode_attention(row_attention_shape(model, max_tokens));
+  if (backend == "auto") {
+    if (decode && *decode) {
+      if (auto made = make(std::move(*decode))) return made;
+    }
+    return make(nullptr);
+  }
+  if (!decode) return decode.error();
+  return make(std::move(*decode));
 }
 
 }  // namespace kvlab

@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "kvlab/engine/core/result.h"
-#include "kvlab/engine/model/row_attention.h"
 
 namespace kvlab {
 
@@ -30,9 +29,5 @@ struct GpuBenchRequest {
 // speedup_vs_fp16_fused, copy_fraction}],
 // encode: [{context, gb_s}]}. An Error when kvlab was built without CUDA or no GPU is usable.
 Result<nlohmann::json> run_gpu_bench_json(const GpuBenchRequest& request);
-
-// The GPU's RowAttention (kernels/gpu_row_attention.h) for a store's decode steps: an Error when
-// kvlab was built without CUDA, no GPU is usable, or the shape is one its kernel cannot serve.
-Result<std::unique_ptr<RowAttention>> make_gpu_row_attention(const RowAttentionShape& shape);
 
 }  // namespace kvlab

@@ -22,6 +22,7 @@
 #include "kvlab/engine/codec/code_codec.h"
 #include "kvlab/engine/codec/compressed_cache.h"
 #include "kvlab/engine/core/result.h"
+#include "kvlab/engine/model/row_attention.h"
 
 namespace kvlab {
 
@@ -76,6 +77,12 @@ class Backend {
   virtual Status run_layers(const LayerRunRequest& request, std::span<LayerOutcome> outcomes);
   // The most device memory the last run_layers() held, in bytes (0 for the CPU).
   virtual std::uint64_t last_run_device_bytes() const { return 0; }
+
+  // Where a stored cache's decode steps attend (kv_store.h, `kvlab generate --backend`): a
+  // RowAttention on this backend's device for a model of `shape`, which a method store hands
+  // its rows to as it writes them; null where the store's own attention runs them (the CPU). An
+  // Error names a shape the device's kernel cannot serve.
+  virtual Result<std::unique_ptr<RowAttention>> decode_attention(const RowAttentionShape& shape);
 };
 
 // Why "cuda" is unavailable when no CUDA library was built in.

@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "kvlab/engine/codec/compressed_cache.h"
 #include "kvlab/engine/core/result.h"
@@ -102,5 +104,15 @@ Result<std::unique_ptr<KvStore>> make_fp16_store(const LlamaConfig& model, int m
 
 // The shape of a RowAttention for this model's stores.
 RowAttentionShape row_attention_shape(const LlamaConfig& model, int max_tokens);
+
+// The store of `method` (empty: the fp16 store) whose decode steps attend on backend `backend`
+// (make_backend's names): "cpu", the store's own attention; "cuda", the GPU's RowAttention
+// (Backend::decode_attention), an Error where there is no usable GPU, the model's heads are no
+// shape its kernel serves, or no row kernel reads the method's rows; "auto", the GPU where it can
+// and the CPU otherwise. The store says where it attends (KvStore::decode_attention).
+Result<std::unique_ptr<KvStore>> make_store_on(std::string_view backend, const LlamaConfig& model,
+                                               const std::optional<MethodConfig>& method,
+                                               int max_tokens = 0,
+                                               const CompressedCacheConfig& kvcomp = {});
 
 }  // namespace kvlab
