@@ -208,7 +208,7 @@ TEST(GeneratePanel, APromptInBatchesRunsAsTheCliRunsIt) {
 
 // "Attend on" (kvlab generate --backend): the CPU unless chosen, the GPU choice enabled only
 // where a GPU is usable. stories260K's heads of 8 channels are no shape the GPU's decode kernel
-// serves, so "GPU where it can" attends on the CPU here on any machine, with the same tokens.
+// serves, so the GPU choice ("auto") attends on the CPU here on any machine, with the same tokens.
 TEST(GeneratePanel, AttendOnOffersTheGpuOnlyWhereOneIsUsable) {
   REQUIRE_STORIES();
   QualityView view(nullptr);

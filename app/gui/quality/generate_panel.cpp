@@ -56,10 +56,10 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   // Where decode steps attend: the GPU only where one is usable (kvlab generate --backend auto).
   m_backend = new QComboBox(this);
   m_backend->addItem(tr("CPU"), QStringLiteral("cpu"));
-  m_backend->addItem(tr("GPU where it can"), QStringLiteral("auto"));
+  m_backend->addItem(tr("GPU"), QStringLiteral("auto"));  // where it can: auto
   auto gpu = make_backend("cuda");
   const QString gpu_note =
-      gpu ? tr("GPU where it can: each decode step of an fp16, FP8 E4M3, q8_0, q4_0 or NVFP4 cache "
+      gpu ? tr("GPU: each decode step of an fp16, FP8 E4M3, q8_0, q4_0 or NVFP4 cache "
                "attends on %1, over a copy of the stored rows the cache hands it as it writes "
                "them; the other caches, the model's layers and the prompt stay on the CPU")
                 .arg(QString::fromStdString((*gpu)->device_name()))
@@ -69,6 +69,7 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
       item->setEnabled(false);
     }
   }
+  m_backend->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   m_backend->setToolTip(tr("Where each decode step's attention runs (kvlab generate --backend). ") +
                         gpu_note);
   m_methods = new QListWidget(this);
@@ -131,12 +132,7 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   batch_label->setToolTip(m_batch->toolTip());
   controls->addWidget(batch_label);
   controls->addWidget(m_batch);
-  auto* backend_label = new QLabel(tr("Attend on"), this);
-  backend_label->setBuddy(m_backend);
-  backend_label->setToolTip(m_backend->toolTip());
-  controls->addWidget(backend_label);
-  controls->addWidget(m_backend);
-  controls->addWidget(m_methods, 1);
+  controls->addStretch(1);
   controls->addWidget(m_generate);
   controls->addWidget(m_cancel);
   auto* results = new QSplitter(Qt::Horizontal, this);
@@ -149,6 +145,16 @@ GeneratePanel::GeneratePanel(std::function<QString()> model_path, std::shared_pt
   layout->setContentsMargins(4, 4, 4, 4);
   layout->addWidget(m_prompt);
   layout->addLayout(controls);
+  // Where decode steps attend and the caches on a row of their own, so that neither row needs
+  // more than a laptop window's width.
+  auto* caches = new QHBoxLayout;
+  auto* backend_label = new QLabel(tr("Attend on"), this);
+  backend_label->setBuddy(m_backend);
+  backend_label->setToolTip(m_backend->toolTip());
+  caches->addWidget(backend_label);
+  caches->addWidget(m_backend);
+  caches->addWidget(m_methods, 1);
+  layout->addLayout(caches);
   layout->addWidget(m_progress);
   layout->addWidget(m_error);
   layout->addWidget(results, 1);
