@@ -78,18 +78,10 @@ class GpuRowAttention final : public RowAttention {
     KVLAB_TRY_STATUS(check_layer(layer));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
     if (L.begun) return make_error(fmt::format("row attention: layer {} begun twice", layer));
+    KVLAB_TRY_STATUS(check_row_params(layer, m_shape.kv_heads, params));
     const Format f = params.format;
-    if (!row_attention_takes(f)) {
-      return make_error(fmt::format("row attention, layer {}: the decode kernel reads no {} rows",
-                                    layer, row_decode::format_name(f)));
-    }
     const std::size_t heads = static_cast<std::size_t>(m_shape.kv_heads);
     if (f == Format::Fp8E4M3) {
-      if (params.key_head_scales.size() != heads || params.value_head_scales.size() != heads) {
-        return make_error(fmt::format(
-            "row attention, layer {}: FP8 needs {} scales a role ({} key, {} value given)", layer,
-            heads, params.key_head_scales.size(), params.value_head_scales.size()));
-      }
       const std::string what = where(layer, "uploading FP8 head scales");
       KVLAB_TRY_STATUS(
           L.key_head_scales.upload(params.key_head_scales.data(), heads, what.c_str()));
@@ -97,14 +89,6 @@ class GpuRowAttention final : public RowAttention {
           L.value_head_scales.upload(params.value_head_scales.data(), heads, what.c_str()));
     }
     if (f == Format::Nvfp4) {
-      // The kernel refuses a global it cannot divide by (DecodeTensor::global).
-      for (const float g : {params.key_global, params.value_global}) {
-        if (!std::isfinite(g) || g <= 0.f) {
-          return make_error(fmt::format(
-              "row attention, layer {}: NVFP4 global scale {} (must be finite and positive)", layer,
-              g));
-        }
-      }
       L.key_global = params.key_global;
       L.value_global = params.value_global;
     }

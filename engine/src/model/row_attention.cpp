@@ -28,6 +28,31 @@ std::size_t stored_scale_bytes(row_decode::Format f, int dim) {
   return f == row_decode::Format::Nvfp4 ? static_cast<std::size_t>(dim / 16) : 0;
 }
 
+Status check_row_params(int layer, int kv_heads, const RowParams& params) {
+  const row_decode::Format f = params.format;
+  if (!row_attention_takes(f)) {
+    return make_error(fmt::format("row attention, layer {}: no decode kernel reads {} rows", layer,
+                                  row_decode::format_name(f)));
+  }
+  const std::size_t heads = static_cast<std::size_t>(kv_heads);
+  if (f == row_decode::Format::Fp8E4M3 &&
+      (params.key_head_scales.size() != heads || params.value_head_scales.size() != heads)) {
+    return make_error(
+        fmt::format("row attention, layer {}: FP8 needs {} scales a role ({} key, {} value given)",
+                    layer, heads, params.key_head_scales.size(), params.value_head_scales.size()));
+  }
+  if (f == row_decode::Format::Nvfp4) {
+    for (const float g : {params.key_global, params.value_global}) {
+      if (!std::isfinite(g) || g <= 0.f) {
+        return make_error(fmt::format(
+            "row attention, layer {}: NVFP4 global scale {} (must be finite and positive)", layer,
+            g));
+      }
+    }
+  }
+  return Ok{};
+}
+
 Status check_stored_rows(int layer, row_decode::Format f, int kv_heads, int head_dim, int held,
                          const StoredRows& rows) {
   if (rows.tokens < 0 || rows.tokens > INT_MAX - held) {
@@ -63,16 +88,7 @@ class ReferenceRowAttention final : public RowAttention {
     KVLAB_TRY(check_layer(layer));
     Layer& L = m_layers[static_cast<std::size_t>(layer)];
     if (L.begun) return make_error(fmt::format("row attention: layer {} begun twice", layer));
-    if (!row_attention_takes(params.format)) {
-      return make_error(fmt::format("row attention: no decode kernel reads {} rows",
-                                    row_decode::format_name(params.format)));
-    }
-    const std::size_t heads = static_cast<std::size_t>(m_shape.kv_heads);
-    if (params.format == Format::Fp8E4M3 &&
-        (params.key_head_scales.size() != heads || params.value_head_scales.size() != heads)) {
-      return make_error(
-          fmt::format("row attention, layer {}: FP8 needs {} scales a role", layer, heads));
-    }
+    KVLAB_TRY(check_row_params(layer, m_shape.kv_heads, params));
     L.params = params;
     L.begun = true;
     return Ok{};

@@ -74,6 +74,11 @@ bool row_attention_takes(row_decode::Format format);
 std::size_t stored_row_bytes(row_decode::Format format, int head_dim);
 std::size_t stored_scale_bytes(row_decode::Format format, int head_dim);
 
+// Ok when a RowAttention for `kv_heads` KV heads takes `params` for `layer`: a format it reads,
+// FP8's `kv_heads` scales a role, NVFP4's global scales finite and positive (the kernel divides
+// by them); otherwise an Error naming the layer and the problem.
+Status check_row_params(int layer, int kv_heads, const RowParams& params);
+
 // Ok when `rows` is a whole number of tokens of `kv_heads` rows of `format`, appended after `held`
 // tokens (the count stays an int); otherwise an Error naming the layer, the sizes needed and
 // given.
