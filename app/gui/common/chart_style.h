@@ -3,7 +3,9 @@
 
 #include <QColor>
 #include <QString>
+#include <QVector>
 #include <cstddef>
+#include <vector>
 
 class QCustomPlot;
 class QCPAxisRect;
@@ -64,5 +66,10 @@ struct ByteUnit {
   QString name;      // "B", "KiB", "MiB", "GiB"
 };
 ByteUnit byte_unit_for(double max_bytes);
+
+// The series QCustomPlot's setData takes.
+inline QVector<double> to_qvector(const std::vector<double>& v) {
+  return {v.begin(), v.end()};
+}
 
 }  // namespace kvlab::gui

@@ -6,14 +6,6 @@
 
 namespace kvlab::gui {
 
-namespace {
-
-QVector<double> to_qvector(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
-
-}  // namespace
-
 CodecRatioChart::CodecRatioChart(QWidget* parent) : QCustomPlot(parent) {
   setMinimumSize(360, 220);
   setAutoAddPlottableToLegend(false);

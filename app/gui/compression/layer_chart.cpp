@@ -8,10 +8,6 @@ namespace kvlab::gui {
 
 namespace {
 
-QVector<double> to_qvector(const std::vector<double>& v) {
-  return {v.begin(), v.end()};
-}
-
 double max_of(const std::vector<double>& v) {
   return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
 }

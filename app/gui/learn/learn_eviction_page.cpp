@@ -27,10 +27,10 @@ namespace {
 constexpr int kContext = LearnEvictionModel::kContext;
 constexpr int kSteps = LearnEvictionModel::kSteps;
 constexpr int kSinks = LearnEvictionModel::kSinks;
-constexpr int kTickMs = 110;
+constexpr int kEvictionTickMs = 110;
 const QColor kHeavyHitter{230, 140, 40};
 
-QString explanation() {
+QString eviction_explanation() {
   const QString text = QObject::tr(
       "<p>A cache that keeps every token grows without end. <b>Eviction</b> holds each KV head "
       "to a <b>budget</b> of entries and drops the rest for good; a policy is the rule for "
@@ -54,7 +54,7 @@ QString explanation() {
 }  // namespace
 
 LearnEvictionPage::LearnEvictionPage(QWidget* parent)
-    : LearnPage(tr("Eviction: sinks, window, heavy hitters"), explanation(),
+    : LearnPage(tr("Eviction: sinks, window, heavy hitters"), eviction_explanation(),
                 QStringLiteral("Xiao et al., \"Efficient Streaming Language Models with Attention "
                                "Sinks\", ICLR 2024 (arXiv:2309.17453); Zhang et al., \"H2O: "
                                "Heavy-Hitter Oracle for Efficient Generative Inference of Large "
@@ -95,7 +95,7 @@ LearnEvictionPage::LearnEvictionPage(QWidget* parent)
       new PlaybackControls({tr("Decode step after step to the last one; press again to pause"),
                             tr("Decode one more step: one token arrives, then the policy evicts"),
                             tr("Back to decode step 0, the first token after the prompt")},
-                           kTickMs);
+                           kEvictionTickMs);
   m_playback->set_at_end([this] { return m_model.at_end(); });
   m_playback->set_can_play([this] { return m_model.report().has_value(); });
 

@@ -23,10 +23,10 @@
 namespace kvlab::gui {
 namespace {
 
-constexpr int kTickMs = 80;
+constexpr int kGrowthTickMs = 80;
 const QColor kProjection{170, 170, 170};
 
-QString explanation() {
+QString growth_explanation() {
   return QObject::tr(
       "<p>While a model decodes, every new token attends to all the tokens before it, so each "
       "layer keeps the <b>key</b> and <b>value</b> vector of every token it has seen: the "
@@ -42,7 +42,7 @@ QString explanation() {
 }  // namespace
 
 LearnGrowthPage::LearnGrowthPage(QWidget* parent)
-    : LearnPage(tr("How the KV cache grows"), explanation(),
+    : LearnPage(tr("How the KV cache grows"), growth_explanation(),
                 QStringLiteral("Pope et al., \"Efficiently Scaling Transformer Inference\", "
                                "MLSys 2023 (arXiv:2211.05102)"),
                 tr("Open in the Planner view"), parent) {
@@ -83,7 +83,7 @@ LearnGrowthPage::LearnGrowthPage(QWidget* parent)
       {tr("Decode step after step until the target length; press again to pause"),
        tr("Decode one step (the tokens per step set on the left)"),
        tr("Back to the cache right after prefill (the prompt only)")},
-      kTickMs);
+      kGrowthTickMs);
   m_playback->set_at_end([this] { return m_model.at_end(); });
 
   auto* form = new QFormLayout;

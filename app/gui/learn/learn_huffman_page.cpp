@@ -22,11 +22,11 @@
 namespace kvlab::gui {
 namespace {
 
-constexpr int kTickMs = 600;
+constexpr int kHuffmanTickMs = 600;
 constexpr int kRows = LearnHuffmanModel::kRows, kColumns = LearnHuffmanModel::kColumns;
 constexpr int kRowHeight = 34;
 
-QString explanation() {
+QString huffman_explanation() {
   return QObject::tr(
       "<p>After quantization every number is a small integer <b>code</b>, stored in 8 bits. The "
       "codes are far from equally common: most values lie near the middle of their range, so a "
@@ -52,7 +52,7 @@ QString explanation() {
 }  // namespace
 
 LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
-    : LearnPage(tr("Huffman coding of the codes"), explanation(),
+    : LearnPage(tr("Huffman coding of the codes"), huffman_explanation(),
                 QStringLiteral("Huffman, \"A Method for the Construction of Minimum-Redundancy "
                                "Codes\", Proc. IRE 1952; Jiang et al., \"KVComp: A "
                                "High-Performance, LLM-Aware, Lossy Compression Framework for KV "
@@ -80,7 +80,7 @@ LearnHuffmanPage::LearnHuffmanPage(QWidget* parent)
       {tr("Merge step after step until one tree is left; press again to pause"),
        tr("One merge: the two lightest roots become children of a new node"),
        tr("Back to the leaves, before any merge")},
-      kTickMs);
+      kHuffmanTickMs);
   m_playback->set_at_end([this] { return m_model.at_end(); });
   m_playback->set_can_play([this] { return m_model.step_count() > 0; });
 

@@ -18,7 +18,7 @@
 namespace kvlab::gui {
 namespace {
 
-QString explanation() {
+QString pays_explanation() {
   return QObject::tr(
       "<p>Generating one token for every user is one <b>decode step</b>: the GPU reads all the "
       "<b>weights</b> once for the whole batch, and every user's <b>KV cache</b>. With few "
@@ -41,7 +41,7 @@ QLabel* rate_label() {
 }  // namespace
 
 LearnPaysPage::LearnPaysPage(QWidget* parent)
-    : LearnPage(tr("When does compression pay?"), explanation(),
+    : LearnPage(tr("When does compression pay?"), pays_explanation(),
                 QStringLiteral("Williams, Waterman and Patterson, \"Roofline: an insightful visual "
                                "performance model for multicore architectures\", CACM 2009; "
                                "Liu et al., \"KIVI\", ICML 2024 (arXiv:2402.02750)"),

@@ -28,7 +28,7 @@ const QColor kKvOver{200, 55, 55};
 const QColor kFree{200, 225, 200};
 constexpr double kGiB = 1024.0 * 1024 * 1024;
 
-QString explanation() {
+QString planner_explanation() {
   return QObject::tr(
       "<p>A GPU serving a model holds three things: the <b>weights</b> (parameters × bytes "
       "each), some <b>reserve</b> for activations and the runtime, and the <b>KV cache</b> of "
@@ -52,7 +52,7 @@ QLabel* stat_label() {
 }  // namespace
 
 LearnPlannerPage::LearnPlannerPage(QWidget* parent)
-    : LearnPage(tr("What fits on my GPU?"), explanation(),
+    : LearnPage(tr("What fits on my GPU?"), planner_explanation(),
                 QStringLiteral("Kwon et al., \"Efficient Memory Management for Large Language "
                                "Model Serving with PagedAttention\", SOSP 2023 (arXiv:2309.06180)"),
                 tr("Open in the Planner view"), parent) {

@@ -26,7 +26,7 @@ using Grouping = LearnQuantModel::Grouping;
 constexpr int kContext = LearnQuantModel::kContext;
 constexpr int kGroupings = LearnQuantModel::kGroupings;
 
-QString explanation() {
+QString quant_explanation() {
   return QObject::tr(
       "<p>Quantization stores each number as a small integer code plus a <b>scale</b> (step) and "
       "<b>minimum</b> shared by a group: x̂ = min + code × step. Which numbers share them "
@@ -47,7 +47,7 @@ const QCPScatterStyle::ScatterShape kGroupingShapes[] = {
 }  // namespace
 
 LearnQuantPage::LearnQuantPage(QWidget* parent)
-    : LearnPage(tr("Quantization: per-tensor, per-channel, per-token"), explanation(),
+    : LearnPage(tr("Quantization: per-tensor, per-channel, per-token"), quant_explanation(),
                 QStringLiteral("Liu et al., \"KIVI: A Tuning-Free Asymmetric 2bit Quantization "
                                "for KV Cache\", ICML 2024 (arXiv:2402.02750)"),
                 tr("Open in the Compression view"), parent) {

@@ -120,8 +120,8 @@ D8 load8d(const float* p) {
 // rows (the group's query heads times the queries) lie side by side, so every per-row sum
 // (softmax max and sum, the KL's terms, squared logit errors) is a lane of a vector added up
 // over the tokens, and no matrix is ever transposed or packed. Rows are padded to kRowBlock.
-constexpr int kRowBlock = 32;  // two 16-float vectors of rows per token
-constexpr int kTile = 128;     // tokens per tile
+constexpr int kRowBlock = 32;     // two 16-float vectors of rows per token
+constexpr int kMetricTile = 128;  // tokens per tile
 
 // One KV head's rows [tokens][dim] of a tensor as stored: read in place when they are floats,
 // else converted into the caller's scratch as they are used (a layer's float copy is never made).
@@ -303,10 +303,10 @@ AttentionErrorAccumulator::AttentionErrorAccumulator(std::span<const float> quer
   m_out.assign(heads * ur * m_padded, 0.0);
   m_out_hat.assign(m_out.size(), 0.0);
   for (AlignedFloats* v : {&m_logits, &m_logits_hat, &m_weights, &m_weights_hat})
-    v->resize(static_cast<std::size_t>(kTile) * ur);
+    v->resize(static_cast<std::size_t>(kMetricTile) * ur);
   m_tile_max.resize(ur);
   m_tile_max_hat.resize(ur);
-  m_tile_values.assign(static_cast<std::size_t>(kTile) * m_padded, 0.0f);
+  m_tile_values.assign(static_cast<std::size_t>(kMetricTile) * m_padded, 0.0f);
   m_tile_values_hat.assign(m_tile_values.size(), 0.0f);
   m_key_scratch.resize(8 * static_cast<std::size_t>(dim));
 }
@@ -321,15 +321,15 @@ void AttentionErrorAccumulator::add(const TensorView& keys, const TensorView& va
   const TensorView kh = TensorView::of_floats(keys_hat, m_kv_heads, m_dim);
   const TensorView vh = TensorView::of_floats(values_hat, m_kv_heads, m_dim);
   const int tokens = std::min({keys.tokens(), values.tokens(), kh.tokens(), vh.tokens()});
-  for (int t0 = 0; t0 < tokens; t0 += kTile) {
-    const int t1 = std::min(tokens, t0 + kTile);
+  for (int t0 = 0; t0 < tokens; t0 += kMetricTile) {
+    const int t1 = std::min(tokens, t0 + kMetricTile);
     add_tile(keys.token_range(t0, t1), values.token_range(t0, t1), kh.token_range(t0, t1),
              vh.token_range(t0, t1));
   }
 }
 
-// At most kTile tokens, and within them every KV head: the rows are read as they lie in memory (a
-// token's heads side by side), each once, and no logit is kept past its tile.
+// At most kMetricTile tokens, and within them every KV head: the rows are read as they lie in
+// memory (a token's heads side by side), each once, and no logit is kept past its tile.
 void AttentionErrorAccumulator::add_tile(const TensorView& kt, const TensorView& vt,
                                          const TensorView& kht, const TensorView& vht) {
   const int n = kt.tokens(), dim = m_dim, rows = m_rows, padded = m_padded;
@@ -477,9 +477,9 @@ AttentionErrorSums attention_errors(std::span<const float> queries, const Tensor
   const auto tokens = static_cast<int>(
       std::min<std::size_t>({static_cast<std::size_t>(std::min(keys.tokens(), values.tokens())),
                              keys_hat.size() / hd, values_hat.size() / hd}));
-  for (int t0 = 0; t0 < tokens; t0 += kTile) {
+  for (int t0 = 0; t0 < tokens; t0 += kMetricTile) {
     if (stop.stop_requested()) break;
-    const int t1 = std::min(tokens, t0 + kTile);
+    const int t1 = std::min(tokens, t0 + kMetricTile);
     const std::size_t at = static_cast<std::size_t>(t0) * hd, n = (t1 - t0) * hd;
     acc.add(keys.token_range(t0, t1), values.token_range(t0, t1), keys_hat.subspan(at, n),
             values_hat.subspan(at, n));

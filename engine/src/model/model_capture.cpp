@@ -18,7 +18,7 @@ namespace fs = std::filesystem;
 
 // Prefill chunk: long prompts report progress and can be cancelled between chunks, and the
 // batched forward keeps its matrix products large enough to be efficient.
-constexpr std::size_t kPrefillChunk = 128;
+constexpr std::size_t kCapturePrefillChunk = 128;
 
 Result<LoadedModel> with_llama2c_tokenizer(LlamaModel model, const std::string& tok_path) {
   auto tok = LlamaTokenizer::load_llama2c(tok_path, model.config().vocab);
@@ -170,7 +170,7 @@ Result<ModelCapture> capture_kv_cache(const LoadedModel& loaded, const std::stri
   auto state = model.new_state(true, config.pre_rope);
   GreedyConfig greedy;
   greedy.tokens = to_generate + 1;  // the last one picked is not run: the cache ends before it
-  greedy.prefill_chunk = static_cast<int>(kPrefillChunk);
+  greedy.prefill_chunk = static_cast<int>(kCapturePrefillChunk);
   greedy.eos = loaded.eos;
   GreedyHooks hooks;
   hooks.on_prefill = [&](int done, const std::vector<float>&) {

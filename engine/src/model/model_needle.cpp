@@ -19,11 +19,7 @@
 namespace kvlab {
 namespace {
 
-constexpr std::size_t kPrefillChunk = 128;
-
-int argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
+constexpr std::size_t kNeedlePrefillChunk = 128;
 
 struct Prompt {
   std::vector<int> ids;
@@ -189,7 +185,7 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
       if (press && at == stop) {
         if (auto s = eviction->press(state, rope); !s) return s.error();
       }
-      std::size_t end = std::min(ids.size(), at + kPrefillChunk);
+      std::size_t end = std::min(ids.size(), at + kNeedlePrefillChunk);
       if (press && at < stop) end = std::min(end, stop);  // the press falls between chunks
       logits = step(std::vector<int>(ids.begin() + static_cast<std::ptrdiff_t>(at),
                                      ids.begin() + static_cast<std::ptrdiff_t>(end)));
@@ -201,7 +197,7 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
     }
     std::vector<int> answer;
     for (int i = 0; i < c.answer_tokens; ++i) {
-      const int next = argmax(*logits);
+      const int next = detail::argmax(*logits);
       if (next == m.eos) break;
       answer.push_back(next);
       if (i + 1 == c.answer_tokens) break;

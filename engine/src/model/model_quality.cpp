@@ -60,14 +60,6 @@ std::pair<double, double> wilson_interval(std::int64_t k, std::int64_t n, double
   return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
 
-namespace {
-
-int argmax(const std::vector<float>& v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
-}  // namespace
-
 Result<QualityPlan> plan_quality(const LlamaConfig& mc, const QualityConfig& config,
                                  std::size_t text_tokens) {
   QualityPlan plan;
@@ -242,7 +234,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       for (std::size_t v = 0; v < pe.size(); ++v) k += std::exp(pe[v]) * (pe[v] - pq[v]);
       ws.kl += k;
       ws.kl_token.push_back(k);
-      ws.agree += argmax(*le) == argmax(*lq);
+      ws.agree += detail::argmax(*le) == detail::argmax(*lq);
       ++ws.count;
       prev = next;
     }

@@ -20,7 +20,7 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr std::size_t kChunkValues = 8192;
+constexpr std::size_t kFp4ChunkValues = 8192;
 
 constexpr std::array<float, 8> kE2m1Magnitudes = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f};
 
@@ -49,13 +49,13 @@ inline void pack_nibbles(const std::uint8_t* c, int n, std::uint8_t* out) {
 }
 
 // Rows of a view as contiguous float, chunk by chunk: f(first_row, floats, count) where rows are
-// [token][head] in order and count = rows * dim. Chunks of about kChunkValues stay in cache
+// [token][head] in order and count = rows * dim. Chunks of about kFp4ChunkValues stay in cache
 // between a quantizer's passes; contiguous, aligned float32 is read where it lies.
 template <class F>
 void for_each_chunk(const TensorView& x, std::vector<float>& buf, F&& f) {
   const std::size_t hd = static_cast<std::size_t>(x.heads()) * x.dim();
   if (x.elements() == 0) return;
-  const int rows = static_cast<int>(std::max<std::size_t>(1, kChunkValues / hd));
+  const int rows = static_cast<int>(std::max<std::size_t>(1, kFp4ChunkValues / hd));
   const bool in_place = x.dtype() == DType::F32 && x.contiguous() &&
                         reinterpret_cast<std::uintptr_t>(x.row_ptr(0, 0)) % alignof(float) == 0;
   if (!in_place) buf.resize(rows * hd);

@@ -23,16 +23,16 @@ namespace kvlab::detail {
 
 namespace {
 
-constexpr std::size_t kChunkValues = 8192;
+constexpr std::size_t kFp8ChunkValues = 8192;
 
 // Rows of a view as contiguous float, chunk by chunk: f(first_row, floats, rows) with rows
 // [token][head] in order, whole tokens at a time. Contiguous, aligned float32 is read where it
-// lies; the rest is converted into `buf` (a chunk of about kChunkValues stays in cache).
+// lies; the rest is converted into `buf` (a chunk of about kFp8ChunkValues stays in cache).
 template <class Fn>
 void for_each_chunk(const TensorView& x, int t_end, std::vector<float>& buf, Fn&& f) {
   const std::size_t hd = static_cast<std::size_t>(x.heads()) * x.dim();
   if (hd == 0 || t_end <= 0) return;
-  const int rows = static_cast<int>(std::max<std::size_t>(1, kChunkValues / hd));
+  const int rows = static_cast<int>(std::max<std::size_t>(1, kFp8ChunkValues / hd));
   const bool in_place = x.dtype() == DType::F32 && x.contiguous() &&
                         reinterpret_cast<std::uintptr_t>(x.row_ptr(0, 0)) % alignof(float) == 0;
   if (!in_place) buf.resize(rows * hd);

@@ -33,7 +33,7 @@ namespace {
 constexpr int kBlock = 32;
 // Token rows converted, rotated and quantized at a time: about 32 KiB of floats, so that the
 // buffer stays in L1 between the three passes.
-constexpr std::size_t kChunkValues = 8192;
+constexpr std::size_t kGgmlChunkValues = 8192;
 
 #if defined(KVLAB_GGML_ROT_AVX512)
 // hadamard_transform of N consecutive floats, N = 64, 128 or 256, in registers.
@@ -106,7 +106,7 @@ class GgmlBlockQuantizer final : public Quantizer {
     const std::size_t row_bytes = row / kBlock * m_type_size;
     q.codes.resize(row_bytes * x.tokens());
     const bool rotate = m_hadamard && llama_attn_rot_enabled(m_type, dim);
-    const int chunk = static_cast<int>(std::max<std::size_t>(1, kChunkValues / row));
+    const int chunk = static_cast<int>(std::max<std::size_t>(1, kGgmlChunkValues / row));
     std::vector<float> buf(chunk * row);
     for (int t0 = 0; t0 < x.tokens(); t0 += chunk) {
       const int rows = std::min(chunk, x.tokens() - t0);
