@@ -81,7 +81,9 @@ RopeSpec model_rope_spec(const LlamaConfig& config, int first_position) {
   return r;
 }
 
-namespace {
+// Not file-local: LlamaModel::Impl holds one (a unity build puts this file's definitions in
+// another's unit, where GCC warns of a class whose member's type is file-local).
+namespace detail {
 
 // RoPE (Su et al. 2021, RoFormer, eq. 34): pair i of a head turns by pos · freq_i
 // (rope_frequencies: theta^(-2i/head_dim), scaled as the config says).
@@ -124,6 +126,10 @@ class RopeTable {
   std::vector<double> m_freq;
   std::vector<float> m_rows;
 };
+
+}  // namespace detail
+
+namespace {
 
 // Rotates the `heads` heads of `n` rows (row stride `stride`), row r by table row r.
 // Hugging Face pairs (x[i], x[i + hd/2]); llama2.c pairs (x[2i], x[2i+1]).
@@ -288,7 +294,7 @@ struct LlamaModel::Impl {
   std::string path;
   LlamaConfig config;
   LlamaWeights w;
-  std::optional<RopeTable> rope;
+  std::optional<detail::RopeTable> rope;
 };
 
 LlamaModel::LlamaModel(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
