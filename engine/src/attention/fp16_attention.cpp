@@ -104,8 +104,10 @@ void rows_values(RowsOf&& rows_of, RowFloats&& row_floats, int first, int tokens
 }
 
 // fp16 rows: F16C in the fused loops, fp16_to_float for the scalar ones.
-auto fp16_rows_of(std::span<const std::uint16_t> rows, int tokens, int heads, int dim) {
-  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+// (Without the fused SIMD loops a head is its index: rows, tokens and hd go unused.)
+auto fp16_rows_of([[maybe_unused]] std::span<const std::uint16_t> rows, [[maybe_unused]] int tokens,
+                  int heads, int dim) {
+  [[maybe_unused]] const std::size_t hd = static_cast<std::size_t>(heads) * dim;
   return [=](int h) {
 #if KVLAB_FUSED_SIMD
     return Fp16Rows{rows.data() + static_cast<std::size_t>(h) * dim, hd, dim,
@@ -123,8 +125,9 @@ auto fp16_row_floats(std::span<const std::uint16_t> rows, int heads, int dim) {
   };
 }
 // float rows: read as they are.
-auto float_rows_of(const float* rows, int tokens, int heads, int dim) {
-  const std::size_t hd = static_cast<std::size_t>(heads) * dim;
+auto float_rows_of([[maybe_unused]] const float* rows, [[maybe_unused]] int tokens, int heads,
+                   int dim) {
+  [[maybe_unused]] const std::size_t hd = static_cast<std::size_t>(heads) * dim;
   return [=](int h) {
 #if KVLAB_FUSED_SIMD
     return FloatRows{rows + static_cast<std::size_t>(h) * dim, hd, dim,
