@@ -74,8 +74,7 @@ Result<GreedyRun> generate_greedy(const LlamaModel& model, LlamaModel::State& st
   if (config.trim_after_prefill) malloc_trim(0);
   const auto t1 = std::chrono::steady_clock::now();
   for (int i = 0; i < config.tokens; ++i) {
-    const int next =
-        static_cast<int>(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    const int next = greedy_token(*logits);
     run.generated.push_back(next);
     if (hooks.on_token && !hooks.on_token(i, next)) return cancelled();
     if (next == config.eos || i + 1 == config.tokens || state.pos >= limit) break;

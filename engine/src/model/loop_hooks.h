@@ -19,11 +19,6 @@
 
 namespace kvlab::detail {
 
-// The index of the largest logit: the greedy pick.
-inline int argmax(std::span<const float> v) {
-  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 // The options of `e` the model loop uses: the simulation's cache-free checks, and the loop's own;
 // the error names the option.
 inline Status check_eviction(const EvictionConfig& e, int layers) {

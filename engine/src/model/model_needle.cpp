@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/random.h"
+#include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/quant/quantizer.h"
 #include "model/loop_hooks.h"
 
@@ -197,7 +198,7 @@ Result<NeedleReport> measure_needle(const LoadedModel& m, const NeedleConfig& c,
     }
     std::vector<int> answer;
     for (int i = 0; i < c.answer_tokens; ++i) {
-      const int next = detail::argmax(*logits);
+      const int next = greedy_token(*logits);
       if (next == m.eos) break;
       answer.push_back(next);
       if (i + 1 == c.answer_tokens) break;

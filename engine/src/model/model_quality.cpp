@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/random.h"
+#include "kvlab/engine/model/generate.h"
 #include "kvlab/engine/model/kv_store.h"
 #include "kvlab/engine/quant/compress.h"
 #include "kvlab/engine/quant/quantizer.h"
@@ -234,7 +235,7 @@ Result<QualityReport> measure_quality(const LlamaModel& model, const std::vector
       for (std::size_t v = 0; v < pe.size(); ++v) k += std::exp(pe[v]) * (pe[v] - pq[v]);
       ws.kl += k;
       ws.kl_token.push_back(k);
-      ws.agree += detail::argmax(*le) == detail::argmax(*lq);
+      ws.agree += greedy_token(*le) == greedy_token(*lq);
       ++ws.count;
       prev = next;
     }

@@ -5,6 +5,7 @@
 // so the same loop times the fp16 cache and every stored method.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -15,6 +16,11 @@
 #include "kvlab/engine/model/llama_model.h"
 
 namespace kvlab {
+
+// The greedy pick: the index of the largest logit (the first, on a tie).
+inline int greedy_token(std::span<const float> logits) {
+  return static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
 
 struct GreedyConfig {
   int tokens = 32;  // tokens to pick; the last one picked is not run through the model
